@@ -1,0 +1,1 @@
+"""api component of VIP Lanes."""

@@ -1,0 +1,1 @@
+"""authz component of VIP Lanes."""

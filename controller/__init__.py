@@ -1,0 +1,1 @@
+"""controller component of VIP Lanes."""

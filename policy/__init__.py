@@ -1,0 +1,1 @@
+"""policy component of VIP Lanes."""

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Idempotent machine set-up for VIP Lanes: apt packages, venv, the package, rclone, OVS daemons.
+# Every step checks before it acts, so a second run costs seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+export DEBIAN_FRONTEND=noninteractive
+
+APT_PKGS=(openvswitch-switch mininet iperf3 iptables iputils-ping ethtool iproute2 procps psmisc
+          python3-venv python3-pip postgresql postgresql-client golang-go git ca-certificates)
+missing=()
+for p in "${APT_PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# golang-go from Debian is too old for rclone 1.68; any go >= 1.21 on PATH is enough.
+if command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ]; then
+  missing=("${missing[@]/golang-go}")
+fi
+missing=($(printf '%s\n' "${missing[@]}" | grep -v '^$' || true))
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  apt-get update -q >/dev/null || true
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >/tmp/viplanes-apt.log 2>&1 \
+    || { tail -20 /tmp/viplanes-apt.log; exit 1; }
+fi
+
+# The venv must see Debian's Mininet, which lives in /usr/lib/python3/dist-packages.
+if [ ! -x .venv/bin/python ]; then
+  /usr/bin/python3 -m venv --system-site-packages .venv
+fi
+stamp=.venv/.installed-$(cat setup.py | sha1sum | cut -c1-12)
+if [ ! -f "$stamp" ]; then
+  .venv/bin/pip install -q --upgrade pip setuptools wheel
+  .venv/bin/pip install -q -e '.[dev]'
+  rm -f .venv/.installed-*; touch "$stamp"
+fi
+
+# rclone 1.68 (Debian's 1.60 has no `serve s3`), built once into tools/bin.
+RCLONE_VERSION=v1.68.2
+if ! tools/bin/rclone version 2>/dev/null | grep -q "rclone ${RCLONE_VERSION}"; then
+  GO=$(command -v go || echo /usr/local/go/bin/go)
+  echo "setup: building rclone ${RCLONE_VERSION} (a few minutes, once)"
+  mkdir -p tools/bin
+  GOBIN="$ROOT/tools/bin" GOFLAGS=-mod=mod "$GO" install "github.com/rclone/rclone@${RCLONE_VERSION}" \
+    >/tmp/viplanes-rclone.log 2>&1 || { tail -20 /tmp/viplanes-rclone.log; exit 1; }
+fi
+
+scripts/ovs-up
+echo "setup: ok"

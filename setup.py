@@ -1,0 +1,40 @@
+"""One distribution, ``viplanes``; the component folders map into the ``viplanes.*`` namespace."""
+from setuptools import setup
+
+COMPONENTS = {
+    "viplanes.topologies": "topologies",
+    "viplanes.policy": "policy",
+    "viplanes.authz": "authz",
+    "viplanes.controller": "controller",
+    "viplanes.api": "api",
+}
+
+setup(
+    name="viplanes",
+    version="0.1.0",
+    description="SDN VIP lanes: pre-authorized big-data flows that bypass campus middleboxes",
+    python_requires=">=3.11",
+    packages=["viplanes", "viplanes.lab", "viplanes.migrations", "viplanes.migrations.versions",
+              *COMPONENTS],
+    package_dir={"viplanes": "viplanes", **COMPONENTS},
+    package_data={"viplanes.topologies": ["*.yaml"], "viplanes.migrations": ["*.ini", "*.mako"]},
+    install_requires=[
+        "os-ken>=4.2",
+        "flask>=3.0",
+        "flask-smorest>=0.44",
+        "marshmallow>=3.20",
+        "sqlalchemy>=2.0",
+        "alembic>=1.13",
+        "waitress>=3.0",
+        "psycopg2-binary>=2.9",
+        "pyyaml>=6.0",
+        "networkx>=3.0",
+        "click>=8.1",
+        "rich>=13.0",
+        "matplotlib>=3.7",
+        "prometheus-client>=0.19",
+        "requests>=2.31",
+    ],
+    extras_require={"dev": ["pytest>=8", "hypothesis>=6.90", "schemathesis>=3.25"]},
+    entry_points={"console_scripts": ["viplanes=viplanes.cli:main"]},
+)

@@ -1,0 +1,1 @@
+"""The campus model: YAML files, the loader/validator and lane path computation."""

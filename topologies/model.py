@@ -1,0 +1,121 @@
+"""The campus model as typed, frozen facts. `loader.py` builds it from YAML and validates it.
+
+Names are unique across switches, hosts, middleboxes and the edge router, so a link endpoint
+``"s2:3"`` or a host name identifies exactly one thing.
+"""
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from typing import Literal
+
+HostRole = Literal["desktop", "server", "dtn", "cloud"]
+MiddleboxKind = Literal["firewall", "nat"]
+
+
+@dataclass(frozen=True)
+class Switch:
+    name: str
+    dpid: int
+    role: str = "campus"  # free text for people: access, core, border, internet
+
+
+@dataclass(frozen=True)
+class PortRef:
+    """One switch port: where a host, a middlebox leg or a link end plugs in."""
+
+    switch: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.switch}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Link:
+    """A switch-to-switch cable. ``bypass`` links exist only for lanes: no default traffic."""
+
+    a: PortRef
+    b: PortRef
+    mbps: float
+    bypass: bool = False
+
+
+@dataclass(frozen=True)
+class Interface:
+    """An L3 interface of a host, middlebox leg or router leg."""
+
+    mac: str
+    ip: ipaddress.IPv4Interface  # address with its prefix, e.g. 10.1.0.10/24
+    attach: PortRef | None  # None for a leg cabled straight to another node (fw <-> nat)
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    role: HostRole
+    iface: Interface
+    gateway: ipaddress.IPv4Address
+    nic_mbps: float
+
+    @property
+    def needs_nat(self) -> bool:
+        """A private source must be translated to a lane-pool address on the lane."""
+        return self.iface.ip.ip.is_private and not self.iface.ip.ip.is_loopback
+
+
+@dataclass(frozen=True)
+class Middlebox:
+    """A firewall or NAT on the default path. ``mbps`` caps its throughput (models DPI)."""
+
+    name: str
+    kind: MiddleboxKind
+    inside: Interface
+    outside: Interface
+    mbps: float | None = None
+    # destination prefix -> next hop, for the middlebox's own routing table
+    routes: tuple[tuple[ipaddress.IPv4Network, ipaddress.IPv4Address], ...] = ()
+
+
+@dataclass(frozen=True)
+class EdgeRouter:
+    """The campus edge: lanes end at its inside port."""
+
+    name: str
+    inside: Interface
+    outside: Interface
+    routes: tuple[tuple[ipaddress.IPv4Network, ipaddress.IPv4Address], ...] = ()
+
+
+@dataclass(frozen=True)
+class LanePool:
+    """Public addresses handed to NAT'd hosts on a lane, and the MAC the controller answers with."""
+
+    prefix: ipaddress.IPv4Network
+    mac: str
+
+
+@dataclass(frozen=True)
+class Topology:
+    name: str
+    switches: tuple[Switch, ...]
+    links: tuple[Link, ...]
+    hosts: tuple[Host, ...]
+    middleboxes: tuple[Middlebox, ...]
+    edge: EdgeRouter
+    lane_pool: LanePool
+    description: str = ""
+    source: str = field(default="<memory>", compare=False)  # file it came from, for messages
+
+    def switch(self, name: str) -> Switch:
+        return next(s for s in self.switches if s.name == name)
+
+    def switch_by_dpid(self, dpid: int) -> Switch | None:
+        return next((s for s in self.switches if s.dpid == dpid), None)
+
+    def host(self, name: str) -> Host:
+        return next(h for h in self.hosts if h.name == name)
+
+    def host_by_ip(self, ip: str | ipaddress.IPv4Address) -> Host | None:
+        addr = ipaddress.IPv4Address(ip)
+        return next((h for h in self.hosts if h.iface.ip.ip == addr), None)

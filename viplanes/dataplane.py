@@ -1,0 +1,28 @@
+"""The one seam between the northbound side and the controller.
+
+The API and the lane scheduler talk only to a :class:`Dataplane`. In the embedded default
+(`viplanes serve`) it is the in-process os-ken controller; tests may pass their own. The database
+stays the source of truth: the controller asks ``desired_lanes`` whenever it reconciles (controller
+start, switch connect), so a restarted controller rebuilds everything from the store.
+"""
+from __future__ import annotations
+
+from typing import Callable, Protocol
+
+from viplanes.domain import ActivationResult, LaneCounters, LaneSpec
+
+DesiredLanes = Callable[[], list[LaneSpec]]
+
+
+class Dataplane(Protocol):
+    def attach_source(self, desired_lanes: DesiredLanes) -> None:
+        """Tell the controller where to read the lanes that should be active (for reconcile)."""
+
+    def activate(self, lane: LaneSpec, timeout_s: float = 5.0) -> ActivationResult:
+        """Install the lane on every switch of its path; return once all barriers answered."""
+
+    def deactivate(self, lane_id: int, timeout_s: float = 5.0) -> None:
+        """Delete the lane's flows (by cookie) from every switch."""
+
+    def counters(self, lane_id: int) -> LaneCounters | None:
+        """Packets/bytes the lane carried so far, or None when the controller has no stats."""

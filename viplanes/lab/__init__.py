@@ -1,0 +1,1 @@
+"""lab component of VIP Lanes."""
