@@ -84,7 +84,7 @@ class _Parser:
     def mapping(self, value: Any, where: str, required: tuple[str, ...],
                 optional: tuple[str, ...] = ()) -> dict[str, Any] | None:
         if not isinstance(value, dict):
-            self.bad(where, f"expected a mapping, got {_kind(value)}")
+            self.bad(where or "top level", f"expected a mapping, got {_kind(value)}")
             return None
         for key in value:
             if key not in required and key not in optional:

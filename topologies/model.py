@@ -9,6 +9,10 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Literal
 
+# Source addresses that only exist behind the campus NAT.
+NAT_PREFIXES = tuple(ipaddress.IPv4Network(p) for p in
+                     ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"))
+
 HostRole = Literal["desktop", "server", "dtn", "cloud"]
 MiddleboxKind = Literal["firewall", "nat"]
 
@@ -60,8 +64,13 @@ class Host:
 
     @property
     def needs_nat(self) -> bool:
-        """A private source must be translated to a lane-pool address on the lane."""
-        return self.iface.ip.ip.is_private and not self.iface.ip.ip.is_loopback
+        """A private source must be translated to a lane-pool address on the lane.
+
+        "Private" means RFC 1918 or shared (RFC 6598) space, the addresses a campus NAT hides.
+        Python's ``is_private`` also counts the documentation ranges (198.51.100.0/24, ...) that
+        the lab uses as public addresses, so it is not used here.
+        """
+        return any(self.iface.ip.ip in net for net in NAT_PREFIXES)
 
 
 @dataclass(frozen=True)
@@ -119,3 +128,9 @@ class Topology:
     def host_by_ip(self, ip: str | ipaddress.IPv4Address) -> Host | None:
         addr = ipaddress.IPv4Address(ip)
         return next((h for h in self.hosts if h.iface.ip.ip == addr), None)
+
+    def lane_addresses(self) -> tuple[ipaddress.IPv4Address, ...]:
+        """Lane-pool addresses usable as NAT addresses (not the edge subnet's network/broadcast)."""
+        subnet = self.edge.inside.ip.network
+        reserved = {subnet.network_address, subnet.broadcast_address}
+        return tuple(a for a in self.lane_pool.prefix if a not in reserved)

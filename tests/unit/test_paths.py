@@ -1,0 +1,61 @@
+"""Lane paths run from the host's port to the edge router's port over switch links only."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from viplanes.topologies.loader import load_topology, parse_topology
+from viplanes.topologies.paths import Hop, NoLanePath, bypass_ports, lane_path, lane_paths
+
+
+@pytest.fixture
+def campus_data(campus_yaml: Path) -> dict[str, Any]:
+    return yaml.safe_load(campus_yaml.read_text())
+
+
+def test_desktop_path_uses_bypass(campus_yaml: Path) -> None:
+    topo = load_topology(campus_yaml)
+    assert lane_path(topo, "desktop") == (
+        Hop(1, "s1", 1, 3), Hop(2, "s2", 1, 3), Hop(3, "s3", 3, 2))
+
+
+def test_dtn_at_edge_switch_is_one_hop(campus_yaml: Path) -> None:
+    assert lane_path(load_topology(campus_yaml), "dtn") == (Hop(3, "s3", 4, 2),)
+
+
+def test_cloud_and_unknown_hosts_have_no_lane(campus_yaml: Path) -> None:
+    topo = load_topology(campus_yaml)
+    with pytest.raises(NoLanePath, match="cloud host"):
+        lane_path(topo, "cloud")
+    with pytest.raises(NoLanePath, match="unknown host"):
+        lane_path(topo, "nobody")
+
+
+def test_no_path_without_bypass(campus_data: dict[str, Any]) -> None:
+    data = copy.deepcopy(campus_data)
+    data["links"] = [link for link in data["links"] if not link.get("bypass")]
+    topo = parse_topology(data, "t.yaml")
+    with pytest.raises(NoLanePath, match=r"no lane path from host 'desktop' \(at s1:1\)"):
+        lane_path(topo, "desktop")
+    paths = lane_paths(topo)
+    assert isinstance(paths["desktop"], NoLanePath) and isinstance(paths["dtn"], tuple)
+
+
+def test_bypass_preferred_over_shorter_default_path(campus_data: dict[str, Any]) -> None:
+    data = copy.deepcopy(campus_data)
+    # a default link s1 -> s3 directly (1 hop), while the bypass route is 2 links
+    data["links"].append({"a": "s1:9", "b": "s3:9", "mbps": 1000})
+    topo = parse_topology(data, "t.yaml")
+    assert [h.switch for h in lane_path(topo, "desktop")] == ["s1", "s2", "s3"]
+    # with a parallel bypass link s1 - s3 the lane takes it
+    data["links"].append({"a": "s1:8", "b": "s3:8", "mbps": 10, "bypass": True})
+    topo = parse_topology(data, "t.yaml")
+    assert lane_path(topo, "desktop") == (Hop(1, "s1", 1, 8), Hop(3, "s3", 8, 2))
+
+
+def test_bypass_ports(campus_yaml: Path) -> None:
+    assert bypass_ports(load_topology(campus_yaml)) == {2: {3}, 3: {3}}

@@ -1,0 +1,43 @@
+"""`viplanes topology ...`: let operators validate a campus file before the controller uses it."""
+from __future__ import annotations
+
+import click
+
+from viplanes.topologies.loader import TopologyError, load_topology
+from viplanes.topologies.paths import NoLanePath, bypass_ports, format_path, lane_paths
+
+
+@click.group()
+def topology() -> None:
+    """Campus topology files."""
+
+
+@topology.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+def check(file: str) -> None:
+    """Validate FILE and show its switches, hosts and lane paths."""
+    try:
+        topo = load_topology(file)
+    except TopologyError as exc:
+        for problem in exc.problems:
+            click.echo(problem, err=True)
+        raise SystemExit(1) from None
+    bypass = bypass_ports(topo)
+    click.echo(f"{topo.source}: topology {topo.name!r} is valid")
+    click.echo(f"  switches ({len(topo.switches)}): "
+               + ", ".join(f"{s.name}(dpid {s.dpid})" for s in topo.switches))
+    click.echo(f"  links: {len(topo.links)}, bypass ports: "
+               + (", ".join(f"{topo.switch_by_dpid(d).name}:{p}"  # type: ignore[union-attr]
+                            for d in sorted(bypass) for p in sorted(bypass[d])) or "none"))
+    click.echo("  middleboxes: " + (", ".join(f"{m.name}({m.kind})" for m in topo.middleboxes)
+                                     or "none"))
+    click.echo(f"  edge router: {topo.edge.name} at {topo.edge.inside.attach}; "
+               f"lane pool {topo.lane_pool.prefix}")
+    click.echo(f"  hosts ({len(topo.hosts)}):")
+    paths = lane_paths(topo)
+    for host in topo.hosts:
+        path = paths[host.name]
+        nat = " (NAT on lane)" if host.needs_nat else ""
+        lane = f"no lane: {path}" if isinstance(path, NoLanePath) else f"lane {format_path(path)}{nat}"
+        click.echo(f"    {host.name:<10} {host.role:<8} {host.iface.ip!s:<18} at "
+                   f"{host.iface.attach}  {lane}")

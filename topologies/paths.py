@@ -1,0 +1,114 @@
+"""Where a lane runs: the switch path from a campus host to the edge router's inside port.
+
+The graph holds switches and switch-to-switch links only. Middleboxes are never nodes, so no lane
+path can cross a firewall or NAT; the only way around them is over links, preferably bypass ones.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+
+from viplanes.topologies.model import Host, Link, Topology
+
+# Cost of one hop: a path uses as few default (non-bypass) links as it can, then as few hops.
+BYPASS_COST = 1
+DEFAULT_LINK_COST = 1000
+
+
+class NoLanePath(Exception):
+    """The host cannot have a lane: no switch path from it to the edge router's inside port."""
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One switch on a lane, in the forward direction (host -> edge)."""
+
+    dpid: int
+    switch: str
+    in_port: int
+    out_port: int
+
+
+def _better(link: Link, other: Link) -> bool:
+    return (link.bypass, link.mbps) > (other.bypass, other.mbps)
+
+
+def switch_graph(topo: Topology) -> nx.Graph:
+    """Switches joined by their links; of parallel links the bypass (then faster) one is kept."""
+    graph = nx.Graph()
+    graph.add_nodes_from(s.name for s in topo.switches)
+    for link in topo.links:
+        u, v = link.a.switch, link.b.switch
+        current = graph.get_edge_data(u, v)
+        if current is not None and not _better(link, current["link"]):
+            continue
+        graph.add_edge(u, v, link=link, weight=BYPASS_COST if link.bypass else DEFAULT_LINK_COST)
+    return graph
+
+
+def _port_towards(link: Link, switch: str) -> int:
+    """The port of ``link`` on ``switch``."""
+    return link.a.port if link.a.switch == switch else link.b.port
+
+
+def lane_path(topo: Topology, host_name: str, graph: nx.Graph | None = None) -> tuple[Hop, ...]:
+    """Hops from the host's attachment port to the edge router's inside attachment."""
+    try:
+        host: Host = topo.host(host_name)
+    except StopIteration:
+        raise NoLanePath(f"unknown host {host_name!r}") from None
+    if host.role == "cloud":
+        raise NoLanePath(f"host {host_name!r} is a cloud host outside the campus: lanes start at "
+                         "campus hosts")
+    edge_at = topo.edge.inside.attach
+    if edge_at is None or host.iface.attach is None:  # the loader forbids both; keep the message
+        raise NoLanePath(f"host {host_name!r} or the edge router is not attached to a switch")
+    start = host.iface.attach
+    graph = switch_graph(topo) if graph is None else graph
+    try:
+        names = nx.shortest_path(graph, start.switch, edge_at.switch, weight="weight")
+    except (nx.NetworkXNoPath, nx.NodeNotFound):
+        raise NoLanePath(f"no lane path from host {host_name!r} (at {start}) to the edge router "
+                         f"(at {edge_at}): switch {start.switch} has no link path to "
+                         f"{edge_at.switch} that avoids the middleboxes") from None
+    hops = []
+    in_port = start.port
+    for i, name in enumerate(names):
+        if i + 1 < len(names):
+            link = graph.edges[name, names[i + 1]]["link"]
+            out_port = _port_towards(link, name)
+            next_in = _port_towards(link, names[i + 1])
+        else:
+            out_port, next_in = edge_at.port, 0
+        hops.append(Hop(dpid=topo.switch(name).dpid, switch=name, in_port=in_port,
+                        out_port=out_port))
+        in_port = next_in
+    return tuple(hops)
+
+
+def lane_paths(topo: Topology) -> dict[str, tuple[Hop, ...] | NoLanePath]:
+    """Every host's lane path, or the reason it has none (for `topology check` and the API)."""
+    graph = switch_graph(topo)
+    out: dict[str, tuple[Hop, ...] | NoLanePath] = {}
+    for host in topo.hosts:
+        try:
+            out[host.name] = lane_path(topo, host.name, graph)
+        except NoLanePath as exc:
+            out[host.name] = exc
+    return out
+
+
+def bypass_ports(topo: Topology) -> dict[int, set[int]]:
+    """Per dpid, the ports that end a bypass link: default traffic must never use them."""
+    out: dict[int, set[int]] = {}
+    for link in topo.links:
+        if link.bypass:
+            for end in (link.a, link.b):
+                out.setdefault(topo.switch(end.switch).dpid, set()).add(end.port)
+    return out
+
+
+def format_path(hops: tuple[Hop, ...]) -> str:
+    """``s1[1>3] s2[1>3] s3[3>2]``: each switch with its in and out port."""
+    return " ".join(f"{h.switch}[{h.in_port}>{h.out_port}]" for h in hops)
