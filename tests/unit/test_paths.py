@@ -45,16 +45,19 @@ def test_no_path_without_bypass(campus_data: dict[str, Any]) -> None:
     assert isinstance(paths["desktop"], NoLanePath) and isinstance(paths["dtn"], tuple)
 
 
-def test_bypass_preferred_over_shorter_default_path(campus_data: dict[str, Any]) -> None:
+def test_bypass_preferred_over_default_links(campus_data: dict[str, Any]) -> None:
     data = copy.deepcopy(campus_data)
-    # a default link s1 -> s3 directly (1 hop), while the bypass route is 2 links
-    data["links"].append({"a": "s1:9", "b": "s3:9", "mbps": 1000})
+    # a faster default link parallel to the s2-s3 bypass: the lane still takes the bypass port
+    data["links"].append({"a": "s2:9", "b": "s3:9", "mbps": 1000})
     topo = parse_topology(data, "t.yaml")
-    assert [h.switch for h in lane_path(topo, "desktop")] == ["s1", "s2", "s3"]
-    # with a parallel bypass link s1 - s3 the lane takes it
-    data["links"].append({"a": "s1:8", "b": "s3:8", "mbps": 10, "bypass": True})
+    assert lane_path(topo, "desktop")[1:] == (Hop(2, "s2", 1, 3), Hop(3, "s3", 3, 2))
+    # a two-link bypass detour s1 - s5 - s2 beats the one default link s1 - s2
+    data["switches"].append({"name": "s5", "dpid": 5})
+    data["links"] += [{"a": "s1:8", "b": "s5:1", "mbps": 10, "bypass": True},
+                      {"a": "s5:2", "b": "s2:8", "mbps": 10, "bypass": True}]
     topo = parse_topology(data, "t.yaml")
-    assert lane_path(topo, "desktop") == (Hop(1, "s1", 1, 8), Hop(3, "s3", 8, 2))
+    assert lane_path(topo, "desktop") == (
+        Hop(1, "s1", 1, 8), Hop(5, "s5", 1, 2), Hop(2, "s2", 8, 3), Hop(3, "s3", 3, 2))
 
 
 def test_bypass_ports(campus_yaml: Path) -> None:
