@@ -1,0 +1,33 @@
+"""Alembic migrations of the VIP Lanes store, run programmatically (no alembic.ini needed)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import Engine
+
+HERE = Path(__file__).resolve().parent
+
+
+def alembic_config(engine: Engine | None = None):  # type: ignore[no-untyped-def]
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(HERE))
+    if engine is not None:
+        cfg.attributes["engine"] = engine
+        cfg.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
+    return cfg
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Bring the schema to ``revision``; creates every table on an empty database."""
+    from alembic import command
+
+    command.upgrade(alembic_config(engine), revision)
+
+
+def current(engine: Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()

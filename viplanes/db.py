@@ -1,0 +1,93 @@
+"""Engine and transactions. SQLite (WAL) by default, PostgreSQL when the URL says so.
+
+Write transactions must be serialised where a quota is checked. PostgreSQL does it with
+``SELECT ... FOR UPDATE`` on the grant rows (see ``lock``); SQLite has no row locks, so every write
+transaction starts with ``BEGIN IMMEDIATE``, which takes the database's single writer lock up
+front instead of failing with SQLITE_BUSY when a read transaction later tries to write.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Iterator
+
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.orm import Session, sessionmaker
+
+DEFAULT_DB_URL = "sqlite:///viplanes.db"  # ./viplanes.db, relative to the working directory
+
+
+def resolve_db_url(url: str | None = None) -> str:
+    """Explicit URL > $VIPLANES_DB_URL > ./viplanes.db. A bare path means a SQLite file."""
+    url = url or os.environ.get("VIPLANES_DB_URL") or DEFAULT_DB_URL
+    if "://" not in url:
+        url = f"sqlite:///{Path(url)}"
+    if url.startswith("postgres://"):  # the libpq spelling SQLAlchemy does not accept
+        url = "postgresql://" + url[len("postgres://"):]
+    return url
+
+
+def make_engine(url: str, pool_size: int = 10) -> Engine:
+    url = resolve_db_url(url)
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 60},
+                               pool_size=pool_size, max_overflow=20, pool_timeout=60)
+        _sqlite_setup(engine)
+        return engine
+    return create_engine(url, pool_size=pool_size, max_overflow=30, pool_timeout=60, pool_pre_ping=True)
+
+
+def _sqlite_setup(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+        dbapi_conn.isolation_level = None  # pysqlite must not BEGIN on its own; we do below
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across app crashes
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA busy_timeout=60000")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn) -> None:  # type: ignore[no-untyped-def]
+        immediate = conn.get_execution_options().get("sqlite_immediate", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+class Database:
+    """One engine, one session factory; ``read()`` and ``write()`` are single transactions."""
+
+    def __init__(self, url: str | None = None, pool_size: int = 10) -> None:
+        self.url = resolve_db_url(url)
+        self.engine = make_engine(self.url, pool_size=pool_size)
+        self.is_sqlite = self.engine.dialect.name == "sqlite"
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Session]:
+        with self._sessions() as session:
+            with session.begin():
+                yield session
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Session]:
+        with self._sessions() as session:
+            with session.begin():
+                if self.is_sqlite:  # procure the connection now so its BEGIN is IMMEDIATE
+                    session.connection(execution_options={"sqlite_immediate": True})
+                yield session
+
+    def create_all(self) -> None:
+        """Bring the schema to the newest migration (alembic), creating it if needed."""
+        from viplanes.migrations import upgrade
+
+        upgrade(self.engine)
+
+    def advisory_lock(self, session: Session, key: int) -> None:
+        """Serialise one kind of decision across principals (PostgreSQL; SQLite is already serial)."""
+        if not self.is_sqlite:
+            session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+
+    def dispose(self) -> None:
+        self.engine.dispose()

@@ -1,0 +1,369 @@
+"""Lane lifecycle: the state machine and the manager that moves lanes through it.
+
+requested -> scheduled -> installing -> active -> expired | released | revoked, or failed with a
+reason. The manager is the only code that changes a lane's state; it talks to the database
+(source of truth) and to a :class:`~viplanes.dataplane.Dataplane`, never to a switch.
+"""
+from __future__ import annotations
+
+import ipaddress
+import logging
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from viplanes.authz.tokens import Caller, sees_lane
+from viplanes.dataplane import Dataplane
+from viplanes.db import Database
+from viplanes.domain import ActivationResult, LaneCounters, LaneSpec
+from viplanes.errors import Conflict, Forbidden, Invalid, NotFound, Unavailable, VipError
+from viplanes.models import LIVE_STATES, Lane
+from viplanes.policy.rules import (START_SLACK_S, Decision, LaneRequest, allocate_nat, check_grant,
+                                   decide)
+from viplanes.store import audit, get_grant, lock_usable_grants, rule_of
+from viplanes.topologies.model import Topology
+
+log = logging.getLogger(__name__)
+
+TERMINAL = frozenset({"expired", "released", "revoked", "failed"})
+TRANSITIONS: dict[str, frozenset[str]] = {
+    "requested": frozenset({"scheduled", "installing", "failed", "released", "revoked"}),
+    "scheduled": frozenset({"installing", "expired", "failed", "released", "revoked"}),
+    "installing": frozenset({"active", "expired", "failed", "released", "revoked"}),
+    "active": frozenset({"expired", "released", "revoked", "failed"}),
+    **{t: frozenset() for t in TERMINAL},
+}
+NAT_LOCK_KEY = 0x56495031  # pg advisory lock: one lane-pool allocation at a time
+
+
+def can_move(src: str, dst: str) -> bool:
+    return dst in TRANSITIONS.get(src, frozenset())
+
+
+def _move(lane: Lane, dst: str, reason: str | None = None) -> None:
+    if not can_move(lane.state, dst):
+        raise Conflict(f"lane {lane.id} is {lane.state}; cannot become {dst}", code="bad_transition")
+    lane.state = dst
+    if reason is not None:
+        lane.reason = reason
+
+
+def spec_of(lane: Lane) -> LaneSpec:
+    return LaneSpec(lane_id=lane.id, src_ip=lane.src_ip, dst_ip=lane.dst_ip, protocol=lane.protocol,  # type: ignore[arg-type]
+                    dst_port=lane.dst_port, src_port=lane.src_port, nat_ip=lane.nat_ip,
+                    expires_at=lane.expires_at, rate_mbps=lane.rate_mbps)
+
+
+@dataclass(frozen=True)
+class LaneInput:
+    src_ip: str
+    dst_ip: str
+    protocol: str
+    dst_port: int
+    duration_s: int
+    purpose: str
+    src_port: int | None = None
+    start_at: float | None = None
+    rate_mbps: float | None = None
+
+
+def _noop(*_args: object) -> None:
+    return None
+
+
+class LaneManager:
+    """Requests, extends, ends and schedules lanes. Thread-safe: all state is in the database."""
+
+    def __init__(self, db: Database, dataplane: Dataplane, topology: Topology,
+                 clock: Callable[[], float] = time.time,
+                 on_decision: Callable[[str], None] = _noop,
+                 on_activation: Callable[[float, bool], None] = _noop) -> None:
+        self.db = db
+        self.dataplane = dataplane
+        self.topology = topology
+        self.clock = clock
+        self.on_decision = on_decision
+        self.on_activation = on_activation
+
+    # --- request -----------------------------------------------------------------------------
+
+    def request(self, caller: Caller, body: LaneInput, idempotency_key: str | None = None) -> tuple[Lane, bool]:
+        """Decide, store and (for an immediate lane) activate. Returns (lane, created)."""
+        now = self.clock()
+        denial: VipError | None = None
+        with self.db.write() as s:
+            grants = lock_usable_grants(s, caller.id, now, for_update=not self.db.is_sqlite)
+            if idempotency_key:
+                first = s.scalar(select(Lane).where(Lane.principal_id == caller.id,
+                                                    Lane.idempotency_key == idempotency_key))
+                if first is not None:
+                    return first, False
+            req = self._to_request(body, now)
+            decision = decide(req, [rule_of(g) for g in grants], self.topology, now,
+                              self._live_counts(s, [g.id for g in grants], req.starts_at, req.expires_at))
+            lane: Lane | None = None
+            if decision.allowed:
+                lane, denial = self._insert(s, caller, body, req, decision, now, idempotency_key)
+            else:
+                denial = self._denial(decision)
+            self.on_decision(denial.code if denial is not None else decision.code)
+            audit(s, now, caller.name, "lane.request", f"lane:{lane.id}" if lane else "",
+                  "allow" if denial is None else "deny", denial.message if denial else decision.reason)
+        if denial is not None:
+            raise denial
+        assert lane is not None
+        if lane.state == "installing":
+            lane = self._activate(lane)
+        return lane, True
+
+    def _to_request(self, body: LaneInput, now: float) -> LaneRequest:
+        try:
+            src, dst = ipaddress.IPv4Address(body.src_ip), ipaddress.IPv4Address(body.dst_ip)
+        except ValueError as exc:
+            raise Invalid(str(exc), code="invalid_address") from None
+        start = now if body.start_at is None or body.start_at <= now else body.start_at
+        if body.start_at is not None and body.start_at < now - START_SLACK_S:
+            start = body.start_at  # let the policy refuse it with its reason
+        return LaneRequest(src_ip=src, dst_ip=dst, protocol=body.protocol, dst_port=body.dst_port,
+                           src_port=body.src_port, duration_s=body.duration_s, starts_at=start,
+                           rate_mbps=body.rate_mbps)
+
+    @staticmethod
+    def _denial(decision: Decision) -> VipError:
+        if decision.code == "quota":
+            return Conflict(decision.reason, {"grant_id": decision.grant_id}, code="quota_exceeded")
+        return Forbidden(decision.reason, {"grant_id": decision.grant_id}, code=decision.code)
+
+    def _live_counts(self, s: Session, grant_ids: Sequence[int], start: float, end: float,
+                     exclude: int | None = None) -> dict[int, int]:
+        """Live lanes per grant whose time window overlaps [start, end): one GROUP BY."""
+        if not grant_ids:
+            return {}
+        q = (select(Lane.grant_id, func.count())
+             .where(Lane.grant_id.in_(grant_ids), Lane.state.in_(LIVE_STATES),
+                    Lane.starts_at < end, Lane.expires_at > start)
+             .group_by(Lane.grant_id))
+        if exclude is not None:
+            q = q.where(Lane.id != exclude)
+        return {gid: n for gid, n in s.execute(q)}
+
+    def _duplicate(self, s: Session, src: str, dst: str, proto: str, dport: int, sport: int | None,
+                   start: float, end: float, exclude: int | None = None) -> int | None:
+        key = (1 << 32) + zlib.crc32(f"{src}|{dst}|{proto}|{dport}".encode())
+        self.db.advisory_lock(s, key)
+        q = select(Lane.id).where(Lane.src_ip == src, Lane.dst_ip == dst, Lane.protocol == proto,
+                                  Lane.dst_port == dport, Lane.state.in_(LIVE_STATES),
+                                  Lane.starts_at < end, Lane.expires_at > start)
+        if sport is not None:  # a lane without src_port covers every source port
+            q = q.where(Lane.src_port.is_(None) | (Lane.src_port == sport))
+        if exclude is not None:
+            q = q.where(Lane.id != exclude)
+        return s.scalar(q.limit(1))
+
+    def _insert(self, s: Session, caller: Caller, body: LaneInput, req: LaneRequest, decision: Decision,
+                now: float, idempotency_key: str | None) -> tuple[Lane | None, VipError | None]:
+        src, dst = str(req.src_ip), str(req.dst_ip)
+        dup = self._duplicate(s, src, dst, req.protocol, req.dst_port, req.src_port, req.starts_at, req.expires_at)
+        if dup is not None:
+            return None, Conflict(f"an identical lane ({dup}) is already live", {"lane_id": dup},
+                                  code="duplicate_lane")
+        nat_ip = None
+        host = self.topology.host_by_ip(req.src_ip)
+        if host is not None and host.needs_nat:
+            self.db.advisory_lock(s, NAT_LOCK_KEY)
+            in_use = s.scalars(select(Lane.nat_ip).where(Lane.state.in_(LIVE_STATES), Lane.nat_ip.is_not(None)))
+            nat_ip = allocate_nat(self.topology.lane_pool.prefix, in_use)
+            if nat_ip is None:
+                return None, Unavailable("the lane address pool is exhausted; try again when a lane ends",
+                                         {"pool": str(self.topology.lane_pool.prefix)}, code="lane_pool_exhausted")
+        immediate = req.starts_at <= now
+        lane = Lane(principal_id=caller.id, grant_id=decision.grant_id, src_ip=src, dst_ip=dst,
+                    protocol=req.protocol, dst_port=req.dst_port, src_port=req.src_port,
+                    duration_s=req.duration_s, rate_mbps=req.rate_mbps, purpose=body.purpose,
+                    state="installing" if immediate else "scheduled", reason=decision.reason,
+                    nat_ip=nat_ip, idempotency_key=idempotency_key, created_at=now,
+                    starts_at=req.starts_at, expires_at=req.expires_at)
+        s.add(lane)
+        s.flush()
+        return lane, None
+
+    # --- activation --------------------------------------------------------------------------
+
+    def _activate(self, lane: Lane) -> Lane:
+        """Ask the data plane to carry an installing lane; record active or failed."""
+        spec = spec_of(lane)
+        t0 = time.perf_counter()
+        try:
+            result = self.dataplane.activate(spec)
+        except Exception as exc:  # a broken controller must fail the lane, not the request
+            log.exception("activate lane %s", lane.id)
+            result = ActivationResult(False, f"data plane error: {exc}", time.perf_counter() - t0)
+        latency = time.perf_counter() - t0
+        self.on_activation(latency, result.ok)
+        undo = False
+        with self.db.write() as s:
+            row = s.get(Lane, lane.id)
+            assert row is not None
+            if row.state == "installing":
+                now = self.clock()
+                if result.ok:
+                    _move(row, "active")
+                    row.activated_at = now
+                else:
+                    _move(row, "failed", f"activation failed: {result.reason}")
+                    row.ended_at = now
+                    audit(s, now, "system", "lane.activate", f"lane:{row.id}", "failed", result.reason)
+                row.activation_ms = latency * 1000.0
+            else:
+                undo = result.ok  # released or revoked while installing
+            lane = row
+        if undo:
+            self._deactivate(lane.id)
+        return lane
+
+    def _deactivate(self, lane_id: int) -> None:
+        try:
+            self.dataplane.deactivate(lane_id)
+        except Exception:  # hard_timeout and the next reconcile still remove the flows
+            log.exception("deactivate lane %s", lane_id)
+
+    # --- reads -------------------------------------------------------------------------------
+
+    def get(self, caller: Caller, lane_id: int, s: Session | None = None) -> Lane:
+        if s is None:
+            with self.db.read() as s2:
+                return self.get(caller, lane_id, s2)
+        lane = s.get(Lane, lane_id)
+        if lane is None or not sees_lane(caller, lane.principal_id):
+            raise NotFound(f"no lane {lane_id}")
+        return lane
+
+    def list(self, caller: Caller, state: str | None = None, principal_id: int | None = None,
+             src_ip: str | None = None, dst_ip: str | None = None, limit: int = 100, offset: int = 0) -> Sequence[Lane]:
+        q = select(Lane)
+        if not caller.is_operator:
+            q = q.where(Lane.principal_id == caller.id)
+        elif principal_id is not None:
+            q = q.where(Lane.principal_id == principal_id)
+        for col, val in (("state", state), ("src_ip", src_ip), ("dst_ip", dst_ip)):
+            if val is not None:
+                q = q.where(getattr(Lane, col) == val)
+        with self.db.read() as s:
+            return s.scalars(q.order_by(Lane.id.desc()).limit(limit).offset(offset)).all()
+
+    def counters(self, caller: Caller, lane_id: int) -> tuple[Lane, LaneCounters | None]:
+        lane = self.get(caller, lane_id)
+        try:
+            return lane, self.dataplane.counters(lane_id)
+        except Exception:
+            log.exception("counters of lane %s", lane_id)
+            return lane, None
+
+    def desired_lanes(self) -> list[LaneSpec]:
+        """What the data plane should carry right now (the controller's reconcile source)."""
+        now = self.clock()
+        with self.db.read() as s:
+            rows = s.scalars(select(Lane).where(Lane.state.in_(("installing", "active")),
+                                                Lane.expires_at > now)).all()
+            return [spec_of(r) for r in rows]
+
+    def counts_by_state(self) -> dict[str, int]:
+        with self.db.read() as s:
+            return dict(s.execute(select(Lane.state, func.count()).group_by(Lane.state)).all())
+
+    # --- changes -----------------------------------------------------------------------------
+
+    def end(self, caller: Caller, lane_id: int, to: str) -> Lane:
+        """Release (owner/operator) or revoke (operator) a live lane."""
+        now = self.clock()
+        with self.db.write() as s:
+            lane = self.get(caller, lane_id, s)
+            was = lane.state
+            if was not in LIVE_STATES:
+                raise Conflict(f"lane {lane_id} is already {was}", code="lane_not_live")
+            _move(lane, to, f"{to} by {caller.name}")
+            lane.ended_at = now
+            audit(s, now, caller.name, {"released": "lane.release", "revoked": "lane.revoke"}[to],
+                  f"lane:{lane_id}", "done")
+        if was in ("installing", "active"):
+            self._deactivate(lane_id)
+        return lane
+
+    def extend(self, caller: Caller, lane_id: int, add_s: int) -> Lane:
+        """Lengthen a live lane inside its grant (duration, grant end, quota, no overlap)."""
+        now = self.clock()
+        with self.db.write() as s:
+            lane = self.get(caller, lane_id, s)
+            if lane.state not in LIVE_STATES:
+                raise Conflict(f"lane {lane_id} is {lane.state}", code="lane_not_live")
+            grant = get_grant(s, lane.grant_id)
+            if not self.db.is_sqlite:
+                s.refresh(grant, with_for_update=True)
+            new_end = lane.expires_at + add_s
+            req = LaneRequest(ipaddress.IPv4Address(lane.src_ip), ipaddress.IPv4Address(lane.dst_ip),
+                              lane.protocol, lane.dst_port, lane.src_port, lane.duration_s + add_s,
+                              lane.starts_at, lane.rate_mbps)
+            live = self._live_counts(s, [grant.id], lane.starts_at, new_end, exclude=lane.id).get(grant.id, 0)
+            decision = check_grant(req, rule_of(grant), now, live)
+            dup = self._duplicate(s, lane.src_ip, lane.dst_ip, lane.protocol, lane.dst_port, lane.src_port,
+                                  lane.starts_at, new_end, exclude=lane.id)
+            if decision.allowed and dup is not None:
+                decision = Decision(False, "duplicate_lane", f"lane {dup} uses this flow later", grant.id)
+            self.on_decision(decision.code)
+            if decision.allowed:
+                lane.duration_s += add_s
+                lane.expires_at = new_end
+            audit(s, now, caller.name, "lane.extend", f"lane:{lane_id}",
+                  "allow" if decision.allowed else "deny", decision.reason)
+        if not decision.allowed:
+            raise self._denial(decision) if decision.code != "duplicate_lane" else \
+                Conflict(decision.reason, code="duplicate_lane")
+        if lane.state == "active":  # refresh hard_timeout on the switches
+            result = self.dataplane.activate(spec_of(lane))
+            if not result.ok:
+                log.warning("lane %s extended but the data plane refresh failed: %s", lane_id, result.reason)
+        return lane
+
+    def revoke_grant_lanes(self, lane_ids: Sequence[int]) -> None:
+        for lane_id in lane_ids:
+            self._deactivate(lane_id)
+
+    # --- time --------------------------------------------------------------------------------
+
+    def tick(self) -> dict[str, int]:
+        """Start due scheduled lanes, expire ended ones. Called by the scheduler thread and tests."""
+        now = self.clock()
+        with self.db.write() as s:
+            due = s.scalars(select(Lane).where(Lane.state == "scheduled", Lane.starts_at <= now)).all()
+            starting = []
+            for lane in due:
+                if lane.expires_at <= now:
+                    _move(lane, "expired", "ended before it could start")
+                    lane.ended_at = now
+                else:
+                    _move(lane, "installing")
+                    starting.append(lane)
+            ending = s.scalars(select(Lane).where(Lane.state.in_(("installing", "active")),
+                                                  Lane.expires_at <= now)).all()
+            for lane in ending:
+                _move(lane, "expired", "duration ended")
+                lane.ended_at = now
+                audit(s, now, "system", "lane.expire", f"lane:{lane.id}", "done")
+            ended_ids = [lane.id for lane in ending]
+        for lane in starting:
+            self._activate(lane)
+        for lane_id in ended_ids:
+            self._deactivate(lane_id)
+        return {"started": len(starting), "expired": len(ended_ids)}
+
+    def recover(self) -> int:
+        """After a restart: lanes caught in ``installing`` are activated again."""
+        with self.db.read() as s:
+            stuck = s.scalars(select(Lane).where(Lane.state == "installing")).all()
+        for lane in stuck:
+            self._activate(lane)
+        return len(stuck)

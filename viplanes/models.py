@@ -1,0 +1,111 @@
+"""SQLAlchemy 2.x tables: principals and their tokens, grants, lanes, audit events.
+
+Times are unix seconds (float) so the injectable clock, the policy and the data plane share one
+unit; the API renders them as ISO 8601. Lists (prefixes, ports) are JSON.
+"""
+from __future__ import annotations
+
+from sqlalchemy import (JSON, Boolean, Float, ForeignKey, Index, Integer, String, Text,
+                        UniqueConstraint)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+ROLES = ("operator", "researcher")
+LANE_STATES = ("requested", "scheduled", "installing", "active", "expired", "released", "revoked", "failed")
+# A lane in one of these holds quota, a lane-pool address and its flow.
+LIVE_STATES = ("requested", "scheduled", "installing", "active")
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Principal(Base):
+    __tablename__ = "principals"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    role: Mapped[str] = mapped_column(String(16))
+    disabled: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[float] = mapped_column(Float)
+
+    tokens: Mapped[list[ApiToken]] = relationship(back_populates="principal", cascade="all, delete-orphan")
+
+
+class ApiToken(Base):
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    principal_id: Mapped[int] = mapped_column(ForeignKey("principals.id", ondelete="CASCADE"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 hex
+    created_at: Mapped[float] = mapped_column(Float)
+
+    principal: Mapped[Principal] = relationship(back_populates="tokens")
+
+
+class Grant(Base):
+    __tablename__ = "grants"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    principal_id: Mapped[int] = mapped_column(ForeignKey("principals.id"), index=True)
+    src_prefixes: Mapped[list] = mapped_column(JSON)
+    dst_prefixes: Mapped[list] = mapped_column(JSON)
+    protocols: Mapped[list] = mapped_column(JSON)
+    ports: Mapped[list] = mapped_column(JSON)  # ["443", "9000-9100"]
+    max_duration_s: Mapped[int] = mapped_column(Integer)
+    max_rate_mbps: Mapped[float | None] = mapped_column(Float, nullable=True)
+    max_lanes: Mapped[int] = mapped_column(Integer)
+    valid_from: Mapped[float | None] = mapped_column(Float, nullable=True)
+    valid_until: Mapped[float | None] = mapped_column(Float, nullable=True)
+    revoked_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    created_by: Mapped[str] = mapped_column(String(64))
+
+    principal: Mapped[Principal] = relationship(lazy="joined")
+
+
+class Lane(Base):
+    __tablename__ = "lanes"
+    __table_args__ = (
+        UniqueConstraint("principal_id", "idempotency_key", name="uq_lanes_idempotency"),
+        Index("ix_lanes_state_expires", "state", "expires_at"),
+        Index("ix_lanes_principal_state", "principal_id", "state"),
+        Index("ix_lanes_grant_state", "grant_id", "state"),
+        Index("ix_lanes_flow", "src_ip", "dst_ip", "dst_port"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    principal_id: Mapped[int] = mapped_column(ForeignKey("principals.id"))
+    grant_id: Mapped[int] = mapped_column(ForeignKey("grants.id"))
+    src_ip: Mapped[str] = mapped_column(String(15))
+    dst_ip: Mapped[str] = mapped_column(String(15))
+    protocol: Mapped[str] = mapped_column(String(3))
+    dst_port: Mapped[int] = mapped_column(Integer)
+    src_port: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    duration_s: Mapped[int] = mapped_column(Integer)
+    rate_mbps: Mapped[float | None] = mapped_column(Float, nullable=True)
+    purpose: Mapped[str] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(String(12))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    nat_ip: Mapped[str | None] = mapped_column(String(15), nullable=True)
+    idempotency_key: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    starts_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float] = mapped_column(Float)
+    activated_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    activation_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+    principal: Mapped[Principal] = relationship(lazy="joined")
+
+
+class AuditEvent(Base):
+    __tablename__ = "audit_events"
+    __table_args__ = (Index("ix_audit_at", "at"), Index("ix_audit_actor_at", "actor", "at"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[float] = mapped_column(Float)
+    actor: Mapped[str] = mapped_column(String(64))  # principal name, or "system" for the scheduler
+    action: Mapped[str] = mapped_column(String(32))  # lane.request, grant.create, ...
+    target: Mapped[str] = mapped_column(String(64), default="")  # "lane:7", "grant:2", "principal:bob"
+    decision: Mapped[str] = mapped_column(String(16))  # allow | deny | done
+    reason: Mapped[str] = mapped_column(Text, default="")

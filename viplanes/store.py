@@ -1,0 +1,191 @@
+"""Principals, tokens, grants and audit events on a Session. Lanes live in ``lanes.py``.
+
+Every function works inside the caller's transaction (``Database.read()``/``write()``) so one
+API request is one transaction.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from viplanes.authz.tokens import Caller, hash_token, new_token
+from viplanes.errors import Conflict, Invalid, NotFound
+from viplanes.models import LIVE_STATES, ApiToken, AuditEvent, Grant, Lane, Principal
+from viplanes.policy.rules import (GrantRule, PolicyInputError, format_ports, parse_ports,
+                                   parse_prefix)
+
+
+# --- principals and tokens -------------------------------------------------------------------
+
+def create_principal(s: Session, name: str, role: str, now: float) -> tuple[Principal, str]:
+    """A new principal with its first token; the token is returned once and stored hashed."""
+    if s.scalar(select(Principal.id).where(Principal.name == name)) is not None:
+        raise Conflict(f"principal {name!r} already exists", code="principal_exists")
+    p = Principal(name=name, role=role, disabled=False, created_at=now)
+    token = new_token()
+    p.tokens.append(ApiToken(token_hash=hash_token(token), created_at=now))
+    s.add(p)
+    s.flush()
+    return p, token
+
+
+def get_principal(s: Session, name: str) -> Principal:
+    p = s.scalar(select(Principal).where(Principal.name == name))
+    if p is None:
+        raise NotFound(f"no principal {name!r}")
+    return p
+
+
+def list_principals(s: Session) -> Sequence[Principal]:
+    return s.scalars(select(Principal).order_by(Principal.id)).all()
+
+
+def rotate_token(s: Session, name: str, now: float) -> str:
+    """Replace every token of the principal with one new token."""
+    p = get_principal(s, name)
+    p.tokens.clear()
+    token = new_token()
+    p.tokens.append(ApiToken(token_hash=hash_token(token), created_at=now))
+    s.flush()
+    return token
+
+
+def set_disabled(s: Session, name: str, disabled: bool = True) -> Principal:
+    p = get_principal(s, name)
+    p.disabled = disabled
+    return p
+
+
+def caller_for_token(s: Session, token: str) -> Caller | None:
+    """The enabled principal holding ``token``, or None. One indexed query."""
+    row = s.execute(
+        select(Principal.id, Principal.name, Principal.role)
+        .join(ApiToken, ApiToken.principal_id == Principal.id)
+        .where(ApiToken.token_hash == hash_token(token), Principal.disabled.is_(False))
+    ).first()
+    return Caller(id=row.id, name=row.name, role=row.role) if row else None
+
+
+# --- grants ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GrantInput:
+    principal: str
+    src_prefixes: list[str]
+    dst_prefixes: list[str]
+    protocols: list[str]
+    ports: list[int | str]
+    max_duration_s: int
+    max_rate_mbps: float | None = None
+    max_lanes: int = 1
+    valid_from: float | None = None
+    valid_until: float | None = None
+
+
+def create_grant(s: Session, g: GrantInput, actor: str, now: float) -> Grant:
+    p = get_principal(s, g.principal)
+    try:
+        src = [str(parse_prefix(x)) for x in g.src_prefixes]
+        dst = [str(parse_prefix(x)) for x in g.dst_prefixes]
+        ports = format_ports(parse_ports(g.ports))
+    except PolicyInputError as exc:
+        raise Invalid(str(exc), code="invalid_grant") from None
+    if g.valid_from is not None and g.valid_until is not None and g.valid_until <= g.valid_from:
+        raise Invalid("valid_until must be after valid_from", code="invalid_grant")
+    grant = Grant(principal_id=p.id, src_prefixes=src, dst_prefixes=dst,
+                  protocols=sorted(set(g.protocols)), ports=ports, max_duration_s=g.max_duration_s,
+                  max_rate_mbps=g.max_rate_mbps, max_lanes=g.max_lanes, valid_from=g.valid_from,
+                  valid_until=g.valid_until, revoked_at=None, created_at=now, created_by=actor)
+    s.add(grant)
+    s.flush()
+    return grant
+
+
+def get_grant(s: Session, grant_id: int) -> Grant:
+    g = s.get(Grant, grant_id)
+    if g is None:
+        raise NotFound(f"no grant {grant_id}")
+    return g
+
+
+def list_grants(s: Session, principal_id: int | None = None, active_at: float | None = None,
+                limit: int = 100, offset: int = 0) -> Sequence[Grant]:
+    q = select(Grant).order_by(Grant.id)
+    if principal_id is not None:
+        q = q.where(Grant.principal_id == principal_id)
+    if active_at is not None:
+        q = q.where(Grant.revoked_at.is_(None),
+                    (Grant.valid_until.is_(None)) | (Grant.valid_until > active_at))
+    return s.scalars(q.limit(limit).offset(offset)).all()
+
+
+def grant_state(g: Grant, now: float) -> str:
+    if g.revoked_at is not None:
+        return "revoked"
+    if g.valid_until is not None and now >= g.valid_until:
+        return "expired"
+    if g.valid_from is not None and now < g.valid_from:
+        return "pending"
+    return "active"
+
+
+def lock_usable_grants(s: Session, principal_id: int, now: float, for_update: bool) -> Sequence[Grant]:
+    """The principal's grants that could allow a lane now or later, row-locked in id order.
+
+    Locking in id order keeps two transactions from deadlocking on each other's grants.
+    """
+    q = (select(Grant).where(Grant.principal_id == principal_id, Grant.revoked_at.is_(None),
+                             (Grant.valid_until.is_(None)) | (Grant.valid_until > now))
+         .order_by(Grant.id))
+    if for_update:
+        q = q.with_for_update(of=Grant)
+    return s.scalars(q).all()
+
+
+def rule_of(g: Grant) -> GrantRule:
+    return GrantRule(
+        grant_id=g.id,
+        src_prefixes=tuple(parse_prefix(x) for x in g.src_prefixes),
+        dst_prefixes=tuple(parse_prefix(x) for x in g.dst_prefixes),
+        protocols=frozenset(g.protocols), ports=parse_ports(g.ports),
+        max_duration_s=g.max_duration_s, max_rate_mbps=g.max_rate_mbps, max_lanes=g.max_lanes,
+        valid_from=g.valid_from, valid_until=g.valid_until, revoked=g.revoked_at is not None)
+
+
+def revoke_grant(s: Session, grant_id: int, now: float) -> list[int]:
+    """Revoke the grant and end its live lanes; returns the ids of lanes to take down."""
+    g = get_grant(s, grant_id)
+    if g.revoked_at is not None:
+        raise Conflict(f"grant {grant_id} is already revoked", code="already_revoked")
+    g.revoked_at = now
+    ids = list(s.scalars(select(Lane.id).where(Lane.grant_id == grant_id, Lane.state.in_(LIVE_STATES))))
+    if ids:
+        s.execute(update(Lane).where(Lane.id.in_(ids))
+                  .values(state="revoked", reason=f"grant {grant_id} revoked", ended_at=now))
+    return ids
+
+
+# --- audit -----------------------------------------------------------------------------------
+
+def audit(s: Session, now: float, actor: str, action: str, target: str, decision: str,
+          reason: str = "") -> None:
+    s.add(AuditEvent(at=now, actor=actor, action=action, target=target, decision=decision,
+                     reason=reason[:2000]))
+
+
+def query_audit(s: Session, actor: str | None = None, action: str | None = None,
+                decision: str | None = None, target: str | None = None, since: float | None = None,
+                until: float | None = None, limit: int = 100, offset: int = 0) -> Sequence[AuditEvent]:
+    q = select(AuditEvent)
+    filters: dict[str, Any] = {"actor": actor, "action": action, "decision": decision, "target": target}
+    for col, val in filters.items():
+        if val is not None:
+            q = q.where(getattr(AuditEvent, col) == val)
+    if since is not None:
+        q = q.where(AuditEvent.at >= since)
+    if until is not None:
+        q = q.where(AuditEvent.at < until)
+    return s.scalars(q.order_by(AuditEvent.id.desc()).limit(limit).offset(offset)).all()
