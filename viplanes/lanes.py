@@ -21,7 +21,7 @@ from viplanes.dataplane import Dataplane
 from viplanes.db import Database
 from viplanes.domain import ActivationResult, LaneCounters, LaneSpec
 from viplanes.errors import Conflict, Forbidden, Invalid, NotFound, Unavailable, VipError
-from viplanes.models import LIVE_STATES, Lane
+from viplanes.models import LIVE_STATES, Lane, Principal
 from viplanes.policy.rules import (START_SLACK_S, Decision, LaneRequest, allocate_nat, check_grant,
                                    decide)
 from viplanes.store import audit, get_grant, lock_usable_grants, rule_of
@@ -242,13 +242,14 @@ class LaneManager:
             raise NotFound(f"no lane {lane_id}")
         return lane
 
-    def list(self, caller: Caller, state: str | None = None, principal_id: int | None = None,
+    def list(self, caller: Caller, state: str | None = None, principal: str | None = None,
              src_ip: str | None = None, dst_ip: str | None = None, limit: int = 100, offset: int = 0) -> Sequence[Lane]:
         q = select(Lane)
         if not caller.is_operator:
             q = q.where(Lane.principal_id == caller.id)
-        elif principal_id is not None:
-            q = q.where(Lane.principal_id == principal_id)
+        elif principal is not None:
+            q = q.where(Lane.principal_id == select(Principal.id).where(Principal.name == principal)
+                        .scalar_subquery())
         for col, val in (("state", state), ("src_ip", src_ip), ("dst_ip", dst_ip)):
             if val is not None:
                 q = q.where(getattr(Lane, col) == val)

@@ -1,0 +1,52 @@
+"""Bearer-token authentication for /api/v1 and role checks for views."""
+from __future__ import annotations
+
+import math
+
+from flask import Flask, g, request
+from flask.typing import ResponseReturnValue
+
+from viplanes.authz.tokens import Caller, may, parse_bearer
+from viplanes.errors import Forbidden
+from viplanes.store import caller_for_token
+
+from .errors import error_response
+
+PUBLIC = {"/api/v1/openapi.json"}
+
+
+def register(app: Flask) -> None:
+    @app.before_request
+    def _authenticate() -> ResponseReturnValue | None:
+        path = request.path
+        if not path.startswith("/api/v1/") or path in PUBLIC:
+            return None
+        ctx = app.extensions["viplanes"]
+        client = request.remote_addr or "unknown"
+        wait = ctx.limiter.retry_after(client)
+        if wait > 0:
+            return error_response(429, "rate_limited", "too many failed authentications; wait",
+                                  {"retry_after_s": math.ceil(wait)}, {"Retry-After": str(math.ceil(wait))})
+        token = parse_bearer(request.headers.get("Authorization"))
+        caller = None
+        if token is not None:
+            with ctx.db.read() as s:
+                caller = caller_for_token(s, token)
+        if caller is None:
+            ctx.limiter.record_failure(client)
+            ctx.metrics.auth_failures.inc()
+            return error_response(401, "unauthorized", "missing, unknown or disabled bearer token", {},
+                                  {"WWW-Authenticate": 'Bearer realm="viplanes"'})
+        g.caller = caller
+        return None
+
+
+def caller() -> Caller:
+    return g.caller  # type: ignore[no-any-return]
+
+
+def require(action: str) -> Caller:
+    c = caller()
+    if not may(c, action):
+        raise Forbidden(f"{action} needs the operator role", code="forbidden")
+    return c

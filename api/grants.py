@@ -1,0 +1,84 @@
+"""/api/v1/grants: operators create, list and revoke; researchers list their own."""
+from __future__ import annotations
+
+from typing import Any
+
+from flask import current_app
+from flask_smorest import Blueprint
+
+from viplanes import store
+from viplanes.errors import NotFound
+
+from .auth import caller, require
+from .schemas import GrantCreateSchema, GrantQuerySchema, GrantRevokedSchema, GrantSchema, to_ts
+from .views import grant_dict
+
+bp = Blueprint("grants", __name__, url_prefix="/api/v1/grants", description="Grants (pre-authorizations)")
+
+
+def _ctx() -> Any:
+    return current_app.extensions["viplanes"]
+
+
+@bp.route("", methods=["POST"])
+@bp.arguments(GrantCreateSchema)
+@bp.response(201, GrantSchema)
+def create_grant(body: dict[str, Any]) -> Any:
+    who = require("grant.create")
+    ctx = _ctx()
+    now = ctx.clock()
+    gi = store.GrantInput(**{**body, "valid_from": to_ts(body["valid_from"]),
+                             "valid_until": to_ts(body["valid_until"])})
+    with ctx.db.write() as s:
+        g = store.create_grant(s, gi, who.name, now)
+        store.audit(s, now, who.name, "grant.create", f"grant:{g.id}", "done", f"for {gi.principal}")
+        return grant_dict(g, now, gi.principal)
+
+
+@bp.route("", methods=["GET"])
+@bp.arguments(GrantQuerySchema, location="query")
+@bp.response(200, GrantSchema(many=True))
+def list_grants(args: dict[str, Any]) -> Any:
+    """Operators see every grant; researchers only their own."""
+    who = caller()
+    ctx = _ctx()
+    now = ctx.clock()
+    with ctx.db.read() as s:
+        pid: int | None = who.id
+        if who.is_operator:
+            pid = None
+            if "principal" in args:
+                try:
+                    pid = store.get_principal(s, args["principal"]).id
+                except NotFound:
+                    return []
+        rows = store.list_grants(s, pid, now if args.get("active") else None, args["limit"], args["offset"])
+        return [grant_dict(g, now) for g in rows]
+
+
+@bp.route("/<int:grant_id>", methods=["GET"])
+@bp.response(200, GrantSchema)
+def show_grant(grant_id: int) -> Any:
+    who = caller()
+    ctx = _ctx()
+    with ctx.db.read() as s:
+        g = store.get_grant(s, grant_id)
+        if not who.is_operator and g.principal_id != who.id:
+            raise NotFound(f"no grant {grant_id}")
+        return grant_dict(g, ctx.clock())
+
+
+@bp.route("/<int:grant_id>/revoke", methods=["POST"])
+@bp.response(200, GrantRevokedSchema)
+def revoke_grant(grant_id: int) -> Any:
+    """Revoke the grant; its live lanes end (state revoked) and leave the switches."""
+    who = require("grant.revoke")
+    ctx = _ctx()
+    now = ctx.clock()
+    with ctx.db.write() as s:
+        lane_ids = store.revoke_grant(s, grant_id, now)
+        store.audit(s, now, who.name, "grant.revoke", f"grant:{grant_id}", "done",
+                    f"ended lanes {lane_ids}" if lane_ids else "")
+        out = {"grant": grant_dict(store.get_grant(s, grant_id), now), "revoked_lanes": lane_ids}
+    ctx.manager.revoke_grant_lanes(lane_ids)
+    return out

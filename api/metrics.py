@@ -1,0 +1,75 @@
+"""Prometheus metrics with one registry per app (tests build many apps) and /healthz, /metrics."""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+from flask import Blueprint, Response, current_app, jsonify
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from viplanes.models import LANE_STATES
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25,
+                    0.5, 1.0, 2.5, 5.0)
+
+
+class _LanesByState(Collector):
+    """Reads lane counts from the database at scrape time, so every process agrees."""
+
+    def __init__(self, counts: Callable[[], dict[str, int]]) -> None:
+        self._counts = counts
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        fam = GaugeMetricFamily("viplanes_lanes", "Lanes by state", labels=["state"])
+        try:
+            counts = self._counts()
+        except Exception:  # a scrape must not fail because the database is busy
+            counts = {}
+        for state in LANE_STATES:
+            fam.add_metric([state], counts.get(state, 0))
+        yield fam
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.decisions = Counter("viplanes_decisions", "Lane policy decisions", ["decision", "code"],
+                                 registry=self.registry)
+        self.activation_seconds = Histogram("viplanes_activation_seconds",
+                                             "Data-plane activation latency", ["outcome"],
+                                             buckets=_LATENCY_BUCKETS, registry=self.registry)
+        self.request_seconds = Histogram("viplanes_lane_request_seconds",
+                                         "Lane request latency inside the API (decision + activation)",
+                                         buckets=_LATENCY_BUCKETS, registry=self.registry)
+        self.auth_failures = Counter("viplanes_auth_failures", "Failed authentications",
+                                     registry=self.registry)
+
+    def watch_lanes(self, counts: Callable[[], dict[str, int]]) -> None:
+        self.registry.register(_LanesByState(counts))
+
+    def decision(self, code: str) -> None:
+        self.decisions.labels("allow" if code == "allowed" else "deny", code).inc()
+
+    def activation(self, seconds: float, ok: bool) -> None:
+        self.activation_seconds.labels("ok" if ok else "failed").observe(seconds)
+
+
+bp = Blueprint("meta", __name__)
+
+
+@bp.route("/healthz")
+def healthz() -> Any:
+    ctx = current_app.extensions["viplanes"]
+    try:
+        with ctx.db.read() as s:
+            s.connection().exec_driver_sql("SELECT 1")
+        return jsonify({"status": "ok"})
+    except Exception as exc:
+        return jsonify({"status": "degraded", "database": str(exc)[:200]}), 503
+
+
+@bp.route("/metrics")
+def metrics() -> Response:
+    reg = current_app.extensions["viplanes"].metrics.registry
+    return Response(generate_latest(reg), mimetype=CONTENT_TYPE_LATEST)

@@ -1,0 +1,228 @@
+"""Request and response schemas (marshmallow). Bounds keep every value inside the database's types."""
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+from typing import Any
+
+import marshmallow as ma
+from marshmallow import fields as f
+from marshmallow import validate as v
+
+from viplanes.authz.tokens import ROLES
+from viplanes.errors import Invalid
+from viplanes.models import LANE_STATES
+from viplanes.policy.rules import MAX_DURATION_S, MAX_RATE_MBPS
+
+NAME = v.Regexp(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$", error="1-64 letters, digits, _ . @ - ")
+TEXT = v.Regexp(r"^[^\x00-\x1f\x7f]*$", error="no control characters")
+PORT = v.Range(1, 65535)
+MAX_LANES = 10_000
+PAGE = v.Range(1, 1000)
+
+
+def _ipv4(value: str) -> None:
+    try:
+        ipaddress.IPv4Address(value)
+    except ValueError:
+        raise ma.ValidationError("not an IPv4 address") from None
+
+
+def _prefix(value: str) -> None:
+    try:
+        ipaddress.IPv4Network(value, strict=True)
+    except ValueError:
+        raise ma.ValidationError("not an IPv4 address or prefix (host bits must be zero)") from None
+
+
+def to_ts(value: dt.datetime | None) -> float | None:
+    """Aware or naive (taken as UTC) datetime -> unix seconds."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.timezone.utc)
+    try:
+        return value.timestamp()
+    except (OverflowError, ValueError):
+        raise Invalid("date out of range", code="invalid_date") from None
+
+
+def from_ts(value: float | None) -> dt.datetime | None:
+    return None if value is None else dt.datetime.fromtimestamp(value, dt.timezone.utc)
+
+
+class Strict(ma.Schema):
+    class Meta:
+        unknown = ma.RAISE
+
+
+class PortItem(f.Field):
+    """A port number or a "lo-hi" range string."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        meta = {"oneOf": [{"type": "integer", "minimum": 1, "maximum": 65535},
+                          {"type": "string", "pattern": r"^[0-9]{1,5}(-[0-9]{1,5})?$"}]}
+        super().__init__(metadata=meta, **kwargs)
+
+    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> int | str:
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise ma.ValidationError("a port number or a range like 9000-9100")
+        if isinstance(value, int) and not 1 <= value <= 65535:
+            raise ma.ValidationError("port out of 1..65535")
+        if isinstance(value, str) and len(value) > 11:
+            raise ma.ValidationError("a port number or a range like 9000-9100")
+        return value
+
+    def _serialize(self, value: Any, attr: Any, obj: Any, **kwargs: Any) -> Any:
+        return value
+
+
+# --- lanes -----------------------------------------------------------------------------------
+
+class LaneRequestSchema(Strict):
+    src_ip = f.String(required=True, validate=_ipv4, metadata={"format": "ipv4"})
+    dst_ip = f.String(required=True, validate=_ipv4, metadata={"format": "ipv4"})
+    protocol = f.String(required=True, validate=v.OneOf(["tcp", "udp"]))
+    dst_port = f.Integer(required=True, strict=True, validate=PORT)
+    src_port = f.Integer(load_default=None, allow_none=True, strict=True, validate=PORT)
+    duration_s = f.Integer(required=True, strict=True, validate=v.Range(1, MAX_DURATION_S))
+    start_at = f.AwareDateTime(load_default=None, allow_none=True, default_timezone=dt.timezone.utc)
+    rate_mbps = f.Float(load_default=None, allow_none=True, allow_nan=False,
+                        validate=v.Range(0, MAX_RATE_MBPS, min_inclusive=False))
+    purpose = f.String(required=True, validate=[v.Length(1, 500), TEXT])
+
+
+class LaneSchema(ma.Schema):
+    id = f.Integer(required=True)
+    principal = f.String(required=True)
+    grant_id = f.Integer(required=True)
+    src_ip = f.String(required=True)
+    dst_ip = f.String(required=True)
+    protocol = f.String(required=True)
+    dst_port = f.Integer(required=True)
+    src_port = f.Integer(required=True, allow_none=True)
+    duration_s = f.Integer(required=True)
+    rate_mbps = f.Float(required=True, allow_none=True)
+    purpose = f.String(required=True)
+    state = f.String(required=True, validate=v.OneOf(LANE_STATES))
+    reason = f.String(required=True)
+    nat_ip = f.String(required=True, allow_none=True)
+    created_at = f.DateTime(required=True)
+    starts_at = f.DateTime(required=True)
+    expires_at = f.DateTime(required=True)
+    activated_at = f.DateTime(required=True, allow_none=True)
+    ended_at = f.DateTime(required=True, allow_none=True)
+    activation_ms = f.Float(required=True, allow_none=True)
+
+
+class LaneQuerySchema(Strict):
+    state = f.String(validate=v.OneOf(LANE_STATES))
+    principal = f.String(validate=NAME)
+    src_ip = f.String(validate=_ipv4)
+    dst_ip = f.String(validate=_ipv4)
+    limit = f.Integer(load_default=100, validate=PAGE)
+    offset = f.Integer(load_default=0, validate=v.Range(0, 10**9))
+
+
+class ExtendSchema(Strict):
+    add_s = f.Integer(required=True, strict=True, validate=v.Range(1, MAX_DURATION_S))
+
+
+class CountersSchema(ma.Schema):
+    lane_id = f.Integer(required=True)
+    state = f.String(required=True)
+    available = f.Boolean(required=True)
+    packets = f.Integer(required=True, allow_none=True)
+    bytes = f.Integer(required=True, allow_none=True)
+
+
+# --- grants ----------------------------------------------------------------------------------
+
+class GrantCreateSchema(Strict):
+    principal = f.String(required=True, validate=NAME)
+    src_prefixes = f.List(f.String(validate=_prefix), required=True, validate=v.Length(1, 64))
+    dst_prefixes = f.List(f.String(validate=_prefix), required=True, validate=v.Length(1, 64))
+    protocols = f.List(f.String(validate=v.OneOf(["tcp", "udp"])), required=True, validate=v.Length(1, 2))
+    ports = f.List(PortItem(), required=True, validate=v.Length(1, 64))
+    max_duration_s = f.Integer(required=True, strict=True, validate=v.Range(1, MAX_DURATION_S))
+    max_rate_mbps = f.Float(load_default=None, allow_none=True, allow_nan=False,
+                            validate=v.Range(0, MAX_RATE_MBPS, min_inclusive=False))
+    max_lanes = f.Integer(load_default=1, strict=True, validate=v.Range(1, MAX_LANES))
+    valid_from = f.AwareDateTime(load_default=None, allow_none=True, default_timezone=dt.timezone.utc)
+    valid_until = f.AwareDateTime(load_default=None, allow_none=True, default_timezone=dt.timezone.utc)
+
+
+class GrantSchema(ma.Schema):
+    id = f.Integer(required=True)
+    principal = f.String(required=True)
+    src_prefixes = f.List(f.String(), required=True)
+    dst_prefixes = f.List(f.String(), required=True)
+    protocols = f.List(f.String(), required=True)
+    ports = f.List(f.String(), required=True)
+    max_duration_s = f.Integer(required=True)
+    max_rate_mbps = f.Float(required=True, allow_none=True)
+    max_lanes = f.Integer(required=True)
+    valid_from = f.DateTime(required=True, allow_none=True)
+    valid_until = f.DateTime(required=True, allow_none=True)
+    revoked_at = f.DateTime(required=True, allow_none=True)
+    state = f.String(required=True, validate=v.OneOf(["pending", "active", "expired", "revoked"]))
+    created_at = f.DateTime(required=True)
+    created_by = f.String(required=True)
+
+
+class GrantQuerySchema(Strict):
+    principal = f.String(validate=NAME)
+    active = f.Boolean()
+    limit = f.Integer(load_default=100, validate=PAGE)
+    offset = f.Integer(load_default=0, validate=v.Range(0, 10**9))
+
+
+class GrantRevokedSchema(ma.Schema):
+    grant = f.Nested(GrantSchema, required=True)
+    revoked_lanes = f.List(f.Integer(), required=True)
+
+
+# --- principals ------------------------------------------------------------------------------
+
+class PrincipalCreateSchema(Strict):
+    name = f.String(required=True, validate=NAME)
+    role = f.String(required=True, validate=v.OneOf(ROLES))
+
+
+class PrincipalSchema(ma.Schema):
+    name = f.String(required=True)
+    role = f.String(required=True)
+    disabled = f.Boolean(required=True)
+    created_at = f.DateTime(required=True)
+
+
+class PrincipalTokenSchema(PrincipalSchema):
+    token = f.String(required=True, metadata={"description": "shown once; store it now"})
+
+
+# --- audit -----------------------------------------------------------------------------------
+
+class AuditQuerySchema(Strict):
+    actor = f.String(validate=NAME)
+    action = f.String(validate=[v.Length(1, 32), TEXT])
+    decision = f.String(validate=v.OneOf(["allow", "deny", "done", "failed"]))
+    target = f.String(validate=[v.Length(1, 64), TEXT])
+    since = f.AwareDateTime(default_timezone=dt.timezone.utc)
+    until = f.AwareDateTime(default_timezone=dt.timezone.utc)
+    limit = f.Integer(load_default=100, validate=PAGE)
+    offset = f.Integer(load_default=0, validate=v.Range(0, 10**9))
+
+
+class AuditEventSchema(ma.Schema):
+    id = f.Integer(required=True)
+    at = f.DateTime(required=True)
+    actor = f.String(required=True)
+    action = f.String(required=True)
+    target = f.String(required=True)
+    decision = f.String(required=True)
+    reason = f.String(required=True)
+
+
+class WhoAmISchema(ma.Schema):
+    name = f.String(required=True)
+    role = f.String(required=True)
