@@ -16,7 +16,7 @@ BYPASS_COST = 1
 DEFAULT_LINK_COST = 1000
 
 
-class NoLanePath(Exception):
+class NoLanePath(ValueError):
     """The host cannot have a lane: no switch path from it to the edge router's inside port."""
 
 
