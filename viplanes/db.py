@@ -23,8 +23,10 @@ def resolve_db_url(url: str | None = None) -> str:
     url = url or os.environ.get("VIPLANES_DB_URL") or DEFAULT_DB_URL
     if "://" not in url:
         url = f"sqlite:///{Path(url)}"
-    if url.startswith("postgres://"):  # the libpq spelling SQLAlchemy does not accept
-        url = "postgresql://" + url[len("postgres://"):]
+    for plain in ("postgres://", "postgresql://"):
+        # SQLAlchemy 2.1 picks psycopg 3 for a bare postgresql:// URL; we ship psycopg2
+        if url.startswith(plain):
+            url = "postgresql+psycopg2://" + url[len(plain):]
     return url
 
 

@@ -75,10 +75,12 @@ class PgCluster:
         if not self.template_ready:
             from sqlalchemy import create_engine
 
+            from viplanes.db import resolve_db_url
             from viplanes.migrations import upgrade
 
+            self._admin("DROP DATABASE IF EXISTS vl_template")
             self._admin("CREATE DATABASE vl_template")
-            engine = create_engine(self.url("vl_template"))
+            engine = create_engine(resolve_db_url(self.url("vl_template")))
             upgrade(engine)
             engine.dispose()
             self.template_ready = True

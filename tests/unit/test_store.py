@@ -1,0 +1,188 @@
+"""The store and the lane manager on a real database: SQLite here, PostgreSQL under -m postgres.
+
+Every test takes ``db_url``, which is parametrised over both databases (see conftest).
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from sqlalchemy import select
+
+from tests.unit.conftest import GRANT, T0
+from viplanes import store
+from viplanes.db import Database
+from viplanes.errors import Conflict, Invalid, NotFound, VipError
+from viplanes.lanes import LaneInput, LaneManager, can_move
+from viplanes.memplane import MemoryDataplane
+from viplanes.migrations import current
+from viplanes.models import Lane
+
+
+@pytest.fixture
+def db(db_url):
+    d = Database(db_url, pool_size=20)
+    d.create_all()
+    yield d
+    d.dispose()
+
+
+def principals(db, *specs, max_lanes=3, ports=("443", "9000-9100")):
+    out = {}
+    with db.write() as s:
+        for name, role in specs:
+            p, token = store.create_principal(s, name, role, T0)
+            out[name] = store.caller_for_token(s, token)
+            if role == "researcher":
+                store.create_grant(s, store.GrantInput(principal=name, **{**GRANT, "max_lanes": max_lanes,
+                                                                          "ports": list(ports)}),
+                                   "root", T0)
+    return out
+
+
+def lane_input(src="10.1.0.10", port=9000, **over):
+    return LaneInput(**{"src_ip": src, "dst_ip": "203.0.113.10", "protocol": "tcp", "dst_port": port,
+                        "duration_s": 600, "purpose": "test", **over})
+
+
+def test_schema_is_migrated(db):
+    assert current(db.engine) == "0001"
+    db.create_all()  # idempotent
+    assert current(db.engine) == "0001"
+
+
+def test_principals_and_tokens(db):
+    with db.write() as s:
+        p, token = store.create_principal(s, "alice", "researcher", T0)
+        with pytest.raises(Conflict):
+            store.create_principal(s, "alice", "operator", T0)
+    with db.read() as s:
+        assert store.caller_for_token(s, token).name == "alice"
+        assert store.caller_for_token(s, token + "x") is None
+    with db.write() as s:
+        new = store.rotate_token(s, "alice", T0)
+    with db.write() as s:
+        assert store.caller_for_token(s, token) is None and store.caller_for_token(s, new).role == "researcher"
+        store.set_disabled(s, "alice")
+    with db.read() as s:
+        assert store.caller_for_token(s, new) is None
+        with pytest.raises(NotFound):
+            store.get_principal(s, "nobody")
+
+
+def test_grant_validation_and_listing(db):
+    principals(db, ("alice", "researcher"))
+    with db.write() as s, pytest.raises(Invalid):
+        store.create_grant(s, store.GrantInput(principal="alice", **{**GRANT, "src_prefixes": ["10.1.0.1/24"]}),
+                           "root", T0)
+    with db.write() as s, pytest.raises(Invalid):
+        store.create_grant(s, store.GrantInput(principal="alice", **GRANT, valid_from=T0, valid_until=T0), "root", T0)
+    with db.read() as s:
+        (g,) = store.list_grants(s)
+        assert g.ports == ["443", "9000-9100"] and store.grant_state(g, T0) == "active"
+
+
+def test_lane_lifecycle_and_transitions(db):
+    callers = principals(db, ("alice", "researcher"))
+    dp = MemoryDataplane()
+    clock = [T0]
+    mgr = LaneManager(db, dp, _topo(), clock=lambda: clock[0])
+    lane, created = mgr.request(callers["alice"], lane_input())
+    assert created and lane.state == "active" and lane.nat_ip == "198.51.100.193"
+    later, _ = mgr.request(callers["alice"], lane_input(port=9001, start_at=T0 + 30))
+    assert later.state == "scheduled" and later.nat_ip == "198.51.100.194"
+    clock[0] += 30
+    assert mgr.tick() == {"started": 1, "expired": 0}
+    clock[0] += 600
+    assert mgr.tick() == {"started": 0, "expired": 2}
+    assert dp.active == {}
+    assert can_move("active", "expired") and not can_move("expired", "active") and not can_move("failed", "active")
+
+
+def _topo():
+    from pathlib import Path
+
+    from viplanes.topologies.loader import load_topology
+
+    return load_topology(Path(__file__).resolve().parents[2] / "topologies" / "campus.yaml")
+
+
+def test_accepted_lanes_survive_a_restart(db_url):
+    db = Database(db_url)
+    db.create_all()
+    callers = principals(db, ("alice", "researcher"))
+    mgr = LaneManager(db, MemoryDataplane(), _topo(), clock=lambda: T0)
+    ids = {mgr.request(callers["alice"], lane_input(port=p))[0].id for p in (9000, 9001, 9002)}
+    db.dispose()  # the API process ends
+    db2 = Database(db_url)
+    dp2 = MemoryDataplane()
+    mgr2 = LaneManager(db2, dp2, _topo(), clock=lambda: T0 + 1)
+    dp2.attach_source(mgr2.desired_lanes)
+    dp2.reconcile()
+    assert set(dp2.active) == ids
+    db2.dispose()
+
+
+def test_installing_lanes_are_recovered(db):
+    callers = principals(db, ("alice", "researcher"))
+    mgr = LaneManager(db, MemoryDataplane(), _topo(), clock=lambda: T0)
+    lane, _ = mgr.request(callers["alice"], lane_input())
+    with db.write() as s:  # as if the process died between decision and activation
+        s.get(Lane, lane.id).state = "installing"
+    dp = MemoryDataplane()
+    assert LaneManager(db, dp, _topo(), clock=lambda: T0).recover() == 1
+    assert lane.id in dp.active
+
+
+def _storm(db, callers, n, max_lanes):
+    """``n`` threads request lanes at once; returns (created lanes, refusal codes, seconds)."""
+    mgr = LaneManager(db, MemoryDataplane(), _topo(), clock=lambda: T0)
+    names = list(callers)
+    barrier = threading.Barrier(n)
+    created, refused, errors = [], [], []
+    lock = threading.Lock()
+
+    def one(i):
+        who = names[i % len(names)]
+        src = "10.1.0.10" if who == "alice" else "10.1.0.20"
+        barrier.wait()
+        try:
+            lane, _ = mgr.request(callers[who], lane_input(src=src, port=9000 + i // len(names)))
+            with lock:
+                created.append(lane)
+        except VipError as exc:
+            with lock:
+                refused.append(exc.code)
+        except Exception as exc:  # anything else is a bug
+            with lock:
+                errors.append(repr(exc))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    elapsed = time.perf_counter() - t0
+    assert not errors, errors[:3]
+    return created, refused, elapsed
+
+
+def test_200_simultaneous_requests_against_quota_5(db, record_property):
+    callers = principals(db, ("alice", "researcher"), max_lanes=5, ports=["9000-9300"])
+    created, refused, elapsed = _storm(db, callers, 200, 5)
+    record_property("seconds", round(elapsed, 3))
+    print(f"\n200 concurrent requests, quota 5, {db.engine.dialect.name}: {elapsed:.2f}s")
+    assert len(created) == 5 and all(l.state == "active" for l in created)
+    assert len(refused) == 195 and set(refused) == {"quota_exceeded"}
+    with db.read() as s:
+        assert len(s.scalars(select(Lane)).all()) == 5
+
+
+def test_two_principals_race_for_lane_pool_addresses(db):
+    callers = principals(db, ("alice", "researcher"), ("bob", "researcher"), max_lanes=5, ports=["9000-9300"])
+    created, refused, _ = _storm(db, callers, 100, 5)
+    assert len(created) == 10 and set(refused) == {"quota_exceeded"}
+    nat = [l.nat_ip for l in created]
+    assert len(set(nat)) == 10  # unique among live lanes across principals
