@@ -56,7 +56,7 @@ def list_grants(args: dict[str, Any]) -> Any:
         return [grant_dict(g, now) for g in rows]
 
 
-@bp.route("/<int:grant_id>", methods=["GET"])
+@bp.route("/<int(max=2147483647):grant_id>", methods=["GET"])
 @bp.response(200, GrantSchema)
 def show_grant(grant_id: int) -> Any:
     who = caller()
@@ -68,7 +68,7 @@ def show_grant(grant_id: int) -> Any:
         return grant_dict(g, ctx.clock())
 
 
-@bp.route("/<int:grant_id>/revoke", methods=["POST"])
+@bp.route("/<int(max=2147483647):grant_id>/revoke", methods=["POST"])
 @bp.response(200, GrantRevokedSchema)
 def revoke_grant(grant_id: int) -> Any:
     """Revoke the grant; its live lanes end (state revoked) and leave the switches."""

@@ -56,14 +56,14 @@ def list_lanes(args: dict[str, Any]) -> Any:
     return [lane_dict(lane, who) for lane in lanes]
 
 
-@bp.route("/<int:lane_id>", methods=["GET"])
+@bp.route("/<int(max=2147483647):lane_id>", methods=["GET"])
 @bp.response(200, LaneSchema)
 def show_lane(lane_id: int) -> Any:
     who = caller()
     return lane_dict(_ctx().manager.get(who, lane_id), who)
 
 
-@bp.route("/<int:lane_id>/extend", methods=["POST"])
+@bp.route("/<int(max=2147483647):lane_id>/extend", methods=["POST"])
 @bp.arguments(ExtendSchema)
 @bp.response(200, LaneSchema)
 def extend_lane(body: dict[str, Any], lane_id: int) -> Any:
@@ -72,7 +72,7 @@ def extend_lane(body: dict[str, Any], lane_id: int) -> Any:
     return lane_dict(_ctx().manager.extend(who, lane_id, body["add_s"]), who)
 
 
-@bp.route("/<int:lane_id>/release", methods=["POST"])
+@bp.route("/<int(max=2147483647):lane_id>/release", methods=["POST"])
 @bp.response(200, LaneSchema)
 def release_lane(lane_id: int) -> Any:
     """End a lane early (its owner, or an operator)."""
@@ -80,7 +80,7 @@ def release_lane(lane_id: int) -> Any:
     return lane_dict(_ctx().manager.end(who, lane_id, "released"), who)
 
 
-@bp.route("/<int:lane_id>/revoke", methods=["POST"])
+@bp.route("/<int(max=2147483647):lane_id>/revoke", methods=["POST"])
 @bp.response(200, LaneSchema)
 def revoke_lane(lane_id: int) -> Any:
     """End a lane by operator decision."""
@@ -88,7 +88,7 @@ def revoke_lane(lane_id: int) -> Any:
     return lane_dict(_ctx().manager.end(who, lane_id, "revoked"), who)
 
 
-@bp.route("/<int:lane_id>/stats", methods=["GET"])
+@bp.route("/<int(max=2147483647):lane_id>/stats", methods=["GET"])
 @bp.response(200, CountersSchema)
 def lane_stats(lane_id: int) -> Any:
     """Packets and bytes the lane carried (null when the controller has no counters)."""

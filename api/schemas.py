@@ -28,11 +28,17 @@ def _ipv4(value: str) -> None:
         raise ma.ValidationError("not an IPv4 address") from None
 
 
+PREFIX_META = {"pattern": r"^[0-9]{1,3}(\.[0-9]{1,3}){3}(/[0-9]{1,2})?$", "example": "10.1.0.0/24"}
+
+
 def _prefix(value: str) -> None:
     try:
         ipaddress.IPv4Network(value, strict=True)
     except ValueError:
         raise ma.ValidationError("not an IPv4 address or prefix (host bits must be zero)") from None
+
+
+MAX_TS = dt.datetime(9999, 12, 30, tzinfo=dt.timezone.utc).timestamp()
 
 
 def to_ts(value: dt.datetime | None) -> float | None:
@@ -42,9 +48,12 @@ def to_ts(value: dt.datetime | None) -> float | None:
     if value.tzinfo is None:
         value = value.replace(tzinfo=dt.timezone.utc)
     try:
-        return value.timestamp()
+        ts = value.timestamp()
     except (OverflowError, ValueError):
-        raise Invalid("date out of range", code="invalid_date") from None
+        ts = -1.0
+    if not 0 <= ts <= MAX_TS:  # every stored time must render back as a date
+        raise Invalid("date out of range (1970 .. 9999)", code="invalid_date")
+    return ts
 
 
 def from_ts(value: float | None) -> dt.datetime | None:
@@ -118,8 +127,8 @@ class LaneSchema(ma.Schema):
 class LaneQuerySchema(Strict):
     state = f.String(validate=v.OneOf(LANE_STATES))
     principal = f.String(validate=NAME)
-    src_ip = f.String(validate=_ipv4)
-    dst_ip = f.String(validate=_ipv4)
+    src_ip = f.String(validate=_ipv4, metadata={"format": "ipv4"})
+    dst_ip = f.String(validate=_ipv4, metadata={"format": "ipv4"})
     limit = f.Integer(load_default=100, validate=PAGE)
     offset = f.Integer(load_default=0, validate=v.Range(0, 10**9))
 
@@ -140,8 +149,8 @@ class CountersSchema(ma.Schema):
 
 class GrantCreateSchema(Strict):
     principal = f.String(required=True, validate=NAME)
-    src_prefixes = f.List(f.String(validate=_prefix), required=True, validate=v.Length(1, 64))
-    dst_prefixes = f.List(f.String(validate=_prefix), required=True, validate=v.Length(1, 64))
+    src_prefixes = f.List(f.String(validate=_prefix, metadata=PREFIX_META), required=True, validate=v.Length(1, 64))
+    dst_prefixes = f.List(f.String(validate=_prefix, metadata=PREFIX_META), required=True, validate=v.Length(1, 64))
     protocols = f.List(f.String(validate=v.OneOf(["tcp", "udp"])), required=True, validate=v.Length(1, 2))
     ports = f.List(PortItem(), required=True, validate=v.Length(1, 64))
     max_duration_s = f.Integer(required=True, strict=True, validate=v.Range(1, MAX_DURATION_S))
