@@ -70,7 +70,8 @@ def compile_base(topo: Topology) -> dict[int, OFMsgs]:
         ofmsgs: OFMsgs = [_flow(PRIORITY_TABLE_MISS, BASE_COOKIE, parser.OFPMatch(),
                                 [parser.OFPActionOutput(ofp.OFPP_NORMAL)])]
         for port in sorted(bypass.get(sw.dpid, ())):
-            ofmsgs.append(_flow(PRIORITY_BYPASS_DROP, BASE_COOKIE, parser.OFPMatch(in_port=port), []))
+            ofmsgs.append(_flow(PRIORITY_BYPASS_DROP, BASE_COOKIE,
+                                parser.OFPMatch(in_port=port), []))
         if sw.name == edge_switch:
             match = parser.OFPMatch(eth_type=ETH_TYPE_ARP, arp_op=1,
                                     arp_tpa=(str(pool.network_address), str(pool.netmask)))
@@ -126,15 +127,18 @@ def hard_timeout_for(expires_at: float, now: float) -> int:
     return min(MAX_HARD_TIMEOUT, max(1, math.ceil(remaining)))
 
 
+def _is_port(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
+
+
 def _check_lane(lane: LaneSpec, topo: Topology, host: Host) -> tuple[str, str | None]:
     """Validate the fields the flows depend on; return (dst_ip, nat_ip) in canonical form."""
     problems = []
     if lane.protocol not in IP_PROTO:
         problems.append(f"protocol {lane.protocol!r} is not tcp or udp")
-    if isinstance(lane.dst_port, bool) or not isinstance(lane.dst_port, int) or not 1 <= lane.dst_port <= 65535:
+    if not _is_port(lane.dst_port):
         problems.append(f"dst_port {lane.dst_port!r} is not 1..65535")
-    if lane.src_port is not None and (isinstance(lane.src_port, bool) or not isinstance(lane.src_port, int)
-                                      or not 1 <= lane.src_port <= 65535):
+    if lane.src_port is not None and not _is_port(lane.src_port):
         problems.append(f"src_port {lane.src_port!r} is not 1..65535")
     dst = nat = None
     try:

@@ -2,7 +2,7 @@
 
 Layout of the 64-bit cookie::
 
-    63..48  0x5650 ("VP")  the app tag; flows without it belong to someone else and are never touched
+    63..48  0x5650 ("VP")  the app tag; flows without it are someone else's and never touched
     47      1 = base flow (table-miss, bypass drop, ARP punt), 0 = lane flow
     46..0   the lane id (lane flows only)
 

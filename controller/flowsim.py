@@ -252,7 +252,8 @@ class FlowTable:
         return gone
 
     def stats(self, cookie: int = 0, cookie_mask: int = 0, now: float = 0.0) -> list[Any]:
-        return [e.as_stats(now) for e in self.flows if e.cookie & cookie_mask == cookie & cookie_mask]
+        return [e.as_stats(now) for e in self.flows
+                if e.cookie & cookie_mask == cookie & cookie_mask]
 
     # ---- packets --------------------------------------------------------------------------
     def lookup(self, pkt: Packet, in_port: int) -> FlowEntry | None:

@@ -38,6 +38,9 @@ def check(file: str) -> None:
     for host in topo.hosts:
         path = paths[host.name]
         nat = " (NAT on lane)" if host.needs_nat else ""
-        lane = f"no lane: {path}" if isinstance(path, NoLanePath) else f"lane {format_path(path)}{nat}"
+        if isinstance(path, NoLanePath):
+            lane = f"no lane: {path}"
+        else:
+            lane = f"lane {format_path(path)}{nat}"
         click.echo(f"    {host.name:<10} {host.role:<8} {host.iface.ip!s:<18} at "
                    f"{host.iface.attach}  {lane}")

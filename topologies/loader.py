@@ -33,7 +33,9 @@ class TopologyError(ValueError):
     """The topology file is unusable; ``problems`` holds one readable line per problem."""
 
     def __init__(self, problems: list[str] | str) -> None:
-        self.problems: tuple[str, ...] = (problems,) if isinstance(problems, str) else tuple(problems)
+        if isinstance(problems, str):
+            problems = [problems]
+        self.problems: tuple[str, ...] = tuple(problems)
         super().__init__("\n".join(self.problems))
 
 
@@ -89,7 +91,8 @@ class _Parser:
         for key in value:
             if key not in required and key not in optional:
                 allowed = ", ".join(required + optional)
-                self.bad(f"{where}.{key}" if where else str(key), f"unknown key (allowed: {allowed})")
+                self.bad(f"{where}.{key}" if where else str(key),
+                         f"unknown key (allowed: {allowed})")
         for key in required:
             if key not in value:
                 self.bad(where or "top level", f"missing required key '{key}'")
@@ -136,7 +139,9 @@ class _Parser:
 
     def mac(self, value: Any, where: str) -> str | None:
         if not isinstance(value, str) or not MAC_RE.match(value):
-            hint = " (quote it: YAML reads some unquoted MACs as numbers)" if isinstance(value, int) else ""
+            hint = ""
+            if isinstance(value, int):
+                hint = " (quote it: YAML reads some unquoted MACs as numbers)"
             self.bad(where, f"bad MAC address {value!r}, expected like \"02:00:00:00:00:01\"{hint}")
             return None
         mac = value.lower()
@@ -207,7 +212,8 @@ class _Parser:
 
     def items(self, data: dict[str, Any], key: str,
               build: Callable[[Any, str], Any]) -> list[Any]:
-        built = [build(item, f"{key}[{i}]") for i, item in enumerate(self.listing(data.get(key), key))]
+        items = self.listing(data.get(key), key)
+        built = [build(item, f"{key}[{i}]") for i, item in enumerate(items)]
         return [b for b in built if b is not None]
 
     # ---- the model --------------------------------------------------------------------------
@@ -221,7 +227,7 @@ class _Parser:
         if not isinstance(description, str):
             self.bad("description", f"expected a string, got {_kind(description)}")
         switches = self.items(top, "switches", self.switch)
-        if "switches" in top and not switches and not self.problems:
+        if top.get("switches") in ([], None) and "switches" in top:
             self.bad("switches", "at least one switch is needed")
         edge = self.edge(top["edge"]) if "edge" in top else None
         middleboxes = self.items(top, "middleboxes", self.middlebox)
@@ -279,6 +285,12 @@ class _Parser:
             return None
         return Interface(mac=mac, ip=ip, attach=attach)
 
+    def leg(self, m: dict[str, Any], where: str, key: str,
+            attach_required: bool) -> Interface | None:
+        if key not in m:
+            return None
+        return self.interface(m[key], f"{where}.{key}", attach_required)
+
     def routes(self, value: Any, where: str, legs: list[Interface]) -> tuple[Route, ...]:
         out: list[Route] = []
         for i, item in enumerate(self.listing(value, where)):
@@ -290,7 +302,8 @@ class _Parser:
             via = self.address(m["via"], f"{here}.via")
             if via is not None and legs and not any(via in leg.ip.network for leg in legs):
                 nets = ", ".join(str(leg.ip.network) for leg in legs)
-                self.bad(f"{here}.via", f"next hop {via} is in none of this node's subnets ({nets})")
+                self.bad(f"{here}.via",
+                         f"next hop {via} is in none of this node's subnets ({nets})")
                 continue
             if dst is not None and via is not None:
                 out.append((dst, via))
@@ -303,25 +316,25 @@ class _Parser:
         name = self.name(m.get("name"), f"{where}.name") if "name" in m else None
         kind = self.choice(m.get("kind"), f"{where}.kind", MIDDLEBOX_KINDS) if "kind" in m else None
         mbps = self.number(m.get("mbps"), f"{where}.mbps", optional=True)
-        inside = self.interface(m.get("inside"), f"{where}.inside", False) if "inside" in m else None
-        outside = self.interface(m.get("outside"), f"{where}.outside", False) if "outside" in m else None
+        inside = self.leg(m, where, "inside", attach_required=False)
+        outside = self.leg(m, where, "outside", attach_required=False)
         legs = [leg for leg in (inside, outside) if leg is not None]
         routes = self.routes(m.get("routes"), f"{where}.routes", legs)
-        if inside is not None and outside is not None and inside.attach is None and outside.attach is None:
+        if inside is not None and outside is not None and not (inside.attach or outside.attach):
             self.bad(where, "neither leg is attached to a switch")
             return None
         if None in (name, kind, inside, outside) or (m.get("mbps") is not None and mbps is None):
             return None
-        return Middlebox(name=name, kind=kind, inside=inside, outside=outside,  # type: ignore[arg-type]
-                         mbps=mbps, routes=routes)
+        return Middlebox(name=name, kind=kind, inside=inside,  # type: ignore[arg-type]
+                         outside=outside, mbps=mbps, routes=routes)  # type: ignore[arg-type]
 
     def edge(self, item: Any) -> EdgeRouter | None:
         m = self.mapping(item, "edge", ("name", "inside", "outside"), ("routes",))
         if m is None:
             return None
         name = self.name(m.get("name"), "edge.name") if "name" in m else None
-        inside = self.interface(m.get("inside"), "edge.inside", True) if "inside" in m else None
-        outside = self.interface(m.get("outside"), "edge.outside", False) if "outside" in m else None
+        inside = self.leg(m, "edge", "inside", attach_required=True)
+        outside = self.leg(m, "edge", "outside", attach_required=False)
         legs = [leg for leg in (inside, outside) if leg is not None]
         routes = self.routes(m.get("routes"), "edge.routes", legs)
         if name is None or inside is None or outside is None:
@@ -329,7 +342,8 @@ class _Parser:
         return EdgeRouter(name=name, inside=inside, outside=outside, routes=routes)
 
     def host(self, item: Any, where: str) -> Host | None:
-        m = self.mapping(item, where, ("name", "role", "mac", "ip", "gateway", "attach", "nic_mbps"))
+        m = self.mapping(item, where,
+                         ("name", "role", "mac", "ip", "gateway", "attach", "nic_mbps"))
         if m is None:
             return None
         name = self.name(m.get("name"), f"{where}.name") if "name" in m else None
@@ -339,7 +353,8 @@ class _Parser:
         nic = self.number(m.get("nic_mbps"), f"{where}.nic_mbps") if "nic_mbps" in m else None
         if iface is not None and gateway is not None:
             if gateway not in iface.ip.network:
-                self.bad(f"{where}.gateway", f"{gateway} is not in the host's subnet {iface.ip.network}")
+                self.bad(f"{where}.gateway",
+                         f"{gateway} is not in the host's subnet {iface.ip.network}")
                 gateway = None
             elif gateway == iface.ip.ip:
                 self.bad(f"{where}.gateway", "the gateway is the host's own address")
@@ -347,7 +362,8 @@ class _Parser:
         if None in (name, role, iface, gateway, nic):
             return None
         self.host_where[name] = where  # type: ignore[index]
-        return Host(name=name, role=role, iface=iface, gateway=gateway, nic_mbps=nic)  # type: ignore[arg-type]
+        return Host(name=name, role=role, iface=iface,  # type: ignore[arg-type]
+                    gateway=gateway, nic_mbps=nic)  # type: ignore[arg-type]
 
     def link(self, item: Any, where: str) -> Link | None:
         m = self.mapping(item, where, ("a", "b", "mbps"), ("bypass",))

@@ -84,6 +84,7 @@ CASES: list[tuple[str, Mutation, str, str]] = [
     ("route dst", lambda d: d["middleboxes"][0]["routes"][0].update(dst="nowhere"), "middleboxes[0].routes[0].dst", "bad prefix"),
     ("edge unattached", lambda d: d["edge"]["inside"].pop("attach"), "edge.inside", "missing required key 'attach'"),
     ("switches not list", lambda d: d.update(switches={"s1": 1}), "switches", "expected a list"),
+    ("no switches", lambda d: d.update(switches=[]), "switches", "at least one switch"),
     ("host not mapping", lambda d: d["hosts"].append("laptop"), "hosts[4]", "expected a mapping"),
 ]
 
