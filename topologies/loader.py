@@ -7,6 +7,7 @@ The YAML layout is the one in ``campus.yaml``.
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 from pathlib import Path
 from typing import Any, Callable
@@ -39,17 +40,41 @@ class TopologyError(ValueError):
         super().__init__("\n".join(self.problems))
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys (plain PyYAML silently keeps the last one)."""
+
+
+def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if not isinstance(key, (str, int, float, bool)):
+            continue  # unhashable keys are reported by the validator as unknown keys
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                              _mapping_without_duplicates)
+MAX_FILE_BYTES = 1 << 20  # a campus file is a few KB; refuse to parse anything absurd
+
+
 def load_topology(path: str | Path) -> Topology:
     """Read and validate one topology YAML file."""
     source = str(path)
     try:
+        if Path(path).stat().st_size > MAX_FILE_BYTES:
+            raise TopologyError(f"{source}: file is larger than {MAX_FILE_BYTES} bytes")
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise TopologyError(f"{source}: cannot read file: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise TopologyError(f"{source}: not a UTF-8 text file") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         where = ""
         mark = getattr(exc, "problem_mark", None)
@@ -115,7 +140,8 @@ class _Parser:
     def number(self, value: Any, where: str, optional: bool = False) -> float | None:
         if value is None and optional:
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or not math.isfinite(value) or value <= 0):
             self.bad(where, f"expected a positive number, got {value!r}")
             return None
         return float(value)

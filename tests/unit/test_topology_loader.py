@@ -8,6 +8,8 @@ from typing import Any, Callable
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from click.testing import CliRunner
 
 from viplanes.topologies.cli import topology as topology_cli
@@ -72,6 +74,8 @@ CASES: list[tuple[str, Mutation, str, str]] = [
     ("port zero", lambda d: d["hosts"][0].update(attach="s1:0"), "hosts[0].attach", "out of range"),
     ("self link", lambda d: d["links"][0].update(b="s1:7"), "links[0]", "to itself"),
     ("bypass type", lambda d: d["links"][1].update(bypass="yes"), "links[1].bypass", "true or false"),
+    ("nan mbps", lambda d: d["links"][0].update(mbps=float("nan")), "links[0].mbps", "positive number"),
+    ("infinite nic", lambda d: d["hosts"][0].update(nic_mbps=float("inf")), "hosts[0].nic_mbps", "positive number"),
     ("negative mbps", lambda d: d["links"][0].update(mbps=-5), "links[0].mbps", "positive number"),
     ("role", lambda d: d["hosts"][0].update(role="laptop"), "hosts[0].role", "not one of"),
     ("kind", lambda d: d["middleboxes"][0].update(kind="ids"), "middleboxes[0].kind", "not one of"),
@@ -151,3 +155,52 @@ def test_cli_check_reports_problems(tmp_path: Path, campus_data: dict[str, Any])
     lines = result.output.strip().splitlines()
     assert len(lines) == 2 and all(line.startswith(f"{path}: ") for line in lines)
     assert "Traceback" not in result.output
+
+
+def test_duplicate_yaml_keys_are_refused(tmp_path: Path, campus_yaml: Path) -> None:
+    text = campus_yaml.read_text().replace("    nic_mbps: 100\n", "    nic_mbps: 100\n    nic_mbps: 5\n", 1)
+    path = tmp_path / "dup.yaml"
+    path.write_text(text)
+    with pytest.raises(TopologyError, match=r"dup.yaml: invalid YAML \(line \d+, column \d+\): duplicate key 'nic_mbps'"):
+        load_topology(path)
+
+
+LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-3, 2**65), st.floats(allow_nan=True),
+                   st.text(max_size=12), st.sampled_from(["s1:1", "s9:0", "10.1.0.1/24", "02:00:00:00:00:01",
+                                                          "0.0.0.0/0", "desktop"]),
+                   st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+
+
+def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:
+    out = [prefix]
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out += _paths(v, prefix + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            out += _paths(v, prefix + (i,))
+    return out
+
+
+@given(data=st.data())
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_damage_gives_topology_error_never_a_crash(campus_data: dict[str, Any], data: st.DataObject) -> None:
+    doc = copy.deepcopy(campus_data)
+    for _ in range(data.draw(st.integers(1, 3))):
+        spots = [p for p in _paths(doc) if p]
+        if not spots:
+            break
+        spot = data.draw(st.sampled_from(spots))
+        parent = doc
+        for key in spot[:-1]:
+            parent = parent[key]
+        if data.draw(st.booleans()) and isinstance(parent, dict):
+            del parent[spot[-1]]
+        else:
+            parent[spot[-1]] = data.draw(LEAVES)
+    try:
+        topo = parse_topology(doc, "fuzz.yaml")
+    except TopologyError as exc:
+        assert exc.problems and all(p.startswith("fuzz.yaml: ") for p in exc.problems)
+    else:
+        assert topo.name and topo.switches
