@@ -269,10 +269,37 @@ def compile_lane_removal(lane_id: int, dpids: Iterable[int], *,
     return out
 
 
+def compile_desired(topo: Topology, lanes: Iterable[LaneSpec],
+                    now: float) -> tuple[dict[int, OFMsgs], dict[int, str]]:
+    """All the app's messages that should be on the switches now: base flows, then every live
+    lane. Lanes that cannot be built (expired, no path, bad field) come back as lane_id -> reason
+    instead of failing the rest; reconcile compares the flows with ``flow_key``."""
+    out = compile_base(topo)
+    refused: dict[int, str] = {}
+    for lane in lanes:
+        try:
+            ofmsgs = compile_lane(lane, topo, now)
+        except ValueError as exc:
+            refused[lane.lane_id] = str(exc)
+            continue
+        for dpid, msgs in ofmsgs.items():
+            out.setdefault(dpid, []).extend(msgs)
+    return out, refused
+
+
+def compile_flow_delete(flow: Any) -> Any:
+    """A DELETE_STRICT for exactly one flow (a stale OFPFlowStats entry, or a FlowMod we sent):
+    same table, priority, match and cookie; nothing else on the switch is touched."""
+    return parser.OFPFlowMod(None, table_id=flow.table_id, command=ofp.OFPFC_DELETE_STRICT,
+                             priority=flow.priority, cookie=flow.cookie, cookie_mask=EXACT_MASK,
+                             out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY, match=flow.match)
+
+
 __all__ = [
     "PRIORITY_TABLE_MISS", "PRIORITY_BYPASS_DROP", "PRIORITY_ARP_PROXY", "PRIORITY_LANE",
     "APP_COOKIE", "APP_COOKIE_MASK", "BASE_COOKIE", "ALL_APP_FLOWS", "ALL_LANE_FLOWS",
     "LaneCompileError", "NoLanePath", "compile_base", "compile_lane", "compile_lane_removal",
     "lane_cookie", "lane_id_from_cookie", "lane_pool_arp_reply", "flow_key", "flow_key_of",
     "lane_dpids", "lane_ingress_ports", "lane_hops", "hard_timeout_for", "meter_id_for",
+    "compile_desired", "compile_flow_delete",
 ]

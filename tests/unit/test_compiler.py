@@ -259,3 +259,38 @@ def test_ingress_ports_and_dpids(topo: Topology, lane: LaneSpec) -> None:
     counted = {(d, f.match["in_port"]): f.packet_count for d, t in net.tables.items()
                for f in t.flows if f.cookie == lane_cookie(7)}
     assert sum(counted[k] for k in lane_ingress_ports(lane, topo)) == 3
+
+
+def test_desired_state_and_a_reconcile_by_flow_key(topo: Topology, lane: LaneSpec) -> None:
+    """What reconcile does with these pieces: the switch ends exactly at the desired flows,
+    identical flows keep their counters (they were not re-sent)."""
+    from viplanes.controller.compiler import compile_desired, compile_flow_delete
+    from viplanes.controller.cookies import ALL_APP_FLOWS
+    from viplanes.controller.flowkey import flow_key_of
+
+    server_lane = LaneSpec(8, "10.1.0.20", CLOUD, "tcp", 5201, None, "198.51.100.201", NOW + 60)
+    dtn_lane = LaneSpec(9, "198.51.100.30", CLOUD, "udp", 9000, None, None, NOW + 60)
+    expired = dataclasses.replace(dtn_lane, lane_id=10, expires_at=NOW - 5)
+    net = Network(topo)
+    before, _ = compile_desired(topo, [lane, server_lane], NOW)
+    net.install(before)
+    net.send_from_host("desktop", desktop_packet(topo))  # counts on the desktop lane
+    foreign = parser.OFPFlowMod(None, cookie=0x42, priority=5, match=parser.OFPMatch(in_port=9),
+                                instructions=[])
+    net.install({1: [foreign]})  # someone else's flow: must survive
+
+    desired, refused = compile_desired(topo, [lane, dtn_lane, expired], NOW + 10)
+    assert list(refused) == [10] and "expired" in refused[10]
+    for dpid, table in net.tables.items():
+        want = {flow_key_of(m): m for m in desired.get(dpid, []) if isinstance(m, parser.OFPFlowMod)}
+        have = {flow_key_of(s): s for s in table.stats(*ALL_APP_FLOWS)}
+        table.apply_all([compile_flow_delete(have[k]) for k in have.keys() - want.keys()])
+        table.apply_all([want[k] for k in want.keys() - have.keys()])
+        assert {flow_key_of(s) for s in table.stats(*ALL_APP_FLOWS)} == set(want)
+    assert any(f.cookie == 0x42 for f in net.table("s1").flows)
+    desktop_ingress = [f for f in net.table("s1").flows if f.cookie == lane_cookie(7) and f.match["in_port"] == 1]
+    assert desktop_ingress[0].packet_count == 1  # untouched, not re-installed
+    assert only(net.send_from_host("desktop", desktop_packet(topo))).kind == "edge"
+    server = topo.host("server")
+    pkt = ip_packet(server.iface.mac, "02:00:00:02:00:01", "10.1.0.20", CLOUD, "tcp", 40000, 5201)
+    assert only(net.send_from_host("server", pkt)).kind == "NORMAL"
