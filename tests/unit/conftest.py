@@ -104,3 +104,36 @@ def world(sqlite_url: str, clock: FakeClock, dataplane: MemoryDataplane, topo: T
     w = make_world(sqlite_url, clock, dataplane, topo)
     yield w
     w.app.extensions["viplanes"].db.dispose()
+
+
+class LiveServer:
+    """The app served by a real threaded waitress server on a free port, in this process."""
+
+    def __init__(self, app: Any, threads: int = 8) -> None:
+        import threading
+
+        from waitress import create_server
+
+        self.server = create_server(app, host="127.0.0.1", port=0, threads=threads,
+                                    connection_limit=1000, backlog=1024)
+        self.url = f"http://127.0.0.1:{self.server.effective_port}"
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.close()
+        self.server.task_dispatcher.shutdown()
+        for channel in list(self.server._map.values()):  # keep-alive connections, the trigger
+            try:
+                channel.close()
+            except OSError:
+                pass
+        self.server._map.clear()  # the run loop ends once its socket map is empty
+        self.thread.join(5)
+
+
+@pytest.fixture
+def live(world: World) -> Iterator[LiveServer]:
+    server = LiveServer(world.app)
+    yield server
+    server.stop()
