@@ -1,0 +1,176 @@
+"""`viplanes serve` as a real process, and 200 simultaneous HTTP lane requests through waitress.
+
+The serve tests use ``--dataplane memory`` (no switches needed); the OpenFlow side of serve is
+exercised by the controller's own integration tests.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.integration.conftest_pg import pg_cluster  # noqa: F401  (session fixture)
+from tests.integration.procs import free_port
+
+pytestmark = pytest.mark.integration
+VIPLANES = [sys.executable, "-m", "viplanes.cli"]
+
+
+class Serve:
+    """One `viplanes serve` child process; stopped with SIGTERM (then SIGKILL) in teardown."""
+
+    def __init__(self, db_url: str, workdir: Path) -> None:
+        self.db_url = db_url
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = workdir / f"serve-{self.port}.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "Serve":
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [*VIPLANES, "serve", "--dataplane", "memory", "--db", self.db_url,
+                 "--api", f"127.0.0.1:{self.port}", "--openflow", f"127.0.0.1:{free_port()}", "--tick", "0.1"],
+                stdout=log, stderr=log)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                if requests.get(f"{self.url}/healthz", timeout=1).ok:
+                    return self
+            except requests.ConnectionError:
+                time.sleep(0.1)
+            if self.proc.poll() is not None:
+                break
+        raise AssertionError(f"serve did not come up: {self.log.read_text()[-2000:]}")
+
+    def stop(self) -> int | None:
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait(5)
+
+
+def bootstrap(db_url: str) -> str:
+    out = subprocess.run([*VIPLANES, "principal", "add", "root", "--role", "operator", "--db", db_url],
+                         capture_output=True, text=True, timeout=60, check=True)
+    return out.stdout.strip().splitlines()[-1]
+
+
+def setup_researcher(url: str, op: str, max_lanes: int) -> str:
+    h = {"Authorization": f"Bearer {op}"}
+    tok = requests.post(f"{url}/api/v1/principals", json={"name": "alice", "role": "researcher"}, headers=h,
+                        timeout=10).json()["token"]
+    r = requests.post(f"{url}/api/v1/grants", headers=h, timeout=10, json={
+        "principal": "alice", "src_prefixes": ["10.1.0.0/24"], "dst_prefixes": ["203.0.113.0/24"],
+        "protocols": ["tcp"], "ports": ["9000-9300"], "max_duration_s": 3600, "max_lanes": max_lanes})
+    assert r.status_code == 201, r.text
+    return tok
+
+
+def lane_body(port: int, duration: int = 600) -> dict:
+    return {"src_ip": "10.1.0.10", "dst_ip": "203.0.113.10", "protocol": "tcp", "dst_port": port,
+            "duration_s": duration, "purpose": "integration"}
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def serve_db(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'serve.db'}"
+    return request.getfixturevalue("pg_cluster").new_database()
+
+
+def test_serve_lifecycle_and_restart_loses_nothing(serve_db, tmp_path):
+    op = bootstrap(serve_db)
+    first = Serve(serve_db, tmp_path).start()
+    try:
+        tok = setup_researcher(first.url, op, max_lanes=5)
+        h = {"Authorization": f"Bearer {tok}"}
+        ids = []
+        for port in (9000, 9001, 9002):
+            r = requests.post(f"{first.url}/api/v1/lanes", json=lane_body(port), headers=h, timeout=10)
+            assert r.status_code == 201 and r.json()["state"] == "active"
+            ids.append(r.json()["id"])
+        short = requests.post(f"{first.url}/api/v1/lanes", json=lane_body(9003, duration=1), headers=h, timeout=10)
+        time.sleep(1.5)  # the scheduler (0.1 s tick) expires it in real time
+        assert requests.get(f"{first.url}/api/v1/lanes/{short.json()['id']}", headers=h,
+                            timeout=10).json()["state"] == "expired"
+        assert "viplanes_lanes{state=\"active\"} 3.0" in requests.get(f"{first.url}/metrics", timeout=10).text
+    finally:
+        assert first.stop() == 0  # SIGTERM is a clean shutdown
+    second = Serve(serve_db, tmp_path).start()
+    try:
+        lanes = requests.get(f"{second.url}/api/v1/lanes?state=active", headers=h, timeout=10).json()
+        assert sorted(l["id"] for l in lanes) == sorted(ids)  # nothing accepted was lost
+        r = requests.post(f"{second.url}/api/v1/lanes", json=lane_body(9000), headers=h, timeout=10)
+        assert r.status_code == 409 and r.json()["error"] == "duplicate_lane"
+    finally:
+        second.stop()
+
+
+def test_serve_refuses_bad_options(tmp_path):
+    r = subprocess.run([*VIPLANES, "serve", "--api", "nonsense", "--dataplane", "memory"], capture_output=True,
+                       text=True, timeout=60, cwd=tmp_path)
+    assert r.returncode == 2 and "HOST:PORT" in r.stderr and "Traceback" not in r.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [\n")
+    r = subprocess.run([*VIPLANES, "serve", "--topology", str(bad), "--dataplane", "memory"], capture_output=True,
+                       text=True, timeout=60, cwd=tmp_path)
+    assert r.returncode == 1 and "topology" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_200_simultaneous_http_requests_quota_5(serve_db, tmp_path, record_property):
+    """Through a real threaded waitress server: exactly 5 lanes, every other answer a 409."""
+    from tests.unit.conftest import LiveServer
+    from viplanes.api.app import create_app
+    from viplanes.memplane import MemoryDataplane
+
+    app = create_app({"db_url": serve_db, "db_pool_size": 20}, dataplane=MemoryDataplane())
+    server = LiveServer(app, threads=16)
+    try:
+        op = bootstrap(serve_db)
+        tok = setup_researcher(server.url, op, max_lanes=5)
+        n = 200
+        barrier = threading.Barrier(n)
+        results: list[tuple[int, str]] = []
+        lock = threading.Lock()
+
+        def one(i: int) -> None:
+            with requests.Session() as s:
+                barrier.wait()
+                r = s.post(f"{server.url}/api/v1/lanes", json=lane_body(9000 + i),
+                           headers={"Authorization": f"Bearer {tok}"}, timeout=60)
+                with lock:
+                    results.append((r.status_code, r.json().get("state") or r.json().get("error")))
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        elapsed = time.perf_counter() - t0
+        record_property("seconds", round(elapsed, 3))
+        print(f"\n200 HTTP lane requests, quota 5, {app.extensions['viplanes'].db.engine.dialect.name}: {elapsed:.2f}s")
+        assert len(results) == n
+        assert sorted(set(results)) == [(201, "active"), (409, "quota_exceeded")]
+        assert sum(1 for code, _ in results if code == 201) == 5
+        with app.extensions["viplanes"].db.read() as s:
+            from sqlalchemy import func, select
+
+            from viplanes.models import Lane
+
+            assert s.scalar(select(func.count()).select_from(Lane)) == 5
+    finally:
+        server.stop()
+        app.extensions["viplanes"].db.dispose()
