@@ -131,6 +131,21 @@ def _is_port(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
 
 
+def _is_unicast(addr: ipaddress.IPv4Address) -> bool:
+    return not (addr.is_multicast or addr.is_unspecified or addr.is_loopback
+                or addr.is_reserved or addr == ipaddress.IPv4Address("255.255.255.255"))
+
+
+def _campus_network_of(topo: Topology,
+                       addr: ipaddress.IPv4Address) -> ipaddress.IPv4Network | None:
+    """The campus subnet holding ``addr`` (edge inside, middlebox legs, campus hosts, lane pool);
+    None when the address is beyond the edge router."""
+    nets = [topo.edge.inside.ip.network, topo.lane_pool.prefix]
+    nets += [leg.ip.network for mb in topo.middleboxes for leg in (mb.inside, mb.outside)]
+    nets += [h.iface.ip.network for h in topo.hosts if h.role != "cloud"]
+    return next((net for net in nets if addr in net), None)
+
+
 def _check_lane(lane: LaneSpec, topo: Topology, host: Host) -> tuple[str, str | None]:
     """Validate the fields the flows depend on; return (dst_ip, nat_ip) in canonical form."""
     problems = []
@@ -142,7 +157,13 @@ def _check_lane(lane: LaneSpec, topo: Topology, host: Host) -> tuple[str, str | 
         problems.append(f"src_port {lane.src_port!r} is not 1..65535")
     dst = nat = None
     try:
-        dst = str(ipaddress.IPv4Address(lane.dst_ip))
+        dst_addr = ipaddress.IPv4Address(lane.dst_ip)
+        dst = str(dst_addr)
+        if not _is_unicast(dst_addr):
+            problems.append(f"dst_ip {dst} is not a unicast address")
+        elif (inside := _campus_network_of(topo, dst_addr)) is not None:
+            problems.append(f"dst_ip {dst} is inside the campus ({inside}): lanes lead out "
+                            "through the edge router")
     except ValueError:
         problems.append(f"dst_ip {lane.dst_ip!r} is not an IPv4 address")
     if lane.nat_ip is not None:

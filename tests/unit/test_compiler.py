@@ -234,6 +234,10 @@ def test_rate_cap_meter(topo: Topology, lane: LaneSpec) -> None:
     ({"dst_port": 0}, "dst_port"),
     ({"src_port": 70000}, "src_port"),
     ({"dst_ip": "cloud"}, "dst_ip"),
+    ({"dst_ip": "198.51.100.30"}, "inside the campus"),     # the DTN
+    ({"dst_ip": "10.1.0.20"}, "inside the campus"),         # a NAT'd host
+    ({"dst_ip": "10.2.0.2"}, "inside the campus"),          # between firewall and NAT
+    ({"dst_ip": "224.0.0.5"}, "not a unicast"),
     ({"lane_id": 0}, "lane id"),
 ])
 def test_bad_lanes_are_refused(topo: Topology, lane: LaneSpec, change: dict, words: str) -> None:
@@ -243,7 +247,7 @@ def test_bad_lanes_are_refused(topo: Topology, lane: LaneSpec, change: dict, wor
 
 def test_cloud_source_has_no_lane(topo: Topology, lane: LaneSpec) -> None:
     with pytest.raises(NoLanePath):
-        compile_lane(dataclasses.replace(lane, src_ip=CLOUD, dst_ip="10.1.0.10", nat_ip=None), topo, NOW)
+        compile_lane(dataclasses.replace(lane, src_ip=CLOUD, dst_ip="192.0.2.50", nat_ip=None), topo, NOW)
     assert issubclass(NoLanePath, ValueError) and issubclass(LaneCompileError, ValueError)
 
 

@@ -85,7 +85,9 @@ def lanes(draw: st.DrawFn) -> LaneSpec:
     return LaneSpec(
         lane_id=draw(st.integers(1, ofp.OFPM_MAX)),
         src_ip=str(host.iface.ip.ip),
-        dst_ip=str(ipaddress.IPv4Address(draw(st.integers(1, 2**32 - 2)))),
+        dst_ip=str(draw(st.integers(0x01000000, 0xDFFFFFFF).map(ipaddress.IPv4Address).filter(
+            lambda a: not a.is_loopback and a not in CAMPUS.edge.inside.ip.network
+            and not a.is_private))),
         protocol=draw(st.sampled_from(["tcp", "udp"])),
         dst_port=draw(st.integers(1, 65535)),
         src_port=draw(st.one_of(st.none(), st.integers(1, 65535))),

@@ -102,7 +102,9 @@ def scenarios(draw: st.DrawFn) -> tuple[Topology, LaneSpec]:
         expires_at=NOW + draw(st.floats(1, 10**6)),
         rate_mbps=rate,
     )
-    assume(lane.dst_ip != lane.src_ip and lane.dst_ip != lane.nat_ip)
+    dst = ipaddress.IPv4Address(lane.dst_ip)
+    campus = [ipaddress.IPv4Network(n) for n in ("10.0.0.0/16", "10.255.0.0/30", "198.51.100.0/24")]
+    assume(not any(dst in net for net in campus) and not dst.is_reserved and not dst.is_loopback)
     return topo, lane
 
 
