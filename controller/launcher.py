@@ -1,0 +1,104 @@
+"""Start os-ken 4.x apps ourselves: 4.x ships no `osken-manager`.
+
+The OpenFlow listen address is an option (default 127.0.0.1:6653) rather than os-ken's
+global default of every interface, so a lab controller is not reachable from outside by accident.
+"""
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+DEFAULT_APPS = ("viplanes.controller.app",)
+_configured = False
+
+
+def parse_hostport(value: str, default_port: int) -> tuple[str, int]:
+    """'HOST:PORT', 'HOST' or ':PORT' -> (host, port); ValueError with a readable message."""
+    host, sep, port_text = value.rpartition(":")
+    if not sep:
+        host, port_text = value, str(default_port)
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ValueError(f"port must be a number in {value!r}") from None
+    if not 0 < port < 65536:
+        raise ValueError(f"port {port} out of range 1-65535 in {value!r}")
+    return host, port
+
+
+def configure_osken(listen_host: str, listen_port: int) -> None:
+    """Parse os-ken's oslo config once per process and point its OpenFlow server at our address."""
+    global _configured
+    from os_ken import cfg
+
+    conf = cfg.CONF
+    if not _configured:
+        conf(args=[], project="os_ken")
+        _configured = True
+    conf.set_override("ofp_listen_host", listen_host)
+    conf.set_override("ofp_tcp_listen_port", listen_port)
+
+
+@dataclass
+class RunningApps:
+    """What `start_apps` started: the app instances by name and their threads."""
+
+    manager: Any
+    apps: dict[str, Any]
+    threads: list[Any]
+
+    def app(self, cls_name: str) -> Any:
+        return next(a for a in self.apps.values() if type(a).__name__ == cls_name)
+
+    def stop(self) -> None:
+        self.manager.close()
+
+
+def start_apps(app_modules: tuple[str, ...] | list[str], listen_host: str = "127.0.0.1",
+               listen_port: int = 6653, **contexts: Any) -> RunningApps:
+    """Load, instantiate and start os-ken apps in this process (native threads); do not block."""
+    from os_ken.base.app_manager import AppManager
+
+    configure_osken(listen_host, listen_port)
+    manager = AppManager.get_instance()
+    manager.load_apps(list(app_modules))
+    ctx = manager.create_contexts()
+    ctx.update(contexts)
+    threads = manager.instantiate_apps(**ctx)
+    return RunningApps(manager=manager, apps=dict(manager.applications), threads=threads)
+
+
+@click.command()
+@click.option("--listen", default="127.0.0.1:6653", show_default=True,
+              help="OpenFlow listen address HOST:PORT.")
+@click.option("--app", "apps", multiple=True, default=DEFAULT_APPS, show_default=True,
+              help="os-ken app module to load (repeatable).")
+@click.option("--log-level", default="INFO", show_default=True)
+def run(listen: str, apps: tuple[str, ...], log_level: str) -> None:
+    """Run os-ken apps in the foreground until SIGTERM/SIGINT."""
+    try:
+        host, port = parse_hostport(listen, 6653)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--listen") from None
+    logging.basicConfig(level=log_level.upper(), stream=sys.stdout,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    from os_ken.lib import hub
+
+    running = start_apps(apps, host, port)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        hub.joinall(running.threads)
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        running.stop()
+
+
+if __name__ == "__main__":
+    run()

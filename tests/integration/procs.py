@@ -1,0 +1,74 @@
+"""Helpers for integration tests: a controller subprocess and free ports. Cleans up what it starts."""
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class ControllerProcess:
+    """`python -m viplanes.controller.launcher` as a child process with its log in a file."""
+
+    def __init__(self, log_path: Path, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "ControllerProcess":
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "viplanes.controller.launcher",
+             "--listen", f"127.0.0.1:{self.port}"],
+            stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=dict(os.environ))
+        log.close()
+        self._wait_listening(10.0)
+        return self
+
+    def _wait_listening(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc and self.proc.poll() is not None:
+                raise RuntimeError(f"controller exited early:\n{self.log_path.read_text()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise TimeoutError(f"controller not listening on {self.port}")
+
+    def connected_dpids(self) -> set[int]:
+        """Switches the controller itself reports as connected (from its log)."""
+        text = self.log_path.read_text(errors="replace")
+        connected: set[int] = set()
+        for kind, dpid in re.findall(r"switch (connected|disconnected) dpid=(\d+)", text):
+            (connected.add if kind == "connected" else connected.discard)(int(dpid))
+        return connected
+
+    def wait_for_dpids(self, dpids: set[int], timeout: float = 15.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if dpids <= self.connected_dpids():
+                return True
+            time.sleep(0.1)
+        return False
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
