@@ -233,11 +233,15 @@ class LaneManager:
 
     # --- reads -------------------------------------------------------------------------------
 
-    def get(self, caller: Caller, lane_id: int, s: Session | None = None) -> Lane:
+    def get(self, caller: Caller, lane_id: int, s: Session | None = None, lock: bool = False) -> Lane:
+        """The lane if the caller may see it; ``lock`` row-locks it (PostgreSQL) for a change."""
         if s is None:
             with self.db.read() as s2:
                 return self.get(caller, lane_id, s2)
-        lane = s.get(Lane, lane_id)
+        q = select(Lane).where(Lane.id == lane_id)
+        if lock:
+            q = q.with_for_update(of=Lane)  # of=: the eager join to principals stays unlocked
+        lane = s.scalar(q)
         if lane is None or not sees_lane(caller, lane.principal_id):
             raise NotFound(f"no lane {lane_id}")
         return lane
@@ -282,7 +286,7 @@ class LaneManager:
         """Release (owner/operator) or revoke (operator) a live lane."""
         now = self.clock()
         with self.db.write() as s:
-            lane = self.get(caller, lane_id, s)
+            lane = self.get(caller, lane_id, s, lock=True)
             was = lane.state
             if was not in LIVE_STATES:
                 raise Conflict(f"lane {lane_id} is already {was}", code="lane_not_live")
@@ -298,12 +302,12 @@ class LaneManager:
         """Lengthen a live lane inside its grant (duration, grant end, quota, no overlap)."""
         now = self.clock()
         with self.db.write() as s:
-            lane = self.get(caller, lane_id, s)
+            # grant first, then lane: the same order as request() and revoke, so no deadlock
+            owner = self.get(caller, lane_id, s)
+            grant = get_grant(s, owner.grant_id, lock=True)
+            lane = self.get(caller, lane_id, s, lock=True)
             if lane.state not in LIVE_STATES:
                 raise Conflict(f"lane {lane_id} is {lane.state}", code="lane_not_live")
-            grant = get_grant(s, lane.grant_id)
-            if not self.db.is_sqlite:
-                s.refresh(grant, with_for_update=True)
             new_end = lane.expires_at + add_s
             req = LaneRequest(ipaddress.IPv4Address(lane.src_ip), ipaddress.IPv4Address(lane.dst_ip),
                               lane.protocol, lane.dst_port, lane.src_port, lane.duration_s + add_s,

@@ -104,8 +104,9 @@ def create_grant(s: Session, g: GrantInput, actor: str, now: float) -> Grant:
     return grant
 
 
-def get_grant(s: Session, grant_id: int) -> Grant:
-    g = s.get(Grant, grant_id)
+def get_grant(s: Session, grant_id: int, lock: bool = False) -> Grant:
+    q = select(Grant).where(Grant.id == grant_id)
+    g = s.scalar(q.with_for_update(of=Grant) if lock else q)
     if g is None:
         raise NotFound(f"no grant {grant_id}")
     return g
@@ -157,7 +158,7 @@ def rule_of(g: Grant) -> GrantRule:
 
 def revoke_grant(s: Session, grant_id: int, now: float) -> list[int]:
     """Revoke the grant and end its live lanes; returns the ids of lanes to take down."""
-    g = get_grant(s, grant_id)
+    g = get_grant(s, grant_id, lock=True)  # waits for lane requests deciding on this grant
     if g.revoked_at is not None:
         raise Conflict(f"grant {grant_id} is already revoked", code="already_revoked")
     g.revoked_at = now

@@ -186,3 +186,58 @@ def test_two_principals_race_for_lane_pool_addresses(db):
     assert len(created) == 10 and set(refused) == {"quota_exceeded"}
     nat = [l.nat_ip for l in created]
     assert len(set(nat)) == 10  # unique among live lanes across principals
+
+
+def test_models_and_migrations_agree(db):
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from viplanes.models import Base
+
+    with db.engine.connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+
+
+def test_extend_release_and_revoke_grant(db):
+    callers = principals(db, ("alice", "researcher"), ("root", "operator"))
+    dp = MemoryDataplane()
+    mgr = LaneManager(db, dp, _topo(), clock=lambda: T0)
+    a, _ = mgr.request(callers["alice"], lane_input(port=9000))
+    b, _ = mgr.request(callers["alice"], lane_input(port=9001))
+    assert mgr.extend(callers["alice"], a.id, 600).expires_at == T0 + 1200
+    with pytest.raises(VipError) as exc:
+        mgr.extend(callers["alice"], a.id, 3600)
+    assert exc.value.code == "duration_too_long"
+    assert mgr.end(callers["alice"], a.id, "released").state == "released"
+    with pytest.raises(Conflict):
+        mgr.end(callers["root"], a.id, "revoked")
+    with db.write() as s:
+        ended = store.revoke_grant(s, b.grant_id, T0)
+    mgr.revoke_grant_lanes(ended)
+    assert ended == [b.id] and dp.active == {}
+    with pytest.raises(VipError) as exc:
+        mgr.request(callers["alice"], lane_input(port=9002))
+    assert exc.value.code == "no_grant"
+
+
+def test_concurrent_release_ends_a_lane_once(db):
+    callers = principals(db, ("alice", "researcher"))
+    mgr = LaneManager(db, MemoryDataplane(), _topo(), clock=lambda: T0)
+    lane, _ = mgr.request(callers["alice"], lane_input())
+    barrier = threading.Barrier(8)
+    outcomes = []
+
+    def release():
+        barrier.wait()
+        try:
+            mgr.end(callers["alice"], lane.id, "released")
+            outcomes.append("ok")
+        except Conflict:
+            outcomes.append("conflict")
+
+    threads = [threading.Thread(target=release) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(outcomes) == ["conflict"] * 7 + ["ok"]
