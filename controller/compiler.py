@@ -8,8 +8,8 @@ Per switch the table holds three bands above the campus's normal forwarding:
 - ``PRIORITY_TABLE_MISS`` (0): NORMAL, the campus's default L2 path through firewall and NAT.
 - ``PRIORITY_BYPASS_DROP`` (100): drop whatever arrives on a bypass port and no lane matched.
   OpenFlow 1.3 has no port ``NO_FLOOD`` config, so NORMAL may still flood a broadcast out of a
-  bypass port; the far end's drop rule stops it there (set ``no-flood`` with ovs-ofctl to also
-  save the bandwidth).
+  bypass port; the far end's drop rule stops it there. (OVS still knows OpenFlow 1.0's port
+  flag: ``ovs-ofctl mod-port BR PORT no-flood`` saves that bandwidth too.)
 - ``PRIORITY_ARP_PROXY`` (200): at the edge router's switch, ARP requests for lane-pool addresses
   go to the controller (answered by ``proxyarp`` only while the address is on an active lane).
 - ``PRIORITY_LANE`` (1000, +1 when the source port is pinned): the lanes.
@@ -122,6 +122,10 @@ def hard_timeout_for(expires_at: float, now: float) -> int:
     """Remaining lifetime in whole seconds, capped at OpenFlow's 65535; the safety net if the
     controller is away when the lane ends."""
     remaining = expires_at - now
+    if math.isnan(remaining):
+        raise ValueError("lane expiry is not a number")
+    if remaining == math.inf:
+        return MAX_HARD_TIMEOUT
     if remaining <= 0:
         raise ValueError(f"lane already expired {-remaining:.0f} s ago")
     return min(MAX_HARD_TIMEOUT, max(1, math.ceil(remaining)))

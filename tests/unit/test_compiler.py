@@ -188,6 +188,9 @@ def test_hard_timeout_capped_and_expiry(topo: Topology, lane: LaneSpec) -> None:
     assert hard_timeout_for(NOW + 10 * 86400, NOW) == 65535
     assert hard_timeout_for(NOW + 0.2, NOW) == 1
     assert hard_timeout_for(NOW + 99.1, NOW) == 100
+    assert hard_timeout_for(float("inf"), NOW) == 65535
+    with pytest.raises(ValueError):
+        hard_timeout_for(float("nan"), NOW)
     long_lane = dataclasses.replace(lane, expires_at=NOW + 200_000)
     assert {m.hard_timeout for ms in compile_lane(long_lane, topo, NOW).values() for m in ms} == {65535}
     with pytest.raises(ValueError, match="expired"):
