@@ -8,8 +8,8 @@ Per switch the table holds three bands above the campus's normal forwarding:
 - ``PRIORITY_TABLE_MISS`` (0): NORMAL, the campus's default L2 path through firewall and NAT.
 - ``PRIORITY_BYPASS_DROP`` (100): drop whatever arrives on a bypass port and no lane matched.
   OpenFlow 1.3 has no port ``NO_FLOOD`` config, so NORMAL may still flood a broadcast out of a
-  bypass port; the far end's drop rule stops it there. (OVS still knows OpenFlow 1.0's port
-  flag: ``ovs-ofctl mod-port BR PORT no-flood`` saves that bandwidth too.)
+  bypass port; the far end's drop rule stops it there. (OVS keeps OpenFlow 1.0's no-flood port
+  flag, settable with ``ovs-ofctl mod-port`` on a bridge that allows OpenFlow 1.0.)
 - ``PRIORITY_ARP_PROXY`` (200): at the edge router's switch, ARP requests for lane-pool addresses
   go to the controller (answered by ``proxyarp`` only while the address is on an active lane).
 - ``PRIORITY_LANE`` (1000, +1 when the source port is pinned): the lanes.
