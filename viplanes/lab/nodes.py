@@ -1,0 +1,145 @@
+"""Mininet node classes for the campus lab: end hosts, the firewall, the NAT and the edge router.
+
+Every class sets itself up in ``config()`` and undoes it in ``terminate()``. All of it runs inside
+the node's own network namespace (``self.cmd``), so the machine's own network is never touched.
+Interfaces are configured explicitly by name because middleboxes have two legs.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from mininet.node import Host, Node, OVSSwitch
+
+# Offloads break TCP over OVS's userspace datapath (checksums left to hardware that isn't there).
+OFFLOADS_OFF = "tx off rx off tso off gso off gro off"
+
+
+def offloads_off(node: Node, intf: str) -> None:
+    """Turn off checksum/segmentation offloads on one interface, in the node's namespace."""
+    node.cmd(f"ethtool -K {intf} {OFFLOADS_OFF} >/dev/null 2>&1")
+
+
+def quiet_ipv6(node: Node) -> None:
+    """No IPv6 in the lab: it only adds router solicitations and MLD noise for the controller."""
+    node.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")
+
+
+class LabHost(Host):
+    """An end host (desktop, server, DTN, cloud): MAC, IP and default route from the topology."""
+
+    def config(self, **params: Any) -> dict:
+        result = super().config(**params)
+        quiet_ipv6(self)
+        for intf in self.intfNames():
+            if intf != "lo":
+                offloads_off(self, intf)
+        return result
+
+
+class Router(Node):
+    """A node that forwards between its legs. ``legs`` is ((intf, mac, ip/prefix), ...)."""
+
+    def config(self, legs: Sequence[tuple[str, str, str]] = (),
+               routes: Sequence[tuple[str, str]] = (), **params: Any) -> dict:
+        params.pop("ip", None)
+        params.pop("mac", None)
+        result = super().config(**params)
+        quiet_ipv6(self)
+        for intf, mac, ip in legs:
+            self.cmd(f"ip link set {intf} down")
+            self.cmd(f"ip link set {intf} address {mac}")
+            self.cmd(f"ip addr flush dev {intf}")
+            self.cmd(f"ip addr add {ip} dev {intf}")
+            self.cmd(f"ip link set {intf} up")
+            offloads_off(self, intf)
+        for dst, via in routes:
+            self.cmd(f"ip route replace {dst} via {via}")
+        self.cmd("sysctl -qw net.ipv4.ip_forward=1")
+        # Routers in one L2 domain would otherwise send redirects that shortcut the middleboxes.
+        self.cmd("sysctl -qw net.ipv4.conf.all.send_redirects=0 "
+                 "net.ipv4.conf.default.send_redirects=0")
+        return result
+
+    def terminate(self) -> None:
+        self.cmd("sysctl -qw net.ipv4.ip_forward=0")
+        super().terminate()
+
+
+class EdgeRouter(Router):
+    """The campus edge router: plain forwarding; lanes end at its inside leg."""
+
+
+def _cap(node: Node, intf: str, mbps: float) -> None:
+    """Shape egress of one leg with htb at ``mbps``; a short queue, as a busy DPI box has."""
+    node.cmd(f"tc qdisc del dev {intf} root >/dev/null 2>&1")
+    node.cmd(f"tc qdisc add dev {intf} root handle 1: htb default 1")
+    node.cmd(f"tc class add dev {intf} parent 1: classid 1:1 htb rate {mbps}mbit "
+             f"ceil {mbps}mbit burst 15k")
+    node.cmd(f"tc qdisc add dev {intf} parent 1:1 handle 10: pfifo limit 100")
+
+
+class Firewall(Router):
+    """Stateful firewall with a throughput cap that models deep packet inspection.
+
+    New connections are accepted only from the inside leg; replies ride conntrack's ESTABLISHED
+    state; everything else is dropped. ``mbps`` caps both legs (upload and download).
+    """
+
+    def config(self, inside: str = "", outside: str = "", mbps: float | None = None,
+               **params: Any) -> dict:
+        result = super().config(**params)
+        self.inside_intf, self.outside_intf = inside, outside
+        for rule in (
+            "-P FORWARD DROP",
+            "-F FORWARD",
+            "-A FORWARD -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT",
+            f"-A FORWARD -i {inside} -o {outside} -m conntrack --ctstate NEW -j ACCEPT",
+            "-A FORWARD -m conntrack --ctstate INVALID -j DROP",
+        ):
+            self.cmd(f"iptables {rule}")
+        if mbps:
+            for intf in (inside, outside):
+                _cap(self, intf, mbps)
+        return result
+
+    def terminate(self) -> None:
+        self.cmd("iptables -F FORWARD; iptables -P FORWARD ACCEPT")
+        for intf in (getattr(self, "inside_intf", ""), getattr(self, "outside_intf", "")):
+            if intf:
+                self.cmd(f"tc qdisc del dev {intf} root >/dev/null 2>&1")
+        super().terminate()
+
+
+class Nat(Router):
+    """Source NAT: everything leaving the outside leg takes the outside leg's address."""
+
+    def config(self, outside: str = "", **params: Any) -> dict:
+        result = super().config(**params)
+        self.outside_intf = outside
+        self.cmd(f"iptables -t nat -A POSTROUTING -o {outside} -j MASQUERADE")
+        return result
+
+    def terminate(self) -> None:
+        self.cmd("iptables -t nat -F POSTROUTING")
+        super().terminate()
+
+
+class LabSwitch(OVSSwitch):
+    """OVS on the userspace datapath, OpenFlow 1.3, fail-secure; offloads off on its ports."""
+
+    def __init__(self, name: str, **params: Any) -> None:
+        params.setdefault("datapath", "user")
+        params.setdefault("protocols", "OpenFlow13")
+        params.setdefault("failMode", "secure")
+        super().__init__(name, **params)
+
+    def start(self, controllers: list) -> None:
+        super().start(controllers)
+        self.quiet_ports()
+
+    def quiet_ports(self) -> None:
+        """Offloads off and IPv6 off on our own root-namespace ports (and nothing else)."""
+        for intf in self.intfNames():
+            if intf != "lo":
+                offloads_off(self, intf)
+                self.cmd(f"sysctl -qw net.ipv6.conf.{intf}.disable_ipv6=1")
