@@ -65,10 +65,13 @@ def api_command(fn: Callable[..., Any]) -> Callable[..., Any]:
             _fail(str(exc), 3)
         if not cfg.token:
             _fail("no token: set VIPLANES_TOKEN or token in ~/.config/viplanes/config.toml", 3)
+        client = ApiClient(cfg)
         try:
-            out = fn(ApiClient(cfg), **kwargs)
+            out = fn(client, **kwargs)
         except ApiError as exc:
             _fail(str(exc), 3 if exc.status == 0 else 1)
+        finally:
+            client.session.close()
         if out is None:
             return
         data, show, *rest = out

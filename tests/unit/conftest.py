@@ -121,15 +121,19 @@ class LiveServer:
         self.thread.start()
 
     def stop(self) -> None:
-        self.server.close()
-        self.server.task_dispatcher.shutdown()
-        for channel in list(self.server._map.values()):  # keep-alive connections, the trigger
-            try:
-                channel.close()
-            except OSError:
-                pass
-        self.server._map.clear()  # the run loop ends once its socket map is empty
+        server = self.server
+
+        def close_all() -> None:  # runs inside the server's own loop thread: no select() race
+            for channel in list(server._map.values()):  # listener, keep-alive connections, trigger
+                try:
+                    channel.close()
+                except OSError:
+                    pass
+            server._map.clear()  # the run loop ends once its socket map is empty
+
+        server.trigger.pull_trigger(close_all)
         self.thread.join(5)
+        server.task_dispatcher.shutdown()
 
 
 @pytest.fixture
