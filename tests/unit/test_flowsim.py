@@ -159,3 +159,13 @@ def test_unsupported_things_fail_loudly() -> None:
         FlowTable().apply(flow(actions=[parser.OFPActionPushVlan()]))
     with pytest.raises(FlowSimError):
         FlowTable().apply(parser.OFPEchoRequest(None))
+
+
+def test_non_strict_delete_spares_less_specific_flows() -> None:
+    t = FlowTable()
+    t.apply(flow(cookie=1, eth_type=0x800, ipv4_dst=("10.0.0.0", "255.255.255.0")))
+    t.apply(flow(cookie=2, eth_type=0x800, ipv4_dst="10.0.0.0"))
+    t.apply(delete(eth_type=0x800, ipv4_dst="10.0.0.0"))  # covers only the exact flow
+    assert [f.cookie for f in t.flows] == [1]
+    t.apply(delete(eth_type=0x800, ipv4_dst=("10.0.0.0", "255.0.0.0")))  # covers the /24
+    assert t.flows == []
