@@ -168,9 +168,10 @@ class LaneManager:
                 now: float, idempotency_key: str | None) -> tuple[Lane | None, VipError | None]:
         src, dst = str(req.src_ip), str(req.dst_ip)
         dup = self._duplicate(s, src, dst, req.protocol, req.dst_port, req.src_port, req.starts_at, req.expires_at)
-        if dup is not None:
-            return None, Conflict(f"an identical lane ({dup}) is already live", {"lane_id": dup},
-                                  code="duplicate_lane")
+        if dup is not None:  # another researcher's lane id stays hidden, like its 404
+            own = s.scalar(select(Lane.principal_id).where(Lane.id == dup)) == caller.id or caller.is_operator
+            return None, Conflict("an identical lane is already live for this time" + (f" (lane {dup})" if own else ""),
+                                  {"lane_id": dup} if own else {}, code="duplicate_lane")
         nat_ip = None
         host = self.topology.host_by_ip(req.src_ip)
         if host is not None and host.needs_nat:

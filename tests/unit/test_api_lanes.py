@@ -166,3 +166,14 @@ def test_desired_lanes_rebuilds_the_dataplane(world):
         world.app.extensions["viplanes"].manager.desired_lanes)
     world.dataplane.reconcile()
     assert set(world.dataplane.active) == ids
+
+
+def test_identical_lane_of_another_researcher_is_409_without_its_id(world):
+    mine = world.lane().json["id"]
+    r = world.lane("bob", src_ip="10.1.0.10")  # bob's grant covers the desktop too
+    assert r.status_code == 409 and r.json["error"] == "duplicate_lane"
+    assert r.json["details"] == {} and str(mine) not in r.json["message"]
+    own = world.lane()
+    assert own.json["details"] == {"lane_id": mine}
+    other_port = world.lane("bob", src_ip="10.1.0.10", src_port=40000, dst_port=9001)
+    assert other_port.status_code == 201  # a different flow is fine
