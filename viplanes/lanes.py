@@ -207,7 +207,7 @@ class LaneManager:
         self.on_activation(latency, result.ok)
         undo = False
         with self.db.write() as s:
-            row = s.get(Lane, lane.id)
+            row = s.scalar(select(Lane).where(Lane.id == lane.id).with_for_update(of=Lane))
             assert row is not None
             if row.state == "installing":
                 now = self.clock()
@@ -344,7 +344,9 @@ class LaneManager:
         """Start due scheduled lanes, expire ended ones. Called by the scheduler thread and tests."""
         now = self.clock()
         with self.db.write() as s:
-            due = s.scalars(select(Lane).where(Lane.state == "scheduled", Lane.starts_at <= now)).all()
+            # FOR UPDATE (PostgreSQL): a lane released meanwhile is re-checked and skipped, not revived
+            due = s.scalars(select(Lane).where(Lane.state == "scheduled", Lane.starts_at <= now)
+                            .with_for_update(of=Lane)).all()
             starting = []
             for lane in due:
                 if lane.expires_at <= now:
@@ -354,7 +356,7 @@ class LaneManager:
                     _move(lane, "installing")
                     starting.append(lane)
             ending = s.scalars(select(Lane).where(Lane.state.in_(("installing", "active")),
-                                                  Lane.expires_at <= now)).all()
+                                                  Lane.expires_at <= now).with_for_update(of=Lane)).all()
             for lane in ending:
                 _move(lane, "expired", "duration ended")
                 lane.ended_at = now

@@ -164,7 +164,7 @@ def revoke_grant(s: Session, grant_id: int, now: float) -> list[int]:
     g.revoked_at = now
     ids = list(s.scalars(select(Lane.id).where(Lane.grant_id == grant_id, Lane.state.in_(LIVE_STATES))))
     if ids:
-        s.execute(update(Lane).where(Lane.id.in_(ids))
+        s.execute(update(Lane).where(Lane.id.in_(ids), Lane.state.in_(LIVE_STATES))
                   .values(state="revoked", reason=f"grant {grant_id} revoked", ended_at=now))
     return ids
 
