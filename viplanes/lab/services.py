@@ -1,0 +1,131 @@
+"""The cloud host's services: an iperf3 server and a real S3 endpoint (`rclone serve s3`).
+
+Both run inside the cloud host's namespace and are killed at lab teardown. Clients reach the S3
+endpoint through an rclone remote named ``cloud`` defined by environment variables, so no config
+file is written anywhere.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from mininet.node import Node
+
+from .net import LabNetwork
+
+REPO = Path(__file__).resolve().parents[2]
+IPERF_PORT = 5201
+S3_PORT = 9000
+BUCKET = "lab"
+# Fixed lab credentials: the endpoint lives in a private namespace of a throwaway lab.
+ACCESS_KEY = "viplanes-lab"
+SECRET_KEY = "viplanes-lab-secret"
+
+
+def rclone_binary() -> str:
+    """rclone >= 1.65 (it has `serve s3`): the repo's build first, then PATH."""
+    for candidate in (REPO / "tools" / "bin" / "rclone", Path("/tmp/rclonebuild/bin/rclone")):
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    found = shutil.which("rclone")
+    if found and "serve s3" not in _help(found):
+        found = None
+    if not found:
+        raise RuntimeError("rclone 1.68 not found: run scripts/setup.sh (builds tools/bin/rclone)")
+    return found
+
+
+def _help(binary: str) -> str:
+    out = subprocess.run([binary, "serve", "--help"], capture_output=True, text=True)
+    return "serve s3" if "  s3 " in out.stdout else ""
+
+
+def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for lab tools: ours, minus AWS_CA_BUNDLE (it breaks rclone's S3 backend)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("AWS_CA_BUNDLE",) and not k.startswith("RCLONE_")}
+    env.update(extra or {})
+    return env
+
+
+@dataclass(frozen=True)
+class CloudServices:
+    """Where the cloud services listen, and what a client needs to use them."""
+
+    ip: str
+    iperf_port: int
+    s3_port: int
+    bucket: str
+    data_dir: Path  # the S3 backend's directory on this machine: <data_dir>/<bucket>/...
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.ip}:{self.s3_port}"
+
+    def rclone_env(self) -> dict[str, str]:
+        """Environment defining the rclone remote ``cloud:`` for a client host."""
+        return clean_env({
+            "RCLONE_CONFIG_CLOUD_TYPE": "s3",
+            "RCLONE_CONFIG_CLOUD_PROVIDER": "Rclone",
+            "RCLONE_CONFIG_CLOUD_ACCESS_KEY_ID": ACCESS_KEY,
+            "RCLONE_CONFIG_CLOUD_SECRET_ACCESS_KEY": SECRET_KEY,
+            "RCLONE_CONFIG_CLOUD_ENDPOINT": self.endpoint,
+            "RCLONE_CONFIG_CLOUD_FORCE_PATH_STYLE": "true",
+        })
+
+
+def start_cloud_services(lab: LabNetwork, work_dir: Path, host_name: str | None = None,
+                         iperf_port: int = IPERF_PORT, s3_port: int = S3_PORT) -> CloudServices:
+    """Start iperf3 and S3 on the cloud host; they stop with the lab."""
+    name = host_name or next(h.name for h in lab.topology.hosts if h.role == "cloud")
+    host = lab.host(name)
+    ip = str(lab.topology.host(name).iface.ip.ip)
+    data_dir = work_dir / "s3"
+    (data_dir / BUCKET).mkdir(parents=True, exist_ok=True)
+    logs = work_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    procs = [
+        _spawn(lab, host, ["iperf3", "-s", "-p", str(iperf_port)], logs / "iperf3-server.log"),
+        _spawn(lab, host, [rclone_binary(), "serve", "s3", "--addr", f"{ip}:{s3_port}",
+                           "--auth-key", f"{ACCESS_KEY},{SECRET_KEY}",
+                           str(data_dir)], logs / "rclone-serve-s3.log"),
+    ]
+    for port in (iperf_port, s3_port):
+        _wait_listening(host, ip, port, procs)
+    return CloudServices(ip, iperf_port, s3_port, BUCKET, data_dir)
+
+
+def _spawn(lab: LabNetwork, host: Node, argv: list[str], log: Path) -> subprocess.Popen:
+    out = log.open("ab")
+    proc = host.popen(argv, stdout=out, stderr=subprocess.STDOUT, env=clean_env())
+    out.close()
+    lab.track_pid(proc.pid)
+
+    def stop() -> None:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(3)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    lab.on_stop(stop)
+    return proc
+
+
+def _wait_listening(host: Node, ip: str, port: int, procs: list[subprocess.Popen],
+                    timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for proc in procs:
+            if proc.poll() is not None:
+                raise RuntimeError(f"cloud service {proc.args[3:]} exited with {proc.returncode}")
+        if host.cmd(f"ss -Hltn 'sport = :{port}'").strip():
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"cloud service on {ip}:{port} did not start within {timeout:.0f}s")
