@@ -7,25 +7,19 @@ The YAML layout is the one in ``campus.yaml``.
 from __future__ import annotations
 
 import ipaddress
-import math
-import re
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
+from viplanes.topologies.fields import FieldReader, kind_of
 from viplanes.topologies.model import (
-    EdgeRouter, Host, Interface, LanePool, Link, Middlebox, PortRef, Switch, Topology,
+    EdgeRouter, Host, Interface, LanePool, Link, Middlebox, Switch, Topology,
 )
 
 HOST_ROLES = ("desktop", "server", "dtn", "cloud")
 MIDDLEBOX_KINDS = ("firewall", "nat")
-OFPP_MAX = 0xFFFFFF00  # highest physical OpenFlow 1.3 port number
 DPID_MAX = 2**64 - 1
-# Mininet names interfaces NAME-ethN and Linux allows 15 characters.
-NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,8}$")
-MAC_RE = re.compile(r"^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$")
-PORTREF_RE = re.compile(r"^([^:\s]+):(\d+)$")
 
 Route = tuple[ipaddress.IPv4Network, ipaddress.IPv4Address]
 
@@ -90,157 +84,14 @@ def parse_topology(data: Any, source: str = "<memory>") -> Topology:
     return _Parser(source).topology(data)
 
 
-class _Parser:
+class _Parser(FieldReader):
     """Walks the data once, noting problems with their field path; builds the model if none."""
 
     def __init__(self, source: str) -> None:
-        self.source = source
-        self.problems: list[str] = []
-        self.switch_names: set[str] = set()
-        self.node_names: dict[str, str] = {}  # name -> field path that defined it
-        self.ports: dict[PortRef, str] = {}
-        self.macs: dict[str, str] = {}
-        self.ips: dict[ipaddress.IPv4Address, str] = {}
+        super().__init__(source)
         self._switches: list[Switch] = []
         self.host_where: dict[str, str] = {}
-
-    def bad(self, where: str, what: str) -> None:
-        self.problems.append(f"{self.source}: {where}: {what}")
-
-    # ---- generic shapes -------------------------------------------------------------------
-    def mapping(self, value: Any, where: str, required: tuple[str, ...],
-                optional: tuple[str, ...] = ()) -> dict[str, Any] | None:
-        if not isinstance(value, dict):
-            self.bad(where or "top level", f"expected a mapping, got {_kind(value)}")
-            return None
-        for key in value:
-            if key not in required and key not in optional:
-                allowed = ", ".join(required + optional)
-                self.bad(f"{where}.{key}" if where else str(key),
-                         f"unknown key (allowed: {allowed})")
-        for key in required:
-            if key not in value:
-                self.bad(where or "top level", f"missing required key '{key}'")
-        return value
-
-    def listing(self, value: Any, where: str) -> list[Any]:
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            self.bad(where, f"expected a list, got {_kind(value)}")
-            return []
-        return value
-
-    def text(self, value: Any, where: str) -> str | None:
-        if not isinstance(value, str) or not value.strip():
-            self.bad(where, f"expected a non-empty string, got {_kind(value)}")
-            return None
-        return value
-
-    def number(self, value: Any, where: str, optional: bool = False) -> float | None:
-        if value is None and optional:
-            return None
-        if (isinstance(value, bool) or not isinstance(value, (int, float))
-                or not math.isfinite(value) or value <= 0):
-            self.bad(where, f"expected a positive number, got {value!r}")
-            return None
-        return float(value)
-
-    def choice(self, value: Any, where: str, options: tuple[str, ...]) -> str | None:
-        if value not in options:
-            self.bad(where, f"{value!r} is not one of {', '.join(options)}")
-            return None
-        return value
-
-    def name(self, value: Any, where: str) -> str | None:
-        if not isinstance(value, str) or not NAME_RE.match(value):
-            self.bad(where, f"bad name {value!r}: use a letter then up to 8 letters, digits or _ "
-                            "(Mininet interface names NAME-ethN must fit 15 characters)")
-            return None
-        if value in self.node_names:
-            self.bad(where, f"duplicate name {value!r} (already used by {self.node_names[value]})")
-            return None
-        self.node_names[value] = where
-        return value
-
-    def mac(self, value: Any, where: str) -> str | None:
-        if not isinstance(value, str) or not MAC_RE.match(value):
-            hint = ""
-            if isinstance(value, int):
-                hint = " (quote it: YAML reads some unquoted MACs as numbers)"
-            self.bad(where, f"bad MAC address {value!r}, expected like \"02:00:00:00:00:01\"{hint}")
-            return None
-        mac = value.lower()
-        if int(mac[:2], 16) & 1 or mac == "00:00:00:00:00:00":
-            self.bad(where, f"MAC {value} is not a unicast address")
-            return None
-        if mac in self.macs:
-            self.bad(where, f"duplicate MAC {value} (already used by {self.macs[mac]})")
-            return None
-        self.macs[mac] = where
-        return mac
-
-    def address(self, value: Any, where: str) -> ipaddress.IPv4Address | None:
-        try:
-            return ipaddress.IPv4Address(value)
-        except (ValueError, TypeError):
-            self.bad(where, f"bad IPv4 address {value!r}")
-            return None
-
-    def network(self, value: Any, where: str) -> ipaddress.IPv4Network | None:
-        if not isinstance(value, str) or "/" not in value:
-            self.bad(where, f"bad prefix {value!r}, expected like 10.1.0.0/24")
-            return None
-        try:
-            return ipaddress.IPv4Network(value)
-        except ValueError as exc:
-            self.bad(where, f"bad prefix {value!r}: {exc}")
-            return None
-
-    def iface_ip(self, value: Any, where: str) -> ipaddress.IPv4Interface | None:
-        if not isinstance(value, str) or "/" not in value:
-            self.bad(where, f"bad address {value!r}, expected address/prefix like 10.1.0.10/24")
-            return None
-        try:
-            ip = ipaddress.IPv4Interface(value)
-        except ValueError as exc:
-            self.bad(where, f"bad address {value!r}: {exc}")
-            return None
-        net = ip.network
-        if net.prefixlen <= 30 and ip.ip in (net.network_address, net.broadcast_address):
-            self.bad(where, f"{ip.ip} is the network or broadcast address of {net}")
-            return None
-        if ip.ip in self.ips:
-            self.bad(where, f"duplicate address {ip.ip} (already used by {self.ips[ip.ip]})")
-            return None
-        self.ips[ip.ip] = where
-        return ip
-
-    def portref(self, value: Any, where: str) -> PortRef | None:
-        match = PORTREF_RE.match(value) if isinstance(value, str) else None
-        if match is None:
-            self.bad(where, f"bad attachment {value!r}, expected \"SWITCH:PORT\" like \"s1:3\"")
-            return None
-        switch, port = match.group(1), int(match.group(2))
-        if switch not in self.switch_names:
-            known = ", ".join(sorted(self.switch_names)) or "none"
-            self.bad(where, f"unknown switch {switch!r} (known: {known})")
-            return None
-        if not 1 <= port <= OFPP_MAX:
-            self.bad(where, f"port {port} is out of range 1..{OFPP_MAX}")
-            return None
-        ref = PortRef(switch, port)
-        if ref in self.ports:
-            self.bad(where, f"port {ref} is already used by {self.ports[ref]}")
-            return None
-        self.ports[ref] = where
-        return ref
-
-    def items(self, data: dict[str, Any], key: str,
-              build: Callable[[Any, str], Any]) -> list[Any]:
-        items = self.listing(data.get(key), key)
-        built = [build(item, f"{key}[{i}]") for i, item in enumerate(items)]
-        return [b for b in built if b is not None]
+        self.mb_where: dict[str, str] = {}
 
     # ---- the model --------------------------------------------------------------------------
     def topology(self, data: Any) -> Topology:
@@ -251,7 +102,7 @@ class _Parser:
         name = self.text(top.get("name"), "name") if "name" in top else None
         description = top.get("description", "")
         if not isinstance(description, str):
-            self.bad("description", f"expected a string, got {_kind(description)}")
+            self.bad("description", f"expected a string, got {kind_of(description)}")
         switches = self.items(top, "switches", self.switch)
         if top.get("switches") in ([], None) and "switches" in top:
             self.bad("switches", "at least one switch is needed")
@@ -262,6 +113,7 @@ class _Parser:
         pool = self.lane_pool(top["lane_pool"], edge) if "lane_pool" in top else None
         if edge is not None:
             self.check_gateways(hosts, middleboxes, edge)
+            self.check_direct_cables(middleboxes, edge)
         if self.problems or name is None or edge is None or pool is None:
             raise TopologyError(self.problems)
         return Topology(name=name, switches=tuple(switches), links=tuple(links), hosts=tuple(hosts),
@@ -286,7 +138,7 @@ class _Parser:
             dpid = None
         role = m.get("role", "campus")
         if not isinstance(role, str):
-            self.bad(f"{where}.role", f"expected a string, got {_kind(role)}")
+            self.bad(f"{where}.role", f"expected a string, got {kind_of(role)}")
         if name is None or dpid is None or not isinstance(role, str):
             return None
         sw = Switch(name=name, dpid=dpid, role=role)
@@ -351,6 +203,7 @@ class _Parser:
             return None
         if None in (name, kind, inside, outside) or (m.get("mbps") is not None and mbps is None):
             return None
+        self.mb_where[name] = where  # type: ignore[index]
         return Middlebox(name=name, kind=kind, inside=inside,  # type: ignore[arg-type]
                          outside=outside, mbps=mbps, routes=routes)  # type: ignore[arg-type]
 
@@ -427,6 +280,19 @@ class _Parser:
             return None
         return LanePool(prefix=prefix, mac=mac)
 
+    def check_direct_cables(self, middleboxes: list[Middlebox], edge: EdgeRouter) -> None:
+        """A leg without a switch port is cabled straight to another such leg (fw <-> nat), so
+        one must share its subnet; otherwise the lab cannot build that cable."""
+        loose = [(f"{self.mb_where[mb.name]}.{name}", leg) for mb in middleboxes
+                 for name, leg in (("inside", mb.inside), ("outside", mb.outside))
+                 if leg.attach is None]
+        edge_loose = [leg for leg in (edge.inside, edge.outside) if leg.attach is None]
+        for where, leg in loose:
+            peers = [other for w, other in loose if w != where] + edge_loose
+            if not any(leg.ip.network == other.ip.network for other in peers):
+                self.bad(where, f"not attached to a switch, and no other unattached leg is in "
+                                f"{leg.ip.network} to cable it to")
+
     def check_gateways(self, hosts: list[Host], middleboxes: list[Middlebox],
                        edge: EdgeRouter | None) -> None:
         """A gateway must be a modeled router leg: the lab builds it and lanes need its MAC."""
@@ -437,10 +303,3 @@ class _Parser:
             if host.gateway not in legs:
                 self.bad(f"{self.host_where[host.name]}.gateway",
                          f"{host.gateway} is not an address of a middlebox or the edge router")
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "nothing"
-    return {bool: "a boolean", int: "a number", float: "a number", str: "a string",
-            list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)

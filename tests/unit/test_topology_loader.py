@@ -88,6 +88,8 @@ CASES: list[tuple[str, Mutation, str, str]] = [
     ("route dst", lambda d: d["middleboxes"][0]["routes"][0].update(dst="nowhere"), "middleboxes[0].routes[0].dst", "bad prefix"),
     ("edge unattached", lambda d: d["edge"]["inside"].pop("attach"), "edge.inside", "missing required key 'attach'"),
     ("switches not list", lambda d: d.update(switches={"s1": 1}), "switches", "expected a list"),
+    ("loose leg without peer", lambda d: d["middleboxes"][1]["inside"].update(ip="10.3.0.2/30"),
+     "middleboxes[0].outside", "no other unattached leg is in 10.2.0.0/30"),
     ("no switches", lambda d: d.update(switches=[]), "switches", "at least one switch"),
     ("host not mapping", lambda d: d["hosts"].append("laptop"), "hosts[4]", "expected a mapping"),
 ]
