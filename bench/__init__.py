@@ -1,0 +1,6 @@
+"""Benchmarks: scripts that measure on real userspace Open vSwitch and print numbers.
+
+`make bench` runs ``python -m bench.run_all``; each benchmark writes ``bench/results/<name>.json``.
+Nothing here is a timed test: the pure helpers (percentiles, tables) have unit tests, the
+measurements do not.
+"""

@@ -1,0 +1,129 @@
+"""Benchmark 1: POST /api/v1/lanes -> lane active, 200 lanes one after another, vs the floor.
+
+API side: a real ``viplanes serve`` (embedded os-ken controller, SQLite), a researcher token, one
+keep-alive HTTP connection; each lane is requested, timed until the answer says ``active`` (the
+API answers an immediate lane only after every barrier), then released. Floor: the same compiled
+messages sent by :mod:`bench.floor_app` to the same bridges, one barrier per switch in parallel.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from typing import Any
+
+from bench.campus import Campus, campus
+from bench.report import Result, Target
+from bench.server import REPO, Api, Serve, free_port, researcher
+from bench.stats import ratio, summarize_ms
+from bench.workload import flows, grant_body, lane_body
+
+SRC = "desktop"  # three switches, NAT'd: the longest lane on the campus
+
+
+def run_floor(c: Campus, n: int, warmup: int = 10) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "bench.floor", "--port", str(free_port()), "--n", str(n),
+           "--warmup", str(warmup), "--src", SRC, "--bridges", ",".join(c.bridges.names.values())]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO)
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines:
+        raise RuntimeError(f"floor failed ({out.returncode}): {out.stderr[-1500:]}")
+    return json.loads(lines[-1])
+
+
+def sequential_lanes(api: Api, src_ip: str, n: int, warmup: int, offset: int = 0,
+                     check: Any = None) -> dict[str, Any]:
+    """Request, time, release ``n`` lanes one after another (after ``warmup`` untimed ones)."""
+    client_s, server_ms, release_s, failures = [], [], [], []
+    for i, flow in enumerate(flows(n + warmup, offset)):
+        t0 = time.perf_counter()
+        status, lane = api.call("POST", "/api/v1/lanes", lane_body(src_ip, flow))
+        t1 = time.perf_counter()
+        if status != 201 or lane.get("state") != "active":
+            failures.append(f"{status}: {lane.get('state', '')} {lane.get('reason') or lane.get('message')}")
+            continue
+        if check is not None and i == warmup:
+            check(lane)
+        api.ok("POST", f"/api/v1/lanes/{lane['id']}/release")
+        t2 = time.perf_counter()
+        if i >= warmup:
+            client_s.append(t1 - t0)
+            server_ms.append(lane["activation_ms"])
+            release_s.append(t2 - t1)
+    return {"client_s": client_s, "dataplane_s": [ms / 1000.0 for ms in server_ms if ms is not None],
+            "release_s": release_s, "failures": failures}
+
+
+def api_without_switches(c: Campus, n: int) -> dict[str, Any]:
+    """The same requests against ``serve --dataplane memory``: HTTP + auth + policy + SQLite only."""
+    workdir = c.workdir / "memory"
+    workdir.mkdir()
+    serve = Serve(workdir, free_port(), dataplane="memory").start()
+    try:
+        token, _ = researcher(serve, serve.add_operator(), "alice",
+                              [grant_body("alice", c.host_ip(SRC), max_lanes=20)])
+        api = Api(serve.api_port, token)
+        out = sequential_lanes(api, c.host_ip(SRC), n, warmup=10)
+        api.close()
+        return out
+    finally:
+        serve.stop()
+
+
+def run(quick: bool = False, dataplane: str = "openflow", **_: Any) -> Result:
+    n = 30 if quick else 200
+    res = Result("activation")
+    with campus("activation") as c:
+        floor = run_floor(c, n)
+        no_switches = api_without_switches(c, n)
+        serve = Serve(c.workdir, free_port(), dataplane=dataplane).start()
+        try:
+            c.attach(serve)
+            token, _ = researcher(serve, serve.add_operator(), "alice",
+                                  [grant_body("alice", c.host_ip(SRC), max_lanes=20)])
+            api = Api(serve.api_port, token)
+            seen: dict[str, Any] = {}
+
+            def check(lane: dict[str, Any]) -> None:  # what OVS holds while the lane is active
+                seen["flows_on_switches"] = c.lane_flows(lane["id"])
+
+            api_run = sequential_lanes(api, c.host_ip(SRC), n, warmup=10, check=check)
+            api.close()
+            rss = serve.rss_mb()
+        finally:
+            serve.stop()
+    if not api_run["client_s"]:
+        res.error = f"no lane became active: {api_run['failures'][:3]}"
+        return res
+    api_sum = summarize_ms(api_run["client_s"])
+    dp_sum = summarize_ms(api_run["dataplane_s"]) if api_run["dataplane_s"] else None
+    floor_sum = summarize_ms(floor["latency_s"])
+    res.add("API p50", api_sum.p50_ms, "ms", Target("<=", 10))
+    res.add("API p95", api_sum.p95_ms, "ms")
+    res.add("API p99", api_sum.p99_ms, "ms", Target("<=", 30))
+    if dp_sum:
+        res.add("controller part p50", dp_sum.p50_ms, "ms", note="activation_ms")
+    res.add("floor p50", floor_sum.p50_ms, "ms")
+    res.add("floor p99", floor_sum.p99_ms, "ms")
+    mem_sum = summarize_ms(no_switches["client_s"]) if no_switches["client_s"] else None
+    if mem_sum:
+        res.add("API p50, no switches", mem_sum.p50_ms, "ms", note="--dataplane memory")
+    res.add("ratio p50 API/floor", ratio(api_sum.p50_ms, floor_sum.p50_ms), "x")
+    res.add("ratio p99 API/floor", ratio(api_sum.p99_ms, floor_sum.p99_ms), "x")
+    res.details = {
+        "lanes": n, "source_host": SRC, "api": api_sum.as_dict(),
+        "api_dataplane_part": dp_sum.as_dict() if dp_sum else None,
+        "api_memory_dataplane": mem_sum.as_dict() if mem_sum else None,
+        "dataplane": dataplane,
+        "release": summarize_ms(api_run["release_s"]).as_dict(),
+        "floor": floor_sum.as_dict(), "floor_compile": summarize_ms(floor["compile_s"]).as_dict(),
+        "floor_removal": summarize_ms(floor["removal_s"]).as_dict(),
+        "floor_failures": floor["failures"], "floor_errors": floor["errors"],
+        "flows_per_lane": floor["flows_per_lane"], "switches_per_lane": floor["switches_per_lane"],
+        "api_failures": api_run["failures"][:20], "api_failure_count": len(api_run["failures"]),
+        "first_lane_flows_on_switches": seen.get("flows_on_switches"), "serve_rss_mb": rss,
+        "samples_ms": {"api": [s * 1000 for s in api_run["client_s"]],
+                       "floor": [s * 1000 for s in floor["latency_s"]]},
+    }
+    return res

@@ -1,0 +1,72 @@
+"""The floor, as its own process: ``python -m bench.floor --port P --bridges a,b,c --n 200``.
+
+Starts :mod:`bench.floor_app` (os-ken keeps process-wide state, so each controller gets a fresh
+process), points the given bridges at it, then for each lane: compile, send, one barrier per
+switch in parallel, wait; then remove it the same way. Prints one JSON object on stdout.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from bench.ovs import vsctl
+from bench.workload import flows, lane_spec
+
+
+def measure(port: int, bridges: list[str], n: int, src_host: str, warmup: int) -> dict:
+    from viplanes.api.app import default_topology
+    from viplanes.controller.compiler import compile_base, compile_lane, compile_lane_removal
+    from viplanes.controller.launcher import start_apps
+
+    topo = default_topology()
+    running = start_apps(["bench.floor_app"], "127.0.0.1", port)
+    app = running.app("FloorApp")
+    app.base_flows = compile_base(topo)
+    for name in bridges:
+        vsctl("set-controller", name, f"tcp:127.0.0.1:{port}")
+    dpids = {sw.dpid for sw in topo.switches}
+    if not app.wait_for(dpids, 20.0):
+        raise RuntimeError(f"switches {sorted(dpids - set(app.datapaths))} never connected")
+    time.sleep(0.5)  # let the connect-time chatter (port status, base flows) settle
+
+    latencies, compile_s, removal_s, failures = [], [], [], 0
+    for i, flow in enumerate(flows(n + warmup)):
+        spec = lane_spec(topo, 100_000 + i, src_host, flow)
+        t0 = time.perf_counter()
+        ofmsgs = compile_lane(spec, topo, time.time())
+        t1 = time.perf_counter()
+        ok = app.send_with_barriers(ofmsgs)
+        t2 = time.perf_counter()
+        removal = compile_lane_removal(spec.lane_id, ofmsgs.keys(), with_meter=False)
+        app.send_with_barriers(removal)
+        t3 = time.perf_counter()
+        if i < warmup:
+            continue
+        failures += not ok
+        latencies.append(t2 - t0)
+        compile_s.append(t1 - t0)
+        removal_s.append(t3 - t2)
+    return {"latency_s": latencies, "compile_s": compile_s, "removal_s": removal_s,
+            "failures": failures, "errors": app.errors[:20],
+            "switches_per_lane": len(ofmsgs), "flows_per_lane": sum(len(m) for m in ofmsgs.values())}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--bridges", required=True, help="comma-separated bridge names")
+    ap.add_argument("--n", type=int, default=200)
+    ap.add_argument("--src", default="desktop", help="source host of the lanes")
+    ap.add_argument("--warmup", type=int, default=10)
+    args = ap.parse_args(argv)
+    out = measure(args.port, args.bridges.split(","), args.n, args.src, args.warmup)
+    sys.stdout.write(json.dumps(out) + "\n")
+    sys.stdout.flush()
+    os._exit(0)  # os-ken's native threads do not all stop on close; the process is done
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Run the benchmarks, write ``bench/results/<name>.json`` each, print one table.
+
+    .venv/bin/python -m bench.run_all                 # everything (about 10 minutes)
+    .venv/bin/python -m bench.run_all --quick         # smoke run: short and small
+    .venv/bin/python -m bench.run_all --only activation --only policy
+
+Needs root and Open vSwitch (started here via scripts/ovs-up). Each benchmark creates and deletes
+its own bridges (prefix ``vb<pid>``) and its own ``viplanes serve`` processes.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+import traceback
+
+from bench.report import Result, print_table, write_json
+
+BENCHMARKS = {  # name -> module with run(**options) -> Result
+    "activation": "bench.activation",
+    "churn": "bench.churn",
+    "scale": "bench.scale",
+    "policy": "bench.policy_bench",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    ap = argparse.ArgumentParser(prog="python -m bench.run_all", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="short runs for a smoke check")
+    ap.add_argument("--only", action="append", choices=sorted(BENCHMARKS), metavar="NAME",
+                    help=f"run only this benchmark (repeatable): {', '.join(BENCHMARKS)}")
+    ap.add_argument("--duration", type=float, default=None,
+                    help="churn duration in seconds (default 60, 10 with --quick)")
+    ap.add_argument("--clients", type=int, default=8, help="concurrent churn clients (default 8)")
+    ap.add_argument("--lanes", type=int, default=None,
+                    help="active lanes for the scale benchmark (default 10000, 500 with --quick)")
+    ap.add_argument("--dataplane", choices=["openflow", "memory"], default="openflow",
+                    help="memory: exercise the scripts without a controller (numbers are not the product's)")
+    args = ap.parse_args(argv)
+    options = {"quick": args.quick, "duration": args.duration, "clients": args.clients,
+               "lanes": args.lanes, "dataplane": args.dataplane}
+    results: list[Result] = []
+    for name in args.only or list(BENCHMARKS):
+        print(f"== {name} ...", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        try:
+            result = importlib.import_module(BENCHMARKS[name]).run(**options)
+        except Exception as exc:  # one broken benchmark must not hide the others' numbers
+            traceback.print_exc()
+            result = Result(name, error=f"{exc.__class__.__name__}: {exc}")
+        result.details["wall_s"] = round(time.perf_counter() - t0, 1)
+        path = write_json(result, ["python", "-m", "bench.run_all", *argv])
+        print(f"== {name}: {result.details['wall_s']} s -> {path}", file=sys.stderr, flush=True)
+        results.append(result)
+    print_table(results)
+    return 1 if any(r.error for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

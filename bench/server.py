@@ -1,0 +1,152 @@
+"""A real ``viplanes serve`` child process for benchmarks, and a lean keep-alive API client.
+
+The client is ``http.client`` on one persistent connection per thread: ``requests`` costs about a
+millisecond of client CPU per call, which on two cores would be charged to the server's numbers.
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ApiError(RuntimeError):
+    def __init__(self, status: int, body: Any) -> None:
+        super().__init__(f"HTTP {status}: {body}")
+        self.status, self.body = status, body
+
+
+class Api:
+    """One keep-alive connection; not thread-safe (give each client thread its own)."""
+
+    def __init__(self, port: int, token: str | None = None, timeout_s: float = 60.0) -> None:
+        self.port, self.token, self.timeout_s = port, token, timeout_s
+        self._conn: http.client.HTTPConnection | None = None
+
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        headers = {"Content-Type": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        data = json.dumps(body) if body is not None else None
+        for attempt in (1, 2):  # one retry on a connection the server closed while idle
+            if self._conn is None:
+                self._conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout_s)
+            try:
+                self._conn.request(method, path, body=data, headers=headers)
+                resp = self._conn.getresponse()
+                raw = resp.read()
+                return resp.status, (json.loads(raw) if raw else None)
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                self.close()
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def ok(self, method: str, path: str, body: Any = None) -> Any:
+        status, out = self.call(method, path, body)
+        if status >= 400:
+            raise ApiError(status, out)
+        return out
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+class Serve:
+    """``python -m viplanes.cli serve`` with its log in ``workdir``; SIGTERM then SIGKILL on stop."""
+
+    def __init__(self, workdir: Path, of_port: int, dataplane: str = "openflow", threads: int = 8,
+                 db_url: str | None = None) -> None:
+        self.workdir = workdir
+        self.db_url = db_url or f"sqlite:///{workdir / 'bench.db'}"
+        self.api_port = free_port()
+        self.of_port = of_port
+        self.dataplane = dataplane
+        self.threads = threads
+        self.log = workdir / "serve.log"
+        self.proc: subprocess.Popen | None = None
+        self.started_at = 0.0
+
+    def start(self, timeout_s: float = 60.0) -> "Serve":
+        cmd = [sys.executable, "-m", "viplanes.cli", "serve", "--db", self.db_url,
+               "--api", f"127.0.0.1:{self.api_port}", "--openflow", f"127.0.0.1:{self.of_port}",
+               "--dataplane", self.dataplane, "--threads", str(self.threads), "--tick", "0.5"]
+        with open(self.log, "ab") as log:
+            self.started_at = time.perf_counter()
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=REPO, env=dict(os.environ))
+        deadline = time.monotonic() + timeout_s
+        api = Api(self.api_port)
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"serve exited ({self.proc.returncode}):\n{self.tail()}")
+            try:
+                if api.call("GET", "/healthz")[0] == 200:
+                    api.close()
+                    return self
+            except OSError:
+                api.close()
+            time.sleep(0.05)
+        raise TimeoutError(f"serve not healthy after {timeout_s} s:\n{self.tail()}")
+
+    def tail(self, chars: int = 3000) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def rss_mb(self) -> float | None:
+        """Resident memory of the serve process (controller + API + store), MiB."""
+        if self.proc is None:
+            return None
+        try:
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+        except OSError:
+            return None
+        return None
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+    def add_operator(self, name: str = "benchop") -> str:
+        """Bootstrap an operator straight in the database (as an operator would); its token."""
+        out = subprocess.run([sys.executable, "-m", "viplanes.cli", "principal", "add", name,
+                              "--role", "operator", "--db", self.db_url], capture_output=True,
+                             text=True, timeout=60, cwd=REPO)
+        if out.returncode != 0:
+            raise RuntimeError(f"principal add: {out.stderr.strip()}")
+        return out.stdout.strip().splitlines()[-1]
+
+
+def researcher(serve: Serve, op_token: str, name: str, grants: list[dict[str, Any]]) -> tuple[str, list[int]]:
+    """Create a researcher over the API and give it ``grants``; returns (token, grant ids)."""
+    op = Api(serve.api_port, op_token)
+    token = op.ok("POST", "/api/v1/principals", {"name": name, "role": "researcher"})["token"]
+    ids = [op.ok("POST", "/api/v1/grants", {**g, "principal": name})["id"] for g in grants]
+    op.close()
+    return token, ids
