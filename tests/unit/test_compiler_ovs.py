@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from os_ken.ofproto import ofproto_parser as ofproto_parser_mod
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
@@ -260,3 +262,56 @@ def test_switch_forwards_like_the_simulator(bridge: tuple[str, RawOpenFlow]) -> 
             assert got[0] == want[0], (dpid, in_port, pkt)  # the same rule matched
             if "NORMAL" not in want[1]:  # NORMAL floods on a real switch; the rule is enough
                 assert got[1:] == want[1:], (dpid, in_port, pkt)
+
+
+@st.composite
+def random_lanes(draw: st.DrawFn) -> LaneSpec:
+    host = draw(st.sampled_from([h for h in CAMPUS.hosts if h.role != "cloud"]))
+    return LaneSpec(
+        lane_id=draw(st.integers(1, 2**20)),
+        src_ip=str(host.iface.ip.ip),
+        dst_ip=draw(st.sampled_from(["203.0.113.10", "192.0.2.77", "8.8.4.4"])),
+        protocol=draw(st.sampled_from(["tcp", "udp"])),
+        dst_port=draw(st.integers(1, 65535)),
+        src_port=draw(st.one_of(st.none(), st.integers(1, 65535))),
+        nat_ip=str(draw(st.sampled_from(CAMPUS.lane_addresses()))) if host.needs_nat else None,
+        expires_at=NOW + 600, rate_mbps=draw(st.one_of(st.none(), st.just(25.0))))
+
+
+def lane_packets(lane: LaneSpec, deviate: int) -> list[tuple[int, int, dict[str, Any]]]:
+    """(dpid, in_port, packet): the lane's packets at its ingress switches, one field changed
+    when ``deviate`` > 0."""
+    host = CAMPUS.host_by_ip(lane.src_ip)
+    assert host is not None and host.iface.attach is not None
+    dpid_in = CAMPUS.switch(host.iface.attach.switch).dpid
+    sport = lane.src_port or 33333
+    fwd = ip_packet(host.iface.mac, FW_MAC, lane.src_ip, lane.dst_ip, lane.protocol, sport,
+                    lane.dst_port)
+    rev = ip_packet(EDGE_MAC, POOL_MAC, lane.dst_ip, lane.nat_ip or lane.src_ip, lane.protocol,
+                    lane.dst_port, sport)
+    key = ["", "ipv4_src", "ipv4_dst", f"{lane.protocol}_dst", f"{lane.protocol}_src"][deviate]
+    if key:
+        for pkt in (fwd, rev):
+            pkt[key] = "192.0.2.99" if key.startswith("ipv4") else (pkt[key] % 65535) + 1
+    return [(dpid_in, host.iface.attach.port, fwd), (3, 2, rev)]
+
+
+@given(lane=random_lanes(), deviate=st.integers(0, 4))
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_random_lanes_forward_like_the_simulator(bridge: tuple[str, RawOpenFlow], lane: LaneSpec,
+                                                 deviate: int) -> None:
+    name, conn = bridge
+    compiled = compile_lane(lane, CAMPUS, NOW)
+    for dpid, in_port, pkt in lane_packets(lane, deviate):
+        ofmsgs = compile_base(CAMPUS)[dpid] + compiled.get(dpid, [])
+        install(conn, [parser.OFPFlowMod(None, table_id=ofp.OFPTT_ALL, command=ofp.OFPFC_DELETE,
+                                         out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY),
+                       parser.OFPMeterMod(None, command=ofp.OFPMC_DELETE, meter_id=ofp.OFPM_ALL)])
+        install(conn, ofmsgs)
+        table = FlowTable()
+        table.apply_all(ofmsgs)
+        want, got = sim_expectation(table, pkt, in_port), trace(name, pkt, in_port)
+        assert got[0] == want[0], (dpid, in_port, pkt)
+        if "NORMAL" not in want[1]:
+            assert got[1:] == want[1:], (dpid, in_port, pkt)
