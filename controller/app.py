@@ -1,16 +1,24 @@
-"""The os-ken app: binds pure decisions to live switches. It holds no flow logic of its own.
+"""The os-ken app: binds what the runtime decides to live switches. It holds no flow logic.
 
-First version: keeps the switch registry and installs the campus's default forwarding
-(table-miss -> NORMAL) so the default path through firewall and NAT works.
+Events in -> ``LaneRuntime`` calls; ``LaneRuntime.send`` -> ``send_ofmsgs`` here (bind each
+message to the switch's live ``Datapath`` and queue it). The only packets it handles itself are
+punted ARP requests, answered with the frame ``proxyarp`` builds.
+
+Started without a runtime (``python -m viplanes.controller.launcher``) it makes its own without a
+topology: every switch gets table-miss -> NORMAL and nothing else.
 """
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from os_ken.base import app_manager
 from os_ken.controller import ofp_event
-from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+from os_ken.controller.handler import (CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER,
+                                       set_ev_cls)
 from os_ken.ofproto import ofproto_v1_3
+
+from viplanes.controller.runtime import LaneRuntime
 
 LOG = logging.getLogger("viplanes.controller")
 
@@ -18,24 +26,85 @@ LOG = logging.getLogger("viplanes.controller")
 class VipLanesApp(app_manager.OSKenApp):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, lane_runtime: LaneRuntime | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.datapaths: dict[int, object] = {}
+        self.datapaths: dict[int, Any] = {}  # dpid -> live connection
+        self.runtime = lane_runtime if lane_runtime is not None else LaneRuntime(None)
+        self.runtime.send = self.send_ofmsgs
+
+    def send_ofmsgs(self, dpid: int, ofmsgs: list[Any]) -> bool:
+        """Bind and queue messages built with datapath=None; False when the switch is gone."""
+        dp = self.datapaths.get(dpid)
+        if dp is None:
+            return False
+        for msg in ofmsgs:
+            msg.datapath = dp
+            if not dp.send_msg(msg):
+                return False
+        return True
 
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
-    def _switch_features(self, ev) -> None:
+    def _switch_features(self, ev: Any) -> None:
         dp = ev.msg.datapath
-        parser, ofp = dp.ofproto_parser, dp.ofproto
-        dp.send_msg(parser.OFPFlowMod(
-            datapath=dp, priority=0, match=parser.OFPMatch(),
-            instructions=[parser.OFPInstructionActions(
-                ofp.OFPIT_APPLY_ACTIONS, [parser.OFPActionOutput(ofp.OFPP_NORMAL)])]))
+        old = self.datapaths.get(dp.id)
         self.datapaths[dp.id] = dp
         LOG.info("switch connected dpid=%d", dp.id)
+        if old is not None and old is not dp:
+            # newest wins, so a switch whose old connection died silently can come back at once;
+            # without TLS anyone on the OpenFlow port could claim a dpid (see README)
+            LOG.warning("dpid=%d connected again from %s; the older connection from %s is closed",
+                        dp.id, dp.address, old.address)
+            getattr(old, "shutdown", old.close)()
+            self.runtime.switch_down(dp.id)
+        self.runtime.switch_up(dp.id)
 
     @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
-    def _state_change(self, ev) -> None:
+    def _state_change(self, ev: Any) -> None:
         dp = ev.datapath
         if ev.state == DEAD_DISPATCHER and dp.id is not None and self.datapaths.get(dp.id) is dp:
             del self.datapaths[dp.id]
             LOG.info("switch disconnected dpid=%d", dp.id)
+            self.runtime.switch_down(dp.id)
+
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    def _barrier_reply(self, ev: Any) -> None:
+        self.runtime.on_barrier_reply(ev.msg.datapath.id, ev.msg.xid)
+
+    @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def _error(self, ev: Any) -> None:
+        msg = ev.msg
+        if msg.datapath.id is not None:
+            self.runtime.on_error(msg.datapath.id, msg.xid, msg.type, msg.code)
+
+    @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
+    def _flow_stats(self, ev: Any) -> None:
+        msg = ev.msg
+        more = bool(msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE)
+        self.runtime.on_flow_stats(msg.datapath.id, msg.xid, list(msg.body), more)
+
+    @set_ev_cls(ofp_event.EventOFPFlowRemoved, MAIN_DISPATCHER)
+    def _flow_removed(self, ev: Any) -> None:
+        msg = ev.msg
+        self.runtime.on_flow_removed(msg.datapath.id, msg.cookie, msg.reason)
+
+    @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
+    def _packet_in(self, ev: Any) -> None:
+        msg = ev.msg
+        dp = msg.datapath
+        reply = self.runtime.arp_reply(bytes(msg.data or b""))
+        if reply is None:
+            return
+        in_port = msg.match.get("in_port")
+        if in_port is None:
+            return
+        parser, ofp = dp.ofproto_parser, dp.ofproto
+        dp.send_msg(parser.OFPPacketOut(dp, buffer_id=ofp.OFP_NO_BUFFER,
+                                        in_port=ofp.OFPP_CONTROLLER,
+                                        actions=[parser.OFPActionOutput(in_port)], data=reply))
+
+    @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    def _port_status(self, ev: Any) -> None:
+        msg = ev.msg
+        LOG.info("dpid=%d port %s %s (state %#x)", msg.datapath.id, msg.desc.port_no,
+                 {0: "added", 1: "deleted", 2: "modified"}.get(msg.reason, msg.reason),
+                 msg.desc.state)

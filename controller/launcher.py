@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 DEFAULT_APPS = ("viplanes.controller.app",)
+OFP_HANDLER = "os_ken.controller.ofp_handler"
 _configured = False
 
 
@@ -68,6 +69,10 @@ def start_apps(app_modules: tuple[str, ...] | list[str], listen_host: str = "127
     configure_osken(listen_host, listen_port)
     manager = AppManager.get_instance()
     manager.load_apps(list(app_modules))
+    # our listener: guards every message against parser loops and can be stopped (ofserver.py)
+    from viplanes.controller.ofserver import GuardedOFPHandler
+
+    manager.applications_cls[OFP_HANDLER] = GuardedOFPHandler
     ctx = manager.create_contexts()
     ctx.update(contexts)
     threads = manager.instantiate_apps(**ctx)

@@ -1,0 +1,62 @@
+"""`viplanes controller ...`: run the OpenFlow controller on its own (no API, no database).
+
+With ``--topology`` it installs the campus's base flows and reconciles every switch that connects;
+without one every switch gets table-miss -> NORMAL only. Lanes come from the API process
+(``viplanes serve`` embeds this same controller).
+"""
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+
+import click
+
+from viplanes.controller.launcher import parse_hostport
+
+
+@click.group()
+def controller() -> None:
+    """The OpenFlow controller (os-ken 4.x, OpenFlow 1.3)."""
+
+
+@controller.command()
+@click.option("--listen", default="127.0.0.1:6653", show_default=True,
+              help="OpenFlow listen address HOST:PORT.")
+@click.option("--topology", "topology_path", type=click.Path(dir_okay=False), default=None,
+              help="topology YAML; without it switches only get table-miss -> NORMAL")
+@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
+                                               case_sensitive=False),
+              default="INFO", show_default=True)
+def run(listen: str, topology_path: str | None, log_level: str) -> None:
+    """Run the controller in the foreground until SIGTERM/SIGINT."""
+    try:
+        host, port = parse_hostport(listen, 6653)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--listen") from None
+    topology = None
+    if topology_path is not None:
+        from viplanes.topologies.loader import TopologyError, load_topology
+
+        try:
+            topology = load_topology(topology_path)
+        except (TopologyError, OSError) as exc:
+            raise click.ClickException(f"topology: {str(exc).splitlines()[0]}") from None
+    logging.basicConfig(level=log_level.upper(), stream=sys.stdout,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    from viplanes.controller.runtime import EmbeddedController
+
+    plane = EmbeddedController(topology, host=host, port=port)
+    try:
+        plane.start()
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from None
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    try:
+        done.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        plane.stop()

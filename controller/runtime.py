@@ -1,0 +1,328 @@
+"""The controller's state and decisions about live switches, with I/O passed in (Faucet style).
+
+``LaneRuntime`` implements :class:`viplanes.dataplane.Dataplane`. It compiles with the pure
+compiler, sends through a ``send(dpid, ofmsgs) -> bool`` function and reads the clock through
+``clock``; the os-ken app (``app.py``) supplies ``send`` and reports replies. Unit tests give it a
+fake ``send`` that plays the switches.
+
+``EmbeddedController`` is the in-process default behind ``viplanes serve``: a LaneRuntime plus the
+os-ken apps listening on (host, port).
+
+Concurrency: ``activate``/``deactivate``/reconcile take one lock for the whole change, so a
+reconcile never reads the desired lanes before an activation and deletes its flows after it.
+Replies arrive on os-ken's event thread and only set events.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import threading
+import time
+from collections import deque
+from typing import Any, Callable
+
+from os_ken.ofproto import ofproto_v1_3 as ofp
+from os_ken.ofproto import ofproto_v1_3_parser as parser
+
+from viplanes.controller import compiler, proxyarp, reconcile
+from viplanes.controller.cookies import ALL_APP_FLOWS, EXACT_MASK, lane_cookie, lane_id_from_cookie
+from viplanes.controller.pending import Batch, Tracker
+from viplanes.dataplane import DesiredLanes
+from viplanes.domain import ActivationResult, LaneCounters, LaneSpec
+from viplanes.topologies.model import Topology
+
+LOG = logging.getLogger("viplanes.controller.runtime")
+Send = Callable[[int, list[Any]], bool]  # queue ofmsgs to a live switch; False: not connected
+REFRESH_PERIOD_S = 300.0
+
+
+def error_reason(err_type: int, code: int) -> str:
+    names = {v: k for k, v in vars(ofp).items() if k.startswith("OFPET_") and isinstance(v, int)}
+    return f"{names.get(err_type, f'type {err_type}')} code {code}"
+
+
+class LaneRuntime:
+    def __init__(self, topology: Topology | None, send: Send | None = None, *,
+                 clock: Callable[[], float] = time.time,
+                 spawn: Callable[[Callable[[], None]], Any] | None = None) -> None:
+        self.topology = topology
+        self.send: Send = send or (lambda dpid, ofmsgs: False)
+        self.clock = clock
+        self.spawn = spawn or (lambda fn: threading.Thread(target=fn, daemon=True).start())
+        self.tracker = Tracker()
+        self.source: DesiredLanes | None = None
+        self.connected: set[int] = set()
+        self.lanes: dict[int, LaneSpec] = {}  # lanes the switches should carry right now
+        self.removed: deque[tuple[float, int, int, int]] = deque(maxlen=1000)  # (t, dpid, lane, reason)
+        self.reconciled: dict[int, reconcile.Plan] = {}  # last plan per dpid, for tests/metrics
+        self._xids = itertools.count(random.randrange(1 << 30, 1 << 31))
+        self._change = threading.RLock()
+
+    # ---- naming and sending ------------------------------------------------------------------
+    def switch_name(self, dpid: int) -> str:
+        sw = self.topology.switch_by_dpid(dpid) if self.topology else None
+        return f"switch {sw.name} (dpid {dpid})" if sw else f"switch dpid {dpid}"
+
+    def _xid(self) -> int:
+        return next(self._xids) & 0xFFFFFFFF
+
+    def _send_batch(self, dpid: int, ofmsgs: list[Any]) -> Batch | str:
+        """Send ofmsgs + one barrier to a switch; the Batch to wait on, or why it was not sent."""
+        if dpid not in self.connected:
+            return f"{self.switch_name(dpid)} not connected"
+        for msg in ofmsgs:
+            msg.set_xid(self._xid())
+        barrier = parser.OFPBarrierRequest(None)
+        barrier.set_xid(self._xid())
+        batch = self.tracker.expect_barrier(dpid, [m.xid for m in ofmsgs], barrier.xid)
+        if not self.send(dpid, [*ofmsgs, barrier]):
+            self.tracker.forget(batch)
+            return f"{self.switch_name(dpid)} not connected"
+        return batch
+
+    def _apply(self, per_dpid: dict[int, list[Any]], timeout_s: float,
+               tolerate: Callable[[Batch], bool] = lambda b: False) -> str | None:
+        """Send to every switch at once, then wait for all barriers. None, or the first failure."""
+        deadline = time.monotonic() + timeout_s
+        batches: list[Batch] = []
+        failure = None
+        for dpid, ofmsgs in per_dpid.items():
+            sent = self._send_batch(dpid, ofmsgs)
+            if isinstance(sent, str):
+                failure = failure or sent
+            else:
+                batches.append(sent)
+        for batch in batches:
+            if not batch.wait(deadline):
+                self.tracker.forget(batch)
+                failure = failure or (f"{self.switch_name(batch.dpid)} did not confirm within "
+                                      f"{timeout_s:g} s")
+            elif batch.error and not tolerate(batch):
+                failure = failure or f"{self.switch_name(batch.dpid)} refused: {batch.error}"
+        return failure
+
+    # ---- Dataplane ---------------------------------------------------------------------------
+    def attach_source(self, desired_lanes: DesiredLanes) -> None:
+        self.source = desired_lanes
+
+    def activate(self, lane: LaneSpec, timeout_s: float = 5.0) -> ActivationResult:
+        t0 = time.perf_counter()
+        if self.topology is None:
+            return ActivationResult(False, "controller has no topology", 0.0)
+        with self._change:
+            meters_exist = lane.lane_id in self.lanes and bool(lane.rate_mbps)
+            try:
+                per_dpid = compiler.compile_lane(
+                    lane, self.topology, self.clock(),
+                    meter_command=ofp.OFPMC_MODIFY if meters_exist else ofp.OFPMC_ADD)
+            except ValueError as exc:
+                return ActivationResult(False, str(exc), time.perf_counter() - t0)
+            missing = [d for d in per_dpid if d not in self.connected]
+            if missing:
+                return ActivationResult(False, f"{self.switch_name(missing[0])} not connected",
+                                        time.perf_counter() - t0)
+            failure = self._apply(per_dpid, timeout_s)
+            if failure is None:
+                self.lanes[lane.lane_id] = lane
+                return ActivationResult(True, "installed", time.perf_counter() - t0)
+            # fail closed: no half-installed lane stays behind
+            self._remove(lane.lane_id, list(per_dpid), bool(lane.rate_mbps), timeout_s)
+            self.lanes.pop(lane.lane_id, None)
+            return ActivationResult(False, failure, time.perf_counter() - t0)
+
+    def _remove(self, lane_id: int, dpids: list[int], with_meter: bool, timeout_s: float) -> str | None:
+        msgs = compiler.compile_lane_removal(lane_id, [d for d in dpids if d in self.connected],
+                                             with_meter=with_meter)
+        return self._apply(msgs, timeout_s, tolerate=_meter_errors_only)
+
+    def deactivate(self, lane_id: int, timeout_s: float = 5.0) -> None:
+        with self._change:
+            lane = self.lanes.pop(lane_id, None)
+            dpids = self._lane_dpids(lane) if lane else sorted(self.connected)
+            failure = self._remove(lane_id, dpids, with_meter=bool(lane and lane.rate_mbps),
+                                   timeout_s=timeout_s)
+        if failure:
+            LOG.warning("lane %d: removal not confirmed (%s); hard_timeout and the next "
+                        "reconcile remove it", lane_id, failure)
+
+    def _lane_dpids(self, lane: LaneSpec) -> list[int]:
+        try:
+            return list(compiler.lane_dpids(lane, self.topology))  # type: ignore[arg-type]
+        except ValueError:
+            return sorted(self.connected)
+
+    def counters(self, lane_id: int, timeout_s: float = 2.0) -> LaneCounters | None:
+        lane = self.lanes.get(lane_id)
+        if lane is None or self.topology is None:
+            return None
+        try:
+            ingress = compiler.lane_ingress_ports(lane, self.topology)
+        except ValueError:
+            return None
+        by_dpid: dict[int, set[int]] = {}
+        for dpid, port in ingress:
+            by_dpid.setdefault(dpid, set()).add(port)
+        packets = octets = 0
+        for dpid, ports in by_dpid.items():
+            stats = self.flow_stats(dpid, lane_cookie(lane_id), EXACT_MASK, timeout_s)
+            if stats is None:
+                return None
+            for entry in stats:
+                if entry.match.get("in_port") in ports:
+                    packets += entry.packet_count
+                    octets += entry.byte_count
+        return LaneCounters(packets=packets, bytes=octets)
+
+    def flow_stats(self, dpid: int, cookie: int, cookie_mask: int,
+                   timeout_s: float = 2.0) -> list[Any] | None:
+        """The switch's flows in a cookie range, or None (not connected, error, timeout)."""
+        req = parser.OFPFlowStatsRequest(None, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY,
+                                         cookie, cookie_mask, parser.OFPMatch())
+        req.set_xid(self._xid())
+        waiting = self.tracker.expect_stats(dpid, req.xid)
+        if dpid not in self.connected or not self.send(dpid, [req]):
+            self.tracker.forget(waiting)
+            return None
+        if not waiting.done.wait(timeout_s):
+            self.tracker.forget(waiting)
+            return None
+        return None if waiting.error else waiting.body
+
+    # ---- reconcile and refresh ---------------------------------------------------------------
+    def desired(self, now: float) -> tuple[dict[int, list[Any]], dict[int, LaneSpec]]:
+        """Desired ofmsgs per dpid and the lanes they carry. Raises when the source fails (a
+        failed read must never look like "no lanes": that would delete every lane)."""
+        lanes = list(self.source()) if self.source is not None else list(self.lanes.values())
+        if self.topology is None:
+            return {}, {}
+        per_dpid, refused = compiler.compile_desired(self.topology, lanes, now)
+        for lane_id, reason in refused.items():
+            LOG.warning("lane %d is not carried: %s", lane_id, reason)
+        return per_dpid, {ln.lane_id: ln for ln in lanes if ln.lane_id not in refused}
+
+    def reconcile_switch(self, dpid: int, timeout_s: float = 10.0) -> reconcile.Plan | None:
+        """Diff the switch's app flows against the desired ones and send only the difference."""
+        with self._change:
+            if self.topology is None:
+                wanted: list[Any] = [reconcile.default_forwarding()]
+            else:
+                if self.topology.switch_by_dpid(dpid) is None:
+                    LOG.warning("%s is not in topology %s: nothing installed",
+                                self.switch_name(dpid), self.topology.name)
+                    return None
+                try:
+                    per_dpid, lanes = self.desired(self.clock())
+                except Exception:  # noqa: BLE001 - keep what the switch has
+                    LOG.exception("reading the desired lanes failed; %s left as it is",
+                                  self.switch_name(dpid))
+                    return None
+                wanted = per_dpid.get(dpid, [])
+                self.lanes.update(lanes)
+            actual = self.flow_stats(dpid, *ALL_APP_FLOWS, timeout_s=timeout_s)
+            if actual is None:
+                LOG.warning("%s: no flow stats, reconcile skipped", self.switch_name(dpid))
+                return None
+            plan = reconcile.plan_switch(wanted, actual)
+            if not plan.empty:
+                failure = self._apply({dpid: plan.ofmsgs}, timeout_s, tolerate=_meter_errors_only)
+                if failure:
+                    LOG.warning("reconcile of %s: %s", self.switch_name(dpid), failure)
+            self.reconciled[dpid] = plan
+            LOG.info("reconciled %s: kept %d, added %d, deleted %d, refreshed %d",
+                     self.switch_name(dpid), plan.kept, len(plan.adds), len(plan.deletes),
+                     len(plan.refreshes))
+            return plan
+
+    def reconcile_all(self) -> None:
+        if self.source is not None and self.topology is not None:
+            try:
+                live = {ln.lane_id for ln in self.source()}
+            except Exception:  # noqa: BLE001
+                LOG.exception("reading the desired lanes failed")
+                return
+            for lane_id in list(self.lanes):
+                if lane_id not in live:
+                    self.lanes.pop(lane_id, None)
+        for dpid in sorted(self.connected):
+            self.reconcile_switch(dpid)
+
+    # ---- events reported by the app ----------------------------------------------------------
+    def switch_up(self, dpid: int) -> None:
+        self.connected.add(dpid)
+        self.spawn(lambda: self.reconcile_switch(dpid))
+
+    def switch_down(self, dpid: int) -> None:
+        self.connected.discard(dpid)
+        self.tracker.disconnected(dpid, f"{self.switch_name(dpid)} disconnected")
+
+    def on_barrier_reply(self, dpid: int, xid: int) -> None:
+        self.tracker.barrier_reply(dpid, xid)
+
+    def on_error(self, dpid: int, xid: int, err_type: int, code: int) -> None:
+        if not self.tracker.error(dpid, xid, err_type, code, error_reason(err_type, code)):
+            LOG.warning("%s sent error %s for xid %d", self.switch_name(dpid),
+                        error_reason(err_type, code), xid)
+
+    def on_flow_stats(self, dpid: int, xid: int, body: list[Any], more: bool) -> None:
+        self.tracker.stats_reply(dpid, xid, body, more)
+
+    def on_flow_removed(self, dpid: int, cookie: int, reason: int) -> None:
+        lane_id = lane_id_from_cookie(cookie)
+        if lane_id is None:
+            return
+        self.removed.append((self.clock(), dpid, lane_id, reason))
+        if reason == ofp.OFPRR_HARD_TIMEOUT:
+            LOG.info("lane %d: flow on %s reached its hard timeout", lane_id,
+                     self.switch_name(dpid))
+
+    def arp_reply(self, frame: bytes) -> bytes | None:
+        if self.topology is None:
+            return None
+        nat_ips = [ln.nat_ip for ln in list(self.lanes.values()) if ln.nat_ip]
+        return proxyarp.lane_pool_arp_reply(self.topology, nat_ips, frame)
+
+
+def _meter_errors_only(batch: Batch) -> bool:
+    """Meter adds/deletes that find the meter already there (or gone) are not failures."""
+    return all(t == ofp.OFPET_METER_MOD_FAILED for _, t, _ in batch.errors)
+
+
+class EmbeddedController(LaneRuntime):
+    """The os-ken controller in this process: ``start()`` returns once it listens."""
+
+    def __init__(self, topology: Topology | None, host: str = "127.0.0.1", port: int = 6653, *,
+                 clock: Callable[[], float] = time.time,
+                 refresh_period_s: float = REFRESH_PERIOD_S) -> None:
+        super().__init__(topology, clock=clock)
+        self.host, self.port = host, port
+        self.refresh_period_s = refresh_period_s
+        self._running: Any = None
+        self._stop = threading.Event()
+
+    def start(self) -> None:
+        from viplanes.controller.launcher import start_apps
+
+        if self._running is not None:
+            return
+        try:
+            self._running = start_apps(["viplanes.controller.app"], self.host, self.port,
+                                       lane_runtime=self)
+        except OSError as exc:
+            raise RuntimeError(f"OpenFlow listener {self.host}:{self.port}: "
+                               f"{exc.strerror or exc}") from None
+        self._stop.clear()
+        threading.Thread(target=self._refresh_loop, name="viplanes-refresh", daemon=True).start()
+
+    def _refresh_loop(self) -> None:
+        while not self._stop.wait(self.refresh_period_s):
+            try:
+                self.reconcile_all()
+            except Exception:  # noqa: BLE001 - the loop must survive one bad round
+                LOG.exception("periodic reconcile failed")
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._running is not None:
+            self._running.stop()
+            self._running = None
