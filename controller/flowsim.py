@@ -114,6 +114,7 @@ class FlowEntry:
     idle_timeout: int = 0
     flags: int = 0
     installed_at: float = 0.0
+    timeout_from: float = 0.0  # when the hard-timeout clock (re)started
     packet_count: int = 0
     byte_count: int = 0
 
@@ -227,16 +228,26 @@ class FlowTable:
             raise FlowSimError(f"OFPFMFC_BAD_TABLE_ID: table {msg.table_id}")
         conds = _conditions(msg.match)
         instructions = list(msg.instructions or [])
+        reset = bool(msg.flags & ofp.OFPFF_RESET_COUNTS)
         if msg.command == ofp.OFPFC_ADD:
             self._check_instructions(instructions, conds)
-            self.flows = [e for e in self.flows
-                          if not (e.priority == msg.priority and e.conds == conds)]
-            self.flows.append(FlowEntry(msg.priority, msg.cookie, msg.match, conds, instructions,
-                                        msg.hard_timeout, msg.idle_timeout, msg.flags, now))
+            new = FlowEntry(msg.priority, msg.cookie, msg.match, conds, instructions,
+                            msg.hard_timeout, msg.idle_timeout, msg.flags, now, now)
+            for old in [e for e in self.flows if e.priority == msg.priority and e.conds == conds]:
+                # OF1.3: the replaced flow's counters carry over unless RESET_COUNTS; its
+                # duration restarts
+                if not reset:
+                    new.packet_count, new.byte_count = old.packet_count, old.byte_count
+                self.flows.remove(old)
+            self.flows.append(new)
         elif msg.command in (ofp.OFPFC_MODIFY, ofp.OFPFC_MODIFY_STRICT):
             self._check_instructions(instructions, conds)
             for entry in self._selected(msg, conds, msg.command == ofp.OFPFC_MODIFY_STRICT):
+                # OF1.3 keeps cookie, timeouts, duration; OVS restarts the hard-timeout clock
                 entry.instructions = instructions
+                entry.timeout_from = now
+                if reset:
+                    entry.packet_count = entry.byte_count = 0
         elif msg.command in (ofp.OFPFC_DELETE, ofp.OFPFC_DELETE_STRICT):
             gone = self._selected(msg, conds, msg.command == ofp.OFPFC_DELETE_STRICT)
             self.flows = [e for e in self.flows if e not in gone]
@@ -246,7 +257,7 @@ class FlowTable:
 
     def expire(self, now: float) -> list[FlowEntry]:
         """Drop flows whose hard_timeout has passed; returns them (FLOW_REMOVED candidates)."""
-        gone = [e for e in self.flows if e.hard_timeout and e.installed_at + e.hard_timeout <= now]
+        gone = [e for e in self.flows if e.hard_timeout and e.timeout_from + e.hard_timeout <= now]
         self.flows = [e for e in self.flows if e not in gone]
         self.removed += [(e, "hard_timeout") for e in gone]
         return gone

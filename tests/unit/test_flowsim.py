@@ -169,3 +169,32 @@ def test_non_strict_delete_spares_less_specific_flows() -> None:
     assert [f.cookie for f in t.flows] == [1]
     t.apply(delete(eth_type=0x800, ipv4_dst=("10.0.0.0", "255.0.0.0")))  # covers the /24
     assert t.flows == []
+
+
+def test_re_add_keeps_counters_and_modify_restarts_the_timeout_clock() -> None:
+    """OF1.3 (and OVS 3.1, measured): an ADD replacing an identical flow copies its counters
+    unless RESET_COUNTS; MODIFY keeps counters and duration and restarts the hard-timeout clock."""
+    t = FlowTable()
+    first = flow(cookie=1, in_port=1)
+    first.hard_timeout = 100
+    t.apply(first, now=0.0)
+    t.process(PKT, 1, size=10)
+    again = flow(cookie=1, in_port=1)
+    again.hard_timeout = 100
+    t.apply(again, now=50.0)
+    [stats] = t.stats(now=60.0)
+    assert (stats.packet_count, stats.duration_sec) == (1, 10)
+    reset = flow(cookie=1, in_port=1)
+    reset.flags = ofp.OFPFF_RESET_COUNTS
+    t.apply(reset, now=60.0)
+    assert t.stats()[0].packet_count == 0
+    t.process(PKT, 1)
+    timed = flow(cookie=2, in_port=2)
+    timed.hard_timeout = 100
+    t.apply(timed, now=0.0)
+    t.apply(flow(command=ofp.OFPFC_MODIFY_STRICT, in_port=2, actions=[parser.OFPActionOutput(5)]),
+            now=80.0)
+    assert t.expire(150.0) == []  # the clock restarted at 80
+    [entry] = [e for e in t.flows if e.cookie == 2]
+    assert entry.installed_at == 0.0 and t.process(PKT, 2) == [(5, PKT)]
+    assert [e.cookie for e in t.expire(180.0)] == [2]
