@@ -100,7 +100,10 @@ def serve(topology_path: str | None, db_url: str | None, api_addr: str, of_addr:
     started = False
     try:
         if hasattr(plane, "start"):
-            plane.start()
+            try:
+                plane.start()
+            except (RuntimeError, OSError) as exc:
+                raise click.ClickException(str(exc)) from None
         started = True
         scheduler.start()
         try:

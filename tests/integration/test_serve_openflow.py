@@ -1,0 +1,108 @@
+"""`viplanes serve` with its embedded OpenFlow controller and real (userspace) OVS bridges.
+
+Four bridges named ``vlsrv<pid>-sN`` with the campus dpids connect to the served controller; a lane
+requested over HTTP must come back ``active`` with its flows on the switches, and vanish from them
+when released. Also measures the end-to-end latency of a lane request (HTTP in, barriers back).
+No hosts are attached: the flows only need to be accepted by the switches.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import time
+
+import pytest
+import requests
+
+from tests.integration.procs import free_port
+from tests.integration.test_serve import Serve, bootstrap, setup_researcher
+
+pytestmark = pytest.mark.integration
+PREFIX = f"vlsrv{os.getpid() % 100000}"
+
+
+def vsctl(*args: str) -> str:
+    return subprocess.run(["ovs-vsctl", "--timeout=10", *args], check=True, capture_output=True, text=True,
+                          timeout=20).stdout
+
+
+def lane_flows(bridge: str, lane_id: int) -> list[str]:
+    out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge], check=True,
+                         capture_output=True, text=True, timeout=20).stdout
+    from viplanes.controller.cookies import lane_cookie
+
+    return [line for line in out.splitlines() if line.split()[0] == f"cookie={lane_cookie(lane_id):#x},"]
+
+
+@pytest.fixture
+def served_campus(tmp_path):
+    of_port = free_port()
+    serve = Serve(f"sqlite:///{tmp_path / 'of.db'}", tmp_path)
+    op = bootstrap(serve.db_url)
+    bridges = [f"{PREFIX}-s{n}" for n in (1, 2, 3, 4)]
+    try:
+        _start_with_openflow(serve, of_port)
+        for n, br in enumerate(bridges, start=1):
+            vsctl("--may-exist", "add-br", br, "--", "set", "bridge", br, "datapath_type=netdev",
+                  f"other-config:datapath-id={n:016x}", "fail_mode=secure", "protocols=OpenFlow13",
+                  "--", "set-controller", br, f"tcp:127.0.0.1:{of_port}")
+        yield serve, op, bridges
+    finally:
+        for br in bridges:
+            subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", br], capture_output=True,
+                           timeout=20)
+        serve.stop()
+
+
+def _start_with_openflow(serve: Serve, of_port: int) -> None:
+    import sys
+
+    with open(serve.log, "ab") as log:
+        serve.proc = subprocess.Popen(
+            [sys.executable, "-m", "viplanes.cli", "serve", "--db", serve.db_url, "--api", f"127.0.0.1:{serve.port}",
+             "--openflow", f"127.0.0.1:{of_port}", "--tick", "0.2"], stdout=log, stderr=log)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(f"{serve.url}/healthz", timeout=1).ok:
+                return
+        except requests.ConnectionError:
+            time.sleep(0.1)
+    raise AssertionError(serve.log.read_text()[-2000:])
+
+
+def test_lane_through_serve_reaches_the_switches(served_campus, record_property):
+    serve, op, bridges = served_campus
+    tok = setup_researcher(serve.url, op, max_lanes=5)
+    h = {"Authorization": f"Bearer {tok}"}
+    body = {"src_ip": "10.1.0.10", "dst_ip": "203.0.113.10", "protocol": "tcp", "dst_port": 9000,
+            "duration_s": 300, "purpose": "openflow integration"}
+    deadline = time.monotonic() + 20
+    lane = None
+    while time.monotonic() < deadline:  # failed answers (switch not yet connected) free their quota
+        lane = requests.post(f"{serve.url}/api/v1/lanes", json=body, headers=h, timeout=10).json()
+        if lane["state"] == "active":
+            break
+        assert lane["state"] == "failed" and "not connected" in lane["reason"], lane
+        time.sleep(0.3)
+    assert lane is not None and lane["state"] == "active", lane
+    assert lane_flows(bridges[0], lane["id"]), "no lane flow on the access switch"
+
+    r = requests.post(f"{serve.url}/api/v1/lanes/{lane['id']}/release", headers=h, timeout=10)
+    assert r.json()["state"] == "released"
+    assert not lane_flows(bridges[0], lane["id"])
+
+    latencies = []
+    with requests.Session() as s:
+        s.headers.update(h)
+        for port in range(9001, 9041):
+            t0 = time.perf_counter()
+            got = s.post(f"{serve.url}/api/v1/lanes", json={**body, "dst_port": port}, timeout=10).json()
+            latencies.append((time.perf_counter() - t0) * 1000)
+            assert got["state"] == "active", got
+            s.post(f"{serve.url}/api/v1/lanes/{got['id']}/release", timeout=10)
+    p50 = statistics.median(latencies)
+    record_property("lane_request_p50_ms", round(p50, 2))
+    print(f"\nlane request over HTTP with 4 OVS switches: p50 {p50:.1f} ms, max {max(latencies):.1f} ms")
+    assert p50 < 100  # generous: the benchmark, not this test, holds the 10 ms target
