@@ -151,7 +151,7 @@ def rclone_argv(binary: str, src: str, dst: str, transfers: int, chunk_mb: int) 
     # Multipart from one chunk up, so the chunk size matters for lab-sized files too.
     return [binary, "copy", src, dst, "--transfers", str(transfers),
             "--s3-chunk-size", f"{chunk_mb}M", "--s3-upload-cutoff", f"{chunk_mb}M",
-            "--use-json-log", "-v", "--stats", "0", "--retries", "1",
+            "--use-json-log", "-v", "--retries", "1",
             "--low-level-retries", "3"]
 
 

@@ -1,0 +1,165 @@
+"""`viplanes lab ...`: run the campus experiments, report them, clean up stale lab runs."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_TOPOLOGY = REPO / "topologies" / "campus.yaml"
+
+
+def _words(value: str) -> tuple[str, ...]:
+    return tuple(w.strip() for w in value.split(",") if w.strip())
+
+
+def _ints(value: str, option: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(w.rstrip("Mm")) for w in _words(value))
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated numbers, got {value!r}",
+                                 param_hint=option) from None
+
+
+@click.group()
+def lab() -> None:
+    """The Mininet campus lab: placements x directions x paths x tools, and its report."""
+
+
+@lab.command("run")
+@click.option("--topology", "topology_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=DEFAULT_TOPOLOGY, show_default=True)
+@click.option("--results", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("lab-results.jsonl"), show_default=True,
+              help="JSON lines file; every run appends one line")
+@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("/tmp/viplanes-lab"), show_default=True,
+              help="datasets, the S3 directory, service logs")
+@click.option("--placements", default="desktop,server,dtn", show_default=True)
+@click.option("--directions", default="upload,download", show_default=True)
+@click.option("--paths", default="default,lane", show_default=True)
+@click.option("--tools", default="iperf3,rclone", show_default=True)
+@click.option("--streams", default="1,4", show_default=True, help="iperf3 -P values (paper: 1,4,8,16)")
+@click.option("--transfers", default="4,16", show_default=True,
+              help="rclone --transfers values (paper: 4,8,16,32)")
+@click.option("--chunks", default="8", show_default=True,
+              help="rclone --s3-chunk-size MiB (paper: 4,8,16,32; S3's minimum is 5)")
+@click.option("--datasets", default="split10", show_default=True, help="one,split10,split50")
+@click.option("--size-mb", type=int, default=32, show_default=True, help="dataset size (MiB)")
+@click.option("--seconds", type=float, default=5.0, show_default=True, help="iperf3 -t")
+@click.option("--reps", type=int, default=1, show_default=True, help="repetitions")
+@click.option("--full", is_flag=True, help="the paper's whole grid (hours): all values above")
+@click.option("--dry-run", is_flag=True, help="print the plan and exit")
+def run(topology_path: Path, results: Path, work_dir: Path, placements: str, directions: str,
+        paths: str, tools: str, streams: str, transfers: str, chunks: str, datasets: str,
+        size_mb: int, seconds: float, reps: int, full: bool, dry_run: bool) -> None:
+    """Build the lab, run the experiments, append results. Needs root and OVS (scripts/ovs-up)."""
+    from .experiments import Sweep, estimate_s, plan
+
+    if full:
+        streams, transfers, chunks, datasets = "1,4,8,16", "4,8,16,32", "5,8,16,32", \
+            "one,split10,split50"
+        reps = max(reps, 4)
+    sweep = Sweep(_words(placements), _words(directions), _words(paths), _words(tools),
+                  _ints(streams, "--streams"), _ints(transfers, "--transfers"),
+                  _ints(chunks, "--chunks"), _words(datasets), size_mb, seconds, reps)
+    try:
+        sweep.check()
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    specs = plan(sweep)
+    total_s = sum(estimate_s(s, size_mb) for s in specs)
+    click.echo(f"lab: {len(specs)} runs, about {total_s / 60:.0f} min of transfers", err=True)
+    if dry_run:
+        for s in specs:
+            click.echo(f"{s.placement:8} {s.direction:8} {s.path:7} {s.tool:6} P={s.parallel:<3} "
+                       f"chunk={s.chunk_mb} dataset={s.dataset} rep={s.rep}")
+        return
+    if not topology_path.is_file():
+        raise click.UsageError(f"--topology {topology_path}: no such file")
+    _need_root()
+    records = _execute(sweep, specs, topology_path, results, work_dir)
+    failed = sum(1 for r in records if not r["ok"])
+    click.echo(f"lab: {len(records)} runs appended to {results} ({failed} failed); "
+               f"report: viplanes lab report {results}", err=True)
+
+
+def _execute(sweep: Any, specs: list, topology_path: Path, results: Path,
+             work_dir: Path) -> list[dict[str, Any]]:
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .experiments import Runner, estimate_s, session
+    from .stack import StackError
+
+    console = Console(stderr=True)
+    need_lanes = "lane" in sweep.paths
+    shapes = sweep.datasets if "rclone" in sweep.tools else ()
+    results.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.0f}/{task.fields[n]}"),
+                      TimeElapsedColumn(), console=console) as progress:
+            task = progress.add_task("building the lab", total=len(specs), n=len(specs))
+            with session(topology_path, work_dir, shapes, sweep.size_mb, need_lanes=need_lanes,
+                         warn=lambda m: console.print(f"[yellow]{m}")) as sess:
+                def done(spec: Any, rec: dict[str, Any]) -> None:
+                    mark = f"{rec['mbps']:.1f} Mbit/s" if rec["ok"] else f"FAILED {rec['error']}"
+                    progress.console.print(f"{spec.placement:8} {spec.direction:8} {spec.path:7} "
+                                           f"{spec.tool:6} P={spec.parallel:<3} {mark}")
+                    progress.advance(task)
+
+                runner = Runner(sess, results, on_result=done)
+                progress.update(task, description="running")
+                t0 = time.monotonic()
+                records = runner.run_all(specs, lane_duration_s=int(
+                    min(3600, 120 + 2 * sum(estimate_s(s, sweep.size_mb) for s in specs))))
+                progress.update(task, description=f"done in {time.monotonic() - t0:.0f}s")
+                return records
+    except (StackError, RuntimeError, ValueError) as exc:
+        raise click.ClickException(str(exc).splitlines()[0]) from None
+
+
+@lab.command("report")
+@click.argument("results", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="where table2.md/.csv and PNGs go (default: next to RESULTS)")
+def report(results: Path, out_dir: Path | None) -> None:
+    """Table 2 (mean, std dev, max Mbit/s; default vs lane; ratio) and PNG plots."""
+    from rich.console import Console
+
+    from .report import load_results, rich_table, table2, write_report
+
+    if not results.is_file():
+        raise click.UsageError(f"{results}: no such file")
+    records, bad = load_results(results)
+    if not records:
+        raise click.ClickException(f"{results}: no lab results in it")
+    out_dir = out_dir or results.with_suffix("").parent / f"{results.stem}-report"
+    files = write_report(records, out_dir)
+    console = Console()
+    console.print(rich_table(table2(records)))
+    failed = sum(1 for r in records if not r.get("ok"))
+    console.print(f"{len(records)} runs ({failed} failed, not counted)"
+                  + (f"; {bad} unreadable lines skipped" if bad else ""))
+    for kind, path in files.items():
+        console.print(f"{kind}: {path}")
+
+
+@lab.command("clean")
+def clean() -> None:
+    """Remove bridges, ports and processes of lab runs whose process is gone (never live ones)."""
+    _need_root()
+    from .net import clean_stale
+
+    removed = clean_stale()
+    click.echo("\n".join(removed) if removed else "nothing stale")
+
+
+def _need_root() -> None:
+    if os.geteuid() != 0:
+        click.echo("Error: the lab needs root (network namespaces and OVS bridges)", err=True)
+        sys.exit(1)

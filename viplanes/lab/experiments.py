@@ -1,0 +1,279 @@
+"""The paper's section 4 in the lab: placements x directions x paths x tools x parameters.
+
+`plan()` is pure: it turns a `Sweep` into the ordered list of runs. `Runner` executes them on a
+running `Session` (lab + cloud services + the VIP Lanes service) and appends one JSON line per
+run. Lanes are requested through the REST API with the researcher's token, once per placement,
+and released when that placement's lane runs are done.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from viplanes.topologies.loader import load_topology
+from viplanes.topologies.model import Topology
+
+from .datasets import SHAPES, Dataset, make_dataset, same_content, seed
+from .measure import Measurement, run_iperf3, run_rclone
+from .net import LabNetwork, build_network, clean_stale
+from .services import (IPERF_PORT, S3_PORT, CloudServices, rclone_binary,
+                       start_cloud_services)
+from .stack import Stack, StackError, start_controller_only, start_stack, stop_process
+
+PLACEMENTS = ("desktop", "server", "dtn")
+DIRECTIONS = ("upload", "download")
+PATHS = ("default", "lane")
+TOOLS = ("iperf3", "rclone")
+# The DTN sits in the science DMZ: its default path is already middlebox-free (the reference).
+NO_LANE = ("dtn",)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """Which runs to make. The defaults are a sensible subset; the paper's grid is much larger."""
+
+    placements: tuple[str, ...] = PLACEMENTS
+    directions: tuple[str, ...] = DIRECTIONS
+    paths: tuple[str, ...] = PATHS
+    tools: tuple[str, ...] = TOOLS
+    streams: tuple[int, ...] = (1, 4)  # iperf3 -P
+    transfers: tuple[int, ...] = (4, 16)  # rclone --transfers
+    chunks_mb: tuple[int, ...] = (8,)  # rclone --s3-chunk-size (S3's minimum part is 5 MiB)
+    datasets: tuple[str, ...] = ("split10",)
+    size_mb: int = 32
+    seconds: float = 5.0  # iperf3 -t
+    reps: int = 1
+
+    def check(self) -> None:
+        """ValueError with one readable line for anything outside the known grid."""
+        for name, values, known in (("placement", self.placements, PLACEMENTS),
+                                    ("direction", self.directions, DIRECTIONS),
+                                    ("path", self.paths, PATHS), ("tool", self.tools, TOOLS),
+                                    ("dataset", self.datasets, tuple(SHAPES))):
+            bad = [v for v in values if v not in known]
+            if bad or not values:
+                raise ValueError(f"{name}: {', '.join(bad) or 'none given'} "
+                                 f"(choose from {', '.join(known)})")
+        for name, nums in (("streams", self.streams), ("transfers", self.transfers),
+                           ("chunk size", self.chunks_mb)):
+            if not nums or any(n < 1 or n > 128 for n in nums):
+                raise ValueError(f"{name} must be between 1 and 128")
+        if any(c < 5 for c in self.chunks_mb):
+            raise ValueError("chunk size must be at least 5 MiB (the S3 minimum part size)")
+        if not 1 <= self.size_mb <= 4096 or not 1 <= self.reps <= 100:
+            raise ValueError("size must be 1-4096 MiB and repetitions 1-100")
+        if not 1 <= self.seconds <= 600:
+            raise ValueError("iperf3 duration must be 1-600 s")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    placement: str
+    direction: str
+    path: str
+    tool: str
+    parallel: int  # iperf3 streams or rclone transfers
+    rep: int
+    chunk_mb: int | None = None
+    dataset: str | None = None
+    seconds: float | None = None
+
+
+def plan(sweep: Sweep) -> list[RunSpec]:
+    """Every run of the sweep, grouped by placement then path (one lane per group)."""
+    runs = []
+    for placement in sweep.placements:
+        for path in sweep.paths:
+            if path == "lane" and placement in NO_LANE:
+                continue
+            for rep in range(1, sweep.reps + 1):
+                for direction in sweep.directions:
+                    if "iperf3" in sweep.tools:
+                        runs += [RunSpec(placement, direction, path, "iperf3", p, rep,
+                                         seconds=sweep.seconds) for p in sweep.streams]
+                    if "rclone" in sweep.tools:
+                        runs += [RunSpec(placement, direction, path, "rclone", t, rep,
+                                         chunk_mb=c, dataset=d)
+                                 for d in sweep.datasets for t in sweep.transfers
+                                 for c in sweep.chunks_mb]
+    return runs
+
+
+def estimate_s(spec: RunSpec, size_mb: int, default_mbps: float = 14.0,
+               lane_mbps: float = 90.0) -> float:
+    """A rough duration of one run, for lane lengths and the progress bar."""
+    if spec.tool == "iperf3":
+        return (spec.seconds or 0) + 1.5
+    rate = lane_mbps if spec.path == "lane" or spec.placement in NO_LANE else default_mbps
+    return size_mb * 8.4 / rate + 1.5
+
+
+@dataclass
+class Session:
+    """Everything a run needs: the network, the cloud services, the service, the datasets."""
+
+    topology: Topology
+    lab: LabNetwork
+    services: CloudServices
+    stack: Stack | None  # None: default path only (no service)
+    datasets: dict[str, Dataset]
+    work_dir: Path
+    size_mb: int
+
+    def placement_host(self, placement: str) -> str:
+        for host in self.topology.hosts:
+            if host.role == placement:
+                return host.name
+        raise ValueError(f"topology {self.topology.name} has no {placement} host")
+
+
+def lab_grant_prefixes(topo: Topology) -> tuple[list[str], list[str]]:
+    """The researcher's grant: every campus host to the cloud host(s)."""
+    src = [f"{h.iface.ip.ip}/32" for h in topo.hosts if h.role != "cloud"]
+    dst = [f"{h.iface.ip.ip}/32" for h in topo.hosts if h.role == "cloud"]
+    return src, dst
+
+
+@contextmanager
+def session(topology_path: Path, work_dir: Path, shapes: tuple[str, ...], size_mb: int,
+            need_lanes: bool = True, shape_links: bool = True,
+            warn: Callable[[str], None] = print) -> Iterator[Session]:
+    """Build the whole lab and the service around it; everything is torn down on exit.
+
+    Without ``need_lanes``, a service that cannot start (no embedded controller yet) is replaced
+    by the minimal controller launcher, which forwards the default path only.
+    """
+    topo = load_topology(topology_path)
+    clean_stale()
+    work_dir.mkdir(parents=True, exist_ok=True)
+    datasets = {s: make_dataset(work_dir / "datasets", s, size_mb) for s in shapes}
+    src, dst = lab_grant_prefixes(topo)
+    stack: Stack | None = None
+    controller = None
+    try:
+        try:
+            stack = start_stack(topology_path, work_dir / "service", src, dst,
+                                [str(IPERF_PORT), str(S3_PORT)])
+            openflow = stack.openflow
+        except StackError as exc:
+            if need_lanes:
+                raise
+            warn(f"viplanes serve unavailable ({exc}); default path only, minimal controller")
+            controller, openflow = start_controller_only(work_dir)
+        with build_network(topo, *openflow, shape=shape_links) as lab:
+            s3_dir = work_dir / "cloud" / "s3"
+            shutil.rmtree(s3_dir, ignore_errors=True)
+            for ds in datasets.values():
+                seed(ds, s3_dir / "lab" / "datasets" / f"{size_mb}M" / ds.name)
+            services = start_cloud_services(lab, work_dir / "cloud")
+            yield Session(topo, lab, services, stack, datasets, work_dir, size_mb)
+    finally:
+        if stack is not None:
+            stack.stop()
+        stop_process(controller)
+
+
+@dataclass
+class Runner:
+    """Runs specs on a session and appends one JSON line per run to ``results``."""
+
+    sess: Session
+    results: Path
+    on_result: Callable[[RunSpec, dict[str, Any]], None] | None = None
+    lanes: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+
+    def run_all(self, specs: list[RunSpec], lane_duration_s: int = 1800) -> list[dict[str, Any]]:
+        records = []
+        try:
+            for spec in specs:
+                self._lanes_for(spec, specs, lane_duration_s)
+                record = self.run_one(spec)
+                records.append(record)
+                with self.results.open("a") as out:
+                    out.write(json.dumps(record, sort_keys=True) + "\n")
+                if self.on_result:
+                    self.on_result(spec, record)
+        finally:
+            self.release_lanes()
+        return records
+
+    def _lanes_for(self, spec: RunSpec, specs: list[RunSpec], duration_s: int) -> None:
+        """Hold lanes exactly while the current placement runs on the lane path."""
+        host = self.sess.placement_host(spec.placement)
+        wanted = set()
+        if spec.path == "lane":  # every port this placement's lane runs need, asked for at once
+            wanted = {(host, self._port(s.tool)) for s in specs
+                      if s.path == "lane" and s.placement == spec.placement}
+        for key in [k for k in self.lanes if k not in wanted]:
+            assert self.sess.stack is not None
+            self.sess.stack.release_lane(int(self.lanes.pop(key)["id"]))
+        if wanted and self.sess.stack is None:
+            raise StackError("lane runs need viplanes serve (it did not start)")
+        for key in sorted(wanted - set(self.lanes)):
+            src_ip = str(self.sess.topology.host(key[0]).iface.ip.ip)
+            self.lanes[key] = self.sess.stack.request_lane(  # type: ignore[union-attr]
+                src_ip, self.sess.services.ip, key[1], duration_s,
+                purpose=f"lab: {spec.placement} to cloud port {key[1]}")
+
+    def _port(self, tool: str) -> int:
+        return self.sess.services.iperf_port if tool == "iperf3" else self.sess.services.s3_port
+
+    def release_lanes(self) -> None:
+        while self.lanes:
+            _, lane = self.lanes.popitem()
+            if self.sess.stack is not None:
+                self.sess.stack.release_lane(int(lane["id"]))
+
+    def run_one(self, spec: RunSpec) -> dict[str, Any]:
+        host_name = self.sess.placement_host(spec.placement)
+        node = self.sess.lab.host(host_name)
+        svc = self.sess.services
+        download = spec.direction == "download"
+        started = time.time()
+        intact = None
+        ds = None
+        if spec.tool == "iperf3":
+            m = run_iperf3(node, svc.ip, svc.iperf_port, spec.parallel, spec.seconds or 5,
+                           download)
+        else:
+            ds = self.sess.datasets[spec.dataset or "split10"]
+            m, intact = self._rclone(node, spec, ds, download)
+        lane = self.lanes.get((host_name, self._port(spec.tool))) if spec.path == "lane" else None
+        return {
+            **{k: v for k, v in asdict(spec).items()},
+            "host": host_name, "lab_run": self.sess.lab.run_id,
+            "timestamp": datetime.fromtimestamp(started, timezone.utc).isoformat(),
+            "bytes": m.bytes, "seconds": round(m.seconds, 4), "mbps": round(m.mbps, 3),
+            "ok": m.ok and intact is not False, "error": m.error if m.ok or intact is None
+            else (m.error or "copy differs from the source"),
+            "intact": intact, "dataset_files": ds.files if ds else None,
+            "dataset_bytes": ds.bytes if ds else None, "size_mb": self.sess.size_mb,
+            "lane_id": lane["id"] if lane else None, "lane_nat_ip": lane.get("nat_ip") if lane
+            else None, **{f"x_{k}": v for k, v in m.extra.items()},
+        }
+
+    def _rclone(self, node: Any, spec: RunSpec, ds: Dataset,
+                download: bool) -> tuple[Measurement, bool | None]:
+        svc = self.sess.services
+        tag = uuid.uuid4().hex[:12]
+        if download:
+            src = f"cloud:{svc.bucket}/datasets/{self.sess.size_mb}M/{ds.name}"
+            local = self.sess.work_dir / "downloads" / tag
+            m = run_rclone(node, svc.rclone_env(), rclone_binary(), src, str(local),
+                           spec.parallel, spec.chunk_mb or 8)
+            copy, source = local, ds.path
+        else:
+            dst = f"cloud:{svc.bucket}/up/{tag}"
+            m = run_rclone(node, svc.rclone_env(), rclone_binary(), str(ds.path), dst,
+                           spec.parallel, spec.chunk_mb or 8)
+            copy, source = svc.data_dir / svc.bucket / "up" / tag, ds.path
+        intact = same_content(source, copy) if m.ok else None
+        shutil.rmtree(copy, ignore_errors=True)
+        return m, intact
