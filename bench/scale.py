@@ -1,0 +1,198 @@
+"""Benchmark 3: 10,000 active lanes.
+
+1. Probe: latency of desktop lanes (3 switches, NAT) one after another with no other lane active.
+2. Fill: N lanes from the DTN (no NAT, so the /27 lane pool is no limit) through the API with a
+   few concurrent clients.
+3. Controller memory (RSS of ``viplanes serve``) before and after; flows per switch.
+4. Probe again with N lanes active: "one more lane" vs the first.
+5. Controller restart: stop serve, start it on the same database and OpenFlow port; the bridges
+   reconnect and the controller reconciles. Flows are dumped before and after: same cookies,
+   matches and priorities, and no duration went down (a re-added flow restarts at 0).
+6. Switch reconnect: ``del-controller`` then ``set-controller`` on every bridge; same checks.
+
+Reconcile times come from the controller's own log lines; wall times from the outside are
+reported too.
+"""
+from __future__ import annotations
+
+import re
+import threading
+import time
+from typing import Any
+
+from bench.activation import sequential_lanes
+from bench.campus import Campus, campus
+from bench.ovs import compare_dumps, dump_flows, flow_count
+from bench.report import Result, Target
+from bench.server import Api, Serve, free_port, researcher
+from bench.stats import summarize_ms, within
+from bench.workload import flows, grant_body, lane_body
+
+BULK_SRC = "dtn"
+PROBE_SRC = "desktop"
+FILL_CLIENTS = 4
+MAX_GRANT_LANES = 10_000  # the API's bound on one grant's max_lanes
+
+# "reconciled dpid=3 in 412.3 ms (kept 20003, added 0, deleted 0)" -- see controller/runtime.py
+RECONCILE_RE = re.compile(r"reconcil\w*\s+dpid=(\d+)\D+?([\d.]+)\s*ms(.*)")
+
+
+def fill(api_port: int, token: str, src_ip: str, n: int, clients: int) -> dict[str, Any]:
+    """Request ``n`` lanes split over ``clients`` threads; lanes stay active."""
+    failures: list[str] = []
+    done = [0] * clients
+    per = (n + clients - 1) // clients
+
+    def work(k: int) -> None:
+        api = Api(api_port, token)
+        count = min(per, n - k * per)
+        for flow in flows(max(0, count), k * per):
+            status, lane = api.call("POST", "/api/v1/lanes", lane_body(src_ip, flow, duration_s=3600))
+            if status == 201 and lane.get("state") == "active":
+                done[k] += 1
+            elif len(failures) < 50:
+                failures.append(f"{status} {lane.get('error') or lane.get('state')}: "
+                                f"{lane.get('message') or lane.get('reason')}")
+        api.close()
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=work, args=(k,), daemon=True) for k in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    took = time.perf_counter() - t0
+    return {"active": sum(done), "seconds": took, "per_s": sum(done) / took if took else None,
+            "failures": failures}
+
+
+def dump_all(c: Campus) -> dict[int, list[Any]]:
+    return {dpid: dump_flows(name) for dpid, name in c.bridges.names.items()}
+
+
+def untouched(before: dict[int, list[Any]], after: dict[int, list[Any]]) -> dict[str, Any]:
+    per = {dpid: compare_dumps(before[dpid], after[dpid]) for dpid in before}
+    return {"ok": all(u.ok for u in per.values()),
+            "per_switch": {d: vars(u) for d, u in per.items()},
+            "flows": sum(u.after for u in per.values())}
+
+
+def reconcile_lines(log_text: str) -> list[dict[str, Any]]:
+    return [{"dpid": int(m.group(1)), "ms": float(m.group(2)), "rest": m.group(3).strip()}
+            for m in RECONCILE_RE.finditer(log_text)]
+
+
+def wait_reconciled(serve: Serve, since_chars: int, dpids: set[int], timeout_s: float) -> list[dict[str, Any]]:
+    """Reconcile lines the controller logged after offset ``since_chars``, one per dpid."""
+    deadline = time.monotonic() + timeout_s
+    seen: dict[int, dict[str, Any]] = {}
+    while time.monotonic() < deadline:
+        text = serve.log.read_text(errors="replace")[since_chars:]
+        for line in reconcile_lines(text):
+            seen.setdefault(line["dpid"], {**line, "seen_at": time.perf_counter()})
+        if dpids <= set(seen):
+            return list(seen.values())
+        time.sleep(0.02)
+    return list(seen.values())
+
+
+def log_size(serve: Serve) -> int:
+    try:
+        return len(serve.log.read_text(errors="replace"))
+    except OSError:
+        return 0
+
+
+def run(quick: bool = False, lanes: int | None = None, dataplane: str = "openflow", **_: Any) -> Result:
+    n = lanes if lanes is not None else (500 if quick else 10_000)
+    probes = 20 if quick else 50
+    res = Result("scale")
+    d: dict[str, Any] = {"lanes": n, "bulk_source": BULK_SRC, "probe_source": PROBE_SRC, "probes": probes}
+    with campus("scale") as c:
+        serve = Serve(c.workdir, free_port(), dataplane=dataplane).start()
+        try:
+            c.attach(serve)
+            dpids = set(c.bridges.names)
+            bulk = [grant_body("alice", c.host_ip(BULK_SRC), min(MAX_GRANT_LANES, n - k))
+                    for k in range(0, n, MAX_GRANT_LANES)]
+            token, _ = researcher(serve, serve.add_operator(), "alice",
+                                  [*bulk, grant_body("alice", c.host_ip(PROBE_SRC), 5)])
+            probe_api = Api(serve.api_port, token)
+            d["rss_mb_empty"] = serve.rss_mb()
+            first = sequential_lanes(probe_api, c.host_ip(PROBE_SRC), probes, warmup=5)
+            d["fill"] = fill(serve.api_port, token, c.host_ip(BULK_SRC), n, FILL_CLIENTS)
+            d["rss_mb_full"] = serve.rss_mb()
+            d["flows_per_switch"] = {dpid: flow_count(name) for dpid, name in c.bridges.names.items()}
+            more = sequential_lanes(probe_api, c.host_ip(PROBE_SRC), probes, warmup=5, offset=probes + 5)
+            probe_api.close()
+            if dataplane == "openflow":
+                d["controller_restart"] = restart(c, serve, dpids)
+                d["switch_reconnect"] = reconnect(c, serve, dpids)
+            d["rss_mb_end"] = serve.rss_mb()
+        finally:
+            serve.stop()
+    d["serve_log_tail"] = serve.tail(1500)
+    res.details = d
+    if not first["client_s"] or not more["client_s"]:
+        res.error = f"probe lanes failed: {(first['failures'] + more['failures'])[:3]}"
+        return res
+    s0, s1 = summarize_ms(first["client_s"]), summarize_ms(more["client_s"])
+    d["latency_empty"], d["latency_full"] = s0.as_dict(), s1.as_dict()
+    res.add("active lanes", float(d["fill"]["active"]), "", Target(">=", n))
+    res.add("fill rate", d["fill"]["per_s"], "/s", note=f"{FILL_CLIENTS} clients")
+    res.add("serve RSS", d["rss_mb_full"], "MiB", note=f"empty {d['rss_mb_empty']:.0f} MiB")
+    res.add("lane p50 at 0", s0.p50_ms, "ms")
+    res.add(f"lane p50 at {n}", s1.p50_ms, "ms", Target("<=", round(s0.p50_ms * 1.2, 2)))
+    d["within_20_percent"] = within(s1.p50_ms, s0.p50_ms, 0.2)
+    for key, label in (("controller_restart", "controller restart"), ("switch_reconnect", "switch reconnect")):
+        r = d.get(key)
+        if not r:
+            continue
+        res.add(f"reconcile after {label}", r.get("reconcile_max_ms"), "ms", Target("<=", 2000),
+                note="slowest switch")
+        res.add(f"flows untouched after {label}", 1.0 if r["untouched"]["ok"] else 0.0, "",
+                Target(">=", 1), note=f"{r['untouched']['flows']} flows")
+    return res
+
+
+def restart(c: Campus, serve: Serve, dpids: set[int]) -> dict[str, Any]:
+    """Stop serve and start it again; bridges keep their flows (fail_mode=secure) meanwhile."""
+    before = dump_all(c)
+    serve.stop()
+    time.sleep(1.0)
+    mark = log_size(serve)
+    t0 = time.perf_counter()
+    serve.start()
+    healthy = time.perf_counter() - t0
+    lines = wait_reconciled(serve, mark, dpids, 120.0)
+    wall = max((x["seen_at"] for x in lines), default=time.perf_counter()) - t0
+    time.sleep(0.5)
+    after = dump_all(c)
+    return _reconcile_result(lines, dpids, before, after, {"healthy_after_s": healthy,
+                                                            "reconciled_after_start_s": wall})
+
+
+def reconnect(c: Campus, serve: Serve, dpids: set[int]) -> dict[str, Any]:
+    """Drop every bridge's controller connection and restore it."""
+    before = dump_all(c)
+    c.bridges.disconnect()
+    time.sleep(1.0)
+    mark = log_size(serve)
+    t0 = time.perf_counter()
+    c.bridges.connect(serve.of_port)
+    lines = wait_reconciled(serve, mark, dpids, 120.0)
+    wall = max((x["seen_at"] for x in lines), default=time.perf_counter()) - t0
+    time.sleep(0.5)
+    after = dump_all(c)
+    return _reconcile_result(lines, dpids, before, after, {"reconciled_after_set_controller_s": wall})
+
+
+def _reconcile_result(lines: list[dict[str, Any]], dpids: set[int], before: Any, after: Any,
+                      extra: dict[str, Any]) -> dict[str, Any]:
+    got = {x["dpid"] for x in lines}
+    return {**extra, "reconcile_lines": lines, "missing_dpids": sorted(dpids - got),
+            "reconcile_max_ms": max((x["ms"] for x in lines), default=None) if got >= dpids else None,
+            "untouched": untouched(before, after)}
+
+
+
