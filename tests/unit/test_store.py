@@ -241,3 +241,29 @@ def test_concurrent_release_ends_a_lane_once(db):
     for t in threads:
         t.join(30)
     assert sorted(outcomes) == ["conflict"] * 7 + ["ok"]
+
+
+def test_scheduler_thread_ticks_and_recovers_after_grace(db):
+    from viplanes.scheduler import Scheduler
+
+    callers = principals(db, ("alice", "researcher"))
+    clock = [T0]
+    dp = MemoryDataplane()
+    mgr = LaneManager(db, dp, _topo(), clock=lambda: clock[0])
+    stuck, _ = mgr.request(callers["alice"], lane_input(port=9000))
+    short, _ = mgr.request(callers["alice"], lane_input(port=9001, duration_s=5))
+    with db.write() as s:
+        s.get(Lane, stuck.id).state = "installing"
+    dp.active.clear()
+    clock[0] += 10  # the short lane is due to expire
+    sched = Scheduler(mgr, interval_s=0.02, recover_after_s=0.2)
+    sched.start()
+    try:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and stuck.id not in dp.active:
+            time.sleep(0.02)
+    finally:
+        sched.stop()
+    with db.read() as s:
+        assert s.get(Lane, short.id).state == "expired"
+        assert s.get(Lane, stuck.id).state == "active"
