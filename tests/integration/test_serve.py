@@ -5,7 +5,6 @@ exercised by the controller's own integration tests.
 """
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
