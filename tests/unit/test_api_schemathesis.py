@@ -28,11 +28,11 @@ def world_for_schema(tmp_path, clock, dataplane, topo):
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
 
-def test_api_conforms(world_for_schema):
-    """Every operation, 40 valid and 20 invalid generated cases each (hypothesis directly: schemathesis's pytest plugin
-    does not load under pytest 9)."""
-    api = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", world_for_schema.app)
-    headers = world_for_schema.h("root")
+def run_all_operations(world) -> None:
+    """Every operation, 40 valid and 20 invalid generated cases each (hypothesis directly:
+    schemathesis's pytest plugin does not load under pytest 9)."""
+    api = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", world.app)
+    headers = world.h("root")
     operations = [r.ok() for r in api.get_all_operations()]
     assert len(operations) >= 16
     for op in operations:
@@ -44,3 +44,7 @@ def test_api_conforms(world_for_schema):
                 case.call_and_validate(headers=headers, checks=CHECKS)
 
             run()
+
+
+def test_api_conforms(world_for_schema):
+    run_all_operations(world_for_schema)
