@@ -13,7 +13,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from viplanes.authz.tokens import Caller, sees_lane
@@ -205,24 +205,24 @@ class LaneManager:
             result = ActivationResult(False, f"data plane error: {exc}", time.perf_counter() - t0)
         latency = time.perf_counter() - t0
         self.on_activation(latency, result.ok)
-        undo = False
+        now = self.clock()
+        if result.ok:
+            values = {"state": "active", "activated_at": now}
+        else:
+            values = {"state": "failed", "reason": f"activation failed: {result.reason}", "ended_at": now}
+        values["activation_ms"] = latency * 1000.0
         with self.db.write() as s:
-            row = s.scalar(select(Lane).where(Lane.id == lane.id).with_for_update(of=Lane))
-            assert row is not None
-            if row.state == "installing":
-                now = self.clock()
-                if result.ok:
-                    _move(row, "active")
-                    row.activated_at = now
-                else:
-                    _move(row, "failed", f"activation failed: {result.reason}")
-                    row.ended_at = now
-                    audit(s, now, "system", "lane.activate", f"lane:{row.id}", "failed", result.reason)
-                row.activation_ms = latency * 1000.0
+            # one conditional UPDATE: the transition happens only if nobody ended the lane meanwhile
+            moved = s.execute(update(Lane).where(Lane.id == lane.id, Lane.state == "installing")
+                              .values(**values)).rowcount == 1
+            if moved:
+                if not result.ok:
+                    audit(s, now, "system", "lane.activate", f"lane:{lane.id}", "failed", result.reason)
+                for key, value in values.items():
+                    setattr(lane, key, value)  # the detached copy the caller answers with
             else:
-                undo = result.ok  # released or revoked while installing
-            lane = row
-        if undo:
+                lane = s.get(Lane, lane.id) or lane
+        if not moved and result.ok:  # released or revoked while installing
             self._deactivate(lane.id)
         return lane
 
