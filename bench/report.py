@@ -82,7 +82,7 @@ def machine() -> dict[str, Any]:
     except OSError:
         pass
     return {"cpus": os.cpu_count(), "cpu": cpu, "python": platform.python_version(),
-            "kernel": platform.release()}
+            "kernel": platform.release(), "loadavg": os.getloadavg()}
 
 
 def format_number(value: float | None) -> str:
