@@ -15,8 +15,24 @@ class ApiError(Exception):
     """The API answered with an error (``status`` >= 400) or could not be reached (status 0)."""
 
     def __init__(self, status: int, error: str, message: str, details: Any = None) -> None:
-        super().__init__(f"{message} ({error})" if error else message)
+        fields = _field_errors(details) if status == 422 else ""
+        text = f"{message}: {fields}" if fields else message
+        super().__init__(f"{text} ({error})" if error else text)
         self.status, self.error, self.message, self.details = status, error, message, details or {}
+
+
+def _field_errors(details: Any, prefix: str = "") -> str:
+    """{"json": {"dst_port": ["Must be ..."]}} -> "dst_port: Must be ..." (one line for the CLI)."""
+    if isinstance(details, dict):
+        parts = []
+        for key, value in details.items():
+            name = "" if key in ("json", "query", "headers") and not prefix else f"{prefix}{key}"
+            parts.append(_field_errors(value, f"{name}." if name else ""))
+        return "; ".join(p for p in parts if p)
+    if isinstance(details, list):
+        text = " ".join(str(x) for x in details if not isinstance(x, (dict, list)))
+        return f"{prefix.rstrip('.')}: {text}" if prefix and text else text
+    return str(details)
 
 
 class ApiClient:

@@ -90,6 +90,9 @@ def test_bad_input_is_one_line_not_a_traceback(run, tmp_path):
     r = run("alice", "lane", "request", "--src", "10.1.0.10", "--dst", "203.0.113.10", "--dst-port", "9000",
             "--duration", "soon", "--purpose", "x")
     assert r.exit_code == 2 and r.stderr.count("\n") == 1
+    r = run("alice", "lane", "request", "--src", "10.1.0.300", "--dst", "203.0.113.10", "--dst-port", "9000",
+            "--purpose", "x")
+    assert r.exit_code == 1 and "src_ip: not an IPv4 address" in r.stderr and r.stderr.count("\n") == 1
     r = run("nope", "lane", "list")
     assert r.exit_code == 1 and "unauthorized" in r.stderr
     r = run("alice", "lane", "list", env={"VIPLANES_API_URL": "http://127.0.0.1:1"})
