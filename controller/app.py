@@ -54,7 +54,8 @@ class VipLanesApp(app_manager.OSKenApp):
             # without TLS anyone on the OpenFlow port could claim a dpid (see README)
             LOG.warning("dpid=%d connected again from %s; the older connection from %s is closed",
                         dp.id, dp.address, old.address)
-            getattr(old, "shutdown", old.close)()
+            close = getattr(old, "shutdown", None) or old.close
+            close()
             self.runtime.switch_down(dp.id)
         self.runtime.switch_up(dp.id)
 

@@ -75,7 +75,11 @@ def start_apps(app_modules: tuple[str, ...] | list[str], listen_host: str = "127
     manager.applications_cls[OFP_HANDLER] = GuardedOFPHandler
     ctx = manager.create_contexts()
     ctx.update(contexts)
-    threads = manager.instantiate_apps(**ctx)
+    try:
+        threads = manager.instantiate_apps(**ctx)
+    except BaseException:
+        manager.close()  # apps already started would keep the process alive
+        raise
     return RunningApps(manager=manager, apps=dict(manager.applications), threads=threads)
 
 

@@ -22,7 +22,7 @@ periodic refresh sends nothing most of the time.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,18 +77,24 @@ def default_forwarding() -> Any:
                                      [parser.OFPActionOutput(ofp.OFPP_NORMAL)])])
 
 
-def _seconds_left(stats: Any) -> float | None:
-    """Seconds until the switch's hard timeout removes this flow; None when it has none."""
+def _seconds_left(stats: Any, clock_restarted: float | None, now: float) -> float | None:
+    """Seconds until the switch's hard timeout removes this flow; None when it has none.
+
+    Flow stats only tell the flow's age; after a MODIFY_STRICT the hard-timeout clock restarted
+    later than that, which only the sender knows (``clock_restarted``)."""
     if not stats.hard_timeout:
         return None
-    return stats.hard_timeout - stats.duration_sec - stats.duration_nsec / 1e9
+    left = stats.hard_timeout - stats.duration_sec - stats.duration_nsec / 1e9
+    if clock_restarted is not None:
+        left = max(left, clock_restarted + stats.hard_timeout - now)
+    return left
 
 
-def _refresh(desired: Any, stats: Any) -> Any | None:
+def _refresh(desired: Any, stats: Any, clock_restarted: float | None, now: float) -> Any | None:
     want = desired.hard_timeout
     if not want:
         return None  # base flows never time out
-    left = _seconds_left(stats)
+    left = _seconds_left(stats, clock_restarted, now)
     if left is not None and (left >= REFRESH_MARGIN_S or left >= want - SLACK_S):
         return None
     if want == MAX_HARD_TIMEOUT and stats.hard_timeout == MAX_HARD_TIMEOUT:
@@ -101,9 +107,12 @@ def _meters_of(flow: Any) -> set[int]:
             if isinstance(inst, parser.OFPInstructionMeter)}
 
 
-def plan_switch(desired: Sequence[Any], actual: Iterable[Any]) -> Plan:
+def plan_switch(desired: Sequence[Any], actual: Iterable[Any], now: float = 0.0,
+                restarted: Mapping[Any, float] | None = None) -> Plan:
     """Diff one switch. ``desired``: FlowMods (ADD) and MeterMods; ``actual``: OFPFlowStats of
-    the app's cookie range only (flows of other apps must not be passed in)."""
+    the app's cookie range only (flows of other apps must not be passed in); ``restarted``:
+    flow_key -> when we last sent it a MODIFY_STRICT refresh (the caller remembers)."""
+    restarted = restarted or {}
     want: dict[Any, Any] = {}
     meter_mods: dict[int, Any] = {}
     for msg in desired:
@@ -120,7 +129,8 @@ def plan_switch(desired: Sequence[Any], actual: Iterable[Any]) -> Plan:
         else:
             deletes.append(compile_flow_delete(stats))
     adds = [msg for key, msg in want.items() if key not in have]
-    refreshes = [r for key, stats in have.items() if (r := _refresh(want[key], stats)) is not None]
+    refreshes = [r for key, stats in have.items()
+                 if (r := _refresh(want[key], stats, restarted.get(key), now)) is not None]
     needed = set().union(*(_meters_of(m) for m in adds)) if adds else set()
     meters = [meter_mods[m] for m in sorted(needed) if m in meter_mods]
     return Plan(deletes=tuple(deletes), meters=tuple(meters), adds=tuple(adds),

@@ -27,6 +27,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller import compiler, proxyarp, reconcile
 from viplanes.controller.cookies import ALL_APP_FLOWS, EXACT_MASK, lane_cookie, lane_id_from_cookie
+from viplanes.controller.flowkey import flow_key_of
 from viplanes.controller.pending import Batch, Tracker
 from viplanes.dataplane import DesiredLanes
 from viplanes.domain import ActivationResult, LaneCounters, LaneSpec
@@ -58,6 +59,7 @@ class LaneRuntime:
         self.reconciled: dict[int, reconcile.Plan] = {}  # last plan per dpid, for tests/metrics
         self._xids = itertools.count(random.randrange(1 << 30, 1 << 31))
         self._change = threading.RLock()
+        self._restarted: dict[int, dict[Any, float]] = {}  # dpid -> flow_key -> MODIFY refresh time
 
     # ---- naming and sending ------------------------------------------------------------------
     def switch_name(self, dpid: int) -> str:
@@ -223,7 +225,15 @@ class LaneRuntime:
             if actual is None:
                 LOG.warning("%s: no flow stats, reconcile skipped", self.switch_name(dpid))
                 return None
-            plan = reconcile.plan_switch(wanted, actual)
+            now = self.clock()
+            restarted = self._restarted.setdefault(dpid, {})
+            plan = reconcile.plan_switch(wanted, actual, now, restarted)
+            live_keys = {flow_key_of(m) for m in wanted if hasattr(m, "match")}
+            for key in [k for k in restarted if k not in live_keys]:
+                del restarted[key]
+            for msg in plan.refreshes:
+                if msg.command == ofp.OFPFC_MODIFY_STRICT:
+                    restarted[flow_key_of(msg)] = now
             if not plan.empty:
                 failure = self._apply({dpid: plan.ofmsgs}, timeout_s, tolerate=_meter_errors_only)
                 if failure:

@@ -1,0 +1,71 @@
+"""Fake switches for runtime/app tests: the flow tables of ``netsim.Network`` answering like OVS.
+
+``FakeSwitches.send`` is a ``LaneRuntime.send``: FlowMods/MeterMods go into the simulated tables
+(a message the simulator refuses becomes an OFPErrorMsg for its xid), barriers are answered
+unless the switch is ``mute``, flow-stats requests are answered from the table. Replies go
+straight back into the runtime, like os-ken's event thread would.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from os_ken.ofproto import ofproto_v1_3 as ofp
+from os_ken.ofproto import ofproto_v1_3_parser as parser
+
+from viplanes.controller.flowsim import FlowSimError
+from viplanes.controller.netsim import Network
+from viplanes.controller.runtime import LaneRuntime
+from viplanes.topologies.model import Topology
+
+
+class Clock:
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeSwitches:
+    def __init__(self, topo: Topology, clock: Clock, network: Network | None = None) -> None:
+        self.net = network or Network(topo)
+        self.clock = clock
+        self.mute: set[int] = set()  # switches that never answer barriers
+        self.refuse: Callable[[int, Any], bool] = lambda dpid, msg: False  # extra refusals
+        self.sent: list[tuple[int, Any]] = []
+        self.runtime: LaneRuntime | None = None
+
+    def attach(self, runtime: LaneRuntime, connect: bool = True) -> LaneRuntime:
+        self.runtime = runtime
+        runtime.send = self.send
+        if connect:
+            runtime.connected.update(self.net.tables)
+        return runtime
+
+    def send(self, dpid: int, ofmsgs: list[Any]) -> bool:
+        rt = self.runtime
+        assert rt is not None
+        if dpid not in rt.connected:
+            return False
+        table = self.net.tables[dpid]
+        for msg in ofmsgs:
+            self.sent.append((dpid, msg))
+            if isinstance(msg, parser.OFPBarrierRequest):
+                if dpid not in self.mute:
+                    rt.on_barrier_reply(dpid, msg.xid)
+            elif isinstance(msg, parser.OFPFlowStatsRequest):
+                body = table.stats(msg.cookie, msg.cookie_mask, self.clock())
+                rt.on_flow_stats(dpid, msg.xid, body, more=False)
+            else:
+                try:
+                    if self.refuse(dpid, msg):
+                        raise FlowSimError("refused by the test")
+                    table.apply(msg, self.clock())
+                except FlowSimError:
+                    err_type = (ofp.OFPET_METER_MOD_FAILED if isinstance(msg, parser.OFPMeterMod)
+                                else ofp.OFPET_FLOW_MOD_FAILED)
+                    rt.on_error(dpid, msg.xid, err_type, 0)
+        return True
+
+    def sent_types(self, dpid: int | None = None) -> list[str]:
+        return [type(m).__name__ for d, m in self.sent if dpid is None or d == dpid]
