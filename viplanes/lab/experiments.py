@@ -187,6 +187,7 @@ class Runner:
     sess: Session
     results: Path
     on_result: Callable[[RunSpec, dict[str, Any]], None] | None = None
+    on_lane: Callable[[str, dict[str, Any]], None] | None = None  # ("granted"|"released", lane)
     lanes: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
 
     def run_all(self, specs: list[RunSpec], lane_duration_s: int = 1800) -> list[dict[str, Any]]:
@@ -212,8 +213,7 @@ class Runner:
             wanted = {(host, self._port(s.tool)) for s in specs
                       if s.path == "lane" and s.placement == spec.placement}
         for key in [k for k in self.lanes if k not in wanted]:
-            assert self.sess.stack is not None
-            self.sess.stack.release_lane(int(self.lanes.pop(key)["id"]))
+            self._release(self.lanes.pop(key))
         if wanted and self.sess.stack is None:
             raise StackError("lane runs need viplanes serve (it did not start)")
         for key in sorted(wanted - set(self.lanes)):
@@ -221,15 +221,21 @@ class Runner:
             self.lanes[key] = self.sess.stack.request_lane(  # type: ignore[union-attr]
                 src_ip, self.sess.services.ip, key[1], duration_s,
                 purpose=f"lab: {spec.placement} to cloud port {key[1]}")
+            if self.on_lane:
+                self.on_lane("granted", self.lanes[key])
 
     def _port(self, tool: str) -> int:
         return self.sess.services.iperf_port if tool == "iperf3" else self.sess.services.s3_port
 
     def release_lanes(self) -> None:
         while self.lanes:
-            _, lane = self.lanes.popitem()
-            if self.sess.stack is not None:
-                self.sess.stack.release_lane(int(lane["id"]))
+            self._release(self.lanes.popitem()[1])
+
+    def _release(self, lane: dict[str, Any]) -> None:
+        if self.sess.stack is not None:
+            self.sess.stack.release_lane(int(lane["id"]))
+            if self.on_lane:
+                self.on_lane("released", lane)
 
     def run_one(self, spec: RunSpec) -> dict[str, Any]:
         host_name = self.sess.placement_host(spec.placement)
