@@ -1,0 +1,61 @@
+"""A lab interrupted by Ctrl-C or SIGTERM leaves no bridge, port, namespace shell or registry."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+
+SCRIPT = textwrap.dedent("""
+    import sys, time
+    from viplanes.topologies.loader import load_topology
+    from viplanes.lab.net import build_network
+    lab = build_network(load_topology(sys.argv[1]), "127.0.0.1", 1, wait_connected=0,
+                        shape=False)
+    with lab:
+        pids = [str(lab.host(h.name).pid) for h in lab.topology.hosts]
+        print(lab.run_id, " ".join(pids), flush=True)
+        time.sleep(120)
+""")
+
+
+def _links() -> str:
+    return subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_lab_leaves_nothing(sig: int, tmp_path: Path) -> None:
+    env = {**os.environ, "VIPLANES_LAB_RUN_DIR": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(REPO / "topologies/campus.yaml")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline().split()
+        assert line, proc.stderr.read()
+        run_id, pids = line[0], [int(p) for p in line[1:]]
+        prefix = f"vl{run_id}"
+        brs = subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True).stdout
+        assert prefix in brs and prefix in _links()
+        assert (tmp_path / f"{run_id}.json").exists()
+        proc.send_signal(sig)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    time.sleep(0.5)
+    brs = subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True).stdout
+    assert prefix not in brs
+    assert prefix not in _links()
+    assert not (tmp_path / f"{run_id}.json").exists()
+    for pid in pids:  # the hosts' shells (and with them their namespaces) are gone
+        assert not Path(f"/proc/{pid}").exists() or b"mininet:" not in \
+            Path(f"/proc/{pid}/cmdline").read_bytes()
