@@ -8,6 +8,7 @@ import marshmallow as ma
 from flask import Flask, jsonify
 from flask.typing import ResponseReturnValue
 from flask_smorest import Api
+from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException
 
 from viplanes.errors import VipError
@@ -59,6 +60,12 @@ def register(app: Flask) -> None:
     @app.errorhandler(VipError)
     def _vip(exc: VipError) -> ResponseReturnValue:
         return error_response(exc.status, exc.code, exc.message, exc.details)
+
+    @app.errorhandler(OperationalError)
+    def _db_down(exc: OperationalError) -> ResponseReturnValue:
+        log.error("database unavailable: %s", str(exc).splitlines()[0])
+        return error_response(503, "database_unavailable", "the database is unavailable; try again",
+                              headers={"Retry-After": "5"})
 
     @app.errorhandler(Exception)
     def _bug(exc: Exception) -> ResponseReturnValue:

@@ -109,3 +109,14 @@ def test_openapi_document(world):
     req = doc["components"]["schemas"]["LaneRequest"]
     assert set(req["required"]) == {"src_ip", "dst_ip", "protocol", "dst_port", "duration_s", "purpose"}
     assert {"start_at", "src_port", "rate_mbps"} <= set(req["properties"])
+
+
+def test_database_outage_is_503_json(world, monkeypatch):
+    from sqlalchemy.exc import OperationalError
+
+    def down(*_a, **_k):
+        raise OperationalError("SELECT 1", {}, Exception("could not connect"))
+
+    monkeypatch.setattr(world.app.extensions["viplanes"].manager, "list", down)
+    body = shape(world.client.get("/api/v1/lanes", headers=world.h("alice")), 503, "database_unavailable")
+    assert "unavailable" in body["message"]
