@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from viplanes.authz.tokens import Caller, sees_lane
@@ -93,6 +94,19 @@ class LaneManager:
 
     def request(self, caller: Caller, body: LaneInput, idempotency_key: str | None = None) -> tuple[Lane, bool]:
         """Decide, store and (for an immediate lane) activate. Returns (lane, created)."""
+        try:
+            return self._request(caller, body, idempotency_key)
+        except IntegrityError:
+            # two retries with one key raced past the grant lock: the unique index kept one lane
+            if idempotency_key:
+                with self.db.read() as s:
+                    first = s.scalar(select(Lane).where(Lane.principal_id == caller.id,
+                                                        Lane.idempotency_key == idempotency_key))
+                if first is not None:
+                    return first, False
+            raise
+
+    def _request(self, caller: Caller, body: LaneInput, idempotency_key: str | None) -> tuple[Lane, bool]:
         now = self.clock()
         denial: VipError | None = None
         with self.db.write() as s:

@@ -267,3 +267,23 @@ def test_scheduler_thread_ticks_and_recovers_after_grace(db):
     with db.read() as s:
         assert s.get(Lane, short.id).state == "expired"
         assert s.get(Lane, stuck.id).state == "active"
+
+
+def test_simultaneous_retries_with_one_idempotency_key_make_one_lane(db):
+    callers = principals(db, ("alice", "researcher"), max_lanes=5)
+    mgr = LaneManager(db, MemoryDataplane(), _topo(), clock=lambda: T0)
+    barrier = threading.Barrier(20)
+    answers = []
+
+    def retry():
+        barrier.wait()
+        lane, created = mgr.request(callers["alice"], lane_input(), idempotency_key="transfer-7")
+        answers.append((lane.id, created))
+
+    threads = [threading.Thread(target=retry) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(answers) == 20 and len({lane_id for lane_id, _ in answers}) == 1
+    assert sum(created for _, created in answers) == 1
