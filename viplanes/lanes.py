@@ -89,6 +89,7 @@ class LaneManager:
         self.clock = clock
         self.on_decision = on_decision
         self.on_activation = on_activation
+        self.started_at = clock()
 
     # --- request -----------------------------------------------------------------------------
 
@@ -254,8 +255,8 @@ class LaneManager:
             with self.db.read() as s2:
                 return self.get(caller, lane_id, s2)
         q = select(Lane).where(Lane.id == lane_id)
-        if lock:
-            q = q.with_for_update(of=Lane)  # of=: the eager join to principals stays unlocked
+        if lock:  # of=: the eager join to principals stays unlocked; re-read what another txn wrote
+            q = q.with_for_update(of=Lane).execution_options(populate_existing=True)
         lane = s.scalar(q)
         if lane is None or not sees_lane(caller, lane.principal_id):
             raise NotFound(f"no lane {lane_id}")
@@ -332,7 +333,7 @@ class LaneManager:
             dup = self._duplicate(s, lane.src_ip, lane.dst_ip, lane.protocol, lane.dst_port, lane.src_port,
                                   lane.starts_at, new_end, exclude=lane.id)
             if decision.allowed and dup is not None:
-                decision = Decision(False, "duplicate_lane", f"lane {dup} uses this flow later", grant.id)
+                decision = Decision(False, "duplicate_lane", "an identical lane uses this flow later", grant.id)
             self.on_decision(decision.code)
             if decision.allowed:
                 lane.duration_s += add_s
@@ -383,9 +384,10 @@ class LaneManager:
         return {"started": len(starting), "expired": len(ended_ids)}
 
     def recover(self) -> int:
-        """After a restart: lanes caught in ``installing`` are activated again."""
-        with self.db.read() as s:
-            stuck = s.scalars(select(Lane).where(Lane.state == "installing")).all()
+        """After a restart: lanes a previous run left in ``installing`` are activated again."""
+        with self.db.read() as s:  # not lanes this process is installing right now
+            stuck = s.scalars(select(Lane).where(Lane.state == "installing",
+                                                 Lane.created_at <= self.started_at)).all()
         for lane in stuck:
             self._activate(lane)
         return len(stuck)

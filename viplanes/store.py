@@ -106,7 +106,7 @@ def create_grant(s: Session, g: GrantInput, actor: str, now: float) -> Grant:
 
 def get_grant(s: Session, grant_id: int, lock: bool = False) -> Grant:
     q = select(Grant).where(Grant.id == grant_id)
-    g = s.scalar(q.with_for_update(of=Grant) if lock else q)
+    g = s.scalar(q.with_for_update(of=Grant).execution_options(populate_existing=True) if lock else q)
     if g is None:
         raise NotFound(f"no grant {grant_id}")
     return g
