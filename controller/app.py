@@ -51,7 +51,7 @@ class VipLanesApp(app_manager.OSKenApp):
         LOG.info("switch connected dpid=%d", dp.id)
         if old is not None and old is not dp:
             # newest wins, so a switch whose old connection died silently can come back at once;
-            # without TLS anyone on the OpenFlow port could claim a dpid (see README)
+            # without TLS anyone who reaches the OpenFlow port could claim a dpid
             LOG.warning("dpid=%d connected again from %s; the older connection from %s is closed",
                         dp.id, dp.address, old.address)
             close = getattr(old, "shutdown", None) or old.close

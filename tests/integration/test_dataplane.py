@@ -1,0 +1,321 @@
+"""The whole product on the lab campus: `viplanes serve` (API + embedded os-ken controller, SQLite)
+as a child process, Mininet + userspace OVS (viplanes.lab.net), iperf3.
+
+    desktop -s1- s2 ==bypass== s3 - edge - s4 - cloud        lane: desktop -> cloud:5201
+                 |             |                            default: through fw (15 Mbit) + nat
+                 fw --------- nat
+
+One network and one serve process for the module (tests run in file order and build on each
+other: default path, lane, spoofing, controller kill/restart, release, activation latency).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from tests.integration.conftest import ovs_problem
+from tests.integration.procs import free_port
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+VIPLANES = [sys.executable, "-m", "viplanes.cli"]
+CLOUD = "203.0.113.10"
+NAT_OUTSIDE = "198.51.100.2"  # what the cloud sees on the default path
+LANE_PORT, DEFAULT_PORT = 5201, 5202
+
+
+class ServeProcess:
+    """`viplanes serve` with the OpenFlow data plane; the OpenFlow port survives restarts."""
+
+    def __init__(self, db_url: str, workdir: Path, of_port: int) -> None:
+        self.db_url, self.of_port = db_url, of_port
+        self.api_port = free_port()
+        self.url = f"http://127.0.0.1:{self.api_port}"
+        self.log = workdir / "serve.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "ServeProcess":
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [*VIPLANES, "serve", "--db", self.db_url, "--api", f"127.0.0.1:{self.api_port}",
+                 "--openflow", f"127.0.0.1:{self.of_port}", "--tick", "0.2"],
+                stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=dict(os.environ))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if requests.get(f"{self.url}/healthz", timeout=1).ok:
+                    return self
+            except requests.ConnectionError:
+                time.sleep(0.1)
+            if self.proc.poll() is not None:
+                break
+        raise AssertionError(f"serve did not come up:\n{self.log.read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        """SIGKILL: no goodbye to the switches, like a crash."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+class Campus:
+    def __init__(self, lab: Any, serve: ServeProcess, token: str) -> None:
+        self.lab, self.serve, self.token = lab, serve, token
+        self.lane: dict | None = None
+        self.results: dict[str, float] = {}
+
+    # --- API ---
+    def api(self, method: str, path: str, **kw: Any) -> requests.Response:
+        return requests.request(method, f"{self.serve.url}/api/v1{path}", timeout=15,
+                                headers={"Authorization": f"Bearer {self.token}"}, **kw)
+
+    def request_lane(self, port: int, duration: int = 900) -> dict:
+        r = self.api("POST", "/lanes", json={"src_ip": "10.1.0.10", "dst_ip": CLOUD,
+                                             "protocol": "tcp", "dst_port": port,
+                                             "duration_s": duration, "purpose": "dataplane test"})
+        assert r.status_code == 201, r.text
+        return r.json()
+
+    # --- measurements ---
+    def fw_rx_bytes(self) -> int:
+        return int(self.lab.host("fw").cmd("cat /sys/class/net/fw-in/statistics/rx_bytes"))
+
+    def fw_rx_packets(self) -> int:
+        return int(self.lab.host("fw").cmd("cat /sys/class/net/fw-in/statistics/rx_packets"))
+
+    def iperf(self, port: int, seconds: float = 2) -> tuple[float, str, int]:
+        """desktop -> cloud TCP: (Mbit/s received, source address the cloud saw, bytes)."""
+        cloud, desktop = self.lab.host("cloud"), self.lab.host("desktop")
+        server = cloud.popen(["iperf3", "-s", "-1", "-J", "-p", str(port)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            for _ in range(50):
+                if f":{port} " in cloud.cmd("ss -ltn"):
+                    break
+                time.sleep(0.05)
+            client = json.loads(desktop.cmd(f"iperf3 -c {CLOUD} -p {port} -t {seconds} -J"))
+            assert not client.get("error"), client.get("error")
+            out, _ = server.communicate(timeout=15)
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.wait(5)
+        seen = json.loads(out)["start"]["connected"][0]["remote_host"]
+        received = client["end"]["sum_received"]
+        return received["bits_per_second"] / 1e6, seen, int(received["bytes"])
+
+    def lane_flows(self, switch: str, lane_id: int) -> list[dict]:
+        cookie = 0x5650 << 48 | lane_id
+        out = self.lab.switch(switch).cmd(
+            f"ovs-ofctl -O OpenFlow13 dump-flows {self.lab.bridge(switch)} "
+            f"cookie={cookie:#x}/-1")
+        flows = []
+        for line in out.splitlines():
+            m = re.search(r"cookie=(0x[0-9a-f]+), duration=([\d.]+)s.*n_packets=(\d+), "
+                          r"n_bytes=(\d+).*?(priority=\S+)", line)
+            if m:
+                flows.append({"cookie": int(m[1], 16), "duration": float(m[2]),
+                              "packets": int(m[3]), "bytes": int(m[4]), "match": m[5]})
+        return sorted(flows, key=lambda f: f["match"])
+
+
+def _fast_reconnect(of_port: int) -> None:
+    """OVS retries a lost controller with backoff up to 8 s; 1 s keeps the restart test short."""
+    uuids = subprocess.run(["ovs-vsctl", "--bare", "--columns=_uuid", "find", "Controller",
+                            f"target=\"tcp:127.0.0.1:{of_port}\""], capture_output=True,
+                           text=True, timeout=10).stdout.split()
+    for uuid in uuids:
+        subprocess.run(["ovs-vsctl", "set", "Controller", uuid, "max_backoff=1000"], timeout=10)
+
+
+@pytest.fixture(scope="module")
+def campus(tmp_path_factory: pytest.TempPathFactory):
+    problem = ovs_problem()
+    if problem:
+        pytest.fail(problem, pytrace=False)
+    from viplanes.lab.net import build_network
+    from viplanes.topologies.loader import load_topology
+
+    workdir = tmp_path_factory.mktemp("dataplane")
+    db_url = f"sqlite:///{workdir / 'viplanes.db'}"
+    op = subprocess.run([*VIPLANES, "principal", "add", "root", "--role", "operator", "--db",
+                         db_url], capture_output=True, text=True, timeout=60, check=True)
+    op_token = op.stdout.strip().splitlines()[-1]
+    serve = ServeProcess(db_url, workdir, free_port()).start()
+    lab = None
+    try:
+        lab = build_network(load_topology(REPO / "topologies" / "campus.yaml"), "127.0.0.1",
+                            serve.of_port, shape=True)
+        _fast_reconnect(serve.of_port)
+        h = {"Authorization": f"Bearer {op_token}"}
+        tok = requests.post(f"{serve.url}/api/v1/principals", headers=h, timeout=10,
+                            json={"name": "alice", "role": "researcher"}).json()["token"]
+        r = requests.post(f"{serve.url}/api/v1/grants", headers=h, timeout=10, json={
+            "principal": "alice", "src_prefixes": ["10.1.0.0/24"],
+            "dst_prefixes": ["203.0.113.0/24"], "protocols": ["tcp"], "ports": ["5201-5299"],
+            "max_duration_s": 3600, "max_lanes": 5})
+        assert r.status_code == 201, r.text
+        yield Campus(lab, serve, tok)
+    finally:
+        try:
+            if lab is not None:
+                lab.stop()
+        finally:
+            serve.stop()
+
+
+def test_default_path_goes_through_firewall_and_nat(campus: Campus) -> None:
+    assert "0% packet loss" in campus.lab.host("desktop").cmd(f"ping -c 2 -W 2 {CLOUD}")
+    fw0 = campus.fw_rx_bytes()
+    mbps, seen, sent = campus.iperf(DEFAULT_PORT)
+    assert seen == NAT_OUTSIDE  # MASQUERADE'd by the campus NAT
+    assert campus.fw_rx_bytes() - fw0 >= sent * 0.9  # every byte crossed the firewall
+    assert mbps < 20  # the firewall's 15 Mbit/s cap
+    campus.results["default_mbps"] = mbps
+
+
+def test_lane_bypasses_firewall_at_3x(campus: Campus, record_property) -> None:
+    lane = campus.request_lane(LANE_PORT)
+    assert lane["state"] == "active", lane
+    assert lane["nat_ip"] and lane["activation_ms"] is not None
+    campus.lane = lane
+    fw0 = campus.fw_rx_bytes()
+    mbps, seen, sent = campus.iperf(LANE_PORT)
+    crossed = campus.fw_rx_bytes() - fw0
+    assert seen == lane["nat_ip"]  # stateless 1:1 NAT on the lane, not the campus NAT
+    assert crossed < 0.01 * sent, f"{crossed} of {sent} bytes crossed the firewall"
+    default = campus.results.get("default_mbps") or campus.iperf(DEFAULT_PORT)[0]
+    print(f"\niperf3 desktop->cloud: default {default:.1f} Mbit/s, lane {mbps:.1f} Mbit/s")
+    record_property("default_mbps", round(default, 1))
+    record_property("lane_mbps", round(mbps, 1))
+    assert mbps >= 3 * default
+    stats = campus.api("GET", f"/lanes/{lane['id']}/stats").json()
+    assert stats["available"] and stats["bytes"] >= sent  # per-lane counters from flow stats
+    # the NAT'd default path still works next to the lane
+    _mbps, seen_default, _ = campus.iperf(DEFAULT_PORT, seconds=1)
+    assert seen_default == NAT_OUTSIDE
+
+
+SPOOF = r"""
+import socket, struct, sys
+src_mac, dst_mac, port = bytes.fromhex(sys.argv[1]), bytes.fromhex(sys.argv[2]), int(sys.argv[3])
+ip = struct.pack('!BBHHHBBH4s4s', 0x45, 0, 40, 1, 0, 64, 6, 0,
+                 socket.inet_aton('10.1.0.10'), socket.inet_aton('203.0.113.10'))
+tcp = struct.pack('!HHIIBBHHH', 40000, port, 1, 0, 5 << 4, 2, 65535, 0, 0)
+frame = dst_mac + src_mac + b'\x08\x00' + ip + tcp
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((sys.argv[4], 0))
+for _ in range(int(sys.argv[5])):
+    s.send(frame)
+"""
+
+
+def test_spoofing_host_on_another_port_gets_no_bypass(campus: Campus) -> None:
+    assert campus.lane is not None
+    lab = campus.lab
+    server = lab.host("server")  # on s1 port 2; the lane is for the desktop on s1 port 1
+    desktop_mac = lab.host("desktop").intf().MAC().replace(":", "")
+    own_mac = server.intf().MAC().replace(":", "")
+    fw_mac = "020000020001"  # the campus gateway (firewall inside leg)
+    before = {sw: sum(f["packets"] for f in campus.lane_flows(sw, campus.lane["id"]))
+              for sw in ("s1", "s2", "s3")}
+    fw0 = campus.fw_rx_packets()
+    n = 200
+    for src in (own_mac, desktop_mac):  # the desktop's IP, then its IP and MAC
+        out = server.cmd(f"python3 -c \"{SPOOF}\" {src} {fw_mac} {LANE_PORT} "
+                         f"{server.intf().name} {n}")
+        assert "Error" not in out, out
+    time.sleep(0.5)
+    after = {sw: sum(f["packets"] for f in campus.lane_flows(sw, campus.lane["id"]))
+             for sw in ("s1", "s2", "s3")}
+    assert after == before, "spoofed packets rode the lane"
+    assert campus.fw_rx_packets() - fw0 >= 2 * n * 0.9  # they went the default way instead
+
+
+def test_controller_kill_and_restart_leaves_lane_flows_untouched(campus: Campus) -> None:
+    lane = campus.lane
+    assert lane is not None
+    flows0 = {sw: campus.lane_flows(sw, lane["id"]) for sw in ("s1", "s2", "s3")}
+    assert all(len(f) == 2 for f in flows0.values()), flows0
+    t0 = time.monotonic()
+    campus.serve.kill()
+    # controller gone: fail_mode=secure keeps the lane carrying traffic around the firewall
+    fw0 = campus.fw_rx_bytes()
+    mbps, seen, sent = campus.iperf(LANE_PORT)
+    assert seen == lane["nat_ip"] and campus.fw_rx_bytes() - fw0 < 0.01 * sent
+    assert mbps >= 3 * campus.results.get("default_mbps", 15)
+    log_mark = campus.serve.log.stat().st_size
+    campus.serve.start()
+    deadline = time.monotonic() + 30
+    text = ""
+    while time.monotonic() < deadline:
+        text = campus.serve.log.read_text()[log_mark:]
+        if len(re.findall(r"reconciled switch s\d", text)) >= 4:
+            break
+        time.sleep(0.2)
+    for sw in ("s1", "s2", "s3"):
+        assert re.search(rf"reconciled switch {sw} \(dpid \d\): kept \d+, added 0, deleted 0, "
+                         r"refreshed 0", text), text[-3000:]
+    elapsed = time.monotonic() - t0
+    for sw, before in flows0.items():
+        after = campus.lane_flows(sw, lane["id"])
+        assert [f["cookie"] for f in after] == [f["cookie"] for f in before]
+        assert [f["match"] for f in after] == [f["match"] for f in before]
+        for b, a in zip(before, after):
+            assert a["duration"] >= b["duration"] + elapsed - 1.5, (sw, b, a)  # not re-added
+            assert a["packets"] > b["packets"]  # counters kept counting through the restart
+    # and the restarted controller carries on: lane counters, proxy ARP, a new iperf3
+    campus.lab.host("edge").cmd(f"ip neigh flush {lane['nat_ip']}")
+    mbps, seen, _ = campus.iperf(LANE_PORT)
+    assert seen == lane["nat_ip"] and mbps >= 3 * campus.results.get("default_mbps", 15)
+    assert campus.api("GET", f"/lanes/{lane['id']}/stats").json()["available"]
+
+
+def test_release_puts_the_flow_back_on_the_firewall_path(campus: Campus) -> None:
+    lane = campus.lane
+    assert lane is not None
+    r = campus.api("POST", f"/lanes/{lane['id']}/release")
+    assert r.status_code == 200 and r.json()["state"] == "released", r.text
+    assert all(campus.lane_flows(sw, lane["id"]) == [] for sw in ("s1", "s2", "s3"))
+    fw0 = campus.fw_rx_bytes()
+    mbps, seen, sent = campus.iperf(LANE_PORT)
+    assert seen == NAT_OUTSIDE
+    assert campus.fw_rx_bytes() - fw0 >= sent * 0.9
+    assert mbps < 20
+
+
+def test_activation_latency(campus: Campus, record_property) -> None:
+    """50 lanes requested and released through the API; activation_ms is the data plane's part
+    (compile, send to s1-s3, all three barriers answered)."""
+    latencies = []
+    for i in range(50):
+        lane = campus.request_lane(5210 + i, duration=60)
+        assert lane["state"] == "active", lane
+        latencies.append(lane["activation_ms"])
+        assert campus.api("POST", f"/lanes/{lane['id']}/release").status_code == 200
+    p50 = statistics.median(latencies)
+    p90 = statistics.quantiles(latencies, n=10)[-1]
+    print(f"\nactivation latency over 50 lanes: p50 {p50:.2f} ms, p90 {p90:.2f} ms, "
+          f"max {max(latencies):.2f} ms")
+    record_property("activation_p50_ms", round(p50, 2))
+    assert p50 < 100
