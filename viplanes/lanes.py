@@ -190,9 +190,14 @@ class LaneManager:
         nat_ip = None
         host = self.topology.host_by_ip(req.src_ip)
         if host is not None and host.needs_nat:
+            # One lane-pool address per host, shared by all its live lanes: the translation is
+            # stateless 1:1 (host <-> address) and lanes of one host differ by their ports, so
+            # the pool bounds concurrent hosts, not concurrent lanes.
             self.db.advisory_lock(s, NAT_LOCK_KEY)
-            in_use = s.scalars(select(Lane.nat_ip).where(Lane.state.in_(LIVE_STATES), Lane.nat_ip.is_not(None)))
-            nat_ip = allocate_nat(self.topology.lane_pool.prefix, in_use)
+            live = select(Lane.nat_ip).where(Lane.state.in_(LIVE_STATES), Lane.nat_ip.is_not(None))
+            nat_ip = s.scalar(live.where(Lane.src_ip == src).limit(1))
+            if nat_ip is None:
+                nat_ip = allocate_nat(self.topology.lane_pool.prefix, s.scalars(live))
             if nat_ip is None:
                 return None, Unavailable("the lane address pool is exhausted; try again when a lane ends",
                                          {"pool": str(self.topology.lane_pool.prefix)}, code="lane_pool_exhausted")

@@ -56,14 +56,17 @@ def test_nat_pool_exhaustion_is_503_not_500(world, tmp_path, clock, dataplane):
     from tests.unit.conftest import make_world
 
     topo = world.app.extensions["viplanes"].topology
-    small = replace(topo, lane_pool=replace(topo.lane_pool, prefix=ipaddress.IPv4Network("198.51.100.192/31")))
+    small = replace(topo, lane_pool=replace(topo.lane_pool, prefix=ipaddress.IPv4Network("198.51.100.192/32")))
     w = make_world(f"sqlite:///{tmp_path / 'small.db'}", clock, dataplane, small)
-    codes = [w.lane(dst_port=p).status_code for p in (9000, 9001, 9002)]  # a /31 holds two lanes
-    assert codes == [201, 201, 503]
-    refused = w.lane(dst_port=9002)
-    assert refused.json["error"] == "lane_pool_exhausted" and "198.51.100.192/31" in str(refused.json["details"])
-    w.client.post("/api/v1/lanes/1/release", headers=w.h("alice"))
-    assert w.lane(dst_port=9002).json["nat_ip"] == "198.51.100.192"  # the freed address is reused
+    first, second = w.lane(dst_port=9000), w.lane(dst_port=9001)  # a /32 holds one host's address
+    assert (first.status_code, second.status_code) == (201, 201)
+    assert first.json["nat_ip"] == second.json["nat_ip"] == "198.51.100.192"  # shared by the host
+    refused = w.lane("bob", dst_port=9002)  # another private host needs a second address
+    assert refused.status_code == 503
+    assert refused.json["error"] == "lane_pool_exhausted" and "198.51.100.192/32" in str(refused.json["details"])
+    for lane_id in (first.json["id"], second.json["id"]):
+        w.client.post(f"/api/v1/lanes/{lane_id}/release", headers=w.h("alice"))
+    assert w.lane("bob", dst_port=9002).json["nat_ip"] == "198.51.100.192"  # the freed address is reused
 
 
 def test_routable_source_gets_no_nat(world):
