@@ -11,8 +11,9 @@ import time
 from typing import Any
 
 from bench.campus import campus
-from bench.report import Result, Target
+from bench.report import RESULTS_DIR, Result, Target
 from bench.server import Api, Serve, free_port, researcher
+from bench.spy import Sampler
 from bench.stats import summarize_ms
 from bench.workload import flows, grant_body, lane_body
 
@@ -48,7 +49,7 @@ def client_loop(api: Api, src_ip: str, offset: int, stop_at: float, out: dict[st
 
 
 def run(quick: bool = False, duration: float | None = None, clients: int = 8,
-        dataplane: str = "openflow", **_: Any) -> Result:
+        dataplane: str = "openflow", profile: bool = False, **_: Any) -> Result:
     duration = duration if duration is not None else (10.0 if quick else 60.0)
     res = Result("churn")
     with campus("churn") as c:
@@ -62,6 +63,8 @@ def run(quick: bool = False, duration: float | None = None, clients: int = 8,
                                       "releases": 0}
             outs = [dict(shared, latency_s=[], done_at=[], failures=[], errors=[]) for _ in range(clients)]
             apis = [Api(serve.api_port, token) for _ in range(clients)]
+            sampler = Sampler(serve.proc.pid, RESULTS_DIR / "churn.pyspy.txt", duration) \
+                if profile and serve.proc else None
             start = time.perf_counter()
             stop_at = start + duration
             threads = [threading.Thread(target=client_loop, daemon=True,
@@ -76,6 +79,7 @@ def run(quick: bool = False, duration: float | None = None, clients: int = 8,
             for api in apis:
                 api.close()
             rss = serve.rss_mb()
+            spy = sampler.stop() if sampler else None
         finally:
             serve.stop()
     latency = [x for o in outs for x in o["latency_s"]]
@@ -95,7 +99,7 @@ def run(quick: bool = False, duration: float | None = None, clients: int = 8,
                    "releases": sum(o["releases"] for o in outs), "latency": s.as_dict(),
                    "per_second": per_second([t - start for o in outs for t in o["done_at"]]),
                    "failures": failures[:20], "errors": errors[:20], "serve_rss_mb": rss,
-                   "dataplane": dataplane}
+                   "dataplane": dataplane, "py_spy": spy}
     return res
 
 

@@ -176,6 +176,7 @@ class Untouched:
     missing: int  # flows that were there before and are gone
     added: int  # flows that appeared
     reset: int  # flows present in both whose duration went down (deleted and re-added)
+    examples: tuple[str, ...] = ()  # a few of the flows that changed, for the report
 
     @property
     def ok(self) -> bool:
@@ -186,6 +187,10 @@ def compare_dumps(before: Iterable[FlowLine], after: Iterable[FlowLine]) -> Unto
     """Did anything happen to the flows between the two dumps? Durations only grow if not."""
     b = {f.key: f for f in before}
     a = {f.key: f for f in after}
-    reset = sum(1 for k in b.keys() & a.keys() if a[k].duration_s + 0.001 < b[k].duration_s)
-    return Untouched(before=len(b), after=len(a), missing=len(b.keys() - a.keys()),
-                     added=len(a.keys() - b.keys()), reset=reset)
+    reset = [k for k in b.keys() & a.keys() if a[k].duration_s + 0.001 < b[k].duration_s]
+    missing, added = b.keys() - a.keys(), a.keys() - b.keys()
+    examples = [f"{what} cookie={k[0]:#x} priority={k[1]} {k[2]}"
+                for what, keys in (("missing", missing), ("added", added), ("reset", reset))
+                for k in sorted(keys)[:3]]
+    return Untouched(before=len(b), after=len(a), missing=len(missing), added=len(added),
+                     reset=len(reset), examples=tuple(examples))

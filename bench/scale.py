@@ -25,7 +25,8 @@ from typing import Any
 from bench.activation import sequential_lanes
 from bench.campus import Campus, campus
 from bench.ovs import compare_dumps, dump_flows, flow_count
-from bench.report import Result, Target
+from bench.report import RESULTS_DIR, Result, Target
+from bench.spy import Sampler
 from bench.server import Api, Serve, free_port, researcher
 from bench.stats import summarize_ms, within
 from bench.workload import flows, grant_body, lane_body
@@ -88,7 +89,8 @@ def _stamp(text: str) -> float:
 
 
 def reconcile_lines(log_text: str) -> list[dict[str, Any]]:
-    """Per dpid: milliseconds from "switch connected" to "reconciled" (the first of each)."""
+    """Per dpid: milliseconds from "switch connected" to "reconciled" (the first of each), and
+    the controller's own "in X ms (after Y ms waiting ...)" when it logs them."""
     connected: dict[int, float] = {}
     for m in CONNECTED_RE.finditer(log_text):
         connected.setdefault(int(m.group(2)), _stamp(m.group(1)))
@@ -96,8 +98,11 @@ def reconcile_lines(log_text: str) -> list[dict[str, Any]]:
     for m in RECONCILED_RE.finditer(log_text):
         dpid = int(m.group(2))
         if dpid in connected and dpid not in out:
+            plan = m.group(3).strip()
+            own = re.search(r"in ([\d.]+) ms \(after ([\d.]+) ms waiting", plan)
             out[dpid] = {"dpid": dpid, "ms": (_stamp(m.group(1)) - connected[dpid]) * 1000.0,
-                         "plan": m.group(3).strip()}
+                         "work_ms": float(own.group(1)) if own else None,
+                         "waited_ms": float(own.group(2)) if own else None, "plan": plan}
     return list(out.values())
 
 
@@ -122,7 +127,8 @@ def log_size(serve: Serve) -> int:
         return 0
 
 
-def run(quick: bool = False, lanes: int | None = None, dataplane: str = "openflow", **_: Any) -> Result:
+def run(quick: bool = False, lanes: int | None = None, dataplane: str = "openflow",
+        profile: bool = False, **_: Any) -> Result:
     n = lanes if lanes is not None else (500 if quick else 10_000)
     probes = 20 if quick else 50
     res = Result("scale")
@@ -145,8 +151,8 @@ def run(quick: bool = False, lanes: int | None = None, dataplane: str = "openflo
             more = sequential_lanes(probe_api, c.host_ip(PROBE_SRC), probes, warmup=5, offset=probes + 5)
             probe_api.close()
             if dataplane == "openflow":
-                d["controller_restart"] = restart(c, serve, dpids)
-                d["switch_reconnect"] = reconnect(c, serve, dpids)
+                d["controller_restart"] = restart(c, serve, dpids, profile)
+                d["switch_reconnect"] = reconnect(c, serve, dpids, profile)
             d["rss_mb_end"] = serve.rss_mb()
         finally:
             serve.stop()
@@ -174,7 +180,7 @@ def run(quick: bool = False, lanes: int | None = None, dataplane: str = "openflo
     return res
 
 
-def restart(c: Campus, serve: Serve, dpids: set[int]) -> dict[str, Any]:
+def restart(c: Campus, serve: Serve, dpids: set[int], profile: bool = False) -> dict[str, Any]:
     """Stop serve and start it again; bridges keep their flows (fail_mode=secure) meanwhile."""
     before = dump_all(c)
     serve.stop()
@@ -183,15 +189,19 @@ def restart(c: Campus, serve: Serve, dpids: set[int]) -> dict[str, Any]:
     t0 = time.perf_counter()
     serve.start()
     healthy = time.perf_counter() - t0
+    spy = Sampler(serve.proc.pid, RESULTS_DIR / "scale-restart.pyspy.txt", 120) \
+        if profile and serve.proc else None
     lines = wait_reconciled(serve, mark, dpids, 120.0)
+    spied = spy.stop() if spy else None
     wall = max((x["seen_at"] for x in lines), default=time.perf_counter()) - t0
     time.sleep(0.5)
     after = dump_all(c)
     return _reconcile_result(lines, dpids, before, after, {"healthy_after_s": healthy,
-                                                            "reconciled_after_start_s": wall})
+                                                            "reconciled_after_start_s": wall,
+                                                            "py_spy": spied})
 
 
-def reconnect(c: Campus, serve: Serve, dpids: set[int]) -> dict[str, Any]:
+def reconnect(c: Campus, serve: Serve, dpids: set[int], profile: bool = False) -> dict[str, Any]:
     """Break every bridge's controller connection and restore it, keeping the flows.
 
     Not ``del-controller``: OVS flushes a bridge's flows whenever it goes from having a controller
@@ -209,12 +219,16 @@ def reconnect(c: Campus, serve: Serve, dpids: set[int]) -> dict[str, Any]:
         time.sleep(0.05)
     mark = log_size(serve)
     t0 = time.perf_counter()
+    spy = Sampler(serve.proc.pid, RESULTS_DIR / "scale-reconnect.pyspy.txt", 120) \
+        if profile and serve.proc else None
     c.bridges.connect(serve.of_port)
     lines = wait_reconciled(serve, mark, dpids, 120.0)
+    spied = spy.stop() if spy else None
     wall = max((x["seen_at"] for x in lines), default=time.perf_counter()) - t0
     time.sleep(0.5)
     after = dump_all(c)
-    return _reconcile_result(lines, dpids, before, after, {"reconciled_after_set_controller_s": wall})
+    return _reconcile_result(lines, dpids, before, after, {"reconciled_after_set_controller_s": wall,
+                                                           "py_spy": spied})
 
 
 def _reconcile_result(lines: list[dict[str, Any]], dpids: set[int], before: Any, after: Any,
