@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from .report import Row, series  # noqa: E402
 
 COLORS = {"default": "#c0504d", "lane": "#2e75b6"}
+PLACEMENT_COLORS = {"desktop": "#1f77b4", "server": "#9467bd", "dtn": "#2ca02c"}
 
 
 def by_placement(records: list[dict[str, Any]], rows: Sequence[Row], path: Path) -> bool:
@@ -48,14 +49,15 @@ def _lines(ax: Any, data: dict[str, dict[int, list[float]]], xlabel: str, title:
     for label in sorted(data):
         xs = sorted(data[label])
         means = [sum(data[label][x]) / len(data[label][x]) for x in xs]
-        style = "-" if label.endswith("lane") else "--"
-        ax.plot(xs, means, style, marker="o", label=label)
+        placement, _, path = label.partition(" ")
+        ax.plot(xs, means, "-" if path == "lane" else "--", marker="o" if path == "lane" else "s",
+                color=PLACEMENT_COLORS.get(placement), label=label)
     ax.set_xscale("log", base=2)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("mean throughput (Mbit/s)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
 
 
 def by_parallel(records: list[dict[str, Any]], rows: Sequence[Row], path: Path) -> bool:
@@ -64,7 +66,7 @@ def by_parallel(records: list[dict[str, Any]], rows: Sequence[Row], path: Path) 
     panels = [(t, d) for t, d in panels if d]
     if not panels:
         return False
-    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.5), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(7.5 * len(panels), 4.5), squeeze=False)
     for ax, (tool, data) in zip(axes[0], panels):
         what = "parallel streams (-P)" if tool == "iperf3" else "parallel transfers (--transfers)"
         _lines(ax, data, what, f"{tool}: throughput by {what.split(' (')[0]}")
@@ -81,7 +83,7 @@ def by_chunk(records: list[dict[str, Any]], rows: Sequence[Row], path: Path) -> 
     data = series(records, "rclone", "chunk_mb", direction="upload")
     if not data:
         return False
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
     _lines(ax, data, "chunk size (MiB, --s3-chunk-size)", "rclone upload: throughput by chunk size")
     ax.set_xticks(sorted({x for d in data.values() for x in d}))
     ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
