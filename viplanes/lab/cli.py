@@ -149,6 +149,58 @@ def report(results: Path, out_dir: Path | None) -> None:
         console.print(f"{kind}: {path}")
 
 
+@lab.command("shell")
+@click.option("--topology", "topology_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=DEFAULT_TOPOLOGY, show_default=True)
+@click.option("--controller", default=None, metavar="HOST:PORT",
+              help="an OpenFlow controller already running (default: start viplanes serve)")
+@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("/tmp/viplanes-lab-shell"), show_default=True)
+def shell(topology_path: Path, controller: str | None, work_dir: Path) -> None:
+    """The campus with Mininet's CLI, torn down safely on exit (unlike `mn`, no global cleanup)."""
+    _need_root()
+    from mininet.cli import CLI
+
+    from viplanes.topologies.loader import TopologyError, load_topology
+
+    from .experiments import lab_grant_prefixes
+    from .net import build_network, clean_stale
+    from .services import IPERF_PORT, S3_PORT, start_cloud_services
+    from .stack import StackError, start_stack
+
+    try:
+        topo = load_topology(topology_path)
+    except (TopologyError, OSError) as exc:
+        raise click.ClickException(str(exc).splitlines()[0]) from None
+    clean_stale()
+    stack = None
+    try:
+        if controller:
+            host, _, port = controller.rpartition(":")
+            if not port.isdigit():
+                raise click.BadParameter("expected HOST:PORT", param_hint="--controller")
+            openflow = (host or "127.0.0.1", int(port))
+        else:
+            src, dst = lab_grant_prefixes(topo)
+            stack = start_stack(topology_path, work_dir / "service", src, dst,
+                                [str(IPERF_PORT), str(S3_PORT)])
+            openflow = stack.openflow
+            click.echo(f"viplanes serve: {stack.api_url}\n  researcher: export VIPLANES_API_URL="
+                       f"{stack.api_url} VIPLANES_TOKEN={stack.researcher_token}\n  operator "
+                       f"token: {stack.operator_token}")
+        with build_network(topo, *openflow, log_level="info") as lab:
+            svc = start_cloud_services(lab, work_dir / "cloud")
+            click.echo(f"cloud: iperf3 on {svc.ip}:{svc.iperf_port}, S3 on {svc.endpoint} "
+                       f"(bucket {svc.bucket}); bridges "
+                       f"{', '.join(lab.bridge(s.name) for s in topo.switches)}")
+            CLI(lab.net)
+    except (StackError, RuntimeError) as exc:
+        raise click.ClickException(str(exc).splitlines()[0]) from None
+    finally:
+        if stack is not None:
+            stack.stop()
+
+
 @lab.command("clean")
 def clean() -> None:
     """Remove bridges, ports and processes of lab runs whose process is gone (never live ones)."""
