@@ -1,1 +1,13 @@
-"""lab component of VIP Lanes."""
+"""The campus lab: build a topology in Mininet, run transfers, report them.
+
+Importing Mininet swaps the process-wide logger class for its own, whose loggers default to
+level OUTPUT (25); every logger created afterwards (the controller's, the API's) would then drop
+INFO. We let Mininet do its import-time set-up once, here, and put the standard class back.
+"""
+import logging
+
+try:
+    import mininet.log  # noqa: F401 - for its side effect, undone below
+except ImportError:  # the lab needs Mininet; the rest of the package does not
+    pass
+logging.setLoggerClass(logging.Logger)
