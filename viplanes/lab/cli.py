@@ -140,7 +140,7 @@ def report(results: Path, out_dir: Path | None) -> None:
         raise click.ClickException(f"{results}: no lab results in it")
     out_dir = out_dir or results.with_suffix("").parent / f"{results.stem}-report"
     files = write_report(records, out_dir)
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 120)
     console.print(rich_table(table2(records)))
     failed = sum(1 for r in records if not r.get("ok"))
     console.print(f"{len(records)} runs ({failed} failed, not counted)"

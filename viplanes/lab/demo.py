@@ -61,7 +61,7 @@ def _print_lane(console: Console):
 
 
 def main() -> int:
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 120)
     if os.geteuid() != 0:
         console.print("[red]the demo needs root (network namespaces and OVS bridges)")
         return 1
