@@ -180,6 +180,17 @@ def session(topology_path: Path, work_dir: Path, shapes: tuple[str, ...], size_m
         stop_process(controller)
 
 
+def _left_s(lane: dict[str, Any]) -> float:
+    """Seconds until a lane expires (infinite if the API did not say)."""
+    try:
+        expires = datetime.fromisoformat(str(lane["expires_at"]))
+    except (KeyError, ValueError):
+        return float("inf")
+    if expires.tzinfo is None:
+        expires = expires.replace(tzinfo=timezone.utc)
+    return (expires - datetime.now(timezone.utc)).total_seconds()
+
+
 @dataclass
 class Runner:
     """Runs specs on a session and appends one JSON line per run to ``results``."""
@@ -212,8 +223,9 @@ class Runner:
         if spec.path == "lane":  # every port this placement's lane runs need, asked for at once
             wanted = {(host, self._port(s.tool)) for s in specs
                       if s.path == "lane" and s.placement == spec.placement}
-        for key in [k for k in self.lanes if k not in wanted]:
-            self._release(self.lanes.pop(key))
+        margin = estimate_s(spec, self.sess.size_mb) + 60
+        for key in [k for k in self.lanes if k not in wanted or _left_s(self.lanes[k]) < margin]:
+            self._release(self.lanes.pop(key))  # not needed any more, or about to expire
         if wanted and self.sess.stack is None:
             raise StackError("lane runs need viplanes serve (it did not start)")
         for key in sorted(wanted - set(self.lanes)):
