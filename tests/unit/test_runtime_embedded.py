@@ -1,0 +1,87 @@
+"""EmbeddedController in this process against a bare-bytes switch: start returns listening, a switch
+is reconciled on connect, stop closes the listener and every connection, start works again."""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+from os_ken.ofproto import ofproto_v1_3 as ofp
+
+from tests.unit.test_app_guard import Peer, _free_port
+from viplanes.controller.runtime import EmbeddedController
+from viplanes.domain import LaneSpec
+from viplanes.topologies.model import Topology
+
+
+def _wait(cond, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def test_start_connect_reconcile_stop_restart(topo: Topology) -> None:
+    port = _free_port()
+    baseline = threading.active_count()
+    ctl = EmbeddedController(topo, port=port, refresh_period_s=3600)
+    ctl.attach_source(lambda: [])
+    ctl.start()
+    try:
+        assert not _port_free(port)  # listening when start() returns
+        s2 = Peer(port, dpid=2)
+        s2.handshake()
+        flow_mod = s2.serve_until(ofp.OFPT_FLOW_MOD)
+        assert flow_mod is not None  # base flows for s2 (reconciled against an empty table)
+        threading.Thread(target=s2.serve_until, args=(-1, 2.0), daemon=True).start()
+        assert _wait(lambda: 2 in ctl.reconciled)
+        assert len(ctl.reconciled[2].adds) == 2  # table-miss + the bypass port's drop
+        lane = LaneSpec(1, "10.1.0.10", "203.0.113.10", "tcp", 5201, None, "198.51.100.200",
+                        time.time() + 60)
+        result = ctl.activate(lane, timeout_s=1.0)
+        assert not result.ok and result.reason == "switch s1 (dpid 1) not connected"
+    finally:
+        ctl.stop()
+    assert _wait(lambda: _port_free(port)), "listener still bound after stop()"
+    assert s2.closed_by_controller(3.0)
+    assert _wait(lambda: threading.active_count() <= baseline + 1, 10.0), \
+        [t.name for t in threading.enumerate()]
+    s2.close()
+
+    again = EmbeddedController(topo, port=port, refresh_period_s=3600)
+    again.start()
+    try:
+        s2 = Peer(port, dpid=2)
+        s2.handshake()
+        threading.Thread(target=s2.serve_until, args=(-1, 3.0), daemon=True).start()
+        assert _wait(lambda: 2 in again.connected)
+    finally:
+        again.stop()
+        s2.close()
+
+
+def test_start_on_a_busy_port_says_so(topo: Topology) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        ctl = EmbeddedController(topo, port=port)
+        try:
+            ctl.start()
+        except RuntimeError as exc:
+            assert f"127.0.0.1:{port}" in str(exc) and "in use" in str(exc)
+        else:
+            ctl.stop()
+            raise AssertionError("start() on a busy port succeeded")
