@@ -129,9 +129,10 @@ class LaneRuntime:
             if failure is None:
                 self.lanes[lane.lane_id] = lane
                 return ActivationResult(True, "installed", time.perf_counter() - t0)
-            # fail closed: no half-installed lane stays behind
-            self._remove(lane.lane_id, list(per_dpid), bool(lane.rate_mbps), timeout_s)
-            self.lanes.pop(lane.lane_id, None)
+            if lane.lane_id not in self.lanes:
+                # fail closed: no half-installed lane stays behind. A lane already carried
+                # (re-sent after an extension) keeps its flows and their old deadline.
+                self._remove(lane.lane_id, list(per_dpid), bool(lane.rate_mbps), timeout_s)
             return ActivationResult(False, failure, time.perf_counter() - t0)
 
     def _remove(self, lane_id: int, dpids: list[int], with_meter: bool, timeout_s: float) -> str | None:

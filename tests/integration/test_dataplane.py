@@ -304,6 +304,39 @@ def test_release_puts_the_flow_back_on_the_firewall_path(campus: Campus) -> None
     assert mbps < 20
 
 
+def test_hard_timeout_ends_a_lane_while_the_controller_is_down(campus: Campus) -> None:
+    """The safety net: every lane flow carries hard_timeout = the lane's remaining lifetime."""
+    lane = campus.request_lane(5203, duration=3)
+    assert lane["state"] == "active"
+    assert all(len(campus.lane_flows(sw, lane["id"])) == 2 for sw in ("s1", "s2", "s3"))
+    campus.serve.kill()
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(campus.lane_flows(sw, lane["id"])
+                                                  for sw in ("s1", "s2", "s3")):
+            time.sleep(0.2)
+        assert not any(campus.lane_flows(sw, lane["id"]) for sw in ("s1", "s2", "s3"))
+    finally:
+        campus.serve.start()
+    assert _wait_connected(campus, {1, 2, 3, 4})
+    deadline = time.monotonic() + 10
+    while campus.api("GET", f"/lanes/{lane['id']}").json()["state"] != "expired":
+        assert time.monotonic() < deadline, "the scheduler never expired the lane"
+        time.sleep(0.2)
+
+
+def _wait_connected(campus: Campus, dpids: set[int], timeout: float = 20.0) -> bool:
+    """Every switch reconnected to the (re)started controller: each logged a reconcile."""
+    mark = campus.serve.log.read_text().rfind("viplanes: API")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = campus.serve.log.read_text()[mark:]
+        if all(f"(dpid {d}): kept" in text for d in dpids):
+            return True
+        time.sleep(0.2)
+    return False
+
+
 def test_activation_latency(campus: Campus, record_property) -> None:
     """50 lanes requested and released through the API; activation_ms is the data plane's part
     (compile, send to s1-s3, all three barriers answered)."""

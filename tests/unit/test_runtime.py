@@ -88,6 +88,15 @@ def test_refused_flow_fails_the_lane_and_removes_what_was_installed(rt, switches
     assert 1 not in rt.lanes
 
 
+def test_failed_refresh_of_a_carried_lane_keeps_its_flows(rt, switches, clock) -> None:
+    assert rt.activate(spec(expires_in=600, now=clock.now)).ok
+    switches.mute.add(3)  # the extension's re-send is never confirmed by s3
+    result = rt.activate(spec(expires_in=6000, now=clock.now), timeout_s=0.2)
+    assert not result.ok and "did not confirm" in result.reason
+    assert all(len(lane_flows(switches, d, 1)) == 2 for d in (1, 2, 3))
+    assert 1 in rt.lanes
+
+
 def test_unanswered_barrier_times_out(rt, switches) -> None:
     switches.mute.add(2)
     result = rt.activate(spec(), timeout_s=0.2)
