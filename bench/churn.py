@@ -12,7 +12,7 @@ from typing import Any
 
 from bench.campus import campus
 from bench.report import RESULTS_DIR, Result, Target
-from bench.server import Api, Serve, free_port, researcher
+from bench.server import Api, CpuMeter, Serve, free_port, researcher
 from bench.spy import Sampler
 from bench.stats import summarize_ms
 from bench.workload import flows, grant_body, lane_body
@@ -65,6 +65,7 @@ def run(quick: bool = False, duration: float | None = None, clients: int = 8,
             apis = [Api(serve.api_port, token) for _ in range(clients)]
             sampler = Sampler(serve.proc.pid, RESULTS_DIR / "churn.pyspy.txt", duration) \
                 if profile and serve.proc else None
+            cpu = CpuMeter(serve.proc.pid if serve.proc else None)
             start = time.perf_counter()
             stop_at = start + duration
             threads = [threading.Thread(target=client_loop, daemon=True,
@@ -76,6 +77,7 @@ def run(quick: bool = False, duration: float | None = None, clients: int = 8,
             for t in threads:
                 t.join(duration + 120)
             elapsed = time.perf_counter() - start
+            cpu_used = cpu.stop()
             for api in apis:
                 api.close()
             rss = serve.rss_mb()
@@ -94,12 +96,16 @@ def run(quick: bool = False, duration: float | None = None, clients: int = 8,
     res.add("activation p50", s.p50_ms, "ms")
     res.add("activation p99", s.p99_ms, "ms", Target("<=", 30))
     res.add("failed requests", float(len(failures) + len(errors)), "")
+    serve_cpu = cpu_used.get("serve_cpu_s")
+    if serve_cpu is not None:
+        res.add("serve CPU per activation+release", serve_cpu / len(latency) * 1000, "ms",
+                note=f"serve busy {serve_cpu / elapsed * 100:.0f}% of one core")
     res.details = {"duration_s": duration, "elapsed_s": elapsed, "clients": clients,
                    "sources": list(SOURCES), "activations": len(latency),
                    "releases": sum(o["releases"] for o in outs), "latency": s.as_dict(),
                    "per_second": per_second([t - start for o in outs for t in o["done_at"]]),
                    "failures": failures[:20], "errors": errors[:20], "serve_rss_mb": rss,
-                   "dataplane": dataplane, "py_spy": spy}
+                   "dataplane": dataplane, "py_spy": spy, "cpu": cpu_used}
     return res
 
 

@@ -25,6 +25,40 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds a process has used so far (from /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def vswitchd_pid() -> int | None:
+    try:
+        return int(Path("/var/run/openvswitch/ovs-vswitchd.pid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+class CpuMeter:
+    """CPU seconds used between ``__init__`` and ``stop`` by serve, ovs-vswitchd and this process."""
+
+    def __init__(self, serve_pid: int | None) -> None:
+        self.pids = {"serve": serve_pid, "ovs-vswitchd": vswitchd_pid(), "bench clients": os.getpid()}
+        self.start = {k: cpu_seconds(p) if p else None for k, p in self.pids.items()}
+        self.t0 = time.perf_counter()
+
+    def stop(self) -> dict[str, float | None]:
+        wall = time.perf_counter() - self.t0
+        out: dict[str, float | None] = {"wall_s": wall}
+        for k, pid in self.pids.items():
+            now = cpu_seconds(pid) if pid else None
+            before = self.start[k]
+            out[f"{k}_cpu_s"] = None if now is None or before is None else now - before
+        return out
+
+
 class ApiError(RuntimeError):
     def __init__(self, status: int, body: Any) -> None:
         super().__init__(f"HTTP {status}: {body}")
@@ -85,7 +119,9 @@ class Serve:
         self.started_at = 0.0
 
     def start(self, timeout_s: float = 60.0) -> "Serve":
-        cmd = [sys.executable, "-m", "viplanes.cli", "serve", "--db", self.db_url,
+        # $BENCH_PATCH: run serve with experimental patches (bench/serve_patched.py)
+        module = "bench.serve_patched" if os.environ.get("BENCH_PATCH") else "viplanes.cli"
+        cmd = [sys.executable, "-m", module, "serve", "--db", self.db_url,
                "--api", f"127.0.0.1:{self.api_port}", "--openflow", f"127.0.0.1:{self.of_port}",
                "--dataplane", self.dataplane, "--threads", str(self.threads), "--tick", "0.5"]
         with open(self.log, "ab") as log:

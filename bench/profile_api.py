@@ -1,0 +1,79 @@
+"""Profile ``POST /api/v1/lanes`` + release through the real Flask app (test client, in-memory
+data plane, SQLite file): where the northbound CPU goes, without HTTP sockets or switches.
+
+    .venv/bin/python -m bench.profile_api --requests 300
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--requests", type=int, default=300)
+    ap.add_argument("--top", type=int, default=30)
+    args = ap.parse_args(argv)
+
+    from bench.workload import flows, grant_body, lane_body
+    from viplanes import store
+    from viplanes.api.app import create_app
+    from viplanes.config import AppConfig
+    from viplanes.memplane import MemoryDataplane
+
+    with tempfile.TemporaryDirectory(prefix="viplanes-profile-api-") as tmp:
+        app = create_app(AppConfig(db_url=f"sqlite:///{Path(tmp) / 'api.db'}"), dataplane=MemoryDataplane())
+        ctx = app.extensions["viplanes"]
+        src = str(ctx.topology.host("desktop").iface.ip.ip)
+        with ctx.db.write() as s:
+            now = time.time()
+            store.create_principal(s, "alice", "researcher", now)
+            _, token = store.create_principal(s, "alice2", "researcher", now)
+            store.create_grant(s, store.GrantInput(**grant_body("alice2", src, 5)), "bench", now)
+        client = app.test_client()
+        headers = {"Authorization": f"Bearer {token}"}
+
+        def cycle(n: int, offset: int) -> None:
+            for flow in flows(n, offset):
+                r = client.post("/api/v1/lanes", json=lane_body(src, flow), headers=headers)
+                assert r.status_code == 201 and r.json["state"] == "active", r.json
+                r2 = client.post(f"/api/v1/lanes/{r.json['id']}/release", headers=headers)
+                assert r2.status_code == 200, r2.json
+
+        cycle(20, 0)  # warm caches (SQLAlchemy statement cache, schema compilation)
+        t0 = time.perf_counter()
+        cycle(args.requests, 100)
+        plain = (time.perf_counter() - t0) / args.requests
+        prof = cProfile.Profile()
+        prof.runcall(cycle, args.requests, 1000)
+        print(f"request+release through Flask: {plain * 1000:.2f} ms per cycle (no profiler)")
+        stats = pstats.Stats(prof)
+        by_package: dict[str, float] = defaultdict(float)
+        total = 0.0
+        for (filename, _, _), (_, _, tottime, _, _) in stats.stats.items():  # type: ignore[attr-defined]
+            total += tottime
+            by_package[_package(filename)] += tottime
+        print("self time by package:")
+        for pkg, t in sorted(by_package.items(), key=lambda kv: -kv[1])[:14]:
+            print(f"  {t / total * 100:5.1f}%  {pkg}")
+        stats.sort_stats("cumulative").print_stats(args.top)
+        ctx.db.dispose()
+
+
+def _package(filename: str) -> str:
+    if "site-packages/" in filename:
+        return filename.split("site-packages/", 1)[1].split("/", 1)[0]
+    if "/work/main/" in filename:
+        return "viplanes:" + filename.split("/work/main/", 1)[1].split("/", 1)[0]
+    if filename.startswith("<"):
+        return "builtins"
+    return "stdlib"
+
+
+if __name__ == "__main__":
+    main()
