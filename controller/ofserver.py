@@ -34,6 +34,9 @@ from viplanes.controller import guard
 LOG = logging.getLogger("viplanes.controller.ofserver")
 HEADER = 8
 READ_SIZE = 65536
+HANDSHAKE_TIMEOUT_S = 10.0  # a peer that is no switch by then is dropped (it holds 3 threads)
+ECHO_MAX_UNREPLIED = 3  # os-ken's default 0 never drops a silent peer
+MAX_CONNECTIONS = 512
 
 
 class GuardedDatapath(Datapath):
@@ -43,6 +46,15 @@ class GuardedDatapath(Datapath):
         self._stopping = threading.Event()
         super().__init__(sock, address)
         self.rejected: str | None = None
+        self.max_unreplied_echo_requests = self.max_unreplied_echo_requests or ECHO_MAX_UNREPLIED
+        self._handshake_timer = threading.Timer(HANDSHAKE_TIMEOUT_S, self._handshake_expired)
+        self._handshake_timer.daemon = True
+
+    def _handshake_expired(self) -> None:
+        if self.id is None:
+            LOG.warning("closing OpenFlow connection from %s: no features reply within %g s",
+                        self.address, HANDSHAKE_TIMEOUT_S)
+            self.shutdown()
 
     def _dispatch(self, raw: bytes) -> None:
         version, msg_type, msg_len, xid = struct.unpack_from("!BBHI", raw, 0)
@@ -127,12 +139,14 @@ class GuardedDatapath(Datapath):
             pass
 
     def serve(self) -> None:
+        self._handshake_timer.start()
         send_thread = hub.spawn(self._send_loop)
         self.send_msg(self.ofproto_parser.OFPHello(self))
         echo_thread = hub.spawn(self._echo_request_loop)
         try:
             self._recv_loop()
         finally:
+            self._handshake_timer.cancel()
             self._stopping.set()
             if self.send_q is not None:
                 self.send(b"", close_socket=True)  # wakes the send loop so it ends
@@ -166,6 +180,13 @@ class OpenFlowServer:
             except OSError:
                 if self._closed.is_set():
                     return
+                continue
+            with self._lock:
+                full = len(self.datapaths) >= MAX_CONNECTIONS
+            if full:
+                LOG.warning("refusing OpenFlow connection from %s: %d connections open",
+                            addr, MAX_CONNECTIONS)
+                conn.close()
                 continue
             hub.spawn(self._serve_connection, conn, addr)
 

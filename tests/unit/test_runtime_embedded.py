@@ -85,3 +85,29 @@ def test_start_on_a_busy_port_says_so(topo: Topology) -> None:
         else:
             ctl.stop()
             raise AssertionError("start() on a busy port succeeded")
+
+
+def test_silent_peers_are_dropped_and_connections_capped(topo: Topology, monkeypatch) -> None:
+    from viplanes.controller import ofserver
+
+    monkeypatch.setattr(ofserver, "HANDSHAKE_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(ofserver, "MAX_CONNECTIONS", 2)
+    port = _free_port()
+    ctl = EmbeddedController(topo, port=port, refresh_period_s=3600)
+    ctl.start()
+    try:
+        silent = Peer(port, dpid=0)  # connects, never says hello
+        t0 = time.monotonic()
+        assert silent.closed_by_controller(3.0)
+        assert time.monotonic() - t0 < 2.0
+        silent.close()
+        monkeypatch.setattr(ofserver, "HANDSHAKE_TIMEOUT_S", 30.0)
+        first, second = Peer(port, dpid=0), Peer(port, dpid=0)
+        time.sleep(0.2)
+        third = Peer(port, dpid=0)
+        assert third.closed_by_controller(2.0)  # over the cap: refused at once
+        assert not first.closed_by_controller(0.3)
+        for peer in (first, second, third):
+            peer.close()
+    finally:
+        ctl.stop()
