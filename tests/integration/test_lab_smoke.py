@@ -6,6 +6,7 @@ times the firewall path's) and that rclone's upload through the lane arrived int
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -59,8 +60,15 @@ def test_lane_beats_firewall_and_rclone_upload_arrives_intact(tmp_path: Path) ->
         assert m.ok, m.error
         assert m.bytes == ds.bytes
         assert digests(svc.data_dir / "lab" / "smoke") == digests(ds.path)
-        counters = sess.stack.client().call("GET", f"/lanes/{lane_rec['id']}/stats")
-        if counters["available"]:
+        # OVS folds datapath counters into its OpenFlow rules about twice a second: poll a little
+        deadline = time.monotonic() + 5
+        while True:
+            counters = sess.stack.client().call("GET", f"/lanes/{lane_rec['id']}/stats")
+            if not counters["available"] or counters["bytes"] >= ds.bytes \
+                    or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        if counters["available"]:  # everything (and the headers) went through the lane
             assert counters["bytes"] >= ds.bytes
         sess.stack.release_lane(lane_rec["id"])
     left = {b for b in bridges() if b.startswith(f"vl{run_id}")}
