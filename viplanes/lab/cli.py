@@ -54,9 +54,16 @@ def lab() -> None:
 @click.option("--reps", type=int, default=1, show_default=True, help="repetitions")
 @click.option("--full", is_flag=True, help="the paper's whole grid (hours): all values above")
 @click.option("--dry-run", is_flag=True, help="print the plan and exit")
+@click.option("--api", "api_url", default=None, metavar="URL",
+              help="use a running `viplanes serve` (with --token and --openflow) instead of "
+                   "starting one")
+@click.option("--token", default=None, help="researcher token for --api (or $VIPLANES_TOKEN)")
+@click.option("--openflow", default=None, metavar="HOST:PORT",
+              help="that server's OpenFlow address, for the lab's switches")
 def run(topology_path: Path, results: Path, work_dir: Path, placements: str, directions: str,
         paths: str, tools: str, streams: str, transfers: str, chunks: str, datasets: str,
-        size_mb: int, seconds: float, reps: int, full: bool, dry_run: bool) -> None:
+        size_mb: int, seconds: float, reps: int, full: bool, dry_run: bool,
+        api_url: str | None, token: str | None, openflow: str | None) -> None:
     """Build the lab, run the experiments, append results. Needs root and OVS (scripts/ovs-up)."""
     from .experiments import Sweep, estimate_s, plan
 
@@ -81,15 +88,30 @@ def run(topology_path: Path, results: Path, work_dir: Path, placements: str, dir
         return
     if not topology_path.is_file():
         raise click.UsageError(f"--topology {topology_path}: no such file")
+    external = _external(api_url, token or os.environ.get("VIPLANES_TOKEN"), openflow)
     _need_root()
-    records = _execute(sweep, specs, topology_path, results, work_dir)
+    records = _execute(sweep, specs, topology_path, results, work_dir, external)
     failed = sum(1 for r in records if not r["ok"])
     click.echo(f"lab: {len(records)} runs appended to {results} ({failed} failed); "
                f"report: viplanes lab report {results}", err=True)
 
 
+def _external(api_url: str | None, token: str | None, openflow: str | None) -> Any:
+    """A `Stack` for a server someone already runs, or None to start our own."""
+    if not api_url and not openflow:
+        return None
+    if not (api_url and token and openflow):
+        raise click.UsageError("--api needs --token (or $VIPLANES_TOKEN) and --openflow")
+    host, _, port = openflow.rpartition(":")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise click.BadParameter(f"expected HOST:PORT, got {openflow!r}", param_hint="--openflow")
+    from .stack import Stack
+
+    return Stack(api_url.rstrip("/"), (host or "127.0.0.1", int(port)), token)
+
+
 def _execute(sweep: Any, specs: list, topology_path: Path, results: Path,
-             work_dir: Path) -> list[dict[str, Any]]:
+             work_dir: Path, external: Any = None) -> list[dict[str, Any]]:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -105,7 +127,8 @@ def _execute(sweep: Any, specs: list, topology_path: Path, results: Path,
                       TimeElapsedColumn(), console=console) as progress:
             task = progress.add_task("building the lab", total=len(specs), n=len(specs))
             with session(topology_path, work_dir, shapes, sweep.size_mb, need_lanes=need_lanes,
-                         warn=lambda m: console.print(f"[yellow]{m}")) as sess:
+                         warn=lambda m: console.print(f"[yellow]{m}"),
+                         external=external) as sess:
                 def done(spec: Any, rec: dict[str, Any]) -> None:
                     mark = f"{rec['mbps']:.1f} Mbit/s" if rec["ok"] else f"FAILED {rec['error']}"
                     progress.console.print(f"{spec.placement:8} {spec.direction:8} {spec.path:7} "

@@ -144,11 +144,13 @@ def lab_grant_prefixes(topo: Topology) -> tuple[list[str], list[str]]:
 @contextmanager
 def session(topology_path: Path, work_dir: Path, shapes: tuple[str, ...], size_mb: int,
             need_lanes: bool = True, shape_links: bool = True,
-            warn: Callable[[str], None] = print) -> Iterator[Session]:
+            warn: Callable[[str], None] = print,
+            external: Stack | None = None) -> Iterator[Session]:
     """Build the whole lab and the service around it; everything is torn down on exit.
 
     Without ``need_lanes``, a service that cannot start (no embedded controller yet) is replaced
-    by the minimal controller launcher, which forwards the default path only.
+    by the minimal controller launcher, which forwards the default path only. ``external`` is a
+    `viplanes serve` someone already runs (its API, its OpenFlow address, a researcher token).
     """
     topo = load_topology(topology_path)
     clean_stale()
@@ -159,8 +161,11 @@ def session(topology_path: Path, work_dir: Path, shapes: tuple[str, ...], size_m
     controller = None
     try:
         try:
-            stack = start_stack(topology_path, work_dir / "service", src, dst,
-                                [str(IPERF_PORT), str(S3_PORT)])
+            if external is not None:
+                stack = external
+            else:
+                stack = start_stack(topology_path, work_dir / "service", src, dst,
+                                    [str(IPERF_PORT), str(S3_PORT)])
             openflow = stack.openflow
         except StackError as exc:
             if need_lanes:

@@ -88,6 +88,8 @@ class LabNetwork:
         if self._stopped:
             return
         self._stopped = True
+        global _tearing_down
+        _tearing_down += 1
         try:
             while self._cleanups:
                 fn = self._cleanups.pop()
@@ -100,6 +102,7 @@ class LabNetwork:
             _remove_leftovers(self.run_id, _registry_read(self.run_id))
             _registry_path(self.run_id).unlink(missing_ok=True)
             _LIVE.pop(self.run_id, None)
+            _tearing_down -= 1
 
     def __enter__(self) -> "LabNetwork":
         return self
@@ -166,9 +169,14 @@ def _stop_all() -> None:
         lab.stop()
 
 
+_tearing_down = 0
+
+
 def _on_signal(signum: int, _frame: Any) -> None:
-    # Raise into the main thread so `with`/`finally` blocks unwind and stop the network.
-    raise KeyboardInterrupt(f"signal {signum}")
+    # Raise into the main thread so `with`/`finally` blocks unwind and stop the network; a
+    # signal during teardown is ignored so that the teardown itself is never cut short.
+    if not _tearing_down:
+        raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _install_signal_handlers() -> None:
@@ -178,8 +186,8 @@ def _install_signal_handlers() -> None:
     _handlers_installed = True
     atexit.register(_stop_all)
     if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            if signal.getsignal(sig) in (signal.SIG_DFL, None):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler, None):
                 signal.signal(sig, _on_signal)
 
 
