@@ -71,3 +71,16 @@ def test_switch_names_fit_linux_interface_names():
     assert long == "vl1234x7" and len(long + "-eth48") <= IFNAMSIZ
     with pytest.raises(ValueError):
         switch_name("vl12345678", "s1", 100, 1000)
+
+
+def test_mn_custom_file_loads_like_mn_does():
+    """`mn --custom` exec()s the file without __file__; it must still find the repo."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "mininet" / "campus.py"
+    assert not (path.parent / "__init__.py").exists()  # never shadow the real mininet package
+    namespace: dict = {}
+    exec(compile(path.read_text(), str(path), "exec"), namespace, namespace)
+    topo = namespace["topos"]["campus"]()
+    assert sorted(topo.switches()) == ["vlmns1", "vlmns2", "vlmns3", "vlmns4"]
+    assert "desktop" in topo.hosts()
