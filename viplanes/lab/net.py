@@ -48,7 +48,13 @@ PREFIX = "vl"
 
 
 def new_run_id() -> str:
-    return secrets.token_hex(2)
+    """Four hex digits not used by a registered run or an existing bridge."""
+    existing = subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True).stdout
+    for _ in range(100):
+        run_id = secrets.token_hex(2)
+        if not _registry_path(run_id).exists() and f"{PREFIX}{run_id}" not in existing:
+            return run_id
+    raise RuntimeError("no free lab run id (too many stale runs? viplanes lab clean)")
 
 
 @dataclass
@@ -118,6 +124,8 @@ def build_network(topo: Topology, controller_host: str = "127.0.0.1",
                   controller_port: int = 6653, *, run_id: str | None = None, shape: bool = True,
                   wait_connected: float = 15.0, log_level: str = "warning") -> LabNetwork:
     """Create, start and return the lab network; on any failure everything made is removed."""
+    if os.geteuid() != 0:
+        raise PermissionError("the lab needs root (network namespaces, OVS bridges)")
     setLogLevel(log_level)
     _install_signal_handlers()
     run_id = run_id or new_run_id()
@@ -125,6 +133,7 @@ def build_network(topo: Topology, controller_host: str = "127.0.0.1",
     mn_topo = LabTopo(topology=topo, prefix=prefix, shape=shape)
     bridges = [mn_topo.names[s.name] for s in topo.switches]
     _registry_add(run_id, owner=os.getpid(), bridges=bridges)
+    Mininet.inited = True  # Mininet.init() would raise machine-wide sysctls (fixLimits)
     net = Mininet(topo=None, controller=None, build=False, autoSetMacs=False,
                   autoStaticArp=False, waitConnected=False)
     lab = LabNetwork(topo, net, run_id, dict(mn_topo.names))
