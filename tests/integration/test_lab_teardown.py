@@ -59,3 +59,36 @@ def test_interrupted_lab_leaves_nothing(sig: int, tmp_path: Path) -> None:
     for pid in pids:  # the hosts' shells (and with them their namespaces) are gone
         assert not Path(f"/proc/{pid}").exists() or b"mininet:" not in \
             Path(f"/proc/{pid}/cmdline").read_bytes()
+
+
+def test_killed_lab_is_removed_by_the_stale_cleaner(tmp_path: Path, monkeypatch) -> None:
+    """kill -9 gives no chance to clean up: `clean_stale` removes exactly that run's remains."""
+    from viplanes.lab import net
+
+    monkeypatch.setattr(net, "RUN_DIR", tmp_path)
+    env = {**os.environ, "VIPLANES_LAB_RUN_DIR": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(REPO / "topologies/campus.yaml")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline().split()
+        assert line, proc.stderr.read()
+        run_id, pids = line[0], [int(p) for p in line[1:]]
+        proc.kill()
+        proc.wait(10)
+        prefix = f"vl{run_id}"
+        brs = subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True).stdout
+        assert prefix in brs  # left behind, as expected after SIGKILL
+        removed = net.clean_stale()
+        assert f"{prefix}s1" in removed
+        brs = subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True).stdout
+        assert prefix not in brs and prefix not in _links()
+        assert not (tmp_path / f"{run_id}.json").exists()
+        time.sleep(0.3)
+        for pid in pids:
+            assert not Path(f"/proc/{pid}").exists() or b"mininet:" not in \
+                Path(f"/proc/{pid}/cmdline").read_bytes()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        net.clean_stale()
