@@ -106,3 +106,45 @@ def test_workload_flows_are_distinct_and_bounded() -> None:
     assert got[1000].dst_ip != got[0].dst_ip
     with pytest.raises(ValueError):
         list(flows(10**6))
+
+
+def test_reconcile_lines_pair_connect_and_reconcile_per_switch() -> None:
+    from bench.scale import reconcile_lines
+
+    log = (
+        "2026-11-22 00:12:35,100 viplanes.controller INFO switch connected dpid=3\n"
+        "2026-11-22 00:12:35,200 viplanes.controller INFO switch connected dpid=1\n"
+        "2026-11-22 00:12:35,350 viplanes.controller.runtime INFO reconciled switch s1 (dpid 1): "
+        "kept 1, added 0, deleted 0, refreshed 0 in 12.5 ms (after 3.0 ms waiting for other changes)\n"
+        "2026-11-22 00:12:36,600 viplanes.controller.runtime INFO reconciled switch s3 (dpid 3): "
+        "kept 20003, added 0, deleted 0, refreshed 0\n"
+        "2026-11-22 00:12:37,000 viplanes.controller.runtime INFO reconciled switch s4 (dpid 4): kept 1\n"
+    )
+    got = {x["dpid"]: x for x in reconcile_lines(log)}
+    assert set(got) == {1, 3}  # dpid 4 never connected in this log: no time for it
+    assert got[1]["ms"] == pytest.approx(150.0, abs=1)
+    assert got[3]["ms"] == pytest.approx(1500.0, abs=1)
+    assert (got[1]["work_ms"], got[1]["waited_ms"]) == (12.5, 3.0)
+    assert got[3]["work_ms"] is None and got[3]["plan"].startswith("kept 20003")
+
+
+def test_per_second_buckets() -> None:
+    from bench.churn import per_second
+
+    assert per_second([]) == []
+    assert per_second([0.1, 0.9, 1.0, 2.5, 2.7, 2.99]) == [2, 1, 3]
+
+
+def test_py_spy_summary_skips_idle_frames() -> None:
+    from bench.spy import summarize
+
+    raw = (
+        "thread (0x1);run (threading.py:1);request (viplanes/lanes.py:96);do_execute "
+        "(/x/site-packages/sqlalchemy/engine/default.py:924) 30\n"
+        "thread (0x2);run (threading.py:1);wait (threading.py:320) 500\n"
+        "thread (0x1);run (threading.py:1);request (viplanes/lanes.py:96) 10\n"
+    )
+    s = summarize(raw)
+    assert s["samples"] == 540 and s["busy_samples"] == 40
+    assert s["self"][0] == ("do_execute (sqlalchemy/engine/default.py)", 30)
+    assert ("request (viplanes/lanes.py)", 40) in s["inclusive"]
