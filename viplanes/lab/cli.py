@@ -43,7 +43,8 @@ def lab() -> None:
 @click.option("--directions", default="upload,download", show_default=True)
 @click.option("--paths", default="default,lane", show_default=True)
 @click.option("--tools", default="iperf3,rclone", show_default=True)
-@click.option("--streams", default="1,4", show_default=True, help="iperf3 -P values (paper: 1,4,8,16)")
+@click.option("--streams", default="1,4", show_default=True,
+              help="iperf3 -P values (paper: 1,4,8,16)")
 @click.option("--transfers", default="4,16", show_default=True,
               help="rclone --transfers values (paper: 4,8,16,32)")
 @click.option("--chunks", default="8", show_default=True,
@@ -123,8 +124,9 @@ def _execute(sweep: Any, specs: list, topology_path: Path, results: Path,
     shapes = sweep.datasets if "rclone" in sweep.tools else ()
     results.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.0f}/{task.fields[n]}"),
-                      TimeElapsedColumn(), console=console) as progress:
+        with Progress(TextColumn("{task.description}"), BarColumn(),
+                      TextColumn("{task.completed:.0f}/{task.fields[n]}"), TimeElapsedColumn(),
+                      console=console) as progress:
             task = progress.add_task("building the lab", total=len(specs), n=len(specs))
             with session(topology_path, work_dir, shapes, sweep.size_mb, need_lanes=need_lanes,
                          warn=lambda m: console.print(f"[yellow]{m}"),

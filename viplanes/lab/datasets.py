@@ -22,7 +22,7 @@ class Dataset:
 
 
 def make_dataset(root: Path, shape: str, total_mb: int) -> Dataset:
-    """Create (or reuse) ``root/<total>M/<shape>/`` holding ``total_mb`` MiB in SHAPES[shape] files."""
+    """Create (or reuse) ``root/<total>M/<shape>/``: ``total_mb`` MiB in SHAPES[shape] files."""
     if shape not in SHAPES:
         raise ValueError(f"unknown dataset shape {shape!r} (known: {', '.join(SHAPES)})")
     if total_mb < 1:

@@ -49,7 +49,8 @@ class Stack:
         return ApiClient(ClientConfig(api_url=self.api_url, token=token or self.researcher_token))
 
     def request_lane(self, src_ip: str, dst_ip: str, dst_port: int, duration_s: int,
-                     purpose: str, protocol: str = "tcp", timeout_s: float = 20.0) -> dict[str, Any]:
+                     purpose: str, protocol: str = "tcp",
+                     timeout_s: float = 20.0) -> dict[str, Any]:
         """Ask for a lane as the researcher and wait until it is active (StackError otherwise)."""
         api = self.client()
         try:
@@ -113,7 +114,8 @@ def start_stack(topology_path: Path, work_dir: Path, src_prefixes: Sequence[str]
     boot = subprocess.run(_viplanes("principal", "add", OPERATOR, "--role", "operator",
                                     "--db", db_url), capture_output=True, text=True, env=env)
     if boot.returncode != 0 or not boot.stdout.strip():
-        raise StackError(f"operator bootstrap failed: {(boot.stderr or boot.stdout).strip()[-300:]}")
+        why = (boot.stderr or boot.stdout).strip()[-300:]
+        raise StackError(f"operator bootstrap failed: {why}")
     operator_token = boot.stdout.strip().splitlines()[-1].strip()
 
     api_port, of_port = free_port(), free_port()
@@ -160,7 +162,7 @@ def _wait_api(stack: Stack, proc: subprocess.Popen, log_path: Path, timeout: flo
 
 
 def start_controller_only(work_dir: Path) -> tuple[subprocess.Popen, tuple[str, int]]:
-    """The minimal os-ken launcher (default forwarding only): for default-path runs without lanes."""
+    """The minimal os-ken launcher (default forwarding only), for default-path runs."""
     port = free_port()
     log = (work_dir / "controller.log").open("ab")
     proc = subprocess.Popen([sys.executable, "-m", "viplanes.controller.launcher", "--listen",
@@ -170,7 +172,8 @@ def start_controller_only(work_dir: Path) -> tuple[subprocess.Popen, tuple[str, 
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise StackError(f"controller exited ({proc.returncode}); see {work_dir}/controller.log")
+            raise StackError(f"controller exited ({proc.returncode}); "
+                             f"see {work_dir}/controller.log")
         try:
             socket.create_connection(("127.0.0.1", port), 0.3).close()
             return proc, ("127.0.0.1", port)

@@ -103,12 +103,13 @@ class LabTopo(Topo):
         edge = topology.edge
         self.names[edge.name] = edge.name
         self.addHost(edge.name, cls=EdgeRouter, routes=_routes(edge.routes),
-                     legs=[_leg(edge.name, "in", edge.inside), _leg(edge.name, "out", edge.outside)])
+                     legs=[_leg(edge.name, "in", edge.inside),
+                           _leg(edge.name, "out", edge.outside)])
 
         self._cable_legs(topology)
 
     def _cable_legs(self, topology: Topology) -> None:
-        """Attach every router leg: to its switch port, or straight to the leg on the same subnet."""
+        """Cable every router leg to its switch port, or to the leg on the same subnet."""
         legs = [(box.name, "in", box.inside) for box in topology.middleboxes]
         legs += [(box.name, "out", box.outside) for box in topology.middleboxes]
         legs += [(topology.edge.name, "in", topology.edge.inside),
