@@ -18,6 +18,7 @@ from os_ken.controller.handler import (CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_
                                        set_ev_cls)
 from os_ken.ofproto import ofproto_v1_3
 
+from viplanes.controller import ofserver
 from viplanes.controller.runtime import LaneRuntime
 
 LOG = logging.getLogger("viplanes.controller")
@@ -31,6 +32,11 @@ class VipLanesApp(app_manager.OSKenApp):
         self.datapaths: dict[int, Any] = {}  # dpid -> live connection
         self.runtime = lane_runtime if lane_runtime is not None else LaneRuntime(None)
         self.runtime.send = self.send_ofmsgs
+        ofserver.set_flow_stats_hook(self._decoded_flow_stats)
+
+    def _decoded_flow_stats(self, dp: Any, xid: int, entries: list[Any], more: bool) -> None:
+        """Flow stats decoded by ``flowstats`` on the connection's thread (no os-ken parse)."""
+        self.runtime.on_flow_stats(dp.id, xid, entries, more)
 
     def send_ofmsgs(self, dpid: int, ofmsgs: list[Any]) -> bool:
         """Bind and queue messages built with datapath=None; False when the switch is gone."""

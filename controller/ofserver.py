@@ -18,7 +18,7 @@ import logging
 import socket
 import struct
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from os_ken import cfg
 from os_ken.base import app_manager
@@ -28,8 +28,9 @@ from os_ken.controller.handler import DEAD_DISPATCHER
 from os_ken.controller.ofp_handler import OFPHandler
 from os_ken.lib import hub
 from os_ken.ofproto import ofproto_parser
+from os_ken.ofproto import ofproto_v1_3 as ofp_v13
 
-from viplanes.controller import guard
+from viplanes.controller import flowstats, guard
 
 LOG = logging.getLogger("viplanes.controller.ofserver")
 HEADER = 8
@@ -37,6 +38,15 @@ READ_SIZE = 65536
 HANDSHAKE_TIMEOUT_S = 10.0  # a peer that is no switch by then is dropped (it holds 3 threads)
 ECHO_MAX_UNREPLIED = 3  # os-ken's default 0 never drops a silent peer
 MAX_CONNECTIONS = 512
+# (datapath, xid, entries, more) for flow-stats replies decoded without os-ken (flowstats.py);
+# set by the app. None: every reply goes through os-ken's parser and the app's event handler.
+FlowStatsHook = Callable[[Any, int, list, bool], None]
+_flow_stats_hook: FlowStatsHook | None = None
+
+
+def set_flow_stats_hook(hook: FlowStatsHook | None) -> None:
+    global _flow_stats_hook
+    _flow_stats_hook = hook
 
 
 class GuardedDatapath(Datapath):
@@ -99,6 +109,8 @@ class GuardedDatapath(Datapath):
                     if verdict.action == guard.DROP:
                         LOG.debug("dropped from %s: %s", self.address, verdict.reason)
                         continue
+                    if self._fast_flow_stats(raw):
+                        continue
                     try:
                         self._dispatch(raw)
                     except Exception:  # noqa: BLE001 - a handler bug must not kill this switch
@@ -110,6 +122,18 @@ class GuardedDatapath(Datapath):
                 self.socket.close()
             except OSError:
                 pass
+
+    def _fast_flow_stats(self, raw: bytes) -> bool:
+        """Hand a flow-stats reply to the hook, decoded by us; False: use os-ken's parser."""
+        hook = _flow_stats_hook
+        if hook is None or raw[1] != ofp_v13.OFPT_MULTIPART_REPLY or self.id is None:
+            return False
+        decoded = flowstats.decode_flow_stats_reply(raw)
+        if decoded is None:
+            return False
+        entries, more = decoded
+        hook(self, struct.unpack_from("!I", raw, 4)[0], entries, more)
+        return True
 
     def _reject(self, reason: str) -> None:
         self.rejected = reason

@@ -22,6 +22,7 @@ periodic refresh sends nothing most of the time.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -102,6 +103,22 @@ def _refresh(desired: Any, stats: Any, clock_restarted: float | None, now: float
     return desired  # re-ADD: exact deadline, counters kept
 
 
+def cached_key(msg: Any) -> Any:
+    """flow_key_of, remembered on the message: compiled lanes are reused across reconciles and
+    their identity never changes (only hard timeouts are re-timed)."""
+    key = msg.__dict__.get("_vl_flow_key")
+    if key is None:
+        key = msg.__dict__["_vl_flow_key"] = flow_key_of(msg)
+    return key
+
+
+def _delete(stats: Any) -> Any:
+    """DELETE_STRICT for a read-back flow (os-ken's OFPFlowStats or a wire-decoded entry)."""
+    if not isinstance(stats.match, parser.OFPMatch):
+        stats = dataclasses.replace(stats, match=stats.ofp_match())
+    return compile_flow_delete(stats)
+
+
 def _meters_of(flow: Any) -> set[int]:
     return {inst.meter_id for inst in flow.instructions or ()
             if isinstance(inst, parser.OFPInstructionMeter)}
@@ -119,7 +136,7 @@ def plan_switch(desired: Sequence[Any], actual: Iterable[Any], now: float = 0.0,
         if isinstance(msg, parser.OFPMeterMod):
             meter_mods[msg.meter_id] = msg
         elif isinstance(msg, parser.OFPFlowMod):
-            want[flow_key_of(msg)] = msg  # a repeated flow collapses to one
+            want[cached_key(msg)] = msg  # a repeated flow collapses to one
     have: dict[Any, Any] = {}
     deletes = []
     for stats in actual:
@@ -127,7 +144,7 @@ def plan_switch(desired: Sequence[Any], actual: Iterable[Any], now: float = 0.0,
         if key in want and key not in have:
             have[key] = stats
         else:
-            deletes.append(compile_flow_delete(stats))
+            deletes.append(_delete(stats))
     adds = [msg for key, msg in want.items() if key not in have]
     refreshes = [r for key, stats in have.items()
                  if (r := _refresh(want[key], stats, restarted.get(key), now)) is not None]

@@ -227,6 +227,23 @@ class LaneRuntime:
         self._compiled = cache  # lanes no longer desired drop out
         return out, carried
 
+    def warm_up(self) -> None:
+        """Compile the desired lanes and their flow identities now, while switches are still
+        (re)connecting, so their reconciles only read back and compare."""
+        t0 = time.perf_counter()
+        with self._change:
+            try:
+                per_dpid, lanes = self.desired(self.clock())
+            except Exception:  # noqa: BLE001 - the reconciles will try again
+                LOG.exception("reading the desired lanes failed")
+                return
+            for msgs in per_dpid.values():
+                for msg in msgs:
+                    if isinstance(msg, parser.OFPFlowMod):
+                        reconcile.cached_key(msg)
+        LOG.info("compiled %d desired lanes in %.0f ms", len(lanes),
+                 (time.perf_counter() - t0) * 1000)
+
     def reconcile_switch(self, dpid: int, timeout_s: float = 10.0) -> reconcile.Plan | None:
         """Diff the switch's app flows against the desired ones and send only the difference."""
         waited = time.perf_counter()
@@ -350,6 +367,8 @@ class EmbeddedController(LaneRuntime):
             raise RuntimeError(f"OpenFlow listener {self.host}:{self.port}: "
                                f"{exc.strerror or exc}") from None
         self._stop.clear()
+        if self.topology is not None:
+            threading.Thread(target=self.warm_up, name="viplanes-warm-up", daemon=True).start()
         threading.Thread(target=self._refresh_loop, name="viplanes-refresh", daemon=True).start()
 
     def _refresh_loop(self) -> None:

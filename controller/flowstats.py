@@ -1,0 +1,160 @@
+"""Decode OpenFlow 1.3 flow-stats replies straight from the wire, for reconcile at scale.
+
+os-ken's parser turns every match value into an object through netaddr (about 0.17 ms per flow
+here), so reading back 20,000 lane flows took 3.3 s. This decoder does only what reconcile and
+counters read, with ``struct``: matches become plain ``{field: value}`` dicts (MACs as strings, IPv4
+addresses and the rest as ints, masked fields as ``(value, mask)``) that ``flowkey.flow_key_of``
+accepts (``FlowStatsEntry.ofp_match`` rebuilds an OFPMatch); instructions are cheap os-ken
+objects. Anything it does not know (another OXM class, IPv6, an unusual action) returns None and
+the caller falls back to os-ken. Input must have passed ``guard.check_message`` (lengths sane).
+"""
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from os_ken.lib import type_desc
+from os_ken.ofproto import ofproto_v1_3 as ofp
+from os_ken.ofproto import ofproto_v1_3_parser as parser
+
+_ENTRY = struct.Struct("!HBxIIHHHH4xQQQ")  # ofp_flow_stats up to the match (48 bytes)
+
+
+def _kind(field: Any) -> str | None:
+    if field.type is type_desc.MacAddr:
+        return "mac"
+    if field.type is type_desc.IPv4Addr:
+        return "ipv4"
+    if isinstance(field.type, type_desc.IntDescr):
+        return f"int{field.type.size}"
+    return None
+
+
+# (oxm class << 7 | field) -> (name, kind), for the OpenFlow basic class
+_FIELDS = {f.num: (f.name, k) for f in ofp.oxm_types
+           if isinstance(f.num, int) and (f.num >> 7) == ofp.OFPXMC_OPENFLOW_BASIC
+           and (k := _kind(f)) is not None}
+
+
+class Unsupported(ValueError):
+    """Something only os-ken's full parser knows: decode the whole message with it instead."""
+
+
+@dataclass
+class FlowStatsEntry:
+    """The attributes of ``OFPFlowStats`` that reconcile, flow_key and counters read."""
+
+    table_id: int
+    duration_sec: int
+    duration_nsec: int
+    priority: int
+    idle_timeout: int
+    hard_timeout: int
+    flags: int
+    cookie: int
+    packet_count: int
+    byte_count: int
+    match: dict[str, Any]
+    instructions: list[Any]
+
+    def ofp_match(self) -> Any:
+        """The match as an OFPMatch (to build a DELETE_STRICT for this exact flow)."""
+        return parser.OFPMatch(**{k: _ipv4_text(v) if k in _IPV4_NAMES else v
+                                  for k, v in self.match.items()})
+
+
+_IPV4_NAMES = frozenset(name for name, kind in _FIELDS.values() if kind == "ipv4")
+
+
+def _ipv4_text(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return tuple(_ipv4_text(v) for v in value)
+    return socket.inet_ntoa(value.to_bytes(4, "big")) if isinstance(value, int) else value
+
+
+def _value(kind: str, raw: bytes) -> Any:
+    if kind == "mac":
+        return ":".join(f"{b:02x}" for b in raw)
+    return int.from_bytes(raw, "big")  # IPv4 as an int: flow_key's canonical form, no parsing
+
+
+def _oxm(buf: bytes, pos: int) -> tuple[str, Any, int]:
+    """One OXM TLV at ``pos``: (field name, user value or (value, mask), bytes used)."""
+    header = int.from_bytes(buf[pos:pos + 4], "big")
+    num, hasmask, length = header >> 9, (header >> 8) & 1, header & 0xFF
+    known = _FIELDS.get(num)
+    if known is None:
+        raise Unsupported(f"OXM {num:#x}")
+    name, kind = known
+    body = buf[pos + 4:pos + 4 + length]
+    if hasmask:
+        half = length // 2
+        return name, (_value(kind, body[:half]), _value(kind, body[half:])), 4 + length
+    return name, _value(kind, body), 4 + length
+
+
+def decode_match(buf: bytes, pos: int) -> tuple[dict[str, Any], int]:
+    """The OXM match at ``pos``; returns (fields, offset after its padding)."""
+    _mtype, length = struct.unpack_from("!HH", buf, pos)
+    fields: dict[str, Any] = {}
+    at, end = pos + 4, pos + length
+    while at < end:
+        name, value, used = _oxm(buf, at)
+        fields[name] = value
+        at += used
+    return fields, pos + (length + 7) // 8 * 8
+
+
+def _actions(buf: bytes, pos: int, end: int) -> list[Any]:
+    out: list[Any] = []
+    while pos < end:
+        atype, length = struct.unpack_from("!HH", buf, pos)
+        if atype == ofp.OFPAT_OUTPUT:
+            port, max_len = struct.unpack_from("!IH", buf, pos + 4)
+            out.append(parser.OFPActionOutput(port, max_len))
+        elif atype == ofp.OFPAT_SET_FIELD:
+            name, value, _used = _oxm(buf, pos + 4)
+            out.append(parser.OFPActionSetField(**{name: value}))
+        else:
+            raise Unsupported(f"action type {atype}")
+        pos += length
+    return out
+
+
+def _instructions(buf: bytes, pos: int, end: int) -> list[Any]:
+    out: list[Any] = []
+    while pos < end:
+        itype, length = struct.unpack_from("!HH", buf, pos)
+        if itype in (ofp.OFPIT_APPLY_ACTIONS, ofp.OFPIT_WRITE_ACTIONS):
+            out.append(parser.OFPInstructionActions(itype, _actions(buf, pos + 8, pos + length)))
+        elif itype == ofp.OFPIT_METER:
+            out.append(parser.OFPInstructionMeter(struct.unpack_from("!I", buf, pos + 4)[0]))
+        elif itype == ofp.OFPIT_GOTO_TABLE:
+            out.append(parser.OFPInstructionGotoTable(buf[pos + 4]))
+        else:
+            raise Unsupported(f"instruction type {itype}")
+        pos += length
+    return out
+
+
+def decode_flow_stats_reply(raw: bytes) -> tuple[list[FlowStatsEntry], bool] | None:
+    """(entries, more) of one OFPMP_FLOW multipart reply; None when os-ken should parse it."""
+    mp_type, flags = struct.unpack_from("!HH", raw, 8)
+    if mp_type != ofp.OFPMP_FLOW:
+        return None
+    entries = []
+    pos, end = ofp.OFP_MULTIPART_REPLY_SIZE, len(raw)
+    try:
+        while pos < end:
+            (length, table_id, dsec, dnsec, prio, idle, hard, eflags, cookie, packets,
+             octets) = _ENTRY.unpack_from(raw, pos)
+            match, after = decode_match(raw, pos + ofp.OFP_FLOW_STATS_0_SIZE)
+            insts = _instructions(raw, after, pos + length)
+            entries.append(FlowStatsEntry(table_id, dsec, dnsec, prio, idle, hard, eflags, cookie,
+                                          packets, octets, match, insts))
+            pos += length
+    except (Unsupported, struct.error, ValueError, OSError):
+        return None
+    return entries, bool(flags & ofp.OFPMPF_REPLY_MORE)
