@@ -22,7 +22,7 @@ import threading
 import time
 from typing import Any
 
-from bench.activation import sequential_lanes
+from bench.activation import run_floor, sequential_lanes
 from bench.campus import Campus, campus
 from bench.ovs import compare_dumps, dump_flows, flow_count
 from bench.report import RESULTS_DIR, Result, Target
@@ -99,7 +99,7 @@ def reconcile_lines(log_text: str) -> list[dict[str, Any]]:
         dpid = int(m.group(2))
         if dpid in connected and dpid not in out:
             plan = m.group(3).strip()
-            own = re.search(r"in ([\d.]+) ms \(after ([\d.]+) ms waiting", plan)
+            own = re.search(r"in ([\d.]+) ms \((?:after )?([\d.]+) ms (?:of it )?waiting", plan)
             out[dpid] = {"dpid": dpid, "ms": (_stamp(m.group(1)) - connected[dpid]) * 1000.0,
                          "work_ms": float(own.group(1)) if own else None,
                          "waited_ms": float(own.group(2)) if own else None, "plan": plan}
@@ -134,6 +134,8 @@ def run(quick: bool = False, lanes: int | None = None, dataplane: str = "openflo
     res = Result("scale")
     d: dict[str, Any] = {"lanes": n, "bulk_source": BULK_SRC, "probe_source": PROBE_SRC, "probes": probes}
     with campus("scale") as c:
+        if dataplane == "openflow":
+            d["floor_empty"] = summarize_ms(run_floor(c, probes)["latency_s"]).as_dict()
         serve = Serve(c.workdir, free_port(), dataplane=dataplane).start()
         try:
             c.attach(serve)
@@ -156,6 +158,8 @@ def run(quick: bool = False, lanes: int | None = None, dataplane: str = "openflo
             d["rss_mb_end"] = serve.rss_mb()
         finally:
             serve.stop()
+        if dataplane == "openflow":  # the same switches, now holding every lane's flows
+            d["floor_full"] = summarize_ms(run_floor(c, probes)["latency_s"]).as_dict()
     d["serve_log_tail"] = serve.tail(1500)
     res.details = d
     if not first["client_s"] or not more["client_s"]:
@@ -163,11 +167,19 @@ def run(quick: bool = False, lanes: int | None = None, dataplane: str = "openflo
         return res
     s0, s1 = summarize_ms(first["client_s"]), summarize_ms(more["client_s"])
     d["latency_empty"], d["latency_full"] = s0.as_dict(), s1.as_dict()
+    for key, run_ in (("controller_part_empty", first), ("controller_part_full", more)):
+        d[key] = summarize_ms(run_["dataplane_s"]).as_dict() if run_["dataplane_s"] else None
     res.add("active lanes", float(d["fill"]["active"]), "", Target(">=", n))
     res.add("fill rate", d["fill"]["per_s"], "/s", note=f"{FILL_CLIENTS} clients")
     res.add("serve RSS", d["rss_mb_full"], "MiB", note=f"empty {d['rss_mb_empty']:.0f} MiB")
     res.add("lane p50 at 0", s0.p50_ms, "ms")
     res.add(f"lane p50 at {n}", s1.p50_ms, "ms", Target("<=", round(s0.p50_ms * 1.2, 2)))
+    if d.get("controller_part_empty") and d.get("controller_part_full"):
+        res.add(f"controller part p50 at 0 / at {n}", d["controller_part_full"]["p50_ms"], "ms",
+                note=f"at 0: {d['controller_part_empty']['p50_ms']:.2f} ms")
+    if d.get("floor_empty") and d.get("floor_full"):
+        res.add(f"floor p50 at {n}", d["floor_full"]["p50_ms"], "ms",
+                note=f"at 0: {d['floor_empty']['p50_ms']:.2f} ms")
     d["within_20_percent"] = within(s1.p50_ms, s0.p50_ms, 0.2)
     for key, label in (("controller_restart", "controller restart"), ("switch_reconnect", "switch reconnect")):
         r = d.get(key)

@@ -5,6 +5,8 @@ Patches (comma-separated in $BENCH_PATCH):
 - ``sqlite_writer_lock``: SQLite write transactions queue on one in-process lock instead of
   SQLite's busy handler, which sleeps 1, 2, 5, 10 ... 100 ms between retries of BEGIN IMMEDIATE.
 - ``switch_interval``: ``sys.setswitchinterval(0.0005)``.
+- ``lazy_quota``: count live lanes only for the grants that pass every other check.
+- ``desired_columns``: ``desired_lanes`` as a plain column query.
 """
 from __future__ import annotations
 
@@ -40,7 +42,71 @@ def switch_interval() -> None:
     sys.setswitchinterval(0.0005)
 
 
-PATCHES = {"sqlite_writer_lock": sqlite_writer_lock, "switch_interval": switch_interval}
+class _LazyCounts(dict):  # type: ignore[type-arg]
+    """Live-lane counts fetched per grant only when asked (see ``lazy_quota``)."""
+
+    def __init__(self, fetch: Any) -> None:
+        super().__init__()
+        self._fetch = fetch
+
+    def get(self, gid: Any, default: Any = None) -> Any:  # type: ignore[override]
+        if gid not in self:
+            self.update(self._fetch([gid]))
+            self.setdefault(gid, 0)
+        return super().get(gid, default)
+
+    def prefetch(self, gids: list[int]) -> None:
+        missing = [g for g in gids if g not in self]
+        if missing:
+            self.update({g: 0 for g in missing})
+            self.update(self._fetch(missing))
+
+
+def lazy_quota() -> None:
+    """Count live lanes only for grants that allow the request on every other point."""
+    from viplanes import lanes as lanes_mod
+    from viplanes.policy.rules import check_grant
+
+    original_counts = lanes_mod.LaneManager._live_counts
+    original_decide = lanes_mod.decide
+
+    def live_counts(self: Any, s: Any, grant_ids: Any, start: float, end: float,
+                    exclude: int | None = None) -> Any:
+        return _LazyCounts(lambda ids: original_counts(self, s, ids, start, end, exclude))
+
+    def decide(req: Any, rules: Any, topology: Any, now: float, live: Any) -> Any:
+        if isinstance(live, _LazyCounts):
+            live.prefetch([r.grant_id for r in rules if check_grant(req, r, now, 0).allowed])
+        return original_decide(req, rules, topology, now, live)
+
+    lanes_mod.LaneManager._live_counts = live_counts  # type: ignore[method-assign]
+    lanes_mod.decide = decide
+
+
+def desired_columns() -> None:
+    """``desired_lanes`` reading plain columns instead of ORM objects with a joined principal."""
+    from sqlalchemy import select
+
+    from viplanes import lanes as lanes_mod
+    from viplanes.domain import LaneSpec
+    from viplanes.models import Lane
+
+    cols = (Lane.id, Lane.src_ip, Lane.dst_ip, Lane.protocol, Lane.dst_port, Lane.src_port,
+            Lane.nat_ip, Lane.expires_at, Lane.rate_mbps)
+
+    def desired_lanes(self: Any) -> list[LaneSpec]:
+        now = self.clock()
+        with self.db.read() as s:
+            rows = s.execute(select(*cols).where(Lane.state.in_(("installing", "active")),
+                                                 Lane.expires_at > now)).all()
+        return [LaneSpec(lane_id=r[0], src_ip=r[1], dst_ip=r[2], protocol=r[3], dst_port=r[4],
+                         src_port=r[5], nat_ip=r[6], expires_at=r[7], rate_mbps=r[8]) for r in rows]
+
+    lanes_mod.LaneManager.desired_lanes = desired_lanes  # type: ignore[method-assign]
+
+
+PATCHES = {"sqlite_writer_lock": sqlite_writer_lock, "switch_interval": switch_interval,
+           "lazy_quota": lazy_quota, "desired_columns": desired_columns}
 
 
 def main() -> None:
