@@ -150,7 +150,10 @@ def run(quick: bool = False, lanes: int | None = None, dataplane: str = "openflo
             d["fill"] = fill(serve.api_port, token, c.host_ip(BULK_SRC), n, FILL_CLIENTS)
             d["rss_mb_full"] = serve.rss_mb()
             d["flows_per_switch"] = {dpid: flow_count(name) for dpid, name in c.bridges.names.items()}
+            spy = Sampler(serve.proc.pid, RESULTS_DIR / "scale-probe.pyspy.txt", 120) \
+                if profile and serve.proc else None
             more = sequential_lanes(probe_api, c.host_ip(PROBE_SRC), probes, warmup=5, offset=probes + 5)
+            d["probe_py_spy"] = spy.stop() if spy else None
             probe_api.close()
             if dataplane == "openflow":
                 d["controller_restart"] = restart(c, serve, dpids, profile)
