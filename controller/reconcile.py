@@ -154,6 +154,17 @@ def plan_switch(desired: Sequence[Any], actual: Iterable[Any], now: float = 0.0,
                 refreshes=tuple(refreshes), kept=len(have) - len(refreshes))
 
 
+def without_lanes(plan: Plan, lane_ids: set[int]) -> Plan:
+    """The plan minus everything that concerns these lanes (changed while the plan was made)."""
+    def keep(msg: Any) -> bool:
+        return lane_id_from_cookie(msg.cookie) not in lane_ids
+
+    return Plan(deletes=tuple(filter(keep, plan.deletes)),
+                meters=tuple(m for m in plan.meters if m.meter_id not in lane_ids),
+                adds=tuple(filter(keep, plan.adds)), refreshes=tuple(filter(keep, plan.refreshes)),
+                kept=plan.kept)
+
+
 def stale_lanes(plan: Plan) -> set[int]:
     """Lane ids whose flows the plan deletes (their meters may go too)."""
     return {lid for d in plan.deletes if (lid := lane_id_from_cookie(d.cookie)) is not None}

@@ -8,9 +8,10 @@ fake ``send`` that plays the switches.
 ``EmbeddedController`` is the in-process default behind ``viplanes serve``: a LaneRuntime plus the
 os-ken apps listening on (host, port).
 
-Concurrency: ``activate``/``deactivate``/reconcile take one lock for the whole change, so a
-reconcile never reads the desired lanes before an activation and deletes its flows after it.
-Replies arrive on os-ken's event thread and only set events.
+Concurrency: ``activate``/``deactivate`` hold one lock for the whole change; a reconcile reads
+and compares without it and applies its plan under it, minus the lanes changed meanwhile, so it
+never deletes the flows of a lane activated after it read the desired lanes. Replies arrive on
+os-ken's event thread (flow stats on the connection's thread) and only set events.
 """
 from __future__ import annotations
 
@@ -27,7 +28,6 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller import compiler, proxyarp, reconcile
 from viplanes.controller.cookies import ALL_APP_FLOWS, EXACT_MASK, lane_cookie, lane_id_from_cookie
-from viplanes.controller.flowkey import flow_key_of
 from viplanes.controller.pending import Batch, Tracker
 from viplanes.dataplane import DesiredLanes
 from viplanes.domain import ActivationResult, LaneCounters, LaneSpec
@@ -58,7 +58,11 @@ class LaneRuntime:
         self.removed: deque[tuple[float, int, int, int]] = deque(maxlen=1000)  # (t, dpid, lane, reason)
         self.reconciled: dict[int, reconcile.Plan] = {}  # last plan per dpid, for tests/metrics
         self._xids = itertools.count(random.randrange(1 << 30, 1 << 31))
-        self._change = threading.RLock()
+        self._change = threading.RLock()  # activate/deactivate, and applying a reconcile plan
+        self._compile_lock = threading.Lock()  # desired() and its compiled-lane cache
+        self._generation = 0  # bumped by every activate/deactivate
+        self._touched: dict[int, int] = {}  # lane id -> generation of its last change
+        self._inflight = 0  # reconciles running; _touched is cleared when none is
         self._compiled: dict[LaneSpec, dict[int, list[Any]]] = {}  # see desired()
         self._restarted: dict[int, dict[Any, float]] = {}  # dpid -> flow_key -> MODIFY refresh time
 
@@ -114,6 +118,7 @@ class LaneRuntime:
         if self.topology is None:
             return ActivationResult(False, "controller has no topology", 0.0)
         with self._change:
+            self._touch(lane.lane_id)
             meters_exist = lane.lane_id in self.lanes and bool(lane.rate_mbps)
             try:
                 per_dpid = compiler.compile_lane(
@@ -140,8 +145,13 @@ class LaneRuntime:
                                              with_meter=with_meter)
         return self._apply(msgs, timeout_s, tolerate=_meter_errors_only)
 
+    def _touch(self, lane_id: int) -> None:
+        self._generation += 1
+        self._touched[lane_id] = self._generation
+
     def deactivate(self, lane_id: int, timeout_s: float = 5.0) -> None:
         with self._change:
+            self._touch(lane_id)
             lane = self.lanes.pop(lane_id, None)
             dpids = self._lane_dpids(lane) if lane else sorted(self.connected)
             failure = self._remove(lane_id, dpids, with_meter=bool(lane and lane.rate_mbps),
@@ -231,7 +241,7 @@ class LaneRuntime:
         """Compile the desired lanes and their flow identities now, while switches are still
         (re)connecting, so their reconciles only read back and compare."""
         t0 = time.perf_counter()
-        with self._change:
+        with self._compile_lock:
             try:
                 per_dpid, lanes = self.desired(self.clock())
             except Exception:  # noqa: BLE001 - the reconciles will try again
@@ -245,49 +255,71 @@ class LaneRuntime:
                  (time.perf_counter() - t0) * 1000)
 
     def reconcile_switch(self, dpid: int, timeout_s: float = 10.0) -> reconcile.Plan | None:
-        """Diff the switch's app flows against the desired ones and send only the difference."""
-        waited = time.perf_counter()
+        """Diff the switch's app flows against the desired ones and send only the difference.
+
+        Reading and comparing run without the change lock (20,000 flows take a second), so
+        activations go on meanwhile; lanes activated or removed since the desired lanes were
+        read are left out of the plan (their own change already did the right thing)."""
+        t0 = time.perf_counter()
+        if self.topology is not None and self.topology.switch_by_dpid(dpid) is None:
+            LOG.warning("%s is not in topology %s: nothing installed", self.switch_name(dpid),
+                        self.topology.name)
+            return None
         with self._change:
-            t0 = time.perf_counter()
-            waited = t0 - waited
-            if self.topology is None:
-                wanted: list[Any] = [reconcile.default_forwarding()]
-            else:
-                if self.topology.switch_by_dpid(dpid) is None:
-                    LOG.warning("%s is not in topology %s: nothing installed",
-                                self.switch_name(dpid), self.topology.name)
-                    return None
-                try:
+            generation = self._generation
+            self._inflight += 1
+        try:
+            return self._reconcile(dpid, generation, t0, timeout_s)
+        finally:
+            with self._change:
+                self._inflight -= 1
+                if not self._inflight:
+                    self._touched.clear()
+
+    def _reconcile(self, dpid: int, generation: int, t0: float,
+                   timeout_s: float) -> reconcile.Plan | None:
+        lanes: dict[int, LaneSpec] = {}
+        if self.topology is None:
+            wanted: list[Any] = [reconcile.default_forwarding()]
+        else:
+            try:
+                with self._compile_lock:
                     per_dpid, lanes = self.desired(self.clock())
-                except Exception:  # noqa: BLE001 - keep what the switch has
-                    LOG.exception("reading the desired lanes failed; %s left as it is",
-                                  self.switch_name(dpid))
-                    return None
-                wanted = per_dpid.get(dpid, [])
-                self.lanes.update(lanes)
-            actual = self.flow_stats(dpid, *ALL_APP_FLOWS, timeout_s=timeout_s)
-            if actual is None:
-                LOG.warning("%s: no flow stats, reconcile skipped", self.switch_name(dpid))
+            except Exception:  # noqa: BLE001 - keep what the switch has
+                LOG.exception("reading the desired lanes failed; %s left as it is",
+                              self.switch_name(dpid))
                 return None
-            now = self.clock()
-            restarted = self._restarted.setdefault(dpid, {})
-            plan = reconcile.plan_switch(wanted, actual, now, restarted)
-            live_keys = {flow_key_of(m) for m in wanted if hasattr(m, "match")}
-            for key in [k for k in restarted if k not in live_keys]:
+            wanted = per_dpid.get(dpid, [])
+        actual = self.flow_stats(dpid, *ALL_APP_FLOWS, timeout_s=timeout_s)
+        if actual is None:
+            LOG.warning("%s: no flow stats, reconcile skipped", self.switch_name(dpid))
+            return None
+        now = self.clock()
+        restarted = self._restarted.setdefault(dpid, {})
+        plan = reconcile.plan_switch(wanted, actual, now, restarted)
+        wait = time.perf_counter()
+        with self._change:
+            wait = time.perf_counter() - wait
+            touched = {lid for lid, gen in self._touched.items() if gen > generation}
+            if touched:
+                plan = reconcile.without_lanes(plan, touched)
+            self.lanes.update({lid: ln for lid, ln in lanes.items() if lid not in touched})
+            live = {reconcile.cached_key(m) for m in wanted if hasattr(m, "match")}
+            for key in [k for k in restarted if k not in live]:
                 del restarted[key]
             for msg in plan.refreshes:
                 if msg.command == ofp.OFPFC_MODIFY_STRICT:
-                    restarted[flow_key_of(msg)] = now
+                    restarted[reconcile.cached_key(msg)] = now
             if not plan.empty:
                 failure = self._apply({dpid: plan.ofmsgs}, timeout_s, tolerate=_meter_errors_only)
                 if failure:
                     LOG.warning("reconcile of %s: %s", self.switch_name(dpid), failure)
             self.reconciled[dpid] = plan
-            LOG.info("reconciled %s: kept %d, added %d, deleted %d, refreshed %d in %.1f ms "
-                     "(after %.1f ms waiting for other changes)", self.switch_name(dpid),
-                     plan.kept, len(plan.adds), len(plan.deletes), len(plan.refreshes),
-                     (time.perf_counter() - t0) * 1000, waited * 1000)
-            return plan
+        LOG.info("reconciled %s: kept %d, added %d, deleted %d, refreshed %d in %.1f ms "
+                 "(%.1f ms of it waiting for other changes)", self.switch_name(dpid),
+                 plan.kept, len(plan.adds), len(plan.deletes), len(plan.refreshes),
+                 (time.perf_counter() - t0) * 1000, wait * 1000)
+        return plan
 
     def reconcile_all(self) -> None:
         if self.source is not None and self.topology is not None:

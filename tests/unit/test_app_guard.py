@@ -198,7 +198,9 @@ class Peer:
         while len(self.buf) < 8 or len(self.buf) < struct.unpack_from("!H", self.buf, 2)[0]:
             try:
                 chunk = self.sock.recv(65536)
-            except ConnectionResetError:
+            except socket.timeout:
+                raise
+            except OSError:  # reset, or closed by the test meanwhile
                 return None
             if not chunk:
                 return None
@@ -222,7 +224,10 @@ class Peer:
         """Answer what a switch must answer until a message of ``want_type`` arrives."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            got = self.read(max(0.1, deadline - time.monotonic()))
+            try:
+                got = self.read(max(0.1, deadline - time.monotonic()))
+            except socket.timeout:
+                continue
             if got is None:
                 return None
             msg_type, xid, raw = got

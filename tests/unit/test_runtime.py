@@ -268,3 +268,26 @@ def test_without_topology_only_default_forwarding(clock) -> None:
     assert mods[0].instructions[0].actions[0].port == ofp.OFPP_NORMAL
     result = rt.activate(spec())
     assert not result.ok and result.reason == "controller has no topology"
+
+
+def test_lane_activated_while_a_reconcile_reads_is_left_alone(topo, clock, switches) -> None:
+    rt = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
+    rt.attach_source(lambda: [])  # what the reconcile reads first: no lanes yet
+    results: list = []
+
+    def send(dpid: int, ofmsgs: list) -> bool:
+        if any(isinstance(m, parser.OFPFlowStatsRequest) for m in ofmsgs) and not results:
+            # between reading the desired lanes and reading the switch, a lane is activated
+            worker = threading.Thread(target=lambda: results.append(rt.activate(spec(5))))
+            worker.start()
+            worker.join(5)
+            assert not worker.is_alive(), "activation waited for the reconcile's read"
+        return switches.send(dpid, ofmsgs)
+
+    rt.send = send
+    plan = rt.reconcile_switch(2)
+    assert results[0].ok
+    assert not plan.deletes
+    assert len(lane_flows(switches, 2, 5)) == 2  # not deleted as "stale"
+    rt.reconcile_switch(2)  # a later reconcile, with lane 5 still not desired, removes it
+    assert lane_flows(switches, 2, 5) == []
