@@ -5,6 +5,7 @@ Pure (no sockets, no os-ken controller, tested with the simulator):
     cookies.py    the app's cookie range: which flows are ours and which lane they belong to
     flowkey.py    flow identity shared by a FlowMod and its flow-stats echo
     reconcile.py  desired messages vs. flows read back -> the difference (and hard-timeout refresh)
+    flowstats.py  flow-stats replies decoded from the wire (reconcile at 20,000 flows)
     proxyarp.py   ARP answers for lane-pool addresses
     guard.py      length checks on every message a peer sends, before os-ken parses it
     pending.py    waiting for barriers, errors and flow-stats replies
@@ -12,7 +13,7 @@ Pure (no sockets, no os-ken controller, tested with the simulator):
 
 State with I/O passed in:
     runtime.py    LaneRuntime (the Dataplane: activate/deactivate/counters, reconcile, refresh)
-                  and EmbeddedController (LaneRuntime + os-ken in this process, for `viplanes serve`)
+    embedded.py   EmbeddedController: LaneRuntime + os-ken in this process (`viplanes serve`)
 
 os-ken glue:
     app.py        events -> LaneRuntime; LaneRuntime's send -> live datapaths

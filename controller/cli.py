@@ -45,7 +45,7 @@ def run(listen: str, topology_path: str | None, log_level: str) -> None:
             raise click.ClickException(f"topology: {str(exc).splitlines()[0]}") from None
     logging.basicConfig(level=log_level.upper(), stream=sys.stdout,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    from viplanes.controller.runtime import EmbeddedController
+    from viplanes.controller.embedded import EmbeddedController
 
     plane = EmbeddedController(topology, host=host, port=port)
     try:

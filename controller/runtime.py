@@ -5,8 +5,8 @@ compiler, sends through a ``send(dpid, ofmsgs) -> bool`` function and reads the 
 ``clock``; the os-ken app (``app.py``) supplies ``send`` and reports replies. Unit tests give it a
 fake ``send`` that plays the switches.
 
-``EmbeddedController`` is the in-process default behind ``viplanes serve``: a LaneRuntime plus the
-os-ken apps listening on (host, port).
+``EmbeddedController`` (``embedded.py``, importable from here) is the in-process default behind
+``viplanes serve``: a LaneRuntime plus the os-ken apps listening on (host, port).
 
 Concurrency: ``activate``/``deactivate`` hold one lock for the whole change; a reconcile reads
 and compares without it and applies its plan under it, minus the lanes changed meanwhile, so it
@@ -15,13 +15,14 @@ os-ken's event thread (flow stats on the connection's thread) and only set event
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import random
 import threading
 import time
 from collections import deque
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
@@ -35,7 +36,6 @@ from viplanes.topologies.model import Topology
 
 LOG = logging.getLogger("viplanes.controller.runtime")
 Send = Callable[[int, list[Any]], bool]  # queue ofmsgs to a live switch; False: not connected
-REFRESH_PERIOD_S = 300.0
 
 
 def error_reason(err_type: int, code: int) -> str:
@@ -265,16 +265,27 @@ class LaneRuntime:
             LOG.warning("%s is not in topology %s: nothing installed", self.switch_name(dpid),
                         self.topology.name)
             return None
+        with self._reading() as generation:
+            return self._reconcile(dpid, generation, t0, timeout_s)
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[int]:
+        """A read of the desired lanes that may race with activations: yields the generation
+        to compare against with ``_changed_since``."""
         with self._change:
             generation = self._generation
             self._inflight += 1
         try:
-            return self._reconcile(dpid, generation, t0, timeout_s)
+            yield generation
         finally:
             with self._change:
                 self._inflight -= 1
                 if not self._inflight:
                     self._touched.clear()
+
+    def _changed_since(self, generation: int) -> set[int]:
+        """Lanes activated or removed after ``generation`` (call with the change lock held)."""
+        return {lid for lid, gen in self._touched.items() if gen > generation}
 
     def _reconcile(self, dpid: int, generation: int, t0: float,
                    timeout_s: float) -> reconcile.Plan | None:
@@ -300,7 +311,7 @@ class LaneRuntime:
         wait = time.perf_counter()
         with self._change:
             wait = time.perf_counter() - wait
-            touched = {lid for lid, gen in self._touched.items() if gen > generation}
+            touched = self._changed_since(generation)
             if touched:
                 plan = reconcile.without_lanes(plan, touched)
             self.lanes.update({lid: ln for lid, ln in lanes.items() if lid not in touched})
@@ -322,15 +333,18 @@ class LaneRuntime:
         return plan
 
     def reconcile_all(self) -> None:
+        """Every switch, and forget lanes the source no longer wants (the periodic round)."""
         if self.source is not None and self.topology is not None:
-            try:
-                live = {ln.lane_id for ln in self.source()}
-            except Exception:  # noqa: BLE001
-                LOG.exception("reading the desired lanes failed")
-                return
-            for lane_id in list(self.lanes):
-                if lane_id not in live:
-                    self.lanes.pop(lane_id, None)
+            with self._reading() as generation:
+                try:
+                    live = {ln.lane_id for ln in self.source()}
+                except Exception:  # noqa: BLE001
+                    LOG.exception("reading the desired lanes failed")
+                    return
+                with self._change:
+                    keep = live | self._changed_since(generation)
+                    for lane_id in [lid for lid in self.lanes if lid not in keep]:
+                        del self.lanes[lane_id]
         for dpid in sorted(self.connected):
             self.reconcile_switch(dpid)
 
@@ -375,43 +389,9 @@ def _meter_errors_only(batch: Batch) -> bool:
     return all(t == ofp.OFPET_METER_MOD_FAILED for _, t, _ in batch.errors)
 
 
-class EmbeddedController(LaneRuntime):
-    """The os-ken controller in this process: ``start()`` returns once it listens."""
-
-    def __init__(self, topology: Topology | None, host: str = "127.0.0.1", port: int = 6653, *,
-                 clock: Callable[[], float] = time.time,
-                 refresh_period_s: float = REFRESH_PERIOD_S) -> None:
-        super().__init__(topology, clock=clock)
-        self.host, self.port = host, port
-        self.refresh_period_s = refresh_period_s
-        self._running: Any = None
-        self._stop = threading.Event()
-
-    def start(self) -> None:
-        from viplanes.controller.launcher import start_apps
-
-        if self._running is not None:
-            return
-        try:
-            self._running = start_apps(["viplanes.controller.app"], self.host, self.port,
-                                       lane_runtime=self)
-        except OSError as exc:
-            raise RuntimeError(f"OpenFlow listener {self.host}:{self.port}: "
-                               f"{exc.strerror or exc}") from None
-        self._stop.clear()
-        if self.topology is not None:
-            threading.Thread(target=self.warm_up, name="viplanes-warm-up", daemon=True).start()
-        threading.Thread(target=self._refresh_loop, name="viplanes-refresh", daemon=True).start()
-
-    def _refresh_loop(self) -> None:
-        while not self._stop.wait(self.refresh_period_s):
-            try:
-                self.reconcile_all()
-            except Exception:  # noqa: BLE001 - the loop must survive one bad round
-                LOG.exception("periodic reconcile failed")
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._running is not None:
-            self._running.stop()
-            self._running = None
+def __getattr__(name: str) -> Any:
+    """``EmbeddedController`` lives in ``embedded`` (it starts os-ken); importable from here."""
+    if name == "EmbeddedController":
+        from viplanes.controller.embedded import EmbeddedController
+        return EmbeddedController
+    raise AttributeError(name)

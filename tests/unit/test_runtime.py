@@ -291,3 +291,23 @@ def test_lane_activated_while_a_reconcile_reads_is_left_alone(topo, clock, switc
     assert len(lane_flows(switches, 2, 5)) == 2  # not deleted as "stale"
     rt.reconcile_switch(2)  # a later reconcile, with lane 5 still not desired, removes it
     assert lane_flows(switches, 2, 5) == []
+
+
+def test_periodic_round_keeps_a_lane_activated_while_it_read_the_source(topo, clock,
+                                                                        switches) -> None:
+    rt = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
+    calls: list = []
+
+    def source() -> list:
+        calls.append(1)
+        if len(calls) == 1:  # the database answered "no lanes" just before lane 5 was stored
+            worker = threading.Thread(target=lambda: rt.activate(spec(5)))
+            worker.start()
+            worker.join(5)
+            return []
+        return [spec(5)]
+
+    rt.attach_source(source)
+    rt.reconcile_all()
+    assert 5 in rt.lanes  # still answered for (proxy ARP, counters)
+    assert all(len(lane_flows(switches, d, 5)) == 2 for d in (1, 2, 3))

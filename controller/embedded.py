@@ -1,0 +1,61 @@
+"""``EmbeddedController``: a LaneRuntime plus os-ken's apps listening in this process.
+
+This is the data plane behind ``viplanes serve`` (and ``viplanes controller run``). The database
+stays the source of truth: ``attach_source`` before ``start`` and every switch that connects is
+reconciled against it; a periodic round (``refresh_period_s``) repairs drift and refreshes hard
+timeouts of long lanes (see ``reconcile``). One per process: os-ken's app manager is a singleton.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+from viplanes.controller.runtime import LaneRuntime
+from viplanes.topologies.model import Topology
+
+LOG = logging.getLogger("viplanes.controller.runtime")
+REFRESH_PERIOD_S = 300.0
+
+
+class EmbeddedController(LaneRuntime):
+    """The os-ken controller in this process: ``start()`` returns once it listens."""
+
+    def __init__(self, topology: Topology | None, host: str = "127.0.0.1", port: int = 6653, *,
+                 clock: Callable[[], float] = time.time,
+                 refresh_period_s: float = REFRESH_PERIOD_S) -> None:
+        super().__init__(topology, clock=clock)
+        self.host, self.port = host, port
+        self.refresh_period_s = refresh_period_s
+        self._running: Any = None
+        self._stop = threading.Event()
+
+    def start(self) -> None:
+        from viplanes.controller.launcher import start_apps
+
+        if self._running is not None:
+            return
+        try:
+            self._running = start_apps(["viplanes.controller.app"], self.host, self.port,
+                                       lane_runtime=self)
+        except OSError as exc:
+            raise RuntimeError(f"OpenFlow listener {self.host}:{self.port}: "
+                               f"{exc.strerror or exc}") from None
+        self._stop.clear()
+        if self.topology is not None:
+            threading.Thread(target=self.warm_up, name="viplanes-warm-up", daemon=True).start()
+        threading.Thread(target=self._refresh_loop, name="viplanes-refresh", daemon=True).start()
+
+    def _refresh_loop(self) -> None:
+        while not self._stop.wait(self.refresh_period_s):
+            try:
+                self.reconcile_all()
+            except Exception:  # noqa: BLE001 - the loop must survive one bad round
+                LOG.exception("periodic reconcile failed")
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._running is not None:
+            self._running.stop()
+            self._running = None
