@@ -16,7 +16,8 @@ from bench.ovs import vsctl
 from bench.workload import flows, lane_spec
 
 
-def measure(port: int, bridges: list[str], n: int, src_host: str, warmup: int) -> dict:
+def measure(port: int, bridges: list[str], n: int, src_host: str, warmup: int,
+            batched: bool = False) -> dict:
     from viplanes.api.app import default_topology
     from viplanes.controller.compiler import compile_base, compile_lane, compile_lane_removal
     from viplanes.controller.launcher import start_apps
@@ -25,6 +26,7 @@ def measure(port: int, bridges: list[str], n: int, src_host: str, warmup: int) -
     running = start_apps(["bench.floor_app"], "127.0.0.1", port)
     app = running.app("FloorApp")
     app.base_flows = compile_base(topo)
+    app.batched = batched
     for name in bridges:
         vsctl("set-controller", name, f"tcp:127.0.0.1:{port}")
     dpids = {sw.dpid for sw in topo.switches}
@@ -61,8 +63,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--src", default="desktop", help="source host of the lanes")
     ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--batched", action="store_true",
+                    help="one socket write per switch instead of one send_msg per message")
     args = ap.parse_args(argv)
-    out = measure(args.port, args.bridges.split(","), args.n, args.src, args.warmup)
+    out = measure(args.port, args.bridges.split(","), args.n, args.src, args.warmup, args.batched)
     sys.stdout.write(json.dumps(out) + "\n")
     sys.stdout.flush()
     os._exit(0)  # os-ken's native threads do not all stop on close; the process is done

@@ -25,6 +25,7 @@ class FloorApp(app_manager.OSKenApp):
         self._cond = threading.Condition()
         self._pending: dict[tuple[int, int], threading.Event] = {}
         self.base_flows: dict[int, list[Any]] = {}  # dpid -> messages to send on connect
+        self.batched = False  # True: one socket write (one send-queue put) per switch
 
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def _features(self, ev: Any) -> None:
@@ -56,13 +57,23 @@ class FloorApp(app_manager.OSKenApp):
         waits = []
         for dpid, ofmsgs in ofmsgs_by_dpid.items():
             dp = self.datapaths[dpid]
-            for msg in ofmsgs:
-                msg.datapath = dp
-                dp.send_msg(msg)
             barrier = dp.ofproto_parser.OFPBarrierRequest(dp)
-            dp.set_xid(barrier)
             event = threading.Event()
-            self._pending[(dpid, barrier.xid)] = event
-            dp.send_msg(barrier)
+            if self.batched:  # os-ken queues each send_msg separately: every put wakes a thread
+                chunks = []
+                for msg in [*ofmsgs, barrier]:
+                    msg.datapath = dp
+                    dp.set_xid(msg)
+                    msg.serialize()
+                    chunks.append(bytes(msg.buf))
+                self._pending[(dpid, barrier.xid)] = event
+                dp.send(b"".join(chunks))
+            else:
+                for msg in ofmsgs:
+                    msg.datapath = dp
+                    dp.send_msg(msg)
+                dp.set_xid(barrier)
+                self._pending[(dpid, barrier.xid)] = event
+                dp.send_msg(barrier)
             waits.append(event)
         return all(event.wait(timeout_s) for event in waits)

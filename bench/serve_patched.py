@@ -7,6 +7,7 @@ Patches (comma-separated in $BENCH_PATCH):
 - ``switch_interval``: ``sys.setswitchinterval(0.0005)``.
 - ``lazy_quota``: count live lanes only for the grants that pass every other check.
 - ``desired_columns``: ``desired_lanes`` as a plain column query.
+- ``one_write_per_switch``: the app sends each switch's batch as one buffer.
 """
 from __future__ import annotations
 
@@ -105,8 +106,30 @@ def desired_columns() -> None:
     lanes_mod.LaneManager.desired_lanes = desired_lanes  # type: ignore[method-assign]
 
 
+def one_write_per_switch() -> None:
+    """Serialise a batch and hand os-ken one buffer per switch: each ``send_msg`` is a put on the
+    datapath's send queue, and every put wakes the send thread (a GIL hand-off)."""
+    from viplanes.controller.app import VipLanesApp
+
+    def send_ofmsgs(self: Any, dpid: int, ofmsgs: list[Any]) -> bool:
+        dp = self.datapaths.get(dpid)
+        if dp is None:
+            return False
+        chunks = []
+        for msg in ofmsgs:
+            msg.datapath = dp
+            if msg.xid is None:
+                dp.set_xid(msg)
+            msg.serialize()
+            chunks.append(bytes(msg.buf))
+        return bool(dp.send(b"".join(chunks)))
+
+    VipLanesApp.send_ofmsgs = send_ofmsgs  # type: ignore[method-assign]
+
+
 PATCHES = {"sqlite_writer_lock": sqlite_writer_lock, "switch_interval": switch_interval,
-           "lazy_quota": lazy_quota, "desired_columns": desired_columns}
+           "lazy_quota": lazy_quota, "desired_columns": desired_columns,
+           "one_write_per_switch": one_write_per_switch}
 
 
 def main() -> None:

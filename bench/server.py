@@ -117,8 +117,27 @@ class Serve:
         self.log = workdir / "serve.log"
         self.proc: subprocess.Popen | None = None
         self.started_at = 0.0
+        self._of_port_used = False
 
     def start(self, timeout_s: float = 60.0) -> "Serve":
+        """Start and wait until /healthz answers. A port taken between ``free_port`` and the bind
+        (another process on this shared machine) costs one retry on fresh ports."""
+        try:
+            return self._start(timeout_s)
+        except RuntimeError as exc:
+            if "in use" not in str(exc) and "busy" not in str(exc):
+                raise
+            self.api_port = free_port()
+            if self.of_port_is_free:
+                self.of_port = free_port()
+            return self._start(timeout_s)
+
+    @property
+    def of_port_is_free(self) -> bool:
+        """Whether the OpenFlow port may change (not once bridges point at it)."""
+        return not self._of_port_used
+
+    def _start(self, timeout_s: float) -> "Serve":
         # $BENCH_PATCH: run serve with experimental patches (bench/serve_patched.py)
         module = "bench.serve_patched" if os.environ.get("BENCH_PATCH") else "viplanes.cli"
         cmd = [sys.executable, "-m", module, "serve", "--db", self.db_url,
@@ -135,6 +154,7 @@ class Serve:
             try:
                 if api.call("GET", "/healthz")[0] == 200:
                     api.close()
+                    self._of_port_used = True  # bridges may point at it from now on
                     return self
             except OSError:
                 api.close()

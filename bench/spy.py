@@ -71,6 +71,13 @@ IDLE = ("wait (threading.py)", "select (selectors.py)", "poll (waitress", "get (
         "readinto (socket.py)", "wait (pending.py)")
 
 
+def _package_of(frame: str) -> str:
+    """'do_execute (sqlalchemy/engine/default.py)' -> 'sqlalchemy'; our folders by name."""
+    path = frame.rpartition("(")[2].rstrip(")")
+    head = path.split("/", 1)[0] if "/" in path else "stdlib"
+    return head if not head.endswith(".py") else "stdlib"
+
+
 def summarize(raw: str, top: int = 25) -> dict[str, Any]:
     """Collapsed stacks ('a;b;c N' per line) -> busy samples per function (self and inclusive)."""
     self_time: Counter[str] = Counter()
@@ -93,6 +100,9 @@ def summarize(raw: str, top: int = 25) -> dict[str, Any]:
         self_time[leaf] += n
         for f in set(frames):
             incl[f] += n
-    return {"samples": total, "busy_samples": busy,
+    by_package: Counter[str] = Counter()
+    for f, n in self_time.items():
+        by_package[_package_of(f)] += n
+    return {"samples": total, "busy_samples": busy, "by_package": by_package.most_common(),
             "self": [(f, n) for f, n in self_time.most_common(top)],
             "inclusive": [(f, n) for f, n in incl.most_common(top * 2)]}
