@@ -73,7 +73,8 @@ class VipLanesApp(app_manager.OSKenApp):
             LOG.info("switch disconnected dpid=%d", dp.id)
             self.runtime.switch_down(dp.id)
 
-    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    # replies to what the runtime sent at connect time may come before os-ken moves to MAIN
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def _barrier_reply(self, ev: Any) -> None:
         self.runtime.on_barrier_reply(ev.msg.datapath.id, ev.msg.xid)
 
@@ -83,7 +84,7 @@ class VipLanesApp(app_manager.OSKenApp):
         if msg.datapath.id is not None:
             self.runtime.on_error(msg.datapath.id, msg.xid, msg.type, msg.code)
 
-    @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
+    @set_ev_cls(ofp_event.EventOFPFlowStatsReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def _flow_stats(self, ev: Any) -> None:
         msg = ev.msg
         more = bool(msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE)

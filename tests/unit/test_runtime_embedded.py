@@ -101,6 +101,8 @@ def test_silent_peers_are_dropped_and_connections_capped(topo: Topology, monkeyp
         assert silent.closed_by_controller(3.0)
         assert time.monotonic() - t0 < 2.0
         silent.close()
+        server = ctl._running.app("GuardedOFPHandler").server
+        assert _wait(lambda: not server.datapaths)  # its connection is gone, threads and all
         monkeypatch.setattr(ofserver, "HANDSHAKE_TIMEOUT_S", 30.0)
         first, second = Peer(port, dpid=0), Peer(port, dpid=0)
         time.sleep(0.2)
