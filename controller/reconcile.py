@@ -139,17 +139,23 @@ def plan_switch(desired: Sequence[Any], actual: Iterable[Any], now: float = 0.0,
             want[cached_key(msg)] = msg  # a repeated flow collapses to one
     have: dict[Any, Any] = {}
     deletes = []
+    stale_meters: set[int] = set()
     for stats in actual:
         key = flow_key_of(stats)
         if key in want and key not in have:
             have[key] = stats
         else:
             deletes.append(_delete(stats))
+            stale_meters |= _meters_of(stats)
     adds = [msg for key, msg in want.items() if key not in have]
     refreshes = [r for key, stats in have.items()
                  if (r := _refresh(want[key], stats, restarted.get(key), now)) is not None]
     needed = set().union(*(_meters_of(m) for m in adds)) if adds else set()
-    meters = [meter_mods[m] for m in sorted(needed) if m in meter_mods]
+    in_use = set().union(*(_meters_of(m) for m in want.values())) if want else set()
+    # a stale lane's meter goes with its flows (OVS would keep it forever otherwise)
+    meters = [parser.OFPMeterMod(None, command=ofp.OFPMC_DELETE, meter_id=m)
+              for m in sorted(stale_meters - in_use)]
+    meters += [meter_mods[m] for m in sorted(needed) if m in meter_mods]
     return Plan(deletes=tuple(deletes), meters=tuple(meters), adds=tuple(adds),
                 refreshes=tuple(refreshes), kept=len(have) - len(refreshes))
 

@@ -95,6 +95,18 @@ def test_meter_sent_only_with_the_flows_that_need_it(topo: Topology) -> None:
     assert again.empty and not again.meters
 
 
+def test_stale_capped_lane_takes_its_meter_along(topo: Topology) -> None:
+    table = FlowTable()
+    desired, _ = compile_desired(topo, [lane(4, rate=50.0), lane(5, "10.1.0.20", 6000)], NOW)
+    table.apply_all(desired[1], NOW)
+    assert set(table.meters) == {4}
+    now_desired, _ = compile_desired(topo, [lane(5, "10.1.0.20", 6000)], NOW)
+    plan = plan_switch(now_desired[1], app_stats(table), NOW)
+    assert [(m.command, m.meter_id) for m in plan.meters] == [(ofp.OFPMC_DELETE, 4)]
+    table.apply_all(plan.ofmsgs, NOW)
+    assert table.meters == {} and keys(table) == desired_keys(now_desired[1])
+
+
 def test_refresh_before_the_switch_drops_a_long_lane(topo: Topology) -> None:
     long = lane(1, expires_in=500_000)
     table = FlowTable()
