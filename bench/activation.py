@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from bench.campus import Campus, campus
+from bench.pg import database
 from bench.report import Result, Target
 from bench.server import REPO, Api, Serve, free_port, researcher
 from bench.stats import ratio, summarize_ms
@@ -73,29 +74,35 @@ def api_without_switches(c: Campus, n: int) -> dict[str, Any]:
         serve.stop()
 
 
-def run(quick: bool = False, dataplane: str = "openflow", **_: Any) -> Result:
+def api_lanes(c: Campus, n: int, dataplane: str, db_url: str) -> tuple[dict[str, Any], dict[str, Any], float | None]:
+    """The measured run: a real serve, the bridges attached, ``n`` lanes one after another."""
+    serve = Serve(c.workdir, free_port(), dataplane=dataplane, db_url=db_url).start()
+    try:
+        c.attach(serve)
+        token, _ = researcher(serve, serve.add_operator(), "alice",
+                              [grant_body("alice", c.host_ip(SRC), max_lanes=20)])
+        api = Api(serve.api_port, token)
+        seen: dict[str, Any] = {}
+
+        def check(lane: dict[str, Any]) -> None:  # what OVS holds while the lane is active
+            seen["flows_on_switches"] = c.lane_flows(lane["id"])
+
+        api_run = sequential_lanes(api, c.host_ip(SRC), n, warmup=10, check=check)
+        api.close()
+        return api_run, seen, serve.rss_mb()
+    finally:
+        serve.stop()
+
+
+def run(quick: bool = False, dataplane: str = "openflow", db: str = "sqlite", **_: Any) -> Result:
     n = 30 if quick else 200
     res = Result("activation")
     with campus("activation") as c:
         floor = run_floor(c, n)
         floor_batched = run_floor(c, n, batched=True)
         no_switches = api_without_switches(c, n)
-        serve = Serve(c.workdir, free_port(), dataplane=dataplane).start()
-        try:
-            c.attach(serve)
-            token, _ = researcher(serve, serve.add_operator(), "alice",
-                                  [grant_body("alice", c.host_ip(SRC), max_lanes=20)])
-            api = Api(serve.api_port, token)
-            seen: dict[str, Any] = {}
-
-            def check(lane: dict[str, Any]) -> None:  # what OVS holds while the lane is active
-                seen["flows_on_switches"] = c.lane_flows(lane["id"])
-
-            api_run = sequential_lanes(api, c.host_ip(SRC), n, warmup=10, check=check)
-            api.close()
-            rss = serve.rss_mb()
-        finally:
-            serve.stop()
+        with database(db, c.workdir) as db_url:
+            api_run, seen, rss = api_lanes(c, n, dataplane, db_url)
     if not api_run["client_s"]:
         res.error = f"no lane became active: {api_run['failures'][:3]}"
         return res
@@ -120,7 +127,7 @@ def run(quick: bool = False, dataplane: str = "openflow", **_: Any) -> Result:
         "lanes": n, "source_host": SRC, "api": api_sum.as_dict(),
         "api_dataplane_part": dp_sum.as_dict() if dp_sum else None,
         "api_memory_dataplane": mem_sum.as_dict() if mem_sum else None,
-        "dataplane": dataplane,
+        "dataplane": dataplane, "db": db,
         "release": summarize_ms(api_run["release_s"]).as_dict(),
         "floor": floor_sum.as_dict(), "floor_one_write_per_switch": fb.as_dict(),
         "floor_batched_failures": floor_batched["failures"], "floor_compile": summarize_ms(floor["compile_s"]).as_dict(),

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from bench.campus import campus
+from bench.pg import database
 from bench.report import RESULTS_DIR, Result, Target
 from bench.server import Api, CpuMeter, Serve, free_port, researcher
 from bench.spy import Sampler
@@ -49,11 +50,12 @@ def client_loop(api: Api, src_ip: str, offset: int, stop_at: float, out: dict[st
 
 
 def run(quick: bool = False, duration: float | None = None, clients: int = 8,
-        dataplane: str = "openflow", profile: bool = False, **_: Any) -> Result:
+        dataplane: str = "openflow", profile: bool = False, db: str = "sqlite", **_: Any) -> Result:
     duration = duration if duration is not None else (10.0 if quick else 60.0)
     res = Result("churn")
-    with campus("churn") as c:
-        serve = Serve(c.workdir, free_port(), dataplane=dataplane, threads=max(8, clients)).start()
+    with campus("churn") as c, database(db, c.workdir) as db_url:
+        serve = Serve(c.workdir, free_port(), dataplane=dataplane, threads=max(8, clients),
+                      db_url=db_url).start()
         try:
             c.attach(serve)
             srcs = {name: c.host_ip(name) for name in SOURCES}
@@ -105,7 +107,7 @@ def run(quick: bool = False, duration: float | None = None, clients: int = 8,
                    "releases": sum(o["releases"] for o in outs), "latency": s.as_dict(),
                    "per_second": per_second([t - start for o in outs for t in o["done_at"]]),
                    "failures": failures[:20], "errors": errors[:20], "serve_rss_mb": rss,
-                   "dataplane": dataplane, "py_spy": spy, "cpu": cpu_used}
+                   "dataplane": dataplane, "db": db, "py_spy": spy, "cpu": cpu_used}
     return res
 
 

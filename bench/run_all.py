@@ -39,11 +39,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="active lanes for the scale benchmark (default 10000, 500 with --quick)")
     ap.add_argument("--dataplane", choices=["openflow", "memory"], default="openflow",
                     help="memory: exercise the scripts without a controller (numbers are not the product's)")
+    ap.add_argument("--db", choices=["sqlite", "postgresql"], default="sqlite",
+                    help="store of the serve process (postgresql: a throwaway local cluster)")
     ap.add_argument("--profile", action="store_true",
                     help="sample the serve process with py-spy during churn (pip install py-spy)")
     args = ap.parse_args(argv)
     options = {"quick": args.quick, "duration": args.duration, "clients": args.clients,
-               "lanes": args.lanes, "dataplane": args.dataplane, "profile": args.profile}
+               "lanes": args.lanes, "dataplane": args.dataplane, "profile": args.profile, "db": args.db}
     results: list[Result] = []
     for name in args.only or list(BENCHMARKS):
         print(f"== {name} ...", file=sys.stderr, flush=True)

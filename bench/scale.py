@@ -25,6 +25,7 @@ from typing import Any
 from bench.activation import run_floor, sequential_lanes
 from bench.campus import Campus, campus
 from bench.ovs import compare_dumps, dump_flows, flow_count
+from bench.pg import database
 from bench.report import RESULTS_DIR, Result, Target
 from bench.spy import Sampler
 from bench.server import Api, Serve, free_port, researcher
@@ -128,15 +129,16 @@ def log_size(serve: Serve) -> int:
 
 
 def run(quick: bool = False, lanes: int | None = None, dataplane: str = "openflow",
-        profile: bool = False, **_: Any) -> Result:
+        profile: bool = False, db: str = "sqlite", **_: Any) -> Result:
     n = lanes if lanes is not None else (500 if quick else 10_000)
     probes = 20 if quick else 50
     res = Result("scale")
-    d: dict[str, Any] = {"lanes": n, "bulk_source": BULK_SRC, "probe_source": PROBE_SRC, "probes": probes}
-    with campus("scale") as c:
+    d: dict[str, Any] = {"lanes": n, "bulk_source": BULK_SRC, "probe_source": PROBE_SRC, "probes": probes,
+                         "db": db}
+    with campus("scale") as c, database(db, c.workdir) as db_url:
         if dataplane == "openflow":
             d["floor_empty"] = summarize_ms(run_floor(c, probes)["latency_s"]).as_dict()
-        serve = Serve(c.workdir, free_port(), dataplane=dataplane).start()
+        serve = Serve(c.workdir, free_port(), dataplane=dataplane, db_url=db_url).start()
         try:
             c.attach(serve)
             dpids = set(c.bridges.names)
