@@ -29,6 +29,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller import compiler, proxyarp, reconcile
 from viplanes.controller.cookies import ALL_APP_FLOWS, EXACT_MASK, lane_cookie, lane_id_from_cookie
+from viplanes.controller.desired import DesiredFlows
 from viplanes.controller.pending import Batch, Tracker
 from viplanes.dataplane import DesiredLanes
 from viplanes.domain import ActivationResult, LaneCounters, LaneSpec
@@ -63,7 +64,7 @@ class LaneRuntime:
         self._generation = 0  # bumped by every activate/deactivate
         self._touched: dict[int, int] = {}  # lane id -> generation of its last change
         self._inflight = 0  # reconciles running; _touched is cleared when none is
-        self._compiled: dict[LaneSpec, dict[int, list[Any]]] = {}  # see desired()
+        self._flows = DesiredFlows(topology) if topology is not None else None
         self._restarted: dict[int, dict[Any, float]] = {}  # dpid -> flow_key -> MODIFY refresh time
 
     # ---- naming and sending ------------------------------------------------------------------
@@ -204,53 +205,49 @@ class LaneRuntime:
         return None if waiting.error else waiting.body
 
     # ---- reconcile and refresh ---------------------------------------------------------------
-    def desired(self, now: float) -> tuple[dict[int, list[Any]], dict[int, LaneSpec]]:
-        """Desired ofmsgs per dpid and the lanes they carry. Raises when the source fails (a
-        failed read must never look like "no lanes": that would delete every lane).
-
-        Building FlowMods is os-ken's slow part (~0.3 ms each), so each lane is compiled once
-        and only its hard timeouts are brought up to date on later rounds."""
+    def desired(self, now: float, dpid: int | None = None,
+                ) -> tuple[dict[int, list[Any]], dict[int, LaneSpec]]:
+        """Desired ofmsgs per dpid (all lanes, or those crossing ``dpid``) and the lanes they
+        carry. Raises when the source fails: a failed read must never look like "no lanes"
+        (that would delete every lane)."""
         lanes = tuple(self.source()) if self.source is not None else tuple(self.lanes.values())
-        if self.topology is None:
+        if self._flows is None:
             return {}, {}
-        out = compiler.compile_base(self.topology)
-        carried: dict[int, LaneSpec] = {}
-        cache: dict[LaneSpec, dict[int, list[Any]]] = {}
-        for lane in lanes:
-            try:
-                per_dpid = self._compiled.get(lane)
-                if per_dpid is None:
-                    per_dpid = compiler.compile_lane(lane, self.topology, now)
-                else:
-                    hard = compiler.hard_timeout_for(lane.expires_at, now)
-                    for msgs in per_dpid.values():
+        self._compile(lanes, now, dpid)
+        with self._compile_lock:
+            return self._flows.build(lanes, now, dpid)  # all compiled: re-time and collect
+
+    def _compile(self, lanes: tuple[LaneSpec, ...], now: float, dpid: int | None,
+                 chunk: int = 200) -> None:
+        """Compile (and key) what is not compiled yet, a chunk per hold of the compile lock:
+        locks are not fair, and a switch that needs nothing new should not wait for thousands
+        of lanes compiled for another one."""
+        assert self._flows is not None
+        flows = self._flows
+        with self._compile_lock:
+            todo = [ln for ln in lanes if not flows.compiled(ln)
+                    and (dpid is None or dpid in flows.dpids_of(ln))]
+        for i in range(0, len(todo), chunk):
+            with self._compile_lock:
+                for lane in todo[i:i + chunk]:
+                    for msgs in (flows.lane(lane, now) or {}).values():
                         for msg in msgs:
-                            if getattr(msg, "hard_timeout", 0):
-                                msg.hard_timeout = hard
-            except ValueError as exc:
-                LOG.warning("lane %d is not carried: %s", lane.lane_id, exc)
-                continue
-            cache[lane] = per_dpid
-            carried[lane.lane_id] = lane
-            for dpid, msgs in per_dpid.items():
-                out.setdefault(dpid, []).extend(msgs)
-        self._compiled = cache  # lanes no longer desired drop out
-        return out, carried
+                            if isinstance(msg, parser.OFPFlowMod):
+                                reconcile.cached_key(msg)
+            time.sleep(0.001)
 
     def warm_up(self) -> None:
         """Compile the desired lanes and their flow identities now, while switches are still
         (re)connecting, so their reconciles only read back and compare."""
+        if self._flows is None or self.source is None:
+            return
         t0 = time.perf_counter()
-        with self._compile_lock:
-            try:
-                per_dpid, lanes = self.desired(self.clock())
-            except Exception:  # noqa: BLE001 - the reconciles will try again
-                LOG.exception("reading the desired lanes failed")
-                return
-            for msgs in per_dpid.values():
-                for msg in msgs:
-                    if isinstance(msg, parser.OFPFlowMod):
-                        reconcile.cached_key(msg)
+        try:
+            lanes = tuple(self.source())
+        except Exception:  # noqa: BLE001 - the reconciles will try again
+            LOG.exception("reading the desired lanes failed")
+            return
+        self._compile(lanes, self.clock(), None)
         LOG.info("compiled %d desired lanes in %.0f ms", len(lanes),
                  (time.perf_counter() - t0) * 1000)
 
@@ -294,8 +291,7 @@ class LaneRuntime:
             wanted: list[Any] = [reconcile.default_forwarding()]
         else:
             try:
-                with self._compile_lock:
-                    per_dpid, lanes = self.desired(self.clock())
+                per_dpid, lanes = self.desired(self.clock(), dpid)
             except Exception:  # noqa: BLE001 - keep what the switch has
                 LOG.exception("reading the desired lanes failed; %s left as it is",
                               self.switch_name(dpid))

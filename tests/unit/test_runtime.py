@@ -311,3 +311,31 @@ def test_periodic_round_keeps_a_lane_activated_while_it_read_the_source(topo, cl
     rt.reconcile_all()
     assert 5 in rt.lanes  # still answered for (proxy ARP, counters)
     assert all(len(lane_flows(switches, d, 5)) == 2 for d in (1, 2, 3))
+
+
+def test_switch_reconcile_compiles_only_lanes_crossing_it(topo, clock, switches,
+                                                          monkeypatch) -> None:
+    from viplanes.controller import compiler
+
+    compiled: list[int] = []
+    real = compiler.compile_lane
+
+    def counting(lane, *args, **kwargs):
+        compiled.append(lane.lane_id)
+        return real(lane, *args, **kwargs)
+
+    monkeypatch.setattr(compiler, "compile_lane", counting)
+    rt = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
+    dtn_lane = spec(6, src_ip="198.51.100.30", nat_ip=None)  # the DTN sits on s3: one switch
+    rt.attach_source(lambda: [spec(5), dtn_lane])
+    rt.reconcile_switch(4)
+    assert compiled == []  # no lane crosses s4
+    rt.reconcile_switch(2)
+    assert compiled == [5]
+    rt.reconcile_switch(3)
+    assert compiled == [5, 6]
+    clock.now += 60
+    rt.reconcile_switch(1)
+    rt.reconcile_switch(3)
+    assert compiled == [5, 6]  # compiled once, re-timed after
+    assert {e.hard_timeout for e in lane_flows(switches, 3, 6)} == {3600}
