@@ -18,7 +18,11 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--requests", type=int, default=300)
     ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--patch", default="", help="bench.serve_patched patches to apply first")
     args = ap.parse_args(argv)
+    from bench.serve_patched import apply
+
+    print("patches:", apply(args.patch) or "none")
 
     from bench.workload import flows, grant_body, lane_body
     from viplanes import store
