@@ -146,3 +146,33 @@ def write_json(result: Result, argv: list[str] | None = None, directory: Path = 
     path = directory / f"{result.name}.json"
     path.write_text(json.dumps(result.to_json(argv), indent=2, default=str) + "\n")
     return path
+
+
+def markdown_rows(saved: list[dict[str, Any]]) -> list[str]:
+    """Markdown table (| benchmark | metric | measured | target |) from saved result JSON."""
+    lines = ["| benchmark | metric | measured | target |", "|---|---|---|---|"]
+    for res in saved:
+        if res.get("error"):
+            lines.append(f"| {res['name']} | error | {res['error'].splitlines()[0][:80]} | |")
+        for m in res.get("metrics", []):
+            value = format_number(m["value"]) + (f" {m['unit']}" if m["unit"] and m["value"] is not None else "")
+            mark = {True: " ✔", False: " ✘", None: ""}[m.get("met")]
+            target = f"{m['target']} {m['unit']}".strip() + mark if m.get("target") else ""
+            name = m["name"] + (f" ({m['note']})" if m.get("note") else "")
+            lines.append(f"| {res['name']} | {name} | {value} | {target} |")
+    return lines
+
+
+def load_saved(directory: Path = RESULTS_DIR, names: Iterable[str] = ()) -> list[dict[str, Any]]:
+    wanted = list(names) or [p.stem for p in sorted(directory.glob("*.json"))]
+    return [json.loads((directory / f"{n}.json").read_text()) for n in wanted
+            if (directory / f"{n}.json").exists()]
+
+
+if __name__ == "__main__":  # python -m bench.report: the saved results as a Markdown table
+    import sys
+
+    saved = load_saved(names=sys.argv[1:] or ("activation", "churn", "scale", "policy"))
+    for res in saved:
+        print(f"<!-- {res['name']}: {res['when']}, load {', '.join(f'{x:.1f}' for x in res['machine'].get('loadavg', []))} -->")
+    print("\n".join(markdown_rows(saved)))

@@ -148,3 +148,16 @@ def test_py_spy_summary_skips_idle_frames() -> None:
     assert s["samples"] == 540 and s["busy_samples"] == 40
     assert s["self"][0] == ("do_execute (sqlalchemy/engine/default.py)", 30)
     assert ("request (viplanes/lanes.py)", 40) in s["inclusive"]
+
+
+def test_markdown_rows_from_saved_json() -> None:
+    from bench.report import markdown_rows
+
+    res = Result("churn")
+    res.add("activations/s", 103.4, "/s", Target(">=", 300))
+    res.add("p50", 21.4, "ms", note="8 clients")
+    saved = res.to_json(["x"])
+    lines = markdown_rows([saved, {"name": "scale", "error": "TimeoutError: x\ny", "metrics": []}])
+    assert lines[2] == "| churn | activations/s | 103 /s | >= 300 /s ✘ |"
+    assert lines[3] == "| churn | p50 (8 clients) | 21.4 ms |  |"
+    assert lines[4] == "| scale | error | TimeoutError: x | |"
