@@ -115,7 +115,8 @@ class _Parser(FieldReader):
             self.check_gateways(hosts, middleboxes, edge)
             self.check_direct_cables(middleboxes, edge)
         if self.problems or name is None or edge is None or pool is None:
-            raise TopologyError(self.problems)
+            # every None above comes with a problem; the fallback keeps the error readable
+            raise TopologyError(self.problems or [f"{self.source}: incomplete topology"])
         return Topology(name=name, switches=tuple(switches), links=tuple(links), hosts=tuple(hosts),
                         middleboxes=tuple(middleboxes), edge=edge, lane_pool=pool,
                         description=description.strip() if isinstance(description, str) else "",
@@ -158,6 +159,8 @@ class _Parser(FieldReader):
             if attach is None:
                 return None
         elif attach_required:
+            if "attach" in m:  # present but empty; a missing key was reported by mapping()
+                self.bad(f"{where}.attach", "expected \"SWITCH:PORT\" like \"s1:3\", got nothing")
             return None
         if mac is None or ip is None:
             return None

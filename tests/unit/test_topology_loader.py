@@ -86,6 +86,8 @@ CASES: list[tuple[str, Mutation, str, str]] = [
     ("pool host bits", lambda d: d["lane_pool"].update(prefix="198.51.100.193/27"), "lane_pool.prefix", "host bits"),
     ("route via", lambda d: d["middleboxes"][0]["routes"][0].update(via="192.0.2.1"), "middleboxes[0].routes[0].via", "none of this node's subnets"),
     ("route dst", lambda d: d["middleboxes"][0]["routes"][0].update(dst="nowhere"), "middleboxes[0].routes[0].dst", "bad prefix"),
+    ("edge attach empty", lambda d: d["edge"]["inside"].update(attach=None), "edge.inside.attach", "got nothing"),
+    ("host attach empty", lambda d: d["hosts"][0].update(attach=None), "hosts[0].attach", "got nothing"),
     ("edge unattached", lambda d: d["edge"]["inside"].pop("attach"), "edge.inside", "missing required key 'attach'"),
     ("switches not list", lambda d: d.update(switches={"s1": 1}), "switches", "expected a list"),
     ("loose leg without peer", lambda d: d["middleboxes"][1]["inside"].update(ip="10.3.0.2/30"),
