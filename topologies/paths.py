@@ -52,8 +52,33 @@ def _port_towards(link: Link, switch: str) -> int:
     return link.a.port if link.a.switch == switch else link.b.port
 
 
+_CACHE_ATTR = "_lane_path_cache"
+
+
 def lane_path(topo: Topology, host_name: str, graph: nx.Graph | None = None) -> tuple[Hop, ...]:
-    """Hops from the host's attachment port to the edge router's inside attachment."""
+    """Hops from the host's attachment port to the edge router's inside attachment.
+
+    A topology is immutable, so each host's answer is computed once and remembered on the
+    topology object (a restart compiles thousands of lanes from a handful of hosts).
+    """
+    if graph is not None:
+        return _compute_path(topo, host_name, graph)
+    cache: dict[str, tuple[Hop, ...] | str] | None = topo.__dict__.get(_CACHE_ATTR)
+    if cache is None:
+        cache = {}
+        object.__setattr__(topo, _CACHE_ATTR, cache)  # frozen dataclass: not a field
+    if host_name not in cache:
+        try:
+            cache[host_name] = _compute_path(topo, host_name, switch_graph(topo))
+        except NoLanePath as exc:
+            cache[host_name] = str(exc)
+    found = cache[host_name]
+    if isinstance(found, str):
+        raise NoLanePath(found)
+    return found
+
+
+def _compute_path(topo: Topology, host_name: str, graph: nx.Graph) -> tuple[Hop, ...]:
     try:
         host: Host = topo.host(host_name)
     except StopIteration:
@@ -65,7 +90,6 @@ def lane_path(topo: Topology, host_name: str, graph: nx.Graph | None = None) -> 
     if edge_at is None or host.iface.attach is None:  # the loader forbids both; keep the message
         raise NoLanePath(f"host {host_name!r} or the edge router is not attached to a switch")
     start = host.iface.attach
-    graph = switch_graph(topo) if graph is None else graph
     try:
         names = nx.shortest_path(graph, start.switch, edge_at.switch, weight="weight")
     except (nx.NetworkXNoPath, nx.NodeNotFound):

@@ -62,3 +62,18 @@ def test_bypass_preferred_over_default_links(campus_data: dict[str, Any]) -> Non
 
 def test_bypass_ports(campus_yaml: Path) -> None:
     assert bypass_ports(load_topology(campus_yaml)) == {2: {3}, 3: {3}}
+
+
+def test_paths_are_remembered_per_topology_object(campus_yaml: Path) -> None:
+    topo = load_topology(campus_yaml)
+    first = lane_path(topo, "desktop")
+    assert lane_path(topo, "desktop") is first  # computed once
+    with pytest.raises(NoLanePath, match="cloud host"):
+        lane_path(topo, "cloud")
+    with pytest.raises(NoLanePath, match="cloud host"):
+        lane_path(topo, "cloud")  # the remembered refusal keeps its message
+    assert topo == load_topology(campus_yaml)  # the memo is not part of the value
+    import dataclasses
+    rewired = dataclasses.replace(topo, links=topo.links[:1])  # a new object starts afresh
+    with pytest.raises(NoLanePath, match="no lane path"):
+        lane_path(rewired, "desktop")
