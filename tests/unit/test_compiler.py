@@ -301,3 +301,19 @@ def test_desired_state_and_a_reconcile_by_flow_key(topo: Topology, lane: LaneSpe
     server = topo.host("server")
     pkt = ip_packet(server.iface.mac, "02:00:00:02:00:01", "10.1.0.20", CLOUD, "tcp", 40000, 5201)
     assert only(net.send_from_host("server", pkt)).kind == "NORMAL"
+
+
+def test_compile_desired_leaves_the_garbage_collector_as_it_found_it(topo: Topology, lane: LaneSpec) -> None:
+    import gc
+
+    from viplanes.controller.compiler import compile_desired
+
+    assert gc.isenabled()
+    compile_desired(topo, [lane, dataclasses.replace(lane, lane_id=8, expires_at=NOW - 1)], NOW)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        compile_desired(topo, [lane], NOW)
+        assert not gc.isenabled()  # an application that runs without it keeps it off
+    finally:
+        gc.enable()
