@@ -319,7 +319,7 @@ def compile_desired(topo: Topology, lanes: Iterable[LaneSpec],
     instead of failing the rest; reconcile compares the flows with ``flow_key``."""
     out = compile_base(topo)
     refused: dict[int, str] = {}
-    with _gc_paused():
+    with gc_paused():
         for lane in lanes:
             try:
                 ofmsgs = compile_lane(lane, topo, now)
@@ -332,7 +332,7 @@ def compile_desired(topo: Topology, lanes: Iterable[LaneSpec],
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """Hold the cyclic garbage collector during a burst of allocations. Building 60,000 messages
     otherwise triggers full collections over an ever larger heap: measured 10,000 lanes in 2.8 s
     with it running, 0.6 s paused. Reference counting still frees everything; only cycle
@@ -360,5 +360,5 @@ __all__ = [
     "LaneCompileError", "NoLanePath", "compile_base", "compile_lane", "compile_lane_removal",
     "lane_cookie", "lane_id_from_cookie", "lane_pool_arp_reply", "flow_key", "flow_key_of",
     "lane_dpids", "lane_ingress_ports", "lane_hops", "hard_timeout_for", "meter_id_for",
-    "compile_desired", "compile_flow_delete",
+    "compile_desired", "compile_flow_delete", "gc_paused", "lane_match",
 ]
