@@ -28,7 +28,7 @@ from bench.ovs import compare_dumps, dump_flows, flow_count
 from bench.pg import database
 from bench.report import RESULTS_DIR, Result, Target
 from bench.spy import Sampler
-from bench.server import Api, Serve, free_port, researcher
+from bench.server import Api, CpuMeter, Serve, free_port, researcher
 from bench.stats import summarize_ms, within
 from bench.workload import flows, grant_body, lane_body
 
@@ -148,13 +148,17 @@ def run(quick: bool = False, lanes: int | None = None, dataplane: str = "openflo
                                   [*bulk, grant_body("alice", c.host_ip(PROBE_SRC), 5)])
             probe_api = Api(serve.api_port, token)
             d["rss_mb_empty"] = serve.rss_mb()
+            cpu = CpuMeter(serve.proc.pid if serve.proc else None)
             first = sequential_lanes(probe_api, c.host_ip(PROBE_SRC), probes, warmup=5)
+            d["cpu_probe_empty"] = cpu.stop()
             d["fill"] = fill(serve.api_port, token, c.host_ip(BULK_SRC), n, FILL_CLIENTS)
             d["rss_mb_full"] = serve.rss_mb()
             d["flows_per_switch"] = {dpid: flow_count(name) for dpid, name in c.bridges.names.items()}
             spy = Sampler(serve.proc.pid, RESULTS_DIR / "scale-probe.pyspy.txt", 120) \
                 if profile and serve.proc else None
+            cpu = CpuMeter(serve.proc.pid if serve.proc else None)
             more = sequential_lanes(probe_api, c.host_ip(PROBE_SRC), probes, warmup=5, offset=probes + 5)
+            d["cpu_probe_full"] = cpu.stop()
             d["probe_py_spy"] = spy.stop() if spy else None
             probe_api.close()
             if dataplane == "openflow":
@@ -182,6 +186,11 @@ def run(quick: bool = False, lanes: int | None = None, dataplane: str = "openflo
     if d.get("controller_part_empty") and d.get("controller_part_full"):
         res.add(f"controller part p50 at 0 / at {n}", d["controller_part_full"]["p50_ms"], "ms",
                 note=f"at 0: {d['controller_part_empty']['p50_ms']:.2f} ms")
+    for key, label in (("cpu_probe_empty", "at 0"), ("cpu_probe_full", f"at {n}")):
+        c_ = d.get(key) or {}
+        if c_.get("ovs-vswitchd_cpu_s") is not None and c_.get("wall_s"):
+            res.add(f"ovs-vswitchd busy during probes {label}", c_["ovs-vswitchd_cpu_s"] / c_["wall_s"] * 100,
+                    "%", note="shared with every bridge on the machine")
     if d.get("floor_empty") and d.get("floor_full"):
         res.add(f"floor p50 at {n}", d["floor_full"]["p50_ms"], "ms",
                 note=f"at 0: {d['floor_empty']['p50_ms']:.2f} ms")
