@@ -9,6 +9,7 @@ Patches (comma-separated in $BENCH_PATCH):
 - ``desired_columns``: ``desired_lanes`` as a plain column query.
 - ``one_write_per_switch``: the app sends each switch's batch as one buffer.
 - ``token_cache``: token -> principal remembered for 5 s (auth without a query).
+- ``gc_freeze``: ``gc.freeze()`` every 2 s (long-lived objects leave the cyclic GC).
 """
 from __future__ import annotations
 
@@ -151,7 +152,21 @@ def token_cache() -> None:
     auth.caller_for_token = cached
 
 
-PATCHES = {"token_cache": token_cache, "sqlite_writer_lock": sqlite_writer_lock, "switch_interval": switch_interval,
+def gc_freeze() -> None:
+    """Every 2 s move every object that survived so far out of the cyclic GC's reach
+    (``gc.freeze``): thousands of cached lanes and messages make each full collection slow."""
+    import gc
+    import time
+
+    def loop() -> None:
+        while True:
+            time.sleep(2.0)
+            gc.freeze()
+
+    threading.Thread(target=loop, name="bench-gc-freeze", daemon=True).start()
+
+
+PATCHES = {"token_cache": token_cache, "gc_freeze": gc_freeze, "sqlite_writer_lock": sqlite_writer_lock, "switch_interval": switch_interval,
            "lazy_quota": lazy_quota, "desired_columns": desired_columns,
            "one_write_per_switch": one_write_per_switch}
 
