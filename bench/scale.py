@@ -131,7 +131,7 @@ def log_size(serve: Serve) -> int:
 def run(quick: bool = False, lanes: int | None = None, dataplane: str = "openflow",
         profile: bool = False, db: str = "sqlite", **_: Any) -> Result:
     n = lanes if lanes is not None else (500 if quick else 10_000)
-    probes = 20 if quick else 50
+    probes = 20 if quick else 100
     res = Result("scale")
     d: dict[str, Any] = {"lanes": n, "bulk_source": BULK_SRC, "probe_source": PROBE_SRC, "probes": probes,
                          "db": db}
@@ -149,7 +149,8 @@ def run(quick: bool = False, lanes: int | None = None, dataplane: str = "openflo
             probe_api = Api(serve.api_port, token)
             d["rss_mb_empty"] = serve.rss_mb()
             cpu = CpuMeter(serve.proc.pid if serve.proc else None)
-            first = sequential_lanes(probe_api, c.host_ip(PROBE_SRC), probes, warmup=5)
+            time.sleep(2.0)  # the controller's start-up work (warm-up, first reconcile) is over
+            first = sequential_lanes(probe_api, c.host_ip(PROBE_SRC), probes, warmup=20)
             d["cpu_probe_empty"] = cpu.stop()
             d["fill"] = fill(serve.api_port, token, c.host_ip(BULK_SRC), n, FILL_CLIENTS)
             d["rss_mb_full"] = serve.rss_mb()
@@ -157,7 +158,7 @@ def run(quick: bool = False, lanes: int | None = None, dataplane: str = "openflo
             spy = Sampler(serve.proc.pid, RESULTS_DIR / "scale-probe.pyspy.txt", 120) \
                 if profile and serve.proc else None
             cpu = CpuMeter(serve.proc.pid if serve.proc else None)
-            more = sequential_lanes(probe_api, c.host_ip(PROBE_SRC), probes, warmup=5, offset=probes + 5)
+            more = sequential_lanes(probe_api, c.host_ip(PROBE_SRC), probes, warmup=20, offset=probes + 20)
             d["cpu_probe_full"] = cpu.stop()
             d["probe_py_spy"] = spy.stop() if spy else None
             probe_api.close()
