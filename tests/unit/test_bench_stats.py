@@ -161,3 +161,11 @@ def test_markdown_rows_from_saved_json() -> None:
     assert lines[2] == "| churn | activations/s | 103 /s | >= 300 /s ✘ |"
     assert lines[3] == "| churn | p50 (8 clients) | 21.4 ms |  |"
     assert lines[4] == "| scale | error | TimeoutError: x | |"
+
+
+def test_ports_by_switch_covers_every_port_the_campus_uses() -> None:
+    from bench.ovs import ports_by_switch
+    from viplanes.api.app import default_topology
+
+    ports = ports_by_switch(default_topology())
+    assert ports == {"s1": {1, 2, 3}, "s2": {1, 2, 3}, "s3": {1, 2, 3, 4}, "s4": {1, 2}}
