@@ -166,6 +166,22 @@ def test_markdown_rows_from_saved_json() -> None:
 def test_ports_by_switch_covers_every_port_the_campus_uses() -> None:
     from bench.ovs import ports_by_switch
     from viplanes.api.app import default_topology
+    from viplanes.controller.compiler import compile_base, compile_lane
+    from bench.workload import flows, lane_spec
 
-    ports = ports_by_switch(default_topology())
-    assert ports == {"s1": {1, 2, 3}, "s2": {1, 2, 3}, "s3": {1, 2, 3, 4}, "s4": {1, 2}}
+    topo = default_topology()
+    ports = ports_by_switch(topo)
+    assert set(ports) == {sw.name for sw in topo.switches}
+    name = {sw.dpid: sw.name for sw in topo.switches}
+    # every port a compiled flow matches on or outputs to exists on the benchmark bridge
+    per_dpid = compile_base(topo)
+    for host in ("desktop", "server", "dtn"):
+        for dpid, msgs in compile_lane(lane_spec(topo, 1, host, next(flows(1))), topo, 0.0).items():
+            per_dpid.setdefault(dpid, []).extend(msgs)
+    for dpid, msgs in per_dpid.items():
+        for msg in msgs:
+            in_port = msg.match.get("in_port")
+            outs = [a.port for i in msg.instructions for a in getattr(i, "actions", [])
+                    if hasattr(a, "port") and a.port < 0xFFFFFF00]
+            for port in ([in_port] if in_port else []) + outs:
+                assert port in ports[name[dpid]], (name[dpid], port)
