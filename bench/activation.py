@@ -23,11 +23,14 @@ from bench.workload import flows, grant_body, lane_body
 SRC = "desktop"  # three switches, NAT'd: the longest lane on the campus
 
 
-def run_floor(c: Campus, n: int, warmup: int = 10, batched: bool = False) -> dict[str, Any]:
+def run_floor(c: Campus, n: int, warmup: int = 10, batched: bool = False,
+              bundle: bool = False) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "bench.floor", "--port", str(free_port()), "--n", str(n),
            "--warmup", str(warmup), "--src", SRC, "--bridges", ",".join(c.bridges.names.values())]
     if batched:
         cmd.append("--batched")
+    if bundle:
+        cmd.append("--bundle")
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO)
     lines = out.stdout.strip().splitlines()
     if out.returncode != 0 or not lines:
@@ -100,6 +103,7 @@ def run(quick: bool = False, dataplane: str = "openflow", db: str = "sqlite", **
     with campus("activation") as c:
         floor = run_floor(c, n)
         floor_batched = run_floor(c, n, batched=True)
+        floor_bundle = run_floor(c, n, bundle=True, batched=True)
         no_switches = api_without_switches(c, n)
         with database(db, c.workdir) as db_url:
             api_run, seen, rss = api_lanes(c, n, dataplane, db_url)
@@ -118,6 +122,8 @@ def run(quick: bool = False, dataplane: str = "openflow", db: str = "sqlite", **
     res.add("floor p99", floor_sum.p99_ms, "ms")
     fb = summarize_ms(floor_batched["latency_s"])
     res.add("floor p50, one write per switch", fb.p50_ms, "ms", note=f"p99 {fb.p99_ms:.2f} ms")
+    fu = summarize_ms(floor_bundle["latency_s"])
+    res.add("floor p50, atomic bundle per switch", fu.p50_ms, "ms", note=f"p99 {fu.p99_ms:.2f} ms")
     mem_sum = summarize_ms(no_switches["client_s"]) if no_switches["client_s"] else None
     if mem_sum:
         res.add("API p50, no switches", mem_sum.p50_ms, "ms", note="--dataplane memory")
@@ -130,7 +136,10 @@ def run(quick: bool = False, dataplane: str = "openflow", db: str = "sqlite", **
         "dataplane": dataplane, "db": db,
         "release": summarize_ms(api_run["release_s"]).as_dict(),
         "floor": floor_sum.as_dict(), "floor_one_write_per_switch": fb.as_dict(),
-        "floor_batched_failures": floor_batched["failures"], "floor_compile": summarize_ms(floor["compile_s"]).as_dict(),
+        "floor_batched_failures": floor_batched["failures"],
+        "floor_bundle": fu.as_dict(), "floor_bundle_failures": floor_bundle["failures"],
+        "floor_bundle_errors": floor_bundle["errors"],
+        "floor_bundle_flows_present": floor_bundle["bundle_flows_present"], "floor_compile": summarize_ms(floor["compile_s"]).as_dict(),
         "floor_removal": summarize_ms(floor["removal_s"]).as_dict(),
         "floor_failures": floor["failures"], "floor_errors": floor["errors"],
         "flows_per_lane": floor["flows_per_lane"], "switches_per_lane": floor["switches_per_lane"],

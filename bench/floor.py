@@ -17,7 +17,7 @@ from bench.workload import flows, lane_spec
 
 
 def measure(port: int, bridges: list[str], n: int, src_host: str, warmup: int,
-            batched: bool = False) -> dict:
+            batched: bool = False, bundle: bool = False) -> dict:
     from viplanes.api.app import default_topology
     from viplanes.controller.compiler import compile_base, compile_lane, compile_lane_removal
     from viplanes.controller.launcher import start_apps
@@ -27,8 +27,11 @@ def measure(port: int, bridges: list[str], n: int, src_host: str, warmup: int,
     app = running.app("FloorApp")
     app.base_flows = compile_base(topo)
     app.batched = batched
+    app.bundle = bundle
     for name in bridges:
         vsctl("set-controller", name, f"tcp:127.0.0.1:{port}")
+    name_of = {int(vsctl("get", "bridge", b, "other-config:datapath-id").strip().strip('"'), 16): b
+               for b in bridges}
     dpids = {sw.dpid for sw in topo.switches}
     if not app.wait_for(dpids, 20.0):
         raise RuntimeError(f"switches {sorted(dpids - set(app.datapaths))} never connected")
@@ -51,9 +54,24 @@ def measure(port: int, bridges: list[str], n: int, src_host: str, warmup: int,
         latencies.append(t2 - t0)
         compile_s.append(t1 - t0)
         removal_s.append(t3 - t2)
-    return {"latency_s": latencies, "compile_s": compile_s, "removal_s": removal_s,
+    if bundle:  # the lane's flows must really be on the switches after a committed bundle
+        check = compile_lane(lane_spec(topo, 99_999, src_host, next(flows(1))), topo, time.time())
+        app.send_with_barriers(check)
+        present = {dpid: _count_cookie(name_of[dpid], 99_999) for dpid in check}
+        app.send_with_barriers(compile_lane_removal(99_999, check.keys(), with_meter=False))
+    else:
+        present = None
+    return {"bundle_flows_present": present, "latency_s": latencies, "compile_s": compile_s, "removal_s": removal_s,
             "failures": failures, "errors": app.errors[:20],
             "switches_per_lane": len(ofmsgs), "flows_per_lane": sum(len(m) for m in ofmsgs.values())}
+
+
+def _count_cookie(bridge: str, lane_id: int) -> int:
+    from bench.ovs import ofctl
+    from viplanes.controller.cookies import lane_cookie
+
+    text = ofctl("dump-flows", bridge, f"cookie={lane_cookie(lane_id):#x}/-1")
+    return sum(1 for line in text.splitlines() if "cookie=" in line)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -65,8 +83,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--batched", action="store_true",
                     help="one socket write per switch instead of one send_msg per message")
+    ap.add_argument("--bundle", action="store_true",
+                    help="each switch's messages in one atomic ONF bundle (commit, then barrier)")
     args = ap.parse_args(argv)
-    out = measure(args.port, args.bridges.split(","), args.n, args.src, args.warmup, args.batched)
+    out = measure(args.port, args.bridges.split(","), args.n, args.src, args.warmup, args.batched,
+                  args.bundle)
     sys.stdout.write(json.dumps(out) + "\n")
     sys.stdout.flush()
     os._exit(0)  # os-ken's native threads do not all stop on close; the process is done

@@ -26,6 +26,8 @@ class FloorApp(app_manager.OSKenApp):
         self._pending: dict[tuple[int, int], threading.Event] = {}
         self.base_flows: dict[int, list[Any]] = {}  # dpid -> messages to send on connect
         self.batched = False  # True: one socket write (one send-queue put) per switch
+        self.bundle = False  # True: wrap each switch's messages in an atomic ONF bundle (OF1.3 ext.)
+        self._bundle_ids = iter(range(1, 1 << 31))
 
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def _features(self, ev: Any) -> None:
@@ -59,6 +61,9 @@ class FloorApp(app_manager.OSKenApp):
             dp = self.datapaths[dpid]
             barrier = dp.ofproto_parser.OFPBarrierRequest(dp)
             event = threading.Event()
+            if self.bundle:  # open, add each message, commit; the barrier confirms the commit
+                # (the bundle replies are experimenter messages the guarded listener drops)
+                ofmsgs = self._bundled(dp, ofmsgs)
             if self.batched:  # os-ken queues each send_msg separately: every put wakes a thread
                 chunks = []
                 for msg in [*ofmsgs, barrier]:
@@ -77,3 +82,14 @@ class FloorApp(app_manager.OSKenApp):
                 dp.send_msg(barrier)
             waits.append(event)
         return all(event.wait(timeout_s) for event in waits)
+
+    def _bundled(self, dp: Any, ofmsgs: list[Any]) -> list[Any]:
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        bid = next(self._bundle_ids)
+        flags = ofp.ONF_BF_ATOMIC | ofp.ONF_BF_ORDERED
+        out = [parser.ONFBundleCtrlMsg(dp, bid, ofp.ONF_BCT_OPEN_REQUEST, flags, [])]
+        for msg in ofmsgs:
+            msg.datapath = dp
+            out.append(parser.ONFBundleAddMsg(dp, bid, flags, msg, []))
+        out.append(parser.ONFBundleCtrlMsg(dp, bid, ofp.ONF_BCT_COMMIT_REQUEST, flags, []))
+        return out
