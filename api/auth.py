@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from flask import Flask, g, request
 from flask.typing import ResponseReturnValue
 
+from viplanes.authz.tokencache import TOKENS
 from viplanes.authz.tokens import Caller, may, parse_bearer
 from viplanes.errors import Forbidden
 from viplanes.store import caller_for_token
@@ -30,8 +32,7 @@ def register(app: Flask) -> None:
         token = parse_bearer(request.headers.get("Authorization"))
         caller = None
         if token is not None:
-            with ctx.db.read() as s:
-                caller = caller_for_token(s, token)
+            caller = TOKENS.lookup(ctx.db.url, token, lambda: _load_caller(ctx.db, token))
         if caller is None:
             ctx.limiter.record_failure(client)
             ctx.metrics.auth_failures.inc()
@@ -39,6 +40,11 @@ def register(app: Flask) -> None:
                                   {"WWW-Authenticate": 'Bearer realm="viplanes"'})
         g.caller = caller
         return None
+
+
+def _load_caller(db: Any, token: str) -> Caller | None:
+    with db.read() as s:
+        return caller_for_token(s, token)
 
 
 def caller() -> Caller:

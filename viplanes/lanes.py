@@ -118,8 +118,14 @@ class LaneManager:
                 if first is not None:
                     return first, False
             req = self._to_request(body, now)
-            decision = decide(req, [rule_of(g) for g in grants], self.topology, now,
-                              self._live_counts(s, [g.id for g in grants], req.starts_at, req.expires_at))
+            rules = [rule_of(g) for g in grants]
+            # Quota is the last check of a grant, so only grants that pass every other check need
+            # their live lanes counted (one GROUP BY over fewer grants); the rest fail the same
+            # way whatever the count.
+            countable = [r.grant_id for r in rules
+                         if check_grant(req, r, now, 0).code in ("allowed", "quota")]
+            decision = decide(req, rules, self.topology, now,
+                              self._live_counts(s, countable, req.starts_at, req.expires_at))
             lane: Lane | None = None
             if decision.allowed:
                 lane, denial = self._insert(s, caller, body, req, decision, now, idempotency_key)

@@ -11,6 +11,7 @@ from typing import Any, Sequence
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from viplanes.authz.tokencache import TOKENS
 from viplanes.authz.tokens import Caller, hash_token, new_token
 from viplanes.errors import Conflict, Invalid, NotFound
 from viplanes.models import LIVE_STATES, ApiToken, AuditEvent, Grant, Lane, Principal
@@ -44,8 +45,9 @@ def list_principals(s: Session) -> Sequence[Principal]:
 
 
 def rotate_token(s: Session, name: str, now: float) -> str:
-    """Replace every token of the principal with one new token."""
+    """Replace every token of the principal with one new token (old ones fail at once here)."""
     p = get_principal(s, name)
+    TOKENS.invalidate_with(s)
     p.tokens.clear()
     token = new_token()
     p.tokens.append(ApiToken(token_hash=hash_token(token), created_at=now))
@@ -55,12 +57,14 @@ def rotate_token(s: Session, name: str, now: float) -> str:
 
 def set_disabled(s: Session, name: str, disabled: bool = True) -> Principal:
     p = get_principal(s, name)
+    TOKENS.invalidate_with(s)
     p.disabled = disabled
     return p
 
 
 def caller_for_token(s: Session, token: str) -> Caller | None:
-    """The enabled principal holding ``token``, or None. One indexed query."""
+    """The enabled principal holding ``token``, or None. One indexed query (uncached; the API
+    goes through ``authz.tokencache.TOKENS``)."""
     row = s.execute(
         select(Principal.id, Principal.name, Principal.role)
         .join(ApiToken, ApiToken.principal_id == Principal.id)
