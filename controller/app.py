@@ -39,10 +39,15 @@ class VipLanesApp(app_manager.OSKenApp):
         self.runtime.on_flow_stats(dp.id, xid, entries, more)
 
     def send_ofmsgs(self, dpid: int, ofmsgs: list[Any]) -> bool:
-        """Bind and queue messages built with datapath=None; False when the switch is gone."""
+        """Bind and queue messages built with datapath=None; False when the switch is gone.
+
+        Our own connections (``ofserver.GuardedDatapath``) take the batch as one buffer."""
         dp = self.datapaths.get(dpid)
         if dp is None:
             return False
+        send_msgs = getattr(dp, "send_msgs", None)
+        if send_msgs is not None:
+            return bool(send_msgs(ofmsgs))
         for msg in ofmsgs:
             msg.datapath = dp
             if not dp.send_msg(msg):

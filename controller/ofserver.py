@@ -18,7 +18,7 @@ import logging
 import socket
 import struct
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from os_ken import cfg
 from os_ken.base import app_manager
@@ -59,6 +59,23 @@ class GuardedDatapath(Datapath):
         self.max_unreplied_echo_requests = self.max_unreplied_echo_requests or ECHO_MAX_UNREPLIED
         self._handshake_timer = threading.Timer(HANDSHAKE_TIMEOUT_S, self._handshake_expired)
         self._handshake_timer.daemon = True
+
+    def send_msgs(self, msgs: Sequence[Any]) -> bool:
+        """Serialise ``msgs`` in order and queue them as one buffer; False when the connection is
+        closing (then nothing of the batch was queued).
+
+        ``send_msg`` per message means one send-queue put, i.e. one wake-up of the send thread and
+        one GIL hand-off, per message (9 for an activation). Xids already set are kept, so the
+        barrier/xid tracking of ``LaneRuntime`` sees exactly the xids it assigned.
+        """
+        chunks = []
+        for msg in msgs:
+            msg.datapath = self
+            if msg.xid is None:
+                self.set_xid(msg)
+            msg.serialize()
+            chunks.append(msg.buf)
+        return bool(self.send(b"".join(chunks)))
 
     def _handshake_expired(self) -> None:
         if self.id is None:

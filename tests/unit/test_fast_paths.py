@@ -182,3 +182,45 @@ def test_live_lanes_are_counted_only_for_grants_that_pass_every_other_check(worl
     assert r.json["details"]["grant_id"] == world.grants["alice"]
     assert asked and all(ids == [world.grants["alice"]] for ids in asked)
     assert other not in {g for ids in asked for g in ids}
+
+
+# --- one buffer per switch batch -----------------------------------------------------------------
+
+def test_a_batch_goes_to_the_send_queue_as_one_buffer_with_its_xids():
+    import socket
+    import struct
+
+    from os_ken.ofproto import ofproto_v1_3_parser as parser
+
+    from viplanes.controller.ofserver import GuardedDatapath
+
+    with socket.create_server(("127.0.0.1", 0)) as srv:
+        b = socket.create_connection(srv.getsockname())
+        a, _ = srv.accept()
+    try:
+        dp = GuardedDatapath(a, ("127.0.0.1", 1))
+        mods = [parser.OFPFlowMod(None, cookie=i, priority=100 + i, match=parser.OFPMatch(in_port=i))
+                for i in (1, 2)]
+        mods[0].set_xid(1234)  # the runtime's xid must survive; the unset one gets the datapath's
+        barrier = parser.OFPBarrierRequest(None)
+        barrier.set_xid(1235)
+        assert dp.send_msgs([*mods, barrier]) is True
+        assert dp.send_q.qsize() == 1
+        buf, close = dp.send_q.get()
+        assert not close
+        singles = []
+        for m in (*mods, barrier):
+            assert m.datapath is dp
+            singles.append(bytes(m.buf))
+        assert bytes(buf) == b"".join(singles)
+        xids, off = [], 0
+        while off < len(buf):
+            _v, _t, length, xid = struct.unpack_from("!BBHI", buf, off)
+            xids.append(xid)
+            off += length
+        assert xids == [1234, mods[1].xid, 1235] and mods[1].xid is not None
+        dp.send_q = None  # the connection is closing: nothing is queued
+        assert dp.send_msgs([parser.OFPBarrierRequest(None)]) is False
+    finally:
+        a.close()
+        b.close()
