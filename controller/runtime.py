@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller import compiler, proxyarp, reconcile
+from viplanes.controller import compiler, heap, proxyarp, reconcile
 from viplanes.controller.cookies import ALL_APP_FLOWS, EXACT_MASK, lane_cookie, lane_id_from_cookie
 from viplanes.controller.desired import DesiredFlows
 from viplanes.controller.pending import Batch, Tracker
@@ -250,6 +250,8 @@ class LaneRuntime:
         self._compile(lanes, self.clock(), None)
         LOG.info("compiled %d desired lanes in %.0f ms", len(lanes),
                  (time.perf_counter() - t0) * 1000)
+        if len(lanes) >= heap.BULK_LANES:
+            heap.freeze_survivors()
 
     def reconcile_switch(self, dpid: int, timeout_s: float = 10.0) -> reconcile.Plan | None:
         """Diff the switch's app flows against the desired ones and send only the difference.
@@ -263,7 +265,10 @@ class LaneRuntime:
                         self.topology.name)
             return None
         with self._reading() as generation:
-            return self._reconcile(dpid, generation, t0, timeout_s)
+            plan = self._reconcile(dpid, generation, t0, timeout_s)
+        if plan is not None and len(self.lanes) >= heap.BULK_LANES:
+            heap.freeze_survivors()  # what a bulk reconcile leaves behind is long-lived
+        return plan
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[int]:

@@ -224,3 +224,71 @@ def test_a_batch_goes_to_the_send_queue_as_one_buffer_with_its_xids():
     finally:
         a.close()
         b.close()
+
+
+# --- long-lived controller state leaves the cyclic GC --------------------------------------------
+
+class _Node:
+    def __init__(self) -> None:
+        self.me = self  # a reference cycle: only the cyclic collector frees it
+
+
+def test_freeze_survivors_collects_garbage_first_and_freezes_the_rest(monkeypatch):
+    import gc
+    import weakref
+
+    from viplanes.controller import heap
+
+    monkeypatch.setattr(heap, "_last_unfreeze", None)
+    now = [0.0]
+    try:
+        garbage = _Node()
+        dead = weakref.ref(garbage)
+        del garbage
+        kept = _Node()
+        heap.freeze_survivors(clock=lambda: now[0])
+        assert dead() is None  # cyclic garbage was collected, not frozen forever
+        assert gc.get_freeze_count() > 0
+        frozen = gc.get_freeze_count()
+        old = weakref.ref(kept)
+        del kept  # now garbage, but frozen: only the hourly restart can free it
+        now[0] += 10
+        heap.freeze_survivors(clock=lambda: now[0])
+        assert old() is not None and gc.get_freeze_count() >= frozen
+        now[0] += heap.REFREEZE_EVERY_S
+        heap.freeze_survivors(clock=lambda: now[0])
+        assert old() is None
+    finally:
+        gc.unfreeze()
+
+
+def test_bulk_warm_up_and_reconcile_freeze_what_they_built(topo, monkeypatch):
+    from tests.unit.fake_switches import Clock, FakeSwitches
+    from viplanes.controller import heap
+    from viplanes.controller.runtime import LaneRuntime
+
+    calls: list[str] = []
+    monkeypatch.setattr(heap, "freeze_survivors", lambda: calls.append("freeze"))
+    monkeypatch.setattr(heap, "BULK_LANES", 2)
+    clock = Clock()
+    switches = FakeSwitches(topo, clock)
+    rt = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
+    lanes = [_spec(1, clock())]
+    rt.attach_source(lambda: lanes)
+    rt.warm_up()
+    dpid = sorted(rt.connected)[0]
+    assert rt.reconcile_switch(dpid) is not None
+    assert calls == []  # one lane: nothing bulky was built
+    lanes.append(_spec(2, clock()))
+    rt.warm_up()
+    assert calls == ["freeze"]
+    assert rt.reconcile_switch(dpid) is not None
+    assert calls == ["freeze", "freeze"]
+
+
+def _spec(lane_id: int, now: float):
+    from viplanes.domain import LaneSpec
+
+    return LaneSpec(lane_id=lane_id, src_ip="10.1.0.10", dst_ip="203.0.113.10", protocol="tcp",
+                    dst_port=5200 + lane_id, src_port=None, nat_ip="198.51.100.200",
+                    expires_at=now + 3600)
