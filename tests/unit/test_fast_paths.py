@@ -292,3 +292,24 @@ def _spec(lane_id: int, now: float):
     return LaneSpec(lane_id=lane_id, src_ip="10.1.0.10", dst_ip="203.0.113.10", protocol="tcp",
                     dst_port=5200 + lane_id, src_port=None, nat_ip="198.51.100.200",
                     expires_at=now + 3600)
+
+
+def test_desired_lanes_from_columns_equal_the_specs_of_the_rows(world):
+    import datetime as dt
+
+    from sqlalchemy import select
+
+    from viplanes.lanes import spec_of
+    from viplanes.models import Lane
+
+    assert world.lane("alice", src_port=40000, rate_mbps=50.0, dst_port=9005).status_code == 201
+    assert world.lane("bob", dst_port=9006).status_code == 201
+    later = dt.datetime.fromtimestamp(world.clock() + 600, dt.timezone.utc).isoformat()
+    assert world.lane("alice", dst_port=9007, start_at=later).status_code == 201  # scheduled
+    ctx = world.app.extensions["viplanes"]
+    with ctx.db.read() as s:
+        rows = s.scalars(select(Lane).where(Lane.state.in_(("installing", "active")))).all()
+        want = sorted((spec_of(r) for r in rows), key=lambda sp: sp.lane_id)
+    got = sorted(ctx.manager.desired_lanes(), key=lambda sp: sp.lane_id)
+    assert len(got) == 2 and got == want
+    assert {sp.rate_mbps for sp in got} == {50.0, None} and 40000 in {sp.src_port for sp in got}
