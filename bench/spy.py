@@ -6,6 +6,7 @@ goes into the result's details and the raw collapsed stacks next to the JSON.
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import signal
@@ -33,10 +34,13 @@ class Sampler:
         if exe is None:
             return
         out.parent.mkdir(parents=True, exist_ok=True)
+        # BENCH_PYSPY_NATIVE=1: C frames too (the cyclic GC shows up as gc_collect_main)
+        native = ["--native"] if os.environ.get("BENCH_PYSPY_NATIVE") else []
         self.proc = subprocess.Popen(
             [exe, "record", "--pid", str(pid), "--duration", str(int(duration_s) + 1), "--rate",
-             str(rate_hz), "--format", "raw", "--threads", "--nonblocking",
-             "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             str(rate_hz), "--format", "raw", "--threads", *native,
+             *([] if native else ["--nonblocking"]), "--output", str(out)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def stop(self) -> dict[str, Any] | None:
         """Stop sampling now (py-spy writes its output on SIGINT) and summarise."""
