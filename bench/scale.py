@@ -74,6 +74,16 @@ def fill(api_port: int, token: str, src_ip: str, n: int, clients: int) -> dict[s
             "failures": failures}
 
 
+def floor_with_cpu(c: Campus, n: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Floor latency and what ``ovs-vswitchd`` spent per floor lane (activation + removal)."""
+    cpu = CpuMeter(None)
+    out = run_floor(c, n)
+    used = cpu.stop()
+    lanes = n + 10  # the floor's warm-up lanes count too
+    used["ovs-vswitchd_ms_per_lane"] = (used["ovs-vswitchd_cpu_s"] or 0) / lanes * 1000
+    return summarize_ms(out["latency_s"]).as_dict(), used
+
+
 def dump_all(c: Campus) -> dict[int, list[Any]]:
     return {dpid: dump_flows(name) for dpid, name in c.bridges.names.items()}
 
@@ -137,7 +147,7 @@ def run(quick: bool = False, lanes: int | None = None, dataplane: str = "openflo
                          "db": db}
     with campus("scale") as c, database(db, c.workdir) as db_url:
         if dataplane == "openflow":
-            d["floor_empty"] = summarize_ms(run_floor(c, probes)["latency_s"]).as_dict()
+            d["floor_empty"], d["cpu_floor_empty"] = floor_with_cpu(c, probes)
         serve = Serve(c.workdir, free_port(), dataplane=dataplane, db_url=db_url).start()
         try:
             c.attach(serve)
@@ -169,7 +179,7 @@ def run(quick: bool = False, lanes: int | None = None, dataplane: str = "openflo
         finally:
             serve.stop()
         if dataplane == "openflow":  # the same switches, now holding every lane's flows
-            d["floor_full"] = summarize_ms(run_floor(c, probes)["latency_s"]).as_dict()
+            d["floor_full"], d["cpu_floor_full"] = floor_with_cpu(c, probes)
     d["serve_log_tail"] = serve.tail(1500)
     res.details = d
     if not first["client_s"] or not more["client_s"]:
@@ -195,6 +205,8 @@ def run(quick: bool = False, lanes: int | None = None, dataplane: str = "openflo
     if d.get("floor_empty") and d.get("floor_full"):
         res.add(f"floor p50 at {n}", d["floor_full"]["p50_ms"], "ms",
                 note=f"at 0: {d['floor_empty']['p50_ms']:.2f} ms")
+        res.add(f"ovs-vswitchd CPU per floor lane at {n}", d["cpu_floor_full"]["ovs-vswitchd_ms_per_lane"],
+                "ms", note=f"at 0: {d['cpu_floor_empty']['ovs-vswitchd_ms_per_lane']:.2f} ms; includes process start")
     d["within_20_percent"] = within(s1.p50_ms, s0.p50_ms, 0.2)
     for key, label in (("controller_restart", "controller restart"), ("switch_reconnect", "switch reconnect")):
         r = d.get(key)
