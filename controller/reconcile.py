@@ -91,12 +91,17 @@ def _seconds_left(stats: Any, clock_restarted: float | None, now: float) -> floa
     return left
 
 
-def _refresh(desired: Any, stats: Any, clock_restarted: float | None, now: float) -> Any | None:
+def _refresh(desired: Any, stats: Any, clock_restarted: float | None, now: float,
+             desired_age: float = 0.0) -> Any | None:
+    """None when the flow lives long enough; else the message that re-times it.
+
+    ``desired_age``: how long before ``now`` the desired hard timeout was computed. A slow
+    flow-stats read must not make every flow look short of time (it once re-added 14,651 flows)."""
     want = desired.hard_timeout
     if not want:
         return None  # base flows never time out
     left = _seconds_left(stats, clock_restarted, now)
-    if left is not None and (left >= REFRESH_MARGIN_S or left >= want - SLACK_S):
+    if left is not None and (left >= REFRESH_MARGIN_S or left >= want - desired_age - SLACK_S):
         return None
     if want == MAX_HARD_TIMEOUT and stats.hard_timeout == MAX_HARD_TIMEOUT:
         return refresh_mod(desired)
@@ -125,10 +130,13 @@ def _meters_of(flow: Any) -> set[int]:
 
 
 def plan_switch(desired: Sequence[Any], actual: Iterable[Any], now: float = 0.0,
-                restarted: Mapping[Any, float] | None = None) -> Plan:
-    """Diff one switch. ``desired``: FlowMods (ADD) and MeterMods; ``actual``: OFPFlowStats of
-    the app's cookie range only (flows of other apps must not be passed in); ``restarted``:
-    flow_key -> when we last sent it a MODIFY_STRICT refresh (the caller remembers)."""
+                restarted: Mapping[Any, float] | None = None,
+                desired_at: float | None = None) -> Plan:
+    """Diff one switch. ``desired``: FlowMods (ADD) and MeterMods, their hard timeouts computed
+    at ``desired_at`` (default ``now``); ``actual``: OFPFlowStats of the app's cookie range only
+    (flows of other apps must not be passed in), read at ``now``; ``restarted``: flow_key -> when
+    we last sent it a MODIFY_STRICT refresh (the caller remembers)."""
+    desired_age = 0.0 if desired_at is None else max(0.0, now - desired_at)
     restarted = restarted or {}
     want: dict[Any, Any] = {}
     meter_mods: dict[int, Any] = {}
@@ -149,7 +157,8 @@ def plan_switch(desired: Sequence[Any], actual: Iterable[Any], now: float = 0.0,
             stale_meters |= _meters_of(stats)
     adds = [msg for key, msg in want.items() if key not in have]
     refreshes = [r for key, stats in have.items()
-                 if (r := _refresh(want[key], stats, restarted.get(key), now)) is not None]
+                 if (r := _refresh(want[key], stats, restarted.get(key), now, desired_age))
+                 is not None]
     needed = set().union(*(_meters_of(m) for m in adds)) if adds else set()
     in_use = set().union(*(_meters_of(m) for m in want.values())) if want else set()
     # a stale lane's meter goes with its flows (OVS would keep it forever otherwise)

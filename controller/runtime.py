@@ -295,8 +295,9 @@ class LaneRuntime:
         if self.topology is None:
             wanted: list[Any] = [reconcile.default_forwarding()]
         else:
+            desired_at = self.clock()
             try:
-                per_dpid, lanes = self.desired(self.clock(), dpid)
+                per_dpid, lanes = self.desired(desired_at, dpid)
             except Exception:  # noqa: BLE001 - keep what the switch has
                 LOG.exception("reading the desired lanes failed; %s left as it is",
                               self.switch_name(dpid))
@@ -308,7 +309,8 @@ class LaneRuntime:
             return None
         now = self.clock()
         restarted = self._restarted.setdefault(dpid, {})
-        plan = reconcile.plan_switch(wanted, actual, now, restarted)
+        plan = reconcile.plan_switch(wanted, actual, now, restarted,
+                                     desired_at if self.topology is not None else None)
         wait = time.perf_counter()
         with self._change:
             wait = time.perf_counter() - wait

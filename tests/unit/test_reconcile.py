@@ -176,3 +176,15 @@ def test_any_switch_state_converges_in_one_plan(topo: Topology, before: list, af
     assert kept_ids <= survivors
     assert plan.kept == len(unchanged)
     assert plan_switch(new.get(dpid, []), app_stats(table), NOW).empty
+
+
+def test_slow_flow_stats_read_does_not_retime_healthy_flows(topo: Topology) -> None:
+    """Desired computed at T, stats read 12 s later: the flows lost 12 s, as expected, not time."""
+    table = FlowTable()
+    table.apply_all(compile_desired(topo, [lane(1, expires_in=600)], NOW)[0][1], NOW)
+    desired_at = NOW + 30
+    desired = compile_desired(topo, [lane(1, expires_in=600)], desired_at)[0][1]
+    read_at = desired_at + 12  # a slow read of a big flow table
+    assert not plan_switch(desired, app_stats(table, read_at), read_at, {}, desired_at).refreshes
+    # without knowing when desired was computed, the same flows look 12 s short and get re-added
+    assert plan_switch(desired, app_stats(table, read_at), read_at).refreshes
