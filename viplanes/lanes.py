@@ -13,7 +13,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from sqlalchemy import func, select, update
+from sqlalchemy import exists, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -38,6 +38,7 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     "active": frozenset({"expired", "released", "revoked", "failed"}),
     **{t: frozenset() for t in TERMINAL},
 }
+MAX_POOL_PROBES = 256  # lane-pool addresses probed one by one (indexed EXISTS) per allocation
 NAT_LOCK_KEY = 0x56495031  # pg advisory lock: one lane-pool allocation at a time
 
 
@@ -95,6 +96,12 @@ class LaneManager:
         self.on_decision = on_decision
         self.on_activation = on_activation
         self.started_at = clock()
+        # Built once: building the pool's EXISTS probes costs more than running them. A pool too
+        # large for one row of probes (not the campus /27) falls back to reading live nat_ips.
+        pool = [str(a) for a in topology.lane_pool.prefix.hosts()]
+        probes = [exists().where(Lane.nat_ip == a, Lane.state.in_(LIVE_STATES))
+                  for a in pool] if 0 < len(pool) <= MAX_POOL_PROBES else []
+        self._pool_probe = (pool, select(*probes) if probes else None)
 
     # --- request -----------------------------------------------------------------------------
 
@@ -190,6 +197,18 @@ class LaneManager:
             q = q.where(Lane.id != exclude)
         return s.scalar(q.limit(1))
 
+    def _pool_taken(self, s: Session) -> list[str]:
+        """Lane-pool addresses held by a live lane: one indexed EXISTS per pool address.
+
+        The pool is small (a /27) and each probe is an index seek on (nat_ip, state), so the
+        cost does not grow with the number of live lanes (scanning their nat_ip did).
+        """
+        pool, query = self._pool_probe
+        if query is None:
+            return list(s.scalars(select(Lane.nat_ip).where(Lane.nat_ip.is_not(None),
+                                                            Lane.state.in_(LIVE_STATES)).distinct()))
+        return [a for a, taken in zip(pool, s.execute(query).one()) if taken]
+
     def _insert(self, s: Session, caller: Caller, body: LaneInput, req: LaneRequest, decision: Decision,
                 now: float, idempotency_key: str | None) -> tuple[Lane | None, VipError | None]:
         src, dst = str(req.src_ip), str(req.dst_ip)
@@ -205,10 +224,10 @@ class LaneManager:
             # stateless 1:1 (host <-> address) and lanes of one host differ by their ports, so
             # the pool bounds concurrent hosts, not concurrent lanes.
             self.db.advisory_lock(s, NAT_LOCK_KEY)
-            live = select(Lane.nat_ip).where(Lane.state.in_(LIVE_STATES), Lane.nat_ip.is_not(None))
-            nat_ip = s.scalar(live.where(Lane.src_ip == src).limit(1))
+            nat_ip = s.scalar(select(Lane.nat_ip).where(Lane.src_ip == src, Lane.state.in_(LIVE_STATES),
+                                                        Lane.nat_ip.is_not(None)).limit(1))
             if nat_ip is None:
-                nat_ip = allocate_nat(self.topology.lane_pool.prefix, s.scalars(live))
+                nat_ip = allocate_nat(self.topology.lane_pool.prefix, self._pool_taken(s))
             if nat_ip is None:
                 return None, Unavailable("the lane address pool is exhausted; try again when a lane ends",
                                          {"pool": str(self.topology.lane_pool.prefix)}, code="lane_pool_exhausted")

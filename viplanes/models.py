@@ -71,6 +71,10 @@ class Lane(Base):
         Index("ix_lanes_principal_state", "principal_id", "state"),
         Index("ix_lanes_grant_state", "grant_id", "state"),
         Index("ix_lanes_flow", "src_ip", "dst_ip", "dst_port"),
+        # Lane-pool allocation: "this host's live address" and "is this address taken" are index
+        # seeks, not scans of every live lane (request latency must not grow with live lanes).
+        Index("ix_lanes_src_state", "src_ip", "state"),
+        Index("ix_lanes_nat_state", "nat_ip", "state"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
