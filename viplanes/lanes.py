@@ -13,7 +13,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from sqlalchemy import exists, func, select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -22,9 +22,9 @@ from viplanes.dataplane import Dataplane
 from viplanes.db import Database
 from viplanes.domain import ActivationResult, LaneCounters, LaneSpec
 from viplanes.errors import Conflict, Forbidden, Invalid, NotFound, Unavailable, VipError
+from viplanes.lane_pool import LanePool
 from viplanes.models import LIVE_STATES, Lane, Principal
-from viplanes.policy.rules import (START_SLACK_S, Decision, LaneRequest, allocate_nat, check_grant,
-                                   decide)
+from viplanes.policy.rules import START_SLACK_S, Decision, LaneRequest, check_grant, decide
 from viplanes.store import audit, get_grant, lock_usable_grants, rule_of
 from viplanes.topologies.model import Topology
 
@@ -38,8 +38,6 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     "active": frozenset({"expired", "released", "revoked", "failed"}),
     **{t: frozenset() for t in TERMINAL},
 }
-MAX_POOL_PROBES = 256  # lane-pool addresses probed one by one (indexed EXISTS) per allocation
-NAT_LOCK_KEY = 0x56495031  # pg advisory lock: one lane-pool allocation at a time
 
 
 def can_move(src: str, dst: str) -> bool:
@@ -96,12 +94,7 @@ class LaneManager:
         self.on_decision = on_decision
         self.on_activation = on_activation
         self.started_at = clock()
-        # Built once: building the pool's EXISTS probes costs more than running them. A pool too
-        # large for one row of probes (not the campus /27) falls back to reading live nat_ips.
-        pool = [str(a) for a in topology.lane_pool.prefix.hosts()]
-        probes = [exists().where(Lane.nat_ip == a, Lane.state.in_(LIVE_STATES))
-                  for a in pool] if 0 < len(pool) <= MAX_POOL_PROBES else []
-        self._pool_probe = (pool, select(*probes) if probes else None)
+        self.lane_pool = LanePool(topology.lane_pool.prefix)
 
     # --- request -----------------------------------------------------------------------------
 
@@ -197,18 +190,6 @@ class LaneManager:
             q = q.where(Lane.id != exclude)
         return s.scalar(q.limit(1))
 
-    def _pool_taken(self, s: Session) -> list[str]:
-        """Lane-pool addresses held by a live lane: one indexed EXISTS per pool address.
-
-        The pool is small (a /27) and each probe is an index seek on (nat_ip, state), so the
-        cost does not grow with the number of live lanes (scanning their nat_ip did).
-        """
-        pool, query = self._pool_probe
-        if query is None:
-            return list(s.scalars(select(Lane.nat_ip).where(Lane.nat_ip.is_not(None),
-                                                            Lane.state.in_(LIVE_STATES)).distinct()))
-        return [a for a, taken in zip(pool, s.execute(query).one()) if taken]
-
     def _insert(self, s: Session, caller: Caller, body: LaneInput, req: LaneRequest, decision: Decision,
                 now: float, idempotency_key: str | None) -> tuple[Lane | None, VipError | None]:
         src, dst = str(req.src_ip), str(req.dst_ip)
@@ -223,11 +204,7 @@ class LaneManager:
             # One lane-pool address per host, shared by all its live lanes: the translation is
             # stateless 1:1 (host <-> address) and lanes of one host differ by their ports, so
             # the pool bounds concurrent hosts, not concurrent lanes.
-            self.db.advisory_lock(s, NAT_LOCK_KEY)
-            nat_ip = s.scalar(select(Lane.nat_ip).where(Lane.src_ip == src, Lane.state.in_(LIVE_STATES),
-                                                        Lane.nat_ip.is_not(None)).limit(1))
-            if nat_ip is None:
-                nat_ip = allocate_nat(self.topology.lane_pool.prefix, self._pool_taken(s))
+            nat_ip = self.lane_pool.address_for(self.db, s, src)
             if nat_ip is None:
                 return None, Unavailable("the lane address pool is exhausted; try again when a lane ends",
                                          {"pool": str(self.topology.lane_pool.prefix)}, code="lane_pool_exhausted")

@@ -1,0 +1,57 @@
+"""Lane-pool address allocation: which pool address a NAT'd host's lanes translate to.
+
+One lane-pool address per host, shared by all its live lanes: the translation is stateless 1:1
+(host <-> address) and lanes of one host differ by their ports, so the pool bounds concurrent
+hosts, not concurrent lanes. Kept apart from the lane state machine because it is the only
+part of lane creation that serialises (one allocation at a time, under an advisory lock).
+"""
+from __future__ import annotations
+
+import ipaddress
+
+from sqlalchemy import exists, select
+from sqlalchemy.orm import Session
+
+from viplanes.db import Database
+from viplanes.models import LIVE_STATES, Lane
+from viplanes.policy.rules import allocate_nat
+
+MAX_POOL_PROBES = 256  # lane-pool addresses probed one by one (indexed EXISTS) per allocation
+NAT_LOCK_KEY = 0x56495031  # pg advisory lock: one lane-pool allocation at a time
+
+
+class LanePool:
+    """Allocates lane-pool addresses from one prefix, reading live lanes from the database."""
+
+    def __init__(self, prefix: ipaddress.IPv4Network) -> None:
+        self.prefix = prefix
+        # Built once: building the pool's EXISTS probes costs more than running them. A pool too
+        # large for one row of probes (not the campus /27) falls back to reading live nat_ips.
+        self._addresses = [str(a) for a in prefix.hosts()]
+        probes = [exists().where(Lane.nat_ip == a, Lane.state.in_(LIVE_STATES))
+                  for a in self._addresses] if 0 < len(self._addresses) <= MAX_POOL_PROBES else []
+        self._probe = select(*probes) if probes else None
+
+    def taken(self, s: Session) -> list[str]:
+        """Lane-pool addresses held by a live lane: one indexed EXISTS per pool address.
+
+        The pool is small (a /27) and each probe is an index seek on (nat_ip, state), so the
+        cost does not grow with the number of live lanes (scanning their nat_ip did).
+        """
+        if self._probe is None:
+            return list(s.scalars(select(Lane.nat_ip).where(Lane.nat_ip.is_not(None),
+                                                            Lane.state.in_(LIVE_STATES)).distinct()))
+        return [a for a, taken in zip(self._addresses, s.execute(self._probe).one()) if taken]
+
+    def address_for(self, db: Database, s: Session, src_ip: str) -> str | None:
+        """The address ``src_ip``'s live lanes already use, else the lowest free one; None if exhausted.
+
+        Takes the allocation lock in ``s`` (held until its transaction ends), so two requests
+        cannot hand the same free address to two hosts.
+        """
+        db.advisory_lock(s, NAT_LOCK_KEY)
+        nat_ip = s.scalar(select(Lane.nat_ip).where(Lane.src_ip == src_ip, Lane.state.in_(LIVE_STATES),
+                                                    Lane.nat_ip.is_not(None)).limit(1))
+        if nat_ip is None:
+            nat_ip = allocate_nat(self.prefix, self.taken(s))
+        return nat_ip
