@@ -13,7 +13,7 @@ import threading
 
 import click
 
-from viplanes.controller.launcher import parse_hostport
+from viplanes.hostport import hostport_option
 
 
 @click.group()
@@ -31,10 +31,7 @@ def controller() -> None:
               default="INFO", show_default=True)
 def run(listen: str, topology_path: str | None, log_level: str) -> None:
     """Run the controller in the foreground until SIGTERM/SIGINT."""
-    try:
-        host, port = parse_hostport(listen, 6653)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--listen") from None
+    host, port = hostport_option(listen, "--listen", 6653)
     topology = None
     if topology_path is not None:
         from viplanes.topologies.loader import TopologyError, load_topology

@@ -13,24 +13,11 @@ from typing import Any
 
 import click
 
+from viplanes.hostport import hostport_option
+
 DEFAULT_APPS = ("viplanes.controller.app",)
 OFP_HANDLER = "os_ken.controller.ofp_handler"
 _configured = False
-
-
-def parse_hostport(value: str, default_port: int) -> tuple[str, int]:
-    """'HOST:PORT', 'HOST' or ':PORT' -> (host, port); ValueError with a readable message."""
-    host, sep, port_text = value.rpartition(":")
-    if not sep:
-        host, port_text = value, str(default_port)
-    host = host.strip("[]") or "127.0.0.1"
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise ValueError(f"port must be a number in {value!r}") from None
-    if not 0 < port < 65536:
-        raise ValueError(f"port {port} out of range 1-65535 in {value!r}")
-    return host, port
 
 
 def configure_osken(listen_host: str, listen_port: int) -> None:
@@ -91,10 +78,7 @@ def start_apps(app_modules: tuple[str, ...] | list[str], listen_host: str = "127
 @click.option("--log-level", default="INFO", show_default=True)
 def run(listen: str, apps: tuple[str, ...], log_level: str) -> None:
     """Run os-ken apps in the foreground until SIGTERM/SIGINT."""
-    try:
-        host, port = parse_hostport(listen, 6653)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--listen") from None
+    host, port = hostport_option(listen, "--listen", 6653)
     logging.basicConfig(level=log_level.upper(), stream=sys.stdout,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     from os_ken.lib import hub

@@ -14,14 +14,9 @@ from typing import Any
 
 import click
 
+from viplanes.hostport import hostport_option
+
 log = logging.getLogger("viplanes.serve")
-
-
-def parse_hostport(value: str, option: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise click.BadParameter(f"expected HOST:PORT, got {value!r}", param_hint=option)
-    return host.strip("[]"), int(port)
 
 
 def _load_topology(path: str | None) -> Any:
@@ -84,8 +79,8 @@ def serve(topology_path: str | None, db_url: str | None, api_addr: str, of_addr:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    api_host, api_port = parse_hostport(api_addr, "--api")
-    of = parse_hostport(of_addr, "--openflow")
+    api_host, api_port = hostport_option(api_addr, "--api")
+    of = hostport_option(of_addr, "--openflow")
     topology = _load_topology(topology_path)
     plane = _make_dataplane(dataplane, topology, of)
     try:
