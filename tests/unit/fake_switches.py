@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import pytest
+from os_ken.lib.packet import arp, ether_types, ethernet, packet
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
@@ -24,6 +26,42 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    """A test module imports this fixture to get a settable clock (it shadows conftest's)."""
+    return Clock()
+
+
+@pytest.fixture
+def switches(topo: Topology, clock: Clock) -> FakeSwitches:
+    return FakeSwitches(topo, clock)
+
+
+def inline_runtime(topo: Topology, clock: Clock, switches: FakeSwitches,
+                   base_flows: bool = False) -> LaneRuntime:
+    """A runtime wired to ``switches`` that runs spawned work inline, so a test sees its effects at once.
+
+    ``base_flows`` reconciles every switch first (NORMAL, bypass drops, the ARP punt).
+    """
+    runtime = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
+    if base_flows:
+        for dpid in sorted(switches.net.tables):
+            runtime.reconcile_switch(dpid)
+    return runtime
+
+
+def arp_request(topo: Topology, target: str) -> bytes:
+    """The edge router's broadcast ARP who-has ``target``, as raw frame bytes."""
+    edge = topo.edge.inside
+    pkt = packet.Packet()
+    pkt.add_protocol(ethernet.ethernet(dst="ff:ff:ff:ff:ff:ff", src=edge.mac,
+                                       ethertype=ether_types.ETH_TYPE_ARP))
+    pkt.add_protocol(arp.arp(opcode=arp.ARP_REQUEST, src_mac=edge.mac, src_ip=str(edge.ip.ip),
+                             dst_mac="00:00:00:00:00:00", dst_ip=target))
+    pkt.serialize()
+    return bytes(pkt.data)
 
 
 class FakeSwitches:

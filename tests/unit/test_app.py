@@ -11,11 +11,11 @@ import time
 import pytest
 from os_ken.controller import ofp_event
 from os_ken.controller.handler import DEAD_DISPATCHER, MAIN_DISPATCHER
-from os_ken.lib.packet import arp, ethernet, ether_types, packet
+from os_ken.lib.packet import arp, packet
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from tests.unit.fake_switches import Clock
+from tests.unit.fake_switches import Clock, arp_request
 from viplanes.controller.app import VipLanesApp
 from viplanes.controller.compiler import lane_cookie
 from viplanes.controller.flowsim import FlowSimError
@@ -82,17 +82,6 @@ def state(dp: FakeDatapath, st: str):
     ev = ofp_event.EventOFPStateChange(dp)
     ev.state = st
     return ev
-
-
-def arp_request(topo: Topology, target: str) -> bytes:
-    edge = topo.edge.inside
-    pkt = packet.Packet()
-    pkt.add_protocol(ethernet.ethernet(dst="ff:ff:ff:ff:ff:ff", src=edge.mac,
-                                       ethertype=ether_types.ETH_TYPE_ARP))
-    pkt.add_protocol(arp.arp(opcode=arp.ARP_REQUEST, src_mac=edge.mac, src_ip=str(edge.ip.ip),
-                             dst_mac="00:00:00:00:00:00", dst_ip=target))
-    pkt.serialize()
-    return bytes(pkt.data)
 
 
 def packet_in(dp: FakeDatapath, in_port: int, data: bytes):

@@ -8,7 +8,8 @@ import pytest
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from tests.unit.fake_switches import Clock, FakeSwitches
+from tests.unit.fake_switches import (Clock, FakeSwitches, clock, inline_runtime,  # noqa: F401 (fixtures)
+                                      switches)
 from viplanes.controller.compiler import lane_cookie
 from viplanes.controller.cookies import ALL_APP_FLOWS
 from viplanes.controller.flowsim import ip_packet
@@ -28,19 +29,8 @@ def spec(lane_id: int = 1, expires_in: float = 3600.0, now: float = 1_000_000.0,
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def switches(topo: Topology, clock: Clock) -> FakeSwitches:
-    return FakeSwitches(topo, clock)
-
-
-@pytest.fixture
 def rt(topo: Topology, clock: Clock, switches: FakeSwitches) -> LaneRuntime:
-    runtime = LaneRuntime(topo, clock=clock, spawn=lambda fn: fn())
-    return switches.attach(runtime)
+    return inline_runtime(topo, clock, switches)
 
 
 def lane_flows(switches: FakeSwitches, dpid: int, lane_id: int) -> list:
@@ -162,7 +152,7 @@ def test_switch_connect_reconciles_base_flows_and_desired_lanes(topo, clock, swi
 
 
 def test_restarted_runtime_keeps_identical_flows_and_their_counters(topo, clock, switches) -> None:
-    first = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
+    first = inline_runtime(topo, clock, switches)
     assert first.activate(spec(5)).ok
     for dpid in (1, 2, 3, 4):
         first.reconcile_switch(dpid)  # base flows
@@ -183,7 +173,7 @@ def test_restarted_runtime_keeps_identical_flows_and_their_counters(topo, clock,
 
 
 def test_reconcile_deletes_a_lane_no_longer_desired(topo, clock, switches) -> None:
-    rt = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
+    rt = inline_runtime(topo, clock, switches)
     assert rt.activate(spec(5)).ok
     rt.attach_source(lambda: [])
     rt.reconcile_all()
@@ -192,7 +182,7 @@ def test_reconcile_deletes_a_lane_no_longer_desired(topo, clock, switches) -> No
 
 
 def test_failing_source_never_deletes_lanes(topo, clock, switches) -> None:
-    rt = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
+    rt = inline_runtime(topo, clock, switches)
     assert rt.activate(spec(5)).ok
 
     def broken() -> list:
@@ -205,7 +195,7 @@ def test_failing_source_never_deletes_lanes(topo, clock, switches) -> None:
 
 
 def test_long_lane_refreshed_before_hard_timeout_keeps_counters_and_age(topo, clock, switches) -> None:
-    rt = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
+    rt = inline_runtime(topo, clock, switches)
     lane = spec(5, expires_in=200_000, now=clock.now)
     rt.attach_source(lambda: [lane])
     assert rt.activate(lane).ok
@@ -228,7 +218,7 @@ def test_long_lane_refreshed_before_hard_timeout_keeps_counters_and_age(topo, cl
 
 
 def test_extended_lane_gets_an_exact_new_deadline(topo, clock, switches) -> None:
-    rt = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
+    rt = inline_runtime(topo, clock, switches)
     assert rt.activate(spec(5, expires_in=600, now=clock.now)).ok
     clock.now += 590
     rt.attach_source(lambda: [spec(5, expires_in=3000, now=clock.now)])
@@ -243,7 +233,7 @@ def test_flow_removed_is_noted_per_lane(rt, clock) -> None:
 
 
 def test_unknown_switch_gets_nothing(topo, clock, switches) -> None:
-    rt = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
+    rt = inline_runtime(topo, clock, switches)
     rt.connected.add(77)
     assert rt.reconcile_switch(77) is None
 
@@ -271,7 +261,7 @@ def test_without_topology_only_default_forwarding(clock) -> None:
 
 
 def test_lane_activated_while_a_reconcile_reads_is_left_alone(topo, clock, switches) -> None:
-    rt = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
+    rt = inline_runtime(topo, clock, switches)
     rt.attach_source(lambda: [])  # what the reconcile reads first: no lanes yet
     results: list = []
 
@@ -295,7 +285,7 @@ def test_lane_activated_while_a_reconcile_reads_is_left_alone(topo, clock, switc
 
 def test_periodic_round_keeps_a_lane_activated_while_it_read_the_source(topo, clock,
                                                                         switches) -> None:
-    rt = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
+    rt = inline_runtime(topo, clock, switches)
     calls: list = []
 
     def source() -> list:
@@ -325,7 +315,7 @@ def test_switch_reconcile_compiles_only_lanes_crossing_it(topo, clock, switches,
         return real(lane, *args, **kwargs)
 
     monkeypatch.setattr(compiler, "compile_lane", counting)
-    rt = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
+    rt = inline_runtime(topo, clock, switches)
     dtn_lane = spec(6, src_ip="198.51.100.30", nat_ip=None)  # the DTN sits on s3: one switch
     rt.attach_source(lambda: [spec(5), dtn_lane])
     rt.reconcile_switch(4)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from os_ken.lib.packet import arp, ether_types, ethernet, packet
+from os_ken.lib.packet import arp, packet
 
-from tests.unit.fake_switches import Clock, FakeSwitches
+from tests.unit.fake_switches import (Clock, FakeSwitches, arp_request, clock,  # noqa: F401 (fixtures)
+                                      inline_runtime, switches)
 from viplanes.controller import compiler
 from viplanes.controller.compiler import lane_cookie
 from viplanes.controller.flowsim import ip_packet, make_packet
@@ -31,32 +32,8 @@ def lane(lane_id: int, dst_port: int, now: float, dst_ip: str = CLOUD) -> LaneSp
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def switches(topo: Topology, clock: Clock) -> FakeSwitches:
-    return FakeSwitches(topo, clock)
-
-
-@pytest.fixture
 def rt(topo: Topology, clock: Clock, switches: FakeSwitches) -> LaneRuntime:
-    runtime = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
-    for dpid in sorted(switches.net.tables):
-        runtime.reconcile_switch(dpid)  # base flows: NORMAL, bypass drops, the ARP punt
-    return runtime
-
-
-def arp_request(topo: Topology, target: str) -> bytes:
-    edge = topo.edge.inside
-    pkt = packet.Packet()
-    pkt.add_protocol(ethernet.ethernet(dst="ff:ff:ff:ff:ff:ff", src=edge.mac,
-                                       ethertype=ether_types.ETH_TYPE_ARP))
-    pkt.add_protocol(arp.arp(opcode=arp.ARP_REQUEST, src_mac=edge.mac, src_ip=str(edge.ip.ip),
-                             dst_mac="00:00:00:00:00:00", dst_ip=target))
-    pkt.serialize()
-    return bytes(pkt.data)
+    return inline_runtime(topo, clock, switches, base_flows=True)
 
 
 def answered(rt: LaneRuntime, topo: Topology, target: str) -> bool:
