@@ -12,6 +12,22 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
+def wait_healthy(proc: subprocess.Popen, url: str, log: Path, timeout: float) -> None:
+    """Wait until ``url``/healthz answers OK; fail with the log's tail if ``proc`` exits or time runs out."""
+    import requests  # only the serve tests need it
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(f"{url}/healthz", timeout=1).ok:
+                return
+        except requests.ConnectionError:
+            time.sleep(0.1)
+        if proc.poll() is not None:
+            break
+    raise AssertionError(f"serve did not come up:\n{log.read_text()[-3000:]}")
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -25,7 +25,7 @@ import pytest
 import requests
 
 from tests.integration.conftest import ovs_problem
-from tests.integration.procs import free_port
+from tests.integration.procs import free_port, wait_healthy
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -51,16 +51,8 @@ class ServeProcess:
                 [*VIPLANES, "serve", "--db", self.db_url, "--api", f"127.0.0.1:{self.api_port}",
                  "--openflow", f"127.0.0.1:{self.of_port}", "--tick", "0.2"],
                 stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=dict(os.environ))
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(f"{self.url}/healthz", timeout=1).ok:
-                    return self
-            except requests.ConnectionError:
-                time.sleep(0.1)
-            if self.proc.poll() is not None:
-                break
-        raise AssertionError(f"serve did not come up:\n{self.log.read_text()[-3000:]}")
+        wait_healthy(self.proc, self.url, self.log, timeout=30)
+        return self
 
     def kill(self) -> None:
         """SIGKILL: no goodbye to the switches, like a crash."""

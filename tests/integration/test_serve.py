@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from tests.integration.conftest_pg import pg_cluster  # noqa: F401  (session fixture)
-from tests.integration.procs import free_port
+from tests.integration.procs import free_port, wait_healthy
 
 pytestmark = pytest.mark.integration
 VIPLANES = [sys.executable, "-m", "viplanes.cli"]
@@ -38,16 +38,8 @@ class Serve:
                 [*VIPLANES, "serve", "--dataplane", "memory", "--db", self.db_url,
                  "--api", f"127.0.0.1:{self.port}", "--openflow", f"127.0.0.1:{free_port()}", "--tick", "0.1"],
                 stdout=log, stderr=log)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(f"{self.url}/healthz", timeout=1).ok:
-                    return self
-            except requests.ConnectionError:
-                time.sleep(0.1)
-            if self.proc.poll() is not None:
-                break
-        raise AssertionError(f"serve did not come up: {self.log.read_text()[-2000:]}")
+        wait_healthy(self.proc, self.url, self.log, timeout=20)
+        return self
 
     def stop(self) -> int | None:
         if self.proc is None or self.proc.poll() is not None:
