@@ -10,7 +10,7 @@ import functools
 import json
 import re
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 import click
 
@@ -21,7 +21,7 @@ LANE_COLUMNS = ("id", "principal", "state", "src_ip", "dst_ip", "protocol", "dst
                 "starts_at", "expires_at", "reason")
 
 
-def _fail(message: str, code: int = 1) -> None:
+def _fail(message: str, code: int = 1) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
 
@@ -236,6 +236,14 @@ def _duration(value: str) -> int:
     return int(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
 
 
+def _duration_of(value: str, option: str) -> int:
+    """:func:`_duration` for an option parsed in the command body: one readable line, exit 2."""
+    try:
+        return _duration(value)
+    except click.BadParameter as exc:
+        _fail(f"{option}: {exc.message}", 2)
+
+
 @click.group()
 def lane() -> None:
     """VIP lanes: request one before a big transfer."""
@@ -257,10 +265,7 @@ def lane() -> None:
 @api_command
 def lane_request(api: ApiClient, duration: str, wait: bool, wait_timeout: float | None,
                  idempotency_key: str | None, **body: Any) -> Any:
-    try:
-        body["duration_s"] = _duration(duration)
-    except click.BadParameter as exc:
-        _fail(f"--duration: {exc.message}", 2)
+    body["duration_s"] = _duration_of(duration, "--duration")
     body = {k: v for k, v in body.items() if v is not None}
     out = api.request_lane(body, idempotency_key)
     if wait and out["state"] not in ("active", "failed"):
@@ -297,10 +302,7 @@ def lane_show(api: ApiClient, lane_id: int) -> Any:
 @click.option("--by", "by", required=True, help="extra time: seconds or 10m/2h")
 @api_command
 def lane_extend(api: ApiClient, lane_id: int, by: str) -> Any:
-    try:
-        add = _duration(by)
-    except click.BadParameter as exc:
-        _fail(f"--by: {exc.message}", 2)
+    add = _duration_of(by, "--by")
     return api.call("POST", f"/lanes/{lane_id}/extend", json={"add_s": add}), _record
 
 
