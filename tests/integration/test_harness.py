@@ -66,12 +66,17 @@ def test_switch_joins_controller_and_iperf3_runs(controller, two_host_net) -> No
     net, h1, h2 = two_host_net
     assert controller.wait_for_dpids({DPID}), "switch never appeared in the controller"
     assert net.ping([h1, h2], timeout="1") == 0.0
-    h2.cmd("iperf3 -s -1 -D -p 5201")
-    for _ in range(50):  # -D returns before the server listens
-        if ":5201" in h2.cmd("ss -ltn"):
-            break
-        time.sleep(0.1)
-    out = h1.cmd("iperf3 -c 10.77.0.2 -p 5201 -t 2 -J")
+    # a child of the test, not a daemon (-D would outlive the namespace if no client came)
+    server = h2.popen(["iperf3", "-s", "-1", "-p", "5201"])
+    try:
+        for _ in range(50):
+            if ":5201" in h2.cmd("ss -ltn"):
+                break
+            time.sleep(0.1)
+        out = h1.cmd("iperf3 -c 10.77.0.2 -p 5201 -t 2 -J")
+    finally:
+        server.kill()
+        server.wait()
     result = json.loads(out)
     assert "error" not in result, result.get("error")
     mbps = result["end"]["sum_received"]["bits_per_second"] / 1e6
