@@ -292,10 +292,10 @@ class LaneRuntime:
     def _reconcile(self, dpid: int, generation: int, t0: float,
                    timeout_s: float) -> reconcile.Plan | None:
         lanes: dict[int, LaneSpec] = {}
+        desired_at = self.clock()
         if self.topology is None:
             wanted: list[Any] = [reconcile.default_forwarding()]
         else:
-            desired_at = self.clock()
             try:
                 per_dpid, lanes = self.desired(desired_at, dpid)
             except Exception:  # noqa: BLE001 - keep what the switch has
@@ -309,8 +309,7 @@ class LaneRuntime:
             return None
         now = self.clock()
         restarted = self._restarted.setdefault(dpid, {})
-        plan = reconcile.plan_switch(wanted, actual, now, restarted,
-                                     desired_at if self.topology is not None else None)
+        plan = reconcile.plan_switch(wanted, actual, now, restarted, desired_at)
         wait = time.perf_counter()
         with self._change:
             wait = time.perf_counter() - wait

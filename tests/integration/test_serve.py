@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.concurrency import run_together
 from tests.integration.conftest_pg import pg_cluster  # noqa: F401  (session fixture)
 from tests.integration.procs import free_port, wait_healthy
 
@@ -144,13 +145,7 @@ def test_200_simultaneous_http_requests_quota_5(serve_db, tmp_path, record_prope
                 with lock:
                     results.append((r.status_code, r.json().get("state") or r.json().get("error")))
 
-        threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-        t0 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-        elapsed = time.perf_counter() - t0
+        elapsed = run_together(one, n)
         record_property("seconds", round(elapsed, 3))
         print(f"\n200 HTTP lane requests, quota 5, {app.extensions['viplanes'].db.engine.dialect.name}: {elapsed:.2f}s")
         assert len(results) == n

@@ -10,6 +10,7 @@ import time
 import pytest
 from sqlalchemy import select
 
+from tests.concurrency import run_together
 from tests.unit.conftest import GRANT, T0
 from viplanes import store
 from viplanes.db import Database
@@ -158,13 +159,7 @@ def _storm(db, callers, n, max_lanes):
             with lock:
                 errors.append(repr(exc))
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    elapsed = time.perf_counter() - t0
+    elapsed = run_together(one, n)
     assert not errors, errors[:3]
     return created, refused, elapsed
 
