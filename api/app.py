@@ -9,14 +9,14 @@ from typing import Any, Callable
 
 from flask import Flask
 
-from viplanes.authz.ratelimit import FailedAuthLimiter
+from viplanes.authz.ratelimit import Budgets, FailedAuthLimiter
 from viplanes.config import AppConfig
 from viplanes.dataplane import Dataplane
 from viplanes.db import Database
 from viplanes.lanes import LaneManager
 from viplanes.topologies.model import Topology
 
-from . import audit, auth, errors, grants, lanes, metrics, principals
+from . import audit, auth, bodies, errors, grants, lanes, metrics, principals
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,10 @@ def create_app(config: AppConfig | dict[str, Any] | None = None, dataplane: Data
         },
     )
     app.extensions["viplanes"] = AppContext(config, db, manager, topology, dataplane, clock,
-                                            FailedAuthLimiter(config.auth_max_failures, config.auth_window_s),
+                                            FailedAuthLimiter(db, Budgets(config.auth_max_failures,
+                                                                          config.auth_net_max_failures,
+                                                                          config.auth_global_max_failures,
+                                                                          config.auth_window_s)),
                                             m)
     api = errors.VipApi(app)
     for bp in (lanes.bp, grants.bp, principals.bp, audit.bp):
@@ -84,4 +87,5 @@ def create_app(config: AppConfig | dict[str, Any] | None = None, dataplane: Data
     app.register_blueprint(metrics.bp)
     errors.register(app)
     auth.register(app)
+    bodies.register(app)  # after auth: bodies of unauthenticated requests are never parsed
     return app

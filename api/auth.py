@@ -24,18 +24,18 @@ def register(app: Flask) -> None:
         if not path.startswith("/api/v1/") or path in PUBLIC:
             return None
         ctx = app.extensions["viplanes"]
-        client = request.remote_addr or "unknown"
-        wait = ctx.limiter.retry_after(client)
-        if wait > 0:
-            return error_response(429, "rate_limited", "too many failed authentications; wait",
-                                  {"retry_after_s": math.ceil(wait)}, {"Retry-After": str(math.ceil(wait))})
         token = parse_bearer(request.headers.get("Authorization"))
         caller = None
-        if token is not None:
+        if token is not None:  # a valid token is always checked first and always served
             caller = TOKENS.lookup(ctx.db.url, token, lambda: _load_caller(ctx.db, token))
         if caller is None:
-            ctx.limiter.record_failure(client)
+            client = request.remote_addr or "unknown"
             ctx.metrics.auth_failures.inc()
+            wait = ctx.limiter.retry_after(client)
+            if wait > 0:
+                return error_response(429, "rate_limited", "too many failed authentications; wait",
+                                      {"retry_after_s": math.ceil(wait)}, {"Retry-After": str(math.ceil(wait))})
+            ctx.limiter.record_failure(client)
             return error_response(401, "unauthorized", "missing, unknown or disabled bearer token", {},
                                   {"WWW-Authenticate": 'Bearer realm="viplanes"'})
         g.caller = caller

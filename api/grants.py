@@ -30,7 +30,7 @@ def create_grant(body: dict[str, Any]) -> Any:
     gi = store.GrantInput(**{**body, "valid_from": to_ts(body["valid_from"]),
                              "valid_until": to_ts(body["valid_until"])})
     with ctx.db.write() as s:
-        g = store.create_grant(s, gi, who.name, now)
+        g = store.create_grant(s, gi, who.name, now, ctx.topology)
         store.audit(s, now, who.name, "grant.create", f"grant:{g.id}", "done", f"for {gi.principal}")
         return grant_dict(g, now, gi.principal)
 

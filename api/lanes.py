@@ -35,7 +35,7 @@ def request_lane(body: dict[str, Any]) -> Any:
     t0 = time.perf_counter()
     who = caller()
     key = request.headers.get("Idempotency-Key")
-    if key is not None and not _KEY.match(key):
+    if key is not None and not _KEY.fullmatch(key):
         raise Invalid("Idempotency-Key must be 1-128 printable ASCII characters", code="invalid_header")
     ctx = _ctx()
     lane, created = ctx.manager.request(who, LaneInput(

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import unicodedata
 from typing import Any
 
 import marshmallow as ma
@@ -14,8 +15,33 @@ from viplanes.errors import Invalid
 from viplanes.models import LANE_STATES
 from viplanes.policy.rules import MAX_DURATION_S, MAX_RATE_MBPS
 
-NAME = v.Regexp(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$", error="1-64 letters, digits, _ . @ - ")
-TEXT = v.Regexp(r"^[^\x00-\x1f\x7f]*$", error="no control characters")
+
+class FullMatch(v.Regexp):
+    """``v.Regexp`` matches with ``re.match``, so ``^...$`` let "alice\\n" through (``$`` matches
+    before a trailing newline). The whole value must match."""
+
+    def __call__(self, value: Any) -> Any:
+        if not isinstance(value, str) or self.regex.fullmatch(value) is None:
+            raise ma.ValidationError(self._format_error(value))
+        return value
+
+
+# Unicode categories refused in free text: controls, format characters (bidi overrides such as
+# U+202E that make "exe.txt" read "txt.exe" in a log or a terminal), surrogates, private use,
+# unassigned, and line/paragraph separators.
+_REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+def plain_text(value: str) -> str:
+    for ch in value:
+        if unicodedata.category(ch) in _REFUSED_CATEGORIES:
+            raise ma.ValidationError(f"character U+{ord(ch):04X} is not allowed "
+                                     "(control, format, bidi, private-use or unassigned)")
+    return value
+
+
+NAME = FullMatch(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$", error="1-64 letters, digits, _ . @ - ")
+TEXT = FullMatch(r"^[^\x00-\x1f\x7f]*$", error="no control characters")
 PORT = v.Range(1, 65535)
 MAX_LANES = 10_000
 PAGE = v.Range(1, 1000)
@@ -98,7 +124,7 @@ class LaneRequestSchema(Strict):
     start_at = f.AwareDateTime(load_default=None, allow_none=True, default_timezone=dt.timezone.utc)
     rate_mbps = f.Float(load_default=None, allow_none=True, allow_nan=False,
                         validate=v.Range(0, MAX_RATE_MBPS, min_inclusive=False))
-    purpose = f.String(required=True, validate=[v.Length(1, 500), TEXT])
+    purpose = f.String(required=True, validate=[v.Length(1, 500), TEXT, plain_text])
 
 
 class LaneSchema(ma.Schema):

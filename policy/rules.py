@@ -11,6 +11,8 @@ from typing import Iterable, Sequence
 
 from viplanes.topologies.model import Topology
 
+from .destinations import destination_refusal
+
 IPv4Net = ipaddress.IPv4Network
 PortRange = tuple[int, int]
 
@@ -156,6 +158,9 @@ def decide(req: LaneRequest, rules: Sequence[GrantRule], topology: Topology, now
         return Decision(False, "unknown_source", f"source {req.src_ip} is not a host of topology {topology.name}")
     if host.role == "cloud":
         return Decision(False, "source_not_campus", f"source {host.name} is outside the campus")
+    refusal = destination_refusal(req.dst_ip, topology)
+    if refusal is not None:
+        return Decision(False, *refusal)
     if req.starts_at < now - START_SLACK_S:
         return Decision(False, "start_in_past", "start_at is in the past")
     if req.starts_at > now + MAX_AHEAD_S:

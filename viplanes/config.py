@@ -1,12 +1,28 @@
 """Settings of the API process and of the CLI client, typed and validated on load."""
 from __future__ import annotations
 
+import logging
 import os
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from viplanes.db import resolve_db_url
+
+
+def _env_int(name: str, default: int) -> int:
+    """A positive integer from the environment; a bad value is logged loudly and the default used."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        logging.getLogger(__name__).error("%s=%r is not a positive integer; using %d", name, raw, default)
+        return default
+    return value
 
 
 @dataclass(frozen=True)
@@ -15,8 +31,11 @@ class AppConfig:
 
     db_url: str = ""
     migrate: bool = True  # bring the schema to head on start (idempotent)
-    auth_max_failures: int = 10
-    auth_window_s: float = 60.0
+    # failed-auth budgets per window (authz/ratelimit.py); VIPLANES_AUTH_* override the defaults
+    auth_max_failures: int = field(default_factory=lambda: _env_int("VIPLANES_AUTH_MAX_FAILURES", 10))
+    auth_net_max_failures: int = field(default_factory=lambda: _env_int("VIPLANES_AUTH_NET_MAX_FAILURES", 50))
+    auth_global_max_failures: int = field(default_factory=lambda: _env_int("VIPLANES_AUTH_GLOBAL_MAX_FAILURES", 500))
+    auth_window_s: int = field(default_factory=lambda: _env_int("VIPLANES_AUTH_WINDOW_S", 60))
     db_pool_size: int = 10
 
     def resolved_db_url(self) -> str:

@@ -6,7 +6,10 @@ reason. The manager is the only code that changes a lane's state; it talks to th
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import ipaddress
+import json
 import logging
 import time
 import zlib
@@ -76,6 +79,12 @@ class LaneInput:
     rate_mbps: float | None = None
 
 
+def request_digest(body: LaneInput) -> str:
+    """sha256 of the request's canonical JSON (sorted keys, defaults filled in)."""
+    canonical = json.dumps(dataclasses.asdict(body), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def _noop(*_args: object) -> None:
     return None
 
@@ -99,27 +108,41 @@ class LaneManager:
     # --- request -----------------------------------------------------------------------------
 
     def request(self, caller: Caller, body: LaneInput, idempotency_key: str | None = None) -> tuple[Lane, bool]:
-        """Decide, store and (for an immediate lane) activate. Returns (lane, created)."""
+        """Decide, store and (for an immediate lane) activate. Returns (lane, created).
+
+        An Idempotency-Key is stored on the lane row in the insert's transaction, with a hash of
+        the request: a retry with the same key and body gets that lane back in whatever state it
+        is (after a 503 or a dropped connection too, never ``duplicate_lane``); the same key with
+        another body is ``422 idempotency_key_reused``. Keys are per principal.
+        """
+        digest = request_digest(body)
         try:
-            return self._request(caller, body, idempotency_key)
+            return self._request(caller, body, idempotency_key, digest)
         except IntegrityError:
             # two retries with one key raced past the grant lock: the unique index kept one lane
             if idempotency_key:
                 with self.db.read() as s:
-                    first = s.scalar(select(Lane).where(Lane.principal_id == caller.id,
-                                                        Lane.idempotency_key == idempotency_key))
+                    first = self._replay(s, caller, idempotency_key, digest)
                 if first is not None:
                     return first, False
             raise
 
-    def _request(self, caller: Caller, body: LaneInput, idempotency_key: str | None) -> tuple[Lane, bool]:
+    @staticmethod
+    def _replay(s: Session, caller: Caller, key: str, digest: str) -> Lane | None:
+        first = s.scalar(select(Lane).where(Lane.principal_id == caller.id, Lane.idempotency_key == key))
+        if first is not None and first.request_hash is not None and first.request_hash != digest:
+            raise Invalid("this Idempotency-Key was already used with a different request",
+                          {"lane_id": first.id}, code="idempotency_key_reused")
+        return first
+
+    def _request(self, caller: Caller, body: LaneInput, idempotency_key: str | None,
+                 digest: str) -> tuple[Lane, bool]:
         now = self.clock()
         denial: VipError | None = None
         with self.db.write() as s:
             grants = lock_usable_grants(s, caller.id, now, for_update=not self.db.is_sqlite)
             if idempotency_key:
-                first = s.scalar(select(Lane).where(Lane.principal_id == caller.id,
-                                                    Lane.idempotency_key == idempotency_key))
+                first = self._replay(s, caller, idempotency_key, digest)
                 if first is not None:
                     return first, False
             req = self._to_request(body, now)
@@ -133,7 +156,7 @@ class LaneManager:
                               self._live_counts(s, countable, req.starts_at, req.expires_at))
             lane: Lane | None = None
             if decision.allowed:
-                lane, denial = self._insert(s, caller, body, req, decision, now, idempotency_key)
+                lane, denial = self._insert(s, caller, body, req, decision, now, idempotency_key, digest)
             else:
                 denial = self._denial(decision)
             self.on_decision(denial.code if denial is not None else decision.code)
@@ -191,7 +214,7 @@ class LaneManager:
         return s.scalar(q.limit(1))
 
     def _insert(self, s: Session, caller: Caller, body: LaneInput, req: LaneRequest, decision: Decision,
-                now: float, idempotency_key: str | None) -> tuple[Lane | None, VipError | None]:
+                now: float, idempotency_key: str | None, digest: str) -> tuple[Lane | None, VipError | None]:
         src, dst = str(req.src_ip), str(req.dst_ip)
         dup = self._duplicate(s, src, dst, req.protocol, req.dst_port, req.src_port, req.starts_at, req.expires_at)
         if dup is not None:  # another researcher's lane id stays hidden, like its 404
@@ -213,7 +236,8 @@ class LaneManager:
                     protocol=req.protocol, dst_port=req.dst_port, src_port=req.src_port,
                     duration_s=req.duration_s, rate_mbps=req.rate_mbps, purpose=body.purpose,
                     state="installing" if immediate else "scheduled", reason=decision.reason,
-                    nat_ip=nat_ip, idempotency_key=idempotency_key, created_at=now,
+                    nat_ip=nat_ip, idempotency_key=idempotency_key,
+                    request_hash=digest if idempotency_key else None, created_at=now,
                     starts_at=req.starts_at, expires_at=req.expires_at)
         s.add(lane)
         s.flush()
@@ -280,7 +304,7 @@ class LaneManager:
         if not caller.is_operator:
             q = q.where(Lane.principal_id == caller.id)
         elif principal is not None:
-            q = q.where(Lane.principal_id == select(Principal.id).where(Principal.name == principal)
+            q = q.where(Lane.principal_id == select(Principal.id).where(func.lower(Principal.name) == principal.lower())
                         .scalar_subquery())
         for col, val in (("state", state), ("src_ip", src_ip), ("dst_ip", dst_ip)):
             if val is not None:

@@ -6,7 +6,7 @@ unit; the API renders them as ISO 8601. Lists (prefixes, ports) are JSON.
 from __future__ import annotations
 
 from sqlalchemy import (JSON, Boolean, Float, ForeignKey, Index, Integer, String, Text,
-                        UniqueConstraint)
+                        UniqueConstraint, text)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 ROLES = ("operator", "researcher")
@@ -21,6 +21,9 @@ class Base(DeclarativeBase):
 
 class Principal(Base):
     __tablename__ = "principals"
+    # "alice" and "ALICE" are one principal: names are ASCII (the API's NAME pattern), so lower()
+    # agrees between Python, SQLite and PostgreSQL, and this index makes the rule hold under races.
+    __table_args__ = (Index("uq_principals_name_ci", text("lower(name)"), unique=True),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(64), unique=True)
@@ -92,6 +95,8 @@ class Lane(Base):
     reason: Mapped[str] = mapped_column(Text, default="")
     nat_ip: Mapped[str | None] = mapped_column(String(15), nullable=True)
     idempotency_key: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    # sha256 of the canonical request the key was first used with: a reuse with another body is 422
+    request_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
     starts_at: Mapped[float] = mapped_column(Float)
     expires_at: Mapped[float] = mapped_column(Float)
@@ -113,3 +118,16 @@ class AuditEvent(Base):
     target: Mapped[str] = mapped_column(String(64), default="")  # "lane:7", "grant:2", "principal:bob"
     decision: Mapped[str] = mapped_column(String(16))  # allow | deny | done
     reason: Mapped[str] = mapped_column(Text, default="")
+
+
+class AuthFailureCount(Base):
+    """Failed authentications per scope ("addr:1.2.3.4", "net:1.2.3.0/24", "all") per fixed window.
+
+    In the database so every API process on it shares one budget and a restart does not reset it.
+    """
+
+    __tablename__ = "auth_failures"
+
+    scope: Mapped[str] = mapped_column(String(64), primary_key=True)
+    window_start: Mapped[int] = mapped_column(Integer, primary_key=True)  # unix seconds
+    count: Mapped[int] = mapped_column(Integer)

@@ -8,33 +8,46 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from viplanes.authz.tokencache import TOKENS
 from viplanes.authz.tokens import Caller, hash_token, new_token
 from viplanes.errors import Conflict, Invalid, NotFound
 from viplanes.models import LIVE_STATES, ApiToken, AuditEvent, Grant, Lane, Principal
+from viplanes.policy.destinations import prefix_refusal
 from viplanes.policy.rules import (GrantRule, PolicyInputError, format_ports, parse_ports,
                                    parse_prefix)
+from viplanes.topologies.model import Topology
 
 
 # --- principals and tokens -------------------------------------------------------------------
 
+def _same_name(name: str):  # type: ignore[no-untyped-def]
+    """Names compare ignoring case ("alice" is "ALICE"); the unique index on lower(name) agrees."""
+    return func.lower(Principal.name) == name.lower()
+
+
 def create_principal(s: Session, name: str, role: str, now: float) -> tuple[Principal, str]:
     """A new principal with its first token; the token is returned once and stored hashed."""
-    if s.scalar(select(Principal.id).where(Principal.name == name)) is not None:
-        raise Conflict(f"principal {name!r} already exists", code="principal_exists")
+    existing = s.scalar(select(Principal.name).where(_same_name(name)))
+    if existing is not None:
+        raise Conflict(f"principal {existing!r} already exists (names ignore case)", code="principal_exists")
     p = Principal(name=name, role=role, disabled=False, created_at=now)
     token = new_token()
     p.tokens.append(ApiToken(token_hash=hash_token(token), created_at=now))
-    s.add(p)
-    s.flush()
+    try:
+        with s.begin_nested():  # a concurrent create of the same name loses on the unique index
+            s.add(p)
+            s.flush()
+    except IntegrityError:
+        raise Conflict(f"principal {name!r} already exists (names ignore case)", code="principal_exists") from None
     return p, token
 
 
 def get_principal(s: Session, name: str) -> Principal:
-    p = s.scalar(select(Principal).where(Principal.name == name))
+    p = s.scalar(select(Principal).where(_same_name(name)))
     if p is None:
         raise NotFound(f"no principal {name!r}")
     return p
@@ -57,9 +70,28 @@ def rotate_token(s: Session, name: str, now: float) -> str:
 
 def set_disabled(s: Session, name: str, disabled: bool = True) -> Principal:
     p = get_principal(s, name)
+    if disabled and p.role == "operator" and not p.disabled:
+        _keep_an_operator(s, p)
     TOKENS.invalidate_with(s)
     p.disabled = disabled
     return p
+
+
+def _keep_an_operator(s: Session, leaving: Principal) -> None:
+    """Refuse to disable (or demote) ``leaving`` when it is the last enabled operator.
+
+    The enabled operators are row-locked in id order (PostgreSQL ``FOR UPDATE``; SQLite write
+    transactions are already serial), so two operators disabling each other at once queue here
+    and the second sees the first's change: one operator always remains.
+    """
+    q = (select(Principal.id).where(Principal.role == "operator", Principal.disabled.is_(False))
+         .order_by(Principal.id))
+    if s.get_bind().dialect.name != "sqlite":
+        q = q.with_for_update()
+    enabled = set(s.scalars(q))
+    if not enabled - {leaving.id}:
+        raise Conflict(f"{leaving.name} is the last enabled operator; create or enable another operator first",
+                       code="last_operator")
 
 
 def caller_for_token(s: Session, token: str) -> Caller | None:
@@ -89,14 +121,21 @@ class GrantInput:
     valid_until: float | None = None
 
 
-def create_grant(s: Session, g: GrantInput, actor: str, now: float) -> Grant:
+def create_grant(s: Session, g: GrantInput, actor: str, now: float, topology: Topology | None = None) -> Grant:
+    """Store a grant; with ``topology``, refuse destinations that lie wholly in forbidden space
+    (campus subnets, the lane pool, multicast, reserved: see ``policy.destinations``)."""
     p = get_principal(s, g.principal)
     try:
         src = [str(parse_prefix(x)) for x in g.src_prefixes]
-        dst = [str(parse_prefix(x)) for x in g.dst_prefixes]
+        dst_nets = [parse_prefix(x) for x in g.dst_prefixes]
         ports = format_ports(parse_ports(g.ports))
     except PolicyInputError as exc:
         raise Invalid(str(exc), code="invalid_grant") from None
+    dst = [str(x) for x in dst_nets]
+    if topology is not None:
+        refusals = [r for r in (prefix_refusal(net, topology) for net in dst_nets) if r]
+        if refusals:
+            raise Invalid("; ".join(refusals), {"dst_prefixes": refusals}, code="invalid_grant")
     if g.valid_from is not None and g.valid_until is not None and g.valid_until <= g.valid_from:
         raise Invalid("valid_until must be after valid_from", code="invalid_grant")
     grant = Grant(principal_id=p.id, src_prefixes=src, dst_prefixes=dst,

@@ -74,14 +74,29 @@ def test_disabled_principal_and_rotated_token_stop_working(world):
     assert world.client.get("/api/v1/whoami", headers={"Authorization": f"Bearer {new}"}).status_code == 401
 
 
-def test_failed_auth_is_rate_limited_per_address(world):
+def test_failed_auth_is_limited_but_a_valid_token_is_always_served(world):
     bad = {"Authorization": "Bearer nope"}
     for _ in range(10):
         assert world.client.get("/api/v1/whoami", headers=bad).status_code == 401
-    r = world.client.get("/api/v1/whoami", headers=world.h("alice"))  # even a good token now waits
+    r = world.client.get("/api/v1/whoami", headers=bad)
     assert r.status_code == 429 and r.json["error"] == "rate_limited" and int(r.headers["Retry-After"]) > 0
-    other = world.client.get("/api/v1/whoami", headers=world.h("alice"), environ_base={"REMOTE_ADDR": "10.9.9.9"})
-    assert other.status_code == 200
+    assert world.client.get("/api/v1/whoami").status_code == 429  # no token at all counts as a failure
+    assert world.client.get("/api/v1/whoami", headers=world.h("alice")).status_code == 200  # never refused
+    other = world.client.get("/api/v1/whoami", headers=bad, environ_base={"REMOTE_ADDR": "10.9.9.9"})
+    assert other.status_code == 401
+
+
+def test_failed_auth_budget_is_shared_by_two_apps_on_one_database(world, clock, dataplane, topo):
+    from viplanes.api.app import create_app
+
+    second = create_app({"db_url": world.app.extensions["viplanes"].db.url, "migrate": False},
+                        dataplane=dataplane, topology=topo, clock=clock).test_client()
+    bad = {"Authorization": "Bearer nope"}
+    for client in (world.client, second) * 5:
+        assert client.get("/api/v1/whoami", headers=bad).status_code == 401
+    assert world.client.get("/api/v1/whoami", headers=bad).status_code == 429
+    assert second.get("/api/v1/whoami", headers=bad).status_code == 429
+    assert second.get("/api/v1/whoami", headers=world.h("root")).status_code == 200
 
 
 def test_tokens_are_stored_hashed(world):

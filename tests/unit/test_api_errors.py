@@ -32,7 +32,7 @@ def test_wrong_content_type_is_a_validation_error(world):
 @pytest.mark.parametrize("over,field", [
     ({"protocol": "icmp"}, "protocol"), ({"dst_port": 0}, "dst_port"), ({"dst_port": 2**40}, "dst_port"),
     ({"dst_port": "80"}, "dst_port"), ({"duration_s": -1}, "duration_s"), ({"src_ip": "10.1.0"}, "src_ip"),
-    ({"purpose": "a\x00b"}, "purpose"), ({"purpose": ""}, "purpose"), ({"rate_mbps": float("inf")}, "rate_mbps"),
+    ({"purpose": "a\x00b"}, "purpose"), ({"purpose": ""}, "purpose"), ({"rate_mbps": 1e12}, "rate_mbps"),
     ({"start_at": "yesterday"}, "start_at"), ({"extra": 1}, "extra"), ({"dst_ip": None}, "dst_ip"),
 ])
 def test_field_validation(world, over, field):

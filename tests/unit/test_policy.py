@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from viplanes.policy.destinations import destination_refusal
 from viplanes.policy.rules import (GrantRule, LaneRequest, PolicyInputError, allocate_nat, check_grant,
                                    decide, parse_ports, parse_prefix)
 
@@ -106,8 +107,9 @@ def test_allocate_nat_lowest_free_and_exhaustion():
 # --- property: nothing outside a grant is ever allowed ----------------------------------------
 
 # Random prefixes mixed with ones that hold campus hosts, so "allowed" is actually reached.
+# Random ones are unicast (1.0.0.0 .. 223.255.255.255): policy refuses reserved/multicast outright.
 nets = st.builds(lambda a, p: ipaddress.IPv4Network((a, p), strict=False),
-                 st.integers(0, 2**32 - 1), st.integers(8, 32)) | st.sampled_from(
+                 st.integers(2**24, 0xDFFFFFFF), st.integers(8, 32)) | st.sampled_from(
     [parse_prefix(x) for x in ("10.1.0.0/24", "10.1.0.10/32", "198.51.100.0/24", "203.0.113.0/24",
                                "0.0.0.0/0", "10.0.0.0/8")])
 port_ranges = st.lists(st.tuples(st.integers(1, 65535), st.integers(0, 2000))
@@ -157,8 +159,9 @@ def near(draw: st.DrawFn, g: GrantRule) -> LaneRequest:
     lo, hi = g.ports[0]
     return LaneRequest(
         src_ip=IP(draw(st.sampled_from(["10.1.0.10", "10.1.0.20", "198.51.100.30", "203.0.113.10"]))),
+        # the prefix's first host most often: its network/broadcast/reserved addresses are refused
         dst_ip=draw(st.sampled_from([g.dst_prefixes[0].network_address, g.dst_prefixes[0].broadcast_address,
-                                     IP("192.0.2.1")])),
+                                     IP("192.0.2.1")]) | st.just(g.dst_prefixes[0][min(1, g.dst_prefixes[0].num_addresses - 1)])),
         protocol=draw(st.sampled_from(sorted(g.protocols) + ["udp"])),
         dst_port=draw(st.sampled_from([lo, hi, min(65535, hi + 1), max(1, lo - 1)])),
         src_port=None, duration_s=draw(st.sampled_from([1, g.max_duration_s, g.max_duration_s + 1])),
@@ -178,6 +181,7 @@ def test_nothing_outside_a_grant_is_allowed(topo, data):
     if d.allowed:
         host = topo.host_by_ip(r.src_ip)
         assert host is not None and host.role != "cloud"
+        assert destination_refusal(r.dst_ip, topo) is None
         chosen = [g for g in grants if g.grant_id == d.grant_id]
         assert any(_inside(r, g, live.get(g.grant_id, 0)) for g in chosen)
         ALLOWED_SEEN.append(True)
