@@ -186,7 +186,9 @@ def test_last_operator_cannot_be_disabled(tmp_path):
                 t.join(30)
             alive = [t for t in (root, other) if api.call("GET", "/whoami", t).status_code == 200]
             assert len(alive) >= 1, results
-            assert sorted(results.values()) in ([200, 409], [200, 401]), results
+            # the loser is refused as the last operator (409), or its token already stopped working
+            # (401, or 429 once this module's small failed-auth budget is spent)
+            assert sorted(results.values()) in ([200, 409], [200, 401], [200, 429]), results
             if root not in alive:  # root lost this round; the winner re-creates nothing, stop here
                 break
     finally:
