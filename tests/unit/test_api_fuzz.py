@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.conftest import make_world
-from viplanes.api.bodies import MAX_DEPTH, BadJson, nesting_depth, parse_strict
+
+MAX_DEPTH = 32  # viplanes.api.bodies.MAX_DEPTH (imported lazily below, so this file runs on older code)
 
 
 @pytest.fixture(scope="module")
@@ -72,12 +73,20 @@ def test_no_malformed_body_gets_a_5xx_anywhere(fuzz_world, data):
         assert set(r.get_json()) == {"error", "message", "details"}
 
 
+def test_max_depth_matches_the_api():
+    from viplanes.api.bodies import MAX_DEPTH as api_depth
+
+    assert api_depth == MAX_DEPTH
+
+
 def test_every_body_route_is_in_the_fuzz(fuzz_world):
     posts = {p for m, p in routes(fuzz_world.app) if m == "POST"}
     assert {"/api/v1/lanes", "/api/v1/grants", "/api/v1/principals", "/api/v1/lanes/1/extend"} <= posts
 
 
 def test_nesting_depth_ignores_brackets_inside_strings():
+    from viplanes.api.bodies import nesting_depth
+
     assert nesting_depth('{"a": "[[[[[[", "b": [1, [2]]}') == 3
     assert nesting_depth('"\\"[[["') == 0
     assert nesting_depth("[" * 100_000, limit=32) == 33  # stops early, no recursion
@@ -86,10 +95,14 @@ def test_nesting_depth_ignores_brackets_inside_strings():
 @pytest.mark.parametrize("raw", [b'"\\ud800"', b"[" * 40 + b"]" * 40, b"NaN", b'{"x": Infinity}',
                                  b"\xff", b'{"n": ' + b"1" * 5000 + b"}", b"[1,]"])
 def test_parse_strict_refuses(raw):
+    from viplanes.api.bodies import BadJson, parse_strict
+
     with pytest.raises(BadJson):
         parse_strict(raw)
 
 
 def test_parse_strict_accepts_ordinary_json():
+    from viplanes.api.bodies import parse_strict
+
     assert parse_strict('{"purpose": "Übertragung \\u00e9 😀", "n": [1, 2.5, null]}'.encode()) == {
         "purpose": "Übertragung é 😀", "n": [1, 2.5, None]}
