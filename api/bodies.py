@@ -3,8 +3,8 @@
 Python's ``json`` accepts things the rest of the stack cannot handle, and each used to surface as a
 500 somewhere later: a 30,000-deep array (RecursionError inside the parser), a lone surrogate such
 as ``"\\ud800"`` (a valid JSON escape that no UTF-8 database column can store), ``NaN``/``Infinity``
-(not JSON at all), integers with thousands of digits (ValueError from the int-size guard), and
-bytes that are not UTF-8 (``json.loads`` on bytes would guess UTF-16/32). This check refuses all
+(not JSON at all), integers with thousands of digits (ValueError from the int-size guard), keys
+given twice (which one wins depends on the parser), and bytes that are not UTF-8 (``json.loads`` on bytes would guess UTF-16/32). This check refuses all
 of them with ``400 bad_request`` (the code malformed JSON always had) for every endpoint, present and future, because it runs as a
 ``before_request`` hook rather than inside one schema.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from flask import Flask, request
+from flask import Flask, Response, request
 from flask.typing import ResponseReturnValue
 
 from .errors import error_response
@@ -54,6 +54,17 @@ def _refuse_constant(name: str) -> Any:
     raise BadJson(f"{name} is not JSON")
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``{"dst_ip": A, "dst_ip": B}`` is refused: parsers disagree on which one wins, so a proxy
+    or log reader could see a different request than the one decided on."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise BadJson(f"duplicate key {key[:64]!r}")
+        out[key] = value
+    return out
+
+
 def _check_strings(value: Any) -> None:
     """No lone surrogates in any key or string (iterative: the depth is already bounded)."""
     stack = [value]
@@ -85,7 +96,7 @@ def parse_strict(raw: bytes) -> Any:
     if nesting_depth(text) > MAX_DEPTH:
         raise BadJson(f"JSON nested deeper than {MAX_DEPTH} levels")
     try:
-        value = json.loads(text, parse_constant=_refuse_constant)
+        value = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
     except BadJson:
         raise
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, int digits limit
@@ -95,6 +106,15 @@ def parse_strict(raw: bytes) -> Any:
 
 
 def register(app: Flask) -> None:
+    @app.after_request
+    def _no_store(resp: Response) -> Response:
+        """API answers carry tokens (principal create/rotate) and private lane data: no cache may
+        keep them, and no browser may sniff them into something other than JSON."""
+        if request.path.startswith("/api/v1/"):
+            resp.headers.setdefault("Cache-Control", "no-store")
+        resp.headers.setdefault("X-Content-Type-Options", "nosniff")
+        return resp
+
     @app.before_request
     def _strict_json() -> ResponseReturnValue | None:
         if not request.is_json or request.method in ("GET", "HEAD", "OPTIONS"):

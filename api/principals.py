@@ -58,8 +58,9 @@ def rotate_token(name: str) -> Any:
     now = ctx.clock()
     with ctx.db.write() as s:
         token = store.rotate_token(s, _name(name), now)
-        store.audit(s, now, who.name, "principal.rotate", f"principal:{name}", "done")
-        return principal_dict(store.get_principal(s, name), token)
+        p = store.get_principal(s, name)
+        store.audit(s, now, who.name, "principal.rotate", f"principal:{p.name}", "done")
+        return principal_dict(p, token)
 
 
 @bp.route("/principals/<name>/disable", methods=["POST"])
@@ -70,7 +71,7 @@ def disable_principal(name: str) -> Any:
     now = ctx.clock()
     with ctx.db.write() as s:
         p = store.set_disabled(s, _name(name), True)
-        store.audit(s, now, who.name, "principal.disable", f"principal:{name}", "done")
+        store.audit(s, now, who.name, "principal.disable", f"principal:{p.name}", "done")
         return principal_dict(p)
 
 

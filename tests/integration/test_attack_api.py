@@ -137,6 +137,24 @@ def test_oversized_body_is_413(world):
     assert r.status_code == 413 and r.json()["error"] == "too_large"
 
 
+def test_oversized_chunked_body_is_413(world):
+    def chunks():
+        for _ in range(50):
+            yield b"a" * 4096
+
+    r = world["api"].call("POST", "/lanes", world["alice"], data=chunks(),
+                          headers={"Content-Type": "application/json"})
+    assert r.status_code == 413, r.text[:200]
+
+
+def test_duplicate_keys_are_refused_and_answers_not_cached(world):
+    r = world["api"].call("POST", "/lanes", world["alice"], headers={"Content-Type": "application/json"},
+                          data=b'{"dst_ip": "203.0.113.10", "dst_ip": "10.1.0.20"}')
+    assert r.status_code == 400 and "duplicate key" in r.json()["message"]
+    r = world["api"].call("GET", "/whoami", world["alice"])
+    assert r.headers.get("Cache-Control") == "no-store" and r.headers.get("X-Content-Type-Options") == "nosniff"
+
+
 def test_control_and_bidi_characters_are_refused(world):
     api = world["api"]
     r = api.call("POST", "/principals", world["root"], json={"name": "mallory\n", "role": "operator"})

@@ -106,3 +106,17 @@ def test_parse_strict_accepts_ordinary_json():
 
     assert parse_strict('{"purpose": "Übertragung \\u00e9 😀", "n": [1, 2.5, null]}'.encode()) == {
         "purpose": "Übertragung é 😀", "n": [1, 2.5, None]}
+
+
+def test_duplicate_keys_are_refused(fuzz_world):
+    raw = b'{"src_ip": "10.1.0.10", "dst_ip": "203.0.113.10", "dst_ip": "10.1.0.20"}'
+    r = fuzz_world.client.post("/api/v1/lanes", data=raw, headers={**fuzz_world.h("alice"),
+                                                                  "Content-Type": "application/json"})
+    assert r.status_code == 400 and "duplicate key" in r.json["message"]
+
+
+def test_api_answers_are_not_cached(fuzz_world):
+    r = fuzz_world.client.post("/api/v1/principals/alice/rotate", headers=fuzz_world.h("root"))
+    assert r.status_code == 200 and r.headers["Cache-Control"] == "no-store"
+    assert r.headers["X-Content-Type-Options"] == "nosniff"
+    fuzz_world.tokens["alice"] = r.json["token"]
