@@ -33,7 +33,8 @@ def create_principal(s: Session, name: str, role: str, now: float) -> tuple[Prin
     """A new principal with its first token; the token is returned once and stored hashed."""
     existing = s.scalar(select(Principal.name).where(_same_name(name)))
     if existing is not None:
-        raise Conflict(f"principal {existing!r} already exists (names ignore case)", code="principal_exists")
+        hint = "" if existing == name else " (names ignore case)"
+        raise Conflict(f"principal {existing!r} already exists{hint}", code="principal_exists")
     p = Principal(name=name, role=role, disabled=False, created_at=now)
     token = new_token()
     p.tokens.append(ApiToken(token_hash=hash_token(token), created_at=now))
