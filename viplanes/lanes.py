@@ -6,10 +6,7 @@ reason. The manager is the only code that changes a lane's state; it talks to th
 """
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import ipaddress
-import json
 import logging
 import time
 import zlib
@@ -25,6 +22,7 @@ from viplanes.dataplane import Dataplane
 from viplanes.db import Database
 from viplanes.domain import ActivationResult, LaneCounters, LaneSpec
 from viplanes.errors import Conflict, Forbidden, Invalid, NotFound, Unavailable, VipError
+from viplanes.idempotency import find_replay, request_digest
 from viplanes.lane_pool import LanePool
 from viplanes.models import LIVE_STATES, Lane, Principal
 from viplanes.policy.rules import START_SLACK_S, Decision, LaneRequest, check_grant, decide
@@ -79,12 +77,6 @@ class LaneInput:
     rate_mbps: float | None = None
 
 
-def request_digest(body: LaneInput) -> str:
-    """sha256 of the request's canonical JSON (sorted keys, defaults filled in)."""
-    canonical = json.dumps(dataclasses.asdict(body), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
-
-
 def _noop(*_args: object) -> None:
     return None
 
@@ -109,12 +101,7 @@ class LaneManager:
 
     def request(self, caller: Caller, body: LaneInput, idempotency_key: str | None = None) -> tuple[Lane, bool]:
         """Decide, store and (for an immediate lane) activate. Returns (lane, created).
-
-        An Idempotency-Key is stored on the lane row in the insert's transaction, with a hash of
-        the request: a retry with the same key and body gets that lane back in whatever state it
-        is (after a 503 or a dropped connection too, never ``duplicate_lane``); the same key with
-        another body is ``422 idempotency_key_reused``. Keys are per principal.
-        """
+        Retries with an Idempotency-Key: see ``viplanes.idempotency``."""
         digest = request_digest(body)
         try:
             return self._request(caller, body, idempotency_key, digest)
@@ -122,18 +109,10 @@ class LaneManager:
             # two retries with one key raced past the grant lock: the unique index kept one lane
             if idempotency_key:
                 with self.db.read() as s:
-                    first = self._replay(s, caller, idempotency_key, digest)
+                    first = find_replay(s, caller.id, idempotency_key, digest)
                 if first is not None:
                     return first, False
             raise
-
-    @staticmethod
-    def _replay(s: Session, caller: Caller, key: str, digest: str) -> Lane | None:
-        first = s.scalar(select(Lane).where(Lane.principal_id == caller.id, Lane.idempotency_key == key))
-        if first is not None and first.request_hash is not None and first.request_hash != digest:
-            raise Invalid("this Idempotency-Key was already used with a different request",
-                          {"lane_id": first.id}, code="idempotency_key_reused")
-        return first
 
     def _request(self, caller: Caller, body: LaneInput, idempotency_key: str | None,
                  digest: str) -> tuple[Lane, bool]:
@@ -142,7 +121,7 @@ class LaneManager:
         with self.db.write() as s:
             grants = lock_usable_grants(s, caller.id, now, for_update=not self.db.is_sqlite)
             if idempotency_key:
-                first = self._replay(s, caller, idempotency_key, digest)
+                first = find_replay(s, caller.id, idempotency_key, digest)
                 if first is not None:
                     return first, False
             req = self._to_request(body, now)
@@ -304,8 +283,8 @@ class LaneManager:
         if not caller.is_operator:
             q = q.where(Lane.principal_id == caller.id)
         elif principal is not None:
-            q = q.where(Lane.principal_id == select(Principal.id).where(func.lower(Principal.name) == principal.lower())
-                        .scalar_subquery())
+            owner = select(Principal.id).where(func.lower(Principal.name) == principal.lower())  # names ignore case
+            q = q.where(Lane.principal_id == owner.scalar_subquery())
         for col, val in (("state", state), ("src_ip", src_ip), ("dst_ip", dst_ip)):
             if val is not None:
                 q = q.where(getattr(Lane, col) == val)

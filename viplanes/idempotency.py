@@ -1,0 +1,36 @@
+"""Idempotency-Key: a retry with the same key and body gets the lane already made.
+
+The key is stored on the lane row, with a hash of the canonical request, in the transaction that
+inserts the lane. So whatever happened after that commit (a 503 from a failed state update, a
+dropped connection, a restart) the retry finds the lane, in whatever state it is, and never meets
+``409 duplicate_lane``. The same key with another body is ``422 idempotency_key_reused``. Keys
+are per principal: nobody can fetch another principal's lane by guessing its key.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from viplanes.errors import Invalid
+from viplanes.models import Lane
+
+
+def request_digest(body: Any) -> str:
+    """sha256 of a request dataclass as canonical JSON (sorted keys, defaults filled in)."""
+    canonical = json.dumps(dataclasses.asdict(body), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def find_replay(s: Session, principal_id: int, key: str, digest: str) -> Lane | None:
+    """The principal's lane made with ``key``; Invalid when it was made from another request.
+    Lanes stored before migration 0003 have no hash and replay as before."""
+    first = s.scalar(select(Lane).where(Lane.principal_id == principal_id, Lane.idempotency_key == key))
+    if first is not None and first.request_hash is not None and first.request_hash != digest:
+        raise Invalid("this Idempotency-Key was already used with a different request",
+                      {"lane_id": first.id}, code="idempotency_key_reused")
+    return first
