@@ -243,3 +243,9 @@ def test_purpose_refuses_control_format_and_bidi_characters(world, purpose):
 def test_purpose_keeps_ordinary_unicode(world):
     r = world.client.post("/api/v1/lanes", json=_body(purpose="Übertragung für Projekt Ω 😀"), headers=world.h("alice"))
     assert r.status_code == 201 and r.json["purpose"] == "Übertragung für Projekt Ω 😀"
+
+
+def test_lane_list_principal_filter_ignores_case(world):
+    assert world.lane().status_code == 201
+    lanes = world.client.get("/api/v1/lanes?principal=ALICE", headers=world.h("root")).json
+    assert [x["principal"] for x in lanes] == ["alice"]
