@@ -2,6 +2,10 @@
 ovsdb-server and ovs-vswitchd) survive kills of serve, ovs-vswitchd restarts and restarts across
 a scheduled lane's start, with iperf3 running through the lane.
 
+The controller-outage test runs once the compiler answers ARP for lane addresses with switch
+flows; ``VIPLANES_FAULTS_FORCE_OUTAGE=1`` runs it anyway (to see today's failure) and
+``VIPLANES_FAULTS_OUTAGE_S=60`` makes it the issue's 60 s soak.
+
 Numbers (traffic gap per fault, recovery times) are printed and recorded with
 ``record_property``; docs/faults.md holds the measured ones and the command to reproduce them.
 """
@@ -150,7 +154,7 @@ def test_restart_answers_503_until_ready_and_starts_a_scheduled_lane_it_missed(l
     assert ovs.lane_flows(lane_cookie(scheduled))["s1"]
 
 
-@pytest.mark.skipif(not switch_side_arp(), reason="needs switch-side ARP flows for lane pool "
+@pytest.mark.skipif(not switch_side_arp() and not os.environ.get("VIPLANES_FAULTS_FORCE_OUTAGE"), reason="needs switch-side ARP flows for lane pool "
                     "addresses (issue 10 item 1, the dataplane branch)")
 def test_controller_outage_does_not_stop_lane_traffic(lab, record_property):
     """With serve away for OUTAGE_S (40 s here, 60 s in the bench soak) lane traffic shows no gap

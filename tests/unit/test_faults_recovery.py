@@ -80,7 +80,9 @@ def test_lane_left_installing_by_a_failed_state_update_is_recovered(db, monkeypa
     round of the same process resolves it; it is not skipped as "being activated"."""
     callers = principals(db, ("alice", "researcher"))
     dp = MemoryDataplane()
-    mgr = LaneManager(db, dp, _topo(), clock=lambda: T0)
+    clock = [T0]
+    mgr = LaneManager(db, dp, _topo(), clock=lambda: clock[0])
+    clock[0] += 1  # the lane is newer than the process: not a start-up leftover
     real_write = db.write
     calls = {"n": 0}
 
