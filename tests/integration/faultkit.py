@@ -24,9 +24,9 @@ LANE_PORT = 9000
 
 
 class Served:
-    def __init__(self, ovs: PrivateOvs, workdir: Path, of_port: int) -> None:
+    def __init__(self, ovs: PrivateOvs, workdir: Path, of_port: int, db_url: str | None = None) -> None:
         self.ovs = ovs
-        self.db_url = f"sqlite:///{workdir / 'faults.db'}"
+        self.db_url = db_url or f"sqlite:///{workdir / 'faults.db'}"
         self.api_port, self.of_port = free_port(), of_port
         self.url = f"http://127.0.0.1:{self.api_port}"
         self.log = workdir / "serve.log"
@@ -69,7 +69,7 @@ class Served:
                 self.proc.wait(5)
 
     def api(self, method: str, path: str, token: str, **kw: Any) -> requests.Response:
-        return requests.request(method, f"{self.url}/api/v1{path}", timeout=15,
+        return requests.request(method, f"{self.url}/api/v1{path}", timeout=kw.pop("timeout", 15),
                                 headers={"Authorization": f"Bearer {token}", **kw.pop("headers", {})}, **kw)
 
 

@@ -157,6 +157,11 @@ class PrivateOvs:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     # ---- what the tests read ---------------------------------------------------------------
+    def cookies(self, br: str) -> set[int]:
+        """Every cookie on a bridge's flows (one dump for hundreds of lanes)."""
+        return {int(line.split("cookie=", 1)[1].split(",", 1)[0], 16)
+                for line in self.ofctl("dump-flows", br).splitlines() if "cookie=" in line}
+
     def lane_flows(self, cookie: int) -> dict[str, list[dict[str, float]]]:
         """Per bridge, the flows with this cookie: their duration, packets, bytes and match text."""
         out: dict[str, list[dict[str, float]]] = {}
