@@ -17,6 +17,7 @@ import signal
 import time
 
 import pytest
+import requests
 
 from tests.integration.faultkit import (Iperf, Served, lane_body, longest_gap_s, switch_side_arp,
                                         wait_for)
@@ -152,6 +153,51 @@ def test_restart_answers_503_until_ready_and_starts_a_scheduled_lane_it_missed(l
     lane = served.api("GET", f"/lanes/{scheduled}", token).json()
     assert became is not None and lane["state"] == "active", lane
     assert ovs.lane_flows(lane_cookie(scheduled))["s1"]
+
+
+def test_switch_disconnect_keeps_flows_and_gates_requests(lab, record_property):
+    """s1 loses the controller (pointed at a dead port: del-controller would flush its flows):
+    its lane flows and traffic stay, /readyz and lane requests through s1 say 503 meanwhile."""
+    ovs, served, token = lab
+    lane = _active_lane(served, token)
+    cookie = lane_cookie(lane["id"])
+    iperf = Iperf(ovs, seconds=10)
+    try:
+        time.sleep(1.5)
+        before, t_before = ovs.lane_flows(cookie), time.monotonic()
+        ovs.vsctl("set-controller", "s1", f"tcp:{ovs.controller_ip}:{free_port()}")
+        assert wait_for(lambda: requests.get(f"{served.url}/readyz", timeout=5).status_code == 503,
+                        10) is not None
+        refused = served.api("POST", "/lanes", token, json=lane_body(port=9001))
+        assert refused.status_code == 503 and refused.json()["error"] == "switches_not_ready"
+        ready = requests.get(f"{served.url}/readyz", timeout=5)
+        s1 = next(sw for sw in ready.json()["switches"] if sw["name"] == "s1")
+        assert ready.status_code == 503 and not s1["connected"], ready.json()
+        time.sleep(2)
+        ovs.vsctl("set-controller", "s1", f"tcp:{ovs.controller_ip}:{served.of_port}")
+        back = wait_for(lambda: requests.get(f"{served.url}/readyz", timeout=5).status_code == 200, 15)
+        _assert_untouched(before, ovs.lane_flows(cookie), time.monotonic() - t_before)
+        report = iperf.result(timeout=30)
+    finally:
+        iperf.stop()
+    gap = longest_gap_s(report)
+    record_property("traffic_gap_s", gap)
+    print(f"\nswitch disconnect: traffic gap {gap} s, ready again {back} s after reconnect")
+    assert back is not None and gap <= 1.0
+
+
+def test_lane_expiring_during_an_outage_is_removed_by_hard_timeout_and_marked_expired(lab):
+    ovs, served, token = lab
+    lane = _active_lane(served, token, duration=6)
+    cookie = lane_cookie(lane["id"])
+    served.kill(signal.SIGKILL)
+    gone = wait_for(lambda: not any(ovs.lane_flows(cookie).values()), 15, 0.5)
+    assert gone is not None, "hard_timeout did not remove the lane's flows"
+    served.start()
+    marked = wait_for(lambda: served.api("GET", f"/lanes/{lane['id']}", token).json()["state"]
+                      == "expired", 5)
+    assert marked is not None
+    print(f"\nexpiry while serve was down: marked expired {marked:.2f} s after ready")
 
 
 @pytest.mark.skipif(not switch_side_arp() and not os.environ.get("VIPLANES_FAULTS_FORCE_OUTAGE"), reason="needs switch-side ARP flows for lane pool "
