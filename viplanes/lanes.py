@@ -108,7 +108,6 @@ class LaneManager:
         self.clock = clock
         self.on_decision = on_decision
         self.on_activation = on_activation
-        self.started_at = clock()
         self.lane_pool = LanePool(topology.lane_pool.prefix)
         self._activating: set[int] = set()  # lanes a thread of this process is activating now
         self._activating_lock = threading.Lock()
