@@ -36,9 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "VIPLANES_FAULTS_OUTAGE_S": f"{opts.outage:g}", "VIPLANES_FAULTS_FORCE_OUTAGE": "1"}
     failed = 0
     for run in range(1, opts.repeat + 1):
-        for part, args in (("outage", ["tests/integration/test_faults.py", "-k", "outage"]),
+        for part, args in (("outage", ["tests/integration/test_faults.py", "-k", "controller_outage"]),
                            ("suite", ["tests/integration/test_faults.py", "tests/integration/test_faults_load.py",
-                                      "-k", "not outage"])):
+                                      "-k", "not controller_outage"])):
             code, out = _pytest(args, env)
             failed += code != 0
             lines = [ln for ln in out.splitlines()
