@@ -151,7 +151,6 @@ class PrivateOvs:
                 except ProcessLookupError:
                     pass
         for ns in self.namespaces:
-            run("ip", "netns", "pids", ns, check=False)  # (iperf3 children are killed by the tests)
             run("ip", "netns", "del", ns, check=False)
         run("ip", "link", "del", self.ctl_if, check=False)
         shutil.rmtree(self.dir, ignore_errors=True)
