@@ -16,7 +16,7 @@ from viplanes.db import Database
 from viplanes.lanes import LaneManager
 from viplanes.topologies.model import Topology
 
-from . import audit, auth, bodies, errors, grants, lanes, metrics, principals
+from . import audit, auth, bodies, errors, grants, health, lanes, metrics, principals
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,7 @@ def create_app(config: AppConfig | dict[str, Any] | None = None, dataplane: Data
     for bp in (lanes.bp, grants.bp, principals.bp, audit.bp):
         api.register_blueprint(bp)
     app.register_blueprint(metrics.bp)
+    app.register_blueprint(health.bp)
     errors.register(app)
     auth.register(app)
     bodies.register(app)  # after auth: bodies of unauthenticated requests are never parsed

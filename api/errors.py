@@ -59,7 +59,9 @@ class VipApi(Api):
 def register(app: Flask) -> None:
     @app.errorhandler(VipError)
     def _vip(exc: VipError) -> ResponseReturnValue:
-        return error_response(exc.status, exc.code, exc.message, exc.details)
+        retry = getattr(exc, "retry_after", None)
+        return error_response(exc.status, exc.code, exc.message, exc.details,
+                              {"Retry-After": str(retry)} if retry else None)
 
     @app.errorhandler(OperationalError)
     def _db_down(exc: OperationalError) -> ResponseReturnValue:

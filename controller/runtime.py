@@ -31,12 +31,18 @@ from viplanes.controller import compiler, heap, proxyarp, reconcile
 from viplanes.controller.cookies import ALL_APP_FLOWS, EXACT_MASK, lane_cookie, lane_id_from_cookie
 from viplanes.controller.desired import DesiredFlows
 from viplanes.controller.pending import Batch, Tracker
+from viplanes.controller.readiness import SwitchReadiness
 from viplanes.dataplane import DesiredLanes
 from viplanes.domain import ActivationResult, LaneCounters, LaneSpec
 from viplanes.topologies.model import Topology
 
 LOG = logging.getLogger("viplanes.controller.runtime")
 Send = Callable[[int, list[Any]], bool]  # queue ofmsgs to a live switch; False: not connected
+# How long an activation waits for the switches of its path to (re)connect before it reports
+# "not connected" (a transient reason the lane manager retries). 3 s covers two reconnect
+# attempts of an OVS whose controller max_backoff is 1 s (the lab's and the tests' setting) and,
+# with the 5 s barrier timeout, stays far below the 30 s of our HTTP client.
+SWITCH_WAIT_S = 3.0
 
 
 def error_reason(err_type: int, code: int) -> str:
@@ -44,7 +50,9 @@ def error_reason(err_type: int, code: int) -> str:
     return f"{names.get(err_type, f'type {err_type}')} code {code}"
 
 
-class LaneRuntime:
+class LaneRuntime(SwitchReadiness):
+    switch_wait_s: float = SWITCH_WAIT_S
+
     def __init__(self, topology: Topology | None, send: Send | None = None, *,
                  clock: Callable[[], float] = time.time,
                  spawn: Callable[[Callable[[], None]], Any] | None = None) -> None:
@@ -118,6 +126,7 @@ class LaneRuntime:
         t0 = time.perf_counter()
         if self.topology is None:
             return ActivationResult(False, "controller has no topology", 0.0)
+        self._wait_for_switches(lane, self.switch_wait_s)  # outside the lock: reconciles go on
         with self._change:
             self._touch(lane.lane_id)
             meters_exist = lane.lane_id in self.lanes and bool(lane.rate_mbps)
@@ -357,6 +366,7 @@ class LaneRuntime:
 
     def switch_down(self, dpid: int) -> None:
         self.connected.discard(dpid)
+        self.reconciled.pop(dpid, None)  # not ready again until its next reconcile
         self.tracker.disconnected(dpid, f"{self.switch_name(dpid)} disconnected")
 
     def on_barrier_reply(self, dpid: int, xid: int) -> None:

@@ -7,11 +7,20 @@ start, switch connect), so a restarted controller rebuilds everything from the s
 """
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from viplanes.domain import ActivationResult, LaneCounters, LaneSpec
 
 DesiredLanes = Callable[[], list[LaneSpec]]
+
+# Activation failures that say nothing about the lane itself, only that a switch is away or slow
+# right now: the lane manager keeps such a lane ``installing`` and retries it while its window is
+# open, instead of failing it for good. Anything else (no path, switch refused) fails the lane.
+TRANSIENT_MARKERS = ("not connected", "disconnected", "did not confirm", "data plane busy")
+
+
+def is_transient(reason: str) -> bool:
+    return any(marker in reason for marker in TRANSIENT_MARKERS)
 
 
 class Dataplane(Protocol):
@@ -26,3 +35,10 @@ class Dataplane(Protocol):
 
     def counters(self, lane_id: int) -> LaneCounters | None:
         """Packets/bytes the lane carried so far, or None when the controller has no stats."""
+
+    def unready(self, lane: LaneSpec) -> list[str]:
+        """Switches the lane needs that are not connected and reconciled yet (names); [] = ready.
+        The API answers 503 instead of creating a lane that could not be installed now."""
+
+    def readiness(self) -> dict[str, Any]:
+        """``{"ready": bool, "switches": [{name, dpid, connected, reconciled}, ...]}`` for /readyz."""

@@ -33,4 +33,11 @@ class Conflict(VipError):
 
 
 class Unavailable(VipError):
+    """503; ``retry_after`` (seconds) becomes the Retry-After header."""
+
     status, code = 503, "unavailable"
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None, code: str | None = None,
+                 retry_after: int | None = None) -> None:
+        super().__init__(message, details, code)
+        self.retry_after = retry_after

@@ -1,13 +1,23 @@
 """Lane lifecycle: the state machine and the manager that moves lanes through it.
 
 requested -> scheduled -> installing -> active -> expired | released | revoked, or failed with a
-reason. The manager is the only code that changes a lane's state; it talks to the database
-(source of truth) and to a :class:`~viplanes.dataplane.Dataplane`, never to a switch.
+reason. The manager is the only code that changes a lane's state (each change is audited); it
+talks to the database (source of truth) and to a :class:`~viplanes.dataplane.Dataplane`, never
+to a switch.
+
+Faults: a lane is never failed for a reason that is only about the switches being away right now
+(:func:`~viplanes.dataplane.is_transient`). An immediate request while its switches are not
+connected and reconciled is refused with 503 ``switches_not_ready`` (no row); a due scheduled lane
+stays ``scheduled`` until its switches are ready; an activation that fails transiently leaves the
+lane ``installing`` with reason ``waiting for the data plane: ...``. ``recover`` (the scheduler
+calls it every few seconds) activates every ``installing`` lane nobody in this process is
+activating, whoever left it so; a lane whose window ends first becomes ``expired``.
 """
 from __future__ import annotations
 
 import ipaddress
 import logging
+import threading
 import time
 import zlib
 from dataclasses import dataclass
@@ -18,7 +28,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from viplanes.authz.tokens import Caller, sees_lane
-from viplanes.dataplane import Dataplane
+from viplanes.dataplane import Dataplane, is_transient
 from viplanes.db import Database
 from viplanes.domain import ActivationResult, LaneCounters, LaneSpec
 from viplanes.errors import Conflict, Forbidden, Invalid, NotFound, Unavailable, VipError
@@ -81,6 +91,11 @@ def _noop(*_args: object) -> None:
     return None
 
 
+# Retry-After for a request refused because its switches are not ready: OVS retries a lost
+# controller every max_backoff (1 s in the lab) and a reconcile takes well under a second.
+NOT_READY_RETRY_S = 2
+
+
 class LaneManager:
     """Requests, extends, ends and schedules lanes. Thread-safe: all state is in the database."""
 
@@ -94,8 +109,9 @@ class LaneManager:
         self.clock = clock
         self.on_decision = on_decision
         self.on_activation = on_activation
-        self.started_at = clock()
         self.lane_pool = LanePool(topology.lane_pool.prefix)
+        self._activating: set[int] = set()  # lanes a thread of this process is activating now
+        self._activating_lock = threading.Lock()
 
     # --- request -----------------------------------------------------------------------------
 
@@ -118,29 +134,35 @@ class LaneManager:
                  digest: str) -> tuple[Lane, bool]:
         now = self.clock()
         denial: VipError | None = None
-        with self.db.write() as s:
-            grants = lock_usable_grants(s, caller.id, now, for_update=not self.db.is_sqlite)
-            if idempotency_key:
-                first = find_replay(s, caller.id, idempotency_key, digest)
-                if first is not None:
-                    return first, False
-            req = self._to_request(body, now)
-            rules = [rule_of(g) for g in grants]
-            # Quota is the last check of a grant, so only grants that pass every other check need
-            # their live lanes counted (one GROUP BY over fewer grants); the rest fail the same
-            # way whatever the count.
-            countable = [r.grant_id for r in rules
-                         if check_grant(req, r, now, 0).code in ("allowed", "quota")]
-            decision = decide(req, rules, self.topology, now,
-                              self._live_counts(s, countable, req.starts_at, req.expires_at))
-            lane: Lane | None = None
-            if decision.allowed:
-                lane, denial = self._insert(s, caller, body, req, decision, now, idempotency_key, digest)
-            else:
-                denial = self._denial(decision)
-            self.on_decision(denial.code if denial is not None else decision.code)
-            audit(s, now, caller.name, "lane.request", f"lane:{lane.id}" if lane else "",
-                  "allow" if denial is None else "deny", denial.message if denial else decision.reason)
+        lane: Lane | None = None
+        try:
+            with self.db.write() as s:
+                grants = lock_usable_grants(s, caller.id, now, for_update=not self.db.is_sqlite)
+                if idempotency_key:
+                    first = find_replay(s, caller.id, idempotency_key, digest)
+                    if first is not None:
+                        return first, False
+                req = self._to_request(body, now)
+                rules = [rule_of(g) for g in grants]
+                # Quota is the last check of a grant, so only grants that pass every other check need
+                # their live lanes counted (one GROUP BY over fewer grants); the rest fail the same
+                # way whatever the count.
+                countable = [r.grant_id for r in rules
+                             if check_grant(req, r, now, 0).code in ("allowed", "quota")]
+                decision = decide(req, rules, self.topology, now,
+                                  self._live_counts(s, countable, req.starts_at, req.expires_at))
+                if decision.allowed:
+                    lane, denial = self._insert(s, caller, body, req, decision, now, idempotency_key,
+                                                 digest)
+                else:
+                    denial = self._denial(decision)
+                self.on_decision(denial.code if denial is not None else decision.code)
+                audit(s, now, caller.name, "lane.request", f"lane:{lane.id}" if lane else "",
+                      "allow" if denial is None else "deny", denial.message if denial else decision.reason)
+        except BaseException:
+            if lane is not None:  # not committed: nothing to activate, release the claim
+                self._release(lane.id)
+            raise
         if denial is not None:
             raise denial
         assert lane is not None
@@ -211,6 +233,13 @@ class LaneManager:
                 return None, Unavailable("the lane address pool is exhausted; try again when a lane ends",
                                          {"pool": str(self.topology.lane_pool.prefix)}, code="lane_pool_exhausted")
         immediate = req.starts_at <= now
+        if immediate:
+            waiting = self._unready(LaneSpec(0, src, dst, req.protocol, req.dst_port, req.src_port,  # type: ignore[arg-type]
+                                             nat_ip, req.expires_at, req.rate_mbps))
+            if waiting:
+                return None, Unavailable(f"the data plane is not ready ({', '.join(waiting)}); try again",
+                                         {"switches": waiting, "retry_after_s": NOT_READY_RETRY_S},
+                                         code="switches_not_ready", retry_after=NOT_READY_RETRY_S)
         lane = Lane(principal_id=caller.id, grant_id=decision.grant_id, src_ip=src, dst_ip=dst,
                     protocol=req.protocol, dst_port=req.dst_port, src_port=req.src_port,
                     duration_s=req.duration_s, rate_mbps=req.rate_mbps, purpose=body.purpose,
@@ -220,12 +249,40 @@ class LaneManager:
                     starts_at=req.starts_at, expires_at=req.expires_at)
         s.add(lane)
         s.flush()
+        if immediate:  # before commit: recover() must not pick it up meanwhile
+            self._claim(lane.id)
         return lane, None
+
+    def _unready(self, spec: LaneSpec) -> list[str]:
+        try:
+            return self.dataplane.unready(spec)
+        except Exception:  # a readiness bug must not block every request
+            log.exception("readiness of lane %s", spec.lane_id)
+            return []
+
+    def _claim(self, lane_id: int) -> bool:
+        """Mark a lane as being activated by this thread; False if another thread already is."""
+        with self._activating_lock:
+            if lane_id in self._activating:
+                return False
+            self._activating.add(lane_id)
+            return True
+
+    def _release(self, lane_id: int) -> None:
+        with self._activating_lock:
+            self._activating.discard(lane_id)
 
     # --- activation --------------------------------------------------------------------------
 
     def _activate(self, lane: Lane) -> Lane:
-        """Ask the data plane to carry an installing lane; record active or failed."""
+        """Ask the data plane to carry an installing lane (claimed by ``_claim``); record active,
+        failed, or, for a transient reason, leave it installing for ``recover``."""
+        try:
+            return self._activate_claimed(lane)
+        finally:
+            self._release(lane.id)
+
+    def _activate_claimed(self, lane: Lane) -> Lane:
         spec = spec_of(lane)
         t0 = time.perf_counter()
         try:
@@ -236,9 +293,14 @@ class LaneManager:
         latency = time.perf_counter() - t0
         self.on_activation(latency, result.ok)
         now = self.clock()
+        outcome = "done"
         if result.ok:
-            values = {"state": "active", "activated_at": now}
+            values: dict[str, object] = {"state": "active", "activated_at": now}
+        elif is_transient(result.reason) and lane.expires_at > now:
+            outcome = "retry"
+            values = {"reason": f"waiting for the data plane: {result.reason}"}
         else:
+            outcome = "failed"
             values = {"state": "failed", "reason": f"activation failed: {result.reason}", "ended_at": now}
         values["activation_ms"] = latency * 1000.0
         with self.db.write() as s:
@@ -246,13 +308,13 @@ class LaneManager:
             moved = s.execute(update(Lane).where(Lane.id == lane.id, Lane.state == "installing")
                               .values(**values)).rowcount == 1
             if moved:
-                if not result.ok:
-                    audit(s, now, "system", "lane.activate", f"lane:{lane.id}", "failed", result.reason)
+                audit(s, now, "system", "lane.activate", f"lane:{lane.id}", outcome,
+                      "installed" if result.ok else result.reason)
                 for key, value in values.items():
                     setattr(lane, key, value)  # the detached copy the caller answers with
             else:
                 lane = s.get(Lane, lane.id) or lane
-        if not moved and result.ok:  # released or revoked while installing
+        if not moved and result.ok and lane.state not in LIVE_STATES:  # ended while installing
             self._deactivate(lane.id)
         return lane
 
@@ -383,8 +445,10 @@ class LaneManager:
                 if lane.expires_at <= now:
                     _move(lane, "expired", "ended before it could start")
                     lane.ended_at = now
-                else:
-                    _move(lane, "installing")
+                    audit(s, now, "system", "lane.expire", f"lane:{lane.id}", "done", lane.reason)
+                elif lane.id not in self._activating and not self._unready(spec_of(lane)):
+                    _move(lane, "installing")  # not before its switches are back: no failed start
+                    audit(s, now, "system", "lane.start", f"lane:{lane.id}", "done")
                     starting.append(lane)
             ending = s.scalars(select(Lane).where(Lane.state.in_(("installing", "active")),
                                                   Lane.expires_at <= now).with_for_update(of=Lane)).all()
@@ -393,6 +457,7 @@ class LaneManager:
                 lane.ended_at = now
                 audit(s, now, "system", "lane.expire", f"lane:{lane.id}", "done")
             ended_ids = [lane.id for lane in ending]
+        starting = [lane for lane in starting if self._claim(lane.id)]  # after commit: never leaked
         for lane in starting:
             self._activate(lane)
         for lane_id in ended_ids:
@@ -400,10 +465,16 @@ class LaneManager:
         return {"started": len(starting), "expired": len(ended_ids)}
 
     def recover(self) -> int:
-        """After a restart: lanes a previous run left in ``installing`` are activated again."""
-        with self.db.read() as s:  # not lanes this process is installing right now
-            stuck = s.scalars(select(Lane).where(Lane.state == "installing",
-                                                 Lane.created_at <= self.started_at)).all()
+        """Activate ``installing`` lanes that no thread of this process is activating: left by a
+        crash, a failed state update (database outage) or a transient activation failure.
+        Lanes whose switches are not ready wait for the next call; expiry is ``tick``'s."""
+        now = self.clock()
+        with self.db.read() as s:
+            stuck = s.scalars(select(Lane).where(Lane.state == "installing", Lane.expires_at > now)).all()
+        done = 0
         for lane in stuck:
+            if self._unready(spec_of(lane)) or not self._claim(lane.id):
+                continue
             self._activate(lane)
-        return len(stuck)
+            done += 1
+        return done

@@ -1,12 +1,14 @@
 """An in-memory :class:`~viplanes.dataplane.Dataplane`: for tests, demos and API-only runs.
 
 It "carries" a lane by remembering it, so everything above the data plane can be exercised
-without Open vSwitch. ``fail_next`` makes the next activation fail with a reason.
+without Open vSwitch. ``fail_next`` makes the next activation fail with a reason; switch names in
+``away`` make it not ready (as if those switches had not reconnected yet).
 """
 from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 from viplanes.dataplane import DesiredLanes
 from viplanes.domain import ActivationResult, LaneCounters, LaneSpec
@@ -18,6 +20,7 @@ class MemoryDataplane:
         self.active: dict[int, LaneSpec] = {}
         self.source: DesiredLanes | None = None
         self.fail_next: str | None = None
+        self.away: list[str] = []
         self.calls: list[tuple[str, int]] = []
         self._lock = threading.Lock()
 
@@ -44,6 +47,13 @@ class MemoryDataplane:
     def counters(self, lane_id: int) -> LaneCounters | None:
         with self._lock:
             return LaneCounters(packets=10, bytes=10_000) if lane_id in self.active else None
+
+    def unready(self, lane: LaneSpec) -> list[str]:
+        return list(self.away)
+
+    def readiness(self) -> dict[str, Any]:
+        return {"ready": not self.away,
+                "switches": [{"name": n, "connected": False, "reconciled": False} for n in self.away]}
 
     def reconcile(self) -> None:
         """What a real controller does on (re)start: carry exactly the desired lanes."""

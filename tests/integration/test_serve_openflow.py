@@ -80,11 +80,12 @@ def test_lane_through_serve_reaches_the_switches(served_campus, record_property)
             "duration_s": 300, "purpose": "openflow integration"}
     deadline = time.monotonic() + 20
     lane = None
-    while time.monotonic() < deadline:  # failed answers (switch not yet connected) free their quota
-        lane = requests.post(f"{serve.url}/api/v1/lanes", json=body, headers=h, timeout=10).json()
-        if lane["state"] == "active":
+    while time.monotonic() < deadline:  # 503 switches_not_ready until every switch is reconciled
+        r = requests.post(f"{serve.url}/api/v1/lanes", json=body, headers=h, timeout=10)
+        lane = r.json()
+        if r.status_code == 201 and lane["state"] == "active":
             break
-        assert lane["state"] == "failed" and "not connected" in lane["reason"], lane
+        assert r.status_code == 503 and lane["error"] == "switches_not_ready", lane
         time.sleep(0.3)
     assert lane is not None and lane["state"] == "active", lane
     assert lane_flows(bridges[0], lane["id"]), "no lane flow on the access switch"

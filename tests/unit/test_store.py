@@ -255,7 +255,7 @@ def test_scheduler_thread_ticks_and_recovers_after_grace(db):
         s.get(Lane, stuck.id).state = "installing"
     dp.active.clear()
     clock[0] += 10  # the short lane is due to expire
-    sched = Scheduler(mgr, interval_s=0.02, recover_after_s=0.2)
+    sched = Scheduler(mgr, interval_s=0.02, recover_every_s=0.2)
     sched.start()
     try:
         deadline = time.monotonic() + 5

@@ -1,0 +1,191 @@
+"""A private Open vSwitch in its own network namespace, with the campus hosts as namespaces.
+
+Killing or restarting this ovs-vswitchd never touches the machine's shared one: it has its own
+ovsdb-server, database file, rundir, pidfiles and unix sockets (``OVS_RUNDIR``/``OVS_DBDIR`` and
+``--db=unix:...``), and lives in namespace ``<name>-ovs``. Userspace (netdev) bridges s1..s4 carry
+the campus dpids and ports; hosts are namespaces joined by veth pairs made directly inside the
+namespaces (no name ever appears in the root namespace but the controller link). The switches
+reach the controller over one veth pair ``<name>c`` (root side ``169.254.X.1``, OVS side ``.2``).
+
+Only what the lane path needs exists: desktop (s1:1), edge router (s3:2 inside, s4:1 outside)
+and cloud (s4:2); the firewall and NAT are absent, so traffic moves only over a lane. The desktop
+knows its gateway's MAC statically (no firewall to answer its ARP); the edge router must ARP for
+the lane's pool address like in the lab (answered by the controller, or by switch flows).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
+# switch ports of the campus: (bridge, port) -> (namespace suffix, interface in it, MAC, address)
+HOST_PORTS = {
+    ("s1", 1): ("desktop", "eth0", "02:00:00:01:00:10", "10.1.0.10/24"),
+    ("s3", 2): ("edge", "inside", "02:00:00:03:00:01", "198.51.100.1/24"),
+    ("s4", 1): ("edge", "outside", "02:00:00:04:00:01", "203.0.113.1/24"),
+    ("s4", 2): ("cloud", "eth0", "02:00:00:04:00:10", "203.0.113.10/24"),
+}
+LINKS = [(("s1", 3), ("s2", 1)), (("s2", 3), ("s3", 3))]
+DPIDS = {"s1": 1, "s2": 2, "s3": 3, "s4": 4}
+OFFLOADS = ["tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off"]
+
+
+def run(*args: str, timeout: float = 20, check: bool = True, env: dict[str, str] | None = None,
+        ) -> subprocess.CompletedProcess:
+    return subprocess.run(list(args), check=check, capture_output=True, text=True, timeout=timeout,
+                          env=env)
+
+
+class PrivateOvs:
+    """``start()`` builds everything; ``stop()`` (in ``finally``) removes exactly that."""
+
+    def __init__(self, name: str | None = None) -> None:
+        self.name = name or f"vlf{os.getpid() % 100000}"
+        self.ns = f"{self.name}-ovs"
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{self.name}-"))
+        self.db_sock = self.dir / "db.sock"
+        self.env = {**os.environ, "OVS_RUNDIR": str(self.dir), "OVS_DBDIR": str(self.dir),
+                    "OVS_LOGDIR": str(self.dir)}
+        octet = os.getpid() % 250 + 1
+        self.controller_ip, self.switch_ip = f"169.254.{octet}.1", f"169.254.{octet}.2"
+        self.ctl_if = f"{self.name}c"
+        self.namespaces = [self.ns, *(f"{self.name}-{h}" for h in ("desktop", "edge", "cloud"))]
+
+    # ---- plumbing --------------------------------------------------------------------------
+    def host_ns(self, host: str) -> str:
+        return f"{self.name}-{host}"
+
+    def in_ns(self, ns: str, *args: str, **kw) -> subprocess.CompletedProcess:
+        return run("ip", "netns", "exec", ns, *args, **kw)
+
+    def vsctl(self, *args: str) -> str:
+        return run("ovs-vsctl", f"--db=unix:{self.db_sock}", "--timeout=10", *args, env=self.env).stdout
+
+    def ofctl(self, *args: str) -> str:
+        return run("ovs-ofctl", "-O", "OpenFlow13", *args, env=self.env).stdout
+
+    def _pid(self, daemon: str) -> int | None:
+        try:
+            return int((self.dir / f"{daemon}.pid").read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    # ---- life ------------------------------------------------------------------------------
+    def start(self, controller_port: int) -> "PrivateOvs":
+        for ns in self.namespaces:
+            run("ip", "netns", "add", ns)
+            self.in_ns(ns, "ip", "link", "set", "lo", "up")
+        run("ip", "link", "add", self.ctl_if, "type", "veth", "peer", "name", "ctl0", "netns", self.ns)
+        run("ip", "addr", "add", f"{self.controller_ip}/30", "dev", self.ctl_if)
+        run("ip", "link", "set", self.ctl_if, "up")
+        self.in_ns(self.ns, "ip", "addr", "add", f"{self.switch_ip}/30", "dev", "ctl0")
+        self.in_ns(self.ns, "ip", "link", "set", "ctl0", "up")
+        run("ovsdb-tool", "create", str(self.dir / "conf.db"), SCHEMA, env=self.env)
+        self.in_ns(self.ns, "ovsdb-server", str(self.dir / "conf.db"), f"--remote=punix:{self.db_sock}",
+                   f"--pidfile={self.dir}/ovsdb-server.pid", f"--unixctl={self.dir}/ovsdb-server.ctl",
+                   f"--log-file={self.dir}/ovsdb-server.log", "--detach", env=self.env)
+        self.vsctl("--no-wait", "init")
+        self.start_vswitchd()
+        self._build(controller_port)
+        return self
+
+    def start_vswitchd(self) -> None:
+        self.in_ns(self.ns, "ovs-vswitchd", f"unix:{self.db_sock}", f"--pidfile={self.dir}/ovs-vswitchd.pid",
+                   f"--unixctl={self.dir}/ovs-vswitchd.ctl", f"--log-file={self.dir}/ovs-vswitchd.log",
+                   "--detach", env=self.env, timeout=30)
+
+    def kill_vswitchd(self) -> None:
+        pid = self._pid("ovs-vswitchd")
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+            _wait_gone(pid)
+            (self.dir / "ovs-vswitchd.pid").unlink(missing_ok=True)
+
+    def _build(self, controller_port: int) -> None:
+        target = f"tcp:{self.controller_ip}:{controller_port}"
+        for br, dpid in DPIDS.items():
+            self.vsctl("add-br", br, "--", "set", "bridge", br, "datapath_type=netdev",
+                       f"other-config:datapath-id={dpid:016x}", "fail_mode=secure", "protocols=OpenFlow13")
+        for a, b in LINKS:
+            self._veth(self.ns, f"{a[0]}p{a[1]}", self.ns, f"{b[0]}p{b[1]}")
+            self._port(*a), self._port(*b)
+        for (br, port), (host, ifname, mac, addr) in HOST_PORTS.items():
+            ns = self.host_ns(host)
+            self._veth(self.ns, f"{br}p{port}", ns, ifname)
+            self._port(br, port)
+            self.in_ns(ns, "ip", "link", "set", ifname, "address", mac)
+            self.in_ns(ns, "ip", "addr", "add", addr, "dev", ifname)
+        desktop, edge, cloud = (self.host_ns(h) for h in ("desktop", "edge", "cloud"))
+        self.in_ns(desktop, "ip", "route", "add", "default", "via", "10.1.0.1")
+        self.in_ns(desktop, "ip", "neigh", "replace", "10.1.0.1", "lladdr", "02:00:00:02:00:01",
+                   "dev", "eth0", "nud", "permanent")
+        self.in_ns(cloud, "ip", "route", "add", "default", "via", "203.0.113.1")
+        self.in_ns(edge, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        for br in DPIDS:
+            self.vsctl("set-controller", br, target)
+        for uuid in self.vsctl("--columns=_uuid", "--bare", "list", "Controller").split():
+            self.vsctl("set", "Controller", uuid, "max_backoff=1000", "inactivity_probe=5000")
+
+    def _veth(self, ns_a: str, if_a: str, ns_b: str, if_b: str) -> None:
+        run("ip", "link", "add", if_a, "netns", ns_a, "type", "veth", "peer", "name", if_b, "netns", ns_b)
+        for ns, ifname in ((ns_a, if_a), (ns_b, if_b)):
+            self.in_ns(ns, "ethtool", "-K", ifname, *OFFLOADS, check=False)
+            self.in_ns(ns, "ip", "link", "set", ifname, "up")
+
+    def _port(self, br: str, port: int) -> None:
+        name = f"{br}p{port}"
+        self.vsctl("add-port", br, name, "--", "set", "Interface", name, f"ofport_request={port}")
+
+    def stop(self) -> None:
+        for daemon in ("ovs-vswitchd", "ovsdb-server"):
+            pid = self._pid(daemon)
+            if pid is not None:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    _wait_gone(pid)
+                except ProcessLookupError:
+                    pass
+        for ns in self.namespaces:
+            run("ip", "netns", "del", ns, check=False)
+        run("ip", "link", "del", self.ctl_if, check=False)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    # ---- what the tests read ---------------------------------------------------------------
+    def cookies(self, br: str) -> set[int]:
+        """Every cookie on a bridge's flows (one dump for hundreds of lanes)."""
+        return {int(line.split("cookie=", 1)[1].split(",", 1)[0], 16)
+                for line in self.ofctl("dump-flows", br).splitlines() if "cookie=" in line}
+
+    def lane_flows(self, cookie: int) -> dict[str, list[dict[str, float]]]:
+        """Per bridge, the flows with this cookie: their duration, packets, bytes and match text."""
+        out: dict[str, list[dict[str, float]]] = {}
+        for br in DPIDS:
+            rows = []
+            for line in self.ofctl("dump-flows", br, f"cookie={cookie:#x}/-1").splitlines():
+                if "cookie=" not in line:
+                    continue
+                fields = dict(f.split("=", 1) for f in line.replace(",", " ").split() if "=" in f)
+                rows.append({"duration": float(fields["duration"].rstrip("s")),
+                             "n_packets": int(fields["n_packets"]), "n_bytes": int(fields["n_bytes"]),
+                             "match": line.split("priority=", 1)[1].split(" actions")[0]})
+            out[br] = sorted(rows, key=lambda r: str(r["match"]))
+        return out
+
+
+def _wait_gone(pid: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        try:  # our own child (not with --detach): reap it
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        time.sleep(0.05)

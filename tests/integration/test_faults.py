@@ -1,0 +1,222 @@
+"""The fault suite: lanes through `viplanes serve` on a private OVS (its own namespace, its own
+ovsdb-server and ovs-vswitchd) survive kills of serve, ovs-vswitchd restarts and restarts across
+a scheduled lane's start, with iperf3 running through the lane.
+
+The controller-outage test runs once the compiler answers ARP for lane addresses with switch
+flows; ``VIPLANES_FAULTS_FORCE_OUTAGE=1`` runs it anyway (to see today's failure) and
+``VIPLANES_FAULTS_OUTAGE_S=60`` makes it the issue's 60 s soak.
+
+Numbers (traffic gap per fault, recovery times) are printed and recorded with
+``record_property``; docs/faults.md holds the measured ones and the command to reproduce them.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import time
+
+import pytest
+import requests
+
+from tests.integration.faultkit import (Iperf, Served, lane_body, longest_gap_s, switch_side_arp,
+                                        wait_for)
+from tests.integration.privovs import PrivateOvs
+from tests.integration.procs import free_port
+from tests.integration.test_serve import bootstrap, setup_researcher
+from viplanes.controller.cookies import lane_cookie
+
+pytestmark = pytest.mark.integration
+OUTAGE_S = float(os.environ.get("VIPLANES_FAULTS_OUTAGE_S", "40"))
+
+
+@pytest.fixture
+def lab(tmp_path):
+    ovs = PrivateOvs()
+    of_port = free_port()
+    served = Served(ovs, tmp_path, of_port)
+    try:
+        ovs.start(of_port)
+        op = bootstrap(served.db_url)
+        served.start()
+        token = setup_researcher(served.url, op, max_lanes=20)
+        yield ovs, served, token
+    finally:
+        served.kill()
+        ovs.stop()
+
+
+def _active_lane(served: Served, token: str, **over) -> dict:
+    r = served.api("POST", "/lanes", token, json=lane_body(**over))
+    assert r.status_code == 201 and r.json()["state"] == "active", r.text
+    return r.json()
+
+
+def _assert_untouched(before: dict, after: dict, elapsed: float) -> None:
+    """Same flows (by cookie and match), not re-added (duration went on), counters never fell."""
+    for br in before:
+        assert [f["match"] for f in after[br]] == [f["match"] for f in before[br]], br
+        for b, a in zip(before[br], after[br]):
+            assert a["duration"] >= b["duration"] + elapsed - 1.0, (br, b, a)
+            assert a["n_packets"] >= b["n_packets"] and a["n_bytes"] >= b["n_bytes"], (br, b, a)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "sigterm"])
+def test_killing_serve_never_touches_lane_flows_or_traffic(lab, sig, record_property):
+    ovs, served, token = lab
+    lane = _active_lane(served, token)
+    cookie = lane_cookie(lane["id"])
+    iperf = Iperf(ovs, seconds=12)
+    try:
+        time.sleep(3)
+        before, t_before = ovs.lane_flows(cookie), time.monotonic()
+        assert before["s1"] and before["s3"], before
+        served.kill(sig)
+        time.sleep(3)
+        _assert_untouched(before, ovs.lane_flows(cookie), time.monotonic() - t_before)
+        ready_s = served.start()
+        time.sleep(1.5)  # reconcile has run on every switch (readyz) and the scheduler ticked
+        _assert_untouched(before, ovs.lane_flows(cookie), time.monotonic() - t_before)
+        report = iperf.result(timeout=30)
+    finally:
+        iperf.stop()
+    gap = longest_gap_s(report)
+    record_property("traffic_gap_s", gap)
+    record_property("ready_after_restart_s", round(ready_s, 2))
+    print(f"\n{signal.Signals(sig).name}: traffic gap {gap} s, ready {ready_s:.2f} s after restart")
+    assert gap <= 1.0
+    assert served.api("GET", f"/lanes/{lane['id']}", token).json()["state"] == "active"
+
+
+def test_ovs_vswitchd_restart_restores_lane_flows(lab, record_property):
+    ovs, served, token = lab
+    lane = _active_lane(served, token)
+    cookie = lane_cookie(lane["id"])
+    iperf = Iperf(ovs, seconds=14)
+    try:
+        time.sleep(2)
+        ovs.kill_vswitchd()
+        t0 = time.monotonic()
+        ovs.start_vswitchd()
+        flows_s = wait_for(lambda: all(ovs.lane_flows(cookie)[br] for br in ("s1", "s2", "s3")), 20)
+        report = iperf.result(timeout=40)
+    finally:
+        iperf.stop()
+    assert flows_s is not None, "lane flows not restored by reconcile"
+    gap = longest_gap_s(report)
+    record_property("flows_restored_s", round(flows_s, 2))
+    record_property("traffic_gap_s", gap)
+    print(f"\novs-vswitchd restart: lane flows back {flows_s:.2f} s after the restart "
+          f"({time.monotonic() - t0:.1f} s total), traffic gap {gap} s")
+    assert gap <= 10.0
+    assert served.api("GET", f"/lanes/{lane['id']}", token).json()["state"] == "active"
+
+
+def test_restart_answers_503_until_ready_and_starts_a_scheduled_lane_it_missed(lab, record_property):
+    """Issue 10 items 2 and 3: a lane whose start passed while serve was down becomes active when
+    its switches are back (not failed with "not connected"), and lane requests before readiness
+    get 503 + Retry-After, never 201 with state failed."""
+    ovs, served, token = lab
+    start = time.time() + 4
+    r = served.api("POST", "/lanes", token, json=lane_body(
+        start_at=dt.datetime.fromtimestamp(start, dt.timezone.utc).isoformat(),
+        duration=120))
+    assert r.status_code == 201 and r.json()["state"] == "scheduled", r.text
+    scheduled = r.json()["id"]
+    served.kill(signal.SIGKILL)
+    time.sleep(max(0.0, start - time.time()) + 1)  # its start passed while serve was down
+    served.start_background()
+    answers: list[tuple[int, str]] = []
+    port = 9100
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 20:
+        try:
+            got = served.api("POST", "/lanes", token, json=lane_body(port=port, duration=60))
+        except Exception:  # noqa: BLE001 - not listening yet
+            time.sleep(0.05)
+            continue
+        body = got.json()
+        answers.append((got.status_code, body.get("state") or body.get("error")))
+        if got.status_code == 503:
+            assert body["error"] == "switches_not_ready" and got.headers["Retry-After"], body
+        else:
+            assert got.status_code == 201 and body["state"] == "active", body
+            break
+        time.sleep(0.02)
+    refused = sum(1 for code, _ in answers if code == 503)
+    print(f"\nafter restart: {refused} requests answered 503 before the first 201 "
+          f"({time.monotonic() - t0:.2f} s)")
+    record_property("refused_before_ready", refused)
+    assert answers and answers[-1] == (201, "active"), answers
+    became = wait_for(lambda: served.api("GET", f"/lanes/{scheduled}", token).json()["state"]
+                      in ("active", "failed", "expired"), 10)
+    lane = served.api("GET", f"/lanes/{scheduled}", token).json()
+    assert became is not None and lane["state"] == "active", lane
+    assert ovs.lane_flows(lane_cookie(scheduled))["s1"]
+
+
+def test_switch_disconnect_keeps_flows_and_gates_requests(lab, record_property):
+    """s1 loses the controller (pointed at a dead port: del-controller would flush its flows):
+    its lane flows and traffic stay, /readyz and lane requests through s1 say 503 meanwhile."""
+    ovs, served, token = lab
+    lane = _active_lane(served, token)
+    cookie = lane_cookie(lane["id"])
+    iperf = Iperf(ovs, seconds=10)
+    try:
+        time.sleep(1.5)
+        before, t_before = ovs.lane_flows(cookie), time.monotonic()
+        ovs.vsctl("set-controller", "s1", f"tcp:{ovs.controller_ip}:{free_port()}")
+        assert wait_for(lambda: requests.get(f"{served.url}/readyz", timeout=5).status_code == 503,
+                        10) is not None
+        refused = served.api("POST", "/lanes", token, json=lane_body(port=9001))
+        assert refused.status_code == 503 and refused.json()["error"] == "switches_not_ready"
+        ready = requests.get(f"{served.url}/readyz", timeout=5)
+        s1 = next(sw for sw in ready.json()["switches"] if sw["name"] == "s1")
+        assert ready.status_code == 503 and not s1["connected"], ready.json()
+        time.sleep(2)
+        ovs.vsctl("set-controller", "s1", f"tcp:{ovs.controller_ip}:{served.of_port}")
+        back = wait_for(lambda: requests.get(f"{served.url}/readyz", timeout=5).status_code == 200, 15)
+        _assert_untouched(before, ovs.lane_flows(cookie), time.monotonic() - t_before)
+        report = iperf.result(timeout=30)
+    finally:
+        iperf.stop()
+    gap = longest_gap_s(report)
+    record_property("traffic_gap_s", gap)
+    print(f"\nswitch disconnect: traffic gap {gap} s, ready again {back} s after reconnect")
+    assert back is not None and gap <= 1.0
+
+
+def test_lane_expiring_during_an_outage_is_removed_by_hard_timeout_and_marked_expired(lab):
+    ovs, served, token = lab
+    lane = _active_lane(served, token, duration=6)
+    cookie = lane_cookie(lane["id"])
+    served.kill(signal.SIGKILL)
+    gone = wait_for(lambda: not any(ovs.lane_flows(cookie).values()), 15, 0.5)
+    assert gone is not None, "hard_timeout did not remove the lane's flows"
+    served.start()
+    marked = wait_for(lambda: served.api("GET", f"/lanes/{lane['id']}", token).json()["state"]
+                      == "expired", 5)
+    assert marked is not None
+    print(f"\nexpiry while serve was down: marked expired {marked:.2f} s after ready")
+
+
+@pytest.mark.skipif(not switch_side_arp() and not os.environ.get("VIPLANES_FAULTS_FORCE_OUTAGE"), reason="needs switch-side ARP flows for lane pool "
+                    "addresses (issue 10 item 1, the dataplane branch)")
+def test_controller_outage_does_not_stop_lane_traffic(lab, record_property):
+    """With serve away for OUTAGE_S (40 s here, 60 s in the bench soak) lane traffic shows no gap
+    longer than 1 s: the edge router's ARP for the lane address must be answered by flows."""
+    ovs, served, token = lab
+    _active_lane(served, token)
+    iperf = Iperf(ovs, seconds=OUTAGE_S + 8)
+    try:
+        time.sleep(2)
+        served.kill(signal.SIGKILL)
+        time.sleep(OUTAGE_S)
+        served.start()
+        report = iperf.result(timeout=OUTAGE_S + 30)
+    finally:
+        iperf.stop()
+    gap = longest_gap_s(report)
+    record_property("traffic_gap_s", gap)
+    print(f"\ncontroller away {OUTAGE_S:g} s: traffic gap {gap} s")
+    assert gap <= 1.0
