@@ -7,13 +7,15 @@ certificate for dpid 1 while the real s1 is up (looping, as in issue 9), a dpid 
 not know, and a PACKET_IN flood. The real switches must stay connected and keep getting their
 lanes; impostors must receive no flow-mod.
 
-``VIPLANES_ATTACK_SERVE_ARGS=none`` runs the impostor test over plain TCP against a `serve` that
-has no security options (how it was shown failing on the code before TLS and admission).
+``VIPLANES_ATTACK_SERVE_ARGS=none`` runs the impostor test over plain TCP against a `serve`
+started without security options (how it was shown failing on the code before TLS and admission);
+``VIPLANES_ATTACK_SERVE_ARGS=--insecure-tcp`` runs it over plain TCP against today's code.
 """
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import ssl
 import subprocess
@@ -32,7 +34,9 @@ from tests.integration.test_serve_openflow import _start_with_openflow, lane_flo
 
 pytestmark = pytest.mark.integration
 PREFIX = f"vlatk{os.getpid() % 100000}"
-PLAIN = os.environ.get("VIPLANES_ATTACK_SERVE_ARGS") == "none"
+# set: plain TCP, serve started with these options ("none": no options, for the old code)
+PLAIN_ARGS = os.environ.get("VIPLANES_ATTACK_SERVE_ARGS")
+PLAIN = PLAIN_ARGS is not None
 
 
 @dataclass
@@ -96,7 +100,8 @@ def campus(tmp_path_factory):
     bridges = [f"{PREFIX}-s{n}" for n in (1, 2, 3)]
     target = "tcp" if PLAIN else "ssl"
     try:
-        _start_with_openflow(serve, of_port, [] if PLAIN else None)
+        plain = [] if PLAIN_ARGS in (None, "none") else shlex.split(PLAIN_ARGS)
+        _start_with_openflow(serve, of_port, plain if PLAIN else None)
         for n, br in enumerate(bridges, start=1):
             vsctl("--may-exist", "add-br", br, "--", "set", "bridge", br, "datapath_type=netdev",
                   f"other-config:datapath-id={n:016x}", "fail_mode=secure", "protocols=OpenFlow13",
@@ -176,9 +181,10 @@ def test_impostor_with_a_valid_certificate_never_displaces_the_live_switch(campu
     finally:
         stop.set()
         impostor.join(10)
-    print(f"\nimpostor: {stats}")
     active = [ln for ln in lanes if ln.get("state") == "active"]
     without_flows = [ln["id"] for ln in active if not lane_flows(campus.bridges[0], ln["id"])]
+    print(f"\nimpostor: {stats}; lanes {len(lanes)}, active {len(active)}, active without a "
+          f"flow on the real s1 {len(without_flows)}")
     assert stats["connections"] >= 5, stats
     assert stats["flow_mods"] == 0 and stats["barriers"] == 0, stats
     assert not without_flows, f"lanes reported active with no flow on the real s1: {without_flows}"
