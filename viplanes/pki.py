@@ -116,6 +116,9 @@ def load_cert(path: Path) -> x509.Certificate:
 
 
 def _load_ca(pki_dir: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    if not (pki_dir / CA_CERT).is_file():
+        raise PKIError(f"{pki_dir}: no campus CA there (create it with "
+                       f"`viplanes pki init --dir {pki_dir}`)")
     cert = load_cert(pki_dir / CA_CERT)
     try:
         key = serialization.load_pem_private_key((pki_dir / CA_KEY).read_bytes(), None)

@@ -15,7 +15,7 @@ import time
 import pytest
 import requests
 
-from tests.integration.procs import free_port
+from tests.integration.procs import free_port, lab_security_args
 from tests.integration.test_serve import Serve, bootstrap, setup_researcher
 
 pytestmark = pytest.mark.integration
@@ -53,14 +53,6 @@ def served_campus(tmp_path):
             subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", br], capture_output=True,
                            timeout=20)
         serve.stop()
-
-
-def lab_security_args() -> list[str]:
-    """`viplanes serve` options for OpenFlow over TLS with the machine-wide lab PKI, which the
-    shared ovs-vswitchd presents on ``ssl:`` controllers (``viplanes.lab.labpki``)."""
-    from viplanes.lab.labpki import ensure_lab_pki
-
-    return ensure_lab_pki().serve_args()
 
 
 def _start_with_openflow(serve: Serve, of_port: int, security: list[str] | None = None) -> None:
