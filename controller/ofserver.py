@@ -113,10 +113,19 @@ class GuardedDatapath(Datapath):
             return False
         echo = self.ofproto_parser.OFPEchoRequest(self, data=b"viplanes-probe")
         xid = self.set_xid(echo)
+        echo.serialize()
+        # never block here: a wedged peer with a full send queue is a dead one
+        if not self._send_q_sem.acquire(blocking=False):
+            return False
+        queue = self.send_q
+        if queue is None:
+            self._send_q_sem.release()
+            return False
         answered = threading.Event()
         self._probes[xid] = answered
         try:
-            return bool(self.send_msg(echo)) and answered.wait(timeout_s)
+            queue.put((echo.buf, False))
+            return answered.wait(timeout_s)
         finally:
             self._probes.pop(xid, None)
 
