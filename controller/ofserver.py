@@ -29,6 +29,7 @@ import threading
 import time
 from typing import Any, Callable, Sequence
 
+from os_ken.base import app_manager  # noqa: F401 - first: os_ken.controller.controller needs it
 from os_ken.controller import ofp_event
 from os_ken.controller.controller import Datapath
 from os_ken.controller.handler import DEAD_DISPATCHER

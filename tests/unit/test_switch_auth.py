@@ -257,3 +257,39 @@ def test_tls_channel_requires_a_campus_client_certificate(campus_pki):
         pass
     thread.join(5)
     assert isinstance(result.get("error"), ssl.SSLError)
+
+
+# ---- the connection's screen (before the guard and any parser) -----------------------------------
+def test_connection_screen_admits_once_and_limits_packet_ins():
+    import struct
+
+    from os_ken.ofproto import ofproto_v1_3 as ofp
+
+    from tests.integration.fakeswitch import arp_request_packet_in, message
+    from viplanes.controller.admission import Limits
+    from viplanes.controller.ofserver import GuardedDatapath
+
+    def features(dpid: int) -> bytes:
+        return message(ofp.OFPT_FEATURES_REPLY, struct.pack("!QIBB2xII", dpid, 0, 254, 0, 0, 0))
+
+    gate = Admission(SwitchTrust(topology()))  # plain TCP: only the topology's dpids count
+    limits = Limits(packet_in_per_s=1, packet_in_burst=2, packet_in_close_after=5)
+    punt = arp_request_packet_in("198.51.100.193")
+    with socket.create_server(("127.0.0.1", 0)) as srv:
+        peers = [socket.create_connection(srv.getsockname()) for _ in range(2)]
+        ours = [srv.accept()[0] for _ in range(2)]
+    try:
+        stranger, switch = (GuardedDatapath(s, ("127.0.0.1", n), gate, limits)
+                            for n, s in enumerate(ours))
+        assert not stranger._screen(punt) and not stranger._screen(message(ofp.OFPT_PORT_STATUS))
+        assert stranger._screen(message(ofp.OFPT_ECHO_REQUEST))  # the handshake may go on
+        assert not stranger._screen(features(0x77)) and stranger.rejected  # not in the topology
+        assert switch._screen(features(1)) and switch.authorized and gate.live[1] is switch
+        assert not switch._screen(features(2))  # a second features reply cannot rename it
+        assert [switch._screen(punt) for _ in range(3)] == [True, True, False]
+        while switch.rejected is None:  # far over the limit: the connection is closed
+            assert not switch._screen(punt)
+        assert "PACKET_IN flood" in switch.rejected and switch.packet_in_bucket.dropped == 6
+    finally:
+        for s in (*peers, *ours):
+            s.close()
