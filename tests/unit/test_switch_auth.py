@@ -293,3 +293,29 @@ def test_connection_screen_admits_once_and_limits_packet_ins():
     finally:
         for s in (*peers, *ours):
             s.close()
+
+
+def test_listener_caps_connections_per_address_still_in_the_tls_handshake(campus_pki):
+    from os_ken.lib import hub
+
+    from viplanes.controller.admission import Limits, ListenerSecurity
+    from viplanes.controller.ofserver import OpenFlowServer
+
+    files = TLSFiles(campus_pki / "ca.crt", campus_pki / "controller.crt",
+                     campus_pki / "controller.key")
+    server = OpenFlowServer("127.0.0.1", 0, ListenerSecurity(
+        tls=files, limits=Limits(pending_per_source=3, tls_handshake_timeout_s=5.0)))
+    hub.spawn(server.serve_forever)
+    silent = []
+    try:
+        for _ in range(4):  # connect, never say a TLS word
+            silent.append(socket.create_connection(server.address, timeout=2))
+        silent[-1].settimeout(2)
+        assert silent[-1].recv(1) == b""  # the fourth is closed at once
+        silent[0].settimeout(0.3)
+        with pytest.raises(socket.timeout):  # the first three wait for their handshake deadline
+            silent[0].recv(1)
+    finally:
+        for s in silent:
+            s.close()
+        server.close()
