@@ -98,3 +98,7 @@ def _configure_vswitchd(lab: LabPKI) -> None:
                        capture_output=True, text=True)
     except (OSError, subprocess.CalledProcessError) as exc:
         raise LabPKIError(f"ovs-vsctl ssl config failed: {exc}") from None
+
+
+if __name__ == "__main__":  # `viplanes serve ... $(python -m viplanes.lab.labpki)`
+    print(" ".join(ensure_lab_pki().serve_args()))
