@@ -221,7 +221,6 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-@pytest.mark.skipif(PLAIN, reason="TLS only")
 def test_packet_in_flood_is_bounded_and_the_good_switches_stay_served(campus, record_property):
     lane = campus.lane(9200)
     assert lane["state"] == "active", lane
