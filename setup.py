@@ -31,6 +31,7 @@ setup(
         "networkx>=3.0",
         "click>=8.1",
         "rich>=13.0",
+        "cryptography>=38.0",
         "matplotlib>=3.7",
         "prometheus-client>=0.19",
         "requests>=2.31",

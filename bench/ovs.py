@@ -62,7 +62,7 @@ class Bridges:
         """Point every bridge at a controller on 127.0.0.1:port (replacing the previous one)."""
         for name in self.names.values():
             # max_backoff: OVS otherwise waits up to 8 s between reconnects to a restarted controller
-            vsctl("set-controller", name, f"tcp:127.0.0.1:{port}", "--", "set", "controller", name,
+            vsctl("set-controller", name, of_target(port), "--", "set", "controller", name,
                   "max_backoff=1000")
 
     def disconnect(self) -> None:
@@ -83,6 +83,28 @@ class Bridges:
                 vsctl("--if-exists", "del-br", name)
             except Exception:  # noqa: BLE001 - keep deleting the others
                 pass
+
+
+def openflow_scheme() -> str:
+    """``ssl`` (the lab PKI, as in production) unless ``BENCH_OPENFLOW=tcp`` (to compare)."""
+    return "tcp" if os.environ.get("BENCH_OPENFLOW") == "tcp" else "ssl"
+
+
+def of_target(port: int) -> str:
+    if openflow_scheme() == "ssl":
+        from viplanes.lab.labpki import ensure_lab_pki
+
+        ensure_lab_pki()  # the shared vswitchd presents the lab certificate
+    return f"{openflow_scheme()}:127.0.0.1:{port}"
+
+
+def serve_security_args() -> list[str]:
+    """`viplanes serve` options matching ``of_target``."""
+    if openflow_scheme() == "tcp":
+        return ["--insecure-tcp"]
+    from viplanes.lab.labpki import ensure_lab_pki
+
+    return ensure_lab_pki().serve_args()
 
 
 def _controller_uuid(bridge: str) -> str:
@@ -107,7 +129,7 @@ def create_bridges(topo: Topology, prefix: str, controller_port: int | None) -> 
                 args += ["--", "add-port", name, pname, "--", "set", "interface", pname,
                          "type=internal", f"ofport_request={port}"]
             if controller_port is not None:
-                args += ["--", "set-controller", name, f"tcp:127.0.0.1:{controller_port}"]
+                args += ["--", "set-controller", name, of_target(controller_port)]
             names[sw.dpid] = name
             vsctl(*args)
     except Exception:

@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.ovs import serve_security_args
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -142,7 +144,8 @@ class Serve:
         module = "bench.serve_patched" if os.environ.get("BENCH_PATCH") else "viplanes.cli"
         cmd = [sys.executable, "-m", module, "serve", "--db", self.db_url,
                "--api", f"127.0.0.1:{self.api_port}", "--openflow", f"127.0.0.1:{self.of_port}",
-               "--dataplane", self.dataplane, "--threads", str(self.threads), "--tick", "0.5"]
+               "--dataplane", self.dataplane, "--threads", str(self.threads), "--tick", "0.5",
+               *serve_security_args()]
         with open(self.log, "ab") as log:
             self.started_at = time.perf_counter()
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=REPO, env=dict(os.environ))

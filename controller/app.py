@@ -4,6 +4,9 @@ Events in -> ``LaneRuntime`` calls; ``LaneRuntime.send`` -> ``send_ofmsgs`` here
 message to the switch's live ``Datapath`` and queue it). The only packets it handles itself are
 punted ARP requests, answered with the frame ``proxyarp`` builds.
 
+Only connections the listener admitted reach ``_switch_features`` (their certificate is
+authorized for the dpid, and no live connection holds it: ``admission.py``).
+
 Started without a runtime (``python -m viplanes.controller.launcher``) it makes its own without a
 topology: every switch gets table-miss -> NORMAL and nothing else.
 """
@@ -61,8 +64,8 @@ class VipLanesApp(app_manager.OSKenApp):
         self.datapaths[dp.id] = dp
         LOG.info("switch connected dpid=%d", dp.id)
         if old is not None and old is not dp:
-            # newest wins, so a switch whose old connection died silently can come back at once;
-            # without TLS anyone who reaches the OpenFlow port could claim a dpid
+            # the listener's admission (ofserver/admission.py) let this connection in only after
+            # the older one failed an echo probe and was shut down; forget the older one here
             LOG.warning("dpid=%d connected again from %s; the older connection from %s is closed",
                         dp.id, dp.address, old.address)
             close = getattr(old, "shutdown", None) or old.close

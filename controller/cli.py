@@ -10,9 +10,11 @@ import logging
 import signal
 import sys
 import threading
+from pathlib import Path
 
 import click
 
+from viplanes.controller.security_cli import listener_security, openflow_security_options
 from viplanes.hostport import hostport_option
 
 
@@ -29,7 +31,9 @@ def controller() -> None:
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
                                                case_sensitive=False),
               default="INFO", show_default=True)
-def run(listen: str, topology_path: str | None, log_level: str) -> None:
+@openflow_security_options
+def run(listen: str, topology_path: str | None, log_level: str, pki_dir: Path | None,
+        insecure_tcp: bool, switch_cert_pins: tuple[str, ...]) -> None:
     """Run the controller in the foreground until SIGTERM/SIGINT."""
     host, port = hostport_option(listen, "--listen", 6653)
     topology = None
@@ -40,11 +44,12 @@ def run(listen: str, topology_path: str | None, log_level: str) -> None:
             topology = load_topology(topology_path)
         except (TopologyError, OSError) as exc:
             raise click.ClickException(f"topology: {str(exc).splitlines()[0]}") from None
+    security = listener_security(pki_dir, insecure_tcp, switch_cert_pins, topology)
     logging.basicConfig(level=log_level.upper(), stream=sys.stdout,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     from viplanes.controller.embedded import EmbeddedController
 
-    plane = EmbeddedController(topology, host=host, port=port)
+    plane = EmbeddedController(topology, host=host, port=port, security=security)
     try:
         plane.start()
     except RuntimeError as exc:

@@ -12,6 +12,8 @@ import threading
 import time
 from typing import Any, Callable
 
+from viplanes.controller.admission import ListenerSecurity
+from viplanes.controller.peerauth import SwitchTrust
 from viplanes.controller.runtime import LaneRuntime
 from viplanes.topologies.model import Topology
 
@@ -23,10 +25,13 @@ class EmbeddedController(LaneRuntime):
     """The os-ken controller in this process: ``start()`` returns once it listens."""
 
     def __init__(self, topology: Topology | None, host: str = "127.0.0.1", port: int = 6653, *,
+                 security: ListenerSecurity | None = None,
                  clock: Callable[[], float] = time.time,
                  refresh_period_s: float = REFRESH_PERIOD_S) -> None:
         super().__init__(topology, clock=clock)
         self.host, self.port = host, port
+        # None: plain TCP, every dpid of the topology admitted (unit tests, --insecure-tcp)
+        self.security = security or ListenerSecurity(tls=None, trust=SwitchTrust(topology))
         self.refresh_period_s = refresh_period_s
         self._running: Any = None
         self._stop = threading.Event()
@@ -38,7 +43,7 @@ class EmbeddedController(LaneRuntime):
             return
         try:
             self._running = start_apps(["viplanes.controller.app"], self.host, self.port,
-                                       lane_runtime=self)
+                                       lane_runtime=self, of_security=self.security)
         except OSError as exc:
             raise RuntimeError(f"OpenFlow listener {self.host}:{self.port}: "
                                f"{exc.strerror or exc}") from None

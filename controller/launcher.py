@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from viplanes.controller.security_cli import listener_security, openflow_security_options
 from viplanes.hostport import hostport_option
 
 DEFAULT_APPS = ("viplanes.controller.app",)
@@ -57,7 +58,7 @@ def start_apps(app_modules: tuple[str, ...] | list[str], listen_host: str = "127
     manager = AppManager.get_instance()
     manager.load_apps(list(app_modules))
     # our listener: guards every message against parser loops and can be stopped (ofserver.py)
-    from viplanes.controller.ofserver import GuardedOFPHandler
+    from viplanes.controller.ofhandler import GuardedOFPHandler
 
     manager.applications_cls[OFP_HANDLER] = GuardedOFPHandler
     ctx = manager.create_contexts()
@@ -76,14 +77,17 @@ def start_apps(app_modules: tuple[str, ...] | list[str], listen_host: str = "127
 @click.option("--app", "apps", multiple=True, default=DEFAULT_APPS, show_default=True,
               help="os-ken app module to load (repeatable).")
 @click.option("--log-level", default="INFO", show_default=True)
-def run(listen: str, apps: tuple[str, ...], log_level: str) -> None:
-    """Run os-ken apps in the foreground until SIGTERM/SIGINT."""
+@openflow_security_options
+def run(listen: str, apps: tuple[str, ...], log_level: str, pki_dir: Any, insecure_tcp: bool,
+        switch_cert_pins: tuple[str, ...]) -> None:
+    """Run os-ken apps in the foreground until SIGTERM/SIGINT (no topology: any dpid)."""
     host, port = hostport_option(listen, "--listen", 6653)
+    security = listener_security(pki_dir, insecure_tcp, switch_cert_pins, None)
     logging.basicConfig(level=log_level.upper(), stream=sys.stdout,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     from os_ken.lib import hub
 
-    running = start_apps(apps, host, port)
+    running = start_apps(apps, host, port, of_security=security)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         hub.joinall(running.threads)

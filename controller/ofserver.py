@@ -9,28 +9,38 @@ os-ken 4.2's own listener has two problems we cannot live with:
   thread never end: the listen socket stays bound after ``stop()`` and a disconnect is noticed only
   when the next echo request fails (up to ``echo_request_interval`` later).
 
-``GuardedOFPHandler`` replaces ``os_ken.controller.ofp_handler.OFPHandler`` (same app name, same
-handshake handlers): ``launcher.start_apps`` swaps it in. TCP only (no TLS listener).
+``ofhandler.GuardedOFPHandler`` replaces os-ken's ``OFPHandler`` and starts this listener.
+
+Switches authenticate (``ListenerSecurity``): TLS with a campus-CA client certificate
+(``oftls``), then ``admission`` decides after the features reply whether that certificate may
+claim that dpid and whether an older connection of the dpid still answers. Until then only the
+handshake messages reach os-ken, so nothing of the lane runtime reaches an unauthorized peer.
+Per connection, PACKET_IN and echo requests pass a token bucket (``peerauth``); connections per
+source address that have not finished their TLS handshake are capped. Plain TCP
+(``--insecure-tcp``) keeps the dpid checks and the limits, without certificates.
 """
 from __future__ import annotations
 
 import logging
 import socket
+import ssl
 import struct
 import threading
+import time
 from typing import Any, Callable, Sequence
 
-from os_ken import cfg
-from os_ken.base import app_manager
+from os_ken.base import app_manager  # noqa: F401 - first: os_ken.controller.controller needs it
 from os_ken.controller import ofp_event
 from os_ken.controller.controller import Datapath
 from os_ken.controller.handler import DEAD_DISPATCHER
-from os_ken.controller.ofp_handler import OFPHandler
 from os_ken.lib import hub
 from os_ken.ofproto import ofproto_parser
 from os_ken.ofproto import ofproto_v1_3 as ofp_v13
 
 from viplanes.controller import flowstats, guard
+from viplanes.controller.admission import Admission, Limits, ListenerSecurity
+from viplanes.controller.oftls import ContextSource, TLSChannel
+from viplanes.controller.peerauth import SourceLimiter, TokenBucket
 
 LOG = logging.getLogger("viplanes.controller.ofserver")
 HEADER = 8
@@ -38,6 +48,12 @@ READ_SIZE = 65536
 HANDSHAKE_TIMEOUT_S = 10.0  # a peer that is no switch by then is dropped (it holds 3 threads)
 ECHO_MAX_UNREPLIED = 3  # os-ken's default 0 never drops a silent peer
 MAX_CONNECTIONS = 512
+INSECURE_REMINDER_S = 60.0
+# before admission only the handshake reaches os-ken; everything else is dropped unparsed
+_PRE_AUTH = {ofp_v13.OFPT_HELLO, ofp_v13.OFPT_ERROR, ofp_v13.OFPT_ECHO_REQUEST,
+             ofp_v13.OFPT_ECHO_REPLY, ofp_v13.OFPT_FEATURES_REPLY}
+
+
 # (datapath, xid, entries, more) for flow-stats replies decoded without os-ken (flowstats.py);
 # set by the app. None: every reply goes through os-ken's parser and the app's event handler.
 FlowStatsHook = Callable[[Any, int, list, bool], None]
@@ -52,10 +68,22 @@ def set_flow_stats_hook(hook: FlowStatsHook | None) -> None:
 class GuardedDatapath(Datapath):
     """One switch connection whose reader refuses messages the guard rejects."""
 
-    def __init__(self, sock: socket.socket, address: Any) -> None:
+    def __init__(self, sock: Any, address: Any, admission: Admission | None = None,
+                 limits: Limits | None = None, cert_der: bytes | None = None) -> None:
         self._stopping = threading.Event()
         super().__init__(sock, address)
         self.rejected: str | None = None
+        self.admission = admission
+        self.cert_der = cert_der
+        self.authorized = admission is None
+        self.claimed_dpid: int | None = None
+        limits = limits or Limits()
+        self.packet_in_bucket = TokenBucket(limits.packet_in_per_s, limits.packet_in_burst,
+                                            clock=time.monotonic,
+                                            close_after=limits.packet_in_close_after)
+        self.echo_bucket = TokenBucket(limits.echo_per_s, limits.echo_burst, clock=time.monotonic)
+        self.unauthorized_dropped = 0
+        self._probes: dict[int, threading.Event] = {}
         self.max_unreplied_echo_requests = self.max_unreplied_echo_requests or ECHO_MAX_UNREPLIED
         self._handshake_timer = threading.Timer(HANDSHAKE_TIMEOUT_S, self._handshake_expired)
         self._handshake_timer.daemon = True
@@ -76,6 +104,75 @@ class GuardedDatapath(Datapath):
             msg.serialize()
             chunks.append(msg.buf)
         return bool(self.send(b"".join(chunks)))
+
+    def peer_cert_der(self) -> bytes | None:
+        return self.cert_der
+
+    def probe(self, timeout_s: float) -> bool:
+        """Does this connection still answer? An echo request with a deadline (takeover check)."""
+        if self._stopping.is_set() or not self.send_q:
+            return False
+        echo = self.ofproto_parser.OFPEchoRequest(self, data=b"viplanes-probe")
+        xid = self.set_xid(echo)
+        echo.serialize()
+        # never block here: a wedged peer with a full send queue is a dead one
+        if not self._send_q_sem.acquire(blocking=False):
+            return False
+        queue = self.send_q
+        if queue is None:
+            self._send_q_sem.release()
+            return False
+        answered = threading.Event()
+        self._probes[xid] = answered
+        try:
+            queue.put((echo.buf, False))
+            return answered.wait(timeout_s)
+        finally:
+            self._probes.pop(xid, None)
+
+    def _screen(self, raw: bytes) -> bool:
+        """Admission and per-peer limits, before the guard and any parser. False: skip ``raw``;
+        sets ``self.rejected`` when the connection must close."""
+        msg_type = raw[1]
+        if msg_type == ofp_v13.OFPT_PACKET_IN:
+            if not self.authorized:
+                self.unauthorized_dropped += 1
+                return False
+            if self.packet_in_bucket.take():
+                return True
+            if self.packet_in_bucket.abusive:
+                self.rejected = (f"PACKET_IN flood ({self.packet_in_bucket.dropped} dropped over "
+                                 f"{self.packet_in_bucket.rate:g}/s)")
+                LOG.warning("closing OpenFlow connection from %s (dpid=%s): %s", self.address,
+                            self.id, self.rejected)
+            return False
+        if msg_type == ofp_v13.OFPT_ECHO_REQUEST:
+            return self.echo_bucket.take()
+        if msg_type == ofp_v13.OFPT_ECHO_REPLY and len(raw) >= HEADER:
+            probe = self._probes.get(struct.unpack_from("!I", raw, 4)[0])
+            if probe is not None:
+                probe.set()
+                return False
+            return True
+        if msg_type == ofp_v13.OFPT_FEATURES_REPLY:
+            if self.authorized and self.claimed_dpid is not None:
+                return False  # one features reply per connection: a second could rename it
+            return self._admit(raw)
+        if not self.authorized and msg_type not in _PRE_AUTH:
+            self.unauthorized_dropped += 1
+            return False
+        return True
+
+    def _admit(self, raw: bytes) -> bool:
+        if not guard.check_message(raw).ok:
+            return True  # the guard rejects it next, with its reason
+        dpid = struct.unpack_from("!Q", raw, HEADER)[0]
+        self.claimed_dpid = dpid
+        if self.admission is not None and not self.admission.admit(self, dpid):
+            self.rejected = f"not admitted as dpid {dpid}"
+            return False
+        self.authorized = True
+        return True
 
     def _handshake_expired(self) -> None:
         if self.id is None:
@@ -119,6 +216,10 @@ class GuardedDatapath(Datapath):
                         break
                     raw = bytes(buf[:msg_len])
                     del buf[:msg_len]
+                    if not self._screen(raw):
+                        if self.rejected is not None:
+                            return
+                        continue
                     verdict = guard.check_message(raw)
                     if verdict.action == guard.REJECT:
                         self._reject(verdict.reason)
@@ -135,6 +236,8 @@ class GuardedDatapath(Datapath):
                                       self.id)
         finally:
             self._stopping.set()
+            if self.admission is not None:
+                self.admission.release(self, self.claimed_dpid)
             try:
                 self.socket.close()
             except OSError:
@@ -199,7 +302,11 @@ class GuardedDatapath(Datapath):
 class OpenFlowServer:
     """Accepts switch connections on (host, port); ``close`` stops accepting and drops them all."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, security: ListenerSecurity | None = None) -> None:
+        self.security = security or ListenerSecurity(tls=None)
+        # fails here (at start) when the certificate files are unusable
+        self.contexts = ContextSource(self.security.tls) if self.security.tls else None
+        self.admission = Admission(self.security.trust)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -211,6 +318,8 @@ class OpenFlowServer:
             raise
         self.address = self.sock.getsockname()[:2]
         self.datapaths: set[GuardedDatapath] = set()
+        self.handshakes = SourceLimiter(self.security.limits.pending_per_source)
+        self.tls_failures = 0
         self._closed = threading.Event()
         self._lock = threading.Lock()
 
@@ -223,17 +332,43 @@ class OpenFlowServer:
                     return
                 continue
             with self._lock:
-                full = len(self.datapaths) >= MAX_CONNECTIONS
-            if full:
-                LOG.warning("refusing OpenFlow connection from %s: %d connections open",
-                            addr, MAX_CONNECTIONS)
+                pending = sum(self.handshakes.pending.values())
+                full = len(self.datapaths) + pending >= MAX_CONNECTIONS
+                admitted = not full and self.handshakes.admit(addr[0])
+            if not admitted:
+                LOG.warning("refusing OpenFlow connection from %s: %s", addr,
+                            f"{MAX_CONNECTIONS} connections open" if full else
+                            f"{self.handshakes.limit} handshakes from {addr[0]} in progress")
                 conn.close()
                 continue
             hub.spawn(self._serve_connection, conn, addr)
 
-    def _serve_connection(self, conn: socket.socket, addr: Any) -> None:
+    def _secure(self, conn: socket.socket, addr: Any) -> tuple[Any, bytes | None] | None:
+        """The TLS channel and the peer's verified certificate (DER); None: refused."""
         try:
-            dp = GuardedDatapath(conn, addr)
+            if self.contexts is None:
+                return conn, None
+            channel = TLSChannel(conn, self.contexts.get())
+            try:
+                channel.handshake(self.security.limits.tls_handshake_timeout_s)
+            except (ssl.SSLError, OSError) as exc:
+                self.tls_failures += 1
+                LOG.warning("refusing OpenFlow connection from %s: TLS handshake failed: %s",
+                            addr, getattr(exc, "reason", None) or exc)
+                conn.close()
+                return None
+            return channel, channel.peer_cert_der()
+        finally:
+            with self._lock:
+                self.handshakes.done(addr[0])
+
+    def _serve_connection(self, conn: socket.socket, addr: Any) -> None:
+        secured = self._secure(conn, addr)
+        if secured is None:
+            return
+        channel, cert_der = secured
+        try:
+            dp = GuardedDatapath(channel, addr, self.admission, self.security.limits, cert_der)
         except OSError:
             conn.close()
             return
@@ -260,23 +395,8 @@ class OpenFlowServer:
         for dp in datapaths:
             dp.shutdown()
 
-
-class GuardedOFPHandler(OFPHandler):
-    """os-ken's handshake app with our listener instead of ``OpenFlowController``."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.server: OpenFlowServer | None = None
-
-    def start(self) -> Any:
-        app_manager.OSKenApp.start(self)
-        conf = cfg.CONF
-        host = conf.ofp_listen_host or "127.0.0.1"
-        self.server = OpenFlowServer(host, conf.ofp_tcp_listen_port or 6653)
-        LOG.info("OpenFlow listening on %s:%d", *self.server.address)
-        return hub.spawn(self.server.serve_forever)
-
-    def stop(self) -> None:
-        if self.server is not None:
-            self.server.close()
-        super().stop()
+    def remind_insecure(self) -> None:
+        """Plain TCP: say so every minute, so nobody runs it by accident for long."""
+        while not self._closed.wait(INSECURE_REMINDER_S):
+            LOG.warning("INSECURE: OpenFlow on %s:%d is plain TCP (--insecure-tcp): any peer "
+                        "that reaches it can claim a switch's dpid", *self.address)

@@ -123,7 +123,7 @@ class _Parser(FieldReader):
                         source=self.source)
 
     def switch(self, item: Any, where: str) -> Switch | None:
-        m = self.mapping(item, where, ("name", "dpid"), ("role",))
+        m = self.mapping(item, where, ("name", "dpid"), ("role", "cert_sha256"))
         if m is None:
             return None
         name = self.name(m.get("name"), f"{where}.name") if "name" in m else None
@@ -142,9 +142,25 @@ class _Parser(FieldReader):
             self.bad(f"{where}.role", f"expected a string, got {kind_of(role)}")
         if name is None or dpid is None or not isinstance(role, str):
             return None
-        sw = Switch(name=name, dpid=dpid, role=role)
+        pins = self._pins(m.get("cert_sha256"), f"{where}.cert_sha256")
+        sw = Switch(name=name, dpid=dpid, role=role, cert_sha256=pins)
         self._switches.append(sw)
         return sw
+
+    def _pins(self, value: Any, where: str) -> tuple[str, ...]:
+        """``cert_sha256``: one hex SHA-256 or a list of them (a rotation window)."""
+        if value is None:
+            return ()
+        items = value if isinstance(value, list) else [value]
+        pins = []
+        for item in items:
+            text = item.replace(":", "").lower() if isinstance(item, str) else ""
+            if len(text) != 64 or any(c not in "0123456789abcdef" for c in text):
+                self.bad(where, f"expected the hex SHA-256 of a certificate (64 hex digits), "
+                                f"got {item!r}")
+                continue
+            pins.append(text)
+        return tuple(pins)
 
     def interface(self, value: Any, where: str, attach_required: bool) -> Interface | None:
         required = ("mac", "ip", "attach") if attach_required else ("mac", "ip")

@@ -22,6 +22,9 @@ class Switch:
     name: str
     dpid: int
     role: str = "campus"  # free text for people: access, core, border, internet
+    # SHA-256 (hex, of the DER certificate) of the TLS client certificates allowed to claim this
+    # dpid; several during a rotation. Empty: a campus-CA certificate naming the dpid is enough.
+    cert_sha256: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

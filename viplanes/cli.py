@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "audit": "viplanes.client_cli:audit",
     "db": "viplanes.store_cli:db",
     "lab": "viplanes.lab.cli:lab",
+    "pki": "viplanes.pki_cli:pki_group",
 }
 
 

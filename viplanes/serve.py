@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from viplanes.controller.security_cli import openflow_security_options
 from viplanes.hostport import hostport_option
 
 log = logging.getLogger("viplanes.serve")
@@ -34,7 +35,7 @@ def _load_topology(path: str | None) -> Any:
         raise click.ClickException(f"topology: {exc}") from None
 
 
-def _make_dataplane(kind: str, topology: Any, openflow: tuple[str, int]) -> Any:
+def _make_dataplane(kind: str, topology: Any, openflow: tuple[str, int], security: Any) -> Any:
     if kind == "memory":
         from viplanes.memplane import MemoryDataplane
 
@@ -44,7 +45,13 @@ def _make_dataplane(kind: str, topology: Any, openflow: tuple[str, int]) -> Any:
     except ImportError as exc:
         raise click.ClickException(f"the embedded controller is not available ({exc}); "
                                    "use --dataplane memory for an API-only server") from None
-    return EmbeddedController(topology, host=openflow[0], port=openflow[1])
+    return EmbeddedController(topology, host=openflow[0], port=openflow[1], security=security)
+
+
+def _of_mode(dataplane: str, security: Any) -> str:
+    if dataplane != "openflow":
+        return dataplane
+    return "TLS" if security.tls is not None else "INSECURE plain TCP"
 
 
 def _stop_on_sigterm() -> None:
@@ -67,8 +74,10 @@ def _stop_on_sigterm() -> None:
 @click.option("--threads", type=click.IntRange(1, 256), default=8, show_default=True, help="API worker threads")
 @click.option("--tick", "tick_s", type=click.FloatRange(0.05, 60), default=0.5, show_default=True,
               help="scheduler period, seconds")
+@openflow_security_options
 def serve(topology_path: str | None, db_url: str | None, api_addr: str, of_addr: str, dataplane: str,
-          threads: int, tick_s: float) -> None:
+          threads: int, tick_s: float, pki_dir: Path | None, insecure_tcp: bool,
+          switch_cert_pins: tuple[str, ...]) -> None:
     """Run the controller and the API in one process until SIGINT/SIGTERM."""
     from sqlalchemy.exc import SQLAlchemyError
     from waitress import create_server
@@ -82,7 +91,12 @@ def serve(topology_path: str | None, db_url: str | None, api_addr: str, of_addr:
     api_host, api_port = hostport_option(api_addr, "--api")
     of = hostport_option(of_addr, "--openflow")
     topology = _load_topology(topology_path)
-    plane = _make_dataplane(dataplane, topology, of)
+    security = None
+    if dataplane == "openflow":
+        from viplanes.controller.security_cli import listener_security
+
+        security = listener_security(pki_dir, insecure_tcp, switch_cert_pins, topology)
+    plane = _make_dataplane(dataplane, topology, of, security)
     try:
         app = create_app(AppConfig(db_url=db_url or ""), dataplane=plane, topology=topology)
     except SQLAlchemyError as exc:
@@ -105,7 +119,7 @@ def serve(topology_path: str | None, db_url: str | None, api_addr: str, of_addr:
             server = create_server(app, host=api_host, port=api_port, threads=threads, ident="viplanes")
         except OSError as exc:
             raise click.ClickException(f"--api {api_addr}: {exc.strerror or exc}") from None
-        click.echo(f"viplanes: API http://{api_host}:{api_port}  OpenFlow {of[0]}:{of[1]} ({dataplane})  "
+        click.echo(f"viplanes: API http://{api_host}:{api_port}  OpenFlow {of[0]}:{of[1]} ({_of_mode(dataplane, security)})  "
                    f"topology {topology.name}  db {ctx.db.engine.url.render_as_string(hide_password=True)}",
                    err=True)
         sys.stderr.flush()

@@ -28,6 +28,23 @@ def wait_healthy(proc: subprocess.Popen, url: str, log: Path, timeout: float) ->
     raise AssertionError(f"serve did not come up:\n{log.read_text()[-3000:]}")
 
 
+def lab_security_args() -> list[str]:
+    """`viplanes serve`/`controller run`/launcher options for OpenFlow over TLS with the
+    machine-wide lab PKI, which the shared ovs-vswitchd presents on ``ssl:`` controllers."""
+    from viplanes.lab.labpki import ensure_lab_pki
+
+    return ensure_lab_pki().serve_args()
+
+
+def lab_security(topology: object) -> object:
+    """The same, as the ``security`` of an in-process ``EmbeddedController``."""
+    from viplanes.controller.security_cli import listener_security
+    from viplanes.lab.labpki import ensure_lab_pki
+
+    lab = ensure_lab_pki()
+    return listener_security(lab.dir, False, [lab.vswitchd_pin], topology)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -46,7 +63,7 @@ class ControllerProcess:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "viplanes.controller.launcher",
-             "--listen", f"127.0.0.1:{self.port}"],
+             "--listen", f"127.0.0.1:{self.port}", *lab_security_args()],
             stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=dict(os.environ))
         log.close()
         self._wait_listening(10.0)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import ovs_problem
-from tests.integration.procs import free_port
+from tests.integration.procs import free_port, lab_security_args
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -34,7 +34,8 @@ def test_controller_run_installs_base_flows_and_drops_on_bypass(tmp_path: Path) 
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "viplanes.cli", "controller", "run",
                                  "--listen", f"127.0.0.1:{port}", "--topology",
-                                 str(REPO / "topologies" / "campus.yaml")],
+                                 str(REPO / "topologies" / "campus.yaml"),
+                                 *lab_security_args()],
                                 stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
                                 env=dict(os.environ))
     lab = None

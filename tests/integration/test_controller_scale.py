@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import ovs_problem
-from tests.integration.procs import free_port
+from tests.integration.procs import free_port, lab_security
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -43,7 +43,8 @@ def test_restarted_controller_keeps_thousands_of_flows(record_property) -> None:
     lanes = [LaneSpec(i, "198.51.100.30", f"203.0.113.{10 + i // 60000}", "tcp",
                       1024 + i % 60000, None, None, now + 3600) for i in range(1, N_LANES + 1)]
     port = free_port()
-    first = EmbeddedController(topo, port=port, refresh_period_s=3600)
+    first = EmbeddedController(topo, port=port, refresh_period_s=3600,
+                               security=lab_security(topo))
     first.attach_source(lambda: lanes)
     first.start()
     lab = second = None
@@ -58,7 +59,8 @@ def test_restarted_controller_keeps_thousands_of_flows(record_property) -> None:
         before = s3.cmd(f"{dump} cookie=0x5650000000000001/-1")
         first.stop()
         time.sleep(1.0)
-        second = EmbeddedController(topo, port=port, refresh_period_s=3600)
+        second = EmbeddedController(topo, port=port, refresh_period_s=3600,
+                               security=lab_security(topo))
         second.attach_source(lambda: lanes)
         t0 = time.perf_counter()
         second.start()

@@ -25,7 +25,7 @@ import pytest
 import requests
 
 from tests.integration.conftest import ovs_problem
-from tests.integration.procs import free_port, wait_healthy
+from tests.integration.procs import free_port, lab_security_args, wait_healthy
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -49,7 +49,8 @@ class ServeProcess:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [*VIPLANES, "serve", "--db", self.db_url, "--api", f"127.0.0.1:{self.api_port}",
-                 "--openflow", f"127.0.0.1:{self.of_port}", "--tick", "0.2"],
+                 "--openflow", f"127.0.0.1:{self.of_port}", "--tick", "0.2",
+                 *lab_security_args()],
                 stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=dict(os.environ))
         wait_healthy(self.proc, self.url, self.log, timeout=30)
         return self
@@ -134,7 +135,7 @@ class Campus:
 def _fast_reconnect(of_port: int) -> None:
     """OVS retries a lost controller with backoff up to 8 s; 1 s keeps the restart test short."""
     uuids = subprocess.run(["ovs-vsctl", "--bare", "--columns=_uuid", "find", "Controller",
-                            f"target=\"tcp:127.0.0.1:{of_port}\""], capture_output=True,
+                            f"target=\"ssl:127.0.0.1:{of_port}\""], capture_output=True,
                            text=True, timeout=10).stdout.split()
     for uuid in uuids:
         subprocess.run(["ovs-vsctl", "set", "Controller", uuid, "max_backoff=1000"], timeout=10)

@@ -45,7 +45,8 @@ def two_host_net(controller: ControllerProcess):
     tag = f"vlh{os.getpid() % 100000}"
     net = Mininet(controller=None, link=TCLink, autoSetMacs=False, build=False, waitConnected=False)
     try:
-        net.addController("c0", controller=RemoteController, ip="127.0.0.1", port=controller.port)
+        net.addController("c0", controller=RemoteController, ip="127.0.0.1", port=controller.port,
+                          protocol="ssl")  # the controller runs with the lab PKI (procs.py)
         switch = net.addSwitch(f"{tag}s1", cls=OVSSwitch, datapath="user", protocols="OpenFlow13",
                                failMode="secure", dpid=f"{DPID:016x}")
         h1 = net.addHost(f"{tag}h1", ip="10.77.0.1/24")

@@ -1,8 +1,8 @@
 """`viplanes serve` with its embedded OpenFlow controller and real (userspace) OVS bridges.
 
-Four bridges named ``vlsrv<pid>-sN`` with the campus dpids connect to the served controller; a lane
-requested over HTTP must come back ``active`` with its flows on the switches, and vanish from them
-when released. Also measures the end-to-end latency of a lane request (HTTP in, barriers back).
+Four bridges named ``vlsrv<pid>-sN`` with the campus dpids connect over TLS (the lab PKI) to the
+served controller; a lane requested over HTTP must come back ``active`` with its flows on the
+switches, and vanish from them when released. Also measures the end-to-end latency of a lane request (HTTP in, barriers back).
 No hosts are attached: the flows only need to be accepted by the switches.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 import pytest
 import requests
 
-from tests.integration.procs import free_port
+from tests.integration.procs import free_port, lab_security_args
 from tests.integration.test_serve import Serve, bootstrap, setup_researcher
 
 pytestmark = pytest.mark.integration
@@ -46,7 +46,7 @@ def served_campus(tmp_path):
         for n, br in enumerate(bridges, start=1):
             vsctl("--may-exist", "add-br", br, "--", "set", "bridge", br, "datapath_type=netdev",
                   f"other-config:datapath-id={n:016x}", "fail_mode=secure", "protocols=OpenFlow13",
-                  "--", "set-controller", br, f"tcp:127.0.0.1:{of_port}")
+                  "--", "set-controller", br, f"ssl:127.0.0.1:{of_port}")
         yield serve, op, bridges
     finally:
         for br in bridges:
@@ -55,13 +55,14 @@ def served_campus(tmp_path):
         serve.stop()
 
 
-def _start_with_openflow(serve: Serve, of_port: int) -> None:
+def _start_with_openflow(serve: Serve, of_port: int, security: list[str] | None = None) -> None:
     import sys
 
+    security = lab_security_args() if security is None else security
     with open(serve.log, "ab") as log:
         serve.proc = subprocess.Popen(
             [sys.executable, "-m", "viplanes.cli", "serve", "--db", serve.db_url, "--api", f"127.0.0.1:{serve.port}",
-             "--openflow", f"127.0.0.1:{of_port}", "--tick", "0.2"], stdout=log, stderr=log)
+             "--openflow", f"127.0.0.1:{of_port}", "--tick", "0.2", *security], stdout=log, stderr=log)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         try:

@@ -264,7 +264,7 @@ def controller(tmp_path: Path):
     log = tmp_path / "controller.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "viplanes.cli", "controller", "run",
-                                 "--listen", f"127.0.0.1:{port}"], stdout=out,
+                                 "--listen", f"127.0.0.1:{port}", "--insecure-tcp"], stdout=out,
                                 stderr=subprocess.STDOUT, cwd=REPO, env=dict(os.environ))
     try:
         deadline = time.monotonic() + 15

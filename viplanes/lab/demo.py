@@ -18,6 +18,7 @@ from pathlib import Path
 from rich.console import Console
 
 from .experiments import RunSpec, Runner, session
+from .labpki import LAB_PKI_DIR, LabPKIError
 from .report import rich_table, table2, write_report
 from .stack import StackError
 
@@ -79,7 +80,8 @@ def main() -> int:
             assert sess.stack is not None
             console.print(f"built in {time.monotonic() - started:.0f}s. viplanes serve: API "
                           f"{sess.stack.api_url}, OpenFlow {sess.stack.openflow[0]}:"
-                          f"{sess.stack.openflow[1]}; operator bootstrapped with `viplanes "
+                          f"{sess.stack.openflow[1]} (TLS, lab PKI {LAB_PKI_DIR}); operator "
+                          "bootstrapped with `viplanes "
                           "principal add`; researcher 'lab-researcher' and its grant "
                           "(campus hosts -> cloud, tcp 5201 and 9000) created over the API")
             console.print(f"lab run {sess.lab.run_id}: bridges "
@@ -90,7 +92,7 @@ def main() -> int:
             console.print("tearing down ...")
         for bulky in ("datasets", "cloud", "downloads"):  # keep results, report and logs
             shutil.rmtree(out / bulky, ignore_errors=True)
-    except (StackError, RuntimeError, OSError) as exc:
+    except (StackError, LabPKIError, RuntimeError, OSError) as exc:
         console.print(f"[red]demo failed: {exc}")
         return 1
     except KeyboardInterrupt:

@@ -16,8 +16,11 @@ Usage (as root; OVS daemons up: ``scripts/ovs-up``)::
     # bridges, veths, namespaces and processes; ``lab.stop()`` is idempotent.
 
 ``build_network(topo, controller_host, controller_port, run_id=None, shape=True,
-wait_connected=15.0)``: ``shape=False`` skips link rates and the firewall cap (faster tests);
-``wait_connected=0`` does not wait for the switches to reach the controller.
+wait_connected=15.0, tls=True)``: ``shape=False`` skips link rates and the firewall cap (faster
+tests); ``wait_connected=0`` does not wait for the switches to reach the controller. The switches
+connect with ``ssl:HOST:PORT`` using the machine-wide lab PKI (``labpki``): the controller must run
+with ``LabPKI.serve_args()``; ``tls=False`` (``tcp:``) only for a controller that deliberately
+runs ``--insecure-tcp``.
 ``python -m viplanes.lab.net clean`` removes bridges of runs whose process died.
 """
 from __future__ import annotations
@@ -41,6 +44,7 @@ from mininet.node import Node, OVSSwitch, RemoteController
 
 from viplanes.topologies.model import Topology
 
+from .labpki import ensure_lab_pki
 from .topo import LabTopo
 
 RUN_DIR = Path(os.environ.get("VIPLANES_LAB_RUN_DIR", "/run/viplanes-lab"))
@@ -122,10 +126,13 @@ _LIVE: dict[str, LabNetwork] = {}
 
 def build_network(topo: Topology, controller_host: str = "127.0.0.1",
                   controller_port: int = 6653, *, run_id: str | None = None, shape: bool = True,
-                  wait_connected: float = 15.0, log_level: str = "warning") -> LabNetwork:
+                  wait_connected: float = 15.0, log_level: str = "warning",
+                  tls: bool = True) -> LabNetwork:
     """Create, start and return the lab network; on any failure everything made is removed."""
     if os.geteuid() != 0:
         raise PermissionError("the lab needs root (network namespaces, OVS bridges)")
+    if tls:
+        ensure_lab_pki()  # the shared vswitchd presents the lab certificate on ssl: targets
     setLogLevel(log_level)
     _install_signal_handlers()
     run_id = run_id or new_run_id()
@@ -140,7 +147,7 @@ def build_network(topo: Topology, controller_host: str = "127.0.0.1",
     _LIVE[run_id] = lab
     try:
         net.addController(f"{prefix}c0", controller=RemoteController, ip=controller_host,
-                          port=controller_port)
+                          port=controller_port, protocol="ssl" if tls else "tcp")
         net.topo = mn_topo
         net.build()
         _registry_add(run_id, pids=[n.pid for n in net.hosts if n.pid])

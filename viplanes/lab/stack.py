@@ -17,6 +17,7 @@ from typing import Any, Sequence
 from viplanes.client import ApiClient, ApiError
 from viplanes.config import ClientConfig
 
+from .labpki import LabPKI, LabPKIError, ensure_lab_pki
 from .services import clean_env
 
 OPERATOR = "lab-operator"
@@ -119,11 +120,13 @@ def start_stack(topology_path: Path, work_dir: Path, src_prefixes: Sequence[str]
     operator_token = boot.stdout.strip().splitlines()[-1].strip()
 
     api_port, of_port = free_port(), free_port()
+    lab_pki = _lab_pki()
     log_path = work_dir / "serve.log"
     log = log_path.open("ab")
     proc = subprocess.Popen(_viplanes("serve", "--topology", str(topology_path), "--db", db_url,
                                       "--api", f"127.0.0.1:{api_port}",
-                                      "--openflow", f"127.0.0.1:{of_port}"),
+                                      "--openflow", f"127.0.0.1:{of_port}",
+                                      *lab_pki.serve_args()),
                             stdout=log, stderr=subprocess.STDOUT, env=env)
     log.close()
     stack = Stack(f"http://127.0.0.1:{api_port}", ("127.0.0.1", of_port), "", operator_token,
@@ -145,6 +148,14 @@ def start_stack(topology_path: Path, work_dir: Path, src_prefixes: Sequence[str]
     return stack
 
 
+def _lab_pki() -> LabPKI:
+    """OpenFlow over TLS with the lab's machine-wide PKI (the switches use it too)."""
+    try:
+        return ensure_lab_pki()
+    except (LabPKIError, OSError) as exc:
+        raise StackError(f"lab PKI: {exc}") from None
+
+
 def _wait_api(stack: Stack, proc: subprocess.Popen, log_path: Path, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     api = stack.client(stack.operator_token)
@@ -164,10 +175,11 @@ def _wait_api(stack: Stack, proc: subprocess.Popen, log_path: Path, timeout: flo
 def start_controller_only(work_dir: Path) -> tuple[subprocess.Popen, tuple[str, int]]:
     """The minimal os-ken launcher (default forwarding only), for default-path runs."""
     port = free_port()
+    lab_pki = _lab_pki()
     log = (work_dir / "controller.log").open("ab")
     proc = subprocess.Popen([sys.executable, "-m", "viplanes.controller.launcher", "--listen",
-                             f"127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT,
-                            env=clean_env())
+                             f"127.0.0.1:{port}", *lab_pki.serve_args()], stdout=log,
+                            stderr=subprocess.STDOUT, env=clean_env())
     log.close()
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:

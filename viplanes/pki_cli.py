@@ -1,0 +1,117 @@
+"""`viplanes pki ...`: make and rotate the campus OpenFlow certificates (see ``viplanes.pki``)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from viplanes import pki
+
+_DIR = click.option("--dir", "pki_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+                    help="PKI directory (ca.crt, controller.crt, switch-NAME.crt, keys 0600)")
+
+
+def _dpid(text: str) -> int:
+    try:
+        value = int(text, 0) if text.lower().startswith("0x") else int(text)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a datapath id (decimal or 0x-hex)") from None
+    if not 0 < value < 1 << 64:
+        raise click.BadParameter(f"{text!r} is out of range (1 .. 2^64-1)")
+    return value
+
+
+def _switch_instructions(pki_dir: Path, name: str, issued: pki.Issued, dpids: list[int]) -> None:
+    d = pki_dir.resolve()
+    click.echo(f"switch certificate {issued.cert_path} (key {issued.key_path})")
+    click.echo(f"dpids: {', '.join(f'{x} ({pki.dpid_urn(x)})' for x in dpids)}")
+    click.echo(f"sha256 pin: {issued.sha256}")
+    click.echo("topology pin (optional; without it the dpids in the certificate authorize it):")
+    click.echo(f"  cert_sha256: {issued.sha256}")
+    click.echo(f"on the switch host (copy {name}'s key and cert and ca.crt there first):")
+    click.echo(f"  ovs-vsctl set-ssl {d / f'switch-{name}.key'} {d / f'switch-{name}.crt'} "
+               f"{d / pki.CA_CERT}")
+    click.echo("  ovs-vsctl set-controller BRIDGE ssl:CONTROLLER_HOST:6653")
+
+
+def _fail(exc: Exception) -> None:
+    raise click.ClickException(str(exc)) from None
+
+
+@click.group()
+def pki_group() -> None:
+    """Campus CA and certificates for OpenFlow over TLS."""
+
+
+@pki_group.command("init")
+@_DIR
+@click.option("--host", "hosts", multiple=True, default=("localhost", "127.0.0.1"), show_default=True,
+              help="name or address the switches reach the controller at (repeatable)")
+def init_cmd(pki_dir: Path, hosts: tuple[str, ...]) -> None:
+    """Create the campus CA and the controller's certificate."""
+    try:
+        ca, ctl = pki.init(pki_dir, hosts)
+    except (pki.PKIError, OSError, ValueError) as exc:
+        _fail(exc)
+    click.echo(f"campus CA {ca.cert_path} (key {ca.key_path}: keep it offline in production)")
+    click.echo(f"controller certificate {ctl.cert_path} (key {ctl.key_path})")
+    click.echo(f"start the controller with: viplanes serve --pki {pki_dir.resolve()}")
+
+
+@pki_group.command("switch")
+@_DIR
+@click.option("--name", required=True, help="the switch host (one ovs-vswitchd = one certificate)")
+@click.option("--dpid", "dpids", multiple=True, required=True,
+              help="datapath id this vswitchd may claim (repeatable)")
+def switch_cmd(pki_dir: Path, name: str, dpids: tuple[str, ...]) -> None:
+    """Issue a switch (ovs-vswitchd) certificate naming its datapath ids."""
+    values = sorted({_dpid(d) for d in dpids})
+    try:
+        if (pki_dir / f"switch-{name}.crt").exists():
+            raise pki.PKIError(f"switch-{name}.crt exists; use `viplanes pki rotate switch`")
+        issued = pki.issue_switch(pki_dir, name, values)
+    except (pki.PKIError, OSError) as exc:
+        _fail(exc)
+    _switch_instructions(pki_dir, name, issued, values)
+
+
+@pki_group.group("rotate")
+def rotate() -> None:
+    """Re-issue a certificate without dropping lanes.
+
+    Open TLS sessions stay up: a certificate is only checked at connect. The controller reloads
+    its own certificate files at the next connection; a switch uses its new certificate the next
+    time it connects (ovs-vswitchd re-reads the files it was given). With a pin in the topology,
+    list both fingerprints (cert_sha256: [OLD, NEW]) before the switch reconnects, then drop OLD.
+    """
+
+
+@rotate.command("controller")
+@_DIR
+@click.option("--host", "hosts", multiple=True, default=("localhost", "127.0.0.1"), show_default=True)
+def rotate_controller(pki_dir: Path, hosts: tuple[str, ...]) -> None:
+    """Re-issue controller.crt/key (same CA); used for every connection from now on."""
+    try:
+        old = pki.cert_sha256(pki.load_cert(pki_dir / pki.CONTROLLER_CERT))
+        issued = pki.issue_controller(pki_dir, hosts)
+    except (pki.PKIError, OSError) as exc:
+        _fail(exc)
+    click.echo(f"controller certificate re-issued: {issued.cert_path}")
+    click.echo(f"old sha256 {old}\nnew sha256 {issued.sha256}")
+    click.echo("switches already connected keep their sessions; new connections get the new one")
+
+
+@rotate.command("switch")
+@_DIR
+@click.option("--name", required=True)
+@click.option("--dpid", "dpids", multiple=True, required=True)
+def rotate_switch(pki_dir: Path, name: str, dpids: tuple[str, ...]) -> None:
+    """Re-issue switch-NAME.crt/key; prints both pins for the rotation window."""
+    values = sorted({_dpid(d) for d in dpids})
+    try:
+        old = pki.cert_sha256(pki.load_cert(pki_dir / f"switch-{name}.crt"))
+        issued = pki.issue_switch(pki_dir, name, values)
+    except (pki.PKIError, OSError) as exc:
+        _fail(exc)
+    _switch_instructions(pki_dir, name, issued, values)
+    click.echo(f"rotation window pin: cert_sha256: [{old}, {issued.sha256}]")
