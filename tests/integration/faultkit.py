@@ -43,7 +43,8 @@ class Served:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [*VIPLANES, "serve", "--db", self.db_url, "--api", f"127.0.0.1:{self.api_port}",
-                 "--openflow", f"{self.ovs.controller_ip}:{self.of_port}", "--tick", "0.2"],
+                 "--openflow", f"{self.ovs.controller_ip}:{self.of_port}", "--tick", "0.2",
+                 *self.ovs.security_args],
                 stdout=log, stderr=log)
 
     def wait_ready(self, timeout: float) -> None:

@@ -55,6 +55,7 @@ class PrivateOvs:
         self.controller_ip, self.switch_ip = f"169.254.{octet}.1", f"169.254.{octet}.2"
         self.ctl_if = f"{self.name}c"
         self.namespaces = [self.ns, *(f"{self.name}-{h}" for h in ("desktop", "edge", "cloud"))]
+        self.security_args: list[str] = []  # serve options for OpenFlow over TLS, set by _build
 
     # ---- plumbing --------------------------------------------------------------------------
     def host_ns(self, host: str) -> str:
@@ -107,7 +108,13 @@ class PrivateOvs:
             (self.dir / "ovs-vswitchd.pid").unlink(missing_ok=True)
 
     def _build(self, controller_port: int) -> None:
-        target = f"tcp:{self.controller_ip}:{controller_port}"
+        # OpenFlow over TLS with the lab PKI, set on this private ovsdb only (the shared one
+        # is never touched)
+        from viplanes.lab.labpki import ensure_lab_pki
+        lab = ensure_lab_pki(configure_vswitchd=False)
+        self.vsctl("set-ssl", str(lab.vswitchd_key), str(lab.vswitchd_cert), str(lab.ca))
+        self.security_args = lab.serve_args()
+        target = f"ssl:{self.controller_ip}:{controller_port}"
         for br, dpid in DPIDS.items():
             self.vsctl("add-br", br, "--", "set", "bridge", br, "datapath_type=netdev",
                        f"other-config:datapath-id={dpid:016x}", "fail_mode=secure", "protocols=OpenFlow13")

@@ -165,7 +165,7 @@ def test_switch_disconnect_keeps_flows_and_gates_requests(lab, record_property):
     try:
         time.sleep(1.5)
         before, t_before = ovs.lane_flows(cookie), time.monotonic()
-        ovs.vsctl("set-controller", "s1", f"tcp:{ovs.controller_ip}:{free_port()}")
+        ovs.vsctl("set-controller", "s1", f"ssl:{ovs.controller_ip}:{free_port()}")
         assert wait_for(lambda: requests.get(f"{served.url}/readyz", timeout=5).status_code == 503,
                         10) is not None
         refused = served.api("POST", "/lanes", token, json=lane_body(port=9001))
@@ -174,7 +174,7 @@ def test_switch_disconnect_keeps_flows_and_gates_requests(lab, record_property):
         s1 = next(sw for sw in ready.json()["switches"] if sw["name"] == "s1")
         assert ready.status_code == 503 and not s1["connected"], ready.json()
         time.sleep(2)
-        ovs.vsctl("set-controller", "s1", f"tcp:{ovs.controller_ip}:{served.of_port}")
+        ovs.vsctl("set-controller", "s1", f"ssl:{ovs.controller_ip}:{served.of_port}")
         back = wait_for(lambda: requests.get(f"{served.url}/readyz", timeout=5).status_code == 200, 15)
         _assert_untouched(before, ovs.lane_flows(cookie), time.monotonic() - t_before)
         report = iperf.result(timeout=30)
