@@ -22,6 +22,9 @@ class Switch:
     name: str
     dpid: int
     role: str = "campus"  # free text for people: access, core, border, internet
+    # lanes ending here keep connection state (OVS ct); False: the stateless fallback
+    # (see controller/compiler.py). Only the border switch's value matters today.
+    conntrack: bool = True
 
 
 @dataclass(frozen=True)

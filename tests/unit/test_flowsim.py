@@ -154,7 +154,7 @@ def test_counters_timeouts_and_stats() -> None:
 
 def test_unsupported_things_fail_loudly() -> None:
     with pytest.raises(FlowSimError):
-        FlowTable().apply(parser.OFPFlowMod(None, table_id=3, match=parser.OFPMatch()))
+        FlowTable().apply(parser.OFPFlowMod(None, table_id=ofp.OFPTT_ALL, match=parser.OFPMatch()))
     with pytest.raises(FlowSimError):
         FlowTable().apply(flow(actions=[parser.OFPActionPushVlan()]))
     with pytest.raises(FlowSimError):
