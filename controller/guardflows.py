@@ -11,8 +11,10 @@ Bands (table 0 unless said otherwise), lowest first:
   the switch-side ARP replies below, and never a flood of PACKET_INs.
 - ``PRIORITY_ARP_REPLY`` (300): shared per-address flows at the border switch that turn the
   edge router's ARP request for an active lane address into the reply (``sharedflows``).
-- ``PRIORITY_GUARD`` (900): on every switch, drop frames with the lane MAC as source, IPv4 from
-  lane-pool addresses, ARP claiming a lane-pool address or the lane MAC. Lane rules sit above
+- ``PRIORITY_GUARD`` (900): on every switch, drop frames with the lane MAC as source; on every
+  campus switch (not those beyond the edge router, where lane addresses are legitimate
+  sources) also IPv4 from lane-pool addresses and ARP claiming a lane-pool address or the lane
+  MAC. Lane rules sit above
   and always pin ``in_port``, so only a packet that passed its lane's own ingress check can
   carry the lane marker or a lane address past any switch. One flow each, whatever the hosts
   and ports (ports missing from the topology are covered too).
@@ -80,15 +82,32 @@ def _pool(topo: Topology) -> tuple[str, str]:
     return str(net.network_address), str(net.netmask)
 
 
-def guard_flows(topo: Topology) -> OFMsgs:
-    """The four source guards every switch holds (see the module docstring)."""
+def outside_switches(topo: Topology) -> set[str]:
+    """Switches beyond the edge router: those linked (directly or not) to its outside leg's
+    switch but not to its inside leg's. There, lane-pool addresses are ordinary sources."""
+    out_at, in_at = topo.edge.outside.attach, topo.edge.inside.attach
+    if out_at is None:
+        return set()
+    seen, todo = {out_at.switch}, [out_at.switch]
+    while todo:
+        here = todo.pop()
+        for link in topo.links:
+            for a, b in ((link.a, link.b), (link.b, link.a)):
+                if a.switch == here and b.switch not in seen:
+                    seen.add(b.switch)
+                    todo.append(b.switch)
+    return set() if in_at is not None and in_at.switch in seen else seen
+
+
+def guard_flows(topo: Topology, outside: bool = False) -> OFMsgs:
+    """The source guards of one switch (see the module docstring)."""
     pool, lane_mac = _pool(topo), topo.lane_pool.mac
-    return [flow(PRIORITY_GUARD, BASE_COOKIE, m, []) for m in (
-        parser.OFPMatch(eth_src=lane_mac),
-        parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_src=pool),
-        parser.OFPMatch(eth_type=ETH_TYPE_ARP, arp_spa=pool),
-        parser.OFPMatch(eth_type=ETH_TYPE_ARP, arp_sha=lane_mac),
-    )]
+    matches = [parser.OFPMatch(eth_src=lane_mac)]
+    if not outside:
+        matches += [parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_src=pool),
+                    parser.OFPMatch(eth_type=ETH_TYPE_ARP, arp_spa=pool),
+                    parser.OFPMatch(eth_type=ETH_TYPE_ARP, arp_sha=lane_mac)]
+    return [flow(PRIORITY_GUARD, BASE_COOKIE, m, []) for m in matches]
 
 
 def _border_flows(topo: Topology, sw: Switch) -> OFMsgs:
@@ -121,13 +140,14 @@ def compile_base(topo: Topology) -> dict[int, OFMsgs]:
     switch the metered ARP punt and (with conntrack) the reply plumbing of table 1."""
     bypass = bypass_ports(topo)
     border = border_switch(topo)
+    outside = outside_switches(topo)
     out: dict[int, OFMsgs] = {}
     for sw in topo.switches:
         ofmsgs: OFMsgs = [flow(PRIORITY_TABLE_MISS, BASE_COOKIE, parser.OFPMatch(),
                                [parser.OFPActionOutput(ofp.OFPP_NORMAL)])]
         ofmsgs += [flow(PRIORITY_BYPASS_DROP, BASE_COOKIE, parser.OFPMatch(in_port=port), [])
                    for port in sorted(bypass.get(sw.dpid, ()))]
-        ofmsgs += guard_flows(topo)
+        ofmsgs += guard_flows(topo, outside=sw.name in outside)
         if border is not None and sw.name == border.name:
             ofmsgs += _border_flows(topo, sw)
         out[sw.dpid] = ofmsgs

@@ -29,6 +29,7 @@ from viplanes.controller.compiler import (
 )
 from viplanes.controller.flowkey import flow_key_of
 from viplanes.controller.flowsim import FlowTable, ip_packet, make_packet
+from viplanes.controller.sharedflows import compile_shared
 from viplanes.domain import LaneSpec
 from viplanes.topologies.loader import load_topology
 
@@ -158,9 +159,10 @@ def test_switch_accepts_echoes_and_deletes_by_cookie(bridge: tuple[str, RawOpenF
     dpid = 3  # s3: edge port, bypass port, both lanes, the ARP punt
     base, desktop, dtn = (compile_base(CAMPUS)[dpid], compile_lane(DESKTOP, CAMPUS, NOW)[dpid],
                           compile_lane(DTN, CAMPUS, NOW)[dpid])
+    base += compile_shared(CAMPUS, [DESKTOP, DTN])[dpid]  # the switch-side ARP reply
     install(conn, base + desktop + dtn)
     sent = {flow_key_of(m) for m in base + desktop + dtn if isinstance(m, parser.OFPFlowMod)}
-    got = {flow_key(s.priority, s.cookie, s.match, s.instructions)
+    got = {flow_key(s.priority, s.cookie, s.match, s.instructions, s.table_id)
            for s in conn.flow_stats(*ALL_APP_FLOWS)}
     assert got == sent
     # deleting the DTN lane (it has no meter: deleting an unknown meter must not be an error)
@@ -169,7 +171,7 @@ def test_switch_accepts_echoes_and_deletes_by_cookie(bridge: tuple[str, RawOpenF
     assert left == {flow_key_of(m) for m in base + desktop if isinstance(m, parser.OFPFlowMod)}
     install(conn, compile_lane_removal(DESKTOP.lane_id, [dpid])[dpid])
     assert {flow_key_of(s) for s in conn.flow_stats(*ALL_APP_FLOWS)} == {
-        flow_key_of(m) for m in base}
+        flow_key_of(m) for m in base if isinstance(m, parser.OFPFlowMod)}
 
 
 # ---- forwarding, traced -----------------------------------------------------------------

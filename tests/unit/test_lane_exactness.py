@@ -230,3 +230,14 @@ def test_base_flows_alone_carry_nothing_to_the_bypass() -> None:
     net.install(compile_base(topo))
     outs = net.send_from_edge(from_edge(topo, CLOUD, NAT_IP, 5201, 40000))
     assert not reached_desktop(outs)
+
+
+def test_lane_addresses_are_ordinary_sources_beyond_the_edge_router() -> None:
+    """Found on the real lab: a pool-source guard on s4 (edge outside <-> cloud) dropped every
+    lane packet after the edge router had routed it."""
+    topo = campus()
+    net = network(topo, DESKTOP_LANE)
+    routed = ip_packet(topo.edge.outside.mac, topo.host("cloud").iface.mac, NAT_IP, CLOUD)
+    assert [o.kind for o in net.inject(topo.edge.outside.attach, routed)] == ["NORMAL"]
+    marked = dict(routed, eth_src=topo.lane_pool.mac)  # the lane MAC never legitimately is
+    assert [o.kind for o in net.inject(topo.edge.outside.attach, marked)] == ["drop"]
