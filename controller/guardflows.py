@@ -14,7 +14,10 @@ Bands (table 0 unless said otherwise), lowest first:
 - ``PRIORITY_GUARD`` (900): on every switch, drop frames with the lane MAC as source; on every
   campus switch (not those beyond the edge router, where lane addresses are legitimate
   sources) also IPv4 from lane-pool addresses and ARP claiming a lane-pool address or the lane
-  MAC. Lane rules sit above
+  MAC. And on every host-facing port (hosts, middlebox legs, the edge router's inside leg), IPv4
+  from a campus host's address that is not attached there: a lane source is refused as a source
+  anywhere but its own port (a source guard from the topology; ports the topology does not know
+  are covered only by the lane-pool and marker guards). Lane rules sit above
   and always pin ``in_port``, so only a packet that passed its lane's own ingress check can
   carry the lane marker or a lane address past any switch. One flow each, whatever the hosts
   and ports (ports missing from the topology are covered too).
@@ -135,6 +138,25 @@ def _border_flows(topo: Topology, sw: Switch) -> OFMsgs:
     return ofmsgs
 
 
+def host_source_guards(topo: Topology, switch: str) -> OFMsgs:
+    """Drop a campus host's address as IPv4 source on the switch's host-facing ports that are
+    not the host's own."""
+    facing = {h.iface.attach for h in topo.hosts if h.iface.attach}
+    facing |= {leg.attach for mb in topo.middleboxes for leg in (mb.inside, mb.outside)
+               if leg.attach}
+    if topo.edge.inside.attach:
+        facing.add(topo.edge.inside.attach)
+    campus_hosts = [h for h in topo.hosts if h.role != "cloud" and h.iface.attach]
+    out: OFMsgs = []
+    for port in sorted((p for p in facing if p.switch == switch), key=lambda p: p.port):
+        for host in campus_hosts:
+            if host.iface.attach != port:
+                out.append(flow(PRIORITY_GUARD, BASE_COOKIE, parser.OFPMatch(
+                    in_port=port.port, eth_type=ETH_TYPE_IPV4, ipv4_src=str(host.iface.ip.ip)),
+                    []))
+    return out
+
+
 def compile_base(topo: Topology) -> dict[int, OFMsgs]:
     """Per dpid: table-miss NORMAL, drop on bypass ports, the source guards, and at the border
     switch the metered ARP punt and (with conntrack) the reply plumbing of table 1."""
@@ -148,6 +170,8 @@ def compile_base(topo: Topology) -> dict[int, OFMsgs]:
         ofmsgs += [flow(PRIORITY_BYPASS_DROP, BASE_COOKIE, parser.OFPMatch(in_port=port), [])
                    for port in sorted(bypass.get(sw.dpid, ()))]
         ofmsgs += guard_flows(topo, outside=sw.name in outside)
+        if sw.name not in outside:
+            ofmsgs += host_source_guards(topo, sw.name)
         if border is not None and sw.name == border.name:
             ofmsgs += _border_flows(topo, sw)
         out[sw.dpid] = ofmsgs

@@ -183,7 +183,7 @@ def _connect_from_lane_port(campus: Campus, dst: str, port: int) -> str:
             f"try:\n s.connect(('{dst}',{port}));print('CONNECTED')\n"
             "except ConnectionRefusedError:\n print('REFUSED')\n"
             "except OSError as e:\n print('timeout' if 'timed out' in str(e) else repr(e))")
-    return campus.lab.host("cloud").cmd(f"python3 -c \"{code}\"").strip()
+    return campus.lab.host("cloud").cmd(f"python3 -c \"{code}\"").split()[-1]
 
 
 def test_inbound_connections_from_the_lane_port_fail(campus: Campus) -> None:

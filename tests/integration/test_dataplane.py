@@ -194,7 +194,7 @@ def test_lane_bypasses_firewall_at_3x(campus: Campus, record_property) -> None:
     fw0 = campus.fw_rx_bytes()
     mbps, seen, sent = campus.iperf(LANE_PORT)
     crossed = campus.fw_rx_bytes() - fw0
-    assert seen == lane["nat_ip"]  # stateless 1:1 NAT on the lane, not the campus NAT
+    assert seen == lane["nat_ip"]  # the lane's own NAT at the border, not the campus NAT
     assert crossed < 0.01 * sent, f"{crossed} of {sent} bytes crossed the firewall"
     default = campus.results.get("default_mbps") or campus.iperf(DEFAULT_PORT)[0]
     print(f"\niperf3 desktop->cloud: default {default:.1f} Mbit/s, lane {mbps:.1f} Mbit/s")
@@ -241,14 +241,15 @@ def test_spoofing_host_on_another_port_gets_no_bypass(campus: Campus) -> None:
     after = {sw: sum(f["packets"] for f in campus.lane_flows(sw, campus.lane["id"]))
              for sw in ("s1", "s2", "s3")}
     assert after == before, "spoofed packets rode the lane"
-    assert campus.fw_rx_packets() - fw0 >= 2 * n * 0.9  # they went the default way instead
+    # the host source guard drops them at s1 (the desktop's address is a source only on its port)
+    assert campus.fw_rx_packets() - fw0 < 0.1 * n
 
 
 def test_controller_kill_and_restart_leaves_lane_flows_untouched(campus: Campus) -> None:
     lane = campus.lane
     assert lane is not None
     flows0 = {sw: campus.lane_flows(sw, lane["id"]) for sw in ("s1", "s2", "s3")}
-    assert all(len(f) == 2 for f in flows0.values()), flows0
+    assert {sw: len(f) for sw, f in flows0.items()} == {"s1": 2, "s2": 2, "s3": 4}, flows0
     t0 = time.monotonic()
     campus.serve.kill()
     # controller gone: fail_mode=secure keeps the lane carrying traffic around the firewall
@@ -300,7 +301,7 @@ def test_hard_timeout_ends_a_lane_while_the_controller_is_down(campus: Campus) -
     """The safety net: every lane flow carries hard_timeout = the lane's remaining lifetime."""
     lane = campus.request_lane(5203, duration=3)
     assert lane["state"] == "active"
-    assert all(len(campus.lane_flows(sw, lane["id"])) == 2 for sw in ("s1", "s2", "s3"))
+    assert [len(campus.lane_flows(sw, lane["id"])) for sw in ("s1", "s2", "s3")] == [2, 2, 4]
     campus.serve.kill()
     try:
         deadline = time.monotonic() + 10

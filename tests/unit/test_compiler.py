@@ -103,9 +103,10 @@ def test_same_protocol_numbers_over_udp_do_not_match(net: Network, topo: Topolog
 
 
 def test_spoofer_on_another_port_gets_no_lane(net: Network, topo: Topology) -> None:
-    # the server's port sends the desktop's exact packet (MAC and IP spoofed)
+    # the server's port sends the desktop's exact packet (MAC and IP spoofed): the host source
+    # guard drops it at once (a lane source is a source only on its own port)
     out = only(net.send_from_host("server", desktop_packet(topo)))
-    assert (out.kind, out.node) == ("NORMAL", "s1")
+    assert (out.kind, out.node) == ("drop", "s1")
 
 
 def test_unmatched_packet_on_bypass_port_is_dropped(net: Network, topo: Topology) -> None:
@@ -165,10 +166,11 @@ def test_base_flows(topo: Topology) -> None:
     assert set(base) == {1, 2, 3, 4}
     for dpid, ofmsgs in base.items():
         assert ofmsgs[0].priority == PRIORITY_TABLE_MISS and not ofmsgs[0].match.items()
-    guards = [PRIORITY_GUARD] * 4
+    guards = [PRIORITY_GUARD] * (4 + 3)  # marker, pool (IPv4, ARP x2); 3 hosts' sources at fw
     assert [m.priority for m in base[2]] == [PRIORITY_TABLE_MISS, PRIORITY_BYPASS_DROP, *guards]
+    s3_guards = [PRIORITY_GUARD] * (4 + 3 + 3 + 2)  # nat, edge: 3 hosts; dtn port: 2 others
     assert [(getattr(m, "table_id", None), getattr(m, "priority", None)) for m in base[3]] == [
-        (0, PRIORITY_TABLE_MISS), (0, PRIORITY_BYPASS_DROP), *[(0, p) for p in guards],
+        (0, PRIORITY_TABLE_MISS), (0, PRIORITY_BYPASS_DROP), *[(0, p) for p in s3_guards],
         (None, None), (0, PRIORITY_ARP_PROXY), (0, PRIORITY_RELATED), (0, PRIORITY_RELATED),
         (1, PRIORITY_CT_POOL_DROP), (1, PRIORITY_TABLE_MISS)]
     net = Network(topo)
