@@ -317,3 +317,20 @@ def test_random_lanes_forward_like_the_simulator(bridge: tuple[str, RawOpenFlow]
         assert got[0] == want[0], (dpid, in_port, pkt)
         if "NORMAL" not in want[1]:
             assert got[1:] == want[1:], (dpid, in_port, pkt)
+
+
+def test_stateless_fallback_flows_are_accepted_and_echoed(bridge: tuple[str, RawOpenFlow]) -> None:
+    """The border without conntrack: tcp_flags matches, set-field NAT and the shared ICMP pass
+    must be accepted by OVS and come back with the same flow_key (reconcile leaves them)."""
+    import dataclasses
+
+    _, conn = bridge
+    topo = dataclasses.replace(CAMPUS, switches=tuple(
+        dataclasses.replace(s, conntrack=False) for s in CAMPUS.switches))
+    dpid = 3
+    ofmsgs = compile_base(topo)[dpid] + compile_lane(DESKTOP, topo, NOW)[dpid]
+    ofmsgs += compile_lane(DTN, topo, NOW)[dpid] + compile_shared(topo, [DESKTOP, DTN])[dpid]
+    assert not any(getattr(m, "table_id", 0) for m in ofmsgs)  # no conntrack table
+    install(conn, ofmsgs)
+    sent = {flow_key_of(m) for m in ofmsgs if isinstance(m, parser.OFPFlowMod)}
+    assert {flow_key_of(s) for s in conn.flow_stats(*ALL_APP_FLOWS)} == sent
