@@ -303,8 +303,8 @@ def compile_lane_removal(lane_id: int, dpids: Iterable[int], *,
 def compile_desired(topo: Topology, lanes: Iterable[LaneSpec],
                     now: float) -> tuple[dict[int, OFMsgs], dict[int, str]]:
     """All the app's messages that should be on the switches now: base flows, every live
-    lane, and the shared flows of the addresses live lanes use. Lanes that cannot be built (expired, no path, bad field) come back as lane_id -> reason
-    instead of failing the rest; reconcile compares the flows with ``flow_key``."""
+    lane, and the shared flows of the addresses live lanes use. Lanes that cannot be built
+    (expired, no path, bad field) come back as lane_id -> reason instead of failing the rest; reconcile compares the flows with ``flow_key``."""
     out = compile_base(topo)
     refused: dict[int, str] = {}
     carried = []

@@ -52,7 +52,7 @@ def address_from_cookie(cookie: int) -> str | None:
 
 
 def lane_id_from_cookie(cookie: int) -> int | None:
-    """The lane a flow belongs to, or None for base/shared flows and flows that are not the app's."""
+    """The lane a flow belongs to; None for base/shared flows and flows that are not the app's."""
     if cookie & APP_COOKIE_MASK != APP_COOKIE or cookie & (BASE_FLAG | SHARED_FLAG):
         return None
     lane_id = cookie & LANE_ID_MAX

@@ -91,7 +91,8 @@ class Conntrack:
         if nat is not None and owner is not None and owner.snat:
             if related is not None:  # outer destination and the quoted source go back
                 out["ipv4_dst"] = related.orig[0]
-                out["icmp_inner"] = {**inner, "ipv4_src": related.orig[0]}  # type: ignore[dict-item]
+                quoted = dict(inner)  # type: ignore[arg-type]
+                out["icmp_inner"] = {**quoted, "ipv4_src": related.orig[0]}
             elif is_reply:
                 out["ipv4_dst"] = owner.orig[0]
             else:

@@ -8,7 +8,8 @@ accepts (``FlowStatsEntry.ofp_match`` rebuilds an OFPMatch); instructions are ch
 objects. The few non-basic pieces lanes use (Nicira ``ct_state``/``ct_mark``, ONF ``tcp_flags``
 matches; the Nicira ``ct``/``nat`` actions) are handed to os-ken's parser for that one match or
 action, so a border switch's reply still decodes here. Anything else it does not know (IPv6, an
-unusual action) returns None and the caller falls back to os-ken. Input must have passed ``guard.check_message`` (lengths sane).
+unusual action) returns None and the caller falls back to os-ken. Input must have passed
+``guard.check_message`` (lengths sane).
 """
 from __future__ import annotations
 
@@ -119,7 +120,10 @@ def decode_match(buf: bytes, pos: int) -> tuple[dict[str, Any], int]:
 def _os_ken_match(buf: bytes, pos: int) -> dict[str, Any]:
     """A match with non-basic fields, through os-ken (rare: conntrack flows of a border switch);
     IPv4 values as ints like the fast path."""
-    match = parser.OFPMatch.parser(buf, pos)
+    try:
+        match = parser.OFPMatch.parser(buf, pos)
+    except Exception as exc:  # noqa: BLE001 - os-ken's own parser decides; caller falls back
+        raise Unsupported(f"match: {exc!r}") from exc
     out: dict[str, Any] = {}
     for name, value in match.items():
         if name in _IPV4_NAMES:
@@ -142,7 +146,10 @@ def _actions(buf: bytes, pos: int, end: int) -> list[Any]:
             name, value, _used = _oxm(buf, pos + 4)
             out.append(parser.OFPActionSetField(**{name: value}))
         elif atype in (ofp.OFPAT_EXPERIMENTER, ofp.OFPAT_SET_FIELD):  # ct(), nat(), ct_mark
-            out.append(parser.OFPAction.parser(buf, pos))
+            try:
+                out.append(parser.OFPAction.parser(buf, pos))
+            except Exception as exc:  # noqa: BLE001 - see _os_ken_match
+                raise Unsupported(f"action: {exc!r}") from exc
         else:
             raise Unsupported(f"action type {atype}")
         pos += length

@@ -143,7 +143,8 @@ class _Parser(FieldReader):
         conntrack = m.get("conntrack", True)
         if not isinstance(conntrack, bool):
             self.bad(f"{where}.conntrack", f"expected true or false, got {kind_of(conntrack)}")
-        if name is None or dpid is None or not isinstance(role, str) or not isinstance(conntrack, bool):
+        if (name is None or dpid is None or not isinstance(role, str)
+                or not isinstance(conntrack, bool)):
             return None
         sw = Switch(name=name, dpid=dpid, role=role, conntrack=conntrack)
         self._switches.append(sw)
