@@ -2,6 +2,10 @@
 
 Pure (no sockets, no os-ken controller, tested with the simulator):
     compiler.py   a lane + the topology -> flow messages (``compile_lane``: where a lane becomes rules)
+    guardflows.py base flows and priority bands: table-miss, bypass drops, source guards, ARP punt
+    sharedflows.py  flows of an address several lanes share (switch-side ARP reply, ICMP transit)
+    lanepath.py   a lane's source host, switch path and the way back to the host
+    conntrack.py  the ct()/nat() actions and ct_state matches of stateful lanes
     cookies.py    the app's cookie range: which flows are ours and which lane they belong to
     flowkey.py    flow identity shared by a FlowMod and its flow-stats echo
     reconcile.py  desired messages vs. flows read back -> the difference (and hard-timeout refresh)
@@ -10,7 +14,7 @@ Pure (no sockets, no os-ken controller, tested with the simulator):
     guard.py      length checks on every message a peer sends, before os-ken parses it
     peerauth.py   may this certificate claim this dpid? token buckets for what a peer may cost
     pending.py    waiting for barriers, errors and flow-stats replies
-    flowsim.py, netsim.py   the OF1.3 flow-table and campus simulator used by the tests
+    flowsim.py, netsim.py, ctsim.py   the OF1.3 flow-table, conntrack and campus simulator (tests)
 
 State with I/O passed in:
     runtime.py    LaneRuntime (the Dataplane: activate/deactivate/counters, reconcile, refresh)

@@ -1,18 +1,34 @@
 """Where a lane becomes flow rules. Pure: OpenFlow 1.3 messages built with ``datapath=None``.
 
 The os-ken glue binds the returned ``ofmsgs`` to live datapaths and sends them. Behaviour is
-tested through ``flowsim`` (a flow-table simulator), not by comparing messages.
+tested through ``flowsim`` (a flow-table simulator with a small conntrack model), not by
+comparing messages. The priority bands and base flows (guards, conntrack plumbing) are in
+``guardflows``; flows shared by several lanes of one address (ARP replies) in ``sharedflows``.
 
-Per switch the table holds three bands above the campus's normal forwarding:
+A lane, host -> edge router over the switches of its path:
 
-- ``PRIORITY_TABLE_MISS`` (0): NORMAL, the campus's default L2 path through firewall and NAT.
-- ``PRIORITY_BYPASS_DROP`` (100): drop whatever arrives on a bypass port and no lane matched.
-  OpenFlow 1.3 has no port ``NO_FLOOD`` config, so NORMAL may still flood a broadcast out of a
-  bypass port; the far end's drop rule stops it there. (OVS keeps OpenFlow 1.0's no-flood port
-  flag, settable with ``ovs-ofctl mod-port`` on a bridge that allows OpenFlow 1.0.)
-- ``PRIORITY_ARP_PROXY`` (200): at the edge router's switch, ARP requests for lane-pool addresses
-  go to the controller (answered by ``proxyarp`` only while the address is on an active lane).
-- ``PRIORITY_LANE`` (1000, +1 when the source port is pinned): the lanes.
+- Only the first switch sees the host. Its forward rule matches ``in_port`` + the host's MAC +
+  untagged (``vlan_vid`` = none) + source address + protocol + destination + ports, and marks
+  the packet with the lane MAC as ``eth_src``. Between switches, both directions carry that
+  marker and the *untranslated* tuple; transit rules match ``in_port`` + marker + tuple. The
+  guards on every switch drop the marker (and lane-pool sources) from anywhere else, so a packet
+  that did not pass the lane's ingress check matches no lane rule anywhere ("no second door").
+- State and NAT live at the border switch (where the edge router attaches):
+  ``ct(commit, zone, nat(src=nat_ip), exec(ct_mark=lane id))`` on the way out. Back from the edge,
+  the lane's reply tuple goes through ``ct(zone, nat, table=1)``; table 1 passes only ``+est+rpl``
+  and ``+rel+rpl`` packets marked with this lane (so the reply of a connection the lane opened,
+  and its ICMP errors, inner header un-NATed); anything else for a lane address is dropped, and
+  other replies fall to NORMAL. An inbound SYN from the lane's far port is ``+new``: dropped.
+- Stateless fallback (border switch with ``conntrack: false``): NAT by set_field at the border;
+  reverse TCP rules also require ``tcp_flags=+ack`` (a bare SYN never passes, so no inbound
+  connection can be set up); UDP replies pass by tuple; ICMP fragmentation-needed (type 3 code 4)
+  addressed to the lane address passes to the host with only its outer destination translated.
+  Limits, stated: any ACK-carrying segment from the far end's lane port reaches the host's other
+  ports (the host answers RST; data cannot be delivered to a closed port but a stray ACK is
+  seen); UDP from the far end's lane port to the host's lane port passes without the host
+  having sent anything first; a NAT'd host's inner ICMP header still shows the lane address, so
+  its kernel may not match the error to its socket (path MTU discovery can break for NAT'd
+  hosts: use conntrack for them).
 
 Two lanes with identical matches would overwrite each other (OpenFlow ADD replaces a flow with
 the same match and priority); the policy side must never grant such a pair at the same time.
@@ -29,24 +45,30 @@ from typing import Any
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
+from viplanes.controller import conntrack
 from viplanes.controller.cookies import (  # noqa: F401 - re-exported: one place to import from
     ALL_APP_FLOWS, ALL_LANE_FLOWS, APP_COOKIE, APP_COOKIE_MASK, BASE_COOKIE, EXACT_MASK,
     lane_cookie, lane_id_from_cookie,
 )
 from viplanes.controller.flowkey import flow_key, flow_key_of  # noqa: F401 - re-exported
+from viplanes.controller.guardflows import (  # noqa: F401 - re-exported
+    ARP_PUNT_METER, ETH_TYPE_ARP, ETH_TYPE_IPV4, PRIORITY_ARP_PROXY, PRIORITY_ARP_REPLY,
+    PRIORITY_BYPASS_DROP, PRIORITY_CT_POOL_DROP, PRIORITY_GUARD, PRIORITY_LANE, PRIORITY_RELATED,
+    PRIORITY_TABLE_MISS, border_switch, compile_base,
+)
+from viplanes.controller.lanepath import (  # noqa: F401 - re-exported
+    LaneCompileError, deliver_to_host, gateway_mac, lane_hops, lane_source, stateful,
+)
 from viplanes.controller.proxyarp import lane_pool_arp_reply  # noqa: F401 - re-exported
+from viplanes.controller.sharedflows import compile_shared
 from viplanes.domain import LaneSpec
 from viplanes.topologies.model import Host, Topology
-from viplanes.topologies.paths import Hop, NoLanePath, bypass_ports, lane_path
+from viplanes.topologies.paths import NoLanePath
 
-PRIORITY_TABLE_MISS = 0
-PRIORITY_BYPASS_DROP = 100
-PRIORITY_ARP_PROXY = 200
-PRIORITY_LANE = 1000
 MAX_HARD_TIMEOUT = 65535  # OpenFlow's 16-bit limit: longer lanes are refreshed by the glue
-ETH_TYPE_IPV4 = 0x0800
-ETH_TYPE_ARP = 0x0806
 IP_PROTO = {"tcp": 6, "udp": 17}
+TCP_ACK = 0x010
+OFPVID_NONE = 0x0000  # OpenFlow 1.3: match only frames without an 802.1Q tag
 
 OFMsgs = list[Any]
 
@@ -54,70 +76,23 @@ OFMsgs = list[Any]
 # The order os-ken itself puts match fields in (by OXM field number), read from os-ken once.
 _OXM_ORDER = {name: i for i, (name, _) in enumerate(parser.OFPMatch(
     in_port=1, eth_dst="02:00:00:00:00:01", eth_src="02:00:00:00:00:02", eth_type=ETH_TYPE_IPV4,
-    ip_proto=6, ipv4_src="10.0.0.1", ipv4_dst="10.0.0.2", tcp_src=1, tcp_dst=2, udp_src=3,
-    udp_dst=4)._fields2)}
+    vlan_vid=0, ip_proto=6, ipv4_src="10.0.0.1", ipv4_dst="10.0.0.2", tcp_src=1, tcp_dst=2,
+    udp_src=3, udp_dst=4)._fields2)}
 
 
 def lane_match(fields: dict[str, Any]) -> Any:
     """An OFPMatch of exact lane fields, identical to ``OFPMatch(**fields)`` but built without
     os-ken's per-field conversions (80% of compile time at 10,000 lanes). Values are already
-    canonical: validated ints, dotted IPv4 strings, lower-case MACs."""
+    canonical: validated ints, dotted IPv4 strings, lower-case MACs. Fields os-ken orders
+    elsewhere (conntrack, tcp_flags) go through OFPMatch itself."""
+    if any(k not in _OXM_ORDER for k in fields):
+        return parser.OFPMatch(**fields)
     ordered = sorted(fields.items(), key=lambda kv: _OXM_ORDER[kv[0]])
     return parser.OFPMatch(_ordered_fields=[(k, v.lower() if k.startswith("eth_") and
                                              isinstance(v, str) else v) for k, v in ordered])
 
 
-class LaneCompileError(ValueError):
-    """The lane cannot be turned into flows on this topology (unknown source, bad field...)."""
-
-
-# ---- base flows ------------------------------------------------------------------------------
-def _flow(priority: int, cookie: int, match: Any, actions: list[Any], **kw: Any) -> Any:
-    inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)] if actions else []
-    return parser.OFPFlowMod(None, cookie=cookie, command=ofp.OFPFC_ADD, priority=priority,
-                             match=match, instructions=inst, buffer_id=ofp.OFP_NO_BUFFER, **kw)
-
-
-def compile_base(topo: Topology) -> dict[int, OFMsgs]:
-    """Per dpid: table-miss NORMAL, drop on bypass ports, and ARP punts for the lane pool."""
-    bypass = bypass_ports(topo)
-    edge_switch = topo.edge.inside.attach.switch if topo.edge.inside.attach else None
-    pool = topo.lane_pool.prefix
-    out: dict[int, OFMsgs] = {}
-    for sw in topo.switches:
-        ofmsgs: OFMsgs = [_flow(PRIORITY_TABLE_MISS, BASE_COOKIE, parser.OFPMatch(),
-                                [parser.OFPActionOutput(ofp.OFPP_NORMAL)])]
-        for port in sorted(bypass.get(sw.dpid, ())):
-            ofmsgs.append(_flow(PRIORITY_BYPASS_DROP, BASE_COOKIE,
-                                parser.OFPMatch(in_port=port), []))
-        if sw.name == edge_switch:
-            match = parser.OFPMatch(eth_type=ETH_TYPE_ARP, arp_op=1,
-                                    arp_tpa=(str(pool.network_address), str(pool.netmask)))
-            ofmsgs.append(_flow(PRIORITY_ARP_PROXY, BASE_COOKIE, match,
-                                [parser.OFPActionOutput(ofp.OFPP_CONTROLLER,
-                                                        ofp.OFPCML_NO_BUFFER)]))
-        out[sw.dpid] = ofmsgs
-    return out
-
-
 # ---- lanes -----------------------------------------------------------------------------------
-def lane_source(lane: LaneSpec, topo: Topology) -> Host:
-    host = None
-    try:
-        host = topo.host_by_ip(lane.src_ip)
-    except ValueError:
-        pass
-    if host is None:
-        raise LaneCompileError(f"lane {lane.lane_id}: source {lane.src_ip!r} is no host of "
-                               f"topology {topo.name!r}")
-    return host
-
-
-def lane_hops(lane: LaneSpec, topo: Topology) -> tuple[Hop, ...]:
-    """The lane's path; raises NoLanePath (a ValueError) when the source cannot have one."""
-    return lane_path(topo, lane_source(lane, topo).name)
-
-
 def lane_dpids(lane: LaneSpec, topo: Topology) -> tuple[int, ...]:
     """Switches that carry flows of this lane (for removal and barriers)."""
     return tuple(h.dpid for h in lane_hops(lane, topo))
@@ -131,8 +106,9 @@ def lane_ingress_ports(lane: LaneSpec, topo: Topology) -> frozenset[tuple[int, i
 
 
 def meter_id_for(lane_id: int) -> int:
-    if not 1 <= lane_id <= ofp.OFPM_MAX:
-        raise LaneCompileError(f"lane id {lane_id} has no meter id (1..{ofp.OFPM_MAX})")
+    """A rate-capped lane's meter id is its lane id; ``ARP_PUNT_METER`` is reserved."""
+    if not 1 <= lane_id < ARP_PUNT_METER:
+        raise LaneCompileError(f"lane id {lane_id} has no meter id (1..{ARP_PUNT_METER - 1})")
     return lane_id
 
 
@@ -213,27 +189,21 @@ def _l4(protocol: str, src: int | None, dst: int | None) -> dict[str, int]:
 
 
 def _lane_flow(lane: LaneSpec, priority: int, hard: int, match: dict[str, Any],
-               actions: list[Any], meter: int | None) -> Any:
+               actions: list[Any], meter: int | None, table_id: int = 0) -> Any:
     inst: list[Any] = [parser.OFPInstructionMeter(meter)] if meter is not None else []
     inst.append(parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions))
-    return parser.OFPFlowMod(None, cookie=lane_cookie(lane.lane_id), command=ofp.OFPFC_ADD,
-                             priority=priority, idle_timeout=0, hard_timeout=hard,
-                             flags=ofp.OFPFF_SEND_FLOW_REM, buffer_id=ofp.OFP_NO_BUFFER,
-                             match=lane_match(match), instructions=inst)
-
-
-def _gateway_mac(topo: Topology, host: Host) -> str:
-    legs = [topo.edge.inside, topo.edge.outside]
-    legs += [leg for mb in topo.middleboxes for leg in (mb.inside, mb.outside)]
-    for leg in legs:
-        if leg.ip.ip == host.gateway:
-            return leg.mac
-    raise LaneCompileError(f"gateway {host.gateway} of {host.name} is no modeled interface")
+    return parser.OFPFlowMod(None, table_id=table_id, cookie=lane_cookie(lane.lane_id),
+                             command=ofp.OFPFC_ADD, priority=priority, idle_timeout=0,
+                             hard_timeout=hard, flags=ofp.OFPFF_SEND_FLOW_REM,
+                             buffer_id=ofp.OFP_NO_BUFFER, match=lane_match(match),
+                             instructions=inst)
 
 
 def compile_lane(lane: LaneSpec, topo: Topology, now: float, *,
                  meter_command: int = ofp.OFPMC_ADD) -> dict[int, OFMsgs]:
-    """Per dpid on the lane's path: its meter (if rate-capped) then its forward and reverse flows.
+    """Per dpid on the lane's path: its meter (if rate-capped) then its forward and reverse flows
+    (and, at a border switch with conntrack, its table-1 reply flows). Shared per-address flows
+    (ARP replies...) come from ``sharedflows.compile_shared``.
 
     Pass ``meter_command=OFPMC_MODIFY`` when re-sending a lane whose meters already exist.
     Raises LaneCompileError / NoLanePath (both ValueError) for lanes that cannot be built, and
@@ -244,14 +214,18 @@ def compile_lane(lane: LaneSpec, topo: Topology, now: float, *,
     hops = lane_hops(lane, topo)
     hard = hard_timeout_for(lane.expires_at, now)
     lane_cookie(lane.lane_id)  # validates the id before anything is built
+    with_ct = stateful(topo)
+    if with_ct and lane.lane_id > conntrack.CT_MARK_MAX:
+        raise LaneCompileError(f"lane id {lane.lane_id} does not fit ct_mark (32 bits)")
     meter = meter_id_for(lane.lane_id) if lane.rate_mbps else None
     proto = lane.protocol
     priority = PRIORITY_LANE + (1 if lane.src_port is not None else 0)
-    lane_src = nat_ip or str(host.iface.ip.ip)  # the source address as the edge router sees it
+    host_ip, host_mac, lane_mac = str(host.iface.ip.ip), host.iface.mac, topo.lane_pool.mac
+    lane_src = nat_ip or host_ip  # the source address as the edge router sees it
     ip_common = {"eth_type": ETH_TYPE_IPV4, "ip_proto": IP_PROTO[proto]}
-    fwd = {**ip_common, "ipv4_src": lane_src, "ipv4_dst": dst_ip,
+    fwd = {**ip_common, "ipv4_src": host_ip, "ipv4_dst": dst_ip,
            **_l4(proto, lane.src_port, lane.dst_port)}
-    rev = {**ip_common, "ipv4_src": dst_ip, "ipv4_dst": lane_src,
+    rev = {**ip_common, "ipv4_src": dst_ip, "ipv4_dst": host_ip,
            **_l4(proto, lane.dst_port, lane.src_port)}
     out: dict[int, OFMsgs] = {h.dpid: [] for h in hops}
 
@@ -263,35 +237,49 @@ def compile_lane(lane: LaneSpec, topo: Topology, now: float, *,
                                                 flags=ofp.OFPMF_KBPS, meter_id=meter,
                                                 bands=[band]))
 
+    last = len(hops) - 1
     for i, hop in enumerate(hops):
-        first, last = i == 0, i == len(hops) - 1
         # forward: host -> edge router
-        if first:
-            match = {"in_port": hop.in_port, "eth_src": host.iface.mac,
-                     **fwd, "ipv4_src": str(host.iface.ip.ip)}
-            actions = []
-            if nat_ip is not None:
-                actions += [parser.OFPActionSetField(ipv4_src=nat_ip),
-                            parser.OFPActionSetField(eth_src=topo.lane_pool.mac)]
-            actions.append(parser.OFPActionSetField(eth_dst=topo.edge.inside.mac))
+        if i == 0:
+            match = {"in_port": hop.in_port, "eth_src": host_mac, "vlan_vid": OFPVID_NONE, **fwd}
         else:
-            match, actions = {"in_port": hop.in_port, **fwd}, []
+            match = {"in_port": hop.in_port, "eth_src": lane_mac, **fwd}
+        actions: list[Any] = []
+        if i == last:
+            if with_ct:
+                actions.append(conntrack.commit(lane.lane_id, nat_ip))
+            elif nat_ip is not None:
+                actions.append(parser.OFPActionSetField(ipv4_src=nat_ip))
+            # the edge router sees the lane MAC for a lane address, else the host's own MAC
+            actions += [parser.OFPActionSetField(eth_src=lane_mac if nat_ip else host_mac),
+                        parser.OFPActionSetField(eth_dst=topo.edge.inside.mac)]
+        elif i == 0:
+            actions.append(parser.OFPActionSetField(eth_src=lane_mac))
         actions.append(parser.OFPActionOutput(hop.out_port))
         out[hop.dpid].append(_lane_flow(lane, priority, hard, match, actions,
-                                        meter if first else None))
-        # reverse: edge router -> host, entering at the last hop
-        if last:
-            match = {"in_port": hop.out_port, **rev}
-            actions = []
-            if nat_ip is not None:
-                actions.append(parser.OFPActionSetField(ipv4_dst=str(host.iface.ip.ip)))
-            actions += [parser.OFPActionSetField(eth_src=_gateway_mac(topo, host)),
-                        parser.OFPActionSetField(eth_dst=host.iface.mac)]
-        else:
-            match, actions = {"in_port": hop.out_port, **rev, "ipv4_dst": str(host.iface.ip.ip)}, []
-        actions.append(parser.OFPActionOutput(hop.in_port))
-        out[hop.dpid].append(_lane_flow(lane, priority, hard, match, actions,
-                                        meter if last else None))
+                                        meter if i == 0 else None))
+        # reverse: edge router -> host
+        if i < last:
+            match = {"in_port": hop.out_port, "eth_src": lane_mac, **rev}
+            out[hop.dpid].append(_lane_flow(lane, priority, hard, match,
+                                            deliver_to_host(topo, host, hops, i), None))
+            continue
+        match = {"in_port": hop.out_port, **rev, "ipv4_dst": lane_src}
+        if with_ct:
+            out[hop.dpid].append(_lane_flow(lane, priority, hard, match,
+                                            [conntrack.track_reply()], meter))
+            for state in (conntrack.REPLY_ESTABLISHED, conntrack.REPLY_RELATED):
+                ct_match = {"in_port": hop.out_port, "eth_type": ETH_TYPE_IPV4,
+                            "ct_state": state, "ct_mark": lane.lane_id}
+                out[hop.dpid].append(_lane_flow(lane, PRIORITY_LANE, hard, ct_match,
+                                                deliver_to_host(topo, host, hops, i), None,
+                                                table_id=conntrack.CT_TABLE))
+            continue
+        if proto == "tcp":  # stateless: no inbound connection set-up (a bare SYN never passes)
+            match["tcp_flags"] = (TCP_ACK, TCP_ACK)
+        actions = [parser.OFPActionSetField(ipv4_dst=host_ip)] if nat_ip else []
+        out[hop.dpid].append(_lane_flow(lane, priority, hard, match,
+                                        actions + deliver_to_host(topo, host, hops, i), meter))
     return out
 
 
@@ -314,11 +302,12 @@ def compile_lane_removal(lane_id: int, dpids: Iterable[int], *,
 
 def compile_desired(topo: Topology, lanes: Iterable[LaneSpec],
                     now: float) -> tuple[dict[int, OFMsgs], dict[int, str]]:
-    """All the app's messages that should be on the switches now: base flows, then every live
-    lane. Lanes that cannot be built (expired, no path, bad field) come back as lane_id -> reason
-    instead of failing the rest; reconcile compares the flows with ``flow_key``."""
+    """All the app's messages that should be on the switches now: base flows, every live
+    lane, and the shared flows of the addresses live lanes use. Lanes that cannot be built
+    (expired, no path, bad field) come back as lane_id -> reason instead of failing the rest; reconcile compares the flows with ``flow_key``."""
     out = compile_base(topo)
     refused: dict[int, str] = {}
+    carried = []
     with gc_paused():
         for lane in lanes:
             try:
@@ -326,8 +315,11 @@ def compile_desired(topo: Topology, lanes: Iterable[LaneSpec],
             except ValueError as exc:
                 refused[lane.lane_id] = str(exc)
                 continue
+            carried.append(lane)
             for dpid, msgs in ofmsgs.items():
                 out.setdefault(dpid, []).extend(msgs)
+        for dpid, msgs in compile_shared(topo, carried).items():
+            out.setdefault(dpid, []).extend(msgs)
     return out, refused
 
 
@@ -356,6 +348,7 @@ def compile_flow_delete(flow: Any) -> Any:
 
 __all__ = [
     "PRIORITY_TABLE_MISS", "PRIORITY_BYPASS_DROP", "PRIORITY_ARP_PROXY", "PRIORITY_LANE",
+    "PRIORITY_ARP_REPLY", "PRIORITY_GUARD", "PRIORITY_RELATED", "PRIORITY_CT_POOL_DROP",
     "APP_COOKIE", "APP_COOKIE_MASK", "BASE_COOKIE", "ALL_APP_FLOWS", "ALL_LANE_FLOWS",
     "LaneCompileError", "NoLanePath", "compile_base", "compile_lane", "compile_lane_removal",
     "lane_cookie", "lane_id_from_cookie", "lane_pool_arp_reply", "flow_key", "flow_key_of",

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from viplanes.controller import compiler
+from viplanes.controller import compiler, sharedflows
 from viplanes.domain import LaneSpec
 from viplanes.topologies.model import Topology
 
@@ -26,6 +26,8 @@ class DesiredFlows:
         self.topology = topology
         self._compiled: dict[LaneSpec, dict[int, OFMsgs]] = {}
         self._paths: dict[str, tuple[int, ...]] = {}  # source address -> dpids of its lane path
+        # (source, nat address) -> the shared per-address flows its lanes need, per dpid
+        self._shared: dict[tuple[str, str | None], dict[int, OFMsgs]] = {}
 
     def dpids_of(self, lane: LaneSpec) -> tuple[int, ...]:
         """Switches the lane crosses (by its source: every lane of a host takes the same path);
@@ -81,4 +83,20 @@ class DesiredFlows:
             carried[lane.lane_id] = lane
             for d, msgs in per_dpid.items():
                 out.setdefault(d, []).extend(msgs)
+        for d, msgs in self.shared(carried.values()).items():
+            if dpid is None or d == dpid:
+                out.setdefault(d, []).extend(msgs)
         return out, carried
+
+    def shared(self, lanes: Iterable[LaneSpec]) -> dict[int, OFMsgs]:
+        """The shared per-address flows of these lanes, each once (compiled once per source and
+        lane address: thousands of lanes share a handful)."""
+        out: dict[int, OFMsgs] = {}
+        for key in dict.fromkeys((ln.src_ip, ln.nat_ip) for ln in lanes):
+            per_dpid = self._shared.get(key)
+            if per_dpid is None:
+                lane = next(ln for ln in lanes if (ln.src_ip, ln.nat_ip) == key)
+                per_dpid = self._shared[key] = sharedflows.compile_shared(self.topology, [lane])
+            for d, msgs in per_dpid.items():
+                out.setdefault(d, []).extend(msgs)
+        return out

@@ -84,6 +84,13 @@ def action_key(action: Any) -> Hashable:
         return ("output", action.port, max_len)
     if name == "OFPActionSetField":
         return ("set_field", action.key, _scalar(action.key, action.value))
+    if name == "NXActionCT":  # conntrack: zone immediate, nested nat / set_field(ct_mark)
+        return ("ct", action.flags, action.zone_src or "", action.zone_ofs_nbits,
+                action.recirc_table, action.alg, tuple(action_key(a) for a in action.actions))
+    if name == "NXActionNAT":  # a single-address range may come back with max == min or unset
+        low = action.range_ipv4_min or ""
+        return ("nat", action.flags, low, action.range_ipv4_max or low,
+                action.range_proto_min, action.range_proto_max or action.range_proto_min)
     return (name, _attrs(action))
 
 

@@ -1,11 +1,18 @@
 """A small OpenFlow 1.3 flow-table simulator, so tests ask "would this packet leave on port 3,
 rewritten to X?" instead of comparing message strings.
 
-One table per switch, with the semantics the compiler relies on: priorities, exact and masked
+Tables per switch, with the semantics the compiler relies on: priorities, exact and masked
 matches with prerequisites (a flow OVS would reject is rejected here too), ADD / MODIFY / DELETE
 with strict and non-strict matching, cookie filters, out_port filters, set-field and output
-actions, hard timeouts, meters (checked to exist, then treated as no-ops). ``NORMAL`` and
-``CONTROLLER`` are outcomes, not simulated.
+actions, hard timeouts, meters (checked to exist, then treated as no-ops), and Open vSwitch's
+``ct()`` (``ctsim``: commit, nat, ct_mark, recirculation to another table; ``ct_state`` /
+``ct_mark`` are per-switch metadata, gone when the packet leaves). ``NORMAL`` and ``CONTROLLER``
+are outcomes, not simulated.
+
+Packet conventions: a packet without ``vlan_vid`` is untagged (OFPVID_NONE); a tagged one
+carries ``vlan_vid = 0x1000 | vid``. A TCP packet without ``tcp_flags`` is a mid-connection
+segment (ACK); give ``tcp_flags=0x002`` for a bare SYN. An ICMP error quotes the packet it is
+about as ``icmp_inner`` (a dict of fields).
 
 ``Network`` walks a packet across a Topology: from a host's port through switches and links
 until it reaches a host, a middlebox, the edge router, NORMAL, the controller, or is dropped.
@@ -19,13 +26,15 @@ from typing import Any, Iterable, Mapping
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
+from viplanes.controller.ctsim import Conntrack
 from viplanes.controller.flowkey import IPV4_FIELDS, MAC_FIELDS
 
 Packet = dict[str, Any]
 SPECIAL_PORTS = {ofp.OFPP_NORMAL: "NORMAL", ofp.OFPP_CONTROLLER: "CONTROLLER",
                  ofp.OFPP_FLOOD: "FLOOD", ofp.OFPP_ALL: "ALL", ofp.OFPP_LOCAL: "LOCAL"}
 FIELD_BITS = {"in_port": 32, "eth_type": 16, "ip_proto": 8, "arp_op": 16, "tcp_src": 16,
-              "tcp_dst": 16, "udp_src": 16, "udp_dst": 16, "vlan_vid": 13,
+              "tcp_dst": 16, "udp_src": 16, "udp_dst": 16, "vlan_vid": 13, "icmpv4_type": 8,
+              "icmpv4_code": 8, "tcp_flags": 16, "ct_state": 32, "ct_mark": 32,
               **{f: 48 for f in MAC_FIELDS}, **{f: 32 for f in IPV4_FIELDS}}
 # field -> (required field, allowed values): OVS rejects a match or set-field without them
 PREREQS: dict[str, tuple[str, tuple[int, ...]]] = {
@@ -34,7 +43,14 @@ PREREQS: dict[str, tuple[str, tuple[int, ...]]] = {
     **{f: ("eth_type", (0x0806,)) for f in ("arp_op", "arp_spa", "arp_tpa", "arp_sha", "arp_tha")},
     **{f: ("ip_proto", (6,)) for f in ("tcp_src", "tcp_dst")},
     **{f: ("ip_proto", (17,)) for f in ("udp_src", "udp_dst")},
+    "tcp_flags": ("ip_proto", (6,)),
+    **{f: ("ip_proto", (1,)) for f in ("icmpv4_type", "icmpv4_code")},
 }
+# what a packet that does not carry the field matches as
+DEFAULTS = {"vlan_vid": 0, "ct_state": 0, "ct_mark": 0}
+TCP_ACK = 0x010
+METADATA = ("ct_state", "ct_mark")  # per switch: never leaves it
+NX_CT_RECIRC_NONE = 0xFF
 
 
 class FlowSimError(ValueError):
@@ -51,6 +67,8 @@ def _int(fieldname: str, value: Any) -> int:
 
 def canonical(fieldname: str, value: Any) -> Any:
     """How packet fields are stored: dotted IPv4 strings, lower-case MACs, ints."""
+    if isinstance(value, dict):
+        return {k: canonical(k, v) for k, v in value.items()}
     if fieldname in MAC_FIELDS:
         return str(value).lower()
     if fieldname in IPV4_FIELDS:
@@ -69,6 +87,23 @@ def ip_packet(eth_src: str, eth_dst: str, ipv4_src: str, ipv4_dst: str, protocol
     return make_packet(eth_src=eth_src, eth_dst=eth_dst, eth_type=0x0800, ip_proto=proto,
                        ipv4_src=ipv4_src, ipv4_dst=ipv4_dst,
                        **{f"{protocol}_src": src_port, f"{protocol}_dst": dst_port})
+
+
+def icmp_error(eth_src: str, eth_dst: str, ipv4_src: str, ipv4_dst: str, about: Packet,
+               icmp_type: int = 3, icmp_code: int = 4) -> Packet:
+    """An ICMP error (default: fragmentation needed) quoting the header of ``about``."""
+    inner = {k: v for k, v in about.items() if k.startswith(("ipv4_", "ip_proto", "tcp_", "udp_"))}
+    return make_packet(eth_src=eth_src, eth_dst=eth_dst, eth_type=0x0800, ip_proto=1,
+                       ipv4_src=ipv4_src, ipv4_dst=ipv4_dst, icmpv4_type=icmp_type,
+                       icmpv4_code=icmp_code, icmp_inner=inner)
+
+
+def _packet_value(name: str, pkt: Packet, in_port: int) -> Any:
+    if name == "in_port":
+        return in_port
+    if name == "tcp_flags" and "tcp_flags" not in pkt:
+        return TCP_ACK
+    return pkt.get(name, DEFAULTS.get(name))
 
 
 # (value, mask) with all-ones mask for exact fields
@@ -117,10 +152,11 @@ class FlowEntry:
     timeout_from: float = 0.0  # when the hard-timeout clock (re)started
     packet_count: int = 0
     byte_count: int = 0
+    table_id: int = 0
 
     def matches(self, pkt: Packet, in_port: int) -> bool:
         for name, (v, m) in self.conds.items():
-            raw = in_port if name == "in_port" else pkt.get(name)
+            raw = _packet_value(name, pkt, in_port)
             if raw is None or _int(name, raw) & m != v:
                 return False
         return True
@@ -132,7 +168,7 @@ class FlowEntry:
     def as_stats(self, now: float) -> Any:
         """The entry as the OFPFlowStats a switch would report (for reconcile tests)."""
         age = max(0.0, now - self.installed_at)
-        return parser.OFPFlowStats(table_id=0, duration_sec=int(age),
+        return parser.OFPFlowStats(table_id=self.table_id, duration_sec=int(age),
                                    duration_nsec=int((age % 1) * 1e9), priority=self.priority,
                                    idle_timeout=self.idle_timeout, hard_timeout=self.hard_timeout,
                                    flags=self.flags, cookie=self.cookie,
@@ -147,6 +183,7 @@ class FlowTable:
     flows: list[FlowEntry] = field(default_factory=list)
     meters: dict[int, Any] = field(default_factory=dict)
     removed: list[tuple[FlowEntry, str]] = field(default_factory=list)  # (entry, reason)
+    conntrack: Conntrack = field(default_factory=Conntrack)
 
     # ---- messages -----------------------------------------------------------------------
     def apply(self, msg: Any, now: float = 0.0) -> None:
@@ -200,7 +237,7 @@ class FlowTable:
                         if need and (need[0] not in conds or conds[need[0]][0] not in need[1]):
                             raise FlowSimError(f"OFPBAC_MATCH_INCONSISTENT: set {action.key} "
                                                f"needs a match on {need[0]}")
-                    elif not isinstance(action, parser.OFPActionOutput):
+                    elif not isinstance(action, (parser.OFPActionOutput, parser.NXActionCT)):
                         raise FlowSimError(f"action {type(action).__name__} is not simulated")
             else:
                 raise FlowSimError(f"instruction {type(inst).__name__} is not simulated")
@@ -209,6 +246,8 @@ class FlowTable:
         out = []
         for entry in self.flows:
             if entry.cookie & msg.cookie_mask != msg.cookie & msg.cookie_mask:
+                continue
+            if msg.table_id != ofp.OFPTT_ALL and entry.table_id != msg.table_id:
                 continue
             if strict:
                 if entry.priority != msg.priority or entry.conds != conds:
@@ -222,7 +261,7 @@ class FlowTable:
         return out
 
     def _flow_mod(self, msg: Any, now: float) -> None:
-        if msg.table_id not in (0, ofp.OFPTT_ALL) or (
+        if msg.table_id > ofp.OFPTT_MAX + 1 or (
                 msg.table_id == ofp.OFPTT_ALL and msg.command not in (ofp.OFPFC_DELETE,
                                                                       ofp.OFPFC_DELETE_STRICT)):
             raise FlowSimError(f"OFPFMFC_BAD_TABLE_ID: table {msg.table_id}")
@@ -232,8 +271,10 @@ class FlowTable:
         if msg.command == ofp.OFPFC_ADD:
             self._check_instructions(instructions, conds)
             new = FlowEntry(msg.priority, msg.cookie, msg.match, conds, instructions,
-                            msg.hard_timeout, msg.idle_timeout, msg.flags, now, now)
-            for old in [e for e in self.flows if e.priority == msg.priority and e.conds == conds]:
+                            msg.hard_timeout, msg.idle_timeout, msg.flags, now, now,
+                            table_id=msg.table_id)
+            for old in [e for e in self.flows if e.priority == msg.priority and e.conds == conds
+                        and e.table_id == msg.table_id]:
                 # OF1.3: the replaced flow's counters carry over unless RESET_COUNTS; its
                 # duration restarts
                 if not reset:
@@ -267,18 +308,20 @@ class FlowTable:
                 if e.cookie & cookie_mask == cookie & cookie_mask]
 
     # ---- packets --------------------------------------------------------------------------
-    def lookup(self, pkt: Packet, in_port: int) -> FlowEntry | None:
+    def lookup(self, pkt: Packet, in_port: int, table_id: int = 0) -> FlowEntry | None:
         best: FlowEntry | None = None
         for entry in self.flows:
-            if entry.matches(pkt, in_port) and (best is None or entry.priority > best.priority):
+            if entry.table_id == table_id and entry.matches(pkt, in_port) and (
+                    best is None or entry.priority > best.priority):
                 best = entry
         return best
 
-    def process(self, pkt: Mapping[str, Any], in_port: int,
-                size: int = 1500) -> list[tuple[int | str, Packet]]:
+    def process(self, pkt: Mapping[str, Any], in_port: int, size: int = 1500,
+                table_id: int = 0) -> list[tuple[int | str, Packet]]:
         """Outputs of one packet: (port number or 'NORMAL'/'CONTROLLER'/..., packet as sent).
-        An empty list means dropped (no flow, or a flow without output)."""
-        entry = self.lookup(dict(pkt), in_port)
+        An empty list means dropped (no flow, or a flow without output). ``ct(table=N)`` goes on
+        in table N with the tracked packet (actions after it are not simulated)."""
+        entry = self.lookup(dict(pkt), in_port, table_id)
         if entry is None:
             return []
         entry.packet_count += 1
@@ -289,13 +332,18 @@ class FlowTable:
             for action in getattr(inst, "actions", ()) or ():
                 if isinstance(action, parser.OFPActionSetField):
                     current[action.key] = canonical(action.key, action.value)
+                elif isinstance(action, parser.NXActionCT):
+                    current = self.conntrack.execute(current, action)
+                    if action.recirc_table != NX_CT_RECIRC_NONE:
+                        return out + self.process(current, in_port, size, action.recirc_table)
                 elif isinstance(action, parser.OFPActionOutput):
+                    sent = {k: v for k, v in current.items() if k not in METADATA}
                     if action.port == ofp.OFPP_IN_PORT:
-                        out.append((in_port, dict(current)))
+                        out.append((in_port, sent))
                     elif action.port == in_port:
                         continue  # OpenFlow never sends a packet back out its ingress port
                     else:
-                        out.append((SPECIAL_PORTS.get(action.port, action.port), dict(current)))
+                        out.append((SPECIAL_PORTS.get(action.port, action.port), sent))
         return out
 
 

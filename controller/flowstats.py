@@ -5,8 +5,11 @@ here), so reading back 20,000 lane flows took 3.3 s. This decoder does only what
 counters read, with ``struct``: matches become plain ``{field: value}`` dicts (MACs as strings, IPv4
 addresses and the rest as ints, masked fields as ``(value, mask)``) that ``flowkey.flow_key_of``
 accepts (``FlowStatsEntry.ofp_match`` rebuilds an OFPMatch); instructions are cheap os-ken
-objects. Anything it does not know (another OXM class, IPv6, an unusual action) returns None and
-the caller falls back to os-ken. Input must have passed ``guard.check_message`` (lengths sane).
+objects. The few non-basic pieces lanes use (Nicira ``ct_state``/``ct_mark``, ONF ``tcp_flags``
+matches; the Nicira ``ct``/``nat`` actions) are handed to os-ken's parser for that one match or
+action, so a border switch's reply still decodes here. Anything else it does not know (IPv6, an
+unusual action) returns None and the caller falls back to os-ken. Input must have passed
+``guard.check_message`` (lengths sane).
 """
 from __future__ import annotations
 
@@ -95,16 +98,40 @@ def _oxm(buf: bytes, pos: int) -> tuple[str, Any, int]:
     return name, _value(kind, body), 4 + length
 
 
+# OXM classes os-ken knows and lanes use beyond the basic class: Nicira NXM_1 (ct_state,
+# ct_mark) and the experimenter class (ONF tcp_flags)
+_OTHER_CLASSES = (0x0001, 0xFFFF)
+
+
 def decode_match(buf: bytes, pos: int) -> tuple[dict[str, Any], int]:
     """The OXM match at ``pos``; returns (fields, offset after its padding)."""
     _mtype, length = struct.unpack_from("!HH", buf, pos)
     fields: dict[str, Any] = {}
     at, end = pos + 4, pos + length
     while at < end:
+        if int.from_bytes(buf[at:at + 2], "big") in _OTHER_CLASSES:
+            return _os_ken_match(buf, pos), pos + (length + 7) // 8 * 8
         name, value, used = _oxm(buf, at)
         fields[name] = value
         at += used
     return fields, pos + (length + 7) // 8 * 8
+
+
+def _os_ken_match(buf: bytes, pos: int) -> dict[str, Any]:
+    """A match with non-basic fields, through os-ken (rare: conntrack flows of a border switch);
+    IPv4 values as ints like the fast path."""
+    try:
+        match = parser.OFPMatch.parser(buf, pos)
+    except Exception as exc:  # noqa: BLE001 - os-ken's own parser decides; caller falls back
+        raise Unsupported(f"match: {exc!r}") from exc
+    out: dict[str, Any] = {}
+    for name, value in match.items():
+        if name in _IPV4_NAMES:
+            value = (tuple(int.from_bytes(socket.inet_aton(v), "big") for v in value)
+                     if isinstance(value, tuple) else
+                     int.from_bytes(socket.inet_aton(value), "big"))
+        out[name] = value
+    return out
 
 
 def _actions(buf: bytes, pos: int, end: int) -> list[Any]:
@@ -114,9 +141,15 @@ def _actions(buf: bytes, pos: int, end: int) -> list[Any]:
         if atype == ofp.OFPAT_OUTPUT:
             port, max_len = struct.unpack_from("!IH", buf, pos + 4)
             out.append(parser.OFPActionOutput(port, max_len))
-        elif atype == ofp.OFPAT_SET_FIELD:
+        elif atype == ofp.OFPAT_SET_FIELD and int.from_bytes(buf[pos + 4:pos + 6], "big") \
+                not in _OTHER_CLASSES:
             name, value, _used = _oxm(buf, pos + 4)
             out.append(parser.OFPActionSetField(**{name: value}))
+        elif atype in (ofp.OFPAT_EXPERIMENTER, ofp.OFPAT_SET_FIELD):  # ct(), nat(), ct_mark
+            try:
+                out.append(parser.OFPAction.parser(buf, pos))
+            except Exception as exc:  # noqa: BLE001 - see _os_ken_match
+                raise Unsupported(f"action: {exc!r}") from exc
         else:
             raise Unsupported(f"action type {atype}")
         pos += length

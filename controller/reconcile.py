@@ -32,7 +32,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller.compiler import (MAX_HARD_TIMEOUT, PRIORITY_TABLE_MISS,
                                           compile_flow_delete)
-from viplanes.controller.cookies import BASE_COOKIE, lane_id_from_cookie
+from viplanes.controller.cookies import BASE_COOKIE, address_from_cookie, lane_id_from_cookie
 from viplanes.controller.flowkey import flow_key_of
 
 REFRESH_MARGIN_S = 3600  # refresh when a flow has less than this left and its lane needs more
@@ -169,9 +169,12 @@ def plan_switch(desired: Sequence[Any], actual: Iterable[Any], now: float = 0.0,
                 refreshes=tuple(refreshes), kept=len(have) - len(refreshes))
 
 
-def without_lanes(plan: Plan, lane_ids: set[int]) -> Plan:
-    """The plan minus everything that concerns these lanes (changed while the plan was made)."""
+def without_lanes(plan: Plan, lane_ids: set[int], addresses: set[str] = frozenset()) -> Plan:
+    """The plan minus everything that concerns these lanes and the shared flows of these
+    addresses (changed while the plan was made)."""
     def keep(msg: Any) -> bool:
+        if addresses and address_from_cookie(msg.cookie) in addresses:
+            return False
         return lane_id_from_cookie(msg.cookie) not in lane_ids
 
     return Plan(deletes=tuple(filter(keep, plan.deletes)),

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller import compiler, heap, proxyarp, reconcile
+from viplanes.controller import compiler, heap, proxyarp, reconcile, sharedflows
 from viplanes.controller.cookies import ALL_APP_FLOWS, EXACT_MASK, lane_cookie, lane_id_from_cookie
 from viplanes.controller.desired import DesiredFlows
 from viplanes.controller.pending import Batch, Tracker
@@ -71,6 +71,7 @@ class LaneRuntime(SwitchReadiness):
         self._compile_lock = threading.Lock()  # desired() and its compiled-lane cache
         self._generation = 0  # bumped by every activate/deactivate
         self._touched: dict[int, int] = {}  # lane id -> generation of its last change
+        self._touched_addresses: dict[str, int] = {}  # same for the addresses of shared flows
         self._inflight = 0  # reconciles running; _touched is cleared when none is
         self._flows = DesiredFlows(topology) if topology is not None else None
         self._restarted: dict[int, dict[Any, float]] = {}  # dpid -> flow_key -> MODIFY refresh time
@@ -128,7 +129,7 @@ class LaneRuntime(SwitchReadiness):
             return ActivationResult(False, "controller has no topology", 0.0)
         self._wait_for_switches(lane, self.switch_wait_s)  # outside the lock: reconciles go on
         with self._change:
-            self._touch(lane.lane_id)
+            self._touch(lane.lane_id, lane)
             meters_exist = lane.lane_id in self.lanes and bool(lane.rate_mbps)
             try:
                 per_dpid = compiler.compile_lane(
@@ -136,6 +137,11 @@ class LaneRuntime(SwitchReadiness):
                     meter_command=ofp.OFPMC_MODIFY if meters_exist else ofp.OFPMC_ADD)
             except ValueError as exc:
                 return ActivationResult(False, str(exc), time.perf_counter() - t0)
+            # the flows of its addresses too (ARP replies...): ADD is idempotent when another
+            # live lane already installed them
+            for address_flows in sharedflows.lane_addresses(lane, self.topology).values():
+                for dpid, msgs in address_flows.items():
+                    per_dpid.setdefault(dpid, []).extend(msgs)
             missing = [d for d in per_dpid if d not in self.connected]
             if missing:
                 return ActivationResult(False, f"{self.switch_name(missing[0])} not connected",
@@ -147,25 +153,44 @@ class LaneRuntime(SwitchReadiness):
             if lane.lane_id not in self.lanes:
                 # fail closed: no half-installed lane stays behind. A lane already carried
                 # (re-sent after an extension) keeps its flows and their old deadline.
-                self._remove(lane.lane_id, list(per_dpid), bool(lane.rate_mbps), timeout_s)
+                self._remove(lane.lane_id, list(per_dpid), bool(lane.rate_mbps), timeout_s,
+                             self._orphaned_addresses(lane))
             return ActivationResult(False, failure, time.perf_counter() - t0)
 
-    def _remove(self, lane_id: int, dpids: list[int], with_meter: bool, timeout_s: float) -> str | None:
+    def _remove(self, lane_id: int, dpids: list[int], with_meter: bool, timeout_s: float,
+                addresses: dict[int, set[str]] | None = None) -> str | None:
+        """Delete the lane's flows, and the shared flows of ``addresses`` (dpid -> addresses no
+        other live lane uses), in one batch per switch."""
         msgs = compiler.compile_lane_removal(lane_id, [d for d in dpids if d in self.connected],
                                              with_meter=with_meter)
+        for dpid, extra in sharedflows.compile_shared_removal(addresses or {}).items():
+            if dpid in self.connected:
+                msgs.setdefault(dpid, []).extend(extra)
         return self._apply(msgs, timeout_s, tolerate=_meter_errors_only)
 
-    def _touch(self, lane_id: int) -> None:
+    def _orphaned_addresses(self, lane: LaneSpec) -> dict[int, set[str]]:
+        """dpid -> addresses of ``lane`` whose shared flows no other carried lane needs."""
+        if self.topology is None:
+            return {}
+        others = [ln for lid, ln in self.lanes.items() if lid != lane.lane_id]
+        return sharedflows.orphaned(lane, others, self.topology)
+
+    def _touch(self, lane_id: int, lane: LaneSpec | None = None) -> None:
         self._generation += 1
         self._touched[lane_id] = self._generation
+        if lane is not None:  # its shared flows' addresses: the source and the lane address
+            for address in (lane.src_ip, lane.nat_ip):
+                if address:
+                    self._touched_addresses[str(address)] = self._generation
 
     def deactivate(self, lane_id: int, timeout_s: float = 5.0) -> None:
         with self._change:
-            self._touch(lane_id)
+            self._touch(lane_id, self.lanes.get(lane_id))
             lane = self.lanes.pop(lane_id, None)
             dpids = self._lane_dpids(lane) if lane else sorted(self.connected)
             failure = self._remove(lane_id, dpids, with_meter=bool(lane and lane.rate_mbps),
-                                   timeout_s=timeout_s)
+                                   timeout_s=timeout_s,
+                                   addresses=self._orphaned_addresses(lane) if lane else None)
         if failure:
             LOG.warning("lane %d: removal not confirmed (%s); hard_timeout and the next "
                         "reconcile remove it", lane_id, failure)
@@ -192,8 +217,8 @@ class LaneRuntime(SwitchReadiness):
             stats = self.flow_stats(dpid, lane_cookie(lane_id), EXACT_MASK, timeout_s)
             if stats is None:
                 return None
-            for entry in stats:
-                if entry.match.get("in_port") in ports:
+            for entry in stats:  # table 1 (conntrack replies) sees the reverse packets again
+                if entry.table_id == 0 and entry.match.get("in_port") in ports:
                     packets += entry.packet_count
                     octets += entry.byte_count
         return LaneCounters(packets=packets, bytes=octets)
@@ -293,6 +318,7 @@ class LaneRuntime(SwitchReadiness):
                 self._inflight -= 1
                 if not self._inflight:
                     self._touched.clear()
+                    self._touched_addresses.clear()
 
     def _changed_since(self, generation: int) -> set[int]:
         """Lanes activated or removed after ``generation`` (call with the change lock held)."""
@@ -324,7 +350,8 @@ class LaneRuntime(SwitchReadiness):
             wait = time.perf_counter() - wait
             touched = self._changed_since(generation)
             if touched:
-                plan = reconcile.without_lanes(plan, touched)
+                addresses = {a for a, gen in self._touched_addresses.items() if gen > generation}
+                plan = reconcile.without_lanes(plan, touched, addresses)
             self.lanes.update({lid: ln for lid, ln in lanes.items() if lid not in touched})
             live = {reconcile.cached_key(m) for m in wanted if hasattr(m, "match")}
             for key in [k for k in restarted if k not in live]:

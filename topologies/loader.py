@@ -123,7 +123,7 @@ class _Parser(FieldReader):
                         source=self.source)
 
     def switch(self, item: Any, where: str) -> Switch | None:
-        m = self.mapping(item, where, ("name", "dpid"), ("role", "cert_sha256"))
+        m = self.mapping(item, where, ("name", "dpid"), ("role", "cert_sha256", "conntrack"))
         if m is None:
             return None
         name = self.name(m.get("name"), f"{where}.name") if "name" in m else None
@@ -140,10 +140,14 @@ class _Parser(FieldReader):
         role = m.get("role", "campus")
         if not isinstance(role, str):
             self.bad(f"{where}.role", f"expected a string, got {kind_of(role)}")
-        if name is None or dpid is None or not isinstance(role, str):
+        conntrack = m.get("conntrack", True)
+        if not isinstance(conntrack, bool):
+            self.bad(f"{where}.conntrack", f"expected true or false, got {kind_of(conntrack)}")
+        if (name is None or dpid is None or not isinstance(role, str)
+                or not isinstance(conntrack, bool)):
             return None
         pins = self._pins(m.get("cert_sha256"), f"{where}.cert_sha256")
-        sw = Switch(name=name, dpid=dpid, role=role, cert_sha256=pins)
+        sw = Switch(name=name, dpid=dpid, role=role, cert_sha256=pins, conntrack=conntrack)
         self._switches.append(sw)
         return sw
 

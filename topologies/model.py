@@ -25,6 +25,9 @@ class Switch:
     # SHA-256 (hex, of the DER certificate) of the TLS client certificates allowed to claim this
     # dpid; several during a rotation. Empty: a campus-CA certificate naming the dpid is enough.
     cert_sha256: tuple[str, ...] = ()
+    # lanes ending here keep connection state (OVS ct); False: the stateless fallback
+    # (see controller/compiler.py). Only the border switch's value matters today.
+    conntrack: bool = True
 
 
 @dataclass(frozen=True)

@@ -195,14 +195,19 @@ def test_lane_bypasses_firewall_at_3x(campus: Campus, record_property) -> None:
     fw0 = campus.fw_rx_bytes()
     mbps, seen, sent = campus.iperf(LANE_PORT)
     crossed = campus.fw_rx_bytes() - fw0
-    assert seen == lane["nat_ip"]  # stateless 1:1 NAT on the lane, not the campus NAT
+    assert seen == lane["nat_ip"]  # the lane's own NAT at the border, not the campus NAT
     assert crossed < 0.01 * sent, f"{crossed} of {sent} bytes crossed the firewall"
     default = campus.results.get("default_mbps") or campus.iperf(DEFAULT_PORT)[0]
     print(f"\niperf3 desktop->cloud: default {default:.1f} Mbit/s, lane {mbps:.1f} Mbit/s")
     record_property("default_mbps", round(default, 1))
     record_property("lane_mbps", round(mbps, 1))
     assert mbps >= 3 * default
-    stats = campus.api("GET", f"/lanes/{lane['id']}/stats").json()
+    deadline = time.monotonic() + 3  # userspace OVS pushes datapath counters to flows lazily
+    while True:
+        stats = campus.api("GET", f"/lanes/{lane['id']}/stats").json()
+        if stats["bytes"] >= sent or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
     assert stats["available"] and stats["bytes"] >= sent  # per-lane counters from flow stats
     # the NAT'd default path still works next to the lane
     _mbps, seen_default, _ = campus.iperf(DEFAULT_PORT, seconds=1)
@@ -230,8 +235,15 @@ def test_spoofing_host_on_another_port_gets_no_bypass(campus: Campus) -> None:
     desktop_mac = lab.host("desktop").intf().MAC().replace(":", "")
     own_mac = server.intf().MAC().replace(":", "")
     fw_mac = "020000020001"  # the campus gateway (firewall inside leg)
-    before = {sw: sum(f["packets"] for f in campus.lane_flows(sw, campus.lane["id"]))
-              for sw in ("s1", "s2", "s3")}
+    def counted() -> dict[str, int]:
+        return {sw: sum(f["packets"] for f in campus.lane_flows(sw, campus.lane["id"]))
+                for sw in ("s1", "s2", "s3")}
+
+    before = counted()
+    time.sleep(0.6)
+    while (settled := counted()) != before:  # the last transfer's counters arrive late
+        before = settled
+        time.sleep(0.6)
     fw0 = campus.fw_rx_packets()
     n = 200
     for src in (own_mac, desktop_mac):  # the desktop's IP, then its IP and MAC
@@ -242,17 +254,20 @@ def test_spoofing_host_on_another_port_gets_no_bypass(campus: Campus) -> None:
     after = {sw: sum(f["packets"] for f in campus.lane_flows(sw, campus.lane["id"]))
              for sw in ("s1", "s2", "s3")}
     assert after == before, "spoofed packets rode the lane"
-    assert campus.fw_rx_packets() - fw0 >= 2 * n * 0.9  # they went the default way instead
+    # the host source guard drops them at s1 (the desktop's address is a source only on its port)
+    assert campus.fw_rx_packets() - fw0 < 0.1 * n
 
 
 def test_controller_kill_and_restart_leaves_lane_flows_untouched(campus: Campus) -> None:
     lane = campus.lane
     assert lane is not None
     flows0 = {sw: campus.lane_flows(sw, lane["id"]) for sw in ("s1", "s2", "s3")}
-    assert all(len(f) == 2 for f in flows0.values()), flows0
+    assert {sw: len(f) for sw, f in flows0.items()} == {"s1": 2, "s2": 2, "s3": 4}, flows0
     t0 = time.monotonic()
     campus.serve.kill()
-    # controller gone: fail_mode=secure keeps the lane carrying traffic around the firewall
+    # controller gone: fail_mode=secure keeps the lane carrying traffic around the firewall, and
+    # the border switch itself answers the edge router's ARP for the lane address (issue 10)
+    campus.lab.host("edge").cmd(f"ip neigh flush {lane['nat_ip']}")
     fw0 = campus.fw_rx_bytes()
     mbps, seen, sent = campus.iperf(LANE_PORT)
     assert seen == lane["nat_ip"] and campus.fw_rx_bytes() - fw0 < 0.01 * sent
@@ -276,7 +291,9 @@ def test_controller_kill_and_restart_leaves_lane_flows_untouched(campus: Campus)
         assert [f["match"] for f in after] == [f["match"] for f in before]
         for b, a in zip(before, after):
             assert a["duration"] >= b["duration"] + elapsed - 1.5, (sw, b, a)  # not re-added
-            assert a["packets"] > b["packets"]  # counters kept counting through the restart
+            assert a["packets"] >= b["packets"]  # never reset by the restart
+        # and they kept counting (table 1's "related" flow only counts ICMP errors)
+        assert sum(a["packets"] for a in after) > sum(b["packets"] for b in before), sw
     # and the restarted controller carries on: lane counters, proxy ARP, a new iperf3
     campus.lab.host("edge").cmd(f"ip neigh flush {lane['nat_ip']}")
     mbps, seen, _ = campus.iperf(LANE_PORT)
@@ -301,7 +318,7 @@ def test_hard_timeout_ends_a_lane_while_the_controller_is_down(campus: Campus) -
     """The safety net: every lane flow carries hard_timeout = the lane's remaining lifetime."""
     lane = campus.request_lane(5203, duration=3)
     assert lane["state"] == "active"
-    assert all(len(campus.lane_flows(sw, lane["id"])) == 2 for sw in ("s1", "s2", "s3"))
+    assert [len(campus.lane_flows(sw, lane["id"])) for sw in ("s1", "s2", "s3")] == [2, 2, 4]
     campus.serve.kill()
     try:
         deadline = time.monotonic() + 10

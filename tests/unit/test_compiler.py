@@ -9,7 +9,9 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller.compiler import (
-    PRIORITY_ARP_PROXY, PRIORITY_BYPASS_DROP, PRIORITY_LANE, PRIORITY_TABLE_MISS,
+    ARP_PUNT_METER,
+    PRIORITY_ARP_PROXY, PRIORITY_BYPASS_DROP, PRIORITY_CT_POOL_DROP, PRIORITY_GUARD, PRIORITY_LANE,
+    PRIORITY_RELATED, PRIORITY_TABLE_MISS,
     LaneCompileError, NoLanePath, compile_base, compile_lane, compile_lane_removal,
     hard_timeout_for, lane_cookie, lane_dpids, lane_ingress_ports,
 )
@@ -73,6 +75,7 @@ def test_lane_packet_leaves_on_bypass_to_edge_with_lane_source(net: Network, top
 
 
 def test_return_traffic_is_translated_back_to_the_desktop(net: Network, topo: Topology) -> None:
+    net.send_from_host("desktop", desktop_packet(topo))  # the lane's own connection
     out = only(net.send_from_edge(reply_packet(topo)))
     assert (out.kind, out.node, out.port) == ("host", "desktop", PortRef("s1", 1))
     assert out.packet["ipv4_dst"] == "10.1.0.10"
@@ -100,9 +103,10 @@ def test_same_protocol_numbers_over_udp_do_not_match(net: Network, topo: Topolog
 
 
 def test_spoofer_on_another_port_gets_no_lane(net: Network, topo: Topology) -> None:
-    # the server's port sends the desktop's exact packet (MAC and IP spoofed)
+    # the server's port sends the desktop's exact packet (MAC and IP spoofed): the host source
+    # guard drops it at once (a lane source is a source only on its own port)
     out = only(net.send_from_host("server", desktop_packet(topo)))
-    assert (out.kind, out.node) == ("NORMAL", "s1")
+    assert (out.kind, out.node) == ("drop", "s1")
 
 
 def test_unmatched_packet_on_bypass_port_is_dropped(net: Network, topo: Topology) -> None:
@@ -138,7 +142,8 @@ def test_pinned_source_port(topo: Topology, lane: LaneSpec) -> None:
     assert only(net.send_from_host("desktop", desktop_packet(topo, tcp_src=40001))).kind == "NORMAL"
     assert only(net.send_from_edge(reply_packet(topo))).kind == "host"
     assert only(net.send_from_edge(reply_packet(topo, tcp_dst=40001))).kind == "NORMAL"
-    assert {m.priority for msgs in compile_lane(pinned, topo, NOW).values() for m in msgs} == {PRIORITY_LANE + 1}
+    assert {m.priority for msgs in compile_lane(pinned, topo, NOW).values() for m in msgs
+            if m.table_id == 0} == {PRIORITY_LANE + 1}
 
 
 def test_removal_deletes_only_that_lane(net: Network, topo: Topology, lane: LaneSpec) -> None:
@@ -153,7 +158,7 @@ def test_removal_deletes_only_that_lane(net: Network, topo: Topology, lane: Lane
     assert (out.kind, out.packet["ipv4_src"]) == ("edge", "198.51.100.201")
     for dpid, table in net.tables.items():
         assert all(f.cookie != lane_cookie(lane.lane_id) for f in table.flows)
-        assert len(table.flows) == base_counts[dpid] - (2 if dpid in (1, 2, 3) else 0)
+        assert len(table.flows) == base_counts[dpid] - {1: 2, 2: 2, 3: 4}.get(dpid, 0)
 
 
 def test_base_flows(topo: Topology) -> None:
@@ -161,8 +166,13 @@ def test_base_flows(topo: Topology) -> None:
     assert set(base) == {1, 2, 3, 4}
     for dpid, ofmsgs in base.items():
         assert ofmsgs[0].priority == PRIORITY_TABLE_MISS and not ofmsgs[0].match.items()
-    assert [m.priority for m in base[2]] == [PRIORITY_TABLE_MISS, PRIORITY_BYPASS_DROP]
-    assert [m.priority for m in base[3]] == [PRIORITY_TABLE_MISS, PRIORITY_BYPASS_DROP, PRIORITY_ARP_PROXY]
+    guards = [PRIORITY_GUARD] * (4 + 3)  # marker, pool (IPv4, ARP x2); 3 hosts' sources at fw
+    assert [m.priority for m in base[2]] == [PRIORITY_TABLE_MISS, PRIORITY_BYPASS_DROP, *guards]
+    s3_guards = [PRIORITY_GUARD] * (4 + 3 + 3 + 2)  # nat, edge: 3 hosts; dtn port: 2 others
+    assert [(getattr(m, "table_id", None), getattr(m, "priority", None)) for m in base[3]] == [
+        (0, PRIORITY_TABLE_MISS), (0, PRIORITY_BYPASS_DROP), *[(0, p) for p in s3_guards],
+        (None, None), (0, PRIORITY_ARP_PROXY), (0, PRIORITY_RELATED), (0, PRIORITY_RELATED),
+        (1, PRIORITY_CT_POOL_DROP), (1, PRIORITY_TABLE_MISS)]
     net = Network(topo)
     net.install(base)
     # default traffic is the switch's NORMAL forwarding
@@ -222,7 +232,7 @@ def test_rate_cap_meter(topo: Topology, lane: LaneSpec) -> None:
     net.install(ofmsgs)  # the simulator refuses a meter instruction without its meter
     assert only(net.send_from_host("desktop", desktop_packet(topo))).kind == "edge"
     net.install(compile_lane_removal(7, lane_dpids(capped, topo)))
-    assert all(not t.meters for t in net.tables.values())
+    assert all(set(t.meters) <= {ARP_PUNT_METER} for t in net.tables.values())
     assert only(net.send_from_host("desktop", desktop_packet(topo))).kind == "NORMAL"
     refresh = compile_lane(capped, topo, NOW, meter_command=ofp.OFPMC_MODIFY)
     assert refresh[1][0].command == ofp.OFPMC_MODIFY
@@ -264,7 +274,7 @@ def test_ingress_ports_and_dpids(topo: Topology, lane: LaneSpec) -> None:
     net.send_from_edge(reply_packet(topo))
     net.send_from_edge(reply_packet(topo))
     counted = {(d, f.match["in_port"]): f.packet_count for d, t in net.tables.items()
-               for f in t.flows if f.cookie == lane_cookie(7)}
+               for f in t.flows if f.cookie == lane_cookie(7) and f.table_id == 0}
     assert sum(counted[k] for k in lane_ingress_ports(lane, topo)) == 3
 
 

@@ -29,6 +29,7 @@ from viplanes.controller.compiler import (
 )
 from viplanes.controller.flowkey import flow_key_of
 from viplanes.controller.flowsim import FlowTable, ip_packet, make_packet
+from viplanes.controller.sharedflows import compile_shared
 from viplanes.domain import LaneSpec
 from viplanes.topologies.loader import load_topology
 
@@ -158,9 +159,10 @@ def test_switch_accepts_echoes_and_deletes_by_cookie(bridge: tuple[str, RawOpenF
     dpid = 3  # s3: edge port, bypass port, both lanes, the ARP punt
     base, desktop, dtn = (compile_base(CAMPUS)[dpid], compile_lane(DESKTOP, CAMPUS, NOW)[dpid],
                           compile_lane(DTN, CAMPUS, NOW)[dpid])
+    base += compile_shared(CAMPUS, [DESKTOP, DTN])[dpid]  # the switch-side ARP reply
     install(conn, base + desktop + dtn)
     sent = {flow_key_of(m) for m in base + desktop + dtn if isinstance(m, parser.OFPFlowMod)}
-    got = {flow_key(s.priority, s.cookie, s.match, s.instructions)
+    got = {flow_key(s.priority, s.cookie, s.match, s.instructions, s.table_id)
            for s in conn.flow_stats(*ALL_APP_FLOWS)}
     assert got == sent
     # deleting the DTN lane (it has no meter: deleting an unknown meter must not be an error)
@@ -169,7 +171,7 @@ def test_switch_accepts_echoes_and_deletes_by_cookie(bridge: tuple[str, RawOpenF
     assert left == {flow_key_of(m) for m in base + desktop if isinstance(m, parser.OFPFlowMod)}
     install(conn, compile_lane_removal(DESKTOP.lane_id, [dpid])[dpid])
     assert {flow_key_of(s) for s in conn.flow_stats(*ALL_APP_FLOWS)} == {
-        flow_key_of(m) for m in base}
+        flow_key_of(m) for m in base if isinstance(m, parser.OFPFlowMod)}
 
 
 # ---- forwarding, traced -----------------------------------------------------------------
@@ -315,3 +317,20 @@ def test_random_lanes_forward_like_the_simulator(bridge: tuple[str, RawOpenFlow]
         assert got[0] == want[0], (dpid, in_port, pkt)
         if "NORMAL" not in want[1]:
             assert got[1:] == want[1:], (dpid, in_port, pkt)
+
+
+def test_stateless_fallback_flows_are_accepted_and_echoed(bridge: tuple[str, RawOpenFlow]) -> None:
+    """The border without conntrack: tcp_flags matches, set-field NAT and the shared ICMP pass
+    must be accepted by OVS and come back with the same flow_key (reconcile leaves them)."""
+    import dataclasses
+
+    _, conn = bridge
+    topo = dataclasses.replace(CAMPUS, switches=tuple(
+        dataclasses.replace(s, conntrack=False) for s in CAMPUS.switches))
+    dpid = 3
+    ofmsgs = compile_base(topo)[dpid] + compile_lane(DESKTOP, topo, NOW)[dpid]
+    ofmsgs += compile_lane(DTN, topo, NOW)[dpid] + compile_shared(topo, [DESKTOP, DTN])[dpid]
+    assert not any(getattr(m, "table_id", 0) for m in ofmsgs)  # no conntrack table
+    install(conn, ofmsgs)
+    sent = {flow_key_of(m) for m in ofmsgs if isinstance(m, parser.OFPFlowMod)}
+    assert {flow_key_of(s) for s in conn.flow_stats(*ALL_APP_FLOWS)} == sent

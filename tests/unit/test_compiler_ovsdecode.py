@@ -60,13 +60,21 @@ def test_ovs_decodes_base_and_lane_as_intended() -> None:
     assert not [line for line in lines if "error" in line]
     text = "\n".join(lines)
     assert "priority=100,in_port=3 cookie:0x5650800000000000 out_port:0 actions=drop" in text
-    assert "arp,arp_tpa=198.51.100.192/27,arp_op=1" in text and "actions=CONTROLLER:65535" in text
+    assert "arp,arp_tpa=198.51.100.192/27,arp_op=1" in text
+    assert "actions=meter:4294901760,CONTROLLER:65535" in text  # the punt goes through its meter
     ingress = next(line for line in lines if "dl_src=02:00:00:01:00:10" in line)
-    for piece in ("priority=1001,tcp,in_port=1", "nw_src=10.1.0.10", "nw_dst=203.0.113.10",
-                  "tp_src=40000,tp_dst=5201", "hard:60", "send_flow_rem",
-                  "actions=meter:7,set_field:198.51.100.200->ip_src,"
-                  "set_field:02:ff:00:00:00:01->eth_src,set_field:02:00:00:03:00:01->eth_dst,output:3"):
+    for piece in ("priority=1001,tcp,in_port=1", "vlan_tci=0x0000/0x1fff", "nw_src=10.1.0.10",
+                  "nw_dst=203.0.113.10", "tp_src=40000,tp_dst=5201", "hard:60", "send_flow_rem",
+                  "actions=meter:7,set_field:02:ff:00:00:00:01->eth_src,output:3"):
         assert piece in ingress
+    border = next(line for line in lines if "in_port=3,dl_src=02:ff:00:00:00:01,nw_src=10.1.0.10"
+                  in line and "ct(commit" in line)
+    assert ("actions=ct(commit,zone=22096,nat(src=198.51.100.200),exec(set_field:0x7->ct_mark)),"
+            "set_field:02:ff:00:00:00:01->eth_src,set_field:02:00:00:03:00:01->eth_dst,output:2"
+            in border)
+    assert "in_port=2,nw_src=203.0.113.10,nw_dst=198.51.100.200,tp_src=5201,tp_dst=40000" in text
+    assert "actions=meter:7,ct(table=1,zone=22096,nat)" in text
+    assert "table:1 priority=1000,ct_state=+est+rpl-inv+trk,ct_mark=0x7,ip,in_port=2" in text
     assert "OFPT_METER_MOD (OF1.3) (xid=0x1): ADD meter=7 kbps" in text
     assert "DEL table:255 cookie:0x5650000000000007/0xffffffffffffffff" in text
 
@@ -83,7 +91,7 @@ def test_ovs_decodes_strict_delete() -> None:
 def lanes(draw: st.DrawFn) -> LaneSpec:
     host = draw(st.sampled_from([h for h in CAMPUS.hosts if h.role != "cloud"]))
     return LaneSpec(
-        lane_id=draw(st.integers(1, ofp.OFPM_MAX)),
+        lane_id=draw(st.integers(1, ofp.OFPM_MAX - 1)),
         src_ip=str(host.iface.ip.ip),
         dst_ip=str(draw(st.integers(0x01000000, 0xDFFFFFFF).map(ipaddress.IPv4Address).filter(
             lambda a: not a.is_loopback and a not in CAMPUS.edge.inside.ip.network
@@ -103,12 +111,17 @@ def test_ovs_accepts_every_random_lane(lane: LaneSpec) -> None:
     ofmsgs = flat(compile_lane(lane, CAMPUS, NOW))
     lines = ovs_view(ofmsgs + flat(compile_lane_removal(lane.lane_id, [1])))
     assert not [line for line in lines if "error" in line], lines
-    adds = [line for line in lines if "OFPT_FLOW_MOD" in line and " ADD " in line]
+    adds = [line for line in lines if "OFPT_FLOW_MOD" in line and " ADD " in line
+            and "table:1" not in line]
+    replies = [line for line in lines if "table:1" in line]
     assert len(adds) == 2 * len(compile_lane(lane, CAMPUS, NOW))  # forward + reverse per switch
+    assert len(replies) == 2 and all(f"ct_mark={lane.lane_id:#x}" in r for r in replies)
     for line in adds:
         assert f",{lane.protocol}," in line
         forward = f"tp_dst={lane.dst_port}" in line and f"nw_dst={lane.dst_ip}" in line
         reverse = f"tp_src={lane.dst_port}" in line and f"nw_src={lane.dst_ip}" in line
         assert forward or reverse, line
-        assert ("set_field:" in line and "->ip_" in line) == (
-            lane.nat_ip is not None and ("dl_src=" in line or f"nw_dst={lane.nat_ip}," in line))
+        assert "->ip_" not in line  # addresses are translated by conntrack only
+        assert ("nat(src=" in line) == (lane.nat_ip is not None and "ct(commit" in line)
+        if lane.nat_ip is not None and "ct(commit" in line:
+            assert f"nat(src={lane.nat_ip})" in line

@@ -154,7 +154,7 @@ def test_counters_timeouts_and_stats() -> None:
 
 def test_unsupported_things_fail_loudly() -> None:
     with pytest.raises(FlowSimError):
-        FlowTable().apply(parser.OFPFlowMod(None, table_id=3, match=parser.OFPMatch()))
+        FlowTable().apply(parser.OFPFlowMod(None, table_id=ofp.OFPTT_ALL, match=parser.OFPMatch()))
     with pytest.raises(FlowSimError):
         FlowTable().apply(flow(actions=[parser.OFPActionPushVlan()]))
     with pytest.raises(FlowSimError):
@@ -198,3 +198,43 @@ def test_re_add_keeps_counters_and_modify_restarts_the_timeout_clock() -> None:
     [entry] = [e for e in t.flows if e.cookie == 2]
     assert entry.installed_at == 0.0 and t.process(PKT, 2) == [(5, PKT)]
     assert [e.cookie for e in t.expire(180.0)] == [2]
+
+
+# ---- tables and the conntrack model --------------------------------------------------------
+def test_ct_commit_nat_and_reply_recirculation() -> None:
+    from viplanes.controller import conntrack as ct
+
+    t = FlowTable()
+    t.apply(flow(priority=10, in_port=1, eth_type=0x800,
+                 actions=[ct.commit(5, "192.0.2.9"), parser.OFPActionOutput(2)]))
+    t.apply(flow(priority=10, in_port=2, eth_type=0x800, actions=[ct.track_reply()]))
+    est = parser.OFPFlowMod(None, table_id=1, priority=10, match=parser.OFPMatch(
+        eth_type=0x800, ct_state=ct.REPLY_ESTABLISHED, ct_mark=5),
+        instructions=[parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS,
+                                                   [parser.OFPActionOutput(1)])])
+    t.apply(est)
+    [(port, sent)] = t.process(ip_packet("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.0.1",
+                                         "203.0.113.1", "tcp", 40000, 80), 1)
+    assert (port, sent["ipv4_src"]) == (2, "192.0.2.9") and "ct_state" not in sent
+    reply = ip_packet("02:00:00:00:00:02", "02:00:00:00:00:01", "203.0.113.1", "192.0.2.9", "tcp",
+                      80, 40000)
+    [(port, back)] = t.process(reply, 2)
+    assert (port, back["ipv4_dst"]) == (1, "10.0.0.1")  # un-NATed after recirculation
+    assert t.process(dict(reply, tcp_dst=40001), 2) == []  # no connection: +new, table-1 miss
+    assert [e.table_id for e in t.flows] == [0, 0, 1]
+
+
+def test_ct_mark_of_another_lane_does_not_match() -> None:
+    from viplanes.controller import conntrack as ct
+
+    t = FlowTable()
+    t.apply(flow(priority=10, in_port=1, eth_type=0x800,
+                 actions=[ct.commit(6, None), parser.OFPActionOutput(2)]))
+    t.apply(flow(priority=10, in_port=2, eth_type=0x800, actions=[ct.track_reply()]))
+    t.apply(parser.OFPFlowMod(None, table_id=1, priority=10, match=parser.OFPMatch(
+        eth_type=0x800, ct_state=ct.REPLY_ESTABLISHED, ct_mark=5), instructions=[
+        parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [parser.OFPActionOutput(1)])]))
+    t.process(ip_packet("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.0.1", "203.0.113.1"), 1)
+    back = ip_packet("02:00:00:00:00:02", "02:00:00:00:00:01", "203.0.113.1", "10.0.0.1", "tcp",
+                     5201, 40000)
+    assert t.process(back, 2) == []

@@ -169,7 +169,7 @@ def near(draw: st.DrawFn, g: GrantRule) -> LaneRequest:
         rate_mbps=draw(st.sampled_from([None, g.max_rate_mbps, (g.max_rate_mbps or 1) * 2])))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400, deadline=None, derandomize=True)  # the next test needs allowed cases every run
 @given(data=st.data())
 def test_nothing_outside_a_grant_is_allowed(topo, data):
     hosts = [str(h.iface.ip.ip) for h in topo.hosts]

@@ -70,16 +70,16 @@ def test_stale_lane_and_changed_flow_are_replaced_foreign_flow_survives(topo: To
     table = FlowTable()
     table.apply(foreign_flow(), NOW)
     old, _ = compile_desired(topo, [lane(1), lane(3, port=7000)], NOW)
-    table.apply_all(old[1], NOW)
-    # lane 1 now wants another NAT address: its forward ingress flow changes actions
+    table.apply_all(old[3], NOW)  # the border: NAT lives there
+    # lane 1 now wants another NAT address: its border flows change
     changed = LaneSpec(1, "10.1.0.10", CLOUD, "tcp", 5201, None, "198.51.100.222", NOW + 3600)
     new, _ = compile_desired(topo, [changed], NOW)
-    plan = plan_switch(new[1], app_stats(table), NOW)
+    plan = plan_switch(new[3], app_stats(table), NOW)
     assert stale_lanes(plan) == {1, 3}
     assert all(d.command == ofp.OFPFC_DELETE_STRICT for d in plan.deletes)
     assert plan.ofmsgs[:len(plan.deletes)] == list(plan.deletes)  # deletes go first
     table.apply_all(plan.ofmsgs, NOW)
-    assert keys(table) == desired_keys(new[1])
+    assert keys(table) == desired_keys(new[3])
     assert any(e.cookie == 0x1234 for e in table.flows)
     assert not [e for e in table.flows if e.cookie == lane_cookie(3)]
 

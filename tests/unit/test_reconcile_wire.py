@@ -35,7 +35,7 @@ def stats_entry(mod: parser.OFPFlowMod, packets: int = 0, octets: int = 0) -> by
     mod.xid = 1
     mod.serialize()
     body = bytes(mod.buf[48:])  # ofp_flow_mod's match and instructions
-    return struct.pack("!HBxIIHHHH4xQQQ", 48 + len(body), 0, 0, 5, mod.priority, 0,
+    return struct.pack("!HBxIIHHHH4xQQQ", 48 + len(body), mod.table_id, 0, 5, mod.priority, 0,
                        mod.hard_timeout, mod.flags, mod.cookie, packets, octets) + body
 
 

@@ -33,8 +33,10 @@ def rt(topo: Topology, clock: Clock, switches: FakeSwitches) -> LaneRuntime:
     return inline_runtime(topo, clock, switches)
 
 
-def lane_flows(switches: FakeSwitches, dpid: int, lane_id: int) -> list:
-    return [e for e in switches.net.tables[dpid].flows if e.cookie == lane_cookie(lane_id)]
+def lane_flows(switches: FakeSwitches, dpid: int, lane_id: int, table_id: int = 0) -> list:
+    """The lane's flows in one table (table 0: forward + reverse; 1: conntrack replies)."""
+    return [e for e in switches.net.tables[dpid].flows
+            if e.cookie == lane_cookie(lane_id) and e.table_id == table_id]
 
 
 def desktop_to_cloud(topo: Topology, dst_port: int = 5201) -> dict:
@@ -50,6 +52,7 @@ def test_activate_installs_on_every_path_switch_after_barriers(rt, switches, top
     for dpid in (1, 2, 3):
         assert len(lane_flows(switches, dpid, 1)) == 2  # forward + reverse
         assert switches.sent_types(dpid)[-1] == "OFPBarrierRequest"
+    assert len(lane_flows(switches, 3, 1, table_id=1)) == 2  # established + related replies
     assert lane_flows(switches, 4, 1) == []
     # and the traffic really takes the lane: leaves at the edge with the lane address
     for table in switches.net.tables.values():
@@ -205,7 +208,7 @@ def test_long_lane_refreshed_before_hard_timeout_keeps_counters_and_age(topo, cl
     rt.reconcile_all()
     mods = [m for _, m in switches.sent if isinstance(m, parser.OFPFlowMod)
             and m.command == ofp.OFPFC_MODIFY_STRICT]
-    assert len(mods) == 6  # every lane flow on s1..s3, base flows untouched
+    assert len(mods) == 8  # every lane flow on s1..s3 (2 in s3's table 1), base flows untouched
     clock.now += 1200  # past the original deadline
     for table in switches.net.tables.values():
         table.expire(clock.now)

@@ -208,3 +208,13 @@ def test_any_damage_gives_topology_error_never_a_crash(campus_data: dict[str, An
         assert exc.problems and all(p.startswith("fuzz.yaml: ") for p in exc.problems)
     else:
         assert topo.name and topo.switches
+
+
+def test_switch_conntrack_field(campus_data: dict[str, Any]) -> None:
+    assert all(s.conntrack for s in parse_topology(campus_data, "c.yaml").switches)  # default
+    data = copy.deepcopy(campus_data)
+    data["switches"][2]["conntrack"] = False
+    assert [s.conntrack for s in parse_topology(data, "c.yaml").switches] == [True, True, False, True]
+    data["switches"][2]["conntrack"] = "no"
+    with pytest.raises(TopologyError, match=r"switches\[2\]\.conntrack: expected true or false"):
+        parse_topology(data, "c.yaml")

@@ -1,0 +1,178 @@
+"""The app's base flows: what every switch holds whatever lanes exist. Pure (``datapath=None``).
+
+Bands (table 0 unless said otherwise), lowest first:
+
+- ``PRIORITY_TABLE_MISS`` (0): NORMAL, the campus's default L2 path through firewall and NAT.
+- ``PRIORITY_BYPASS_DROP`` (100): drop whatever arrives on a bypass port and no lane matched.
+  OpenFlow 1.3 has no port ``NO_FLOOD`` config, so NORMAL may still flood a broadcast out of a
+  bypass port; the far end's drop rule stops it there.
+- ``PRIORITY_ARP_PROXY`` (200): at the border switch, ARP requests for lane-pool addresses go to
+  the controller, through a packets-per-second meter (``ARP_PUNT_METER``): only a fallback for
+  the switch-side ARP replies below, and never a flood of PACKET_INs.
+- ``PRIORITY_ARP_REPLY`` (300): shared per-address flows at the border switch that turn the
+  edge router's ARP request for an active lane address into the reply (``sharedflows``).
+- ``PRIORITY_GUARD`` (900): on every switch, drop frames with the lane MAC as source; on every
+  campus switch (not those beyond the edge router, where lane addresses are legitimate
+  sources) also IPv4 from lane-pool addresses and ARP claiming a lane-pool address or the lane
+  MAC. And on every host-facing port (hosts, middlebox legs, the edge router's inside leg), IPv4
+  from a campus host's address that is not attached there: a lane source is refused as a source
+  anywhere but its own port (a source guard from the topology; ports the topology does not know
+  are covered only by the lane-pool and marker guards). Lane rules sit above
+  and always pin ``in_port``, so only a packet that passed its lane's own ingress check can
+  carry the lane marker or a lane address past any switch. One flow each, whatever the hosts
+  and ports (ports missing from the topology are covered too).
+- ``PRIORITY_RELATED`` (950, border switch with conntrack): ICMP destination-unreachable and
+  time-exceeded from the edge go through conntrack (table 1), so errors that belong to a lane
+  connection (fragmentation needed) reach the host with their inner header un-NATed.
+- ``PRIORITY_LANE`` (1000, +1 when the source port is pinned): the lanes (``compiler``).
+
+Table 1 (border switch with conntrack; packets arrive there only after ``ct(nat, table=1)``):
+per-lane flows for ``+est+rpl`` / ``+rel+rpl`` replies marked with the lane id (``PRIORITY_LANE``),
+``PRIORITY_CT_POOL_DROP`` (100) drops anything else for a lane-pool address, and the table-miss
+(0) hands the rest to NORMAL: a reply that is no lane's gets what it would get without lanes.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from os_ken.ofproto import ofproto_v1_3 as ofp
+from os_ken.ofproto import ofproto_v1_3_parser as parser
+
+from viplanes.controller import conntrack
+from viplanes.controller.cookies import BASE_COOKIE
+from viplanes.topologies.model import Switch, Topology
+from viplanes.topologies.paths import bypass_ports
+
+PRIORITY_TABLE_MISS = 0
+PRIORITY_BYPASS_DROP = 100
+PRIORITY_ARP_PROXY = 200
+PRIORITY_ARP_REPLY = 300
+PRIORITY_GUARD = 900
+PRIORITY_RELATED = 950
+PRIORITY_LANE = 1000
+PRIORITY_CT_POOL_DROP = 100  # table 1
+ETH_TYPE_IPV4 = 0x0800
+ETH_TYPE_ARP = 0x0806
+IP_PROTO_ICMP = 1
+ICMP_ERRORS = (3, 11)  # destination unreachable (incl. fragmentation needed), time exceeded
+# The ARP punt's meter: the highest meter id OpenFlow allows, so never a lane's (lane meters
+# are the lane id, and lane ids must stay below it).
+ARP_PUNT_METER = ofp.OFPM_MAX
+ARP_PUNT_PPS = 50
+
+OFMsgs = list[Any]
+
+
+def flow(priority: int, cookie: int, match: Any, actions: list[Any], table_id: int = 0,
+         meter: int | None = None, **kw: Any) -> Any:
+    """An ADD with apply-actions (none: drop), optionally metered."""
+    inst: list[Any] = [parser.OFPInstructionMeter(meter)] if meter is not None else []
+    if actions:
+        inst.append(parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions))
+    return parser.OFPFlowMod(None, table_id=table_id, cookie=cookie, command=ofp.OFPFC_ADD,
+                             priority=priority, match=match, instructions=inst,
+                             buffer_id=ofp.OFP_NO_BUFFER, **kw)
+
+
+def border_switch(topo: Topology) -> Switch | None:
+    """Where the edge router's inside leg attaches: every lane ends there."""
+    at = topo.edge.inside.attach
+    return topo.switch(at.switch) if at else None
+
+
+def _pool(topo: Topology) -> tuple[str, str]:
+    net = topo.lane_pool.prefix
+    return str(net.network_address), str(net.netmask)
+
+
+def outside_switches(topo: Topology) -> set[str]:
+    """Switches beyond the edge router: those linked (directly or not) to its outside leg's
+    switch but not to its inside leg's. There, lane-pool addresses are ordinary sources."""
+    out_at, in_at = topo.edge.outside.attach, topo.edge.inside.attach
+    if out_at is None:
+        return set()
+    seen, todo = {out_at.switch}, [out_at.switch]
+    while todo:
+        here = todo.pop()
+        for link in topo.links:
+            for a, b in ((link.a, link.b), (link.b, link.a)):
+                if a.switch == here and b.switch not in seen:
+                    seen.add(b.switch)
+                    todo.append(b.switch)
+    return set() if in_at is not None and in_at.switch in seen else seen
+
+
+def guard_flows(topo: Topology, outside: bool = False) -> OFMsgs:
+    """The source guards of one switch (see the module docstring)."""
+    pool, lane_mac = _pool(topo), topo.lane_pool.mac
+    matches = [parser.OFPMatch(eth_src=lane_mac)]
+    if not outside:
+        matches += [parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_src=pool),
+                    parser.OFPMatch(eth_type=ETH_TYPE_ARP, arp_spa=pool),
+                    parser.OFPMatch(eth_type=ETH_TYPE_ARP, arp_sha=lane_mac)]
+    return [flow(PRIORITY_GUARD, BASE_COOKIE, m, []) for m in matches]
+
+
+def _border_flows(topo: Topology, sw: Switch) -> OFMsgs:
+    edge_port = topo.edge.inside.attach.port  # type: ignore[union-attr]
+    pool = _pool(topo)
+    band = parser.OFPMeterBandDrop(rate=ARP_PUNT_PPS, burst_size=ARP_PUNT_PPS)
+    ofmsgs: OFMsgs = [
+        parser.OFPMeterMod(None, command=ofp.OFPMC_ADD, flags=ofp.OFPMF_PKTPS | ofp.OFPMF_BURST,
+                           meter_id=ARP_PUNT_METER, bands=[band]),
+        flow(PRIORITY_ARP_PROXY, BASE_COOKIE,
+             parser.OFPMatch(eth_type=ETH_TYPE_ARP, arp_op=1, arp_tpa=pool),
+             [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)],
+             meter=ARP_PUNT_METER)]
+    if sw.conntrack:
+        for icmp_type in ICMP_ERRORS:
+            ofmsgs.append(flow(PRIORITY_RELATED, BASE_COOKIE, parser.OFPMatch(
+                in_port=edge_port, eth_type=ETH_TYPE_IPV4, ip_proto=IP_PROTO_ICMP,
+                icmpv4_type=icmp_type), [conntrack.track_reply()]))
+        ofmsgs.append(flow(PRIORITY_CT_POOL_DROP, BASE_COOKIE,
+                           parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_dst=pool), [],
+                           table_id=conntrack.CT_TABLE))
+        ofmsgs.append(flow(PRIORITY_TABLE_MISS, BASE_COOKIE, parser.OFPMatch(),
+                           [parser.OFPActionOutput(ofp.OFPP_NORMAL)],
+                           table_id=conntrack.CT_TABLE))
+    return ofmsgs
+
+
+def host_source_guards(topo: Topology, switch: str) -> OFMsgs:
+    """Drop a campus host's address as IPv4 source on the switch's host-facing ports that are
+    not the host's own."""
+    facing = {h.iface.attach for h in topo.hosts if h.iface.attach}
+    facing |= {leg.attach for mb in topo.middleboxes for leg in (mb.inside, mb.outside)
+               if leg.attach}
+    if topo.edge.inside.attach:
+        facing.add(topo.edge.inside.attach)
+    campus_hosts = [h for h in topo.hosts if h.role != "cloud" and h.iface.attach]
+    out: OFMsgs = []
+    for port in sorted((p for p in facing if p.switch == switch), key=lambda p: p.port):
+        for host in campus_hosts:
+            if host.iface.attach != port:
+                out.append(flow(PRIORITY_GUARD, BASE_COOKIE, parser.OFPMatch(
+                    in_port=port.port, eth_type=ETH_TYPE_IPV4, ipv4_src=str(host.iface.ip.ip)),
+                    []))
+    return out
+
+
+def compile_base(topo: Topology) -> dict[int, OFMsgs]:
+    """Per dpid: table-miss NORMAL, drop on bypass ports, the source guards, and at the border
+    switch the metered ARP punt and (with conntrack) the reply plumbing of table 1."""
+    bypass = bypass_ports(topo)
+    border = border_switch(topo)
+    outside = outside_switches(topo)
+    out: dict[int, OFMsgs] = {}
+    for sw in topo.switches:
+        ofmsgs: OFMsgs = [flow(PRIORITY_TABLE_MISS, BASE_COOKIE, parser.OFPMatch(),
+                               [parser.OFPActionOutput(ofp.OFPP_NORMAL)])]
+        ofmsgs += [flow(PRIORITY_BYPASS_DROP, BASE_COOKIE, parser.OFPMatch(in_port=port), [])
+                   for port in sorted(bypass.get(sw.dpid, ()))]
+        ofmsgs += guard_flows(topo, outside=sw.name in outside)
+        if sw.name not in outside:
+            ofmsgs += host_source_guards(topo, sw.name)
+        if border is not None and sw.name == border.name:
+            ofmsgs += _border_flows(topo, sw)
+        out[sw.dpid] = ofmsgs
+    return out

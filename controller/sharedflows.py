@@ -1,0 +1,118 @@
+"""Flows that belong to an address, not to one lane: several lanes of one host share its lane
+address (and its path), so these are installed with the first live lane using the address
+(ADD is idempotent) and deleted when the last one ends. Cookie kind: ``cookies.shared_cookie``.
+
+- Switch-side ARP reply (issue 10), border switch, ``PRIORITY_ARP_REPLY``: the edge router's
+  ARP request for an active lane-pool address is turned into the reply with set-field actions
+  and sent back out the port it came in, so a lane keeps working while the controller is away.
+- ICMP errors between switches (lanes longer than one switch): at every non-border switch of
+  the path, an ICMP packet marked with the lane MAC for the host goes on towards the host (the
+  border only ever marks ICMP errors that conntrack related to a lane, or, stateless, a
+  fragmentation-needed for the lane address).
+- Stateless fallback only (border ``conntrack: false``): ICMP fragmentation-needed for the lane
+  address passes to the host (outer destination translated).
+
+No hard timeout: they open nothing by themselves (an ARP answer for an address no lane uses leads
+to the table-1/guard drops), and one lane's deadline must not cut another's. Reconcile deletes
+them when no live lane uses the address.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from os_ken.ofproto import ofproto_v1_3 as ofp
+from os_ken.ofproto import ofproto_v1_3_parser as parser
+
+from viplanes.controller import lanepath
+from viplanes.controller.cookies import EXACT_MASK, shared_cookie
+from viplanes.controller.flowkey import flow_key_of
+from viplanes.controller.guardflows import (ETH_TYPE_ARP, ETH_TYPE_IPV4, IP_PROTO_ICMP,
+                                            PRIORITY_ARP_REPLY, PRIORITY_LANE, flow)
+from viplanes.domain import LaneSpec
+from viplanes.topologies.model import Topology
+
+OFMsgs = list[Any]
+ICMP_FRAG_NEEDED = (3, 4)
+
+
+def lane_addresses(lane: LaneSpec, topo: Topology) -> dict[str, dict[int, OFMsgs]]:
+    """address -> dpid -> the shared flows this lane needs (empty when it cannot be built)."""
+    try:
+        host = lanepath.lane_source(lane, topo)
+        hops = lanepath.lane_hops(lane, topo)
+    except ValueError:
+        return {}
+    host_ip, lane_mac = str(host.iface.ip.ip), topo.lane_pool.mac
+    edge = topo.edge.inside
+    border = hops[-1]
+    out: dict[str, dict[int, OFMsgs]] = {}
+
+    def add(address: str, dpid: int, msg: Any) -> None:
+        out.setdefault(address, {}).setdefault(dpid, []).append(msg)
+
+    if lane.nat_ip:
+        nat = str(lane.nat_ip)
+        add(nat, border.dpid, flow(PRIORITY_ARP_REPLY, shared_cookie(nat), parser.OFPMatch(
+            in_port=border.out_port, eth_type=ETH_TYPE_ARP, arp_op=1, arp_spa=str(edge.ip.ip),
+            arp_tpa=nat), [
+            parser.OFPActionSetField(eth_dst=edge.mac),
+            parser.OFPActionSetField(eth_src=lane_mac),
+            parser.OFPActionSetField(arp_op=2),
+            parser.OFPActionSetField(arp_sha=lane_mac),
+            parser.OFPActionSetField(arp_spa=nat),
+            parser.OFPActionSetField(arp_tha=edge.mac),
+            parser.OFPActionSetField(arp_tpa=str(edge.ip.ip)),
+            parser.OFPActionOutput(ofp.OFPP_IN_PORT)]))
+    for i, hop in enumerate(hops[:-1]):
+        add(host_ip, hop.dpid, flow(PRIORITY_LANE, shared_cookie(host_ip), parser.OFPMatch(
+            in_port=hop.out_port, eth_src=lane_mac, eth_type=ETH_TYPE_IPV4,
+            ip_proto=IP_PROTO_ICMP, ipv4_dst=host_ip),
+            lanepath.deliver_to_host(topo, host, hops, i)))
+    if not lanepath.stateful(topo):
+        lane_src = str(lane.nat_ip or host_ip)
+        actions = [parser.OFPActionSetField(ipv4_dst=host_ip)] if lane.nat_ip else []
+        add(lane_src, border.dpid, flow(PRIORITY_LANE, shared_cookie(lane_src), parser.OFPMatch(
+            in_port=border.out_port, eth_type=ETH_TYPE_IPV4, ip_proto=IP_PROTO_ICMP,
+            icmpv4_type=ICMP_FRAG_NEEDED[0], icmpv4_code=ICMP_FRAG_NEEDED[1],
+            ipv4_dst=lane_src),
+            actions + lanepath.deliver_to_host(topo, host, hops, len(hops) - 1)))
+    return out
+
+
+def compile_shared(topo: Topology, lanes: Iterable[LaneSpec]) -> dict[int, OFMsgs]:
+    """Per dpid, the shared flows of every address the given (live) lanes use, each once."""
+    out: dict[int, OFMsgs] = {}
+    seen: set[tuple[int, Any]] = set()
+    for lane in lanes:
+        for per_dpid in lane_addresses(lane, topo).values():
+            for dpid, msgs in per_dpid.items():
+                for msg in msgs:
+                    key = (dpid, flow_key_of(msg))
+                    if key not in seen:
+                        seen.add(key)
+                        out.setdefault(dpid, []).append(msg)
+    return out
+
+
+def compile_shared_removal(addresses_by_dpid: dict[int, set[str]]) -> dict[int, OFMsgs]:
+    """Delete every shared flow of these addresses (exact cookie, all tables) on these switches."""
+    return {dpid: [parser.OFPFlowMod(None, cookie=shared_cookie(addr), cookie_mask=EXACT_MASK,
+                                     table_id=ofp.OFPTT_ALL, command=ofp.OFPFC_DELETE,
+                                     out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY,
+                                     match=parser.OFPMatch()) for addr in sorted(addrs)]
+            for dpid, addrs in addresses_by_dpid.items() if addrs}
+
+
+def orphaned(lane: LaneSpec, others: Iterable[LaneSpec], topo: Topology) -> dict[int, set[str]]:
+    """dpid -> addresses of ``lane`` whose shared flows no lane in ``others`` still needs there."""
+    still: set[tuple[int, str]] = set()
+    for other in others:
+        for addr, per_dpid in lane_addresses(other, topo).items():
+            still.update((dpid, addr) for dpid in per_dpid)
+    out: dict[int, set[str]] = {}
+    for addr, per_dpid in lane_addresses(lane, topo).items():
+        for dpid in per_dpid:
+            if (dpid, addr) not in still:
+                out.setdefault(dpid, set()).add(addr)
+    return out
