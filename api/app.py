@@ -85,6 +85,9 @@ def create_app(config: AppConfig | dict[str, Any] | None = None, dataplane: Data
     for bp in (lanes.bp, grants.bp, principals.bp, audit.bp):
         api.register_blueprint(bp)
     app.register_blueprint(metrics.bp)
+    from . import ui  # the operator console under /ui/ (server-rendered pages, same authz)
+
+    ui.register(app)
     errors.register(app)
     auth.register(app)
     bodies.register(app)  # after auth: bodies of unauthenticated requests are never parsed

@@ -1,0 +1,104 @@
+"""Live lanes (with counters and rate), a lane's detail, and revoke / extend / release."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from flask import redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
+
+from viplanes import store
+from viplanes.models import LIVE_STATES, Lane
+
+from .forms import int_field
+from .web import bp, caller, ctx, need, ui_state
+from .switchview import inspector
+
+MAX_COUNTED = 50  # counters are read from the switches: only the newest live lanes get them
+
+
+@dataclass(frozen=True)
+class LaneRow:
+    lane: Any
+    owner: str
+    bytes: int | None
+    rate_bps: float | None
+
+
+def live_lanes() -> list[Any]:
+    who = caller()
+    lanes: list[Any] = []
+    for state in LIVE_STATES:
+        lanes += ctx().manager.list(who, state=state, limit=500)
+    return sorted(lanes, key=lambda ln: ln.id, reverse=True)
+
+
+def with_counters(lanes: list[Any]) -> list[LaneRow]:
+    """Rows with bytes and the rate since this process last read the same lane."""
+    c, seen = ctx(), ui_state().last_bytes
+    rows = []
+    for i, lane in enumerate(lanes):
+        octets = rate = None
+        if lane.state == "active" and i < MAX_COUNTED:
+            _, counters = c.manager.counters(caller(), lane.id)
+            if counters is not None:
+                octets, now = counters.bytes, c.clock()
+                before = seen.get(lane.id)
+                if before is not None and now - before[0] >= 0.5:
+                    rate = max(0.0, (octets - before[1]) * 8 / (now - before[0]))
+                if before is None or now - before[0] >= 0.5:
+                    seen[lane.id] = (now, octets)
+        owner = lane.__dict__.get("principal")
+        rows.append(LaneRow(lane, owner.name if owner is not None else "?", octets, rate))
+    live = {ln.id for ln in lanes}
+    for lane_id in [k for k in seen if k not in live]:
+        del seen[lane_id]
+    return rows
+
+
+@bp.route("/lanes", endpoint="lanes")
+def lanes_page() -> ResponseReturnValue:
+    return render_template("ui/lanes.html", rows=with_counters(live_lanes()), now=ctx().clock())
+
+
+@bp.route("/lanes/rows", endpoint="lane_rows")
+def lane_rows() -> ResponseReturnValue:
+    """The table body alone, for the page's refresh poll."""
+    return render_template("ui/lane_rows.html", rows=with_counters(live_lanes()), now=ctx().clock())
+
+
+@bp.route("/lanes/<int(max=2147483647):lane_id>", endpoint="lane")
+def lane_page(lane_id: int) -> ResponseReturnValue:
+    who = caller()
+    c = ctx()
+    lane = c.manager.get(who, lane_id)
+    with c.db.read() as s:
+        history = store.query_audit(s, target=f"lane:{lane_id}", limit=200)
+    _, counters = c.manager.counters(who, lane_id) if lane.state == "active" else (lane, None)
+    insp = inspector()
+    flows = insp.lane_flows(lane_id) if insp is not None and who.is_operator else None
+    return render_template("ui/lane.html", lane=lane, history=history, counters=counters, flows=flows,
+                           has_controller=insp is not None, live=lane.state in LIVE_STATES, now=c.clock())
+
+
+ACTIONS = {"revoke": ("lane.revoke", "revoked"), "release": ("lane.release", "released")}
+
+
+@bp.route("/lanes/<int(max=2147483647):lane_id>/<any(revoke, release, extend):action>",
+          methods=["GET", "POST"], endpoint="lane_action")
+def lane_action(lane_id: int, action: str) -> ResponseReturnValue:
+    """GET asks for confirmation; POST (with the CSRF token) acts through the lane manager."""
+    who = need("lane.revoke") if action == "revoke" else caller()
+    c = ctx()
+    lane: Lane = c.manager.get(who, lane_id)
+    if request.method == "GET":
+        return render_template("ui/confirm_lane.html", lane=lane, action=action)
+    if action == "extend":
+        minutes = int_field(request.form, "add_min", 1, 7 * 24 * 60)
+        c.manager.extend(who, lane_id, minutes * 60)
+    else:
+        c.manager.end(who, lane_id, ACTIONS[action][1])
+    back = request.form.get("back")
+    if back == "mine":
+        return redirect(url_for("ui.mine"))
+    return redirect(url_for("ui.lane", lane_id=lane_id))
