@@ -35,6 +35,6 @@ setup(
         "prometheus-client>=0.19",
         "requests>=2.31",
     ],
-    extras_require={"dev": ["pytest>=8", "hypothesis>=6.90", "schemathesis>=3.25", "py-spy>=0.3"]},
+    extras_require={"dev": ["pytest>=8", "hypothesis>=6.90", "schemathesis>=3.25", "py-spy>=0.3", "selenium>=4.20"]},
     entry_points={"console_scripts": ["viplanes=viplanes.cli:main"]},
 )

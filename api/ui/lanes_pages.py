@@ -25,11 +25,14 @@ class LaneRow:
     rate_bps: float | None
 
 
-def live_lanes() -> list[Any]:
+def live_lanes(own: bool = False) -> list[Any]:
+    """Live lanes the caller may see (``own``: only the caller's, even for an operator)."""
     who = caller()
     lanes: list[Any] = []
     for state in LIVE_STATES:
         lanes += ctx().manager.list(who, state=state, limit=500)
+    if own:
+        lanes = [ln for ln in lanes if ln.principal_id == who.id]
     return sorted(lanes, key=lambda ln: ln.id, reverse=True)
 
 
@@ -58,13 +61,15 @@ def with_counters(lanes: list[Any]) -> list[LaneRow]:
 
 @bp.route("/lanes", endpoint="lanes")
 def lanes_page() -> ResponseReturnValue:
-    return render_template("ui/lanes.html", rows=with_counters(live_lanes()), now=ctx().clock())
+    return render_template("ui/lanes.html", rows=with_counters(live_lanes()), now=ctx().clock(), back=None)
 
 
 @bp.route("/lanes/rows", endpoint="lane_rows")
 def lane_rows() -> ResponseReturnValue:
     """The table body alone, for the page's refresh poll."""
-    return render_template("ui/lane_rows.html", rows=with_counters(live_lanes()), now=ctx().clock())
+    back = "mine" if request.args.get("back") == "mine" else None
+    return render_template("ui/lane_rows.html", rows=with_counters(live_lanes(own=back == "mine")),
+                           now=ctx().clock(), back=back)
 
 
 @bp.route("/lanes/<int(max=2147483647):lane_id>", endpoint="lane")

@@ -11,11 +11,12 @@ from flask.typing import ResponseReturnValue
 
 from viplanes import store
 from viplanes.lanes import LaneInput
+from viplanes.models import LIVE_STATES
 from viplanes.policy.rules import parse_ports, parse_prefix
 
 from ..schemas import LaneRequestSchema
 from .forms import as_number, load
-from .lanes_pages import with_counters
+from .lanes_pages import live_lanes, with_counters
 from .web import bp, caller, ctx
 
 
@@ -53,12 +54,9 @@ def mine() -> ResponseReturnValue:
     with c.db.read() as s:
         grants = [g for g in store.list_grants(s, who.id, now, 100, 0) if store.grant_state(g, now) == "active"]
         choices = [_choice(g) for g in grants]
-    lanes = c.manager.list(who, principal=who.name, limit=50)
-    if who.is_operator:
-        lanes = [ln for ln in lanes if ln.principal_id == who.id]
-    live = [ln for ln in lanes if ln.state in ("requested", "scheduled", "installing", "active")]
-    return render_template("ui/mine.html", choices=choices, rows=with_counters(live),
-                           ended=[ln for ln in lanes if ln not in live][:20], now=now,
+    recent = [ln for ln in c.manager.list(who, principal=who.name, limit=50) if ln.principal_id == who.id]
+    return render_template("ui/mine.html", choices=choices, rows=with_counters(live_lanes(own=True)),
+                           back="mine", ended=[ln for ln in recent if ln.state not in LIVE_STATES][:20], now=now,
                            picked=request.args.get("grant", type=int))
 
 
