@@ -155,3 +155,19 @@ def test_session_works_in_another_api_process_with_the_same_secret(world: World,
     finally:
         for a in apps:
             a.extensions["viplanes"].db.dispose()
+
+
+def test_every_form_on_every_page_carries_the_session_csrf_token(world: World):
+    """Not only the first form of a page: a macro without the context once rendered empty tokens."""
+    from tests.unit.ui_helpers import CSRF
+
+    for who, pages in (("root", ["/ui/lanes", "/ui/grants", f"/ui/grants/{world.grants['alice']}",
+                                 "/ui/principals", "/ui/principals/alice/rotate", "/ui/audit"]),
+                       ("alice", ["/ui/mine"])):
+        client = world.app.test_client()
+        sign_in(client, world.tokens[who])
+        for path in pages:
+            html = client.get(path).text
+            tokens = set(CSRF.findall(html))
+            assert len(tokens) == 1 and "" not in tokens, (path, tokens)
+            assert html.count("<form") == len(CSRF.findall(html)) or path == "/ui/audit", path
