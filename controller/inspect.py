@@ -6,6 +6,7 @@ differ from the database). Uses only LaneRuntime's public surface (``connected``
 """
 from __future__ import annotations
 
+import ipaddress
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,9 +51,18 @@ class DriftReport:
         return not (self.lanes or self.orphans or self.base or self.unreadable)
 
 
+def _field_text(name: str, value: Any) -> str:
+    """IPv4 fields come from the wire decoder as ints (or (value, mask) pairs): show them dotted."""
+    if isinstance(value, tuple) and len(value) == 2:
+        return "/".join(_field_text(name, v) for v in value)
+    if isinstance(value, int) and (name.startswith("ipv4_") or name.startswith("arp_") and name[-2:] in ("pa",)):
+        return str(ipaddress.IPv4Address(value & 0xFFFFFFFF))
+    return str(value)
+
+
 def _match_text(match: Any) -> str:
     items = match.items() if isinstance(match, dict) else getattr(match, "_fields2", None) or []
-    return ", ".join(f"{k}={v}" for k, v in items) or "any"
+    return ", ".join(f"{k}={_field_text(k, v)}" for k, v in items) or "any"
 
 
 class ControllerInspector:

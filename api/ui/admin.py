@@ -31,7 +31,8 @@ def grants_page() -> ResponseReturnValue:
         grants = store.list_grants(s, None, None, 500, 0)
         states = {g.id: store.grant_state(g, c.clock()) for g in grants}
         covers = _lanes_by_grant(s)
-        researchers = [p.name for p in store.list_principals(s) if not p.disabled]
+        researchers = [p.name for p in sorted(store.list_principals(s), key=lambda p: (p.role != "researcher", -p.id))
+                       if not p.disabled]  # the newest researcher first: the usual next grant
         return render_template("ui/grants.html", grants=grants, states=states, covers=covers,
                                principals=researchers)
 

@@ -48,7 +48,7 @@ def test_lane_detail_reads_its_flows_from_each_switch(wired):
     lane_id = _lane(world, alice)
     sign_in(world.client, world.tokens["root"])
     page = world.client.get(f"/ui/lanes/{lane_id}").text
-    assert page.count("<h3>") == 4 and "ipv4_dst=" in page and "tcp_dst=9000" in page
+    assert page.count("<h3>") == 4 and "ipv4_dst=203.0.113.10" in page and "tcp_dst=9000" in page
     assert "No flows of this lane" in page  # s4 is not on the lane's path
     assert "Flows on the switches" not in alice.get(f"/ui/lanes/{lane_id}").text  # operators only
 
