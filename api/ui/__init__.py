@@ -8,6 +8,7 @@ import os
 
 from flask import Flask
 
+from .lanebytes import LaneBytes
 from .session import Sessions, server_secret
 from .web import UiState, bp
 
@@ -26,4 +27,5 @@ def register(app: Flask, secret: str | None = None, session_s: int | None = None
     sessions = Sessions(ctx.db, server_secret(secret or os.environ.get("VIPLANES_UI_SECRET")),
                         session_s, ctx.clock)
     app.extensions["viplanes_ui"] = UiState(sessions)
+    ctx.metrics.registry.register(LaneBytes(ctx.manager, ctx.dataplane))
     app.register_blueprint(bp)

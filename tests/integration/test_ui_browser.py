@@ -201,8 +201,6 @@ def test_grant_request_watch_revoke_in_two_browsers(stack: Stack, browsers: tupl
               "g-lanes": "2", "g-dur": "3600"})
     op.find_element(By.CSS_SELECTOR, "form[aria-labelledby=new-grant] button").click()
     assert "Grant 1" in op.find_element(By.TAG_NAME, "h1").text
-    op.get(f"{stack.url}/ui/grants")
-    shot(op, "grants")
     op.get(f"{stack.url}/ui/lanes")  # stays open: the new lane must appear without a reload
     assert "No live lanes" in op.find_element(By.ID, "live-rows").text
 
@@ -227,6 +225,9 @@ def test_grant_request_watch_revoke_in_two_browsers(stack: Stack, browsers: tupl
         wait_for(lambda: (row_bytes(res, lane_id) or 0) > first, 10, "bytes on the researcher's page")
         shot(op, "lanes")
         shot(res, "mine")
+        op.get(f"{stack.url}/ui/grants")
+        assert f"/ui/lanes/{lane_id}" in op.page_source  # the grant lists the lane it covers
+        shot(op, "grants")
         res.set_window_size(390, 844)  # a phone: the table becomes labelled cards (CSS only)
         res.get(f"{stack.url}/ui/mine")
         shot(res, "phone")
