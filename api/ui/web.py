@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,6 +11,7 @@ from urllib.parse import urlsplit
 from flask import (Blueprint, Response, current_app, g, make_response, redirect, render_template,
                    request, url_for)
 from flask.typing import ResponseReturnValue
+from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException
 
 from viplanes.authz.tokens import Caller, may
@@ -17,6 +19,7 @@ from viplanes.errors import Forbidden, VipError
 
 from .session import COOKIE, PRE_COOKIE, Sessions, UiSession, same_secret
 
+log = logging.getLogger(__name__)
 bp = Blueprint("ui", __name__, url_prefix="/ui", template_folder="templates", static_folder="static",
                static_url_path="/static")
 
@@ -83,6 +86,8 @@ def _gate() -> ResponseReturnValue | None:
     session = ui_state().sessions.load(request.cookies.get(COOKIE))
     if session is None:
         nxt = request.full_path.rstrip("?") if request.method == "GET" else None
+        if request.endpoint == "ui.lane_rows":  # the table's poll: come back to the page, not the rows
+            nxt = url_for("ui.mine" if request.args.get("back") == "mine" else "ui.lanes")
         resp = redirect(url_for("ui.sign_in", next=nxt, expired=1 if request.cookies.get(COOKIE) else None))
         if request.cookies.get(COOKIE):
             resp.delete_cookie(COOKIE, path="/ui")
@@ -130,6 +135,20 @@ def _csrf(_exc: CsrfRefused) -> ResponseReturnValue:
 @bp.errorhandler(HTTPException)
 def _http(exc: HTTPException) -> ResponseReturnValue:
     return error_page(exc.code or 500, exc.name.lower().replace(" ", "_"), exc.description or exc.name)
+
+
+@bp.errorhandler(OperationalError)
+def _db_down(exc: OperationalError) -> ResponseReturnValue:
+    log.error("database unavailable: %s", str(exc).splitlines()[0])
+    return error_page(503, "database_unavailable", "The database is unavailable; try again in a few seconds.")
+
+
+@bp.errorhandler(Exception)
+def _bug(exc: Exception) -> ResponseReturnValue:
+    if isinstance(exc, HTTPException):
+        return _http(exc)
+    log.exception("console error")
+    return error_page(500, "internal", "Internal error; see the server log.")
 
 
 # --- sign-in and sign-out --------------------------------------------------------------------

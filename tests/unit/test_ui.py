@@ -171,3 +171,16 @@ def test_every_form_on_every_page_carries_the_session_csrf_token(world: World):
             tokens = set(CSRF.findall(html))
             assert len(tokens) == 1 and "" not in tokens, (path, tokens)
             assert html.count("<form") == len(CSRF.findall(html)) or path == "/ui/audit", path
+
+
+def test_an_expired_poll_brings_the_user_back_to_the_page(world: World):
+    r = world.client.get("/ui/lanes/rows?back=mine")
+    assert r.status_code == 302 and "next=/ui/mine" in r.headers["Location"]
+
+
+def test_a_broken_view_answers_an_html_page_not_json(world: World, monkeypatch):
+    sign_in(world.client, world.tokens["root"])
+    monkeypatch.setattr(world.app.extensions["viplanes"].manager, "list",
+                        lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
+    r = world.client.get("/ui/lanes")
+    assert r.status_code == 500 and "Internal error" in r.text and r.mimetype == "text/html"
