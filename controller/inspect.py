@@ -21,7 +21,8 @@ STATS_TIMEOUT_S = 2.0
 class SwitchFacts:
     dpid: int
     name: str
-    role: str
+    role: str  # the switch's place in the campus (access, core, border, ...)
+    of_role: str  # our OpenFlow controller role on it
     connected: bool
     app_flows: int | None  # None: not connected or no answer
     last_reconcile: str  # "kept 4, added 0, deleted 0, refreshed 0" or "never"
@@ -91,7 +92,10 @@ class ControllerInspector:
             last = ("never" if plan is None else
                     f"kept {plan.kept}, added {len(plan.adds)}, deleted {len(plan.deletes)}, "
                     f"refreshed {len(plan.refreshes)}, meters {len(plan.meters)}")
-            out.append(SwitchFacts(dpid, name, role, up, None if flows is None else len(flows), last))
+            # no role request is ever sent, so every switch treats us as EQUAL (OpenFlow 1.3's
+            # default) until the HA work gives the runtime a role of its own
+            of_role = str(getattr(self.runtime, "role", None) or "equal") if up else "—"
+            out.append(SwitchFacts(dpid, name, role, of_role, up, None if flows is None else len(flows), last))
         return out
 
     def lane_flows(self, lane_id: int) -> dict[str, list[FlowFact] | None]:

@@ -38,7 +38,7 @@ def test_switches_page_shows_connection_flows_and_last_reconcile(wired):
     sign_in(world.client, world.tokens["root"])
     page = world.client.get("/ui/switches").text
     assert page.count(">connected<") == 3 and page.count(">not connected<") == 1
-    assert "kept 0, added" in page and "border" in page
+    assert "kept 0, added" in page and "border" in page and ">equal<" in page
 
 
 def test_lane_detail_reads_its_flows_from_each_switch(wired):
