@@ -148,6 +148,18 @@ def sign_in_by_keyboard(driver: Any, url: str, token: str) -> None:
     assert driver.switch_to.active_element.get_attribute("id") == "main"
 
 
+def text(driver: Any, by: str, selector: str) -> str:
+    """An element's text; retried when the page's poll replaced it between find and read."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    for _ in range(10):
+        try:
+            return driver.find_element(by, selector).text  # type: ignore[no-any-return]
+        except StaleElementReferenceException:
+            time.sleep(0.1)
+    raise AssertionError(f"{selector} kept changing")
+
+
 def fill(driver: Any, values: dict[str, str]) -> None:
     from selenium.webdriver.common.by import By
 
@@ -200,9 +212,9 @@ def test_grant_request_watch_revoke_in_two_browsers(stack: Stack, browsers: tupl
     fill(op, {"g-src": "10.1.0.0/24", "g-dst": "203.0.113.0/24", "g-ports": "5201-5299",
               "g-lanes": "2", "g-dur": "3600"})
     op.find_element(By.CSS_SELECTOR, "form[aria-labelledby=new-grant] button").click()
-    assert "Grant 1" in op.find_element(By.TAG_NAME, "h1").text
+    assert "Grant 1" in text(op, By.TAG_NAME, "h1")
     op.get(f"{stack.url}/ui/lanes")  # stays open: the new lane must appear without a reload
-    assert "No live lanes" in op.find_element(By.ID, "live-rows").text
+    assert "No live lanes" in text(op, By.ID, "live-rows")
 
     # the researcher, in a second browser, requests a lane from the grant
     sign_in_by_keyboard(res, stack.url, token)
@@ -210,12 +222,12 @@ def test_grant_request_watch_revoke_in_two_browsers(stack: Stack, browsers: tupl
     fill(res, {"port-1": str(LANE_PORT), "purpose-1": "nightly sync to cloud storage"})
     shot(res, "request")
     res.find_element(By.CSS_SELECTOR, "form[aria-labelledby=req-1] button").click()
-    state = res.find_element(By.CSS_SELECTOR, "h1 .state").text
+    state = text(res, By.CSS_SELECTOR, "h1 .state")
     lane_id = int(re.search(r"/ui/lanes/(\d+)", res.current_url).group(1))
-    assert state == "active", res.find_element(By.TAG_NAME, "main").text
+    assert state == "active", text(res, By.TAG_NAME, "main")
 
     # both see it live; bytes rise while iperf3 runs through the lane
-    wait_for(lambda: f"Lane {lane_id}" in op.find_element(By.ID, "live-rows").text, 10, "the poll to show the lane")
+    wait_for(lambda: f"Lane {lane_id}" in text(op, By.ID, "live-rows"), 10, "the poll to show the lane")
     res.get(f"{stack.url}/ui/mine")
     server, client = iperf_in_background(stack, seconds=8)
     try:
@@ -238,26 +250,40 @@ def test_grant_request_watch_revoke_in_two_browsers(stack: Stack, browsers: tupl
         server.wait(10)
     assert stack.lane_flows_on_switches(lane_id) > 0
     op.get(f"{stack.url}/ui/lanes/{lane_id}")
-    assert f"ipv4_dst={CLOUD}" in op.find_element(By.TAG_NAME, "main").text  # its flows, from the switches
+    assert f"ipv4_dst={CLOUD}" in text(op, By.TAG_NAME, "main")  # its flows, from the switches
     shot(op, "lane")
     op.get(f"{stack.url}/ui/switches")
-    assert op.find_element(By.TAG_NAME, "tbody").text.count("not connected") == 0
+    assert text(op, By.TAG_NAME, "tbody").count("not connected") == 0
     shot(op, "switches")
+
+    # drift: the lane's flows vanish from s2 behind the controller's back; the page names the
+    # lane, "Reconcile now" puts them back
+    on_switches = stack.lane_flows_on_switches(lane_id)
+    op.get(f"{stack.url}/ui/drift")
+    assert "No drift" in text(op, By.TAG_NAME, "main")
+    stack.lab.switch("s2").cmd(f"ovs-ofctl -O OpenFlow13 del-flows {stack.lab.bridge('s2')} "
+                               f"cookie={0x5650 << 48 | lane_id:#x}/-1")
+    op.get(f"{stack.url}/ui/drift")
+    assert f"Lane {lane_id}: s2: " in text(op, By.TAG_NAME, "main")
+    shot(op, "drift")
+    op.find_element(By.XPATH, "//button[text()='Reconcile now']").click()
+    assert "No drift" in text(op, By.TAG_NAME, "main")
+    assert stack.lane_flows_on_switches(lane_id) == on_switches
 
     # the operator revokes (with confirmation); the lane leaves both pages and the switches
     op.get(f"{stack.url}/ui/lanes/{lane_id}")
     op.find_element(By.LINK_TEXT, "Revoke…").click()
     op.find_element(By.CSS_SELECTOR, "form button.danger").click()
-    assert op.find_element(By.CSS_SELECTOR, "h1 .state").text == "revoked"
+    assert text(op, By.CSS_SELECTOR, "h1 .state") == "revoked"
     op.get(f"{stack.url}/ui/lanes")
-    assert f"Lane {lane_id}" not in op.find_element(By.ID, "live-rows").text
-    wait_for(lambda: f"Lane {lane_id}" not in res.find_element(By.ID, "live-rows").text, 10,
+    assert f"Lane {lane_id}" not in text(op, By.ID, "live-rows")
+    wait_for(lambda: f"Lane {lane_id}" not in text(res, By.ID, "live-rows"), 10,
              "the researcher's poll to drop the lane")
     assert stack.lane_flows_on_switches(lane_id) == 0
     res.get(f"{stack.url}/ui/mine")
-    assert "revoked by root" in res.find_element(By.TAG_NAME, "main").text
+    assert "revoked by root" in text(res, By.TAG_NAME, "main")
 
     op.get(f"{stack.url}/ui/audit?lane={lane_id}")
-    assert "lane.revoke" in op.find_element(By.TAG_NAME, "tbody").text
+    assert "lane.revoke" in text(op, By.TAG_NAME, "tbody")
     shot(op, "audit")
     print(f"\nbrowser flow took {time.monotonic() - t0:.1f} s")
