@@ -165,13 +165,13 @@ def sign_in() -> ResponseReturnValue:
     if not same_secret(request.form.get("csrf"), request.cookies.get(PRE_COOKIE, "")):
         raise CsrfRefused()
     c = ctx()
-    client = request.remote_addr or "unknown"
-    wait = c.limiter.retry_after(client)
-    issued = None if wait > 0 else ui_state().sessions.issue(request.form.get("token", "").strip())
-    if issued is None:
+    issued = ui_state().sessions.issue(request.form.get("token", "").strip())
+    if issued is None:  # like the API: a valid token is always served, failures are budgeted
+        client = request.remote_addr or "unknown"
+        c.metrics.auth_failures.inc()
+        wait = c.limiter.retry_after(client)
         if wait <= 0:
             c.limiter.record_failure(client)
-            c.metrics.auth_failures.inc()
         message = (f"Too many failed sign-ins; wait {int(wait) + 1} s." if wait > 0
                    else "That token is unknown, rotated or belongs to a disabled principal.")
         pre = secrets.token_urlsafe(24)

@@ -184,3 +184,14 @@ def test_a_broken_view_answers_an_html_page_not_json(world: World, monkeypatch):
                         lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
     r = world.client.get("/ui/lanes")
     assert r.status_code == 500 and "Internal error" in r.text and r.mimetype == "text/html"
+
+
+def test_failed_sign_ins_share_the_apis_rate_limit(world: World):
+    """Guessing tokens on the sign-in page spends the same budget as guessing them on the API."""
+    ctx = world.app.extensions["viplanes"]
+    for _ in range(ctx.config.auth_max_failures):
+        sign_in(world.client, "vl_guess", expect=401)
+    r = sign_in(world.client, "vl_guess", expect=429)
+    assert "Too many failed sign-ins" in r.text
+    sign_in(world.client, world.tokens["root"])  # like the API, a valid token is always served
+    assert world.client.get("/api/v1/whoami", headers={"Authorization": "Bearer vl_guess"}).status_code == 429
