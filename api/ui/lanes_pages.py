@@ -8,6 +8,7 @@ from flask import redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
 from viplanes import store
+from viplanes.authz.tokens import may
 from viplanes.models import LIVE_STATES, Lane
 
 from .forms import int_field
@@ -77,8 +78,10 @@ def lane_page(lane_id: int) -> ResponseReturnValue:
     who = caller()
     c = ctx()
     lane = c.manager.get(who, lane_id)
-    with c.db.read() as s:
-        history = store.query_audit(s, target=f"lane:{lane_id}", limit=200)
+    history = None
+    if may(who, "audit.read"):  # as in the API, the audit log is for operators
+        with c.db.read() as s:
+            history = store.query_audit(s, target=f"lane:{lane_id}", limit=200)
     _, counters = c.manager.counters(who, lane_id) if lane.state == "active" else (lane, None)
     insp = inspector()
     flows = insp.lane_flows(lane_id) if insp is not None and who.is_operator else None

@@ -40,8 +40,8 @@ def test_request_extend_release_through_the_lane_manager(world: World):
     lane = _lane(world, lane_id)
     assert lane.state == "active" and lane.duration_s == 600 and lane_id in world.dataplane.active
     page = world.client.get(f"/ui/lanes/{lane_id}").text
-    assert "lane.request" in page and "10.0 kB" in page  # history and the counters
-    assert "Revoke" not in page  # a researcher cannot revoke
+    assert "10.0 kB" in page and "inside grant" in page  # the counters and the decision's reason
+    assert "Revoke" not in page and "History" not in page  # no revoke, no audit log (as in the API)
     r = post(world.client, f"/ui/lanes/{lane_id}/extend", {"add_min": "5"})
     assert r.status_code == 302 and _lane(world, lane_id).duration_s == 900
     assert "Release lane" in world.client.get(f"/ui/lanes/{lane_id}/release").text  # asks first
@@ -92,6 +92,7 @@ def test_operator_sees_every_live_lane_with_counters_and_revokes(world: World):
     world.clock.advance(2)
     world.dataplane.counters = lambda _lid: type("C", (), {"packets": 30, "bytes": 260_000})()
     assert "1.0 Mbit/s" in world.client.get("/ui/lanes/rows").text  # 250 kB in 2 s
+    assert "lane.request" in world.client.get(f"/ui/lanes/{lane_id}").text  # the lane's history
     assert "Revoke lane" in world.client.get(f"/ui/lanes/{lane_id}/revoke").text  # confirmation first
     assert _lane(world, lane_id).state == "active"
     post(world.client, f"/ui/lanes/{lane_id}/revoke")
