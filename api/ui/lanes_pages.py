@@ -38,7 +38,8 @@ def live_lanes(own: bool = False) -> list[Any]:
 
 
 def with_counters(lanes: list[Any]) -> list[LaneRow]:
-    """Rows with bytes and the rate since this process last read the same lane."""
+    """Rows with bytes and the rate over the last second or more of readings in this process
+    (pages polled by several people share the readings, so none of them starves the rate)."""
     c, seen = ctx(), ui_state().last_bytes
     rows = []
     for i, lane in enumerate(lanes):
@@ -47,15 +48,16 @@ def with_counters(lanes: list[Any]) -> list[LaneRow]:
             _, counters = c.manager.counters(caller(), lane.id)
             if counters is not None:
                 octets, now = counters.bytes, c.clock()
-                before = seen.get(lane.id)
-                if before is not None and now - before[0] >= 0.5:
-                    rate = max(0.0, (octets - before[1]) * 8 / (now - before[0]))
-                if before is None or now - before[0] >= 0.5:
-                    seen[lane.id] = (now, octets)
+                prev, last = seen.get(lane.id, (None, None))
+                if last is None or now - last[0] >= 1.0:
+                    prev, last = last, (now, octets)
+                    seen[lane.id] = (prev, last)
+                if prev is not None and now > prev[0]:
+                    rate = max(0.0, (octets - prev[1]) * 8 / (now - prev[0]))
         owner = lane.__dict__.get("principal")
         rows.append(LaneRow(lane, owner.name if owner is not None else "?", octets, rate))
-    live = {ln.id for ln in lanes}
-    for lane_id in [k for k in seen if k not in live]:
+    stale = c.clock() - 60  # readings of lanes nobody looked at for a minute (ended, mostly)
+    for lane_id in [k for k, (_, last) in seen.items() if last is None or last[0] < stale]:
         del seen[lane_id]
     return rows
 

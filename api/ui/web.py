@@ -33,7 +33,8 @@ class UiState:
     """Per-app console state: the session issuer and the last counter readings (for rates)."""
 
     sessions: Sessions
-    last_bytes: dict[int, tuple[float, int]] = field(default_factory=dict)
+    # lane id -> (older reading, newest reading), each (time, bytes)
+    last_bytes: dict[int, tuple[Any, Any]] = field(default_factory=dict)
 
 
 def ui_state() -> UiState:
