@@ -195,3 +195,15 @@ def test_failed_sign_ins_share_the_apis_rate_limit(world: World):
     assert "Too many failed sign-ins" in r.text
     sign_in(world.client, world.tokens["root"])  # like the API, a valid token is always served
     assert world.client.get("/api/v1/whoami", headers={"Authorization": "Bearer vl_guess"}).status_code == 429
+
+
+def test_a_tampered_or_borrowed_cookie_is_no_session(world: World):
+    """The signature covers the payload and is keyed by the token's own hash: changing the
+    expiry, or pointing the cookie at another principal's token, fails."""
+    root_cookie = sign_in(world.client, world.tokens["root"]).headers["Set-Cookie"].split(";")[0].split("=", 1)[1]
+    tid, signed = root_cookie.split(".", 1)
+    alice_tid = str(int(tid) + 1)  # alice's token row was made right after root's
+    for forged in (f"{alice_tid}.{signed}", f"{tid}.{signed[:-2]}xx", f"{tid}.e30.AAAA", "x.y", ""):
+        client = world.app.test_client()
+        client.set_cookie("vl_session", forged, path="/ui")
+        assert client.get("/ui/mine").status_code == 302, forged
