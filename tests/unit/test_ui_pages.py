@@ -175,3 +175,13 @@ def test_switch_pages_without_a_controller_say_so(world: World):
     sign_in(world.client, world.tokens["root"])
     assert "memory data plane" in world.client.get("/ui/switches").text
     assert "memory data plane" in world.client.get("/ui/drift").text
+
+
+def test_an_operators_own_page_lists_only_their_own_lanes(world: World):
+    alice = world.app.test_client()
+    sign_in(alice, world.tokens["alice"])
+    lane_id = _request(world, alice)
+    sign_in(world.client, world.tokens["root"])
+    assert f"Lane {lane_id}<" in world.client.get("/ui/lanes/rows").text
+    assert f"Lane {lane_id}<" not in world.client.get("/ui/mine").text
+    assert f"Lane {lane_id}<" not in world.client.get("/ui/lanes/rows?back=mine").text
