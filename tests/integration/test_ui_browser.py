@@ -140,7 +140,8 @@ def sign_in_by_keyboard(driver: Any, url: str, token: str) -> None:
     driver.get(f"{url}/ui/login")
     assert driver.switch_to.active_element.get_attribute("id") == "token"
     ActionChains(driver).send_keys(token, Keys.ENTER).perform()
-    wait_for(lambda: "/ui/login" not in driver.current_url, what="sign-in")
+    wait_for(lambda: "/ui/login" not in driver.current_url
+             and driver.execute_script("return document.readyState") == "complete", what="sign-in")
     ActionChains(driver).send_keys(Keys.TAB).perform()
     skip = driver.switch_to.active_element
     assert skip.get_attribute("class") == "skip" and skip.text == "Skip to content"
@@ -158,6 +159,18 @@ def text(driver: Any, by: str, selector: str) -> str:
         except StaleElementReferenceException:
             time.sleep(0.1)
     raise AssertionError(f"{selector} kept changing")
+
+
+def click_and_load(driver: Any, by: str, selector: str) -> None:
+    """Click a submit button or link and wait until the next page replaced this one."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    old = driver.find_element(By.TAG_NAME, "html")
+    driver.find_element(by, selector).click()
+    WebDriverWait(driver, 15).until(ec.staleness_of(old))
+    WebDriverWait(driver, 15).until(lambda d: d.execute_script("return document.readyState") == "complete")
 
 
 def fill(driver: Any, values: dict[str, str]) -> None:
@@ -204,14 +217,14 @@ def test_grant_request_watch_revoke_in_two_browsers(stack: Stack, browsers: tupl
     # a researcher and a grant, made in the console
     op.get(f"{stack.url}/ui/principals")
     fill(op, {"p-name": "alice"})
-    op.find_element(By.CSS_SELECTOR, "form[aria-labelledby=new-principal] button").click()
+    click_and_load(op, By.CSS_SELECTOR, "form[aria-labelledby=new-principal] button")
     token = op.find_element(By.ID, "new-token").get_attribute("value")
     assert token.startswith("vl_")
     op.get(f"{stack.url}/ui/grants")
     Select(op.find_element(By.ID, "g-principal")).select_by_visible_text("alice")
     fill(op, {"g-src": "10.1.0.0/24", "g-dst": "203.0.113.0/24", "g-ports": "5201-5299",
               "g-lanes": "2", "g-dur": "3600"})
-    op.find_element(By.CSS_SELECTOR, "form[aria-labelledby=new-grant] button").click()
+    click_and_load(op, By.CSS_SELECTOR, "form[aria-labelledby=new-grant] button")
     assert "Grant 1" in text(op, By.TAG_NAME, "h1")
     op.get(f"{stack.url}/ui/lanes")  # stays open: the new lane must appear without a reload
     assert "No live lanes" in text(op, By.ID, "live-rows")
@@ -221,7 +234,7 @@ def test_grant_request_watch_revoke_in_two_browsers(stack: Stack, browsers: tupl
     assert res.current_url.endswith("/ui/mine#main")
     fill(res, {"port-1": str(LANE_PORT), "purpose-1": "nightly sync to cloud storage"})
     shot(res, "request")
-    res.find_element(By.CSS_SELECTOR, "form[aria-labelledby=req-1] button").click()
+    click_and_load(res, By.CSS_SELECTOR, "form[aria-labelledby=req-1] button")
     state = text(res, By.CSS_SELECTOR, "h1 .state")
     lane_id = int(re.search(r"/ui/lanes/(\d+)", res.current_url).group(1))
     assert state == "active", text(res, By.TAG_NAME, "main")
@@ -266,14 +279,14 @@ def test_grant_request_watch_revoke_in_two_browsers(stack: Stack, browsers: tupl
     op.get(f"{stack.url}/ui/drift")
     assert f"Lane {lane_id}: s2: " in text(op, By.TAG_NAME, "main")
     shot(op, "drift")
-    op.find_element(By.XPATH, "//button[text()='Reconcile now']").click()
+    click_and_load(op, By.XPATH, "//button[text()='Reconcile now']")
     assert "No drift" in text(op, By.TAG_NAME, "main")
     assert stack.lane_flows_on_switches(lane_id) == on_switches
 
     # the operator revokes (with confirmation); the lane leaves both pages and the switches
     op.get(f"{stack.url}/ui/lanes/{lane_id}")
-    op.find_element(By.LINK_TEXT, "Revoke…").click()
-    op.find_element(By.CSS_SELECTOR, "form button.danger").click()
+    click_and_load(op, By.LINK_TEXT, "Revoke…")
+    click_and_load(op, By.CSS_SELECTOR, "form button.danger")
     assert text(op, By.CSS_SELECTOR, "h1 .state") == "revoked"
     op.get(f"{stack.url}/ui/lanes")
     assert f"Lane {lane_id}" not in text(op, By.ID, "live-rows")
