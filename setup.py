@@ -15,9 +15,10 @@ setup(
     description="SDN VIP lanes: pre-authorized big-data flows that bypass campus middleboxes",
     python_requires=">=3.11",
     packages=["viplanes", "viplanes.lab", "viplanes.migrations", "viplanes.migrations.versions",
-              *COMPONENTS],
+              *COMPONENTS, "viplanes.api.ui"],
     package_dir={"viplanes": "viplanes", **COMPONENTS},
-    package_data={"viplanes.topologies": ["*.yaml"], "viplanes.migrations": ["*.ini", "*.mako"]},
+    package_data={"viplanes.topologies": ["*.yaml"], "viplanes.migrations": ["*.ini", "*.mako"],
+                  "viplanes.api.ui": ["templates/ui/*.html", "static/*"]},
     install_requires=[
         "os-ken>=4.2",
         "flask>=3.0",
@@ -36,6 +37,6 @@ setup(
         "prometheus-client>=0.19",
         "requests>=2.31",
     ],
-    extras_require={"dev": ["pytest>=8", "hypothesis>=6.90", "schemathesis>=3.25", "py-spy>=0.3"]},
+    extras_require={"dev": ["pytest>=8", "hypothesis>=6.90", "schemathesis>=3.25", "py-spy>=0.3", "selenium>=4.20"]},
     entry_points={"console_scripts": ["viplanes=viplanes.cli:main"]},
 )

@@ -86,6 +86,9 @@ def create_app(config: AppConfig | dict[str, Any] | None = None, dataplane: Data
         api.register_blueprint(bp)
     app.register_blueprint(metrics.bp)
     app.register_blueprint(health.bp)
+    from . import ui  # the operator console under /ui/ (server-rendered pages, same authz)
+
+    ui.register(app)
     errors.register(app)
     auth.register(app)
     bodies.register(app)  # after auth: bodies of unauthenticated requests are never parsed

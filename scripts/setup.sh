@@ -7,7 +7,8 @@ ROOT=$(pwd)
 export DEBIAN_FRONTEND=noninteractive
 
 APT_PKGS=(openvswitch-switch mininet iperf3 iptables iputils-ping ethtool iproute2 procps psmisc
-          python3-venv python3-pip postgresql postgresql-client golang-go git ca-certificates)
+          python3-venv python3-pip postgresql postgresql-client golang-go git ca-certificates
+          chromium chromium-driver)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -148,6 +148,20 @@ def create_grant(s: Session, g: GrantInput, actor: str, now: float, topology: To
     return grant
 
 
+def update_grant_limits(s: Session, grant_id: int, max_duration_s: int, max_rate_mbps: float | None,
+                        max_lanes: int, valid_until: float | None) -> Grant:
+    """Change a live grant's limits. Lanes already granted keep theirs; new requests and
+    extensions meet the new ones."""
+    g = get_grant(s, grant_id, lock=True)  # waits for lane requests deciding on this grant
+    if g.revoked_at is not None:
+        raise Conflict(f"grant {grant_id} is revoked", code="already_revoked")
+    if valid_until is not None and g.valid_from is not None and valid_until <= g.valid_from:
+        raise Invalid("valid_until must be after valid_from", code="invalid_grant")
+    g.max_duration_s, g.max_rate_mbps, g.max_lanes, g.valid_until = (max_duration_s, max_rate_mbps,
+                                                                     max_lanes, valid_until)
+    return g
+
+
 def get_grant(s: Session, grant_id: int, lock: bool = False) -> Grant:
     q = select(Grant).where(Grant.id == grant_id)
     g = s.scalar(q.with_for_update(of=Grant).execution_options(populate_existing=True) if lock else q)

@@ -1,0 +1,31 @@
+"""The operator console under /ui/: server-rendered pages over the same store, lane manager and
+authorization as the JSON API. Views stay thin: they parse a form, call what the API views call,
+and render. Sign-in, CSRF and security headers live in ``web``; sessions in ``session``.
+"""
+from __future__ import annotations
+
+import os
+
+from flask import Flask
+
+from .lanebytes import LaneBytes
+from .session import Sessions, server_secret
+from .web import UiState, bp
+
+DEFAULT_SESSION_S = 8 * 3600
+
+
+def register(app: Flask, secret: str | None = None, session_s: int | None = None) -> None:
+    """Mount the console on ``app``. ``VIPLANES_UI_SECRET`` (shared by every API process) signs
+    the session cookies; ``VIPLANES_UI_SESSION_S`` sets how long a sign-in lasts."""
+    from . import admin, audit_pages, lanes_pages, ops, researcher  # noqa: F401  (routes)
+
+    ctx = app.extensions["viplanes"]
+    if session_s is None:
+        raw = os.environ.get("VIPLANES_UI_SESSION_S", "")
+        session_s = int(raw) if raw.isdigit() and int(raw) > 0 else DEFAULT_SESSION_S
+    sessions = Sessions(ctx.db, server_secret(secret or os.environ.get("VIPLANES_UI_SECRET")),
+                        session_s, ctx.clock)
+    app.extensions["viplanes_ui"] = UiState(sessions)
+    ctx.metrics.registry.register(LaneBytes(ctx.manager, ctx.dataplane))
+    app.register_blueprint(bp)

@@ -1,0 +1,306 @@
+"""The console end to end in Debian's headless Chromium (Selenium + chromium-driver) against a real
+`viplanes serve` with the lab's switches (Mininet + userspace OVS) and iperf3:
+
+operator signs in (keyboard only), creates a researcher and a grant; the researcher signs in in a
+second browser and requests a lane; both see it active with bytes rising while iperf3 runs; the
+operator revokes it and it is gone from both pages and from the switches. Screenshots of the main
+pages go to lab-results/ui-screenshots/ (VIPLANES_UI_SCREENSHOTS=docs/img refreshes the README's).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from tests.integration.conftest import ovs_problem
+from tests.integration.procs import free_port, wait_healthy
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+# screenshots land in a scratch folder; VIPLANES_UI_SCREENSHOTS=docs/img refreshes the README's
+IMG = REPO / os.environ.get("VIPLANES_UI_SCREENSHOTS", "lab-results/ui-screenshots")
+VIPLANES = [sys.executable, "-m", "viplanes.cli"]
+CLOUD = "203.0.113.10"
+LANE_PORT = 5201
+
+
+def serve_command(db_url: str, api_port: int, of_port: int) -> list[str]:
+    """The one place this test says how `viplanes serve` starts: OpenFlow over TLS with the
+    machine-wide lab PKI, which the lab's switches present."""
+    from tests.integration.procs import lab_security_args
+
+    return [*VIPLANES, "serve", "--db", db_url, "--api", f"127.0.0.1:{api_port}",
+            "--openflow", f"127.0.0.1:{of_port}", "--tick", "0.2", *lab_security_args()]
+
+
+class Stack:
+    def __init__(self, url: str, root_token: str, lab: Any) -> None:
+        self.url, self.root_token, self.lab = url, root_token, lab
+
+    def lane_flows_on_switches(self, lane_id: int) -> int:
+        cookie = 0x5650 << 48 | lane_id
+        total = 0
+        for sw in ("s1", "s2", "s3"):
+            out = self.lab.switch(sw).cmd(f"ovs-ofctl -O OpenFlow13 dump-flows {self.lab.bridge(sw)} "
+                                          f"cookie={cookie:#x}/-1")
+            total += len(re.findall(r"cookie=", out))
+        return total
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    problem = ovs_problem()
+    if problem:
+        pytest.fail(problem, pytrace=False)
+    from viplanes.lab.net import build_network
+    from viplanes.topologies.loader import load_topology
+
+    workdir = tmp_path_factory.mktemp("ui")
+    db_url = f"sqlite:///{workdir / 'viplanes.db'}"
+    root = subprocess.run([*VIPLANES, "principal", "add", "root", "--role", "operator", "--db", db_url],
+                          capture_output=True, text=True, timeout=60, check=True).stdout.strip().splitlines()[-1]
+    api_port, of_port = free_port(), free_port()
+    url = f"http://127.0.0.1:{api_port}"
+    log_path = workdir / "serve.log"
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(serve_command(db_url, api_port, of_port), stdout=log, stderr=subprocess.STDOUT,
+                                cwd=REPO, env={**os.environ, "VIPLANES_UI_SECRET": "browser-test-secret"})
+    lab = None
+    try:
+        wait_healthy(proc, url, log_path, timeout=30)
+        lab = build_network(load_topology(REPO / "topologies" / "campus.yaml"), "127.0.0.1", of_port, shape=True)
+        yield Stack(url, root, lab)
+    finally:
+        try:
+            if lab is not None:
+                lab.stop()
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+
+def _chrome(width: int = 1280, height: int = 800) -> Any:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    driver_path = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+    assert Path(driver_path).exists(), "chromium-driver is missing: run `make setup`"
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                f"--window-size={width},{height}", "--disable-extensions", "--no-first-run"):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(driver_path), options=opts)
+    driver.set_page_load_timeout(30)
+    return driver
+
+
+@pytest.fixture(scope="module")
+def browsers() -> Iterator[tuple[Any, Any]]:
+    operator, researcher = _chrome(), _chrome()
+    try:
+        yield operator, researcher
+    finally:
+        operator.quit()
+        researcher.quit()
+
+
+def wait_for(check: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+        except Exception:  # noqa: BLE001 - the page is being replaced by the poll
+            value = None
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def shot(driver: Any, name: str) -> None:
+    IMG.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(IMG / f"console-{name}.png"))
+
+
+def sign_in_by_keyboard(driver: Any, url: str, token: str) -> None:
+    """No mouse: the token field has focus on arrival, Enter submits; on the next page the first
+    Tab reaches the skip link and Enter on it moves focus to the content."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    driver.get(f"{url}/ui/login")
+    assert driver.switch_to.active_element.get_attribute("id") == "token"
+    ActionChains(driver).send_keys(token, Keys.ENTER).perform()
+    wait_for(lambda: "/ui/login" not in driver.current_url
+             and driver.execute_script("return document.readyState") == "complete", what="sign-in")
+    ActionChains(driver).send_keys(Keys.TAB).perform()
+    skip = driver.switch_to.active_element
+    assert skip.get_attribute("class") == "skip" and skip.text == "Skip to content"
+    ActionChains(driver).send_keys(Keys.ENTER).perform()
+    assert driver.switch_to.active_element.get_attribute("id") == "main"
+
+
+def text(driver: Any, by: str, selector: str) -> str:
+    """An element's text; retried when the page's poll replaced it between find and read."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    for _ in range(10):
+        try:
+            return driver.find_element(by, selector).text  # type: ignore[no-any-return]
+        except StaleElementReferenceException:
+            time.sleep(0.1)
+    raise AssertionError(f"{selector} kept changing")
+
+
+def click_and_load(driver: Any, by: str, selector: str) -> None:
+    """Click a submit button or link and wait until the next page replaced this one."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    old = driver.find_element(By.TAG_NAME, "html")
+    driver.find_element(by, selector).click()
+    WebDriverWait(driver, 15).until(ec.staleness_of(old))
+    WebDriverWait(driver, 15).until(lambda d: d.execute_script("return document.readyState") == "complete")
+
+
+def fill(driver: Any, values: dict[str, str]) -> None:
+    from selenium.webdriver.common.by import By
+
+    for field_id, value in values.items():
+        el = driver.find_element(By.ID, field_id)
+        el.clear()
+        el.send_keys(value)
+
+
+def row_bytes(driver: Any, lane_id: int) -> int | None:
+    from selenium.webdriver.common.by import By
+
+    for row in driver.find_elements(By.CSS_SELECTOR, "#live-rows tr"):
+        if f"Lane {lane_id}" in row.text:
+            raw = row.find_element(By.CSS_SELECTOR, "td[data-bytes]").get_attribute("data-bytes")
+            return int(raw) if raw else None
+    return None
+
+
+def iperf_in_background(stack: Stack, seconds: int) -> tuple[Any, Any]:
+    cloud, desktop = stack.lab.host("cloud"), stack.lab.host("desktop")
+    server = cloud.popen(["iperf3", "-s", "-1", "-p", str(LANE_PORT)], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    for _ in range(50):
+        if f":{LANE_PORT} " in cloud.cmd("ss -ltn"):
+            break
+        time.sleep(0.05)
+    client = desktop.popen(["iperf3", "-c", CLOUD, "-p", str(LANE_PORT), "-t", str(seconds)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return server, client
+
+
+def test_grant_request_watch_revoke_in_two_browsers(stack: Stack, browsers: tuple[Any, Any]) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    op, res = browsers
+    t0 = time.monotonic()
+    sign_in_by_keyboard(op, stack.url, stack.root_token)
+    assert op.current_url.endswith("/ui/lanes#main")
+
+    # a researcher and a grant, made in the console
+    op.get(f"{stack.url}/ui/principals")
+    fill(op, {"p-name": "alice"})
+    click_and_load(op, By.CSS_SELECTOR, "form[aria-labelledby=new-principal] button")
+    token = op.find_element(By.ID, "new-token").get_attribute("value")
+    assert token.startswith("vl_")
+    op.get(f"{stack.url}/ui/grants")
+    Select(op.find_element(By.ID, "g-principal")).select_by_visible_text("alice")
+    fill(op, {"g-src": "10.1.0.0/24", "g-dst": "203.0.113.0/24", "g-ports": "5201-5299",
+              "g-lanes": "2", "g-dur": "3600"})
+    click_and_load(op, By.CSS_SELECTOR, "form[aria-labelledby=new-grant] button")
+    assert "Grant 1" in text(op, By.TAG_NAME, "h1")
+    op.get(f"{stack.url}/ui/lanes")  # stays open: the new lane must appear without a reload
+    assert "No live lanes" in text(op, By.ID, "live-rows")
+
+    # the researcher, in a second browser, requests a lane from the grant
+    sign_in_by_keyboard(res, stack.url, token)
+    assert res.current_url.endswith("/ui/mine#main")
+    fill(res, {"port-1": str(LANE_PORT), "purpose-1": "nightly sync to cloud storage"})
+    shot(res, "request")
+    click_and_load(res, By.CSS_SELECTOR, "form[aria-labelledby=req-1] button")
+    state = text(res, By.CSS_SELECTOR, "h1 .state")
+    lane_id = int(re.search(r"/ui/lanes/(\d+)", res.current_url).group(1))
+    assert state == "active", text(res, By.TAG_NAME, "main")
+
+    # both see it live; bytes rise while iperf3 runs through the lane
+    wait_for(lambda: f"Lane {lane_id}" in text(op, By.ID, "live-rows"), 10, "the poll to show the lane")
+    res.get(f"{stack.url}/ui/mine")
+    server, client = iperf_in_background(stack, seconds=8)
+    try:
+        first = wait_for(lambda: row_bytes(op, lane_id), 10, "bytes on the operator's page")
+        rising = wait_for(lambda: (row_bytes(op, lane_id) or 0) > first + 100_000, 12, "bytes to rise")
+        assert rising
+        wait_for(lambda: (row_bytes(res, lane_id) or 0) > first, 10, "bytes on the researcher's page")
+        shot(op, "lanes")
+        shot(res, "mine")
+        op.get(f"{stack.url}/ui/grants")
+        assert f"/ui/lanes/{lane_id}" in op.page_source  # the grant lists the lane it covers
+        shot(op, "grants")
+        res.set_window_size(390, 844)  # a phone: the table becomes labelled cards (CSS only)
+        res.get(f"{stack.url}/ui/mine")
+        shot(res, "phone")
+        res.set_window_size(1280, 800)
+        res.get(f"{stack.url}/ui/mine")
+    finally:
+        client.wait(20)
+        server.wait(10)
+    assert stack.lane_flows_on_switches(lane_id) > 0
+    op.get(f"{stack.url}/ui/lanes/{lane_id}")
+    assert f"ipv4_dst={CLOUD}" in text(op, By.TAG_NAME, "main")  # its flows, from the switches
+    shot(op, "lane")
+    op.get(f"{stack.url}/ui/switches")
+    assert text(op, By.TAG_NAME, "tbody").count("not connected") == 0
+    shot(op, "switches")
+
+    # drift: the lane's flows vanish from s2 behind the controller's back; the page names the
+    # lane, "Reconcile now" puts them back
+    on_switches = stack.lane_flows_on_switches(lane_id)
+    op.get(f"{stack.url}/ui/drift")
+    assert "No drift" in text(op, By.TAG_NAME, "main")
+    stack.lab.switch("s2").cmd(f"ovs-ofctl -O OpenFlow13 del-flows {stack.lab.bridge('s2')} "
+                               f"cookie={0x5650 << 48 | lane_id:#x}/-1")
+    op.get(f"{stack.url}/ui/drift")
+    assert f"Lane {lane_id}: s2: " in text(op, By.TAG_NAME, "main")
+    shot(op, "drift")
+    click_and_load(op, By.XPATH, "//button[text()='Reconcile now']")
+    assert "No drift" in text(op, By.TAG_NAME, "main")
+    assert stack.lane_flows_on_switches(lane_id) == on_switches
+
+    # the operator revokes (with confirmation); the lane leaves both pages and the switches
+    op.get(f"{stack.url}/ui/lanes/{lane_id}")
+    click_and_load(op, By.LINK_TEXT, "Revoke…")
+    click_and_load(op, By.CSS_SELECTOR, "form button.danger")
+    assert text(op, By.CSS_SELECTOR, "h1 .state") == "revoked"
+    op.get(f"{stack.url}/ui/lanes")
+    assert f"Lane {lane_id}" not in text(op, By.ID, "live-rows")
+    wait_for(lambda: f"Lane {lane_id}" not in text(res, By.ID, "live-rows"), 10,
+             "the researcher's poll to drop the lane")
+    assert stack.lane_flows_on_switches(lane_id) == 0
+    res.get(f"{stack.url}/ui/mine")
+    assert "revoked by root" in text(res, By.TAG_NAME, "main")
+
+    op.get(f"{stack.url}/ui/audit?lane={lane_id}")
+    assert "lane.revoke" in text(op, By.TAG_NAME, "tbody")
+    shot(op, "audit")
+    print(f"\nbrowser flow took {time.monotonic() - t0:.1f} s")
