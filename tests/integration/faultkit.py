@@ -125,20 +125,3 @@ def wait_for(predicate: Any, timeout: float, step: float = 0.1) -> float | None:
             return time.monotonic() - t0
         time.sleep(step)
     return None
-
-
-def switch_side_arp() -> bool:
-    """Does the compiler answer ARP for a lane's pool address with flows (issue 10, item 1)?"""
-    from viplanes.controller import compiler
-    from viplanes.domain import LaneSpec
-    from viplanes.topologies.loader import load_topology
-
-    topo = load_topology(Path(__file__).resolve().parents[2] / "topologies" / "campus.yaml")
-    lane = LaneSpec(1, "10.1.0.10", "203.0.113.10", "tcp", 9000, None, "198.51.100.193",
-                    time.time() + 600)
-    for ofmsgs in compiler.compile_lane(lane, topo, time.time()).values():
-        for msg in ofmsgs:
-            match = getattr(msg, "match", None)
-            if match is not None and match.get("eth_type") == 0x0806:
-                return True
-    return False

@@ -19,7 +19,7 @@ import time
 import pytest
 import requests
 
-from tests.integration.faultkit import (Iperf, Served, lane_body, longest_gap_s, switch_side_arp,
+from tests.integration.faultkit import (Iperf, Served, lane_body, longest_gap_s,
                                         wait_for)
 from tests.integration.privovs import PrivateOvs
 from tests.integration.procs import free_port
@@ -200,8 +200,6 @@ def test_lane_expiring_during_an_outage_is_removed_by_hard_timeout_and_marked_ex
     print(f"\nexpiry while serve was down: marked expired {marked:.2f} s after ready")
 
 
-@pytest.mark.skipif(not switch_side_arp() and not os.environ.get("VIPLANES_FAULTS_FORCE_OUTAGE"), reason="needs switch-side ARP flows for lane pool "
-                    "addresses (issue 10 item 1, the dataplane branch)")
 def test_controller_outage_does_not_stop_lane_traffic(lab, record_property):
     """With serve away for OUTAGE_S (40 s here, 60 s in the bench soak) lane traffic shows no gap
     longer than 1 s: the edge router's ARP for the lane address must be answered by flows."""
