@@ -4,15 +4,20 @@ from __future__ import annotations
 from typing import Any
 
 from viplanes.authz.tokens import Caller
+from viplanes.lane_overlap import row_nets, row_ports
+from viplanes.lane_targets import lane_budget
+from viplanes.portmasks import format_port_ranges
+from viplanes.topologies.model import Topology
 from viplanes.models import AuditEvent, Grant, Lane, Principal
 from viplanes.store import grant_state
 
 from .schemas import from_ts
 
 
-def lane_dict(lane: Lane, caller: Caller) -> dict[str, Any]:
+def lane_dict(lane: Lane, caller: Caller, topology: Topology | None = None) -> dict[str, Any]:
     owner = lane.__dict__.get("principal")  # eager-loaded unless the row was just inserted
     name = owner.name if owner is not None else caller.name
+    matches, flows = lane_budget(lane.src_ip, lane.dst_ip, lane.dst_port, lane.dst_nets, lane.dst_ports, topology)
     return {
         "id": lane.id, "principal": name, "grant_id": lane.grant_id, "src_ip": lane.src_ip,
         "dst_ip": lane.dst_ip, "protocol": lane.protocol, "dst_port": lane.dst_port,
@@ -21,6 +26,10 @@ def lane_dict(lane: Lane, caller: Caller) -> dict[str, Any]:
         "created_at": from_ts(lane.created_at), "starts_at": from_ts(lane.starts_at),
         "expires_at": from_ts(lane.expires_at), "activated_at": from_ts(lane.activated_at),
         "ended_at": from_ts(lane.ended_at), "activation_ms": lane.activation_ms,
+        "dst_nets": row_nets(lane.dst_ip, lane.dst_nets),
+        "dst_ports": format_port_ranges(row_ports(lane.dst_port, lane.dst_ports)),
+        "dst_host": lane.dst_host, "dst_refresh_at": from_ts(lane.dst_refresh_at),
+        "match_count": matches, "flow_count": flows,
     }
 
 
