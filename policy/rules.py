@@ -226,3 +226,19 @@ def allocate_nat(pool: IPv4Net, in_use: Iterable[str]) -> str | None:
         if addr not in used:
             return str(addr)
     return None
+
+
+def destination_refusals(nets: Sequence[IPNet], rule: GrantRule, topology: Topology,
+                         src_ip: IPAddr) -> dict[IPNet, str]:
+    """Each destination a lane of this grant may not carry, with why (a re-resolved name's new
+    addresses are checked one by one: the allowed ones are added, the rest named and left out)."""
+    host = topology.host_by_ip(src_ip)
+    out: dict[IPNet, str] = {}
+    for net in nets:
+        if host is not None and host.address_for(net.version) is None:
+            out[net] = f"source {host.name} has no IPv{net.version} address"
+        elif (refusal := lane_net_refusal(net, topology)) is not None:
+            out[net] = refusal[1]
+        elif not _net_in_any(net, rule.dst_prefixes):
+            out[net] = f"outside grant {rule.grant_id}"
+    return out
