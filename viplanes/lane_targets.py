@@ -25,6 +25,34 @@ IPNet = ipaddress.IPv4Network | ipaddress.IPv6Network
 PortRanges = tuple[tuple[int, int], ...]
 
 
+@dataclass(frozen=True)
+class LaneInput:
+    """A request as the API read it: exactly one of dst_ip/dst_prefix/dst_host and one of
+    dst_port/dst_ports (see ``viplanes.lane_targets``)."""
+
+    src_ip: str
+    dst_ip: str | None
+    protocol: str
+    dst_port: int | None
+    duration_s: int
+    purpose: str
+    src_port: int | None = None
+    start_at: float | None = None
+    rate_mbps: float | None = None
+    dst_prefix: str | None = None
+    dst_host: str | None = None
+    dst_ports: Any = None  # "50000-51000" or [5201, "9000-9100"]
+
+
+@dataclass(frozen=True)
+class LaneLimits:
+    """Operator knobs (``AppConfig``): the match budget of one lane and the DNS re-resolve window."""
+
+    max_matches: int = 64
+    ttl_floor_s: float = 30.0
+    ttl_cap_s: float = 3600.0
+
+
 class NameUnresolvable(VipError):
     status, code = 422, "dst_host_unresolvable"
 

@@ -10,8 +10,7 @@ import ipaddress
 import logging
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
@@ -26,7 +25,8 @@ from viplanes.idempotency import find_replay, request_digest
 from viplanes.lane_overlap import overlapping_lane, row_nets, row_ports
 from viplanes.lane_pool import LanePool
 from viplanes.lane_specs import SPEC_COLUMNS, spec_from_row, spec_of
-from viplanes.lane_targets import LaneTarget, clamp_ttl, target_for_request
+from viplanes.lane_targets import (  # noqa: F401 - LaneInput, LaneLimits re-exported
+    LaneInput, LaneLimits, LaneTarget, clamp_ttl, target_for_request)
 from viplanes.resolver import Resolver, default_resolver
 from viplanes.models import LIVE_STATES, Lane, Principal
 from viplanes.policy.rules import START_SLACK_S, Decision, LaneRequest, check_grant, decide
@@ -55,34 +55,6 @@ def _move(lane: Lane, dst: str, reason: str | None = None) -> None:
     lane.state = dst
     if reason is not None:
         lane.reason = reason
-
-
-@dataclass(frozen=True)
-class LaneInput:
-    """A request as the API read it: exactly one of dst_ip/dst_prefix/dst_host and one of
-    dst_port/dst_ports (see ``viplanes.lane_targets``)."""
-
-    src_ip: str
-    dst_ip: str | None
-    protocol: str
-    dst_port: int | None
-    duration_s: int
-    purpose: str
-    src_port: int | None = None
-    start_at: float | None = None
-    rate_mbps: float | None = None
-    dst_prefix: str | None = None
-    dst_host: str | None = None
-    dst_ports: Any = None  # "50000-51000" or [5201, "9000-9100"]
-
-
-@dataclass(frozen=True)
-class LaneLimits:
-    """Operator knobs (``AppConfig``): the match budget of one lane and the DNS re-resolve window."""
-
-    max_matches: int = 64
-    ttl_floor_s: float = 30.0
-    ttl_cap_s: float = 3600.0
 
 
 def _noop(*_args: object) -> None:
