@@ -16,7 +16,7 @@ DesiredLanes = Callable[[], list[LaneSpec]]
 
 class Dataplane(Protocol):
     """``carries_lane_sets`` (optional class attribute, default False): True once the data plane
-    compiles destination sets and port ranges (``LaneSpec.dst_nets``/``dst_ports``). Until then
+    compiles destination sets, port ranges and IPv6 (``LaneSpec.dst_nets``/``dst_ports``). Until then
     the lane manager refuses such lanes itself (422 ``lane_shape_unsupported``) and never sends
     them, so an old compiler never sees a lane it would silently narrow to one flow."""
 

@@ -90,11 +90,12 @@ class LaneSpec:
 
 
 def lane_shape_refusal(spec: LaneSpec) -> str | None:
-    """Why a data plane that carries only single-flow lanes cannot carry ``spec`` (None if it can)."""
-    if spec.is_single:
+    """Why a data plane that carries only single-flow IPv4 lanes (the compiler before issue 11)
+    cannot carry ``spec``; None if it can."""
+    if spec.is_single and ":" not in (spec.dst_ip or "") and ":" not in spec.src_ip:
         return None
     return (f"lane {spec.lane_id} has {len(spec.dst_nets)} destination(s) and "
-            f"{len(spec.dst_ports)} port range(s); this controller carries only one destination "
+            f"{len(spec.dst_ports)} port range(s); this controller carries only one IPv4 destination "
             "address and one port per lane")
 
 

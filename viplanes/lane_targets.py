@@ -163,8 +163,9 @@ def target_for_request(body: Any, topology: Topology, resolver: Resolver, max_ma
                       f"destination(s) x {mask_count(target.ports)} masked port entries); the limit is "
                       f"{max_matches}", {"match_count": target.match_count, "limit": max_matches},
                       code="too_many_matches")
-    if not carries_sets and (target.single_address() is None or target.single_port() is None):
-        raise Invalid("this controller carries only one destination address and one port per lane "
+    v6 = any(n.version == 6 for n in target.nets) or ":" in body.src_ip
+    if not carries_sets and (target.single_address() is None or target.single_port() is None or v6):
+        raise Invalid("this controller carries only one IPv4 destination address and one port per lane "
                       f"(this request has {len(target.nets)} destination(s) and ports "
                       f"{', '.join(format_port_ranges(target.ports))})", code="lane_shape_unsupported")
     return target

@@ -188,6 +188,8 @@ def test_old_compiler_refuses_sets_cleanly(sqlite_url: str, clock: FakeClock, du
     assert ask(world, dst_ip="203.0.113.10", dst_port=9000).status_code == 201
     r = ask(world, dst_ip="203.0.113.10", dst_ports="9001-9010")
     assert r.status_code == 422 and r.get_json()["error"] == "lane_shape_unsupported"
+    r = ask(world, src_ip="2001:db8:1::10", dst_ip="2001:db8:ff::10", dst_port=5201)  # v6 waits for the compiler too
+    assert r.status_code == 422 and r.get_json()["error"] == "lane_shape_unsupported"
     resolver.set("one.example", ["203.0.113.40"])
     lane = ask(world, dst_host="one.example", dst_port=9000).get_json()
     assert lane["state"] == "active" and world.dataplane.active[lane["id"]].dst_ip == "203.0.113.40"
@@ -198,7 +200,7 @@ def test_old_compiler_refuses_sets_cleanly(sqlite_url: str, clock: FakeClock, du
     assert refresher.refresh_due() == 0
     assert world.dataplane.active[lane["id"]].dst_nets == ("203.0.113.40/32",)
     audit = world.client.get("/api/v1/audit?action=lane.destinations", headers=world.h("root")).get_json()
-    assert audit[0]["decision"] == "failed" and "one destination" in audit[0]["reason"]
+    assert audit[0]["decision"] == "failed" and "one IPv4 destination" in audit[0]["reason"]
     world.app.extensions["viplanes"].db.dispose()
 
 
