@@ -114,11 +114,9 @@ class NameRefresher:
                     return False
             added = [_short(n) for n in allowed if n not in old]
             removed = [_short(n) for n in old if n not in allowed]
-            single = len(allowed) == 1 and (allowed[0].endswith("/32") or allowed[0].endswith("/128"))
             with m.db.write() as s:
                 moved = s.execute(update(Lane).where(Lane.id == lane_id, Lane.state.in_(LIVE_STATES)).values(
-                    dst_nets=allowed, dst_ip=_short(allowed[0]) if single else None,
-                    dst_refresh_at=next_at)).rowcount == 1
+                    dst_nets=allowed, dst_refresh_at=next_at)).rowcount == 1
                 if moved:
                     audit(s, m.clock(), "system", "lane.destinations", f"lane:{lane_id}", "done",
                           f"{lane.dst_host}: +{', '.join(added) or '-'} -{', '.join(removed) or '-'}"

@@ -190,14 +190,17 @@ class LaneManager:
                 return None, Unavailable("the lane address pool is exhausted; try again when a lane ends",
                                          {"pool": str(self.topology.lane_pool.prefix)}, code="lane_pool_exhausted")
         immediate = req.starts_at <= now
-        single = target.single_address() is not None and target.single_port() is not None
+        # a plain lane (one address, one port, no name) keeps today's row; every other shape has
+        # dst_ip/dst_port NULL and its set in dst_nets/dst_ports (the overlap check's index relies on it)
+        plain = target.single_address() is not None and target.single_port() is not None and not target.host
         refresh = now + clamp_ttl(target.ttl_s, self.limits.ttl_floor_s, self.limits.ttl_cap_s) if target.host else None
         reason = decision.reason + (f"; {target.host} also has {', '.join(target.dropped)} (no address of "
                                     "that family on the source)" if target.dropped else "")
-        lane = Lane(principal_id=caller.id, grant_id=decision.grant_id, src_ip=src, dst_ip=target.single_address(),
-                    protocol=req.protocol, dst_port=target.single_port(), src_port=req.src_port,
-                    dst_nets=None if single and not target.host else target.net_strings(),
-                    dst_ports=None if single and not target.host else [list(r) for r in target.ports],
+        lane = Lane(principal_id=caller.id, grant_id=decision.grant_id, src_ip=src,
+                    dst_ip=target.single_address() if plain else None, protocol=req.protocol,
+                    dst_port=target.single_port() if plain else None, src_port=req.src_port,
+                    dst_nets=None if plain else target.net_strings(),
+                    dst_ports=None if plain else [list(r) for r in target.ports],
                     dst_host=target.host, dst_refresh_at=refresh,
                     duration_s=req.duration_s, rate_mbps=req.rate_mbps, purpose=body.purpose,
                     state="installing" if immediate else "scheduled", reason=reason,
