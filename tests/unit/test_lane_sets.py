@@ -234,3 +234,32 @@ def test_reresolution_follows_the_name(w: World, resolver: StaticResolver, clock
     clock.advance(3600)
     refresher.refresh_due()
     assert len(resolver.calls) == n
+
+
+def test_plain_overlap_check_seeks_the_flow_index(w: World) -> None:
+    """A source may hold thousands of plain lanes: checking one more must not walk them all."""
+    import ipaddress
+
+    from sqlalchemy import event, text
+
+    from viplanes.lane_overlap import overlapping_lane
+
+    db = w.app.extensions["viplanes"].db
+    seen: list[tuple[str, Any]] = []
+
+    def grab(_conn: Any, _cursor: Any, statement: str, params: Any, _ctx: Any, _many: bool) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and "FROM lanes" in statement:
+            seen.append((statement, params))
+
+    event.listen(db.engine, "before_cursor_execute", grab)
+    try:
+        with db.write() as s:
+            overlapping_lane(s, db, "10.1.0.10", "tcp", [ipaddress.ip_network("203.0.113.10/32")], [(9000, 9000)],
+                             None, 0, 1e10)
+    finally:
+        event.remove(db.engine, "before_cursor_execute", grab)
+    assert len(seen) == 2
+    with db.engine.connect() as conn:
+        for statement, params in seen:
+            plan = " ".join(str(r[-1]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, params))
+            assert "ix_lanes_flow" in plan, plan
