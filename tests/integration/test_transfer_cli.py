@@ -36,17 +36,17 @@ def served(tmp_path: Path):
         serve.stop()
 
 
-def wrapper(serve: Serve, token: str, port: int, *cmd: str, lease: int = 60) -> subprocess.Popen:
+def wrapper(serve: Serve, token: str, port: int | str, *cmd: str, lease: int = 60) -> subprocess.Popen:
     env = {**os.environ, "VIPLANES_API_URL": serve.url, "VIPLANES_TOKEN": token}
     return subprocess.Popen([*VIPLANES, "transfer", "--src", "10.1.0.10", "--dst", "203.0.113.10",
                              "--dst-ports", str(port), "--lease", str(lease), "--", *cmd],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def lane_of(serve: Serve, token: str, port: int) -> dict:
+def lane_of(serve: Serve, token: str, port: int | str) -> dict:
     lanes = requests.get(f"{serve.url}/api/v1/lanes", headers={"Authorization": f"Bearer {token}"},
                          timeout=10).json()
-    return next(l for l in lanes if l["dst_port"] == port)
+    return next(l for l in lanes if l["dst_ports"] == [str(port)])
 
 
 def wait_active(serve: Serve, token: str, port: int, proc: subprocess.Popen, timeout: float = 20) -> dict:
@@ -66,10 +66,11 @@ def wait_active(serve: Serve, token: str, port: int, proc: subprocess.Popen, tim
 def test_exit_code_and_release_within_2s(served, tmp_path: Path) -> None:
     serve, token = served
     mark = tmp_path / "cmd-ended"
-    proc = wrapper(serve, token, 9100, "sh", "-c", f"sleep 1; date +%s.%N > {mark}; exit 3")
+    proc = wrapper(serve, token, "9100-9131", "sh", "-c", f"sleep 1; date +%s.%N > {mark}; exit 3")
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 3, err
-    lane = lane_of(serve, token, 9100)
+    lane = lane_of(serve, token, "9100-9131")
+    assert lane["match_count"] == 4  # 9100-9103, 9104-9119, 9120-9127, 9128-9131
     assert lane["state"] == "released", lane
     cmd_ended = float(mark.read_text())
     assert 0 <= ts(lane["ended_at"]) - cmd_ended < 2.0, (lane["ended_at"], cmd_ended)
