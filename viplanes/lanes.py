@@ -350,8 +350,10 @@ class LaneManager:
             raise self._denial(decision) if decision.code != "duplicate_lane" else \
                 Conflict(decision.reason, code="duplicate_lane")
         if lane.state == "active":  # refresh hard_timeout on the switches
-            with self.resend_lock:
-                result = self.dataplane.activate(spec_of(lane))
+            with self.resend_lock:  # re-read: a name's new set may have been written meanwhile
+                with self.db.read() as s:
+                    row = s.execute(select(*SPEC_COLUMNS).where(Lane.id == lane_id)).one()
+                result = self.dataplane.activate(spec_from_row(row))
             if not result.ok:
                 log.warning("lane %s extended but the data plane refresh failed: %s", lane_id, result.reason)
         return lane
