@@ -47,13 +47,6 @@ MAX_LANES = 10_000
 PAGE = v.Range(1, 1000)
 
 
-def _ipv4(value: str) -> None:
-    try:
-        ipaddress.IPv4Address(value)
-    except ValueError:
-        raise ma.ValidationError("not an IPv4 address") from None
-
-
 def _ip(value: str) -> None:
     try:
         ipaddress.ip_address(value)
