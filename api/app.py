@@ -13,7 +13,8 @@ from viplanes.authz.ratelimit import Budgets, FailedAuthLimiter
 from viplanes.config import AppConfig
 from viplanes.dataplane import Dataplane
 from viplanes.db import Database
-from viplanes.lanes import LaneManager
+from viplanes.lanes import LaneLimits, LaneManager
+from viplanes.resolver import Resolver
 from viplanes.topologies.model import Topology
 
 from . import audit, auth, bodies, errors, grants, health, lanes, metrics, principals
@@ -43,7 +44,8 @@ def default_topology() -> Topology:
 
 
 def create_app(config: AppConfig | dict[str, Any] | None = None, dataplane: Dataplane | None = None,
-               topology: Topology | None = None, clock: Callable[[], float] | None = None) -> Flask:
+               topology: Topology | None = None, clock: Callable[[], float] | None = None,
+               resolver: Resolver | None = None) -> Flask:
     if config is None:
         config = AppConfig()
     elif isinstance(config, dict):
@@ -61,7 +63,10 @@ def create_app(config: AppConfig | dict[str, Any] | None = None, dataplane: Data
     if config.migrate:
         db.create_all()
     m = metrics.Metrics()
-    manager = LaneManager(db, dataplane, topology, clock, on_decision=m.decision, on_activation=m.activation)
+    limits = LaneLimits(max_matches=config.max_lane_matches, ttl_floor_s=float(config.dns_ttl_floor_s),
+                        ttl_cap_s=float(max(config.dns_ttl_cap_s, config.dns_ttl_floor_s)))
+    manager = LaneManager(db, dataplane, topology, clock, on_decision=m.decision, on_activation=m.activation,
+                          resolver=resolver, limits=limits)
     m.watch_lanes(manager.counts_by_state)
 
     app = Flask("viplanes")

@@ -41,9 +41,10 @@ def request_lane(body: dict[str, Any]) -> Any:
     lane, created = ctx.manager.request(who, LaneInput(
         src_ip=body["src_ip"], dst_ip=body["dst_ip"], protocol=body["protocol"], dst_port=body["dst_port"],
         duration_s=body["duration_s"], purpose=body["purpose"], src_port=body["src_port"],
-        start_at=to_ts(body["start_at"]), rate_mbps=body["rate_mbps"]), key)
+        start_at=to_ts(body["start_at"]), rate_mbps=body["rate_mbps"], dst_prefix=body["dst_prefix"],
+        dst_host=body["dst_host"], dst_ports=body["dst_ports"]), key)
     ctx.metrics.request_seconds.observe(time.perf_counter() - t0)
-    return lane_dict(lane, who), 201 if created else 200
+    return lane_dict(lane, who, ctx.topology), 201 if created else 200
 
 
 @bp.route("", methods=["GET"])
@@ -53,14 +54,14 @@ def list_lanes(args: dict[str, Any]) -> Any:
     """Lanes the caller may see (researchers: their own), newest first."""
     who = caller()
     lanes = _ctx().manager.list(who, **args)
-    return [lane_dict(lane, who) for lane in lanes]
+    return [lane_dict(lane, who, _ctx().topology) for lane in lanes]
 
 
 @bp.route("/<int(max=2147483647):lane_id>", methods=["GET"])
 @bp.response(200, LaneSchema)
 def show_lane(lane_id: int) -> Any:
     who = caller()
-    return lane_dict(_ctx().manager.get(who, lane_id), who)
+    return lane_dict(_ctx().manager.get(who, lane_id), who, _ctx().topology)
 
 
 @bp.route("/<int(max=2147483647):lane_id>/extend", methods=["POST"])
@@ -69,7 +70,7 @@ def show_lane(lane_id: int) -> Any:
 def extend_lane(body: dict[str, Any], lane_id: int) -> Any:
     """Add ``add_s`` seconds, within the grant's limits."""
     who = caller()
-    return lane_dict(_ctx().manager.extend(who, lane_id, body["add_s"]), who)
+    return lane_dict(_ctx().manager.extend(who, lane_id, body["add_s"]), who, _ctx().topology)
 
 
 @bp.route("/<int(max=2147483647):lane_id>/release", methods=["POST"])
@@ -77,7 +78,7 @@ def extend_lane(body: dict[str, Any], lane_id: int) -> Any:
 def release_lane(lane_id: int) -> Any:
     """End a lane early (its owner, or an operator)."""
     who = caller()
-    return lane_dict(_ctx().manager.end(who, lane_id, "released"), who)
+    return lane_dict(_ctx().manager.end(who, lane_id, "released"), who, _ctx().topology)
 
 
 @bp.route("/<int(max=2147483647):lane_id>/revoke", methods=["POST"])
@@ -85,7 +86,7 @@ def release_lane(lane_id: int) -> Any:
 def revoke_lane(lane_id: int) -> Any:
     """End a lane by operator decision."""
     who = require("lane.revoke")
-    return lane_dict(_ctx().manager.end(who, lane_id, "revoked"), who)
+    return lane_dict(_ctx().manager.end(who, lane_id, "revoked"), who, _ctx().topology)
 
 
 @bp.route("/<int(max=2147483647):lane_id>/stats", methods=["GET"])

@@ -47,21 +47,29 @@ MAX_LANES = 10_000
 PAGE = v.Range(1, 1000)
 
 
-def _ipv4(value: str) -> None:
+def _ip(value: str) -> None:
     try:
-        ipaddress.IPv4Address(value)
+        ipaddress.ip_address(value)
     except ValueError:
-        raise ma.ValidationError("not an IPv4 address") from None
+        raise ma.ValidationError("not an IPv4 or IPv6 address") from None
 
 
-PREFIX_META = {"pattern": r"^[0-9]{1,3}(\.[0-9]{1,3}){3}(/[0-9]{1,2})?$", "example": "10.1.0.0/24"}
+PREFIX_META = {"example": "10.1.0.0/24", "description": "IPv4 or IPv6 address or prefix (host bits zero)",
+               "maxLength": 43}
 
 
 def _prefix(value: str) -> None:
     try:
-        ipaddress.IPv4Network(value, strict=True)
+        if len(value) > 43:
+            raise ValueError
+        ipaddress.ip_network(value, strict=True)
     except ValueError:
-        raise ma.ValidationError("not an IPv4 address or prefix (host bits must be zero)") from None
+        raise ma.ValidationError("not an IPv4/IPv6 address or prefix (host bits must be zero)") from None
+
+
+# RFC 1123 host name (the resolver checks it again); the API bounds the length first
+HOST_NAME = FullMatch(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                      r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$", error="not a host name")
 
 
 MAX_TS = dt.datetime(9999, 12, 30, tzinfo=dt.timezone.utc).timestamp()
@@ -112,13 +120,52 @@ class PortItem(f.Field):
         return value
 
 
+class PortRangesField(f.Field):
+    """``dst_ports``: one port, one "lo-hi" range, or a list of either (at most 64 items)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        item = {"oneOf": [{"type": "integer", "minimum": 1, "maximum": 65535},
+                          {"type": "string", "pattern": r"^[0-9]{1,5}(-[0-9]{1,5})?$"}]}
+        meta = {"oneOf": [*item["oneOf"], {"type": "array", "items": item, "minItems": 1, "maxItems": 64}],
+                "example": "50000-51000"}
+        super().__init__(metadata=meta, **kwargs)
+
+    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> Any:
+        from viplanes.portmasks import PortRangeError, parse_port_ranges
+
+        if isinstance(value, list) and not 1 <= len(value) <= 64:
+            raise ma.ValidationError("1 to 64 ports or ranges")
+        try:
+            parse_port_ranges(value)
+        except (PortRangeError, TypeError) as exc:
+            raise ma.ValidationError(str(exc)[:200]) from None
+        return value
+
+
 # --- lanes -----------------------------------------------------------------------------------
 
 class LaneRequestSchema(Strict):
-    src_ip = f.String(required=True, validate=_ipv4, metadata={"format": "ipv4"})
-    dst_ip = f.String(required=True, validate=_ipv4, metadata={"format": "ipv4"})
+    """Exactly one of dst_ip / dst_prefix / dst_host, and one of dst_port / dst_ports."""
+
+    src_ip = f.String(required=True, validate=_ip, metadata={"description": "IPv4 or IPv6 address"})
+    dst_ip = f.String(load_default=None, allow_none=True, validate=_ip,
+                      metadata={"description": "one destination address (IPv4 or IPv6)"})
+    dst_prefix = f.String(load_default=None, allow_none=True, validate=_prefix,
+                          metadata={"description": "every address of this prefix (inside the grant)"})
+    dst_host = f.String(load_default=None, allow_none=True, validate=HOST_NAME,
+                        metadata={"description": "a DNS name: all its A/AAAA addresses, re-resolved at "
+                                                 "their TTL while the lane lives"})
     protocol = f.String(required=True, validate=v.OneOf(["tcp", "udp"]))
-    dst_port = f.Integer(required=True, strict=True, validate=PORT)
+    dst_port = f.Integer(load_default=None, allow_none=True, strict=True, validate=PORT)
+    dst_ports = PortRangesField(load_default=None, allow_none=True)
+
+    @ma.validates_schema
+    def _one_destination_and_port(self, data: dict[str, Any], **_kw: Any) -> None:
+        given = [k for k in ("dst_ip", "dst_prefix", "dst_host") if data.get(k) is not None]
+        if len(given) != 1:
+            raise ma.ValidationError("give exactly one of dst_ip, dst_prefix and dst_host", field_name="dst_ip")
+        if (data.get("dst_port") is None) == (data.get("dst_ports") is None):
+            raise ma.ValidationError("give exactly one of dst_port and dst_ports", field_name="dst_port")
     src_port = f.Integer(load_default=None, allow_none=True, strict=True, validate=PORT)
     duration_s = f.Integer(required=True, strict=True, validate=v.Range(1, MAX_DURATION_S))
     start_at = f.AwareDateTime(load_default=None, allow_none=True, default_timezone=dt.timezone.utc)
@@ -132,9 +179,16 @@ class LaneSchema(ma.Schema):
     principal = f.String(required=True)
     grant_id = f.Integer(required=True)
     src_ip = f.String(required=True)
-    dst_ip = f.String(required=True)
+    dst_ip = f.String(required=True, allow_none=True, metadata={"description": "null when the lane has a set"})
     protocol = f.String(required=True)
-    dst_port = f.Integer(required=True)
+    dst_port = f.Integer(required=True, allow_none=True)
+    dst_nets = f.List(f.String(), required=True, metadata={"description": "destination networks carried"})
+    dst_ports = f.List(f.String(), required=True, metadata={"description": "port ranges carried"})
+    dst_host = f.String(required=True, allow_none=True)
+    dst_refresh_at = f.DateTime(required=True, allow_none=True, metadata={"description": "next re-resolution"})
+    match_count = f.Integer(required=True, metadata={"description": "destinations x masked port entries"})
+    flow_count = f.Integer(required=True, allow_none=True,
+                           metadata={"description": "match_count x 2 (forward, reverse) x hops"})
     src_port = f.Integer(required=True, allow_none=True)
     duration_s = f.Integer(required=True)
     rate_mbps = f.Float(required=True, allow_none=True)
@@ -153,8 +207,8 @@ class LaneSchema(ma.Schema):
 class LaneQuerySchema(Strict):
     state = f.String(validate=v.OneOf(LANE_STATES))
     principal = f.String(validate=NAME)
-    src_ip = f.String(validate=_ipv4, metadata={"format": "ipv4"})
-    dst_ip = f.String(validate=_ipv4, metadata={"format": "ipv4"})
+    src_ip = f.String(validate=_ip)
+    dst_ip = f.String(validate=_ip)
     limit = f.Integer(load_default=100, validate=PAGE)
     offset = f.Integer(load_default=0, validate=v.Range(0, 10**9))
 

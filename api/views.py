@@ -4,23 +4,43 @@ from __future__ import annotations
 from typing import Any
 
 from viplanes.authz.tokens import Caller
+from viplanes.domain import single_address
+from viplanes.lane_overlap import row_nets, row_ports
+from viplanes.lane_targets import lane_budget
+from viplanes.portmasks import format_port_ranges
+from viplanes.topologies.model import Topology
 from viplanes.models import AuditEvent, Grant, Lane, Principal
 from viplanes.store import grant_state
 
 from .schemas import from_ts
 
 
-def lane_dict(lane: Lane, caller: Caller) -> dict[str, Any]:
+def _one_address(nets: list[str]) -> str | None:
+    """The old ``dst_ip`` of a lane whose set is one address (a name with one record)."""
+    return single_address(nets[0]) if len(nets) == 1 else None
+
+
+def _one_port(ports: list[tuple[int, int]]) -> int | None:
+    return ports[0][0] if len(ports) == 1 and ports[0][0] == ports[0][1] else None
+
+
+def lane_dict(lane: Lane, caller: Caller, topology: Topology | None = None) -> dict[str, Any]:
     owner = lane.__dict__.get("principal")  # eager-loaded unless the row was just inserted
     name = owner.name if owner is not None else caller.name
+    nets, ports = row_nets(lane.dst_ip, lane.dst_nets), row_ports(lane.dst_port, lane.dst_ports)
+    matches, flows = lane_budget(lane.src_ip, lane.dst_ip, lane.dst_port, lane.dst_nets, lane.dst_ports, topology)
     return {
         "id": lane.id, "principal": name, "grant_id": lane.grant_id, "src_ip": lane.src_ip,
-        "dst_ip": lane.dst_ip, "protocol": lane.protocol, "dst_port": lane.dst_port,
+        "dst_ip": lane.dst_ip or _one_address(nets), "protocol": lane.protocol,
+        "dst_port": lane.dst_port if lane.dst_port is not None else _one_port(ports),
         "src_port": lane.src_port, "duration_s": lane.duration_s, "rate_mbps": lane.rate_mbps,
         "purpose": lane.purpose, "state": lane.state, "reason": lane.reason, "nat_ip": lane.nat_ip,
         "created_at": from_ts(lane.created_at), "starts_at": from_ts(lane.starts_at),
         "expires_at": from_ts(lane.expires_at), "activated_at": from_ts(lane.activated_at),
         "ended_at": from_ts(lane.ended_at), "activation_ms": lane.activation_ms,
+        "dst_nets": nets, "dst_ports": format_port_ranges(ports),
+        "dst_host": lane.dst_host, "dst_refresh_at": from_ts(lane.dst_refresh_at),
+        "match_count": matches, "flow_count": flows,
     }
 
 

@@ -11,6 +11,15 @@ lane's identity. Each refusal has a short code for the API and metrics:
     dst_reserved    0.0.0.0/8, 127.0.0.0/8, 169.254.0.0/16, 240.0.0.0/4
     dst_lane_pool   inside the topology's lane pool
     dst_campus      an address of a campus host, middlebox leg or router, or inside their subnets
+
+IPv6 gets the same treatment (``ip6`` addresses of the topology are campus space too):
+
+    dst_multicast   ff00::/8
+    dst_reserved    ::/128, ::1/128, fe80::/10 (link-local), ::ffff:0:0/96 (v4-mapped), fec0::/10
+    dst_campus      fc00::/7 (unique-local: campus-internal by definition) and the campus's v6 subnets
+
+A lane *prefix* (``dst_prefix``) is refused when it overlaps any of this space at all: unlike a
+grant's prefix, every address of a lane prefix is carried.
 """
 from __future__ import annotations
 
@@ -27,6 +36,14 @@ LIMITED_BROADCAST = IPv4Address("255.255.255.255")
 MULTICAST = IPv4Network("224.0.0.0/4")
 RESERVED = (IPv4Network("0.0.0.0/8"), IPv4Network("127.0.0.0/8"), IPv4Network("169.254.0.0/16"),
             IPv4Network("240.0.0.0/4"))
+IPv6Address = ipaddress.IPv6Address
+IPv6Network = ipaddress.IPv6Network
+IPAddr = IPv4Address | IPv6Address
+IPNet = IPv4Network | IPv6Network
+MULTICAST6 = IPv6Network("ff00::/8")
+RESERVED6 = (IPv6Network("::/128"), IPv6Network("::1/128"), IPv6Network("fe80::/10"),
+             IPv6Network("::ffff:0:0/96"), IPv6Network("fec0::/10"))
+UNIQUE_LOCAL6 = IPv6Network("fc00::/7")
 
 
 @dataclass(frozen=True)
@@ -35,6 +52,8 @@ class ForbiddenSpace:
     campus_nets: tuple[IPv4Network, ...]
     campus_addrs: frozenset[IPv4Address]
     edge_addrs: frozenset[IPv4Address]  # network/broadcast of every known subnet, inside or out
+    campus_nets6: tuple[IPv6Network, ...] = ()
+    campus_addrs6: frozenset[IPv6Address] = frozenset()
 
 
 def _interfaces(topo: Topology) -> tuple[list[Interface], list[Interface]]:
@@ -54,17 +73,35 @@ def forbidden_space(topo: Topology) -> ForbiddenSpace:
         net = iface.ip.network
         if net.prefixlen <= 30:  # /31 and /32 have no network or broadcast address
             edges |= {net.network_address, net.broadcast_address}
+    v6_campus = [i.ip6 for i in campus if getattr(i, "ip6", None) is not None]
+    v6_edge_out = getattr(topo.edge.outside, "ip6", None)
     return ForbiddenSpace(
         pool=topo.lane_pool.prefix,
         campus_nets=tuple(sorted({i.ip.network for i in campus})),
         campus_addrs=frozenset({i.ip.ip for i in campus} | {topo.edge.outside.ip.ip}),
         edge_addrs=frozenset(edges),
+        campus_nets6=tuple(sorted({i.network for i in v6_campus})),
+        campus_addrs6=frozenset({i.ip for i in v6_campus} | ({v6_edge_out.ip} if v6_edge_out else set())),
     )
 
 
-def destination_refusal(dst: IPv4Address, topo: Topology) -> tuple[str, str] | None:
+def _refusal6(dst: IPv6Address, space: ForbiddenSpace) -> tuple[str, str] | None:
+    if dst in MULTICAST6:
+        return "dst_multicast", f"destination {dst} is a multicast address"
+    if any(dst in net for net in RESERVED6):
+        return "dst_reserved", f"destination {dst} is unspecified, loopback, link-local, mapped or reserved"
+    if dst in UNIQUE_LOCAL6:
+        return "dst_campus", f"destination {dst} is a unique-local address; lanes lead out of the campus"
+    if dst in space.campus_addrs6 or any(dst in net for net in space.campus_nets6):
+        return "dst_campus", f"destination {dst} is inside the campus; lanes lead out of it"
+    return None
+
+
+def destination_refusal(dst: IPAddr, topo: Topology) -> tuple[str, str] | None:
     """(code, reason) when no lane may go to ``dst``; None when it may."""
     space = forbidden_space(topo)
+    if isinstance(dst, IPv6Address):
+        return _refusal6(dst, space)
     if dst == LIMITED_BROADCAST or dst in space.edge_addrs:
         return "dst_broadcast", f"destination {dst} is a broadcast or subnet address"
     if dst in MULTICAST:
@@ -78,7 +115,35 @@ def destination_refusal(dst: IPv4Address, topo: Topology) -> tuple[str, str] | N
     return None
 
 
-def prefix_refusal(net: IPv4Network, topo: Topology) -> str | None:
+def _forbidden_nets(net: IPNet, space: ForbiddenSpace) -> list[tuple[IPNet, str]]:
+    if isinstance(net, IPv6Network):
+        return [(MULTICAST6, "multicast"), *((r, "reserved") for r in RESERVED6),
+                (UNIQUE_LOCAL6, "unique-local space"), *((c, "a campus subnet") for c in space.campus_nets6)]
+    return [(MULTICAST, "multicast"), *((r, "reserved") for r in RESERVED),
+            (space.pool, "the lane pool"), *((c, "a campus subnet") for c in space.campus_nets)]
+
+
+def lane_net_refusal(net: IPNet, topo: Topology) -> tuple[str, str] | None:
+    """(code, reason) when a lane may not carry ``net`` (one address, or every address of a prefix)."""
+    if net.num_addresses == 1:
+        return destination_refusal(net.network_address, topo)
+    space = forbidden_space(topo)
+    for bad, what in _forbidden_nets(net, space):
+        if net.overlaps(bad):  # type: ignore[arg-type]
+            code = {"multicast": "dst_multicast", "the lane pool": "dst_lane_pool"}.get(what, "dst_campus")
+            if what == "reserved":
+                code = "dst_reserved"
+            return code, f"destination prefix {net} overlaps {what} ({bad})"
+    singles = space.campus_addrs6 if net.version == 6 else space.campus_addrs | space.edge_addrs
+    if net.version == 4 and LIMITED_BROADCAST in net:
+        return "dst_broadcast", f"destination prefix {net} holds the broadcast address"
+    inside = sorted(str(a) for a in singles if a in net)
+    if inside:
+        return "dst_campus", f"destination prefix {net} holds campus or subnet addresses ({', '.join(inside[:4])})"
+    return None
+
+
+def prefix_refusal(net: IPNet, topo: Topology) -> str | None:
     """Why a grant may not name ``net`` as a destination: it lies wholly in forbidden space.
 
     A wider prefix that merely *contains* forbidden space (0.0.0.0/0, 10.0.0.0/8) stays allowed:
@@ -88,8 +153,7 @@ def prefix_refusal(net: IPv4Network, topo: Topology) -> str | None:
     if net.num_addresses == 1:
         refusal = destination_refusal(net.network_address, topo)
         return refusal[1] if refusal else None
-    for bad, what in ((MULTICAST, "multicast"), *((r, "reserved") for r in RESERVED),
-                      (space.pool, "the lane pool"), *((c, "a campus subnet") for c in space.campus_nets)):
-        if net.subnet_of(bad):
+    for bad, what in _forbidden_nets(net, space):
+        if net.subnet_of(bad):  # type: ignore[arg-type]
             return f"destination prefix {net} lies inside {what} ({bad})"
     return None

@@ -11,9 +11,11 @@ from typing import Iterable, Sequence
 
 from viplanes.topologies.model import Topology
 
-from .destinations import destination_refusal
+from .destinations import lane_net_refusal
 
 IPv4Net = ipaddress.IPv4Network
+IPNet = ipaddress.IPv4Network | ipaddress.IPv6Network
+IPAddr = ipaddress.IPv4Address | ipaddress.IPv6Address
 PortRange = tuple[int, int]
 
 # Upper bounds that keep every number inside a 32-bit database column and a sane calendar.
@@ -27,12 +29,13 @@ class PolicyInputError(ValueError):
     """A grant or request field that cannot be understood (bad prefix, bad port range)."""
 
 
-def parse_prefix(text: str) -> IPv4Net:
-    """"10.1.0.10" or "10.1.0.0/24" -> network; host bits set are an error, not silently masked."""
+def parse_prefix(text: str) -> IPNet:
+    """"10.1.0.10", "10.1.0.0/24" or "2001:db8::/48" -> network; host bits set are an error, not
+    silently masked."""
     try:
-        return ipaddress.IPv4Network(str(text).strip(), strict=True)
+        return ipaddress.ip_network(str(text).strip(), strict=True)
     except ValueError as exc:
-        raise PolicyInputError(f"not an IPv4 address or prefix: {text!r} ({exc})") from None
+        raise PolicyInputError(f"not an IPv4/IPv6 address or prefix: {text!r} ({exc})") from None
 
 
 def parse_ports(items: Iterable[int | str]) -> tuple[PortRange, ...]:
@@ -66,8 +69,8 @@ class GrantRule:
     """What one grant allows. Times are unix seconds; ``None`` means unbounded."""
 
     grant_id: int
-    src_prefixes: tuple[IPv4Net, ...]
-    dst_prefixes: tuple[IPv4Net, ...]
+    src_prefixes: tuple[IPNet, ...]
+    dst_prefixes: tuple[IPNet, ...]
     protocols: frozenset[str]
     ports: tuple[PortRange, ...]
     max_duration_s: int
@@ -80,18 +83,32 @@ class GrantRule:
 
 @dataclass(frozen=True)
 class LaneRequest:
-    src_ip: ipaddress.IPv4Address
-    dst_ip: ipaddress.IPv4Address
+    """One lane asked for. ``dst_nets``/``dst_ports`` are the destination sets (see
+    ``viplanes.domain``); the old ``dst_ip``/``dst_port`` fill them when they are left empty."""
+
+    src_ip: IPAddr
+    dst_ip: IPAddr | None
     protocol: str
-    dst_port: int
+    dst_port: int | None
     src_port: int | None
     duration_s: int
     starts_at: float  # resolved start (now for an immediate lane)
     rate_mbps: float | None
+    dst_nets: tuple[IPNet, ...] = ()
+    dst_ports: tuple[PortRange, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.dst_nets and self.dst_ip is not None:
+            object.__setattr__(self, "dst_nets", (ipaddress.ip_network(self.dst_ip),))
+        if not self.dst_ports and self.dst_port is not None:
+            object.__setattr__(self, "dst_ports", ((self.dst_port, self.dst_port),))
 
     @property
     def expires_at(self) -> float:
         return self.starts_at + self.duration_s
+
+    def describe_dst(self) -> str:
+        return ", ".join(str(n.network_address) if n.num_addresses == 1 else str(n) for n in self.dst_nets)
 
 
 @dataclass(frozen=True)
@@ -102,12 +119,27 @@ class Decision:
     grant_id: int | None = None
 
 
-def _in_any(addr: ipaddress.IPv4Address, nets: Sequence[IPv4Net]) -> bool:
+def _in_any(addr: IPAddr, nets: Sequence[IPNet]) -> bool:
     return any(addr in net for net in nets)
 
 
-def _port_ok(port: int, ranges: Sequence[PortRange]) -> bool:
-    return any(lo <= port <= hi for lo, hi in ranges)
+def _net_in_any(net: IPNet, nets: Sequence[IPNet]) -> bool:
+    return any(net.version == g.version and net.subnet_of(g) for g in nets)  # type: ignore[arg-type]
+
+
+def _ranges_inside(wanted: Sequence[PortRange], granted: Sequence[PortRange]) -> list[PortRange]:
+    """The requested ranges not wholly inside the granted ports (adjacent grant ranges join)."""
+    joined: list[PortRange] = []
+    for lo, hi in sorted(granted):
+        if joined and lo <= joined[-1][1] + 1:
+            joined[-1] = (joined[-1][0], max(joined[-1][1], hi))
+        else:
+            joined.append((lo, hi))
+    return [(lo, hi) for lo, hi in wanted if not any(g_lo <= lo and hi <= g_hi for g_lo, g_hi in joined)]
+
+
+def _fmt_net(net: IPNet) -> str:
+    return str(net.network_address) if net.num_addresses == 1 else str(net)
 
 
 def check_grant(req: LaneRequest, rule: GrantRule, now: float, live_lanes: int) -> Decision:
@@ -121,12 +153,16 @@ def check_grant(req: LaneRequest, rule: GrantRule, now: float, live_lanes: int) 
         return Decision(False, "grant_expired", f"grant {gid} has ended", gid)
     if not _in_any(req.src_ip, rule.src_prefixes):
         return Decision(False, "src_not_granted", f"source {req.src_ip} is outside grant {gid}", gid)
-    if not _in_any(req.dst_ip, rule.dst_prefixes):
-        return Decision(False, "dst_not_granted", f"destination {req.dst_ip} is outside grant {gid}", gid)
+    outside = [n for n in req.dst_nets if not _net_in_any(n, rule.dst_prefixes)]
+    if outside or not req.dst_nets:
+        what = ", ".join(_fmt_net(n) for n in outside) or "(none)"
+        return Decision(False, "dst_not_granted", f"destination {what} is outside grant {gid}", gid)
     if req.protocol not in rule.protocols:
         return Decision(False, "protocol_not_granted", f"protocol {req.protocol} is not in grant {gid}", gid)
-    if not _port_ok(req.dst_port, rule.ports):
-        return Decision(False, "port_not_granted", f"port {req.dst_port} is not in grant {gid}", gid)
+    missing = _ranges_inside(req.dst_ports, rule.ports)
+    if missing or not req.dst_ports:
+        what = ", ".join(format_ports(missing)) or "(none)"
+        return Decision(False, "port_not_granted", f"port {what} is not in grant {gid}", gid)
     if req.duration_s > rule.max_duration_s:
         return Decision(False, "duration_too_long",
                         f"duration {req.duration_s}s exceeds grant {gid} maximum {rule.max_duration_s}s", gid)
@@ -158,9 +194,14 @@ def decide(req: LaneRequest, rules: Sequence[GrantRule], topology: Topology, now
         return Decision(False, "unknown_source", f"source {req.src_ip} is not a host of topology {topology.name}")
     if host.role == "cloud":
         return Decision(False, "source_not_campus", f"source {host.name} is outside the campus")
-    refusal = destination_refusal(req.dst_ip, topology)
-    if refusal is not None:
-        return Decision(False, *refusal)
+    for net in req.dst_nets:
+        if host.address_for(net.version) is None:
+            return Decision(False, "dst_family_unreachable",
+                            f"destination {_fmt_net(net)} is IPv{net.version} but source {host.name} "
+                            f"has no IPv{net.version} address")
+        refusal = lane_net_refusal(net, topology)
+        if refusal is not None:
+            return Decision(False, *refusal)
     if req.starts_at < now - START_SLACK_S:
         return Decision(False, "start_in_past", "start_at is in the past")
     if req.starts_at > now + MAX_AHEAD_S:
@@ -185,3 +226,19 @@ def allocate_nat(pool: IPv4Net, in_use: Iterable[str]) -> str | None:
         if addr not in used:
             return str(addr)
     return None
+
+
+def destination_refusals(nets: Sequence[IPNet], rule: GrantRule, topology: Topology,
+                         src_ip: IPAddr) -> dict[IPNet, str]:
+    """Each destination a lane of this grant may not carry, with why (a re-resolved name's new
+    addresses are checked one by one: the allowed ones are added, the rest named and left out)."""
+    host = topology.host_by_ip(src_ip)
+    out: dict[IPNet, str] = {}
+    for net in nets:
+        if host is not None and host.address_for(net.version) is None:
+            out[net] = f"source {host.name} has no IPv{net.version} address"
+        elif (refusal := lane_net_refusal(net, topology)) is not None:
+            out[net] = refusal[1]
+        elif not _net_in_any(net, rule.dst_prefixes):
+            out[net] = f"outside grant {rule.grant_id}"
+    return out

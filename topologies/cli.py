@@ -42,5 +42,6 @@ def check(file: str) -> None:
             lane = f"no lane: {path}"
         else:
             lane = f"lane {format_path(path)}{nat}"
-        click.echo(f"    {host.name:<10} {host.role:<8} {host.iface.ip!s:<18} at "
+        v6 = f" {host.iface.ip6} (no NAT)" if host.iface.ip6 is not None else ""
+        click.echo(f"    {host.name:<10} {host.role:<8} {host.iface.ip!s:<18}{v6} at "
                    f"{host.iface.attach}  {lane}")

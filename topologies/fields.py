@@ -31,6 +31,7 @@ class FieldReader:
         self.ports: dict[PortRef, str] = {}
         self.macs: dict[str, str] = {}
         self.ips: dict[ipaddress.IPv4Address, str] = {}
+        self.ips6: dict[ipaddress.IPv6Address, str] = {}
 
     def bad(self, where: str, what: str) -> None:
         self.problems.append(f"{self.source}: {where}: {what}")
@@ -142,6 +143,36 @@ class FieldReader:
             return None
         self.ips[ip.ip] = where
         return ip
+
+    def iface_ip6(self, value: Any, where: str) -> ipaddress.IPv6Interface | None:
+        """A global IPv6 address with its prefix (``2001:db8:1::10/64``): no link-local, unique-local,
+        multicast, loopback or mapped address (a v6 host is reached without NAT)."""
+        if not isinstance(value, str) or "/" not in value:
+            self.bad(where, f"bad IPv6 address {value!r}, expected address/prefix like 2001:db8:1::10/64")
+            return None
+        try:
+            ip = ipaddress.IPv6Interface(value)
+        except ValueError as exc:
+            self.bad(where, f"bad IPv6 address {value!r}: {exc}")
+            return None
+        a = ip.ip
+        if a.is_link_local or a.is_multicast or a.is_loopback or a.is_unspecified or a.ipv4_mapped \
+                or a in ipaddress.IPv6Network("fc00::/7") or a.is_site_local:
+            self.bad(where, f"{a} is not a global unicast address (link-local, unique-local, multicast, "
+                            "loopback and mapped addresses cannot be a lane end)")
+            return None
+        if a in self.ips6:
+            self.bad(where, f"duplicate address {a} (already used by {self.ips6[a]})")
+            return None
+        self.ips6[a] = where
+        return ip
+
+    def address6(self, value: Any, where: str) -> ipaddress.IPv6Address | None:
+        try:
+            return ipaddress.IPv6Address(value)
+        except (ValueError, TypeError):
+            self.bad(where, f"bad IPv6 address {value!r}")
+            return None
 
     def portref(self, value: Any, where: str) -> PortRef | None:
         match = PORTREF_RE.match(value) if isinstance(value, str) else None

@@ -168,11 +168,14 @@ class _Parser(FieldReader):
 
     def interface(self, value: Any, where: str, attach_required: bool) -> Interface | None:
         required = ("mac", "ip", "attach") if attach_required else ("mac", "ip")
-        m = self.mapping(value, where, required, () if attach_required else ("attach",))
+        m = self.mapping(value, where, required, ("ip6",) if attach_required else ("attach", "ip6"))
         if m is None:
             return None
         mac = self.mac(m.get("mac"), f"{where}.mac") if "mac" in m else None
         ip = self.iface_ip(m.get("ip"), f"{where}.ip") if "ip" in m else None
+        ip6 = self.iface_ip6(m["ip6"], f"{where}.ip6") if m.get("ip6") is not None else None
+        if m.get("ip6") is not None and ip6 is None:
+            return None
         attach = None
         if m.get("attach") is not None:
             attach = self.portref(m["attach"], f"{where}.attach")
@@ -184,7 +187,7 @@ class _Parser(FieldReader):
             return None
         if mac is None or ip is None:
             return None
-        return Interface(mac=mac, ip=ip, attach=attach)
+        return Interface(mac=mac, ip=ip, attach=attach, ip6=ip6)
 
     def leg(self, m: dict[str, Any], where: str, key: str,
             attach_required: bool) -> Interface | None:
@@ -245,12 +248,13 @@ class _Parser(FieldReader):
 
     def host(self, item: Any, where: str) -> Host | None:
         m = self.mapping(item, where,
-                         ("name", "role", "mac", "ip", "gateway", "attach", "nic_mbps"))
+                         ("name", "role", "mac", "ip", "gateway", "attach", "nic_mbps"), ("ip6", "gateway6"))
         if m is None:
             return None
         name = self.name(m.get("name"), f"{where}.name") if "name" in m else None
         role = self.choice(m.get("role"), f"{where}.role", HOST_ROLES) if "role" in m else None
-        iface = self.interface({k: m[k] for k in ("mac", "ip", "attach") if k in m}, where, True)
+        iface = self.interface({k: m[k] for k in ("mac", "ip", "attach", "ip6") if k in m}, where, True)
+        gateway6 = self.gateway6(m, where, iface)
         gateway = self.address(m.get("gateway"), f"{where}.gateway") if "gateway" in m else None
         nic = self.number(m.get("nic_mbps"), f"{where}.nic_mbps") if "nic_mbps" in m else None
         if iface is not None and gateway is not None:
@@ -264,8 +268,27 @@ class _Parser(FieldReader):
         if None in (name, role, iface, gateway, nic):
             return None
         self.host_where[name] = where  # type: ignore[index]
+        if (iface.ip6 is None) != (gateway6 is None):  # type: ignore[union-attr]
+            return None  # reported by gateway6()
         return Host(name=name, role=role, iface=iface,  # type: ignore[arg-type]
-                    gateway=gateway, nic_mbps=nic)  # type: ignore[arg-type]
+                    gateway=gateway, nic_mbps=nic, gateway6=gateway6)  # type: ignore[arg-type]
+
+    def gateway6(self, m: dict[str, Any], where: str, iface: Interface | None) -> ipaddress.IPv6Address | None:
+        """``gateway6`` comes with ``ip6`` (and only with it), inside its subnet, not the host itself."""
+        has_ip6, has_gw6 = m.get("ip6") is not None, m.get("gateway6") is not None
+        if has_ip6 != has_gw6:
+            self.bad(f"{where}.{'gateway6' if has_ip6 else 'ip6'}", "ip6 and gateway6 go together")
+            return None
+        if not has_gw6 or iface is None or iface.ip6 is None:
+            return None
+        gw = self.address6(m["gateway6"], f"{where}.gateway6")
+        if gw is not None and gw not in iface.ip6.network:
+            self.bad(f"{where}.gateway6", f"{gw} is not in the host's subnet {iface.ip6.network}")
+            return None
+        if gw is not None and gw == iface.ip6.ip:
+            self.bad(f"{where}.gateway6", "the gateway is the host's own address")
+            return None
+        return gw
 
     def link(self, item: Any, where: str) -> Link | None:
         m = self.mapping(item, where, ("a", "b", "mbps"), ("bypass",))
@@ -322,7 +345,13 @@ class _Parser(FieldReader):
         legs = {leg.ip.ip for mb in middleboxes for leg in (mb.inside, mb.outside)}
         if edge is not None:
             legs |= {edge.inside.ip.ip, edge.outside.ip.ip}
+        legs6 = {leg.ip6.ip for mb in middleboxes for leg in (mb.inside, mb.outside) if leg.ip6}
+        if edge is not None:
+            legs6 |= {leg.ip6.ip for leg in (edge.inside, edge.outside) if leg.ip6}
         for host in hosts:
             if host.gateway not in legs:
                 self.bad(f"{self.host_where[host.name]}.gateway",
                          f"{host.gateway} is not an address of a middlebox or the edge router")
+            if host.gateway6 is not None and host.gateway6 not in legs6:
+                self.bad(f"{self.host_where[host.name]}.gateway6",
+                         f"{host.gateway6} is not an ip6 address of a middlebox or the edge router")

@@ -58,6 +58,7 @@ class Interface:
     mac: str
     ip: ipaddress.IPv4Interface  # address with its prefix, e.g. 10.1.0.10/24
     attach: PortRef | None  # None for a leg cabled straight to another node (fw <-> nat)
+    ip6: ipaddress.IPv6Interface | None = None  # global IPv6 address with prefix (dual stack)
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,15 @@ class Host:
     iface: Interface
     gateway: ipaddress.IPv4Address
     nic_mbps: float
+    gateway6: ipaddress.IPv6Address | None = None  # set exactly when iface.ip6 is
+
+    @property
+    def ip6(self) -> ipaddress.IPv6Address | None:
+        return self.iface.ip6.ip if self.iface.ip6 is not None else None
+
+    def address_for(self, version: int) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+        """The host's own address of one IP family (a lane to a v6 destination leaves from it)."""
+        return self.iface.ip.ip if version == 4 else self.ip6
 
     @property
     def needs_nat(self) -> bool:
@@ -74,7 +84,8 @@ class Host:
 
         "Private" means RFC 1918 or shared (RFC 6598) space, the addresses a campus NAT hides.
         Python's ``is_private`` also counts the documentation ranges (198.51.100.0/24, ...) that
-        the lab uses as public addresses, so it is not used here.
+        the lab uses as public addresses, so it is not used here. IPv6 is never translated: a v6
+        host holds a global address.
         """
         return any(self.iface.ip.ip in net for net in NAT_PREFIXES)
 
@@ -131,8 +142,11 @@ class Topology:
     def host(self, name: str) -> Host:
         return next(h for h in self.hosts if h.name == name)
 
-    def host_by_ip(self, ip: str | ipaddress.IPv4Address) -> Host | None:
-        addr = ipaddress.IPv4Address(ip)
+    def host_by_ip(self, ip: str | ipaddress.IPv4Address | ipaddress.IPv6Address) -> Host | None:
+        """The host owning an IPv4 address or an IPv6 (``ip6``) address; ValueError for junk."""
+        addr = ipaddress.ip_address(ip)
+        if addr.version == 6:
+            return next((h for h in self.hosts if h.ip6 == addr), None)
         return next((h for h in self.hosts if h.iface.ip.ip == addr), None)
 
     def lane_addresses(self) -> tuple[ipaddress.IPv4Address, ...]:

@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "grant": "viplanes.client_cli:grant",
     "lane": "viplanes.client_cli:lane",
     "audit": "viplanes.client_cli:audit",
+    "transfer": "viplanes.transfer:transfer",
     "db": "viplanes.store_cli:db",
     "lab": "viplanes.lab.cli:lab",
     "pki": "viplanes.pki_cli:pki_group",

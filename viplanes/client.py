@@ -1,7 +1,9 @@
 """A small HTTP client of the VIP Lanes API, used by the CLI, the lab and the benchmarks."""
 from __future__ import annotations
 
+import threading
 import time
+import uuid
 from typing import Any
 
 import requests
@@ -74,3 +76,108 @@ class ApiClient:
             time.sleep(poll_s)
             lane = self.lane(lane["id"])
         return lane
+
+
+# --- a lane for the length of a block: `with viplanes.client.lane(...) as lease:` --------------
+
+class LaneRefused(Exception):
+    """The API refused the lane, the lane failed to activate, or the API could not be reached."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class LaneLease:
+    """One lane held as a lease: requested for ``lease_s``, extended by ``renew_s`` every
+    ``renew_s`` seconds while the holder lives, released at the end.
+
+    The lane's expiry therefore stays between ``lease_s - renew_s`` and ``lease_s`` ahead of now,
+    measured by the server's own clock (no client/server clock comparison): a holder that dies
+    without releasing leaves the lane at most ``lease_s`` behind it. Once the grant's longest
+    duration is reached an extension is refused; the lane then simply ends at its expiry and
+    ``warnings`` says so.
+    """
+
+    def __init__(self, api: ApiClient, body: dict[str, Any], lease_s: int = 60, renew_s: int | None = None,
+                 wait_s: float = 30.0) -> None:
+        self.api, self.lease_s, self.wait_s = api, lease_s, wait_s
+        self.renew_s = renew_s or max(1, lease_s // 3)
+        self.body = {**body, "duration_s": lease_s}
+        self.key = f"lease-{uuid.uuid4()}"  # a retried request returns the same lane
+        self.lane: dict[str, Any] | None = None
+        self.warnings: list[str] = []
+        self.active_at: float | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def id(self) -> int | None:
+        return self.lane["id"] if self.lane else None
+
+    def start(self) -> dict[str, Any]:
+        """Request and wait until active; LaneRefused otherwise (nothing is left behind)."""
+        try:
+            lane = self.api.request_lane(self.body, self.key)
+            self.lane = lane
+            lane = self.api.wait_lane(lane, self.wait_s)
+        except ApiError as exc:
+            if self.lane is not None:
+                self.release()
+            raise LaneRefused(str(exc), exc.status) from None
+        self.lane = lane
+        if lane["state"] != "active":
+            self.release()
+            raise LaneRefused(f"lane {lane['id']} is {lane['state']}: {lane.get('reason', '')}")
+        self.active_at = time.monotonic()
+        self._thread = threading.Thread(target=self._renew, name="viplanes-lease", daemon=True)
+        self._thread.start()
+        return lane
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self.renew_s):
+            try:
+                self.lane = self.api.call("POST", f"/lanes/{self.id}/extend", json={"add_s": self.renew_s})
+            except ApiError as exc:
+                if exc.status == 0:  # API away for a moment: the lease covers it, try again
+                    continue
+                self.warnings.append(f"lane {self.id} not extended ({exc}); it ends at its expiry")
+                return
+
+    def stats(self) -> dict[str, Any] | None:
+        try:
+            return self.api.call("GET", f"/lanes/{self.id}/stats")  # type: ignore[no-any-return]
+        except ApiError:
+            return None
+
+    def release(self) -> dict[str, Any] | None:
+        """Stop renewing and end the lane (a lane that already ended is fine)."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(5)
+        if self.lane is None:
+            return None
+        try:
+            self.lane = self.api.call("POST", f"/lanes/{self.id}/release")
+        except ApiError as exc:
+            if exc.error != "lane_not_live":
+                self.warnings.append(f"lane {self.id} not released ({exc}); it ends at its expiry")
+        return self.lane
+
+
+def lane(api: ApiClient | None = None, *, lease_s: int = 60, wait_s: float = 30.0, **body: Any) -> Any:
+    """A context manager holding a lane for the block: ``with lane(src_ip=..., dst_host=...,
+    dst_port=443, protocol="tcp", purpose="upload") as lease: ...``. Raises LaneRefused on entry
+    when there is no lane; the lane is released on exit, whatever ends the block."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def held() -> Any:
+        lease = LaneLease(api or ApiClient(), body, lease_s=lease_s, wait_s=wait_s)
+        lease.start()
+        try:
+            yield lease
+        finally:
+            lease.release()
+
+    return held()

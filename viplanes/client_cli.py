@@ -17,7 +17,7 @@ import click
 from viplanes.client import ApiClient, ApiError
 from viplanes.config import ClientConfig, ConfigError
 
-LANE_COLUMNS = ("id", "principal", "state", "src_ip", "dst_ip", "protocol", "dst_port", "nat_ip",
+LANE_COLUMNS = ("id", "principal", "state", "src_ip", "dst_ip", "dst_host", "protocol", "dst_ports", "nat_ip",
                 "starts_at", "expires_at", "reason")
 
 
@@ -27,6 +27,8 @@ def _fail(message: str, code: int = 1) -> NoReturn:
 
 
 def _short_time(value: Any) -> str:
+    if isinstance(value, list):
+        return ", ".join(map(str, value))
     if isinstance(value, str) and re.match(r"^\d{4}-\d\d-\d\dT", value):
         return value[:19].replace("T", " ") + "Z"
     return "" if value is None else str(value)
@@ -250,10 +252,13 @@ def lane() -> None:
 
 
 @lane.command("request")
-@click.option("--src", "src_ip", required=True, help="source host address")
-@click.option("--dst", "dst_ip", required=True, help="destination address")
+@click.option("--src", "src_ip", required=True, help="source host address (IPv4 or IPv6)")
+@click.option("--dst", "dst", default=None, help="destination address, or a host name (all its addresses, "
+                                                  "followed while the lane lives)")
+@click.option("--dst-prefix", default=None, help="every address of this prefix")
 @click.option("--protocol", type=click.Choice(["tcp", "udp"]), default="tcp")
-@click.option("--dst-port", type=click.IntRange(1, 65535), required=True)
+@click.option("--dst-port", type=click.IntRange(1, 65535), default=None)
+@click.option("--dst-ports", default=None, help="a range or list: 50000-51000 or 5201,9000-9100")
 @click.option("--src-port", type=click.IntRange(1, 65535), default=None)
 @click.option("--duration", "duration", default="3600", help="seconds or 10m/2h/1d")
 @click.option("--start-at", default=None, help="ISO 8601 start (advance reservation)")
@@ -266,11 +271,27 @@ def lane() -> None:
 def lane_request(api: ApiClient, duration: str, wait: bool, wait_timeout: float | None,
                  idempotency_key: str | None, **body: Any) -> Any:
     body["duration_s"] = _duration_of(duration, "--duration")
+    dst = body.pop("dst")
+    if dst is not None:
+        body["dst_ip" if _is_address(dst) else "dst_host"] = dst
+    if body.get("dst_ports") is not None:
+        items = [int(p) if p.strip().isdigit() else p.strip() for p in body["dst_ports"].split(",")]
+        body["dst_ports"] = items if len(items) > 1 else items[0]
     body = {k: v for k, v in body.items() if v is not None}
     out = api.request_lane(body, idempotency_key)
     if wait and out["state"] not in ("active", "failed"):
         out = api.wait_lane(out, wait_timeout if wait_timeout is not None else _until_start(out) + 30.0)
     return out, _record, 1 if out["state"] in ("failed", "expired", "released", "revoked") else 0
+
+
+def _is_address(text: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(text)
+        return True
+    except ValueError:
+        return False
 
 
 def _until_start(lane: dict[str, Any]) -> float:

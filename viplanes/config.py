@@ -37,6 +37,11 @@ class AppConfig:
     auth_global_max_failures: int = field(default_factory=lambda: _env_int("VIPLANES_AUTH_GLOBAL_MAX_FAILURES", 500))
     auth_window_s: int = field(default_factory=lambda: _env_int("VIPLANES_AUTH_WINDOW_S", 60))
     db_pool_size: int = 10
+    # issue 11: the most (destination x masked port) matches one lane may need, and the window in
+    # which a lane's DNS name is resolved again (its record TTL, raised to the floor, cut at the cap)
+    max_lane_matches: int = field(default_factory=lambda: _env_int("VIPLANES_MAX_LANE_MATCHES", 64))
+    dns_ttl_floor_s: int = field(default_factory=lambda: _env_int("VIPLANES_DNS_TTL_FLOOR_S", 30))
+    dns_ttl_cap_s: int = field(default_factory=lambda: _env_int("VIPLANES_DNS_TTL_CAP_S", 3600))
 
     def resolved_db_url(self) -> str:
         return resolve_db_url(self.db_url or None)

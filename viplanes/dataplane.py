@@ -24,6 +24,11 @@ def is_transient(reason: str) -> bool:
 
 
 class Dataplane(Protocol):
+    """``carries_lane_sets`` (optional class attribute, default False): True once the data plane
+    compiles destination sets, port ranges and IPv6 (``LaneSpec.dst_nets``/``dst_ports``). Until then
+    the lane manager refuses such lanes itself (422 ``lane_shape_unsupported``) and never sends
+    them, so an old compiler never sees a lane it would silently narrow to one flow."""
+
     def attach_source(self, desired_lanes: DesiredLanes) -> None:
         """Tell the controller where to read the lanes that should be active (for reconcile)."""
 

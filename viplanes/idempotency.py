@@ -20,9 +20,14 @@ from viplanes.errors import Invalid
 from viplanes.models import Lane
 
 
+# fields added after keys were first stored: left out while unset, so an old request's hash holds
+_ADDED_LATER = frozenset({"dst_prefix", "dst_host", "dst_ports"})
+
+
 def request_digest(body: Any) -> str:
     """sha256 of a request dataclass as canonical JSON (sorted keys, defaults filled in)."""
-    canonical = json.dumps(dataclasses.asdict(body), sort_keys=True, separators=(",", ":"))
+    fields = {k: v for k, v in dataclasses.asdict(body).items() if v is not None or k not in _ADDED_LATER}
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 

@@ -19,8 +19,6 @@ import ipaddress
 import logging
 import threading
 import time
-import zlib
-from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from sqlalchemy import func, select, update
@@ -30,10 +28,15 @@ from sqlalchemy.orm import Session
 from viplanes.authz.tokens import Caller, sees_lane
 from viplanes.dataplane import Dataplane, is_transient
 from viplanes.db import Database
-from viplanes.domain import ActivationResult, LaneCounters, LaneSpec
+from viplanes.domain import ActivationResult, LaneCounters, LaneSpec, lane_shape_refusal
 from viplanes.errors import Conflict, Forbidden, Invalid, NotFound, Unavailable, VipError
 from viplanes.idempotency import find_replay, request_digest
+from viplanes.lane_overlap import overlapping_lane, row_nets, row_ports
 from viplanes.lane_pool import LanePool
+from viplanes.lane_specs import SPEC_COLUMNS, spec_from_row, spec_of
+from viplanes.lane_targets import (  # noqa: F401 - LaneInput, LaneLimits re-exported
+    LaneInput, LaneLimits, LaneTarget, clamp_ttl, target_for_request)
+from viplanes.resolver import Resolver, default_resolver
 from viplanes.models import LIVE_STATES, Lane, Principal
 from viplanes.policy.rules import START_SLACK_S, Decision, LaneRequest, check_grant, decide
 from viplanes.store import audit, get_grant, lock_usable_grants, rule_of
@@ -63,30 +66,6 @@ def _move(lane: Lane, dst: str, reason: str | None = None) -> None:
         lane.reason = reason
 
 
-def spec_of(lane: Lane) -> LaneSpec:
-    return LaneSpec(lane_id=lane.id, src_ip=lane.src_ip, dst_ip=lane.dst_ip, protocol=lane.protocol,  # type: ignore[arg-type]
-                    dst_port=lane.dst_port, src_port=lane.src_port, nat_ip=lane.nat_ip,
-                    expires_at=lane.expires_at, rate_mbps=lane.rate_mbps)
-
-
-# the columns of ``spec_of``, in LaneSpec's order (``desired_lanes`` reads only these)
-_SPEC_COLUMNS = (Lane.id, Lane.src_ip, Lane.dst_ip, Lane.protocol, Lane.dst_port, Lane.src_port,
-                 Lane.nat_ip, Lane.expires_at, Lane.rate_mbps)
-
-
-@dataclass(frozen=True)
-class LaneInput:
-    src_ip: str
-    dst_ip: str
-    protocol: str
-    dst_port: int
-    duration_s: int
-    purpose: str
-    src_port: int | None = None
-    start_at: float | None = None
-    rate_mbps: float | None = None
-
-
 def _noop(*_args: object) -> None:
     return None
 
@@ -102,8 +81,12 @@ class LaneManager:
     def __init__(self, db: Database, dataplane: Dataplane, topology: Topology,
                  clock: Callable[[], float] = time.time,
                  on_decision: Callable[[str], None] = _noop,
-                 on_activation: Callable[[float, bool], None] = _noop) -> None:
+                 on_activation: Callable[[float, bool], None] = _noop,
+                 resolver: Resolver | None = None, limits: LaneLimits | None = None) -> None:
         self.db = db
+        self.resolver = resolver or default_resolver()
+        self.limits = limits or LaneLimits()
+        self.resend_lock = threading.Lock()  # an extension and a re-resolved name re-send one at a time
         self.dataplane = dataplane
         self.topology = topology
         self.clock = clock
@@ -119,8 +102,9 @@ class LaneManager:
         """Decide, store and (for an immediate lane) activate. Returns (lane, created).
         Retries with an Idempotency-Key: see ``viplanes.idempotency``."""
         digest = request_digest(body)
+        target = self.target_of(body)
         try:
-            return self._request(caller, body, idempotency_key, digest)
+            return self._request(caller, body, target, idempotency_key, digest)
         except IntegrityError:
             # two retries with one key raced past the grant lock: the unique index kept one lane
             if idempotency_key:
@@ -130,7 +114,12 @@ class LaneManager:
                     return first, False
             raise
 
-    def _request(self, caller: Caller, body: LaneInput, idempotency_key: str | None,
+    def target_of(self, body: LaneInput) -> LaneTarget:
+        """Destination set and ports, a name resolved before any database lock is held."""
+        return target_for_request(body, self.topology, self.resolver, self.limits.max_matches,
+                                  getattr(self.dataplane, "carries_lane_sets", False))
+
+    def _request(self, caller: Caller, body: LaneInput, target: LaneTarget, idempotency_key: str | None,
                  digest: str) -> tuple[Lane, bool]:
         now = self.clock()
         denial: VipError | None = None
@@ -142,7 +131,7 @@ class LaneManager:
                     first = find_replay(s, caller.id, idempotency_key, digest)
                     if first is not None:
                         return first, False
-                req = self._to_request(body, now)
+                req = self._to_request(body, target, now)
                 rules = [rule_of(g) for g in grants]
                 # Quota is the last check of a grant, so only grants that pass every other check need
                 # their live lanes counted (one GROUP BY over fewer grants); the rest fail the same
@@ -152,8 +141,8 @@ class LaneManager:
                 decision = decide(req, rules, self.topology, now,
                                   self._live_counts(s, countable, req.starts_at, req.expires_at))
                 if decision.allowed:
-                    lane, denial = self._insert(s, caller, body, req, decision, now, idempotency_key,
-                                                 digest)
+                    lane, denial = self._insert(s, caller, body, target, req, decision, now,
+                                                 idempotency_key, digest)
                 else:
                     denial = self._denial(decision)
                 self.on_decision(denial.code if denial is not None else decision.code)
@@ -170,17 +159,17 @@ class LaneManager:
             lane = self._activate(lane)
         return lane, True
 
-    def _to_request(self, body: LaneInput, now: float) -> LaneRequest:
+    def _to_request(self, body: LaneInput, target: LaneTarget, now: float) -> LaneRequest:
         try:
-            src, dst = ipaddress.IPv4Address(body.src_ip), ipaddress.IPv4Address(body.dst_ip)
+            src = ipaddress.ip_address(body.src_ip)
         except ValueError as exc:
             raise Invalid(str(exc), code="invalid_address") from None
         start = now if body.start_at is None or body.start_at <= now else body.start_at
         if body.start_at is not None and body.start_at < now - START_SLACK_S:
             start = body.start_at  # let the policy refuse it with its reason
-        return LaneRequest(src_ip=src, dst_ip=dst, protocol=body.protocol, dst_port=body.dst_port,
+        return LaneRequest(src_ip=src, dst_ip=None, protocol=body.protocol, dst_port=None,
                            src_port=body.src_port, duration_s=body.duration_s, starts_at=start,
-                           rate_mbps=body.rate_mbps)
+                           rate_mbps=body.rate_mbps, dst_nets=target.nets, dst_ports=target.ports)
 
     @staticmethod
     def _denial(decision: Decision) -> VipError:
@@ -201,30 +190,19 @@ class LaneManager:
             q = q.where(Lane.id != exclude)
         return {gid: n for gid, n in s.execute(q)}
 
-    def _duplicate(self, s: Session, src: str, dst: str, proto: str, dport: int, sport: int | None,
-                   start: float, end: float, exclude: int | None = None) -> int | None:
-        key = (1 << 32) + zlib.crc32(f"{src}|{dst}|{proto}|{dport}".encode())
-        self.db.advisory_lock(s, key)
-        q = select(Lane.id).where(Lane.src_ip == src, Lane.dst_ip == dst, Lane.protocol == proto,
-                                  Lane.dst_port == dport, Lane.state.in_(LIVE_STATES),
-                                  Lane.starts_at < end, Lane.expires_at > start)
-        if sport is not None:  # a lane without src_port covers every source port
-            q = q.where(Lane.src_port.is_(None) | (Lane.src_port == sport))
-        if exclude is not None:
-            q = q.where(Lane.id != exclude)
-        return s.scalar(q.limit(1))
-
-    def _insert(self, s: Session, caller: Caller, body: LaneInput, req: LaneRequest, decision: Decision,
-                now: float, idempotency_key: str | None, digest: str) -> tuple[Lane | None, VipError | None]:
-        src, dst = str(req.src_ip), str(req.dst_ip)
-        dup = self._duplicate(s, src, dst, req.protocol, req.dst_port, req.src_port, req.starts_at, req.expires_at)
+    def _insert(self, s: Session, caller: Caller, body: LaneInput, target: LaneTarget, req: LaneRequest,
+                decision: Decision, now: float, idempotency_key: str | None,
+                digest: str) -> tuple[Lane | None, VipError | None]:
+        src = str(req.src_ip)
+        dup = overlapping_lane(s, self.db, src, req.protocol, target.nets, target.ports, req.src_port,
+                               req.starts_at, req.expires_at)
         if dup is not None:  # another researcher's lane id stays hidden, like its 404
             own = s.scalar(select(Lane.principal_id).where(Lane.id == dup)) == caller.id or caller.is_operator
             return None, Conflict("an identical lane is already live for this time" + (f" (lane {dup})" if own else ""),
                                   {"lane_id": dup} if own else {}, code="duplicate_lane")
         nat_ip = None
         host = self.topology.host_by_ip(req.src_ip)
-        if host is not None and host.needs_nat:
+        if host is not None and host.needs_nat and any(n.version == 4 for n in target.nets):
             # One lane-pool address per host, shared by all its live lanes: the translation is
             # stateless 1:1 (host <-> address) and lanes of one host differ by their ports, so
             # the pool bounds concurrent hosts, not concurrent lanes.
@@ -234,16 +212,27 @@ class LaneManager:
                                          {"pool": str(self.topology.lane_pool.prefix)}, code="lane_pool_exhausted")
         immediate = req.starts_at <= now
         if immediate:
-            waiting = self._unready(LaneSpec(0, src, dst, req.protocol, req.dst_port, req.src_port,  # type: ignore[arg-type]
-                                             nat_ip, req.expires_at, req.rate_mbps))
+            waiting = self._unready(LaneSpec(0, src, target.single_address(), req.protocol,  # type: ignore[arg-type]
+                                             target.single_port(), req.src_port, nat_ip,
+                                             req.expires_at, req.rate_mbps))
             if waiting:
                 return None, Unavailable(f"the data plane is not ready ({', '.join(waiting)}); try again",
                                          {"switches": waiting, "retry_after_s": NOT_READY_RETRY_S},
                                          code="switches_not_ready", retry_after=NOT_READY_RETRY_S)
-        lane = Lane(principal_id=caller.id, grant_id=decision.grant_id, src_ip=src, dst_ip=dst,
-                    protocol=req.protocol, dst_port=req.dst_port, src_port=req.src_port,
+        # a plain lane (one address, one port, no name) keeps today's row; every other shape has
+        # dst_ip/dst_port NULL and its set in dst_nets/dst_ports (the overlap check's index relies on it)
+        plain = target.single_address() is not None and target.single_port() is not None and not target.host
+        refresh = now + clamp_ttl(target.ttl_s, self.limits.ttl_floor_s, self.limits.ttl_cap_s) if target.host else None
+        reason = decision.reason + (f"; {target.host} also has {', '.join(target.dropped)} (no address of "
+                                    "that family on the source)" if target.dropped else "")
+        lane = Lane(principal_id=caller.id, grant_id=decision.grant_id, src_ip=src,
+                    dst_ip=target.single_address() if plain else None, protocol=req.protocol,
+                    dst_port=target.single_port() if plain else None, src_port=req.src_port,
+                    dst_nets=None if plain else target.net_strings(),
+                    dst_ports=None if plain else [list(r) for r in target.ports],
+                    dst_host=target.host, dst_refresh_at=refresh,
                     duration_s=req.duration_s, rate_mbps=req.rate_mbps, purpose=body.purpose,
-                    state="installing" if immediate else "scheduled", reason=decision.reason,
+                    state="installing" if immediate else "scheduled", reason=reason,
                     nat_ip=nat_ip, idempotency_key=idempotency_key,
                     request_hash=digest if idempotency_key else None, created_at=now,
                     starts_at=req.starts_at, expires_at=req.expires_at)
@@ -286,7 +275,8 @@ class LaneManager:
         spec = spec_of(lane)
         t0 = time.perf_counter()
         try:
-            result = self.dataplane.activate(spec)
+            refusal = None if getattr(self.dataplane, "carries_lane_sets", False) else lane_shape_refusal(spec)
+            result = ActivationResult(False, refusal, 0.0) if refusal else self.dataplane.activate(spec)
         except Exception as exc:  # a broken controller must fail the lane, not the request
             log.exception("activate lane %s", lane.id)
             result = ActivationResult(False, f"data plane error: {exc}", time.perf_counter() - t0)
@@ -365,10 +355,9 @@ class LaneManager:
         """What the data plane should carry right now (the controller's reconcile source)."""
         now = self.clock()
         with self.db.read() as s:  # plain columns: no ORM identity map for 10,000 rows
-            rows = s.execute(select(*_SPEC_COLUMNS).where(Lane.state.in_(("installing", "active")),
+            rows = s.execute(select(*SPEC_COLUMNS).where(Lane.state.in_(("installing", "active")),
                                                           Lane.expires_at > now)).all()
-        return [LaneSpec(lane_id=r[0], src_ip=r[1], dst_ip=r[2], protocol=r[3], dst_port=r[4],
-                         src_port=r[5], nat_ip=r[6], expires_at=r[7], rate_mbps=r[8]) for r in rows]
+        return [spec_from_row(r) for r in rows]
 
     def counts_by_state(self) -> dict[str, int]:
         with self.db.read() as s:
@@ -403,13 +392,14 @@ class LaneManager:
             if lane.state not in LIVE_STATES:
                 raise Conflict(f"lane {lane_id} is {lane.state}", code="lane_not_live")
             new_end = lane.expires_at + add_s
-            req = LaneRequest(ipaddress.IPv4Address(lane.src_ip), ipaddress.IPv4Address(lane.dst_ip),
-                              lane.protocol, lane.dst_port, lane.src_port, lane.duration_s + add_s,
-                              lane.starts_at, lane.rate_mbps)
+            nets = tuple(ipaddress.ip_network(n) for n in row_nets(lane.dst_ip, lane.dst_nets))
+            req = LaneRequest(ipaddress.ip_address(lane.src_ip), None, lane.protocol, None, lane.src_port,
+                              lane.duration_s + add_s, lane.starts_at, lane.rate_mbps, dst_nets=nets,
+                              dst_ports=tuple(row_ports(lane.dst_port, lane.dst_ports)))
             live = self._live_counts(s, [grant.id], lane.starts_at, new_end, exclude=lane.id).get(grant.id, 0)
             decision = check_grant(req, rule_of(grant), now, live)
-            dup = self._duplicate(s, lane.src_ip, lane.dst_ip, lane.protocol, lane.dst_port, lane.src_port,
-                                  lane.starts_at, new_end, exclude=lane.id)
+            dup = overlapping_lane(s, self.db, lane.src_ip, lane.protocol, nets, req.dst_ports, lane.src_port,
+                                   lane.starts_at, new_end, exclude=lane.id)
             if decision.allowed and dup is not None:
                 decision = Decision(False, "duplicate_lane", "an identical lane uses this flow later", grant.id)
             self.on_decision(decision.code)
@@ -422,7 +412,10 @@ class LaneManager:
             raise self._denial(decision) if decision.code != "duplicate_lane" else \
                 Conflict(decision.reason, code="duplicate_lane")
         if lane.state == "active":  # refresh hard_timeout on the switches
-            result = self.dataplane.activate(spec_of(lane))
+            with self.resend_lock:  # re-read: a name's new set may have been written meanwhile
+                with self.db.read() as s:
+                    row = s.execute(select(*SPEC_COLUMNS).where(Lane.id == lane_id)).one()
+                result = self.dataplane.activate(spec_from_row(row))
             if not result.ok:
                 log.warning("lane %s extended but the data plane refresh failed: %s", lane_id, result.reason)
         return lane

@@ -15,6 +15,8 @@ from viplanes.domain import ActivationResult, LaneCounters, LaneSpec
 
 
 class MemoryDataplane:
+    carries_lane_sets = True  # it only remembers specs, so every destination shape is "carried"
+
     def __init__(self, delay_s: float = 0.0) -> None:
         self.delay_s = delay_s
         self.active: dict[int, LaneSpec] = {}

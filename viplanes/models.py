@@ -78,15 +78,24 @@ class Lane(Base):
         # seeks, not scans of every live lane (request latency must not grow with live lanes).
         Index("ix_lanes_src_state", "src_ip", "state"),
         Index("ix_lanes_nat_state", "nat_ip", "state"),
+        # the name watcher's "which lanes' DNS answers ran out" (migration 0004)
+        Index("ix_lanes_dst_refresh", "dst_refresh_at"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     principal_id: Mapped[int] = mapped_column(ForeignKey("principals.id"))
     grant_id: Mapped[int] = mapped_column(ForeignKey("grants.id"))
-    src_ip: Mapped[str] = mapped_column(String(15))
-    dst_ip: Mapped[str] = mapped_column(String(15))
+    src_ip: Mapped[str] = mapped_column(String(45))
+    # the one destination address / port of a single-flow lane; NULL when the lane has a set
+    dst_ip: Mapped[str | None] = mapped_column(String(45), nullable=True)
     protocol: Mapped[str] = mapped_column(String(3))
-    dst_port: Mapped[int] = mapped_column(Integer)
+    dst_port: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # destination sets (issue 11): canonical networks ["203.0.113.5/32", "2001:db8::/64"] and
+    # inclusive port ranges [[50000, 51000]]; NULL for a single-flow lane (dst_ip/dst_port say it)
+    dst_nets: Mapped[list | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    dst_ports: Mapped[list | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    dst_host: Mapped[str | None] = mapped_column(String(253), nullable=True)  # name the set came from
+    dst_refresh_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # resolve dst_host again
     src_port: Mapped[int | None] = mapped_column(Integer, nullable=True)
     duration_s: Mapped[int] = mapped_column(Integer)
     rate_mbps: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -84,6 +84,7 @@ def serve(topology_path: str | None, db_url: str | None, api_addr: str, of_addr:
 
     from viplanes.api.app import create_app
     from viplanes.config import AppConfig
+    from viplanes.lane_names import NameWatcher
     from viplanes.scheduler import Scheduler
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -105,6 +106,7 @@ def serve(topology_path: str | None, db_url: str | None, api_addr: str, of_addr:
     plane.attach_source(ctx.manager.desired_lanes)
     _stop_on_sigterm()
     scheduler = Scheduler(ctx.manager, interval_s=tick_s)
+    names = NameWatcher(ctx.manager)
     server = None
     started = False
     try:
@@ -115,6 +117,7 @@ def serve(topology_path: str | None, db_url: str | None, api_addr: str, of_addr:
                 raise click.ClickException(str(exc)) from None
         started = True
         scheduler.start()
+        names.start()
         try:
             server = create_server(app, host=api_host, port=api_port, threads=threads, ident="viplanes")
         except OSError as exc:
@@ -130,6 +133,7 @@ def serve(topology_path: str | None, db_url: str | None, api_addr: str, of_addr:
         if server is not None:
             server.close()
         scheduler.stop()
+        names.stop()
         if started and hasattr(plane, "stop"):
             plane.stop()
         ctx.db.dispose()

@@ -107,7 +107,9 @@ def test_openapi_document(world):
     doc = world.client.get("/api/v1/openapi.json").json
     assert doc["openapi"].startswith("3.") and doc["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
     req = doc["components"]["schemas"]["LaneRequest"]
-    assert set(req["required"]) == {"src_ip", "dst_ip", "protocol", "dst_port", "duration_s", "purpose"}
+    # issue 11: a destination is one of dst_ip/dst_prefix/dst_host, a port one of dst_port/dst_ports
+    assert set(req["required"]) == {"src_ip", "protocol", "duration_s", "purpose"}
+    assert {"dst_ip", "dst_prefix", "dst_host", "dst_port", "dst_ports"} <= set(req["properties"])
     assert {"start_at", "src_port", "rate_mbps"} <= set(req["properties"])
 
 

@@ -45,8 +45,8 @@ def test_db_upgrade_and_current(tmp_path):
     url = f"sqlite:///{tmp_path / 'm.db'}"
     assert CliRunner().invoke(main, ["db", "current", "--db", url]).stdout.strip() == "none"
     r = CliRunner().invoke(main, ["db", "upgrade", "--db", url])
-    assert r.exit_code == 0 and "schema at 0003" in r.stdout
-    assert CliRunner().invoke(main, ["db", "current", "--db", url]).stdout.strip() == "0003"
+    assert r.exit_code == 0 and "schema at 0004" in r.stdout
+    assert CliRunner().invoke(main, ["db", "current", "--db", url]).stdout.strip() == "0004"
 
 
 def test_lane_request_wait_and_exit_codes(run):
@@ -92,7 +92,7 @@ def test_bad_input_is_one_line_not_a_traceback(run, tmp_path):
     assert r.exit_code == 2 and r.stderr.count("\n") == 1
     r = run("alice", "lane", "request", "--src", "10.1.0.300", "--dst", "203.0.113.10", "--dst-port", "9000",
             "--purpose", "x")
-    assert r.exit_code == 1 and "src_ip: not an IPv4 address" in r.stderr and r.stderr.count("\n") == 1
+    assert r.exit_code == 1 and "src_ip: not an IPv4 or IPv6 address" in r.stderr and r.stderr.count("\n") == 1
     r = run("nope", "lane", "list")
     assert r.exit_code == 1 and "unauthorized" in r.stderr
     r = run("alice", "lane", "list", env={"VIPLANES_API_URL": "http://127.0.0.1:1"})
@@ -110,3 +110,19 @@ def test_config_file(live, world, tmp_path):
     cfg.write_text('api_url = "x"\ncolour = "blue"\n')
     r = CliRunner().invoke(main, ["principal", "whoami"], env={"VIPLANES_CONFIG": str(cfg)})
     assert r.exit_code == 3 and "unknown keys ['colour']" in r.stderr
+
+
+def test_lane_request_ranges_prefixes_and_names(run):
+    r = run("alice", "lane", "request", "--src", "10.1.0.10", "--dst", "203.0.113.10", "--dst-ports", "9010-9020",
+            "--purpose", "globus", "--json")
+    assert r.exit_code == 0, r.stderr
+    lane = json.loads(r.stdout)
+    assert lane["dst_ports"] == ["9010-9020"] and lane["match_count"] == 4 and lane["flow_count"] == 4 * 2 * 3
+    r = run("alice", "lane", "request", "--src", "10.1.0.10", "--dst-prefix", "203.0.113.64/26",
+            "--dst-ports", "443,9030", "--purpose", "p", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["dst_nets"] == ["203.0.113.64/26"], r.stderr
+    r = run("alice", "lane", "request", "--src", "10.1.0.10", "--dst", "no-such-name.invalid", "--dst-port", "9000",
+            "--purpose", "p")
+    assert r.exit_code == 1 and "dst_host_unresolvable" in r.stderr and r.stderr.count("\n") == 1
+    r = run("alice", "lane", "list")
+    assert r.exit_code == 0 and "9010-9020" in r.stdout
