@@ -157,6 +157,7 @@ class DriftWatch:
     def check_drift(self, timeout_s: float = 2.0) -> list[int]:
         """One round over the connected switches; the dpids it reconciled."""
         fixed = []
+        expectation: tuple[int, dict[int, Range]] | None = None
         for dpid in sorted(self.connected):
             if dpid not in self.reconciled:
                 continue  # its reconcile after connecting is still running
@@ -165,24 +166,32 @@ class DriftWatch:
                 LOG.info("%s: a change was not confirmed; reconciling", self.switch_name(dpid))
                 self._drift_reconcile(dpid)
                 fixed.append(dpid)
-            elif self._probe(dpid, timeout_s):
+                continue
+            if expectation is None or expectation[0] != self._applied:
+                expectation = self._expectation()  # once per round unless something changed
+                if expectation is None:
+                    continue  # a change is being applied: count next time
+            if self._probe(dpid, *expectation, timeout_s=timeout_s):
                 fixed.append(dpid)
         return fixed
 
-    def _probe(self, dpid: int, timeout_s: float) -> bool:
+    def _expectation(self) -> tuple[int, dict[int, Range]] | None:
+        """(epoch, expected range per dpid), or None while a change holds the change lock."""
         now = self.clock()
         for lane in list(self.lanes.values()):  # compile what must be, outside the change lock
             self._lane_counts(lane, now)
         if not self._change.acquire(blocking=False):
-            return False  # a change is being applied: count next time
+            return None
         try:
-            epoch = self._applied
-            lo, hi = self.expected_flow_counts(now).get(dpid, (0, 0))
+            return self._applied, self.expected_flow_counts(now)
         finally:
             self._change.release()
+
+    def _probe(self, dpid: int, epoch: int, expected: dict[int, Range], timeout_s: float) -> bool:
+        lo, hi = expected.get(dpid, (0, 0))
         actual = self.flow_count(dpid, timeout_s)
         if actual is None or self._applied != epoch:
-            return False
+            return False  # no answer, or a change landed meanwhile: compare next time
         if lo <= actual <= hi:
             self._muted.pop(dpid, None)
             return False
