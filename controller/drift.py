@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any, Callable
 
 from os_ken.ofproto import ofproto_v1_3 as ofp
@@ -39,6 +40,7 @@ from viplanes.topologies.model import Topology
 
 LOG = logging.getLogger("viplanes.controller.runtime")
 DRIFT_PERIOD_S = 2.0  # how often each connected switch's flows are counted
+BACKOFF_MAX_S = 60.0  # longest wait between reconciles of a switch that keeps disagreeing
 EXPIRY_SLACK_S = 5.0  # around a lane's end its flows may or may not be there (OVS expiry, clock)
 Range = tuple[int, float]  # (fewest, most) flows a switch may hold; most may be inf
 
@@ -75,6 +77,7 @@ class DriftWatch:
         self._base_counts: dict[int, int] | None = None
         self._muted: dict[int, tuple[int, float, int]] = {}  # dpid -> (lo, hi, actual)
         self.drift_reconciles = 0  # reconciles the probe started (tests, metrics)
+        self._calm: dict[int, tuple[float, float]] = {}  # dpid -> (not before, next delay)
 
     # ---- bookkeeping called by the runtime ---------------------------------------------------
     def mark_suspect(self, dpids: Any) -> None:
@@ -162,6 +165,8 @@ class DriftWatch:
             if dpid not in self.reconciled:
                 continue  # its reconcile after connecting is still running
             if dpid in self._suspect:
+                if self._backing_off(dpid):
+                    continue
                 self._suspect.discard(dpid)
                 LOG.info("%s: a change was not confirmed; reconciling", self.switch_name(dpid))
                 self._drift_reconcile(dpid)
@@ -194,8 +199,9 @@ class DriftWatch:
             return False  # no answer, or a change landed meanwhile: compare next time
         if lo <= actual <= hi:
             self._muted.pop(dpid, None)
+            self._calm.pop(dpid, None)
             return False
-        if self._muted.get(dpid) == (lo, hi, actual):
+        if self._muted.get(dpid) == (lo, hi, actual) or self._backing_off(dpid):
             return False
         LOG.warning("%s holds %d app flows, expected %s: reconciling", self.switch_name(dpid),
                     actual, lo if lo == hi else f"{lo}..{hi:g}")
@@ -205,8 +211,18 @@ class DriftWatch:
             self._muted[dpid] = (lo, hi, actual)
         return True
 
+    def _backing_off(self, dpid: int) -> bool:
+        """True while a switch that keeps disagreeing waits for its next reconcile: the delay
+        doubles from DRIFT_PERIOD_S up to BACKOFF_MAX_S (a switch refusing our flows must not
+        cost a full reconcile every round) and resets once its count agrees."""
+        not_before, _ = self._calm.get(dpid, (0.0, 0.0))
+        return time.monotonic() < not_before
+
     def _drift_reconcile(self, dpid: int) -> reconcile.Plan | None:
         self.drift_reconciles += 1
+        _, delay = self._calm.get(dpid, (0.0, 0.0))
+        self._calm[dpid] = (time.monotonic() + delay,
+                            min(BACKOFF_MAX_S, max(DRIFT_PERIOD_S, delay * 2)))
         plan = self.reconcile_switch(dpid)
         known = self.topology is not None and self.topology.switch_by_dpid(dpid) is not None
         if plan is None and known and dpid in self.connected:

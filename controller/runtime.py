@@ -18,6 +18,7 @@ os-ken's event thread (flow stats on the connection's thread) and only set event
 """
 from __future__ import annotations
 
+import copy
 import itertools
 import logging
 import random
@@ -94,7 +95,12 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch):
         """Send ofmsgs + one barrier to a switch; the Batch to wait on, or why it was not sent."""
         if dpid not in self.connected:
             return f"{self.switch_name(dpid)} not connected"
+        # a reconcile sends the cached desired FlowMods themselves: one sent before (the same
+        # flow deleted behind our back twice, a second ovs-vswitchd restart) already has an xid,
+        # and os-ken refuses to set another; send a copy with its own
+        ofmsgs = [copy.copy(m) if m.xid is not None else m for m in ofmsgs]
         for msg in ofmsgs:
+            msg.xid = None
             msg.set_xid(self._xid())
         barrier = parser.OFPBarrierRequest(None)
         barrier.set_xid(self._xid())

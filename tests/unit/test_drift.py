@@ -101,3 +101,34 @@ def test_a_probe_that_races_a_change_compares_nothing(carried, switches) -> None
         worker.join(5)
     assert done == [[]]
     assert rt.check_drift() == [1]
+
+
+def test_a_switch_that_keeps_disagreeing_is_reconciled_with_growing_pauses(carried, switches,
+                                                                           monkeypatch) -> None:
+    import viplanes.controller.drift as drift
+
+    now = [100.0]
+    monkeypatch.setattr(drift.time, "monotonic", lambda: now[0])
+    rt, _ = carried
+    switches.refuse = lambda dpid, msg: dpid == 2 and isinstance(msg, parser.OFPFlowMod)
+    delete_behind_back(switches, 2, 1)  # and s2 refuses to take them back
+    rounds = []
+    for _ in range(40):  # 80 s of rounds every 2 s
+        rounds.append(bool(rt.check_drift()))
+        now[0] += drift.DRIFT_PERIOD_S
+    assert 4 <= sum(rounds) <= 8, rounds  # 2, 4, 8, 16, 32, 60 s apart: not 40 reconciles
+    switches.refuse = lambda dpid, msg: False
+    for _ in range(35):
+        rt.check_drift()
+        now[0] += drift.DRIFT_PERIOD_S
+    assert len(lane_flows(switches, 2, 1)) == 2  # fixed once the switch takes flows again
+
+
+def test_flows_deleted_twice_are_restored_twice(carried, switches) -> None:
+    """The reconcile re-sends the cached desired FlowMods: a second repair of the same flows
+    must not trip over the xid the first one gave them."""
+    rt, _ = carried
+    for _ in range(3):
+        delete_behind_back(switches, 2, 1)
+        assert rt.reconcile_switch(2) is not None
+        assert len(lane_flows(switches, 2, 1)) == 2
