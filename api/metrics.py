@@ -58,15 +58,29 @@ class Metrics:
 bp = Blueprint("meta", __name__)
 
 
+def openflow_transport(dataplane: Any) -> dict[str, Any]:
+    """How switches reach the controller, for /healthz: an operator (or a monitor) must see a
+    serve running with ``--insecure-tcp`` without reading its log. Empty without OpenFlow."""
+    security = getattr(dataplane, "security", None)
+    if security is None or not hasattr(security, "tls"):
+        return {}
+    if security.tls is None:
+        return {"openflow": "insecure-tcp",
+                "warnings": ["OpenFlow listens over plain TCP (--insecure-tcp): switches are "
+                             "not authenticated and the channel is not encrypted"]}
+    return {"openflow": "tls"}
+
+
 @bp.route("/healthz")
 def healthz() -> Any:
     ctx = current_app.extensions["viplanes"]
+    transport = openflow_transport(ctx.dataplane)
     try:
         with ctx.db.read() as s:
             s.connection().exec_driver_sql("SELECT 1")
-        return jsonify({"status": "ok"})
+        return jsonify({"status": "ok", **transport})
     except Exception as exc:
-        return jsonify({"status": "degraded", "database": str(exc)[:200]}), 503
+        return jsonify({"status": "degraded", "database": str(exc)[:200], **transport}), 503
 
 
 @bp.route("/metrics")

@@ -98,6 +98,11 @@ class VipLanesApp(app_manager.OSKenApp):
         more = bool(msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE)
         self.runtime.on_flow_stats(msg.datapath.id, msg.xid, list(msg.body), more)
 
+    @set_ev_cls(ofp_event.EventOFPAggregateStatsReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def _aggregate_stats(self, ev: Any) -> None:
+        msg = ev.msg  # one body: the drift probe's flow count (``drift.py``)
+        self.runtime.on_flow_stats(msg.datapath.id, msg.xid, [msg.body], False)
+
     @set_ev_cls(ofp_event.EventOFPFlowRemoved, MAIN_DISPATCHER)
     def _flow_removed(self, ev: Any) -> None:
         msg = ev.msg

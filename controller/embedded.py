@@ -2,8 +2,10 @@
 
 This is the data plane behind ``viplanes serve`` (and ``viplanes controller run``). The database
 stays the source of truth: ``attach_source`` before ``start`` and every switch that connects is
-reconciled against it; a periodic round (``refresh_period_s``) repairs drift and refreshes hard
-timeouts of long lanes (see ``reconcile``). One per process: os-ken's app manager is a singleton.
+reconciled against it; a periodic round (``refresh_period_s``) refreshes hard timeouts of long
+lanes (see ``reconcile``) and a drift check every ``drift_period_s`` counts each switch's app
+flows and reconciles a switch whose count is off (``drift``), so flows deleted behind our back
+come back within seconds. One per process: os-ken's app manager is a singleton.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import time
 from typing import Any, Callable
 
 from viplanes.controller.admission import ListenerSecurity
+from viplanes.controller.drift import DRIFT_PERIOD_S
 from viplanes.controller.peerauth import SwitchTrust
 from viplanes.controller.runtime import LaneRuntime
 from viplanes.topologies.model import Topology
@@ -27,12 +30,14 @@ class EmbeddedController(LaneRuntime):
     def __init__(self, topology: Topology | None, host: str = "127.0.0.1", port: int = 6653, *,
                  security: ListenerSecurity | None = None,
                  clock: Callable[[], float] = time.time,
-                 refresh_period_s: float = REFRESH_PERIOD_S) -> None:
+                 refresh_period_s: float = REFRESH_PERIOD_S,
+                 drift_period_s: float = DRIFT_PERIOD_S) -> None:
         super().__init__(topology, clock=clock)
         self.host, self.port = host, port
         # None: plain TCP, every dpid of the topology admitted (unit tests, --insecure-tcp)
         self.security = security or ListenerSecurity(tls=None, trust=SwitchTrust(topology))
         self.refresh_period_s = refresh_period_s
+        self.drift_period_s = drift_period_s
         self._running: Any = None
         self._stop = threading.Event()
 
@@ -50,14 +55,18 @@ class EmbeddedController(LaneRuntime):
         self._stop.clear()
         if self.topology is not None:
             threading.Thread(target=self.warm_up, name="viplanes-warm-up", daemon=True).start()
-        threading.Thread(target=self._refresh_loop, name="viplanes-refresh", daemon=True).start()
+        threading.Thread(target=self._every, args=(self.refresh_period_s, self.reconcile_all),
+                         name="viplanes-refresh", daemon=True).start()
+        if self.drift_period_s > 0:
+            threading.Thread(target=self._every, args=(self.drift_period_s, self.check_drift),
+                             name="viplanes-drift", daemon=True).start()
 
-    def _refresh_loop(self) -> None:
-        while not self._stop.wait(self.refresh_period_s):
+    def _every(self, period_s: float, work: Callable[[], Any]) -> None:
+        while not self._stop.wait(period_s):
             try:
-                self.reconcile_all()
+                work()
             except Exception:  # noqa: BLE001 - the loop must survive one bad round
-                LOG.exception("periodic reconcile failed")
+                LOG.exception("periodic %s failed", work.__name__)
 
     def stop(self) -> None:
         self._stop.set()

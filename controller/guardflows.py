@@ -15,9 +15,11 @@ Bands (table 0 unless said otherwise), lowest first:
   campus switch (not those beyond the edge router, where lane addresses are legitimate
   sources) also IPv4 from lane-pool addresses and ARP claiming a lane-pool address or the lane
   MAC. And on every host-facing port (hosts, middlebox legs, the edge router's inside leg), IPv4
-  from a campus host's address that is not attached there: a lane source is refused as a source
-  anywhere but its own port (a source guard from the topology; ports the topology does not know
-  are covered only by the lane-pool and marker guards). Lane rules sit above
+  from a campus host's address, and ARP with it as sender address, that is not attached there:
+  a lane source is refused as a source anywhere but its own port (a source guard from the
+  topology; ports the topology does not know are covered by the lane-pool and marker guards,
+  which match on every port, and cannot ride a lane since every lane flow pins its ingress
+  ``in_port``). Lane rules sit above
   and always pin ``in_port``, so only a packet that passed its lane's own ingress check can
   carry the lane marker or a lane address past any switch. One flow each, whatever the hosts
   and ports (ports missing from the topology are covered too).
@@ -139,8 +141,8 @@ def _border_flows(topo: Topology, sw: Switch) -> OFMsgs:
 
 
 def host_source_guards(topo: Topology, switch: str) -> OFMsgs:
-    """Drop a campus host's address as IPv4 source on the switch's host-facing ports that are
-    not the host's own."""
+    """Drop a campus host's address as IPv4 source or ARP sender address on the switch's
+    host-facing ports that are not the host's own."""
     facing = {h.iface.attach for h in topo.hosts if h.iface.attach}
     facing |= {leg.attach for mb in topo.middleboxes for leg in (mb.inside, mb.outside)
                if leg.attach}
@@ -151,9 +153,12 @@ def host_source_guards(topo: Topology, switch: str) -> OFMsgs:
     for port in sorted((p for p in facing if p.switch == switch), key=lambda p: p.port):
         for host in campus_hosts:
             if host.iface.attach != port:
+                address = str(host.iface.ip.ip)
                 out.append(flow(PRIORITY_GUARD, BASE_COOKIE, parser.OFPMatch(
-                    in_port=port.port, eth_type=ETH_TYPE_IPV4, ipv4_src=str(host.iface.ip.ip)),
-                    []))
+                    in_port=port.port, eth_type=ETH_TYPE_IPV4, ipv4_src=address), []))
+                # and ARP claiming it (a poisoned ARP cache would steal the host's replies)
+                out.append(flow(PRIORITY_GUARD, BASE_COOKIE, parser.OFPMatch(
+                    in_port=port.port, eth_type=ETH_TYPE_ARP, arp_spa=address), []))
     return out
 
 

@@ -1,4 +1,4 @@
-"""os-ken's handshake app (``OFPHandler``) running our listener (``ofserver.OpenFlowServer``).
+"""os-ken's handshake app (``OFPHandler``) running our listener (``oflistener.OpenFlowServer``).
 
 ``launcher.start_apps`` swaps it in for ``os_ken.controller.ofp_handler`` (same app name, same
 handshake handlers), and passes the listener's security as the ``of_security`` context.
@@ -15,7 +15,7 @@ from os_ken.controller.ofp_handler import OFPHandler
 from os_ken.lib import hub
 
 from viplanes.controller.admission import ListenerSecurity
-from viplanes.controller.ofserver import OpenFlowServer
+from viplanes.controller.oflistener import OpenFlowServer
 
 LOG = logging.getLogger("viplanes.controller.ofserver")
 

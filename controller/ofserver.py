@@ -9,7 +9,9 @@ os-ken 4.2's own listener has two problems we cannot live with:
   thread never end: the listen socket stays bound after ``stop()`` and a disconnect is noticed only
   when the next echo request fails (up to ``echo_request_interval`` later).
 
-``ofhandler.GuardedOFPHandler`` replaces os-ken's ``OFPHandler`` and starts this listener.
+``ofhandler.GuardedOFPHandler`` replaces os-ken's ``OFPHandler`` and starts the listener
+(``oflistener.OpenFlowServer``: accept loop, TLS handshake, connection caps); this module is one
+admitted connection (``GuardedDatapath``: screening, guard, reading, echo, shutdown).
 
 Switches authenticate (``ListenerSecurity``): TLS with a campus-CA client certificate
 (``oftls``), then ``admission`` decides after the features reply whether that certificate may
@@ -23,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import ssl
 import struct
 import threading
 import time
@@ -38,17 +39,14 @@ from os_ken.ofproto import ofproto_parser
 from os_ken.ofproto import ofproto_v1_3 as ofp_v13
 
 from viplanes.controller import flowstats, guard
-from viplanes.controller.admission import Admission, Limits, ListenerSecurity
-from viplanes.controller.oftls import ContextSource, TLSChannel
-from viplanes.controller.peerauth import SourceLimiter, TokenBucket
+from viplanes.controller.admission import Admission, Limits
+from viplanes.controller.peerauth import TokenBucket
 
 LOG = logging.getLogger("viplanes.controller.ofserver")
 HEADER = 8
 READ_SIZE = 65536
 HANDSHAKE_TIMEOUT_S = 10.0  # a peer that is no switch by then is dropped (it holds 3 threads)
 ECHO_MAX_UNREPLIED = 3  # os-ken's default 0 never drops a silent peer
-MAX_CONNECTIONS = 512
-INSECURE_REMINDER_S = 60.0
 # before admission only the handshake reaches os-ken; everything else is dropped unparsed
 _PRE_AUTH = {ofp_v13.OFPT_HELLO, ofp_v13.OFPT_ERROR, ofp_v13.OFPT_ECHO_REQUEST,
              ofp_v13.OFPT_ECHO_REPLY, ofp_v13.OFPT_FEATURES_REPLY}
@@ -299,104 +297,9 @@ class GuardedDatapath(Datapath):
             self.is_active = False
 
 
-class OpenFlowServer:
-    """Accepts switch connections on (host, port); ``close`` stops accepting and drops them all."""
-
-    def __init__(self, host: str, port: int, security: ListenerSecurity | None = None) -> None:
-        self.security = security or ListenerSecurity(tls=None)
-        # fails here (at start) when the certificate files are unusable
-        self.contexts = ContextSource(self.security.tls) if self.security.tls else None
-        self.admission = Admission(self.security.trust)
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.sock = socket.socket(family, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            self.sock.bind((host, port))
-            self.sock.listen(64)
-        except OSError:
-            self.sock.close()
-            raise
-        self.address = self.sock.getsockname()[:2]
-        self.datapaths: set[GuardedDatapath] = set()
-        self.handshakes = SourceLimiter(self.security.limits.pending_per_source)
-        self.tls_failures = 0
-        self._closed = threading.Event()
-        self._lock = threading.Lock()
-
-    def serve_forever(self) -> None:
-        while not self._closed.is_set():
-            try:
-                conn, addr = self.sock.accept()
-            except OSError:
-                if self._closed.is_set():
-                    return
-                continue
-            with self._lock:
-                pending = sum(self.handshakes.pending.values())
-                full = len(self.datapaths) + pending >= MAX_CONNECTIONS
-                admitted = not full and self.handshakes.admit(addr[0])
-            if not admitted:
-                LOG.warning("refusing OpenFlow connection from %s: %s", addr,
-                            f"{MAX_CONNECTIONS} connections open" if full else
-                            f"{self.handshakes.limit} handshakes from {addr[0]} in progress")
-                conn.close()
-                continue
-            hub.spawn(self._serve_connection, conn, addr)
-
-    def _secure(self, conn: socket.socket, addr: Any) -> tuple[Any, bytes | None] | None:
-        """The TLS channel and the peer's verified certificate (DER); None: refused."""
-        try:
-            if self.contexts is None:
-                return conn, None
-            channel = TLSChannel(conn, self.contexts.get())
-            try:
-                channel.handshake(self.security.limits.tls_handshake_timeout_s)
-            except (ssl.SSLError, OSError) as exc:
-                self.tls_failures += 1
-                LOG.warning("refusing OpenFlow connection from %s: TLS handshake failed: %s",
-                            addr, getattr(exc, "reason", None) or exc)
-                conn.close()
-                return None
-            return channel, channel.peer_cert_der()
-        finally:
-            with self._lock:
-                self.handshakes.done(addr[0])
-
-    def _serve_connection(self, conn: socket.socket, addr: Any) -> None:
-        secured = self._secure(conn, addr)
-        if secured is None:
-            return
-        channel, cert_der = secured
-        try:
-            dp = GuardedDatapath(channel, addr, self.admission, self.security.limits, cert_der)
-        except OSError:
-            conn.close()
-            return
-        with self._lock:
-            self.datapaths.add(dp)
-        try:
-            dp.serve()
-        except Exception:  # noqa: BLE001 - one connection's failure stays with it
-            LOG.exception("OpenFlow connection from %s failed", addr)
-        finally:
-            with self._lock:
-                self.datapaths.discard(dp)
-            dp.close()  # -> DEAD_DISPATCHER: apps forget the switch
-
-    def close(self) -> None:
-        self._closed.set()
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked in accept()
-        except OSError:
-            pass
-        self.sock.close()
-        with self._lock:
-            datapaths = list(self.datapaths)
-        for dp in datapaths:
-            dp.shutdown()
-
-    def remind_insecure(self) -> None:
-        """Plain TCP: say so every minute, so nobody runs it by accident for long."""
-        while not self._closed.wait(INSECURE_REMINDER_S):
-            LOG.warning("INSECURE: OpenFlow on %s:%d is plain TCP (--insecure-tcp): any peer "
-                        "that reaches it can claim a switch's dpid", *self.address)
+def __getattr__(name: str) -> Any:
+    """``OpenFlowServer`` lives in ``oflistener`` (it builds on this module); importable from here."""
+    if name == "OpenFlowServer":
+        from viplanes.controller.oflistener import OpenFlowServer
+        return OpenFlowServer
+    raise AttributeError(name)

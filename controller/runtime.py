@@ -5,6 +5,9 @@ compiler, sends through a ``send(dpid, ofmsgs) -> bool`` function and reads the 
 ``clock``; the os-ken app (``app.py``) supplies ``send`` and reports replies. Unit tests give it a
 fake ``send`` that plays the switches.
 
+Reconcile and refresh live in the ``resync.Resync`` mixin, the periodic drift count in
+``drift.DriftWatch``, readiness in ``readiness.SwitchReadiness``: one class, three rooms.
+
 ``EmbeddedController`` (``embedded.py``, importable from here) is the in-process default behind
 ``viplanes serve``: a LaneRuntime plus the os-ken apps listening on (host, port).
 
@@ -15,23 +18,25 @@ os-ken's event thread (flow stats on the connection's thread) and only set event
 """
 from __future__ import annotations
 
-import contextlib
+import copy
 import itertools
 import logging
 import random
 import threading
 import time
 from collections import deque
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller import compiler, heap, proxyarp, reconcile, sharedflows
-from viplanes.controller.cookies import ALL_APP_FLOWS, EXACT_MASK, lane_cookie, lane_id_from_cookie
+from viplanes.controller import compiler, proxyarp, reconcile, sharedflows
+from viplanes.controller.cookies import EXACT_MASK, lane_cookie, lane_id_from_cookie
 from viplanes.controller.desired import DesiredFlows
+from viplanes.controller.drift import DriftWatch
 from viplanes.controller.pending import Batch, Tracker
 from viplanes.controller.readiness import SwitchReadiness
+from viplanes.controller.resync import Resync, meter_errors_only
 from viplanes.dataplane import DesiredLanes
 from viplanes.domain import ActivationResult, LaneCounters, LaneSpec
 from viplanes.topologies.model import Topology
@@ -50,7 +55,7 @@ def error_reason(err_type: int, code: int) -> str:
     return f"{names.get(err_type, f'type {err_type}')} code {code}"
 
 
-class LaneRuntime(SwitchReadiness):
+class LaneRuntime(SwitchReadiness, Resync, DriftWatch):
     switch_wait_s: float = SWITCH_WAIT_S
 
     def __init__(self, topology: Topology | None, send: Send | None = None, *,
@@ -75,6 +80,8 @@ class LaneRuntime(SwitchReadiness):
         self._inflight = 0  # reconciles running; _touched is cleared when none is
         self._flows = DesiredFlows(topology) if topology is not None else None
         self._restarted: dict[int, dict[Any, float]] = {}  # dpid -> flow_key -> MODIFY refresh time
+        self._applied = 0  # bumped under the change lock by every change or applied plan
+        self._init_drift()
 
     # ---- naming and sending ------------------------------------------------------------------
     def switch_name(self, dpid: int) -> str:
@@ -88,7 +95,12 @@ class LaneRuntime(SwitchReadiness):
         """Send ofmsgs + one barrier to a switch; the Batch to wait on, or why it was not sent."""
         if dpid not in self.connected:
             return f"{self.switch_name(dpid)} not connected"
+        # a reconcile sends the cached desired FlowMods themselves: one sent before (the same
+        # flow deleted behind our back twice, a second ovs-vswitchd restart) already has an xid,
+        # and os-ken refuses to set another; send a copy with its own
+        ofmsgs = [copy.copy(m) if m.xid is not None else m for m in ofmsgs]
         for msg in ofmsgs:
+            msg.xid = None
             msg.set_xid(self._xid())
         barrier = parser.OFPBarrierRequest(None)
         barrier.set_xid(self._xid())
@@ -115,8 +127,10 @@ class LaneRuntime(SwitchReadiness):
                 self.tracker.forget(batch)
                 failure = failure or (f"{self.switch_name(batch.dpid)} did not confirm within "
                                       f"{timeout_s:g} s")
+                self.mark_suspect([batch.dpid])  # what it holds now is unknown: drift check
             elif batch.error and not tolerate(batch):
                 failure = failure or f"{self.switch_name(batch.dpid)} refused: {batch.error}"
+                self.mark_suspect([batch.dpid])
         return failure
 
     # ---- Dataplane ---------------------------------------------------------------------------
@@ -137,6 +151,7 @@ class LaneRuntime(SwitchReadiness):
                     meter_command=ofp.OFPMC_MODIFY if meters_exist else ofp.OFPMC_ADD)
             except ValueError as exc:
                 return ActivationResult(False, str(exc), time.perf_counter() - t0)
+            self.note_lane_flows(lane, per_dpid)
             # the flows of its addresses too (ARP replies...): ADD is idempotent when another
             # live lane already installed them
             for address_flows in sharedflows.lane_addresses(lane, self.topology).values():
@@ -166,7 +181,7 @@ class LaneRuntime(SwitchReadiness):
         for dpid, extra in sharedflows.compile_shared_removal(addresses or {}).items():
             if dpid in self.connected:
                 msgs.setdefault(dpid, []).extend(extra)
-        return self._apply(msgs, timeout_s, tolerate=_meter_errors_only)
+        return self._apply(msgs, timeout_s, tolerate=meter_errors_only)
 
     def _orphaned_addresses(self, lane: LaneSpec) -> dict[int, set[str]]:
         """dpid -> addresses of ``lane`` whose shared flows no other carried lane needs."""
@@ -177,6 +192,7 @@ class LaneRuntime(SwitchReadiness):
 
     def _touch(self, lane_id: int, lane: LaneSpec | None = None) -> None:
         self._generation += 1
+        self._applied += 1
         self._touched[lane_id] = self._generation
         if lane is not None:  # its shared flows' addresses: the source and the lane address
             for address in (lane.src_ip, lane.nat_ip):
@@ -192,8 +208,8 @@ class LaneRuntime(SwitchReadiness):
                                    timeout_s=timeout_s,
                                    addresses=self._orphaned_addresses(lane) if lane else None)
         if failure:
-            LOG.warning("lane %d: removal not confirmed (%s); hard_timeout and the next "
-                        "reconcile remove it", lane_id, failure)
+            LOG.warning("lane %d: removal not confirmed (%s); the next drift check reconciles "
+                        "its switches", lane_id, failure)
 
     def _lane_dpids(self, lane: LaneSpec) -> list[int]:
         try:
@@ -238,154 +254,6 @@ class LaneRuntime(SwitchReadiness):
             return None
         return None if waiting.error else waiting.body
 
-    # ---- reconcile and refresh ---------------------------------------------------------------
-    def desired(self, now: float, dpid: int | None = None,
-                ) -> tuple[dict[int, list[Any]], dict[int, LaneSpec]]:
-        """Desired ofmsgs per dpid (all lanes, or those crossing ``dpid``) and the lanes they
-        carry. Raises when the source fails: a failed read must never look like "no lanes"
-        (that would delete every lane)."""
-        lanes = tuple(self.source()) if self.source is not None else tuple(self.lanes.values())
-        if self._flows is None:
-            return {}, {}
-        self._compile(lanes, now, dpid)
-        with self._compile_lock:
-            return self._flows.build(lanes, now, dpid)  # all compiled: re-time and collect
-
-    def _compile(self, lanes: tuple[LaneSpec, ...], now: float, dpid: int | None,
-                 chunk: int = 200) -> None:
-        """Compile (and key) what is not compiled yet, a chunk per hold of the compile lock:
-        locks are not fair, and a switch that needs nothing new should not wait for thousands
-        of lanes compiled for another one."""
-        assert self._flows is not None
-        flows = self._flows
-        with self._compile_lock:
-            todo = [ln for ln in lanes if not flows.compiled(ln)
-                    and (dpid is None or dpid in flows.dpids_of(ln))]
-        for i in range(0, len(todo), chunk):
-            with self._compile_lock:
-                for lane in todo[i:i + chunk]:
-                    for msgs in (flows.lane(lane, now) or {}).values():
-                        for msg in msgs:
-                            if isinstance(msg, parser.OFPFlowMod):
-                                reconcile.cached_key(msg)
-            time.sleep(0.001)
-
-    def warm_up(self) -> None:
-        """Compile the desired lanes and their flow identities now, while switches are still
-        (re)connecting, so their reconciles only read back and compare."""
-        if self._flows is None or self.source is None:
-            return
-        t0 = time.perf_counter()
-        try:
-            lanes = tuple(self.source())
-        except Exception:  # noqa: BLE001 - the reconciles will try again
-            LOG.exception("reading the desired lanes failed")
-            return
-        self._compile(lanes, self.clock(), None)
-        LOG.info("compiled %d desired lanes in %.0f ms", len(lanes),
-                 (time.perf_counter() - t0) * 1000)
-        if len(lanes) >= heap.BULK_LANES:
-            heap.freeze_survivors()
-
-    def reconcile_switch(self, dpid: int, timeout_s: float = 10.0) -> reconcile.Plan | None:
-        """Diff the switch's app flows against the desired ones and send only the difference.
-
-        Reading and comparing run without the change lock (20,000 flows take a second), so
-        activations go on meanwhile; lanes activated or removed since the desired lanes were
-        read are left out of the plan (their own change already did the right thing)."""
-        t0 = time.perf_counter()
-        if self.topology is not None and self.topology.switch_by_dpid(dpid) is None:
-            LOG.warning("%s is not in topology %s: nothing installed", self.switch_name(dpid),
-                        self.topology.name)
-            return None
-        with self._reading() as generation:
-            plan = self._reconcile(dpid, generation, t0, timeout_s)
-        if plan is not None and len(self.lanes) >= heap.BULK_LANES:
-            heap.freeze_survivors()  # what a bulk reconcile leaves behind is long-lived
-        return plan
-
-    @contextlib.contextmanager
-    def _reading(self) -> Iterator[int]:
-        """A read of the desired lanes that may race with activations: yields the generation
-        to compare against with ``_changed_since``."""
-        with self._change:
-            generation = self._generation
-            self._inflight += 1
-        try:
-            yield generation
-        finally:
-            with self._change:
-                self._inflight -= 1
-                if not self._inflight:
-                    self._touched.clear()
-                    self._touched_addresses.clear()
-
-    def _changed_since(self, generation: int) -> set[int]:
-        """Lanes activated or removed after ``generation`` (call with the change lock held)."""
-        return {lid for lid, gen in self._touched.items() if gen > generation}
-
-    def _reconcile(self, dpid: int, generation: int, t0: float,
-                   timeout_s: float) -> reconcile.Plan | None:
-        lanes: dict[int, LaneSpec] = {}
-        desired_at = self.clock()
-        if self.topology is None:
-            wanted: list[Any] = [reconcile.default_forwarding()]
-        else:
-            try:
-                per_dpid, lanes = self.desired(desired_at, dpid)
-            except Exception:  # noqa: BLE001 - keep what the switch has
-                LOG.exception("reading the desired lanes failed; %s left as it is",
-                              self.switch_name(dpid))
-                return None
-            wanted = per_dpid.get(dpid, [])
-        actual = self.flow_stats(dpid, *ALL_APP_FLOWS, timeout_s=timeout_s)
-        if actual is None:
-            LOG.warning("%s: no flow stats, reconcile skipped", self.switch_name(dpid))
-            return None
-        now = self.clock()
-        restarted = self._restarted.setdefault(dpid, {})
-        plan = reconcile.plan_switch(wanted, actual, now, restarted, desired_at)
-        wait = time.perf_counter()
-        with self._change:
-            wait = time.perf_counter() - wait
-            touched = self._changed_since(generation)
-            if touched:
-                addresses = {a for a, gen in self._touched_addresses.items() if gen > generation}
-                plan = reconcile.without_lanes(plan, touched, addresses)
-            self.lanes.update({lid: ln for lid, ln in lanes.items() if lid not in touched})
-            live = {reconcile.cached_key(m) for m in wanted if hasattr(m, "match")}
-            for key in [k for k in restarted if k not in live]:
-                del restarted[key]
-            for msg in plan.refreshes:
-                if msg.command == ofp.OFPFC_MODIFY_STRICT:
-                    restarted[reconcile.cached_key(msg)] = now
-            if not plan.empty:
-                failure = self._apply({dpid: plan.ofmsgs}, timeout_s, tolerate=_meter_errors_only)
-                if failure:
-                    LOG.warning("reconcile of %s: %s", self.switch_name(dpid), failure)
-            self.reconciled[dpid] = plan
-        LOG.info("reconciled %s: kept %d, added %d, deleted %d, refreshed %d in %.1f ms "
-                 "(%.1f ms of it waiting for other changes)", self.switch_name(dpid),
-                 plan.kept, len(plan.adds), len(plan.deletes), len(plan.refreshes),
-                 (time.perf_counter() - t0) * 1000, wait * 1000)
-        return plan
-
-    def reconcile_all(self) -> None:
-        """Every switch, and forget lanes the source no longer wants (the periodic round)."""
-        if self.source is not None and self.topology is not None:
-            with self._reading() as generation:
-                try:
-                    live = {ln.lane_id for ln in self.source()}
-                except Exception:  # noqa: BLE001
-                    LOG.exception("reading the desired lanes failed")
-                    return
-                with self._change:
-                    keep = live | self._changed_since(generation)
-                    for lane_id in [lid for lid in self.lanes if lid not in keep]:
-                        del self.lanes[lane_id]
-        for dpid in sorted(self.connected):
-            self.reconcile_switch(dpid)
-
     # ---- events reported by the app ----------------------------------------------------------
     def switch_up(self, dpid: int) -> None:
         self.connected.add(dpid)
@@ -421,11 +289,6 @@ class LaneRuntime(SwitchReadiness):
             return None
         nat_ips = [ln.nat_ip for ln in list(self.lanes.values()) if ln.nat_ip]
         return proxyarp.lane_pool_arp_reply(self.topology, nat_ips, frame)
-
-
-def _meter_errors_only(batch: Batch) -> bool:
-    """Meter adds/deletes that find the meter already there (or gone) are not failures."""
-    return all(t == ofp.OFPET_METER_MOD_FAILED for _, t, _ in batch.errors)
 
 
 def __getattr__(name: str) -> Any:

@@ -117,6 +117,22 @@ def longest_gap_s(report: dict[str, Any]) -> float:
     return round(longest, 2)
 
 
+def gaps(report: dict[str, Any], at_least_s: float = 0.2) -> list[tuple[float, float]]:
+    """(start, length) in seconds from the client's start of every byte-less run >= at_least_s:
+    where a gap sits (at the kill, during the outage, at the restart) tells what caused it."""
+    found: list[tuple[float, float]] = []
+    start = None
+    for interval in report.get("intervals", []):
+        s = interval["sum"]
+        if s["bytes"] == 0:
+            start = s["start"] if start is None else start
+        elif start is not None:
+            if s["start"] - start >= at_least_s:
+                found.append((round(start, 2), round(s["start"] - start, 2)))
+            start = None
+    return found
+
+
 def wait_for(predicate: Any, timeout: float, step: float = 0.1) -> float | None:
     """Seconds until ``predicate()`` held, or None."""
     t0 = time.monotonic()

@@ -10,6 +10,7 @@ desktop with its own address in the quoted header.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -235,3 +236,48 @@ def test_frag_needed_for_a_lane_connection_reaches_the_desktop_un_natted(campus:
                 proc.kill()
                 proc.wait(5)
     assert [DESKTOP_IP, DESKTOP_IP, CLOUD, 41000] in seen, seen
+
+
+def test_a_port_the_topology_does_not_know_gets_no_lane(campus: Campus) -> None:
+    """An attacker plugs into a free port of the desktop's access switch (s1:9, in no link and
+    no attachment of the topology) and forges the lane's tuple: with the desktop's MAC and
+    address, with the lane MAC, from the lane address. None reaches the cloud as the desktop or
+    the lane, and no lane rule counts a packet."""
+    assert campus.lane is not None
+    nat_ip = campus.lane["nat_ip"]
+    tag = f"{os.getpid() % 100000}"
+    ns, outer, inner = f"vlrogue{tag}", f"vlr{tag}a", f"vlr{tag}b"
+    bridge = campus.lab.bridge("s1")
+
+    def sh(*args: str) -> None:
+        subprocess.run(args, check=True, capture_output=True, timeout=20)
+
+    try:
+        sh("ip", "netns", "add", ns)
+        sh("ip", "link", "add", outer, "type", "veth", "peer", "name", inner)
+        sh("ip", "link", "set", inner, "netns", ns)
+        sh("ip", "link", "set", outer, "up")
+        sh("ip", "netns", "exec", ns, "ip", "link", "set", inner, "up")
+        sh("ovs-vsctl", "add-port", bridge, outer, "--", "set", "interface", outer,
+           "ofport_request=9")
+        time.sleep(1)
+        before = lane_packets(campus)
+        cases = [(DESKTOP_MAC, DESKTOP_IP, 0), (DESKTOP_MAC, DESKTOP_IP, 10), (LANE_MAC, DESKTOP_IP, 0),
+                 (LANE_MAC, nat_ip, 0), ("02:00:00:09:00:09", nat_ip, 0)]
+        at_cloud = sniffer(campus, "cloud", "cloud-eth0", 4 + 0.15 * len(cases))
+        for i, (mac, src, vlan) in enumerate(cases):
+            out = subprocess.run(["ip", "netns", "exec", ns, "python3", TOOL, "send", inner, mac,
+                                  FW_MAC, str(vlan), src, CLOUD, "40000", "5201", SYN, str(COUNT),
+                                  f"rog{i}"], capture_output=True, text=True, timeout=30)
+            assert out.returncode == 0, out.stderr
+        cloud_saw = sniffed(at_cloud)
+        leaked = {t: v for t, v in cloud_saw.items() if v[1] in (DESKTOP_IP, nat_ip)}
+        assert not leaked, f"forged packets from a free port reached the cloud: {leaked}"
+        after = lane_packets(campus)
+        moved = {rule: after[rule] - before.get(rule, 0) for rule in after
+                 if after[rule] != before.get(rule, 0)}
+        assert not moved, f"packets from a free port matched lane rules: {moved}"
+    finally:
+        subprocess.run(["ovs-vsctl", "--if-exists", "del-port", bridge, outer], capture_output=True)
+        subprocess.run(["ip", "link", "del", outer], capture_output=True)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)

@@ -7,6 +7,7 @@ straight back into the runtime, like os-ken's event thread would.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import pytest
@@ -91,6 +92,9 @@ class FakeSwitches:
             if isinstance(msg, parser.OFPBarrierRequest):
                 if dpid not in self.mute:
                     rt.on_barrier_reply(dpid, msg.xid)
+            elif isinstance(msg, parser.OFPAggregateStatsRequest):
+                flows = table.stats(msg.cookie, msg.cookie_mask, self.clock())
+                rt.on_flow_stats(dpid, msg.xid, [SimpleNamespace(flow_count=len(flows))], False)
             elif isinstance(msg, parser.OFPFlowStatsRequest):
                 body = table.stats(msg.cookie, msg.cookie_mask, self.clock())
                 rt.on_flow_stats(dpid, msg.xid, body, more=False)

@@ -166,9 +166,9 @@ def test_base_flows(topo: Topology) -> None:
     assert set(base) == {1, 2, 3, 4}
     for dpid, ofmsgs in base.items():
         assert ofmsgs[0].priority == PRIORITY_TABLE_MISS and not ofmsgs[0].match.items()
-    guards = [PRIORITY_GUARD] * (4 + 3)  # marker, pool (IPv4, ARP x2); 3 hosts' sources at fw
+    guards = [PRIORITY_GUARD] * (4 + 3 * 2)  # marker, pool (IPv4, ARP x2); 3 hosts (IPv4, ARP) at fw
     assert [m.priority for m in base[2]] == [PRIORITY_TABLE_MISS, PRIORITY_BYPASS_DROP, *guards]
-    s3_guards = [PRIORITY_GUARD] * (4 + 3 + 3 + 2)  # nat, edge: 3 hosts; dtn port: 2 others
+    s3_guards = [PRIORITY_GUARD] * (4 + (3 + 3 + 2) * 2)  # nat, edge: 3 hosts; dtn: 2 (IPv4, ARP)
     assert [(getattr(m, "table_id", None), getattr(m, "priority", None)) for m in base[3]] == [
         (0, PRIORITY_TABLE_MISS), (0, PRIORITY_BYPASS_DROP), *[(0, p) for p in s3_guards],
         (None, None), (0, PRIORITY_ARP_PROXY), (0, PRIORITY_RELATED), (0, PRIORITY_RELATED),

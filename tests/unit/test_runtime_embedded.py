@@ -47,7 +47,7 @@ def test_start_connect_reconcile_stop_restart(topo: Topology) -> None:
         assert flow_mod is not None  # base flows for s2 (reconciled against an empty table)
         threading.Thread(target=s2.serve_until, args=(-1, 2.0), daemon=True).start()
         assert _wait(lambda: 2 in ctl.reconciled)
-        assert len(ctl.reconciled[2].adds) == 9  # table-miss, bypass drop, 4 + 3 source guards
+        assert len(ctl.reconciled[2].adds) == 12  # table-miss, bypass drop, 4 + 3 x (IPv4, ARP) guards
         lane = LaneSpec(1, "10.1.0.10", "203.0.113.10", "tcp", 5201, None, "198.51.100.200",
                         time.time() + 60)
         result = ctl.activate(lane, timeout_s=1.0)
@@ -88,10 +88,10 @@ def test_start_on_a_busy_port_says_so(topo: Topology) -> None:
 
 
 def test_silent_peers_are_dropped_and_connections_capped(topo: Topology, monkeypatch) -> None:
-    from viplanes.controller import ofserver
+    from viplanes.controller import oflistener, ofserver
 
     monkeypatch.setattr(ofserver, "HANDSHAKE_TIMEOUT_S", 0.3)
-    monkeypatch.setattr(ofserver, "MAX_CONNECTIONS", 2)
+    monkeypatch.setattr(oflistener, "MAX_CONNECTIONS", 2)
     port = _free_port()
     ctl = EmbeddedController(topo, port=port, refresh_period_s=3600)
     ctl.start()

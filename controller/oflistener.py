@@ -1,0 +1,127 @@
+"""The OpenFlow listener: accepts switch connections, runs their TLS handshake under per-source
+and total caps, and hands each to a ``ofserver.GuardedDatapath``; ``close`` drops them all.
+
+Split from ``ofserver`` (one connection) so each stays one room; see there for why os-ken's own
+listener is replaced.
+"""
+from __future__ import annotations
+
+import logging
+import socket
+import ssl
+import threading
+from typing import Any
+
+from os_ken.lib import hub
+
+from viplanes.controller.admission import Admission, ListenerSecurity
+from viplanes.controller.ofserver import GuardedDatapath
+from viplanes.controller.oftls import ContextSource, TLSChannel
+from viplanes.controller.peerauth import SourceLimiter
+
+LOG = logging.getLogger("viplanes.controller.ofserver")
+MAX_CONNECTIONS = 512
+INSECURE_REMINDER_S = 60.0
+
+
+class OpenFlowServer:
+    """Accepts switch connections on (host, port); ``close`` stops accepting and drops them all."""
+
+    def __init__(self, host: str, port: int, security: ListenerSecurity | None = None) -> None:
+        self.security = security or ListenerSecurity(tls=None)
+        # fails here (at start) when the certificate files are unusable
+        self.contexts = ContextSource(self.security.tls) if self.security.tls else None
+        self.admission = Admission(self.security.trust)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self.sock.bind((host, port))
+            self.sock.listen(64)
+        except OSError:
+            self.sock.close()
+            raise
+        self.address = self.sock.getsockname()[:2]
+        self.datapaths: set[GuardedDatapath] = set()
+        self.handshakes = SourceLimiter(self.security.limits.pending_per_source)
+        self.tls_failures = 0
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+
+    def serve_forever(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, addr = self.sock.accept()
+            except OSError:
+                if self._closed.is_set():
+                    return
+                continue
+            with self._lock:
+                pending = sum(self.handshakes.pending.values())
+                full = len(self.datapaths) + pending >= MAX_CONNECTIONS
+                admitted = not full and self.handshakes.admit(addr[0])
+            if not admitted:
+                LOG.warning("refusing OpenFlow connection from %s: %s", addr,
+                            f"{MAX_CONNECTIONS} connections open" if full else
+                            f"{self.handshakes.limit} handshakes from {addr[0]} in progress")
+                conn.close()
+                continue
+            hub.spawn(self._serve_connection, conn, addr)
+
+    def _secure(self, conn: socket.socket, addr: Any) -> tuple[Any, bytes | None] | None:
+        """The TLS channel and the peer's verified certificate (DER); None: refused."""
+        try:
+            if self.contexts is None:
+                return conn, None
+            channel = TLSChannel(conn, self.contexts.get())
+            try:
+                channel.handshake(self.security.limits.tls_handshake_timeout_s)
+            except (ssl.SSLError, OSError) as exc:
+                self.tls_failures += 1
+                LOG.warning("refusing OpenFlow connection from %s: TLS handshake failed: %s",
+                            addr, getattr(exc, "reason", None) or exc)
+                conn.close()
+                return None
+            return channel, channel.peer_cert_der()
+        finally:
+            with self._lock:
+                self.handshakes.done(addr[0])
+
+    def _serve_connection(self, conn: socket.socket, addr: Any) -> None:
+        secured = self._secure(conn, addr)
+        if secured is None:
+            return
+        channel, cert_der = secured
+        try:
+            dp = GuardedDatapath(channel, addr, self.admission, self.security.limits, cert_der)
+        except OSError:
+            conn.close()
+            return
+        with self._lock:
+            self.datapaths.add(dp)
+        try:
+            dp.serve()
+        except Exception:  # noqa: BLE001 - one connection's failure stays with it
+            LOG.exception("OpenFlow connection from %s failed", addr)
+        finally:
+            with self._lock:
+                self.datapaths.discard(dp)
+            dp.close()  # -> DEAD_DISPATCHER: apps forget the switch
+
+    def close(self) -> None:
+        self._closed.set()
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked in accept()
+        except OSError:
+            pass
+        self.sock.close()
+        with self._lock:
+            datapaths = list(self.datapaths)
+        for dp in datapaths:
+            dp.shutdown()
+
+    def remind_insecure(self) -> None:
+        """Plain TCP: say so every minute, so nobody runs it by accident for long."""
+        while not self._closed.wait(INSECURE_REMINDER_S):
+            LOG.warning("INSECURE: OpenFlow on %s:%d is plain TCP (--insecure-tcp): any peer "
+                        "that reaches it can claim a switch's dpid", *self.address)

@@ -1,0 +1,205 @@
+"""Reconcile and refresh: a mixin of :class:`~viplanes.controller.runtime.LaneRuntime`.
+
+Kept apart so the runtime stays one room: this half reads the desired lanes (the database) and
+each switch's app flows and sends only the difference (``reconcile.plan_switch``); the runtime
+half changes one lane at a time. Both share the runtime's change lock: a reconcile reads and
+compares without it and applies its plan under it, minus the lanes changed meanwhile.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from typing import Any, Callable, Iterator
+
+from os_ken.ofproto import ofproto_v1_3 as ofp
+from os_ken.ofproto import ofproto_v1_3_parser as parser
+
+from viplanes.controller import heap, reconcile
+from viplanes.controller.cookies import ALL_APP_FLOWS
+from viplanes.controller.desired import DesiredFlows
+from viplanes.controller.pending import Batch
+from viplanes.dataplane import DesiredLanes
+from viplanes.domain import LaneSpec
+from viplanes.topologies.model import Topology
+
+LOG = logging.getLogger("viplanes.controller.runtime")
+
+
+class Resync:
+    """Reconcile one switch or all of them against the desired lanes (LaneRuntime's half)."""
+
+    topology: Topology | None
+    source: DesiredLanes | None
+    connected: set[int]
+    lanes: dict[int, LaneSpec]
+    reconciled: dict[int, reconcile.Plan]
+    clock: Callable[[], float]
+    _change: threading.RLock
+    _compile_lock: threading.Lock
+    _generation: int
+    _touched: dict[int, int]
+    _touched_addresses: dict[str, int]
+    _inflight: int
+    _flows: DesiredFlows | None
+    _restarted: dict[int, dict[Any, float]]
+    _applied: int  # bumped whenever a plan or a change was applied (the drift probe's epoch)
+    # LaneRuntime's (annotations only: a stub here would shadow them in the MRO)
+    switch_name: Callable[[int], str]
+    flow_stats: Callable[..., list[Any] | None]
+    _apply: Callable[..., str | None]
+
+    def desired(self, now: float, dpid: int | None = None,
+                ) -> tuple[dict[int, list[Any]], dict[int, LaneSpec]]:
+        """Desired ofmsgs per dpid (all lanes, or those crossing ``dpid``) and the lanes they
+        carry. Raises when the source fails: a failed read must never look like "no lanes"
+        (that would delete every lane)."""
+        lanes = tuple(self.source()) if self.source is not None else tuple(self.lanes.values())
+        if self._flows is None:
+            return {}, {}
+        self._compile(lanes, now, dpid)
+        with self._compile_lock:
+            return self._flows.build(lanes, now, dpid)  # all compiled: re-time and collect
+
+    def _compile(self, lanes: tuple[LaneSpec, ...], now: float, dpid: int | None,
+                 chunk: int = 200) -> None:
+        """Compile (and key) what is not compiled yet, a chunk per hold of the compile lock:
+        locks are not fair, and a switch that needs nothing new should not wait for thousands
+        of lanes compiled for another one."""
+        assert self._flows is not None
+        flows = self._flows
+        with self._compile_lock:
+            todo = [ln for ln in lanes if not flows.compiled(ln)
+                    and (dpid is None or dpid in flows.dpids_of(ln))]
+        for i in range(0, len(todo), chunk):
+            with self._compile_lock:
+                for lane in todo[i:i + chunk]:
+                    for msgs in (flows.lane(lane, now) or {}).values():
+                        for msg in msgs:
+                            if isinstance(msg, parser.OFPFlowMod):
+                                reconcile.cached_key(msg)
+            time.sleep(0.001)
+
+    def warm_up(self) -> None:
+        """Compile the desired lanes and their flow identities now, while switches are still
+        (re)connecting, so their reconciles only read back and compare."""
+        if self._flows is None or self.source is None:
+            return
+        t0 = time.perf_counter()
+        try:
+            lanes = tuple(self.source())
+        except Exception:  # noqa: BLE001 - the reconciles will try again
+            LOG.exception("reading the desired lanes failed")
+            return
+        self._compile(lanes, self.clock(), None)
+        LOG.info("compiled %d desired lanes in %.0f ms", len(lanes),
+                 (time.perf_counter() - t0) * 1000)
+        if len(lanes) >= heap.BULK_LANES:
+            heap.freeze_survivors()
+
+    def reconcile_switch(self, dpid: int, timeout_s: float = 10.0) -> reconcile.Plan | None:
+        """Diff the switch's app flows against the desired ones and send only the difference.
+
+        Reading and comparing run without the change lock (20,000 flows take a second), so
+        activations go on meanwhile; lanes activated or removed since the desired lanes were
+        read are left out of the plan (their own change already did the right thing)."""
+        t0 = time.perf_counter()
+        if self.topology is not None and self.topology.switch_by_dpid(dpid) is None:
+            LOG.warning("%s is not in topology %s: nothing installed", self.switch_name(dpid),
+                        self.topology.name)
+            return None
+        with self._reading() as generation:
+            plan = self._reconcile(dpid, generation, t0, timeout_s)
+        if plan is not None and len(self.lanes) >= heap.BULK_LANES:
+            heap.freeze_survivors()  # what a bulk reconcile leaves behind is long-lived
+        return plan
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[int]:
+        """A read of the desired lanes that may race with activations: yields the generation
+        to compare against with ``_changed_since``."""
+        with self._change:
+            generation = self._generation
+            self._inflight += 1
+        try:
+            yield generation
+        finally:
+            with self._change:
+                self._inflight -= 1
+                if not self._inflight:
+                    self._touched.clear()
+                    self._touched_addresses.clear()
+
+    def _changed_since(self, generation: int) -> set[int]:
+        """Lanes activated or removed after ``generation`` (call with the change lock held)."""
+        return {lid for lid, gen in self._touched.items() if gen > generation}
+
+    def _reconcile(self, dpid: int, generation: int, t0: float,
+                   timeout_s: float) -> reconcile.Plan | None:
+        lanes: dict[int, LaneSpec] = {}
+        desired_at = self.clock()
+        if self.topology is None:
+            wanted: list[Any] = [reconcile.default_forwarding()]
+        else:
+            try:
+                per_dpid, lanes = self.desired(desired_at, dpid)
+            except Exception:  # noqa: BLE001 - keep what the switch has
+                LOG.exception("reading the desired lanes failed; %s left as it is",
+                              self.switch_name(dpid))
+                return None
+            wanted = per_dpid.get(dpid, [])
+        actual = self.flow_stats(dpid, *ALL_APP_FLOWS, timeout_s=timeout_s)
+        if actual is None:
+            LOG.warning("%s: no flow stats, reconcile skipped", self.switch_name(dpid))
+            return None
+        now = self.clock()
+        restarted = self._restarted.setdefault(dpid, {})
+        plan = reconcile.plan_switch(wanted, actual, now, restarted, desired_at)
+        wait = time.perf_counter()
+        with self._change:
+            wait = time.perf_counter() - wait
+            self._applied += 1
+            touched = self._changed_since(generation)
+            if touched:
+                addresses = {a for a, gen in self._touched_addresses.items() if gen > generation}
+                plan = reconcile.without_lanes(plan, touched, addresses)
+            self.lanes.update({lid: ln for lid, ln in lanes.items() if lid not in touched})
+            live = {reconcile.cached_key(m) for m in wanted if hasattr(m, "match")}
+            for key in [k for k in restarted if k not in live]:
+                del restarted[key]
+            for msg in plan.refreshes:
+                if msg.command == ofp.OFPFC_MODIFY_STRICT:
+                    restarted[reconcile.cached_key(msg)] = now
+            if not plan.empty:
+                failure = self._apply({dpid: plan.ofmsgs}, timeout_s, tolerate=meter_errors_only)
+                if failure:
+                    LOG.warning("reconcile of %s: %s", self.switch_name(dpid), failure)
+            self.reconciled[dpid] = plan
+        LOG.info("reconciled %s: kept %d, added %d, deleted %d, refreshed %d in %.1f ms "
+                 "(%.1f ms of it waiting for other changes)", self.switch_name(dpid),
+                 plan.kept, len(plan.adds), len(plan.deletes), len(plan.refreshes),
+                 (time.perf_counter() - t0) * 1000, wait * 1000)
+        return plan
+
+    def reconcile_all(self) -> None:
+        """Every switch, and forget lanes the source no longer wants (the periodic round)."""
+        if self.source is not None and self.topology is not None:
+            with self._reading() as generation:
+                try:
+                    live = {ln.lane_id for ln in self.source()}
+                except Exception:  # noqa: BLE001
+                    LOG.exception("reading the desired lanes failed")
+                    return
+                with self._change:
+                    keep = live | self._changed_since(generation)
+                    self._applied += 1
+                    for lane_id in [lid for lid in self.lanes if lid not in keep]:
+                        del self.lanes[lane_id]
+        for dpid in sorted(self.connected):
+            self.reconcile_switch(dpid)
+
+
+def meter_errors_only(batch: Batch) -> bool:
+    """Meter adds/deletes that find the meter already there (or gone) are not failures."""
+    return all(t == ofp.OFPET_METER_MOD_FAILED for _, t, _ in batch.errors)
