@@ -16,6 +16,7 @@ import click
 
 from viplanes.client import ApiClient, ApiError
 from viplanes.config import ClientConfig, ConfigError
+from viplanes.hostport import is_address
 
 LANE_COLUMNS = ("id", "principal", "state", "src_ip", "dst_ip", "dst_host", "protocol", "dst_ports", "nat_ip",
                 "starts_at", "expires_at", "reason")
@@ -273,7 +274,7 @@ def lane_request(api: ApiClient, duration: str, wait: bool, wait_timeout: float 
     body["duration_s"] = _duration_of(duration, "--duration")
     dst = body.pop("dst")
     if dst is not None:
-        body["dst_ip" if _is_address(dst) else "dst_host"] = dst
+        body["dst_ip" if is_address(dst) else "dst_host"] = dst
     if body.get("dst_ports") is not None:
         items = [int(p) if p.strip().isdigit() else p.strip() for p in body["dst_ports"].split(",")]
         body["dst_ports"] = items if len(items) > 1 else items[0]
@@ -284,14 +285,6 @@ def lane_request(api: ApiClient, duration: str, wait: bool, wait_timeout: float 
     return out, _record, 1 if out["state"] in ("failed", "expired", "released", "revoked") else 0
 
 
-def _is_address(text: str) -> bool:
-    import ipaddress
-
-    try:
-        ipaddress.ip_address(text)
-        return True
-    except ValueError:
-        return False
 
 
 def _until_start(lane: dict[str, Any]) -> float:

@@ -1,6 +1,8 @@
 """HOST:PORT option values, parsed one way for every CLI (serve's --api/--openflow, controller --listen)."""
 from __future__ import annotations
 
+import ipaddress
+
 import click
 
 LOOPBACK = "127.0.0.1"
@@ -37,3 +39,12 @@ def hostport_option(value: str, option: str, default_port: int | None = None) ->
         return parse_hostport(value, default_port)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint=option) from None
+
+
+def is_address(text: str) -> bool:
+    """An IPv4 or IPv6 literal (as opposed to a host name)."""
+    try:
+        ipaddress.ip_address(text)
+        return True
+    except ValueError:
+        return False

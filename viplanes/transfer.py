@@ -9,7 +9,6 @@ Everything the wrapper says goes to stderr, prefixed ``viplanes:``, so CMD's out
 """
 from __future__ import annotations
 
-import ipaddress
 import signal
 import socket
 import subprocess
@@ -22,6 +21,7 @@ import click
 from viplanes.client import ApiClient, LaneLease, LaneRefused
 from viplanes.cmd_targets import Destination, NoDestination, derive, rclone_advice
 from viplanes.config import ClientConfig, ConfigError
+from viplanes.hostport import is_address
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -39,12 +39,6 @@ def local_source(host: str, port: int) -> str:
         return str(sock.getsockname()[0]).split("%")[0]
 
 
-def _is_address(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-        return True
-    except ValueError:
-        return False
 
 
 def lane_body(dest: Destination | None, dst: str | None, dst_prefix: str | None, dst_ports: str | None,
@@ -57,7 +51,7 @@ def lane_body(dest: Destination | None, dst: str | None, dst_prefix: str | None,
                             "purpose": purpose or f"viplanes transfer: {' '.join(argv)[:400]}"}
     if dst_prefix:
         body["dst_prefix"] = dst_prefix
-    elif host and _is_address(host):
+    elif host and is_address(host):
         body["dst_ip"] = host
     elif host:
         body["dst_host"] = host
