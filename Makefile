@@ -4,6 +4,7 @@ PY := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
 export PATH := $(CURDIR)/tools/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 
+# scripts/lint-imports checks the layer contracts in .importlinter (README, Folders).
 .PHONY: setup test test-unit test-integration demo bench ovs-up clean
 
 setup:
@@ -14,6 +15,7 @@ ovs-up:
 
 # pytest exits 5 when it collected nothing; make treats every non-zero code as failure.
 test: setup
+	scripts/lint-imports
 	$(PYTEST) -q -m "not integration" tests
 	$(PYTEST) -q -m integration tests
 

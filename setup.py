@@ -38,6 +38,7 @@ setup(
         "requests>=2.31",
         "dnspython>=2.6",  # lane dst_host: A/AAAA with their TTLs (viplanes/resolver.py)
     ],
-    extras_require={"dev": ["pytest>=8", "hypothesis>=6.90", "schemathesis>=3.25", "py-spy>=0.3", "selenium>=4.20"]},
+    extras_require={"dev": ["pytest>=8", "hypothesis>=6.90", "schemathesis>=3.25", "py-spy>=0.3", "selenium>=4.20",
+                            "import-linter>=2.0"]},
     entry_points={"console_scripts": ["viplanes=viplanes.cli:main"]},
 )
