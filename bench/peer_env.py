@@ -18,6 +18,13 @@ from bench.ovs import openflow_scheme
 BENCH_DIR = Path(__file__).resolve().parent
 VENV = Path(os.environ.get("BENCH_PEERS_VENV", BENCH_DIR / ".peers-venv"))
 REQUIREMENTS = ["faucet==1.10.12", "os-ken==3.1.0"]
+# What was found when this was written (2026-11): why the REST app is missing, and why the Ryu
+# original is no way out on this machine's Python 3.11.
+NOT_SHIPPED = {"ofctl_rest": (
+    " (the os-ken 3.1.0 and 3.1.1 wheels ship neither os_ken/app/ofctl_rest.py nor os_ken/app/wsgi.py;"
+    " the Ryu original, ryu 4.34, imports eventlet.wsgi.ALREADY_HANDLED, gone after eventlet 0.30.2,"
+    " and eventlet 0.30.2 fails on Python 3.11: TypeError: cannot set 'is_timeout' attribute of"
+    " immutable type 'TimeoutError')")}
 PEER_MODULES = {"ofctl_rest": "os_ken.app.ofctl_rest", "faucet": "faucet.faucet"}
 
 
@@ -75,7 +82,8 @@ def check_importable(py: Path, peer: str) -> None:
     out = subprocess.run([str(py), "-c", f"import {PEER_MODULES[peer]}"], capture_output=True,
                          text=True, timeout=120)
     if out.returncode != 0:
-        raise PeerUnavailable(f"import {PEER_MODULES[peer]}: {_last_lines(out.stderr)}")
+        hint = NOT_SHIPPED.get(peer, "") if "No module named" in out.stderr else ""
+        raise PeerUnavailable(f"import {PEER_MODULES[peer]}: {_last_lines(out.stderr, 1)}{hint}")
 
 
 def osken_manager_args(py: Path, of_port: int) -> list[str]:

@@ -33,6 +33,7 @@ from bench.pg import database
 from bench.report import Result
 from bench.server import Api, Serve, free_port, researcher
 from bench.stats import ratio, summarize_ms
+from bench.table_format import markdown_rows
 from bench.workload import Flow, flows, grant_body, lane_body, lane_spec
 
 WAIT_S = 10.0  # a sample whose flows are not all seen by then is a failure
@@ -236,6 +237,7 @@ def run(quick: bool = False, db: str = "sqlite", **_: Any) -> Result:
     n = 20 if quick else 100
     warmup = 3 if quick else 5
     res = Result("peers")
+    load_start = os.getloadavg()
     systems: dict[str, dict[str, Any]] = {}
     unavailable: dict[str, str] = {}
     peer_versions: dict[str, str] = {}
@@ -285,41 +287,11 @@ def run(quick: bool = False, db: str = "sqlite", **_: Any) -> Result:
     res.add("floor p50 (barrier, no HTTP)", floor_sum.p50_ms, "ms", note=f"p99 {floor_sum.p99_ms:.1f}")
     for name, reason in unavailable.items():
         res.add(f"{name}: not installable", None, "", note=reason[:120])
-    res.details = {"lanes": n, "warmup": warmup, "systems": systems, "unavailable": unavailable,
+    res.details = {"loadavg_start": load_start, "lanes": n, "warmup": warmup, "systems": systems, "unavailable": unavailable,
                    "peer_versions": peer_versions, "floor": floor_sum.as_dict(),
                    "floor_release": floor_rel.as_dict(),
                    "openflow": os.environ.get("BENCH_OPENFLOW", "ssl"),
                    "visible_by": "ovs-ofctl monitor BR watch: (one per bridge, long-lived)",
-                   "table": table_lines(systems, floor_sum.as_dict(), floor_rel.as_dict())}
+                   "table": markdown_rows(systems, floor_sum.as_dict(), floor_rel.as_dict())}
     print("\n".join(res.details["table"]), file=sys.stderr, flush=True)
     return res
-
-
-def table_lines(systems: dict[str, dict[str, Any]], floor: dict[str, float],
-                floor_release: dict[str, float]) -> list[str]:
-    """The comparison as Markdown rows: p50/p95/p99 per system, ratios to ours and to the floor."""
-    from bench.report import format_number as f
-
-    ours = systems.get("viplanes API (sqlite)", {})
-    rows = ["| system | what | p50 ms | p95 ms | p99 ms | p50 / ours | p50 / floor |",
-            "|---|---|---:|---:|---:|---:|---:|"]
-
-    def row(name: str, what: str, s: dict[str, float] | None, ref: dict[str, float] | None,
-            fl: dict[str, float]) -> None:
-        if not s:
-            return
-        rows.append(f"| {name} | {what} | {f(s['p50_ms'])} | {f(s['p95_ms'])} | {f(s['p99_ms'])} | "
-                    f"{f(ratio(s['p50_ms'], ref['p50_ms'])) if ref else '-'} | "
-                    f"{f(ratio(s['p50_ms'], fl['p50_ms']))} |")
-
-    for name, s in systems.items():
-        if name.startswith("viplanes"):
-            row(name, "activation: POST -> 201", s.get("answer"), ours.get("activation"), floor)
-        row(name, "activation: request -> visible", s.get("activation"), ours.get("activation"), floor)
-    for name, s in systems.items():
-        row(name, "release: request -> gone", s.get("release"), ours.get("release"), floor_release)
-    rows.append(f"| floor (bench.floor) | activation: send -> barriers | {f(floor['p50_ms'])} | "
-                f"{f(floor['p95_ms'])} | {f(floor['p99_ms'])} | - | 1 |")
-    rows.append(f"| floor (bench.floor) | release: send -> barriers | {f(floor_release['p50_ms'])} | "
-                f"{f(floor_release['p95_ms'])} | {f(floor_release['p99_ms'])} | - | 1 |")
-    return rows
