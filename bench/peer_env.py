@@ -82,7 +82,7 @@ def check_importable(py: Path, peer: str) -> None:
     out = subprocess.run([str(py), "-c", f"import {PEER_MODULES[peer]}"], capture_output=True,
                          text=True, timeout=120)
     if out.returncode != 0:
-        hint = NOT_SHIPPED.get(peer, "") if "No module named" in out.stderr else ""
+        hint = NOT_SHIPPED.get(peer, "") if f"'{PEER_MODULES[peer]}'" in out.stderr else ""
         raise PeerUnavailable(f"import {PEER_MODULES[peer]}: {_last_lines(out.stderr, 1)}{hint}")
 
 

@@ -239,7 +239,8 @@ def run(quick: bool = False, db: str = "sqlite", **_: Any) -> Result:
     res = Result("peers")
     load_start = os.getloadavg()
     systems: dict[str, dict[str, Any]] = {}
-    unavailable: dict[str, str] = {}
+    unavailable: dict[str, str] = {}  # peer -> why it cannot be installed or started
+    not_measured: dict[str, str] = {}  # our own runs that failed (e.g. no PostgreSQL here)
     peer_versions: dict[str, str] = {}
     with campus("peers") as c:
         floor = run_floor(c, n)
@@ -250,13 +251,13 @@ def run(quick: bool = False, db: str = "sqlite", **_: Any) -> Result:
                 try:
                     systems[f"viplanes API ({store})"] = measure_ours(c, watch, n, warmup, store).to_dict()
                 except Exception as exc:  # noqa: BLE001 - PostgreSQL may be missing; say so
-                    unavailable[f"viplanes API ({store})"] = f"{exc.__class__.__name__}: {exc}"[:300]
+                    not_measured[f"viplanes API ({store})"] = f"{exc.__class__.__name__}: {exc}"[:300]
             try:
                 py = ensure_venv()
                 peer_versions = versions(py)
             except PeerUnavailable as exc:
                 py = None
-                unavailable["ofctl_rest"] = unavailable["faucet"] = str(exc)
+                unavailable["os-ken ofctl_rest"] = unavailable["Faucet"] = str(exc)
             for name, measure in (("os-ken ofctl_rest", measure_ofctl_rest),
                                   ("Faucet", measure_faucet)):
                 if py is None:
@@ -268,6 +269,8 @@ def run(quick: bool = False, db: str = "sqlite", **_: Any) -> Result:
                     unavailable[name] = str(exc)
     for name, reason in unavailable.items():
         print(f"peer not installable: {name}: {reason}", file=sys.stderr, flush=True)
+    for name, reason in not_measured.items():
+        print(f"not measured: {name}: {reason}", file=sys.stderr, flush=True)
     floor_sum = summarize_ms(floor["latency_s"])
     floor_rel = summarize_ms(floor["removal_s"])
     ours = systems.get("viplanes API (sqlite)") or {}
@@ -287,7 +290,9 @@ def run(quick: bool = False, db: str = "sqlite", **_: Any) -> Result:
     res.add("floor p50 (barrier, no HTTP)", floor_sum.p50_ms, "ms", note=f"p99 {floor_sum.p99_ms:.1f}")
     for name, reason in unavailable.items():
         res.add(f"{name}: not installable", None, "", note=reason[:120])
-    res.details = {"loadavg_start": load_start, "lanes": n, "warmup": warmup, "systems": systems, "unavailable": unavailable,
+    for name, reason in not_measured.items():
+        res.add(f"{name}: not measured", None, "", note=reason[:120])
+    res.details = {"loadavg_start": load_start, "lanes": n, "warmup": warmup, "systems": systems, "unavailable": unavailable, "not_measured": not_measured,
                    "peer_versions": peer_versions, "floor": floor_sum.as_dict(),
                    "floor_release": floor_rel.as_dict(),
                    "openflow": os.environ.get("BENCH_OPENFLOW", "ssl"),
