@@ -22,6 +22,7 @@ BENCHMARKS = {  # name -> module with run(**options) -> Result
     "churn": "bench.churn",
     "scale": "bench.scale",
     "policy": "bench.policy_bench",
+    "peers": "bench.peers",  # os-ken ofctl_rest and Faucet in bench/.peers-venv
 }
 
 

@@ -1,0 +1,35 @@
+"""The peers benchmark's comparison as Markdown table rows (pure: unit-tested)."""
+from __future__ import annotations
+
+from typing import Any
+
+from bench.report import format_number as f
+from bench.stats import ratio
+
+
+def markdown_rows(systems: dict[str, dict[str, Any]], floor: dict[str, float],
+                floor_release: dict[str, float]) -> list[str]:
+    """The comparison as Markdown rows: p50/p95/p99 per system, ratios to ours and to the floor."""
+    ours = systems.get("viplanes API (sqlite)", {})
+    rows = ["| system | what | p50 ms | p95 ms | p99 ms | p50 / ours | p50 / floor |",
+            "|---|---|---:|---:|---:|---:|---:|"]
+
+    def row(name: str, what: str, s: dict[str, float] | None, ref: dict[str, float] | None,
+            fl: dict[str, float]) -> None:
+        if not s:
+            return
+        rows.append(f"| {name} | {what} | {f(s['p50_ms'])} | {f(s['p95_ms'])} | {f(s['p99_ms'])} | "
+                    f"{f(ratio(s['p50_ms'], ref['p50_ms'])) if ref else '-'} | "
+                    f"{f(ratio(s['p50_ms'], fl['p50_ms']))} |")
+
+    for name, s in systems.items():
+        if name.startswith("viplanes"):
+            row(name, "activation: POST -> 201", s.get("answer"), ours.get("activation"), floor)
+        row(name, "activation: request -> visible", s.get("activation"), ours.get("activation"), floor)
+    for name, s in systems.items():
+        row(name, "release: request -> gone", s.get("release"), ours.get("release"), floor_release)
+    rows.append(f"| floor (bench.floor) | activation: send -> barriers | {f(floor['p50_ms'])} | "
+                f"{f(floor['p95_ms'])} | {f(floor['p99_ms'])} | - | 1 |")
+    rows.append(f"| floor (bench.floor) | release: send -> barriers | {f(floor_release['p50_ms'])} | "
+                f"{f(floor_release['p95_ms'])} | {f(floor_release['p99_ms'])} | - | 1 |")
+    return rows
