@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller import compiler, heap, proxyarp, reconcile, sharedflows
+from viplanes.controller import compiler, heap, lanediff, proxyarp, reconcile, sharedflows
 from viplanes.controller.cookies import ALL_APP_FLOWS, EXACT_MASK, lane_cookie, lane_id_from_cookie
 from viplanes.controller.desired import DesiredFlows
 from viplanes.controller.pending import Batch, Tracker
@@ -52,6 +52,7 @@ def error_reason(err_type: int, code: int) -> str:
 
 class LaneRuntime(SwitchReadiness):
     switch_wait_s: float = SWITCH_WAIT_S
+    carries_lane_sets = True  # issue 11: destination sets, port ranges and IPv6 compile
 
     def __init__(self, topology: Topology | None, send: Send | None = None, *,
                  clock: Callable[[], float] = time.time,
@@ -142,6 +143,14 @@ class LaneRuntime(SwitchReadiness):
             for address_flows in sharedflows.lane_addresses(lane, self.topology).values():
                 for dpid, msgs in address_flows.items():
                     per_dpid.setdefault(dpid, []).extend(msgs)
+            # ---- issue 11 (lanesets): a re-sent lane whose destination set or ports changed
+            # drops the flows its new spec no longer has, after the ADDs in the same batch
+            carried = self.lanes.get(lane.lane_id)
+            if carried is not None and carried != lane:
+                stale = lanediff.stale_deletes(carried, per_dpid, self.topology, self.clock())
+                for dpid, msgs in stale.items():
+                    per_dpid.setdefault(dpid, []).extend(msgs)
+            # ---- end issue 11
             missing = [d for d in per_dpid if d not in self.connected]
             if missing:
                 return ActivationResult(False, f"{self.switch_name(missing[0])} not connected",
