@@ -53,3 +53,33 @@ def test_reactivation_strict_deletes_remove_only_the_dropped_destination(
     stale = lanediff.stale_deletes(SET4, new, DUALSTACK, NOW)
     install(conn, new[dpid] + stale[dpid])
     assert {flow_key_of(s) for s in conn.flow_stats(*ALL_APP_FLOWS)} == keys(base + new[dpid])
+
+
+def ovs_trace(bridge_name: str, flow: str) -> str:
+    import subprocess
+    done = subprocess.run(["ovs-appctl", "ofproto/trace", bridge_name, flow],
+                          capture_output=True, text=True, timeout=10)
+    assert done.returncode == 0, done.stderr + done.stdout
+    return done.stdout
+
+
+V6_FLOW = ("in_port=1,ipv6,nw_proto=17,dl_src=02:00:00:01:00:10,dl_dst=02:00:00:02:00:01,"
+           "ipv6_src=2001:db8:1::10,ipv6_dst=2001:db8:ff:1::99,udp_src=40000,udp_dst=5202")
+
+
+@pytest.mark.parametrize("flow,on_lane", [
+    (V6_FLOW, True),
+    (V6_FLOW.replace("udp_dst=5202", "udp_dst=5203"), False),      # outside the port range
+    (V6_FLOW.replace(",udp_src=40000,udp_dst=5202", ",nw_frag=later"), False),  # later fragment
+    ("in_port=1,icmp6,dl_src=02:00:00:01:00:10,dl_dst=33:33:ff:00:00:01,ipv6_src=2001:db8:1::10,"
+     "ipv6_dst=ff02::1:ff00:1,icmpv6_type=135", False),  # neighbour solicitation
+])
+def test_access_switch_steers_only_the_lane_v6_traffic(bridge: tuple[str, RawOpenFlow],  # noqa: F811
+                                                       flow: str, on_lane: bool) -> None:
+    name, conn = bridge
+    install(conn, compile_base(DUALSTACK)[1] + compile_lane(V6, DUALSTACK, NOW)[1])
+    text = ovs_trace(name, flow)
+    if on_lane:
+        assert "set_field:02:ff:00:00:00:01->eth_src" in text and "output:3" in text, text
+    else:
+        assert "NORMAL" in text and "02:ff:00:00:00:01" not in text, text
