@@ -24,6 +24,8 @@ from tests.integration.test_dataplane import REPO, VIPLANES, ServeProcess, _fast
 pytestmark = pytest.mark.integration
 CLOUDS = ("203.0.113.10", "203.0.113.11", "203.0.113.12")
 CLOUD6 = "2001:db8:ff::10"
+CLOUD6_EXTRA = "2001:db8:ff::11"
+NAME = "s3.cloud.lab"  # served by dnsmasq: the 3 A records and 2 AAAA records
 DESKTOP6 = "2001:db8:1::10"
 
 
@@ -107,8 +109,12 @@ def lab(tmp_path_factory: pytest.TempPathFactory):
     op = subprocess.run([*VIPLANES, "principal", "add", "root", "--role", "operator", "--db",
                          db_url], capture_output=True, text=True, timeout=60, check=True)
     op_token = op.stdout.strip().splitlines()[-1]
+    from viplanes.lab.dns import LabDns, free_udp_port
+
+    dns_port = free_udp_port()
+    os.environ["VIPLANES_DNS_SERVER"] = f"127.0.0.1:{dns_port}"  # serve's resolver: the lab DNS
     serve = DualStackServe(db_url, workdir, free_port()).start()
-    net = None
+    net = dns = None
     try:
         topo = load_topology(DUALSTACK)
         net = build_network(topo, "127.0.0.1", serve.of_port, shape=True)
@@ -116,6 +122,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory):
         cloud = net.host("cloud")
         for extra in CLOUDS[1:]:  # the cloud host holds every address of the set
             cloud.cmd(f"ip addr add {extra}/24 dev cloud-eth0")
+        cloud.cmd(f"ip -6 addr add {CLOUD6_EXTRA}/64 dev cloud-eth0 nodad")
+        dns = LabDns(net, NAME, [*CLOUDS, CLOUD6, CLOUD6_EXTRA], controller_port=dns_port).start()
         h = {"Authorization": f"Bearer {op_token}"}
         tok = requests.post(f"{serve.url}/api/v1/principals", headers=h, timeout=10,
                             json={"name": "alice", "role": "researcher"}).json()["token"]
@@ -126,7 +134,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory):
         assert r.status_code == 201, r.text
         yield Lab(net, serve, tok)
     finally:
+        os.environ.pop("VIPLANES_DNS_SERVER", None)
         try:
+            if dns is not None:
+                dns.stop()
             if net is not None:
                 net.stop()
         finally:
@@ -145,8 +156,13 @@ def test_firewall_path_baselines_v4_and_v6(lab: Lab) -> None:
         lab.results[name] = mbps
 
 
-def test_set_lane_carries_transfers_to_each_address(lab: Lab) -> None:
-    lane = lab.lane(dst_prefix="203.0.113.8/29", dst_port=5201)
+def test_name_lane_carries_transfers_to_each_address(lab: Lab) -> None:
+    """The lane names the host; the server resolves it at the lab's DNS (3 A, 2 AAAA records)."""
+    lane = lab.lane(dst_host=NAME, dst_port=5201)
+    assert sorted(lane["dst_nets"]) == sorted([f"{a}/32" for a in CLOUDS] + [f"{CLOUD6}/128",
+                                                                              f"{CLOUD6_EXTRA}/128"])
+    seen = lab.lab.host("desktop").cmd(f"getent ahosts {NAME}")  # the desktop's own resolver
+    assert all(a in seen for a in CLOUDS), seen
     before = lab.lane_bytes(lane["id"])
     for dst in CLOUDS:
         fw0 = lab.fw_rx_bytes()
