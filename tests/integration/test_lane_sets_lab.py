@@ -47,8 +47,8 @@ class DualStackServe(ServeProcess):
 
 
 class Lab:
-    def __init__(self, lab: Any, serve: ServeProcess, token: str) -> None:
-        self.lab, self.serve, self.token = lab, serve, token
+    def __init__(self, lab: Any, serve: ServeProcess, token: str, workdir: Any) -> None:
+        self.lab, self.serve, self.token, self.workdir = lab, serve, token, workdir
         self.results: dict[str, float] = {}
 
     def api(self, method: str, path: str, **kw: Any) -> requests.Response:
@@ -130,9 +130,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory):
         r = requests.post(f"{serve.url}/api/v1/grants", headers=h, timeout=10, json={
             "principal": "alice", "src_prefixes": ["10.1.0.0/24", "2001:db8:1::/64"],
             "dst_prefixes": ["203.0.113.0/24", "2001:db8:ff::/64"], "protocols": ["tcp"],
-            "ports": ["5201-5299"], "max_duration_s": 3600, "max_lanes": 5})
+            "ports": ["5201-5299", "9000"], "max_duration_s": 3600, "max_lanes": 5})
         assert r.status_code == 201, r.text
-        yield Lab(net, serve, tok)
+        yield Lab(net, serve, tok, workdir)
     finally:
         os.environ.pop("VIPLANES_DNS_SERVER", None)
         try:
@@ -194,3 +194,67 @@ def test_v6_lane_at_3x_the_firewall_path(lab: Lab) -> None:
     assert lab.lane_bytes(lane["id"], sent) >= sent
     print(f"\nv6 lane: {mbps:.1f} Mbit/s vs firewall v6 {lab.results['fw_v6']:.1f}")
     assert mbps >= 3 * lab.results["fw_v6"]
+
+
+def test_transfer_wraps_rclone_through_a_name_lane_with_checksums(lab: Lab) -> None:
+    """`viplanes transfer -- rclone copy` (CMD run in the desktop's namespace with mnexec): the
+    S3 endpoint is the name with 5 addresses; the upload crosses the lane, not the firewall; the
+    checksums match; the lane is released when rclone exits."""
+    import hashlib
+
+    from viplanes.lab.services import ACCESS_KEY, SECRET_KEY, clean_env, rclone_binary
+
+    store = lab.workdir / "s3"
+    (store / "lab").mkdir(parents=True)
+    (store / "base").mkdir()
+    data = lab.workdir / "data"
+    data.mkdir()
+    for i in range(4):
+        (data / f"part{i}.bin").write_bytes(os.urandom(3 * 1024 * 1024))
+    cloud, desktop = lab.lab.host("cloud"), lab.lab.host("desktop")
+    server = cloud.popen([rclone_binary(), "serve", "s3", "--addr", ":9000", "--auth-key",
+                          f"{ACCESS_KEY},{SECRET_KEY}", str(store)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=clean_env())
+    try:
+        for _ in range(50):
+            if ":9000 " in cloud.cmd("ss -ltn"):
+                break
+            time.sleep(0.1)
+        env = clean_env({
+            "VIPLANES_API_URL": lab.serve.url, "VIPLANES_TOKEN": lab.token,
+            "RCLONE_CONFIG_CLOUD_TYPE": "s3", "RCLONE_CONFIG_CLOUD_PROVIDER": "Rclone",
+            "RCLONE_CONFIG_CLOUD_ACCESS_KEY_ID": ACCESS_KEY,
+            "RCLONE_CONFIG_CLOUD_SECRET_ACCESS_KEY": SECRET_KEY,
+            "RCLONE_CONFIG_CLOUD_ENDPOINT": f"http://{NAME}:9000",
+            "RCLONE_CONFIG_CLOUD_FORCE_PATH_STYLE": "true"})
+        t0 = time.monotonic()  # the firewall path first: rclone alone, no lane
+        base = subprocess.run(["mnexec", "-a", str(desktop.pid), rclone_binary(), "copy",
+                               "--transfers", "4", str(data), "cloud:base"],
+                              env=env, capture_output=True, text=True, timeout=120)
+        base_s = time.monotonic() - t0
+        assert base.returncode == 0, base.stderr
+        fw0 = lab.fw_rx_bytes()
+        t0 = time.monotonic()
+        done = subprocess.run(
+            [*VIPLANES, "transfer", "--src", "10.1.0.10", "--dst", NAME, "--dst-ports", "9000",
+             "--require-lane", "--", "mnexec", "-a", str(desktop.pid), rclone_binary(), "copy",
+             "--transfers", "4", str(data), "cloud:lab"],
+            env=env, capture_output=True, text=True, timeout=120)
+        took = time.monotonic() - t0
+        assert done.returncode == 0, done.stderr
+        sent = sum(f.stat().st_size for f in data.iterdir())
+        assert lab.fw_rx_bytes() - fw0 < 0.01 * sent, "the upload crossed the firewall"
+        for f in data.iterdir():
+            assert hashlib.sha256((store / "lab" / f.name).read_bytes()).digest() == \
+                hashlib.sha256(f.read_bytes()).digest(), f.name
+        lanes = lab.api("GET", "/lanes").json()
+        lane = next(ln for ln in lanes if ln["dst_ports"] == ["9000"])
+        assert lane["state"] == "released" and lane.get("dst_host") == NAME, lane
+        base_mbps, lane_mbps = sent * 8 / base_s / 1e6, sent * 8 / took / 1e6
+        print(f"\nrclone copy {sent / 1e6:.1f} MB: firewall path {base_mbps:.1f} Mbit/s ({base_s:.1f} s); "
+              f"viplanes transfer -- rclone copy {lane_mbps:.1f} Mbit/s including lane set-up and "
+              f"release ({took:.1f} s); wrapper said: {done.stderr.strip().splitlines()[-1]}")
+        assert lane_mbps >= 3 * base_mbps
+    finally:
+        server.terminate()
+        server.wait(5)
