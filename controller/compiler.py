@@ -62,6 +62,7 @@ from viplanes.controller.lanepath import (  # noqa: F401 - re-exported
 from viplanes.controller.proxyarp import lane_pool_arp_reply  # noqa: F401 - re-exported
 from viplanes.controller.sharedflows import compile_shared
 from viplanes.domain import LaneSpec
+from viplanes.lane_matches import ETH_TYPE, LaneMatch, lane_matches
 from viplanes.topologies.model import Host, Topology
 from viplanes.topologies.paths import NoLanePath
 
@@ -71,6 +72,7 @@ TCP_ACK = 0x010
 OFPVID_NONE = 0x0000  # OpenFlow 1.3: match only frames without an 802.1Q tag
 
 OFMsgs = list[Any]
+IPNet = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 # The order os-ken itself puts match fields in (by OXM field number), read from os-ken once.
@@ -129,41 +131,57 @@ def _is_port(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
 
 
-def _is_unicast(addr: ipaddress.IPv4Address) -> bool:
+def _is_unicast(net: IPNet) -> bool:
+    addr = net.network_address
+    if addr.version == 6:
+        return not (addr.is_multicast or addr.is_unspecified or addr.is_loopback
+                    or addr.is_link_local or addr.is_reserved)
     return not (addr.is_multicast or addr.is_unspecified or addr.is_loopback
                 or addr.is_reserved or addr == ipaddress.IPv4Address("255.255.255.255"))
 
 
-def _campus_network_of(topo: Topology,
-                       addr: ipaddress.IPv4Address) -> ipaddress.IPv4Network | None:
-    """The campus subnet holding ``addr`` (edge inside, middlebox legs, campus hosts, lane pool);
-    None when the address is beyond the edge router."""
-    nets = [topo.edge.inside.ip.network, topo.lane_pool.prefix]
-    nets += [leg.ip.network for mb in topo.middleboxes for leg in (mb.inside, mb.outside)]
-    nets += [h.iface.ip.network for h in topo.hosts if h.role != "cloud"]
-    return next((net for net in nets if addr in net), None)
+def _campus_network_of(topo: Topology, net: IPNet) -> IPNet | None:
+    """The campus subnet overlapping ``net`` (edge inside, middlebox legs, campus hosts, lane
+    pool; v4 or v6); None when the destination is wholly beyond the edge router."""
+    ifaces = [topo.edge.inside] + [leg for mb in topo.middleboxes for leg in (mb.inside, mb.outside)]
+    ifaces += [h.iface for h in topo.hosts if h.role != "cloud"]
+    nets: list[IPNet] = [topo.lane_pool.prefix]
+    for iface in ifaces:
+        nets.append(iface.ip.network)
+        if getattr(iface, "ip6", None) is not None:
+            nets.append(iface.ip6.network)
+    return next((n for n in nets if n.version == net.version and n.overlaps(net)), None)
 
 
-def _check_lane(lane: LaneSpec, topo: Topology, host: Host) -> tuple[str, str | None]:
-    """Validate the fields the flows depend on; return (dst_ip, nat_ip) in canonical form."""
+def _check_lane(lane: LaneSpec, topo: Topology, host: Host) -> str | None:
+    """Validate the fields the flows depend on; return the canonical nat_ip (or None)."""
     problems = []
     if lane.protocol not in IP_PROTO:
         problems.append(f"protocol {lane.protocol!r} is not tcp or udp")
-    if not _is_port(lane.dst_port):
-        problems.append(f"dst_port {lane.dst_port!r} is not 1..65535")
+    if not lane.dst_ports or not all(_is_port(lo) and _is_port(hi) and lo <= hi
+                                     for lo, hi in lane.dst_ports):
+        problems.append(f"dst_ports {lane.dst_ports!r} are not ranges within 1..65535")
     if lane.src_port is not None and not _is_port(lane.src_port):
         problems.append(f"src_port {lane.src_port!r} is not 1..65535")
-    dst = nat = None
-    try:
-        dst_addr = ipaddress.IPv4Address(lane.dst_ip)
-        dst = str(dst_addr)
-        if not _is_unicast(dst_addr):
-            problems.append(f"dst_ip {dst} is not a unicast address")
-        elif (inside := _campus_network_of(topo, dst_addr)) is not None:
-            problems.append(f"dst_ip {dst} is inside the campus ({inside}): lanes lead out "
+    versions = set()
+    if not lane.dst_nets:
+        problems.append("no destination")
+    for text in lane.dst_nets:
+        try:
+            net = ipaddress.ip_network(text)
+        except ValueError:
+            problems.append(f"destination (dst_ip/dst_nets) {text!r} is not an IPv4 or IPv6 network")
+            continue
+        versions.add(net.version)
+        if not _is_unicast(net):
+            problems.append(f"destination {net} is not a unicast address")
+        elif (inside := _campus_network_of(topo, net)) is not None:
+            problems.append(f"destination {net} is inside the campus ({inside}): lanes lead out "
                             "through the edge router")
-    except ValueError:
-        problems.append(f"dst_ip {lane.dst_ip!r} is not an IPv4 address")
+        elif host.address_for(net.version) is None:
+            problems.append(f"destination {net} is IPv{net.version} but {host.name} has no "
+                            f"IPv{net.version} address")
+    nat = None
     if lane.nat_ip is not None:
         try:
             nat_addr = ipaddress.IPv4Address(lane.nat_ip)
@@ -172,20 +190,11 @@ def _check_lane(lane: LaneSpec, topo: Topology, host: Host) -> tuple[str, str | 
                 problems.append(f"nat_ip {nat} is not in the lane pool {topo.lane_pool.prefix}")
         except ValueError:
             problems.append(f"nat_ip {lane.nat_ip!r} is not an IPv4 address")
-    elif host.needs_nat:
+    elif host.needs_nat and 4 in versions:
         problems.append(f"source {host.name} has a private address and needs a nat_ip")
     if problems:
         raise LaneCompileError(f"lane {lane.lane_id}: " + "; ".join(problems))
-    return dst, nat  # type: ignore[return-value]
-
-
-def _l4(protocol: str, src: int | None, dst: int | None) -> dict[str, int]:
-    fields = {}
-    if dst is not None:
-        fields[f"{protocol}_dst"] = dst
-    if src is not None:
-        fields[f"{protocol}_src"] = src
-    return fields
+    return nat
 
 
 def _lane_flow(lane: LaneSpec, priority: int, hard: int, match: dict[str, Any],
@@ -199,18 +208,37 @@ def _lane_flow(lane: LaneSpec, priority: int, hard: int, match: dict[str, Any],
                              instructions=inst)
 
 
+def flows_per_lane(hops: int, matches: int, families: int, with_ct: bool) -> int:
+    """The number of flows ``compile_lane`` emits (meters and shared flows not counted): a
+    forward and a reverse rule per hop and match, plus, at a conntrack border, the two table-1
+    reply rules (established, related) per address family the lane uses."""
+    return 2 * hops * matches + (2 * families if with_ct else 0)
+
+
 def compile_lane(lane: LaneSpec, topo: Topology, now: float, *,
                  meter_command: int = ofp.OFPMC_ADD) -> dict[int, OFMsgs]:
     """Per dpid on the lane's path: its meter (if rate-capped) then its forward and reverse flows
-    (and, at a border switch with conntrack, its table-1 reply flows). Shared per-address flows
-    (ARP replies...) come from ``sharedflows.compile_shared``.
+    for every (destination, masked port entry) of the lane (``lane_matches``), and, at a border
+    switch with conntrack, its table-1 reply flows (one pair per address family: replies are
+    told apart by ``ct_mark`` = lane id, not by tuple). Shared per-address flows (ARP replies...)
+    come from ``sharedflows.compile_shared``. Count: ``flows_per_lane``.
+
+    IPv6 (a destination network of version 6) leaves from the host's own global ``ip6``, never
+    translated: the same rules with ``ipv6_*`` fields, conntrack without ``nat(src=...)``.
+    Neighbour discovery (ICMPv6) never matches a lane rule (lanes match tcp/udp) and keeps the
+    normal path. Non-first fragments, v4 or v6, carry no L4 header: OVS reports their ports as
+    0, so they match no lane rule (which all pin a destination port) and take the normal path,
+    deliberately: a lane never guesses which connection a fragment belongs to. A lane's TCP does
+    not fragment (path MTU discovery: ICMP "fragmentation needed" / ICMPv6 "packet too big"
+    reach the host, see ``guardflows``); a fragmented UDP datagram would be split across the two
+    paths, so UDP lane users keep datagrams below the path MTU.
 
     Pass ``meter_command=OFPMC_MODIFY`` when re-sending a lane whose meters already exist.
     Raises LaneCompileError / NoLanePath (both ValueError) for lanes that cannot be built, and
     ValueError when the lane has already expired.
     """
     host = lane_source(lane, topo)
-    dst_ip, nat_ip = _check_lane(lane, topo, host)
+    nat_ip = _check_lane(lane, topo, host)
     hops = lane_hops(lane, topo)
     hard = hard_timeout_for(lane.expires_at, now)
     lane_cookie(lane.lane_id)  # validates the id before anything is built
@@ -218,15 +246,13 @@ def compile_lane(lane: LaneSpec, topo: Topology, now: float, *,
     if with_ct and lane.lane_id > conntrack.CT_MARK_MAX:
         raise LaneCompileError(f"lane id {lane.lane_id} does not fit ct_mark (32 bits)")
     meter = meter_id_for(lane.lane_id) if lane.rate_mbps else None
-    proto = lane.protocol
     priority = PRIORITY_LANE + (1 if lane.src_port is not None else 0)
     host_ip, host_mac, lane_mac = str(host.iface.ip.ip), host.iface.mac, topo.lane_pool.mac
-    lane_src = nat_ip or host_ip  # the source address as the edge router sees it
-    ip_common = {"eth_type": ETH_TYPE_IPV4, "ip_proto": IP_PROTO[proto]}
-    fwd = {**ip_common, "ipv4_src": host_ip, "ipv4_dst": dst_ip,
-           **_l4(proto, lane.src_port, lane.dst_port)}
-    rev = {**ip_common, "ipv4_src": dst_ip, "ipv4_dst": host_ip,
-           **_l4(proto, lane.dst_port, lane.src_port)}
+    host_ip6 = str(host.ip6) if host.ip6 is not None else None
+    try:
+        pairs = lane_matches(lane, host_ip, host_ip6)
+    except ValueError as exc:
+        raise LaneCompileError(str(exc)) from None
     out: dict[int, OFMsgs] = {h.dpid: [] for h in hops}
 
     if meter is not None:  # on a one-switch lane both directions share the one meter
@@ -236,7 +262,30 @@ def compile_lane(lane: LaneSpec, topo: Topology, now: float, *,
             out[dpid].append(parser.OFPMeterMod(None, command=meter_command,
                                                 flags=ofp.OFPMF_KBPS, meter_id=meter,
                                                 bands=[band]))
+    for pair in pairs:
+        _compile_pair(lane, topo, host, hops, pair, nat_ip if pair.version == 4 else None,
+                      priority, hard, meter, with_ct, out)
+    if with_ct:
+        border = hops[-1]
+        for version in sorted({p.version for p in pairs}):
+            for state in (conntrack.REPLY_ESTABLISHED, conntrack.REPLY_RELATED):
+                ct_match = {"in_port": border.out_port, "eth_type": ETH_TYPE[version],
+                            "ct_state": state, "ct_mark": lane.lane_id}
+                out[border.dpid].append(_lane_flow(
+                    lane, PRIORITY_LANE, hard, ct_match,
+                    deliver_to_host(topo, host, hops, len(hops) - 1, version), None,
+                    table_id=conntrack.CT_TABLE))
+    return out
 
+
+def _compile_pair(lane: LaneSpec, topo: Topology, host: Host, hops: tuple[Any, ...],
+                  pair: LaneMatch, nat_ip: str | None, priority: int, hard: int,
+                  meter: int | None, with_ct: bool, out: dict[int, OFMsgs]) -> None:
+    """The forward and reverse rules of one (destination, masked port) match on every hop."""
+    key = f"ipv{pair.version}"
+    host_mac, lane_mac = host.iface.mac, topo.lane_pool.mac
+    host_addr = pair.fwd[f"{key}_src"]
+    fwd, rev = pair.fwd, pair.rev
     last = len(hops) - 1
     for i, hop in enumerate(hops):
         # forward: host -> edge router
@@ -262,25 +311,19 @@ def compile_lane(lane: LaneSpec, topo: Topology, now: float, *,
         if i < last:
             match = {"in_port": hop.out_port, "eth_src": lane_mac, **rev}
             out[hop.dpid].append(_lane_flow(lane, priority, hard, match,
-                                            deliver_to_host(topo, host, hops, i), None))
+                                            deliver_to_host(topo, host, hops, i, pair.version),
+                                            None))
             continue
-        match = {"in_port": hop.out_port, **rev, "ipv4_dst": lane_src}
+        match = {"in_port": hop.out_port, **rev, f"{key}_dst": nat_ip or host_addr}
         if with_ct:
             out[hop.dpid].append(_lane_flow(lane, priority, hard, match,
                                             [conntrack.track_reply()], meter))
-            for state in (conntrack.REPLY_ESTABLISHED, conntrack.REPLY_RELATED):
-                ct_match = {"in_port": hop.out_port, "eth_type": ETH_TYPE_IPV4,
-                            "ct_state": state, "ct_mark": lane.lane_id}
-                out[hop.dpid].append(_lane_flow(lane, PRIORITY_LANE, hard, ct_match,
-                                                deliver_to_host(topo, host, hops, i), None,
-                                                table_id=conntrack.CT_TABLE))
             continue
-        if proto == "tcp":  # stateless: no inbound connection set-up (a bare SYN never passes)
+        if lane.protocol == "tcp":  # stateless: no inbound connection set-up (a bare SYN never passes)
             match["tcp_flags"] = (TCP_ACK, TCP_ACK)
-        actions = [parser.OFPActionSetField(ipv4_dst=host_ip)] if nat_ip else []
-        out[hop.dpid].append(_lane_flow(lane, priority, hard, match,
-                                        actions + deliver_to_host(topo, host, hops, i), meter))
-    return out
+        actions = [parser.OFPActionSetField(ipv4_dst=host_addr)] if nat_ip else []
+        out[hop.dpid].append(_lane_flow(lane, priority, hard, match, actions + deliver_to_host(
+            topo, host, hops, i, pair.version), meter))
 
 
 def compile_lane_removal(lane_id: int, dpids: Iterable[int], *,
@@ -353,5 +396,5 @@ __all__ = [
     "LaneCompileError", "NoLanePath", "compile_base", "compile_lane", "compile_lane_removal",
     "lane_cookie", "lane_id_from_cookie", "lane_pool_arp_reply", "flow_key", "flow_key_of",
     "lane_dpids", "lane_ingress_ports", "lane_hops", "hard_timeout_for", "meter_id_for",
-    "compile_desired", "compile_flow_delete", "gc_paused", "lane_match",
+    "compile_desired", "compile_flow_delete", "gc_paused", "lane_match", "flows_per_lane",
 ]

@@ -18,6 +18,7 @@ from viplanes.controller.conntrack import CT_EST, CT_NEW, CT_REL, CT_RPL, CT_TRK
 
 Tuple5 = tuple[str, str, int, int, int]
 ICMP_ERROR_TYPES = (3, 11)
+ICMP6_ERROR_TYPES = (1, 2, 3)  # destination unreachable, packet too big, time exceeded
 
 
 def five_tuple(fields: dict[str, Any]) -> Tuple5:
@@ -25,7 +26,8 @@ def five_tuple(fields: dict[str, Any]) -> Tuple5:
     name = {6: "tcp", 17: "udp"}.get(proto)
     sport = int(fields.get(f"{name}_src", 0)) if name else 0
     dport = int(fields.get(f"{name}_dst", 0)) if name else 0
-    return (str(fields.get("ipv4_src")), str(fields.get("ipv4_dst")), proto, sport, dport)
+    ip = "ipv6" if "ipv6_src" in fields else "ipv4"
+    return (str(fields.get(f"{ip}_src")), str(fields.get(f"{ip}_dst")), proto, sport, dport)
 
 
 def swapped(t: Tuple5) -> Tuple5:
@@ -56,7 +58,7 @@ class Conntrack:
 
     def execute(self, pkt: dict[str, Any], action: Any) -> dict[str, Any]:
         """The packet after ``ct(...)`` (an os-ken NXActionCT): ct_state/ct_mark set, NAT'd."""
-        if pkt.get("eth_type") != 0x0800:
+        if pkt.get("eth_type") not in (0x0800, 0x86DD):
             return {**pkt, "ct_state": CT_TRK | 0x10}  # +inv: not IP
         zone = action.zone_ofs_nbits if not action.zone_src else 0
         nat = next((a for a in action.actions if type(a).__name__ == "NXActionNAT"), None)
@@ -68,8 +70,9 @@ class Conntrack:
         conn, is_reply = self._find(zone, t)
         related = None
         inner = pkt.get("icmp_inner")
-        if conn is None and pkt.get("ip_proto") == 1 and isinstance(inner, dict) \
-                and pkt.get("icmpv4_type") in ICMP_ERROR_TYPES:
+        is_error = (pkt.get("ip_proto") == 1 and pkt.get("icmpv4_type") in ICMP_ERROR_TYPES) or \
+            (pkt.get("ip_proto") == 58 and pkt.get("icmpv6_type") in ICMP6_ERROR_TYPES)
+        if conn is None and is_error and isinstance(inner, dict):
             related, _ = self._find(zone, swapped(five_tuple(inner)))
         if conn is not None:
             if is_reply:

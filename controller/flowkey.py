@@ -15,6 +15,7 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 
 MAC_FIELDS = frozenset({"eth_src", "eth_dst", "arp_sha", "arp_tha"})
 IPV4_FIELDS = frozenset({"ipv4_src", "ipv4_dst", "arp_spa", "arp_tpa"})
+IPV6_FIELDS = frozenset({"ipv6_src", "ipv6_dst", "ipv6_nd_target"})
 # attributes that say how a message was encoded, not what it does
 _ENCODING_ATTRS = frozenset({"len", "type", "field", "length", "_fields2", "experimenter"})
 
@@ -24,6 +25,8 @@ def _scalar(field: str, value: Any) -> Hashable:
         return str(value).lower()
     if field in IPV4_FIELDS:
         return int(ipaddress.IPv4Address(value))
+    if field in IPV6_FIELDS:
+        return int(ipaddress.IPv6Address(value))
     return value
 
 
@@ -32,6 +35,8 @@ def _full_mask(field: str) -> int | None:
         return 2**48 - 1
     if field in IPV4_FIELDS:
         return 2**32 - 1
+    if field in IPV6_FIELDS:
+        return 2**128 - 1
     return None
 
 
@@ -44,10 +49,12 @@ def _field_value(field: str, value: Any) -> Hashable:
         v, m = int(str(raw).replace(":", ""), 16), int(str(mask).replace(":", ""), 16)
     elif field in IPV4_FIELDS:
         v, m = int(ipaddress.IPv4Address(raw)), int(ipaddress.IPv4Address(mask))
+    elif field in IPV6_FIELDS:
+        v, m = int(ipaddress.IPv6Address(raw)), int(ipaddress.IPv6Address(mask))
     else:
         v, m = int(raw), int(mask)
     if m == _full_mask(field):
-        return v if field in IPV4_FIELDS else _scalar(field, raw)
+        return v if field in IPV4_FIELDS | IPV6_FIELDS else _scalar(field, raw)
     return ("masked", v & m, m)
 
 

@@ -27,15 +27,16 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller.ctsim import Conntrack
-from viplanes.controller.flowkey import IPV4_FIELDS, MAC_FIELDS
+from viplanes.controller.flowkey import IPV4_FIELDS, IPV6_FIELDS, MAC_FIELDS
 
 Packet = dict[str, Any]
 SPECIAL_PORTS = {ofp.OFPP_NORMAL: "NORMAL", ofp.OFPP_CONTROLLER: "CONTROLLER",
                  ofp.OFPP_FLOOD: "FLOOD", ofp.OFPP_ALL: "ALL", ofp.OFPP_LOCAL: "LOCAL"}
 FIELD_BITS = {"in_port": 32, "eth_type": 16, "ip_proto": 8, "arp_op": 16, "tcp_src": 16,
               "tcp_dst": 16, "udp_src": 16, "udp_dst": 16, "vlan_vid": 13, "icmpv4_type": 8,
-              "icmpv4_code": 8, "tcp_flags": 16, "ct_state": 32, "ct_mark": 32,
-              **{f: 48 for f in MAC_FIELDS}, **{f: 32 for f in IPV4_FIELDS}}
+              "icmpv4_code": 8, "icmpv6_type": 8, "icmpv6_code": 8, "tcp_flags": 16,
+              "ct_state": 32, "ct_mark": 32, **{f: 48 for f in MAC_FIELDS},
+              **{f: 32 for f in IPV4_FIELDS}, **{f: 128 for f in IPV6_FIELDS}}
 # field -> (required field, allowed values): OVS rejects a match or set-field without them
 PREREQS: dict[str, tuple[str, tuple[int, ...]]] = {
     "ip_proto": ("eth_type", (0x0800, 0x86DD)),
@@ -45,6 +46,8 @@ PREREQS: dict[str, tuple[str, tuple[int, ...]]] = {
     **{f: ("ip_proto", (17,)) for f in ("udp_src", "udp_dst")},
     "tcp_flags": ("ip_proto", (6,)),
     **{f: ("ip_proto", (1,)) for f in ("icmpv4_type", "icmpv4_code")},
+    **{f: ("eth_type", (0x86DD,)) for f in ("ipv6_src", "ipv6_dst")},
+    **{f: ("ip_proto", (58,)) for f in ("icmpv6_type", "icmpv6_code")},
 }
 # what a packet that does not carry the field matches as
 DEFAULTS = {"vlan_vid": 0, "ct_state": 0, "ct_mark": 0}
@@ -62,17 +65,21 @@ def _int(fieldname: str, value: Any) -> int:
         return int(str(value).replace(":", ""), 16)
     if fieldname in IPV4_FIELDS:
         return int(ipaddress.IPv4Address(value))
+    if fieldname in IPV6_FIELDS:
+        return int(ipaddress.IPv6Address(value))
     return int(value)
 
 
 def canonical(fieldname: str, value: Any) -> Any:
-    """How packet fields are stored: dotted IPv4 strings, lower-case MACs, ints."""
+    """How packet fields are stored: dotted IPv4 / compressed IPv6 strings, lower-case MACs, ints."""
     if isinstance(value, dict):
         return {k: canonical(k, v) for k, v in value.items()}
     if fieldname in MAC_FIELDS:
         return str(value).lower()
     if fieldname in IPV4_FIELDS:
         return str(ipaddress.IPv4Address(value))
+    if fieldname in IPV6_FIELDS:
+        return str(ipaddress.IPv6Address(value))
     return int(value)
 
 
@@ -87,6 +94,24 @@ def ip_packet(eth_src: str, eth_dst: str, ipv4_src: str, ipv4_dst: str, protocol
     return make_packet(eth_src=eth_src, eth_dst=eth_dst, eth_type=0x0800, ip_proto=proto,
                        ipv4_src=ipv4_src, ipv4_dst=ipv4_dst,
                        **{f"{protocol}_src": src_port, f"{protocol}_dst": dst_port})
+
+
+def ip6_packet(eth_src: str, eth_dst: str, ipv6_src: str, ipv6_dst: str, protocol: str = "tcp",
+               src_port: int | None = 40000, dst_port: int | None = 5201) -> Packet:
+    """A TCP or UDP packet over IPv6; ports None: a non-first fragment (no L4 header)."""
+    proto = {"tcp": 6, "udp": 17}[protocol]
+    ports = {f"{protocol}_src": src_port, f"{protocol}_dst": dst_port}
+    return make_packet(eth_src=eth_src, eth_dst=eth_dst, eth_type=0x86DD, ip_proto=proto,
+                       ipv6_src=ipv6_src, ipv6_dst=ipv6_dst, **ports)
+
+
+def icmp6_error(eth_src: str, eth_dst: str, ipv6_src: str, ipv6_dst: str, about: Packet,
+                icmp_type: int = 2, icmp_code: int = 0) -> Packet:
+    """An ICMPv6 error (default: packet too big) quoting the header of ``about``."""
+    inner = {k: v for k, v in about.items() if k.startswith(("ipv6_", "ip_proto", "tcp_", "udp_"))}
+    return make_packet(eth_src=eth_src, eth_dst=eth_dst, eth_type=0x86DD, ip_proto=58,
+                       ipv6_src=ipv6_src, ipv6_dst=ipv6_dst, icmpv6_type=icmp_type,
+                       icmpv6_code=icmp_code, icmp_inner=inner)
 
 
 def icmp_error(eth_src: str, eth_dst: str, ipv4_src: str, ipv4_dst: str, about: Packet,

@@ -25,7 +25,12 @@ Bands (table 0 unless said otherwise), lowest first:
   and ports (ports missing from the topology are covered too).
 - ``PRIORITY_RELATED`` (950, border switch with conntrack): ICMP destination-unreachable and
   time-exceeded from the edge go through conntrack (table 1), so errors that belong to a lane
-  connection (fragmentation needed) reach the host with their inner header un-NATed.
+  connection (fragmentation needed) reach the host with their inner header un-NATed. On a
+  dual-stack edge, ICMPv6 destination-unreachable / packet-too-big / time-exceeded likewise
+  (``+rel`` of a v6 lane connection, no NAT); neighbour discovery is not matched here.
+  Neighbour discovery keeps the normal path everywhere: no lane rule matches ICMPv6 (lanes are
+  tcp/udp), no guard drops it, and the bypass drop only stops copies that NORMAL floods onto a
+  bypass link (like ARP broadcasts), never the normal path's ND.
 - ``PRIORITY_LANE`` (1000, +1 when the source port is pinned): the lanes (``compiler``).
 
 Table 1 (border switch with conntrack; packets arrive there only after ``ct(nat, table=1)``):
@@ -55,8 +60,13 @@ PRIORITY_LANE = 1000
 PRIORITY_CT_POOL_DROP = 100  # table 1
 ETH_TYPE_IPV4 = 0x0800
 ETH_TYPE_ARP = 0x0806
+ETH_TYPE_IPV6 = 0x86DD
 IP_PROTO_ICMP = 1
+IP_PROTO_ICMPV6 = 58
 ICMP_ERRORS = (3, 11)  # destination unreachable (incl. fragmentation needed), time exceeded
+# ICMPv6 errors: destination unreachable, packet too big, time exceeded. Never neighbour
+# discovery (133..137): it keeps the normal path everywhere.
+ICMPV6_ERRORS = (1, 2, 3)
 # The ARP punt's meter: the highest meter id OpenFlow allows, so never a lane's (lane meters
 # are the lane id, and lane ids must stay below it).
 ARP_PUNT_METER = ofp.OFPM_MAX
@@ -74,6 +84,11 @@ def flow(priority: int, cookie: int, match: Any, actions: list[Any], table_id: i
     return parser.OFPFlowMod(None, table_id=table_id, cookie=cookie, command=ofp.OFPFC_ADD,
                              priority=priority, match=match, instructions=inst,
                              buffer_id=ofp.OFP_NO_BUFFER, **kw)
+
+
+def dual_stack(topo: Topology) -> bool:
+    """The edge router routes IPv6 (so v6 lanes, and their ICMPv6 errors, exist)."""
+    return getattr(topo.edge.inside, "ip6", None) is not None
 
 
 def border_switch(topo: Topology) -> Switch | None:
@@ -131,6 +146,11 @@ def _border_flows(topo: Topology, sw: Switch) -> OFMsgs:
             ofmsgs.append(flow(PRIORITY_RELATED, BASE_COOKIE, parser.OFPMatch(
                 in_port=edge_port, eth_type=ETH_TYPE_IPV4, ip_proto=IP_PROTO_ICMP,
                 icmpv4_type=icmp_type), [conntrack.track_reply()]))
+        if dual_stack(topo):
+            for icmp_type in ICMPV6_ERRORS:
+                ofmsgs.append(flow(PRIORITY_RELATED, BASE_COOKIE, parser.OFPMatch(
+                    in_port=edge_port, eth_type=ETH_TYPE_IPV6, ip_proto=IP_PROTO_ICMPV6,
+                    icmpv6_type=icmp_type), [conntrack.track_reply()]))
         ofmsgs.append(flow(PRIORITY_CT_POOL_DROP, BASE_COOKIE,
                            parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_dst=pool), [],
                            table_id=conntrack.CT_TABLE))

@@ -33,20 +33,24 @@ def lane_hops(lane: LaneSpec, topo: Topology) -> tuple[Hop, ...]:
     return lane_path(topo, lane_source(lane, topo).name)
 
 
-def gateway_mac(topo: Topology, host: Host) -> str:
+def gateway_mac(topo: Topology, host: Host, version: int = 4) -> str:
+    """The MAC of the host's (v4 or v6) gateway: a lane's replies arrive as if from it."""
     legs = [topo.edge.inside, topo.edge.outside]
     legs += [leg for mb in topo.middleboxes for leg in (mb.inside, mb.outside)]
+    gateway = host.gateway if version == 4 else host.gateway6
     for leg in legs:
-        if leg.ip.ip == host.gateway:
+        leg_ip = leg.ip if version == 4 else getattr(leg, "ip6", None)
+        if leg_ip is not None and leg_ip.ip == gateway:
             return leg.mac
-    raise LaneCompileError(f"gateway {host.gateway} of {host.name} is no modeled interface")
+    raise LaneCompileError(f"IPv{version} gateway {gateway} of {host.name} is no modeled interface")
 
 
-def deliver_to_host(topo: Topology, host: Host, hops: tuple[Hop, ...], i: int) -> list[Any]:
+def deliver_to_host(topo: Topology, host: Host, hops: tuple[Hop, ...], i: int,
+                    version: int = 4) -> list[Any]:
     """Actions of a reverse packet at hop ``i`` on its way to the host: towards the host with
     the lane marker, or (at the first hop) into the host's port as if from its gateway."""
     if i == 0:
-        return [parser.OFPActionSetField(eth_src=gateway_mac(topo, host)),
+        return [parser.OFPActionSetField(eth_src=gateway_mac(topo, host, version)),
                 parser.OFPActionSetField(eth_dst=host.iface.mac),
                 parser.OFPActionOutput(hops[0].in_port)]
     actions = [] if i < len(hops) - 1 else [parser.OFPActionSetField(eth_src=topo.lane_pool.mac)]

@@ -30,7 +30,7 @@ from typing import Any, Callable
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller import compiler, proxyarp, reconcile, sharedflows
+from viplanes.controller import compiler, lanediff, proxyarp, reconcile, sharedflows
 from viplanes.controller.cookies import EXACT_MASK, lane_cookie, lane_id_from_cookie
 from viplanes.controller.desired import DesiredFlows
 from viplanes.controller.drift import DriftWatch
@@ -57,6 +57,7 @@ def error_reason(err_type: int, code: int) -> str:
 
 class LaneRuntime(SwitchReadiness, Resync, DriftWatch):
     switch_wait_s: float = SWITCH_WAIT_S
+    carries_lane_sets = True  # issue 11: destination sets, port ranges and IPv6 compile
 
     def __init__(self, topology: Topology | None, send: Send | None = None, *,
                  clock: Callable[[], float] = time.time,
@@ -157,6 +158,14 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch):
             for address_flows in sharedflows.lane_addresses(lane, self.topology).values():
                 for dpid, msgs in address_flows.items():
                     per_dpid.setdefault(dpid, []).extend(msgs)
+            # ---- issue 11 (lanesets): a re-sent lane whose destination set or ports changed
+            # drops the flows its new spec no longer has, after the ADDs in the same batch
+            carried = self.lanes.get(lane.lane_id)
+            if carried is not None and carried != lane:
+                stale = lanediff.stale_deletes(carried, per_dpid, self.topology, self.clock())
+                for dpid, msgs in stale.items():
+                    per_dpid.setdefault(dpid, []).extend(msgs)
+            # ---- end issue 11
             missing = [d for d in per_dpid if d not in self.connected]
             if missing:
                 return ActivationResult(False, f"{self.switch_name(missing[0])} not connected",

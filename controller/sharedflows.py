@@ -11,6 +11,8 @@ address (and its path), so these are installed with the first live lane using th
   fragmentation-needed for the lane address).
 - Stateless fallback only (border ``conntrack: false``): ICMP fragmentation-needed for the lane
   address passes to the host (outer destination translated).
+- Dual stack, host with a global ``ip6``: the same for ICMPv6 (transit of marked errors to the
+  host's ip6; stateless: packet-too-big for it), under the host's v4 address's cookie.
 
 No hard timeout: they open nothing by themselves (an ARP answer for an address no lane uses leads
 to the table-1/guard drops), and one lane's deadline must not cut another's. Reconcile deletes
@@ -27,13 +29,15 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 from viplanes.controller import lanepath
 from viplanes.controller.cookies import EXACT_MASK, shared_cookie
 from viplanes.controller.flowkey import flow_key_of
-from viplanes.controller.guardflows import (ETH_TYPE_ARP, ETH_TYPE_IPV4, IP_PROTO_ICMP,
-                                            PRIORITY_ARP_REPLY, PRIORITY_LANE, flow)
+from viplanes.controller.guardflows import (ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6,
+                                            IP_PROTO_ICMP, IP_PROTO_ICMPV6, PRIORITY_ARP_REPLY,
+                                            PRIORITY_LANE, dual_stack, flow)
 from viplanes.domain import LaneSpec
 from viplanes.topologies.model import Topology
 
 OFMsgs = list[Any]
 ICMP_FRAG_NEEDED = (3, 4)
+ICMPV6_PACKET_TOO_BIG = 2
 
 
 def lane_addresses(lane: LaneSpec, topo: Topology) -> dict[str, dict[int, OFMsgs]]:
@@ -44,6 +48,8 @@ def lane_addresses(lane: LaneSpec, topo: Topology) -> dict[str, dict[int, OFMsgs
     except ValueError:
         return {}
     host_ip, lane_mac = str(host.iface.ip.ip), topo.lane_pool.mac
+    # v6 ICMP errors need flows only where v6 lanes can exist
+    host_ip6 = str(host.ip6) if host.ip6 is not None and dual_stack(topo) else None
     edge = topo.edge.inside
     border = hops[-1]
     out: dict[str, dict[int, OFMsgs]] = {}
@@ -69,6 +75,16 @@ def lane_addresses(lane: LaneSpec, topo: Topology) -> dict[str, dict[int, OFMsgs
             in_port=hop.out_port, eth_src=lane_mac, eth_type=ETH_TYPE_IPV4,
             ip_proto=IP_PROTO_ICMP, ipv4_dst=host_ip),
             lanepath.deliver_to_host(topo, host, hops, i)))
+        if host_ip6 is not None:  # keyed by the host's v4 address: cookies hold 32 bits
+            add(host_ip, hop.dpid, flow(PRIORITY_LANE, shared_cookie(host_ip), parser.OFPMatch(
+                in_port=hop.out_port, eth_src=lane_mac, eth_type=ETH_TYPE_IPV6,
+                ip_proto=IP_PROTO_ICMPV6, ipv6_dst=host_ip6),
+                lanepath.deliver_to_host(topo, host, hops, i, 6)))
+    if not lanepath.stateful(topo) and host_ip6 is not None:
+        add(host_ip, border.dpid, flow(PRIORITY_LANE, shared_cookie(host_ip), parser.OFPMatch(
+            in_port=border.out_port, eth_type=ETH_TYPE_IPV6, ip_proto=IP_PROTO_ICMPV6,
+            icmpv6_type=ICMPV6_PACKET_TOO_BIG, ipv6_dst=host_ip6),
+            lanepath.deliver_to_host(topo, host, hops, len(hops) - 1, 6)))
     if not lanepath.stateful(topo):
         lane_src = str(lane.nat_ip or host_ip)
         actions = [parser.OFPActionSetField(ipv4_dst=host_ip)] if lane.nat_ip else []

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 export DEBIAN_FRONTEND=noninteractive
 
-APT_PKGS=(openvswitch-switch mininet iperf3 iptables iputils-ping ethtool iproute2 procps psmisc
+APT_PKGS=(openvswitch-switch mininet iperf3 dnsmasq-base iptables iputils-ping ethtool iproute2 procps psmisc
           python3-venv python3-pip postgresql postgresql-client golang-go git ca-certificates
           chromium chromium-driver)
 missing=()

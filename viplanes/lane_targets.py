@@ -171,7 +171,8 @@ def target_for_request(body: Any, topology: Topology, resolver: Resolver, max_ma
     return target
 
 
-PER_HOP_FACTOR = 2  # today's stateless compiler: one forward and one reverse rule per hop and match
+PER_HOP_FACTOR = 2  # a forward and a reverse rule per hop and (destination, masked port) match
+CT_REPLY_FLOWS_PER_FAMILY = 2  # table-1 reply rules at a conntrack border: established, related
 
 
 @lru_cache(maxsize=1024)
@@ -183,12 +184,28 @@ def _hops(topology: Topology, src_ip: str) -> int | None:
         return None
 
 
+def _stateful(topology: Topology) -> bool:
+    """The edge router's switch keeps connection state (the compiler's ``lanepath.stateful``)."""
+    at = topology.edge.inside.attach
+    return bool(at and topology.switch(at.switch).conntrack)
+
+
+def _families(dst_ip: str | None, dst_nets: list[str] | None) -> int:
+    texts = list(dst_nets) if dst_nets else ([dst_ip] if dst_ip else [])
+    return max(1, len({":" in t for t in texts}))
+
+
 def lane_budget(src_ip: str, dst_ip: str | None, dst_port: int | None, dst_nets: list[str] | None,
                 dst_ports: list[Any] | None, topology: Topology | None) -> tuple[int, int | None]:
     """(match_count, flow_count) of a lane row: matches = destinations x masked port entries;
-    flows = matches x PER_HOP_FACTOR x hops of its path (None when the path is unknown)."""
+    flows = matches x PER_HOP_FACTOR x hops of its path, + CT_REPLY_FLOWS_PER_FAMILY per address
+    family at a conntrack border (None when the path is unknown): exactly what
+    ``controller.compiler.compile_lane`` emits (meters and per-address shared flows not counted)."""
     n_nets = len(dst_nets) if dst_nets else 1
     ranges = [(int(lo), int(hi)) for lo, hi in dst_ports] if dst_ports else [(dst_port or 1, dst_port or 1)]
     matches = n_nets * mask_count(ranges)
     hops = _hops(topology, src_ip) if topology is not None else None
-    return matches, (matches * PER_HOP_FACTOR * hops if hops else None)
+    if not hops or topology is None:
+        return matches, None
+    ct = CT_REPLY_FLOWS_PER_FAMILY * _families(dst_ip, dst_nets) if _stateful(topology) else 0
+    return matches, matches * PER_HOP_FACTOR * hops + ct

@@ -9,6 +9,7 @@ TTL, since the system resolver does not report one.
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 import socket
 from dataclasses import dataclass
@@ -57,7 +58,13 @@ class DnsResolver:
         import dns.resolver
 
         self._dns = dns.resolver
-        self.resolver = dns.resolver.Resolver()
+        server = os.environ.get("VIPLANES_DNS_SERVER", "").strip()
+        self.resolver = dns.resolver.Resolver(configure=not server)
+        if server:  # "HOST" or "HOST:PORT" ("[v6]:PORT"): the lab's DNS server, not the machine's
+            host, _, port = server.rpartition(":") if server.count(":") == 1 or server.startswith("[") \
+                else (server, "", "")
+            self.resolver.nameservers = [host.strip("[]") or server]
+            self.resolver.port = int(port) if port else 53
         self.resolver.lifetime = timeout_s
 
     def resolve(self, name: str) -> Resolution:

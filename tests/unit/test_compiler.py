@@ -254,13 +254,16 @@ def test_rate_cap_meter(topo: Topology, lane: LaneSpec) -> None:
     ({"lane_id": 0}, "lane id"),
 ])
 def test_bad_lanes_are_refused(topo: Topology, lane: LaneSpec, change: dict, words: str) -> None:
+    # the set view follows the single fields only when it is cleared (replace keeps it)
+    change = {**change, **({"dst_nets": ()} if "dst_ip" in change else {}),
+              **({"dst_ports": ()} if "dst_port" in change else {})}
     with pytest.raises(ValueError, match=words):
         compile_lane(dataclasses.replace(lane, **change), topo, NOW)
 
 
 def test_cloud_source_has_no_lane(topo: Topology, lane: LaneSpec) -> None:
     with pytest.raises(NoLanePath):
-        compile_lane(dataclasses.replace(lane, src_ip=CLOUD, dst_ip="192.0.2.50", nat_ip=None), topo, NOW)
+        compile_lane(dataclasses.replace(lane, src_ip=CLOUD, dst_ip="192.0.2.50", dst_nets=(), nat_ip=None), topo, NOW)
     assert issubclass(NoLanePath, ValueError) and issubclass(LaneCompileError, ValueError)
 
 

@@ -210,7 +210,7 @@ def test_removing_one_lane_leaves_the_others(scenario: tuple[Topology, LaneSpec]
                                              data: st.DataObject) -> None:
     topo, first = scenario
     lanes = [dataclasses.replace(first, lane_id=first.lane_id + i if first.lane_id + i < 0xFFFF0000 - 8
-                                 else first.lane_id - i, dst_port=(first.dst_port + i - 1) % 65535 + 1)
+                                 else first.lane_id - i, dst_port=(first.dst_port + i - 1) % 65535 + 1, dst_ports=())
              for i in range(count)]
     net = network(topo, *lanes)
     gone = data.draw(st.sampled_from(lanes))

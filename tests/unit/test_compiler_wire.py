@@ -97,7 +97,7 @@ def test_flow_key_survives_the_switch_echo(topo: Topology) -> None:
 def test_flow_key_sees_real_differences(topo: Topology) -> None:
     lane = LaneSpec(7, "10.1.0.10", "203.0.113.10", "tcp", 5201, None, "198.51.100.200", NOW + 60)
     base = compile_lane(lane, topo, NOW)[1][0]
-    other_port = compile_lane(dataclasses.replace(lane, dst_port=5202), topo, NOW)[1][0]
+    other_port = compile_lane(dataclasses.replace(lane, dst_port=5202, dst_ports=()), topo, NOW)[1][0]
     # NAT happens at the border switch (s3): its forward flow commits with the lane address
     other_nat = compile_lane(dataclasses.replace(lane, nat_ip="198.51.100.201"), topo, NOW)[3][0]
     later = compile_lane(lane, topo, NOW + 30)[1][0]  # only the timeout differs

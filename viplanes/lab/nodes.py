@@ -20,19 +20,33 @@ def offloads_off(node: Node, intf: str) -> None:
 
 
 def quiet_ipv6(node: Node) -> None:
-    """No IPv6 in the lab: it only adds router solicitations and MLD noise for the controller."""
+    """No IPv6 in the lab unless the topology gives an interface an ``ip6`` (``static_ipv6``):
+    otherwise it only adds router solicitations and MLD noise for the controller."""
     node.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")
+
+
+def static_ipv6(node: Node, intf: str, ip6: str) -> None:
+    """IPv6 on one interface, statically: no autoconfiguration, no router advertisements, no
+    duplicate address detection (the lab's addresses are unique by construction)."""
+    for key, value in (("disable_ipv6", 0), ("accept_ra", 0), ("autoconf", 0), ("accept_dad", 0)):
+        node.cmd(f"sysctl -qw net.ipv6.conf.{intf}.{key}={value}")
+    node.cmd(f"ip -6 addr add {ip6} dev {intf} nodad")
 
 
 class LabHost(Host):
     """An end host (desktop, server, DTN, cloud): MAC, IP and default route from the topology."""
 
-    def config(self, **params: Any) -> dict:
+    def config(self, ip6: str | None = None, gateway6: str | None = None,
+               **params: Any) -> dict:
         result = super().config(**params)
         quiet_ipv6(self)
         for intf in self.intfNames():
             if intf != "lo":
                 offloads_off(self, intf)
+                if ip6:  # dual stack (issue 11): the host's global address, default route
+                    static_ipv6(self, intf, ip6)
+        if ip6 and gateway6:
+            self.cmd(f"ip -6 route replace default via {gateway6}")
         return result
 
 
@@ -40,7 +54,8 @@ class Router(Node):
     """A node that forwards between its legs. ``legs`` is ((intf, mac, ip/prefix), ...)."""
 
     def config(self, legs: Sequence[tuple[str, str, str]] = (),
-               routes: Sequence[tuple[str, str]] = (), **params: Any) -> dict:
+               routes: Sequence[tuple[str, str]] = (), legs6: Sequence[tuple[str, str]] = (),
+               routes6: Sequence[tuple[str, str]] = (), **params: Any) -> dict:
         params.pop("ip", None)
         params.pop("mac", None)
         result = super().config(**params)
@@ -54,6 +69,12 @@ class Router(Node):
             offloads_off(self, intf)
         for dst, via in routes:
             self.cmd(f"ip route replace {dst} via {via}")
+        for intf, ip6 in legs6:  # dual stack: v6 forwarded as is (the NAT box translates only v4)
+            static_ipv6(self, intf, ip6)
+        for dst, via in routes6:
+            self.cmd(f"ip -6 route replace {dst} via {via}")
+        if legs6:
+            self.cmd("sysctl -qw net.ipv6.conf.all.forwarding=1")
         self.cmd("sysctl -qw net.ipv4.ip_forward=1")
         # Routers in one L2 domain would otherwise send redirects that shortcut the middleboxes.
         self.cmd("sysctl -qw net.ipv4.conf.all.send_redirects=0 "
@@ -97,6 +118,7 @@ class Firewall(Router):
             "-A FORWARD -m conntrack --ctstate INVALID -j DROP",
         ):
             self.cmd(f"iptables {rule}")
+            self.cmd(f"ip6tables {rule} 2>/dev/null")  # the same policy for IPv6
         if mbps:
             for intf in (inside, outside):
                 _cap(self, intf, mbps)
@@ -104,6 +126,7 @@ class Firewall(Router):
 
     def terminate(self) -> None:
         self.cmd("iptables -F FORWARD; iptables -P FORWARD ACCEPT")
+        self.cmd("ip6tables -F FORWARD 2>/dev/null; ip6tables -P FORWARD ACCEPT 2>/dev/null")
         for intf in (getattr(self, "inside_intf", ""), getattr(self, "outside_intf", "")):
             if intf:
                 self.cmd(f"tc qdisc del dev {intf} root >/dev/null 2>&1")

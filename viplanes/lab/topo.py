@@ -82,8 +82,9 @@ class LabTopo(Topo):
 
         for host in topology.hosts:
             self.names[host.name] = host.name
+            v6 = {"ip6": str(host.iface.ip6), "gateway6": str(host.gateway6)} if host.iface.ip6 else {}
             self.addHost(host.name, cls=LabHost, ip=str(host.iface.ip), mac=host.iface.mac,
-                         defaultRoute=f"via {host.gateway}")
+                         defaultRoute=f"via {host.gateway}", **v6)
             att = host.iface.attach
             assert att is not None, f"host {host.name} is not attached to a switch"
             self.addLink(host.name, self.names[att.switch], port2=att.port,
@@ -93,7 +94,9 @@ class LabTopo(Topo):
             self.names[box.name] = box.name
             cls = Firewall if box.kind == "firewall" else Nat
             legs = [_leg(box.name, "in", box.inside), _leg(box.name, "out", box.outside)]
-            opts: dict[str, Any] = {"cls": cls, "legs": legs, "routes": _routes(box.routes)}
+            opts: dict[str, Any] = {"cls": cls, "legs": legs, "routes": _routes(box.routes),
+                                    "legs6": _legs6(box.name, box.inside, box.outside),
+                                    "routes6": routes6(topology, box.routes)}
             if box.kind == "firewall":
                 opts.update(inside=legs[0][0], outside=legs[1][0], mbps=box.mbps if shape else None)
             else:
@@ -104,7 +107,9 @@ class LabTopo(Topo):
         self.names[edge.name] = edge.name
         self.addHost(edge.name, cls=EdgeRouter, routes=_routes(edge.routes),
                      legs=[_leg(edge.name, "in", edge.inside),
-                           _leg(edge.name, "out", edge.outside)])
+                           _leg(edge.name, "out", edge.outside)],
+                     legs6=_legs6(edge.name, edge.inside, edge.outside),
+                     routes6=edge_routes6(topology))
 
         self._cable_legs(topology)
 
@@ -135,6 +140,48 @@ class LabTopo(Topo):
 
 def _leg(node: str, leg: str, iface: Interface) -> tuple[str, str, str]:
     return (leg_name(node, leg), iface.mac, str(iface.ip))
+
+
+def _legs6(node: str, inside: Interface, outside: Interface) -> list[tuple[str, str]]:
+    return [(leg_name(node, leg), str(iface.ip6)) for leg, iface in (("in", inside), ("out", outside))
+            if iface.ip6 is not None]
+
+
+def _ifaces(topology: Topology) -> list[Interface]:
+    out = [h.iface for h in topology.hosts]
+    out += [i for box in topology.middleboxes for i in (box.inside, box.outside)]
+    return out + [topology.edge.inside, topology.edge.outside]
+
+
+def routes6(topology: Topology, routes: tuple) -> list[tuple[str, str]]:
+    """The v6 twins of a box's v4 routes (the topology lists v4 routes only): the next hop is
+    the v6 address of the leg holding the v4 next hop, the destination the v6 networks of the
+    interfaces on the v4 destination (``::/0`` for a default route). Legs without ip6: no twin."""
+    out = []
+    for dst, via in routes:
+        hop = next((i for i in _ifaces(topology) if i.ip.ip == via and i.ip6 is not None), None)
+        if hop is None:
+            continue
+        nets = {"::/0"} if dst.prefixlen == 0 else {
+            str(i.ip6.network) for i in _ifaces(topology) if i.ip6 is not None and i.ip.network == dst}
+        out += [(net, str(hop.ip6.ip)) for net in sorted(nets)]
+    return out
+
+
+def edge_routes6(topology: Topology) -> list[tuple[str, str]]:
+    """The edge router's routes to campus v6 networks not on its legs: via the middlebox leg on
+    its inside v6 subnet (the campus's normal path; a lane takes replies off it at the border)."""
+    inside = topology.edge.inside.ip6
+    if inside is None:
+        return []
+    hop = next((i for box in topology.middleboxes for i in (box.inside, box.outside)
+                if i.ip6 is not None and i.ip6.network == inside.network), None)
+    if hop is None:
+        return []
+    on_link = {inside.network} | ({topology.edge.outside.ip6.network} if topology.edge.outside.ip6 else set())
+    nets = {str(h.iface.ip6.network) for h in topology.hosts
+            if h.iface.ip6 is not None and h.role != "cloud" and h.iface.ip6.network not in on_link}
+    return [(net, str(hop.ip6.ip)) for net in sorted(nets)]
 
 
 def _routes(routes: tuple) -> list[tuple[str, str]]:
