@@ -209,8 +209,8 @@ def test_transfer_wraps_rclone_through_a_name_lane_with_checksums(lab: Lab) -> N
     (store / "base").mkdir()
     data = lab.workdir / "data"
     data.mkdir()
-    for i in range(4):
-        (data / f"part{i}.bin").write_bytes(os.urandom(3 * 1024 * 1024))
+    for i in range(4):  # 42 MB: large enough that rclone's own start-up (~1 s) is not the measure
+        (data / f"part{i}.bin").write_bytes(os.urandom(10 * 1024 * 1024))
     cloud, desktop = lab.lab.host("cloud"), lab.lab.host("desktop")
     server = cloud.popen([rclone_binary(), "serve", "s3", "--addr", ":9000", "--auth-key",
                           f"{ACCESS_KEY},{SECRET_KEY}", str(store)],
@@ -253,8 +253,8 @@ def test_transfer_wraps_rclone_through_a_name_lane_with_checksums(lab: Lab) -> N
         base_mbps, lane_mbps = sent * 8 / base_s / 1e6, sent * 8 / took / 1e6
         print(f"\nrclone copy {sent / 1e6:.1f} MB: firewall path {base_mbps:.1f} Mbit/s ({base_s:.1f} s); "
               f"viplanes transfer -- rclone copy {lane_mbps:.1f} Mbit/s including lane set-up and "
-              f"release ({took:.1f} s); wrapper said: {done.stderr.strip().splitlines()[-1]}")
-        assert lane_mbps >= 3 * base_mbps
+              f"release ({took:.1f} s, {lane_mbps / base_mbps:.1f}x); wrapper said: {done.stderr.strip().splitlines()[-1]}")
+        assert lane_mbps >= 4 * base_mbps  # measured 5x+ on a quiet machine; 4 leaves room for load
     finally:
         server.terminate()
         server.wait(5)
