@@ -63,6 +63,7 @@ class LeaderLease:
         self.renew_s = renew_s
         self.on_change = on_change
         self.epoch = 0
+        self.seen_epoch = 0  # the lease's epoch as last read, held by us or not
         self._deadline = 0.0  # local monotonic end of the lease we hold; 0 = not held
         self._leading = False
         self._now = _NOW.get(db.engine.dialect.name, _NOW["postgresql"])
@@ -90,7 +91,11 @@ class LeaderLease:
                 f"WHERE name = :name AND (holder = :me OR expires_at < {self._now}) "
                 f"RETURNING epoch"), {"me": self.holder, "name": self.name, "lease": self.lease_s}).first()
         if row is None:
+            with self.db.read() as s:  # a standby's SLAVE role requests need the current generation
+                self.seen_epoch = int(s.execute(text("SELECT epoch FROM controller_lease WHERE name = :name"),
+                                                {"name": self.name}).scalar() or 0)
             return None
+        self.seen_epoch = int(row[0])
         self._deadline = sent_at + self.lease_s
         return int(row[0])
 
@@ -120,14 +125,15 @@ class LeaderLease:
             epoch = self.epoch if self.is_leader else None
         if epoch is not None and (not self._leading or epoch != self.epoch):
             self._set(True, epoch)
-        elif epoch is None and self._leading:
-            self._set(False, self.epoch)
+        elif epoch is None and (self._leading or self.seen_epoch != self.epoch):
+            self._set(False, self.seen_epoch if not self._leading else max(self.epoch, self.seen_epoch))
         return self.is_leader
 
     def _set(self, leading: bool, epoch: int) -> None:
-        self._leading, self.epoch = leading, epoch
-        log.info("lease %s: %s (epoch %d, holder %s)", self.name,
-                 "now MASTER" if leading else "lost, now SLAVE", epoch, self.holder)
+        """A gain, a loss, or (not leading) a new epoch someone else took: on_change hears all."""
+        was, self._leading, self.epoch = self._leading, leading, epoch
+        state = "now MASTER" if leading else "lost, now SLAVE" if was else "standby"
+        log.info("lease %s: %s (epoch %d, holder %s)", self.name, state, epoch, self.holder)
         if self.on_change is not None:
             try:
                 self.on_change(leading, epoch)
