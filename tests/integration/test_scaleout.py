@@ -6,7 +6,8 @@ Lanes requested through the API become active with flows on the bridges; kill -9
 hands the lease and the MASTER role to the other within seconds (measured), the lanes stay and
 their flows are neither deleted nor re-added (same cookies, durations kept growing), and a new
 lane request succeeds after the failover. A master paused past its lease (SIGSTOP) and resumed
-finds itself SLAVE on every switch (the switch's own view, ``ovs-vsctl list controller``).
+finds itself SLAVE on every switch (the switch's own view, ``ovs-vsctl list controller``). kill -9 of
+one API worker: the other serves, the parent starts a new one.
 """
 from __future__ import annotations
 
@@ -98,7 +99,7 @@ def cluster(pg_cluster, tmp_path) -> Iterator[dict]:  # noqa: F811
         procs.append(api)
         url = f"http://127.0.0.1:{api_port}"
         wait_healthy(api.proc, url, api.log, timeout=30)
-        yield {"db": db, "url": url, "op": op, "ctl": ctl, "bridges": bridges, "controller": controller,
+        yield {"db": db, "url": url, "op": op, "ctl": ctl, "api": api, "bridges": bridges, "controller": controller,
                "logs": tmp_path}
     finally:
         for br in bridges:
@@ -146,6 +147,12 @@ def request_active(url: str, h: dict, port: int, within_s: float) -> dict:
         assert r.status_code == 503, (r.status_code, last.get("state"), last.get("reason"), last)
         time.sleep(0.1)
     raise AssertionError(f"no active lane within {within_s} s: {last}")
+
+
+def api_workers(parent: int) -> list[int]:
+    out = subprocess.run(["ps", "--ppid", str(parent), "-o", "pid="], capture_output=True, text=True,
+                         timeout=10).stdout
+    return [int(pid) for pid in out.split()]
 
 
 def controller_roles(bridge: str) -> dict[str, str]:
@@ -214,6 +221,15 @@ def test_failover_keeps_lanes_and_the_deposed_master_cannot_write(cluster, recor
     assert lane_flows(bridges[0], third["id"])
     for ln in lanes:
         assert set(lane_flows(bridges[0], ln["id"])) == set(before[ln["id"]])
+
+    # kill -9 an API worker: the other serves meanwhile, the parent starts a new one
+    workers = api_workers(cluster["api"].proc.pid)
+    assert len(workers) == 2, workers
+    os.kill(workers[0], signal.SIGKILL)
+    fourth = request_active(url, h, 9300, within_s=10)
+    assert wait_for(lambda: len(api_workers(cluster["api"].proc.pid)) == 2
+                    and workers[0] not in api_workers(cluster["api"].proc.pid), 10)
+    assert lane_flows(bridges[0], fourth["id"])
     r = requests.post(f"{url}/api/v1/lanes/{third['id']}/release", headers=h, timeout=10)
     assert r.json()["state"] == "released"
     assert wait_for(lambda: not lane_flows(bridges[0], third["id"]), 5), "released lane's flows stayed"
