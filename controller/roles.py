@@ -119,6 +119,15 @@ class RoleController(EmbeddedController):
             self._step_down()
         super().on_error(dpid, xid, err_type, code)
 
+    def _apply(self, per_dpid: dict[int, list[Any]], timeout_s: float,
+               tolerate: Callable[[Any], bool] = lambda b: False) -> str | None:
+        """A refusal because another controller leads is transient for the lane: say so, so the
+        lane manager leaves it ``installing`` for the master instead of failing it."""
+        failure = super()._apply(per_dpid, timeout_s, tolerate)
+        if failure and not self.is_master and "not master" not in failure:
+            failure = f"{failure} (this controller is not master any more)"
+        return failure
+
     def check_drift(self, timeout_s: float = 2.0) -> list[int]:
         return super().check_drift(timeout_s) if self.is_master else []
 
