@@ -21,13 +21,14 @@ import time
 from pathlib import Path
 
 from bench.pg import throwaway_postgres
+from bench.report import Result, Target
 from tests.integration.procs import free_port, lab_security_args, wait_healthy
 from tests.integration.test_scaleout import (Proc, controller_roles, lane_flows, lease_holder_pid,
                                              request_active, vsctl, wait_for)
 from tests.integration.test_serve import bootstrap, setup_researcher
 
 
-def run(kills: int) -> dict[str, float]:
+def measure(kills: int) -> dict[str, float]:
     work = Path(tempfile.mkdtemp(prefix="viplanes-failover-"))
     prefix = f"vlfo{os.getpid() % 100000}"
     bridges = [f"{prefix}-s{n}" for n in (1, 2, 3, 4)]
@@ -87,10 +88,21 @@ def run(kills: int) -> dict[str, float]:
                 p.stop()
 
 
+def run(quick: bool = False, **_options: object) -> Result:
+    """For ``make bench`` (bench.run_all): 20 kills, 5 with --quick."""
+    m = measure(5 if quick else 20)
+    result = Result("failover")
+    result.add("kill -9 -> lane active, p50", m["p50_s"], "s")
+    result.add("kill -9 -> lane active, p99", m["p99_s"], "s", Target("<=", 3.0))
+    result.add("lane flows touched", 0.0 if m["flows_untouched"] else 1.0, "", Target("<=", 0.0))
+    result.details.update(m)
+    return result
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kills", type=int, default=10)
-    result = run(ap.parse_args().kills)
+    result = measure(ap.parse_args().kills)
     print(" ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in result.items()))
 
 
