@@ -2,7 +2,7 @@
 
 One process per controller machine, two or more per campus, each connected to every switch. The
 one holding the lease (``viplanes.leader``) is OpenFlow MASTER (``controller/roles.py``) and
-alone runs the lane scheduler, recovery and the hand-off sweep; the others are SLAVE and wait.
+alone runs the lane scheduler, recovery, DNS-name refresh and the hand-off sweep; the others are SLAVE and wait.
 The API runs elsewhere (``viplanes api``) and reaches this process only through the database.
 
 Hand-off (``viplanes.handoff``): an API process commits a lane ``installing`` and NOTIFYs; the
@@ -37,6 +37,7 @@ class ControllerNode:
 
         self.db, self.plane, self.manager, self.tick_s = db, plane, manager, tick_s
         self.scheduler: Any = None
+        self.names: Any = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.waker = Waker(db)
@@ -48,14 +49,18 @@ class ControllerNode:
         self._leading(master and self.plane.is_master)
 
     def _leading(self, master: bool) -> None:
+        from viplanes.lane_names import NameWatcher
         from viplanes.scheduler import Scheduler
 
         with self._lock:
             if master and self.scheduler is None:
                 self.scheduler = Scheduler(self.manager, interval_s=self.tick_s)
+                self.names = NameWatcher(self.manager)  # lanes to a DNS name: re-resolved by the master
                 self.scheduler.start()
+                self.names.start()
             elif not master and self.scheduler is not None:
                 self.scheduler.stop(timeout_s=0.1)  # never blocks the os-ken thread long
+                self.names.stop(timeout_s=0.1)
                 self.scheduler = None
 
     def sweep(self) -> None:
