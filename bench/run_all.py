@@ -22,6 +22,7 @@ BENCHMARKS = {  # name -> module with run(**options) -> Result
     "churn": "bench.churn",
     "scale": "bench.scale",
     "policy": "bench.policy_bench",
+    "failover": "bench.failover",  # kill -9 of the master controller, split deployment (issue 12)
     "peers": "bench.peers",  # os-ken ofctl_rest and Faucet in bench/.peers-venv
 }
 

@@ -58,6 +58,7 @@ def error_reason(err_type: int, code: int) -> str:
 class LaneRuntime(SwitchReadiness, Resync, DriftWatch):
     switch_wait_s: float = SWITCH_WAIT_S
     carries_lane_sets = True  # issue 11: destination sets, port ranges and IPv6 compile
+    is_master: bool = True  # False: a standby controller (roles.py) that must not write
 
     def __init__(self, topology: Topology | None, send: Send | None = None, *,
                  clock: Callable[[], float] = time.time,
@@ -96,6 +97,8 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch):
         """Send ofmsgs + one barrier to a switch; the Batch to wait on, or why it was not sent."""
         if dpid not in self.connected:
             return f"{self.switch_name(dpid)} not connected"
+        if not self.is_master:
+            return f"{self.switch_name(dpid)} not changed: this controller is not master"
         # a reconcile sends the cached desired FlowMods themselves: one sent before (the same
         # flow deleted behind our back twice, a second ovs-vswitchd restart) already has an xid,
         # and os-ken refuses to set another; send a copy with its own

@@ -11,7 +11,8 @@ import click
 # command name -> "module:attribute" of a click command or group
 COMMANDS: dict[str, str] = {
     "topology": "viplanes.topologies.cli:topology",
-    "controller": "viplanes.controller.cli:controller",
+    "controller": "viplanes.node:controller",  # run (controller/cli.py) + cluster (node.py)
+    "api": "viplanes.api_node:api",
     "serve": "viplanes.serve:serve",
     "principal": "viplanes.client_cli:principal",
     "grant": "viplanes.client_cli:grant",

@@ -16,7 +16,8 @@ DesiredLanes = Callable[[], list[LaneSpec]]
 # Activation failures that say nothing about the lane itself, only that a switch is away or slow
 # right now: the lane manager keeps such a lane ``installing`` and retries it while its window is
 # open, instead of failing it for good. Anything else (no path, switch refused) fails the lane.
-TRANSIENT_MARKERS = ("not connected", "disconnected", "did not confirm", "data plane busy")
+# "not master": a standby or deposed controller (controller/roles.py); the master installs it.
+TRANSIENT_MARKERS = ("not connected", "disconnected", "did not confirm", "data plane busy", "not master")
 
 
 def is_transient(reason: str) -> bool:

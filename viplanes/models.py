@@ -5,7 +5,7 @@ unit; the API renders them as ISO 8601. Lists (prefixes, ports) are JSON.
 """
 from __future__ import annotations
 
-from sqlalchemy import (JSON, Boolean, Float, ForeignKey, Index, Integer, String, Text,
+from sqlalchemy import (JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text,
                         UniqueConstraint, text)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -140,3 +140,18 @@ class AuthFailureCount(Base):
     scope: Mapped[str] = mapped_column(String(64), primary_key=True)
     window_start: Mapped[int] = mapped_column(Integer, primary_key=True)  # unix seconds
     count: Mapped[int] = mapped_column(Integer)
+
+
+class ControllerLease(Base):
+    """Who may drive the switches: one row per lease name, held by one controller at a time.
+
+    ``expires_at`` is written from the database's clock (``viplanes.leader``), never a process's;
+    ``epoch`` grows on every change of holder and is the OpenFlow role ``generation_id``.
+    """
+
+    __tablename__ = "controller_lease"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(128), default="")
+    epoch: Mapped[int] = mapped_column(BigInteger, default=0)
+    expires_at: Mapped[float] = mapped_column(Float, default=0.0)  # unix seconds, database clock

@@ -1,0 +1,168 @@
+"""The split deployment's controller node: ``viplanes controller cluster --db postgresql://...``.
+
+One process per controller machine, two or more per campus, each connected to every switch. The
+one holding the lease (``viplanes.leader``) is OpenFlow MASTER (``controller/roles.py``) and
+alone runs the lane scheduler, recovery, DNS-name refresh and the hand-off sweep; the others are SLAVE and wait.
+The API runs elsewhere (``viplanes api``) and reaches this process only through the database.
+
+Hand-off (``viplanes.handoff``): an API process commits a lane ``installing`` and NOTIFYs; the
+master's ``recover`` activates it and commits ``active``/``failed``. An ended lane (released,
+revoked) is NOTIFYed too and ``sweep`` removes its flows; ``sweep`` also re-sends a lane whose
+spec changed (an extension's new hard timeout, a name's new addresses).
+"""
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import click
+
+from viplanes.controller.security_cli import listener_security, openflow_security_options
+from viplanes.hostport import hostport_option
+
+log = logging.getLogger("viplanes.node")
+SWEEP_EVERY_S = 1.0
+
+
+class ControllerNode:
+    """Lease -> roles -> scheduler: everything a controller process does, minus the listener."""
+
+    def __init__(self, db: Any, plane: Any, manager: Any, tick_s: float = 0.5) -> None:
+        from viplanes.handoff import Waker
+        from viplanes.leader import LeaderLease
+
+        self.db, self.plane, self.manager, self.tick_s = db, plane, manager, tick_s
+        self.scheduler: Any = None
+        self.names: Any = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.waker = Waker(db)
+        plane.on_deposed = lambda epoch: self._leading(False)
+        self.lease = LeaderLease(db, on_change=self._on_lease)
+
+    def _on_lease(self, master: bool, epoch: int) -> None:
+        self.plane.set_role(master, epoch)
+        self._leading(master and self.plane.is_master)
+
+    def _leading(self, master: bool) -> None:
+        from viplanes.lane_names import NameWatcher
+        from viplanes.scheduler import Scheduler
+
+        with self._lock:
+            if master and self.scheduler is None:
+                self.scheduler = Scheduler(self.manager, interval_s=self.tick_s)
+                self.names = NameWatcher(self.manager)  # lanes to a DNS name: re-resolved by the master
+                self.scheduler.start()
+                self.names.start()
+            elif not master and self.scheduler is not None:
+                self.scheduler.stop(timeout_s=0.1)  # never blocks the os-ken thread long
+                self.names.stop(timeout_s=0.1)
+                self.scheduler = None
+
+    def sweep(self) -> None:
+        """Remove flows of lanes that ended elsewhere; re-send lanes whose spec changed."""
+        if not self.plane.is_master:
+            return
+        carried = dict(self.plane.lanes)  # before the read: a lane activated after it stays
+        desired = {spec.lane_id: spec for spec in self.manager.desired_lanes()}
+        for lane_id in carried:
+            if lane_id not in desired:
+                self.plane.deactivate(lane_id)
+        for lane_id, spec in desired.items():
+            old = carried.get(lane_id)
+            if old is not None and old != spec:
+                result = self.plane.activate(spec)
+                if not result.ok:
+                    log.warning("lane %d: re-send failed (%s)", lane_id, result.reason)
+
+    def _handoff_loop(self) -> None:
+        while not self._stop.is_set():
+            woken = self.waker.wait(SWEEP_EVERY_S)
+            if self._stop.is_set() or not self.plane.is_master:
+                continue
+            try:
+                if any(p.startswith("lane:") for p in woken):
+                    self.manager.recover()
+                self.sweep()
+            except Exception:  # noqa: BLE001 - the next round tries again
+                log.exception("hand-off round")
+
+    def start(self) -> None:
+        self.plane.start()
+        self.lease.start()
+        threading.Thread(target=self._handoff_loop, name="viplanes-handoff", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.lease.stop(release=True)
+        self._leading(False)
+        self.plane.stop()
+        self.waker.close()
+
+
+@click.command("cluster")
+@click.option("--db", "db_url", envvar="VIPLANES_DB_URL", required=True,
+              help="shared database URL (postgresql://...); all controllers and API processes use it")
+@click.option("--openflow", "of_addr", default="127.0.0.1:6653", show_default=True,
+              help="OpenFlow listen HOST:PORT")
+@click.option("--topology", "topology_path", type=click.Path(dir_okay=False), default=None,
+              help="topology YAML (default: the campus)")
+@click.option("--tick", "tick_s", type=click.FloatRange(0.05, 60), default=0.5, show_default=True,
+              help="scheduler period while master, seconds")
+@openflow_security_options
+def cluster(db_url: str, of_addr: str, topology_path: str | None, tick_s: float, pki_dir: Path | None,
+            insecure_tcp: bool, switch_cert_pins: tuple[str, ...]) -> None:
+    """A controller of a cluster: master of every switch while it holds the lease, else standby."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from viplanes.controller.roles import RoleController
+    from viplanes.db import Database
+    from viplanes.lanes import LaneManager
+    from viplanes.serve import _load_topology
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    host, port = hostport_option(of_addr, "--openflow", 6653)
+    topology = _load_topology(topology_path)
+    security = listener_security(pki_dir, insecure_tcp, switch_cert_pins, topology)
+    try:
+        db = Database(db_url)
+        db.create_all()
+    except SQLAlchemyError as exc:
+        raise click.ClickException(f"database: {str(exc).splitlines()[0]}") from None
+    plane = RoleController(topology, host=host, port=port, security=security)
+    manager = LaneManager(db, plane, topology)
+    plane.attach_source(manager.desired_lanes)
+    node = ControllerNode(db, plane, manager, tick_s)
+    try:
+        node.start()
+    except (RuntimeError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"viplanes controller: OpenFlow {host}:{port}  holder {node.lease.holder}  "
+               f"db {db.engine.url.render_as_string(hide_password=True)}", err=True)
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    try:
+        done.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        node.stop()
+        db.dispose()
+
+
+def _controller_group() -> click.Group:
+    """``viplanes controller``: today's ``run`` plus ``cluster`` (the controller package cannot
+    import the database layer, so the command is attached here, by an entry point)."""
+    from viplanes.controller.cli import controller
+
+    controller.add_command(cluster)
+    return controller
+
+
+controller = _controller_group()
