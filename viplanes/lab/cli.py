@@ -53,6 +53,9 @@ def lab() -> None:
 @click.option("--size-mb", type=int, default=32, show_default=True, help="dataset size (MiB)")
 @click.option("--seconds", type=float, default=5.0, show_default=True, help="iperf3 -t")
 @click.option("--reps", type=int, default=1, show_default=True, help="repetitions")
+@click.option("--paper", is_flag=True,
+              help="the paper's section 4 grid, one factor at a time, in about 15 min "
+                   "(docs/lab.md); with --full, the whole cross (hours)")
 @click.option("--full", is_flag=True, help="the paper's whole grid (hours): all values above")
 @click.option("--dry-run", is_flag=True, help="print the plan and exit")
 @click.option("--api", "api_url", default=None, metavar="URL",
@@ -63,29 +66,43 @@ def lab() -> None:
               help="that server's OpenFlow address, for the lab's switches")
 def run(topology_path: Path, results: Path, work_dir: Path, placements: str, directions: str,
         paths: str, tools: str, streams: str, transfers: str, chunks: str, datasets: str,
-        size_mb: int, seconds: float, reps: int, full: bool, dry_run: bool,
+        size_mb: int, seconds: float, reps: int, paper: bool, full: bool, dry_run: bool,
         api_url: str | None, token: str | None, openflow: str | None) -> None:
     """Build the lab, run the experiments, append results. Needs root and OVS (scripts/ovs-up)."""
     from .experiments import Sweep, estimate_s, plan
+    from .papergrid import paper_plan, paper_sweep
 
-    if full:
+    if paper:
+        sweep = paper_sweep(full)
+        chosen = _words(placements)
+        if full:
+            sweep = Sweep(chosen, *(getattr(sweep, f) for f in (
+                "directions", "paths", "tools", "streams", "transfers", "chunks_mb", "datasets",
+                "size_mb", "seconds", "reps", "upload_concurrency")))
+    elif full:
         streams, transfers, chunks, datasets = "1,4,8,16", "4,8,16,32", "5,8,16,32", \
             "one,split10,split50"
         reps = max(reps, 4)
-    sweep = Sweep(_words(placements), _words(directions), _words(paths), _words(tools),
-                  _ints(streams, "--streams"), _ints(transfers, "--transfers"),
-                  _ints(chunks, "--chunks"), _words(datasets), size_mb, seconds, reps)
+    if not paper:
+        sweep = Sweep(_words(placements), _words(directions), _words(paths), _words(tools),
+                      _ints(streams, "--streams"), _ints(transfers, "--transfers"),
+                      _ints(chunks, "--chunks"), _words(datasets), size_mb, seconds, reps)
     try:
         sweep.check()
+        if paper and not full:
+            sweep = Sweep(chosen, **{k: v for k, v in vars(sweep).items() if k != "placements"})
+            sweep.check()
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    specs = plan(sweep)
-    total_s = sum(estimate_s(s, size_mb) for s in specs)
+    specs = paper_plan(sweep.placements, reps) if paper and not full else plan(sweep)
+    wan_mbps = _wan_mbps(topology_path)
+    total_s = sum(estimate_s(s, sweep.size_mb, wan_mbps=wan_mbps) for s in specs)
     click.echo(f"lab: {len(specs)} runs, about {total_s / 60:.0f} min of transfers", err=True)
     if dry_run:
         for s in specs:
             click.echo(f"{s.placement:8} {s.direction:8} {s.path:7} {s.tool:6} P={s.parallel:<3} "
-                       f"chunk={s.chunk_mb} dataset={s.dataset} rep={s.rep}")
+                       f"chunk={s.chunk_mb} dataset={s.dataset} rep={s.rep}"
+                       + (f" series={s.series}" if s.series else ""))
         return
     if not topology_path.is_file():
         raise click.UsageError(f"--topology {topology_path}: no such file")
@@ -95,6 +112,17 @@ def run(topology_path: Path, results: Path, work_dir: Path, placements: str, dir
     failed = sum(1 for r in records if not r["ok"])
     click.echo(f"lab: {len(records)} runs appended to {results} ({failed} failed); "
                f"report: viplanes lab report {results}", err=True)
+
+
+def _wan_mbps(topology_path: Path) -> float | None:
+    """The topology's per-connection cap, for the time estimate (None if off or unreadable)."""
+    from viplanes.topologies.loader import TopologyError, load_topology
+
+    try:
+        wan = load_topology(topology_path).wan
+    except (TopologyError, OSError):
+        return None
+    return wan.per_connection_mbps if wan else None
 
 
 def _external(api_url: str | None, token: str | None, openflow: str | None) -> Any:

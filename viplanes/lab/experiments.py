@@ -50,6 +50,7 @@ class Sweep:
     size_mb: int = 32
     seconds: float = 5.0  # iperf3 -t
     reps: int = 1
+    upload_concurrency: int | None = None  # rclone --s3-upload-concurrency (None: rclone's 4)
 
     def check(self) -> None:
         """ValueError with one readable line for anything outside the known grid."""
@@ -84,6 +85,8 @@ class RunSpec:
     chunk_mb: int | None = None
     dataset: str | None = None
     seconds: float | None = None
+    upload_concurrency: int | None = None
+    series: str | None = None  # which sweep of `lab run --paper` made it (streams, transfers...)
 
 
 def plan(sweep: Sweep) -> list[RunSpec]:
@@ -100,18 +103,22 @@ def plan(sweep: Sweep) -> list[RunSpec]:
                                          seconds=sweep.seconds) for p in sweep.streams]
                     if "rclone" in sweep.tools:
                         runs += [RunSpec(placement, direction, path, "rclone", t, rep,
-                                         chunk_mb=c, dataset=d)
+                                         chunk_mb=c, dataset=d,
+                                         upload_concurrency=sweep.upload_concurrency)
                                  for d in sweep.datasets for t in sweep.transfers
                                  for c in sweep.chunks_mb]
     return runs
 
 
 def estimate_s(spec: RunSpec, size_mb: int, default_mbps: float = 14.0,
-               lane_mbps: float = 90.0) -> float:
+               lane_mbps: float = 90.0, wan_mbps: float | None = None) -> float:
     """A rough duration of one run, for lane lengths and the progress bar."""
     if spec.tool == "iperf3":
         return (spec.seconds or 0) + 1.5
     rate = lane_mbps if spec.path == "lane" or spec.placement in NO_LANE else default_mbps
+    if wan_mbps:  # one connection per file (or per single multipart file)
+        conns = 1 if spec.dataset == "one" else spec.parallel
+        rate = min(rate, conns * wan_mbps)
     return size_mb * 8.4 / rate + 1.5
 
 
@@ -268,6 +275,7 @@ class Runner:
         else:
             ds = self.sess.datasets[spec.dataset or "split10"]
             m, intact = self._rclone(node, spec, ds, download)
+        wan_mbps = svc.per_connection_mbps
         lane = self.lanes.get((host_name, self._port(spec.tool))) if spec.path == "lane" else None
         return {
             **{k: v for k, v in asdict(spec).items()},
@@ -278,7 +286,7 @@ class Runner:
             else (m.error or "copy differs from the source"),
             "intact": intact, "dataset_files": ds.files if ds else None,
             "dataset_bytes": ds.bytes if ds else None, "size_mb": self.sess.size_mb,
-            "lane_id": lane["id"] if lane else None, "lane_nat_ip": lane.get("nat_ip") if lane
+            "wan_mbps": wan_mbps, "lane_id": lane["id"] if lane else None, "lane_nat_ip": lane.get("nat_ip") if lane
             else None, **{f"x_{k}": v for k, v in m.extra.items()},
         }
 
@@ -290,12 +298,12 @@ class Runner:
             src = f"cloud:{svc.bucket}/datasets/{self.sess.size_mb}M/{ds.name}"
             local = self.sess.work_dir / "downloads" / tag
             m = run_rclone(node, svc.rclone_env(), rclone_binary(), src, str(local),
-                           spec.parallel, spec.chunk_mb or 8)
+                           spec.parallel, spec.chunk_mb or 8, spec.upload_concurrency)
             copy, source = local, ds.path
         else:
             dst = f"cloud:{svc.bucket}/up/{tag}"
             m = run_rclone(node, svc.rclone_env(), rclone_binary(), str(ds.path), dst,
-                           spec.parallel, spec.chunk_mb or 8)
+                           spec.parallel, spec.chunk_mb or 8, spec.upload_concurrency)
             copy, source = svc.data_dir / svc.bucket / "up" / tag, ds.path
         intact = same_content(source, copy) if m.ok else None
         shutil.rmtree(copy, ignore_errors=True)
