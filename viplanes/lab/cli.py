@@ -78,7 +78,7 @@ def run(topology_path: Path, results: Path, work_dir: Path, placements: str, dir
         if full:
             sweep = Sweep(chosen, *(getattr(sweep, f) for f in (
                 "directions", "paths", "tools", "streams", "transfers", "chunks_mb", "datasets",
-                "size_mb", "seconds", "reps", "upload_concurrency")))
+                "size_mb", "seconds", "reps", "upload_concurrency", "dataset_mb")))
     elif full:
         streams, transfers, chunks, datasets = "1,4,8,16", "4,8,16,32", "5,8,16,32", \
             "one,split10,split50"
@@ -96,7 +96,7 @@ def run(topology_path: Path, results: Path, work_dir: Path, placements: str, dir
         raise click.UsageError(str(exc)) from None
     specs = paper_plan(sweep.placements, reps) if paper and not full else plan(sweep)
     wan_mbps = _wan_mbps(topology_path)
-    total_s = sum(estimate_s(s, sweep.size_mb, wan_mbps=wan_mbps) for s in specs)
+    total_s = sum(estimate_s(s, sweep.size_of(s.dataset), wan_mbps=wan_mbps) for s in specs)
     click.echo(f"lab: {len(specs)} runs, about {total_s / 60:.0f} min of transfers", err=True)
     if dry_run:
         for s in specs:
@@ -158,7 +158,7 @@ def _execute(sweep: Any, specs: list, topology_path: Path, results: Path,
             task = progress.add_task("building the lab", total=len(specs), n=len(specs))
             with session(topology_path, work_dir, shapes, sweep.size_mb, need_lanes=need_lanes,
                          warn=lambda m: console.print(f"[yellow]{m}"),
-                         external=external) as sess:
+                         external=external, dataset_mb=dict(sweep.dataset_mb)) as sess:
                 def done(spec: Any, rec: dict[str, Any]) -> None:
                     mark = f"{rec['mbps']:.1f} Mbit/s" if rec["ok"] else f"FAILED {rec['error']}"
                     progress.console.print(f"{spec.placement:8} {spec.direction:8} {spec.path:7} "
@@ -169,7 +169,8 @@ def _execute(sweep: Any, specs: list, topology_path: Path, results: Path,
                 progress.update(task, description="running")
                 t0 = time.monotonic()
                 records = runner.run_all(specs, lane_duration_s=int(
-                    min(3600, 120 + 2 * sum(estimate_s(s, sweep.size_mb) for s in specs))))
+                    min(3600, 120 + 2 * sum(estimate_s(s, sweep.size_of(s.dataset))
+                                            for s in specs))))
                 progress.update(task, description=f"done in {time.monotonic() - t0:.0f}s")
                 return records
     except (StackError, RuntimeError, ValueError) as exc:
@@ -180,7 +181,10 @@ def _execute(sweep: Any, specs: list, topology_path: Path, results: Path,
 @click.argument("results", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="where table2.md/.csv and PNGs go (default: next to RESULTS)")
-def report(results: Path, out_dir: Path | None) -> None:
+@click.option("--against-paper", is_flag=True,
+              help="also hold the lab against the paper: one finding per row, the paper's "
+                   "number, the lab's x10, a verdict (against_paper.md) and paired figures")
+def report(results: Path, out_dir: Path | None, against_paper: bool) -> None:
     """Table 2 (mean, std dev, max Mbit/s; default vs lane; ratio) and PNG plots."""
     from rich.console import Console
 
@@ -198,8 +202,36 @@ def report(results: Path, out_dir: Path | None) -> None:
     failed = sum(1 for r in records if not r.get("ok"))
     console.print(f"{len(records)} runs ({failed} failed, not counted)"
                   + (f"; {bad} unreadable lines skipped" if bad else ""))
+    if against_paper:
+        files.update(_against_paper(records, out_dir, console))
     for kind, path in files.items():
         console.print(f"{kind}: {path}")
+
+
+def _against_paper(records: list[dict[str, Any]], out_dir: Path, console: Any) -> dict[str, Path]:
+    """The findings table (printed and as Markdown) and the paired figures."""
+    from rich.table import Table
+
+    from . import paperplots
+    from .fidelity import HEADER, REPRODUCED, findings, markdown
+
+    items = findings(records)
+    table = Table(title="The lab against the paper (lab numbers x10)", padding=(0, 1),
+                  show_lines=True)
+    for name in HEADER:
+        table.add_column(name, overflow="fold")
+    for f in items:
+        color = "green" if f.verdict == REPRODUCED else "red" if f.verdict.startswith("not r") \
+            else "yellow"
+        table.add_row(f.source, f.claim, f.paper, f.lab, f"[{color}]{f.verdict}", f.reason)
+    console.print(table)
+    wan = {r.get("wan_mbps") for r in records}
+    note = ("WAN model: " + ", ".join(f"{w:g} Mbit/s per connection (lab)" if w else "off"
+                                      for w in sorted(wan, key=lambda w: w or 0)))
+    console.print(note)
+    path = out_dir / "against_paper.md"
+    path.write_text(markdown(items) + f"\n{note}\n")
+    return {"against_paper": path, **paperplots.write_all(records, out_dir)}
 
 
 @lab.command("shell")

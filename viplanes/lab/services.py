@@ -110,7 +110,7 @@ def start_cloud_services(lab: LabNetwork, work_dir: Path, host_name: str | None 
     if wan is not None:
         proxy = _spawn(lab, host, [sys.executable, "-m", "viplanes.lab.wanproxy",
                                    "--mbps", f"{wan.per_connection_mbps:g}",
-                                   "--burst-kb", f"{wan.burst_kb:g}",
+                                   "--burst-kb", f"{wan.burst_kb:g}", "--verbose",
                                    *(a for port in (iperf_port, s3_port) for a in (
                                        "--forward", f"{ip}:{port}={bind}:{port}"))],
                        logs / "wanproxy.log")

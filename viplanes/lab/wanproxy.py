@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
+import socket
 import sys
 from dataclasses import dataclass
 
@@ -83,8 +84,10 @@ async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
 class Proxy:
     """Accepts on the public address, connects to the service, paces both directions."""
 
-    def __init__(self, target: tuple[str, int], rate_bps: float, burst_bytes: float) -> None:
+    def __init__(self, target: tuple[str, int], rate_bps: float, burst_bytes: float,
+                 verbose: bool = False) -> None:
         self.target = target
+        self.verbose = verbose
         self.rate_bps = rate_bps
         self.burst_bytes = max(burst_bytes, READ_BYTES)
 
@@ -94,21 +97,44 @@ class Proxy:
         except OSError:
             c_writer.transport.abort()
             return
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         try:
-            await asyncio.gather(
+            up, down = await asyncio.gather(
                 _pump(c_reader, s_writer, TokenBucket(self.rate_bps, self.burst_bytes)),
                 _pump(s_reader, c_writer, TokenBucket(self.rate_bps, self.burst_bytes)))
+            if self.verbose:
+                peer = c_writer.get_extra_info("peername")
+                print(f"{peer} -> {self.target[1]}: {up} B in, {down} B out, "
+                      f"{loop.time() - started:.2f} s", flush=True)
         finally:
             for w in (c_writer, s_writer):
                 w.close()
 
 
-async def serve(forwards: list[tuple[str, int, str, int]], mbps: float, burst_kb: float) -> None:
+def listening_socket(host: str, port: int, rcvbuf: int) -> socket.socket:
+    """A listener whose accepted sockets keep a small receive buffer (about the burst).
+
+    Otherwise the kernel takes a whole file into the proxy's buffer at line rate before the
+    bucket sees it: many connections then burst together into the lab's short queues, and
+    their losses, not the cap, set the pace. A small window is also what a long round trip
+    leaves a single TCP connection.
+    """
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, max(rcvbuf, 16384))
+    sock.bind((host, port))
+    sock.listen(256)
+    return sock
+
+
+async def serve(forwards: list[tuple[str, int, str, int]], mbps: float, burst_kb: float,
+                verbose: bool = False) -> None:
     servers = []
     for lhost, lport, thost, tport in forwards:
-        proxy = Proxy((thost, tport), mbps * 1e6, burst_kb * 1024)
-        servers.append(await asyncio.start_server(proxy.handle, lhost, lport, backlog=256,
-                                                  reuse_address=True))
+        proxy = Proxy((thost, tport), mbps * 1e6, burst_kb * 1024, verbose)
+        servers.append(await asyncio.start_server(
+            proxy.handle, sock=listening_socket(lhost, lport, int(burst_kb * 1024))))
     print(f"wanproxy: {mbps:g} Mbit/s per connection each way, burst {burst_kb:g} KB: "
           + ", ".join(f"{a}:{b} -> {c}:{d}" for a, b, c, d in forwards), flush=True)
     stop = asyncio.Event()
@@ -127,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                         metavar="LISTEN_IP:PORT=TARGET_IP:PORT")
     parser.add_argument("--mbps", type=float, required=True, help="per connection, each way")
     parser.add_argument("--burst-kb", type=float, default=64.0)
+    parser.add_argument("--verbose", action="store_true", help="one line per closed connection")
     args = parser.parse_args(argv)
     try:
         forwards = [parse_forward(f) for f in args.forward]
@@ -135,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.mbps > 0 or not args.burst_kb > 0:
         parser.error("--mbps and --burst-kb must be positive")
     try:
-        asyncio.run(serve(forwards, args.mbps, args.burst_kb))
+        asyncio.run(serve(forwards, args.mbps, args.burst_kb, args.verbose))
     except OSError as exc:
         print(f"wanproxy: {exc}", file=sys.stderr)
         return 1
