@@ -82,16 +82,22 @@ def lane_gain(records: list[Record]) -> list[Finding]:
     default = [float(r["mbps"]) * P.SCALE for r in rc if r["path"] == "default"]
     lo, hi = P.LANE_GAIN
     src = "000 §4.2, Table 2"
-    claim = "the desktop on a lane: >700 Mbit/s, 5-7x the campus path"
+    claim = "the desktop on a lane: 5-7x the campus path"
     paper = f"734 max vs ~{P.CAMPUS_PATH[0]}-{P.CAMPUS_PATH[1]}: {lo:g}-{hi:g}x"
     if not lane or not default:
-        return [Finding(src, claim, paper, "-", NOT_APPLICABLE, NO_DATA)]
+        return [Finding(src, claim, paper, "-", NOT_APPLICABLE, NO_DATA),
+                Finding(src, "... approaching the desktop's 1 Gbit/s NIC", "734 of 1000 (73%)",
+                        "-", NOT_APPLICABLE, NO_DATA)]
     gain = max(lane) / statistics.fmean(default)
-    ok = lo - 1 <= gain <= hi + 1 and max(lane) >= 0.7 * P.PAPER_NIC["desktop"]
+    nic = P.PAPER_NIC["desktop"]
     return [Finding(src, claim, paper,
                     f"{max(lane):.0f} max vs {statistics.fmean(default):.0f}: {gain:.1f}x",
-                    _verdict(ok), "within 5-7x (+-1) and >= 70% of the 1 Gbit/s NIC" if ok
-                    else "outside 4-8x, or under 70% of the NIC")]
+                    _verdict(lo - 1 <= gain <= hi + 1), "within 5-7x, +-1" if lo - 1 <= gain
+                    <= hi + 1 else "outside 4-8x"),
+            Finding(src, "... approaching the desktop's 1 Gbit/s NIC", f"734 of {nic} (73%)",
+                    f"{max(lane):.0f} of {nic} ({max(lane) / nic:.0%})",
+                    _verdict(max(lane) >= 0.7 * nic), ">= 70% of the NIC" if max(lane) >= 0.7 * nic
+                    else "rclone's per-file overhead and two busy cores keep it under 70%")]
 
 
 def table2_rows(records: list[Record]) -> list[Finding]:

@@ -13,7 +13,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import ScalarFormatter  # noqa: E402
+from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter  # noqa: E402
 
 from . import paper as P  # noqa: E402
 from .fidelity import _chunks, _ok, _reach, _transfers, by_value  # noqa: E402
@@ -23,14 +23,20 @@ COLORS = {"desktop": "#1f77b4", "server": "#9467bd", "dtn": "#2ca02c"}
 Record = dict[str, Any]
 
 
-def _pair(title: str, xlabel: str, ylabel: str, logy: bool) -> tuple[Any, Any, Any]:
+def _pair(title: str, xlabel: str, ylabel: str, logy: bool,
+          source: str) -> tuple[Any, Any, Any]:
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
     fig.suptitle(f"{title}\n{SCALE_NOTE}", fontsize=11)
+    left.set_title(f"paper ({source})", fontsize=10)
+    right.set_title(f"lab x{P.SCALE} (WAN model on)", fontsize=10)
     for ax in (left, right):
         ax.set_xlabel(xlabel)
         ax.grid(alpha=0.3, which="both")
-        if logy:
+        if logy:  # plain numbers at 1-2-5 steps: 100, 200, 500, 1000 ...
             ax.set_yscale("log")
+            ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+            ax.yaxis.set_major_formatter(ScalarFormatter())
+            ax.yaxis.set_minor_formatter(NullFormatter())
     left.set_ylabel(ylabel)
     return fig, left, right
 
@@ -40,7 +46,7 @@ def _finish(fig: Any, axes: tuple[Any, ...], path: Path) -> None:
     for ax in axes:
         handles, labels = ax.get_legend_handles_labels()
         if handles:
-            ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.16),
+            ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.17),
                       ncol=min(3, len(labels)), fontsize=8, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=110, bbox_inches="tight")
@@ -75,15 +81,19 @@ def table2(records: list[Record], path: Path) -> bool:
         sd = (sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5 if len(xs) > 1 else 0.0
         lab.append((mean, sd))
     fig, left, right = _pair("Table 2: throughput by location (rclone; lanes for desktop and "
-                             "server)", "location-direction", "mean Mbit/s (error bar: sd)", False)
+                             "server)", "", "mean Mbit/s (error bar: sd)", False,
+                             "seed 000 Table 2, Google Drive")
     tops = []
-    for ax, values, color, name in ((left, [(m, s) for m, s, _ in P.TABLE2.values()], "#7f7f7f",
-                                     "paper (Google Drive)"),
-                                    (right, lab, "#2e75b6", "lab x10 (S3 behind the WAN model)")):
+    for ax, values, color in ((left, [(m, s) for m, s, _ in P.TABLE2.values()], "#7f7f7f"),
+                              (right, lab, "#2e75b6")):
         xs = range(len(values))
         ax.bar(xs, [m for m, _ in values], 0.6, yerr=[s for _, s in values], capsize=3,
-               color=color, label=name)
+               color=color)
         for x, (m, s) in zip(xs, values):
+            if m <= 0:
+                ax.annotate("no runs", (x, 0), xytext=(0, 3), textcoords="offset points",
+                            ha="center", va="bottom", fontsize=7, color="#777777")
+                continue
             ax.annotate(f"{m:.0f}", (x, m + s), xytext=(0, 3), textcoords="offset points",
                         ha="center", va="bottom", fontsize=8)
             tops.append(m + s)
@@ -99,7 +109,8 @@ def transfers(records: list[Record], path: Path) -> bool:
     if not tr:
         return False
     fig, left, right = _pair("Figure 5: throughput by number of parallel transfers (rclone upload)",
-                             "parallel transfers (--transfers)", "Mbit/s (log scale)", True)
+                             "parallel transfers (--transfers)", "Mbit/s (log scale)", True,
+                             "seed 000 §4.2 text")
     _line(left, P.DTN_BY_TRANSFERS, "DTN mean", COLORS["dtn"])
     _line(left, P.SERVER_MAX_BY_TRANSFERS, "server max", COLORS["server"], "--s")
     up = [r for r in tr if r["direction"] == "upload"]
@@ -121,7 +132,7 @@ def chunks(records: list[Record], path: Path) -> bool:
         return False
     fig, left, right = _pair("Figure 4: upload throughput by chunk size (rclone)",
                              "chunk size (MB; lab MiB, S3's minimum is 5)", "Mbit/s (log scale)",
-                             True)
+                             True, "seed 000 §4.2 text")
     _line(left, P.DTN_BY_CHUNK, "DTN mean", COLORS["dtn"])
     for placement in ("desktop", "server", "dtn"):
         _line(right, by_value([r for r in ch if r["placement"] == placement], "chunk_mb"),
@@ -139,7 +150,8 @@ def streams(records: list[Record], path: Path) -> bool:
     if not ip:
         return False
     fig, left, right = _pair("Seed 004 Figure 2: aggregate throughput by parallel TCP streams",
-                             "parallel streams (iperf -P)", "Mbit/s", False)
+                             "parallel streams (iperf -P)", "Mbit/s", False,
+                             "seed 004 Table 1, 1 Gbit/s path")
     _line(left, P.STREAMS_IN, "Edinburgh to HPCx", "#444444")
     _line(left, P.STREAMS_OUT, "HPCx to Edinburgh", "#999999", "--s")
     for placement in ("desktop", "server", "dtn"):
