@@ -126,3 +126,26 @@ def test_report_cli_writes_the_table_and_the_figures(tmp_path: Path) -> None:
     assert {p.name for p in tmp_path.glob("paper_*.png")} == {
         "paper_table2.png", "paper_fig4_chunks.png", "paper_fig5_transfers.png",
         "paper_streams.png"}
+
+
+def test_directions_are_compared_on_the_same_runs_both_ways(recorded) -> None:
+    """The chunk sweep (uploads only, one connection) must not make uploads look slower."""
+    alike = by_claim(findings(recorded), "uploads and downloads alike")
+    assert alike.verdict == REPRODUCED
+    slow_down = _scaled(recorded, lambda r: r["direction"] == "download", 0.5)
+    assert by_claim(findings(slow_down), "uploads and downloads alike").verdict == NOT_REPRODUCED
+    assert by_claim(findings(recorded), "download far faster").verdict == NOT_REPRODUCED
+
+
+def test_ceiling_needs_a_flat_top_or_the_nic() -> None:
+    def dtn(curve: dict[int, float]) -> list[dict[str, Any]]:
+        return [{"placement": "dtn", "direction": "upload", "path": "default", "tool": "iperf3",
+                 "ok": True, "mbps": m, "parallel": p, "series": "streams"}
+                for p, m in curve.items()]
+
+    def ceiling(curve: dict[int, float]) -> str:
+        return by_claim(fidelity.streams_curve(dtn(curve)), "until a ceiling").verdict
+
+    assert ceiling({1: 10, 4: 40, 16: 100, 32: 105}) == REPRODUCED  # flat: the machine's ceiling
+    assert ceiling({1: 10, 4: 40, 16: 130, 32: 160}) == REPRODUCED  # at 80% of the NIC
+    assert ceiling({1: 10, 4: 40, 16: 60, 32: 100}) == NOT_REPRODUCED  # still climbing, far below
