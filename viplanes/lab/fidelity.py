@@ -30,11 +30,11 @@ class Finding:
     reason: str
 
 
-def _ok(records: Iterable[Record]) -> list[Record]:
+def ok_runs(records: Iterable[Record]) -> list[Record]:
     return [r for r in records if r.get("ok")]
 
 
-def _reach(r: Record) -> bool:
+def on_best_path(r: Record) -> bool:
     """The placement's best path: the lane, or the DTN's own default path."""
     return r["path"] == "lane" or r["placement"] not in LANE_PLACEMENTS
 
@@ -77,7 +77,7 @@ def _verdict(ok: bool) -> str:
 
 
 def lane_gain(records: list[Record]) -> list[Finding]:
-    rc = [r for r in _ok(records) if r["tool"] == "rclone" and r["placement"] == "desktop"]
+    rc = [r for r in ok_runs(records) if r["tool"] == "rclone" and r["placement"] == "desktop"]
     lane = [float(r["mbps"]) * P.SCALE for r in rc if r["path"] == "lane"]
     default = [float(r["mbps"]) * P.SCALE for r in rc if r["path"] == "default"]
     lo, hi = P.LANE_GAIN
@@ -106,7 +106,7 @@ def table2_rows(records: list[Record]) -> list[Finding]:
     That sweep runs the same grid both ways; the chunk sweep is uploads only (and one
     connection), so counting it would make uploads look slower for no reason of the network.
     """
-    rc = _transfers(records)
+    rc = transfer_runs(records)
     out = []
     for (placement, direction), (mean, sd, mx) in P.TABLE2.items():
         mine = [float(r["mbps"]) * P.SCALE for r in rc
@@ -133,7 +133,7 @@ def table2_rows(records: list[Record]) -> list[Finding]:
 
 
 def directions(records: list[Record]) -> list[Finding]:
-    rc = _transfers(records)  # the same runs both ways
+    rc = transfer_runs(records)  # the same runs both ways
 
     def mean(placement: str, direction: str) -> float | None:
         xs = [float(r["mbps"]) * P.SCALE for r in rc
@@ -163,20 +163,20 @@ def directions(records: list[Record]) -> list[Finding]:
     return out
 
 
-def _transfers(records: list[Record]) -> list[Record]:
-    rc = [r for r in _ok(records) if r["tool"] == "rclone" and _reach(r)]
+def transfer_runs(records: list[Record]) -> list[Record]:
+    rc = [r for r in ok_runs(records) if r["tool"] == "rclone" and on_best_path(r)]
     return in_series(rc, "transfers", lambda r: r.get("dataset") != "one")
 
 
-def _chunks(records: list[Record]) -> list[Record]:
-    rc = [r for r in _ok(records) if r["tool"] == "rclone" and _reach(r)
+def chunk_runs(records: list[Record]) -> list[Record]:
+    rc = [r for r in ok_runs(records) if r["tool"] == "rclone" and on_best_path(r)
           and r["direction"] == "upload"]
     return in_series(rc, "chunks", lambda r: r.get("chunk_mb") is not None)
 
 
 def parallel_and_chunks(records: list[Record]) -> list[Finding]:
     """Figures 4 and 5: transfers lift throughput; chunk size less so."""
-    tr, ch = _transfers(records), _chunks(records)
+    tr, ch = transfer_runs(records), chunk_runs(records)
     out = []
     dtn_tr = by_value([r for r in tr if r["placement"] == "dtn" and r["direction"] == "upload"],
                       "parallel")
@@ -262,7 +262,7 @@ def _by_placement_gain(tr: list[Record]) -> list[Finding]:
 
 def streams_curve(records: list[Record]) -> list[Finding]:
     """Seed 004: one stream is far below the link; streams add up until a ceiling."""
-    ip = [r for r in _ok(records) if r["tool"] == "iperf3" and r["placement"] == "dtn"
+    ip = [r for r in ok_runs(records) if r["tool"] == "iperf3" and r["placement"] == "dtn"
           and r["direction"] == "upload"]
     s = by_value(in_series(ip, "streams", lambda r: True), "parallel")
     nic = 200 * P.SCALE  # the lab DTN's NIC, scaled back (2 Gbit/s)

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter  # noqa: E402
 
 from . import paper as P  # noqa: E402
-from .fidelity import _chunks, _ok, _reach, _transfers, by_value  # noqa: E402
+from .fidelity import by_value, chunk_runs, ok_runs, on_best_path, transfer_runs  # noqa: E402
 
 SCALE_NOTE = f"lab numbers x{P.SCALE} (the lab runs at 1:{P.SCALE})"
 COLORS = {"desktop": "#1f77b4", "server": "#9467bd", "dtn": "#2ca02c"}
@@ -68,7 +68,7 @@ def _line(ax: Any, series: dict[int, float], label: str, color: str | None,
 
 def table2(records: list[Record], path: Path) -> bool:
     """Table 2 as bars: mean (error bar: sd) per location-direction, paper | lab x10."""
-    rc = [r for r in _ok(records) if r["tool"] == "rclone" and _reach(r)]
+    rc = [r for r in ok_runs(records) if r["tool"] == "rclone" and on_best_path(r)]
     if not rc:
         return False
     keys = list(P.TABLE2)
@@ -105,7 +105,7 @@ def table2(records: list[Record], path: Path) -> bool:
 
 def transfers(records: list[Record], path: Path) -> bool:
     """Figure 5: throughput by rclone --transfers (log scale)."""
-    tr = _transfers(records)
+    tr = transfer_runs(records)
     if not tr:
         return False
     fig, left, right = _pair("Figure 5: throughput by number of parallel transfers (rclone upload)",
@@ -127,7 +127,7 @@ def transfers(records: list[Record], path: Path) -> bool:
 
 def chunks(records: list[Record], path: Path) -> bool:
     """Figure 4: upload throughput by chunk size (log scale)."""
-    ch = _chunks(records)
+    ch = chunk_runs(records)
     if not ch:
         return False
     fig, left, right = _pair("Figure 4: upload throughput by chunk size (rclone)",
@@ -145,7 +145,7 @@ def chunks(records: list[Record], path: Path) -> bool:
 
 def streams(records: list[Record], path: Path) -> bool:
     """Seed 004 Figure 2: aggregate iperf throughput by parallel streams."""
-    ip = [r for r in _ok(records) if r["tool"] == "iperf3" and _reach(r)]
+    ip = [r for r in ok_runs(records) if r["tool"] == "iperf3" and on_best_path(r)]
     ip = [r for r in ip if r.get("series") in (None, "streams")]
     if not ip:
         return False
