@@ -34,7 +34,8 @@ def demo_specs() -> list[RunSpec]:
     runs = []
     for path in ("default", "lane"):
         for rep in (1, 2):
-            runs.append(RunSpec("desktop", "upload", path, "iperf3", PARALLEL, rep, seconds=SECONDS))
+            runs.append(RunSpec("desktop", "upload", path, "iperf3", PARALLEL, rep,
+                                seconds=SECONDS))
             runs.append(RunSpec("desktop", "upload", path, "rclone", PARALLEL, rep, chunk_mb=8,
                                 dataset="split10"))
     return runs

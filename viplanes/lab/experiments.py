@@ -299,8 +299,9 @@ class Runner:
             else (m.error or "copy differs from the source"),
             "intact": intact, "dataset_files": ds.files if ds else None,
             "dataset_bytes": ds.bytes if ds else None, "size_mb": self.sess.size_of(spec.dataset),
-            "wan_mbps": wan_mbps, "lane_id": lane["id"] if lane else None, "lane_nat_ip": lane.get("nat_ip") if lane
-            else None, **{f"x_{k}": v for k, v in m.extra.items()},
+            "wan_mbps": wan_mbps, "lane_id": lane["id"] if lane else None,
+            "lane_nat_ip": lane.get("nat_ip") if lane else None,
+            **{f"x_{k}": v for k, v in m.extra.items()},
         }
 
     def _rclone(self, node: Any, spec: RunSpec, ds: Dataset,
