@@ -51,7 +51,8 @@ def by_value(records: Iterable[Record], key: str, agg: Callable[[list[float]], f
     """Lab Mbit/s x SCALE, aggregated per value of ``key`` (parallel, chunk_mb)."""
     groups: dict[int, list[float]] = defaultdict(list)
     for r in records:
-        groups[int(r[key])].append(float(r["mbps"]) * P.SCALE)
+        if r.get(key) is not None:
+            groups[int(r[key])].append(float(r["mbps"]) * P.SCALE)
     return {k: agg(v) for k, v in sorted(groups.items())}
 
 
