@@ -108,6 +108,9 @@ def run(topology_path: Path, results: Path, work_dir: Path, placements: str, dir
         raise click.UsageError(f"--topology {topology_path}: no such file")
     external = _external(api_url, token or os.environ.get("VIPLANES_TOKEN"), openflow)
     _need_root()
+    if results.is_file() and results.stat().st_size:
+        click.echo(f"lab: appending to {results}, which already holds runs; its report counts "
+                   "them all (use --results NEW.jsonl to keep this run apart)", err=True)
     records = _execute(sweep, specs, topology_path, results, work_dir, external)
     failed = sum(1 for r in records if not r["ok"])
     click.echo(f"lab: {len(records)} runs appended to {results} ({failed} failed); "
@@ -178,14 +181,17 @@ def _execute(sweep: Any, specs: list, topology_path: Path, results: Path,
 
 
 @lab.command("report")
-@click.argument("results", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("results", type=click.Path(dir_okay=False, path_type=Path),
+                default=Path("lab-results.jsonl"))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="where table2.md/.csv and PNGs go (default: next to RESULTS)")
 @click.option("--against-paper", is_flag=True,
               help="also hold the lab against the paper: one finding per row, the paper's "
                    "number, the lab's x10, a verdict (against_paper.md) and paired figures")
 def report(results: Path, out_dir: Path | None, against_paper: bool) -> None:
-    """Table 2 (mean, std dev, max Mbit/s; default vs lane; ratio) and PNG plots."""
+    """Table 2 (mean, std dev, max Mbit/s; default vs lane; ratio) and PNG plots.
+
+    RESULTS defaults to lab-results.jsonl, where `viplanes lab run` writes."""
     from rich.console import Console
 
     from .report import load_results, rich_table, table2, write_report

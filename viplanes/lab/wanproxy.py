@@ -21,7 +21,7 @@ import socket
 import sys
 from dataclasses import dataclass
 
-READ_BYTES = 32 * 1024  # one read, at most; a bucket never holds less than this
+READ_BYTES = 32 * 1024  # one read, at most (less with a smaller burst)
 
 
 @dataclass
@@ -63,11 +63,14 @@ def parse_forward(text: str) -> tuple[str, int, str, int]:
 
 async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                 bucket: TokenBucket) -> int:
-    """Copy one direction at the bucket's rate until EOF; pass the EOF on. Bytes copied."""
+    """Copy one direction at the bucket's rate until EOF; pass the EOF on. Bytes copied.
+
+    Reads are at most one burst, so what leaves at once is never more than a burst either."""
     loop = asyncio.get_running_loop()
     moved = 0
+    chunk = int(min(READ_BYTES, bucket.burst_bytes))
     try:
-        while data := await reader.read(READ_BYTES):
+        while data := await reader.read(chunk):
             wait = bucket.take(len(data), loop.time())
             if wait > 0:
                 await asyncio.sleep(wait)
@@ -89,7 +92,7 @@ class Proxy:
         self.target = target
         self.verbose = verbose
         self.rate_bps = rate_bps
-        self.burst_bytes = max(burst_bytes, READ_BYTES)
+        self.burst_bytes = max(burst_bytes, 4096)
 
     async def handle(self, c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter) -> None:
         try:
