@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -72,26 +73,18 @@ def run(topology_path: Path, results: Path, work_dir: Path, placements: str, dir
     from .experiments import Sweep, estimate_s, plan
     from .papergrid import paper_plan, paper_sweep
 
-    if paper:
-        sweep = paper_sweep(full)
-        chosen = _words(placements)
+    if paper:  # the paper's grid; only the placements (and --reps without --full) are ours
+        sweep = replace(paper_sweep(full), placements=_words(placements))
+    else:
         if full:
-            sweep = Sweep(chosen, *(getattr(sweep, f) for f in (
-                "directions", "paths", "tools", "streams", "transfers", "chunks_mb", "datasets",
-                "size_mb", "seconds", "reps", "upload_concurrency", "dataset_mb")))
-    elif full:
-        streams, transfers, chunks, datasets = "1,4,8,16", "4,8,16,32", "5,8,16,32", \
-            "one,split10,split50"
-        reps = max(reps, 4)
-    if not paper:
+            streams, transfers, chunks, datasets = "1,4,8,16", "4,8,16,32", "5,8,16,32", \
+                "one,split10,split50"
+            reps = max(reps, 4)
         sweep = Sweep(_words(placements), _words(directions), _words(paths), _words(tools),
                       _ints(streams, "--streams"), _ints(transfers, "--transfers"),
                       _ints(chunks, "--chunks"), _words(datasets), size_mb, seconds, reps)
     try:
         sweep.check()
-        if paper and not full:
-            sweep = Sweep(chosen, **{k: v for k, v in vars(sweep).items() if k != "placements"})
-            sweep.check()
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     specs = paper_plan(sweep.placements, reps) if paper and not full else plan(sweep)
