@@ -138,7 +138,11 @@ def iperf3_argv(server_ip: str, port: int, parallel: int, seconds: float,
 def run_iperf3(host: Node, server_ip: str, port: int, parallel: int, seconds: float,
                download: bool) -> Measurement:
     argv = iperf3_argv(server_ip, port, parallel, seconds, download)
-    out, err, _ = _run(host, argv, timeout=seconds + 30)
+    for _ in range(3):  # the server may still be closing the last test (seen behind the WAN proxy)
+        out, err, _ = _run(host, argv, timeout=seconds + 30)
+        if "server is busy" not in out:
+            break
+        time.sleep(1.0)
     try:
         res = parse_iperf3_json(out)
     except MeasureError as exc:
