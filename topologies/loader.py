@@ -14,7 +14,7 @@ import yaml
 
 from viplanes.topologies.fields import FieldReader, kind_of
 from viplanes.topologies.model import (
-    EdgeRouter, Host, Interface, LanePool, Link, Middlebox, Switch, Topology,
+    EdgeRouter, Host, Interface, LanePool, Link, Middlebox, Switch, Topology, Wan,
 )
 
 HOST_ROLES = ("desktop", "server", "dtn", "cloud")
@@ -96,7 +96,7 @@ class _Parser(FieldReader):
     # ---- the model --------------------------------------------------------------------------
     def topology(self, data: Any) -> Topology:
         top = self.mapping(data, "", ("name", "lane_pool", "switches", "hosts", "edge"),
-                           ("description", "links", "middleboxes"))
+                           ("description", "links", "middleboxes", "wan"))
         if top is None:
             raise TopologyError(self.problems)
         name = self.text(top.get("name"), "name") if "name" in top else None
@@ -111,6 +111,7 @@ class _Parser(FieldReader):
         hosts = self.items(top, "hosts", self.host)
         links = self.items(top, "links", self.link)
         pool = self.lane_pool(top["lane_pool"], edge) if "lane_pool" in top else None
+        wan = self.wan(top["wan"]) if top.get("wan") is not None else None
         if edge is not None:
             self.check_gateways(hosts, middleboxes, edge)
             self.check_direct_cables(middleboxes, edge)
@@ -120,7 +121,7 @@ class _Parser(FieldReader):
         return Topology(name=name, switches=tuple(switches), links=tuple(links), hosts=tuple(hosts),
                         middleboxes=tuple(middleboxes), edge=edge, lane_pool=pool,
                         description=description.strip() if isinstance(description, str) else "",
-                        source=self.source)
+                        wan=wan, source=self.source)
 
     def switch(self, item: Any, where: str) -> Switch | None:
         m = self.mapping(item, where, ("name", "dpid"), ("role", "cert_sha256", "conntrack"))
@@ -325,6 +326,20 @@ class _Parser(FieldReader):
         if prefix is None or mac is None:
             return None
         return LanePool(prefix=prefix, mac=mac)
+
+    def wan(self, item: Any) -> Wan | None:
+        """The optional WAN model: a per-connection rate limit on the cloud's services."""
+        m = self.mapping(item, "wan", ("per_connection_mbps",), ("burst_kb",))
+        if m is None or "per_connection_mbps" not in m:
+            return None
+        rate = self.number(m["per_connection_mbps"], "wan.per_connection_mbps")
+        burst = self.number(m.get("burst_kb", 64), "wan.burst_kb")
+        if burst is not None and not 4 <= burst <= 16384:
+            self.bad("wan.burst_kb", f"expected 4..16384 KB, got {burst:g}")
+            burst = None
+        if rate is None or burst is None:
+            return None
+        return Wan(per_connection_mbps=rate, burst_kb=burst)
 
     def check_direct_cables(self, middleboxes: list[Middlebox], edge: EdgeRouter) -> None:
         """A leg without a switch port is cabled straight to another such leg (fw <-> nat), so

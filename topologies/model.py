@@ -122,6 +122,19 @@ class LanePool:
 
 
 @dataclass(frozen=True)
+class Wan:
+    """The internet path beyond the edge, as the lab models it (optional `wan:` section).
+
+    ``per_connection_mbps`` caps every TCP connection to a cloud host's services in each
+    direction: it stands in for TCP's window over a long round trip and for cloud endpoints that
+    throttle each connection, the reasons parallel transfers pay on a real WAN.
+    """
+
+    per_connection_mbps: float
+    burst_kb: float = 64.0  # token-bucket depth: how far a connection may run ahead of its rate
+
+
+@dataclass(frozen=True)
 class Topology:
     name: str
     switches: tuple[Switch, ...]
@@ -131,6 +144,7 @@ class Topology:
     edge: EdgeRouter
     lane_pool: LanePool
     description: str = ""
+    wan: Wan | None = None  # None: no per-connection limit (the lab's links only)
     source: str = field(default="<memory>", compare=False)  # file it came from, for messages
 
     def switch(self, name: str) -> Switch:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,9 @@ def lab() -> None:
 @click.option("--size-mb", type=int, default=32, show_default=True, help="dataset size (MiB)")
 @click.option("--seconds", type=float, default=5.0, show_default=True, help="iperf3 -t")
 @click.option("--reps", type=int, default=1, show_default=True, help="repetitions")
+@click.option("--paper", is_flag=True,
+              help="the paper's section 4 grid, one factor at a time, in about 15 min "
+                   "(docs/lab.md); with --full, the whole cross (hours)")
 @click.option("--full", is_flag=True, help="the paper's whole grid (hours): all values above")
 @click.option("--dry-run", is_flag=True, help="print the plan and exit")
 @click.option("--api", "api_url", default=None, metavar="URL",
@@ -63,38 +67,58 @@ def lab() -> None:
               help="that server's OpenFlow address, for the lab's switches")
 def run(topology_path: Path, results: Path, work_dir: Path, placements: str, directions: str,
         paths: str, tools: str, streams: str, transfers: str, chunks: str, datasets: str,
-        size_mb: int, seconds: float, reps: int, full: bool, dry_run: bool,
+        size_mb: int, seconds: float, reps: int, paper: bool, full: bool, dry_run: bool,
         api_url: str | None, token: str | None, openflow: str | None) -> None:
     """Build the lab, run the experiments, append results. Needs root and OVS (scripts/ovs-up)."""
     from .experiments import Sweep, estimate_s, plan
+    from .papergrid import paper_plan, paper_sweep
 
-    if full:
-        streams, transfers, chunks, datasets = "1,4,8,16", "4,8,16,32", "5,8,16,32", \
-            "one,split10,split50"
-        reps = max(reps, 4)
-    sweep = Sweep(_words(placements), _words(directions), _words(paths), _words(tools),
-                  _ints(streams, "--streams"), _ints(transfers, "--transfers"),
-                  _ints(chunks, "--chunks"), _words(datasets), size_mb, seconds, reps)
+    if paper:  # the paper's grid; only the placements (and --reps without --full) are ours
+        sweep = replace(paper_sweep(full), placements=_words(placements))
+    else:
+        if full:
+            streams, transfers, chunks, datasets = "1,4,8,16", "4,8,16,32", "5,8,16,32", \
+                "one,split10,split50"
+            reps = max(reps, 4)
+        sweep = Sweep(_words(placements), _words(directions), _words(paths), _words(tools),
+                      _ints(streams, "--streams"), _ints(transfers, "--transfers"),
+                      _ints(chunks, "--chunks"), _words(datasets), size_mb, seconds, reps)
     try:
         sweep.check()
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    specs = plan(sweep)
-    total_s = sum(estimate_s(s, size_mb) for s in specs)
+    specs = paper_plan(sweep.placements, reps) if paper and not full else plan(sweep)
+    wan_mbps = _wan_mbps(topology_path)
+    total_s = sum(estimate_s(s, sweep.size_of(s.dataset), wan_mbps=wan_mbps) for s in specs)
     click.echo(f"lab: {len(specs)} runs, about {total_s / 60:.0f} min of transfers", err=True)
     if dry_run:
         for s in specs:
             click.echo(f"{s.placement:8} {s.direction:8} {s.path:7} {s.tool:6} P={s.parallel:<3} "
-                       f"chunk={s.chunk_mb} dataset={s.dataset} rep={s.rep}")
+                       f"chunk={s.chunk_mb} dataset={s.dataset} rep={s.rep}"
+                       + (f" series={s.series}" if s.series else ""))
         return
     if not topology_path.is_file():
         raise click.UsageError(f"--topology {topology_path}: no such file")
     external = _external(api_url, token or os.environ.get("VIPLANES_TOKEN"), openflow)
     _need_root()
+    if results.is_file() and results.stat().st_size:
+        click.echo(f"lab: appending to {results}, which already holds runs; its report counts "
+                   "them all (use --results NEW.jsonl to keep this run apart)", err=True)
     records = _execute(sweep, specs, topology_path, results, work_dir, external)
     failed = sum(1 for r in records if not r["ok"])
     click.echo(f"lab: {len(records)} runs appended to {results} ({failed} failed); "
                f"report: viplanes lab report {results}", err=True)
+
+
+def _wan_mbps(topology_path: Path) -> float | None:
+    """The topology's per-connection cap, for the time estimate (None if off or unreadable)."""
+    from viplanes.topologies.loader import TopologyError, load_topology
+
+    try:
+        wan = load_topology(topology_path).wan
+    except (TopologyError, OSError):
+        return None
+    return wan.per_connection_mbps if wan else None
 
 
 def _external(api_url: str | None, token: str | None, openflow: str | None) -> Any:
@@ -130,7 +154,7 @@ def _execute(sweep: Any, specs: list, topology_path: Path, results: Path,
             task = progress.add_task("building the lab", total=len(specs), n=len(specs))
             with session(topology_path, work_dir, shapes, sweep.size_mb, need_lanes=need_lanes,
                          warn=lambda m: console.print(f"[yellow]{m}"),
-                         external=external) as sess:
+                         external=external, dataset_mb=dict(sweep.dataset_mb)) as sess:
                 def done(spec: Any, rec: dict[str, Any]) -> None:
                     mark = f"{rec['mbps']:.1f} Mbit/s" if rec["ok"] else f"FAILED {rec['error']}"
                     progress.console.print(f"{spec.placement:8} {spec.direction:8} {spec.path:7} "
@@ -141,7 +165,8 @@ def _execute(sweep: Any, specs: list, topology_path: Path, results: Path,
                 progress.update(task, description="running")
                 t0 = time.monotonic()
                 records = runner.run_all(specs, lane_duration_s=int(
-                    min(3600, 120 + 2 * sum(estimate_s(s, sweep.size_mb) for s in specs))))
+                    min(3600, 120 + 2 * sum(estimate_s(s, sweep.size_of(s.dataset))
+                                            for s in specs))))
                 progress.update(task, description=f"done in {time.monotonic() - t0:.0f}s")
                 return records
     except (StackError, RuntimeError, ValueError) as exc:
@@ -149,11 +174,17 @@ def _execute(sweep: Any, specs: list, topology_path: Path, results: Path,
 
 
 @lab.command("report")
-@click.argument("results", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("results", type=click.Path(dir_okay=False, path_type=Path),
+                default=Path("lab-results.jsonl"))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="where table2.md/.csv and PNGs go (default: next to RESULTS)")
-def report(results: Path, out_dir: Path | None) -> None:
-    """Table 2 (mean, std dev, max Mbit/s; default vs lane; ratio) and PNG plots."""
+@click.option("--against-paper", is_flag=True,
+              help="also hold the lab against the paper: one finding per row, the paper's "
+                   "number, the lab's x10, a verdict (against_paper.md) and paired figures")
+def report(results: Path, out_dir: Path | None, against_paper: bool) -> None:
+    """Table 2 (mean, std dev, max Mbit/s; default vs lane; ratio) and PNG plots.
+
+    RESULTS defaults to lab-results.jsonl, where `viplanes lab run` writes."""
     from rich.console import Console
 
     from .report import load_results, rich_table, table2, write_report
@@ -170,8 +201,36 @@ def report(results: Path, out_dir: Path | None) -> None:
     failed = sum(1 for r in records if not r.get("ok"))
     console.print(f"{len(records)} runs ({failed} failed, not counted)"
                   + (f"; {bad} unreadable lines skipped" if bad else ""))
+    if against_paper:
+        files.update(_against_paper(records, out_dir, console))
     for kind, path in files.items():
         console.print(f"{kind}: {path}")
+
+
+def _against_paper(records: list[dict[str, Any]], out_dir: Path, console: Any) -> dict[str, Path]:
+    """The findings table (printed and as Markdown) and the paired figures."""
+    from rich.table import Table
+
+    from . import paperplots
+    from .fidelity import HEADER, REPRODUCED, findings, markdown
+
+    items = findings(records)
+    table = Table(title="The lab against the paper (lab numbers x10)", padding=(0, 1),
+                  show_lines=True)
+    for name in HEADER:
+        table.add_column(name, overflow="fold")
+    for f in items:
+        color = "green" if f.verdict == REPRODUCED else "red" if f.verdict.startswith("not r") \
+            else "yellow"
+        table.add_row(f.source, f.claim, f.paper, f.lab, f"[{color}]{f.verdict}", f.reason)
+    console.print(table)
+    wan = {r.get("wan_mbps") for r in records}
+    note = ("WAN model: " + ", ".join(f"{w:g} Mbit/s per connection (lab)" if w else "off"
+                                      for w in sorted(wan, key=lambda w: w or 0)))
+    console.print(note)
+    path = out_dir / "against_paper.md"
+    path.write_text(markdown(items) + f"\n{note}\n")
+    return {"against_paper": path, **paperplots.write_all(records, out_dir)}
 
 
 @lab.command("shell")

@@ -50,6 +50,12 @@ class Sweep:
     size_mb: int = 32
     seconds: float = 5.0  # iperf3 -t
     reps: int = 1
+    upload_concurrency: int | None = None  # rclone --s3-upload-concurrency (None: rclone's 4)
+    dataset_mb: tuple[tuple[str, int], ...] = ()  # per-dataset sizes overriding size_mb
+
+    def size_of(self, dataset: str | None) -> int:
+        """The size in MiB of one dataset of this sweep."""
+        return dict(self.dataset_mb).get(dataset or "", self.size_mb)
 
     def check(self) -> None:
         """ValueError with one readable line for anything outside the known grid."""
@@ -67,7 +73,8 @@ class Sweep:
                 raise ValueError(f"{name} must be between 1 and 128")
         if any(c < 5 for c in self.chunks_mb):
             raise ValueError("chunk size must be at least 5 MiB (the S3 minimum part size)")
-        if not 1 <= self.size_mb <= 4096 or not 1 <= self.reps <= 100:
+        sizes = [self.size_mb, *(mb for _, mb in self.dataset_mb)]
+        if not all(1 <= mb <= 4096 for mb in sizes) or not 1 <= self.reps <= 100:
             raise ValueError("size must be 1-4096 MiB and repetitions 1-100")
         if not 1 <= self.seconds <= 600:
             raise ValueError("iperf3 duration must be 1-600 s")
@@ -84,6 +91,8 @@ class RunSpec:
     chunk_mb: int | None = None
     dataset: str | None = None
     seconds: float | None = None
+    upload_concurrency: int | None = None
+    series: str | None = None  # which sweep of `lab run --paper` made it (streams, transfers...)
 
 
 def plan(sweep: Sweep) -> list[RunSpec]:
@@ -100,18 +109,22 @@ def plan(sweep: Sweep) -> list[RunSpec]:
                                          seconds=sweep.seconds) for p in sweep.streams]
                     if "rclone" in sweep.tools:
                         runs += [RunSpec(placement, direction, path, "rclone", t, rep,
-                                         chunk_mb=c, dataset=d)
+                                         chunk_mb=c, dataset=d,
+                                         upload_concurrency=sweep.upload_concurrency)
                                  for d in sweep.datasets for t in sweep.transfers
                                  for c in sweep.chunks_mb]
     return runs
 
 
 def estimate_s(spec: RunSpec, size_mb: int, default_mbps: float = 14.0,
-               lane_mbps: float = 90.0) -> float:
+               lane_mbps: float = 90.0, wan_mbps: float | None = None) -> float:
     """A rough duration of one run, for lane lengths and the progress bar."""
     if spec.tool == "iperf3":
         return (spec.seconds or 0) + 1.5
     rate = lane_mbps if spec.path == "lane" or spec.placement in NO_LANE else default_mbps
+    if wan_mbps:  # one connection per file (or per single multipart file)
+        conns = 1 if spec.dataset == "one" else spec.parallel
+        rate = min(rate, conns * wan_mbps)
     return size_mb * 8.4 / rate + 1.5
 
 
@@ -126,6 +139,10 @@ class Session:
     datasets: dict[str, Dataset]
     work_dir: Path
     size_mb: int
+    dataset_mb: dict[str, int] = field(default_factory=dict)  # sizes differing from size_mb
+
+    def size_of(self, dataset: str | None) -> int:
+        return self.dataset_mb.get(dataset or "", self.size_mb)
 
     def placement_host(self, placement: str) -> str:
         for host in self.topology.hosts:
@@ -145,7 +162,8 @@ def lab_grant_prefixes(topo: Topology) -> tuple[list[str], list[str]]:
 def session(topology_path: Path, work_dir: Path, shapes: tuple[str, ...], size_mb: int,
             need_lanes: bool = True, shape_links: bool = True,
             warn: Callable[[str], None] = print,
-            external: Stack | None = None) -> Iterator[Session]:
+            external: Stack | None = None,
+            dataset_mb: dict[str, int] | None = None) -> Iterator[Session]:
     """Build the whole lab and the service around it; everything is torn down on exit.
 
     Without ``need_lanes``, a service that cannot start (no embedded controller yet) is replaced
@@ -155,7 +173,8 @@ def session(topology_path: Path, work_dir: Path, shapes: tuple[str, ...], size_m
     topo = load_topology(topology_path)
     clean_stale()
     work_dir.mkdir(parents=True, exist_ok=True)
-    datasets = {s: make_dataset(work_dir / "datasets", s, size_mb) for s in shapes}
+    sizes = {s: (dataset_mb or {}).get(s, size_mb) for s in shapes}
+    datasets = {s: make_dataset(work_dir / "datasets", s, sizes[s]) for s in shapes}
     src, dst = lab_grant_prefixes(topo)
     stack: Stack | None = None
     controller = None
@@ -175,10 +194,11 @@ def session(topology_path: Path, work_dir: Path, shapes: tuple[str, ...], size_m
         with build_network(topo, *openflow, shape=shape_links) as lab:
             s3_dir = work_dir / "cloud" / "s3"
             shutil.rmtree(s3_dir, ignore_errors=True)
-            for ds in datasets.values():
-                seed(ds, s3_dir / "lab" / "datasets" / f"{size_mb}M" / ds.name)
+            for shape, ds in datasets.items():
+                seed(ds, s3_dir / "lab" / "datasets" / f"{sizes[shape]}M" / ds.name)
             services = start_cloud_services(lab, work_dir / "cloud")
-            yield Session(topo, lab, services, stack, datasets, work_dir, size_mb)
+            yield Session(topo, lab, services, stack, datasets, work_dir, size_mb,
+                          {s: mb for s, mb in sizes.items() if mb != size_mb})
     finally:
         if stack is not None:
             stack.stop()
@@ -228,7 +248,7 @@ class Runner:
         if spec.path == "lane":  # every port this placement's lane runs need, asked for at once
             wanted = {(host, self._port(s.tool)) for s in specs
                       if s.path == "lane" and s.placement == spec.placement}
-        margin = estimate_s(spec, self.sess.size_mb) + 60
+        margin = estimate_s(spec, self.sess.size_of(spec.dataset)) + 60
         for key in [k for k in self.lanes if k not in wanted or _left_s(self.lanes[k]) < margin]:
             self._release(self.lanes.pop(key))  # not needed any more, or about to expire
         if wanted and self.sess.stack is None:
@@ -268,6 +288,7 @@ class Runner:
         else:
             ds = self.sess.datasets[spec.dataset or "split10"]
             m, intact = self._rclone(node, spec, ds, download)
+        wan_mbps = svc.per_connection_mbps
         lane = self.lanes.get((host_name, self._port(spec.tool))) if spec.path == "lane" else None
         return {
             **{k: v for k, v in asdict(spec).items()},
@@ -277,9 +298,10 @@ class Runner:
             "ok": m.ok and intact is not False, "error": m.error if m.ok or intact is None
             else (m.error or "copy differs from the source"),
             "intact": intact, "dataset_files": ds.files if ds else None,
-            "dataset_bytes": ds.bytes if ds else None, "size_mb": self.sess.size_mb,
-            "lane_id": lane["id"] if lane else None, "lane_nat_ip": lane.get("nat_ip") if lane
-            else None, **{f"x_{k}": v for k, v in m.extra.items()},
+            "dataset_bytes": ds.bytes if ds else None, "size_mb": self.sess.size_of(spec.dataset),
+            "wan_mbps": wan_mbps, "lane_id": lane["id"] if lane else None,
+            "lane_nat_ip": lane.get("nat_ip") if lane else None,
+            **{f"x_{k}": v for k, v in m.extra.items()},
         }
 
     def _rclone(self, node: Any, spec: RunSpec, ds: Dataset,
@@ -287,15 +309,15 @@ class Runner:
         svc = self.sess.services
         tag = uuid.uuid4().hex[:12]
         if download:
-            src = f"cloud:{svc.bucket}/datasets/{self.sess.size_mb}M/{ds.name}"
+            src = f"cloud:{svc.bucket}/datasets/{self.sess.size_of(spec.dataset)}M/{ds.name}"
             local = self.sess.work_dir / "downloads" / tag
             m = run_rclone(node, svc.rclone_env(), rclone_binary(), src, str(local),
-                           spec.parallel, spec.chunk_mb or 8)
+                           spec.parallel, spec.chunk_mb or 8, spec.upload_concurrency)
             copy, source = local, ds.path
         else:
             dst = f"cloud:{svc.bucket}/up/{tag}"
             m = run_rclone(node, svc.rclone_env(), rclone_binary(), str(ds.path), dst,
-                           spec.parallel, spec.chunk_mb or 8)
+                           spec.parallel, spec.chunk_mb or 8, spec.upload_concurrency)
             copy, source = svc.data_dir / svc.bucket / "up" / tag, ds.path
         intact = same_content(source, copy) if m.ok else None
         shutil.rmtree(copy, ignore_errors=True)

@@ -2,13 +2,16 @@
 
 Both run inside the cloud host's namespace and are killed at lab teardown. Clients reach the S3
 endpoint through an rclone remote named ``cloud`` defined by environment variables, so no config
-file is written anywhere.
+file is written anywhere. With a `wan:` section in the topology, both listen on the cloud host's
+loopback and the WAN model's pacing proxy (`wanproxy.py`) owns their public ports, so every
+connection to them is capped at ``wan.per_connection_mbps``.
 """
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +64,7 @@ class CloudServices:
     s3_port: int
     bucket: str
     data_dir: Path  # the S3 backend's directory on this machine: <data_dir>/<bucket>/...
+    per_connection_mbps: float | None = None  # the WAN model's cap; None: no cap
 
     @property
     def endpoint(self) -> str:
@@ -80,23 +84,40 @@ class CloudServices:
 
 def start_cloud_services(lab: LabNetwork, work_dir: Path, host_name: str | None = None,
                          iperf_port: int = IPERF_PORT, s3_port: int = S3_PORT) -> CloudServices:
-    """Start iperf3 and S3 on the cloud host; they stop with the lab."""
+    """Start iperf3 and S3 on the cloud host (behind the WAN proxy if the topology has a `wan`);
+    they stop with the lab."""
     name = host_name or next(h.name for h in lab.topology.hosts if h.role == "cloud")
     host = lab.host(name)
     ip = str(lab.topology.host(name).iface.ip.ip)
+    wan = getattr(lab.topology, "wan", None)
+    bind = ip
+    if wan is not None:  # the services move to loopback; the proxy takes their public ports
+        host.cmd("ip link set lo up")
+        bind = "127.0.0.1"
     data_dir = work_dir / "s3"
     (data_dir / BUCKET).mkdir(parents=True, exist_ok=True)
     logs = work_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     procs = [
-        _spawn(lab, host, ["iperf3", "-s", "-p", str(iperf_port)], logs / "iperf3-server.log"),
-        _spawn(lab, host, [rclone_binary(), "serve", "s3", "--addr", f"{ip}:{s3_port}",
+        _spawn(lab, host, ["iperf3", "-s", "-B", bind, "-p", str(iperf_port)],
+               logs / "iperf3-server.log"),
+        _spawn(lab, host, [rclone_binary(), "serve", "s3", "--addr", f"{bind}:{s3_port}",
                            "--auth-key", f"{ACCESS_KEY},{SECRET_KEY}",
                            str(data_dir)], logs / "rclone-serve-s3.log"),
     ]
     for port in (iperf_port, s3_port):
-        _wait_listening(host, ip, port, procs)
-    return CloudServices(ip, iperf_port, s3_port, BUCKET, data_dir)
+        _wait_listening(host, bind, port, procs)
+    if wan is not None:
+        proxy = _spawn(lab, host, [sys.executable, "-m", "viplanes.lab.wanproxy",
+                                   "--mbps", f"{wan.per_connection_mbps:g}",
+                                   "--burst-kb", f"{wan.burst_kb:g}", "--verbose",
+                                   *(a for port in (iperf_port, s3_port) for a in (
+                                       "--forward", f"{ip}:{port}={bind}:{port}"))],
+                       logs / "wanproxy.log")
+        for port in (iperf_port, s3_port):
+            _wait_listening(host, ip, port, [proxy])
+    return CloudServices(ip, iperf_port, s3_port, BUCKET, data_dir,
+                         wan.per_connection_mbps if wan is not None else None)
 
 
 def _spawn(lab: LabNetwork, host: Node, argv: list[str], log: Path) -> subprocess.Popen:
@@ -125,7 +146,7 @@ def _wait_listening(host: Node, ip: str, port: int, procs: list[subprocess.Popen
         for proc in procs:
             if proc.poll() is not None:
                 raise RuntimeError(f"cloud service {proc.args[3:]} exited with {proc.returncode}")
-        if host.cmd(f"ss -Hltn 'sport = :{port}'").strip():
+        if f"{ip}:{port}" in host.cmd(f"ss -Hltn 'sport = :{port}'"):
             return
         time.sleep(0.2)
     raise RuntimeError(f"cloud service on {ip}:{port} did not start within {timeout:.0f}s")

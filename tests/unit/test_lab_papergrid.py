@@ -1,0 +1,53 @@
+"""`lab run --paper`: the scaled grid covers the paper's factors and fits in 15 minutes."""
+from __future__ import annotations
+
+import itertools
+
+from click.testing import CliRunner
+
+from viplanes.lab.cli import lab
+from viplanes.lab.experiments import estimate_s
+from viplanes.lab.papergrid import CHUNKS_MB, ONE, SPLIT, STREAMS, TRANSFERS, paper_plan, \
+    paper_sweep
+
+
+def test_every_factor_of_the_paper_is_swept_from_every_placement() -> None:
+    specs = paper_plan()
+    for placement in ("desktop", "server", "dtn"):
+        path = "default" if placement == "dtn" else "lane"
+        mine = [s for s in specs if s.placement == placement and s.path == path]
+        for direction in ("upload", "download"):
+            assert sorted(s.parallel for s in mine if s.series == "transfers"
+                          and s.direction == direction) == list(TRANSFERS)
+            assert sorted(s.parallel for s in mine if s.series == "streams"
+                          and s.direction == direction) == list(STREAMS)
+        assert sorted(s.chunk_mb for s in mine if s.series == "chunks") == list(CHUNKS_MB)
+        assert {s.direction for s in mine if s.series == "chunks"} == {"upload"}
+    assert {s.dataset for s in specs if s.tool == "rclone"} == {ONE, SPLIT}
+    assert min(CHUNKS_MB) == 5  # S3's minimum part; the paper's 4 MB cannot be asked for
+    assert all(s.upload_concurrency == 1 for s in specs if s.tool == "rclone")
+
+
+def test_the_dtn_has_no_lane_and_lanes_are_asked_once_per_placement() -> None:
+    specs = paper_plan()
+    assert not [s for s in specs if s.placement == "dtn" and s.path == "lane"]
+    groups = [k for k, _ in itertools.groupby(specs, key=lambda s: (s.placement, s.path))]
+    assert len(groups) == len(set(groups))  # each (placement, path) is one contiguous block
+    assert ("desktop", "default") in groups  # the baseline the lane gain is measured against
+
+
+def test_the_scaled_grid_fits_in_fifteen_minutes() -> None:
+    sweep = paper_sweep()
+    specs = paper_plan()
+    total = sum(estimate_s(s, sweep.size_of(s.dataset), wan_mbps=10) for s in specs)
+    assert total < 12 * 60  # leaves about three minutes to build the lab and ask for lanes
+    full = paper_sweep(full=True)
+    assert full.reps == 4 and set(full.datasets) == {"one", "split10", "split50"}
+
+
+def test_dry_run_prints_the_plan_with_series() -> None:
+    result = CliRunner().invoke(lab, ["run", "--paper", "--placements", "dtn", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "series=chunks" in result.output and "series=transfers" in result.output
+    bad = CliRunner().invoke(lab, ["run", "--paper", "--placements", "dtn,moon", "--dry-run"])
+    assert bad.exit_code == 2 and "placement: moon" in bad.output

@@ -1,0 +1,86 @@
+"""`viplanes lab run --paper`: the paper's section 4 grid, scaled to finish in about 15 minutes.
+
+The paper crossed every parameter (3 placements x 2 directions x 4 transfer counts x 4 chunk
+sizes x 9 datasets x 4 repetitions). Its findings are read one factor at a time (Figures 4 and
+5 plot one parameter each), so the scaled grid sweeps one factor at a time around a fixed point:
+
+- ``streams``: iperf3 -P 1..32 from every placement, both directions (seed 004's curve);
+- ``transfers``: rclone --transfers 4, 8, 16, 32 on the split dataset, both directions (Fig. 5);
+- ``chunks``: rclone --s3-chunk-size 5, 8, 16, 32 MiB uploading the one-file dataset (Fig. 4;
+  S3 refuses parts under 5 MiB, so the paper's 4 MB becomes 5 MiB);
+- ``baseline``: the desktop (iperf3 and rclone) and the server (iperf3) on the campus default
+  path, behind the firewall (Table 2's "5-7x").
+
+A file's parts go one after another (``--s3-upload-concurrency 1``), as Google Drive, the
+paper's cloud, takes them: so a chunk size changes request sizes, not the number of connections.
+`paper_plan` is pure; `--full` crosses everything instead (hours).
+"""
+from __future__ import annotations
+
+from .experiments import DIRECTIONS, NO_LANE, PLACEMENTS, RunSpec, Sweep
+
+STREAMS = (1, 2, 4, 8, 16, 32)
+TRANSFERS = (4, 8, 16, 32)
+CHUNKS_MB = (5, 8, 16, 32)
+FIXED_CHUNK_MB = 8  # the chunk size while transfers vary
+FIXED_TRANSFERS = 4  # the transfers while chunk sizes vary (one file: one transfer anyway)
+SPLIT = "split50"  # the paper split each file into 10 and 50; 50 files keep 32 transfers busy
+ONE = "one"
+UPLOAD_CONCURRENCY = 1
+SIZE_MB = 48  # the split dataset: 50 files of ~1 MiB, enough to keep 32 transfers busy
+ONE_MB = 16  # the one-file dataset: one connection at the cap, so kept small (13 s a run)
+SECONDS = 3.0
+BASELINE_PARALLEL = 16
+
+
+def paper_sweep(full: bool = False) -> Sweep:
+    """The sweep whose datasets, size and options `--paper` uses (the whole cross with full)."""
+    if full:
+        return Sweep(streams=STREAMS, transfers=TRANSFERS, chunks_mb=CHUNKS_MB,
+                     datasets=("one", "split10", "split50"), size_mb=SIZE_MB, seconds=SECONDS,
+                     reps=4, upload_concurrency=UPLOAD_CONCURRENCY)
+    return Sweep(streams=STREAMS, transfers=TRANSFERS, chunks_mb=CHUNKS_MB,
+                 datasets=(ONE, SPLIT), size_mb=SIZE_MB, seconds=SECONDS,
+                 upload_concurrency=UPLOAD_CONCURRENCY, dataset_mb=((ONE, ONE_MB),))
+
+
+def paper_plan(placements: tuple[str, ...] = PLACEMENTS, reps: int = 1) -> list[RunSpec]:
+    """Every run of the scaled grid, grouped by placement then path (one lane per group)."""
+    runs: list[RunSpec] = []
+    for placement in placements:
+        lane_path = "default" if placement in NO_LANE else "lane"
+        paths = (lane_path,) if placement in NO_LANE else ("default", "lane")
+        for path in paths:
+            for rep in range(1, reps + 1):
+                if path != lane_path:  # the campus default path: the lane gain's baseline
+                    runs += _baseline(placement, rep)
+                    continue
+                runs += _one_factor(placement, path, rep)
+    return runs
+
+
+def _baseline(placement: str, rep: int) -> list[RunSpec]:
+    out = []
+    for direction in DIRECTIONS:
+        out.append(RunSpec(placement, direction, "default", "iperf3", 4, rep, seconds=SECONDS,
+                           series="baseline"))
+        if placement != "desktop":  # the paper's 5-7x is the desktop's; rclone at 15 is slow
+            continue
+        out.append(RunSpec(placement, direction, "default", "rclone", BASELINE_PARALLEL, rep,
+                           chunk_mb=FIXED_CHUNK_MB, dataset=SPLIT,
+                           upload_concurrency=UPLOAD_CONCURRENCY, series="baseline"))
+    return out
+
+
+def _one_factor(placement: str, path: str, rep: int) -> list[RunSpec]:
+    out = []
+    for direction in DIRECTIONS:
+        out += [RunSpec(placement, direction, path, "iperf3", p, rep, seconds=SECONDS,
+                        series="streams") for p in STREAMS]
+        out += [RunSpec(placement, direction, path, "rclone", t, rep, chunk_mb=FIXED_CHUNK_MB,
+                        dataset=SPLIT, upload_concurrency=UPLOAD_CONCURRENCY, series="transfers")
+                for t in TRANSFERS]
+    out += [RunSpec(placement, "upload", path, "rclone", FIXED_TRANSFERS, rep, chunk_mb=c,
+                    dataset=ONE, upload_concurrency=UPLOAD_CONCURRENCY, series="chunks")
+            for c in CHUNKS_MB]
+    return out
