@@ -7,15 +7,14 @@ without one every switch gets table-miss -> NORMAL only. Lanes come from the API
 from __future__ import annotations
 
 import logging
-import signal
 import sys
-import threading
 from pathlib import Path
 
 import click
 
 from viplanes.controller.security_cli import listener_security, openflow_security_options
 from viplanes.hostport import hostport_option
+from viplanes.lifecycle import wait_until_stopped
 
 
 @click.group()
@@ -54,11 +53,7 @@ def run(listen: str, topology_path: str | None, log_level: str, pki_dir: Path | 
         plane.start()
     except RuntimeError as exc:
         raise click.ClickException(str(exc)) from None
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
     try:
-        done.wait()
-    except KeyboardInterrupt:
-        pass
+        wait_until_stopped()
     finally:
         plane.stop()

@@ -13,7 +13,6 @@ spec changed (an extension's new hard timeout, a name's new addresses).
 from __future__ import annotations
 
 import logging
-import signal
 import sys
 import threading
 from pathlib import Path
@@ -23,6 +22,7 @@ import click
 
 from viplanes.controller.security_cli import listener_security, openflow_security_options
 from viplanes.hostport import hostport_option
+from viplanes.lifecycle import wait_until_stopped
 
 log = logging.getLogger("viplanes.node")
 SWEEP_EVERY_S = 1.0
@@ -145,12 +145,8 @@ def cluster(db_url: str, of_addr: str, topology_path: str | None, tick_s: float,
         raise click.ClickException(str(exc)) from None
     click.echo(f"viplanes controller: OpenFlow {host}:{port}  holder {node.lease.holder}  "
                f"db {db.engine.url.render_as_string(hide_password=True)}", err=True)
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
     try:
-        done.wait()
-    except KeyboardInterrupt:
-        pass
+        wait_until_stopped()
     finally:
         node.stop()
         db.dispose()
