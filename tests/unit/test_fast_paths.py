@@ -299,7 +299,7 @@ def test_desired_lanes_from_columns_equal_the_specs_of_the_rows(world):
 
     from sqlalchemy import select
 
-    from viplanes.lanes import spec_of
+    from viplanes.lane_specs import spec_of
     from viplanes.models import Lane
 
     assert world.lane("alice", src_port=40000, rate_mbps=50.0, dst_port=9005).status_code == 201

@@ -1,0 +1,179 @@
+"""How lanes reach the data plane: the state machine, activation with its per-process claim, and
+the clock-driven part (start due lanes, expire ended ones, recover stuck ones).
+
+``LaneManager`` (viplanes/lanes.py) mixes this in; it holds ``db``, ``dataplane``, ``clock``,
+``on_activation`` and the claim set (``_activating`` under ``_activating_lock``). Split from
+lanes.py so each file does one thing: lanes.py decides and stores requests, this module carries
+them out over time.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable
+
+from sqlalchemy import select, update
+
+from viplanes.dataplane import Dataplane, is_transient
+from viplanes.db import Database
+from viplanes.domain import ActivationResult, LaneSpec, lane_shape_refusal
+from viplanes.errors import Conflict
+from viplanes.lane_specs import spec_of
+from viplanes.models import LIVE_STATES, Lane
+from viplanes.store import audit
+
+log = logging.getLogger("viplanes.lanes")
+
+TERMINAL = frozenset({"expired", "released", "revoked", "failed"})
+TRANSITIONS: dict[str, frozenset[str]] = {
+    "requested": frozenset({"scheduled", "installing", "failed", "released", "revoked"}),
+    "scheduled": frozenset({"installing", "expired", "failed", "released", "revoked"}),
+    "installing": frozenset({"active", "expired", "failed", "released", "revoked"}),
+    "active": frozenset({"expired", "released", "revoked", "failed"}),
+    **{t: frozenset() for t in TERMINAL},
+}
+
+
+def can_move(src: str, dst: str) -> bool:
+    return dst in TRANSITIONS.get(src, frozenset())
+
+
+def move_lane(lane: Lane, dst: str, reason: str | None = None) -> None:
+    """Change a lane's state if the state machine allows it; Conflict otherwise."""
+    if not can_move(lane.state, dst):
+        raise Conflict(f"lane {lane.id} is {lane.state}; cannot become {dst}", code="bad_transition")
+    lane.state = dst
+    if reason is not None:
+        lane.reason = reason
+
+
+class LaneActivation:
+    """Activation, deactivation, ``tick`` and ``recover`` for ``LaneManager``."""
+
+    db: Database
+    dataplane: Dataplane
+    clock: Callable[[], float]
+    on_activation: Callable[[float, bool], None]
+    _activating: set[int]
+    _activating_lock: threading.Lock
+
+    def _unready(self, spec: LaneSpec) -> list[str]:
+        try:
+            return self.dataplane.unready(spec)
+        except Exception:  # a readiness bug must not block every request
+            log.exception("readiness of lane %s", spec.lane_id)
+            return []
+
+    def _claim(self, lane_id: int) -> bool:
+        """Mark a lane as being activated by this thread; False if another thread already is."""
+        with self._activating_lock:
+            if lane_id in self._activating:
+                return False
+            self._activating.add(lane_id)
+            return True
+
+    def _release(self, lane_id: int) -> None:
+        with self._activating_lock:
+            self._activating.discard(lane_id)
+
+    # --- activation --------------------------------------------------------------------------
+
+    def _activate(self, lane: Lane) -> Lane:
+        """Ask the data plane to carry an installing lane (claimed by ``_claim``); record active,
+        failed, or, for a transient reason, leave it installing for ``recover``."""
+        try:
+            return self._activate_claimed(lane)
+        finally:
+            self._release(lane.id)
+
+    def _activate_claimed(self, lane: Lane) -> Lane:
+        spec = spec_of(lane)
+        t0 = time.perf_counter()
+        try:
+            refusal = None if getattr(self.dataplane, "carries_lane_sets", False) else lane_shape_refusal(spec)
+            result = ActivationResult(False, refusal, 0.0) if refusal else self.dataplane.activate(spec)
+        except Exception as exc:  # a broken controller must fail the lane, not the request
+            log.exception("activate lane %s", lane.id)
+            result = ActivationResult(False, f"data plane error: {exc}", time.perf_counter() - t0)
+        latency = time.perf_counter() - t0
+        self.on_activation(latency, result.ok)
+        now = self.clock()
+        outcome = "done"
+        if result.ok:
+            values: dict[str, object] = {"state": "active", "activated_at": now}
+        elif is_transient(result.reason) and lane.expires_at > now:
+            outcome = "retry"
+            values = {"reason": f"waiting for the data plane: {result.reason}"}
+        else:
+            outcome = "failed"
+            values = {"state": "failed", "reason": f"activation failed: {result.reason}", "ended_at": now}
+        values["activation_ms"] = latency * 1000.0
+        with self.db.write() as s:
+            # one conditional UPDATE: the transition happens only if nobody ended the lane meanwhile
+            moved = s.execute(update(Lane).where(Lane.id == lane.id, Lane.state == "installing")
+                              .values(**values)).rowcount == 1
+            if moved:
+                audit(s, now, "system", "lane.activate", f"lane:{lane.id}", outcome,
+                      "installed" if result.ok else result.reason)
+                for key, value in values.items():
+                    setattr(lane, key, value)  # the detached copy the caller answers with
+            else:
+                lane = s.get(Lane, lane.id) or lane
+        if not moved and result.ok and lane.state not in LIVE_STATES:  # ended while installing
+            self._deactivate(lane.id)
+        return lane
+
+    def _deactivate(self, lane_id: int) -> None:
+        try:
+            self.dataplane.deactivate(lane_id)
+        except Exception:  # hard_timeout and the next reconcile still remove the flows
+            log.exception("deactivate lane %s", lane_id)
+
+    # --- time --------------------------------------------------------------------------------
+
+    def tick(self) -> dict[str, int]:
+        """Start due scheduled lanes, expire ended ones. Called by the scheduler thread and tests."""
+        now = self.clock()
+        with self.db.write() as s:
+            # FOR UPDATE (PostgreSQL): a lane released meanwhile is re-checked and skipped, not revived
+            due = s.scalars(select(Lane).where(Lane.state == "scheduled", Lane.starts_at <= now)
+                            .with_for_update(of=Lane)).all()
+            starting = []
+            for lane in due:
+                if lane.expires_at <= now:
+                    move_lane(lane, "expired", "ended before it could start")
+                    lane.ended_at = now
+                    audit(s, now, "system", "lane.expire", f"lane:{lane.id}", "done", lane.reason)
+                elif lane.id not in self._activating and not self._unready(spec_of(lane)):
+                    move_lane(lane, "installing")  # not before its switches are back: no failed start
+                    audit(s, now, "system", "lane.start", f"lane:{lane.id}", "done")
+                    starting.append(lane)
+            ending = s.scalars(select(Lane).where(Lane.state.in_(("installing", "active")),
+                                                  Lane.expires_at <= now).with_for_update(of=Lane)).all()
+            for lane in ending:
+                move_lane(lane, "expired", "duration ended")
+                lane.ended_at = now
+                audit(s, now, "system", "lane.expire", f"lane:{lane.id}", "done")
+            ended_ids = [lane.id for lane in ending]
+        starting = [lane for lane in starting if self._claim(lane.id)]  # after commit: never leaked
+        for lane in starting:
+            self._activate(lane)
+        for lane_id in ended_ids:
+            self._deactivate(lane_id)
+        return {"started": len(starting), "expired": len(ended_ids)}
+
+    def recover(self) -> int:
+        """Activate ``installing`` lanes that no thread of this process is activating: left by a
+        crash, a failed state update (database outage) or a transient activation failure.
+        Lanes whose switches are not ready wait for the next call; expiry is ``tick``'s."""
+        now = self.clock()
+        with self.db.read() as s:
+            stuck = s.scalars(select(Lane).where(Lane.state == "installing", Lane.expires_at > now)).all()
+        done = 0
+        for lane in stuck:
+            if self._unready(spec_of(lane)) or not self._claim(lane.id):
+                continue
+            self._activate(lane)
+            done += 1
+        return done
