@@ -17,11 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
-from tests.integration.conftest import ovs_problem
-from tests.integration.procs import free_port
-from tests.integration.test_dataplane import VIPLANES, Campus, ServeProcess
+from tests.integration.labcampus import lab_campus
+from tests.integration.test_dataplane import Campus
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -36,37 +34,11 @@ COUNT = 15
 
 @pytest.fixture(scope="module")
 def campus(tmp_path_factory: pytest.TempPathFactory):
-    problem = ovs_problem()
-    if problem:
-        pytest.fail(problem, pytrace=False)
-    from viplanes.lab.net import build_network
-    from viplanes.topologies.loader import load_topology
-
-    workdir = tmp_path_factory.mktemp("attack")
-    db_url = f"sqlite:///{workdir / 'viplanes.db'}"
-    op = subprocess.run([*VIPLANES, "principal", "add", "root", "--role", "operator", "--db",
-                         db_url], capture_output=True, text=True, timeout=60, check=True)
-    op_token = op.stdout.strip().splitlines()[-1]
-    serve = ServeProcess(db_url, workdir, free_port()).start()
-    lab = None
-    try:
-        lab = build_network(load_topology(REPO / "topologies" / "campus.yaml"), "127.0.0.1",
-                            serve.of_port, shape=True)
-        h = {"Authorization": f"Bearer {op_token}"}
-        tok = requests.post(f"{serve.url}/api/v1/principals", headers=h, timeout=10,
-                            json={"name": "mallory", "role": "researcher"}).json()["token"]
-        r = requests.post(f"{serve.url}/api/v1/grants", headers=h, timeout=10, json={
-            "principal": "mallory", "src_prefixes": ["10.1.0.10/32", f"{DTN_IP}/32"],
-            "dst_prefixes": ["203.0.113.0/24"], "protocols": ["tcp"], "ports": ["5201"],
-            "max_duration_s": 3600, "max_lanes": 5})
-        assert r.status_code == 201, r.text
-        yield Campus(lab, serve, tok)
-    finally:
-        try:
-            if lab is not None:
-                lab.stop()
-        finally:
-            serve.stop()
+    with lab_campus(tmp_path_factory.mktemp("attack"), "mallory", {
+            "src_prefixes": ["10.1.0.10/32", f"{DTN_IP}/32"], "dst_prefixes": ["203.0.113.0/24"],
+            "protocols": ["tcp"], "ports": ["5201"], "max_duration_s": 3600,
+            "max_lanes": 5}) as (lab, serve, token):
+        yield Campus(lab, serve, token)
 
 
 def lane_packets(campus: Campus, switches: tuple[str, ...] = ("s1", "s2")) -> dict[str, int]:

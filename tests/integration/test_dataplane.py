@@ -11,64 +11,21 @@ other: default path, lane, spoofing, controller kill/restart, release, activatio
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import statistics
 import subprocess
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 
-from tests.integration.conftest import ovs_problem
-from tests.integration.procs import free_port, lab_security_args, wait_healthy
+from tests.integration.labcampus import ServeProcess, lab_campus
 
 pytestmark = pytest.mark.integration
-REPO = Path(__file__).resolve().parents[2]
-VIPLANES = [sys.executable, "-m", "viplanes.cli"]
 CLOUD = "203.0.113.10"
 NAT_OUTSIDE = "198.51.100.2"  # what the cloud sees on the default path
 LANE_PORT, DEFAULT_PORT = 5201, 5202
-
-
-class ServeProcess:
-    """`viplanes serve` with the OpenFlow data plane; the OpenFlow port survives restarts."""
-
-    def __init__(self, db_url: str, workdir: Path, of_port: int) -> None:
-        self.db_url, self.of_port = db_url, of_port
-        self.api_port = free_port()
-        self.url = f"http://127.0.0.1:{self.api_port}"
-        self.log = workdir / "serve.log"
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> "ServeProcess":
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [*VIPLANES, "serve", "--db", self.db_url, "--api", f"127.0.0.1:{self.api_port}",
-                 "--openflow", f"127.0.0.1:{self.of_port}", "--tick", "0.2",
-                 *lab_security_args()],
-                stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=dict(os.environ))
-        wait_healthy(self.proc, self.url, self.log, timeout=30)
-        return self
-
-    def kill(self) -> None:
-        """SIGKILL: no goodbye to the switches, like a crash."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
 
 
 class Campus:
@@ -132,49 +89,13 @@ class Campus:
         return sorted(flows, key=lambda f: f["match"])
 
 
-def _fast_reconnect(of_port: int) -> None:
-    """OVS retries a lost controller with backoff up to 8 s; 1 s keeps the restart test short."""
-    uuids = subprocess.run(["ovs-vsctl", "--bare", "--columns=_uuid", "find", "Controller",
-                            f"target=\"ssl:127.0.0.1:{of_port}\""], capture_output=True,
-                           text=True, timeout=10).stdout.split()
-    for uuid in uuids:
-        subprocess.run(["ovs-vsctl", "set", "Controller", uuid, "max_backoff=1000"], timeout=10)
-
-
 @pytest.fixture(scope="module")
 def campus(tmp_path_factory: pytest.TempPathFactory):
-    problem = ovs_problem()
-    if problem:
-        pytest.fail(problem, pytrace=False)
-    from viplanes.lab.net import build_network
-    from viplanes.topologies.loader import load_topology
-
-    workdir = tmp_path_factory.mktemp("dataplane")
-    db_url = f"sqlite:///{workdir / 'viplanes.db'}"
-    op = subprocess.run([*VIPLANES, "principal", "add", "root", "--role", "operator", "--db",
-                         db_url], capture_output=True, text=True, timeout=60, check=True)
-    op_token = op.stdout.strip().splitlines()[-1]
-    serve = ServeProcess(db_url, workdir, free_port()).start()
-    lab = None
-    try:
-        lab = build_network(load_topology(REPO / "topologies" / "campus.yaml"), "127.0.0.1",
-                            serve.of_port, shape=True)
-        _fast_reconnect(serve.of_port)
-        h = {"Authorization": f"Bearer {op_token}"}
-        tok = requests.post(f"{serve.url}/api/v1/principals", headers=h, timeout=10,
-                            json={"name": "alice", "role": "researcher"}).json()["token"]
-        r = requests.post(f"{serve.url}/api/v1/grants", headers=h, timeout=10, json={
-            "principal": "alice", "src_prefixes": ["10.1.0.0/24"],
-            "dst_prefixes": ["203.0.113.0/24"], "protocols": ["tcp"], "ports": ["5201-5299"],
-            "max_duration_s": 3600, "max_lanes": 5})
-        assert r.status_code == 201, r.text
-        yield Campus(lab, serve, tok)
-    finally:
-        try:
-            if lab is not None:
-                lab.stop()
-        finally:
-            serve.stop()
+    with lab_campus(tmp_path_factory.mktemp("dataplane"), "alice", {
+            "src_prefixes": ["10.1.0.0/24"], "dst_prefixes": ["203.0.113.0/24"],
+            "protocols": ["tcp"], "ports": ["5201-5299"], "max_duration_s": 3600,
+            "max_lanes": 5}) as (lab, serve, token):
+        yield Campus(lab, serve, token)
 
 
 def test_default_path_goes_through_firewall_and_nat(campus: Campus) -> None:

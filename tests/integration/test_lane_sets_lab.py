@@ -17,9 +17,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.integration.conftest import ovs_problem
-from tests.integration.procs import free_port, lab_security_args, wait_healthy
-from tests.integration.test_dataplane import REPO, VIPLANES, ServeProcess, _fast_reconnect
+from tests.integration.labcampus import REPO, VIPLANES, ServeProcess, lab_campus
 
 pytestmark = pytest.mark.integration
 CLOUDS = ("203.0.113.10", "203.0.113.11", "203.0.113.12")
@@ -30,20 +28,6 @@ DESKTOP6 = "2001:db8:1::10"
 
 
 DUALSTACK = REPO / "topologies" / "campus-dualstack.yaml"
-
-
-class DualStackServe(ServeProcess):
-    """`viplanes serve` on the dual-stack campus."""
-
-    def start(self) -> "DualStackServe":
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [*VIPLANES, "serve", "--db", self.db_url, "--api", f"127.0.0.1:{self.api_port}",
-                 "--openflow", f"127.0.0.1:{self.of_port}", "--tick", "0.2",
-                 "--topology", str(DUALSTACK), *lab_security_args()],
-                stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=dict(os.environ))
-        wait_healthy(self.proc, self.url, self.log, timeout=30)
-        return self
 
 
 class Lab:
@@ -98,50 +82,36 @@ class Lab:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory):
-    problem = ovs_problem()
-    if problem:
-        pytest.fail(problem, pytrace=False)
-    from viplanes.lab.net import build_network
-    from viplanes.topologies.loader import load_topology
-
-    workdir = tmp_path_factory.mktemp("lanesets")
-    db_url = f"sqlite:///{workdir / 'viplanes.db'}"
-    op = subprocess.run([*VIPLANES, "principal", "add", "root", "--role", "operator", "--db",
-                         db_url], capture_output=True, text=True, timeout=60, check=True)
-    op_token = op.stdout.strip().splitlines()[-1]
     from viplanes.lab.dns import LabDns, free_udp_port
 
     dns_port = free_udp_port()
     os.environ["VIPLANES_DNS_SERVER"] = f"127.0.0.1:{dns_port}"  # serve's resolver: the lab DNS
-    serve = DualStackServe(db_url, workdir, free_port()).start()
-    net = dns = None
-    try:
-        topo = load_topology(DUALSTACK)
-        net = build_network(topo, "127.0.0.1", serve.of_port, shape=True)
-        _fast_reconnect(serve.of_port)
+    workdir = tmp_path_factory.mktemp("lanesets")
+    dns: list[Any] = []
+
+    def prepare(net: Any, serve: ServeProcess) -> None:
         cloud = net.host("cloud")
         for extra in CLOUDS[1:]:  # the cloud host holds every address of the set
             cloud.cmd(f"ip addr add {extra}/24 dev cloud-eth0")
         cloud.cmd(f"ip -6 addr add {CLOUD6_EXTRA}/64 dev cloud-eth0 nodad")
-        dns = LabDns(net, NAME, [*CLOUDS, CLOUD6, CLOUD6_EXTRA], controller_port=dns_port).start()
-        h = {"Authorization": f"Bearer {op_token}"}
-        tok = requests.post(f"{serve.url}/api/v1/principals", headers=h, timeout=10,
-                            json={"name": "alice", "role": "researcher"}).json()["token"]
-        r = requests.post(f"{serve.url}/api/v1/grants", headers=h, timeout=10, json={
-            "principal": "alice", "src_prefixes": ["10.1.0.0/24", "2001:db8:1::/64"],
-            "dst_prefixes": ["203.0.113.0/24", "2001:db8:ff::/64"], "protocols": ["tcp"],
-            "ports": ["5201-5299", "9000"], "max_duration_s": 3600, "max_lanes": 5})
-        assert r.status_code == 201, r.text
-        yield Lab(net, serve, tok, workdir)
+        dns.append(LabDns(net, NAME, [*CLOUDS, CLOUD6, CLOUD6_EXTRA], controller_port=dns_port).start())
+
+    try:
+        with lab_campus(workdir, "alice", {
+                "src_prefixes": ["10.1.0.0/24", "2001:db8:1::/64"],
+                "dst_prefixes": ["203.0.113.0/24", "2001:db8:ff::/64"], "protocols": ["tcp"],
+                "ports": ["5201-5299", "9000"], "max_duration_s": 3600, "max_lanes": 5},
+                topology=DUALSTACK, prepare=prepare) as (net, serve, token):
+            try:
+                yield Lab(net, serve, token, workdir)
+            finally:
+                for d in dns:  # before the network it runs in goes away
+                    d.stop()
+                dns.clear()
     finally:
         os.environ.pop("VIPLANES_DNS_SERVER", None)
-        try:
-            if dns is not None:
-                dns.stop()
-            if net is not None:
-                net.stop()
-        finally:
-            serve.stop()
+        for d in dns:
+            d.stop()
 
 
 def test_firewall_path_baselines_v4_and_v6(lab: Lab) -> None:

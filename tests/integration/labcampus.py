@@ -1,0 +1,112 @@
+"""One lab campus for the Mininet-based integration modules: a real `viplanes serve` (TLS
+OpenFlow, SQLite), the Mininet network of a topology file and a researcher with one grant.
+
+test_dataplane, test_attack_dataplane and test_lane_sets_lab each need exactly this set-up with
+their own topology, researcher and grant; it lives here once so a change (a new serve flag, a
+different reconnect back-off) reaches all of them.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+import requests
+
+from tests.integration.conftest import ovs_problem
+from tests.integration.procs import free_port, lab_security_args, wait_healthy
+
+REPO = Path(__file__).resolve().parents[2]
+VIPLANES = [sys.executable, "-m", "viplanes.cli"]
+CAMPUS_YAML = REPO / "topologies" / "campus.yaml"
+
+
+class ServeProcess:
+    """`viplanes serve` with the OpenFlow data plane; the OpenFlow port survives restarts."""
+
+    def __init__(self, db_url: str, workdir: Path, of_port: int, topology: Path | None = None) -> None:
+        self.db_url, self.of_port, self.topology = db_url, of_port, topology
+        self.api_port = free_port()
+        self.url = f"http://127.0.0.1:{self.api_port}"
+        self.log = workdir / "serve.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "ServeProcess":
+        topology = ["--topology", str(self.topology)] if self.topology else []
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [*VIPLANES, "serve", "--db", self.db_url, "--api", f"127.0.0.1:{self.api_port}",
+                 "--openflow", f"127.0.0.1:{self.of_port}", "--tick", "0.2", *topology,
+                 *lab_security_args()],
+                stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=dict(os.environ))
+        wait_healthy(self.proc, self.url, self.log, timeout=30)
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: no goodbye to the switches, like a crash."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def fast_reconnect(of_port: int) -> None:
+    """OVS retries a lost controller with backoff up to 8 s; 1 s keeps the restart tests short."""
+    uuids = subprocess.run(["ovs-vsctl", "--bare", "--columns=_uuid", "find", "Controller",
+                            f"target=\"ssl:127.0.0.1:{of_port}\""], capture_output=True,
+                           text=True, timeout=10).stdout.split()
+    for uuid in uuids:
+        subprocess.run(["ovs-vsctl", "set", "Controller", uuid, "max_backoff=1000"], timeout=10)
+
+
+@contextmanager
+def lab_campus(workdir: Path, researcher: str, grant: dict[str, Any], topology: Path = CAMPUS_YAML,
+               prepare: Callable[[Any, ServeProcess], None] | None = None,
+               ) -> Iterator[tuple[Any, ServeProcess, str]]:
+    """Yield (network, serve, researcher token); `prepare(net, serve)` runs before the grant."""
+    problem = ovs_problem()
+    if problem:
+        pytest.fail(problem, pytrace=False)
+    from viplanes.lab.net import build_network
+    from viplanes.topologies.loader import load_topology
+
+    db_url = f"sqlite:///{workdir / 'viplanes.db'}"
+    op = subprocess.run([*VIPLANES, "principal", "add", "root", "--role", "operator", "--db",
+                         db_url], capture_output=True, text=True, timeout=60, check=True)
+    op_token = op.stdout.strip().splitlines()[-1]
+    serve = ServeProcess(db_url, workdir, free_port(),
+                         topology=None if topology == CAMPUS_YAML else topology).start()
+    net = None
+    try:
+        net = build_network(load_topology(topology), "127.0.0.1", serve.of_port, shape=True)
+        fast_reconnect(serve.of_port)
+        if prepare is not None:
+            prepare(net, serve)
+        h = {"Authorization": f"Bearer {op_token}"}
+        r = requests.post(f"{serve.url}/api/v1/principals", headers=h, timeout=10,
+                          json={"name": researcher, "role": "researcher"})
+        assert r.status_code == 201, r.text
+        token = r.json()["token"]
+        r = requests.post(f"{serve.url}/api/v1/grants", headers=h, timeout=10,
+                          json={"principal": researcher, **grant})
+        assert r.status_code == 201, r.text
+        yield net, serve, token
+    finally:
+        try:
+            if net is not None:
+                net.stop()
+        finally:
+            serve.stop()
