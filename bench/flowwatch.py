@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from viplanes.lifecycle import stop_process
+
 _EVENT = re.compile(r"^\s*event=(ADDED|DELETED|MODIFIED|ABBREVIATED)\b(.*)$")
 _FIELD = re.compile(r"\b(table|cookie|reason)=([^\s,]+)")
 
@@ -145,10 +147,5 @@ class FlowWatch:
 
     def stop(self) -> None:
         for proc in self._procs:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(5)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+            stop_process(proc)
         self._procs = []

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import signal
+import subprocess
 import threading
 
 
@@ -14,3 +15,16 @@ def wait_until_stopped() -> None:
         done.wait()
     except KeyboardInterrupt:
         pass
+
+
+def stop_process(proc: subprocess.Popen | None, grace_s: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL after ``grace_s``: a child that ignores the polite signal must still
+    not outlive the lab, test or benchmark that started it."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

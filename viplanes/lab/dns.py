@@ -17,6 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from viplanes.lifecycle import stop_process
+
 TTL_S = 30
 
 
@@ -78,10 +80,5 @@ class LabDns:
             host.cmd("umount /etc/resolv.conf")
         self._mounted.clear()
         for proc in self._procs:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(5)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+            stop_process(proc)
         self._procs.clear()

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from viplanes.lifecycle import stop_process
 from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import Topology
 
@@ -25,7 +26,7 @@ from .measure import Measurement, run_iperf3, run_rclone
 from .net import LabNetwork, build_network, clean_stale
 from .services import (IPERF_PORT, S3_PORT, CloudServices, rclone_binary,
                        start_cloud_services)
-from .stack import Stack, StackError, start_controller_only, start_stack, stop_process
+from .stack import Stack, StackError, start_controller_only, start_stack
 
 PLACEMENTS = ("desktop", "server", "dtn")
 DIRECTIONS = ("upload", "download")

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from mininet.node import Node
 
+from viplanes.lifecycle import stop_process
+
 from .net import LabNetwork
 
 REPO = Path(__file__).resolve().parents[2]
@@ -127,13 +129,7 @@ def _spawn(lab: LabNetwork, host: Node, argv: list[str], log: Path) -> subproces
     lab.track_pid(proc.pid)
 
     def stop() -> None:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(3)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc, grace_s=3)
 
     lab.on_stop(stop)
     return proc

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 from viplanes.client import ApiClient, ApiError
 from viplanes.config import ClientConfig
+from viplanes.lifecycle import stop_process
 
 from .labpki import LabPKI, LabPKIError, ensure_lab_pki
 from .services import clean_env
@@ -81,13 +82,7 @@ class Stack:
                 self.release_lane(lane_id)
             except StackError:
                 pass
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, grace_s=10)
 
     def __enter__(self) -> "Stack":
         return self
@@ -195,12 +190,4 @@ def start_controller_only(work_dir: Path) -> tuple[subprocess.Popen, tuple[str, 
     raise StackError("controller did not listen within 20s")
 
 
-def stop_process(proc: subprocess.Popen | None) -> None:
-    if proc is not None and proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
