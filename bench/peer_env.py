@@ -1,7 +1,8 @@
 """The peers' own venv (bench/.peers-venv, never the product's .venv) and their processes.
 
-Pins: ``faucet==1.10.12`` requires ``os-ken==3.1.0``, so one venv holds both peers (os-ken 3.1's
-``ofctl_rest`` and Faucet 1.10). Python 3.11 from PATH, PyPI through pip. A peer that cannot be
+Pins: ``faucet==1.10.12`` requires ``os-ken==3.1.0`` (bench/.peers-venv); the REST app runs from
+os-ken 1.4.1, the last release that ships it, in bench/.peers-rest-venv through
+``bench/ofctl_rest_launch.py``. Python 3.11 from PATH, PyPI through pip. A peer that cannot be
 installed or imported raises :class:`PeerUnavailable` with the reason; the benchmark prints it.
 """
 from __future__ import annotations
@@ -18,13 +19,11 @@ from bench.ovs import openflow_scheme
 BENCH_DIR = Path(__file__).resolve().parent
 VENV = Path(os.environ.get("BENCH_PEERS_VENV", BENCH_DIR / ".peers-venv"))
 REQUIREMENTS = ["faucet==1.10.12", "os-ken==3.1.0"]
-# What was found when this was written (2026-11): why the REST app is missing, and why the Ryu
-# original is no way out on this machine's Python 3.11.
-NOT_SHIPPED = {"ofctl_rest": (
-    " (the os-ken 3.1.0 and 3.1.1 wheels ship neither os_ken/app/ofctl_rest.py nor os_ken/app/wsgi.py;"
-    " the Ryu original, ryu 4.34, imports eventlet.wsgi.ALREADY_HANDLED, gone after eventlet 0.30.2,"
-    " and eventlet 0.30.2 fails on Python 3.11: TypeError: cannot set 'is_timeout' attribute of"
-    " immutable type 'TimeoutError')")}
+# os-ken 3.x ships no REST apps; 1.4.1 is the last os-ken with ofctl_rest. It pins nothing that
+# clashes with Faucet's os-ken 3.1, but one package cannot be two versions: a venv of its own.
+REST_VENV = Path(os.environ.get("BENCH_PEERS_REST_VENV", BENCH_DIR / ".peers-rest-venv"))
+REST_REQUIREMENTS = ["os-ken==1.4.1"]
+REST_LAUNCHER = BENCH_DIR / "ofctl_rest_launch.py"
 PEER_MODULES = {"ofctl_rest": "os_ken.app.ofctl_rest", "faucet": "faucet.faucet"}
 
 
@@ -37,24 +36,35 @@ def _last_lines(text: str, n: int = 3) -> str:
     return " | ".join(lines[-n:])[-400:]
 
 
-def ensure_venv() -> Path:
+def _ensure(venv: Path, requirements: list[str]) -> Path:
     """The venv's python, created and filled on first use (idempotent: pip is skipped when the
     pinned versions are already there)."""
-    py = VENV / "bin" / "python"
+    py = venv / "bin" / "python"
     if not py.exists():
         base = shutil.which("python3.11")
         if base is None:
             raise PeerUnavailable("python3.11 not on PATH")
-        out = subprocess.run([base, "-m", "venv", str(VENV)], capture_output=True, text=True,
+        out = subprocess.run([base, "-m", "venv", str(venv)], capture_output=True, text=True,
                              timeout=120)
         if out.returncode != 0:
             raise PeerUnavailable(f"venv: {_last_lines(out.stderr)}")
-    if versions(py) != {"faucet": "1.10.12", "os-ken": "3.1.0"}:
-        out = subprocess.run([str(py), "-m", "pip", "install", "-q", *REQUIREMENTS],
+    pinned = dict(r.split("==") for r in requirements)
+    if {k: v for k, v in versions(py).items() if k in pinned} != pinned:
+        out = subprocess.run([str(py), "-m", "pip", "install", "-q", *requirements],
                              capture_output=True, text=True, timeout=600)
         if out.returncode != 0:
-            raise PeerUnavailable(f"pip install {' '.join(REQUIREMENTS)}: {_last_lines(out.stderr)}")
+            raise PeerUnavailable(f"pip install {' '.join(requirements)}: {_last_lines(out.stderr)}")
     return py
+
+
+def ensure_venv() -> Path:
+    """Faucet 1.10.12 and its os-ken 3.1.0."""
+    return _ensure(VENV, REQUIREMENTS)
+
+
+def ensure_rest_venv() -> Path:
+    """os-ken 1.4.1, for its ofctl_rest."""
+    return _ensure(REST_VENV, REST_REQUIREMENTS)
 
 
 def versions(py: Path) -> dict[str, str]:
@@ -79,18 +89,19 @@ def versions(py: Path) -> dict[str, str]:
 
 
 def check_importable(py: Path, peer: str) -> None:
-    out = subprocess.run([str(py), "-c", f"import {PEER_MODULES[peer]}"], capture_output=True,
-                         text=True, timeout=120)
+    cmd = [str(py), str(REST_LAUNCHER), "--import-check"] if peer == "ofctl_rest" else \
+        [str(py), "-c", f"import {PEER_MODULES[peer]}"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     if out.returncode != 0:
-        hint = NOT_SHIPPED.get(peer, "") if f"'{PEER_MODULES[peer]}'" in out.stderr else ""
-        raise PeerUnavailable(f"import {PEER_MODULES[peer]}: {_last_lines(out.stderr, 1)}{hint}")
+        raise PeerUnavailable(f"import {PEER_MODULES[peer]}: {_last_lines(out.stderr, 1)}")
 
 
-def osken_manager_args(py: Path, of_port: int) -> list[str]:
+def osken_manager_args(py: Path, of_port: int, launcher: Path | None = None) -> list[str]:
     """``osken-manager`` listening on ``of_port`` the way ``bench.ovs.of_target`` connects:
     TLS with the lab PKI's controller certificate (switch certificates checked against the lab
     CA), or plain TCP with BENCH_OPENFLOW=tcp."""
-    args = [str(py.parent / "osken-manager"), "--ofp-listen-host", "127.0.0.1"]
+    start = [str(py), str(launcher)] if launcher else [str(py.parent / "osken-manager")]
+    args = [*start, "--ofp-listen-host", "127.0.0.1"]
     if openflow_scheme() == "ssl":
         from viplanes.lab.labpki import ensure_lab_pki
 

@@ -1,4 +1,4 @@
-"""Benchmark "peers": our API against os-ken 3.1 ``ofctl_rest`` and Faucet 1.10, one lane each.
+"""Benchmark "peers": our API against the os-ken REST app ``ofctl_rest`` and Faucet 1.10, one lane each.
 
 Every system drives the same three userspace bridges (s1, s2, s3 of the campus; s4 is attached
 too but carries nothing) with one lane's rules per sample: our API a ``POST /api/v1/lanes``, ofctl_rest
@@ -7,7 +7,8 @@ config write + SIGHUP. "Visible" is the same clock for all: :class:`bench.flowwa
 sees the last of the lane's flows added on the last bridge (release: deleted). The floor
 (:mod:`bench.floor`, barrier-confirmed, no HTTP) is measured on the same bridges for the ratios.
 
-The peers live in bench/.peers-venv (:mod:`bench.peer_env`); a peer that cannot be installed or
+The peers live in venvs under bench/ (:mod:`bench.peer_env`): Faucet 1.10.12 with os-ken 3.1.0,
+and os-ken 1.4.1 for ``ofctl_rest`` (os-ken 3.x no longer ships it); a peer that cannot be installed or
 started is printed as ``peer not installable: <reason>`` and left out of the table with that note.
 """
 from __future__ import annotations
@@ -25,8 +26,8 @@ from bench.activation import SRC, run_floor
 from bench.campus import Campus, campus
 from bench.flowwatch import FlowWatch, cookie_marker, port_marker
 from bench.ovs import ofctl, ports_by_switch
-from bench.peer_env import (PeerProcess, PeerUnavailable, check_importable, ensure_venv,
-                            osken_manager_args, versions, wait_http)
+from bench.peer_env import (REST_LAUNCHER, PeerProcess, PeerUnavailable, check_importable,
+                            ensure_rest_venv, ensure_venv, osken_manager_args, versions, wait_http)
 from bench.peer_rules import (faucet_acls, faucet_config, ofctl_rest_bodies,
                               ofctl_rest_delete_bodies)
 from bench.pg import database
@@ -37,6 +38,7 @@ from bench.table_format import markdown_rows
 from bench.workload import Flow, flows, grant_body, lane_body, lane_spec
 
 WAIT_S = 10.0  # a sample whose flows are not all seen by then is a failure
+REST_PEER = "os-ken 1.4.1 ofctl_rest"
 
 
 def lane_messages(c: Campus, lane_id: int, flow: Flow) -> dict[int, list[Any]]:
@@ -146,7 +148,7 @@ class _Http:
 def measure_ofctl_rest(c: Campus, watch: FlowWatch, n: int, warmup: int, py: Path) -> Samples:
     check_importable(py, "ofctl_rest")
     of_port, ws_port = free_port(), free_port()
-    proc = PeerProcess([*osken_manager_args(py, of_port), "--wsapi-host", "127.0.0.1",
+    proc = PeerProcess([*osken_manager_args(py, of_port, REST_LAUNCHER), "--wsapi-host", "127.0.0.1",
                         "--wsapi-port", str(ws_port), "os_ken.app.ofctl_rest"],
                        c.workdir / "ofctl_rest.log").start()
     try:
@@ -241,7 +243,7 @@ def run(quick: bool = False, db: str = "sqlite", **_: Any) -> Result:
     systems: dict[str, dict[str, Any]] = {}
     unavailable: dict[str, str] = {}  # peer -> why it cannot be installed or started
     not_measured: dict[str, str] = {}  # our own runs that failed (e.g. no PostgreSQL here)
-    peer_versions: dict[str, str] = {}
+    peer_versions: dict[str, dict[str, str]] = {}
     with campus("peers") as c:
         floor = run_floor(c, n)
         lane_dpids = sorted(lane_messages(c, 1, next(flows(1))))
@@ -252,15 +254,13 @@ def run(quick: bool = False, db: str = "sqlite", **_: Any) -> Result:
                     systems[f"viplanes API ({store})"] = measure_ours(c, watch, n, warmup, store).to_dict()
                 except Exception as exc:  # noqa: BLE001 - PostgreSQL may be missing; say so
                     not_measured[f"viplanes API ({store})"] = f"{exc.__class__.__name__}: {exc}"[:300]
-            try:
-                py = ensure_venv()
-                peer_versions = versions(py)
-            except PeerUnavailable as exc:
-                py = None
-                unavailable["os-ken ofctl_rest"] = unavailable["Faucet"] = str(exc)
-            for name, measure in (("os-ken ofctl_rest", measure_ofctl_rest),
-                                  ("Faucet", measure_faucet)):
-                if py is None:
+            for name, measure, ensure in ((REST_PEER, measure_ofctl_rest, ensure_rest_venv),
+                                          ("Faucet", measure_faucet, ensure_venv)):
+                try:
+                    py = ensure()
+                    peer_versions[name] = versions(py)
+                except PeerUnavailable as exc:
+                    unavailable[name] = str(exc)
                     continue
                 clear_flows(c)
                 try:

@@ -23,7 +23,7 @@ BENCHMARKS = {  # name -> module with run(**options) -> Result
     "scale": "bench.scale",
     "policy": "bench.policy_bench",
     "failover": "bench.failover",  # kill -9 of the master controller, split deployment (issue 12)
-    "peers": "bench.peers",  # os-ken ofctl_rest and Faucet in bench/.peers-venv
+    "peers": "bench.peers",  # os-ken 1.4.1 ofctl_rest and Faucet 1.10, in venvs under bench/
 }
 
 
