@@ -71,7 +71,10 @@ def lane_cookies(bridge: str) -> set[int]:
     return cookies & {lane_cookie(i) for i in range(1, 5000)}
 
 
-def tcp_packet(src: str, dst: str, dport: int, sport: int = 40000) -> str:
+DESKTOP_MAC, DESKTOP_PORT = "02:00:00:01:00:10", 1  # campus.yaml: desktop 10.1.0.10 on s1:1
+
+
+def tcp_packet(src_mac: str, src: str, dst: str, dport: int, sport: int = 40000) -> str:
     """An Ethernet/IPv4/TCP SYN as hex, for ``ovs-ofctl packet-out`` (checksums left zero: the
     flow table matches headers only)."""
     def ip4(addr: str) -> bytes:
@@ -79,27 +82,18 @@ def tcp_packet(src: str, dst: str, dport: int, sport: int = 40000) -> str:
 
     tcp = struct.pack("!HHIIBBHHH", sport, dport, 1, 0, 5 << 4, 0x02, 65535, 0, 0)
     ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), 1, 0, 64, 6, 0, ip4(src), ip4(dst))
-    eth = bytes.fromhex("020000000002" "020000000001" "0800")
+    eth = bytes.fromhex("02000000ff01" + src_mac.replace(":", "") + "0800")
     return (eth + ip + tcp).hex()
 
 
-def send_lane_traffic(bridge: str, in_port: int, dport: int, count: int) -> None:
-    """``count`` packets of the lane's 5-tuple through the bridge's flow table (packet-out with
-    action table, as if they arrived on ``in_port``): the lane flow's n_packets grows by count."""
-    packet = tcp_packet("10.1.0.10", "203.0.113.10", dport)
+def send_lane_traffic(bridge: str, dport: int, count: int) -> None:
+    """``count`` packets of a desktop -> cloud lane through the access switch's flow table, as if
+    they arrived from the desktop (packet-out, action table): its forward flow's n_packets grows."""
+    packet = tcp_packet(DESKTOP_MAC, "10.1.0.10", "203.0.113.10", dport)
     for _ in range(count):
         subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "packet-out", bridge,
-                        f"in_port={in_port} packet={packet} actions=table"], check=True, capture_output=True,
-                       text=True, timeout=20)
-
-
-def lane_in_port(bridge: str, lane_id: int) -> int | None:
-    """The in_port the lane's first flow on the bridge matches (None: it matches any port)."""
-    for key in lane_flow_stats(bridge, lane_id):
-        m = re.search(r"in_port=(\d+)", key)
-        if m:
-            return int(m.group(1))
-    return None
+                        f"in_port={DESKTOP_PORT} packet={packet} actions=table"], check=True,
+                       capture_output=True, text=True, timeout=20)
 
 
 class Proc:
