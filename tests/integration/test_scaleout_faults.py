@@ -166,6 +166,17 @@ def check_flows_untouched(bridge: str, before: dict[int, dict[str, FlowStat]], s
             assert stat.n_packets >= flows[key].n_packets, (key, flows[key], stat)
 
 
+def api_ready(url: str, switches: int) -> bool:
+    """/readyz of an API worker: a master holds the lease and reports every switch reconciled."""
+    body = requests.get(f"{url}/readyz", timeout=5).json()
+    return bool(body["ready"] and body["master_holder"] and len(body["switches"]) == switches
+                and all(sw["connected"] and sw["reconciled"] for sw in body["switches"]))
+
+
+def lane_stats(url: str, h: dict, lane_id: int) -> dict:
+    return dict(requests.get(f"{url}/api/v1/lanes/{lane_id}/stats", headers=h, timeout=5).json())
+
+
 def one_master(db: str, ctl: list[Any], bridges: list[str]) -> bool:
     """The lease names a live controller and every switch has exactly one MASTER connection."""
     holder = lease_holder_pid(db)
@@ -249,6 +260,12 @@ def test_postgres_restart_keeps_lanes_and_one_master(cluster, record_property) -
     url, db, bridges, ctl = cluster["url"], cluster["db"], cluster["bridges"], cluster["ctl"]
     h = {"Authorization": f"Bearer {setup_researcher(url, cluster['op'], max_lanes=250)}"}
     lanes, before = traffic_lanes(url, h, bridges[0], 3)
+    # split-mode observability: an API worker knows the master, its switches and the lane counters
+    assert wait_for(lambda: api_ready(url, 4), 10), requests.get(f"{url}/readyz", timeout=5).json()
+    assert wait_for(lambda: (lane_stats(url, h, lanes[0]["id"]).get("packets") or 0) >= 5, 8), \
+        lane_stats(url, h, lanes[0]["id"])
+    stats = lane_stats(url, h, lanes[0]["id"])
+    assert stats["available"] and 0 <= stats["age_s"] <= 6.0, stats
     cookies_before = [lane_cookies(br) for br in bridges[:LANE_BRIDGES]]
     parent = cluster["api"].proc.pid
     workers = sorted(api_workers(parent))
@@ -270,6 +287,7 @@ def test_postgres_restart_keeps_lanes_and_one_master(cluster, record_property) -
     assert wait_for(lambda: one_master(db, ctl, bridges), 20), \
         (lease_holder_pid(db), [bridge_roles(br) for br in bridges])
     t_master = time.monotonic()
+    assert wait_for(lambda: api_ready(url, 4), 10), requests.get(f"{url}/readyz", timeout=5).json()
     record_property("master_after_pg_start_s", round(t_master - t_start, 2))
     # nothing was deleted or re-added: same flows, durations kept growing, packet counters kept
     check_flows_untouched(bridges[0], before, t_before)
