@@ -39,6 +39,6 @@ setup(
         "dnspython>=2.6",  # lane dst_host: A/AAAA with their TTLs (viplanes/resolver.py)
     ],
     extras_require={"dev": ["pytest>=8", "hypothesis>=6.90", "schemathesis>=3.25", "py-spy>=0.3", "selenium>=4.20",
-                            "import-linter>=2.0"]},
+                            "import-linter>=2.0", "mypy>=1.8"]},
     entry_points={"console_scripts": ["viplanes=viplanes.cli:main"]},
 )

@@ -95,4 +95,5 @@ def lane_stats(lane_id: int) -> Any:
     """Packets and bytes the lane carried (null when the controller has no counters)."""
     lane, counters = _ctx().manager.counters(caller(), lane_id)
     return {"lane_id": lane.id, "state": lane.state, "available": counters is not None,
-            "packets": counters.packets if counters else None, "bytes": counters.bytes if counters else None}
+            "packets": counters.packets if counters else None, "bytes": counters.bytes if counters else None,
+            "age_s": counters.age_s if counters else None}

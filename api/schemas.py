@@ -223,6 +223,8 @@ class CountersSchema(ma.Schema):
     available = f.Boolean(required=True)
     packets = f.Integer(required=True, allow_none=True)
     bytes = f.Integer(required=True, allow_none=True)
+    age_s = f.Float(allow_none=True, metadata={"description": "seconds since the counters were read "
+                                               "from the switches; null: read just now"})
 
 
 # --- grants ----------------------------------------------------------------------------------

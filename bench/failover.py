@@ -23,8 +23,8 @@ from pathlib import Path
 from bench.pg import throwaway_postgres
 from bench.report import Result, Target
 from tests.integration.procs import free_port, lab_security_args, wait_healthy
-from tests.integration.test_scaleout import (Proc, controller_roles, lane_flows, lease_holder_pid,
-                                             request_active, vsctl, wait_for)
+from tests.integration.scaleout_kit import (Proc, controller_roles, lane_flows, lease_holder_pid,
+                                            request_active, vsctl, wait_for)
 from tests.integration.test_serve import bootstrap, setup_researcher
 
 

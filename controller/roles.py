@@ -13,6 +13,7 @@ The lease is the entry point's; this class only hears ``set_role(master, epoch)`
 """
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -71,7 +72,7 @@ class RoleController(EmbeddedController):
                  len(errors))
         if master:
             for dpid in sorted(self.connected):
-                self.spawn(lambda d=dpid: self.reconcile_switch(d))  # type: ignore[misc]
+                self.spawn(functools.partial(self.reconcile_switch, dpid))
 
     def _send_role(self, dpid: int, master: bool, epoch: int) -> str | None:
         """Send one role request + barrier and wait: None, or the switch's refusal."""

@@ -62,7 +62,7 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch):
 
     def __init__(self, topology: Topology | None, send: Send | None = None, *,
                  clock: Callable[[], float] = time.time,
-                 spawn: Callable[[Callable[[], None]], Any] | None = None) -> None:
+                 spawn: Callable[[Callable[[], object]], Any] | None = None) -> None:
         self.topology = topology
         self.send: Send = send or (lambda dpid, ofmsgs: False)
         self.clock = clock

@@ -116,8 +116,10 @@ def api(db_url: str, listen: str, workers: int, threads: int, topology_path: str
             pid, status = os.wait()
         except ChildProcessError:
             break
-        slot = children.pop(pid, None)
-        if slot is not None and not stopping:
+        if pid not in children:
+            continue
+        ended = children.pop(pid)
+        if not stopping:
             click.echo(f"viplanes api: worker {pid} ended ({status:#x}); starting another", err=True)
             time.sleep(0.2)
-            spawn(slot)
+            spawn(ended)

@@ -64,10 +64,10 @@ class ApiClient:
     # --- lanes ---
     def request_lane(self, body: dict[str, Any], idempotency_key: str | None = None) -> dict[str, Any]:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
-        return self.call("POST", "/lanes", json=body, headers=headers)  # type: ignore[no-any-return]
+        return self.call("POST", "/lanes", json=body, headers=headers)
 
     def lane(self, lane_id: int) -> dict[str, Any]:
-        return self.call("GET", f"/lanes/{lane_id}")  # type: ignore[no-any-return]
+        return self.call("GET", f"/lanes/{lane_id}")
 
     def wait_lane(self, lane: dict[str, Any], timeout_s: float, poll_s: float = 0.25) -> dict[str, Any]:
         """Poll until the lane is active or has ended (a scheduled lane waits for its start)."""
@@ -146,7 +146,7 @@ class LaneLease:
 
     def stats(self) -> dict[str, Any] | None:
         try:
-            return self.api.call("GET", f"/lanes/{self.id}/stats")  # type: ignore[no-any-return]
+            return self.api.call("GET", f"/lanes/{self.id}/stats")
         except ApiError:
             return None
 

@@ -138,8 +138,12 @@ def principal_add(name: str, role: str, db_url: str | None) -> None:
 def principal_create(api: ApiClient, name: str, role: str) -> Any:
     """Create a principal over the API (operators); prints its token last."""
     p = api.call("POST", "/principals", json={"name": name, "role": role})
-    return p, lambda d: (click.echo(f"created {d['role']} {d['name']}; token shown once:", err=True),
-                         click.echo(d["token"]))
+
+    def show(d: dict[str, Any]) -> None:  # the token alone on stdout, for scripts
+        click.echo(f"created {d['role']} {d['name']}; token shown once:", err=True)
+        click.echo(d["token"])
+
+    return p, show
 
 
 @principal.command("list")

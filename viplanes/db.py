@@ -17,9 +17,9 @@ import contextlib
 import os
 import threading
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator, cast
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import CursorResult, Engine, Executable, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
 
 DEFAULT_DB_URL = "sqlite:///viplanes.db"  # ./viplanes.db, relative to the working directory
@@ -62,6 +62,12 @@ def _sqlite_setup(engine: Engine) -> None:
     def _on_begin(conn) -> None:  # type: ignore[no-untyped-def]
         immediate = conn.get_execution_options().get("sqlite_immediate", False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def updated_rows(session: Session, statement: Executable) -> int:
+    """Rows an UPDATE/DELETE matched. ``Session.execute`` is typed as returning ``Result``; for
+    DML it is a ``CursorResult``, the one that has ``rowcount``."""
+    return cast(CursorResult[Any], session.execute(statement)).rowcount
 
 
 class Database:

@@ -110,7 +110,10 @@ class ActivationResult:
 
 @dataclass(frozen=True)
 class LaneCounters:
-    """Traffic a lane carried, summed over its ingress rules (forward and reverse)."""
+    """Traffic a lane carried, summed over its ingress rules (forward and reverse). ``age_s``:
+    how old the reading is when it was not read just now (the split deployment's API serves what
+    the master controller last published); None for a live read."""
 
     packets: int
     bytes: int
+    age_s: float | None = None

@@ -128,7 +128,10 @@ class RemoteDataplane:
         notify(self.db, f"ended:{lane_id}")  # the row is already ended; the master removes flows
 
     def counters(self, lane_id: int) -> LaneCounters | None:
-        return None
+        """What the master last published (every few seconds), with its age."""
+        from viplanes.node_report import read_lane_counters
+
+        return read_lane_counters(self.db, lane_id)
 
     def _master_alive(self) -> bool:
         now = "extract(epoch from clock_timestamp())" if not self.db.is_sqlite else \
@@ -145,5 +148,7 @@ class RemoteDataplane:
         return [] if self._master_alive() else ["controller (no master right now)"]
 
     def readiness(self) -> dict[str, Any]:
-        alive = self._master_alive()
-        return {"ready": alive, "switches": [], "master": alive}
+        """A master holds the lease and reports every switch connected and reconciled."""
+        from viplanes.node_report import read_readiness
+
+        return read_readiness(self.db)

@@ -16,7 +16,7 @@ from typing import Callable
 from sqlalchemy import select, update
 
 from viplanes.dataplane import Dataplane, is_transient
-from viplanes.db import Database
+from viplanes.db import Database, updated_rows
 from viplanes.domain import ActivationResult, LaneSpec, lane_shape_refusal
 from viplanes.errors import Conflict
 from viplanes.lane_specs import spec_of
@@ -111,8 +111,8 @@ class LaneActivation:
         values["activation_ms"] = latency * 1000.0
         with self.db.write() as s:
             # one conditional UPDATE: the transition happens only if nobody ended the lane meanwhile
-            moved = s.execute(update(Lane).where(Lane.id == lane.id, Lane.state == "installing")
-                              .values(**values)).rowcount == 1
+            moved = updated_rows(s, update(Lane).where(Lane.id == lane.id, Lane.state == "installing")
+                                 .values(**values)) == 1
             if moved:
                 audit(s, now, "system", "lane.activate", f"lane:{lane.id}", outcome,
                       "installed" if result.ok else result.reason)

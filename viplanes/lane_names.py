@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import select, update
 
+from viplanes.db import updated_rows
 from viplanes.domain import ActivationResult, lane_shape_refusal
 from viplanes.lane_specs import spec_of
 from viplanes.lane_targets import clamp_ttl, sort_nets, usable_nets
@@ -115,8 +116,8 @@ class NameRefresher:
             added = [_short(n) for n in allowed if n not in old]
             removed = [_short(n) for n in old if n not in allowed]
             with m.db.write() as s:
-                moved = s.execute(update(Lane).where(Lane.id == lane_id, Lane.state.in_(LIVE_STATES)).values(
-                    dst_nets=allowed, dst_refresh_at=next_at)).rowcount == 1
+                moved = updated_rows(s, update(Lane).where(Lane.id == lane_id, Lane.state.in_(LIVE_STATES)).values(
+                    dst_nets=allowed, dst_refresh_at=next_at)) == 1
                 if moved:
                     audit(s, m.clock(), "system", "lane.destinations", f"lane:{lane_id}", "done",
                           f"{lane.dst_host}: +{', '.join(added) or '-'} -{', '.join(removed) or '-'}"

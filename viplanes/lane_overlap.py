@@ -37,7 +37,7 @@ def row_ports(dst_port: int | None, dst_ports: list[Any] | None) -> list[tuple[i
 
 def nets_overlap(a: Iterable[IPNet], b: Iterable[IPNet]) -> bool:
     b = list(b)
-    return any(x.version == y.version and x.overlaps(y) for x in a for y in b)  # type: ignore[arg-type]
+    return any(x.version == y.version and x.overlaps(y) for x in a for y in b)
 
 
 def ports_overlap(a: PortRanges, b: PortRanges) -> bool:

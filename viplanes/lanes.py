@@ -15,6 +15,7 @@ activating, whoever left it so; a lane whose window ends first becomes ``expired
 """
 from __future__ import annotations
 
+import builtins
 import ipaddress
 import logging
 import threading
@@ -259,7 +260,7 @@ class LaneManager(LaneActivation):
             log.exception("counters of lane %s", lane_id)
             return lane, None
 
-    def desired_lanes(self) -> list[LaneSpec]:
+    def desired_lanes(self) -> builtins.list[LaneSpec]:  # ``list`` here is the method below
         """What the data plane should carry right now (the controller's reconcile source)."""
         now = self.clock()
         with self.db.read() as s:  # plain columns: no ORM identity map for 10,000 rows

@@ -43,6 +43,11 @@ _NOW = {"postgresql": "extract(epoch from clock_timestamp())",
 OnChange = Callable[[bool, int], None]  # (is_leader, epoch)
 
 
+def now_sql(db: Database) -> str:
+    """The database's clock in unix seconds, as SQL (the lease and the controller reports use it)."""
+    return _NOW.get(db.engine.dialect.name, _NOW["postgresql"])
+
+
 def default_holder() -> str:
     """Unique per process and readable in the table: host, pid and a random suffix."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -66,7 +71,7 @@ class LeaderLease:
         self.seen_epoch = 0  # the lease's epoch as last read, held by us or not
         self._deadline = 0.0  # local monotonic end of the lease we hold; 0 = not held
         self._leading = False
-        self._now = _NOW.get(db.engine.dialect.name, _NOW["postgresql"])
+        self._now = now_sql(db)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._ensure_row()

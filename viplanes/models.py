@@ -155,3 +155,28 @@ class ControllerLease(Base):
     holder: Mapped[str] = mapped_column(String(128), default="")
     epoch: Mapped[int] = mapped_column(BigInteger, default=0)
     expires_at: Mapped[float] = mapped_column(Float, default=0.0)  # unix seconds, database clock
+
+
+class ControllerStatus(Base):
+    """The master's switch readiness for the API processes (``viplanes.node_report``): JSON list
+    of {name, dpid, connected, reconciled}, rewritten every second; ``reported_at`` on the
+    database's clock, so its age needs no agreement between machines' clocks."""
+
+    __tablename__ = "controller_status"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(128))
+    epoch: Mapped[int] = mapped_column(BigInteger)
+    switches: Mapped[str] = mapped_column(Text)
+    reported_at: Mapped[float] = mapped_column(Float)
+
+
+class LaneCounterRow(Base):
+    """Packets/bytes of a lane as the master last read them from the switches (database clock)."""
+
+    __tablename__ = "lane_counters"
+
+    lane_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    packets: Mapped[int] = mapped_column(BigInteger)
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    read_at: Mapped[float] = mapped_column(Float)

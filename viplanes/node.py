@@ -34,6 +34,7 @@ class ControllerNode:
     def __init__(self, db: Any, plane: Any, manager: Any, tick_s: float = 0.5) -> None:
         from viplanes.handoff import Waker
         from viplanes.leader import LeaderLease
+        from viplanes.node_report import StatusReporter
 
         self.db, self.plane, self.manager, self.tick_s = db, plane, manager, tick_s
         self.scheduler: Any = None
@@ -43,6 +44,7 @@ class ControllerNode:
         self.waker = Waker(db)
         plane.on_deposed = lambda epoch: self._leading(False)
         self.lease = LeaderLease(db, on_change=self._on_lease)
+        self.reporter = StatusReporter(db, plane, self.lease.holder)  # switch readiness, lane counters
 
     def _on_lease(self, master: bool, epoch: int) -> None:
         self.plane.set_role(master, epoch)
@@ -94,10 +96,12 @@ class ControllerNode:
     def start(self) -> None:
         self.plane.start()
         self.lease.start()
+        self.reporter.start()
         threading.Thread(target=self._handoff_loop, name="viplanes-handoff", daemon=True).start()
 
     def stop(self) -> None:
         self._stop.set()
+        self.reporter.stop()
         self.lease.stop(release=True)
         self._leading(False)
         self.plane.stop()

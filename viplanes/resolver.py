@@ -99,7 +99,7 @@ class SystemResolver:
             infos = socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)
         except (socket.gaierror, UnicodeError, OSError) as exc:
             raise ResolveError(f"{name}: {exc}") from None
-        found = {info[4][0].split("%")[0] for info in infos if info[0] in (socket.AF_INET, socket.AF_INET6)}
+        found = {str(info[4][0]).split("%")[0] for info in infos if info[0] in (socket.AF_INET, socket.AF_INET6)}
         if not found:
             raise ResolveError(f"{name} has no IPv4 or IPv6 address")
         return Resolution(canonical(found), self.ttl_s)

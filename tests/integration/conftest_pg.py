@@ -44,10 +44,18 @@ class PgCluster:
         shutil.chown(self.dir, "postgres", "postgres")
         self._run(str(PG_BIN / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres",
                   "--no-sync", "-E", "UTF8")
+        self.start_server()
+
+    def start_server(self) -> None:
+        """pg_ctl start on the existing data directory (first start, or after ``stop_server``)."""
         opts = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} -c fsync=off "
                 "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300")
         self._run(str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-o", opts, "-l",
                   str(self.dir / "server.log"), "-w", "-t", "30", "start")
+
+    def stop_server(self) -> None:
+        """pg_ctl stop -m fast: every session is cut, the data stays (a restart fault)."""
+        self._run(str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
 
     def stop(self) -> None:
         try:

@@ -12,165 +12,18 @@ one API worker: the other serves, the parent starts a new one.
 from __future__ import annotations
 
 import os
-import re
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
-from typing import Iterator
 
 import pytest
 import requests
 
 from tests.integration.conftest_pg import pg_cluster  # noqa: F401  (session fixture)
-from tests.integration.procs import free_port, lab_security_args, wait_healthy
-from tests.integration.test_serve import bootstrap, lane_body, setup_researcher
+from tests.integration.scaleout_kit import (  # noqa: F401  (cluster: fixture)
+    api_workers, cluster, controller_roles, lane_flows, lease_holder_pid, request_active, wait_for)
+from tests.integration.test_serve import setup_researcher
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
-PREFIX = f"vlso{os.getpid() % 100000}"
-VIPLANES = [sys.executable, "-m", "viplanes.cli"]
-
-
-def vsctl(*args: str) -> str:
-    return subprocess.run(["ovs-vsctl", "--timeout=10", *args], check=True, capture_output=True, text=True,
-                          timeout=20).stdout
-
-
-def lane_flows(bridge: str, lane_id: int) -> dict[str, float]:
-    """match+actions -> duration (s) of the lane's flows (its cookie) on the bridge."""
-    from viplanes.controller.cookies import lane_cookie
-
-    out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge], check=True,
-                         capture_output=True, text=True, timeout=20).stdout
-    flows = {}
-    for line in out.splitlines():
-        if line.split()[0] == f"cookie={lane_cookie(lane_id):#x},":
-            duration = float(re.search(r"duration=([\d.]+)s", line).group(1))  # type: ignore[union-attr]
-            key = re.sub(r"(duration|n_packets|n_bytes|hard_age|idle_age)=[^ ,]+,? ?", "", line)
-            flows[key] = duration
-    return flows
-
-
-class Proc:
-    def __init__(self, name: str, args: list[str], log: Path) -> None:
-        self.name, self.log = name, log
-        with open(log, "ab") as out:
-            self.proc = subprocess.Popen([*VIPLANES, *args], stdout=out, stderr=out)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGCONT)
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-
-
-@pytest.fixture
-def cluster(pg_cluster, tmp_path) -> Iterator[dict]:  # noqa: F811
-    db = pg_cluster.new_database()
-    op = bootstrap(db)
-    security = lab_security_args()
-    procs: list[Proc] = []
-    bridges = [f"{PREFIX}-s{n}" for n in (1, 2, 3, 4)]
-
-    def controller(name: str, port: int | None = None) -> Proc:
-        port = port or free_port()
-        p = Proc(name, ["controller", "cluster", "--db", db, "--openflow", f"127.0.0.1:{port}",
-                        "--tick", "0.2", *security], tmp_path / f"{name}.log")
-        p.of_port = port  # type: ignore[attr-defined]
-        procs.append(p)
-        return p
-
-    api_port = free_port()
-    try:
-        ctl = [controller("ctl-a"), controller("ctl-b")]
-        time.sleep(1.5)  # both listening before the switches try
-        targets = [f"ssl:127.0.0.1:{c.of_port}" for c in ctl]  # type: ignore[attr-defined]
-        for n, br in enumerate(bridges, start=1):
-            vsctl("--may-exist", "add-br", br, "--", "set", "bridge", br, "datapath_type=netdev",
-                  f"other-config:datapath-id={n:016x}", "fail_mode=secure", "protocols=OpenFlow13",
-                  "--", "set-controller", br, *targets)
-        api = Proc("api", ["api", "--db", db, "--listen", f"127.0.0.1:{api_port}", "--workers", "2"],
-                   tmp_path / "api.log")
-        procs.append(api)
-        url = f"http://127.0.0.1:{api_port}"
-        wait_healthy(api.proc, url, api.log, timeout=30)
-        yield {"db": db, "url": url, "op": op, "ctl": ctl, "api": api, "bridges": bridges, "controller": controller,
-               "logs": tmp_path}
-    finally:
-        for br in bridges:
-            subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", br], capture_output=True,
-                           timeout=20)
-        for p in procs:
-            p.stop()
-
-
-def lease_holder_pid(db: str) -> int | None:
-    import psycopg2
-
-    conn = psycopg2.connect(db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT holder FROM controller_lease WHERE name = 'controller' "
-                        "AND expires_at > extract(epoch from clock_timestamp())")
-            row = cur.fetchone()
-    finally:
-        conn.close()
-    return int(row[0].split(":")[1]) if row and row[0] else None
-
-
-def request_active(url: str, h: dict, port: int, within_s: float) -> dict:
-    """POST a lane, retrying 503 (no master / switches not ready) until it is active."""
-    deadline = time.monotonic() + within_s
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            r = requests.post(f"{url}/api/v1/lanes", json=lane_body(port), headers=h, timeout=15)
-        except requests.ConnectionError as exc:
-            last = str(exc)
-            time.sleep(0.1)
-            continue
-        last = r.json()
-        if r.status_code in (200, 201) and last["state"] == "active":
-            return last
-        if r.status_code in (200, 201) and last["state"] == "installing":  # waiting for the master
-            while time.monotonic() < deadline:
-                got = requests.get(f"{url}/api/v1/lanes/{last['id']}", headers=h, timeout=5).json()
-                if got["state"] != "installing":
-                    assert got["state"] == "active", got
-                    return got
-                time.sleep(0.05)
-        assert r.status_code == 503, (r.status_code, last.get("state"), last.get("reason"), last)
-        time.sleep(0.1)
-    raise AssertionError(f"no active lane within {within_s} s: {last}")
-
-
-def api_workers(parent: int) -> list[int]:
-    out = subprocess.run(["ps", "--ppid", str(parent), "-o", "pid="], capture_output=True, text=True,
-                         timeout=10).stdout
-    return [int(pid) for pid in out.split()]
-
-
-def controller_roles(bridge: str) -> dict[str, str]:
-    out = vsctl("--columns=target,role", "--format=csv", "--no-headings", "list", "controller")
-    roles = {}
-    for line in out.splitlines():
-        target, role = [part.strip('"') for part in line.split(",")]
-        roles[target] = role
-    return roles
-
-
-def wait_for(cond, timeout_s: float, step_s: float = 0.05) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(step_s)
-    return False
 
 
 def test_failover_keeps_lanes_and_the_deposed_master_cannot_write(cluster, record_property) -> None:

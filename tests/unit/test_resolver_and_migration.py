@@ -80,7 +80,7 @@ def test_migration_0004_keeps_old_lanes(tmp_path: Path) -> None:
                           "duration_s, purpose, state, reason, created_at, starts_at, expires_at) VALUES "
                           "(1, 1, 1, '10.1.0.10', '203.0.113.10', 'tcp', 9000, 60, 'p', 'active', '', 0, 0, 9e9)"))
     upgrade(d.engine)
-    assert current(d.engine) == "0005"
+    assert current(d.engine) == "0006"
     from sqlalchemy import select
 
     with d.engine.connect() as conn:

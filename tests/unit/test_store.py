@@ -48,9 +48,9 @@ def lane_input(src="10.1.0.10", port=9000, **over):
 
 
 def test_schema_is_migrated(db):
-    assert current(db.engine) == "0005"
+    assert current(db.engine) == "0006"
     db.create_all()  # idempotent
-    assert current(db.engine) == "0005"
+    assert current(db.engine) == "0006"
 
 
 def test_principals_and_tokens(db):
