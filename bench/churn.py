@@ -61,7 +61,7 @@ def client_loop(api: Api, src_ip: str, offset: int, stop_at: float, out: dict[st
 
 
 def drive(c: Campus, server: Any, clients: int, duration: float, cpu: Any,
-          sampler: Sampler | None = None) -> dict[str, Any]:
+          *samplers: Sampler) -> dict[str, Any]:
     """Run the clients against ``server`` (Serve or SplitDeployment) for ``duration`` seconds."""
     srcs = {name: c.host_ip(name) for name in SOURCES}
     token, _ = researcher(server, server.add_operator(), "alice",
@@ -90,7 +90,7 @@ def drive(c: Campus, server: Any, clients: int, duration: float, cpu: Any,
             "failures": [x for o in outs for x in o["failures"]],
             "errors": [x for o in outs for x in o["errors"]],
             "releases": sum(o["releases"] for o in outs),
-            "py_spy": sampler.stop() if sampler else None}
+            "py_spy": [sampler.stop() for sampler in samplers] or None}
 
 
 def measure_embedded(clients: int, duration: float, dataplane: str, db: str, profile: bool) -> dict[str, Any]:
@@ -102,7 +102,7 @@ def measure_embedded(clients: int, duration: float, dataplane: str, db: str, pro
             sampler = Sampler(serve.proc.pid, RESULTS_DIR / "churn.pyspy.txt", duration) \
                 if profile and serve.proc else None
             out = drive(c, serve, clients, duration, lambda: CpuMeter(serve.proc.pid if serve.proc else None),
-                        sampler)
+                        *([sampler] if sampler else []))
             out["serve_rss_mb"] = serve.rss_mb()
         finally:
             serve.stop()
@@ -117,9 +117,11 @@ def measure_split(clients: int, duration: float, profile: bool) -> dict[str, Any
             c.bridges.connect(split.of_port)
             c.wait_connected()
             split.wait_master()
-            sampler = Sampler(split.procs["controller"].pid, RESULTS_DIR / "churn-split.pyspy.txt",
-                              duration) if profile else None
-            out = drive(c, split, clients, duration, split.cpu_meter, sampler)
+            samplers = [Sampler(split.procs["controller"].pid, RESULTS_DIR / "churn-split-controller.pyspy.txt",
+                                duration),
+                        Sampler(split.api_workers()[0], RESULTS_DIR / "churn-split-api.pyspy.txt", duration)] \
+                if profile else []
+            out = drive(c, split, clients, duration, split.cpu_meter, *samplers)
         finally:
             split.stop()
     return out

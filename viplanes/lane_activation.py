@@ -102,6 +102,13 @@ class LaneActivation:
             result = ActivationResult(False, f"data plane error: {exc}", time.perf_counter() - t0)
         latency = time.perf_counter() - t0
         self.on_activation(latency, result.ok)
+        if result.ok and getattr(self.dataplane, "records_outcome", False):
+            # the split deployment's controller committed it active: read it back, write nothing
+            with self.db.read() as s:
+                lane = s.get(Lane, lane.id) or lane
+            if lane.state not in LIVE_STATES:  # ended while installing
+                self._deactivate(lane.id)
+            return lane
         now = self.clock()
         with self.db.write() as s:
             moved = self._record(s, lane, result, latency, now)
