@@ -5,7 +5,9 @@ switch its share of their flow-mods followed by ONE barrier, and waits for all b
 A lane counts as installed only when every switch of its path confirmed the barrier and no error
 named one of its own messages; a switch that refuses one lane's flow-mod fails that lane alone,
 and a switch that does not confirm leaves the lanes crossing it with a transient reason (the lane
-manager keeps them ``installing`` for the next round). Deciding that is pure
+manager keeps them ``installing`` for the next round). Lanes that ended meanwhile are removed in
+the same messages (``queue_removals``): their deletes come first in each switch's list, so one
+round costs one barrier per switch whatever it adds and removes. Deciding the outcome is pure
 (``lane_failures``); ``BatchChanges`` is the LaneRuntime mixin that compiles, sends and waits.
 """
 from __future__ import annotations
@@ -21,11 +23,11 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller import compiler, lanediff, sharedflows
 from viplanes.controller.pending import Batch, Tracker
-from viplanes.controller.resync import meter_errors_only
 from viplanes.domain import ActivationResult, LaneSpec
 from viplanes.topologies.model import Topology
 
 Tagged = list[tuple[int, Any]]  # (lane id, ofmsg) in send order
+_QUEUE_LOCK = threading.Lock()  # the queued removals (one runtime per process; never held long)
 
 
 @dataclass
@@ -133,18 +135,64 @@ class BatchChanges:
             return f"{self.switch_name(dpid)} not connected"
         return batch
 
+    def queue_removals(self, lane_ids: Iterable[int]) -> None:
+        """Lanes whose flows must go: sent with the next batch of activations (one barrier per
+        switch for both), or by ``deactivate_many`` when no activation comes."""
+        with _QUEUE_LOCK:
+            self.__dict__.setdefault("_queued_removals", set()).update(lane_ids)
+
+    def _take_removals(self) -> list[int]:
+        with _QUEUE_LOCK:
+            queued = self.__dict__.pop("_queued_removals", set())
+        return sorted(queued)
+
     def activate_many(self, lanes: list[LaneSpec], timeout_s: float = 5.0) -> dict[int, ActivationResult]:
-        """Install every lane with one barrier per switch; each lane gets its own result."""
+        """Install every lane (and remove the queued ones) with one barrier per switch; each lane
+        gets its own result."""
+        for lane in lanes:
+            self._wait_for_switches(lane, self.switch_wait_s)  # returns at once when connected
+        return self._change_many(lanes, self._take_removals(), timeout_s)[0]
+
+    def deactivate_many(self, lane_ids: list[int], timeout_s: float = 5.0) -> str | None:
+        """Delete several lanes' flows (and the queued ones') and the shared flows no remaining
+        lane needs, one barrier per switch. None, or why a switch did not confirm (the drift
+        check then reconciles it)."""
+        return self._change_many([], sorted({*lane_ids, *self._take_removals()}), timeout_s)[1]
+
+    def _removal_messages(self, lane_ids: list[int], keep: list[LaneSpec]) -> dict[int, dict[int, list[Any]]]:
+        """Under the change lock: forget the lanes, and compile their removal plus that of the
+        shared flows that neither a carried lane nor one of ``keep`` (being activated) needs."""
+        gone: list[tuple[int, LaneSpec | None]] = []
+        for lane_id in lane_ids:
+            self._touch(lane_id, self.lanes.get(lane_id))
+            gone.append((lane_id, self.lanes.pop(lane_id, None)))
+        others = [*self.lanes.values(), *keep]
+        out: dict[int, dict[int, list[Any]]] = {}
+        for lane_id, lane in gone:
+            msgs = compiler.compile_lane_removal(
+                lane_id, [d for d in self._batch_lane_dpids(lane) if d in self.connected],
+                with_meter=bool(lane and lane.rate_mbps))
+            if lane is not None and self.topology is not None:
+                addresses = sharedflows.orphaned(lane, others, self.topology)
+                for dpid, extra in sharedflows.compile_shared_removal(addresses).items():
+                    if dpid in self.connected:
+                        msgs.setdefault(dpid, []).extend(extra)
+            out[lane_id] = msgs
+        return out
+
+    def _change_many(self, lanes: list[LaneSpec], removals: list[int],
+                     timeout_s: float) -> tuple[dict[int, ActivationResult], str | None]:
         from viplanes.controller.runtime import error_reason  # runtime imports this module
 
         t0 = time.perf_counter()
         if self.topology is None:
-            return {ln.lane_id: ActivationResult(False, "controller has no topology", 0.0) for ln in lanes}
-        for lane in lanes:
-            self._wait_for_switches(lane, self.switch_wait_s)  # returns at once when connected
+            return {ln.lane_id: ActivationResult(False, "controller has no topology", 0.0) for ln in lanes}, None
         results: dict[int, ActivationResult] = {}
+        wanted = {ln.lane_id for ln in lanes}
         with self._change:
-            per_lane: dict[int, dict[int, list[Any]]] = {}
+            # removals first in each switch's list: a new lane's shared flows are re-added after
+            per_lane = self._removal_messages([i for i in removals if i not in wanted], lanes)
+            removing = set(per_lane)
             for lane in lanes:
                 try:
                     compiled = self._compile_for_batch(lane)
@@ -167,16 +215,22 @@ class BatchChanges:
                     answers[dpid] = SwitchAnswer(not_sent=batch)
                 else:
                     sent.append(batch)
+            removal_failure = None
             for batch in sent:
                 confirmed = batch.wait(deadline) and not (batch.error and not batch.errors)
                 if not confirmed:  # no reply, or the switch went away (disconnected sets error)
                     self.tracker.forget(batch)
-                refused = {xid: error_reason(t, c) for xid, t, c in batch.errors}
+                    removal_failure = removal_failure or f"{self.switch_name(batch.dpid)} did not confirm"
+                # a removal's meter already gone is no failure (as LaneRuntime.deactivate)
+                refused = {xid: error_reason(t, c) for xid, t, c in batch.errors
+                           if not (owner.get(xid) in removing and t == ofp.OFPET_METER_MOD_FAILED)}
                 answers[batch.dpid] = SwitchAnswer(confirmed=confirmed, refused=refused)
                 if not confirmed or refused:
                     self.mark_suspect([batch.dpid])
-            failures = lane_failures({lid: list(d) for lid, d in per_lane.items()}, answers, owner,
-                                     self.switch_name, timeout_s)
+                if any(owner.get(xid) in removing for xid in refused):
+                    removal_failure = removal_failure or f"{self.switch_name(batch.dpid)} refused a removal"
+            failures = lane_failures({lid: list(d) for lid, d in per_lane.items() if lid not in removing},
+                                     answers, owner, self.switch_name, timeout_s)
             by_id = {ln.lane_id: ln for ln in lanes}
             for lane_id, failure in failures.items():  # carried first: a failed lane's removal
                 if failure is None:                      # keeps the shared flows they need
@@ -192,28 +246,7 @@ class BatchChanges:
                     self._remove(lane_id, list(per_lane[lane_id]), bool(lane.rate_mbps), timeout_s,
                                  self._orphaned_addresses(lane))
                 results[lane_id] = ActivationResult(False, failure, time.perf_counter() - t0)
-        return results
-
-    def deactivate_many(self, lane_ids: list[int], timeout_s: float = 5.0) -> str | None:
-        """Delete several lanes' flows (and shared flows no remaining lane needs), one barrier per
-        switch. None, or why a switch did not confirm (the drift check then reconciles it)."""
-        with self._change:
-            gone: list[tuple[int, LaneSpec | None]] = []
-            for lane_id in lane_ids:
-                self._touch(lane_id, self.lanes.get(lane_id))
-                gone.append((lane_id, self.lanes.pop(lane_id, None)))
-            msgs: dict[int, list[Any]] = {}
-            for lane_id, lane in gone:
-                dpids = self._batch_lane_dpids(lane)
-                for dpid, extra in compiler.compile_lane_removal(
-                        lane_id, [d for d in dpids if d in self.connected],
-                        with_meter=bool(lane and lane.rate_mbps)).items():
-                    msgs.setdefault(dpid, []).extend(extra)
-                addresses = self._orphaned_addresses(lane) if lane else {}
-                for dpid, extra in sharedflows.compile_shared_removal(addresses).items():
-                    if dpid in self.connected:
-                        msgs.setdefault(dpid, []).extend(extra)
-            return self._apply(msgs, timeout_s, tolerate=meter_errors_only) if msgs else None
+        return results, removal_failure
 
     def _batch_lane_dpids(self, lane: LaneSpec | None) -> list[int]:
         if lane is None or self.topology is None:

@@ -110,20 +110,22 @@ class ControllerNode:
         """Flows of lanes whose end an API process committed and NOTIFYed (never revived: an
         ended state is terminal), all in one batch."""
         carried = [lane_id for lane_id in sorted(lane_ids) if lane_id in self.plane.lanes]
-        if carried:
-            failure = self.plane.deactivate_many(carried)
-            if failure:
-                log.warning("removal of %d lanes not confirmed (%s)", len(carried), failure)
+        failure = self.plane.deactivate_many(carried)  # and any queued removal left over
+        if failure:
+            log.warning("removal of %d lanes not confirmed (%s)", len(carried), failure)
 
     def handoff_round(self, woken: list[str]) -> None:
         """One round of the master: activate every waiting lane, remove every ended one."""
         wanted = {int(p[5:]) for p in woken if p.startswith("lane:") and p[5:].isdigit()}
         ended = {int(p[6:]) for p in woken if p.startswith("ended:") and p[6:].isdigit()}
+        carried = [lane_id for lane_id in sorted(ended) if lane_id in self.plane.lanes]
+        if carried:  # sent with this round's activations: one barrier per switch for both
+            self.plane.queue_removals(carried)
         if wanted:
             self.manager.recover()
             self._answer_unheard(wanted)
-        if ended:
-            self.remove_ended(ended)
+        if carried:
+            self.remove_ended(set())  # whatever no activation took along
         if time.monotonic() - self._swept_at >= SWEEP_EVERY_S:
             self._swept_at = time.monotonic()
             self.sweep()

@@ -168,3 +168,28 @@ def test_recover_records_a_whole_batch_in_one_transaction(sqlite_url, clock, top
             assert s.get(Lane, ids[2]).state == "active"
     finally:
         world.app.extensions["viplanes"].db.dispose()
+
+
+def test_removals_ride_with_activations_and_keep_shared_flows_a_new_lane_needs(topo, clock, switches) -> None:
+    rt = inline_runtime(topo, clock, switches)
+    assert rt.activate_many([spec(1, now=clock.now)])[1].ok
+    lane_cookies = {lane_cookie(1), lane_cookie(4)}
+
+    def shared() -> dict[int, int]:
+        return {d: sum(1 for e in switches.net.tables[d].flows if e.cookie not in lane_cookies)
+                for d in (1, 2, 3)}
+
+    before = shared()
+    switches.sent.clear()
+    rt.queue_removals([1])
+    results = rt.activate_many([spec(4, now=clock.now, dst_port=5204)])  # same source, same NAT address
+    assert results[4].ok
+    assert barriers_per_switch(switches) == {1: 1, 2: 1, 3: 1}  # removal and activation: one barrier
+    for dpid in (1, 2, 3):
+        assert lane_flows(switches, dpid, 1) == [] and len(lane_flows(switches, dpid, 4)) == 2
+    assert shared() == before  # the address flows lane 4 shares with lane 1 stayed...
+    deletes = [m for _, m in switches.sent if isinstance(m, parser.OFPFlowMod)
+               and m.command in (ofp.OFPFC_DELETE, ofp.OFPFC_DELETE_STRICT)]
+    assert deletes and all(m.cookie == lane_cookie(1) for m in deletes)  # ...never deleted and re-added
+    assert set(rt.lanes) == {4}
+    assert rt.deactivate_many([]) is None and switches.sent_types().count("OFPBarrierRequest") == 3
