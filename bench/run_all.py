@@ -43,11 +43,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="memory: exercise the scripts without a controller (numbers are not the product's)")
     ap.add_argument("--db", choices=["sqlite", "postgresql"], default="sqlite",
                     help="store of the serve process (postgresql: a throwaway local cluster)")
+    ap.add_argument("--deployment", choices=["embedded", "split", "both"], default="both",
+                    help="churn against serve (embedded), api+controller on PostgreSQL (split), or both")
     ap.add_argument("--profile", action="store_true",
                     help="sample the serve process with py-spy during churn (pip install py-spy)")
     args = ap.parse_args(argv)
     options = {"quick": args.quick, "duration": args.duration, "clients": args.clients,
-               "lanes": args.lanes, "dataplane": args.dataplane, "profile": args.profile, "db": args.db}
+               "lanes": args.lanes, "dataplane": args.dataplane, "profile": args.profile, "db": args.db,
+               "deployment": args.deployment}
     results: list[Result] = []
     for name in args.only or list(BENCHMARKS):
         print(f"== {name} ...", file=sys.stderr, flush=True)

@@ -31,6 +31,7 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller import compiler, lanediff, proxyarp, reconcile, sharedflows
+from viplanes.controller.batch import BatchChanges
 from viplanes.controller.cookies import EXACT_MASK, lane_cookie, lane_id_from_cookie
 from viplanes.controller.desired import DesiredFlows
 from viplanes.controller.drift import DriftWatch
@@ -55,7 +56,7 @@ def error_reason(err_type: int, code: int) -> str:
     return f"{names.get(err_type, f'type {err_type}')} code {code}"
 
 
-class LaneRuntime(SwitchReadiness, Resync, DriftWatch):
+class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
     switch_wait_s: float = SWITCH_WAIT_S
     carries_lane_sets = True  # issue 11: destination sets, port ranges and IPv6 compile
     is_master: bool = True  # False: a standby controller (roles.py) that must not write

@@ -7,20 +7,26 @@ with barriers and commits ``active`` or ``failed``. So the answer still means "i
 switch". If either side dies in between, the row stays ``installing`` and whichever controller is
 master picks it up in its next recovery round; nothing lives only in a process.
 
-Wake-up: PostgreSQL ``NOTIFY viplanes_lanes`` (the controller ``LISTEN``s with psycopg2); without
-PostgreSQL the controller polls (``Waker.wait`` returns on its timeout). The API polls the row
-(10 ms, backing off to 50 ms): one primary-key read per step, and it needs no extra connection per
-waiting request, which LISTEN would.
+Wake-up both ways: PostgreSQL ``NOTIFY viplanes_lanes`` wakes the controllers (``Waker``); the
+master's lane manager NOTIFYs ``viplanes_done`` with ``id=state,...`` inside the very transaction
+that records the outcomes (``notify_done``, delivered at commit), and each API process has ONE
+listening connection (``DoneListener``) whose thread wakes the request threads waiting for those
+lanes: a waiting request costs no query and answers as soon as the commit is done. A lane not
+heard of within ``recheck_s`` (a lost notification, a listener reconnecting) is read from its row,
+and without PostgreSQL (or while the listener is down) the API polls the row as before (10 ms,
+backing off to 50 ms); the controller then polls too (``Waker.wait`` returns on its timeout).
 """
 from __future__ import annotations
 
 import logging
 import select
+import threading
 import time
 from typing import Any
 
 from sqlalchemy import select as sql_select
 from sqlalchemy import text
+from sqlalchemy.orm import Session
 
 from viplanes.dataplane import DesiredLanes
 from viplanes.db import Database
@@ -29,7 +35,9 @@ from viplanes.models import Lane
 
 log = logging.getLogger(__name__)
 
-CHANNEL = "viplanes_lanes"
+CHANNEL = "viplanes_lanes"  # API -> controllers: "lane:<id>" (installing), "ended:<id>"
+ALIVE_CACHE_S = 0.25  # how long the API trusts "a controller holds the lease" without asking
+DONE_CHANNEL = "viplanes_done"  # master -> API processes: "<id>=<state>,..." once committed
 
 
 def notify(db: Database, payload: str) -> None:
@@ -43,6 +51,162 @@ def notify(db: Database, payload: str) -> None:
         log.warning("notify %s failed: %s", payload, str(exc).splitlines()[0])
 
 
+class Notifier:
+    """An API process's NOTIFYs on one autocommit connection of its own: one round trip each,
+    where a pooled session costs a checkout ping, BEGIN and COMMIT. Falls back to ``notify``."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._conn: Any = None
+        self._lock = threading.Lock()
+
+    def __call__(self, payload: str) -> None:
+        if self.db.is_sqlite:
+            return
+        with self._lock:
+            for _attempt in (1, 2):  # a connection the server dropped (a restart) is replaced once
+                try:
+                    if self._conn is None:
+                        self._conn = raw_connection(self.db)
+                    with self._conn.cursor() as cur:
+                        cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
+                    return
+                except Exception:  # noqa: BLE001
+                    self.close()
+        notify(self.db, payload)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:  # noqa: BLE001
+                pass
+            self._conn = None
+
+
+def notify_done(s: Session, states: dict[int, str]) -> None:
+    """Inside the transaction that recorded activations: tell the API processes at its commit
+    (the lane manager's ``committed_hook`` on the controller). PostgreSQL only."""
+    if s.get_bind().dialect.name != "postgresql" or not states:
+        return
+    payload = ",".join(f"{lane_id}={state}" for lane_id, state in states.items())
+    for start in range(0, len(payload), 7000):  # NOTIFY payloads stop below 8000 bytes
+        cut = payload.rfind(",", start, start + 7000) if start + 7000 < len(payload) else len(payload)
+        s.execute(text("SELECT pg_notify(:ch, :p)"), {"ch": DONE_CHANNEL, "p": payload[start:cut].strip(",")})
+        if cut >= len(payload):
+            break
+
+
+def parse_done(payload: str) -> dict[int, str]:
+    """``"12=active,13=failed"`` -> {12: "active", 13: "failed"}; junk is skipped."""
+    out: dict[int, str] = {}
+    for part in payload.split(","):
+        lane_id, _, state = part.partition("=")
+        if lane_id.strip().isdigit() and state:
+            out[int(lane_id)] = state.strip()
+    return out
+
+
+def raw_connection(db: Database) -> Any:
+    """A psycopg2 connection of its own (never one the pool lends to other threads), autocommit."""
+    import psycopg2
+
+    url = db.engine.url.set(drivername="postgresql")
+    conn = psycopg2.connect(url.render_as_string(hide_password=False))
+    conn.autocommit = True
+    return conn
+
+
+def listen_connection(db: Database, channel: str) -> Any:
+    conn = raw_connection(db)
+    with conn.cursor() as cur:
+        cur.execute(f"LISTEN {channel}")
+    return conn
+
+
+class DoneWaiter:
+    """One request thread waiting for one lane's outcome."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.state: str | None = None
+
+
+class DoneListener:
+    """An API process's one LISTEN connection on ``viplanes_done`` and the thread reading it."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.ready = threading.Event()  # listening now: waiters can rely on notifications
+        self._lock = threading.Lock()
+        self._waiting: dict[int, list[DoneWaiter]] = {}
+        self._started = False
+        self._stop = threading.Event()
+
+    def start(self) -> None:
+        with self._lock:
+            if self._started or self.db.is_sqlite:
+                return
+            self._started = True
+        threading.Thread(target=self._run, name="viplanes-done-listener", daemon=True).start()
+
+    def expect(self, lane_id: int) -> DoneWaiter:
+        waiter = DoneWaiter()
+        with self._lock:
+            self._waiting.setdefault(lane_id, []).append(waiter)
+        return waiter
+
+    def forget(self, lane_id: int, waiter: DoneWaiter) -> None:
+        with self._lock:
+            waiters = self._waiting.get(lane_id, [])
+            if waiter in waiters:
+                waiters.remove(waiter)
+            if not waiters:
+                self._waiting.pop(lane_id, None)
+
+    def deliver(self, states: dict[int, str]) -> None:
+        with self._lock:
+            woken = [(w, st) for lane_id, st in states.items() for w in self._waiting.get(lane_id, ())]
+        for waiter, state in woken:
+            waiter.state = state
+            waiter.event.set()
+
+    def _wake_all(self) -> None:
+        """The connection broke: every waiter re-reads its row (a notification may be lost)."""
+        with self._lock:
+            waiters = [w for ws in self._waiting.values() for w in ws]
+        for waiter in waiters:
+            waiter.event.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn = listen_connection(self.db, DONE_CHANNEL)
+            except Exception as exc:  # noqa: BLE001 - database away: requests poll meanwhile
+                log.warning("LISTEN %s failed: %s", DONE_CHANNEL, str(exc).splitlines()[0])
+                self._stop.wait(1.0)
+                continue
+            self.ready.set()
+            try:
+                while not self._stop.is_set():
+                    if select.select([conn], [], [], 1.0)[0]:
+                        conn.poll()
+                        while conn.notifies:
+                            self.deliver(parse_done(conn.notifies.pop(0).payload))
+            except Exception as exc:  # noqa: BLE001 - reconnect
+                log.warning("LISTEN %s lost: %s", DONE_CHANNEL, str(exc).splitlines()[0])
+            finally:
+                self.ready.clear()
+                self._wake_all()
+                try:
+                    conn.close()
+                except Exception:  # noqa: BLE001
+                    pass
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
 class Waker:
     """The controller's side: ``wait(timeout)`` returns early when an API process notified."""
 
@@ -52,14 +216,7 @@ class Waker:
 
     def _listen(self) -> Any:
         if self._conn is None and not self.db.is_sqlite:
-            import psycopg2  # its own connection: never one the pool lends to other threads
-
-            url = self.db.engine.url.set(drivername="postgresql")
-            conn = psycopg2.connect(url.render_as_string(hide_password=False))
-            conn.autocommit = True
-            with conn.cursor() as cur:
-                cur.execute(f"LISTEN {CHANNEL}")
-            self._conn = conn
+            self._conn = listen_connection(self.db, CHANNEL)
         return self._conn
 
     def wait(self, timeout_s: float) -> list[str]:
@@ -96,36 +253,59 @@ class RemoteDataplane:
     """The API process's data plane: the controller is another process, reached via the database."""
 
     carries_lane_sets = True  # the controller's compiler carries every shape the manager accepts
+    records_outcome = True  # an ok answer means the controller already committed the lane active
 
-    def __init__(self, db: Database, poll_s: float = 0.01, max_poll_s: float = 0.05) -> None:
+    def __init__(self, db: Database, poll_s: float = 0.01, max_poll_s: float = 0.05,
+                 recheck_s: float = 0.5) -> None:
         self.db = db
         self.poll_s = poll_s
         self.max_poll_s = max_poll_s
+        self.recheck_s = recheck_s  # listening: read the row if no word came within this
+        self.listener = DoneListener(db)
+        self.listener.start()
+        self.notify = Notifier(db)
+        self._alive_until = 0.0  # monotonic: a master was seen holding the lease until then
 
     def attach_source(self, desired_lanes: DesiredLanes) -> None:
         return None  # the controller reads the database itself
 
+    def _row_state(self, lane_id: int) -> tuple[str, str | None] | None:
+        with self.db.read() as s:
+            row = s.execute(sql_select(Lane.state, Lane.reason).where(Lane.id == lane_id)).first()
+        return None if row is None else (row[0], row[1])
+
     def activate(self, lane: LaneSpec, timeout_s: float = 5.0) -> ActivationResult:
         t0 = time.perf_counter()
-        notify(self.db, f"lane:{lane.lane_id}")
         deadline = time.monotonic() + timeout_s
-        wait = self.poll_s
-        while True:
-            with self.db.read() as s:
-                row = s.execute(sql_select(Lane.state, Lane.reason).where(Lane.id == lane.lane_id)).first()
-            if row is None:
-                return ActivationResult(False, "lane vanished", time.perf_counter() - t0)
-            state, reason = row
-            if state != "installing":  # active (or an extension re-send), failed, ended
-                return ActivationResult(state == "active", reason or state, time.perf_counter() - t0)
-            if time.monotonic() >= deadline:
-                return ActivationResult(False, f"data plane busy: no controller confirmed within "
-                                        f"{timeout_s:g} s", time.perf_counter() - t0)
-            time.sleep(wait)
-            wait = min(wait * 2, self.max_poll_s)
+        listening = self.listener.ready.is_set()
+        waiter = self.listener.expect(lane.lane_id) if listening else None  # before the wake-up
+        try:
+            self.notify(f"lane:{lane.lane_id}")
+            wait = self.poll_s
+            while True:
+                if waiter is not None and self.listener.ready.is_set():
+                    heard = waiter.event.wait(max(0.0, min(self.recheck_s, deadline - time.monotonic())))
+                    if heard and waiter.state == "active":  # committed: no need to read it back
+                        return ActivationResult(True, "active", time.perf_counter() - t0)
+                    waiter.event.clear()
+                row = self._row_state(lane.lane_id)
+                if row is None:
+                    return ActivationResult(False, "lane vanished", time.perf_counter() - t0)
+                state, reason = row
+                if state != "installing":  # active (or an extension re-send), failed, ended
+                    return ActivationResult(state == "active", reason or state, time.perf_counter() - t0)
+                if time.monotonic() >= deadline:
+                    return ActivationResult(False, f"data plane busy: no controller confirmed within "
+                                            f"{timeout_s:g} s", time.perf_counter() - t0)
+                if waiter is None or not self.listener.ready.is_set():
+                    time.sleep(wait)
+                    wait = min(wait * 2, self.max_poll_s)
+        finally:
+            if waiter is not None:
+                self.listener.forget(lane.lane_id, waiter)
 
     def deactivate(self, lane_id: int, timeout_s: float = 5.0) -> None:
-        notify(self.db, f"ended:{lane_id}")  # the row is already ended; the master removes flows
+        self.notify(f"ended:{lane_id}")  # the row is already ended; the master removes flows
 
     def counters(self, lane_id: int) -> LaneCounters | None:
         """What the master last published (every few seconds), with its age."""
@@ -134,14 +314,22 @@ class RemoteDataplane:
         return read_lane_counters(self.db, lane_id)
 
     def _master_alive(self) -> bool:
+        """Some controller holds an unexpired lease. A yes is remembered for at most
+        ``ALIVE_CACHE_S`` and never past that lease's own expiry: one query per request saved."""
+        if time.monotonic() < self._alive_until:
+            return True
         now = "extract(epoch from clock_timestamp())" if not self.db.is_sqlite else \
             "((julianday('now') - 2440587.5) * 86400.0)"
         try:
             with self.db.read() as s:
-                return bool(s.execute(text(f"SELECT count(*) FROM controller_lease WHERE holder <> '' "
-                                           f"AND expires_at > {now}")).scalar())
+                left = s.execute(text(f"SELECT max(expires_at) - {now} FROM controller_lease "
+                                      f"WHERE holder <> ''")).scalar()
         except Exception:  # noqa: BLE001 - the request itself will meet the outage
             return True
+        if left is None or left <= 0:
+            return False
+        self._alive_until = time.monotonic() + min(float(left), ALIVE_CACHE_S)
+        return True
 
     def unready(self, lane: LaneSpec) -> list[str]:
         """No controller holds the lease (a failover under way): 503, try again."""

@@ -14,6 +14,7 @@ import time
 from typing import Callable
 
 from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
 from viplanes.dataplane import Dataplane, is_transient
 from viplanes.db import Database, updated_rows
@@ -57,6 +58,9 @@ class LaneActivation:
     on_activation: Callable[[float, bool], None]
     _activating: set[int]
     _activating_lock: threading.Lock
+    # (session, lane id -> new state) inside the transaction that recorded activations: the split
+    # deployment's controller NOTIFYs the waiting API processes with it (viplanes.handoff)
+    committed_hook: Callable[[Session, dict[int, str]], None] | None = None
 
     def _unready(self, spec: LaneSpec) -> list[str]:
         try:
@@ -98,7 +102,28 @@ class LaneActivation:
             result = ActivationResult(False, f"data plane error: {exc}", time.perf_counter() - t0)
         latency = time.perf_counter() - t0
         self.on_activation(latency, result.ok)
+        if result.ok and getattr(self.dataplane, "records_outcome", False):
+            # the split deployment's controller committed it active: read it back, write nothing
+            with self.db.read() as s:
+                lane = s.get(Lane, lane.id) or lane
+            if lane.state not in LIVE_STATES:  # ended while installing
+                self._deactivate(lane.id)
+            return lane
         now = self.clock()
+        with self.db.write() as s:
+            moved = self._record(s, lane, result, latency, now)
+            if moved and self.committed_hook is not None:
+                self.committed_hook(s, {lane.id: lane.state})
+            if not moved:
+                lane = s.get(Lane, lane.id) or lane
+        if not moved and result.ok and lane.state not in LIVE_STATES:  # ended while installing
+            self._deactivate(lane.id)
+        return lane
+
+    def _record(self, s: Session, lane: Lane, result: ActivationResult, latency: float, now: float) -> bool:
+        """Record active, failed, or, for a transient reason, leave it installing for ``recover``:
+        one conditional UPDATE, so the transition happens only if nobody ended the lane meanwhile.
+        True when it moved (then ``lane``, the detached copy the caller answers with, says so)."""
         outcome = "done"
         if result.ok:
             values: dict[str, object] = {"state": "active", "activated_at": now}
@@ -109,20 +134,55 @@ class LaneActivation:
             outcome = "failed"
             values = {"state": "failed", "reason": f"activation failed: {result.reason}", "ended_at": now}
         values["activation_ms"] = latency * 1000.0
-        with self.db.write() as s:
-            # one conditional UPDATE: the transition happens only if nobody ended the lane meanwhile
-            moved = updated_rows(s, update(Lane).where(Lane.id == lane.id, Lane.state == "installing")
-                                 .values(**values)) == 1
-            if moved:
-                audit(s, now, "system", "lane.activate", f"lane:{lane.id}", outcome,
-                      "installed" if result.ok else result.reason)
-                for key, value in values.items():
-                    setattr(lane, key, value)  # the detached copy the caller answers with
-            else:
-                lane = s.get(Lane, lane.id) or lane
-        if not moved and result.ok and lane.state not in LIVE_STATES:  # ended while installing
-            self._deactivate(lane.id)
-        return lane
+        moved = updated_rows(s, update(Lane).where(Lane.id == lane.id, Lane.state == "installing")
+                             .values(**values)) == 1
+        if moved:
+            audit(s, now, "system", "lane.activate", f"lane:{lane.id}", outcome,
+                  "installed" if result.ok else result.reason)
+            for key, value in values.items():
+                setattr(lane, key, value)
+        return moved
+
+    def _activate_batch(self, lanes: list[Lane]) -> None:
+        """Activate claimed installing lanes together: the data plane's ``activate_many`` (one
+        barrier per switch for all of them) and one transaction for every outcome. Each lane keeps
+        its own result: one refused lane fails alone, one unconfirmed switch leaves the lanes that
+        cross it installing. Without ``activate_many``, one lane after the other as ``_activate``."""
+        activate_many = getattr(self.dataplane, "activate_many", None)
+        if activate_many is None or not getattr(self.dataplane, "carries_lane_sets", False):
+            for lane in lanes:
+                self._activate(lane)
+            return
+        try:
+            t0 = time.perf_counter()
+            missing = ActivationResult(False, "data plane busy: no result for this lane", 0.0)
+            failed = missing
+            try:
+                results: dict[int, ActivationResult] = activate_many([spec_of(ln) for ln in lanes])
+            except Exception as exc:  # a broken controller must fail the lanes, not the round
+                log.exception("activate %d lanes", len(lanes))
+                results = {}
+                failed = ActivationResult(False, f"data plane error: {exc}", time.perf_counter() - t0)
+            now = self.clock()
+            ended: list[int] = []
+            with self.db.write() as s:
+                moved: dict[int, str] = {}
+                for lane in lanes:
+                    result = results.get(lane.id) or (failed if not results else missing)
+                    self.on_activation(result.latency_s, result.ok)
+                    if self._record(s, lane, result, result.latency_s, now):
+                        moved[lane.id] = lane.state
+                    elif result.ok:
+                        current = s.get(Lane, lane.id)
+                        if current is not None and current.state not in LIVE_STATES:
+                            ended.append(lane.id)  # ended while installing: its flows go again
+                if moved and self.committed_hook is not None:
+                    self.committed_hook(s, moved)
+            for lane_id in ended:
+                self._deactivate(lane_id)
+        finally:
+            for lane in lanes:
+                self._release(lane.id)
 
     def _deactivate(self, lane_id: int) -> None:
         try:
@@ -157,8 +217,8 @@ class LaneActivation:
                 audit(s, now, "system", "lane.expire", f"lane:{lane.id}", "done")
             ended_ids = [lane.id for lane in ending]
         starting = [lane for lane in starting if self._claim(lane.id)]  # after commit: never leaked
-        for lane in starting:
-            self._activate(lane)
+        if starting:
+            self._activate_batch(starting)
         for lane_id in ended_ids:
             self._deactivate(lane_id)
         return {"started": len(starting), "expired": len(ended_ids)}
@@ -170,10 +230,7 @@ class LaneActivation:
         now = self.clock()
         with self.db.read() as s:
             stuck = s.scalars(select(Lane).where(Lane.state == "installing", Lane.expires_at > now)).all()
-        done = 0
-        for lane in stuck:
-            if self._unready(spec_of(lane)) or not self._claim(lane.id):
-                continue
-            self._activate(lane)
-            done += 1
-        return done
+        claimed = [lane for lane in stuck if not self._unready(spec_of(lane)) and self._claim(lane.id)]
+        if claimed:
+            self._activate_batch(claimed)
+        return len(claimed)

@@ -6,15 +6,19 @@ alone runs the lane scheduler, recovery, DNS-name refresh and the hand-off sweep
 The API runs elsewhere (``viplanes api``) and reaches this process only through the database.
 
 Hand-off (``viplanes.handoff``): an API process commits a lane ``installing`` and NOTIFYs; the
-master's ``recover`` activates it and commits ``active``/``failed``. An ended lane (released,
-revoked) is NOTIFYed too and ``sweep`` removes its flows; ``sweep`` also re-sends a lane whose
-spec changed (an extension's new hard timeout, a name's new addresses).
+master's hand-off round takes every lane waiting at that moment (``recover``: one batch, one
+barrier per switch, one transaction for all outcomes) and NOTIFYs the API processes in that
+transaction. An ended lane (released, revoked) is NOTIFYed too; its flows go in the same round
+(every ended lane of the round in one batch). ``sweep`` (at most once a second) catches what a
+lost notification missed and re-sends a lane whose spec changed (an extension's new hard
+timeout, a name's new addresses).
 """
 from __future__ import annotations
 
 import logging
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +43,12 @@ class ControllerNode:
         self.db, self.plane, self.manager, self.tick_s = db, plane, manager, tick_s
         self.scheduler: Any = None
         self.names: Any = None
+        self._swept_at = 0.0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.waker = Waker(db)
+        self._recent: dict[int, float] = {}  # lane id -> when its outcome was NOTIFYed
+        manager.committed_hook = self._committed
         plane.on_deposed = lambda epoch: self._leading(False)
         self.lease = LeaderLease(db, on_change=self._on_lease)
         self.reporter = StatusReporter(db, plane, self.lease.holder)  # switch readiness, lane counters
@@ -71,9 +78,7 @@ class ControllerNode:
             return
         carried = dict(self.plane.lanes)  # before the read: a lane activated after it stays
         desired = {spec.lane_id: spec for spec in self.manager.desired_lanes()}
-        for lane_id in carried:
-            if lane_id not in desired:
-                self.plane.deactivate(lane_id)
+        self.remove_ended({lane_id for lane_id in carried if lane_id not in desired})
         for lane_id, spec in desired.items():
             old = carried.get(lane_id)
             if old is not None and old != spec:
@@ -81,15 +86,60 @@ class ControllerNode:
                 if not result.ok:
                     log.warning("lane %d: re-send failed (%s)", lane_id, result.reason)
 
+    def _committed(self, s: Any, states: dict[int, str]) -> None:
+        """The lane manager recorded outcomes: the API processes hear it at the commit."""
+        from viplanes.handoff import notify_done
+
+        notify_done(s, states)
+        now = time.monotonic()
+        self._recent.update(dict.fromkeys(states, now))
+
+    def _answer_unheard(self, lane_ids: set[int]) -> None:
+        """Lanes an API process woke us for that no round recorded (an extension's re-send of an
+        active lane, a lane already ended): tell their waiters to read the row now."""
+        now = time.monotonic()
+        for lane_id, at in list(self._recent.items()):
+            if now - at > 10.0:
+                del self._recent[lane_id]
+        unheard = {lane_id: "check" for lane_id in lane_ids if lane_id not in self._recent}
+        if unheard:
+            from viplanes.handoff import notify_done
+
+            with self.db.write() as s:
+                notify_done(s, unheard)
+
+    def remove_ended(self, lane_ids: set[int]) -> None:
+        """Flows of lanes whose end an API process committed and NOTIFYed (never revived: an
+        ended state is terminal), all in one batch."""
+        carried = [lane_id for lane_id in sorted(lane_ids) if lane_id in self.plane.lanes]
+        failure = self.plane.deactivate_many(carried)  # and any queued removal left over
+        if failure:
+            log.warning("removal of %d lanes not confirmed (%s)", len(carried), failure)
+
+    def handoff_round(self, woken: list[str]) -> None:
+        """One round of the master: activate every waiting lane, remove every ended one."""
+        wanted = {int(p[5:]) for p in woken if p.startswith("lane:") and p[5:].isdigit()}
+        ended = {int(p[6:]) for p in woken if p.startswith("ended:") and p[6:].isdigit()}
+        carried = [lane_id for lane_id in sorted(ended) if lane_id in self.plane.lanes]
+        if carried:  # sent with this round's activations: one barrier per switch for both
+            self.plane.queue_removals(carried)
+        if wanted:
+            self.manager.recover()
+            self._answer_unheard(wanted)
+        if carried:
+            self.remove_ended(set())  # whatever no activation took along
+        if time.monotonic() - self._swept_at >= SWEEP_EVERY_S:
+            self._swept_at = time.monotonic()
+            self.sweep()
+
     def _handoff_loop(self) -> None:
+        self._swept_at = 0.0
         while not self._stop.is_set():
             woken = self.waker.wait(SWEEP_EVERY_S)
             if self._stop.is_set() or not self.plane.is_master:
                 continue
             try:
-                if any(p.startswith("lane:") for p in woken):
-                    self.manager.recover()
-                self.sweep()
+                self.handoff_round(woken)
             except Exception:  # noqa: BLE001 - the next round tries again
                 log.exception("hand-off round")
 

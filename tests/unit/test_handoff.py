@@ -40,3 +40,39 @@ def test_api_answers_when_the_controller_committed(sqlite_url, clock, topo) -> N
         api_db.dispose()
         ctl_db.dispose()
         world.app.extensions["viplanes"].db.dispose()
+
+
+def test_done_payloads_parse_and_wake_only_their_waiters(sqlite_url) -> None:
+    from viplanes.handoff import DoneListener, parse_done
+
+    assert parse_done("12=active,13=failed,junk,=x,14=") == {12: "active", 13: "failed"}
+    listener = DoneListener(Database(sqlite_url))
+    mine, other = listener.expect(12), listener.expect(99)
+    listener.deliver(parse_done("12=active,13=failed"))
+    assert mine.event.is_set() and mine.state == "active"
+    assert not other.event.is_set()
+    listener.forget(12, mine)
+    listener.forget(99, other)
+    assert listener._waiting == {}
+
+
+def test_long_done_payloads_are_cut_between_lanes() -> None:
+    from sqlalchemy import create_engine
+    from sqlalchemy.orm import Session
+
+    from viplanes.handoff import notify_done, parse_done
+
+    sent: list[str] = []
+
+    class PgSession(Session):  # records what would be NOTIFYed
+        def execute(self, stmt, params=None, **_kw):  # type: ignore[override]
+            sent.append(params["p"])
+
+    engine = create_engine("postgresql+psycopg2://nobody@127.0.0.1:1/none")
+    states = {lane_id: "active" for lane_id in range(100000, 102000)}
+    notify_done(PgSession(bind=engine), states)
+    assert len(sent) > 1 and all(len(p) < 8000 for p in sent)
+    merged: dict[int, str] = {}
+    for payload in sent:
+        merged.update(parse_done(payload))
+    assert merged == states
