@@ -13,13 +13,14 @@ import threading
 import time
 from typing import Callable
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 
 from viplanes.dataplane import Dataplane, is_transient
 from viplanes.db import Database
 from viplanes.domain import ActivationResult, LaneSpec, lane_shape_refusal
 from viplanes.errors import Conflict
 from viplanes.lane_specs import spec_of
+from viplanes.lane_sql import add_audit, record_activation
 from viplanes.models import LIVE_STATES, Lane
 from viplanes.store import audit
 
@@ -110,12 +111,11 @@ class LaneActivation:
             values = {"state": "failed", "reason": f"activation failed: {result.reason}", "ended_at": now}
         values["activation_ms"] = latency * 1000.0
         with self.db.write() as s:
-            # one conditional UPDATE: the transition happens only if nobody ended the lane meanwhile
-            moved = s.execute(update(Lane).where(Lane.id == lane.id, Lane.state == "installing")
-                              .values(**values)).rowcount == 1
+            conn = s.connection()  # Core, not the ORM: see viplanes/lane_sql.py
+            moved = record_activation(conn, lane.id, values)
             if moved:
-                audit(s, now, "system", "lane.activate", f"lane:{lane.id}", outcome,
-                      "installed" if result.ok else result.reason)
+                add_audit(conn, now, "system", "lane.activate", f"lane:{lane.id}", outcome,
+                          "installed" if result.ok else result.reason)
                 for key, value in values.items():
                     setattr(lane, key, value)  # the detached copy the caller answers with
             else:
