@@ -20,7 +20,7 @@ from viplanes.db import Database
 from viplanes.domain import ActivationResult, LaneSpec, lane_shape_refusal
 from viplanes.errors import Conflict
 from viplanes.lane_specs import spec_of
-from viplanes.lane_sql import add_audit, record_activation
+from viplanes.lane_sql import add_audit, lane_for_change, record_activation
 from viplanes.models import LIVE_STATES, Lane
 from viplanes.store import audit
 
@@ -110,8 +110,7 @@ class LaneActivation:
             outcome = "failed"
             values = {"state": "failed", "reason": f"activation failed: {result.reason}", "ended_at": now}
         values["activation_ms"] = latency * 1000.0
-        with self.db.write() as s:
-            conn = s.connection()  # Core, not the ORM: see viplanes/lane_sql.py
+        with self.db.write_connection() as conn:  # Core, not the ORM: see viplanes/lane_sql.py
             moved = record_activation(conn, lane.id, values)
             if moved:
                 add_audit(conn, now, "system", "lane.activate", f"lane:{lane.id}", outcome,
@@ -119,7 +118,7 @@ class LaneActivation:
                 for key, value in values.items():
                     setattr(lane, key, value)  # the detached copy the caller answers with
             else:
-                lane = s.get(Lane, lane.id) or lane
+                lane = lane_for_change(conn, lane.id, lock=False) or lane
         if not moved and result.ok and lane.state not in LIVE_STATES:  # ended while installing
             self._deactivate(lane.id)
         return lane

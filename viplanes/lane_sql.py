@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, bindparam, func, insert, literal_column, select, update
 from sqlalchemy.orm import attributes
 
 from viplanes.models import LIVE_STATES, AuditEvent, Grant, Lane, Principal
@@ -26,25 +26,45 @@ GRANTS = Grant.__table__
 AUDIT = AuditEvent.__table__
 PRINCIPALS = Principal.__table__
 
+# Statements are built once, with bind parameters: building one costs 0.2-0.3 ms of Python
+# (operator overloading, coercion, cache key) against ~0.05 ms to execute a built one. The live
+# states are inlined (``state IN ('requested', ...)``), not an expanding parameter list that is
+# re-rendered on every execution.
+LIVE = LANES.c.state.in_([literal_column(f"'{state}'") for state in LIVE_STATES])
+
 _GRANT_COLUMNS = (GRANTS.c.id, GRANTS.c.src_prefixes, GRANTS.c.dst_prefixes, GRANTS.c.protocols,
                   GRANTS.c.ports, GRANTS.c.max_duration_s, GRANTS.c.max_rate_mbps, GRANTS.c.max_lanes,
                   GRANTS.c.valid_from, GRANTS.c.valid_until, GRANTS.c.revoked_at)
+_USABLE_GRANTS = (select(*_GRANT_COLUMNS)
+                  .where(GRANTS.c.principal_id == bindparam("principal_id"), GRANTS.c.revoked_at.is_(None),
+                         GRANTS.c.valid_until.is_(None) | (GRANTS.c.valid_until > bindparam("now")))
+                  .order_by(GRANTS.c.id))
+_USABLE_GRANTS_LOCKED = _USABLE_GRANTS.with_for_update()
+_LIVE_COUNTS = (select(LANES.c.grant_id, func.count())
+                .where(LANES.c.grant_id.in_(bindparam("grant_ids", expanding=True)), LIVE,
+                       LANES.c.starts_at < bindparam("end"), LANES.c.expires_at > bindparam("start"))
+                .group_by(LANES.c.grant_id))
+_LIVE_COUNTS_EXCLUDING = _LIVE_COUNTS.where(LANES.c.id != bindparam("exclude"))
+_INSERT_LANE = insert(LANES)
+_INSERT_AUDIT = insert(AUDIT)
+_RECORD_ACTIVATION = update(LANES).where(LANES.c.id == bindparam("lane_id_"), LANES.c.state == "installing")
+_END_LANE = update(LANES).where(LANES.c.id == bindparam("lane_id_"))
+_LANE_WITH_OWNER = (select(LANES, PRINCIPALS.c.name.label("owner_name"))
+                    .join(PRINCIPALS, PRINCIPALS.c.id == LANES.c.principal_id)
+                    .where(LANES.c.id == bindparam("lane_id_")))
+_LANE_WITH_OWNER_LOCKED = _LANE_WITH_OWNER.with_for_update(of=LANES)
 
 
 def usable_grant_rules(conn: Connection, principal_id: int, now: float, for_update: bool) -> list[GrantRule]:
     """The principal's grants that could allow a lane now or later, as rules, row-locked in id
     order on PostgreSQL (two requests never deadlock on each other's grants)."""
-    q = (select(*_GRANT_COLUMNS)
-         .where(GRANTS.c.principal_id == principal_id, GRANTS.c.revoked_at.is_(None),
-                GRANTS.c.valid_until.is_(None) | (GRANTS.c.valid_until > now))
-         .order_by(GRANTS.c.id))
-    if for_update:
-        q = q.with_for_update()
+    rows = conn.execute(_USABLE_GRANTS_LOCKED if for_update else _USABLE_GRANTS,
+                        {"principal_id": principal_id, "now": now})
     return [GrantRule(grant_id=r[0], src_prefixes=tuple(parse_prefix(x) for x in r[1]),
                       dst_prefixes=tuple(parse_prefix(x) for x in r[2]), protocols=frozenset(r[3]),
                       ports=parse_ports(r[4]), max_duration_s=r[5], max_rate_mbps=r[6], max_lanes=r[7],
                       valid_from=r[8], valid_until=r[9], revoked=r[10] is not None)
-            for r in conn.execute(q)]
+            for r in rows]
 
 
 def live_counts(conn: Connection, grant_ids: Sequence[int], start: float, end: float,
@@ -52,51 +72,48 @@ def live_counts(conn: Connection, grant_ids: Sequence[int], start: float, end: f
     """Live lanes per grant whose time window overlaps [start, end): one GROUP BY."""
     if not grant_ids:
         return {}
-    q = (select(LANES.c.grant_id, func.count())
-         .where(LANES.c.grant_id.in_(grant_ids), LANES.c.state.in_(LIVE_STATES),
-                LANES.c.starts_at < end, LANES.c.expires_at > start)
-         .group_by(LANES.c.grant_id))
+    params: dict[str, Any] = {"grant_ids": list(grant_ids), "start": start, "end": end}
     if exclude is not None:
-        q = q.where(LANES.c.id != exclude)
-    return {gid: n for gid, n in conn.execute(q)}
+        params["exclude"] = exclude
+    return {gid: n for gid, n in conn.execute(_LIVE_COUNTS if exclude is None else _LIVE_COUNTS_EXCLUDING,
+                                              params)}
 
 
 def insert_lane(conn: Connection, values: dict[str, Any]) -> Lane:
     """INSERT the row; the answer is a transient ``Lane`` holding what was written."""
-    lane_id = conn.execute(insert(LANES).values(**values)).inserted_primary_key[0]
+    lane_id = conn.execute(_INSERT_LANE, values).inserted_primary_key[0]
     lane = Lane(**values)
     lane.id = lane_id
     return lane
 
 
+def lane_from_row(values: dict[str, Any], owner_name: str | None = None) -> Lane:
+    """A transient ``Lane`` from a row of ``lanes`` (with its owner's name for the answer)."""
+    lane = Lane(**values)
+    if owner_name is not None:  # lane_dict names the owner
+        attributes.set_committed_value(lane, "principal", Principal(id=values["principal_id"], name=owner_name))
+    return lane
+
+
 def add_audit(conn: Connection, now: float, actor: str, action: str, target: str, decision: str,
               reason: str = "") -> None:
-    conn.execute(insert(AUDIT).values(at=now, actor=actor, action=action, target=target,
-                                      decision=decision, reason=reason[:2000]))
+    conn.execute(_INSERT_AUDIT, {"at": now, "actor": actor, "action": action, "target": target,
+                                 "decision": decision, "reason": reason[:2000]})
 
 
 def record_activation(conn: Connection, lane_id: int, values: dict[str, object]) -> bool:
     """One conditional UPDATE: the lane moves only if nobody ended it while it was installing."""
-    return conn.execute(update(LANES).where(LANES.c.id == lane_id, LANES.c.state == "installing")
-                        .values(**values)).rowcount == 1
+    return conn.execute(_RECORD_ACTIVATION, {**values, "lane_id_": lane_id}).rowcount == 1
 
 
 def lane_for_change(conn: Connection, lane_id: int, lock: bool) -> Lane | None:
     """The lane with its owner's name (row-locked on PostgreSQL when ``lock``), or None."""
-    q = (select(LANES, PRINCIPALS.c.name.label("owner_name"))
-         .join(PRINCIPALS, PRINCIPALS.c.id == LANES.c.principal_id)
-         .where(LANES.c.id == lane_id))
-    if lock:
-        q = q.with_for_update(of=LANES)
-    row = conn.execute(q).mappings().first()
+    row = conn.execute(_LANE_WITH_OWNER_LOCKED if lock else _LANE_WITH_OWNER, {"lane_id_": lane_id}).mappings().first()
     if row is None:
         return None
     values = dict(row)
-    owner = Principal(id=values["principal_id"], name=values.pop("owner_name"))
-    lane = Lane(**values)
-    attributes.set_committed_value(lane, "principal", owner)  # lane_dict names the owner
-    return lane
+    return lane_from_row(values, values.pop("owner_name"))
 
 
 def end_lane(conn: Connection, lane_id: int, state: str, reason: str, now: float) -> None:
-    conn.execute(update(LANES).where(LANES.c.id == lane_id).values(state=state, reason=reason, ended_at=now))
+    conn.execute(_END_LANE, {"state": state, "reason": reason, "ended_at": now, "lane_id_": lane_id})

@@ -91,7 +91,7 @@ class LaneManager(LaneActivation):
             # two retries with one key raced past the grant lock: the unique index kept one lane
             if idempotency_key:
                 with self.db.read() as s:
-                    first = find_replay(s, caller.id, idempotency_key, digest)
+                    first = find_replay(s.connection(), caller.id, idempotency_key, digest)
                 if first is not None:
                     return first, False
             raise
@@ -107,11 +107,10 @@ class LaneManager(LaneActivation):
         denial: VipError | None = None
         lane: Lane | None = None
         try:
-            with self.db.write() as s:
-                conn = s.connection()  # Core statements from here on (viplanes/lane_sql.py says why)
+            with self.db.write_connection() as conn:  # Core only: viplanes/lane_sql.py says why
                 rules = usable_grant_rules(conn, caller.id, now, for_update=not self.db.is_sqlite)
                 if idempotency_key:
-                    first = find_replay(s, caller.id, idempotency_key, digest)
+                    first = find_replay(conn, caller.id, idempotency_key, digest)
                     if first is not None:
                         return first, False
                 req = self._to_request(body, target, now)
@@ -123,7 +122,7 @@ class LaneManager(LaneActivation):
                 decision = decide(req, rules, self.topology, now,
                                   self._live_counts(conn, countable, req.starts_at, req.expires_at))
                 if decision.allowed:
-                    lane, denial = self._insert(s, caller, body, target, req, decision, now,
+                    lane, denial = self._insert(conn, caller, body, target, req, decision, now,
                                                  idempotency_key, digest)
                 else:
                     denial = self._denial(decision)
@@ -164,14 +163,14 @@ class LaneManager(LaneActivation):
         """Live lanes per grant whose time window overlaps [start, end): one GROUP BY."""
         return live_counts(conn, grant_ids, start, end, exclude)
 
-    def _insert(self, s: Session, caller: Caller, body: LaneInput, target: LaneTarget, req: LaneRequest,
+    def _insert(self, conn: Connection, caller: Caller, body: LaneInput, target: LaneTarget, req: LaneRequest,
                 decision: Decision, now: float, idempotency_key: str | None,
                 digest: str) -> tuple[Lane | None, VipError | None]:
         src = str(req.src_ip)
-        dup = overlapping_lane(s, self.db, src, req.protocol, target.nets, target.ports, req.src_port,
+        dup = overlapping_lane(conn, self.db, src, req.protocol, target.nets, target.ports, req.src_port,
                                req.starts_at, req.expires_at)
         if dup is not None:  # another researcher's lane id stays hidden, like its 404
-            own = s.scalar(select(Lane.principal_id).where(Lane.id == dup)) == caller.id or caller.is_operator
+            own = conn.scalar(select(Lane.principal_id).where(Lane.id == dup)) == caller.id or caller.is_operator
             return None, Conflict("an identical lane is already live for this time" + (f" (lane {dup})" if own else ""),
                                   {"lane_id": dup} if own else {}, code="duplicate_lane")
         nat_ip = None
@@ -180,7 +179,7 @@ class LaneManager(LaneActivation):
             # One lane-pool address per host, shared by all its live lanes: the translation is
             # stateless 1:1 (host <-> address) and lanes of one host differ by their ports, so
             # the pool bounds concurrent hosts, not concurrent lanes.
-            nat_ip = self.lane_pool.address_for(self.db, s, src)
+            nat_ip = self.lane_pool.address_for(self.db, conn, src)
             if nat_ip is None:
                 return None, Unavailable("the lane address pool is exhausted; try again when a lane ends",
                                          {"pool": str(self.topology.lane_pool.prefix)}, code="lane_pool_exhausted")
@@ -199,7 +198,7 @@ class LaneManager(LaneActivation):
         refresh = now + clamp_ttl(target.ttl_s, self.limits.ttl_floor_s, self.limits.ttl_cap_s) if target.host else None
         reason = decision.reason + (f"; {target.host} also has {', '.join(target.dropped)} (no address of "
                                     "that family on the source)" if target.dropped else "")
-        lane = insert_lane(s.connection(), dict(
+        lane = insert_lane(conn, dict(
             principal_id=caller.id, grant_id=decision.grant_id, src_ip=src,
             dst_ip=target.single_address() if plain else None, protocol=req.protocol,
             dst_port=target.single_port() if plain else None, src_port=req.src_port,
@@ -270,8 +269,7 @@ class LaneManager(LaneActivation):
     def end(self, caller: Caller, lane_id: int, to: str) -> Lane:
         """Release (owner/operator) or revoke (operator) a live lane."""
         now = self.clock()
-        with self.db.write() as s:
-            conn = s.connection()
+        with self.db.write_connection() as conn:
             lane = lane_for_change(conn, lane_id, lock=not self.db.is_sqlite)
             if lane is None or not sees_lane(caller, lane.principal_id):
                 raise NotFound(f"no lane {lane_id}")
