@@ -22,6 +22,8 @@ from typing import Iterator
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
 
+from viplanes.sqlite_wal import BACKSTOP_PAGES, WalCheckpointer
+
 DEFAULT_DB_URL = "sqlite:///viplanes.db"  # ./viplanes.db, relative to the working directory
 _ADVISORY_LOCK = text("SELECT pg_advisory_xact_lock(:k)")
 
@@ -55,6 +57,8 @@ def _sqlite_setup(engine: Engine) -> None:
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across app crashes
+        # checkpoints run in WalCheckpointer's thread; a commit checkpoints only past this backstop
+        cur.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.execute("PRAGMA busy_timeout=60000")
         cur.close()
@@ -76,6 +80,8 @@ class Database:
         # re-entrant: a nested write in the same thread would otherwise deadlock on this lock
         # instead of failing the way it does without it (SQLITE_BUSY after busy_timeout)
         self._writer_lock = threading.RLock() if self.is_sqlite else None
+        in_memory = self.engine.url.database in (None, "", ":memory:")
+        self._checkpointer = WalCheckpointer(self.engine) if self.is_sqlite and not in_memory else None
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Session]:
@@ -91,6 +97,8 @@ class Database:
             return
         with self._writer_lock, self._write() as session:
             yield session
+        if self._checkpointer is not None:
+            self._checkpointer.written()
 
     @contextlib.contextmanager
     def write_connection(self) -> Iterator[Connection]:
@@ -101,6 +109,8 @@ class Database:
                 conn.execution_options(sqlite_immediate=True)
             with conn.begin():
                 yield conn
+        if self._checkpointer is not None:
+            self._checkpointer.written()
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[Session]:
@@ -122,4 +132,6 @@ class Database:
             session.execute(_ADVISORY_LOCK, {"k": key})
 
     def dispose(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
         self.engine.dispose()
