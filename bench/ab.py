@@ -119,8 +119,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--db", choices=["sqlite", "postgresql"], default="sqlite")
     ap.add_argument("--json", type=Path, help="write every sample here")
-    ap.add_argument("--spy", metavar="NAME", help="py-spy this checkout's serve in its last round "
-                    "(raw stacks in bench/results/ab-NAME.pyspy.txt)")
+    ap.add_argument("--spy", metavar="NAME", help="py-spy this checkout's serve in an extra, untimed "
+                    "first round (raw stacks in bench/results/ab-NAME.pyspy.txt)")
     args = ap.parse_args(argv)
     trees = {name: Path(path).resolve() for name, path in (t.split("=", 1) for t in args.tree)}
     load = [os.getloadavg()[0]]
@@ -129,13 +129,16 @@ def main(argv: list[str] | None = None) -> None:
         lane_dpids = sorted(lane_messages(c, 1, next(flows(1))))
         with FlowWatch({d: c.bridges.names[d] for d in lane_dpids}) as watch:
             offset = 0
+            if args.spy:  # its own round, left out of the table: the sampler costs CPU here
+                clear_flows(c)
+                one_round(c, watch, trees[args.spy], args.n, args.warmup, args.db, offset,
+                          RESULTS / f"ab-{args.spy}.pyspy.txt")
+                offset += args.n + args.warmup
             for r in range(args.rounds):
                 order = list(trees) if r % 2 == 0 else list(reversed(trees))
                 for name in order:
                     clear_flows(c)
-                    spy = (RESULTS / f"ab-{name}.pyspy.txt"
-                           if name == args.spy and r == args.rounds - 1 else None)
-                    got = one_round(c, watch, trees[name], args.n, args.warmup, args.db, offset, spy)
+                    got = one_round(c, watch, trees[name], args.n, args.warmup, args.db, offset)
                     offset += args.n + args.warmup
                     for key, value in got.items():
                         pooled[name].setdefault(key, []).extend(value)
