@@ -16,7 +16,8 @@ def _trace(db: Database) -> tuple[list[str], Any]:
     seen: list[str] = []
 
     def grab(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        seen.append(" ".join(statement.split()).split(" ", 2)[0].upper())
+        words = " ".join(statement.split()).upper()
+        seen.append(words if words.startswith("BEGIN") else words.split(" ", 1)[0])
 
     event.listen(db.engine, "before_cursor_execute", grab)
     return seen, lambda: event.remove(db.engine, "before_cursor_execute", grab)
@@ -41,12 +42,12 @@ def test_request_and_release_stay_within_their_statement_budget(world):
     # transactions; grants, quota count, one overlap query (two index seeks), the host's
     # lane-pool address and the pool probe (10.1.0.10 is NAT'd), lane, audit; activation
     # UPDATE, audit (before issue 13: the overlap check was two statements)
-    assert request.count("BEGIN") == 2, request
-    body = [k for k in request if k != "BEGIN"]
+    assert request.count("BEGIN IMMEDIATE") == 2, request  # SQLite's writer lock taken up front
+    body = [k for k in request if k != "BEGIN IMMEDIATE"]
     assert body == ["SELECT"] * 5 + ["INSERT", "INSERT", "UPDATE", "INSERT"], request
     # one transaction: the lane (with its owner's name), the UPDATE, the audit row
-    assert release.count("BEGIN") == 1, release
-    assert [k for k in release if k != "BEGIN"] == ["SELECT", "UPDATE", "INSERT"], release
+    assert release.count("BEGIN IMMEDIATE") == 1, release
+    assert [k for k in release if k != "BEGIN IMMEDIATE"] == ["SELECT", "UPDATE", "INSERT"], release
 
 
 def test_audit_rows_still_name_every_decision(world):
