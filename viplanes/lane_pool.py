@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from sqlalchemy import Connection, bindparam, exists, select
+from sqlalchemy import Connection, Select, bindparam, exists, func, literal_column, select, union_all
 from sqlalchemy.orm import Session
 
 from viplanes.db import Database
@@ -35,6 +35,7 @@ class LanePool:
         probes = [exists().where(LANES.c.nat_ip == a, LIVE)
                   for a in self._addresses] if 0 < len(self._addresses) <= MAX_POOL_PROBES else []
         self._probe = select(*probes) if probes else None
+        self._lookup = _one_statement_lookup(self._addresses) if probes else None
 
     def taken(self, s: Session | Connection) -> list[str]:
         """Lane-pool addresses held by a live lane: one indexed EXISTS per pool address.
@@ -54,7 +55,24 @@ class LanePool:
         cannot hand the same free address to two hosts.
         """
         db.advisory_lock(s, NAT_LOCK_KEY)
+        if self._lookup is not None:  # the host's address, else the lowest free one: one statement
+            return s.scalar(self._lookup, {"src": src_ip})  # type: ignore[no-any-return]
         nat_ip = s.scalar(_HOST_ADDRESS, {"src": src_ip})
         if nat_ip is None:
             nat_ip = allocate_nat(self.prefix, self.taken(s))
         return nat_ip
+
+
+def _one_statement_lookup(addresses: list[str]) -> Select:
+    """``COALESCE(the host's live address, the lowest pool address no live lane holds)``: one
+    round trip where there were two. COALESCE stops at its first non-null argument (SQLite and
+    PostgreSQL), so a host that already has an address costs one index seek; otherwise each pool
+    address is one indexed NOT EXISTS, as in ``taken``. The addresses come from ``ipaddress``,
+    so inlining them as literals is safe."""
+    rows = [select(literal_column(f"'{a}'").label("address"), literal_column(str(i)).label("rank"))
+            for i, a in enumerate(addresses)]
+    pool = (union_all(*rows) if len(rows) > 1 else rows[0]).subquery("pool")
+    free = (select(pool.c.address).where(~exists().where(LANES.c.nat_ip == pool.c.address, LIVE))
+            .order_by(pool.c.rank).limit(1).scalar_subquery())
+    return select(func.coalesce(_HOST_ADDRESS.scalar_subquery(), free))
+

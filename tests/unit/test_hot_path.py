@@ -39,12 +39,12 @@ def test_request_and_release_stay_within_their_statement_budget(world):
     finally:
         stop()
     # decide + insert + audit, then the activation result after the barriers: two write
-    # transactions; grants, quota count, one overlap query (two index seeks), the host's
-    # lane-pool address and the pool probe (10.1.0.10 is NAT'd), lane, audit; activation
-    # UPDATE, audit (before issue 13: the overlap check was two statements)
+    # transactions; grants, quota count, one overlap query (two index seeks), one lane-pool
+    # lookup (10.1.0.10 is NAT'd: its address or the lowest free one), lane, audit; activation
+    # UPDATE, audit (before issue 13 the overlap check and the pool lookup were two each)
     assert request.count("BEGIN IMMEDIATE") == 2, request  # SQLite's writer lock taken up front
     body = [k for k in request if k != "BEGIN IMMEDIATE"]
-    assert body == ["SELECT"] * 5 + ["INSERT", "INSERT", "UPDATE", "INSERT"], request
+    assert body == ["SELECT"] * 4 + ["INSERT", "INSERT", "UPDATE", "INSERT"], request
     # one transaction: the lane (with its owner's name), the UPDATE, the audit row
     assert release.count("BEGIN IMMEDIATE") == 1, release
     assert [k for k in release if k != "BEGIN IMMEDIATE"] == ["SELECT", "UPDATE", "INSERT"], release
