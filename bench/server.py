@@ -109,8 +109,11 @@ class Serve:
     """``python -m viplanes.cli serve`` with its log in ``workdir``; SIGTERM then SIGKILL on stop."""
 
     def __init__(self, workdir: Path, of_port: int, dataplane: str = "openflow", threads: int = 8,
-                 db_url: str | None = None) -> None:
+                 db_url: str | None = None, repo: Path | None = None) -> None:
         self.workdir = workdir
+        # another checkout with its own .venv (bench.ab runs old and new code side by side)
+        self.repo = repo or REPO
+        self.python = sys.executable if self.repo == REPO else str(self.repo / ".venv" / "bin" / "python")
         self.db_url = db_url or f"sqlite:///{workdir / 'bench.db'}"
         self.api_port = free_port()
         self.of_port = of_port
@@ -142,13 +145,13 @@ class Serve:
     def _start(self, timeout_s: float) -> "Serve":
         # $BENCH_PATCH: run serve with experimental patches (bench/serve_patched.py)
         module = "bench.serve_patched" if os.environ.get("BENCH_PATCH") else "viplanes.cli"
-        cmd = [sys.executable, "-m", module, "serve", "--db", self.db_url,
+        cmd = [self.python, "-m", module, "serve", "--db", self.db_url,
                "--api", f"127.0.0.1:{self.api_port}", "--openflow", f"127.0.0.1:{self.of_port}",
                "--dataplane", self.dataplane, "--threads", str(self.threads), "--tick", "0.5",
                *serve_security_args()]
         with open(self.log, "ab") as log:
             self.started_at = time.perf_counter()
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=REPO, env=dict(os.environ))
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=self.repo, env=dict(os.environ))
         deadline = time.monotonic() + timeout_s
         api = Api(self.api_port)
         while time.monotonic() < deadline:
@@ -194,9 +197,9 @@ class Serve:
 
     def add_operator(self, name: str = "benchop") -> str:
         """Bootstrap an operator straight in the database (as an operator would); its token."""
-        out = subprocess.run([sys.executable, "-m", "viplanes.cli", "principal", "add", name,
+        out = subprocess.run([self.python, "-m", "viplanes.cli", "principal", "add", name,
                               "--role", "operator", "--db", self.db_url], capture_output=True,
-                             text=True, timeout=60, cwd=REPO)
+                             text=True, timeout=60, cwd=self.repo)
         if out.returncode != 0:
             raise RuntimeError(f"principal add: {out.stderr.strip()}")
         return out.stdout.strip().splitlines()[-1]

@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from sqlalchemy import select as sql_select
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 from sqlalchemy.orm import Session
 
 from viplanes.dataplane import DesiredLanes
@@ -84,17 +84,18 @@ class Notifier:
             self._conn = None
 
 
-def notify_done(s: Session, states: dict[int, str]) -> None:
+def notify_done(s: Session | Connection, states: dict[int, str]) -> None:
     """Inside the transaction that recorded activations: tell the API processes at its commit
     (the lane manager's ``committed_hook`` on the controller). PostgreSQL only."""
-    if s.get_bind().dialect.name != "postgresql" or not states:
+    dialect = s.get_bind().dialect if isinstance(s, Session) else s.dialect
+    if dialect.name != "postgresql" or not states:
         return
     payload = ",".join(f"{lane_id}={state}" for lane_id, state in states.items())
-    for start in range(0, len(payload), 7000):  # NOTIFY payloads stop below 8000 bytes
-        cut = payload.rfind(",", start, start + 7000) if start + 7000 < len(payload) else len(payload)
-        s.execute(text("SELECT pg_notify(:ch, :p)"), {"ch": DONE_CHANNEL, "p": payload[start:cut].strip(",")})
-        if cut >= len(payload):
-            break
+    start = 0
+    while start < len(payload):  # NOTIFY payloads stop below 8000 bytes: cut between lanes
+        cut = len(payload) if len(payload) - start <= 7000 else payload.rfind(",", start, start + 7000)
+        s.execute(text("SELECT pg_notify(:ch, :p)"), {"ch": DONE_CHANNEL, "p": payload[start:cut]})
+        start = cut + 1
 
 
 def parse_done(payload: str) -> dict[int, str]:

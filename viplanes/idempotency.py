@@ -13,10 +13,10 @@ import hashlib
 import json
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import Connection, bindparam, select
 
 from viplanes.errors import Invalid
+from viplanes.lane_sql import LANES, lane_from_row
 from viplanes.models import Lane
 
 
@@ -31,10 +31,15 @@ def request_digest(body: Any) -> str:
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def find_replay(s: Session, principal_id: int, key: str, digest: str) -> Lane | None:
-    """The principal's lane made with ``key``; Invalid when it was made from another request.
-    Lanes stored before migration 0003 have no hash and replay as before."""
-    first = s.scalar(select(Lane).where(Lane.principal_id == principal_id, Lane.idempotency_key == key))
+_BY_KEY = select(LANES).where(LANES.c.principal_id == bindparam("principal_id"),
+                              LANES.c.idempotency_key == bindparam("key"))
+
+
+def find_replay(conn: Connection, principal_id: int, key: str, digest: str) -> Lane | None:
+    """The principal's lane made with ``key`` (a transient ``Lane``); Invalid when it was made
+    from another request. Lanes stored before migration 0003 have no hash and replay as before."""
+    row = conn.execute(_BY_KEY, {"principal_id": principal_id, "key": key}).mappings().first()
+    first = lane_from_row(dict(row)) if row is not None else None
     if first is not None and first.request_hash is not None and first.request_hash != digest:
         raise Invalid("this Idempotency-Key was already used with a different request",
                       {"lane_id": first.id}, code="idempotency_key_reused")

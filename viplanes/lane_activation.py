@@ -13,14 +13,14 @@ import threading
 import time
 from typing import Callable
 
-from sqlalchemy import select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import Connection, select
 
 from viplanes.dataplane import Dataplane, is_transient
-from viplanes.db import Database, updated_rows
+from viplanes.db import Database
 from viplanes.domain import ActivationResult, LaneSpec, lane_shape_refusal
 from viplanes.errors import Conflict
 from viplanes.lane_specs import spec_of
+from viplanes.lane_sql import add_audit, lane_for_change, record_activation
 from viplanes.models import LIVE_STATES, Lane
 from viplanes.store import audit
 
@@ -60,7 +60,7 @@ class LaneActivation:
     _activating_lock: threading.Lock
     # (session, lane id -> new state) inside the transaction that recorded activations: the split
     # deployment's controller NOTIFYs the waiting API processes with it (viplanes.handoff)
-    committed_hook: Callable[[Session, dict[int, str]], None] | None = None
+    committed_hook: Callable[[Connection, dict[int, str]], None] | None = None
 
     def _unready(self, spec: LaneSpec) -> list[str]:
         try:
@@ -110,17 +110,17 @@ class LaneActivation:
                 self._deactivate(lane.id)
             return lane
         now = self.clock()
-        with self.db.write() as s:
-            moved = self._record(s, lane, result, latency, now)
+        with self.db.write_connection() as conn:
+            moved = self._record(conn, lane, result, latency, now)
             if moved and self.committed_hook is not None:
-                self.committed_hook(s, {lane.id: lane.state})
+                self.committed_hook(conn, {lane.id: lane.state})
             if not moved:
-                lane = s.get(Lane, lane.id) or lane
+                lane = lane_for_change(conn, lane.id, lock=False) or lane
         if not moved and result.ok and lane.state not in LIVE_STATES:  # ended while installing
             self._deactivate(lane.id)
         return lane
 
-    def _record(self, s: Session, lane: Lane, result: ActivationResult, latency: float, now: float) -> bool:
+    def _record(self, conn: Connection, lane: Lane, result: ActivationResult, latency: float, now: float) -> bool:
         """Record active, failed, or, for a transient reason, leave it installing for ``recover``:
         one conditional UPDATE, so the transition happens only if nobody ended the lane meanwhile.
         True when it moved (then ``lane``, the detached copy the caller answers with, says so)."""
@@ -134,11 +134,10 @@ class LaneActivation:
             outcome = "failed"
             values = {"state": "failed", "reason": f"activation failed: {result.reason}", "ended_at": now}
         values["activation_ms"] = latency * 1000.0
-        moved = updated_rows(s, update(Lane).where(Lane.id == lane.id, Lane.state == "installing")
-                             .values(**values)) == 1
+        moved = record_activation(conn, lane.id, values)  # Core, not the ORM: viplanes/lane_sql.py
         if moved:
-            audit(s, now, "system", "lane.activate", f"lane:{lane.id}", outcome,
-                  "installed" if result.ok else result.reason)
+            add_audit(conn, now, "system", "lane.activate", f"lane:{lane.id}", outcome,
+                      "installed" if result.ok else result.reason)
             for key, value in values.items():
                 setattr(lane, key, value)
         return moved
@@ -165,19 +164,19 @@ class LaneActivation:
                 failed = ActivationResult(False, f"data plane error: {exc}", time.perf_counter() - t0)
             now = self.clock()
             ended: list[int] = []
-            with self.db.write() as s:
+            with self.db.write_connection() as conn:
                 moved: dict[int, str] = {}
                 for lane in lanes:
                     result = results.get(lane.id) or (failed if not results else missing)
                     self.on_activation(result.latency_s, result.ok)
-                    if self._record(s, lane, result, result.latency_s, now):
+                    if self._record(conn, lane, result, result.latency_s, now):
                         moved[lane.id] = lane.state
                     elif result.ok:
-                        current = s.get(Lane, lane.id)
+                        current = lane_for_change(conn, lane.id, lock=False)
                         if current is not None and current.state not in LIVE_STATES:
                             ended.append(lane.id)  # ended while installing: its flows go again
                 if moved and self.committed_hook is not None:
-                    self.committed_hook(s, moved)
+                    self.committed_hook(conn, moved)
             for lane_id in ended:
                 self._deactivate(lane_id)
         finally:

@@ -7,16 +7,18 @@ intersects and some port range of each intersects (same protocol, same source, w
 """
 from __future__ import annotations
 
+import functools
 import ipaddress
 import zlib
 from typing import Any, Iterable, Sequence
 
-from sqlalchemy import select
+from sqlalchemy import CompoundSelect, Connection, Select, bindparam, literal_column, select, union_all
 from sqlalchemy.orm import Session
 
 from viplanes.db import Database
 from viplanes.domain import host_net
-from viplanes.models import LIVE_STATES, Lane
+from viplanes.lane_sql import LANES, LIVE
+from viplanes.models import LIVE_STATES
 
 IPNet = ipaddress.IPv4Network | ipaddress.IPv6Network
 PortRanges = Sequence[tuple[int, int]]
@@ -44,7 +46,30 @@ def ports_overlap(a: PortRanges, b: PortRanges) -> bool:
     return any(lo1 <= hi2 and lo2 <= hi1 for lo1, hi1 in a for lo2, hi2 in b)
 
 
-def overlapping_lane(s: Session, db: Database, src: str, proto: str, nets: Sequence[IPNet],
+@functools.cache
+def _overlap_query(single: bool, with_sport: bool, with_exclude: bool) -> CompoundSelect | Select:
+    """Built once per shape (building costs more than running it; see viplanes/lane_sql.py)."""
+    base = select(LANES.c.id, LANES.c.dst_ip, LANES.c.dst_port, LANES.c.dst_nets, LANES.c.dst_ports).where(
+        LANES.c.src_ip == bindparam("src"), LANES.c.protocol == bindparam("proto"),
+        LANES.c.starts_at < bindparam("end"), LANES.c.expires_at > bindparam("start"))
+    if with_sport:  # a lane without src_port covers every source port
+        base = base.where(LANES.c.src_port.is_(None) | (LANES.c.src_port == bindparam("sport")))
+    if with_exclude:
+        base = base.where(LANES.c.id != bindparam("exclude"))
+    if not single:
+        return base.where(LIVE)
+    # Two seeks on ix_lanes_flow (src_ip, dst_ip, dst_port), as two arms of one UNION ALL (one
+    # round trip; SQLite plans each arm on its own): as one OR, SQLite walked every live lane of
+    # the source (request p50 2.4 -> 4.9 ms at 3,000 lanes). For the second arm, SQLite's planner
+    # (no statistics) would still rather walk ix_lanes_src_state; a state test on ``state || ''``
+    # cannot use an index, which leaves it ix_lanes_flow (EXPLAIN QUERY PLAN: "SEARCH lanes USING
+    # INDEX ix_lanes_flow (src_ip=? AND dst_ip=?)").
+    unindexed_state = LANES.c.state.concat("").in_([literal_column(f"'{s}'") for s in LIVE_STATES])
+    return union_all(base.where(LIVE, LANES.c.dst_ip == bindparam("dst"), LANES.c.dst_port == bindparam("dport")),
+                     base.where(unindexed_state, LANES.c.dst_ip.is_(None)))
+
+
+def overlapping_lane(s: Session | Connection, db: Database, src: str, proto: str, nets: Sequence[IPNet],
                      ports: PortRanges, sport: int | None, start: float, end: float,
                      exclude: int | None = None) -> int | None:
     """The id of a live lane that would carry some packet this one carries, or None.
@@ -55,27 +80,17 @@ def overlapping_lane(s: Session, db: Database, src: str, proto: str, nets: Seque
     lanes of that protocol.
     """
     db.advisory_lock(s, (1 << 32) + zlib.crc32(f"{src}|{proto}".encode()))
-    base = select(Lane.id, Lane.dst_ip, Lane.dst_port, Lane.dst_nets, Lane.dst_ports).where(
-        Lane.src_ip == src, Lane.protocol == proto, Lane.starts_at < end, Lane.expires_at > start)
-    if sport is not None:  # a lane without src_port covers every source port
-        base = base.where(Lane.src_port.is_(None) | (Lane.src_port == sport))
-    if exclude is not None:
-        base = base.where(Lane.id != exclude)
     single = len(nets) == 1 and nets[0].num_addresses == 1 and len(ports) == 1 and ports[0][0] == ports[0][1]
+    params: dict[str, Any] = {"src": src, "proto": proto, "start": start, "end": end}
+    if sport is not None:
+        params["sport"] = sport
+    if exclude is not None:
+        params["exclude"] = exclude
     if single:
-        # Two seeks on ix_lanes_flow (src_ip, dst_ip, dst_port), as two queries: as one OR, SQLite
-        # walked every live lane of the source (request p50 2.4 -> 4.9 ms at 3,000 lanes). For the
-        # second, SQLite's planner (no statistics) would still rather walk ix_lanes_src_state; a
-        # state test on ``state || ''`` cannot use an index, which leaves it ix_lanes_flow
-        # (EXPLAIN QUERY PLAN: "SEARCH lanes USING INDEX ix_lanes_flow (src_ip=? AND dst_ip=?)").
-        queries = [base.where(Lane.state.in_(LIVE_STATES), Lane.dst_ip == str(nets[0].network_address),
-                              Lane.dst_port == ports[0][0]),
-                   base.where(Lane.state.concat("").in_(LIVE_STATES), Lane.dst_ip.is_(None))]
-    else:
-        queries = [base.where(Lane.state.in_(LIVE_STATES))]
-    for q in queries:
-        for lane_id, dst_ip, dst_port, dst_nets, dst_ports in s.execute(q):
-            theirs = [ipaddress.ip_network(n) for n in row_nets(dst_ip, dst_nets)]
-            if nets_overlap(nets, theirs) and ports_overlap(ports, row_ports(dst_port, dst_ports)):
-                return int(lane_id)
+        params["dst"], params["dport"] = str(nets[0].network_address), ports[0][0]
+    for lane_id, dst_ip, dst_port, dst_nets, dst_ports in s.execute(
+            _overlap_query(single, sport is not None, exclude is not None), params):
+        theirs = [ipaddress.ip_network(n) for n in row_nets(dst_ip, dst_nets)]
+        if nets_overlap(nets, theirs) and ports_overlap(ports, row_ports(dst_port, dst_ports)):
+            return int(lane_id)
     return None

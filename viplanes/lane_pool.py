@@ -8,16 +8,21 @@ part of lane creation that serialises (one allocation at a time, under an adviso
 from __future__ import annotations
 
 import ipaddress
+from typing import Any
 
-from sqlalchemy import exists, select
+from sqlalchemy import Connection, Select, bindparam, exists, func, literal_column, select, union_all
 from sqlalchemy.orm import Session
 
 from viplanes.db import Database
+from viplanes.lane_sql import LANES, LIVE
 from viplanes.models import LIVE_STATES, Lane
 from viplanes.policy.rules import allocate_nat
 
 MAX_POOL_PROBES = 256  # lane-pool addresses probed one by one (indexed EXISTS) per allocation
 NAT_LOCK_KEY = 0x56495031  # pg advisory lock: one lane-pool allocation at a time
+# the address a host's live lanes already use (built once: see viplanes/lane_sql.py)
+_HOST_ADDRESS = (select(LANES.c.nat_ip)
+                 .where(LANES.c.src_ip == bindparam("src"), LIVE, LANES.c.nat_ip.is_not(None)).limit(1))
 
 
 class LanePool:
@@ -28,11 +33,12 @@ class LanePool:
         # Built once: building the pool's EXISTS probes costs more than running them. A pool too
         # large for one row of probes (not the campus /27) falls back to reading live nat_ips.
         self._addresses = [str(a) for a in prefix.hosts()]
-        probes = [exists().where(Lane.nat_ip == a, Lane.state.in_(LIVE_STATES))
+        probes = [exists().where(LANES.c.nat_ip == a, LIVE)
                   for a in self._addresses] if 0 < len(self._addresses) <= MAX_POOL_PROBES else []
         self._probe = select(*probes) if probes else None
+        self._lookup = _one_statement_lookup(self._addresses) if probes else None
 
-    def taken(self, s: Session) -> list[str]:
+    def taken(self, s: Session | Connection) -> list[str]:
         """Lane-pool addresses held by a live lane: one indexed EXISTS per pool address.
 
         The pool is small (a /27) and each probe is an index seek on (nat_ip, state), so the
@@ -43,15 +49,33 @@ class LanePool:
                                                             Lane.state.in_(LIVE_STATES)).distinct()))
         return [a for a, taken in zip(self._addresses, s.execute(self._probe).one()) if taken]
 
-    def address_for(self, db: Database, s: Session, src_ip: str) -> str | None:
+    def address_for(self, db: Database, s: Session | Connection, src_ip: str) -> str | None:
         """The address ``src_ip``'s live lanes already use, else the lowest free one; None if exhausted.
 
         Takes the allocation lock in ``s`` (held until its transaction ends), so two requests
         cannot hand the same free address to two hosts.
         """
         db.advisory_lock(s, NAT_LOCK_KEY)
-        nat_ip = s.scalar(select(Lane.nat_ip).where(Lane.src_ip == src_ip, Lane.state.in_(LIVE_STATES),
-                                                    Lane.nat_ip.is_not(None)).limit(1))
+        if self._lookup is not None:  # the host's address, else the lowest free one: one statement
+            found: str | None = s.scalar(self._lookup, {"src": src_ip})
+            return found
+        nat_ip = s.scalar(_HOST_ADDRESS, {"src": src_ip})
         if nat_ip is None:
             nat_ip = allocate_nat(self.prefix, self.taken(s))
         return nat_ip
+
+
+def _one_statement_lookup(addresses: list[str]) -> Select:
+    """``COALESCE(the host's live address, the lowest pool address no live lane holds)``: one
+    round trip where there were two. COALESCE stops at its first non-null argument (SQLite and
+    PostgreSQL), so a host that already has an address costs one index seek; otherwise each pool
+    address is one indexed NOT EXISTS, as in ``taken``. The addresses come from ``ipaddress``,
+    so inlining them as literals is safe."""
+    rows: list[Select[Any]] = [select(literal_column(f"'{a}'").label("address"),  # type: ignore[misc]
+                                      literal_column(str(i)).label("rank"))
+                               for i, a in enumerate(addresses)]
+    pool = (union_all(*rows) if len(rows) > 1 else rows[0]).subquery("pool")
+    free = (select(pool.c.address).where(~exists().where(LANES.c.nat_ip == pool.c.address, LIVE))
+            .order_by(pool.c.rank).limit(1).scalar_subquery())
+    return select(func.coalesce(_HOST_ADDRESS.scalar_subquery(), free))
+

@@ -22,7 +22,7 @@ import threading
 import time
 from typing import Callable, Sequence
 
-from sqlalchemy import func, select
+from sqlalchemy import Connection, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -42,7 +42,9 @@ from viplanes.lane_targets import (  # noqa: F401 - LaneInput, LaneLimits re-exp
 from viplanes.resolver import Resolver, default_resolver
 from viplanes.models import LIVE_STATES, Lane, Principal
 from viplanes.policy.rules import START_SLACK_S, Decision, LaneRequest, check_grant, decide
-from viplanes.store import audit, get_grant, lock_usable_grants, rule_of
+from viplanes.lane_sql import (add_audit, end_lane, insert_lane, lane_for_change, live_counts,
+                                usable_grant_rules)
+from viplanes.store import audit, get_grant, rule_of
 from viplanes.topologies.model import Topology
 
 log = logging.getLogger(__name__)
@@ -90,7 +92,7 @@ class LaneManager(LaneActivation):
             # two retries with one key raced past the grant lock: the unique index kept one lane
             if idempotency_key:
                 with self.db.read() as s:
-                    first = find_replay(s, caller.id, idempotency_key, digest)
+                    first = find_replay(s.connection(), caller.id, idempotency_key, digest)
                 if first is not None:
                     return first, False
             raise
@@ -106,29 +108,28 @@ class LaneManager(LaneActivation):
         denial: VipError | None = None
         lane: Lane | None = None
         try:
-            with self.db.write() as s:
-                grants = lock_usable_grants(s, caller.id, now, for_update=not self.db.is_sqlite)
+            with self.db.write_connection() as conn:  # Core only: viplanes/lane_sql.py says why
+                rules = usable_grant_rules(conn, caller.id, now, for_update=not self.db.is_sqlite)
                 if idempotency_key:
-                    first = find_replay(s, caller.id, idempotency_key, digest)
+                    first = find_replay(conn, caller.id, idempotency_key, digest)
                     if first is not None:
                         return first, False
                 req = self._to_request(body, target, now)
-                rules = [rule_of(g) for g in grants]
                 # Quota is the last check of a grant, so only grants that pass every other check need
                 # their live lanes counted (one GROUP BY over fewer grants); the rest fail the same
                 # way whatever the count.
                 countable = [r.grant_id for r in rules
                              if check_grant(req, r, now, 0).code in ("allowed", "quota")]
                 decision = decide(req, rules, self.topology, now,
-                                  self._live_counts(s, countable, req.starts_at, req.expires_at))
+                                  self._live_counts(conn, countable, req.starts_at, req.expires_at))
                 if decision.allowed:
-                    lane, denial = self._insert(s, caller, body, target, req, decision, now,
+                    lane, denial = self._insert(conn, caller, body, target, req, decision, now,
                                                  idempotency_key, digest)
                 else:
                     denial = self._denial(decision)
                 self.on_decision(denial.code if denial is not None else decision.code)
-                audit(s, now, caller.name, "lane.request", f"lane:{lane.id}" if lane else "",
-                      "allow" if denial is None else "deny", denial.message if denial else decision.reason)
+                add_audit(conn, now, caller.name, "lane.request", f"lane:{lane.id}" if lane else "",
+                          "allow" if denial is None else "deny", denial.message if denial else decision.reason)
         except BaseException:
             if lane is not None:  # not committed: nothing to activate, release the claim
                 self._release(lane.id)
@@ -158,27 +159,19 @@ class LaneManager(LaneActivation):
             return Conflict(decision.reason, {"grant_id": decision.grant_id}, code="quota_exceeded")
         return Forbidden(decision.reason, {"grant_id": decision.grant_id}, code=decision.code)
 
-    def _live_counts(self, s: Session, grant_ids: Sequence[int], start: float, end: float,
+    def _live_counts(self, conn: Connection, grant_ids: Sequence[int], start: float, end: float,
                      exclude: int | None = None) -> dict[int, int]:
         """Live lanes per grant whose time window overlaps [start, end): one GROUP BY."""
-        if not grant_ids:
-            return {}
-        q = (select(Lane.grant_id, func.count())
-             .where(Lane.grant_id.in_(grant_ids), Lane.state.in_(LIVE_STATES),
-                    Lane.starts_at < end, Lane.expires_at > start)
-             .group_by(Lane.grant_id))
-        if exclude is not None:
-            q = q.where(Lane.id != exclude)
-        return {gid: n for gid, n in s.execute(q)}
+        return live_counts(conn, grant_ids, start, end, exclude)
 
-    def _insert(self, s: Session, caller: Caller, body: LaneInput, target: LaneTarget, req: LaneRequest,
+    def _insert(self, conn: Connection, caller: Caller, body: LaneInput, target: LaneTarget, req: LaneRequest,
                 decision: Decision, now: float, idempotency_key: str | None,
                 digest: str) -> tuple[Lane | None, VipError | None]:
         src = str(req.src_ip)
-        dup = overlapping_lane(s, self.db, src, req.protocol, target.nets, target.ports, req.src_port,
+        dup = overlapping_lane(conn, self.db, src, req.protocol, target.nets, target.ports, req.src_port,
                                req.starts_at, req.expires_at)
         if dup is not None:  # another researcher's lane id stays hidden, like its 404
-            own = s.scalar(select(Lane.principal_id).where(Lane.id == dup)) == caller.id or caller.is_operator
+            own = conn.scalar(select(Lane.principal_id).where(Lane.id == dup)) == caller.id or caller.is_operator
             return None, Conflict("an identical lane is already live for this time" + (f" (lane {dup})" if own else ""),
                                   {"lane_id": dup} if own else {}, code="duplicate_lane")
         nat_ip = None
@@ -187,7 +180,7 @@ class LaneManager(LaneActivation):
             # One lane-pool address per host, shared by all its live lanes: the translation is
             # stateless 1:1 (host <-> address) and lanes of one host differ by their ports, so
             # the pool bounds concurrent hosts, not concurrent lanes.
-            nat_ip = self.lane_pool.address_for(self.db, s, src)
+            nat_ip = self.lane_pool.address_for(self.db, conn, src)
             if nat_ip is None:
                 return None, Unavailable("the lane address pool is exhausted; try again when a lane ends",
                                          {"pool": str(self.topology.lane_pool.prefix)}, code="lane_pool_exhausted")
@@ -206,19 +199,19 @@ class LaneManager(LaneActivation):
         refresh = now + clamp_ttl(target.ttl_s, self.limits.ttl_floor_s, self.limits.ttl_cap_s) if target.host else None
         reason = decision.reason + (f"; {target.host} also has {', '.join(target.dropped)} (no address of "
                                     "that family on the source)" if target.dropped else "")
-        lane = Lane(principal_id=caller.id, grant_id=decision.grant_id, src_ip=src,
-                    dst_ip=target.single_address() if plain else None, protocol=req.protocol,
-                    dst_port=target.single_port() if plain else None, src_port=req.src_port,
-                    dst_nets=None if plain else target.net_strings(),
-                    dst_ports=None if plain else [list(r) for r in target.ports],
-                    dst_host=target.host, dst_refresh_at=refresh,
-                    duration_s=req.duration_s, rate_mbps=req.rate_mbps, purpose=body.purpose,
-                    state="installing" if immediate else "scheduled", reason=reason,
-                    nat_ip=nat_ip, idempotency_key=idempotency_key,
-                    request_hash=digest if idempotency_key else None, created_at=now,
-                    starts_at=req.starts_at, expires_at=req.expires_at)
-        s.add(lane)
-        s.flush()
+        lane = insert_lane(conn, dict(
+            principal_id=caller.id, grant_id=decision.grant_id, src_ip=src,
+            dst_ip=target.single_address() if plain else None, protocol=req.protocol,
+            dst_port=target.single_port() if plain else None, src_port=req.src_port,
+            dst_nets=None if plain else target.net_strings(),
+            dst_ports=None if plain else [list(r) for r in target.ports],
+            dst_host=target.host, dst_refresh_at=refresh,
+            duration_s=req.duration_s, rate_mbps=req.rate_mbps, purpose=body.purpose,
+            state="installing" if immediate else "scheduled", reason=reason,
+            nat_ip=nat_ip, idempotency_key=idempotency_key,
+            request_hash=digest if idempotency_key else None, created_at=now,
+            starts_at=req.starts_at, expires_at=req.expires_at, activated_at=None, ended_at=None,
+            activation_ms=None))
         if immediate:  # before commit: recover() must not pick it up meanwhile
             self._claim(lane.id)
         return lane, None
@@ -277,15 +270,18 @@ class LaneManager(LaneActivation):
     def end(self, caller: Caller, lane_id: int, to: str) -> Lane:
         """Release (owner/operator) or revoke (operator) a live lane."""
         now = self.clock()
-        with self.db.write() as s:
-            lane = self.get(caller, lane_id, s, lock=True)
+        with self.db.write_connection() as conn:
+            lane = lane_for_change(conn, lane_id, lock=not self.db.is_sqlite)
+            if lane is None or not sees_lane(caller, lane.principal_id):
+                raise NotFound(f"no lane {lane_id}")
             was = lane.state
             if was not in LIVE_STATES:
                 raise Conflict(f"lane {lane_id} is already {was}", code="lane_not_live")
             _move(lane, to, f"{to} by {caller.name}")
             lane.ended_at = now
-            audit(s, now, caller.name, {"released": "lane.release", "revoked": "lane.revoke"}[to],
-                  f"lane:{lane_id}", "done")
+            end_lane(conn, lane_id, lane.state, lane.reason, now)
+            add_audit(conn, now, caller.name, {"released": "lane.release", "revoked": "lane.revoke"}[to],
+                      f"lane:{lane_id}", "done")
         if was in ("installing", "active"):
             self._deactivate(lane_id)
         return lane
@@ -305,7 +301,7 @@ class LaneManager(LaneActivation):
             req = LaneRequest(ipaddress.ip_address(lane.src_ip), None, lane.protocol, None, lane.src_port,
                               lane.duration_s + add_s, lane.starts_at, lane.rate_mbps, dst_nets=nets,
                               dst_ports=tuple(row_ports(lane.dst_port, lane.dst_ports)))
-            live = self._live_counts(s, [grant.id], lane.starts_at, new_end, exclude=lane.id).get(grant.id, 0)
+            live = self._live_counts(s.connection(), [grant.id], lane.starts_at, new_end, exclude=lane.id).get(grant.id, 0)
             decision = check_grant(req, rule_of(grant), now, live)
             dup = overlapping_lane(s, self.db, lane.src_ip, lane.protocol, nets, req.dst_ports, lane.src_port,
                                    lane.starts_at, new_end, exclude=lane.id)

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from viplanes.authz.tokencache import TOKENS
 from viplanes.authz.tokens import Caller, hash_token, new_token
 from viplanes.errors import Conflict, Invalid, NotFound
+from viplanes.lane_sql import add_audit
 from viplanes.models import LIVE_STATES, ApiToken, AuditEvent, Grant, Lane, Principal
 from viplanes.policy.destinations import prefix_refusal
 from viplanes.policy.rules import (GrantRule, PolicyInputError, format_ports, parse_ports,
@@ -231,8 +232,8 @@ def revoke_grant(s: Session, grant_id: int, now: float) -> list[int]:
 
 def audit(s: Session, now: float, actor: str, action: str, target: str, decision: str,
           reason: str = "") -> None:
-    s.add(AuditEvent(at=now, actor=actor, action=action, target=target, decision=decision,
-                     reason=reason[:2000]))
+    """One audit row, inserted now in ``s``'s transaction (a Core INSERT: no unit-of-work flush)."""
+    add_audit(s.connection(), now, actor, action, target, decision, reason)
 
 
 def query_audit(s: Session, actor: str | None = None, action: str | None = None,

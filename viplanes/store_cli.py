@@ -22,7 +22,6 @@ def _database(url: str | None):  # type: ignore[no-untyped-def]
 @click.option("--revision", default="head")
 def upgrade(db_url: str | None, revision: str) -> None:
     """Create or migrate the schema (idempotent)."""
-    from sqlalchemy.exc import SQLAlchemyError
 
     from viplanes.migrations import current, upgrade as run
 

@@ -83,7 +83,7 @@ def test_lane_left_installing_by_a_failed_state_update_is_recovered(db, monkeypa
     clock = [T0]
     mgr = LaneManager(db, dp, _topo(), clock=lambda: clock[0])
     clock[0] += 1  # the lane is newer than the process: not a start-up leftover
-    real_write = db.write
+    real_write = db.write_connection  # the lane hot path's transactions (viplanes/lane_sql.py)
     calls = {"n": 0}
 
     def flaky_write():
@@ -92,10 +92,10 @@ def test_lane_left_installing_by_a_failed_state_update_is_recovered(db, monkeypa
             raise RuntimeError("database went away")
         return real_write()
 
-    monkeypatch.setattr(db, "write", flaky_write)
+    monkeypatch.setattr(db, "write_connection", flaky_write)
     with pytest.raises(RuntimeError):
         mgr.request(callers["alice"], lane_input())
-    monkeypatch.setattr(db, "write", real_write)
+    monkeypatch.setattr(db, "write_connection", real_write)
     with db.read() as s:
         (stuck,) = s.scalars(select(Lane)).all()
     assert stuck.state == "installing"
