@@ -69,7 +69,8 @@ def test_long_done_payloads_are_cut_between_lanes() -> None:
             sent.append(params["p"])
 
     engine = create_engine("postgresql+psycopg2://nobody@127.0.0.1:1/none")
-    states = {lane_id: "active" for lane_id in range(100000, 102000)}
+    # ids of every width and two states: cuts fall anywhere, not on a 7000-character boundary
+    states = {lane_id: ("active" if lane_id % 3 else "failed") for lane_id in range(1, 3000)}
     notify_done(PgSession(bind=engine), states)
     assert len(sent) > 1 and all(len(p) < 8000 for p in sent)
     merged: dict[int, str] = {}
