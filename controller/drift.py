@@ -31,7 +31,7 @@ from typing import Any, Callable
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller import compiler, reconcile
+from viplanes.controller import reconcile
 from viplanes.controller.cookies import ALL_APP_FLOWS
 from viplanes.controller.desired import DesiredFlows
 from viplanes.controller.pending import Tracker
@@ -102,8 +102,9 @@ class DriftWatch:
         """dpid -> (fewest, most) app flows it should hold now."""
         if self.topology is None or self._flows is None:
             return {}
-        if self._base_counts is None:
-            self._base_counts = flow_mod_counts(compiler.compile_base(self.topology))
+        if self._base_counts is None:  # the reconciles' base flows: compiled once per switch
+            with self._compile_lock:
+                self._base_counts = flow_mod_counts(self._flows.base_all())
         lo: dict[int, int] = dict(self._base_counts)
         hi: dict[int, float] = dict(self._base_counts)
         certain: list[LaneSpec] = []
