@@ -27,9 +27,10 @@ from typing import Any
 from bench.activation import sequential_lanes
 from bench.campus import Campus
 from bench.ovs import create_bridges, ovs_up
-from bench.report import Result, Target
+from bench.report import RESULTS_DIR, Result, Target
 from bench.scale import (CONNECTED_RE, RECONCILED_RE, _stamp, dump_all, fill, log_size, untouched,
                          wait_reconciled)
+from bench.spy import Sampler
 from bench.server import Api, CpuMeter, Serve, cpu_seconds, free_port, researcher, vswitchd_pid
 from bench.stats import summarize_ms
 from bench.synth_campus import host_name, write_campus
@@ -62,7 +63,8 @@ def _loadavg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def measure(access: int, probes: int, lanes: int, reconcile_timeout_s: float) -> dict[str, Any]:
+def measure(access: int, probes: int, lanes: int, reconcile_timeout_s: float,
+            profile: bool = False) -> dict[str, Any]:
     """One campus size, start to finish; bridges and work directory deleted on the way out."""
     ovs_up()
     workdir = Path(tempfile.mkdtemp(prefix=f"viplanes-bench-switches{access}-"))
@@ -102,9 +104,12 @@ def measure(access: int, probes: int, lanes: int, reconcile_timeout_s: float) ->
         d["serve_idle_cpu_pct"] = ((cpu_seconds(pid) or 0.0) - idle0) / (time.perf_counter() - w0) * 100
         api = Api(serve.api_port, token)
         sequential_lanes(api, c.host_ip(probe_host), 10, warmup=0, offset=5000)  # warm caches
+        spy = Sampler(pid, RESULTS_DIR / f"switches{access}-probe.pyspy.txt", 120) \
+            if profile else None
         cpu = CpuMeter(pid)
         probe = sequential_lanes(api, c.host_ip(probe_host), probes, warmup=0, offset=6000)
         d["cpu_probe"] = cpu.stop()
+        d["probe_py_spy"] = spy.stop() if spy else None
         api.close()
         if not probe["client_s"]:
             raise RuntimeError(f"no probe lane became active: {probe['failures'][:3]}")
@@ -168,7 +173,7 @@ def _growth(first: float | None, last: float | None) -> float | None:
     return None if first in (None, 0) or last is None else (last - first) / first
 
 
-def run(quick: bool = False, **_: Any) -> Result:
+def run(quick: bool = False, profile: bool = False, **_: Any) -> Result:
     sizes = QUICK_SIZES if quick else SIZES
     if os.environ.get("BENCH_SWITCHES"):
         sizes = tuple(int(x) for x in os.environ["BENCH_SWITCHES"].split(","))
@@ -177,7 +182,7 @@ def run(quick: bool = False, **_: Any) -> Result:
     runs: dict[int, dict[str, Any]] = {}
     for n in sizes:
         try:
-            runs[n] = measure(n, probes, RESTART_LANES, reconcile_timeout_s=600.0)
+            runs[n] = measure(n, probes, RESTART_LANES, reconcile_timeout_s=600.0, profile=profile)
         except Exception as exc:  # noqa: BLE001 - report the sizes that ran
             runs[n] = {"error": f"{exc.__class__.__name__}: {exc}"}
     res.details = {"sizes": list(sizes), "runs": runs, "hosts_per_access": HOSTS_PER_ACCESS,

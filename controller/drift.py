@@ -78,6 +78,12 @@ class DriftWatch:
         self._muted: dict[int, tuple[int, float, int]] = {}  # dpid -> (lo, hi, actual)
         self.drift_reconciles = 0  # reconciles the probe started (tests, metrics)
         self._calm: dict[int, tuple[float, float]] = {}  # dpid -> (not before, next delay)
+        # the epoch (``_applied``) of each switch's latest change, and of the latest change that
+        # may move any switch's count: a round computes the expected counts once, and a probe
+        # stays good while only other switches change (issue 13: activations on one path must
+        # not make the round recompute for, or drop the answers of, the 100 switches off it)
+        self._changed_at: dict[int, int] = {}
+        self._any_changed_at = 0
 
     # ---- bookkeeping called by the runtime ---------------------------------------------------
     def mark_suspect(self, dpids: Any) -> None:
@@ -87,6 +93,18 @@ class DriftWatch:
     def note_lane_flows(self, lane: LaneSpec, per_dpid: dict[int, list[Any]]) -> None:
         """Remember how many flows ``lane`` puts on each switch (its compiled messages)."""
         self._lane_flow_counts[lane] = flow_mod_counts(per_dpid)
+
+    def note_changed(self, dpids: Any = None) -> None:
+        """Call with the change lock held, after bumping ``_applied``: these switches' flows
+        or expected counts (None: possibly any switch's) changed at this epoch."""
+        if dpids is None:
+            self._any_changed_at = self._applied
+        else:
+            for dpid in dpids:
+                self._changed_at[dpid] = self._applied
+
+    def _unchanged_since(self, dpid: int, epoch: int) -> bool:
+        return max(self._changed_at.get(dpid, 0), self._any_changed_at) <= epoch
 
     # ---- expected counts ---------------------------------------------------------------------
     def _lane_counts(self, lane: LaneSpec, now: float) -> dict[int, int] | None:
@@ -173,8 +191,8 @@ class DriftWatch:
                 self._drift_reconcile(dpid)
                 fixed.append(dpid)
                 continue
-            if expectation is None or expectation[0] != self._applied:
-                expectation = self._expectation()  # once per round unless something changed
+            if expectation is None or not self._unchanged_since(dpid, expectation[0]):
+                expectation = self._expectation()  # once per round unless this switch changed
                 if expectation is None:
                     continue  # a change is being applied: count next time
             if self._probe(dpid, *expectation, timeout_s=timeout_s):
@@ -196,8 +214,8 @@ class DriftWatch:
     def _probe(self, dpid: int, epoch: int, expected: dict[int, Range], timeout_s: float) -> bool:
         lo, hi = expected.get(dpid, (0, 0))
         actual = self.flow_count(dpid, timeout_s)
-        if actual is None or self._applied != epoch:
-            return False  # no answer, or a change landed meanwhile: compare next time
+        if actual is None or not self._unchanged_since(dpid, epoch):
+            return False  # no answer, or a change landed on it meanwhile: compare next time
         if lo <= actual <= hi:
             self._muted.pop(dpid, None)
             self._calm.pop(dpid, None)

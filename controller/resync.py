@@ -69,6 +69,7 @@ class Resync:
     switch_name: Callable[[int], str]
     flow_stats: Callable[..., list[Any] | None]
     _apply: Callable[..., str | None]
+    note_changed: Callable[..., None]
 
     def desired(self, now: float, dpid: int | None = None, generation: int | None = None,
                 ) -> tuple[dict[int, list[Any]], dict[int, LaneSpec]]:
@@ -127,6 +128,8 @@ class Resync:
         for i in range(0, len(todo), chunk):
             with self._compile_lock:
                 for lane in todo[i:i + chunk]:
+                    if flows.compiled(lane):
+                        continue  # warm-up or another switch's reconcile got there first
                     for msgs in (flows.lane(lane, now) or {}).values():
                         for msg in msgs:
                             if isinstance(msg, parser.OFPFlowMod):
@@ -216,7 +219,11 @@ class Resync:
             if touched:
                 addresses = {a for a, gen in self._touched_addresses.items() if gen > generation}
                 plan = reconcile.without_lanes(plan, touched, addresses)
-            self.lanes.update({lid: ln for lid, ln in lanes.items() if lid not in touched})
+            news = {lid: ln for lid, ln in lanes.items()
+                    if lid not in touched and self.lanes.get(lid) != ln}
+            self.lanes.update(news)
+            # lanes new to the runtime move the counts of every switch on their paths
+            self.note_changed(None if news else [dpid])
             live = {reconcile.cached_key(m) for m in wanted if hasattr(m, "match")}
             for key in [k for k in restarted if k not in live]:
                 del restarted[key]
@@ -248,6 +255,7 @@ class Resync:
                     self._applied += 1
                     for lane_id in [lid for lid in self.lanes if lid not in keep]:
                         del self.lanes[lane_id]
+                    self.note_changed(None)
         for dpid in sorted(self.connected):
             self.reconcile_switch(dpid)
 

@@ -172,6 +172,7 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch):
                 for dpid, msgs in stale.items():
                     per_dpid.setdefault(dpid, []).extend(msgs)
             # ---- end issue 11
+            self.note_changed(per_dpid)  # for the drift probe: only these switches change
             missing = [d for d in per_dpid if d not in self.connected]
             if missing:
                 return ActivationResult(False, f"{self.switch_name(missing[0])} not connected",
@@ -219,6 +220,7 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch):
             self._touch(lane_id, self.lanes.get(lane_id))
             lane = self.lanes.pop(lane_id, None)
             dpids = self._lane_dpids(lane) if lane else sorted(self.connected)
+            self.note_changed(dpids)
             failure = self._remove(lane_id, dpids, with_meter=bool(lane and lane.rate_mbps),
                                    timeout_s=timeout_s,
                                    addresses=self._orphaned_addresses(lane) if lane else None)

@@ -162,3 +162,37 @@ def test_activation_work_does_not_grow_with_switches_off_the_path(large):
     # the same lane on a campus with 16x the switches and hosts: the same work (give or take
     # a few calls parsing longer address strings)
     assert large_calls <= small_calls * 1.01, (small_calls, large_calls)
+
+
+def test_a_drift_round_counts_once_and_keeps_probes_of_switches_off_the_changing_path():
+    from os_ken.ofproto import ofproto_v1_3_parser as parser
+
+    from viplanes.controller.compiler import compile_base, compile_flow_delete
+
+    topo = synth(8)
+    clock = Clock()
+    switches = FakeSwitches(topo, clock)
+    runtime = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
+    runtime.attach_source(lambda: list(runtime.lanes.values()))
+    for dpid in sorted(switches.net.tables):
+        runtime.reconcile_switch(dpid)
+    far = topo.switch("a7").dpid  # no lane below crosses it
+    table = switches.net.tables[far]
+    held = len(table.stats(0, 0, clock()))
+    table.apply(compile_flow_delete(compile_base(topo)[far][-1]), clock())  # behind our back
+    computed = []
+    real_expected = runtime.expected_flow_counts
+    runtime.expected_flow_counts = lambda now: computed.append(now) or real_expected(now)
+    real_send, lane_ids = runtime.send, iter(range(100, 200))
+
+    def send(dpid: int, ofmsgs: list[Any]) -> bool:  # a lane lands on a0's path at every probe
+        if any(isinstance(m, parser.OFPAggregateStatsRequest) for m in ofmsgs):
+            assert runtime.activate(lane(next(lane_ids), 0, clock())).ok
+        return real_send(dpid, ofmsgs)
+
+    runtime.send = send
+    fixed = runtime.check_drift()
+    assert fixed == [far]  # its probe counted although lanes changed elsewhere meanwhile
+    assert len(table.stats(0, 0, clock())) == held
+    # once at the start, then once per switch of the changing path at most (not per switch)
+    assert len(computed) <= 1 + PATH_SWITCHES < len(topo.switches)
