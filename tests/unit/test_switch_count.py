@@ -196,3 +196,23 @@ def test_a_drift_round_counts_once_and_keeps_probes_of_switches_off_the_changing
     assert len(table.stats(0, 0, clock())) == held
     # once at the start, then once per switch of the changing path at most (not per switch)
     assert len(computed) <= 1 + PATH_SWITCHES < len(topo.switches)
+
+
+def test_drift_rounds_probe_a_bounded_number_of_switches_and_reach_them_all(monkeypatch):
+    from viplanes.controller import drift
+
+    monkeypatch.setattr(drift, "PROBES_PER_ROUND", 5)
+    topo = synth(8)  # 13 switches
+    clock = Clock()
+    switches = FakeSwitches(topo, clock)
+    runtime = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
+    runtime.attach_source(lambda: list(runtime.lanes.values()))
+    for dpid in sorted(switches.net.tables):
+        runtime.reconcile_switch(dpid)
+    rounds = []
+    for _ in range(3):
+        switches.sent.clear()
+        runtime.check_drift()
+        rounds.append([d for d, m in switches.sent if type(m).__name__ == "OFPAggregateStatsRequest"])
+    assert [len(r) for r in rounds] == [5, 5, 5]
+    assert set(rounds[0] + rounds[1] + rounds[2]) == set(switches.net.tables)  # 13 in 3 rounds
