@@ -75,6 +75,16 @@ def measure(access: int, probes: int, lanes: int, reconcile_timeout_s: float,
     t0 = time.perf_counter()
     rss0 = vswitchd_rss_mb()
     bridges = create_bridges(topo, f"vb{os.getpid() % 10000}w", None)
+    # BENCH_DECOY_ACCESS=N: as many more bridges again on the shared ovs-vswitchd, connected to
+    # nothing (a control: what the same serve pays when only ovs-vswitchd has more to do)
+    decoys = int(os.environ.get("BENCH_DECOY_ACCESS", "0"))
+    try:
+        decoy = create_bridges(load_topology(write_campus(workdir / "decoy.yaml", decoys)),
+                               f"vb{os.getpid() % 10000}d", None) if decoys else None
+    except Exception:
+        bridges.delete()
+        raise
+    d["decoy_access_switches"] = decoys
     d["bridges_create_s"] = time.perf_counter() - t0
     d["vswitchd_rss_mb"] = {"before": rss0, "with_bridges": vswitchd_rss_mb()}
     c = Campus(topo, bridges, workdir)
@@ -130,6 +140,8 @@ def measure(access: int, probes: int, lanes: int, reconcile_timeout_s: float,
         serve.stop()
         d["serve_log_tail"] = serve.tail(1200)
         bridges.delete()
+        if decoy is not None:
+            decoy.delete()
         if not os.environ.get("BENCH_KEEP_WORKDIR"):
             shutil.rmtree(workdir, ignore_errors=True)
     d["load_end"] = _loadavg()
