@@ -23,6 +23,7 @@ BENCHMARKS = {  # name -> module with run(**options) -> Result
     "scale": "bench.scale",
     "policy": "bench.policy_bench",
     "failover": "bench.failover",  # kill -9 of the master controller, split deployment (issue 12)
+    "switches": "bench.switches",  # 4/32/128 synthetic access switches (issue 13)
     "peers": "bench.peers",  # os-ken 1.4.1 ofctl_rest and Faucet 1.10, in venvs under bench/
 }
 

@@ -109,11 +109,13 @@ class Serve:
     """``python -m viplanes.cli serve`` with its log in ``workdir``; SIGTERM then SIGKILL on stop."""
 
     def __init__(self, workdir: Path, of_port: int, dataplane: str = "openflow", threads: int = 8,
-                 db_url: str | None = None, repo: Path | None = None) -> None:
+                 db_url: str | None = None, repo: Path | None = None,
+                 extra_args: list[str] | None = None) -> None:
         self.workdir = workdir
         # another checkout with its own .venv (bench.ab runs old and new code side by side)
         self.repo = repo or REPO
         self.python = sys.executable if self.repo == REPO else str(self.repo / ".venv" / "bin" / "python")
+        self.extra_args = list(extra_args or [])  # e.g. ["--topology", path]
         self.db_url = db_url or f"sqlite:///{workdir / 'bench.db'}"
         self.api_port = free_port()
         self.of_port = of_port
@@ -148,7 +150,7 @@ class Serve:
         cmd = [self.python, "-m", module, "serve", "--db", self.db_url,
                "--api", f"127.0.0.1:{self.api_port}", "--openflow", f"127.0.0.1:{self.of_port}",
                "--dataplane", self.dataplane, "--threads", str(self.threads), "--tick", "0.5",
-               *serve_security_args()]
+               *serve_security_args(), *self.extra_args]
         with open(self.log, "ab") as log:
             self.started_at = time.perf_counter()
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=self.repo, env=dict(os.environ))

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from viplanes.controller import compiler, sharedflows
+from viplanes.controller import compiler, guardflows, sharedflows
 from viplanes.domain import LaneSpec
 from viplanes.topologies.model import Topology
 
@@ -28,6 +28,28 @@ class DesiredFlows:
         self._paths: dict[str, tuple[int, ...]] = {}  # source address -> dpids of its lane path
         # (source, nat address) -> the shared per-address flows its lanes need, per dpid
         self._shared: dict[tuple[str, str | None], dict[int, OFMsgs]] = {}
+        self._base: dict[int, OFMsgs] = {}  # dpid -> its base flows, compiled once (issue 13)
+
+    def base(self, dpid: int) -> OFMsgs:
+        """The switch's base flows (compiled on first use, then the same messages: their flow
+        identities are cached on them); empty for a dpid the topology does not have."""
+        msgs = self._base.get(dpid)
+        if msgs is None:
+            sw = self.topology.switch_by_dpid(dpid)
+            msgs = self._base[dpid] = guardflows.base_flows(self.topology, sw) if sw else []
+        return msgs
+
+    def base_all(self) -> dict[int, OFMsgs]:
+        """Every switch's base flows (as ``compiler.compile_base``, compiled once per switch)."""
+        return {sw.dpid: self.base(sw.dpid) for sw in self.topology.switches}
+
+    def by_switch(self, lanes: Iterable[LaneSpec]) -> dict[int, list[LaneSpec]]:
+        """dpid -> the lanes whose path crosses it: one pass over the lanes for every switch."""
+        out: dict[int, list[LaneSpec]] = {}
+        for lane in lanes:
+            for dpid in self.dpids_of(lane):
+                out.setdefault(dpid, []).append(lane)
+        return out
 
     def dpids_of(self, lane: LaneSpec) -> tuple[int, ...]:
         """Switches the lane crosses (by its source: every lane of a host takes the same path);
@@ -69,10 +91,13 @@ class DesiredFlows:
     def build(self, lanes: Iterable[LaneSpec], now: float,
               dpid: int | None = None) -> tuple[dict[int, OFMsgs], dict[int, LaneSpec]]:
         """Base flows plus every lane (or only those crossing ``dpid``): (ofmsgs per dpid, the
-        lanes that compiled)."""
+        lanes that compiled). Compiled lanes not in ``lanes`` stay cached: the caller passes
+        one switch's lanes and forgets the rest once per read (``forget_all_but``)."""
         lanes = tuple(lanes)
-        self.forget_all_but(lanes)
-        out = compiler.compile_base(self.topology)
+        if dpid is None:
+            out = {d: list(msgs) for d, msgs in self.base_all().items()}
+        else:
+            out = {dpid: list(self.base(dpid))} if self.topology.switch_by_dpid(dpid) else {}
         carried: dict[int, LaneSpec] = {}
         for lane in lanes:
             if dpid is not None and dpid not in self.dpids_of(lane):

@@ -4,8 +4,8 @@ A mixin of :class:`~viplanes.controller.runtime.LaneRuntime`. Flows deleted behi
 controller's back on a switch that stays connected (``ovs-ofctl del-flows``, a removal or an
 activation that was never confirmed) would otherwise come back only at the periodic full
 reconcile (``embedded.REFRESH_PERIOD_S``, minutes). Every ``DRIFT_PERIOD_S`` the embedded
-controller calls ``check_drift``: per connected, reconciled switch one OFPMP_AGGREGATE request
-over the app's cookie range (the switch answers with a single count, no flow bodies) compared
+controller calls ``check_drift``: per connected, reconciled switch (at most ``PROBES_PER_ROUND``
+a round, round robin) one OFPMP_AGGREGATE request over the app's cookie range (the switch answers with a single count, no flow bodies) compared
 with the number of flows the runtime expects there; a count outside the expected range, or a
 switch marked *suspect* (a change to it was not confirmed), gets ``reconcile_switch``.
 
@@ -31,7 +31,7 @@ from typing import Any, Callable
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller import compiler, reconcile
+from viplanes.controller import reconcile
 from viplanes.controller.cookies import ALL_APP_FLOWS
 from viplanes.controller.desired import DesiredFlows
 from viplanes.controller.pending import Tracker
@@ -41,6 +41,10 @@ from viplanes.topologies.model import Topology
 LOG = logging.getLogger("viplanes.controller.runtime")
 DRIFT_PERIOD_S = 2.0  # how often each connected switch's flows are counted
 BACKOFF_MAX_S = 60.0  # longest wait between reconciles of a switch that keeps disagreeing
+# Count probes per round at most: every switch every DRIFT_PERIOD_S up to this many switches;
+# beyond, each switch within ceil(switches / PROBES_PER_ROUND) rounds (128 access switches,
+# 140 in all: every ~10 s) and serve's background CPU stops growing with the campus.
+PROBES_PER_ROUND = 32
 EXPIRY_SLACK_S = 5.0  # around a lane's end its flows may or may not be there (OVS expiry, clock)
 Range = tuple[int, float]  # (fewest, most) flows a switch may hold; most may be inf
 
@@ -78,6 +82,13 @@ class DriftWatch:
         self._muted: dict[int, tuple[int, float, int]] = {}  # dpid -> (lo, hi, actual)
         self.drift_reconciles = 0  # reconciles the probe started (tests, metrics)
         self._calm: dict[int, tuple[float, float]] = {}  # dpid -> (not before, next delay)
+        # the epoch (``_applied``) of each switch's latest change, and of the latest change that
+        # may move any switch's count: a round computes the expected counts once, and a probe
+        # stays good while only other switches change (issue 13: activations on one path must
+        # not make the round recompute for, or drop the answers of, the 100 switches off it)
+        self._changed_at: dict[int, int] = {}
+        self._any_changed_at = 0
+        self._probed_last = -1  # dpid of the last count probe (rounds go on from there)
 
     # ---- bookkeeping called by the runtime ---------------------------------------------------
     def mark_suspect(self, dpids: Any) -> None:
@@ -87,6 +98,18 @@ class DriftWatch:
     def note_lane_flows(self, lane: LaneSpec, per_dpid: dict[int, list[Any]]) -> None:
         """Remember how many flows ``lane`` puts on each switch (its compiled messages)."""
         self._lane_flow_counts[lane] = flow_mod_counts(per_dpid)
+
+    def note_changed(self, dpids: Any = None) -> None:
+        """Call with the change lock held, after bumping ``_applied``: these switches' flows
+        or expected counts (None: possibly any switch's) changed at this epoch."""
+        if dpids is None:
+            self._any_changed_at = self._applied
+        else:
+            for dpid in dpids:
+                self._changed_at[dpid] = self._applied
+
+    def _unchanged_since(self, dpid: int, epoch: int) -> bool:
+        return max(self._changed_at.get(dpid, 0), self._any_changed_at) <= epoch
 
     # ---- expected counts ---------------------------------------------------------------------
     def _lane_counts(self, lane: LaneSpec, now: float) -> dict[int, int] | None:
@@ -102,8 +125,9 @@ class DriftWatch:
         """dpid -> (fewest, most) app flows it should hold now."""
         if self.topology is None or self._flows is None:
             return {}
-        if self._base_counts is None:
-            self._base_counts = flow_mod_counts(compiler.compile_base(self.topology))
+        if self._base_counts is None:  # the reconciles' base flows: compiled once per switch
+            with self._compile_lock:
+                self._base_counts = flow_mod_counts(self._flows.base_all())
         lo: dict[int, int] = dict(self._base_counts)
         hi: dict[int, float] = dict(self._base_counts)
         certain: list[LaneSpec] = []
@@ -158,22 +182,27 @@ class DriftWatch:
         return int(waiting.body[0].flow_count)
 
     def check_drift(self, timeout_s: float = 2.0) -> list[int]:
-        """One round over the connected switches; the dpids it reconciled."""
+        """One round over the connected switches; the dpids it reconciled. Suspect switches
+        are all handled; counts are probed on at most ``PROBES_PER_ROUND`` switches, round
+        robin, so a campus of hundreds of switches costs what one of 32 does (issue 13)."""
         fixed = []
-        expectation: tuple[int, dict[int, Range]] | None = None
-        for dpid in sorted(self.connected):
-            if dpid not in self.reconciled:
-                continue  # its reconcile after connecting is still running
-            if dpid in self._suspect:
-                if self._backing_off(dpid):
-                    continue
-                self._suspect.discard(dpid)
-                LOG.info("%s: a change was not confirmed; reconciling", self.switch_name(dpid))
-                self._drift_reconcile(dpid)
-                fixed.append(dpid)
+        ready = [dpid for dpid in sorted(self.connected) if dpid in self.reconciled]
+        for dpid in [d for d in ready if d in self._suspect]:
+            if self._backing_off(dpid):
                 continue
-            if expectation is None or expectation[0] != self._applied:
-                expectation = self._expectation()  # once per round unless something changed
+            self._suspect.discard(dpid)
+            LOG.info("%s: a change was not confirmed; reconciling", self.switch_name(dpid))
+            self._drift_reconcile(dpid)
+            fixed.append(dpid)
+        due = [d for d in ready if d not in fixed and d not in self._suspect]
+        if len(due) > PROBES_PER_ROUND:  # the next ones after where the last round stopped
+            start = next((i for i, d in enumerate(due) if d > self._probed_last), 0)
+            due = (due[start:] + due[:start])[:PROBES_PER_ROUND]
+        expectation: tuple[int, dict[int, Range]] | None = None
+        for dpid in due:
+            self._probed_last = dpid
+            if expectation is None or not self._unchanged_since(dpid, expectation[0]):
+                expectation = self._expectation()  # once per round unless this switch changed
                 if expectation is None:
                     continue  # a change is being applied: count next time
             if self._probe(dpid, *expectation, timeout_s=timeout_s):
@@ -195,8 +224,8 @@ class DriftWatch:
     def _probe(self, dpid: int, epoch: int, expected: dict[int, Range], timeout_s: float) -> bool:
         lo, hi = expected.get(dpid, (0, 0))
         actual = self.flow_count(dpid, timeout_s)
-        if actual is None or self._applied != epoch:
-            return False  # no answer, or a change landed meanwhile: compare next time
+        if actual is None or not self._unchanged_since(dpid, epoch):
+            return False  # no answer, or a change landed on it meanwhile: compare next time
         if lo <= actual <= hi:
             self._muted.pop(dpid, None)
             self._calm.pop(dpid, None)

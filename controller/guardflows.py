@@ -47,6 +47,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller import conntrack
 from viplanes.controller.cookies import BASE_COOKIE
+from viplanes.controller.fastmatch import exact_match
 from viplanes.topologies.model import Switch, Topology
 from viplanes.topologies.paths import bypass_ports
 
@@ -174,30 +175,32 @@ def host_source_guards(topo: Topology, switch: str) -> OFMsgs:
         for host in campus_hosts:
             if host.iface.attach != port:
                 address = str(host.iface.ip.ip)
-                out.append(flow(PRIORITY_GUARD, BASE_COOKIE, parser.OFPMatch(
-                    in_port=port.port, eth_type=ETH_TYPE_IPV4, ipv4_src=address), []))
+                out.append(flow(PRIORITY_GUARD, BASE_COOKIE, exact_match(dict(
+                    in_port=port.port, eth_type=ETH_TYPE_IPV4, ipv4_src=address)), []))
                 # and ARP claiming it (a poisoned ARP cache would steal the host's replies)
-                out.append(flow(PRIORITY_GUARD, BASE_COOKIE, parser.OFPMatch(
-                    in_port=port.port, eth_type=ETH_TYPE_ARP, arp_spa=address), []))
+                out.append(flow(PRIORITY_GUARD, BASE_COOKIE, exact_match(dict(
+                    in_port=port.port, eth_type=ETH_TYPE_ARP, arp_spa=address)), []))
     return out
 
 
 def compile_base(topo: Topology) -> dict[int, OFMsgs]:
     """Per dpid: table-miss NORMAL, drop on bypass ports, the source guards, and at the border
     switch the metered ARP punt and (with conntrack) the reply plumbing of table 1."""
-    bypass = bypass_ports(topo)
+    return {sw.dpid: base_flows(topo, sw) for sw in topo.switches}
+
+
+def base_flows(topo: Topology, sw: Switch) -> OFMsgs:
+    """``compile_base`` of one switch: a switch's reconcile compiles only its own base flows
+    (on a campus of many switches, the others' are most of the work)."""
     border = border_switch(topo)
-    outside = outside_switches(topo)
-    out: dict[int, OFMsgs] = {}
-    for sw in topo.switches:
-        ofmsgs: OFMsgs = [flow(PRIORITY_TABLE_MISS, BASE_COOKIE, parser.OFPMatch(),
-                               [parser.OFPActionOutput(ofp.OFPP_NORMAL)])]
-        ofmsgs += [flow(PRIORITY_BYPASS_DROP, BASE_COOKIE, parser.OFPMatch(in_port=port), [])
-                   for port in sorted(bypass.get(sw.dpid, ()))]
-        ofmsgs += guard_flows(topo, outside=sw.name in outside)
-        if sw.name not in outside:
-            ofmsgs += host_source_guards(topo, sw.name)
-        if border is not None and sw.name == border.name:
-            ofmsgs += _border_flows(topo, sw)
-        out[sw.dpid] = ofmsgs
-    return out
+    outside = sw.name in outside_switches(topo)
+    ofmsgs: OFMsgs = [flow(PRIORITY_TABLE_MISS, BASE_COOKIE, parser.OFPMatch(),
+                           [parser.OFPActionOutput(ofp.OFPP_NORMAL)])]
+    ofmsgs += [flow(PRIORITY_BYPASS_DROP, BASE_COOKIE, parser.OFPMatch(in_port=port), [])
+               for port in sorted(bypass_ports(topo).get(sw.dpid, ()))]
+    ofmsgs += guard_flows(topo, outside=outside)
+    if not outside:
+        ofmsgs += host_source_guards(topo, sw.name)
+    if border is not None and sw.name == border.name:
+        ofmsgs += _border_flows(topo, sw)
+    return ofmsgs

@@ -116,6 +116,7 @@ class ControllerInspector:
         """Compare every connected switch with the database, the way reconcile would (no change)."""
         report = DriftReport()
         now = time.time()
+        self.runtime.forget_lane_read()  # read the database now, once for every switch
         for dpid in sorted(self.runtime.connected):
             name = self._name(dpid)[0]
             try:
@@ -135,6 +136,7 @@ class ControllerInspector:
     def reconcile_now(self) -> list[str]:
         """Run the controller's reconcile on every connected switch; one line per switch."""
         lines = []
+        self.runtime.forget_lane_read()
         for dpid in sorted(self.runtime.connected):
             plan = self.runtime.reconcile_switch(dpid)
             name = self._name(dpid)[0]

@@ -11,6 +11,7 @@ import contextlib
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from os_ken.ofproto import ofproto_v1_3 as ofp
@@ -25,6 +26,22 @@ from viplanes.domain import LaneSpec
 from viplanes.topologies.model import Topology
 
 LOG = logging.getLogger("viplanes.controller.runtime")
+
+
+# How long one read of the desired lanes serves the reconciles of other switches (if no lane
+# changed meanwhile): all switches reconnecting after a restart share one read (issue 13).
+READ_REUSE_S = 2.0
+
+
+@dataclass(frozen=True)
+class LaneRead:
+    """One read of the desired lanes: the generation it is good for, when, and the lanes by
+    the switches their paths cross."""
+
+    generation: int
+    at: float  # time.monotonic()
+    lanes: tuple[LaneSpec, ...]
+    by_dpid: dict[int, tuple[LaneSpec, ...]]
 
 
 class Resync:
@@ -45,36 +62,74 @@ class Resync:
     _flows: DesiredFlows | None
     _restarted: dict[int, dict[Any, float]]
     _applied: int  # bumped whenever a plan or a change was applied (the drift probe's epoch)
+    _read_lock: threading.Lock  # one read of the desired lanes at a time (``_read_lanes``)
+    _last_read: LaneRead | None
+    lane_reads: int  # reads of the desired lanes so far (tests, metrics)
     # LaneRuntime's (annotations only: a stub here would shadow them in the MRO)
     switch_name: Callable[[int], str]
     flow_stats: Callable[..., list[Any] | None]
     _apply: Callable[..., str | None]
+    note_changed: Callable[..., None]
 
-    def desired(self, now: float, dpid: int | None = None,
+    def desired(self, now: float, dpid: int | None = None, generation: int | None = None,
                 ) -> tuple[dict[int, list[Any]], dict[int, LaneSpec]]:
         """Desired ofmsgs per dpid (all lanes, or those crossing ``dpid``) and the lanes they
         carry. Raises when the source fails: a failed read must never look like "no lanes"
-        (that would delete every lane)."""
-        lanes = tuple(self.source()) if self.source is not None else tuple(self.lanes.values())
+        (that would delete every lane). ``generation``: the caller's ``_reading`` generation."""
         if self._flows is None:
             return {}, {}
+        read = self._read_lanes(generation)
+        lanes = read.lanes if dpid is None else read.by_dpid.get(dpid, ())
         self._compile(lanes, now, dpid)
         with self._compile_lock:
             return self._flows.build(lanes, now, dpid)  # all compiled: re-time and collect
 
+    def _read_lanes(self, generation: int | None = None, fresh: bool = False) -> LaneRead:
+        """The desired lanes, indexed by switch; read once for every switch that reconciles
+        within ``READ_REUSE_S`` (a restart reconciles every switch at once: one read, not one per
+        switch) unless a lane changed since. Concurrent callers wait for one read in flight.
+        ``fresh``: read now (warm-up and the periodic round, which look for what changed in the
+        database behind this controller's back); the switches after it reuse that read."""
+        with self._read_lock:
+            with self._change:
+                current = self._generation
+            last = self._last_read
+            if not fresh and last is not None and last.generation == current and \
+                    (generation is None or last.generation >= generation) and \
+                    time.monotonic() - last.at < READ_REUSE_S:
+                return last
+            # anything changed after ``current`` is left out by ``_changed_since`` of every
+            # reconcile using this read (their generation is <= current)
+            lanes = tuple(self.source()) if self.source is not None \
+                else tuple(self.lanes.values())
+            self.lane_reads += 1
+            assert self._flows is not None
+            with self._compile_lock:
+                self._flows.forget_all_but(lanes)
+                by_dpid = {d: tuple(ls) for d, ls in self._flows.by_switch(lanes).items()}
+            self._last_read = LaneRead(current, time.monotonic(), lanes, by_dpid)
+            return self._last_read
+
+    def forget_lane_read(self) -> None:
+        """The next reconcile reads the desired lanes again (an operator's drift check or
+        reconcile looks for changes made behind this controller's back)."""
+        with self._read_lock:
+            self._last_read = None
+
     def _compile(self, lanes: tuple[LaneSpec, ...], now: float, dpid: int | None,
-                 chunk: int = 200) -> None:
+                 chunk: int = 200) -> None:  # dpid: for the caller's reading only
         """Compile (and key) what is not compiled yet, a chunk per hold of the compile lock:
         locks are not fair, and a switch that needs nothing new should not wait for thousands
         of lanes compiled for another one."""
         assert self._flows is not None
         flows = self._flows
         with self._compile_lock:
-            todo = [ln for ln in lanes if not flows.compiled(ln)
-                    and (dpid is None or dpid in flows.dpids_of(ln))]
+            todo = [ln for ln in lanes if not flows.compiled(ln)]
         for i in range(0, len(todo), chunk):
             with self._compile_lock:
                 for lane in todo[i:i + chunk]:
+                    if flows.compiled(lane):
+                        continue  # warm-up or another switch's reconcile got there first
                     for msgs in (flows.lane(lane, now) or {}).values():
                         for msg in msgs:
                             if isinstance(msg, parser.OFPFlowMod):
@@ -88,7 +143,7 @@ class Resync:
             return
         t0 = time.perf_counter()
         try:
-            lanes = tuple(self.source())
+            lanes = self._read_lanes(fresh=True).lanes
         except Exception:  # noqa: BLE001 - the reconciles will try again
             LOG.exception("reading the desired lanes failed")
             return
@@ -143,7 +198,7 @@ class Resync:
             wanted: list[Any] = [reconcile.default_forwarding()]
         else:
             try:
-                per_dpid, lanes = self.desired(desired_at, dpid)
+                per_dpid, lanes = self.desired(desired_at, dpid, generation)
             except Exception:  # noqa: BLE001 - keep what the switch has
                 LOG.exception("reading the desired lanes failed; %s left as it is",
                               self.switch_name(dpid))
@@ -164,7 +219,11 @@ class Resync:
             if touched:
                 addresses = {a for a, gen in self._touched_addresses.items() if gen > generation}
                 plan = reconcile.without_lanes(plan, touched, addresses)
-            self.lanes.update({lid: ln for lid, ln in lanes.items() if lid not in touched})
+            news = {lid: ln for lid, ln in lanes.items()
+                    if lid not in touched and self.lanes.get(lid) != ln}
+            self.lanes.update(news)
+            # lanes new to the runtime move the counts of every switch on their paths
+            self.note_changed(None if news else [dpid])
             live = {reconcile.cached_key(m) for m in wanted if hasattr(m, "match")}
             for key in [k for k in restarted if k not in live]:
                 del restarted[key]
@@ -187,7 +246,7 @@ class Resync:
         if self.source is not None and self.topology is not None:
             with self._reading() as generation:
                 try:
-                    live = {ln.lane_id for ln in self.source()}
+                    live = {ln.lane_id for ln in self._read_lanes(generation, fresh=True).lanes}
                 except Exception:  # noqa: BLE001
                     LOG.exception("reading the desired lanes failed")
                     return
@@ -196,6 +255,7 @@ class Resync:
                     self._applied += 1
                     for lane_id in [lid for lid in self.lanes if lid not in keep]:
                         del self.lanes[lane_id]
+                    self.note_changed(None)
         for dpid in sorted(self.connected):
             self.reconcile_switch(dpid)
 

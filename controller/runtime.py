@@ -37,7 +37,7 @@ from viplanes.controller.desired import DesiredFlows
 from viplanes.controller.drift import DriftWatch
 from viplanes.controller.pending import Batch, Tracker
 from viplanes.controller.readiness import SwitchReadiness
-from viplanes.controller.resync import Resync, meter_errors_only
+from viplanes.controller.resync import LaneRead, Resync, meter_errors_only
 from viplanes.dataplane import DesiredLanes
 from viplanes.domain import ActivationResult, LaneCounters, LaneSpec
 from viplanes.topologies.model import Topology
@@ -84,6 +84,9 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
         self._flows = DesiredFlows(topology) if topology is not None else None
         self._restarted: dict[int, dict[Any, float]] = {}  # dpid -> flow_key -> MODIFY refresh time
         self._applied = 0  # bumped under the change lock by every change or applied plan
+        self._read_lock = threading.Lock()  # one read of the desired lanes at a time
+        self._last_read: LaneRead | None = None  # shared by the reconciles of a round
+        self.lane_reads = 0
         self._init_drift()
 
     # ---- naming and sending ------------------------------------------------------------------
@@ -170,6 +173,7 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
                 for dpid, msgs in stale.items():
                     per_dpid.setdefault(dpid, []).extend(msgs)
             # ---- end issue 11
+            self.note_changed(per_dpid)  # for the drift probe: only these switches change
             missing = [d for d in per_dpid if d not in self.connected]
             if missing:
                 return ActivationResult(False, f"{self.switch_name(missing[0])} not connected",
@@ -217,6 +221,7 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
             self._touch(lane_id, self.lanes.get(lane_id))
             lane = self.lanes.pop(lane_id, None)
             dpids = self._lane_dpids(lane) if lane else sorted(self.connected)
+            self.note_changed(dpids)
             failure = self._remove(lane_id, dpids, with_meter=bool(lane and lane.rate_mbps),
                                    timeout_s=timeout_s,
                                    addresses=self._orphaned_addresses(lane) if lane else None)

@@ -147,24 +147,75 @@ class Topology:
     wan: Wan | None = None  # None: no per-connection limit (the lab's links only)
     source: str = field(default="<memory>", compare=False)  # file it came from, for messages
 
+    # Lookups by name, dpid and address: dictionaries built on first use and kept on the
+    # (immutable) topology, so a request costs the same with 4 switches or 400 (issue 13).
+    def _index(self) -> "_Index":
+        index = self.__dict__.get("_lookup_index")
+        if index is None:
+            index = _Index(self)
+            object.__setattr__(self, "_lookup_index", index)  # frozen dataclass: not a field
+        return index
+
     def switch(self, name: str) -> Switch:
-        return next(s for s in self.switches if s.name == name)
+        """The switch named ``name``; StopIteration when there is none."""
+        found = self._index().switches.get(name)
+        if found is None:
+            raise StopIteration(name)
+        return found
 
     def switch_by_dpid(self, dpid: int) -> Switch | None:
-        return next((s for s in self.switches if s.dpid == dpid), None)
+        return self._index().dpids.get(dpid)
 
     def host(self, name: str) -> Host:
-        return next(h for h in self.hosts if h.name == name)
+        """The host named ``name``; StopIteration when there is none."""
+        found = self._index().hosts.get(name)
+        if found is None:
+            raise StopIteration(name)
+        return found
 
     def host_by_ip(self, ip: str | ipaddress.IPv4Address | ipaddress.IPv6Address) -> Host | None:
         """The host owning an IPv4 address or an IPv6 (``ip6``) address; ValueError for junk."""
-        addr = ipaddress.ip_address(ip)
-        if addr.version == 6:
-            return next((h for h in self.hosts if h.ip6 == addr), None)
-        return next((h for h in self.hosts if h.iface.ip.ip == addr), None)
+        index = self._index()
+        if isinstance(ip, str) and ip in index.by_text:  # the common case: a canonical string
+            return index.by_text[ip]
+        return index.by_address.get(ipaddress.ip_address(ip))
+
+    def campus_networks(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+        """The lane pool, then the subnets of the edge's inside leg, the middlebox legs and the
+        campus hosts (v4 and v6), each once: a lane's destination must be outside all of them."""
+        return self._index().campus_networks
 
     def lane_addresses(self) -> tuple[ipaddress.IPv4Address, ...]:
         """Lane-pool addresses usable as NAT addresses (not the edge subnet's network/broadcast)."""
         subnet = self.edge.inside.ip.network
         reserved = {subnet.network_address, subnet.broadcast_address}
         return tuple(a for a in self.lane_pool.prefix if a not in reserved)
+
+
+class _Index:
+    """A topology's lookup tables (first of each name or address, as the linear scans were)."""
+
+    def __init__(self, topo: Topology) -> None:
+        self.switches: dict[str, Switch] = {}
+        self.dpids: dict[int, Switch] = {}
+        for sw in topo.switches:
+            self.switches.setdefault(sw.name, sw)
+            self.dpids.setdefault(sw.dpid, sw)
+        self.hosts: dict[str, Host] = {}
+        self.by_address: dict[ipaddress.IPv4Address | ipaddress.IPv6Address, Host] = {}
+        for host in topo.hosts:
+            self.hosts.setdefault(host.name, host)
+            self.by_address.setdefault(host.iface.ip.ip, host)
+        for host in topo.hosts:  # v4 first, as before: v4 and v6 never collide anyway
+            if host.ip6 is not None:
+                self.by_address.setdefault(host.ip6, host)
+        self.by_text: dict[str, Host] = {str(a): h for a, h in self.by_address.items()}
+        ifaces = [topo.edge.inside] + [leg for mb in topo.middleboxes
+                                       for leg in (mb.inside, mb.outside)]
+        ifaces += [h.iface for h in topo.hosts if h.role != "cloud"]
+        nets: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = [topo.lane_pool.prefix]
+        for iface in ifaces:
+            nets.append(iface.ip.network)
+            if getattr(iface, "ip6", None) is not None:
+                nets.append(iface.ip6.network)
+        self.campus_networks = tuple(dict.fromkeys(nets))

@@ -1,0 +1,218 @@
+"""Cost per switch count (issue 13): work a lane or a restart does must not grow with switches
+the lane does not cross. Synthetic campuses from ``bench.synth_campus`` (every lane crosses 5
+switches), fake switches (``fake_switches``), counting doubles."""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+
+from bench.synth_campus import PATH_SWITCHES, campus_data, host_ip
+from tests.unit.fake_switches import Clock, FakeSwitches
+from viplanes.controller import guardflows
+from viplanes.controller.runtime import LaneRuntime
+from viplanes.domain import LaneSpec
+from viplanes.topologies.loader import parse_topology
+from viplanes.topologies.model import Topology
+
+
+def synth(access: int) -> Topology:
+    return parse_topology(campus_data(access, hosts_per_access=1))
+
+
+def lane(lane_id: int, access_index: int, now: float) -> LaneSpec:
+    return LaneSpec(lane_id=lane_id, src_ip=host_ip(access_index, 0), dst_ip="203.0.113.10",
+                    protocol="tcp", dst_port=5000 + lane_id, src_port=None,
+                    nat_ip=f"198.51.100.{200 + access_index % 20}", expires_at=now + 3600)
+
+
+class CountingSource:
+    """The store's ``desired_lanes`` as a list, counting how often it is read."""
+
+    def __init__(self, lanes: list[LaneSpec]) -> None:
+        self.lanes, self.reads = lanes, 0
+
+    def __call__(self) -> list[LaneSpec]:
+        self.reads += 1
+        return list(self.lanes)
+
+
+def restarted(topo: Topology, lanes: list[LaneSpec]) -> tuple[LaneRuntime, FakeSwitches,
+                                                                CountingSource]:
+    """A runtime coming up against switches that already hold every lane's flows."""
+    clock = Clock()
+    switches = FakeSwitches(topo, clock)
+    first = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
+    first.attach_source(lambda: lanes)
+    for dpid in sorted(first.connected):
+        first.reconcile_switch(dpid)
+    source = CountingSource(lanes)
+    runtime = LaneRuntime(topo, clock=clock, spawn=lambda fn: fn())
+    runtime.attach_source(source)
+    switches.attach(runtime, connect=False)
+    switches.sent.clear()
+    return runtime, switches, source
+
+
+def test_a_restart_reads_the_lanes_once_and_touches_no_flow(monkeypatch):
+    topo = synth(8)
+    lanes = [lane(i, i % 8, Clock()()) for i in range(1, 41)]
+    runtime, switches, source = restarted(topo, lanes)
+    compiled: list[int] = []
+    real = guardflows.base_flows
+    monkeypatch.setattr(guardflows, "base_flows",
+                        lambda t, sw: compiled.append(sw.dpid) or real(t, sw))
+    for dpid in sorted(switches.net.tables):  # every switch reconnects, one after the other
+        runtime.switch_up(dpid)
+    assert len(runtime.reconciled) == len(topo.switches) == 13
+    assert source.reads == 1  # not one read per switch
+    assert all(plan.empty for plan in runtime.reconciled.values())  # no flow touched
+    assert switches.sent_types().count("OFPFlowMod") == 0
+    assert set(runtime.lanes) == {ln.lane_id for ln in lanes}
+    for dpid in sorted(switches.net.tables):  # a second round: base flows are not compiled again
+        runtime.reconcile_switch(dpid)
+    assert sorted(compiled) == sorted(sw.dpid for sw in topo.switches)
+
+
+def test_a_lane_changed_since_the_read_makes_the_next_reconcile_read_again():
+    topo = synth(4)
+    lanes = [lane(1, 0, Clock()())]
+    runtime, switches, source = restarted(topo, lanes)
+    for dpid in sorted(switches.net.tables):
+        runtime.switch_up(dpid)
+    assert source.reads == 1
+    extra = lane(2, 1, Clock()())
+    lanes.append(extra)
+    assert runtime.activate(extra).ok
+    runtime.reconcile_switch(sorted(switches.net.tables)[0])
+    assert source.reads == 2  # the read before the activation is not reused
+    runtime.forget_lane_read()  # an operator's drift check reads the database itself
+    runtime.reconcile_switch(sorted(switches.net.tables)[0])
+    assert source.reads == 3
+
+
+def test_a_failed_read_is_not_reused_and_keeps_the_switch_as_it_is():
+    topo = synth(4)
+    runtime, switches, source = restarted(topo, [lane(1, 0, Clock()())])
+
+    def broken() -> list[LaneSpec]:
+        raise RuntimeError("database away")
+
+    runtime.attach_source(broken)
+    dpid = sorted(switches.net.tables)[0]
+    runtime.connected.add(dpid)
+    assert runtime.reconcile_switch(dpid) is None
+    runtime.attach_source(source)
+    assert runtime.reconcile_switch(dpid) is not None and source.reads == 1
+
+
+TEST_DOUBLES = ("/tests/", "flowsim.py", "netsim.py", "ctsim.py")  # the fake switches' work
+
+
+def calls_during(work: Any) -> int:
+    """Python function calls the product makes while ``work()`` runs (a count, not a time: no
+    noise); calls made by the fake switches' flow tables are not counted."""
+    count = 0
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal count
+        if event not in ("call", "c_call"):
+            return
+        callers = (frame, frame.f_back) if frame.f_back is not None else (frame,)
+        if not any(part in f.f_code.co_filename for f in callers for part in TEST_DOUBLES):
+            count += 1
+
+    sys.setprofile(profile)
+    try:
+        work()
+    finally:
+        sys.setprofile(None)
+    return count
+
+
+def activation_calls(access: int) -> tuple[int, set[int]]:
+    """Calls spent on activating and releasing one lane (after a warm-up lane), and the
+    switches it sent anything to."""
+    topo = synth(access)
+    clock = Clock()
+    switches = FakeSwitches(topo, clock)
+    runtime = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
+    runtime.attach_source(lambda: list(runtime.lanes.values()))
+    for dpid in sorted(switches.net.tables):
+        runtime.reconcile_switch(dpid)
+    warm = lane(1, access - 1, clock())
+    assert runtime.activate(warm).ok
+    runtime.deactivate(warm.lane_id)
+    switches.sent.clear()
+    probe = lane(2, access - 1, clock())
+
+    def cycle() -> None:
+        assert runtime.activate(probe).ok
+        runtime.deactivate(probe.lane_id)
+
+    return calls_during(cycle), {dpid for dpid, _ in switches.sent}
+
+
+@pytest.mark.parametrize("large", [64])
+def test_activation_work_does_not_grow_with_switches_off_the_path(large):
+    small_calls, small_dpids = activation_calls(4)
+    large_calls, large_dpids = activation_calls(large)
+    assert len(small_dpids) == len(large_dpids) == PATH_SWITCHES
+    # the same lane on a campus with 16x the switches and hosts: the same work (give or take
+    # a few calls parsing longer address strings)
+    assert large_calls <= small_calls * 1.01, (small_calls, large_calls)
+
+
+def test_a_drift_round_counts_once_and_keeps_probes_of_switches_off_the_changing_path():
+    from os_ken.ofproto import ofproto_v1_3_parser as parser
+
+    from viplanes.controller.compiler import compile_base, compile_flow_delete
+
+    topo = synth(8)
+    clock = Clock()
+    switches = FakeSwitches(topo, clock)
+    runtime = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
+    runtime.attach_source(lambda: list(runtime.lanes.values()))
+    for dpid in sorted(switches.net.tables):
+        runtime.reconcile_switch(dpid)
+    far = topo.switch("a7").dpid  # no lane below crosses it
+    table = switches.net.tables[far]
+    held = len(table.stats(0, 0, clock()))
+    table.apply(compile_flow_delete(compile_base(topo)[far][-1]), clock())  # behind our back
+    computed = []
+    real_expected = runtime.expected_flow_counts
+    runtime.expected_flow_counts = lambda now: computed.append(now) or real_expected(now)
+    real_send, lane_ids = runtime.send, iter(range(100, 200))
+
+    def send(dpid: int, ofmsgs: list[Any]) -> bool:  # a lane lands on a0's path at every probe
+        if any(isinstance(m, parser.OFPAggregateStatsRequest) for m in ofmsgs):
+            assert runtime.activate(lane(next(lane_ids), 0, clock())).ok
+        return real_send(dpid, ofmsgs)
+
+    runtime.send = send
+    fixed = runtime.check_drift()
+    assert fixed == [far]  # its probe counted although lanes changed elsewhere meanwhile
+    assert len(table.stats(0, 0, clock())) == held
+    # once at the start, then once per switch of the changing path at most (not per switch)
+    assert len(computed) <= 1 + PATH_SWITCHES < len(topo.switches)
+
+
+def test_drift_rounds_probe_a_bounded_number_of_switches_and_reach_them_all(monkeypatch):
+    from viplanes.controller import drift
+
+    monkeypatch.setattr(drift, "PROBES_PER_ROUND", 5)
+    topo = synth(8)  # 13 switches
+    clock = Clock()
+    switches = FakeSwitches(topo, clock)
+    runtime = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
+    runtime.attach_source(lambda: list(runtime.lanes.values()))
+    for dpid in sorted(switches.net.tables):
+        runtime.reconcile_switch(dpid)
+    rounds = []
+    for _ in range(3):
+        switches.sent.clear()
+        runtime.check_drift()
+        rounds.append([d for d, m in switches.sent if type(m).__name__ == "OFPAggregateStatsRequest"])
+    assert [len(r) for r in rounds] == [5, 5, 5]
+    assert set(rounds[0] + rounds[1] + rounds[2]) == set(switches.net.tables)  # 13 in 3 rounds
