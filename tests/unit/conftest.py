@@ -131,7 +131,10 @@ class LiveServer:
                     pass
             server._map.clear()  # the run loop ends once its socket map is empty
 
-        server.trigger.pull_trigger(close_all)
+        try:
+            server.trigger.pull_trigger(close_all)
+        except OSError:  # the trigger's pipe is already closed (the loop ended): close the rest here
+            close_all()
         self.thread.join(5)
         server.task_dispatcher.shutdown()
 
