@@ -113,7 +113,7 @@ class BatchChanges:
         per_dpid = compiler.compile_lane(lane, self.topology, self.clock(),
                                          meter_command=ofp.OFPMC_MODIFY if meters_exist else ofp.OFPMC_ADD)
         self.note_lane_flows(lane, per_dpid)
-        for address_flows in sharedflows.lane_addresses(lane, self.topology).values():
+        for address_flows in self.lanes.shared_flows(lane).values():
             for dpid, msgs in address_flows.items():
                 per_dpid.setdefault(dpid, []).extend(msgs)
         carried = self.lanes.get(lane.lane_id)

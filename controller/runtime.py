@@ -163,8 +163,8 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
                 return ActivationResult(False, str(exc), time.perf_counter() - t0)
             self.note_lane_flows(lane, per_dpid)
             # the flows of its addresses too (ARP replies...): ADD is idempotent when another
-            # live lane already installed them
-            for address_flows in sharedflows.lane_addresses(lane, self.topology).values():
+            # live lane already installed them (compiled once per source and lane address)
+            for address_flows in self.lanes.shared_flows(lane).values():
                 for dpid, msgs in address_flows.items():
                     per_dpid.setdefault(dpid, []).extend(msgs)
             # ---- issue 11 (lanesets): a re-sent lane whose destination set or ports changed
