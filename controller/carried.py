@@ -36,6 +36,7 @@ class CarriedLanes(dict[int, LaneSpec]):
         super().__init__()
         self._topology = topology
         self._users: dict[Need, int] = {}
+        self._nat_users: dict[str, int] = {}  # lane-pool address -> carried lanes using it
         self._compiled: dict[tuple[str, Any], tuple[SharedByAddress, tuple[Need, ...]]] = {}
 
     # ---- what a lane needs (compiled once per source and lane address) ----------------------
@@ -57,6 +58,10 @@ class CarriedLanes(dict[int, LaneSpec]):
     def needs(self, lane: LaneSpec) -> tuple[Need, ...]:
         return self._entry(lane)[1]
 
+    def nat_addresses(self) -> list[str]:
+        """The lane-pool addresses carried lanes use, each once (proxy ARP answers for these)."""
+        return list(self._nat_users)
+
     def users(self) -> dict[Need, int]:
         """(dpid, address) -> carried lanes needing its shared flows (tests, metrics)."""
         return dict(self._users)
@@ -76,11 +81,9 @@ class CarriedLanes(dict[int, LaneSpec]):
     # ---- the index, kept in step with every change of the dict ------------------------------
     def _count(self, lane: LaneSpec, step: int) -> None:
         for need in self.needs(lane):
-            n = self._users.get(need, 0) + step
-            if n > 0:
-                self._users[need] = n
-            else:
-                self._users.pop(need, None)
+            _add(self._users, need, step)
+        if lane.nat_ip:
+            _add(self._nat_users, str(lane.nat_ip), step)
 
     def __setitem__(self, lane_id: int, lane: LaneSpec) -> None:
         old = self.get(lane_id)
@@ -127,3 +130,12 @@ class CarriedLanes(dict[int, LaneSpec]):
     def clear(self) -> None:
         super().clear()
         self._users.clear()
+        self._nat_users.clear()
+
+
+def _add(counts: dict[Any, int], key: Any, step: int) -> None:
+    n = counts.get(key, 0) + step
+    if n > 0:
+        counts[key] = n
+    else:
+        counts.pop(key, None)

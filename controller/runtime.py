@@ -305,8 +305,8 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
     def arp_reply(self, frame: bytes) -> bytes | None:
         if self.topology is None:
             return None
-        nat_ips = [ln.nat_ip for ln in list(self.lanes.values()) if ln.nat_ip]
-        return proxyarp.lane_pool_arp_reply(self.topology, nat_ips, frame)
+        # the distinct lane addresses in use (at most the pool's size), not every lane's
+        return proxyarp.lane_pool_arp_reply(self.topology, self.lanes.nat_addresses(), frame)
 
 
 def __getattr__(name: str) -> Any:

@@ -114,3 +114,5 @@ def test_the_index_matches_a_rebuild_from_the_carried_lanes_after_any_changes():
                 for dpid in per_dpid:
                     expected[(dpid, address)] = expected.get((dpid, address), 0) + 1
         assert runtime.lanes.users() == expected, step
+        assert sorted(runtime.lanes.nat_addresses()) == sorted(
+            {str(ln.nat_ip) for ln in specs.values() if ln.nat_ip}), step
