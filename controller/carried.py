@@ -99,7 +99,7 @@ class CarriedLanes(dict[int, LaneSpec]):
 
     _MISSING: Any = object()
 
-    def pop(self, lane_id: int, default: Any = _MISSING) -> Any:  # type: ignore[override]
+    def pop(self, lane_id: int, default: Any = _MISSING) -> Any:
         if lane_id in self:
             lane = super().pop(lane_id)
             self._count(lane, -1)
@@ -113,17 +113,17 @@ class CarriedLanes(dict[int, LaneSpec]):
         self._count(lane, -1)
         return lane_id, lane
 
-    def setdefault(self, lane_id: int, default: LaneSpec) -> LaneSpec:  # type: ignore[override]
+    def setdefault(self, lane_id: int, default: LaneSpec) -> LaneSpec:
         if lane_id not in self:
             self[lane_id] = default
         return self[lane_id]
 
-    def update(self, other: Any = (), /) -> None:  # type: ignore[override]
+    def update(self, other: Any = (), /) -> None:
         items = other.items() if isinstance(other, Mapping) else other
         for lane_id, lane in list(items):
             self[lane_id] = lane
 
-    def __ior__(self, other: Any) -> CarriedLanes:  # type: ignore[override]
+    def __ior__(self, other: Any) -> CarriedLanes:  # type: ignore[override, misc]
         self.update(other)
         return self
 
