@@ -5,8 +5,10 @@ per release at 150 live lanes), so its cost grew with the number of lanes live e
 runs real ``viplanes serve`` processes from one or more checkouts (each with its own ``.venv``,
 as ``bench.ab``) on the same userspace bridges, in alternating order (ABBA...). Per run: a fresh
 database; ``--cycles`` desktop lanes activated and released one after another with no other
-lane live; then ``--lanes`` DTN lanes filled through the API (they stay live); the same cycles
-again. Serve's CPU per request is the sum of its threads' run time (schedstat, nanoseconds)
+lane live; then ``--lanes`` lanes of another host filled through the API (they stay live); the
+same cycles again. The filler is ``server`` by default: NAT'd and three switches away like the
+desktop, so its lanes have shared flows (ICMP transit, its lane address's ARP reply) on the same
+switches; ``--fill-src dtn`` (one switch, no NAT: no shared flows) is the cheap case. Serve's CPU per request is the sum of its threads' run time (schedstat, nanoseconds)
 before and after each request, so it includes the controller's threads.
 
     .venv/bin/python -m bench.livelanes --tree old=/tmp/base --tree new=. --lanes 1000 --cycles 200
@@ -23,7 +25,7 @@ from typing import Any
 from bench.ab import task_cpu_ns
 from bench.campus import Campus, campus
 from bench.peers import clear_flows
-from bench.scale import BULK_SRC, PROBE_SRC, fill
+from bench.scale import PROBE_SRC, fill
 from bench.server import Api, Serve, free_port, researcher
 from bench.stats import summarize_ms
 from bench.workload import flows, grant_body, lane_body
@@ -45,7 +47,8 @@ def cycles(api: Api, pid: int, src_ip: str, n: int, offset: int) -> dict[str, li
     return out
 
 
-def one_run(c: Campus, repo: Path, live: int, n: int, warmup: int, tag: str) -> dict[str, Any]:
+def one_run(c: Campus, repo: Path, live: int, n: int, warmup: int, tag: str,
+            fill_src: str) -> dict[str, Any]:
     """One serve from ``repo``: cycles at 0 live lanes, fill ``live``, cycles again."""
     workdir = c.workdir / tag
     workdir.mkdir()
@@ -53,7 +56,7 @@ def one_run(c: Campus, repo: Path, live: int, n: int, warmup: int, tag: str) -> 
     try:
         c.attach(serve)
         token, _ = researcher(serve, serve.add_operator(), "alice", [
-            grant_body("alice", c.host_ip(BULK_SRC), live + 1),
+            grant_body("alice", c.host_ip(fill_src), live + 1),
             grant_body("alice", c.host_ip(PROBE_SRC), 2 * (n + warmup) + 5)])
         api = Api(serve.api_port, token)
         assert serve.proc is not None
@@ -62,7 +65,7 @@ def one_run(c: Campus, repo: Path, live: int, n: int, warmup: int, tag: str) -> 
         probe = c.host_ip(PROBE_SRC)
         cycles(api, pid, probe, warmup, 0)
         empty = cycles(api, pid, probe, n, warmup)
-        filled = fill(serve.api_port, token, c.host_ip(BULK_SRC), live, 4)
+        filled = fill(serve.api_port, token, c.host_ip(fill_src), live, 4)
         if filled["active"] != live:
             raise RuntimeError(f"filled {filled['active']} of {live}: {filled['failures'][:3]}")
         time.sleep(1.0)
@@ -82,6 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--lanes", type=int, default=1000, help="other live lanes in the second half")
     ap.add_argument("--cycles", type=int, default=200, help="timed activation+release cycles")
     ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--fill-src", default="server", help="host of the live lanes (not the desktop)")
     args = ap.parse_args(argv)
     trees = {name: Path(path).resolve() for name, path in (t.split("=", 1) for t in args.tree)}
     load = [os.getloadavg()[0]]
@@ -90,7 +94,8 @@ def main(argv: list[str] | None = None) -> None:
         for r in range(args.rounds):
             for name in (list(trees) if r % 2 == 0 else list(reversed(trees))):
                 clear_flows(c)
-                got = one_run(c, trees[name], args.lanes, args.cycles, args.warmup, f"r{r}{name}")
+                got = one_run(c, trees[name], args.lanes, args.cycles, args.warmup, f"r{r}{name}",
+                              args.fill_src)
                 row = []
                 for at in ("empty", "full"):
                     for op in ("activation", "release"):
@@ -100,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"round {r} {name}: serve CPU ms p50: {', '.join(row)}; fill {got['fill_s']:.1f} s; "
                       f"load {load[-1]:.2f}", file=sys.stderr, flush=True)
     print(f"load average (1 min) during the run: {min(load):.2f}-{max(load):.2f}; {args.rounds} rounds "
-          f"x {args.cycles} cycles per checkout and live count")
+          f"x {args.cycles} cycles per checkout and live count; live lanes from {args.fill_src}")
     print(f"| checkout | serve CPU / activation, 0 live (p50, mean) | at {args.lanes} live | "
           f"/ release, 0 live | at {args.lanes} live |")
     print("|---|---:|---:|---:|---:|")
