@@ -22,6 +22,7 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller import compiler, lanediff, sharedflows
+from viplanes.controller.carried import CarriedLanes
 from viplanes.controller.pending import Batch, Tracker
 from viplanes.domain import ActivationResult, LaneSpec
 from viplanes.topologies.model import Topology
@@ -82,7 +83,7 @@ class BatchChanges:
 
     topology: Topology | None
     connected: set[int]
-    lanes: dict[int, LaneSpec]
+    lanes: CarriedLanes
     tracker: Tracker
     is_master: bool
     clock: Callable[[], float]
@@ -112,7 +113,7 @@ class BatchChanges:
         per_dpid = compiler.compile_lane(lane, self.topology, self.clock(),
                                          meter_command=ofp.OFPMC_MODIFY if meters_exist else ofp.OFPMC_ADD)
         self.note_lane_flows(lane, per_dpid)
-        for address_flows in sharedflows.lane_addresses(lane, self.topology).values():
+        for address_flows in self.lanes.shared_flows(lane).values():
             for dpid, msgs in address_flows.items():
                 per_dpid.setdefault(dpid, []).extend(msgs)
         carried = self.lanes.get(lane.lane_id)
@@ -166,14 +167,13 @@ class BatchChanges:
         for lane_id in lane_ids:
             self._touch(lane_id, self.lanes.get(lane_id))
             gone.append((lane_id, self.lanes.pop(lane_id, None)))
-        others = [*self.lanes.values(), *keep]
         out: dict[int, dict[int, list[Any]]] = {}
         for lane_id, lane in gone:
             msgs = compiler.compile_lane_removal(
                 lane_id, [d for d in self._batch_lane_dpids(lane) if d in self.connected],
                 with_meter=bool(lane and lane.rate_mbps))
             if lane is not None and self.topology is not None:
-                addresses = sharedflows.orphaned(lane, others, self.topology)
+                addresses = self.lanes.orphaned(lane, keep)  # O(its own flows)
                 for dpid, extra in sharedflows.compile_shared_removal(addresses).items():
                     if dpid in self.connected:
                         msgs.setdefault(dpid, []).extend(extra)

@@ -32,6 +32,7 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller import reconcile
+from viplanes.controller.carried import CarriedLanes
 from viplanes.controller.cookies import ALL_APP_FLOWS
 from viplanes.controller.desired import DesiredFlows
 from viplanes.controller.pending import Tracker
@@ -61,7 +62,7 @@ class DriftWatch:
 
     topology: Topology | None
     connected: set[int]
-    lanes: dict[int, LaneSpec]
+    lanes: CarriedLanes  # LaneRuntime.lanes: a dict with a shared-flow index
     reconciled: dict[int, reconcile.Plan]
     clock: Callable[[], float]
     tracker: Tracker

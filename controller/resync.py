@@ -18,6 +18,7 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller import heap, reconcile
+from viplanes.controller.carried import CarriedLanes
 from viplanes.controller.cookies import ALL_APP_FLOWS
 from viplanes.controller.desired import DesiredFlows
 from viplanes.controller.pending import Batch
@@ -50,7 +51,7 @@ class Resync:
     topology: Topology | None
     source: DesiredLanes | None
     connected: set[int]
-    lanes: dict[int, LaneSpec]
+    lanes: CarriedLanes  # LaneRuntime.lanes: a dict with a shared-flow index
     reconciled: dict[int, reconcile.Plan]
     clock: Callable[[], float]
     _change: threading.RLock

@@ -32,6 +32,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller import compiler, lanediff, proxyarp, reconcile, sharedflows
 from viplanes.controller.batch import BatchChanges
+from viplanes.controller.carried import CarriedLanes
 from viplanes.controller.cookies import EXACT_MASK, lane_cookie, lane_id_from_cookie
 from viplanes.controller.desired import DesiredFlows
 from viplanes.controller.drift import DriftWatch
@@ -71,7 +72,8 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
         self.tracker = Tracker()
         self.source: DesiredLanes | None = None
         self.connected: set[int] = set()
-        self.lanes: dict[int, LaneSpec] = {}  # lanes the switches should carry right now
+        # lanes the switches should carry right now, indexed by the shared flows they need
+        self.lanes = CarriedLanes(topology)
         self.removed: deque[tuple[float, int, int, int]] = deque(maxlen=1000)  # (t, dpid, lane, reason)
         self.reconciled: dict[int, reconcile.Plan] = {}  # last plan per dpid, for tests/metrics
         self._xids = itertools.count(random.randrange(1 << 30, 1 << 31))
@@ -161,8 +163,8 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
                 return ActivationResult(False, str(exc), time.perf_counter() - t0)
             self.note_lane_flows(lane, per_dpid)
             # the flows of its addresses too (ARP replies...): ADD is idempotent when another
-            # live lane already installed them
-            for address_flows in sharedflows.lane_addresses(lane, self.topology).values():
+            # live lane already installed them (compiled once per source and lane address)
+            for address_flows in self.lanes.shared_flows(lane).values():
                 for dpid, msgs in address_flows.items():
                     per_dpid.setdefault(dpid, []).extend(msgs)
             # ---- issue 11 (lanesets): a re-sent lane whose destination set or ports changed
@@ -201,11 +203,9 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
         return self._apply(msgs, timeout_s, tolerate=meter_errors_only)
 
     def _orphaned_addresses(self, lane: LaneSpec) -> dict[int, set[str]]:
-        """dpid -> addresses of ``lane`` whose shared flows no other carried lane needs."""
-        if self.topology is None:
-            return {}
-        others = [ln for lid, ln in self.lanes.items() if lid != lane.lane_id]
-        return sharedflows.orphaned(lane, others, self.topology)
+        """dpid -> addresses of ``lane`` whose shared flows no other carried lane needs (O(its
+        own flows): the carried lanes keep a count per address)."""
+        return self.lanes.orphaned(lane)
 
     def _touch(self, lane_id: int, lane: LaneSpec | None = None) -> None:
         self._generation += 1
@@ -305,8 +305,8 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
     def arp_reply(self, frame: bytes) -> bytes | None:
         if self.topology is None:
             return None
-        nat_ips = [ln.nat_ip for ln in list(self.lanes.values()) if ln.nat_ip]
-        return proxyarp.lane_pool_arp_reply(self.topology, nat_ips, frame)
+        # the distinct lane addresses in use (at most the pool's size), not every lane's
+        return proxyarp.lane_pool_arp_reply(self.topology, self.lanes.nat_addresses(), frame)
 
 
 def __getattr__(name: str) -> Any:

@@ -119,16 +119,3 @@ def compile_shared_removal(addresses_by_dpid: dict[int, set[str]]) -> dict[int, 
                                      match=parser.OFPMatch()) for addr in sorted(addrs)]
             for dpid, addrs in addresses_by_dpid.items() if addrs}
 
-
-def orphaned(lane: LaneSpec, others: Iterable[LaneSpec], topo: Topology) -> dict[int, set[str]]:
-    """dpid -> addresses of ``lane`` whose shared flows no lane in ``others`` still needs there."""
-    still: set[tuple[int, str]] = set()
-    for other in others:
-        for addr, per_dpid in lane_addresses(other, topo).items():
-            still.update((dpid, addr) for dpid in per_dpid)
-    out: dict[int, set[str]] = {}
-    for addr, per_dpid in lane_addresses(lane, topo).items():
-        for dpid in per_dpid:
-            if (dpid, addr) not in still:
-                out.setdefault(dpid, set()).add(addr)
-    return out
