@@ -168,12 +168,25 @@ def text(driver: Any, by: str, selector: str) -> str:
 def click_and_load(driver: Any, by: str, selector: str) -> None:
     """Click a submit button or link and wait until the next page replaced this one."""
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
+
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 
     old = driver.find_element(By.TAG_NAME, "html")
     driver.find_element(by, selector).click()
-    WebDriverWait(driver, 15).until(ec.staleness_of(old))
+
+    def replaced(_driver: Any) -> bool:
+        try:
+            old.is_enabled()
+            return False
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as exc:  # chromedriver's word for a node of the old document
+            if "does not belong to the document" in str(exc):
+                return True
+            raise
+
+    WebDriverWait(driver, 15).until(replaced)
     WebDriverWait(driver, 15).until(lambda d: d.execute_script("return document.readyState") == "complete")
 
 
