@@ -20,7 +20,7 @@ from viplanes.db import Database
 from viplanes.domain import ActivationResult, LaneSpec, lane_shape_refusal
 from viplanes.errors import Conflict
 from viplanes.lane_specs import spec_of
-from viplanes.lane_sql import add_audit, lane_for_change, record_activation
+from viplanes.lane_sql import add_audit, installing_lanes, lane_for_change, record_activation
 from viplanes.models import LIVE_STATES, Lane
 from viplanes.store import audit
 
@@ -240,8 +240,8 @@ class LaneActivation:
         crash, a failed state update (database outage) or a transient activation failure.
         Lanes whose switches are not ready wait for the next call; expiry is ``tick``'s."""
         now = self.clock()
-        with self.db.read() as s:
-            stuck = s.scalars(select(Lane).where(Lane.state == "installing", Lane.expires_at > now)).all()
+        with self.db.read_connection() as conn:  # autocommit on PostgreSQL: one round trip
+            stuck = installing_lanes(conn, now)
         claimed = [lane for lane in stuck if not self._unready(spec_of(lane)) and self._claim(lane.id)]
         if claimed:
             self._activate_batch(claimed)
