@@ -74,8 +74,9 @@ def _ping_idle_connections(engine: Engine) -> None:
         if last is not None and time.monotonic() - last < PING_IDLE_S:
             return
         try:
-            with dbapi_conn.cursor() as cur:
-                cur.execute("SELECT 1")
+            cur = dbapi_conn.cursor()
+            cur.execute("SELECT 1")
+            cur.close()
         except Exception as exc:  # noqa: BLE001 - any failure: a fresh connection instead
             raise DisconnectionError(str(exc)) from exc
 
