@@ -45,3 +45,10 @@ def test_lane_lifecycle_on_postgres(pg_world):
     assert r.json["revoked_lanes"] == [lane_id] and w.dataplane.active == {}
     audit = w.client.get("/api/v1/audit?action=grant.revoke", headers=w.h("root")).json
     assert audit and audit[0]["actor"] == "root"
+
+
+def test_lane_pool_lookup_on_postgres(pg_world):
+    """PostgreSQL runs the VALUES form of the pool lookup (SQLite the UNION ALL): same answers."""
+    from tests.unit.test_lane_pool import test_distinct_hosts_lowest_free_address_and_sharing
+
+    test_distinct_hosts_lowest_free_address_and_sharing(pg_world)
