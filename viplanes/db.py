@@ -73,10 +73,8 @@ def _ping_idle_connections(engine: Engine) -> None:
         last = record.info.get("checked_in_at")
         if last is not None and time.monotonic() - last < PING_IDLE_S:
             return
-        try:
-            cur = dbapi_conn.cursor()
-            cur.execute("SELECT 1")
-            cur.close()
+        try:  # the dialect's ping: psycopg2's runs in autocommit, leaving no transaction open
+            engine.dialect.do_ping(dbapi_conn)
         except Exception as exc:  # noqa: BLE001 - any failure: a fresh connection instead
             raise DisconnectionError(str(exc)) from exc
 
