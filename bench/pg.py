@@ -7,6 +7,7 @@ how the store behaves with real row locks instead of SQLite's single writer, not
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import tempfile
@@ -46,6 +47,8 @@ def throwaway_postgres() -> Iterator[str]:
                      "--no-sync", "-E", "UTF8")
         opts = (f"-c listen_addresses=127.0.0.1 -p {port} -k {workdir} -c fsync=off "
                 "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+        if os.environ.get("BENCH_PG_LOG"):  # count round trips: every statement, with its backend
+            opts += " -c log_statement=all -c log_line_prefix=%p:"
         _as_postgres(str(bindir / "pg_ctl"), "-D", str(data), "-o", opts, "-l",
                      str(workdir / "server.log"), "-w", "-t", "30", "start")
         started = True
@@ -54,6 +57,9 @@ def throwaway_postgres() -> Iterator[str]:
         if started:
             with contextlib.suppress(Exception):
                 _as_postgres(str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop")
+            if os.environ.get("BENCH_PG_LOG"):
+                with contextlib.suppress(OSError):
+                    shutil.copy(workdir / "server.log", os.environ["BENCH_PG_LOG"])
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -16,10 +16,12 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any, Iterator, cast
 
 from sqlalchemy import Connection, CursorResult, Engine, Executable, create_engine, event, text
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
 from viplanes.sqlite_wal import BACKSTOP_PAGES, WalCheckpointer
@@ -47,7 +49,34 @@ def make_engine(url: str, pool_size: int = 10) -> Engine:
                                pool_size=pool_size, max_overflow=20, pool_timeout=60)
         _sqlite_setup(engine)
         return engine
-    return create_engine(url, pool_size=pool_size, max_overflow=30, pool_timeout=60, pool_pre_ping=True)
+    engine = create_engine(url, pool_size=pool_size, max_overflow=30, pool_timeout=60)
+    _ping_idle_connections(engine)
+    return engine
+
+
+PING_IDLE_S = 0.5  # a pooled connection idle longer than this is pinged before it is lent
+
+
+def _ping_idle_connections(engine: Engine) -> None:
+    """``pool_pre_ping`` only for connections that sat in the pool: ``pool_pre_ping=True`` costs a
+    ``SELECT 1`` round trip at every checkout (~5 per lane request+release, a sixth of all the
+    statements). A connection handed back under half a second ago was working then; a server
+    restart takes longer than that, so connections from before it are idle longer and pinged. A
+    failed ping makes the pool replace the connection (``DisconnectionError``), as pre-ping did."""
+
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_conn, record) -> None:  # type: ignore[no-untyped-def]
+        record.info["checked_in_at"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_conn, record, _proxy) -> None:  # type: ignore[no-untyped-def]
+        last = record.info.get("checked_in_at")
+        if last is not None and time.monotonic() - last < PING_IDLE_S:
+            return
+        try:  # the dialect's ping: psycopg2's runs in autocommit, leaving no transaction open
+            engine.dialect.do_ping(dbapi_conn)
+        except Exception as exc:  # noqa: BLE001 - any failure: a fresh connection instead
+            raise DisconnectionError(str(exc)) from exc
 
 
 def _sqlite_setup(engine: Engine) -> None:
@@ -94,6 +123,24 @@ class Database:
         with self._sessions() as session:
             with session.begin():
                 yield session
+
+    @contextlib.contextmanager
+    def read_connection(self) -> Iterator[Connection]:
+        """A bare Connection for one read statement. On PostgreSQL in autocommit: the statement
+        is its own transaction, one round trip instead of BEGIN + statement + COMMIT."""
+        with self.engine.connect() as conn:
+            if self.is_sqlite:
+                with conn.begin():
+                    yield conn
+                return
+            # psycopg2's own switch, client-side: SQLAlchemy's isolation_level="AUTOCOMMIT" resets
+            # the level on checkin with a SET statement, a round trip of its own
+            raw = cast(Any, conn.connection).dbapi_connection
+            raw.autocommit = True
+            try:
+                yield conn
+            finally:
+                raw.autocommit = False
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Session]:

@@ -106,6 +106,7 @@ class ActivationResult:
     ok: bool
     reason: str
     latency_s: float
+    committed_at: float | None = None  # split deployment: when the controller committed it active
 
 
 @dataclass(frozen=True)

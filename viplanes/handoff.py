@@ -84,13 +84,16 @@ class Notifier:
             self._conn = None
 
 
-def notify_done(s: Session | Connection, states: dict[int, str]) -> None:
+def notify_done(s: Session | Connection, states: dict[int, str], activated_at: float | None = None) -> None:
     """Inside the transaction that recorded activations: tell the API processes at its commit
-    (the lane manager's ``committed_hook`` on the controller). PostgreSQL only."""
+    (the lane manager's ``committed_hook`` on the controller). PostgreSQL only. An active lane
+    carries its ``activated_at`` (``12=active@1795419573.97``): the API answers without reading
+    the row back."""
     dialect = s.get_bind().dialect if isinstance(s, Session) else s.dialect
     if dialect.name != "postgresql" or not states:
         return
-    payload = ",".join(f"{lane_id}={state}" for lane_id, state in states.items())
+    at = "" if activated_at is None else f"@{activated_at!r}"
+    payload = ",".join(f"{lane_id}={state}{at if state == 'active' else ''}" for lane_id, state in states.items())
     start = 0
     while start < len(payload):  # NOTIFY payloads stop below 8000 bytes: cut between lanes
         cut = len(payload) if len(payload) - start <= 7000 else payload.rfind(",", start, start + 7000)
@@ -99,7 +102,8 @@ def notify_done(s: Session | Connection, states: dict[int, str]) -> None:
 
 
 def parse_done(payload: str) -> dict[int, str]:
-    """``"12=active,13=failed"`` -> {12: "active", 13: "failed"}; junk is skipped."""
+    """``"12=active,13=failed"`` -> {12: "active", 13: "failed"}; junk is skipped. A state may
+    carry ``@<activated_at>`` (``DoneListener.deliver`` splits it off)."""
     out: dict[int, str] = {}
     for part in payload.split(","):
         lane_id, _, state = part.partition("=")
@@ -131,6 +135,7 @@ class DoneWaiter:
     def __init__(self) -> None:
         self.event = threading.Event()
         self.state: str | None = None
+        self.activated_at: float | None = None  # from the payload, when the controller sent it
 
 
 class DoneListener:
@@ -169,6 +174,11 @@ class DoneListener:
         with self._lock:
             woken = [(w, st) for lane_id, st in states.items() for w in self._waiting.get(lane_id, ())]
         for waiter, state in woken:
+            state, _, at = state.partition("@")
+            try:
+                waiter.activated_at = float(at) if at else None
+            except ValueError:
+                waiter.activated_at = None
             waiter.state = state
             waiter.event.set()
 
@@ -266,6 +276,31 @@ class RemoteDataplane:
         self.listener.start()
         self.notify = Notifier(db)
         self._alive_until = 0.0  # monotonic: a master was seen holding the lease until then
+        # lane id -> (monotonic, waiter): woken by ``wake_in`` inside the request's transaction
+        self._woken: dict[int, tuple[float, DoneWaiter | None]] = {}
+        self._woken_lock = threading.Lock()
+
+    def wake_in(self, conn: Connection, payload: str) -> bool:
+        """NOTIFY the controllers inside the transaction that commits the lane (``lane:<id>``)
+        or its end (``ended:<id>``): PostgreSQL delivers it at the commit, so the wake-up costs
+        no round trip of its own and can never run ahead of the row. For ``lane:<id>`` the
+        waiter is registered first (the controller's answer may come right after the commit);
+        ``activate`` takes it over and sends nothing. False on SQLite: nothing was sent."""
+        if self.db.is_sqlite:
+            return False
+        if payload.startswith("lane:"):
+            lane_id = int(payload[5:])
+            waiter = self.listener.expect(lane_id) if self.listener.ready.is_set() else None
+            now = time.monotonic()
+            with self._woken_lock:
+                for old_id, (at, old) in list(self._woken.items()):
+                    if now - at > 60.0:  # its transaction rolled back: nobody will activate it
+                        del self._woken[old_id]
+                        if old is not None:
+                            self.listener.forget(old_id, old)
+                self._woken[lane_id] = (now, waiter)
+        conn.execute(text("SELECT pg_notify(:ch, :p)"), {"ch": CHANNEL, "p": payload})
+        return True
 
     def attach_source(self, desired_lanes: DesiredLanes) -> None:
         return None  # the controller reads the database itself
@@ -278,16 +313,23 @@ class RemoteDataplane:
     def activate(self, lane: LaneSpec, timeout_s: float = 5.0) -> ActivationResult:
         t0 = time.perf_counter()
         deadline = time.monotonic() + timeout_s
-        listening = self.listener.ready.is_set()
-        waiter = self.listener.expect(lane.lane_id) if listening else None  # before the wake-up
+        with self._woken_lock:
+            woken = self._woken.pop(lane.lane_id, None)
+        if woken is not None:  # notified inside the request's transaction (``wake_in``)
+            waiter = woken[1]
+        else:
+            listening = self.listener.ready.is_set()
+            waiter = self.listener.expect(lane.lane_id) if listening else None  # before the wake-up
         try:
-            self.notify(f"lane:{lane.lane_id}")
+            if woken is None:
+                self.notify(f"lane:{lane.lane_id}")
             wait = self.poll_s
             while True:
                 if waiter is not None and self.listener.ready.is_set():
                     heard = waiter.event.wait(max(0.0, min(self.recheck_s, deadline - time.monotonic())))
                     if heard and waiter.state == "active":  # committed: no need to read it back
-                        return ActivationResult(True, "active", time.perf_counter() - t0)
+                        return ActivationResult(True, "active", time.perf_counter() - t0,
+                                                committed_at=waiter.activated_at)
                     waiter.event.clear()
                 row = self._row_state(lane.lane_id)
                 if row is None:

@@ -20,7 +20,7 @@ from viplanes.db import Database
 from viplanes.domain import ActivationResult, LaneSpec, lane_shape_refusal
 from viplanes.errors import Conflict
 from viplanes.lane_specs import spec_of
-from viplanes.lane_sql import add_audit, lane_for_change, record_activation
+from viplanes.lane_sql import add_audit, installing_lanes, lane_for_change, record_activation
 from viplanes.models import LIVE_STATES, Lane
 from viplanes.store import audit
 
@@ -58,9 +58,18 @@ class LaneActivation:
     on_activation: Callable[[float, bool], None]
     _activating: set[int]
     _activating_lock: threading.Lock
-    # (session, lane id -> new state) inside the transaction that recorded activations: the split
-    # deployment's controller NOTIFYs the waiting API processes with it (viplanes.handoff)
-    committed_hook: Callable[[Connection, dict[int, str]], None] | None = None
+    # (connection, lane id -> new state, activated_at of the active ones) inside the transaction
+    # that recorded activations: the split deployment's controller NOTIFYs the waiting API
+    # processes with it (viplanes.handoff)
+    committed_hook: Callable[[Connection, dict[int, str], float], None] | None = None
+
+    def _wake_in(self, conn: Connection, payload: str) -> bool:
+        """Inside the transaction that commits a lane ``installing`` (``lane:<id>``) or ended
+        (``ended:<id>``): a data plane in another process is woken at the commit (the split
+        deployment's NOTIFY, no round trip of its own). False when it is not: the caller then
+        goes through ``activate``/``deactivate`` as usual."""
+        wake = getattr(self.dataplane, "wake_in", None)
+        return bool(wake(conn, payload)) if wake is not None else False
 
     def _unready(self, spec: LaneSpec) -> list[str]:
         try:
@@ -103,8 +112,12 @@ class LaneActivation:
         latency = time.perf_counter() - t0
         self.on_activation(latency, result.ok)
         if result.ok and getattr(self.dataplane, "records_outcome", False):
-            # the split deployment's controller committed it active: read it back, write nothing
-            with self.db.read() as s:
+            # the split deployment's controller committed it active: write nothing; its NOTIFY
+            # said when (then the conditional UPDATE moved it installing -> active: still live)
+            if result.committed_at is not None:
+                lane.state, lane.activated_at = "active", result.committed_at
+                return lane
+            with self.db.read() as s:  # an older controller's NOTIFY, or no NOTIFY: read it back
                 lane = s.get(Lane, lane.id) or lane
             if lane.state not in LIVE_STATES:  # ended while installing
                 self._deactivate(lane.id)
@@ -113,7 +126,7 @@ class LaneActivation:
         with self.db.write_connection() as conn:
             moved = self._record(conn, lane, result, latency, now)
             if moved and self.committed_hook is not None:
-                self.committed_hook(conn, {lane.id: lane.state})
+                self.committed_hook(conn, {lane.id: lane.state}, now)
             if not moved:
                 lane = lane_for_change(conn, lane.id, lock=False) or lane
         if not moved and result.ok and lane.state not in LIVE_STATES:  # ended while installing
@@ -176,7 +189,7 @@ class LaneActivation:
                         if current is not None and current.state not in LIVE_STATES:
                             ended.append(lane.id)  # ended while installing: its flows go again
                 if moved and self.committed_hook is not None:
-                    self.committed_hook(conn, moved)
+                    self.committed_hook(conn, moved, now)
             for lane_id in ended:
                 self._deactivate(lane_id)
         finally:
@@ -227,8 +240,8 @@ class LaneActivation:
         crash, a failed state update (database outage) or a transient activation failure.
         Lanes whose switches are not ready wait for the next call; expiry is ``tick``'s."""
         now = self.clock()
-        with self.db.read() as s:
-            stuck = s.scalars(select(Lane).where(Lane.state == "installing", Lane.expires_at > now)).all()
+        with self.db.read_connection() as conn:  # autocommit on PostgreSQL: one round trip
+            stuck = installing_lanes(conn, now)
         claimed = [lane for lane in stuck if not self._unready(spec_of(lane)) and self._claim(lane.id)]
         if claimed:
             self._activate_batch(claimed)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from sqlalchemy import Connection, Select, bindparam, exists, func, literal_column, select, union_all
+from sqlalchemy import (Connection, Integer, Select, String, bindparam, column, exists, func, literal_column, select,
+                        text, union_all)
 from sqlalchemy.orm import Session
 
 from viplanes.db import Database
@@ -37,6 +38,7 @@ class LanePool:
                   for a in self._addresses] if 0 < len(self._addresses) <= MAX_POOL_PROBES else []
         self._probe = select(*probes) if probes else None
         self._lookup = _one_statement_lookup(self._addresses) if probes else None
+        self._lookup_pg = _one_statement_lookup(self._addresses, as_values=True) if probes else None
 
     def taken(self, s: Session | Connection) -> list[str]:
         """Lane-pool addresses held by a live lane: one indexed EXISTS per pool address.
@@ -56,8 +58,9 @@ class LanePool:
         cannot hand the same free address to two hosts.
         """
         db.advisory_lock(s, NAT_LOCK_KEY)
-        if self._lookup is not None:  # the host's address, else the lowest free one: one statement
-            found: str | None = s.scalar(self._lookup, {"src": src_ip})
+        lookup = self._lookup if db.is_sqlite else self._lookup_pg
+        if lookup is not None:  # the host's address, else the lowest free one: one statement
+            found: str | None = s.scalar(lookup, {"src": src_ip})
             return found
         nat_ip = s.scalar(_HOST_ADDRESS, {"src": src_ip})
         if nat_ip is None:
@@ -65,16 +68,26 @@ class LanePool:
         return nat_ip
 
 
-def _one_statement_lookup(addresses: list[str]) -> Select:
+def _one_statement_lookup(addresses: list[str], as_values: bool = False) -> Select:
     """``COALESCE(the host's live address, the lowest pool address no live lane holds)``: one
     round trip where there were two. COALESCE stops at its first non-null argument (SQLite and
     PostgreSQL), so a host that already has an address costs one index seek; otherwise each pool
     address is one indexed NOT EXISTS, as in ``taken``. The addresses come from ``ipaddress``,
-    so inlining them as literals is safe."""
-    rows: list[Select[Any]] = [select(literal_column(f"'{a}'").label("address"),  # type: ignore[misc]
-                                      literal_column(str(i)).label("rank"))
-                               for i, a in enumerate(addresses)]
-    pool = (union_all(*rows) if len(rows) > 1 else rows[0]).subquery("pool")
+    so inlining them as literals is safe. ``as_values`` (PostgreSQL): the pool as one ``VALUES``
+    list instead of a UNION ALL of one-row SELECTs, which PostgreSQL re-plans at every request:
+    0.54 -> 0.17 ms of planning for the campus /27 (EXPLAIN ANALYZE, docs/benchmarks.md). SQLite
+    cannot name a VALUES subquery's columns, so it keeps the UNION ALL."""
+    pool: Any
+    if as_values:  # as text: a ``values()`` construct with literal rows has no cache key, so
+        # SQLAlchemy would compile the whole statement again at every request (~0.5 ms of Python)
+        rows_sql = ", ".join(f"('{a}', {i})" for i, a in enumerate(addresses))
+        pool = (text(f"SELECT * FROM (VALUES {rows_sql}) AS v (address, rank)")
+                .columns(column("address", String), column("rank", Integer)).subquery("pool"))
+    else:
+        rows: list[Select[Any]] = [select(literal_column(f"'{a}'").label("address"),  # type: ignore[misc]
+                                          literal_column(str(i)).label("rank"))
+                                   for i, a in enumerate(addresses)]
+        pool = (union_all(*rows) if len(rows) > 1 else rows[0]).subquery("pool")
     free = (select(pool.c.address).where(~exists().where(LANES.c.nat_ip == pool.c.address, LIVE))
             .order_by(pool.c.rank).limit(1).scalar_subquery())
     return select(func.coalesce(_HOST_ADDRESS.scalar_subquery(), free))

@@ -54,6 +54,7 @@ _LANE_WITH_OWNER = (select(LANES, PRINCIPALS.c.name.label("owner_name"))
                     .join(PRINCIPALS, PRINCIPALS.c.id == LANES.c.principal_id)
                     .where(LANES.c.id == bindparam("lane_id_")))
 _LANE_WITH_OWNER_LOCKED = _LANE_WITH_OWNER.with_for_update(of=LANES)
+_INSTALLING = select(LANES).where(LANES.c.state == "installing", LANES.c.expires_at > bindparam("now"))
 
 
 def usable_grant_rules(conn: Connection, principal_id: int, now: float, for_update: bool) -> list[GrantRule]:
@@ -120,3 +121,8 @@ def lane_for_change(conn: Connection, lane_id: int, lock: bool) -> Lane | None:
 
 def end_lane(conn: Connection, lane_id: int, state: str, reason: str, now: float) -> None:
     conn.execute(_END_LANE, {"state": state, "reason": reason, "ended_at": now, "lane_id_": lane_id})
+
+
+def installing_lanes(conn: Connection, now: float) -> list[Lane]:
+    """Lanes waiting to be installed (``recover``), as transient ``Lane``s: one statement."""
+    return [lane_from_row(dict(row)) for row in conn.execute(_INSTALLING, {"now": now}).mappings()]

@@ -130,6 +130,8 @@ class LaneManager(LaneActivation):
                 self.on_decision(denial.code if denial is not None else decision.code)
                 add_audit(conn, now, caller.name, "lane.request", f"lane:{lane.id}" if lane else "",
                           "allow" if denial is None else "deny", denial.message if denial else decision.reason)
+                if lane is not None and lane.state == "installing":
+                    self._wake_in(conn, f"lane:{lane.id}")
         except BaseException:
             if lane is not None:  # not committed: nothing to activate, release the claim
                 self._release(lane.id)
@@ -282,7 +284,8 @@ class LaneManager(LaneActivation):
             end_lane(conn, lane_id, lane.state, lane.reason, now)
             add_audit(conn, now, caller.name, {"released": "lane.release", "revoked": "lane.revoke"}[to],
                       f"lane:{lane_id}", "done")
-        if was in ("installing", "active"):
+            woken = was in ("installing", "active") and self._wake_in(conn, f"ended:{lane_id}")
+        if was in ("installing", "active") and not woken:
             self._deactivate(lane_id)
         return lane
 

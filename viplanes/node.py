@@ -86,11 +86,11 @@ class ControllerNode:
                 if not result.ok:
                     log.warning("lane %d: re-send failed (%s)", lane_id, result.reason)
 
-    def _committed(self, s: Any, states: dict[int, str]) -> None:
+    def _committed(self, s: Any, states: dict[int, str], activated_at: float | None = None) -> None:
         """The lane manager recorded outcomes: the API processes hear it at the commit."""
         from viplanes.handoff import notify_done
 
-        notify_done(s, states)
+        notify_done(s, states, activated_at)
         now = time.monotonic()
         self._recent.update(dict.fromkeys(states, now))
 

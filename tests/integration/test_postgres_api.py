@@ -45,3 +45,32 @@ def test_lane_lifecycle_on_postgres(pg_world):
     assert r.json["revoked_lanes"] == [lane_id] and w.dataplane.active == {}
     audit = w.client.get("/api/v1/audit?action=grant.revoke", headers=w.h("root")).json
     assert audit and audit[0]["actor"] == "root"
+
+
+def test_lane_pool_lookup_on_postgres(pg_world):
+    """PostgreSQL runs the VALUES form of the pool lookup (SQLite the UNION ALL): same answers."""
+    from tests.unit.test_lane_pool import test_distinct_hosts_lowest_free_address_and_sharing
+
+    test_distinct_hosts_lowest_free_address_and_sharing(pg_world)
+
+
+def test_idle_ping_leaves_no_transaction_open(pg_cluster, monkeypatch):  # noqa: F811
+    """A pinged connection is lent outside any transaction: ``read_connection`` can switch it
+    to autocommit (a ping in a transaction made psycopg2 refuse: "set_session cannot be used
+    inside a transaction")."""
+    from sqlalchemy import text
+
+    from viplanes import db as dbmod
+
+    monkeypatch.setattr(dbmod, "PING_IDLE_S", 0.0)  # every checkout pings
+    db = dbmod.Database(pg_cluster.new_database())
+    try:
+        for n in (1, 2):
+            with db.read_connection() as conn:
+                assert conn.execute(text("SELECT :n"), {"n": n}).scalar() == n
+        with db.write_connection() as conn:
+            conn.execute(text("SELECT 3"))
+        with db.read_connection() as conn:
+            assert conn.execute(text("SELECT 4")).scalar() == 4
+    finally:
+        db.dispose()

@@ -150,7 +150,7 @@ def test_recover_records_a_whole_batch_in_one_transaction(sqlite_url, clock, top
             ids.append(r.json["id"])
         manager = world.app.extensions["viplanes"].manager
         committed: list[dict[int, str]] = []
-        manager.committed_hook = lambda s, states: committed.append(dict(states))
+        manager.committed_hook = lambda s, states, at: committed.append(dict(states))
         plane.outcomes = {ids[1]: "switch s3 (dpid 3) refused: OFPET_FLOW_MOD_FAILED code 0",
                           ids[2]: "switch s2 (dpid 2) did not confirm within 5 s"}
         assert manager.recover() == 3

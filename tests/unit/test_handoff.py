@@ -77,3 +77,54 @@ def test_long_done_payloads_are_cut_between_lanes() -> None:
     for payload in sent:
         merged.update(parse_done(payload))
     assert merged == states
+
+
+def test_done_payload_carries_activated_at_so_the_api_answers_without_reading_back(sqlite_url) -> None:
+    from sqlalchemy import create_engine
+    from sqlalchemy.orm import Session
+
+    from viplanes.handoff import DoneListener, notify_done, parse_done
+
+    sent: list[str] = []
+
+    class PgSession(Session):  # records what would be NOTIFYed
+        def execute(self, stmt, params=None, **_kw):  # type: ignore[override]
+            sent.append(params["p"])
+
+    engine = create_engine("postgresql+psycopg2://nobody@127.0.0.1:1/none")
+    notify_done(PgSession(bind=engine), {5: "active", 6: "failed"}, activated_at=1795419573.25)
+    assert sent == ["5=active@1795419573.25,6=failed"]
+    listener = DoneListener(Database(sqlite_url))
+    active, failed = listener.expect(5), listener.expect(6)
+    listener.deliver(parse_done(sent[0]))
+    assert active.state == "active" and active.activated_at == 1795419573.25
+    assert failed.state == "failed" and failed.activated_at is None
+
+
+def test_pooled_connections_are_pinged_only_after_sitting_idle(tmp_path, monkeypatch) -> None:
+    """A connection that broke in the pool is replaced at checkout once it sat idle past
+    PING_IDLE_S (as pool_pre_ping did); one handed back just now is lent without a ping."""
+    import pytest
+    from sqlalchemy import create_engine
+    from sqlalchemy.exc import DBAPIError
+
+    from viplanes import db as dbmod
+
+    engine = create_engine(f"sqlite:///{tmp_path / 'ping.db'}", pool_size=1, max_overflow=0)
+    dbmod._ping_idle_connections(engine)
+
+    def broken_in_pool() -> None:
+        with engine.connect() as conn:
+            raw = conn.connection.dbapi_connection
+            conn.exec_driver_sql("SELECT 1")
+        raw.close()  # the server dropped it while it sat in the pool
+
+    monkeypatch.setattr(dbmod, "PING_IDLE_S", 3600.0)  # "just handed back": no ping
+    broken_in_pool()
+    with pytest.raises(DBAPIError), engine.connect() as conn:
+        conn.exec_driver_sql("SELECT 1")
+    monkeypatch.setattr(dbmod, "PING_IDLE_S", 0.0)  # idle long enough: pinged, replaced
+    broken_in_pool()
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT 1").scalar() == 1
+    engine.dispose()
