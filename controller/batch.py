@@ -104,9 +104,12 @@ class BatchChanges:
         def _apply(self, per_dpid: dict[int, list[Any]], timeout_s: float,
                    tolerate: Callable[[Batch], bool] = lambda b: False) -> str | None: ...
 
-    def _compile_for_batch(self, lane: LaneSpec) -> dict[int, list[Any]]:
-        """What ``LaneRuntime.activate`` sends for one lane (flows, shared address flows, stale
-        deletes of a re-sent lane). Under the change lock; ValueError: it cannot be compiled."""
+    def _compile_to_send(self, lane: LaneSpec) -> dict[int, list[Any]]:
+        """What an activation sends for one lane, alone (``LaneRuntime.activate``) or in a batch:
+        its flows, the shared flows of its addresses (ADD is idempotent when another live lane
+        already installed them) and, for a re-sent lane whose destinations or ports changed, the
+        deletes of what its new spec no longer has (after the ADDs, issue 11). Under the change
+        lock; ValueError: it cannot be compiled."""
         assert self.topology is not None
         self._touch(lane.lane_id, lane)
         meters_exist = lane.lane_id in self.lanes and bool(lane.rate_mbps)
@@ -195,7 +198,7 @@ class BatchChanges:
             removing = set(per_lane)
             for lane in lanes:
                 try:
-                    compiled = self._compile_for_batch(lane)
+                    compiled = self._compile_to_send(lane)
                 except ValueError as exc:
                     results[lane.lane_id] = ActivationResult(False, str(exc), time.perf_counter() - t0)
                     continue

@@ -30,7 +30,7 @@ from typing import Any, Callable
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller import compiler, lanediff, proxyarp, reconcile, sharedflows
+from viplanes.controller import compiler, proxyarp, reconcile, sharedflows
 from viplanes.controller.batch import BatchChanges
 from viplanes.controller.carried import CarriedLanes
 from viplanes.controller.cookies import EXACT_MASK, lane_cookie, lane_id_from_cookie
@@ -153,28 +153,10 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
             return ActivationResult(False, "controller has no topology", 0.0)
         self._wait_for_switches(lane, self.switch_wait_s)  # outside the lock: reconciles go on
         with self._change:
-            self._touch(lane.lane_id, lane)
-            meters_exist = lane.lane_id in self.lanes and bool(lane.rate_mbps)
             try:
-                per_dpid = compiler.compile_lane(
-                    lane, self.topology, self.clock(),
-                    meter_command=ofp.OFPMC_MODIFY if meters_exist else ofp.OFPMC_ADD)
+                per_dpid = self._compile_to_send(lane)
             except ValueError as exc:
                 return ActivationResult(False, str(exc), time.perf_counter() - t0)
-            self.note_lane_flows(lane, per_dpid)
-            # the flows of its addresses too (ARP replies...): ADD is idempotent when another
-            # live lane already installed them (compiled once per source and lane address)
-            for address_flows in self.lanes.shared_flows(lane).values():
-                for dpid, msgs in address_flows.items():
-                    per_dpid.setdefault(dpid, []).extend(msgs)
-            # ---- issue 11 (lanesets): a re-sent lane whose destination set or ports changed
-            # drops the flows its new spec no longer has, after the ADDs in the same batch
-            carried = self.lanes.get(lane.lane_id)
-            if carried is not None and carried != lane:
-                stale = lanediff.stale_deletes(carried, per_dpid, self.topology, self.clock())
-                for dpid, msgs in stale.items():
-                    per_dpid.setdefault(dpid, []).extend(msgs)
-            # ---- end issue 11
             self.note_changed(per_dpid)  # for the drift probe: only these switches change
             missing = [d for d in per_dpid if d not in self.connected]
             if missing:

@@ -8,7 +8,7 @@ import dataclasses
 import random
 
 from tests.unit.fake_switches import Clock, FakeSwitches
-from tests.unit.test_switch_count import calls_during, lane, synth
+from tests.unit.test_switch_count import calls_during, lane, reconciled_runtime, synth
 from viplanes.controller import sharedflows
 from viplanes.controller.cookies import shared_cookie
 from viplanes.controller.runtime import LaneRuntime
@@ -19,13 +19,7 @@ ACCESS = 8
 def carrying(others: int) -> tuple[LaneRuntime, FakeSwitches, Clock]:
     """A runtime on reconciled fake switches that carries ``others`` live lanes of hosts a0..a6
     (set straight into ``runtime.lanes``: what a reconcile or earlier activations leave)."""
-    topo = synth(ACCESS)
-    clock = Clock()
-    switches = FakeSwitches(topo, clock)
-    runtime = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
-    runtime.attach_source(lambda: list(runtime.lanes.values()))
-    for dpid in sorted(switches.net.tables):
-        runtime.reconcile_switch(dpid)
+    runtime, switches, clock = reconciled_runtime(synth(ACCESS))
     for i in range(others):
         other = lane(1000 + i, i % (ACCESS - 1), clock())
         runtime.lanes[other.lane_id] = other

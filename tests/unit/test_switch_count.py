@@ -131,16 +131,22 @@ def calls_during(work: Any) -> int:
     return count
 
 
-def activation_calls(access: int) -> tuple[int, set[int]]:
-    """Calls spent on activating and releasing one lane (after a warm-up lane), and the
-    switches it sent anything to."""
-    topo = synth(access)
+def reconciled_runtime(topo: Topology) -> tuple[LaneRuntime, FakeSwitches, Clock]:
+    """A runtime whose source is its own carried lanes, every fake switch reconciled (empty)."""
     clock = Clock()
     switches = FakeSwitches(topo, clock)
     runtime = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
     runtime.attach_source(lambda: list(runtime.lanes.values()))
     for dpid in sorted(switches.net.tables):
         runtime.reconcile_switch(dpid)
+    return runtime, switches, clock
+
+
+def activation_calls(access: int) -> tuple[int, set[int]]:
+    """Calls spent on activating and releasing one lane (after a warm-up lane), and the
+    switches it sent anything to."""
+    topo = synth(access)
+    runtime, switches, clock = reconciled_runtime(topo)
     warm = lane(1, access - 1, clock())
     assert runtime.activate(warm).ok
     runtime.deactivate(warm.lane_id)
@@ -170,12 +176,7 @@ def test_a_drift_round_counts_once_and_keeps_probes_of_switches_off_the_changing
     from viplanes.controller.compiler import compile_base, compile_flow_delete
 
     topo = synth(8)
-    clock = Clock()
-    switches = FakeSwitches(topo, clock)
-    runtime = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
-    runtime.attach_source(lambda: list(runtime.lanes.values()))
-    for dpid in sorted(switches.net.tables):
-        runtime.reconcile_switch(dpid)
+    runtime, switches, clock = reconciled_runtime(topo)
     far = topo.switch("a7").dpid  # no lane below crosses it
     table = switches.net.tables[far]
     held = len(table.stats(0, 0, clock()))
@@ -202,13 +203,7 @@ def test_drift_rounds_probe_a_bounded_number_of_switches_and_reach_them_all(monk
     from viplanes.controller import drift
 
     monkeypatch.setattr(drift, "PROBES_PER_ROUND", 5)
-    topo = synth(8)  # 13 switches
-    clock = Clock()
-    switches = FakeSwitches(topo, clock)
-    runtime = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
-    runtime.attach_source(lambda: list(runtime.lanes.values()))
-    for dpid in sorted(switches.net.tables):
-        runtime.reconcile_switch(dpid)
+    runtime, switches, _ = reconciled_runtime(synth(8))  # 13 switches
     rounds = []
     for _ in range(3):
         switches.sent.clear()
