@@ -76,12 +76,17 @@ class Notifier:
         notify(self.db, payload)
 
     def close(self) -> None:
-        if self._conn is not None:
-            try:
-                self._conn.close()
-            except Exception:  # noqa: BLE001
-                pass
-            self._conn = None
+        close_quietly(self._conn)
+        self._conn = None
+
+
+def close_quietly(conn: Any) -> None:
+    """Close a raw psycopg2 connection that may already be broken (the server restarted)."""
+    if conn is not None:
+        try:
+            conn.close()
+        except Exception:  # noqa: BLE001 - broken already: nothing to give back
+            pass
 
 
 def notify_done(s: Session | Connection, states: dict[int, str], activated_at: float | None = None) -> None:
@@ -252,12 +257,8 @@ class Waker:
             return []
 
     def close(self) -> None:
-        if self._conn is not None:
-            try:
-                self._conn.close()
-            except Exception:  # noqa: BLE001
-                pass
-            self._conn = None
+        close_quietly(self._conn)
+        self._conn = None
 
 
 class RemoteDataplane:
