@@ -58,11 +58,11 @@ class Bridges:
     prefix: str
     names: dict[int, str]
 
-    def connect(self, port: int) -> None:
-        """Point every bridge at a controller on 127.0.0.1:port (replacing the previous one)."""
+    def connect(self, port: int, host: str = "127.0.0.1") -> None:
+        """Point every bridge at a controller on host:port (replacing the previous one)."""
         for name in self.names.values():
             # max_backoff: OVS otherwise waits up to 8 s between reconnects to a restarted controller
-            vsctl("set-controller", name, of_target(port), "--", "set", "controller", name,
+            vsctl("set-controller", name, of_target(port, host), "--", "set", "controller", name,
                   "max_backoff=1000")
 
     def disconnect(self) -> None:
@@ -90,12 +90,12 @@ def openflow_scheme() -> str:
     return "tcp" if os.environ.get("BENCH_OPENFLOW") == "tcp" else "ssl"
 
 
-def of_target(port: int) -> str:
+def of_target(port: int, host: str = "127.0.0.1") -> str:
     if openflow_scheme() == "ssl":
         from viplanes.lab.labpki import ensure_lab_pki
 
         ensure_lab_pki()  # the shared vswitchd presents the lab certificate
-    return f"{openflow_scheme()}:127.0.0.1:{port}"
+    return f"{openflow_scheme()}:{host}:{port}"
 
 
 def serve_security_args() -> list[str]:

@@ -37,8 +37,10 @@ def cpu_seconds(pid: int) -> float | None:
 
 
 def vswitchd_pid() -> int | None:
+    """The ovs-vswitchd the bench's ovs-vsctl talks to ($OVS_RUNDIR: a private one, see pinned_ovs)."""
+    rundir = os.environ.get("OVS_RUNDIR") or "/var/run/openvswitch"
     try:
-        return int(Path("/var/run/openvswitch/ovs-vswitchd.pid").read_text().strip())
+        return int(Path(rundir, "ovs-vswitchd.pid").read_text().strip())
     except (OSError, ValueError):
         return None
 
@@ -110,8 +112,9 @@ class Serve:
 
     def __init__(self, workdir: Path, of_port: int, dataplane: str = "openflow", threads: int = 8,
                  db_url: str | None = None, repo: Path | None = None,
-                 extra_args: list[str] | None = None) -> None:
+                 extra_args: list[str] | None = None, of_host: str = "127.0.0.1") -> None:
         self.workdir = workdir
+        self.of_host = of_host  # where the bridges reach the controller (a veth for pinned_ovs)
         # another checkout with its own .venv (bench.ab runs old and new code side by side)
         self.repo = repo or REPO
         self.python = sys.executable if self.repo == REPO else str(self.repo / ".venv" / "bin" / "python")
@@ -148,7 +151,7 @@ class Serve:
         # $BENCH_PATCH: run serve with experimental patches (bench/serve_patched.py)
         module = "bench.serve_patched" if os.environ.get("BENCH_PATCH") else "viplanes.cli"
         cmd = [self.python, "-m", module, "serve", "--db", self.db_url,
-               "--api", f"127.0.0.1:{self.api_port}", "--openflow", f"127.0.0.1:{self.of_port}",
+               "--api", f"127.0.0.1:{self.api_port}", "--openflow", f"{self.of_host}:{self.of_port}",
                "--dataplane", self.dataplane, "--threads", str(self.threads), "--tick", "0.5",
                *serve_security_args(), *self.extra_args]
         with open(self.log, "ab") as log:

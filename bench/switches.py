@@ -27,6 +27,7 @@ from typing import Any
 from bench.activation import sequential_lanes
 from bench.campus import Campus
 from bench.ovs import create_bridges, ovs_up
+from bench.pinned_ovs import affinity, enabled as pinned_enabled, pinned_ovs
 from bench.report import RESULTS_DIR, Result, Target
 from bench.scale import (CONNECTED_RE, RECONCILED_RE, _stamp, dump_all, fill, log_size, untouched,
                          wait_reconciled)
@@ -65,8 +66,19 @@ def _loadavg() -> list[float]:
 
 def measure(access: int, probes: int, lanes: int, reconcile_timeout_s: float,
             profile: bool = False) -> dict[str, Any]:
+    """One campus size; with BENCH_PINNED=1 on a private ovs-vswitchd (core 1), serve on core 0."""
+    if not pinned_enabled():
+        ovs_up()
+        return _measure(access, probes, lanes, reconcile_timeout_s, profile)
+    with pinned_ovs() as ovs:
+        d = _measure(access, probes, lanes, reconcile_timeout_s, profile, of_host=ovs.controller_ip)
+    d["pinned"] = True
+    return d
+
+
+def _measure(access: int, probes: int, lanes: int, reconcile_timeout_s: float,
+             profile: bool = False, of_host: str = "127.0.0.1") -> dict[str, Any]:
     """One campus size, start to finish; bridges and work directory deleted on the way out."""
-    ovs_up()
     workdir = Path(tempfile.mkdtemp(prefix=f"viplanes-bench-switches{access}-"))
     topo_path = write_campus(workdir / "synth.yaml", access, HOSTS_PER_ACCESS)
     topo = load_topology(topo_path)
@@ -89,12 +101,12 @@ def measure(access: int, probes: int, lanes: int, reconcile_timeout_s: float,
     d["vswitchd_rss_mb"] = {"before": rss0, "with_bridges": vswitchd_rss_mb()}
     c = Campus(topo, bridges, workdir)
     dpids = set(bridges.names)
-    serve = Serve(workdir, free_port(), extra_args=["--topology", str(topo_path)])
+    serve = Serve(workdir, free_port(), extra_args=["--topology", str(topo_path)], of_host=of_host)
     try:
         serve.start()
         t_attach = time.perf_counter()
         mark = log_size(serve)
-        bridges.connect(serve.of_port)
+        bridges.connect(serve.of_port, of_host)
         lines = wait_reconciled(serve, mark, dpids, reconcile_timeout_s)
         d["first_reconcile_s"] = time.perf_counter() - t_attach
         if {x["dpid"] for x in lines} != dpids:
@@ -127,6 +139,12 @@ def measure(access: int, probes: int, lanes: int, reconcile_timeout_s: float,
         d["controller_part"] = summarize_ms(probe["dataplane_s"]).as_dict()
         d["release"] = summarize_ms(probe["release_s"]).as_dict()
         d["serve_cpu_ms_per_activation"] = d["cpu_probe"]["serve_cpu_s"] / len(probe["client_s"]) * 1000
+        for who in ("ovs-vswitchd", "bench clients"):
+            used = d["cpu_probe"].get(f"{who}_cpu_s")
+            d[f"{who}_cpu_ms_per_activation"] = None if used is None else \
+                used / len(probe["client_s"]) * 1000
+        d["cpus_allowed"] = {"serve": affinity(pid), "ovs-vswitchd": affinity(vswitchd_pid() or 0),
+                             "bench clients": affinity(os.getpid())}
         d["probe_failures"] = probe["failures"][:5]
         d["fill"] = {}
         for k, host in enumerate(fill_hosts):
@@ -198,7 +216,7 @@ def run(quick: bool = False, profile: bool = False, **_: Any) -> Result:
         except Exception as exc:  # noqa: BLE001 - report the sizes that ran
             runs[n] = {"error": f"{exc.__class__.__name__}: {exc}"}
     res.details = {"sizes": list(sizes), "runs": runs, "hosts_per_access": HOSTS_PER_ACCESS,
-                   "lanes": RESTART_LANES, "probes": probes}
+                   "lanes": RESTART_LANES, "probes": probes, "pinned": pinned_enabled()}
     figures = [
         ("activation p50", lambda r: r["latency"]["p50_ms"], "ms", None),
         ("activation p99", lambda r: r["latency"]["p99_ms"], "ms", None),
@@ -206,6 +224,10 @@ def run(quick: bool = False, profile: bool = False, **_: Any) -> Result:
         ("serve CPU per activation+release", lambda r: r["serve_cpu_ms_per_activation"], "ms",
          "cpu"),
         ("serve idle CPU", lambda r: r["serve_idle_cpu_pct"], "%", None),
+        ("ovs-vswitchd CPU per activation+release", lambda r: r["ovs-vswitchd_cpu_ms_per_activation"],
+         "ms", None),
+        ("bench clients CPU per activation+release",
+         lambda r: r["bench clients_cpu_ms_per_activation"], "ms", None),
         (f"restart reconcile, {RESTART_LANES} lanes, slowest switch",
          lambda r: r["restart"]["slowest_switch_ms"], "ms", "restart"),
         (f"restart reconcile, {RESTART_LANES} lanes, all switches", lambda r: r["restart"]["total_ms"],
