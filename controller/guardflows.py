@@ -15,7 +15,8 @@ Bands (table 0 unless said otherwise), lowest first:
   campus switch (not those beyond the edge router, where lane addresses are legitimate
   sources) also IPv4 from lane-pool addresses and ARP claiming a lane-pool address or the lane
   MAC. And on every host-facing port (hosts, middlebox legs, the edge router's inside leg), IPv4
-  from a campus host's address, and ARP with it as sender address, that is not attached there:
+  from a campus host's address, and ARP with it as sender address, that is not attached there
+  (its IPv6 address and neighbour advertisements for it on the other hosts' ports):
   a lane source is refused as a source anywhere but its own port (a source guard from the
   topology; ports the topology does not know are covered by the lane-pool and marker guards,
   which match on every port, and cannot ride a lane since every lane flow pins its ingress
@@ -161,15 +162,23 @@ def _border_flows(topo: Topology, sw: Switch) -> OFMsgs:
     return ofmsgs
 
 
+ND_NEIGHBOR_ADVERT = 136
+
+
 def host_source_guards(topo: Topology, switch: str) -> OFMsgs:
     """Drop a campus host's address as IPv4 source or ARP sender address on the switch's
-    host-facing ports that are not the host's own."""
+    host-facing ports that are not the host's own; for a dual-stack host also its IPv6 address
+    as source and as the target of a neighbour advertisement (IPv6's ARP reply: a spoofed one
+    would steal the host's v6 traffic on the campus path), on the other hosts' ports."""
     facing = {h.iface.attach for h in topo.hosts if h.iface.attach}
     facing |= {leg.attach for mb in topo.middleboxes for leg in (mb.inside, mb.outside)
                if leg.attach}
     if topo.edge.inside.attach:
         facing.add(topo.edge.inside.attach)
     campus_hosts = [h for h in topo.hosts if h.role != "cloud" and h.iface.attach]
+    # IPv6 is routed, never translated: a router's leg (a middlebox, the edge) legitimately
+    # forwards a host's own v6 source, so the v6 guards sit on other hosts' ports only
+    host_ports = {h.iface.attach for h in topo.hosts}
     out: OFMsgs = []
     for port in sorted((p for p in facing if p.switch == switch), key=lambda p: p.port):
         for host in campus_hosts:
@@ -180,7 +189,18 @@ def host_source_guards(topo: Topology, switch: str) -> OFMsgs:
                 # and ARP claiming it (a poisoned ARP cache would steal the host's replies)
                 out.append(flow(PRIORITY_GUARD, BASE_COOKIE, exact_match(dict(
                     in_port=port.port, eth_type=ETH_TYPE_ARP, arp_spa=address)), []))
+                if host.ip6 is not None and port in host_ports:
+                    out += _v6_source_guards(port.port, str(host.ip6))
     return out
+
+
+def _v6_source_guards(port: int, address: str) -> OFMsgs:
+    """The IPv6 half of a host source guard (os-ken's OFPMatch: dual-stack campuses only)."""
+    return [flow(PRIORITY_GUARD, BASE_COOKIE, parser.OFPMatch(
+                in_port=port, eth_type=ETH_TYPE_IPV6, ipv6_src=address), []),
+            flow(PRIORITY_GUARD, BASE_COOKIE, parser.OFPMatch(
+                in_port=port, eth_type=ETH_TYPE_IPV6, ip_proto=IP_PROTO_ICMPV6,
+                icmpv6_type=ND_NEIGHBOR_ADVERT, ipv6_nd_target=address), [])]
 
 
 def compile_base(topo: Topology) -> dict[int, OFMsgs]:

@@ -14,6 +14,7 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.unit.fake_switches import Clock, FakeSwitches, clock, inline_runtime  # noqa: F401
+from viplanes.controller import guardflows
 from viplanes.controller.compiler import compile_base, compile_desired, compile_lane
 from viplanes.controller.flowsim import icmp6_error, ip6_packet, ip_packet, make_packet
 from viplanes.controller.netsim import Network
@@ -277,6 +278,9 @@ def test_reactivation_with_a_larger_set_adds_and_deletes_nothing(
 
 def test_base_flows_of_a_dual_stack_border_relate_icmpv6_errors(topo: Topology) -> None:
     border = compile_base(topo)[3]
-    types = sorted(m.match["icmpv6_type"] for m in border
-                   if isinstance(m, parser.OFPFlowMod) and "icmpv6_type" in m.match)
-    assert types == [1, 2, 3]  # never ND (133..137)
+    icmpv6 = [m for m in border if isinstance(m, parser.OFPFlowMod) and "icmpv6_type" in m.match]
+    related = sorted(m.match["icmpv6_type"] for m in icmpv6 if m.priority == guardflows.PRIORITY_RELATED)
+    assert related == [1, 2, 3]  # never ND (133..137)
+    # the only ND flows are the host source guards' drops of a spoofed neighbour advertisement
+    assert all(m.priority == guardflows.PRIORITY_GUARD and not m.instructions
+               for m in icmpv6 if m.priority != guardflows.PRIORITY_RELATED)

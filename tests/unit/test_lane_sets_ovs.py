@@ -83,3 +83,36 @@ def test_access_switch_steers_only_the_lane_v6_traffic(bridge: tuple[str, RawOpe
         assert "set_field:02:ff:00:00:00:01->eth_src" in text and "output:3" in text, text
     else:
         assert "NORMAL" in text and "02:ff:00:00:00:01" not in text, text
+
+
+# On s1 the server's port (2) is another host's port for the desktop's v6 address.
+SPOOF_V6 = ("in_port=2,ipv6,nw_proto=17,dl_src=02:00:00:01:00:20,dl_dst=02:00:00:02:00:01,"
+            "ipv6_src=2001:db8:1::10,ipv6_dst=2001:db8:ff::10,udp_src=40000,udp_dst=9")
+SPOOF_NA = ("in_port=2,icmp6,dl_src=02:00:00:01:00:20,dl_dst=33:33:00:00:00:01,"
+            "ipv6_src=fe80::20,ipv6_dst=ff02::1,icmpv6_type=136,nd_target=2001:db8:1::10")
+
+
+@pytest.mark.parametrize("flow,dropped", [
+    (SPOOF_V6, True),                          # the desktop's v6 address from the server's port
+    (SPOOF_NA, True),                          # a neighbour advertisement claiming it
+    (SPOOF_V6.replace("in_port=2", "in_port=1").replace("02:00:00:01:00:20", "02:00:00:01:00:10"),
+     False),                                   # the desktop itself
+    (SPOOF_NA.replace("in_port=2", "in_port=1").replace("02:00:00:01:00:20", "02:00:00:01:00:10")
+     .replace("fe80::20", "fe80::10"), False),  # the desktop advertising its own address
+    (SPOOF_V6.replace("ipv6_src=2001:db8:1::10", "ipv6_src=2001:db8:1::20"), False),  # not a host's
+])
+def test_a_host_port_cannot_claim_another_hosts_v6_address(bridge: tuple[str, RawOpenFlow],  # noqa: F811
+                                                           flow: str, dropped: bool) -> None:
+    name, conn = bridge
+    install(conn, compile_base(DUALSTACK)[1])
+    text = ovs_trace(name, flow)
+    assert ("NORMAL" not in text) == dropped, text
+
+
+def test_v6_guards_leave_routed_v6_from_a_middlebox_leg_alone() -> None:
+    """The NAT box routes the desktop's v6 source untranslated into s3: no guard there."""
+    s3 = [m for m in compile_base(DUALSTACK)[3] if isinstance(m, parser.OFPFlowMod)]
+    assert not [m for m in s3 if dict(m.match.items()).get("ipv6_src") == "2001:db8:1::10"
+                and dict(m.match.items()).get("in_port") == 1]
+    assert [m for m in s3 if dict(m.match.items()).get("ipv6_src") == "2001:db8:1::10"
+            and dict(m.match.items()).get("in_port") == 4]  # the DTN's port has it
