@@ -24,6 +24,7 @@ from sqlalchemy import Connection, CursorResult, Engine, Executable, create_engi
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
+from viplanes import pg_prepare
 from viplanes.sqlite_wal import BACKSTOP_PAGES, WalCheckpointer
 
 DEFAULT_DB_URL = "sqlite:///viplanes.db"  # ./viplanes.db, relative to the working directory
@@ -51,6 +52,8 @@ def make_engine(url: str, pool_size: int = 10) -> Engine:
         return engine
     engine = create_engine(url, pool_size=pool_size, max_overflow=30, pool_timeout=60)
     _ping_idle_connections(engine)
+    if engine.dialect.driver == "psycopg2":
+        pg_prepare.install(engine)  # PostgreSQL stops parsing and planning the hot statements
     return engine
 
 
@@ -128,11 +131,20 @@ class Database:
     def read_connection(self) -> Iterator[Connection]:
         """A bare Connection for one read statement. On PostgreSQL in autocommit: the statement
         is its own transaction, one round trip instead of BEGIN + statement + COMMIT."""
+        if self.is_sqlite:
+            with self.engine.connect() as conn, conn.begin():
+                yield conn
+            return
+        with self.statement_connection() as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def statement_connection(self) -> Iterator[Connection]:
+        """PostgreSQL: a Connection in autocommit, where each statement is its own transaction
+        (a write too: one data-modifying statement is atomic; ``viplanes/lane_sql_pg.py``)."""
+        if self.is_sqlite:
+            raise RuntimeError("statement_connection is for PostgreSQL; SQLite writes go through write()")
         with self.engine.connect() as conn:
-            if self.is_sqlite:
-                with conn.begin():
-                    yield conn
-                return
             # psycopg2's own switch, client-side: SQLAlchemy's isolation_level="AUTOCOMMIT" resets
             # the level on checkin with a SET statement, a round trip of its own
             raw = cast(Any, conn.connection).dbapi_connection

@@ -264,6 +264,7 @@ class Waker:
 class RemoteDataplane:
     """The API process's data plane: the controller is another process, reached via the database."""
 
+    wake_channel = CHANNEL  # an ended lane's NOTIFY may ride in the statement that ends it
     carries_lane_sets = True  # the controller's compiler carries every shape the manager accepts
     records_outcome = True  # an ok answer means the controller already committed the lane active
 

@@ -20,7 +20,9 @@ from viplanes.db import Database
 from viplanes.domain import ActivationResult, LaneSpec, lane_shape_refusal
 from viplanes.errors import Conflict
 from viplanes.lane_specs import spec_of
+from viplanes.authz.tokens import Caller
 from viplanes.lane_sql import add_audit, installing_lanes, lane_for_change, record_activation
+from viplanes.lane_sql_pg import end_in_one
 from viplanes.models import LIVE_STATES, Lane
 from viplanes.store import audit
 
@@ -70,6 +72,21 @@ class LaneActivation:
         goes through ``activate``/``deactivate`` as usual."""
         wake = getattr(self.dataplane, "wake_in", None)
         return bool(wake(conn, payload)) if wake is not None else False
+
+    def _end_in_one(self, caller: Caller, lane_id: int, to: str, now: float) -> Lane | None:
+        """PostgreSQL: ``end``'s lock, move, audit and wake-up as one autocommit statement. None
+        (nothing written) unless the lane was live and the caller's: ``end`` then says why."""
+        channel = getattr(self.dataplane, "wake_channel", None)  # the split's NOTIFY channel
+        with self.db.statement_connection() as conn:
+            ended = end_in_one(conn, lane_id, to, f"{to} by {caller.name}", now, caller.name,
+                               {"released": "lane.release", "revoked": "lane.revoke"}[to], caller.id,
+                               caller.is_operator, channel)
+        if ended is None:
+            return None
+        lane, was, woken = ended
+        if was in ("installing", "active") and not woken:
+            self._deactivate(lane_id)
+        return lane
 
     def _unready(self, spec: LaneSpec) -> list[str]:
         try:

@@ -272,6 +272,10 @@ class LaneManager(LaneActivation):
     def end(self, caller: Caller, lane_id: int, to: str) -> Lane:
         """Release (owner/operator) or revoke (operator) a live lane."""
         now = self.clock()
+        if not self.db.is_sqlite:  # the plain success in one statement (viplanes/lane_sql_pg.py)
+            ended = self._end_in_one(caller, lane_id, to, now)
+            if ended is not None:
+                return ended
         with self.db.write_connection() as conn:
             lane = lane_for_change(conn, lane_id, lock=not self.db.is_sqlite)
             if lane is None or not sees_lane(caller, lane.principal_id):

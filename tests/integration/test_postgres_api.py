@@ -74,3 +74,77 @@ def test_idle_ping_leaves_no_transaction_open(pg_cluster, monkeypatch):  # noqa:
             assert conn.execute(text("SELECT 4")).scalar() == 4
     finally:
         db.dispose()
+
+
+def test_release_in_one_statement_keeps_every_answer(pg_world):
+    """PostgreSQL ends a lane with one statement (viplanes/lane_sql_pg.py); the answers, the audit
+    rows and the flow removal are those of the general path, and every refusal still refuses."""
+    w = pg_world
+    mine, other = w.lane().json["id"], w.lane(dst_port=9001).json["id"]
+    assert w.client.post(f"/api/v1/lanes/{mine}/release", headers=w.h("bob")).status_code == 404
+    assert w.client.post("/api/v1/lanes/999999/release", headers=w.h("alice")).status_code == 404
+    r = w.client.post(f"/api/v1/lanes/{mine}/release", headers=w.h("alice"))
+    assert r.status_code == 200 and r.json["state"] == "released" and r.json["reason"] == "released by alice"
+    assert r.json["ended_at"] is not None and r.json["principal"] == "alice"
+    assert mine not in w.dataplane.active and other in w.dataplane.active
+    again = w.client.post(f"/api/v1/lanes/{mine}/release", headers=w.h("alice"))
+    assert again.status_code == 409 and again.json["error"] == "lane_not_live"
+    r = w.client.post(f"/api/v1/lanes/{other}/revoke", headers=w.h("root"))
+    assert r.status_code == 200 and r.json["state"] == "revoked" and other not in w.dataplane.active
+    assert r.json["principal"] == "alice" and r.json["reason"] == "revoked by root"  # the owner, not the caller
+    audit = w.client.get("/api/v1/audit", headers=w.h("root")).json
+    done = {(a["action"], a["target"]) for a in audit if a["decision"] == "done"}
+    assert {("lane.release", f"lane:{mine}"), ("lane.revoke", f"lane:{other}")} <= done
+    assert sum(a["action"] in ("lane.release", "lane.revoke") for a in audit) == 2  # refusals write none
+
+
+def test_release_in_one_statement_wakes_the_controllers_at_commit(pg_world):
+    """With the split's data plane the ended lane's NOTIFY rides in that statement; the flows
+    are then the master's to remove (no local deactivate)."""
+    import psycopg2
+
+    from viplanes.handoff import CHANNEL
+
+    w = pg_world
+    lane_id = w.lane().json["id"]
+    db = w.app.extensions["viplanes"].db
+    listener = psycopg2.connect(db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False))
+    listener.autocommit = True
+    try:
+        listener.cursor().execute(f"LISTEN {CHANNEL}")
+        w.dataplane.wake_channel = CHANNEL  # type: ignore[attr-defined]
+        assert w.client.post(f"/api/v1/lanes/{lane_id}/release", headers=w.h("alice")).status_code == 200
+        listener.poll()
+        assert [n.payload for n in listener.notifies] == [f"ended:{lane_id}"]
+        assert lane_id in w.dataplane.active  # the master removes it, not this process
+    finally:
+        listener.close()
+
+
+def test_repeated_statements_run_prepared_with_the_same_answers(pg_cluster):  # noqa: F811
+    """psycopg2 + viplanes/pg_prepare.py: the second run of a text PREPAREs it, later runs EXECUTE
+    it; rowcount and RETURNING are unchanged; a text PostgreSQL cannot prepare (``$1 IS NULL``)
+    or would answer differently (``SELECT $1``: text) runs as before, and a failed PREPARE inside
+    a transaction leaves that transaction usable."""
+    from sqlalchemy import text
+
+    from viplanes.db import Database
+
+    db = Database(pg_cluster.new_database())
+    try:
+        with db.write_connection() as conn:
+            conn.execute(text("CREATE TABLE prep_t (id serial PRIMARY KEY, a int, v float)"))
+        for n in range(3):
+            with db.write_connection() as conn:  # one pooled connection, reused
+                new_id = conn.execute(text("INSERT INTO prep_t (a, v) VALUES (:a, :v) RETURNING id"),
+                                      {"a": n, "v": None}).scalar()
+                assert conn.execute(text("SELECT :x IS NULL"), {"x": None}).scalar() is True
+                assert conn.execute(text("SELECT :n"), {"n": n}).scalar() == n
+                assert conn.execute(text("UPDATE prep_t SET v = :v WHERE a <= :a"), {"a": n, "v": 1.5}).rowcount == n + 1
+                assert new_id == n + 1
+        with db.read_connection() as conn:
+            prepared = [s for (s,) in conn.execute(text("SELECT statement FROM pg_prepared_statements"))]
+        assert any("INSERT INTO prep_t" in s for s in prepared) and any("UPDATE prep_t" in s for s in prepared)
+        assert not any("IS NULL" in s for s in prepared)
+    finally:
+        db.dispose()

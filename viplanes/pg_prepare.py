@@ -1,0 +1,103 @@
+"""Server-side prepared statements on psycopg2, which never prepares on its own.
+
+psycopg2 sends every statement as text with its values inlined, so PostgreSQL parses and plans
+each one at every request: ~0.65 ms of planning per lane cycle (EXPLAIN ANALYZE of the hot
+statements, docs/benchmarks.md). psycopg 3 prepares by itself, but its Python layer costs the API
+and the controller more CPU per statement than it saves PostgreSQL (measured: PostgreSQL -1.1 ms,
+API +0.8, controller +0.3 ms per lane cycle). So psycopg2 stays and this module prepares:
+the second time a connection runs a statement text it sends ``PREPARE vl_N AS <text with $1..>``
+once, and from then on ``EXECUTE vl_N(<values>)`` (psycopg2 still inlines the values; the command
+tag and the rows are those of the statement, so rowcount, RETURNING and errors are unchanged).
+
+A statement PostgreSQL cannot prepare (a parameter whose type it cannot infer, ``$1 IS NULL``),
+or one where a parameter would become text while the inlined value was typed by its form
+(``SELECT $1`` with 2: the answer would be '2'), is remembered and sent as before. The PREPARE runs inside a savepoint, so its failure never aborts
+the caller's transaction. Prepared statements belong to the server session: they survive a
+rollback and die with the connection, and the pool's record info (where the names live) is
+cleared when SQLAlchemy replaces a connection, so a reconnect starts afresh.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sqlalchemy import Engine, event
+
+PREPARE_AFTER = 2  # times one connection ran a text before it is prepared: one-offs stay plain
+MAX_PREPARED = 256  # per connection: texts with inlined literals must not grow the set without end
+_PARAM = re.compile(r"%\((\w+)\)s")
+_PREPARABLE = ("SELECT", "INSERT", "UPDATE", "DELETE", "WITH")
+_STATE_KEY = "viplanes_prepared"
+# a parameter PostgreSQL could give no type from its context: the inlined value typed it before
+_UNTYPED = frozenset({"text", "unknown"})
+
+
+class _Prepared:
+    """One connection's statements: text -> ``EXECUTE`` text (None: not preparable), run counts."""
+
+    __slots__ = ("executes", "seen")
+
+    def __init__(self) -> None:
+        self.executes: dict[str, str | None] = {}
+        self.seen: dict[str, int] = {}
+
+
+def prepared_form(statement: str, name: str) -> tuple[str, str] | None:
+    """``(PREPARE text, EXECUTE text)`` of a pyformat statement, or None if it is no plain DML."""
+    if not statement.lstrip()[:6].upper().startswith(_PREPARABLE):
+        return None
+    names = list(dict.fromkeys(_PARAM.findall(statement)))
+    position = {n: i + 1 for i, n in enumerate(names)}
+    body = _PARAM.sub(lambda m: f"${position[m.group(1)]}", statement).replace("%%", "%")
+    args = ", ".join(f"%({n})s" for n in names)
+    return f"PREPARE {name} AS {body}", f"EXECUTE {name}({args})" if names else f"EXECUTE {name}"
+
+
+def _prepare(cursor: Any, statement: str, name: str, parameters: dict[str, Any]) -> str | None:
+    """PREPARE on the server (in a savepoint when in a transaction); the EXECUTE text or None."""
+    form = prepared_form(statement, name)
+    if form is None:
+        return None
+    prepare, execute = form
+    autocommit = bool(cursor.connection.autocommit)
+    types = f"SELECT parameter_types::text[] FROM pg_prepared_statements WHERE name = '{name}'"
+    try:
+        cursor.execute(f"{prepare}; {types}" if autocommit else
+                       f"SAVEPOINT viplanes_prepare; {prepare}; RELEASE SAVEPOINT viplanes_prepare; {types}")
+        inferred = cursor.fetchone()[0]
+    except Exception:  # noqa: BLE001 - not preparable: run it as text, as before
+        if not autocommit:
+            cursor.execute("ROLLBACK TO SAVEPOINT viplanes_prepare; RELEASE SAVEPOINT viplanes_prepare")
+        return None
+    names = list(dict.fromkeys(_PARAM.findall(statement)))
+    if any(pg_type in _UNTYPED and not isinstance(parameters.get(n), (str, type(None)))
+           for n, pg_type in zip(names, inferred)):
+        # ``SELECT $1`` takes text where the inlined literal ``2`` was an integer: answers differ
+        cursor.execute(f"DEALLOCATE {name}")
+        return None
+    return execute
+
+
+def install(engine: Engine) -> None:
+    """Prepare the statements this engine repeats (psycopg2 only)."""
+
+    @event.listens_for(engine, "before_cursor_execute", retval=True)
+    def _use_prepared(conn, cursor, statement, parameters, _context, executemany):  # type: ignore[no-untyped-def]
+        if executemany or not isinstance(parameters, dict):
+            return statement, parameters
+        info = conn.info
+        state = info.get(_STATE_KEY)
+        if state is None:
+            state = info[_STATE_KEY] = _Prepared()
+        if statement in state.executes:
+            execute = state.executes[statement]
+            return (execute, parameters) if execute is not None else (statement, parameters)
+        if len(state.seen) > 4 * MAX_PREPARED:  # one-off texts (inlined literals): forget them
+            state.seen.clear()
+        seen = state.seen[statement] = state.seen.get(statement, 0) + 1
+        if seen < PREPARE_AFTER or len(state.executes) >= MAX_PREPARED:
+            return statement, parameters
+        del state.seen[statement]
+        execute = state.executes[statement] = _prepare(cursor, statement, f"vl_{len(state.executes)}",
+                                                               parameters)
+        return (execute, parameters) if execute is not None else (statement, parameters)
