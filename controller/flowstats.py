@@ -23,6 +23,7 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 _ENTRY = struct.Struct("!HBxIIHHHH4xQQQ")  # ofp_flow_stats up to the match (48 bytes)
+_AGGREGATE = struct.Struct(ofp.OFP_AGGREGATE_STATS_REPLY_PACK_STR)
 
 
 def _kind(field: Any) -> str | None:
@@ -172,9 +173,18 @@ def _instructions(buf: bytes, pos: int, end: int) -> list[Any]:
     return out
 
 
-def decode_flow_stats_reply(raw: bytes) -> tuple[list[FlowStatsEntry], bool] | None:
-    """(entries, more) of one OFPMP_FLOW multipart reply; None when os-ken should parse it."""
+def decode_flow_stats_reply(raw: bytes) -> tuple[list[Any], bool] | None:
+    """(entries, more) of one OFPMP_FLOW multipart reply; None when os-ken should parse it.
+
+    An OFPMP_AGGREGATE reply (the drift probe's flow count, one every few seconds per switch)
+    gives its one body as the entry, as os-ken's ``OFPAggregateStats``: decoded on the
+    connection's thread, it skips os-ken's parser and the hop to the app's event thread."""
     mp_type, flags = struct.unpack_from("!HH", raw, 8)
+    if mp_type == ofp.OFPMP_AGGREGATE:
+        if len(raw) < ofp.OFP_MULTIPART_REPLY_SIZE + _AGGREGATE.size:
+            return None
+        counts = _AGGREGATE.unpack_from(raw, ofp.OFP_MULTIPART_REPLY_SIZE)
+        return [parser.OFPAggregateStats(*counts)], False
     if mp_type != ofp.OFPMP_FLOW:
         return None
     entries = []

@@ -38,7 +38,7 @@ from os_ken.lib import hub
 from os_ken.ofproto import ofproto_parser
 from os_ken.ofproto import ofproto_v1_3 as ofp_v13
 
-from viplanes.controller import flowstats, guard
+from viplanes.controller import echo, flowstats, guard, oftls
 from viplanes.controller.admission import Admission, Limits
 from viplanes.controller.peerauth import TokenBucket
 
@@ -47,6 +47,9 @@ HEADER = 8
 READ_SIZE = 65536
 HANDSHAKE_TIMEOUT_S = 10.0  # a peer that is no switch by then is dropped (it holds 3 threads)
 ECHO_MAX_UNREPLIED = 3  # os-ken's default 0 never drops a silent peer
+# a reader waits this long for bytes before looking at its state again; os-ken's socket timeout
+# (5 s, it bounds sends too) woke each idle reader just before OVS's 5 s inactivity probe came in
+READ_IDLE_S = 60.0
 # before admission only the handshake reaches os-ken; everything else is dropped unparsed
 _PRE_AUTH = {ofp_v13.OFPT_HELLO, ofp_v13.OFPT_ERROR, ofp_v13.OFPT_ECHO_REQUEST,
              ofp_v13.OFPT_ECHO_REPLY, ofp_v13.OFPT_FEATURES_REPLY}
@@ -82,6 +85,8 @@ class GuardedDatapath(Datapath):
         self.echo_bucket = TokenBucket(limits.echo_per_s, limits.echo_burst, clock=time.monotonic)
         self.unauthorized_dropped = 0
         self._probes: dict[int, threading.Event] = {}
+        self.last_heard = time.monotonic()  # any bytes from the peer: it is alive (echo_tick)
+        self._next_echo_at = 0.0  # while silent: no echo request before this time
         self.max_unreplied_echo_requests = self.max_unreplied_echo_requests or ECHO_MAX_UNREPLIED
         self._handshake_timer = threading.Timer(HANDSHAKE_TIMEOUT_S, self._handshake_expired)
         self._handshake_timer.daemon = True
@@ -197,6 +202,8 @@ class GuardedDatapath(Datapath):
         try:
             while self.state != DEAD_DISPATCHER:
                 try:
+                    if not self._readable_within(READ_IDLE_S):
+                        continue
                     chunk = self.socket.recv(READ_SIZE)
                 except socket.timeout:
                     continue
@@ -204,6 +211,7 @@ class GuardedDatapath(Datapath):
                     return
                 if not chunk:
                     return
+                self.last_heard = time.monotonic()
                 buf += chunk
                 while len(buf) >= HEADER:
                     msg_len = struct.unpack_from("!H", buf, 2)[0]
@@ -225,7 +233,7 @@ class GuardedDatapath(Datapath):
                     if verdict.action == guard.DROP:
                         LOG.debug("dropped from %s: %s", self.address, verdict.reason)
                         continue
-                    if self._fast_flow_stats(raw):
+                    if self._answer_echo(raw) or self._fast_flow_stats(raw):
                         continue
                     try:
                         self._dispatch(raw)
@@ -240,6 +248,28 @@ class GuardedDatapath(Datapath):
                 self.socket.close()
             except OSError:
                 pass
+
+    def _readable_within(self, timeout_s: float) -> bool:
+        """Wait for bytes without waking every ``socket_timeout`` (one wake-up per idle switch
+        per 5 s otherwise: background CPU that grows with the campus, issue 13)."""
+        wait = getattr(self.socket, "readable_within", None)  # TLS: it may hold read records
+        if wait is not None:
+            return bool(wait(timeout_s))
+        return oftls.readable(self.socket, timeout_s)
+
+    def _answer_echo(self, raw: bytes) -> bool:
+        """Echo request -> reply, echo reply -> acknowledged, without os-ken's parser, an event
+        and a handler lookup (what ``OFPHandler`` does, byte for byte). Every switch sends one
+        per inactivity probe (OVS: 5 s without a message from us), so a campus's echoes are
+        background CPU that grows with its switches (issue 13). False: not an echo."""
+        msg_type = raw[1]
+        if msg_type == ofp_v13.OFPT_ECHO_REQUEST:  # same xid and data, our version
+            self.send(bytes((self.ofproto.OFP_VERSION, ofp_v13.OFPT_ECHO_REPLY)) + raw[2:])
+            return True
+        if msg_type == ofp_v13.OFPT_ECHO_REPLY:
+            self.acknowledge_echo_reply(struct.unpack_from("!I", raw, 4)[0])
+            return True
+        return False
 
     def _fast_flow_stats(self, raw: bytes) -> bool:
         """Hand a flow-stats reply to the hook, decoded by us; False: use os-ken's parser."""
@@ -258,19 +288,31 @@ class GuardedDatapath(Datapath):
         LOG.warning("closing OpenFlow connection from %s (dpid=%s): malformed message: %s",
                     self.address, self.id, reason)
 
-    def _echo_request_loop(self) -> None:
-        if not self.max_unreplied_echo_requests:
+    def echo_tick(self, now: float) -> None:
+        """Ask a *silent* peer whether it is still there; drop it after too many unanswered asks
+        (called by ``echo.SWEEPER`` about once a second).
+
+        Anything heard within ``echo_request_interval`` proves the peer alive, so no echo goes to
+        a peer that talks (OVS sends its own echo request after 5 s without a message from us).
+        A silent peer gets an echo every interval and is dropped after
+        ``max_unreplied_echo_requests`` unanswered ones, as with os-ken's loop."""
+        if self._stopping.is_set() or not self.send_q:
             return
-        while not self._stopping.is_set() and self.send_q and (
-                len(self.unreplied_echo_requests) <= self.max_unreplied_echo_requests):
-            echo = self.ofproto_parser.OFPEchoRequest(self)
-            self.unreplied_echo_requests.append(self.set_xid(echo))
-            self.send_msg(echo)
-            self._stopping.wait(self.echo_request_interval)
-        if not self._stopping.is_set():  # the peer stopped answering echoes: drop it
+        if now - self.last_heard < self.echo_request_interval:
+            self.unreplied_echo_requests.clear()  # it spoke since: nothing is outstanding
+            self._next_echo_at = 0.0
+            return
+        if now < self._next_echo_at:
+            return
+        if len(self.unreplied_echo_requests) > self.max_unreplied_echo_requests:
             LOG.warning("closing OpenFlow connection from %s (dpid=%s): no echo replies",
                         self.address, self.id)
             self.shutdown()
+            return
+        request = self.ofproto_parser.OFPEchoRequest(self)
+        self.unreplied_echo_requests.append(self.set_xid(request))
+        self.send_msg(request)
+        self._next_echo_at = now + self.echo_request_interval
 
     def shutdown(self) -> None:
         """Make the reader return (from any thread); the connection then closes itself."""
@@ -284,7 +326,8 @@ class GuardedDatapath(Datapath):
         self._handshake_timer.start()
         send_thread = hub.spawn(self._send_loop)
         self.send_msg(self.ofproto_parser.OFPHello(self))
-        echo_thread = hub.spawn(self._echo_request_loop)
+        if self.max_unreplied_echo_requests:
+            echo.SWEEPER.add(self)  # one thread for every connection's echo (echo.py)
         try:
             self._recv_loop()
         finally:
@@ -292,8 +335,8 @@ class GuardedDatapath(Datapath):
             self._stopping.set()
             if self.send_q is not None:
                 self.send(b"", close_socket=True)  # wakes the send loop so it ends
+            echo.SWEEPER.discard(self)
             send_thread.join(5)
-            echo_thread.join(5)
             self.is_active = False
 
 

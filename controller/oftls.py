@@ -12,6 +12,7 @@ controller``): connections already up keep their session, the next one gets the 
 from __future__ import annotations
 
 import os
+import select
 import socket
 import ssl
 import threading
@@ -65,6 +66,14 @@ def server_context(files: TLSFiles) -> ssl.SSLContext:
     return ctx
 
 
+def readable(sock: Any, timeout_s: float | None) -> bool:
+    """Bytes (or end of stream, or an error) on ``sock`` within ``timeout_s``. ``poll``, not
+    ``select``: a controller with a thousand descriptors open must not fail on FD_SETSIZE."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN | select.POLLPRI)
+    return bool(poller.poll(None if timeout_s is None else timeout_s * 1000))
+
+
 class TLSChannel:
     """A TLS server connection with the socket methods os-ken's ``Datapath`` uses."""
 
@@ -112,6 +121,15 @@ class TLSChannel:
     def settimeout(self, timeout: float | None) -> None:
         self.timeout = timeout
         self.raw.settimeout(timeout)
+
+    def readable_within(self, timeout_s: float | None) -> bool:
+        """Whether ``recv`` has something to return (plaintext or records already read, or
+        bytes on the socket) within ``timeout_s``: a reader waits here without the socket's
+        timeout, which also bounds the writer's ``sendall``."""
+        with self._lock:
+            if self.tls.pending() or self._in.pending:
+                return True
+        return readable(self.raw, timeout_s)
 
     def recv(self, size: int) -> bytes:
         """Decrypted bytes; b"" at end of stream; socket.timeout like a socket."""
