@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
                 c.bridges.disconnect()
         lines = [json.loads(x) for x in trace.read_text().splitlines()]
     acts = [x for x in lines if any(s[0] == "committed installing" for s in x)]
-    rels = [x for x in lines if any(s[0] == "committed released" for s in x)]
+    rels = [x for x in lines if any(s[0] == "released written (before commit)" for s in x)]
     for what, server, idx in (("activation", acts, 0), ("release", rels, 1)):
         samples = []
         for (pair, stamps) in zip(client, server):

@@ -56,6 +56,7 @@ def install() -> None:
     _wrap(lane_activation.LaneActivation, "_activate", "committed installing", "activation recorded")
     _wrap(lane_activation.LaneActivation, "_record", None, "active written (before commit)")
     _wrap(lane_activation.LaneActivation, "_deactivate", "committed released", "deactivated")
+    _wrap(lanes.LaneManager, "_begin_removal", None, "deletes sent (before commit)")
     _wrap(lanes, "end_lane", None, "released written (before commit)")
     _wrap(runtime.LaneRuntime, "_apply", "apply start", "barriers all answered")
     _wrap(GuardedDatapath, "send_msgs", "batch queued", None)
