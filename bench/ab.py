@@ -114,6 +114,9 @@ def one_round(c: Campus, watch: FlowWatch, repo: Path, n: int, warmup: int, db: 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tree", action="append", required=True, help="name=path of a checkout with .venv")
+    ap.add_argument("--patch", action="append", default=[], metavar="NAME=P1,P2",
+                    help="run this checkout's serve with BENCH_PATCH=P1,P2 (bench/serve_patched.py); "
+                         "one path may appear under two names, with and without a patch")
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--n", type=int, default=50, help="timed lanes per round and checkout")
     ap.add_argument("--warmup", type=int, default=5)
@@ -123,6 +126,7 @@ def main(argv: list[str] | None = None) -> None:
                     "first round (raw stacks in bench/results/ab-NAME.pyspy.txt)")
     args = ap.parse_args(argv)
     trees = {name: Path(path).resolve() for name, path in (t.split("=", 1) for t in args.tree)}
+    patches = dict(p.split("=", 1) for p in args.patch)
     load = [os.getloadavg()[0]]
     pooled: dict[str, dict[str, list[float]]] = {name: {} for name in trees}
     with campus("ab") as c:
@@ -138,6 +142,9 @@ def main(argv: list[str] | None = None) -> None:
                 order = list(trees) if r % 2 == 0 else list(reversed(trees))
                 for name in order:
                     clear_flows(c)
+                    os.environ.pop("BENCH_PATCH", None)
+                    if patches.get(name):
+                        os.environ["BENCH_PATCH"] = patches[name]
                     got = one_round(c, watch, trees[name], args.n, args.warmup, args.db, offset)
                     offset += args.n + args.warmup
                     for key, value in got.items():

@@ -11,9 +11,13 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from bench.campus import Campus, campus
+from bench.floor import SYNC
+from bench.flowwatch import FlowWatch, cookie_marker
+from bench.ovs import openflow_scheme
 from bench.pg import database
 from bench.report import Result, Target
 from bench.server import REPO, Api, Serve, free_port, researcher
@@ -21,21 +25,69 @@ from bench.stats import ratio, summarize_ms
 from bench.workload import flows, grant_body, lane_body
 
 SRC = "desktop"  # three switches, NAT'd: the longest lane on the campus
+WATCH_S = 10.0  # a watched floor sample whose flows are not all seen by then is a miss
 
 
 def run_floor(c: Campus, n: int, warmup: int = 10, batched: bool = False,
-              bundle: bool = False) -> dict[str, Any]:
+              bundle: bool = False, transport: str | None = None,
+              watch: FlowWatch | None = None) -> dict[str, Any]:
+    """bench.floor on the campus's bridges. ``transport``: tcp/ssl (default: the run's, see
+    bench.ovs.openflow_scheme). With ``watch``: also timed send -> visible / gone on the peers'
+    clock (``visible_s``, ``gone_s``), the barrier clock kept beside it."""
     cmd = [sys.executable, "-m", "bench.floor", "--port", str(free_port()), "--n", str(n),
-           "--warmup", str(warmup), "--src", SRC, "--bridges", ",".join(c.bridges.names.values())]
+           "--warmup", str(warmup), "--src", SRC, "--bridges", ",".join(c.bridges.names.values()),
+           "--transport", transport or openflow_scheme()]
     if batched:
         cmd.append("--batched")
     if bundle:
         cmd.append("--bundle")
+    if watch is not None:
+        return _watched_floor(cmd + ["--watched"], watch, warmup, c.workdir / "floor-watched.log")
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO)
     lines = out.stdout.strip().splitlines()
     if out.returncode != 0 or not lines:
         raise RuntimeError(f"floor failed ({out.returncode}): {out.stderr[-1500:]}")
     return json.loads(lines[-1])
+
+
+def _watched_floor(cmd: list[str], watch: FlowWatch, warmup: int, log: Path) -> dict[str, Any]:
+    """Run a ``--watched`` floor: answer each SYNC line once ``watch`` has seen the flows."""
+    visible_s: list[float] = []
+    gone_s: list[float] = []
+    missed: list[str] = []
+    lines: list[str] = []
+    with open(log, "w") as err:
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                text=True, cwd=REPO)
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            watch.forget()
+            for line in proc.stdout:
+                if not line.startswith(SYNC):
+                    lines.append(line)
+                    continue
+                step = json.loads(line[len(SYNC):])
+                counts = {int(d): k for d, k in step["counts"].items()}
+                kind = "ADDED" if step["kind"] == "add" else "DELETED"
+                seen = watch.wait(kind, cookie_marker(step["cookie"]), counts, step["sent"], WATCH_S)
+                if seen is None:
+                    missed.append(f"{step['kind']} cookie {step['cookie']:#x}: not seen")
+                elif step["i"] >= warmup:
+                    (visible_s if kind == "ADDED" else gone_s).append(seen - step["sent"])
+                if kind == "DELETED":
+                    watch.forget()  # nothing of this floor is in flight now
+                proc.stdin.write("\n")
+                proc.stdin.flush()
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"watched floor failed ({proc.returncode}): {log.read_text()[-1500:]}")
+    out = json.loads(lines[-1])
+    out.update(visible_s=visible_s, gone_s=gone_s, watch_missed=missed)
+    return out
 
 
 def sequential_lanes(api: Api, src_ip: str, n: int, warmup: int, offset: int = 0,

@@ -3,6 +3,15 @@
 Starts :mod:`bench.floor_app` (os-ken keeps process-wide state, so each controller gets a fresh
 process), points the given bridges at it, then for each lane: compile, send, one barrier per
 switch in parallel, wait; then remove it the same way. Prints one JSON object on stdout.
+
+The switches connect over the transport the systems of the run use (``--transport``, default
+:func:`bench.ovs.openflow_scheme`: TLS with the lab PKI unless ``BENCH_OPENFLOW=tcp``), so the
+floor pays the same encryption. With ``--watched`` the parent times it on the peers' clock: after
+each send the floor prints a ``SYNC`` line (send time, barrier time, the lane's cookie and flows
+per switch) and waits for a line on stdin, which the parent writes once its
+:class:`bench.flowwatch.FlowWatch` has seen the flows (added, then deleted). The floor then paces
+like a client that waits for "visible" before the next step, and no watcher thread competes with
+the floor's own threads for its GIL.
 """
 from __future__ import annotations
 
@@ -12,24 +21,51 @@ import os
 import sys
 import time
 
-from bench.ovs import vsctl
+from typing import Any
+
+from bench.ovs import openflow_scheme, vsctl
 from bench.workload import flows, lane_spec
+
+SYNC = "SYNC "  # prefix of the lines a --watched floor prints and answers on stdin
+
+
+def listener_security(transport: str) -> Any:
+    """The floor's listener security for ``tcp`` or ``ssl`` (the lab PKI, as serve gets it)."""
+    from viplanes.controller.security_cli import listener_security as from_options
+
+    if transport == "tcp":
+        return from_options(None, True, [], None)
+    from viplanes.lab.labpki import ensure_lab_pki
+
+    lab = ensure_lab_pki()
+    return from_options(lab.dir, False, [lab.vswitchd_pin], None)
+
+
+def sync(kind: str, **fields: Any) -> None:
+    """Tell the watching parent what was just sent and wait until it has seen it on the switches."""
+    sys.stdout.write(SYNC + json.dumps({"kind": kind, **fields}) + "\n")
+    sys.stdout.flush()
+    if not sys.stdin.readline():
+        raise SystemExit("the watching parent went away")
 
 
 def measure(port: int, bridges: list[str], n: int, src_host: str, warmup: int,
-            batched: bool = False, bundle: bool = False) -> dict:
+            batched: bool = False, bundle: bool = False, transport: str = "tcp",
+            watched: bool = False) -> dict:
     from viplanes.api.app import default_topology
     from viplanes.controller.compiler import compile_base, compile_lane, compile_lane_removal
+    from viplanes.controller.cookies import lane_cookie
     from viplanes.controller.launcher import start_apps
 
     topo = default_topology()
-    running = start_apps(["bench.floor_app"], "127.0.0.1", port)
+    running = start_apps(["bench.floor_app"], "127.0.0.1", port,
+                         of_security=listener_security(transport))
     app = running.app("FloorApp")
     app.base_flows = compile_base(topo)
     app.batched = batched
     app.bundle = bundle
     for name in bridges:
-        vsctl("set-controller", name, f"tcp:127.0.0.1:{port}")
+        vsctl("set-controller", name, f"{transport}:127.0.0.1:{port}")
     name_of = {int(vsctl("get", "bridge", b, "other-config:datapath-id").strip().strip('"'), 16): b
                for b in bridges}
     dpids = {sw.dpid for sw in topo.switches}
@@ -45,9 +81,16 @@ def measure(port: int, bridges: list[str], n: int, src_host: str, warmup: int,
         t1 = time.perf_counter()
         ok = app.send_with_barriers(ofmsgs)
         t2 = time.perf_counter()
+        counts = {dpid: len(m) for dpid, m in ofmsgs.items()}
+        if watched:
+            sync("add", i=i, cookie=lane_cookie(spec.lane_id), counts=counts, sent=t0, barriers=t2)
+            t2 = time.perf_counter()
         removal = compile_lane_removal(spec.lane_id, ofmsgs.keys(), with_meter=False)
         app.send_with_barriers(removal)
         t3 = time.perf_counter()
+        if watched:
+            sync("delete", i=i, cookie=lane_cookie(spec.lane_id), counts=counts, sent=t2,
+                 barriers=t3)
         if i < warmup:
             continue
         failures += not ok
@@ -61,7 +104,7 @@ def measure(port: int, bridges: list[str], n: int, src_host: str, warmup: int,
         app.send_with_barriers(compile_lane_removal(99_999, check.keys(), with_meter=False))
     else:
         present = None
-    return {"bundle_flows_present": present, "latency_s": latencies, "compile_s": compile_s, "removal_s": removal_s,
+    return {"transport": transport, "bundle_flows_present": present, "latency_s": latencies, "compile_s": compile_s, "removal_s": removal_s,
             "failures": failures, "errors": app.errors[:20],
             "switches_per_lane": len(ofmsgs), "flows_per_lane": sum(len(m) for m in ofmsgs.values())}
 
@@ -85,9 +128,13 @@ def main(argv: list[str] | None = None) -> None:
                     help="one socket write per switch instead of one send_msg per message")
     ap.add_argument("--bundle", action="store_true",
                     help="each switch's messages in one atomic ONF bundle (commit, then barrier)")
+    ap.add_argument("--transport", choices=("tcp", "ssl"), default=openflow_scheme(),
+                    help="OpenFlow transport (default: BENCH_OPENFLOW, else ssl with the lab PKI)")
+    ap.add_argument("--watched", action="store_true",
+                    help="after each send print a SYNC line and wait for a line on stdin")
     args = ap.parse_args(argv)
     out = measure(args.port, args.bridges.split(","), args.n, args.src, args.warmup, args.batched,
-                  args.bundle)
+                  args.bundle, args.transport, args.watched)
     sys.stdout.write(json.dumps(out) + "\n")
     sys.stdout.flush()
     os._exit(0)  # os-ken's native threads do not all stop on close; the process is done

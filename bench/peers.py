@@ -5,7 +5,10 @@ too but carries nothing) with one lane's rules per sample: our API a ``POST /api
 one ``POST /stats/flowentry/add`` per flow (its API takes one flow per request), Faucet a
 config write + SIGHUP. "Visible" is the same clock for all: :class:`bench.flowwatch.FlowWatch`
 sees the last of the lane's flows added on the last bridge (release: deleted). The floor
-(:mod:`bench.floor`, barrier-confirmed, no HTTP) is measured on the same bridges for the ratios.
+(:mod:`bench.floor`: compiled messages and barriers, no HTTP) is measured like-for-like for the
+ratios: over the run's OpenFlow transport (TLS unless ``BENCH_OPENFLOW=tcp``) and on the same
+clock, send -> visible (release: send -> gone) through the same FlowWatch; its barrier clock and
+the old floor (plain TCP, send -> barriers) are printed below it so the change of floor is visible.
 
 The peers live in venvs under bench/ (:mod:`bench.peer_env`): Faucet 1.10.12 with os-ken 3.1.0,
 and os-ken 1.4.1 for ``ofctl_rest`` (os-ken 3.x no longer ships it); a peer that cannot be installed or
@@ -245,9 +248,12 @@ def run(quick: bool = False, db: str = "sqlite", **_: Any) -> Result:
     not_measured: dict[str, str] = {}  # our own runs that failed (e.g. no PostgreSQL here)
     peer_versions: dict[str, dict[str, str]] = {}
     with campus("peers") as c:
-        floor = run_floor(c, n)
+        old_floor = run_floor(c, n, transport="tcp")  # the floor before: plain TCP, barrier clock
         lane_dpids = sorted(lane_messages(c, 1, next(flows(1))))
         with FlowWatch({d: c.bridges.names[d] for d in lane_dpids}) as watch:
+            floor = run_floor(c, n, watch=watch)  # like-for-like: the run's transport, visible
+            if not floor["visible_s"] or not floor["gone_s"]:
+                raise RuntimeError(f"the watched floor saw no flows: {floor['watch_missed'][:3]}")
             for store in dict.fromkeys(["sqlite", db, "postgresql"]):
                 clear_flows(c)
                 try:
@@ -271,8 +277,13 @@ def run(quick: bool = False, db: str = "sqlite", **_: Any) -> Result:
         print(f"peer not installable: {name}: {reason}", file=sys.stderr, flush=True)
     for name, reason in not_measured.items():
         print(f"not measured: {name}: {reason}", file=sys.stderr, flush=True)
-    floor_sum = summarize_ms(floor["latency_s"])
-    floor_rel = summarize_ms(floor["removal_s"])
+    floor_sum = summarize_ms(floor["visible_s"])  # the ratios' floor: the peers' clock
+    floor_rel = summarize_ms(floor["gone_s"])
+    floor_barrier = summarize_ms(floor["latency_s"])
+    floor_barrier_rel = summarize_ms(floor["removal_s"])
+    old_sum = summarize_ms(old_floor["latency_s"])
+    old_rel = summarize_ms(old_floor["removal_s"])
+    transport = floor["transport"]
     ours = systems.get("viplanes API (sqlite)") or {}
     for name, s in systems.items():
         act, rel = s.get("activation"), s.get("release")
@@ -286,8 +297,16 @@ def run(quick: bool = False, db: str = "sqlite", **_: Any) -> Result:
                         if ours.get("activation") else ""))
         if rel:
             res.add(f"{name} release p50", rel["p50_ms"], "ms",
-                    note=f"p95 {rel['p95_ms']:.1f}, p99 {rel['p99_ms']:.1f}")
-    res.add("floor p50 (barrier, no HTTP)", floor_sum.p50_ms, "ms", note=f"p99 {floor_sum.p99_ms:.1f}")
+                    note=f"p95 {rel['p95_ms']:.1f}, p99 {rel['p99_ms']:.1f}; "
+                         f"x{ratio(rel['p50_ms'], floor_rel.p50_ms) or 0:.1f} floor")
+    res.add(f"floor p50 ({transport}, send -> visible)", floor_sum.p50_ms, "ms",
+            note=f"p99 {floor_sum.p99_ms:.1f}; the ratios' floor")
+    res.add(f"floor release p50 ({transport}, send -> gone)", floor_rel.p50_ms, "ms",
+            note=f"p99 {floor_rel.p99_ms:.1f}")
+    res.add(f"floor p50 ({transport}, send -> barriers)", floor_barrier.p50_ms, "ms",
+            note=f"release {floor_barrier_rel.p50_ms:.2f}")
+    res.add("old floor p50 (tcp, send -> barriers)", old_sum.p50_ms, "ms",
+            note=f"p99 {old_sum.p99_ms:.1f}; release {old_rel.p50_ms:.2f}")
     for name, reason in unavailable.items():
         res.add(f"{name}: not installable", None, "", note=reason[:120])
     for name, reason in not_measured.items():
@@ -295,8 +314,23 @@ def run(quick: bool = False, db: str = "sqlite", **_: Any) -> Result:
     res.details = {"loadavg_start": load_start, "lanes": n, "warmup": warmup, "systems": systems, "unavailable": unavailable, "not_measured": not_measured,
                    "peer_versions": peer_versions, "floor": floor_sum.as_dict(),
                    "floor_release": floor_rel.as_dict(),
+                   "floor_barrier": floor_barrier.as_dict(),
+                   "floor_barrier_release": floor_barrier_rel.as_dict(),
+                   "floor_watch_missed": floor["watch_missed"][:10],
+                   "old_floor_tcp_barrier": old_sum.as_dict(),
+                   "old_floor_tcp_barrier_release": old_rel.as_dict(),
                    "openflow": os.environ.get("BENCH_OPENFLOW", "ssl"),
                    "visible_by": "ovs-ofctl monitor BR watch: (one per bridge, long-lived)",
-                   "table": markdown_rows(systems, floor_sum.as_dict(), floor_rel.as_dict())}
+                   "table": markdown_rows(
+                       systems, floor_sum.as_dict(), floor_rel.as_dict(),
+                       floor_label=f"floor ({transport}, watched)",
+                       floor_clock=("send -> visible", "send -> gone"),
+                       other_floors=(
+                           (f"floor ({transport}, watched)", "activation: send -> barriers",
+                            floor_barrier.as_dict()),
+                           (f"floor ({transport}, watched)", "release: send -> barriers",
+                            floor_barrier_rel.as_dict()),
+                           ("old floor (tcp)", "activation: send -> barriers", old_sum.as_dict()),
+                           ("old floor (tcp)", "release: send -> barriers", old_rel.as_dict())))}
     print("\n".join(res.details["table"]), file=sys.stderr, flush=True)
     return res

@@ -10,6 +10,7 @@ Patches (comma-separated in $BENCH_PATCH):
 - ``one_write_per_switch``: the app sends each switch's batch as one buffer.
 - ``token_cache``: token -> principal remembered for 5 s (auth without a query).
 - ``gc_freeze``: ``gc.freeze()`` every 2 s (long-lived objects leave the cyclic GC).
+- ``timeline``: perf_counter stamps along each request to $BENCH_TIMELINE (bench/timeline_patch.py).
 """
 from __future__ import annotations
 
@@ -166,7 +167,13 @@ def gc_freeze() -> None:
     threading.Thread(target=loop, name="bench-gc-freeze", daemon=True).start()
 
 
-PATCHES = {"token_cache": token_cache, "gc_freeze": gc_freeze, "sqlite_writer_lock": sqlite_writer_lock, "switch_interval": switch_interval,
+def timeline() -> None:
+    from bench.timeline_patch import install
+
+    install()
+
+
+PATCHES = {"timeline": timeline, "token_cache": token_cache, "gc_freeze": gc_freeze, "sqlite_writer_lock": sqlite_writer_lock, "switch_interval": switch_interval,
            "lazy_quota": lazy_quota, "desired_columns": desired_columns,
            "one_write_per_switch": one_write_per_switch}
 

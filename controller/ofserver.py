@@ -72,6 +72,7 @@ class GuardedDatapath(Datapath):
     def __init__(self, sock: Any, address: Any, admission: Admission | None = None,
                  limits: Limits | None = None, cert_der: bytes | None = None) -> None:
         self._stopping = threading.Event()
+        self._write_lock = threading.Lock()  # one writer on the socket at a time (see send_msgs)
         super().__init__(sock, address)
         self.rejected: str | None = None
         self.admission = admission
@@ -98,6 +99,11 @@ class GuardedDatapath(Datapath):
         ``send_msg`` per message means one send-queue put, i.e. one wake-up of the send thread and
         one GIL hand-off, per message (9 for an activation). Xids already set are kept, so the
         barrier/xid tracking of ``LaneRuntime`` sees exactly the xids it assigned.
+
+        The buffer is written on the calling thread when nothing is queued or being written
+        (then nothing can be overtaken): the switch starts on it while the caller serialises the
+        next switch's batch, instead of after a hand-off to the send thread once all are queued.
+        Otherwise it queues behind what is there, as ``send`` does.
         """
         chunks = []
         for msg in msgs:
@@ -106,7 +112,49 @@ class GuardedDatapath(Datapath):
                 self.set_xid(msg)
             msg.serialize()
             chunks.append(msg.buf)
-        return bool(self.send(b"".join(chunks)))
+        data = b"".join(chunks)
+        queue = self.send_q
+        if queue is not None and self._write_lock.acquire(blocking=False):
+            try:
+                # unfinished_tasks: buffers queued and not yet written (the send loop marks each
+                # done after writing it, under the same lock)
+                if queue.unfinished_tasks == 0 and self.send_q is queue and not self._stopping.is_set():
+                    try:
+                        self.socket.sendall(data)
+                        return True
+                    except OSError:  # timed out or broken mid-batch: the stream is unusable
+                        LOG.warning("closing OpenFlow connection from %s (dpid=%s): write failed",
+                                    self.address, self.id)
+                        self.shutdown()
+                        return False
+            finally:
+                self._write_lock.release()
+        return bool(self.send(data))
+
+    def _send_loop(self) -> None:
+        """os-ken's send loop, each buffer written under ``_write_lock`` and then marked done."""
+        queue = self.send_q
+        try:
+            while self.state != DEAD_DISPATCHER and queue is not None:
+                buf, close_socket = queue.get()
+                self._send_q_sem.release()
+                try:
+                    with self._write_lock:
+                        self.socket.sendall(buf)
+                finally:
+                    queue.task_done()
+                if close_socket:
+                    break
+        except OSError as exc:  # socket.timeout included
+            LOG.debug("send to switch at %s failed: %s", self.address, exc)
+        finally:
+            self.send_q = None  # no new references; then release every waiting sender
+            try:
+                while queue is not None and queue.get(block=False):
+                    self._send_q_sem.release()
+            except hub.QueueEmpty:
+                pass
+            self._close_write()
 
     def peer_cert_der(self) -> bytes | None:
         return self.cert_der

@@ -123,6 +123,12 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
     def _apply(self, per_dpid: dict[int, list[Any]], timeout_s: float,
                tolerate: Callable[[Batch], bool] = lambda b: False) -> str | None:
         """Send to every switch at once, then wait for all barriers. None, or the first failure."""
+        return self._send_all(per_dpid, timeout_s, tolerate)()
+
+    def _send_all(self, per_dpid: dict[int, list[Any]], timeout_s: float,
+                  tolerate: Callable[[Batch], bool] = lambda b: False) -> Callable[[], str | None]:
+        """Send to every switch at once; the returned function waits for all barriers and gives
+        None or the first failure."""
         deadline = time.monotonic() + timeout_s
         batches: list[Batch] = []
         failure = None
@@ -132,6 +138,10 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
                 failure = failure or sent
             else:
                 batches.append(sent)
+        return lambda: self._wait_all(batches, deadline, timeout_s, tolerate, failure)
+
+    def _wait_all(self, batches: list[Batch], deadline: float, timeout_s: float,
+                  tolerate: Callable[[Batch], bool], failure: str | None) -> str | None:
         for batch in batches:
             if not batch.wait(deadline):
                 self.tracker.forget(batch)
@@ -177,12 +187,17 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
                 addresses: dict[int, set[str]] | None = None) -> str | None:
         """Delete the lane's flows, and the shared flows of ``addresses`` (dpid -> addresses no
         other live lane uses), in one batch per switch."""
+        return self._send_removal(lane_id, dpids, with_meter, timeout_s, addresses)()
+
+    def _send_removal(self, lane_id: int, dpids: list[int], with_meter: bool, timeout_s: float,
+                      addresses: dict[int, set[str]] | None = None) -> Callable[[], str | None]:
+        """``_remove`` up to the sending; the returned function waits for the barriers."""
         msgs = compiler.compile_lane_removal(lane_id, [d for d in dpids if d in self.connected],
                                              with_meter=with_meter)
         for dpid, extra in sharedflows.compile_shared_removal(addresses or {}).items():
             if dpid in self.connected:
                 msgs.setdefault(dpid, []).extend(extra)
-        return self._apply(msgs, timeout_s, tolerate=meter_errors_only)
+        return self._send_all(msgs, timeout_s, tolerate=meter_errors_only)
 
     def _orphaned_addresses(self, lane: LaneSpec) -> dict[int, set[str]]:
         """dpid -> addresses of ``lane`` whose shared flows no other carried lane needs (O(its
@@ -199,17 +214,34 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
                     self._touched_addresses[str(address)] = self._generation
 
     def deactivate(self, lane_id: int, timeout_s: float = 5.0) -> None:
-        with self._change:
+        self.begin_deactivate(lane_id, timeout_s)()
+
+    def begin_deactivate(self, lane_id: int, timeout_s: float = 5.0) -> Callable[[], None]:
+        """Send the lane's deletes now and return the function that waits for their barriers;
+        the caller (the same thread) must call it exactly once, even on error. Lets a release
+        commit its state while the switches work; the change lock is held until it is called."""
+        self._change.acquire()
+        try:
             self._touch(lane_id, self.lanes.get(lane_id))
             lane = self.lanes.pop(lane_id, None)
             dpids = self._lane_dpids(lane) if lane else sorted(self.connected)
             self.note_changed(dpids)
-            failure = self._remove(lane_id, dpids, with_meter=bool(lane and lane.rate_mbps),
-                                   timeout_s=timeout_s,
-                                   addresses=self._orphaned_addresses(lane) if lane else None)
-        if failure:
-            LOG.warning("lane %d: removal not confirmed (%s); the next drift check reconciles "
-                        "its switches", lane_id, failure)
+            wait = self._send_removal(lane_id, dpids, with_meter=bool(lane and lane.rate_mbps),
+                                      timeout_s=timeout_s,
+                                      addresses=self._orphaned_addresses(lane) if lane else None)
+        except BaseException:
+            self._change.release()
+            raise
+
+        def finish() -> None:
+            try:
+                failure = wait()
+            finally:
+                self._change.release()
+            if failure:
+                LOG.warning("lane %d: removal not confirmed (%s); the next drift check "
+                            "reconciles its switches", lane_id, failure)
+        return finish
 
     def _lane_dpids(self, lane: LaneSpec) -> list[int]:
         try:

@@ -270,28 +270,57 @@ class LaneManager(LaneActivation):
     # --- changes -----------------------------------------------------------------------------
 
     def end(self, caller: Caller, lane_id: int, to: str) -> Lane:
-        """Release (owner/operator) or revoke (operator) a live lane."""
+        """Release (owner/operator) or revoke (operator) a live lane.
+
+        An active lane's flows are deleted as soon as the caller is known to own it, while its
+        end is committed (removing flows first fails closed: a failed commit leaves an active
+        row that the next reconcile installs again); the answer waits for both."""
         now = self.clock()
-        if not self.db.is_sqlite:  # the plain success in one statement (viplanes/lane_sql_pg.py)
+        if not self.db.is_sqlite and not self._removes_early():
+            # the plain success in one statement (viplanes/lane_sql_pg.py); an in-process
+            # controller takes the path below instead, which sends the deletes first
             ended = self._end_in_one(caller, lane_id, to, now)
             if ended is not None:
                 return ended
-        with self.db.write_connection() as conn:
-            lane = lane_for_change(conn, lane_id, lock=not self.db.is_sqlite)
-            if lane is None or not sees_lane(caller, lane.principal_id):
-                raise NotFound(f"no lane {lane_id}")
-            was = lane.state
-            if was not in LIVE_STATES:
-                raise Conflict(f"lane {lane_id} is already {was}", code="lane_not_live")
-            _move(lane, to, f"{to} by {caller.name}")
-            lane.ended_at = now
-            end_lane(conn, lane_id, lane.state, lane.reason, now)
-            add_audit(conn, now, caller.name, {"released": "lane.release", "revoked": "lane.revoke"}[to],
-                      f"lane:{lane_id}", "done")
-            woken = was in ("installing", "active") and self._wake_in(conn, f"ended:{lane_id}")
-        if was in ("installing", "active") and not woken:
+        removal: Callable[[], None] | None = None
+        try:
+            with self.db.write_connection() as conn:
+                lane = lane_for_change(conn, lane_id, lock=not self.db.is_sqlite)
+                if lane is None or not sees_lane(caller, lane.principal_id):
+                    raise NotFound(f"no lane {lane_id}")
+                was = lane.state
+                if was not in LIVE_STATES:
+                    raise Conflict(f"lane {lane_id} is already {was}", code="lane_not_live")
+                _move(lane, to, f"{to} by {caller.name}")
+                lane.ended_at = now
+                removal = self._begin_removal(lane_id) if was == "active" else None
+                end_lane(conn, lane_id, lane.state, lane.reason, now)
+                add_audit(conn, now, caller.name, {"released": "lane.release", "revoked": "lane.revoke"}[to],
+                          f"lane:{lane_id}", "done")
+                woken = was in ("installing", "active") and removal is None and \
+                    self._wake_in(conn, f"ended:{lane_id}")
+        finally:
+            if removal is not None:  # the barriers, after the commit (or its failure)
+                removal()
+        if was in ("installing", "active") and removal is None and not woken:
             self._deactivate(lane_id)
         return lane
+
+    def _removes_early(self) -> bool:
+        """An in-process controller that can send a lane's deletes before its end is committed
+        (a data plane woken by the commit, ``wake_in``, removes the lane itself)."""
+        return (getattr(self.dataplane, "begin_deactivate", None) is not None
+                and getattr(self.dataplane, "wake_in", None) is None)
+
+    def _begin_removal(self, lane_id: int) -> Callable[[], None] | None:
+        """Send an active lane's deletes now (``_removes_early``); the function to wait, or None."""
+        if not self._removes_early():
+            return None
+        try:
+            return self.dataplane.begin_deactivate(lane_id)  # type: ignore[attr-defined]
+        except Exception:  # fall back to the removal after the commit
+            log.exception("deactivate lane %s", lane_id)
+            return None
 
     def extend(self, caller: Caller, lane_id: int, add_s: int) -> Lane:
         """Lengthen a live lane inside its grant (duration, grant end, quota, no overlap)."""

@@ -108,3 +108,20 @@ def test_markdown_rows_give_ratios_to_ours_and_to_the_floor() -> None:
     faucet = [r for r in rows if r.startswith("| Faucet | activation")]
     assert faucet == ["| Faucet | activation: request -> visible | 20.0 | 30.0 | 40.0 | 2.00 | 4.00 |"]
     assert not any(r.startswith("| Faucet | release") for r in rows)
+
+
+def test_markdown_rows_print_the_other_floors_against_the_ratios_floor() -> None:
+    s = {"p50_ms": 10.0, "p95_ms": 12.0, "p99_ms": 14.0}
+    rows = markdown_rows({"viplanes API (sqlite)": {"activation": s, "release": s}},
+                         floor={"p50_ms": 5.0, "p95_ms": 6.0, "p99_ms": 7.0},
+                         floor_release={"p50_ms": 2.0, "p95_ms": 3.0, "p99_ms": 4.0},
+                         floor_label="floor (ssl, watched)",
+                         floor_clock=("send -> visible", "send -> gone"),
+                         other_floors=(("old floor (tcp)", "activation: send -> barriers",
+                                        {"p50_ms": 2.5, "p95_ms": 3.0, "p99_ms": 3.5}),
+                                       ("old floor (tcp)", "release: send -> barriers",
+                                        {"p50_ms": 1.0, "p95_ms": 1.5, "p99_ms": 2.0})))
+    assert "| floor (ssl, watched) | activation: send -> visible | 5.00 | 6.00 | 7.00 | - | 1 |" in rows
+    assert "| floor (ssl, watched) | release: send -> gone | 2.00 | 3.00 | 4.00 | - | 1 |" in rows
+    assert rows[-2:] == ["| old floor (tcp) | activation: send -> barriers | 2.50 | 3.00 | 3.50 | - | 0.5 |",
+                         "| old floor (tcp) | release: send -> barriers | 1.00 | 1.50 | 2.00 | - | 0.5 |"]

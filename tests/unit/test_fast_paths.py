@@ -186,7 +186,7 @@ def test_live_lanes_are_counted_only_for_grants_that_pass_every_other_check(worl
 
 # --- one buffer per switch batch -----------------------------------------------------------------
 
-def test_a_batch_goes_to_the_send_queue_as_one_buffer_with_its_xids():
+def test_a_batch_is_one_buffer_with_its_xids_written_at_once_unless_something_is_queued():
     import socket
     import struct
 
@@ -198,27 +198,35 @@ def test_a_batch_goes_to_the_send_queue_as_one_buffer_with_its_xids():
         b = socket.create_connection(srv.getsockname())
         a, _ = srv.accept()
     try:
-        dp = GuardedDatapath(a, ("127.0.0.1", 1))
+        dp = GuardedDatapath(a, ("127.0.0.1", 1))  # no send loop runs: only a direct write arrives
         mods = [parser.OFPFlowMod(None, cookie=i, priority=100 + i, match=parser.OFPMatch(in_port=i))
                 for i in (1, 2)]
         mods[0].set_xid(1234)  # the runtime's xid must survive; the unset one gets the datapath's
         barrier = parser.OFPBarrierRequest(None)
         barrier.set_xid(1235)
         assert dp.send_msgs([*mods, barrier]) is True
-        assert dp.send_q.qsize() == 1
-        buf, close = dp.send_q.get()
-        assert not close
+        assert dp.send_q.qsize() == 0  # written on this thread: no hand-off to the send thread
         singles = []
         for m in (*mods, barrier):
             assert m.datapath is dp
             singles.append(bytes(m.buf))
-        assert bytes(buf) == b"".join(singles)
+        want = b"".join(singles)
+        b.settimeout(2.0)
+        buf = b""
+        while len(buf) < len(want):
+            buf += b.recv(65536)
+        assert buf == want
         xids, off = [], 0
         while off < len(buf):
             _v, _t, length, xid = struct.unpack_from("!BBHI", buf, off)
             xids.append(xid)
             off += length
         assert xids == [1234, mods[1].xid, 1235] and mods[1].xid is not None
+        # something queued and not yet written: the batch goes behind it, never ahead
+        dp.send(b"earlier")
+        later = parser.OFPBarrierRequest(None)
+        assert dp.send_msgs([later]) is True
+        assert [dp.send_q.get()[0] for _ in range(2)] == [b"earlier", bytes(later.buf)]
         dp.send_q = None  # the connection is closing: nothing is queued
         assert dp.send_msgs([parser.OFPBarrierRequest(None)]) is False
     finally:
