@@ -46,7 +46,13 @@ def test_interrupted_lab_leaves_nothing(sig: int, tmp_path: Path) -> None:
         assert prefix in brs and prefix in _links()
         assert (tmp_path / f"{run_id}.json").exists()
         proc.send_signal(sig)
-        proc.wait(30)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:  # say where the teardown hangs, then fail
+            spy = REPO / ".venv" / "bin" / "py-spy"
+            stack = subprocess.run([str(spy), "dump", "--pid", str(proc.pid)], capture_output=True,
+                                   text=True, timeout=30).stdout if spy.exists() else "(no py-spy)"
+            pytest.fail(f"lab still tearing down 30 s after signal {sig}:\n{stack}")
     finally:
         if proc.poll() is None:
             proc.kill()
