@@ -19,8 +19,8 @@ from viplanes.dataplane import Dataplane, is_transient
 from viplanes.db import Database
 from viplanes.domain import ActivationResult, LaneSpec, lane_shape_refusal
 from viplanes.errors import Conflict
-from viplanes.lane_specs import spec_of
 from viplanes.authz.tokens import Caller
+from viplanes.lane_specs import spec_of
 from viplanes.lane_sql import add_audit, installing_lanes, lane_for_change, record_activation
 from viplanes.lane_sql_pg import end_in_one
 from viplanes.models import LIVE_STATES, Lane
@@ -28,6 +28,8 @@ from viplanes.store import audit
 
 log = logging.getLogger("viplanes.lanes")
 
+# the audit action of a lane ended by a caller (``LaneManager.end``, both of its paths)
+END_ACTIONS = {"released": "lane.release", "revoked": "lane.revoke"}
 TERMINAL = frozenset({"expired", "released", "revoked", "failed"})
 TRANSITIONS: dict[str, frozenset[str]] = {
     "requested": frozenset({"scheduled", "installing", "failed", "released", "revoked"}),
@@ -79,7 +81,7 @@ class LaneActivation:
         channel = getattr(self.dataplane, "wake_channel", None)  # the split's NOTIFY channel
         with self.db.statement_connection() as conn:
             ended = end_in_one(conn, lane_id, to, f"{to} by {caller.name}", now, caller.name,
-                               {"released": "lane.release", "revoked": "lane.revoke"}[to], caller.id,
+                               END_ACTIONS[to], caller.id,
                                caller.is_operator, channel)
         if ended is None:
             return None

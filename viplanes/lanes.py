@@ -33,7 +33,7 @@ from viplanes.domain import LaneCounters, LaneSpec
 from viplanes.errors import Conflict, Forbidden, Invalid, NotFound, Unavailable, VipError
 from viplanes.idempotency import find_replay, request_digest
 from viplanes.lane_activation import (  # noqa: F401 - state machine re-exported
-    TERMINAL, TRANSITIONS, LaneActivation, can_move, move_lane as _move)
+    END_ACTIONS, TERMINAL, TRANSITIONS, LaneActivation, can_move, move_lane as _move)
 from viplanes.lane_overlap import overlapping_lane, row_nets, row_ports
 from viplanes.lane_pool import LanePool
 from viplanes.lane_specs import SPEC_COLUMNS, spec_from_row
@@ -295,7 +295,7 @@ class LaneManager(LaneActivation):
                 lane.ended_at = now
                 removal = self._begin_removal(lane_id) if was == "active" else None
                 end_lane(conn, lane_id, lane.state, lane.reason, now)
-                add_audit(conn, now, caller.name, {"released": "lane.release", "revoked": "lane.revoke"}[to],
+                add_audit(conn, now, caller.name, END_ACTIONS[to],
                           f"lane:{lane_id}", "done")
                 woken = was in ("installing", "active") and removal is None and \
                     self._wake_in(conn, f"ended:{lane_id}")

@@ -11,8 +11,8 @@ tag and the rows are those of the statement, so rowcount, RETURNING and errors a
 
 A statement PostgreSQL cannot prepare (a parameter whose type it cannot infer, ``$1 IS NULL``),
 or one where a parameter would become text while the inlined value was typed by its form
-(``SELECT $1`` with 2: the answer would be '2'), is remembered and sent as before. The PREPARE runs inside a savepoint, so its failure never aborts
-the caller's transaction. Prepared statements belong to the server session: they survive a
+(``SELECT $1`` with 2: the answer would be '2'), is remembered and sent as before. The PREPARE
+runs inside a savepoint, so its failure never aborts the caller's transaction. Prepared statements belong to the server session: they survive a
 rollback and die with the connection, and the pool's record info (where the names live) is
 cleared when SQLAlchemy replaces a connection, so a reconnect starts afresh.
 """
@@ -42,11 +42,11 @@ class _Prepared:
         self.seen: dict[str, int] = {}
 
 
-def prepared_form(statement: str, name: str) -> tuple[str, str] | None:
-    """``(PREPARE text, EXECUTE text)`` of a pyformat statement, or None if it is no plain DML."""
+def prepared_form(statement: str, name: str, names: list[str]) -> tuple[str, str] | None:
+    """``(PREPARE text, EXECUTE text)`` of a pyformat statement whose parameters are ``names``
+    (in order of first use), or None if it is no plain DML."""
     if not statement.lstrip()[:6].upper().startswith(_PREPARABLE):
         return None
-    names = list(dict.fromkeys(_PARAM.findall(statement)))
     position = {n: i + 1 for i, n in enumerate(names)}
     body = _PARAM.sub(lambda m: f"${position[m.group(1)]}", statement).replace("%%", "%")
     args = ", ".join(f"%({n})s" for n in names)
@@ -55,7 +55,8 @@ def prepared_form(statement: str, name: str) -> tuple[str, str] | None:
 
 def _prepare(cursor: Any, statement: str, name: str, parameters: dict[str, Any]) -> str | None:
     """PREPARE on the server (in a savepoint when in a transaction); the EXECUTE text or None."""
-    form = prepared_form(statement, name)
+    names = list(dict.fromkeys(_PARAM.findall(statement)))
+    form = prepared_form(statement, name, names)
     if form is None:
         return None
     prepare, execute = form
@@ -69,7 +70,6 @@ def _prepare(cursor: Any, statement: str, name: str, parameters: dict[str, Any])
         if not autocommit:
             cursor.execute("ROLLBACK TO SAVEPOINT viplanes_prepare; RELEASE SAVEPOINT viplanes_prepare")
         return None
-    names = list(dict.fromkeys(_PARAM.findall(statement)))
     if any(pg_type in _UNTYPED and not isinstance(parameters.get(n), (str, type(None)))
            for n, pg_type in zip(names, inferred)):
         # ``SELECT $1`` takes text where the inlined literal ``2`` was an integer: answers differ
