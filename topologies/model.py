@@ -147,6 +147,17 @@ class Topology:
     wan: Wan | None = None  # None: no per-connection limit (the lab's links only)
     source: str = field(default="<memory>", compare=False)  # file it came from, for messages
 
+    def __hash__(self) -> int:
+        """The fields' hash, computed once: a topology keys caches (``lru_cache`` in policy and
+        lane budgets) on every request, and the generated hash walked every switch, link and
+        host each time, so a request cost grew with the campus (issue 13)."""
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.name, self.switches, self.links, self.hosts, self.middleboxes,
+                           self.edge, self.lane_pool, self.description, self.wan))
+            object.__setattr__(self, "_hash", cached)  # frozen dataclass: not a field
+        return cached
+
     # Lookups by name, dpid and address: dictionaries built on first use and kept on the
     # (immutable) topology, so a request costs the same with 4 switches or 400 (issue 13).
     def _index(self) -> "_Index":
