@@ -59,7 +59,7 @@ def install() -> None:
     _wrap(lanes.LaneManager, "_begin_removal", None, "deletes sent (before commit)")
     _wrap(lanes, "end_lane", None, "released written (before commit)")
     _wrap(runtime.LaneRuntime, "_apply", "apply start", "barriers all answered")
-    _wrap(GuardedDatapath, "send_msgs", "batch queued", None)
+    _wrap(GuardedDatapath, "serialize_batch", "batch serialise", None)
     _wrap(oftls.TLSChannel, "sendall", "tls write", None)
     _wrap(runtime.LaneRuntime, "on_barrier_reply", "barrier reply (app thread)", None)
 

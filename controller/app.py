@@ -35,6 +35,7 @@ class VipLanesApp(app_manager.OSKenApp):
         self.datapaths: dict[int, Any] = {}  # dpid -> live connection
         self.runtime = lane_runtime if lane_runtime is not None else LaneRuntime(None)
         self.runtime.send = self.send_ofmsgs
+        self.runtime.send_many = self.send_many
         ofserver.set_flow_stats_hook(self._decoded_flow_stats)
 
     def _decoded_flow_stats(self, dp: Any, xid: int, entries: list[Any], more: bool) -> None:
@@ -56,6 +57,26 @@ class VipLanesApp(app_manager.OSKenApp):
             if not dp.send_msg(msg):
                 return False
         return True
+
+    def send_many(self, batches: list[tuple[int, list[Any]]]) -> list[bool]:
+        """One change's batches for several switches: every batch serialised first, then all
+        written back to back. Serialising switch 2 after writing switch 1 let a reader thread
+        take the GIL at each write (the write releases it), which spread an activation's three
+        writes over ~1.2 ms; now they leave within a few tens of microseconds (issue 13)."""
+        staged: list[tuple[Any, bytes | None]] = []
+        for dpid, ofmsgs in batches:
+            dp = self.datapaths.get(dpid)
+            serialize = getattr(dp, "serialize_batch", None)
+            staged.append((dp, serialize(ofmsgs) if serialize is not None else None))
+        sent = []
+        for (dpid, ofmsgs), (dp, data) in zip(batches, staged):
+            if dp is None:
+                sent.append(False)
+            elif data is None:  # not one of our connections (tests): message by message
+                sent.append(self.send_ofmsgs(dpid, ofmsgs))
+            else:
+                sent.append(bool(dp.write_batch(data)))
+        return sent
 
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def _switch_features(self, ev: Any) -> None:

@@ -27,6 +27,8 @@ from viplanes.controller.pending import Batch, Tracker
 from viplanes.domain import ActivationResult, LaneSpec
 from viplanes.topologies.model import Topology
 
+Staged = tuple[int, list[Any], Batch]  # (dpid, ofmsgs + barrier, the batch the tracker expects)
+
 Tagged = list[tuple[int, Any]]  # (lane id, ofmsg) in send order
 _QUEUE_LOCK = threading.Lock()  # the queued removals (one runtime per process; never held long)
 
@@ -101,6 +103,7 @@ class BatchChanges:
         def _remove(self, lane_id: int, dpids: list[int], with_meter: bool, timeout_s: float,
                     addresses: dict[int, set[str]] | None = None) -> str | None: ...
         def _orphaned_addresses(self, lane: LaneSpec) -> dict[int, set[str]]: ...
+        def _write_staged(self, staged: list[Staged]) -> list[Batch | str]: ...
         def _apply(self, per_dpid: dict[int, list[Any]], timeout_s: float,
                    tolerate: Callable[[Batch], bool] = lambda b: False) -> str | None: ...
 
@@ -125,7 +128,7 @@ class BatchChanges:
                 per_dpid.setdefault(dpid, []).extend(msgs)
         return per_dpid
 
-    def _send_tagged(self, dpid: int, tagged: Tagged) -> Batch | str:
+    def _stage_tagged(self, dpid: int, tagged: Tagged) -> Staged | str:
         if dpid not in self.connected:
             return f"{self.switch_name(dpid)} not connected"
         if not self.is_master:
@@ -134,10 +137,7 @@ class BatchChanges:
         barrier.set_xid(self._xid())
         msgs = [m for _, m in tagged]
         batch = self.tracker.expect_barrier(dpid, [m.xid for m in msgs], barrier.xid)
-        if not self.send(dpid, [*msgs, barrier]):
-            self.tracker.forget(batch)
-            return f"{self.switch_name(dpid)} not connected"
-        return batch
+        return dpid, [*msgs, barrier], batch
 
     def queue_removals(self, lane_ids: Iterable[int]) -> None:
         """Lanes whose flows must go: sent with the next batch of activations (one barrier per
@@ -212,8 +212,14 @@ class BatchChanges:
             deadline = time.monotonic() + timeout_s
             answers: dict[int, SwitchAnswer] = {}
             sent: list[Batch] = []
+            staged = []
             for dpid, tagged in per_dpid.items():
-                batch = self._send_tagged(dpid, tagged)
+                ready = self._stage_tagged(dpid, tagged)
+                if isinstance(ready, str):
+                    answers[dpid] = SwitchAnswer(not_sent=ready)
+                else:
+                    staged.append(ready)
+            for (dpid, _, _), batch in zip(staged, self._write_staged(staged)):
                 if isinstance(batch, str):
                     answers[dpid] = SwitchAnswer(not_sent=batch)
                 else:

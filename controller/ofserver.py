@@ -99,12 +99,13 @@ class GuardedDatapath(Datapath):
         ``send_msg`` per message means one send-queue put, i.e. one wake-up of the send thread and
         one GIL hand-off, per message (9 for an activation). Xids already set are kept, so the
         barrier/xid tracking of ``LaneRuntime`` sees exactly the xids it assigned.
-
-        The buffer is written on the calling thread when nothing is queued or being written
-        (then nothing can be overtaken): the switch starts on it while the caller serialises the
-        next switch's batch, instead of after a hand-off to the send thread once all are queued.
-        Otherwise it queues behind what is there, as ``send`` does.
         """
+        return self.write_batch(self.serialize_batch(msgs))
+
+    def serialize_batch(self, msgs: Sequence[Any]) -> bytes:
+        """The batch's bytes (xids kept or set here): done for every switch of a change before
+        the first is written (``VipLanesApp.send_many``), so no write's GIL release lets a reader
+        in between two switches' serialisations."""
         chunks = []
         for msg in msgs:
             msg.datapath = self
@@ -112,7 +113,13 @@ class GuardedDatapath(Datapath):
                 self.set_xid(msg)
             msg.serialize()
             chunks.append(msg.buf)
-        data = b"".join(chunks)
+        return b"".join(chunks)
+
+    def write_batch(self, data: bytes) -> bool:
+        """Write ``data`` on the calling thread when nothing is queued or being written (then
+        nothing can be overtaken): the switch starts on it at once, without a hand-off to the
+        send thread. Otherwise it queues behind what is there, as ``send`` does. False when the
+        connection is closing."""
         queue = self.send_q
         if queue is not None and self._write_lock.acquire(blocking=False):
             try:

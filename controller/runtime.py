@@ -31,7 +31,7 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller import compiler, proxyarp, reconcile, sharedflows
-from viplanes.controller.batch import BatchChanges
+from viplanes.controller.batch import BatchChanges, Staged
 from viplanes.controller.carried import CarriedLanes
 from viplanes.controller.cookies import EXACT_MASK, lane_cookie, lane_id_from_cookie
 from viplanes.controller.desired import DesiredFlows
@@ -45,6 +45,8 @@ from viplanes.topologies.model import Topology
 
 LOG = logging.getLogger("viplanes.controller.runtime")
 Send = Callable[[int, list[Any]], bool]  # queue ofmsgs to a live switch; False: not connected
+# several switches' (dpid, ofmsgs) at once, serialised before any is written; one bool each
+SendMany = Callable[[list[tuple[int, list[Any]]]], list[bool]]
 # How long an activation waits for the switches of its path to (re)connect before it reports
 # "not connected" (a transient reason the lane manager retries). 3 s covers two reconnect
 # attempts of an OVS whose controller max_backoff is 1 s (the lab's and the tests' setting) and,
@@ -67,6 +69,7 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
                  spawn: Callable[[Callable[[], object]], Any] | None = None) -> None:
         self.topology = topology
         self.send: Send = send or (lambda dpid, ofmsgs: False)
+        self.send_many: SendMany | None = None  # the app's; None: one ``send`` per switch
         self.clock = clock
         self.spawn = spawn or (lambda fn: threading.Thread(target=fn, daemon=True).start())
         self.tracker = Tracker()
@@ -101,6 +104,12 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
 
     def _send_batch(self, dpid: int, ofmsgs: list[Any]) -> Batch | str:
         """Send ofmsgs + one barrier to a switch; the Batch to wait on, or why it was not sent."""
+        staged = self._stage_batch(dpid, ofmsgs)
+        return staged if isinstance(staged, str) else self._write_staged([staged])[0]
+
+    def _stage_batch(self, dpid: int, ofmsgs: list[Any]) -> Staged | str:
+        """ofmsgs + a barrier with their xids, expected by the tracker (before anything is
+        written: a reply may come at once); or why nothing may be sent."""
         if dpid not in self.connected:
             return f"{self.switch_name(dpid)} not connected"
         if not self.is_master:
@@ -115,10 +124,24 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
         barrier = parser.OFPBarrierRequest(None)
         barrier.set_xid(self._xid())
         batch = self.tracker.expect_barrier(dpid, [m.xid for m in ofmsgs], barrier.xid)
-        if not self.send(dpid, [*ofmsgs, barrier]):
-            self.tracker.forget(batch)
-            return f"{self.switch_name(dpid)} not connected"
-        return batch
+        return dpid, [*ofmsgs, barrier], batch
+
+    def _write_staged(self, staged: list[Staged]) -> list[Batch | str]:
+        """Write staged batches: through ``send_many`` when several switches are due (all
+        serialised, then all written back to back), else one ``send`` each."""
+        pairs = [(dpid, msgs) for dpid, msgs, _ in staged]
+        if self.send_many is not None and len(pairs) > 1:
+            written = self.send_many(pairs)
+        else:
+            written = [self.send(dpid, msgs) for dpid, msgs in pairs]
+        out: list[Batch | str] = []
+        for (dpid, _, batch), ok in zip(staged, written):
+            if ok:
+                out.append(batch)
+            else:
+                self.tracker.forget(batch)
+                out.append(f"{self.switch_name(dpid)} not connected")
+        return out
 
     def _apply(self, per_dpid: dict[int, list[Any]], timeout_s: float,
                tolerate: Callable[[Batch], bool] = lambda b: False) -> str | None:
@@ -132,8 +155,14 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
         deadline = time.monotonic() + timeout_s
         batches: list[Batch] = []
         failure = None
+        staged: list[Staged] = []
         for dpid, ofmsgs in per_dpid.items():
-            sent = self._send_batch(dpid, ofmsgs)
+            ready = self._stage_batch(dpid, ofmsgs)
+            if isinstance(ready, str):
+                failure = failure or ready
+            else:
+                staged.append(ready)
+        for sent in self._write_staged(staged):
             if isinstance(sent, str):
                 failure = failure or sent
             else:

@@ -321,3 +321,53 @@ def test_desired_lanes_from_columns_equal_the_specs_of_the_rows(world):
     got = sorted(ctx.manager.desired_lanes(), key=lambda sp: sp.lane_id)
     assert len(got) == 2 and got == want
     assert {sp.rate_mbps for sp in got} == {50.0, None} and 40000 in {sp.src_port for sp in got}
+
+
+def test_a_change_on_several_switches_is_serialised_whole_before_the_first_write():
+    """Serialising switch 2 after writing switch 1 let a reader thread take the GIL at each
+    write (issue 13: an activation's three writes spread over ~1.2 ms). ``send_many`` serialises
+    every switch's batch, then writes them back to back; the tracker expects every barrier
+    before anything is written (a reply may come at once)."""
+    import socket
+
+    from os_ken.ofproto import ofproto_v1_3_parser as parser
+
+    from viplanes.controller.app import VipLanesApp
+    from viplanes.controller.ofserver import GuardedDatapath
+    from viplanes.controller.runtime import LaneRuntime
+
+    runtime = LaneRuntime(None)
+    app = VipLanesApp(lane_runtime=runtime)
+    events: list[tuple[str, int]] = []
+    pairs, dps = [], {}
+    with socket.create_server(("127.0.0.1", 0)) as srv:
+        for dpid in (1, 2, 3):
+            b = socket.create_connection(srv.getsockname())
+            a, _ = srv.accept()
+            pairs.append((a, b))
+            dp = GuardedDatapath(a, ("127.0.0.1", dpid))
+            dp.id = dpid
+            real_ser, real_write = dp.serialize_batch, dp.write_batch
+            dp.serialize_batch = (lambda msgs, d=dpid, f=real_ser:
+                                  events.append(("serialize", d)) or f(msgs))
+            dp.write_batch = (lambda data, d=dpid, f=real_write:
+                              events.append(("write", d, len({id(b) for b in runtime.tracker._batches.values()})))
+                              and False or f(data))
+            dps[dpid] = dp
+    try:
+        app.datapaths.update(dps)
+        runtime.connected.update(dps)
+        per_dpid = {d: [parser.OFPFlowMod(None, cookie=d, priority=100, match=parser.OFPMatch(in_port=d))]
+                    for d in (1, 2, 3)}
+        wait = runtime._send_all(per_dpid, 1.0)
+        kinds = [e[0] for e in events]
+        assert kinds == ["serialize"] * 3 + ["write"] * 3, events
+        assert all(e[2] == 3 for e in events if e[0] == "write")  # all barriers expected first
+        for (a, b), d in zip(pairs, (1, 2, 3)):
+            b.settimeout(2.0)
+            assert len(b.recv(65536)) > 0  # each switch got its bytes
+        assert wait is not None
+    finally:
+        for a, b in pairs:
+            a.close()
+            b.close()
