@@ -35,8 +35,13 @@ def _links() -> str:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupted_lab_leaves_nothing(sig: int, tmp_path: Path) -> None:
     env = {**os.environ, "VIPLANES_LAB_RUN_DIR": str(tmp_path)}
+    # Ctrl-C reaches a lab started from a terminal; when the test itself runs as a background
+    # job of a non-interactive shell (`.ci/run &`), SIGINT is inherited as ignored and Python
+    # then installs no KeyboardInterrupt handler: the child slept through the signal. The child
+    # gets the terminal's default back, as a user's lab would have.
     proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(REPO / "topologies/campus.yaml")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         line = proc.stdout.readline().split()
         assert line, proc.stderr.read()
