@@ -45,21 +45,46 @@ def vswitchd_pid() -> int | None:
         return None
 
 
+def cpu_detail(pid: int) -> dict[str, float]:
+    """User and system CPU seconds, and voluntary/involuntary context switches summed over every
+    thread (a process's own status counts its main thread only)."""
+    out = {"user_s": 0.0, "sys_s": 0.0, "voluntary_cs": 0.0, "involuntary_cs": 0.0}
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        out["user_s"], out["sys_s"] = int(fields[11]) / tick, int(fields[12]) / tick
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            for line in (task / "status").read_text().splitlines():
+                if line.startswith("voluntary_ctxt_switches:"):
+                    out["voluntary_cs"] += int(line.split()[1])
+                elif line.startswith("nonvoluntary_ctxt_switches:"):
+                    out["involuntary_cs"] += int(line.split()[1])
+    except (OSError, IndexError, ValueError):
+        pass
+    return out
+
+
 class CpuMeter:
-    """CPU seconds used between ``__init__`` and ``stop`` by serve, ovs-vswitchd and this process."""
+    """CPU seconds used between ``__init__`` and ``stop`` by serve, ovs-vswitchd and this process;
+    for serve also user vs system time and context switches (``serve_detail``)."""
 
     def __init__(self, serve_pid: int | None) -> None:
         self.pids = {"serve": serve_pid, "ovs-vswitchd": vswitchd_pid(), "bench clients": os.getpid()}
         self.start = {k: cpu_seconds(p) if p else None for k, p in self.pids.items()}
+        self.detail0 = cpu_detail(serve_pid) if serve_pid else None
         self.t0 = time.perf_counter()
 
-    def stop(self) -> dict[str, float | None]:
+    def stop(self) -> dict[str, Any]:
         wall = time.perf_counter() - self.t0
-        out: dict[str, float | None] = {"wall_s": wall}
+        out: dict[str, Any] = {"wall_s": wall}
         for k, pid in self.pids.items():
             now = cpu_seconds(pid) if pid else None
             before = self.start[k]
             out[f"{k}_cpu_s"] = None if now is None or before is None else now - before
+        serve_pid = self.pids["serve"]
+        if serve_pid and self.detail0 is not None:
+            after = cpu_detail(serve_pid)
+            out["serve_detail"] = {k: after[k] - self.detail0[k] for k in after}
         return out
 
 

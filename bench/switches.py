@@ -139,6 +139,9 @@ def _measure(access: int, probes: int, lanes: int, reconcile_timeout_s: float,
         d["controller_part"] = summarize_ms(probe["dataplane_s"]).as_dict()
         d["release"] = summarize_ms(probe["release_s"]).as_dict()
         d["serve_cpu_ms_per_activation"] = d["cpu_probe"]["serve_cpu_s"] / len(probe["client_s"]) * 1000
+        for key, value in (d["cpu_probe"].get("serve_detail") or {}).items():  # user/system, switches
+            scale = 1000 if key.endswith("_s") else 1
+            d[f"serve_{key.removesuffix('_s')}_per_activation"] = value / len(probe["client_s"]) * scale
         for who in ("ovs-vswitchd", "bench clients"):
             used = d["cpu_probe"].get(f"{who}_cpu_s")
             d[f"{who}_cpu_ms_per_activation"] = None if used is None else \
@@ -223,6 +226,12 @@ def run(quick: bool = False, profile: bool = False, **_: Any) -> Result:
         ("controller part p50", lambda r: r["controller_part"]["p50_ms"], "ms", None),
         ("serve CPU per activation+release", lambda r: r["serve_cpu_ms_per_activation"], "ms",
          "cpu"),
+        ("serve user CPU per activation+release", lambda r: r.get("serve_user_per_activation"), "ms", None),
+        ("serve system CPU per activation+release", lambda r: r.get("serve_sys_per_activation"), "ms", None),
+        ("serve voluntary context switches per activation+release",
+         lambda r: r.get("serve_voluntary_cs_per_activation"), "", None),
+        ("serve involuntary context switches per activation+release",
+         lambda r: r.get("serve_involuntary_cs_per_activation"), "", None),
         ("serve idle CPU", lambda r: r["serve_idle_cpu_pct"], "%", None),
         ("ovs-vswitchd CPU per activation+release", lambda r: r["ovs-vswitchd_cpu_ms_per_activation"],
          "ms", None),
