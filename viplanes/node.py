@@ -49,6 +49,11 @@ class ControllerNode:
         self.waker = Waker(db)
         self._recent: dict[int, float] = {}  # lane id -> when its outcome was NOTIFYed
         manager.committed_hook = self._committed
+        if not db.is_sqlite:  # a round's outcomes, audit and done-NOTIFY in one statement
+            from viplanes.handoff import DONE_CHANNEL
+
+            manager.done_channel = DONE_CHANNEL
+            manager.announced_hook = self._announced
         plane.on_deposed = lambda epoch: self._leading(False)
         self.lease = LeaderLease(db, on_change=self._on_lease)
         self.reporter = StatusReporter(db, plane, self.lease.holder)  # switch readiness, lane counters
@@ -91,8 +96,11 @@ class ControllerNode:
         from viplanes.handoff import notify_done
 
         notify_done(s, states, activated_at)
-        now = time.monotonic()
-        self._recent.update(dict.fromkeys(states, now))
+        self._announced(states)
+
+    def _announced(self, states: dict[int, str]) -> None:
+        """The API processes were told these lanes' outcomes (``_answer_unheard`` skips them)."""
+        self._recent.update(dict.fromkeys(states, time.monotonic()))
 
     def _answer_unheard(self, lane_ids: set[int]) -> None:
         """Lanes an API process woke us for that no round recorded (an extension's re-send of an
