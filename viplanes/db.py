@@ -29,6 +29,8 @@ from viplanes.sqlite_wal import BACKSTOP_PAGES, WalCheckpointer
 
 DEFAULT_DB_URL = "sqlite:///viplanes.db"  # ./viplanes.db, relative to the working directory
 _ADVISORY_LOCK = text("SELECT pg_advisory_xact_lock(:k)")
+# two locks in one round trip, taken left to right (PostgreSQL evaluates a target list in order)
+_ADVISORY_LOCKS_2 = text("SELECT pg_advisory_xact_lock(:k), pg_advisory_xact_lock(:k2)")
 
 
 def resolve_db_url(url: str | None = None) -> str:
@@ -191,10 +193,14 @@ class Database:
 
         upgrade(self.engine)
 
-    def advisory_lock(self, session: Session | Connection, key: int) -> None:
-        """Serialise one kind of decision across principals (PostgreSQL; SQLite is already serial)."""
+    def advisory_lock(self, session: Session | Connection, key: int, then: int | None = None) -> None:
+        """Serialise one kind of decision across principals (PostgreSQL; SQLite is already serial).
+        ``then``: a second key, locked after ``key`` in the same statement (one round trip)."""
         if not self.is_sqlite:
-            session.execute(_ADVISORY_LOCK, {"k": key})
+            if then is None:
+                session.execute(_ADVISORY_LOCK, {"k": key})
+            else:
+                session.execute(_ADVISORY_LOCKS_2, {"k": key, "k2": then})
 
     def dispose(self) -> None:
         if self._checkpointer is not None:

@@ -282,12 +282,13 @@ class RemoteDataplane:
         self._woken: dict[int, tuple[float, DoneWaiter | None]] = {}
         self._woken_lock = threading.Lock()
 
-    def wake_in(self, conn: Connection, payload: str) -> bool:
+    def wake_in(self, conn: Connection, payload: str, sent: bool = False) -> bool:
         """NOTIFY the controllers inside the transaction that commits the lane (``lane:<id>``)
         or its end (``ended:<id>``): PostgreSQL delivers it at the commit, so the wake-up costs
         no round trip of its own and can never run ahead of the row. For ``lane:<id>`` the
         waiter is registered first (the controller's answer may come right after the commit);
-        ``activate`` takes it over and sends nothing. False on SQLite: nothing was sent."""
+        ``activate`` takes it over and sends nothing. False on SQLite: nothing was sent.
+        ``sent``: the caller's statement NOTIFYed already (``insert_in_one``): register only."""
         if self.db.is_sqlite:
             return False
         if payload.startswith("lane:"):
@@ -301,7 +302,8 @@ class RemoteDataplane:
                         if old is not None:
                             self.listener.forget(old_id, old)
                 self._woken[lane_id] = (now, waiter)
-        conn.execute(text("SELECT pg_notify(:ch, :p)"), {"ch": CHANNEL, "p": payload})
+        if not sent:
+            conn.execute(text("SELECT pg_notify(:ch, :p)"), {"ch": CHANNEL, "p": payload})
         return True
 
     def attach_source(self, desired_lanes: DesiredLanes) -> None:

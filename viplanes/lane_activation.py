@@ -22,7 +22,7 @@ from viplanes.errors import Conflict
 from viplanes.authz.tokens import Caller
 from viplanes.lane_specs import spec_of
 from viplanes.lane_sql import add_audit, installing_lanes, lane_for_change, record_activation
-from viplanes.lane_sql_pg import end_in_one
+from viplanes.lane_sql_pg import RECORD_MAX, end_in_one, record_in_one
 from viplanes.models import LIVE_STATES, Lane
 from viplanes.store import audit
 
@@ -53,6 +53,22 @@ def move_lane(lane: Lane, dst: str, reason: str | None = None) -> None:
         lane.reason = reason
 
 
+def outcome_of(lane: Lane, result: ActivationResult, latency: float, now: float) -> tuple[dict[str, object], str, str]:
+    """What an activation result writes: the lane's columns (active, failed, or, for a transient
+    reason, still installing for ``recover``), the audit decision and the audit reason."""
+    if result.ok:
+        values: dict[str, object] = {"state": "active", "activated_at": now}
+        outcome = "done"
+    elif is_transient(result.reason) and lane.expires_at > now:
+        outcome = "retry"
+        values = {"reason": f"waiting for the data plane: {result.reason}"}
+    else:
+        outcome = "failed"
+        values = {"state": "failed", "reason": f"activation failed: {result.reason}", "ended_at": now}
+    values["activation_ms"] = latency * 1000.0
+    return values, outcome, "installed" if result.ok else result.reason
+
+
 class LaneActivation:
     """Activation, deactivation, ``tick`` and ``recover`` for ``LaneManager``."""
 
@@ -66,19 +82,30 @@ class LaneActivation:
     # that recorded activations: the split deployment's controller NOTIFYs the waiting API
     # processes with it (viplanes.handoff)
     committed_hook: Callable[[Connection, dict[int, str], float], None] | None = None
+    # PostgreSQL: the channel ``_activate_batch`` NOTIFYs itself, in the one statement that records
+    # a round (viplanes.lane_sql_pg.record_in_one); ``announced_hook`` hears what it announced
+    done_channel: str | None = None
+    announced_hook: Callable[[dict[int, str]], None] | None = None
 
-    def _wake_in(self, conn: Connection, payload: str) -> bool:
+    def _wake_in(self, conn: Connection, payload: str, sent: bool = False) -> bool:
         """Inside the transaction that commits a lane ``installing`` (``lane:<id>``) or ended
         (``ended:<id>``): a data plane in another process is woken at the commit (the split
         deployment's NOTIFY, no round trip of its own). False when it is not: the caller then
-        goes through ``activate``/``deactivate`` as usual."""
+        goes through ``activate``/``deactivate`` as usual. ``sent``: the NOTIFY on
+        ``_wake_channel()`` rode in a statement already; only the data plane's bookkeeping."""
         wake = getattr(self.dataplane, "wake_in", None)
-        return bool(wake(conn, payload)) if wake is not None else False
+        if wake is None:
+            return False
+        return bool(wake(conn, payload, sent=True) if sent else wake(conn, payload))
+
+    def _wake_channel(self) -> str | None:
+        """The channel the data plane listens on in another process (the split's), or None."""
+        return getattr(self.dataplane, "wake_channel", None)
 
     def _end_in_one(self, caller: Caller, lane_id: int, to: str, now: float) -> Lane | None:
         """PostgreSQL: ``end``'s lock, move, audit and wake-up as one autocommit statement. None
         (nothing written) unless the lane was live and the caller's: ``end`` then says why."""
-        channel = getattr(self.dataplane, "wake_channel", None)  # the split's NOTIFY channel
+        channel = self._wake_channel()  # the split's NOTIFY channel
         with self.db.statement_connection() as conn:
             ended = end_in_one(conn, lane_id, to, f"{to} by {caller.name}", now, caller.name,
                                END_ACTIONS[to], caller.id,
@@ -156,23 +183,33 @@ class LaneActivation:
         """Record active, failed, or, for a transient reason, leave it installing for ``recover``:
         one conditional UPDATE, so the transition happens only if nobody ended the lane meanwhile.
         True when it moved (then ``lane``, the detached copy the caller answers with, says so)."""
-        outcome = "done"
-        if result.ok:
-            values: dict[str, object] = {"state": "active", "activated_at": now}
-        elif is_transient(result.reason) and lane.expires_at > now:
-            outcome = "retry"
-            values = {"reason": f"waiting for the data plane: {result.reason}"}
-        else:
-            outcome = "failed"
-            values = {"state": "failed", "reason": f"activation failed: {result.reason}", "ended_at": now}
-        values["activation_ms"] = latency * 1000.0
+        values, outcome, why = outcome_of(lane, result, latency, now)
         moved = record_activation(conn, lane.id, values)  # Core, not the ORM: viplanes/lane_sql.py
         if moved:
-            add_audit(conn, now, "system", "lane.activate", f"lane:{lane.id}", outcome,
-                      "installed" if result.ok else result.reason)
+            add_audit(conn, now, "system", "lane.activate", f"lane:{lane.id}", outcome, why)
             for key, value in values.items():
                 setattr(lane, key, value)
         return moved
+
+    def _record_in_one(self, lanes: list[Lane], results: list[ActivationResult], now: float) -> set[int]:
+        """PostgreSQL with a done channel (the split's controller): the round's UPDATEs, audit
+        rows and done-NOTIFY as one autocommit statement (``record_in_one``) where the general
+        path is BEGIN + 2 per lane + NOTIFY + COMMIT. Returns the ids of the lanes that did not
+        move (ended while installing)."""
+        assert self.done_channel is not None
+        outcomes = []
+        for lane, result in zip(lanes, results):
+            values, outcome, why = outcome_of(lane, result, result.latency_s, now)
+            outcomes.append((lane.id, values, outcome, why))
+        with self.db.statement_connection() as conn:
+            moved = record_in_one(conn, outcomes, now, self.done_channel)
+        for lane, (_, values, _, _) in zip(lanes, outcomes):
+            if lane.id in moved:
+                for key, value in values.items():
+                    setattr(lane, key, value)
+        if moved and self.announced_hook is not None:
+            self.announced_hook(moved)
+        return {lane.id for lane in lanes if lane.id not in moved}
 
     def _activate_batch(self, lanes: list[Lane]) -> None:
         """Activate claimed installing lanes together: the data plane's ``activate_many`` (one
@@ -196,6 +233,21 @@ class LaneActivation:
                 failed = ActivationResult(False, f"data plane error: {exc}", time.perf_counter() - t0)
             now = self.clock()
             ended: list[int] = []
+            if self.done_channel is not None and not self.db.is_sqlite and len(lanes) <= RECORD_MAX:
+                chosen = [results.get(lane.id) or (failed if not results else missing) for lane in lanes]
+                for result in chosen:
+                    self.on_activation(result.latency_s, result.ok)
+                unmoved = self._record_in_one(lanes, chosen, now)
+                ok_unmoved = [lane for lane, result in zip(lanes, chosen) if lane.id in unmoved and result.ok]
+                if ok_unmoved:
+                    with self.db.read_connection() as conn:
+                        for lane in ok_unmoved:
+                            current = lane_for_change(conn, lane.id, lock=False)
+                            if current is not None and current.state not in LIVE_STATES:
+                                ended.append(lane.id)  # ended while installing: its flows go again
+                for lane_id in ended:
+                    self._deactivate(lane_id)
+                return
             with self.db.write_connection() as conn:
                 moved: dict[int, str] = {}
                 for lane in lanes:

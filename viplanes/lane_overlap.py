@@ -71,15 +71,16 @@ def _overlap_query(single: bool, with_sport: bool, with_exclude: bool) -> Compou
 
 def overlapping_lane(s: Session | Connection, db: Database, src: str, proto: str, nets: Sequence[IPNet],
                      ports: PortRanges, sport: int | None, start: float, end: float,
-                     exclude: int | None = None) -> int | None:
+                     exclude: int | None = None, then_lock: int | None = None) -> int | None:
     """The id of a live lane that would carry some packet this one carries, or None.
 
     Serialised per (source, protocol) by an advisory lock (PostgreSQL; SQLite writes are serial).
     A single-flow request reads only lanes with the same address and port or with a set (a source
     may hold thousands of plain lanes: the benchmarks do); a set request reads the source's live
-    lanes of that protocol.
+    lanes of that protocol. ``then_lock``: an advisory key the caller needs next in this
+    transaction (the lane pool's), taken after this one in the same round trip.
     """
-    db.advisory_lock(s, (1 << 32) + zlib.crc32(f"{src}|{proto}".encode()))
+    db.advisory_lock(s, (1 << 32) + zlib.crc32(f"{src}|{proto}".encode()), then_lock)
     single = len(nets) == 1 and nets[0].num_addresses == 1 and len(ports) == 1 and ports[0][0] == ports[0][1]
     params: dict[str, Any] = {"src": src, "proto": proto, "start": start, "end": end}
     if sport is not None:

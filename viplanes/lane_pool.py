@@ -51,13 +51,14 @@ class LanePool:
                                                             Lane.state.in_(LIVE_STATES)).distinct()))
         return [a for a, taken in zip(self._addresses, s.execute(self._probe).one()) if taken]
 
-    def address_for(self, db: Database, s: Session | Connection, src_ip: str) -> str | None:
+    def address_for(self, db: Database, s: Session | Connection, src_ip: str, locked: bool = False) -> str | None:
         """The address ``src_ip``'s live lanes already use, else the lowest free one; None if exhausted.
 
         Takes the allocation lock in ``s`` (held until its transaction ends), so two requests
         cannot hand the same free address to two hosts.
         """
-        db.advisory_lock(s, NAT_LOCK_KEY)
+        if not locked:  # ``locked``: the caller took NAT_LOCK_KEY in this transaction already
+            db.advisory_lock(s, NAT_LOCK_KEY)
         lookup = self._lookup if db.is_sqlite else self._lookup_pg
         if lookup is not None:  # the host's address, else the lowest free one: one statement
             found: str | None = s.scalar(lookup, {"src": src_ip})

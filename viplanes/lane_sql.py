@@ -123,6 +123,18 @@ def end_lane(conn: Connection, lane_id: int, state: str, reason: str, now: float
     conn.execute(_END_LANE, {"state": state, "reason": reason, "ended_at": now, "lane_id_": lane_id})
 
 
+_LANE_MANAGER = Lane._sa_class_manager  # type: ignore[attr-defined]
+
+
 def installing_lanes(conn: Connection, now: float) -> list[Lane]:
-    """Lanes waiting to be installed (``recover``), as transient ``Lane``s: one statement."""
-    return [lane_from_row(dict(row)) for row in conn.execute(_INSTALLING, {"now": now}).mappings()]
+    """Lanes waiting to be installed (``recover``, every hand-off round of the split's
+    controller), as transient ``Lane``s: one statement. Each is made by the class manager with
+    the row as its attribute dict, not by ``Lane(**values)``, whose instrumented ``__init__``
+    sets the 26 columns one by one: 16.5 -> 0.8 us per lane (timeit); the object is the same
+    (transient, every column loaded, later assignments instrumented as usual)."""
+    lanes = []
+    for row in conn.execute(_INSTALLING, {"now": now}).mappings():
+        lane = _LANE_MANAGER.new_instance()
+        lane.__dict__.update(row)
+        lanes.append(lane)
+    return lanes

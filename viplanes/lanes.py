@@ -35,7 +35,8 @@ from viplanes.idempotency import find_replay, request_digest
 from viplanes.lane_activation import (  # noqa: F401 - state machine re-exported
     END_ACTIONS, TERMINAL, TRANSITIONS, LaneActivation, can_move, move_lane as _move)
 from viplanes.lane_overlap import overlapping_lane, row_nets, row_ports
-from viplanes.lane_pool import LanePool
+from viplanes.lane_sql_pg import insert_in_one
+from viplanes.lane_pool import NAT_LOCK_KEY, LanePool
 from viplanes.lane_specs import SPEC_COLUMNS, spec_from_row
 from viplanes.lane_targets import (  # noqa: F401 - LaneInput, LaneLimits re-exported
     LaneInput, LaneLimits, LaneTarget, clamp_ttl, target_for_request)
@@ -128,10 +129,13 @@ class LaneManager(LaneActivation):
                 else:
                     denial = self._denial(decision)
                 self.on_decision(denial.code if denial is not None else decision.code)
-                add_audit(conn, now, caller.name, "lane.request", f"lane:{lane.id}" if lane else "",
-                          "allow" if denial is None else "deny", denial.message if denial else decision.reason)
-                if lane is not None and lane.state == "installing":
-                    self._wake_in(conn, f"lane:{lane.id}")
+                if lane is None or self.db.is_sqlite:
+                    add_audit(conn, now, caller.name, "lane.request", f"lane:{lane.id}" if lane else "",
+                              "allow" if denial is None else "deny", denial.message if denial else decision.reason)
+                    if lane is not None and lane.state == "installing":
+                        self._wake_in(conn, f"lane:{lane.id}")
+                elif lane.state == "installing" and self._wake_channel() is not None:
+                    self._wake_in(conn, f"lane:{lane.id}", sent=True)  # rode in the INSERT
         except BaseException:
             if lane is not None:  # not committed: nothing to activate, release the claim
                 self._release(lane.id)
@@ -170,19 +174,21 @@ class LaneManager(LaneActivation):
                 decision: Decision, now: float, idempotency_key: str | None,
                 digest: str) -> tuple[Lane | None, VipError | None]:
         src = str(req.src_ip)
+        host = self.topology.host_by_ip(req.src_ip)
+        nat = host is not None and host.needs_nat and any(n.version == 4 for n in target.nets)
+        # the lane pool's lock rides with the overlap lock: one round trip (same order as before)
         dup = overlapping_lane(conn, self.db, src, req.protocol, target.nets, target.ports, req.src_port,
-                               req.starts_at, req.expires_at)
+                               req.starts_at, req.expires_at, then_lock=NAT_LOCK_KEY if nat else None)
         if dup is not None:  # another researcher's lane id stays hidden, like its 404
             own = conn.scalar(select(Lane.principal_id).where(Lane.id == dup)) == caller.id or caller.is_operator
             return None, Conflict("an identical lane is already live for this time" + (f" (lane {dup})" if own else ""),
                                   {"lane_id": dup} if own else {}, code="duplicate_lane")
         nat_ip = None
-        host = self.topology.host_by_ip(req.src_ip)
-        if host is not None and host.needs_nat and any(n.version == 4 for n in target.nets):
+        if nat:
             # One lane-pool address per host, shared by all its live lanes: the translation is
             # stateless 1:1 (host <-> address) and lanes of one host differ by their ports, so
             # the pool bounds concurrent hosts, not concurrent lanes.
-            nat_ip = self.lane_pool.address_for(self.db, conn, src)
+            nat_ip = self.lane_pool.address_for(self.db, conn, src, locked=True)
             if nat_ip is None:
                 return None, Unavailable("the lane address pool is exhausted; try again when a lane ends",
                                          {"pool": str(self.topology.lane_pool.prefix)}, code="lane_pool_exhausted")
@@ -201,7 +207,7 @@ class LaneManager(LaneActivation):
         refresh = now + clamp_ttl(target.ttl_s, self.limits.ttl_floor_s, self.limits.ttl_cap_s) if target.host else None
         reason = decision.reason + (f"; {target.host} also has {', '.join(target.dropped)} (no address of "
                                     "that family on the source)" if target.dropped else "")
-        lane = insert_lane(conn, dict(
+        values = dict(
             principal_id=caller.id, grant_id=decision.grant_id, src_ip=src,
             dst_ip=target.single_address() if plain else None, protocol=req.protocol,
             dst_port=target.single_port() if plain else None, src_port=req.src_port,
@@ -213,7 +219,12 @@ class LaneManager(LaneActivation):
             nat_ip=nat_ip, idempotency_key=idempotency_key,
             request_hash=digest if idempotency_key else None, created_at=now,
             starts_at=req.starts_at, expires_at=req.expires_at, activated_at=None, ended_at=None,
-            activation_ms=None))
+            activation_ms=None)
+        if self.db.is_sqlite:
+            lane = insert_lane(conn, values)
+        else:  # PostgreSQL: the audit row and the controllers' wake-up ride in the INSERT
+            lane = insert_in_one(conn, values, now, caller.name, decision.reason,
+                                 self._wake_channel() if immediate else None)
         if immediate:  # before commit: recover() must not pick it up meanwhile
             self._claim(lane.id)
         return lane, None

@@ -1,0 +1,131 @@
+"""The split controller records a hand-off round in ONE statement on PostgreSQL
+(viplanes/lane_sql_pg.py ``record_in_one``): the same rows, audit and done-NOTIFY as the
+general path (BEGIN, UPDATE + audit per lane, NOTIFY, COMMIT), in one round trip."""
+from __future__ import annotations
+
+import psycopg2
+import pytest
+from sqlalchemy import event, text
+
+from tests.integration.conftest_pg import pg_cluster  # noqa: F401  (session fixture)
+from tests.unit.conftest import FakeClock, make_world
+from viplanes.domain import ActivationResult, LaneSpec
+from viplanes.handoff import DONE_CHANNEL, parse_done
+from viplanes.memplane import MemoryDataplane
+
+pytestmark = [pytest.mark.integration, pytest.mark.postgres]
+
+
+class BatchPlane(MemoryDataplane):
+    """``activate_many`` as the controller's runtime has it; lane ``refuse`` fails for good, and
+    lane ``ends`` is released by its owner while it installs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refuse: int | None = None
+        self.ends: int | None = None
+        self.end_it = lambda lane_id: None
+
+    def activate_many(self, specs: list[LaneSpec]) -> dict[int, ActivationResult]:
+        out = {}
+        for spec in specs:
+            if spec.lane_id == self.ends:
+                self.end_it(spec.lane_id)
+            out[spec.lane_id] = ActivationResult(False, "switch s1 refused: bad match", 0.001) \
+                if spec.lane_id == self.refuse else self.activate(spec)
+        return out
+
+
+@pytest.fixture
+def world(pg_cluster, topo):  # noqa: F811
+    w = make_world(pg_cluster.new_database(), FakeClock(), BatchPlane(), topo)
+    yield w
+    w.app.extensions["viplanes"].db.dispose()
+
+
+@pytest.fixture(scope="session")
+def topo():
+    from tests.unit.conftest import CAMPUS
+    from viplanes.topologies.loader import load_topology
+
+    return load_topology(CAMPUS)
+
+
+def test_a_round_is_recorded_audited_and_announced_in_one_statement(world):
+    w = world
+    ext = w.app.extensions["viplanes"]
+    db, manager, plane = ext.db, ext.manager, w.dataplane
+    ok, refused, ended = (w.lane(dst_port=port).json["id"] for port in (9001, 9002, 9003))
+    with db.write_connection() as conn:  # back to installing: the controller's round finds them
+        conn.execute(text("UPDATE lanes SET state = 'installing'"))
+
+    def end_it(lane_id: int) -> None:
+        with db.write_connection() as conn:
+            conn.execute(text("UPDATE lanes SET state = 'released' WHERE id = :i"), {"i": lane_id})
+
+    plane.refuse, plane.ends, plane.end_it = refused, ended, end_it
+    announced: list[dict[int, str]] = []
+    manager.done_channel, manager.announced_hook = DONE_CHANNEL, announced.append
+    statements: list[str] = []
+    listener = psycopg2.connect(db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False))
+    listener.autocommit = True
+    listener.cursor().execute(f"LISTEN {DONE_CHANNEL}")
+    event.listen(db.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    try:
+        plane.calls.clear()
+        assert manager.recover() == 3
+        listener.poll()
+        payloads = [n.payload for n in listener.notifies]
+    finally:
+        listener.close()
+    now = w.clock()
+    writes = [s for s in statements if "UPDATE lanes" in s and "unnest" in s]
+    assert len(writes) == 1 and not any("INSERT INTO audit_events" in s and "unnest" not in s for s in statements)
+    assert not any(s.strip().upper() in ("BEGIN", "COMMIT") for s in statements)
+    assert len(payloads) == 1 and parse_done(payloads[0]) == {ok: f"active@{now!r}", refused: "failed"}
+    assert announced == [{ok: "active", refused: "failed"}]
+    with db.read_connection() as conn:
+        states = dict(conn.execute(text("SELECT id, state FROM lanes")).all())
+        audit = conn.execute(text("SELECT target, decision, reason FROM audit_events "
+                                  "WHERE action = 'lane.activate' ORDER BY id")).all()
+        reason, activated = conn.execute(text("SELECT reason, activated_at FROM lanes WHERE id = :i"),
+                                         {"i": refused}).one()
+    assert states == {ok: "active", refused: "failed", ended: "released"}
+    assert sorted(audit[-2:]) == sorted([(f"lane:{ok}", "done", "installed"),
+                                        (f"lane:{refused}", "failed", "switch s1 refused: bad match")])
+    assert reason == "activation failed: switch s1 refused: bad match"
+    assert ("deactivate", ended) in plane.calls  # ended while installing: its flows go again
+    assert ended not in plane.active and ok in plane.active
+
+
+def test_a_request_inserts_audits_and_wakes_in_one_statement(world):
+    """The request transaction on PostgreSQL: both advisory locks in one SELECT, and the lane's
+    INSERT, its audit row and the controllers' wake-up as one statement (was 3 + 2)."""
+    from viplanes.handoff import CHANNEL
+
+    w = world
+    db = w.app.extensions["viplanes"].db
+    w.dataplane.wake_channel = CHANNEL  # type: ignore[attr-defined]  # the split's, as RemoteDataplane
+    statements: list[str] = []
+    listener = psycopg2.connect(db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False))
+    listener.autocommit = True
+    listener.cursor().execute(f"LISTEN {CHANNEL}")
+    event.listen(db.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    try:
+        r = w.lane(dst_port=9010)
+        listener.poll()
+        payloads = [n.payload for n in listener.notifies]
+    finally:
+        listener.close()
+    assert r.status_code == 201 and r.json["nat_ip"]
+    lane_id = r.json["id"]
+    assert payloads == [f"lane:{lane_id}"]
+    inserted = next(i for i, s in enumerate(statements) if s.lstrip().startswith("WITH lane AS"))
+    request = statements[:inserted + 1]  # the request's transaction; the activation follows
+    assert sum("pg_advisory_xact_lock" in s for s in request) == 1
+    assert sum("INSERT INTO audit_events" in s for s in request) == 1
+    assert sum("pg_notify" in s for s in request) == 1
+    with db.read_connection() as conn:
+        audit = conn.execute(text("SELECT actor, decision, reason FROM audit_events WHERE action = 'lane.request' "
+                                  "AND target = :t"), {"t": f"lane:{lane_id}"}).all()
+    assert audit == [("alice", "allow", "inside grant 1")]
