@@ -1,10 +1,11 @@
-"""Exact OFPMatches built without os-ken's per-field conversions.
+"""Exact OFPMatches built without os-ken's per-call conversions.
 
-``OFPMatch(**fields)`` normalises every value through os-ken's OXM tables (~0.1-0.4 ms a
-match); lanes (thousands) and the host source guards (hosts x host ports per switch: tens of
-thousands of matches on a campus of 128 access switches) are built from values that are already
-canonical, so they put the fields in os-ken's own order directly. Pure; shared by ``compiler``
-(lanes) and ``guardflows`` (base flows).
+``OFPMatch(**fields)`` normalises every value through os-ken's OXM tables on every call (~25 us a
+field); lanes (thousands) and the host source guards (hosts x host ports per switch: tens of
+thousands of matches on a campus of 128 access switches) repeat the same few values, so the
+conversion is kept per (field, value) and the match is built in os-ken's own field order.
+Serialising reuses os-ken's OXM bytes the same way. Pure; shared by ``compiler`` (lanes) and
+``guardflows`` (base flows); ``tests/unit/test_fastmatch.py`` holds both to os-ken's output.
 """
 from __future__ import annotations
 
@@ -53,19 +54,38 @@ class PackedMatch(parser.OFPMatch):  # type: ignore[misc]
         self.length = length
         return length + pad
 
-# The order os-ken itself puts match fields in (by OXM field number), read from os-ken once.
-_OXM_ORDER = {name: i for i, (name, _) in enumerate(parser.OFPMatch(
-    in_port=1, eth_dst="02:00:00:00:00:01", eth_src="02:00:00:00:00:02", eth_type=0x0800,
-    vlan_vid=0, ip_proto=6, ipv4_src="10.0.0.1", ipv4_dst="10.0.0.2", tcp_src=1, tcp_dst=2,
-    udp_src=3, udp_dst=4, arp_op=1, arp_spa="10.0.0.3", arp_tpa="10.0.0.4")._fields2)}
+_canonical: dict[tuple[str, Any], tuple[Any, tuple[str, Any]]] = {}  # (field, value) -> (order, field)
+
+
+def _canonical_field(name: str, value: Any) -> tuple[Any, tuple[str, Any]]:
+    """(os-ken's sort key, the (name, value) pair os-ken keeps) for one field: the normalise ->
+    from_user -> to_user round trip ``OFPMatch(**fields)`` makes, kept per (field, value). A lane's
+    conntrack state, masked port ranges and addresses repeat across lanes, and the round trip was
+    half of compiling a lane (~25 us a field)."""
+    key = (name, value)
+    try:
+        found = _canonical.get(key)
+    except TypeError:  # unhashable (a list): convert it every time
+        found, key = None, None  # type: ignore[assignment]
+    if found is None:
+        n, v = ofp.oxm_normalize_user(name, value)
+        num, raw, mask = ofp.oxm_from_user(n, v)
+        found = (num[0] if isinstance(num, tuple) else num, ofp.oxm_to_user(num, raw, mask))
+        if key is not None:
+            if len(_canonical) >= _FIELD_CACHE_MAX:
+                _canonical.clear()
+            _canonical[key] = found
+    return found
+
+
+def _order(item: tuple[Any, tuple[str, Any]]) -> Any:
+    return item[0]
 
 
 def exact_match(fields: dict[str, Any]) -> Any:
-    """An OFPMatch of exact fields, identical to ``OFPMatch(**fields)``. Values must be
-    canonical: ints, dotted IPv4 strings, MACs (lower-cased here). Fields os-ken orders
-    elsewhere (conntrack, tcp_flags, masks) go through OFPMatch itself."""
-    if any(k not in _OXM_ORDER or isinstance(v, tuple) for k, v in fields.items()):
-        return PackedMatch(**fields)
-    ordered = sorted(fields.items(), key=lambda kv: _OXM_ORDER[kv[0]])
-    return PackedMatch(_ordered_fields=[(k, v.lower() if k.startswith("eth_") and
-                                             isinstance(v, str) else v) for k, v in ordered])
+    """A PackedMatch with the same fields, in the same order, as ``OFPMatch(**fields)``: os-ken's
+    per-field conversion is done once per (field, value) and its stable sort by OXM number (which
+    keeps experimenter fields such as conntrack's in the order given) is repeated here."""
+    items = [_canonical_field(k, v) for k, v in fields.items()]
+    items.sort(key=_order)
+    return PackedMatch(_ordered_fields=[pair for _, pair in items])

@@ -110,12 +110,18 @@ def record_activation(conn: Connection, lane_id: int, values: dict[str, object])
     return conn.execute(_RECORD_ACTIVATION, {**values, "lane_id_": lane_id}).rowcount == 1
 
 
+def lane_row_for_change(conn: Connection, lane_id: int, lock: bool) -> dict[str, Any] | None:
+    """The lane's row with ``owner_name`` (row-locked on PostgreSQL when ``lock``), or None: a
+    plain dict, so a caller can decide from it before paying for an ORM object."""
+    row = conn.execute(_LANE_WITH_OWNER_LOCKED if lock else _LANE_WITH_OWNER, {"lane_id_": lane_id}).mappings().first()
+    return None if row is None else dict(row)
+
+
 def lane_for_change(conn: Connection, lane_id: int, lock: bool) -> Lane | None:
     """The lane with its owner's name (row-locked on PostgreSQL when ``lock``), or None."""
-    row = conn.execute(_LANE_WITH_OWNER_LOCKED if lock else _LANE_WITH_OWNER, {"lane_id_": lane_id}).mappings().first()
-    if row is None:
+    values = lane_row_for_change(conn, lane_id, lock)
+    if values is None:
         return None
-    values = dict(row)
     return lane_from_row(values, values.pop("owner_name"))
 
 

@@ -43,7 +43,7 @@ from viplanes.lane_targets import (  # noqa: F401 - LaneInput, LaneLimits re-exp
 from viplanes.resolver import Resolver, default_resolver
 from viplanes.models import LIVE_STATES, Lane, Principal
 from viplanes.policy.rules import START_SLACK_S, Decision, LaneRequest, check_grant, decide
-from viplanes.lane_sql import (add_audit, end_lane, insert_lane, lane_for_change, live_counts,
+from viplanes.lane_sql import (add_audit, end_lane, insert_lane, lane_from_row, lane_row_for_change, live_counts,
                                 usable_grant_rules)
 from viplanes.store import audit, get_grant, rule_of
 from viplanes.topologies.model import Topology
@@ -296,15 +296,17 @@ class LaneManager(LaneActivation):
         removal: Callable[[], None] | None = None
         try:
             with self.db.write_connection() as conn:
-                lane = lane_for_change(conn, lane_id, lock=not self.db.is_sqlite)
-                if lane is None or not sees_lane(caller, lane.principal_id):
+                row = lane_row_for_change(conn, lane_id, lock=not self.db.is_sqlite)
+                if row is None or not sees_lane(caller, row["principal_id"]):
                     raise NotFound(f"no lane {lane_id}")
-                was = lane.state
+                was = row["state"]
                 if was not in LIVE_STATES:
                     raise Conflict(f"lane {lane_id} is already {was}", code="lane_not_live")
+                # decided from the plain row: the deletes go out before the ORM object is built
+                removal = self._begin_removal(lane_id) if was == "active" else None
+                lane = lane_from_row(row, row.pop("owner_name"))
                 _move(lane, to, f"{to} by {caller.name}")
                 lane.ended_at = now
-                removal = self._begin_removal(lane_id) if was == "active" else None
                 end_lane(conn, lane_id, lane.state, lane.reason, now)
                 add_audit(conn, now, caller.name, END_ACTIONS[to],
                           f"lane:{lane_id}", "done")

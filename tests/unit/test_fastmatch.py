@@ -99,3 +99,60 @@ def test_a_full_cache_starts_over_and_an_unhashable_value_is_still_encoded(monke
     listed.serialize(mine, 0)
     parser.OFPMatch(_ordered_fields=[("ipv4_dst", ["10.0.0.0", "255.0.0.0"])]).serialize(theirs, 0)
     assert mine == theirs
+
+
+def _fields_passed(monkeypatch, work) -> list[dict]:
+    """Every fields dict the compiler hands to ``exact_match`` while ``work()`` runs."""
+    from viplanes.controller import compiler, guardflows
+
+    seen: list[dict] = []
+
+    def spy(fields):
+        seen.append(dict(fields))
+        return fastmatch.exact_match(fields)
+
+    monkeypatch.setattr(compiler, "exact_match", spy)
+    monkeypatch.setattr(guardflows, "exact_match", spy)
+    work()
+    return seen
+
+
+@given(lanes(), st.booleans())
+@settings(max_examples=100, deadline=None)
+def test_every_lane_match_has_os_kens_fields_in_os_kens_order(case: tuple[str, LaneSpec], clear: bool) -> None:
+    import pytest
+
+    name, lane = case
+    if clear:
+        fastmatch._canonical.clear()
+    with pytest.MonkeyPatch.context() as mp:
+        passed = _fields_passed(mp, lambda: compile_lane(lane, TOPOLOGIES[name], NOW))
+    assert passed
+    for fields in passed:  # cold for the first lane, warm for every repeated value after it
+        assert fastmatch.exact_match(fields)._fields2 == parser.OFPMatch(**fields)._fields2, fields
+
+
+def test_base_matches_and_experimenter_fields_keep_os_kens_order(monkeypatch) -> None:
+    for topo in TOPOLOGIES.values():
+        for fields in _fields_passed(monkeypatch, lambda: compile_base(topo)):
+            assert fastmatch.exact_match(fields)._fields2 == parser.OFPMatch(**fields)._fields2
+    # experimenter fields of one experimenter share a sort key (ONF's tcp_flags, pbb_uca): os-ken
+    # keeps them in the order given, and so must the cache; conntrack, masked values and a list
+    # (not cached) as well
+    for fields in ({"eth_type": 0x0800, "ct_state": (0x21, 0x21), "ct_zone": 7, "ip_proto": 6},
+                   {"tcp_flags": (0x010, 0x010), "pbb_uca": 1, "eth_type": 0x0800, "ip_proto": 6},
+                   {"pbb_uca": 1, "tcp_flags": (0x010, 0x010), "eth_type": 0x0800, "ip_proto": 6},
+                   {"tcp_dst": (0x1000, 0xF000), "ipv4_dst": ("10.0.0.0", "255.0.0.0"), "eth_type": 0x0800,
+                    "ip_proto": 6},
+                   {"eth_type": 0x86DD, "ipv6_dst": "2001:DB8::1", "eth_dst": "02:AA:00:00:00:01"},
+                   {"ipv4_dst": ["10.0.0.0", "255.0.0.0"], "eth_type": 0x0800}):
+        for _ in range(2):  # cold, then warm
+            assert fastmatch.exact_match(fields)._fields2 == parser.OFPMatch(**fields)._fields2, fields
+
+
+def test_a_full_conversion_cache_starts_over(monkeypatch) -> None:
+    monkeypatch.setattr(fastmatch, "_FIELD_CACHE_MAX", 2)
+    fastmatch._canonical.clear()
+    fields = {"in_port": 3, "eth_type": 0x0800, "ipv4_dst": "203.0.113.10"}
+    assert fastmatch.exact_match(fields)._fields2 == parser.OFPMatch(**fields)._fields2
+    assert len(fastmatch._canonical) <= 2
