@@ -50,7 +50,7 @@ from viplanes.controller.cookies import (  # noqa: F401 - re-exported: one place
     ALL_APP_FLOWS, ALL_LANE_FLOWS, APP_COOKIE, APP_COOKIE_MASK, BASE_COOKIE, EXACT_MASK,
     lane_cookie, lane_id_from_cookie,
 )
-from viplanes.controller.fastmatch import exact_match
+from viplanes.controller.fastmatch import PackedSetField, exact_match
 from viplanes.controller.flowkey import flow_key, flow_key_of  # noqa: F401 - re-exported
 from viplanes.controller.guardflows import (  # noqa: F401 - re-exported
     ARP_PUNT_METER, ETH_TYPE_ARP, ETH_TYPE_IPV4, PRIORITY_ARP_PROXY, PRIORITY_ARP_REPLY,
@@ -280,12 +280,12 @@ def _compile_pair(lane: LaneSpec, topo: Topology, host: Host, hops: tuple[Any, .
             if with_ct:
                 actions.append(conntrack.commit(lane.lane_id, nat_ip))
             elif nat_ip is not None:
-                actions.append(parser.OFPActionSetField(ipv4_src=nat_ip))
+                actions.append(PackedSetField(ipv4_src=nat_ip))
             # the edge router sees the lane MAC for a lane address, else the host's own MAC
-            actions += [parser.OFPActionSetField(eth_src=lane_mac if nat_ip else host_mac),
-                        parser.OFPActionSetField(eth_dst=topo.edge.inside.mac)]
+            actions += [PackedSetField(eth_src=lane_mac if nat_ip else host_mac),
+                        PackedSetField(eth_dst=topo.edge.inside.mac)]
         elif i == 0:
-            actions.append(parser.OFPActionSetField(eth_src=lane_mac))
+            actions.append(PackedSetField(eth_src=lane_mac))
         actions.append(parser.OFPActionOutput(hop.out_port))
         out[hop.dpid].append(_lane_flow(lane, priority, hard, match, actions,
                                         meter if i == 0 else None))
@@ -303,7 +303,7 @@ def _compile_pair(lane: LaneSpec, topo: Topology, host: Host, hops: tuple[Any, .
             continue
         if lane.protocol == "tcp":  # stateless: no inbound connection set-up (a bare SYN never passes)
             match["tcp_flags"] = (TCP_ACK, TCP_ACK)
-        actions = [parser.OFPActionSetField(ipv4_dst=host_addr)] if nat_ip else []
+        actions = [PackedSetField(ipv4_dst=host_addr)] if nat_ip else []
         out[hop.dpid].append(_lane_flow(lane, priority, hard, match, actions + deliver_to_host(
             topo, host, hops, i, pair.version), meter))
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from os_ken.ofproto import ofproto_v1_3_parser as parser
+
 from viplanes.controller.conntrack import CT_EST, CT_NEW, CT_REL, CT_RPL, CT_TRK
 
 Tuple5 = tuple[str, str, int, int, int]
@@ -63,7 +65,7 @@ class Conntrack:
         zone = action.zone_ofs_nbits if not action.zone_src else 0
         nat = next((a for a in action.actions if type(a).__name__ == "NXActionNAT"), None)
         mark = next((a.value for a in action.actions
-                     if type(a).__name__ == "OFPActionSetField" and a.key == "ct_mark"), None)
+                     if isinstance(a, parser.OFPActionSetField) and a.key == "ct_mark"), None)
         commit = bool(action.flags & 1)
         out = dict(pkt)
         t = five_tuple(pkt)

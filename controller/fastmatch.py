@@ -54,6 +54,22 @@ class PackedMatch(parser.OFPMatch):  # type: ignore[misc]
         self.length = length
         return length + pad
 
+class PackedSetField(parser.OFPActionSetField):  # type: ignore[misc]
+    """A set-field action whose field serialises from ``_oxm``'s cache: a lane's rewrites (the
+    edge router's MAC, the lane MAC, the NAT address) repeat across lanes, and os-ken's generic
+    encoder (netaddr MAC parsing included) was the largest part of serialising an activation.
+    Same bytes as os-ken's (``tests/unit/test_fastmatch.py``); an ``OFPActionSetField`` to
+    everything that inspects actions."""
+
+    def serialize(self, buf: bytearray, offset: int) -> None:
+        if self._composed_with_old_api():
+            super().serialize(buf, offset)
+            return
+        tlv = _oxm(self.key, self.value)
+        self.len = (4 + len(tlv) + 7) // 8 * 8
+        msg_pack_into(f"!HH{len(tlv)}s{self.len - 4 - len(tlv)}x", buf, offset, self.type, self.len, tlv)
+
+
 _canonical: dict[tuple[str, Any], tuple[Any, tuple[str, Any]]] = {}  # (field, value) -> (order, field)
 
 

@@ -12,6 +12,7 @@ import ipaddress
 from typing import Any, Hashable, Iterable
 
 from os_ken.ofproto import ofproto_v1_3 as ofp
+from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 MAC_FIELDS = frozenset({"eth_src", "eth_dst", "arp_sha", "arp_tha"})
 IPV4_FIELDS = frozenset({"ipv4_src", "ipv4_dst", "arp_spa", "arp_tpa"})
@@ -89,7 +90,7 @@ def action_key(action: Any) -> Hashable:
         # max_len only means something for packets sent to the controller
         max_len = action.max_len if action.port == ofp.OFPP_CONTROLLER else None
         return ("output", action.port, max_len)
-    if name == "OFPActionSetField":
+    if isinstance(action, parser.OFPActionSetField):  # fastmatch.PackedSetField too
         return ("set_field", action.key, _scalar(action.key, action.value))
     if name == "NXActionCT":  # conntrack: zone immediate, nested nat / set_field(ct_mark)
         return ("ct", action.flags, action.zone_src or "", action.zone_ofs_nbits,

@@ -6,6 +6,7 @@ from typing import Any
 
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
+from viplanes.controller.fastmatch import PackedSetField
 from viplanes.controller.guardflows import border_switch
 from viplanes.domain import LaneSpec
 from viplanes.topologies.model import Host, Topology
@@ -50,10 +51,10 @@ def deliver_to_host(topo: Topology, host: Host, hops: tuple[Hop, ...], i: int,
     """Actions of a reverse packet at hop ``i`` on its way to the host: towards the host with
     the lane marker, or (at the first hop) into the host's port as if from its gateway."""
     if i == 0:
-        return [parser.OFPActionSetField(eth_src=gateway_mac(topo, host, version)),
-                parser.OFPActionSetField(eth_dst=host.iface.mac),
+        return [PackedSetField(eth_src=gateway_mac(topo, host, version)),
+                PackedSetField(eth_dst=host.iface.mac),
                 parser.OFPActionOutput(hops[0].in_port)]
-    actions = [] if i < len(hops) - 1 else [parser.OFPActionSetField(eth_src=topo.lane_pool.mac)]
+    actions = [] if i < len(hops) - 1 else [PackedSetField(eth_src=topo.lane_pool.mac)]
     return actions + [parser.OFPActionOutput(hops[i].in_port)]
 
 

@@ -28,12 +28,19 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller import lanepath
 from viplanes.controller.cookies import EXACT_MASK, shared_cookie
+from viplanes.controller.fastmatch import PackedSetField, exact_match
 from viplanes.controller.flowkey import flow_key_of
 from viplanes.controller.guardflows import (ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6,
                                             IP_PROTO_ICMP, IP_PROTO_ICMPV6, PRIORITY_ARP_REPLY,
                                             PRIORITY_LANE, dual_stack, flow)
 from viplanes.domain import LaneSpec
 from viplanes.topologies.model import Topology
+
+
+def _match(**fields: Any) -> Any:
+    """``OFPMatch(**fields)``, from fastmatch's per-field cache (same fields, same order)."""
+    return exact_match(fields)
+
 
 OFMsgs = list[Any]
 ICMP_FRAG_NEEDED = (3, 4)
@@ -59,36 +66,36 @@ def lane_addresses(lane: LaneSpec, topo: Topology) -> dict[str, dict[int, OFMsgs
 
     if lane.nat_ip:
         nat = str(lane.nat_ip)
-        add(nat, border.dpid, flow(PRIORITY_ARP_REPLY, shared_cookie(nat), parser.OFPMatch(
+        add(nat, border.dpid, flow(PRIORITY_ARP_REPLY, shared_cookie(nat), _match(
             in_port=border.out_port, eth_type=ETH_TYPE_ARP, arp_op=1, arp_spa=str(edge.ip.ip),
             arp_tpa=nat), [
-            parser.OFPActionSetField(eth_dst=edge.mac),
-            parser.OFPActionSetField(eth_src=lane_mac),
-            parser.OFPActionSetField(arp_op=2),
-            parser.OFPActionSetField(arp_sha=lane_mac),
-            parser.OFPActionSetField(arp_spa=nat),
-            parser.OFPActionSetField(arp_tha=edge.mac),
-            parser.OFPActionSetField(arp_tpa=str(edge.ip.ip)),
+            PackedSetField(eth_dst=edge.mac),
+            PackedSetField(eth_src=lane_mac),
+            PackedSetField(arp_op=2),
+            PackedSetField(arp_sha=lane_mac),
+            PackedSetField(arp_spa=nat),
+            PackedSetField(arp_tha=edge.mac),
+            PackedSetField(arp_tpa=str(edge.ip.ip)),
             parser.OFPActionOutput(ofp.OFPP_IN_PORT)]))
     for i, hop in enumerate(hops[:-1]):
-        add(host_ip, hop.dpid, flow(PRIORITY_LANE, shared_cookie(host_ip), parser.OFPMatch(
+        add(host_ip, hop.dpid, flow(PRIORITY_LANE, shared_cookie(host_ip), _match(
             in_port=hop.out_port, eth_src=lane_mac, eth_type=ETH_TYPE_IPV4,
             ip_proto=IP_PROTO_ICMP, ipv4_dst=host_ip),
             lanepath.deliver_to_host(topo, host, hops, i)))
         if host_ip6 is not None:  # keyed by the host's v4 address: cookies hold 32 bits
-            add(host_ip, hop.dpid, flow(PRIORITY_LANE, shared_cookie(host_ip), parser.OFPMatch(
+            add(host_ip, hop.dpid, flow(PRIORITY_LANE, shared_cookie(host_ip), _match(
                 in_port=hop.out_port, eth_src=lane_mac, eth_type=ETH_TYPE_IPV6,
                 ip_proto=IP_PROTO_ICMPV6, ipv6_dst=host_ip6),
                 lanepath.deliver_to_host(topo, host, hops, i, 6)))
     if not lanepath.stateful(topo) and host_ip6 is not None:
-        add(host_ip, border.dpid, flow(PRIORITY_LANE, shared_cookie(host_ip), parser.OFPMatch(
+        add(host_ip, border.dpid, flow(PRIORITY_LANE, shared_cookie(host_ip), _match(
             in_port=border.out_port, eth_type=ETH_TYPE_IPV6, ip_proto=IP_PROTO_ICMPV6,
             icmpv6_type=ICMPV6_PACKET_TOO_BIG, ipv6_dst=host_ip6),
             lanepath.deliver_to_host(topo, host, hops, len(hops) - 1, 6)))
     if not lanepath.stateful(topo):
         lane_src = str(lane.nat_ip or host_ip)
-        actions = [parser.OFPActionSetField(ipv4_dst=host_ip)] if lane.nat_ip else []
-        add(lane_src, border.dpid, flow(PRIORITY_LANE, shared_cookie(lane_src), parser.OFPMatch(
+        actions = [PackedSetField(ipv4_dst=host_ip)] if lane.nat_ip else []
+        add(lane_src, border.dpid, flow(PRIORITY_LANE, shared_cookie(lane_src), _match(
             in_port=border.out_port, eth_type=ETH_TYPE_IPV4, ip_proto=IP_PROTO_ICMP,
             icmpv4_type=ICMP_FRAG_NEEDED[0], icmpv4_code=ICMP_FRAG_NEEDED[1],
             ipv4_dst=lane_src),

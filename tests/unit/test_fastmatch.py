@@ -12,6 +12,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller import fastmatch
 from viplanes.controller.compiler import compile_base, compile_lane
+from viplanes.controller.sharedflows import lane_addresses
 from viplanes.domain import LaneSpec
 from viplanes.topologies.loader import load_topology
 
@@ -34,11 +35,20 @@ def wire(msg: parser.OFPFlowMod, plain: bool) -> bytes:
                              out_group=msg.out_group, flags=msg.flags,
                              match=(parser.OFPMatch(_ordered_fields=list(msg.match._fields2))
                                     if plain else msg.match),
-                             instructions=msg.instructions)
+                             instructions=[_plain(i) for i in msg.instructions] if plain else msg.instructions)
     copy.datapath = _Datapath()
     copy.set_xid(77)
     copy.serialize()
     return bytes(copy.buf)
+
+
+def _plain(instruction):
+    """The instruction with every cached set-field rebuilt as os-ken's own OFPActionSetField."""
+    if not isinstance(instruction, parser.OFPInstructionActions):
+        return instruction
+    return parser.OFPInstructionActions(instruction.type, [
+        parser.OFPActionSetField(**{a.key: a.value}) if isinstance(a, fastmatch.PackedSetField) else a
+        for a in instruction.actions])
 
 
 def flow_mods(per_dpid: dict[int, list]) -> list[parser.OFPFlowMod]:
@@ -72,8 +82,11 @@ def test_every_lane_flow_mod_is_os_kens_bytes(case: tuple[str, LaneSpec], clear:
     name, lane = case
     if clear:
         fastmatch._encoded.clear()
-    mods = flow_mods(compile_lane(lane, TOPOLOGIES[name], NOW))
+    shared = [m for per_dpid in lane_addresses(lane, TOPOLOGIES[name]).values() for m in flow_mods(per_dpid)]
+    mods = flow_mods(compile_lane(lane, TOPOLOGIES[name], NOW)) + shared
     assert mods and any(isinstance(m.match, fastmatch.PackedMatch) for m in mods)
+    assert any(isinstance(a, fastmatch.PackedSetField) for m in mods for i in m.instructions
+               for a in getattr(i, "actions", ()))
     for msg in mods:
         assert wire(msg, plain=False) == wire(msg, plain=True)
         assert wire(msg, plain=False) == wire(msg, plain=True)  # and again from a warm cache
@@ -103,7 +116,7 @@ def test_a_full_cache_starts_over_and_an_unhashable_value_is_still_encoded(monke
 
 def _fields_passed(monkeypatch, work) -> list[dict]:
     """Every fields dict the compiler hands to ``exact_match`` while ``work()`` runs."""
-    from viplanes.controller import compiler, guardflows
+    from viplanes.controller import compiler, guardflows, sharedflows
 
     seen: list[dict] = []
 
@@ -113,6 +126,7 @@ def _fields_passed(monkeypatch, work) -> list[dict]:
 
     monkeypatch.setattr(compiler, "exact_match", spy)
     monkeypatch.setattr(guardflows, "exact_match", spy)
+    monkeypatch.setattr(sharedflows, "exact_match", spy)
     work()
     return seen
 
@@ -126,7 +140,8 @@ def test_every_lane_match_has_os_kens_fields_in_os_kens_order(case: tuple[str, L
     if clear:
         fastmatch._canonical.clear()
     with pytest.MonkeyPatch.context() as mp:
-        passed = _fields_passed(mp, lambda: compile_lane(lane, TOPOLOGIES[name], NOW))
+        passed = _fields_passed(mp, lambda: (compile_lane(lane, TOPOLOGIES[name], NOW),
+                                             lane_addresses(lane, TOPOLOGIES[name])))
     assert passed
     for fields in passed:  # cold for the first lane, warm for every repeated value after it
         assert fastmatch.exact_match(fields)._fields2 == parser.OFPMatch(**fields)._fields2, fields
