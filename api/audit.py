@@ -16,7 +16,7 @@ bp = Blueprint("audit", __name__, url_prefix="/api/v1/audit", description="Audit
 
 
 @bp.route("", methods=["GET"])
-@bp.arguments(AuditQuerySchema, location="query")
+@bp.arguments(AuditQuerySchema(), location="query")
 @bp.response(200, AuditEventSchema(many=True))
 def query(args: dict[str, Any]) -> Any:
     require("audit.read")

@@ -21,7 +21,7 @@ def _ctx() -> Any:
 
 
 @bp.route("", methods=["POST"])
-@bp.arguments(GrantCreateSchema)
+@bp.arguments(GrantCreateSchema())
 @bp.response(201, GrantSchema)
 def create_grant(body: dict[str, Any]) -> Any:
     who = require("grant.create")
@@ -36,7 +36,7 @@ def create_grant(body: dict[str, Any]) -> Any:
 
 
 @bp.route("", methods=["GET"])
-@bp.arguments(GrantQuerySchema, location="query")
+@bp.arguments(GrantQuerySchema(), location="query")
 @bp.response(200, GrantSchema(many=True))
 def list_grants(args: dict[str, Any]) -> Any:
     """Operators see every grant; researchers only their own."""

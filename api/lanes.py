@@ -25,7 +25,7 @@ def _ctx() -> Any:
 
 
 @bp.route("", methods=["POST"])
-@bp.arguments(LaneRequestSchema)
+@bp.arguments(LaneRequestSchema())
 @bp.response(201, LaneSchema, description="the lane, active or failed (immediate) or scheduled")
 @bp.alt_response(200, schema=LaneSchema, description="an earlier answer to the same Idempotency-Key")
 @bp.doc(parameters=[{"in": "header", "name": "Idempotency-Key", "required": False,
@@ -48,7 +48,7 @@ def request_lane(body: dict[str, Any]) -> Any:
 
 
 @bp.route("", methods=["GET"])
-@bp.arguments(LaneQuerySchema, location="query")
+@bp.arguments(LaneQuerySchema(), location="query")
 @bp.response(200, LaneSchema(many=True))
 def list_lanes(args: dict[str, Any]) -> Any:
     """Lanes the caller may see (researchers: their own), newest first."""
@@ -65,7 +65,7 @@ def show_lane(lane_id: int) -> Any:
 
 
 @bp.route("/<int(max=2147483647):lane_id>/extend", methods=["POST"])
-@bp.arguments(ExtendSchema)
+@bp.arguments(ExtendSchema())
 @bp.response(200, LaneSchema)
 def extend_lane(body: dict[str, Any], lane_id: int) -> Any:
     """Add ``add_s`` seconds, within the grant's limits."""

@@ -30,7 +30,7 @@ def _name(name: str) -> str:
 
 
 @bp.route("/principals", methods=["POST"])
-@bp.arguments(PrincipalCreateSchema)
+@bp.arguments(PrincipalCreateSchema())
 @bp.response(201, PrincipalTokenSchema, description="the token is shown once")
 def create_principal(body: dict[str, Any]) -> Any:
     who = require("principal.create")
