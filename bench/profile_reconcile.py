@@ -35,7 +35,9 @@ def main(argv: list[str] | None = None) -> None:
     per_dpid, refused = prof.runcall(compile_desired, topo, specs, now)
     t1 = time.perf_counter()
     wanted = per_dpid[dpid]
-    stats = [_as_stats(m) for m in wanted]
+    # the desired set holds meters (rate-capped lanes, the ARP punt) too: only flows come back
+    # in flow stats
+    stats = [_as_stats(m) for m in wanted if hasattr(m, "table_id")]
     t2 = time.perf_counter()
     plan = prof.runcall(plan_switch, wanted, stats, now, {})
     t3 = time.perf_counter()
