@@ -8,7 +8,7 @@ import marshmallow as ma
 from flask import Flask, jsonify
 from flask.typing import ResponseReturnValue
 from flask_smorest import Api
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from werkzeug.exceptions import HTTPException
 
 from viplanes.errors import VipError
@@ -68,6 +68,14 @@ def register(app: Flask) -> None:
         log.error("database unavailable: %s", str(exc).splitlines()[0])
         return error_response(503, "database_unavailable", "the database is unavailable; try again",
                               headers={"Retry-After": "5"})
+
+    @app.errorhandler(DBAPIError)
+    def _connection_dropped(exc: DBAPIError) -> ResponseReturnValue:
+        if not exc.connection_invalidated:  # a real bug: the generic 500 below, logged
+            return _bug(exc)
+        log.error("database connection dropped: %s", str(exc).splitlines()[0])
+        return error_response(503, "database_unavailable", "the database connection was reset; try again",
+                              headers={"Retry-After": "1"})
 
     @app.errorhandler(Exception)
     def _bug(exc: Exception) -> ResponseReturnValue:

@@ -15,6 +15,11 @@ or one where a parameter would become text while the inlined value was typed by 
 runs inside a savepoint, so its failure never aborts the caller's transaction. Prepared statements belong to the server session: they survive a
 rollback and die with the connection, and the pool's record info (where the names live) is
 cleared when SQLAlchemy replaces a connection, so a reconnect starts afresh.
+
+A prepared statement whose result columns change under it (``RETURNING *`` and an online
+``ADD COLUMN``) fails with "cached plan must not change result type". That error is treated as
+a lost connection: the pool drops its connections and with them every stale plan, the one
+statement fails (the API answers 503, try again) and the next runs prepared afresh.
 """
 from __future__ import annotations
 
@@ -78,8 +83,21 @@ def _prepare(cursor: Any, statement: str, name: str, parameters: dict[str, Any])
     return execute
 
 
+STALE_PLAN = "cached plan must not change result type"
+
+
+def is_stale_plan(error: BaseException) -> bool:
+    """PostgreSQL refusing a prepared statement whose result shape changed (SQLSTATE 0A000)."""
+    return getattr(error, "pgcode", None) == "0A000" and STALE_PLAN in str(error)
+
+
 def install(engine: Engine) -> None:
     """Prepare the statements this engine repeats (psycopg2 only)."""
+
+    @event.listens_for(engine, "handle_error")
+    def _drop_stale_plans(context):  # type: ignore[no-untyped-def]
+        if is_stale_plan(context.original_exception):
+            context.is_disconnect = True  # the pool replaces its connections: plans die with them
 
     @event.listens_for(engine, "before_cursor_execute", retval=True)
     def _use_prepared(conn, cursor, statement, parameters, _context, executemany):  # type: ignore[no-untyped-def]

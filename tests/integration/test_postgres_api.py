@@ -148,3 +148,37 @@ def test_repeated_statements_run_prepared_with_the_same_answers(pg_cluster):  # 
         assert not any("IS NULL" in s for s in prepared)
     finally:
         db.dispose()
+
+
+def test_a_prepared_statement_whose_columns_change_fails_once_then_runs_again(pg_cluster):  # noqa: F811
+    """An online ``ADD COLUMN`` under a prepared ``RETURNING *``: PostgreSQL refuses the old plan
+    ("cached plan must not change result type"). That one statement fails as a dropped connection
+    (the API's 503, try again), the pool's stale plans go with their connections, and the next
+    run is prepared afresh and sees the new column."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
+    from viplanes.db import Database
+
+    db = Database(pg_cluster.new_database())
+    insert = text("INSERT INTO shape_t (a) VALUES (:a) RETURNING *")
+    try:
+        with db.write_connection() as conn:
+            conn.execute(text("CREATE TABLE shape_t (id serial PRIMARY KEY, a int)"))
+        for n in range(3):  # prepared from the second run on
+            with db.write_connection() as conn:
+                assert len(conn.execute(insert, {"a": n}).one()) == 2
+        with db.write_connection() as conn:
+            assert any("shape_t" in s for (s,) in conn.execute(text("SELECT statement FROM pg_prepared_statements")))
+            conn.execute(text("ALTER TABLE shape_t ADD COLUMN b int DEFAULT 7"))
+        with pytest.raises(DBAPIError) as refused:
+            with db.write_connection() as conn:
+                conn.execute(insert, {"a": 10})
+        assert refused.value.connection_invalidated and "cached plan" in str(refused.value)
+        for n in range(3):
+            with db.write_connection() as conn:
+                assert tuple(conn.execute(insert, {"a": 20 + n}).one())[1:] == (20 + n, 7)
+        with db.read_connection() as conn:
+            assert conn.execute(text("SELECT count(*) FROM shape_t WHERE a = 10")).scalar() == 0
+    finally:
+        db.dispose()
