@@ -1,6 +1,9 @@
 """The API on PostgreSQL: the schemathesis run and the lane lifecycle, as on SQLite."""
 from __future__ import annotations
 
+import select
+import time
+
 import pytest
 
 from tests.integration.conftest_pg import pg_cluster  # noqa: F401  (session fixture)
@@ -114,7 +117,11 @@ def test_release_in_one_statement_wakes_the_controllers_at_commit(pg_world):
         listener.cursor().execute(f"LISTEN {CHANNEL}")
         w.dataplane.wake_channel = CHANNEL  # type: ignore[attr-defined]
         assert w.client.post(f"/api/v1/lanes/{lane_id}/release", headers=w.h("alice")).status_code == 200
-        listener.poll()
+        # sent at commit, but it reaches the listener's socket a moment later: wait for it
+        deadline = time.monotonic() + 5
+        while not listener.notifies and time.monotonic() < deadline:
+            select.select([listener], [], [], 0.1)
+            listener.poll()
         assert [n.payload for n in listener.notifies] == [f"ended:{lane_id}"]
         assert lane_id in w.dataplane.active  # the master removes it, not this process
     finally:
