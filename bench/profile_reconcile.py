@@ -30,6 +30,13 @@ def main(argv: list[str] | None = None) -> None:
     now = time.time()
     specs = [lane_spec(topo, i + 1, args.src, f, now=now) for i, f in enumerate(flows(args.lanes))]
     dpid = topo.host(args.src).iface.attach and topo.switch(topo.host(args.src).iface.attach.switch).dpid
+    plain = []
+    for _ in range(5):  # without the profiler: the figure docs/benchmarks.md quotes
+        t = time.perf_counter()
+        compile_desired(topo, specs, now)
+        plain.append(time.perf_counter() - t)
+    print(f"compile_desired of {args.lanes} lanes, no profiler, 5 runs: "
+          + " ".join(f"{x * 1000:.0f}" for x in plain) + f" ms (median {sorted(plain)[2] * 1000:.0f})")
     prof = cProfile.Profile()
     t0 = time.perf_counter()
     per_dpid, refused = prof.runcall(compile_desired, topo, specs, now)
