@@ -9,7 +9,7 @@ Serialising reuses os-ken's OXM bytes the same way. Pure; shared by ``compiler``
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from os_ken.lib.pack_utils import msg_pack_into
 from os_ken.ofproto import ofproto_v1_3 as ofp
@@ -17,27 +17,36 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 _FIELD_CACHE_MAX = 1 << 16
 _encoded: dict[tuple[str, Any], bytes] = {}  # (field, user value) -> os-ken's OXM TLV bytes
+_T = TypeVar("_T")
+
+
+def _kept(cache: dict[tuple[str, Any], _T], name: str, value: Any, compute: Callable[[str, Any], _T]) -> _T:
+    """``compute(name, value)``, kept in ``cache`` per (field, value): lanes repeat most of their
+    fields. Bounded (cleared when full); an unhashable value (a list) is computed every time."""
+    key = (name, value)
+    try:
+        found = cache.get(key)
+    except TypeError:
+        return compute(name, value)
+    if found is None:
+        found = compute(name, value)
+        if len(cache) >= _FIELD_CACHE_MAX:
+            cache.clear()
+        cache[key] = found
+    return found
+
+
+def _encode(name: str, value: Any) -> bytes:
+    n, v, m = ofp.oxm_from_user(name, value)
+    out = bytearray()
+    ofp.oxm_serialize(n, v, m, out, 0)
+    return bytes(out)
 
 
 def _oxm(name: str, value: Any) -> bytes:
-    """One field's OXM TLV exactly as os-ken encodes it, kept per (field, value): lanes repeat
-    most of their fields (ether type, ports, the host's and the lane's addresses, the lane MAC),
-    and os-ken's generic encoder was ~40 % of serialising an activation's flow-mods."""
-    key = (name, value)
-    try:
-        found = _encoded.get(key)
-    except TypeError:  # an unhashable value (a list): encode it every time
-        found, key = None, None  # type: ignore[assignment]
-    if found is None:
-        n, v, m = ofp.oxm_from_user(name, value)
-        out = bytearray()
-        ofp.oxm_serialize(n, v, m, out, 0)
-        found = bytes(out)
-        if key is not None:
-            if len(_encoded) >= _FIELD_CACHE_MAX:
-                _encoded.clear()
-            _encoded[key] = found
-    return found
+    """One field's OXM TLV exactly as os-ken encodes it, kept per (field, value): os-ken's
+    generic encoder was ~40 % of serialising an activation's flow-mods."""
+    return _kept(_encoded, name, value, _encode)
 
 
 class PackedMatch(parser.OFPMatch):  # type: ignore[misc]
@@ -53,6 +62,7 @@ class PackedMatch(parser.OFPMatch):  # type: ignore[misc]
         msg_pack_into(f"!HH{len(body)}s{pad}x", buf, offset, ofp.OFPMT_OXM, length, body)
         self.length = length
         return length + pad
+
 
 class PackedSetField(parser.OFPActionSetField):  # type: ignore[misc]
     """A set-field action whose field serialises from ``_oxm``'s cache: a lane's rewrites (the
@@ -73,25 +83,18 @@ class PackedSetField(parser.OFPActionSetField):  # type: ignore[misc]
 _canonical: dict[tuple[str, Any], tuple[Any, tuple[str, Any]]] = {}  # (field, value) -> (order, field)
 
 
+def _convert(name: str, value: Any) -> tuple[Any, tuple[str, Any]]:
+    n, v = ofp.oxm_normalize_user(name, value)
+    num, raw, mask = ofp.oxm_from_user(n, v)
+    return num[0] if isinstance(num, tuple) else num, ofp.oxm_to_user(num, raw, mask)
+
+
 def _canonical_field(name: str, value: Any) -> tuple[Any, tuple[str, Any]]:
     """(os-ken's sort key, the (name, value) pair os-ken keeps) for one field: the normalise ->
     from_user -> to_user round trip ``OFPMatch(**fields)`` makes, kept per (field, value). A lane's
     conntrack state, masked port ranges and addresses repeat across lanes, and the round trip was
     half of compiling a lane (~25 us a field)."""
-    key = (name, value)
-    try:
-        found = _canonical.get(key)
-    except TypeError:  # unhashable (a list): convert it every time
-        found, key = None, None  # type: ignore[assignment]
-    if found is None:
-        n, v = ofp.oxm_normalize_user(name, value)
-        num, raw, mask = ofp.oxm_from_user(n, v)
-        found = (num[0] if isinstance(num, tuple) else num, ofp.oxm_to_user(num, raw, mask))
-        if key is not None:
-            if len(_canonical) >= _FIELD_CACHE_MAX:
-                _canonical.clear()
-            _canonical[key] = found
-    return found
+    return _kept(_canonical, name, value, _convert)
 
 
 def _order(item: tuple[Any, tuple[str, Any]]) -> Any:
