@@ -63,6 +63,8 @@ def install() -> None:
     _wrap(runtime.LaneRuntime, "_compile_to_send", "change lock taken", "compiled")
     _wrap(runtime.LaneRuntime, "_touch", "change lock taken (removal)", None)
     _wrap(runtime.LaneRuntime, "_apply", "apply start", "barriers all answered")
+    _wrap(runtime.compiler, "compile_lane_removal", None, "removal compiled")
+    _wrap(runtime.LaneRuntime, "_stage_batch", None, "batch staged")
     _wrap(GuardedDatapath, "serialize_batch", "batch serialise", None)
     _wrap(oftls.TLSChannel, "sendall", "tls write", None)
     _wrap(runtime.LaneRuntime, "on_barrier_reply", "barrier reply (app thread)", None)

@@ -20,8 +20,9 @@ from viplanes.db import Database
 from viplanes.domain import ActivationResult, LaneSpec, lane_shape_refusal
 from viplanes.errors import Conflict
 from viplanes.authz.tokens import Caller
-from viplanes.lane_specs import spec_of
-from viplanes.lane_sql import add_audit, installing_lanes, lane_for_change, record_activation
+from viplanes.lane_owners import ActiveOwners
+from viplanes.lane_specs import SPEC_COLUMNS, spec_from_row, spec_of
+from viplanes.lane_sql import add_audit, installing_lanes, lane_for_change, owner_and_state, record_activation
 from viplanes.lane_sql_pg import RECORD_MAX, end_in_one, record_in_one
 from viplanes.models import LIVE_STATES, Lane
 from viplanes.store import audit
@@ -78,6 +79,8 @@ class LaneActivation:
     on_activation: Callable[[float, bool], None]
     _activating: set[int]
     _activating_lock: threading.Lock
+    resend_lock: threading.Lock
+    _owners: ActiveOwners  # lanes recorded active here, for ``end``'s early deletes
     # (connection, lane id -> new state, activated_at of the active ones) inside the transaction
     # that recorded activations: the split deployment's controller NOTIFYs the waiting API
     # processes with it (viplanes.handoff)
@@ -189,6 +192,8 @@ class LaneActivation:
             add_audit(conn, now, "system", "lane.activate", f"lane:{lane.id}", outcome, why)
             for key, value in values.items():
                 setattr(lane, key, value)
+            if lane.state == "active":  # a hint until the commit: ``end`` re-checks in its transaction
+                self._owners.add(lane.id, lane.principal_id, lane.expires_at, now)
         return moved
 
     def _record_in_one(self, lanes: list[Lane], results: list[ActivationResult], now: float) -> set[int]:
@@ -266,6 +271,23 @@ class LaneActivation:
         finally:
             for lane in lanes:
                 self._release(lane.id)
+
+    def _resend(self, lane_id: int) -> None:
+        """Send a live lane again from its committed row (an extension's new hard_timeout). A
+        release that commits meanwhile holds the data plane's change lock from its deletes to
+        its commit, so this send lands either before those deletes or after the commit, where
+        the state read after it sees the end and takes the flows down again."""
+        with self.resend_lock:  # re-read: a name's new set may have been written meanwhile
+            with self.db.read() as s:
+                row = s.execute(select(*SPEC_COLUMNS).where(Lane.id == lane_id)).one()
+            result = self.dataplane.activate(spec_from_row(row))
+            if result.ok:
+                with self.db.read_connection() as conn:
+                    current = owner_and_state(conn, lane_id)
+                if current is None or current[1] not in LIVE_STATES:
+                    self._deactivate(lane_id)  # ended while we re-sent it
+        if not result.ok:
+            log.warning("lane %s extended but the data plane refresh failed: %s", lane_id, result.reason)
 
     def _deactivate(self, lane_id: int) -> None:
         try:

@@ -53,6 +53,7 @@ _END_LANE = update(LANES).where(LANES.c.id == bindparam("lane_id_"))
 _LANE_WITH_OWNER = (select(LANES, PRINCIPALS.c.name.label("owner_name"))
                     .join(PRINCIPALS, PRINCIPALS.c.id == LANES.c.principal_id)
                     .where(LANES.c.id == bindparam("lane_id_")))
+_OWNER_AND_STATE = select(LANES.c.principal_id, LANES.c.state).where(LANES.c.id == bindparam("lane_id_"))
 _LANE_WITH_OWNER_LOCKED = _LANE_WITH_OWNER.with_for_update(of=LANES)
 _INSTALLING = select(LANES).where(LANES.c.state == "installing", LANES.c.expires_at > bindparam("now"))
 
@@ -115,6 +116,12 @@ def lane_row_for_change(conn: Connection, lane_id: int, lock: bool) -> dict[str,
     plain dict, so a caller can decide from it before paying for an ORM object."""
     row = conn.execute(_LANE_WITH_OWNER_LOCKED if lock else _LANE_WITH_OWNER, {"lane_id_": lane_id}).mappings().first()
     return None if row is None else dict(row)
+
+
+def owner_and_state(conn: Connection, lane_id: int) -> tuple[int, str] | None:
+    """(owner's principal id, state) of a lane, or None: what ``end`` decides its early deletes on."""
+    row = conn.execute(_OWNER_AND_STATE, {"lane_id_": lane_id}).first()
+    return None if row is None else (row[0], row[1])
 
 
 def lane_for_change(conn: Connection, lane_id: int, lock: bool) -> Lane | None:

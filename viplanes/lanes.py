@@ -34,6 +34,7 @@ from viplanes.errors import Conflict, Forbidden, Invalid, NotFound, Unavailable,
 from viplanes.idempotency import find_replay, request_digest
 from viplanes.lane_activation import (  # noqa: F401 - state machine re-exported
     END_ACTIONS, TERMINAL, TRANSITIONS, LaneActivation, can_move, move_lane as _move)
+from viplanes.lane_owners import ActiveOwners
 from viplanes.lane_overlap import overlapping_lane, row_nets, row_ports
 from viplanes.lane_sql_pg import insert_in_one
 from viplanes.lane_pool import NAT_LOCK_KEY, LanePool
@@ -44,7 +45,7 @@ from viplanes.resolver import Resolver, default_resolver
 from viplanes.models import LIVE_STATES, Lane, Principal
 from viplanes.policy.rules import START_SLACK_S, Decision, LaneRequest, check_grant, decide
 from viplanes.lane_sql import (add_audit, end_lane, insert_lane, lane_from_row, lane_row_for_change, live_counts,
-                                usable_grant_rules)
+                                owner_and_state, usable_grant_rules)
 from viplanes.store import audit, get_grant, rule_of
 from viplanes.topologies.model import Topology
 
@@ -79,6 +80,7 @@ class LaneManager(LaneActivation):
         self.lane_pool = LanePool(topology.lane_pool.prefix)
         self._activating: set[int] = set()  # lanes a thread of this process is activating now
         self._activating_lock = threading.Lock()
+        self._owners = ActiveOwners()
 
     # --- request -----------------------------------------------------------------------------
 
@@ -283,17 +285,21 @@ class LaneManager(LaneActivation):
     def end(self, caller: Caller, lane_id: int, to: str) -> Lane:
         """Release (owner/operator) or revoke (operator) a live lane.
 
-        An active lane's flows are deleted as soon as the caller is known to own it, while its
-        end is committed (removing flows first fails closed: a failed commit leaves an active
-        row that the next reconcile installs again); the answer waits for both."""
+        An active lane's flows are deleted as soon as the caller is known to own it (from memory
+        for a lane this process made active, ``lane_owners``; else from a committed read), before
+        its end is written and committed: removing flows first fails closed (a failed commit
+        leaves an active row that the next reconcile installs again). The change lock is taken
+        before the write transaction, never inside it (one lock order). The answer waits for the
+        commit and the barriers."""
         now = self.clock()
-        if not self.db.is_sqlite and not self._removes_early():
+        early = self._removes_early()
+        if not self.db.is_sqlite and not early:
             # the plain success in one statement (viplanes/lane_sql_pg.py); an in-process
             # controller takes the path below instead, which sends the deletes first
             ended = self._end_in_one(caller, lane_id, to, now)
             if ended is not None:
                 return ended
-        removal: Callable[[], None] | None = None
+        removal = self._begin_removal(lane_id) if early and self._may_end_active(caller, lane_id, now) else None
         try:
             with self.db.write_connection() as conn:
                 row = lane_row_for_change(conn, lane_id, lock=not self.db.is_sqlite)
@@ -302,8 +308,6 @@ class LaneManager(LaneActivation):
                 was = row["state"]
                 if was not in LIVE_STATES:
                     raise Conflict(f"lane {lane_id} is already {was}", code="lane_not_live")
-                # decided from the plain row: the deletes go out before the ORM object is built
-                removal = self._begin_removal(lane_id) if was == "active" else None
                 lane = lane_from_row(row, row.pop("owner_name"))
                 _move(lane, to, f"{to} by {caller.name}")
                 lane.ended_at = now
@@ -315,9 +319,23 @@ class LaneManager(LaneActivation):
         finally:
             if removal is not None:  # the barriers, after the commit (or its failure)
                 removal()
+        self._owners.discard(lane_id)
         if was in ("installing", "active") and removal is None and not woken:
             self._deactivate(lane_id)
         return lane
+
+    def _may_end_active(self, caller: Caller, lane_id: int, now: float) -> bool:
+        """The lane is active and the caller's (or the caller is an operator): from memory, or
+        from one committed read. Only decides whether the deletes go out before the write
+        transaction; that transaction still decides the answer."""
+        owner = self._owners.owner(lane_id, now)
+        if owner is None:
+            with self.db.read_connection() as conn:
+                row = owner_and_state(conn, lane_id)
+            if row is None or row[1] != "active":
+                return False
+            owner = row[0]
+        return sees_lane(caller, owner)
 
     def _removes_early(self) -> bool:
         """An in-process controller that can send a lane's deletes before its end is committed
@@ -366,12 +384,8 @@ class LaneManager(LaneActivation):
             raise self._denial(decision) if decision.code != "duplicate_lane" else \
                 Conflict(decision.reason, code="duplicate_lane")
         if lane.state == "active":  # refresh hard_timeout on the switches
-            with self.resend_lock:  # re-read: a name's new set may have been written meanwhile
-                with self.db.read() as s:
-                    row = s.execute(select(*SPEC_COLUMNS).where(Lane.id == lane_id)).one()
-                result = self.dataplane.activate(spec_from_row(row))
-            if not result.ok:
-                log.warning("lane %s extended but the data plane refresh failed: %s", lane_id, result.reason)
+            self._owners.add(lane_id, lane.principal_id, lane.expires_at, now)
+            self._resend(lane_id)
         return lane
 
     def revoke_grant_lanes(self, lane_ids: Sequence[int]) -> None:

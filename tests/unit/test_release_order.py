@@ -81,3 +81,106 @@ def test_a_failed_commit_leaves_the_flows_removed_and_the_runtime_usable(db, mon
     monkeypatch.undo()
     second, _ = mgr.request(callers["alice"], lane_input(port=9001))
     assert second.state == "active" and _flows_on_switches(switches, second.id) > 0
+
+
+def _order_of_deletes_and_writes(mgr, runtime, switches, lane_id: int) -> list[str]:
+    """Record, in order, when the deletes reach the switches and when a write transaction starts."""
+    events: list[str] = []
+    send, write = switches.send, mgr.db.write_connection
+
+    def watching_send(dpid, ofmsgs):
+        if any(isinstance(m, parser.OFPFlowMod) and m.command == 3 for m in ofmsgs):  # OFPFC_DELETE
+            events.append("deletes")
+        return send(dpid, ofmsgs)
+
+    def watching_write():
+        events.append("write")
+        return write()
+
+    runtime.send = watching_send
+    mgr.db.write_connection = watching_write
+    return events
+
+
+@pytest.mark.parametrize("fresh_manager", [False, True], ids=["owner-from-memory", "owner-from-a-read"])
+def test_the_deletes_leave_before_the_write_transaction_starts(db, fresh_manager):  # noqa: F811
+    """From memory (the lane was made active by this manager) or from one committed read (a
+    manager that did not, e.g. after a restart): the owner is known before BEGIN IMMEDIATE."""
+    mgr, runtime, switches, callers, lane = _world(db)
+    if fresh_manager:
+        mgr = LaneManager(db, runtime, _topo(), clock=mgr.clock)
+        assert mgr._owners.owner(lane.id, T0) is None
+    events = _order_of_deletes_and_writes(mgr, runtime, switches, lane.id)
+    try:
+        ended = mgr.end(callers["alice"], lane.id, "released")
+    finally:
+        del mgr.db.write_connection
+    assert ended.state == "released" and _committed_state(db, lane.id) == "released"
+    assert "write" in events and events.index("deletes") < events.index("write"), events
+    assert set(events[events.index("write"):]) == {"write"}  # every switch's deletes came first
+    assert _flows_on_switches(switches, lane.id) == 0
+
+
+@pytest.mark.parametrize("fresh_manager", [False, True], ids=["owner-from-memory", "owner-from-a-read"])
+def test_a_researcher_cannot_take_down_someone_elses_lane_early(db, fresh_manager):  # noqa: F811
+    """The attack on the early deletes: Bob guesses Alice's lane id. Nothing reaches a switch."""
+    mgr, runtime, switches, callers, lane = _world(db)
+    if fresh_manager:
+        mgr = LaneManager(db, runtime, _topo(), clock=mgr.clock)
+    switches.sent.clear()
+    with pytest.raises(NotFound):
+        mgr.end(callers["bob"], lane.id, "revoked")
+    assert switches.sent == [] and _flows_on_switches(switches, lane.id) > 0
+    assert _committed_state(db, lane.id) == "active"
+
+
+def test_an_operator_ends_anyones_lane_with_the_early_deletes(db):  # noqa: F811
+    mgr, runtime, switches, callers, lane = _world(db)
+    op = principals(db, ("olga", "operator"))["olga"]
+    events = _order_of_deletes_and_writes(mgr, runtime, switches, lane.id)
+    try:
+        ended = mgr.end(op, lane.id, "revoked")
+    finally:
+        del mgr.db.write_connection
+    assert ended.state == "revoked" and events[0] == "deletes" and "write" in events
+    assert _flows_on_switches(switches, lane.id) == 0
+
+
+def test_a_lane_ended_elsewhere_answers_409_and_leaves_the_runtime_free(db):  # noqa: F811
+    """The memory says active, the row says revoked (another process ended it): the deletes that
+    went out are what an ended lane wants; the answer comes from the row."""
+    from viplanes.errors import Conflict
+
+    mgr, runtime, switches, callers, lane = _world(db)
+    other = LaneManager(db, runtime, _topo(), clock=mgr.clock)
+    op = principals(db, ("olga", "operator"))["olga"]
+    other.end(op, lane.id, "revoked")
+    assert mgr._owners.owner(lane.id, T0) == callers["alice"].id  # stale hint
+    with pytest.raises(Conflict):
+        mgr.end(callers["alice"], lane.id, "released")
+    assert _committed_state(db, lane.id) == "revoked" and _flows_on_switches(switches, lane.id) == 0
+    assert runtime._change.acquire(blocking=False)
+    runtime._change.release()
+
+
+def test_an_extension_racing_a_release_does_not_leave_the_flows_behind(db):  # noqa: F811
+    """Extend re-sends the lane from its row; a release that commits between that read and the
+    send must not be undone by it: the state is read again after the send."""
+    mgr, runtime, switches, callers, lane = _world(db)
+    other = LaneManager(db, runtime, _topo(), clock=mgr.clock)
+    activate = runtime.activate
+    raced: list[int] = []
+
+    def activate_after_a_release(spec, *args, **kwargs):
+        if not raced:  # the release lands between the extension's read and its send
+            raced.append(spec.lane_id)
+            other.end(callers["alice"], spec.lane_id, "released")
+        return activate(spec, *args, **kwargs)
+
+    runtime.activate = activate_after_a_release
+    try:
+        mgr.extend(callers["alice"], lane.id, 60)
+    finally:
+        runtime.activate = activate
+    assert raced == [lane.id] and _committed_state(db, lane.id) == "released"
+    assert _flows_on_switches(switches, lane.id) == 0
