@@ -66,7 +66,7 @@ def install() -> None:
     _wrap(runtime.compiler, "compile_lane_removal", None, "removal compiled")
     _wrap(runtime.LaneRuntime, "_stage_batch", None, "batch staged")
     _wrap(GuardedDatapath, "serialize_batch", "batch serialise", None)
-    _wrap(oftls.TLSChannel, "sendall", "tls write", None)
+    _wrap(oftls.TLSChannel, "sendall", "tls write", "tls written")
     _wrap(runtime.LaneRuntime, "on_barrier_reply", "barrier reply (app thread)", None)
 
     original_flush = HTTPChannel._flush_some

@@ -24,7 +24,7 @@ from sqlalchemy import Connection, CursorResult, Engine, Executable, create_engi
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
-from viplanes import pg_prepare
+from viplanes import pg_prepare, rawsql
 from viplanes.sqlite_wal import BACKSTOP_PAGES, WalCheckpointer
 
 DEFAULT_DB_URL = "sqlite:///viplanes.db"  # ./viplanes.db, relative to the working directory
@@ -100,7 +100,7 @@ def _sqlite_setup(engine: Engine) -> None:
     @event.listens_for(engine, "begin")
     def _on_begin(conn) -> None:  # type: ignore[no-untyped-def]
         immediate = conn.get_execution_options().get("sqlite_immediate", False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        rawsql.execute_text(conn, "BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
 def updated_rows(session: Session | Connection, statement: Executable) -> int:

@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, select
 
+from viplanes import rawsql
 from viplanes.errors import Invalid
 from viplanes.lane_sql import LANES, lane_from_row
 from viplanes.models import Lane
@@ -38,7 +39,7 @@ _BY_KEY = select(LANES).where(LANES.c.principal_id == bindparam("principal_id"),
 def find_replay(conn: Connection, principal_id: int, key: str, digest: str) -> Lane | None:
     """The principal's lane made with ``key`` (a transient ``Lane``); Invalid when it was made
     from another request. Lanes stored before migration 0003 have no hash and replay as before."""
-    row = conn.execute(_BY_KEY, {"principal_id": principal_id, "key": key}).mappings().first()
+    row = rawsql.first_mapping(conn, _BY_KEY, {"principal_id": principal_id, "key": key})
     first = lane_from_row(dict(row)) if row is not None else None
     if first is not None and first.request_hash is not None and first.request_hash != digest:
         raise Invalid("this Idempotency-Key was already used with a different request",

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Sequence
 from sqlalchemy import CompoundSelect, Connection, Select, bindparam, literal_column, select, union_all
 from sqlalchemy.orm import Session
 
+from viplanes import rawsql
 from viplanes.db import Database
 from viplanes.domain import host_net
 from viplanes.lane_sql import LANES, LIVE
@@ -89,8 +90,9 @@ def overlapping_lane(s: Session | Connection, db: Database, src: str, proto: str
         params["exclude"] = exclude
     if single:
         params["dst"], params["dport"] = str(nets[0].network_address), ports[0][0]
-    for lane_id, dst_ip, dst_port, dst_nets, dst_ports in s.execute(
-            _overlap_query(single, sport is not None, exclude is not None), params):
+    query = _overlap_query(single, sport is not None, exclude is not None)
+    found = rawsql.rows(s, query, params) if isinstance(s, Connection) else s.execute(query, params)
+    for lane_id, dst_ip, dst_port, dst_nets, dst_ports in found:
         theirs = [ipaddress.ip_network(n) for n in row_nets(dst_ip, dst_nets)]
         if nets_overlap(nets, theirs) and ports_overlap(ports, row_ports(dst_port, dst_ports)):
             return int(lane_id)

@@ -14,6 +14,7 @@ from sqlalchemy import (Connection, Integer, Select, String, bindparam, column, 
                         text, union_all)
 from sqlalchemy.orm import Session
 
+from viplanes import rawsql
 from viplanes.db import Database
 from viplanes.lane_sql import LANES, LIVE
 from viplanes.models import LIVE_STATES, Lane
@@ -61,7 +62,9 @@ class LanePool:
             db.advisory_lock(s, NAT_LOCK_KEY)
         lookup = self._lookup if db.is_sqlite else self._lookup_pg
         if lookup is not None:  # the host's address, else the lowest free one: one statement
-            found: str | None = s.scalar(lookup, {"src": src_ip})
+            params = {"src": src_ip}
+            found: str | None = rawsql.scalar(s, lookup, params) if isinstance(s, Connection) else \
+                s.scalar(lookup, params)
             return found
         nat_ip = s.scalar(_HOST_ADDRESS, {"src": src_ip})
         if nat_ip is None:

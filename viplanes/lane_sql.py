@@ -13,11 +13,13 @@ before.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Sequence, cast
 
-from sqlalchemy import Connection, Table, bindparam, func, insert, literal_column, select, update
+from sqlalchemy import Connection, Select, Table, bindparam, func, insert, literal_column, select, update
 from sqlalchemy.orm import attributes
 
+from viplanes import rawsql
 from viplanes.models import LIVE_STATES, AuditEvent, Grant, Lane, Principal
 from viplanes.policy.rules import GrantRule, parse_ports, parse_prefix
 
@@ -46,6 +48,16 @@ _LIVE_COUNTS = (select(LANES.c.grant_id, func.count())
                        LANES.c.starts_at < bindparam("end"), LANES.c.expires_at > bindparam("start"))
                 .group_by(LANES.c.grant_id))
 _LIVE_COUNTS_EXCLUDING = _LIVE_COUNTS.where(LANES.c.id != bindparam("exclude"))
+_FIXED_IN_MAX = 8  # live counts for up to this many grants use one bind per grant (built once per count)
+
+
+@functools.cache
+def _live_counts_of(n: int, excluding: bool) -> Select[Any]:
+    stmt = (select(LANES.c.grant_id, func.count())
+            .where(LANES.c.grant_id.in_([bindparam(f"grant_{i}") for i in range(n)]), LIVE,
+                   LANES.c.starts_at < bindparam("end"), LANES.c.expires_at > bindparam("start"))
+            .group_by(LANES.c.grant_id))
+    return stmt.where(LANES.c.id != bindparam("exclude")) if excluding else stmt
 _INSERT_LANE = insert(LANES)
 _INSERT_AUDIT = insert(AUDIT)
 _RECORD_ACTIVATION = update(LANES).where(LANES.c.id == bindparam("lane_id_"), LANES.c.state == "installing")
@@ -61,8 +73,8 @@ _INSTALLING = select(LANES).where(LANES.c.state == "installing", LANES.c.expires
 def usable_grant_rules(conn: Connection, principal_id: int, now: float, for_update: bool) -> list[GrantRule]:
     """The principal's grants that could allow a lane now or later, as rules, row-locked in id
     order on PostgreSQL (two requests never deadlock on each other's grants)."""
-    rows = conn.execute(_USABLE_GRANTS_LOCKED if for_update else _USABLE_GRANTS,
-                        {"principal_id": principal_id, "now": now})
+    rows = rawsql.rows(conn, _USABLE_GRANTS_LOCKED if for_update else _USABLE_GRANTS,
+                       {"principal_id": principal_id, "now": now})
     return [GrantRule(grant_id=r[0], src_prefixes=tuple(parse_prefix(x) for x in r[1]),
                       dst_prefixes=tuple(parse_prefix(x) for x in r[2]), protocols=frozenset(r[3]),
                       ports=parse_ports(r[4]), max_duration_s=r[5], max_rate_mbps=r[6], max_lanes=r[7],
@@ -75,18 +87,22 @@ def live_counts(conn: Connection, grant_ids: Sequence[int], start: float, end: f
     """Live lanes per grant whose time window overlaps [start, end): one GROUP BY."""
     if not grant_ids:
         return {}
-    params: dict[str, Any] = {"grant_ids": list(grant_ids), "start": start, "end": end}
+    params: dict[str, Any] = {"start": start, "end": end}
     if exclude is not None:
         params["exclude"] = exclude
-    return {gid: n for gid, n in conn.execute(_LIVE_COUNTS if exclude is None else _LIVE_COUNTS_EXCLUDING,
-                                              params)}
+    if len(grant_ids) <= _FIXED_IN_MAX:  # one bind per grant: no expanding list, so raw on SQLite
+        params.update({f"grant_{i}": gid for i, gid in enumerate(grant_ids)})
+        stmt = _live_counts_of(len(grant_ids), exclude is not None)
+    else:
+        params["grant_ids"] = list(grant_ids)
+        stmt = _LIVE_COUNTS if exclude is None else _LIVE_COUNTS_EXCLUDING
+    return {gid: n for gid, n in rawsql.rows(conn, stmt, params)}
 
 
 def insert_lane(conn: Connection, values: dict[str, Any]) -> Lane:
     """INSERT the row; the answer is a transient ``Lane`` holding what was written."""
-    key = conn.execute(_INSERT_LANE, values).inserted_primary_key
-    assert key is not None  # an INSERT of one row always has one
-    lane_id = key[0]
+    _, lane_id = rawsql.write(conn, _INSERT_LANE, values)
+    assert lane_id is not None  # an INSERT of one row always has one
     lane = Lane(**values)
     lane.id = lane_id
     return lane
@@ -102,26 +118,25 @@ def lane_from_row(values: dict[str, Any], owner_name: str | None = None) -> Lane
 
 def add_audit(conn: Connection, now: float, actor: str, action: str, target: str, decision: str,
               reason: str = "") -> None:
-    conn.execute(_INSERT_AUDIT, {"at": now, "actor": actor, "action": action, "target": target,
+    rawsql.write(conn, _INSERT_AUDIT, {"at": now, "actor": actor, "action": action, "target": target,
                                  "decision": decision, "reason": reason[:2000]})
 
 
 def record_activation(conn: Connection, lane_id: int, values: dict[str, object]) -> bool:
     """One conditional UPDATE: the lane moves only if nobody ended it while it was installing."""
-    return conn.execute(_RECORD_ACTIVATION, {**values, "lane_id_": lane_id}).rowcount == 1
+    return rawsql.write(conn, _RECORD_ACTIVATION, {**values, "lane_id_": lane_id})[0] == 1
 
 
 def lane_row_for_change(conn: Connection, lane_id: int, lock: bool) -> dict[str, Any] | None:
     """The lane's row with ``owner_name`` (row-locked on PostgreSQL when ``lock``), or None: a
     plain dict, so a caller can decide from it before paying for an ORM object."""
-    row = conn.execute(_LANE_WITH_OWNER_LOCKED if lock else _LANE_WITH_OWNER, {"lane_id_": lane_id}).mappings().first()
-    return None if row is None else dict(row)
+    return rawsql.first_mapping(conn, _LANE_WITH_OWNER_LOCKED if lock else _LANE_WITH_OWNER, {"lane_id_": lane_id})
 
 
 def owner_and_state(conn: Connection, lane_id: int) -> tuple[int, str] | None:
     """(owner's principal id, state) of a lane, or None: what ``end`` decides its early deletes on."""
-    row = conn.execute(_OWNER_AND_STATE, {"lane_id_": lane_id}).first()
-    return None if row is None else (row[0], row[1])
+    found = rawsql.rows(conn, _OWNER_AND_STATE, {"lane_id_": lane_id})
+    return None if not found else (found[0][0], found[0][1])
 
 
 def lane_for_change(conn: Connection, lane_id: int, lock: bool) -> Lane | None:
@@ -133,7 +148,7 @@ def lane_for_change(conn: Connection, lane_id: int, lock: bool) -> Lane | None:
 
 
 def end_lane(conn: Connection, lane_id: int, state: str, reason: str, now: float) -> None:
-    conn.execute(_END_LANE, {"state": state, "reason": reason, "ended_at": now, "lane_id_": lane_id})
+    rawsql.write(conn, _END_LANE, {"state": state, "reason": reason, "ended_at": now, "lane_id_": lane_id})
 
 
 _LANE_MANAGER = Lane._sa_class_manager  # type: ignore[attr-defined]
