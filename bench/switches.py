@@ -177,7 +177,12 @@ def restart(c: Campus, serve: Serve, dpids: set[int], timeout_s: float) -> dict[
     mark = log_size(serve)
     t0 = time.perf_counter()
     serve.start()
+    # BENCH_SPY_RESTART=1: py-spy the restarted serve until every switch is reconciled
+    spy = Sampler(serve.proc.pid, RESULTS_DIR / f"switches{len(dpids)}-restart.pyspy.txt", timeout_s, 250) \
+        if os.environ.get("BENCH_SPY_RESTART") and serve.proc else None
     lines = wait_reconciled(serve, mark, dpids, timeout_s)
+    if spy is not None:
+        spy.stop()
     got = {x["dpid"] for x in lines}
     process_ms = (max((x["seen_at"] for x in lines), default=time.perf_counter()) - t0) * 1000
     time.sleep(0.5)

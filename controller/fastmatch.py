@@ -49,9 +49,36 @@ def _oxm(name: str, value: Any) -> bytes:
     return _kept(_encoded, name, value, _encode)
 
 
+_UNUSED_WILDCARDS = parser.FlowWildcards().__dict__
+
+
 class PackedMatch(parser.OFPMatch):  # type: ignore[misc]
     """An OFPMatch whose fields serialise from ``_oxm``'s cache: the same bytes as os-ken's
-    (``tests/unit/test_fastmatch.py`` compares them on every lane shape and campus)."""
+    (``tests/unit/test_fastmatch.py`` compares them on every lane shape and campus).
+
+    Built without os-ken's ``__init__``, whose old-API state (a ``FlowWildcards`` and a ``Flow``
+    of ~40 attributes, made for every match and again at every serialise to test whether the old
+    API was used) was the largest part of compiling a lane; that state is made only if old-API
+    code touches it (``__getattr__``)."""
+
+    def __init__(self, _ordered_fields: list[tuple[str, Any]]) -> None:  # noqa: D107
+        self.fields: list[Any] = []
+        self.type = ofp.OFPMT_OXM
+        self.length = None
+        self._fields2 = _ordered_fields
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_wc":
+            self._wc = parser.FlowWildcards()
+            return self._wc
+        if name == "_flow":
+            self._flow = parser.Flow()
+            return self._flow
+        raise AttributeError(name)
+
+    def _composed_with_old_api(self) -> bool:
+        return bool(self.fields and not self._fields2) or \
+            ("_wc" in self.__dict__ and self._wc.__dict__ != _UNUSED_WILDCARDS)
 
     def serialize(self, buf: bytearray, offset: int) -> int:
         if self._composed_with_old_api():

@@ -59,12 +59,33 @@ def _field_value(field: str, value: Any) -> Hashable:
     return ("masked", v & m, m)
 
 
+_CANONICAL_MAX = 65536  # (field, value) pairs kept; cleared when full
+_canonical: dict[tuple[str, Any], tuple[str, Hashable]] = {}
+
+
+def _canonical_pair(field: Any, value: Any) -> tuple[str, Hashable]:
+    """(field, canonical value), kept per (field, value): a restart keys every desired and every
+    read-back flow (tens of thousands), whose fields repeat (addresses parsed by ``ipaddress``
+    each time were most of ``match_key``). An unhashable value is computed every time."""
+    key = (field, value)
+    try:
+        found = _canonical.get(key)
+    except TypeError:
+        return str(field), _field_value(str(field), value)
+    if found is None:
+        found = (str(field), _field_value(str(field), value))
+        if len(_canonical) >= _CANONICAL_MAX:
+            _canonical.clear()
+        _canonical[key] = found
+    return found
+
+
 def match_key(match: Any) -> tuple[tuple[str, Hashable], ...]:
     """Canonical, order-independent form of an OFPMatch (constructed or parsed) or a dict."""
     if match is None:
         return ()
     items = match.items() if hasattr(match, "items") else match
-    return tuple(sorted((str(f), _field_value(str(f), v)) for f, v in items))
+    return tuple(sorted([_canonical_pair(f, v) for f, v in items]))
 
 
 def _attrs(obj: Any) -> tuple[tuple[str, Hashable], ...]:

@@ -23,9 +23,24 @@ _lock = threading.Lock()
 _last_unfreeze: float | None = None
 
 
-def freeze_survivors(clock: Callable[[], float] = time.monotonic) -> None:
-    """Collect cyclic garbage, then exempt every survivor from later collections."""
-    global _last_unfreeze
+_frozen_lanes: int | None = None  # lanes carried at the last freeze
+
+
+def grew_by_a_bulk(lanes: int) -> bool:
+    """Whether ``lanes`` carried lanes are a bulk more than at the last freeze. A restart
+    reconciles every switch with the same lanes, compiled (and frozen) once by the warm-up: a
+    full collection after each of 140 switch reconciles found nothing new to freeze."""
+    if lanes < BULK_LANES:
+        return False
+    return _frozen_lanes is None or abs(lanes - _frozen_lanes) >= BULK_LANES
+
+
+def freeze_survivors(clock: Callable[[], float] = time.monotonic, lanes: int | None = None) -> None:
+    """Collect cyclic garbage, then exempt every survivor from later collections. ``lanes``: how
+    many lanes are carried now (``grew_by_a_bulk`` compares with it)."""
+    global _last_unfreeze, _frozen_lanes
+    if lanes is not None:
+        _frozen_lanes = lanes
     with _lock:
         now = clock()
         if _last_unfreeze is None or now - _last_unfreeze >= REFREEZE_EVERY_S:

@@ -152,7 +152,7 @@ class Resync:
         LOG.info("compiled %d desired lanes in %.0f ms", len(lanes),
                  (time.perf_counter() - t0) * 1000)
         if len(lanes) >= heap.BULK_LANES:
-            heap.freeze_survivors()
+            heap.freeze_survivors(lanes=len(lanes))
 
     def reconcile_switch(self, dpid: int, timeout_s: float = 10.0) -> reconcile.Plan | None:
         """Diff the switch's app flows against the desired ones and send only the difference.
@@ -167,8 +167,8 @@ class Resync:
             return None
         with self._reading() as generation:
             plan = self._reconcile(dpid, generation, t0, timeout_s)
-        if plan is not None and len(self.lanes) >= heap.BULK_LANES:
-            heap.freeze_survivors()  # what a bulk reconcile leaves behind is long-lived
+        if plan is not None and heap.grew_by_a_bulk(len(self.lanes)):
+            heap.freeze_survivors(lanes=len(self.lanes))  # a bulk reconcile's lanes are long-lived
         return plan
 
     @contextlib.contextmanager

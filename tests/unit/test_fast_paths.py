@@ -271,27 +271,37 @@ def test_freeze_survivors_collects_garbage_first_and_freezes_the_rest(monkeypatc
 
 
 def test_bulk_warm_up_and_reconcile_freeze_what_they_built(topo, monkeypatch):
+    """A bulk of newly compiled lanes is frozen once; a restart's 140 switch reconciles of the
+    same lanes do not each run a full collection again."""
     from tests.unit.fake_switches import Clock, FakeSwitches
     from viplanes.controller import heap
     from viplanes.controller.runtime import LaneRuntime
 
     calls: list[str] = []
-    monkeypatch.setattr(heap, "freeze_survivors", lambda: calls.append("freeze"))
+    monkeypatch.setattr(heap.gc, "collect", lambda *a: calls.append("collect") or 0)
+    monkeypatch.setattr(heap.gc, "freeze", lambda: None)
+    monkeypatch.setattr(heap.gc, "unfreeze", lambda: None)
     monkeypatch.setattr(heap, "BULK_LANES", 2)
+    monkeypatch.setattr(heap, "_frozen_lanes", None)
     clock = Clock()
     switches = FakeSwitches(topo, clock)
     rt = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
     lanes = [_spec(1, clock())]
     rt.attach_source(lambda: lanes)
     rt.warm_up()
-    dpid = sorted(rt.connected)[0]
-    assert rt.reconcile_switch(dpid) is not None
+    dpids = sorted(rt.connected)
+    assert rt.reconcile_switch(dpids[0]) is not None
     assert calls == []  # one lane: nothing bulky was built
     lanes.append(_spec(2, clock()))
     rt.warm_up()
-    assert calls == ["freeze"]
-    assert rt.reconcile_switch(dpid) is not None
-    assert calls == ["freeze", "freeze"]
+    assert calls == ["collect"]  # the bulk the warm-up compiled
+    for dpid in dpids:  # every switch reconciles the same lanes: nothing new to freeze
+        assert rt.reconcile_switch(dpid) is not None
+    assert calls == ["collect"]
+    lanes.extend([_spec(3, clock()), _spec(4, clock())])  # a bulk more, met by a reconcile
+    rt.forget_lane_read()
+    assert rt.reconcile_switch(dpids[0]) is not None
+    assert calls == ["collect", "collect"]
 
 
 def _spec(lane_id: int, now: float):

@@ -171,3 +171,29 @@ def test_a_full_conversion_cache_starts_over(monkeypatch) -> None:
     fields = {"in_port": 3, "eth_type": 0x0800, "ipv4_dst": "203.0.113.10"}
     assert fastmatch.exact_match(fields)._fields2 == parser.OFPMatch(**fields)._fields2
     assert len(fastmatch._canonical) <= 2
+
+
+def _wire(match) -> bytes:
+    buf = bytearray()
+    match.serialize(buf, 0)
+    return bytes(buf)
+
+
+def test_a_packed_match_builds_no_old_api_state_and_still_serves_old_api_code() -> None:
+    """os-ken's __init__ made a FlowWildcards and a Flow for every match (and another
+    FlowWildcards at every serialise); a packed match makes them only when old-API code asks."""
+    fields = {"in_port": 3, "eth_type": 0x0800, "ipv4_dst": "203.0.113.10", "ip_proto": 6, "tcp_dst": 5201}
+    packed = fastmatch.exact_match(fields)
+    assert _wire(packed) == _wire(parser.OFPMatch(**fields))
+    assert "_wc" not in packed.__dict__ and "_flow" not in packed.__dict__
+    assert dict(packed.items()) == dict(parser.OFPMatch(**fields).items())
+    old = fastmatch.exact_match({})  # composed with the old API, as os-ken allows
+    old.set_in_port(7)
+    old.set_dl_type(0x0806)
+    reference = parser.OFPMatch()
+    reference.set_in_port(7)
+    reference.set_dl_type(0x0806)
+    assert "_wc" in old.__dict__ and _wire(old) == _wire(reference)
+    import copy
+
+    assert _wire(copy.copy(packed)) == _wire(packed) and _wire(copy.deepcopy(packed)) == _wire(packed)

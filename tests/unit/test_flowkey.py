@@ -1,0 +1,15 @@
+
+
+def test_kept_canonical_values_equal_fresh_ones_and_a_full_table_starts_over(monkeypatch):
+    from viplanes.controller import flowkey
+
+    monkeypatch.setattr(flowkey, "_CANONICAL_MAX", 3)
+    monkeypatch.setattr(flowkey, "_canonical", {})
+    items = [("ipv4_dst", "203.0.113.10"), ("eth_dst", "AA:BB:CC:00:11:22"), ("tcp_dst", 5201),
+             ("ipv4_src", ("10.1.0.0", "255.255.255.0")), ("arp_tpa", ("10.1.0.7", "255.255.255.255"))]
+    fresh = tuple(sorted((f, flowkey._field_value(f, v)) for f, v in items))
+    assert flowkey.match_key(items) == fresh and flowkey.match_key(items) == fresh  # second: kept
+    assert len(flowkey._canonical) <= 3
+    before = dict(flowkey._canonical)
+    assert flowkey.match_key([("metadata", bytearray(b"x"))]) == (("metadata", bytearray(b"x")),)
+    assert flowkey._canonical == before  # unhashable: computed, not kept
