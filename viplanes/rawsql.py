@@ -40,6 +40,7 @@ class Compiled(NamedTuple):
 
 
 _compiled: dict[tuple[int, int, tuple[str, ...] | None], tuple[Executable, Compiled | None]] = {}
+_COMPILED_MAX = 256  # a server uses ~15; each LanePool (one per LaneManager) adds its lookup
 stats = {"raw": 0, "core": 0}  # executions per path, for tests and benchmarks
 
 
@@ -79,6 +80,8 @@ def compiled_for(conn: Connection, stmt: Executable, params: dict[str, Any]) -> 
     hit = _compiled.get(key)
     if hit is None or hit[0] is not stmt:  # the statement object is kept: its id stays its own
         hit = (stmt, _compile(stmt, conn, column_keys))
+        if len(_compiled) >= _COMPILED_MAX:  # statements are module constants; a bound anyway
+            _compiled.clear()
         _compiled[key] = hit
     return hit[1]
 
