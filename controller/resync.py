@@ -205,13 +205,17 @@ class Resync:
                               self.switch_name(dpid))
                 return None
             wanted = per_dpid.get(dpid, [])
+        t_desired = time.perf_counter()
         actual = self.flow_stats(dpid, *ALL_APP_FLOWS, timeout_s=timeout_s)
         if actual is None:
             LOG.warning("%s: no flow stats, reconcile skipped", self.switch_name(dpid))
             return None
+        t_read = time.perf_counter()
         now = self.clock()
         restarted = self._restarted.setdefault(dpid, {})
         plan = reconcile.plan_switch(wanted, actual, now, restarted, desired_at)
+        phases = (f"desired {(t_desired - t0) * 1000:.0f} ms, flows read back {(t_read - t_desired) * 1000:.0f} ms, "
+                  f"compared {(time.perf_counter() - t_read) * 1000:.0f} ms")
         wait = time.perf_counter()
         with self._change:
             wait = time.perf_counter() - wait
@@ -237,9 +241,9 @@ class Resync:
                     LOG.warning("reconcile of %s: %s", self.switch_name(dpid), failure)
             self.reconciled[dpid] = plan
         LOG.info("reconciled %s: kept %d, added %d, deleted %d, refreshed %d in %.1f ms "
-                 "(%.1f ms of it waiting for other changes)", self.switch_name(dpid),
+                 "(%.1f ms of it waiting for other changes; %s)", self.switch_name(dpid),
                  plan.kept, len(plan.adds), len(plan.deletes), len(plan.refreshes),
-                 (time.perf_counter() - t0) * 1000, wait * 1000)
+                 (time.perf_counter() - t0) * 1000, wait * 1000, phases)
         return plan
 
     def reconcile_all(self) -> None:
