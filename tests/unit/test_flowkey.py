@@ -13,3 +13,20 @@ def test_kept_canonical_values_equal_fresh_ones_and_a_full_table_starts_over(mon
     before = dict(flowkey._canonical)
     assert flowkey.match_key([("metadata", bytearray(b"x"))]) == (("metadata", bytearray(b"x")),)
     assert flowkey._canonical == before  # unhashable: computed, not kept
+
+
+def test_instructions_compare_in_any_order_and_odd_duplicates_still_compare():
+    from os_ken.ofproto import ofproto_v1_3 as ofp
+    from os_ken.ofproto import ofproto_v1_3_parser as parser
+
+    from viplanes.controller.flowkey import instructions_key
+
+    apply = parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [parser.OFPActionOutput(2)])
+    write = parser.OFPInstructionActions(ofp.OFPIT_WRITE_ACTIONS, [parser.OFPActionOutput(3)])
+    meter, goto = parser.OFPInstructionMeter(7), parser.OFPInstructionGotoTable(1)
+    one = instructions_key([apply, write, meter, goto])
+    assert one == instructions_key([goto, meter, write, apply]) == instructions_key([meter, goto, apply, write])
+    assert one != instructions_key([apply, meter, goto])
+    # not a well-formed flow (two meters), but two orders of it must still compare equal
+    assert instructions_key([parser.OFPInstructionMeter(1), parser.OFPInstructionMeter(2)]) == \
+        instructions_key([parser.OFPInstructionMeter(2), parser.OFPInstructionMeter(1)])
