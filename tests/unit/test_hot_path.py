@@ -92,3 +92,36 @@ def test_the_background_thread_checkpoints_after_writes_and_stops_with_dispose(s
     thread = checkpointer._thread
     db.dispose()
     assert thread is not None and not thread.is_alive()
+
+
+def test_sqlite_write_transactions_share_one_kept_connection_and_survive_failures(sqlite_url):
+    """No pool checkout per write transaction on SQLite (they are serial anyway): the same
+    connection, BEGIN IMMEDIATE each time; a failed transaction rolls back and the next one works;
+    an invalidated connection is replaced; dispose closes it."""
+    from sqlalchemy import text
+
+    db = Database(sqlite_url)
+    db.create_all()
+    try:
+        with db.write_connection() as first:
+            first.execute(text("CREATE TABLE t (x INTEGER)"))
+        with db.write_connection() as second:
+            assert second is first
+            second.execute(text("INSERT INTO t VALUES (1)"))
+        try:
+            with db.write_connection() as third:
+                third.execute(text("INSERT INTO t VALUES (2)"))
+                raise RuntimeError("the request failed")
+        except RuntimeError:
+            pass
+        with db.read_connection() as reader:
+            assert [r[0] for r in reader.execute(text("SELECT x FROM t"))] == [1]  # 2 rolled back
+        first.invalidate()
+        with db.write_connection() as fresh:
+            assert fresh is not first
+            fresh.execute(text("INSERT INTO t VALUES (3)"))
+        with db.read_connection() as reader:
+            assert [r[0] for r in reader.execute(text("SELECT x FROM t ORDER BY x"))] == [1, 3]
+    finally:
+        db.dispose()
+    assert db._kept_writer is None and fresh.closed
