@@ -20,9 +20,11 @@ _encoded: dict[tuple[str, Any], bytes] = {}  # (field, user value) -> os-ken's O
 _T = TypeVar("_T")
 
 
-def _kept(cache: dict[tuple[str, Any], _T], name: str, value: Any, compute: Callable[[str, Any], _T]) -> _T:
-    """``compute(name, value)``, kept in ``cache`` per (field, value): lanes repeat most of their
-    fields. Bounded (cleared when full); an unhashable value (a list) is computed every time."""
+def kept_per_field(cache: dict[tuple[Any, Any], _T], name: Any, value: Any, compute: Callable[[Any, Any], _T],
+                   limit: int | None = None) -> _T:
+    """``compute(name, value)``, kept in ``cache`` per (field, value): lanes and flows repeat most
+    of their fields. Bounded by ``limit`` (default ``_FIELD_CACHE_MAX``; cleared when full); an
+    unhashable value (a list) is computed every time."""
     key = (name, value)
     try:
         found = cache.get(key)
@@ -30,7 +32,7 @@ def _kept(cache: dict[tuple[str, Any], _T], name: str, value: Any, compute: Call
         return compute(name, value)
     if found is None:
         found = compute(name, value)
-        if len(cache) >= _FIELD_CACHE_MAX:
+        if len(cache) >= (_FIELD_CACHE_MAX if limit is None else limit):
             cache.clear()
         cache[key] = found
     return found
@@ -46,7 +48,7 @@ def _encode(name: str, value: Any) -> bytes:
 def _oxm(name: str, value: Any) -> bytes:
     """One field's OXM TLV exactly as os-ken encodes it, kept per (field, value): os-ken's
     generic encoder was ~40 % of serialising an activation's flow-mods."""
-    return _kept(_encoded, name, value, _encode)
+    return kept_per_field(_encoded, name, value, _encode)
 
 
 _UNUSED_WILDCARDS = parser.FlowWildcards().__dict__
@@ -121,7 +123,7 @@ def _canonical_field(name: str, value: Any) -> tuple[Any, tuple[str, Any]]:
     from_user -> to_user round trip ``OFPMatch(**fields)`` makes, kept per (field, value). A lane's
     conntrack state, masked port ranges and addresses repeat across lanes, and the round trip was
     half of compiling a lane (~25 us a field)."""
-    return _kept(_canonical, name, value, _convert)
+    return kept_per_field(_canonical, name, value, _convert)
 
 
 def _order(item: tuple[Any, tuple[str, Any]]) -> Any:

@@ -14,6 +14,8 @@ from typing import Any, Hashable, Iterable
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
+from viplanes.controller.fastmatch import kept_per_field
+
 MAC_FIELDS = frozenset({"eth_src", "eth_dst", "arp_sha", "arp_tha"})
 IPV4_FIELDS = frozenset({"ipv4_src", "ipv4_dst", "arp_spa", "arp_tpa"})
 IPV6_FIELDS = frozenset({"ipv6_src", "ipv6_dst", "ipv6_nd_target"})
@@ -66,18 +68,12 @@ _canonical: dict[tuple[str, Any], tuple[str, Hashable]] = {}
 def _canonical_pair(field: Any, value: Any) -> tuple[str, Hashable]:
     """(field, canonical value), kept per (field, value): a restart keys every desired and every
     read-back flow (tens of thousands), whose fields repeat (addresses parsed by ``ipaddress``
-    each time were most of ``match_key``). An unhashable value is computed every time."""
-    key = (field, value)
-    try:
-        found = _canonical.get(key)
-    except TypeError:
-        return str(field), _field_value(str(field), value)
-    if found is None:
-        found = (str(field), _field_value(str(field), value))
-        if len(_canonical) >= _CANONICAL_MAX:
-            _canonical.clear()
-        _canonical[key] = found
-    return found
+    each time were most of ``match_key``)."""
+    return kept_per_field(_canonical, field, value, _pair_of, _CANONICAL_MAX)
+
+
+def _pair_of(field: Any, value: Any) -> tuple[str, Hashable]:
+    return str(field), _field_value(str(field), value)
 
 
 def match_key(match: Any) -> tuple[tuple[str, Hashable], ...]:

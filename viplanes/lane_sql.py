@@ -43,21 +43,27 @@ _USABLE_GRANTS = (select(*_GRANT_COLUMNS)
                          GRANTS.c.valid_until.is_(None) | (GRANTS.c.valid_until > bindparam("now")))
                   .order_by(GRANTS.c.id))
 _USABLE_GRANTS_LOCKED = _USABLE_GRANTS.with_for_update()
-_LIVE_COUNTS = (select(LANES.c.grant_id, func.count())
-                .where(LANES.c.grant_id.in_(bindparam("grant_ids", expanding=True)), LIVE,
-                       LANES.c.starts_at < bindparam("end"), LANES.c.expires_at > bindparam("start"))
-                .group_by(LANES.c.grant_id))
+
+
+def _live_counts_select(grant_ids: Any) -> Select[Any]:
+    """Live lanes per grant in ``grant_ids`` (an IN list) whose window overlaps [start, end)."""
+    return (select(LANES.c.grant_id, func.count())
+            .where(LANES.c.grant_id.in_(grant_ids), LIVE,
+                   LANES.c.starts_at < bindparam("end"), LANES.c.expires_at > bindparam("start"))
+            .group_by(LANES.c.grant_id))
+
+
+_LIVE_COUNTS = _live_counts_select(bindparam("grant_ids", expanding=True))
 _LIVE_COUNTS_EXCLUDING = _LIVE_COUNTS.where(LANES.c.id != bindparam("exclude"))
 _FIXED_IN_MAX = 8  # live counts for up to this many grants use one bind per grant (built once per count)
 
 
 @functools.cache
 def _live_counts_of(n: int, excluding: bool) -> Select[Any]:
-    stmt = (select(LANES.c.grant_id, func.count())
-            .where(LANES.c.grant_id.in_([bindparam(f"grant_{i}") for i in range(n)]), LIVE,
-                   LANES.c.starts_at < bindparam("end"), LANES.c.expires_at > bindparam("start"))
-            .group_by(LANES.c.grant_id))
+    stmt = _live_counts_select([bindparam(f"grant_{i}") for i in range(n)])
     return stmt.where(LANES.c.id != bindparam("exclude")) if excluding else stmt
+
+
 _INSERT_LANE = insert(LANES)
 _INSERT_AUDIT = insert(AUDIT)
 _RECORD_ACTIVATION = update(LANES).where(LANES.c.id == bindparam("lane_id_"), LANES.c.state == "installing")
@@ -160,8 +166,6 @@ def lane_for_change(conn: Connection, lane_id: int, lock: bool) -> Lane | None:
 
 def end_lane(conn: Connection, lane_id: int, state: str, reason: str, now: float) -> None:
     rawsql.write(conn, _END_LANE, {"state": state, "reason": reason, "ended_at": now, "lane_id_": lane_id})
-
-
 
 
 def installing_lanes(conn: Connection, now: float) -> list[Lane]:
