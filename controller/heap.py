@@ -39,9 +39,9 @@ def freeze_survivors(clock: Callable[[], float] = time.monotonic, lanes: int | N
     """Collect cyclic garbage, then exempt every survivor from later collections. ``lanes``: how
     many lanes are carried now (``grew_by_a_bulk`` compares with it)."""
     global _last_unfreeze, _frozen_lanes
-    if lanes is not None:
-        _frozen_lanes = lanes
     with _lock:
+        if lanes is not None:
+            _frozen_lanes = lanes
         now = clock()
         if _last_unfreeze is None or now - _last_unfreeze >= REFREEZE_EVERY_S:
             gc.unfreeze()  # let the collector see (and free) old cycles once in a while

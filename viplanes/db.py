@@ -186,9 +186,8 @@ class Database:
             if kept is None or kept.closed or kept.invalidated:
                 kept = self._kept_writer = self.engine.connect()
                 kept.execution_options(sqlite_immediate=True)  # read by the "begin" listener
-            conn = kept
-            with conn.begin():
-                yield conn
+            with kept.begin():
+                yield kept
         if self._checkpointer is not None:
             self._checkpointer.written()
 

@@ -91,8 +91,7 @@ def overlapping_lane(s: Session | Connection, db: Database, src: str, proto: str
     if single:
         params["dst"], params["dport"] = str(nets[0].network_address), ports[0][0]
     query = _overlap_query(single, sport is not None, exclude is not None)
-    found = rawsql.rows(s, query, params) if isinstance(s, Connection) else s.execute(query, params)
-    for lane_id, dst_ip, dst_port, dst_nets, dst_ports in found:
+    for lane_id, dst_ip, dst_port, dst_nets, dst_ports in rawsql.rows(s, query, params):
         theirs = [ipaddress.ip_network(n) for n in row_nets(dst_ip, dst_nets)]
         if nets_overlap(nets, theirs) and ports_overlap(ports, row_ports(dst_port, dst_ports)):
             return int(lane_id)

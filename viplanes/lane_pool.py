@@ -62,9 +62,7 @@ class LanePool:
             db.advisory_lock(s, NAT_LOCK_KEY)
         lookup = self._lookup if db.is_sqlite else self._lookup_pg
         if lookup is not None:  # the host's address, else the lowest free one: one statement
-            params = {"src": src_ip}
-            found: str | None = rawsql.scalar(s, lookup, params) if isinstance(s, Connection) else \
-                s.scalar(lookup, params)
+            found: str | None = rawsql.scalar(s, lookup, {"src": src_ip})
             return found
         nat_ip = s.scalar(_HOST_ADDRESS, {"src": src_ip})
         if nat_ip is None:

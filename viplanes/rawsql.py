@@ -24,7 +24,10 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple, Sequence, cast
 
 from sqlalchemy import Connection, exc
+from sqlalchemy.orm import Session
 from sqlalchemy.sql import Executable
+
+Executor = Connection | Session  # a Session (an ORM caller's transaction) always takes Core
 
 _REQUIRED = object()
 
@@ -71,9 +74,9 @@ def _compile(stmt: Executable, conn: Connection, column_keys: tuple[str, ...] | 
     return Compiled(str(comp), names, tuple(lookups), tuple(static), tuple(binds), keys, tuple(results))
 
 
-def compiled_for(conn: Connection, stmt: Executable, params: dict[str, Any]) -> Compiled | None:
+def compiled_for(conn: Executor, stmt: Executable, params: dict[str, Any]) -> Compiled | None:
     """The raw form of ``stmt`` for this connection and these parameter names, or None (Core)."""
-    if conn.dialect.name != "sqlite" or conn.dispatch.before_cursor_execute:
+    if not isinstance(conn, Connection) or conn.dialect.name != "sqlite" or conn.dispatch.before_cursor_execute:
         return None
     column_keys = tuple(sorted(params)) if getattr(stmt, "is_dml", False) else None
     key = (id(stmt), id(conn.dialect), column_keys)
@@ -86,7 +89,8 @@ def compiled_for(conn: Connection, stmt: Executable, params: dict[str, Any]) -> 
     return hit[1]
 
 
-def _run(conn: Connection, c: Compiled, params: dict[str, Any]) -> Any:
+def _run(executor: Executor, c: Compiled, params: dict[str, Any]) -> Any:
+    conn = cast(Connection, executor)  # ``compiled_for`` gives a raw form only for a Connection
     values = []
     for name, lookup, static, bind in zip(c.names, c.lookups, c.static, c.binds):
         if lookup in params:
@@ -108,7 +112,7 @@ def _processed(c: Compiled, row: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(p(v) if p is not None else v for p, v in zip(c.results, row))
 
 
-def rows(conn: Connection, stmt: Executable, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+def rows(conn: Executor, stmt: Executable, params: dict[str, Any]) -> list[tuple[Any, ...]]:
     """Every row of a SELECT, as tuples."""
     c = compiled_for(conn, stmt, params)
     if c is None:
@@ -118,7 +122,7 @@ def rows(conn: Connection, stmt: Executable, params: dict[str, Any]) -> list[tup
     return [_processed(c, r) for r in _run(conn, c, params).fetchall()]
 
 
-def first_mapping(conn: Connection, stmt: Executable, params: dict[str, Any]) -> dict[str, Any] | None:
+def first_mapping(conn: Executor, stmt: Executable, params: dict[str, Any]) -> dict[str, Any] | None:
     """The first row of a SELECT as a dict of its columns, or None."""
     c = compiled_for(conn, stmt, params)
     if c is None:
@@ -130,7 +134,7 @@ def first_mapping(conn: Connection, stmt: Executable, params: dict[str, Any]) ->
     return None if found is None else dict(zip(c.keys, _processed(c, found)))
 
 
-def scalar(conn: Connection, stmt: Executable, params: dict[str, Any]) -> Any:
+def scalar(conn: Executor, stmt: Executable, params: dict[str, Any]) -> Any:
     """The first column of the first row, or None."""
     c = compiled_for(conn, stmt, params)
     if c is None:
@@ -141,7 +145,7 @@ def scalar(conn: Connection, stmt: Executable, params: dict[str, Any]) -> Any:
     return None if found is None else _processed(c, found)[0]
 
 
-def write(conn: Connection, stmt: Executable, params: dict[str, Any]) -> tuple[int, int | None]:
+def write(conn: Executor, stmt: Executable, params: dict[str, Any]) -> tuple[int, int | None]:
     """An INSERT/UPDATE/DELETE: (rows matched, the new row's id for an INSERT)."""
     c = compiled_for(conn, stmt, params)
     if c is None:
