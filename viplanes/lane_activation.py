@@ -22,7 +22,8 @@ from viplanes.errors import Conflict
 from viplanes.authz.tokens import Caller
 from viplanes.lane_owners import ActiveOwners
 from viplanes.lane_specs import SPEC_COLUMNS, spec_from_row, spec_of
-from viplanes.lane_sql import add_audit, installing_lanes, lane_for_change, owner_and_state, record_activation
+from viplanes.lane_sql import (add_audit, installing_lanes, lane_for_change, lanes_due, owner_and_state,
+                               record_activation)
 from viplanes.lane_sql_pg import RECORD_MAX, end_in_one, record_in_one
 from viplanes.models import LIVE_STATES, Lane
 from viplanes.store import audit
@@ -298,8 +299,12 @@ class LaneActivation:
     # --- time --------------------------------------------------------------------------------
 
     def tick(self) -> dict[str, int]:
-        """Start due scheduled lanes, expire ended ones. Called by the scheduler thread and tests."""
+        """Start due scheduled lanes, expire ended ones. Called by the scheduler thread and tests.
+        A read first: most ticks find nothing due and then take no write transaction."""
         now = self.clock()
+        with self.db.read_connection() as conn:
+            if not lanes_due(conn, now):
+                return {"started": 0, "expired": 0}
         with self.db.write() as s:
             # FOR UPDATE (PostgreSQL): a lane released meanwhile is re-checked and skipped, not revived
             due = s.scalars(select(Lane).where(Lane.state == "scheduled", Lane.starts_at <= now)

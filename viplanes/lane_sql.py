@@ -16,7 +16,8 @@ from __future__ import annotations
 import functools
 from typing import Any, Sequence, cast
 
-from sqlalchemy import Connection, Select, Table, bindparam, func, insert, literal_column, select, update
+from sqlalchemy import (Connection, Select, Table, bindparam, exists, func, insert, literal_column, or_,
+                        select, update)
 from sqlalchemy.orm import attributes
 
 from viplanes import rawsql
@@ -74,6 +75,11 @@ _LANE_WITH_OWNER = (select(LANES, PRINCIPALS.c.name.label("owner_name"))
 _OWNER_AND_STATE = select(LANES.c.principal_id, LANES.c.state).where(LANES.c.id == bindparam("lane_id_"))
 _LANE_WITH_OWNER_LOCKED = _LANE_WITH_OWNER.with_for_update(of=LANES)
 _INSTALLING = select(LANES).where(LANES.c.state == "installing", LANES.c.expires_at > bindparam("now"))
+# what ``tick`` may have to do: a scheduled lane whose start has come, a carried lane whose end has
+_TICK_DUE = select(or_(
+    exists().where(LANES.c.state == "scheduled", LANES.c.starts_at <= bindparam("now")),
+    exists().where(LANES.c.state.in_([literal_column("'installing'"), literal_column("'active'")]),
+                   LANES.c.expires_at <= bindparam("now"))))
 
 
 def usable_grant_rules(conn: Connection, principal_id: int, now: float, for_update: bool) -> list[GrantRule]:
@@ -178,3 +184,10 @@ def installing_lanes(conn: Connection, now: float) -> list[Lane]:
     for row in conn.execute(_INSTALLING, {"now": now}).mappings():
         lanes.append(_transient_lane(dict(row)))
     return lanes
+
+
+def lanes_due(conn: Connection, now: float) -> bool:
+    """Whether a lane is due to start or to end at ``now``: one read, so the clock's idle ticks
+    (twice a second) take no write transaction, hence never hold SQLite's writer lock (or
+    PostgreSQL row locks) in front of a request."""
+    return bool(rawsql.scalar(conn, _TICK_DUE, {"now": now}))
