@@ -29,6 +29,9 @@ class Limits:
     echo_per_s: float = 5.0
     echo_burst: float = 20.0
     pending_per_source: int = 8  # connections per address still in the TLS handshake
+    # connections per address waiting for one of those places (each up to the handshake timeout,
+    # then the handshake has its own); beyond, closed at once
+    queued_per_source: int = 256
     tls_handshake_timeout_s: float = 5.0
 
 

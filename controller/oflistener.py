@@ -10,6 +10,7 @@ import logging
 import socket
 import ssl
 import threading
+import time
 from typing import Any
 
 from os_ken.lib import hub
@@ -43,7 +44,8 @@ class OpenFlowServer:
             raise
         self.address = self.sock.getsockname()[:2]
         self.datapaths: set[GuardedDatapath] = set()
-        self.handshakes = SourceLimiter(self.security.limits.pending_per_source)
+        limits = self.security.limits
+        self.handshakes = SourceLimiter(limits.pending_per_source, limits.queued_per_source)
         self.tls_failures = 0
         self._closed = threading.Event()
         self._lock = threading.Lock()
@@ -56,26 +58,46 @@ class OpenFlowServer:
                 if self._closed.is_set():
                     return
                 continue
+            queued_at = time.monotonic()
             with self._lock:
-                pending = sum(self.handshakes.pending.values())
+                pending = sum(self.handshakes.pending.values()) + self.handshakes.waiting_count()
                 full = len(self.datapaths) + pending >= MAX_CONNECTIONS
                 admitted = not full and self.handshakes.admit(addr[0])
+                waits = not full and not admitted and self.handshakes.wait(addr[0], (conn, addr, queued_at))
+            if waits:
+                LOG.debug("OpenFlow connection from %s waits for a handshake place", addr)
+                continue
             if not admitted:
                 LOG.warning("refusing OpenFlow connection from %s: %s", addr,
                             f"{MAX_CONNECTIONS} connections open" if full else
-                            f"{self.handshakes.limit} handshakes from {addr[0]} in progress")
+                            f"{self.handshakes.limit} handshakes from {addr[0]} in progress and "
+                            f"{self.handshakes.queue_limit} waiting")
                 conn.close()
                 continue
-            hub.spawn(self._serve_connection, conn, addr)
+            hub.spawn(self._serve_connection, conn, addr, queued_at)
 
-    def _secure(self, conn: socket.socket, addr: Any) -> tuple[Any, bytes | None] | None:
+    def _handshake_done(self, source: str) -> None:
+        """Pass the finished handshake's place to the next connection waiting from ``source``."""
+        with self._lock:
+            nxt = None if self._closed.is_set() else self.handshakes.done(source)
+        if nxt is not None:
+            hub.spawn(self._serve_connection, *nxt)
+
+    def _secure(self, conn: socket.socket, addr: Any, queued_at: float) -> tuple[Any, bytes | None] | None:
         """The TLS channel and the peer's verified certificate (DER); None: refused."""
         try:
+            timeout_s = self.security.limits.tls_handshake_timeout_s
+            if time.monotonic() - queued_at > timeout_s:  # waited its whole deadline for a place
+                self.tls_failures += 1
+                LOG.warning("refusing OpenFlow connection from %s: waited %.0f s for a handshake place",
+                            addr, timeout_s)
+                conn.close()
+                return None
             if self.contexts is None:
                 return conn, None
             channel = TLSChannel(conn, self.contexts.get())
             try:
-                channel.handshake(self.security.limits.tls_handshake_timeout_s)
+                channel.handshake(timeout_s)
             except (ssl.SSLError, OSError) as exc:
                 self.tls_failures += 1
                 LOG.warning("refusing OpenFlow connection from %s: TLS handshake failed: %s",
@@ -84,11 +106,10 @@ class OpenFlowServer:
                 return None
             return channel, channel.peer_cert_der()
         finally:
-            with self._lock:
-                self.handshakes.done(addr[0])
+            self._handshake_done(addr[0])
 
-    def _serve_connection(self, conn: socket.socket, addr: Any) -> None:
-        secured = self._secure(conn, addr)
+    def _serve_connection(self, conn: socket.socket, addr: Any, queued_at: float) -> None:
+        secured = self._secure(conn, addr, queued_at)
         if secured is None:
             return
         channel, cert_der = secured
@@ -117,8 +138,11 @@ class OpenFlowServer:
         self.sock.close()
         with self._lock:
             datapaths = list(self.datapaths)
+            waiting = self.handshakes.drain()
         for dp in datapaths:
             dp.shutdown()
+        for conn, _, _ in waiting:
+            conn.close()
 
     def remind_insecure(self) -> None:
         """Plain TCP: say so every minute, so nobody runs it by accident for long."""

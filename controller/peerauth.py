@@ -7,8 +7,9 @@ controller do (PACKET_IN parsing, ARP answers, echo replies).
 """
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from cryptography import x509
 
@@ -118,12 +119,20 @@ class TokenBucket:
 
 
 class SourceLimiter:
-    """Connections per source address that have not finished their TLS handshake (thread-safe
-    when the caller holds its own lock: the listener does)."""
+    """Connections per source address that have not finished their TLS handshake, and the ones
+    waiting for a free place (thread-safe when the caller holds its own lock: the listener does).
 
-    def __init__(self, limit: int) -> None:
+    Over ``limit`` a connection waits, up to ``queue_limit`` per source, instead of being closed:
+    a lab's switches all connect from one address (127.0.0.1), and after a controller restart 140
+    of them arrive within a second; closed ones came back only after OVS's reconnect backoff, so a
+    restart took 6-10 s (issue 13). Waiting costs a socket, no thread; beyond the queue a
+    connection is still closed at once."""
+
+    def __init__(self, limit: int, queue_limit: int = 0) -> None:
         self.limit = limit
+        self.queue_limit = queue_limit
         self.pending: dict[str, int] = {}
+        self.waiting: dict[str, collections.deque[Any]] = {}
 
     def admit(self, source: str) -> bool:
         count = self.pending.get(source, 0)
@@ -132,9 +141,37 @@ class SourceLimiter:
         self.pending[source] = count + 1
         return True
 
-    def done(self, source: str) -> None:
+    def wait(self, source: str, item: Any) -> bool:
+        """Queue ``item`` for the next free place of ``source``; False: the queue is full."""
+        queue = self.waiting.setdefault(source, collections.deque())
+        if len(queue) >= self.queue_limit:
+            if not queue:
+                del self.waiting[source]
+            return False
+        queue.append(item)
+        return True
+
+    def waiting_count(self) -> int:
+        return sum(len(q) for q in self.waiting.values())
+
+    def done(self, source: str) -> Any | None:
+        """A handshake of ``source`` ended: its place goes to the first waiting item (returned,
+        already counted as pending) or is freed (None)."""
+        queue = self.waiting.get(source)
+        if queue:
+            item = queue.popleft()
+            if not queue:
+                del self.waiting[source]
+            return item
         count = self.pending.get(source, 0) - 1
         if count > 0:
             self.pending[source] = count
         else:
             self.pending.pop(source, None)
+        return None
+
+    def drain(self) -> list[Any]:
+        """Every waiting item, removed (the listener closes them)."""
+        items = [item for q in self.waiting.values() for item in q]
+        self.waiting.clear()
+        return items
