@@ -59,11 +59,16 @@ class Bridges:
     names: dict[int, str]
 
     def connect(self, port: int, host: str = "127.0.0.1") -> None:
-        """Point every bridge at a controller on host:port (replacing the previous one)."""
+        """Point every bridge at a controller on host:port (replacing the previous one), in one
+        ovs-vsctl transaction. A new target connects at once; the same target after a controller
+        restart waits out OVS's reconnect backoff (1, 2, 4, 8 s: OVS 3.1 ignores ``max_backoff``
+        for a controller it cannot reach). Never via no controller at all: OVS flushes a
+        bridge's flows when its last controller goes."""
+        target = of_target(port, host)
+        args: list[str] = []
         for name in self.names.values():
-            # max_backoff: OVS otherwise waits up to 8 s between reconnects to a restarted controller
-            vsctl("set-controller", name, of_target(port, host), "--", "set", "controller", name,
-                  "max_backoff=1000")
+            args += ["--", "set-controller", name, target, "--", "set", "controller", name, "max_backoff=1000"]
+        vsctl(*args[1:])
 
     def disconnect(self) -> None:
         for name in self.names.values():
