@@ -4,7 +4,8 @@ proposing it: ``BENCH_PATCH=sqlite_writer_lock python -m bench.serve_patched ser
 Patches (comma-separated in $BENCH_PATCH):
 - ``sqlite_writer_lock``: SQLite write transactions queue on one in-process lock instead of
   SQLite's busy handler, which sleeps 1, 2, 5, 10 ... 100 ms between retries of BEGIN IMMEDIATE.
-- ``switch_interval``: ``sys.setswitchinterval(0.0005)``.
+- ``switch_interval``: ``sys.setswitchinterval(0.0005)`` (the default since controller/launcher.py sets it;
+  kept for A/B runs against older checkouts).
 - ``lazy_quota``: count live lanes only for the grants that pass every other check.
 - ``desired_columns``: ``desired_lanes`` as a plain column query.
 - ``one_write_per_switch``: the app sends each switch's batch as one buffer.

@@ -17,6 +17,13 @@ from viplanes.controller.security_cli import listener_security, openflow_securit
 from viplanes.hostport import hostport_option
 
 DEFAULT_APPS = ("viplanes.controller.app",)
+# How long a busy thread keeps the GIL when another wants it (CPython's default: 5 ms). A
+# controller is many I/O threads (one per switch, the listener, the API's workers) beside a few
+# CPU-bound ones (reconcile, drift, compiling a restart's lanes); at 5 ms a TLS handshake, which
+# needs the GIL back after every read, took so long behind them that OVS dropped it (OVS gives
+# a connection about 1 s) and retried after its backoff. At 0.5 ms a 140-switch restart has half
+# the dropped handshakes and ends sooner, and the hot path does not change (docs/benchmarks.md).
+SWITCH_INTERVAL_S = 0.0005
 OFP_HANDLER = "os_ken.controller.ofp_handler"
 _configured = False
 
@@ -54,6 +61,7 @@ def start_apps(app_modules: tuple[str, ...] | list[str], listen_host: str = "127
     """Load, instantiate and start os-ken apps in this process (native threads); do not block."""
     from os_ken.base.app_manager import AppManager
 
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     configure_osken(listen_host, listen_port)
     manager = AppManager.get_instance()
     manager.load_apps(list(app_modules))

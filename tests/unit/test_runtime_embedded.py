@@ -3,12 +3,15 @@ is reconciled on connect, stop closes the listener and every connection, start w
 from __future__ import annotations
 
 import socket
+import sys
 import threading
 import time
 
+import pytest
 from os_ken.ofproto import ofproto_v1_3 as ofp
 
 from tests.unit.test_app_guard import Peer, _free_port
+from viplanes.controller.launcher import SWITCH_INTERVAL_S
 from viplanes.controller.runtime import EmbeddedController
 from viplanes.domain import LaneSpec
 from viplanes.topologies.model import Topology
@@ -38,9 +41,11 @@ def test_start_connect_reconcile_stop_restart(topo: Topology) -> None:
     baseline = threading.active_count()
     ctl = EmbeddedController(topo, port=port, refresh_period_s=3600)
     ctl.attach_source(lambda: [])
+    sys.setswitchinterval(0.005)  # CPython's default
     ctl.start()
     try:
         assert not _port_free(port)  # listening when start() returns
+        assert sys.getswitchinterval() == pytest.approx(SWITCH_INTERVAL_S)  # I/O threads wait less
         s2 = Peer(port, dpid=2)
         s2.handshake()
         flow_mod = s2.serve_until(ofp.OFPT_FLOW_MOD)
