@@ -159,3 +159,12 @@ def flow_key(priority: int, cookie: int, match: Any, instructions: Iterable[Any]
 def flow_key_of(msg: Any) -> Hashable:
     """flow_key of an OFPFlowMod or OFPFlowStats (both carry the same attributes)."""
     return flow_key(msg.priority, msg.cookie, msg.match, msg.instructions, msg.table_id)
+
+
+def cached_key(msg: Any) -> Any:
+    """flow_key_of, remembered on the message: compiled lanes are reused across reconciles and
+    their identity never changes (only hard timeouts are re-timed)."""
+    key = msg.__dict__.get("_vl_flow_key")
+    if key is None:
+        key = msg.__dict__["_vl_flow_key"] = flow_key_of(msg)
+    return key

@@ -33,7 +33,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 from viplanes.controller.compiler import (MAX_HARD_TIMEOUT, PRIORITY_TABLE_MISS,
                                           compile_flow_delete)
 from viplanes.controller.cookies import BASE_COOKIE, address_from_cookie, lane_id_from_cookie
-from viplanes.controller.flowkey import flow_key_of
+from viplanes.controller.flowkey import cached_key, flow_key_of
 
 REFRESH_MARGIN_S = 3600  # refresh when a flow has less than this left and its lane needs more
 SLACK_S = 5  # timeouts are whole seconds and the read-back is a little old
@@ -106,15 +106,6 @@ def _refresh(desired: Any, stats: Any, clock_restarted: float | None, now: float
     if want == MAX_HARD_TIMEOUT and stats.hard_timeout == MAX_HARD_TIMEOUT:
         return refresh_mod(desired)
     return desired  # re-ADD: exact deadline, counters kept
-
-
-def cached_key(msg: Any) -> Any:
-    """flow_key_of, remembered on the message: compiled lanes are reused across reconciles and
-    their identity never changes (only hard timeouts are re-timed)."""
-    key = msg.__dict__.get("_vl_flow_key")
-    if key is None:
-        key = msg.__dict__["_vl_flow_key"] = flow_key_of(msg)
-    return key
 
 
 def _delete(stats: Any) -> Any:
