@@ -118,7 +118,7 @@ class Resync:
             self._last_read = None
 
     def _compile(self, lanes: tuple[LaneSpec, ...], now: float, dpid: int | None,
-                 chunk: int = 200) -> None:  # dpid: for the caller's reading only
+                 chunk: int = 25) -> None:  # dpid: for the caller's reading only
         """Compile (and key) what is not compiled yet, a chunk per hold of the compile lock:
         locks are not fair, and a switch that needs nothing new should not wait for thousands
         of lanes compiled for another one."""
