@@ -38,7 +38,7 @@ class OpenFlowServer:
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             self.sock.bind((host, port))
-            self.sock.listen(64)
+            self.sock.listen(MAX_CONNECTIONS)  # a campus reconnecting at once fits the backlog
         except OSError:
             self.sock.close()
             raise

@@ -118,3 +118,18 @@ def test_silent_peers_are_dropped_and_connections_capped(topo: Topology, monkeyp
             peer.close()
     finally:
         ctl.stop()
+
+
+def test_start_compiles_the_desired_lanes_before_it_listens(topo: Topology) -> None:
+    """After a restart every switch reconnects at once: the lanes are compiled while nothing else
+    runs (bounded by WARM_UP_ALONE_S), not while 140 handshakes and reconciles share the GIL."""
+    lanes = [LaneSpec(i, "10.1.0.10", "203.0.113.10", "tcp", 1000 + i, None, "198.51.100.200",
+                      time.time() + 600) for i in range(1, 301)]
+    ctl = EmbeddedController(topo, port=_free_port(), refresh_period_s=3600)
+    ctl.attach_source(lambda: lanes)
+    ctl.start()
+    try:
+        assert ctl._flows is not None
+        assert all(ctl._flows.compiled(lane) for lane in lanes)  # when start() returns
+    finally:
+        ctl.stop()
