@@ -32,6 +32,11 @@ LOG = logging.getLogger("viplanes.controller.runtime")
 # How long one read of the desired lanes serves the reconciles of other switches (if no lane
 # changed meanwhile): all switches reconnecting after a restart share one read (issue 13).
 READ_REUSE_S = 2.0
+# Switch reconciles that read back and compare at once. A restart reconnects every switch at
+# once; 140 reconciles in parallel (and OVS dumping their flows) starved the TLS handshakes of the
+# switches still connecting, OVS dropped those after its ~1 s connect window and came back only
+# after its backoff. The reconciles' total work is the same either way.
+RECONCILES_AT_ONCE = 8
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,7 @@ class Resync:
     _restarted: dict[int, dict[Any, float]]
     _applied: int  # bumped whenever a plan or a change was applied (the drift probe's epoch)
     _read_lock: threading.Lock  # one read of the desired lanes at a time (``_read_lanes``)
+    _reconcile_slots: threading.BoundedSemaphore  # RECONCILES_AT_ONCE
     _last_read: LaneRead | None
     lane_reads: int  # reads of the desired lanes so far (tests, metrics)
     # LaneRuntime's (annotations only: a stub here would shadow them in the MRO)
@@ -165,7 +171,7 @@ class Resync:
             LOG.warning("%s is not in topology %s: nothing installed", self.switch_name(dpid),
                         self.topology.name)
             return None
-        with self._reading() as generation:
+        with self._reconcile_slots, self._reading() as generation:  # t0 before: the wait counts
             plan = self._reconcile(dpid, generation, t0, timeout_s)
         if plan is not None and heap.grew_by_a_bulk(len(self.lanes)):
             heap.freeze_survivors(lanes=len(self.lanes))  # a bulk reconcile's lanes are long-lived

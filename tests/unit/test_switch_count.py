@@ -230,3 +230,38 @@ def test_a_drift_round_counts_the_base_flows_of_the_switches_it_probes_only(monk
     assert runtime.check_drift() == []
     probed = sorted(d for d in runtime.connected if d in runtime.reconciled)
     assert sorted(compiled) == probed and not set(far) & set(compiled)
+
+
+def test_a_restart_reads_back_at_most_reconciles_at_once_switches_together() -> None:
+    """Every switch reconnecting at once must not mean every reconcile reading back at once: the
+    TLS handshakes of the switches still connecting would starve (OVS drops a connection that is
+    not up within ~1 s and retries after its backoff)."""
+    import threading
+    import time
+
+    from viplanes.controller.resync import RECONCILES_AT_ONCE
+
+    topo = synth(24)
+    runtime, switches, clock = reconciled_runtime(topo)
+    real_stats = runtime.flow_stats
+    lock = threading.Lock()
+    now_in, most = [0], [0]
+
+    def slow_stats(*args: Any, **kwargs: Any) -> Any:
+        with lock:
+            now_in[0] += 1
+            most[0] = max(most[0], now_in[0])
+        try:
+            time.sleep(0.02)
+            return real_stats(*args, **kwargs)
+        finally:
+            with lock:
+                now_in[0] -= 1
+
+    runtime.flow_stats = slow_stats
+    threads = [threading.Thread(target=runtime.reconcile_switch, args=(sw.dpid,)) for sw in topo.switches]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(topo.switches) > RECONCILES_AT_ONCE and most[0] == RECONCILES_AT_ONCE
