@@ -143,12 +143,9 @@ class SourceLimiter:
 
     def wait(self, source: str, item: Any) -> bool:
         """Queue ``item`` for the next free place of ``source``; False: the queue is full."""
-        queue = self.waiting.setdefault(source, collections.deque())
-        if len(queue) >= self.queue_limit:
-            if not queue:
-                del self.waiting[source]
+        if len(self.waiting.get(source, ())) >= self.queue_limit:
             return False
-        queue.append(item)
+        self.waiting.setdefault(source, collections.deque()).append(item)
         return True
 
     def waiting_count(self) -> int:

@@ -34,7 +34,14 @@ PRINCIPALS = cast(Table, Principal.__table__)
 # (operator overloading, coercion, cache key) against ~0.05 ms to execute a built one. The live
 # states are inlined (``state IN ('requested', ...)``), not an expanding parameter list that is
 # re-rendered on every execution.
-LIVE = LANES.c.state.in_([literal_column(f"'{state}'") for state in LIVE_STATES])
+
+
+def _state_in(*states: str) -> Any:
+    """``state IN ('a', ...)`` with the states inlined: built once, no parameter list to render."""
+    return LANES.c.state.in_([literal_column(f"'{state}'") for state in states])
+
+
+LIVE = _state_in(*LIVE_STATES)
 
 _GRANT_COLUMNS = (GRANTS.c.id, GRANTS.c.src_prefixes, GRANTS.c.dst_prefixes, GRANTS.c.protocols,
                   GRANTS.c.ports, GRANTS.c.max_duration_s, GRANTS.c.max_rate_mbps, GRANTS.c.max_lanes,
@@ -78,8 +85,7 @@ _INSTALLING = select(LANES).where(LANES.c.state == "installing", LANES.c.expires
 # what ``tick`` may have to do: a scheduled lane whose start has come, a carried lane whose end has
 _TICK_DUE = select(or_(
     exists().where(LANES.c.state == "scheduled", LANES.c.starts_at <= bindparam("now")),
-    exists().where(LANES.c.state.in_([literal_column("'installing'"), literal_column("'active'")]),
-                   LANES.c.expires_at <= bindparam("now"))))
+    exists().where(_state_in("installing", "active"), LANES.c.expires_at <= bindparam("now"))))
 
 
 def usable_grant_rules(conn: Connection, principal_id: int, now: float, for_update: bool) -> list[GrantRule]:

@@ -144,3 +144,15 @@ def live(world: World) -> Iterator[LiveServer]:
     server = LiveServer(world.app)
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def campus_pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA, the controller's certificate and two switch hosts' (host1: dpids 1, 2; host3: 3)."""
+    from viplanes import pki
+
+    d = tmp_path_factory.mktemp("pki")
+    pki.init(d)
+    pki.issue_switch(d, "host1", [1, 2])
+    pki.issue_switch(d, "host3", [3])
+    return d
