@@ -273,15 +273,13 @@ def run(quick: bool = False, db: str = "sqlite", **_: Any) -> Result:
         with FlowWatch({d: c.bridges.names[d] for d in lane_dpids}) as watch:
             halves = [watched_floor(c, n // 2, watch)]  # like-for-like: the run's transport, visible
             for store in dict.fromkeys(["sqlite", db, "postgresql"]):
-                if len(halves) == 1 and store != "sqlite":  # the floor's second half, right after ours
-                    halves.append(watched_floor(c, n - n // 2, watch))
                 clear_flows(c)
                 try:
                     systems[f"viplanes API ({store})"] = measure_ours(c, watch, n, warmup, store).to_dict()
                 except Exception as exc:  # noqa: BLE001 - PostgreSQL may be missing; say so
                     not_measured[f"viplanes API ({store})"] = f"{exc.__class__.__name__}: {exc}"[:300]
-            if len(halves) == 1:
-                halves.append(watched_floor(c, n - n // 2, watch))
+                if store == "sqlite":  # the floor's second half, right after ours
+                    halves.append(watched_floor(c, n - n // 2, watch))
             floor = pooled(halves)
             for name, measure, ensure in ((REST_PEER, measure_ofctl_rest, ensure_rest_venv),
                                           ("Faucet", measure_faucet, ensure_venv)):
