@@ -4,13 +4,15 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from typing import Any
+from contextlib import nullcontext
+from typing import Any, Callable, ContextManager
 
 import requests
 
 from viplanes.config import ClientConfig
 
-TERMINAL_OR_ACTIVE = {"active", "failed", "expired", "released", "revoked"}
+ENDED = {"failed", "expired", "released", "revoked"}
+TERMINAL_OR_ACTIVE = ENDED | {"active"}
 
 
 class ApiError(Exception):
@@ -115,16 +117,25 @@ class LaneLease:
     def id(self) -> int | None:
         return self.lane["id"] if self.lane else None
 
-    def start(self) -> dict[str, Any]:
-        """Request and wait until active; LaneRefused otherwise (nothing is left behind)."""
+    def start(self, request_guard: Callable[[], ContextManager[Any]] = nullcontext) -> dict[str, Any]:
+        """Request and wait until active; LaneRefused otherwise (nothing is left behind).
+
+        ``request_guard`` wraps the request alone: a caller that turns signals into exceptions
+        holds them there, so the answer naming the lane is never lost between server and us. An
+        exception while waiting (KeyboardInterrupt too) releases the lane before it propagates.
+        """
         try:
-            lane = self.api.request_lane(self.body, self.key)
-            self.lane = lane
-            lane = self.api.wait_lane(lane, self.wait_s)
+            with request_guard():
+                self.lane = self.api.request_lane(self.body, self.key)
+            lane = self.api.wait_lane(self.lane, self.wait_s)
         except ApiError as exc:
             if self.lane is not None:
                 self.release()
             raise LaneRefused(str(exc), exc.status) from None
+        except BaseException:
+            if self.lane is not None:
+                self.release()
+            raise
         self.lane = lane
         if lane["state"] != "active":
             self.release()
@@ -155,8 +166,8 @@ class LaneLease:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(5)
-        if self.lane is None:
-            return None
+        if self.lane is None or self.lane["state"] in ENDED:
+            return self.lane
         try:
             self.lane = self.api.call("POST", f"/lanes/{self.id}/release")
         except ApiError as exc:

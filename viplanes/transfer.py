@@ -2,7 +2,7 @@
 
 The researcher's one command. It finds where CMD sends data (``viplanes.cmd_targets``) unless told,
 holds a lane as a lease (``viplanes.client.LaneLease``) while CMD runs, forwards SIGINT/SIGTERM/
-SIGHUP to CMD, releases the lane the moment CMD exits and exits with CMD's exit code (128+N when
+SIGHUP to CMD (before CMD starts, they release the lane and stop the wrapper: ``SignalGate``), releases the lane the moment CMD exits and exits with CMD's exit code (128+N when
 CMD died of signal N). Without a lane CMD still runs, on the normal path, after a warning;
 ``--require-lane`` makes that an error instead (exit 1, or 3 when the API is unreachable).
 Everything the wrapper says goes to stderr, prefixed ``viplanes:``, so CMD's output stays clean.
@@ -14,7 +14,8 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Any, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
 
 import click
 
@@ -28,6 +29,74 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 def say(message: str) -> None:
     click.echo(f"viplanes: {message}", err=True)
+
+
+class Interrupted(BaseException):
+    """A forwarded signal arrived before CMD ran: release what we hold, exit 128+N, run nothing."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class SignalGate:
+    """What SIGINT/SIGTERM/SIGHUP do to the wrapper, by phase, from its first line to its last.
+
+    Before CMD runs a signal interrupts the wrapper (``Interrupted``), except inside ``held()``:
+    the lane request, whose answer we must read to release the lane the server may just have
+    made, and the start of CMD, which must not leave an orphan. There the signal waits for the
+    end of the block. While CMD runs, a signal is forwarded to it. After CMD, signals are ignored
+    so the release always finishes (it has its own timeouts). Without the gate, a SIGTERM in the
+    milliseconds between "lane active" and CMD's start killed the wrapper with the lane held.
+    """
+
+    def __init__(self) -> None:
+        self.child: subprocess.Popen[Any] | None = None
+        self.pending: int | None = None
+        self.holding = 0
+        self.done = False  # CMD ended, or the wrapper was interrupted: no more interrupts
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        self._previous = {sig: signal.signal(sig, self._on_signal) for sig in FORWARDED}
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous = {}
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        if self.child is not None:
+            if self.child.poll() is None:
+                self.child.send_signal(signum)
+            return
+        if self.done:
+            return
+        if self.pending is None:
+            self.pending = signum
+        if not self.holding:
+            self.done = True
+            raise Interrupted(signum)
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold signals for the block; at its end (however it ends) forward them to CMD or interrupt."""
+        self.holding += 1
+        try:
+            yield
+        finally:
+            self.holding -= 1
+            self._let_through()
+
+    def _let_through(self) -> None:
+        if self.holding or self.pending is None:
+            return
+        signum, self.pending = self.pending, None
+        if self.child is not None:
+            self.child.send_signal(signum)
+        elif not self.done:
+            self.done = True
+            raise Interrupted(signum)
 
 
 def local_source(host: str, port: int) -> str:
@@ -69,24 +138,15 @@ def lane_body(dest: Destination | None, dst: str | None, dst_prefix: str | None,
     return body
 
 
-def run_forwarding(argv: Sequence[str]) -> int:
-    """Run CMD with our stdio; forward the three signals; CMD's exit code (128+N for signal N)."""
+def run_forwarding(argv: Sequence[str], gate: SignalGate) -> int:
+    """Run CMD with our stdio, signals forwarded by ``gate``; CMD's exit code (128+N for signal N)."""
     try:
-        child = subprocess.Popen(list(argv))
+        with gate.held():
+            gate.child = child = subprocess.Popen(list(argv))
     except OSError as exc:
         say(f"cannot run {argv[0]}: {exc.strerror or exc}")
         return 127 if isinstance(exc, FileNotFoundError) else 126
-
-    def forward(signum: int, _frame: Any) -> None:
-        if child.poll() is None:
-            child.send_signal(signum)
-
-    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
-    try:
-        code = child.wait()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    code = child.wait()
     return 128 - code if code < 0 else code
 
 
@@ -124,20 +184,37 @@ def transfer(src: str | None, dst: str | None, dst_prefix: str | None, dst_ports
     viplanes transfer --dst-ports 50000-51000 --dst dtn.example.org -- globus-url-copy ...
     """
     argv = list(cmd)
-    advice = rclone_advice(argv)
-    if advice:
-        say(advice)
-    lease = _hold_lane(argv, src, dst, dst_prefix, dst_ports, protocol, rate, purpose, lease_s, wait_timeout,
-                       require_lane, api_url, token)
-    started = time.monotonic()
-    code = run_forwarding(argv)
+    gate = SignalGate()
+    gate.install()
+    held: list[LaneLease] = []  # the lease, as soon as it exists: an interrupt may come at any line
+    try:
+        advice = rclone_advice(argv)
+        if advice:
+            say(advice)
+        _hold_lane(held, argv, src, dst, dst_prefix, dst_ports, protocol, rate, purpose, lease_s, wait_timeout,
+                   require_lane, api_url, token, gate)
+        started = time.monotonic()
+        code = run_forwarding(argv, gate)
+    except Interrupted as stop:
+        gate.done = True
+        for lease in held:
+            lease.release()
+        say(f"{signal.Signals(stop.signum).name} before the command started: the command was not run"
+            + (f", lane {held[0].id} released" if held and held[0].id else ""))
+        gate.restore()
+        sys.exit(128 + stop.signum)
+    except BaseException:
+        gate.restore()
+        raise
+    gate.done = True
     ended = time.monotonic()
-    if lease is not None:
+    for lease in held:
         stats = lease.stats()  # before release: a released lane's counters are gone from the switches
         lease.release()
         say(_summary(lease, stats, ended - started, time.monotonic() - ended))
         for warning in lease.warnings:
             say(f"warning: {warning}")
+    gate.restore()
     sys.exit(code)
 
 
@@ -151,10 +228,12 @@ def _derive(argv: list[str], explicit: bool, ports: bool) -> Destination | None:
         raise NoDestination("no destination port: give --dst-ports" if explicit else str(exc)) from None
 
 
-def _hold_lane(argv: list[str], src: str | None, dst: str | None, dst_prefix: str | None, dst_ports: str | None,
-               protocol: str | None, rate: float | None, purpose: str | None, lease_s: int, wait_timeout: float,
-               require_lane: bool, api_url: str | None, token: str | None) -> LaneLease | None:
-    """The active lease, or None after a warning (or exit, with --require-lane) when there is no lane."""
+def _hold_lane(held: list[LaneLease], argv: list[str], src: str | None, dst: str | None, dst_prefix: str | None,
+               dst_ports: str | None, protocol: str | None, rate: float | None, purpose: str | None, lease_s: int,
+               wait_timeout: float, require_lane: bool, api_url: str | None, token: str | None,
+               gate: SignalGate) -> None:
+    """Put the lease in ``held`` before it starts; take it out again (after a warning, or exit with
+    --require-lane) when there is no lane. The lane request itself holds signals (``gate.held``)."""
     def no_lane(message: str, code: int = 1) -> None:
         if require_lane:
             say(f"error: {message}")
@@ -169,17 +248,18 @@ def _hold_lane(argv: list[str], src: str | None, dst: str | None, dst_prefix: st
         api = ApiClient(ClientConfig.load(api_url, token))
     except (NoDestination, ConfigError) as exc:
         no_lane(str(exc))
-        return None
+        return
     except OSError as exc:
         no_lane(f"no route to the destination: {exc}")
-        return None
+        return
     lease = LaneLease(api, body, lease_s=lease_s, wait_s=wait_timeout)
+    held.append(lease)
     try:
-        lane = lease.start()
+        lane = lease.start(request_guard=gate.held)
     except LaneRefused as exc:
+        held.remove(lease)
         no_lane(f"no lane: {exc}", 3 if exc.status == 0 else 1)
-        return None
+        return
     where = lane.get("dst_host") or ", ".join(lane.get("dst_nets") or [str(lane.get("dst_ip"))])
     say(f"lane {lane['id']} active: {lane['src_ip']} -> {where} ports {', '.join(lane.get('dst_ports') or [])} "
         f"({lane.get('match_count')} matches); lease {lease_s} s, renewed every {lease.renew_s} s")
-    return lease

@@ -84,7 +84,8 @@ def test_sigterm_reaches_cmd_and_releases(served) -> None:
     sent = time.time()
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 128 + signal.SIGTERM, err  # sleep died of the forwarded SIGTERM
+    # 143 both when sleep died of the forwarded SIGTERM and when the signal came before sleep started
+    assert proc.returncode == 128 + signal.SIGTERM, err
     lane = lane_of(serve, token, 9101)
     assert lane["state"] == "released" and ts(lane["ended_at"]) - sent < 2.0, lane
 
