@@ -2,7 +2,8 @@
 
 A mixin of :class:`~viplanes.controller.runtime.LaneRuntime`. Flows deleted behind the
 controller's back on a switch that stays connected (``ovs-ofctl del-flows``, a removal or an
-activation that was never confirmed) would otherwise come back only at the periodic full
+activation that was never confirmed), and a switch whose reconcile did not complete (so it is not
+ready and lanes through it wait), would otherwise come back only at the periodic full
 reconcile (``embedded.REFRESH_PERIOD_S``, minutes). Every ``DRIFT_PERIOD_S`` the embedded
 controller calls ``check_drift``: per connected, reconciled switch (at most ``PROBES_PER_ROUND``
 a round, round robin) one OFPMP_AGGREGATE request over the app's cookie range (the switch answers with a single count, no flow bodies) compared
@@ -198,7 +199,9 @@ class DriftWatch:
         robin, so a campus of hundreds of switches costs what one of 32 does (issue 13)."""
         fixed = []
         ready = [dpid for dpid in sorted(self.connected) if dpid in self.reconciled]
-        for dpid in [d for d in ready if d in self._suspect]:
+        # suspects include connected switches whose reconcile did not complete (no flow stats
+        # in time, a database error): not ready until one does
+        for dpid in [d for d in sorted(self.connected) if d in self._suspect]:
             if self._backing_off(dpid):
                 continue
             self._suspect.discard(dpid)

@@ -77,6 +77,7 @@ class Resync:
     flow_stats: Callable[..., list[Any] | None]
     _apply: Callable[..., str | None]
     note_changed: Callable[..., None]
+    mark_suspect: Callable[[Any], None]  # DriftWatch's
 
     def desired(self, now: float, dpid: int | None = None, generation: int | None = None,
                 ) -> tuple[dict[int, list[Any]], dict[int, LaneSpec]]:
@@ -171,8 +172,15 @@ class Resync:
             LOG.warning("%s is not in topology %s: nothing installed", self.switch_name(dpid),
                         self.topology.name)
             return None
-        with self._reconcile_slots, self._reading() as generation:  # t0 before: the wait counts
-            plan = self._reconcile(dpid, generation, t0, timeout_s)
+        plan = None
+        try:
+            with self._reconcile_slots, self._reading() as generation:  # t0 before: the wait counts
+                plan = self._reconcile(dpid, generation, t0, timeout_s)
+        finally:
+            if plan is None and dpid in self.connected:
+                # not reconciled, so not ready: lanes through it would wait for the periodic
+                # round (minutes). The drift round retries it, with its back-off.
+                self.mark_suspect([dpid])
         if plan is not None and heap.grew_by_a_bulk(len(self.lanes)):
             heap.freeze_survivors(lanes=len(self.lanes))  # a bulk reconcile's lanes are long-lived
         return plan

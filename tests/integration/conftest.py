@@ -6,8 +6,18 @@ every integration test checks OVS first (`make test` starts it via scripts/ovs-u
 from __future__ import annotations
 
 import subprocess
+from typing import Any, Iterator
 
 import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
+    """``item.failed_call``: the test itself failed (fixtures print their processes' logs then)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" and report.failed:
+        item.failed_call = True  # type: ignore[attr-defined]
 
 
 def ovs_problem() -> str | None:

@@ -114,8 +114,29 @@ class Proc:
                 self.proc.wait(5)
 
 
+def wait_listening(port: int, timeout_s: float = 30.0) -> None:
+    """The controller's OpenFlow listener is up (asked of the kernel: a probe connection would be
+    a failed TLS handshake in the controller's log)."""
+    deadline = time.monotonic() + timeout_s
+    while not subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True,
+                             timeout=10).stdout.strip():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"nothing listens on OpenFlow port {port} after {timeout_s:g} s")
+        time.sleep(0.1)
+
+
+def print_log_tails(procs: list["Proc"], lines: int = 60) -> None:
+    """After a failed test: the end of every process's log, in the report's captured output."""
+    for p in procs:
+        try:
+            tail = p.log.read_text(errors="replace").splitlines()[-lines:]
+        except OSError:
+            continue
+        print(f"----- {p.name} ({p.log}), last {len(tail)} lines -----", *tail, sep="\n")
+
+
 @pytest.fixture
-def cluster(pg_cluster: Any, tmp_path: Path) -> Iterator[dict]:
+def cluster(pg_cluster: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[dict]:
     db = pg_cluster.new_database()
     op = bootstrap(db)
     security = lab_security_args()
@@ -133,7 +154,8 @@ def cluster(pg_cluster: Any, tmp_path: Path) -> Iterator[dict]:
     api_port = free_port()
     try:
         ctl = [controller("ctl-a"), controller("ctl-b")]
-        time.sleep(1.5)  # both listening before the switches try
+        for c in ctl:  # both listening before the switches try (OVS backs off after a refusal)
+            wait_listening(c.of_port)
         targets = [f"ssl:127.0.0.1:{c.of_port}" for c in ctl]
         for n, br in enumerate(bridges, start=1):
             vsctl("--may-exist", "add-br", br, "--", "set", "bridge", br, "datapath_type=netdev",
@@ -147,6 +169,8 @@ def cluster(pg_cluster: Any, tmp_path: Path) -> Iterator[dict]:
         yield {"db": db, "url": url, "op": op, "ctl": ctl, "api": api, "bridges": bridges, "controller": controller,
                "logs": tmp_path, "pg": pg_cluster}
     finally:
+        if getattr(request.node, "failed_call", False):
+            print_log_tails(procs)
         for br in bridges:
             subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", br], capture_output=True,
                            timeout=20)

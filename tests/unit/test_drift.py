@@ -132,3 +132,46 @@ def test_flows_deleted_twice_are_restored_twice(carried, switches) -> None:
         delete_behind_back(switches, 2, 1)
         assert rt.reconcile_switch(2) is not None
         assert len(lane_flows(switches, 2, 1)) == 2
+
+
+def test_a_switch_whose_reconcile_failed_is_retried_until_it_is_ready(topo, clock, switches) -> None:
+    """A failed first reconcile (the database did not answer, the switch sent no flow stats in
+    time) left the switch connected but never ready, and every lane through it ``installing``
+    until the periodic round minutes later. The drift round retries it."""
+    lanes = [spec(1, now=clock.now)]
+    failing = {"reads": 1, "stats": {3}}
+
+    def source() -> list[LaneSpec]:
+        if failing["reads"]:
+            failing["reads"] -= 1
+            raise RuntimeError("database away")
+        return list(lanes)
+
+    rt = inline_runtime(topo, clock, switches)
+    rt.attach_source(source)
+    real_stats = rt.flow_stats
+
+    def stats(dpid: int, *args: object, **kwargs: object) -> object:
+        if dpid in failing["stats"]:
+            failing["stats"].discard(dpid)
+            return None  # no answer within the timeout
+        return real_stats(dpid, *args, **kwargs)
+
+    rt.flow_stats = stats  # type: ignore[method-assign]
+    assert rt.reconcile_switch(1) is None  # the read failed
+    for dpid in sorted(switches.net.tables)[1:]:
+        rt.reconcile_switch(dpid)
+    assert 1 not in rt.reconciled and 3 not in rt.reconciled  # s3: no flow stats
+    assert set(rt.unready(lanes[0])) >= {rt.switch_name(1), rt.switch_name(3)}
+    fixed = rt.check_drift()
+    assert {1, 3} <= set(fixed) and rt.unready(lanes[0]) == []
+    assert len(lane_flows(switches, 3, 1)) > 0  # the lane the database lists is on the switch
+
+
+def test_a_disconnected_switch_is_not_retried(topo, clock, switches) -> None:
+    rt = inline_runtime(topo, clock, switches)
+    rt.attach_source(lambda: (_ for _ in ()).throw(RuntimeError("database away")))
+    assert rt.reconcile_switch(2) is None
+    rt.connected.discard(2)
+    rt.attach_source(lambda: [])
+    assert 2 not in rt.check_drift() and 2 not in rt.reconciled
