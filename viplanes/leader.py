@@ -74,6 +74,7 @@ class LeaderLease:
         self._now = now_sql(db)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._reclaim = threading.Event()
         self._ensure_row()
 
     def _ensure_row(self) -> None:
@@ -104,6 +105,22 @@ class LeaderLease:
         self._deadline = sent_at + self.lease_s
         return int(row[0])
 
+    def reclaim(self) -> None:
+        """A switch refused us while we hold the lease (it had seen our generation or a later
+        one from a role request that timed out, a restored database): at the next round take
+        a new epoch if the lease is still ours, so the role requests carry a generation the
+        switches accept. Without it the holder stayed SLAVE with a live lease, so no standby
+        took over and every lane waited ``installing``. Safe from any thread (a flag)."""
+        self._reclaim.set()
+
+    def _bump_epoch(self) -> int | None:
+        with self.db.write() as s:
+            row = s.execute(text(
+                f"UPDATE controller_lease SET epoch = epoch + 1 "
+                f"WHERE name = :name AND holder = :me AND expires_at > {self._now} RETURNING epoch"),
+                {"me": self.holder, "name": self.name}).first()
+        return None if row is None else int(row[0])
+
     def release(self) -> None:
         """Give the lease back at once (clean shutdown): a standby need not wait for expiry."""
         self._deadline = 0.0
@@ -123,6 +140,16 @@ class LeaderLease:
 
     def round(self) -> bool:
         """Take/renew once and report a gain or loss; a database error counts as no answer."""
+        if self._reclaim.is_set():
+            self._reclaim.clear()
+            try:
+                bumped = self._bump_epoch()
+            except Exception as exc:  # noqa: BLE001 - the renewal below decides
+                log.warning("lease %s: could not take a new epoch (%s)", self.name, str(exc).splitlines()[0])
+                bumped = None
+            if bumped is not None:
+                log.warning("lease %s: a switch refused epoch %d while we hold the lease; now epoch %d",
+                            self.name, self.epoch, bumped)  # the renewal below reports the new epoch
         try:
             epoch = self.try_acquire()
         except Exception as exc:  # noqa: BLE001 - an outage: keep the lease only until its deadline

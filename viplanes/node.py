@@ -58,13 +58,19 @@ class ControllerNode:
 
             manager.done_channel = DONE_CHANNEL
             manager.announced_hook = self._announced
-        plane.on_deposed = lambda epoch: self._leading(False)
         self.lease = LeaderLease(db, on_change=self._on_lease)
+        plane.on_deposed = self._deposed
         self.reporter = StatusReporter(db, plane, self.lease.holder)  # switch readiness, lane counters
 
     def _on_lease(self, master: bool, epoch: int) -> None:
         self.plane.set_role(master, epoch)
         self._leading(master and self.plane.is_master)
+
+    def _deposed(self, epoch: int) -> None:
+        """A switch refused our generation: stop leading; if the lease is still ours, its next
+        round takes a new epoch and claims the switches again (``LeaderLease.reclaim``)."""
+        self._leading(False)
+        self.lease.reclaim()
 
     def _leading(self, master: bool) -> None:
         from viplanes.lane_names import NameWatcher

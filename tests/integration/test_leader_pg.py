@@ -1,5 +1,6 @@
 """The controller lease on a real PostgreSQL: two contenders (two engines, as two processes
-have), expiry on the database's clock, and two renewal loops racing for it."""
+have), expiry on the database's clock, a new epoch only while the lease is ours (``reclaim``),
+and two renewal loops racing for it."""
 from __future__ import annotations
 
 import threading
@@ -8,7 +9,7 @@ import time
 import pytest
 
 from tests.integration.conftest_pg import pg_cluster  # noqa: F401  (session fixture)
-from tests.unit.test_leader import contenders_take_turns
+from tests.unit.test_leader import contenders_take_turns, reclaim_only_while_ours
 from viplanes.db import Database
 from viplanes.leader import LeaderLease
 
@@ -26,6 +27,10 @@ def two_engines(pg_cluster):  # noqa: F811
 
 def test_two_contenders_and_expiry_on_postgres(two_engines) -> None:
     contenders_take_turns(*two_engines)
+
+
+def test_reclaim_on_postgres(two_engines) -> None:
+    reclaim_only_while_ours(*two_engines)
 
 
 def test_racing_loops_never_both_lead(two_engines) -> None:

@@ -64,3 +64,47 @@ def test_loop_reports_gain_and_loss(lease_db) -> None:
 def test_renew_must_be_shorter_than_lease(lease_db) -> None:
     with pytest.raises(ValueError):
         LeaderLease(lease_db, "x", lease_s=1.0, renew_s=1.0)
+
+
+def reclaim_only_while_ours(db_a: Database, db_b: Database) -> None:
+    """A switch refused the holder's generation: the holder takes epoch + 1 and hears it as a
+    gain (on_change claims the switches again); a process that lost the lease takes nothing."""
+    seen: list[tuple[bool, int]] = []
+    a = LeaderLease(db_a, "ctl-a", lease_s=0.6, renew_s=0.1, on_change=lambda up, e: seen.append((up, e)))
+    assert a.round() and seen == [(True, 1)]
+    a.reclaim()
+    assert a.round() and seen == [(True, 1), (True, 2)] and a.current()[:2] == ("ctl-a", 2)
+    assert a.round() and seen == [(True, 1), (True, 2)]  # once per reclaim, not every round
+    time.sleep(0.7)  # a stopped renewing: its lease expired
+    b = LeaderLease(db_b, "ctl-b", lease_s=0.6, renew_s=0.1)
+    assert b.try_acquire() == 3
+    a.reclaim()
+    a.round()
+    assert a.current()[:2] == ("ctl-b", 3) and seen[-1] == (False, 3)
+
+
+def test_reclaim_takes_a_new_epoch_only_while_the_lease_is_ours(lease_db) -> None:
+    reclaim_only_while_ours(lease_db, lease_db)
+
+
+def test_a_deposed_node_holding_the_lease_claims_the_switches_again(lease_db) -> None:
+    """ControllerNode wiring: the plane's ``on_deposed`` makes the lease's next round take a new
+    epoch, which reaches the plane as MASTER at that epoch (before: SLAVE for good)."""
+    from types import SimpleNamespace
+
+    from viplanes.node import ControllerNode
+
+    roles: list[tuple[bool, int]] = []
+    plane = SimpleNamespace(is_master=False, lanes={}, on_deposed=None)
+
+    def set_role(master: bool, epoch: int) -> None:
+        roles.append((master, epoch))
+        plane.is_master = master
+
+    plane.set_role = set_role
+    node = ControllerNode(lease_db, plane, SimpleNamespace(committed_hook=None))
+    node._leading = lambda master: None  # type: ignore[method-assign]  # no scheduler in this test
+    assert node.lease.round() and roles == [(True, 1)]
+    plane.is_master = False
+    plane.on_deposed(1)  # a switch refused generation 1 (RoleController._step_down)
+    assert node.lease.round() and roles == [(True, 1), (True, 2)] and plane.is_master
