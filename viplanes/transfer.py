@@ -2,7 +2,8 @@
 
 The researcher's one command. It finds where CMD sends data (``viplanes.cmd_targets``) unless told,
 holds a lane as a lease (``viplanes.client.LaneLease``) while CMD runs, forwards SIGINT/SIGTERM/
-SIGHUP to CMD (before CMD starts, they release the lane and stop the wrapper: ``SignalGate``), releases the lane the moment CMD exits and exits with CMD's exit code (128+N when
+SIGHUP to CMD (one that comes before CMD starts releases the lane and stops the wrapper:
+``SignalGate``), releases the lane the moment CMD exits and exits with CMD's exit code (128+N when
 CMD died of signal N). Without a lane CMD still runs, on the normal path, after a warning;
 ``--require-lane`` makes that an error instead (exit 1, or 3 when the API is unreachable).
 Everything the wrapper says goes to stderr, prefixed ``viplanes:``, so CMD's output stays clean.
