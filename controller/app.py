@@ -80,19 +80,24 @@ class VipLanesApp(app_manager.OSKenApp):
 
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def _switch_features(self, ev: Any) -> None:
-        dp = ev.msg.datapath
-        old = self.datapaths.get(dp.id)
-        self.datapaths[dp.id] = dp
-        LOG.info("switch connected dpid=%d", dp.id)
+        # The dpid comes from the message: ``dp.id`` is set by os-ken's handshake app, whose
+        # event thread may not have run yet. Reading it here registered a switch under None
+        # (2 of 158 integration tests in one CI run): connected, never sendable, never ready.
+        dp, dpid = ev.msg.datapath, ev.msg.datapath_id
+        if dp.id is None:
+            dp.id = dpid  # the same value os-ken sets; this app's later events need it now
+        old = self.datapaths.get(dpid)
+        self.datapaths[dpid] = dp
+        LOG.info("switch connected dpid=%d", dpid)
         if old is not None and old is not dp:
             # the listener's admission (ofserver/admission.py) let this connection in only after
             # the older one failed an echo probe and was shut down; forget the older one here
             LOG.warning("dpid=%d connected again from %s; the older connection from %s is closed",
-                        dp.id, dp.address, old.address)
+                        dpid, dp.address, old.address)
             close = getattr(old, "shutdown", None) or old.close
             close()
-            self.runtime.switch_down(dp.id)
-        self.runtime.switch_up(dp.id)
+            self.runtime.switch_down(dpid)
+        self.runtime.switch_up(dpid)
 
     @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
     def _state_change(self, ev: Any) -> None:

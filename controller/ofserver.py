@@ -230,6 +230,7 @@ class GuardedDatapath(Datapath):
             self.rejected = f"not admitted as dpid {dpid}"
             return False
         self.authorized = True
+        self.id = dpid  # before any app sees the features reply (they run on their own threads)
         return True
 
     def _handshake_expired(self) -> None:

@@ -183,3 +183,15 @@ def test_standalone_app_installs_table_miss_only(topo: Topology) -> None:
     app._switch_features(features(dp))
     mods = [m for m in dp.sent if isinstance(m, parser.OFPFlowMod)]
     assert [(m.priority, m.instructions[0].actions[0].port) for m in mods] == [(0, ofp.OFPP_NORMAL)]
+
+
+def test_features_before_os_kens_handler_set_the_dpid(campus) -> None:
+    """os-ken's handshake app sets ``dp.id`` on its own event thread; ours may handle the same
+    features reply first. The switch must still be registered under its dpid, and be ready."""
+    app, runtime, net, dps, _ = campus
+    dp = dps[3]
+    event = features(dp)
+    dp.id = None  # os-ken's thread has not run yet
+    app._switch_features(event)
+    assert app.datapaths.get(3) is dp and None not in app.datapaths and dp.id == 3
+    assert 3 in runtime.connected and 3 in runtime.reconciled  # reconciled: sendable, ready

@@ -266,7 +266,8 @@ def test_connection_screen_admits_once_and_limits_packet_ins():
         assert not stranger._screen(punt) and not stranger._screen(message(ofp.OFPT_PORT_STATUS))
         assert stranger._screen(message(ofp.OFPT_ECHO_REQUEST))  # the handshake may go on
         assert not stranger._screen(features(0x77)) and stranger.rejected  # not in the topology
-        assert switch._screen(features(1)) and switch.authorized and gate.live[1] is switch
+        assert switch.id is None and switch._screen(features(1)) and switch.authorized and gate.live[1] is switch
+        assert switch.id == 1  # set by the reader, before any app thread handles the features reply
         assert not switch._screen(features(2))  # a second features reply cannot rename it
         assert [switch._screen(punt) for _ in range(3)] == [True, True, False]
         while switch.rejected is None:  # far over the limit: the connection is closed
