@@ -266,8 +266,4 @@ class DriftWatch:
         _, delay = self._calm.get(dpid, (0.0, 0.0))
         self._calm[dpid] = (time.monotonic() + delay,
                             min(BACKOFF_MAX_S, max(DRIFT_PERIOD_S, delay * 2)))
-        plan = self.reconcile_switch(dpid)
-        known = self.topology is not None and self.topology.switch_by_dpid(dpid) is not None
-        if plan is None and known and dpid in self.connected:
-            self._suspect.add(dpid)  # no stats or no source: try again next round
-        return plan
+        return self.reconcile_switch(dpid)  # one that does not complete marks the switch suspect
