@@ -196,26 +196,22 @@ def transfer(src: str | None, dst: str | None, dst_prefix: str | None, dst_ports
                    require_lane, api_url, token, gate)
         started = time.monotonic()
         code = run_forwarding(argv, gate)
-    except Interrupted as stop:
         gate.done = True
+        ended = time.monotonic()
+        for lease in held:
+            stats = lease.stats()  # before release: a released lane's counters are gone from the switches
+            lease.release()
+            say(_summary(lease, stats, ended - started, time.monotonic() - ended))
+            for warning in lease.warnings:
+                say(f"warning: {warning}")
+    except Interrupted as stop:  # before CMD ran (the gate is done: no second interrupt)
         for lease in held:
             lease.release()
         say(f"{signal.Signals(stop.signum).name} before the command started: the command was not run"
             + (f", lane {held[0].id} released" if held and held[0].id else ""))
+        code = 128 + stop.signum
+    finally:
         gate.restore()
-        sys.exit(128 + stop.signum)
-    except BaseException:
-        gate.restore()
-        raise
-    gate.done = True
-    ended = time.monotonic()
-    for lease in held:
-        stats = lease.stats()  # before release: a released lane's counters are gone from the switches
-        lease.release()
-        say(_summary(lease, stats, ended - started, time.monotonic() - ended))
-        for warning in lease.warnings:
-            say(f"warning: {warning}")
-    gate.restore()
     sys.exit(code)
 
 
