@@ -11,7 +11,8 @@ os-ken 4.2's own listener has two problems we cannot live with:
 
 ``ofhandler.GuardedOFPHandler`` replaces os-ken's ``OFPHandler`` and starts the listener
 (``oflistener.OpenFlowServer``: accept loop, TLS handshake, connection caps); this module is one
-admitted connection (``GuardedDatapath``: screening, guard, reading, echo, shutdown).
+admitted connection (``GuardedDatapath``: screening, guard, reading, echo, shutdown; its
+batched writes are ``ofwrite.BatchWriter``).
 
 Switches authenticate (``ListenerSecurity``): TLS with a campus-CA client certificate
 (``oftls``), then ``admission`` decides after the features reply whether that certificate may
@@ -28,7 +29,7 @@ import socket
 import struct
 import threading
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from os_ken.base import app_manager  # noqa: F401 - first: os_ken.controller.controller needs it
 from os_ken.controller import ofp_event
@@ -40,6 +41,7 @@ from os_ken.ofproto import ofproto_v1_3 as ofp_v13
 
 from viplanes.controller import echo, flowstats, guard, oftls
 from viplanes.controller.admission import Admission, Limits
+from viplanes.controller.ofwrite import BatchWriter
 from viplanes.controller.peerauth import TokenBucket
 
 LOG = logging.getLogger("viplanes.controller.ofserver")
@@ -66,8 +68,9 @@ def set_flow_stats_hook(hook: FlowStatsHook | None) -> None:
     _flow_stats_hook = hook
 
 
-class GuardedDatapath(Datapath):
-    """One switch connection whose reader refuses messages the guard rejects."""
+class GuardedDatapath(BatchWriter, Datapath):
+    """One switch connection whose reader refuses messages the guard rejects (its writes:
+    ``ofwrite.BatchWriter``)."""
 
     def __init__(self, sock: Any, address: Any, admission: Admission | None = None,
                  limits: Limits | None = None, cert_der: bytes | None = None) -> None:
@@ -91,77 +94,6 @@ class GuardedDatapath(Datapath):
         self.max_unreplied_echo_requests = self.max_unreplied_echo_requests or ECHO_MAX_UNREPLIED
         self._handshake_timer = threading.Timer(HANDSHAKE_TIMEOUT_S, self._handshake_expired)
         self._handshake_timer.daemon = True
-
-    def send_msgs(self, msgs: Sequence[Any]) -> bool:
-        """Serialise ``msgs`` in order and queue them as one buffer; False when the connection is
-        closing (then nothing of the batch was queued).
-
-        ``send_msg`` per message means one send-queue put, i.e. one wake-up of the send thread and
-        one GIL hand-off, per message (9 for an activation). Xids already set are kept, so the
-        barrier/xid tracking of ``LaneRuntime`` sees exactly the xids it assigned.
-        """
-        return self.write_batch(self.serialize_batch(msgs))
-
-    def serialize_batch(self, msgs: Sequence[Any]) -> bytes:
-        """The batch's bytes (xids kept or set here): done for every switch of a change before
-        the first is written (``VipLanesApp.send_many``), so no write's GIL release lets a reader
-        in between two switches' serialisations."""
-        chunks = []
-        for msg in msgs:
-            msg.datapath = self
-            if msg.xid is None:
-                self.set_xid(msg)
-            msg.serialize()
-            chunks.append(msg.buf)
-        return b"".join(chunks)
-
-    def write_batch(self, data: bytes) -> bool:
-        """Write ``data`` on the calling thread when nothing is queued or being written (then
-        nothing can be overtaken): the switch starts on it at once, without a hand-off to the
-        send thread. Otherwise it queues behind what is there, as ``send`` does. False when the
-        connection is closing."""
-        queue = self.send_q
-        if queue is not None and self._write_lock.acquire(blocking=False):
-            try:
-                # unfinished_tasks: buffers queued and not yet written (the send loop marks each
-                # done after writing it, under the same lock)
-                if queue.unfinished_tasks == 0 and self.send_q is queue and not self._stopping.is_set():
-                    try:
-                        self.socket.sendall(data)
-                        return True
-                    except OSError:  # timed out or broken mid-batch: the stream is unusable
-                        LOG.warning("closing OpenFlow connection from %s (dpid=%s): write failed",
-                                    self.address, self.id)
-                        self.shutdown()
-                        return False
-            finally:
-                self._write_lock.release()
-        return bool(self.send(data))
-
-    def _send_loop(self) -> None:
-        """os-ken's send loop, each buffer written under ``_write_lock`` and then marked done."""
-        queue = self.send_q
-        try:
-            while self.state != DEAD_DISPATCHER and queue is not None:
-                buf, close_socket = queue.get()
-                self._send_q_sem.release()
-                try:
-                    with self._write_lock:
-                        self.socket.sendall(buf)
-                finally:
-                    queue.task_done()
-                if close_socket:
-                    break
-        except OSError as exc:  # socket.timeout included
-            LOG.debug("send to switch at %s failed: %s", self.address, exc)
-        finally:
-            self.send_q = None  # no new references; then release every waiting sender
-            try:
-                while queue is not None and queue.get(block=False):
-                    self._send_q_sem.release()
-            except hub.QueueEmpty:
-                pass
-            self._close_write()
 
     def peer_cert_der(self) -> bytes | None:
         return self.cert_der
