@@ -114,17 +114,6 @@ class Proc:
                 self.proc.wait(5)
 
 
-def wait_listening(port: int, timeout_s: float = 30.0) -> None:
-    """The controller's OpenFlow listener is up (asked of the kernel: a probe connection would be
-    a failed TLS handshake in the controller's log)."""
-    deadline = time.monotonic() + timeout_s
-    while not subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True,
-                             timeout=10).stdout.strip():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"nothing listens on OpenFlow port {port} after {timeout_s:g} s")
-        time.sleep(0.1)
-
-
 def print_log_tails(procs: list["Proc"], lines: int = 60) -> None:
     """After a failed test: the end of every process's log, in the report's captured output."""
     for p in procs:
@@ -155,7 +144,8 @@ def cluster(pg_cluster: Any, tmp_path: Path, request: pytest.FixtureRequest) -> 
     try:
         ctl = [controller("ctl-a"), controller("ctl-b")]
         for c in ctl:  # both listening before the switches try (OVS backs off after a refusal)
-            wait_listening(c.of_port)
+            assert wait_for(lambda: "OpenFlow listening" in c.log.read_text(errors="replace"), 30), \
+                f"{c.name} not listening on {c.of_port}"
         targets = [f"ssl:127.0.0.1:{c.of_port}" for c in ctl]
         for n, br in enumerate(bridges, start=1):
             vsctl("--may-exist", "add-br", br, "--", "set", "bridge", br, "datapath_type=netdev",
