@@ -84,7 +84,8 @@ def create_app(config: AppConfig | dict[str, Any] | None = None, dataplane: Data
                                             FailedAuthLimiter(db, Budgets(config.auth_max_failures,
                                                                           config.auth_net_max_failures,
                                                                           config.auth_global_max_failures,
-                                                                          config.auth_window_s)),
+                                                                          config.auth_window_s),
+                                                              clock),
                                             m)
     api = errors.VipApi(app)
     for bp in (lanes.bp, grants.bp, principals.bp, audit.bp):
