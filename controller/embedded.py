@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from viplanes.controller.admission import ListenerSecurity
 from viplanes.controller.drift import DRIFT_PERIOD_S
+from viplanes.controller.handshakes import HandshakeGauge
 from viplanes.controller.peerauth import SwitchTrust
 from viplanes.controller.runtime import LaneRuntime
 from viplanes.topologies.model import Topology
@@ -45,6 +46,7 @@ class EmbeddedController(LaneRuntime):
         self.drift_period_s = drift_period_s
         self._running: Any = None
         self._stop = threading.Event()
+        self.handshakes = HandshakeGauge()  # the listener counts, reconciles wait (``Resync``)
 
     def start(self) -> None:
         from viplanes.controller.launcher import start_apps
@@ -57,7 +59,8 @@ class EmbeddedController(LaneRuntime):
             warm.join(WARM_UP_ALONE_S)
         try:
             self._running = start_apps(["viplanes.controller.app"], self.host, self.port,
-                                       lane_runtime=self, of_security=self.security)
+                                       lane_runtime=self, of_security=self.security,
+                                       of_handshakes=self.handshakes)
         except OSError as exc:
             raise RuntimeError(f"OpenFlow listener {self.host}:{self.port}: "
                                f"{exc.strerror or exc}") from None

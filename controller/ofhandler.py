@@ -15,6 +15,7 @@ from os_ken.controller.ofp_handler import OFPHandler
 from os_ken.lib import hub
 
 from viplanes.controller.admission import ListenerSecurity
+from viplanes.controller.handshakes import HandshakeGauge
 from viplanes.controller.oflistener import OpenFlowServer
 
 LOG = logging.getLogger("viplanes.controller.ofserver")
@@ -27,16 +28,18 @@ class GuardedOFPHandler(OFPHandler):
     the listener is plain TCP."""
 
     def __init__(self, *args: Any, of_security: ListenerSecurity | None = None,
-                 **kwargs: Any) -> None:
+                 of_handshakes: HandshakeGauge | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.server: OpenFlowServer | None = None
         self.security = of_security or ListenerSecurity(tls=None)
+        self.handshakes = of_handshakes  # the runtime's: its reconciles wait for handshakes
 
     def start(self) -> Any:
         app_manager.OSKenApp.start(self)
         conf = cfg.CONF
         host = conf.ofp_listen_host or "127.0.0.1"
-        self.server = OpenFlowServer(host, conf.ofp_tcp_listen_port or 6653, self.security)
+        self.server = OpenFlowServer(host, conf.ofp_tcp_listen_port or 6653, self.security,
+                                     self.handshakes)
         if self.security.tls is None:
             LOG.warning("INSECURE: OpenFlow listening on %s:%d over plain TCP (--insecure-tcp): "
                         "switches are not authenticated", *self.server.address)

@@ -16,6 +16,7 @@ from typing import Any
 from os_ken.lib import hub
 
 from viplanes.controller.admission import Admission, ListenerSecurity
+from viplanes.controller.handshakes import HandshakeGauge
 from viplanes.controller.ofserver import GuardedDatapath
 from viplanes.controller.oftls import ContextSource, TLSChannel
 from viplanes.controller.peerauth import SourceLimiter
@@ -28,8 +29,11 @@ INSECURE_REMINDER_S = 60.0
 class OpenFlowServer:
     """Accepts switch connections on (host, port); ``close`` stops accepting and drops them all."""
 
-    def __init__(self, host: str, port: int, security: ListenerSecurity | None = None) -> None:
+    def __init__(self, host: str, port: int, security: ListenerSecurity | None = None,
+                 handshakes: HandshakeGauge | None = None) -> None:
         self.security = security or ListenerSecurity(tls=None)
+        # connections accepted and not through their TLS handshake yet (reconciles wait for them)
+        self.in_handshake = handshakes or HandshakeGauge()
         # fails here (at start) when the certificate files are unusable
         self.contexts = ContextSource(self.security.tls) if self.security.tls else None
         self.admission = Admission(self.security.trust)
@@ -64,6 +68,8 @@ class OpenFlowServer:
                 full = len(self.datapaths) + pending >= MAX_CONNECTIONS
                 admitted = not full and self.handshakes.admit(addr[0])
                 waits = not full and not admitted and self.handshakes.wait(addr[0], (conn, addr, queued_at))
+            if waits or admitted:
+                self.in_handshake.enter()
             if waits:
                 LOG.debug("OpenFlow connection from %s waits for a handshake place", addr)
                 continue
@@ -107,6 +113,7 @@ class OpenFlowServer:
             return channel, channel.peer_cert_der()
         finally:
             self._handshake_done(addr[0])
+            self.in_handshake.leave()
 
     def _serve_connection(self, conn: socket.socket, addr: Any, queued_at: float) -> None:
         secured = self._secure(conn, addr, queued_at)
@@ -143,6 +150,7 @@ class OpenFlowServer:
             dp.shutdown()
         for conn, _, _ in waiting:
             conn.close()
+            self.in_handshake.leave()
 
     def remind_insecure(self) -> None:
         """Plain TCP: say so every minute, so nobody runs it by accident for long."""

@@ -21,6 +21,7 @@ from viplanes.controller import heap, reconcile
 from viplanes.controller.carried import CarriedLanes
 from viplanes.controller.cookies import ALL_APP_FLOWS
 from viplanes.controller.desired import DesiredFlows
+from viplanes.controller.handshakes import ADMISSION_FIRST_S, HandshakeGauge
 from viplanes.controller.pending import Batch
 from viplanes.dataplane import DesiredLanes
 from viplanes.domain import LaneSpec
@@ -70,6 +71,7 @@ class Resync:
     _applied: int  # bumped whenever a plan or a change was applied (the drift probe's epoch)
     _read_lock: threading.Lock  # one read of the desired lanes at a time (``_read_lanes``)
     _reconcile_slots: threading.BoundedSemaphore  # RECONCILES_AT_ONCE
+    handshakes: HandshakeGauge | None  # connections in their TLS handshake (the listener's)
     _last_read: LaneRead | None
     lane_reads: int  # reads of the desired lanes so far (tests, metrics)
     # LaneRuntime's (annotations only: a stub here would shadow them in the MRO)
@@ -173,6 +175,10 @@ class Resync:
                         self.topology.name)
             return None
         plan = None
+        if self.handshakes is not None:
+            # switches still connecting go first: a reconcile slowed their handshakes past
+            # OVS's connect timeout, and a dropped switch comes back only after its backoff
+            self.handshakes.wait_idle(ADMISSION_FIRST_S)
         try:
             with self._reconcile_slots, self._reading() as generation:  # t0 before: the wait counts
                 plan = self._reconcile(dpid, generation, t0, timeout_s)

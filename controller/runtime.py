@@ -36,6 +36,7 @@ from viplanes.controller.carried import CarriedLanes
 from viplanes.controller.cookies import EXACT_MASK, lane_cookie, lane_id_from_cookie
 from viplanes.controller.desired import DesiredFlows
 from viplanes.controller.drift import DriftWatch
+from viplanes.controller.handshakes import HandshakeGauge
 from viplanes.controller.pending import Batch, Tracker
 from viplanes.controller.readiness import SwitchReadiness
 from viplanes.controller.resync import RECONCILES_AT_ONCE, LaneRead, Resync, meter_errors_only
@@ -87,6 +88,7 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
         self._touched_addresses: dict[str, int] = {}  # same for the addresses of shared flows
         self._inflight = 0  # reconciles running; _touched is cleared when none is
         self._flows = DesiredFlows(topology) if topology is not None else None
+        self.handshakes: HandshakeGauge | None = None  # the listener's (EmbeddedController)
         self._restarted: dict[int, dict[Any, float]] = {}  # dpid -> flow_key -> MODIFY refresh time
         self._applied = 0  # bumped under the change lock by every change or applied plan
         self._read_lock = threading.Lock()  # one read of the desired lanes at a time

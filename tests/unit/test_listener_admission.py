@@ -120,3 +120,51 @@ def test_a_connection_that_waited_its_whole_deadline_is_closed_without_a_handsha
         for conn in (hog, first, second):
             conn.close()
         server.close()
+
+
+def test_handshakes_in_flight_count_the_running_and_the_waiting_until_each_ends(campus_pki):
+    """Reconciles wait on this gauge after a restart (``handshakes``): it must count a connection
+    from accept to the end of its handshake, queued or running, and come back to zero."""
+    server = _listener(campus_pki, pending_per_source=1, queued_per_source=2, tls_handshake_timeout_s=5.0)
+    gauge = server.in_handshake
+
+    def settles_at(n: int) -> bool:
+        deadline = time.monotonic() + 2
+        while gauge.in_flight != n and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return gauge.in_flight == n
+
+    hog = socket.create_connection(server.address, timeout=2)  # in its handshake, silent
+    waiter = socket.create_connection(server.address, timeout=2)  # queued behind it
+    late = socket.create_connection(server.address, timeout=2)  # queued too
+    try:
+        assert settles_at(3)
+        assert not gauge.wait_idle(0.1)  # busy: a reconcile would wait
+        hog.close()  # its handshake fails: the place passes to the waiter, still in flight
+        assert settles_at(2)
+        waiter.close()  # the same, to the last one
+        assert settles_at(1)
+        late.close()
+        assert settles_at(0) and gauge.wait_idle(0.1)
+    finally:
+        for conn in (hog, waiter, late):
+            conn.close()
+        server.close()
+
+
+def test_closing_the_listener_stops_counting_the_connections_it_drops(campus_pki):
+    server = _listener(campus_pki, pending_per_source=1, queued_per_source=2, tls_handshake_timeout_s=5.0)
+    conns = [socket.create_connection(server.address, timeout=2) for _ in range(3)]
+    try:
+        deadline = time.monotonic() + 2
+        while server.in_handshake.in_flight != 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server.in_handshake.in_flight == 3
+        server.close()  # the two queued are closed at once; the first is in its handshake
+        assert server.in_handshake.in_flight == 1
+        conns[0].close()
+        assert server.in_handshake.wait_idle(2)
+    finally:
+        for conn in conns:
+            conn.close()
+        server.close()
