@@ -146,6 +146,22 @@ class Resync:
                                 reconcile.cached_key(msg)
             time.sleep(0.001)
 
+    def _compile_base(self, chunk: int = 8) -> int:
+        """Every switch's base flows and their identities, a few switches per hold of the
+        compile lock: after a restart each switch's reconcile then only reads back and compares
+        (the host guards of 140 switches were ~0.3 s of a restart's reconciles)."""
+        assert self._flows is not None and self.topology is not None
+        flows = self._flows
+        dpids = [sw.dpid for sw in self.topology.switches]
+        for i in range(0, len(dpids), chunk):
+            with self._compile_lock:
+                for dpid in dpids[i:i + chunk]:
+                    for msg in flows.base(dpid):
+                        if isinstance(msg, parser.OFPFlowMod):
+                            reconcile.cached_key(msg)
+            time.sleep(0.001)
+        return len(dpids)
+
     def warm_up(self) -> None:
         """Compile the desired lanes and their flow identities now, while switches are still
         (re)connecting, so their reconciles only read back and compare."""
@@ -158,8 +174,9 @@ class Resync:
             LOG.exception("reading the desired lanes failed")
             return
         self._compile(lanes, self.clock(), None)
-        LOG.info("compiled %d desired lanes in %.0f ms", len(lanes),
-                 (time.perf_counter() - t0) * 1000)
+        switches = self._compile_base()
+        LOG.info("compiled %d desired lanes and the base flows of %d switches in %.0f ms",
+                 len(lanes), switches, (time.perf_counter() - t0) * 1000)
         if len(lanes) >= heap.BULK_LANES:
             heap.freeze_survivors(lanes=len(lanes))
 

@@ -75,6 +75,27 @@ def test_a_restart_reads_the_lanes_once_and_touches_no_flow(monkeypatch):
     assert sorted(compiled) == sorted(sw.dpid for sw in topo.switches)
 
 
+def test_warm_up_compiles_every_switchs_base_flows_before_the_switches_reconnect(monkeypatch):
+    """After a restart the reconciles only read back and compare: the base flows (host guards:
+    hundreds per access switch) and their identities are ready before the listener opens."""
+    topo = synth(8)
+    lanes = [lane(i, i % 8, Clock()()) for i in range(1, 41)]
+    runtime, switches, _source = restarted(topo, lanes)
+    compiled: list[int] = []
+    real = guardflows.base_flows
+    monkeypatch.setattr(guardflows, "base_flows",
+                        lambda t, sw: compiled.append(sw.dpid) or real(t, sw))
+    runtime.warm_up()
+    assert sorted(compiled) == sorted(sw.dpid for sw in topo.switches)
+    keyed = [m for sw in topo.switches for m in runtime._flows.base(sw.dpid)
+             if type(m).__name__ == "OFPFlowMod"]
+    assert keyed and all("_vl_flow_key" in vars(m) for m in keyed)
+    for dpid in sorted(switches.net.tables):
+        runtime.switch_up(dpid)
+    assert len(compiled) == len(topo.switches)  # none compiled again by a reconcile
+    assert all(plan.empty for plan in runtime.reconciled.values())
+
+
 def test_a_lane_changed_since_the_read_makes_the_next_reconcile_read_again():
     topo = synth(4)
     lanes = [lane(1, 0, Clock()())]
