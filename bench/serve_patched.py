@@ -168,6 +168,26 @@ def gc_freeze() -> None:
     threading.Thread(target=loop, name="bench-gc-freeze", daemon=True).start()
 
 
+def handshakes_64() -> None:
+    """64 TLS handshakes per source address at once instead of 8: a lab's switches all connect
+    from 127.0.0.1, where a campus's come from one address each."""
+    import dataclasses
+
+    from viplanes.controller import admission
+
+    fields = {f.name: f for f in dataclasses.fields(admission.Limits)}
+    fields["pending_per_source"].default = 64
+    admission.Limits.__init__.__defaults__ = tuple(
+        f.default for f in dataclasses.fields(admission.Limits))
+
+
+def reconciles_at_once() -> None:
+    """$BENCH_RECONCILES_AT_ONCE switch reconciles at once instead of resync.RECONCILES_AT_ONCE."""
+    from viplanes.controller import runtime
+
+    runtime.RECONCILES_AT_ONCE = int(os.environ.get("BENCH_RECONCILES_AT_ONCE", "3"))
+
+
 def timeline() -> None:
     from bench.timeline_patch import install
 
@@ -176,7 +196,8 @@ def timeline() -> None:
 
 PATCHES = {"timeline": timeline, "token_cache": token_cache, "gc_freeze": gc_freeze, "sqlite_writer_lock": sqlite_writer_lock, "switch_interval": switch_interval,
            "lazy_quota": lazy_quota, "desired_columns": desired_columns,
-           "one_write_per_switch": one_write_per_switch}
+           "one_write_per_switch": one_write_per_switch, "handshakes_64": handshakes_64,
+           "reconciles_at_once": reconciles_at_once}
 
 
 def apply(names: str) -> list[str]:

@@ -36,11 +36,12 @@ class Sampler:
         out.parent.mkdir(parents=True, exist_ok=True)
         # BENCH_PYSPY_NATIVE=1: C frames too (the cyclic GC shows up as gc_collect_main)
         native = ["--native"] if os.environ.get("BENCH_PYSPY_NATIVE") else []
-        # BENCH_PYSPY_GIL=1: only the thread holding the GIL (a proxy for Python CPU, no waits)
-        native += ["--gil"] if os.environ.get("BENCH_PYSPY_GIL") else []
+        # BENCH_PYSPY_GIL=1: only the thread holding the GIL (a proxy for Python CPU, no waits);
+        # still non-blocking: pausing ~300 threads per sample got ~10 samples/s and slowed serve
+        gil = ["--gil"] if os.environ.get("BENCH_PYSPY_GIL") else []
         self.proc = subprocess.Popen(
             [exe, "record", "--pid", str(pid), "--duration", str(int(duration_s) + 1), "--rate",
-             str(rate_hz), "--format", "raw", "--threads", *native,
+             str(rate_hz), "--format", "raw", "--threads", *native, *gil,
              *([] if native else ["--nonblocking"]), "--output", str(out)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
