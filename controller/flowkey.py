@@ -161,10 +161,14 @@ def flow_key_of(msg: Any) -> Hashable:
     return flow_key(msg.priority, msg.cookie, msg.match, msg.instructions, msg.table_id)
 
 
+KEY_ATTR = "_vl_flow_key"
+
+
 def cached_key(msg: Any) -> Any:
     """flow_key_of, remembered on the message: compiled lanes are reused across reconciles and
-    their identity never changes (only hard timeouts are re-timed)."""
-    key = msg.__dict__.get("_vl_flow_key")
+    their identity never changes (only hard timeouts are re-timed). Flow-stats entries decoded
+    from the wire (``flowstats``) come with it."""
+    key = msg.__dict__.get(KEY_ATTR)
     if key is None:
-        key = msg.__dict__["_vl_flow_key"] = flow_key_of(msg)
+        key = msg.__dict__[KEY_ATTR] = flow_key_of(msg)
     return key

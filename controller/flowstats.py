@@ -22,6 +22,8 @@ from os_ken.lib import type_desc
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
+from viplanes.controller.flowkey import KEY_ATTR, instructions_key, match_key
+
 _ENTRY = struct.Struct("!HBxIIHHHH4xQQQ")  # ofp_flow_stats up to the match (48 bytes)
 _AGGREGATE = struct.Struct(ofp.OFP_AGGREGATE_STATS_REPLY_PACK_STR)
 
@@ -84,8 +86,26 @@ def _value(kind: str, raw: bytes) -> Any:
     return int.from_bytes(raw, "big")  # IPv4 as an int: flow_key's canonical form, no parsing
 
 
+# OXM TLV bytes -> (field name, value, bytes used): a read-back repeats the same few ports,
+# EtherTypes and campus addresses in every flow of every switch (a restart decodes ~180,000 TLVs
+# at 128 access switches, a few thousand distinct). Small immutable tuples: cheap to keep.
+_TLV_CACHE_MAX = 1 << 16
+_tlvs: dict[bytes, tuple[str, Any, int]] = {}
+
+
 def _oxm(buf: bytes, pos: int) -> tuple[str, Any, int]:
     """One OXM TLV at ``pos``: (field name, user value or (value, mask), bytes used)."""
+    raw = buf[pos:pos + 4 + buf[pos + 3]]
+    known = _tlvs.get(raw)
+    if known is None:
+        known = _oxm_decoded(raw, 0)
+        if len(_tlvs) >= _TLV_CACHE_MAX:
+            _tlvs.clear()
+        _tlvs[raw] = known
+    return known
+
+
+def _oxm_decoded(buf: bytes, pos: int) -> tuple[str, Any, int]:
     header = int.from_bytes(buf[pos:pos + 4], "big")
     num, hasmask, length = header >> 9, (header >> 8) & 1, header & 0xFF
     known = _FIELDS.get(num)
@@ -173,6 +193,25 @@ def _instructions(buf: bytes, pos: int, end: int) -> list[Any]:
     return out
 
 
+# Instruction bytes -> (the decoded instructions, their part of the flow key): a campus's flows
+# use a few hundred distinct instruction lists (outputs, NAT, conntrack) for tens of thousands
+# of flows. The os-ken objects are shared between entries, and nothing changes them.
+_INSTRUCTIONS_CACHE_MAX = 4096
+_instruction_lists: dict[bytes, tuple[tuple[Any, ...], Any]] = {}
+
+
+def _instructions_keyed(buf: bytes, pos: int, end: int) -> tuple[list[Any], Any]:
+    raw = buf[pos:end]
+    known = _instruction_lists.get(raw)
+    if known is None:
+        insts = _instructions(raw, 0, len(raw))
+        known = (tuple(insts), instructions_key(insts))
+        if len(_instruction_lists) >= _INSTRUCTIONS_CACHE_MAX:
+            _instruction_lists.clear()
+        _instruction_lists[raw] = known
+    return list(known[0]), known[1]
+
+
 def decode_flow_stats_reply(raw: bytes) -> tuple[list[Any], bool] | None:
     """(entries, more) of one OFPMP_FLOW multipart reply; None when os-ken should parse it.
 
@@ -194,10 +233,13 @@ def decode_flow_stats_reply(raw: bytes) -> tuple[list[Any], bool] | None:
             (length, table_id, dsec, dnsec, prio, idle, hard, eflags, cookie, packets,
              octets) = _ENTRY.unpack_from(raw, pos)
             match, after = decode_match(raw, pos + ofp.OFP_FLOW_STATS_0_SIZE)
-            insts = _instructions(raw, after, pos + length)
-            entries.append(FlowStatsEntry(table_id, dsec, dnsec, prio, idle, hard, eflags, cookie,
-                                          packets, octets, match, insts))
+            insts, insts_key = _instructions_keyed(raw, after, pos + length)
+            entry = FlowStatsEntry(table_id, dsec, dnsec, prio, idle, hard, eflags, cookie,
+                                   packets, octets, match, insts)
+            # its flow_key, as flowkey.flow_key_of would build it; cached_key finds it
+            entry.__dict__[KEY_ATTR] = (table_id, prio, cookie, match_key(match), insts_key)
+            entries.append(entry)
             pos += length
-    except (Unsupported, struct.error, ValueError, OSError):
+    except (Unsupported, struct.error, ValueError, OSError, IndexError):
         return None
     return entries, bool(flags & ofp.OFPMPF_REPLY_MORE)

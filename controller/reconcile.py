@@ -33,7 +33,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 from viplanes.controller.compiler import (MAX_HARD_TIMEOUT, PRIORITY_TABLE_MISS,
                                           compile_flow_delete)
 from viplanes.controller.cookies import BASE_COOKIE, address_from_cookie, lane_id_from_cookie
-from viplanes.controller.flowkey import cached_key, flow_key_of
+from viplanes.controller.flowkey import cached_key
 
 REFRESH_MARGIN_S = 3600  # refresh when a flow has less than this left and its lane needs more
 SLACK_S = 5  # timeouts are whole seconds and the read-back is a little old
@@ -140,7 +140,7 @@ def plan_switch(desired: Sequence[Any], actual: Iterable[Any], now: float = 0.0,
     deletes = []
     stale_meters: set[int] = set()
     for stats in actual:
-        key = flow_key_of(stats)
+        key = cached_key(stats)
         if key in want and key not in have:
             have[key] = stats
         else:

@@ -12,7 +12,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller.compiler import compile_base, compile_lane
 from viplanes.controller.cookies import ALL_APP_FLOWS
-from viplanes.controller.flowkey import flow_key_of
+from viplanes.controller.flowkey import cached_key, flow_key_of
 from viplanes.controller.flowsim import FlowTable
 from viplanes.controller.flowstats import decode_flow_stats_reply
 from viplanes.controller.guard import OK, check_message
@@ -75,6 +75,27 @@ def test_wire_decode_equals_os_ken_and_the_compiled_flows(topo: Topology, lane: 
             for e in entries] == [(s.cookie, s.packet_count, s.byte_count, s.duration_sec,
                                    s.hard_timeout) for s in theirs]
     assert [e.match.get("in_port") for e in entries] == [s.match.get("in_port") for s in theirs]
+
+
+@given(lane=LANES)
+@settings(max_examples=50, deadline=None)
+def test_the_key_a_decoded_entry_comes_with_is_the_one_its_attributes_give(topo: Topology,
+                                                                          lane: LaneSpec) -> None:
+    """The decoder keys each entry from kept TLVs and instruction lists (a restart decodes tens
+    of thousands of repeating flows); that key must be flow_key_of's, cold and warm."""
+    mods = flowmods(compile_lane(lane, topo, NOW)) + flowmods(compile_base(topo))
+    raw = reply([stats_entry(m) for m in mods])
+    first, _ = decode_flow_stats_reply(raw)
+    again, _ = decode_flow_stats_reply(raw)  # every TLV and instruction list seen before
+    for entries in (first, again):
+        assert [cached_key(e) for e in entries] == [flow_key_of(e) for e in entries]
+        assert [cached_key(e) for e in entries] == [flow_key_of(m) for m in mods]
+    for a, b in zip(first, again):  # each entry has its own containers
+        assert a.match is not b.match and a.instructions is not b.instructions
+    first[0].instructions.clear()
+    first[0].match.clear()
+    assert again[0].instructions == decode_flow_stats_reply(raw)[0][0].instructions
+    assert again[0].match and decode_flow_stats_reply(raw)[0][0].match == again[0].match
 
 
 def test_stale_flow_read_from_the_wire_is_deleted_exactly(topo: Topology) -> None:
