@@ -96,6 +96,27 @@ def test_warm_up_compiles_every_switchs_base_flows_before_the_switches_reconnect
     assert all(plan.empty for plan in runtime.reconciled.values())
 
 
+def test_warm_up_compiles_with_the_cyclic_gc_held_and_gives_it_back(monkeypatch):
+    import gc
+
+    from viplanes.controller.desired import DesiredFlows
+
+    topo = synth(4)
+    lanes = [lane(i, i % 4, Clock()()) for i in range(1, 9)]
+    runtime, _switches, _source = restarted(topo, lanes)
+    runtime._flows = DesiredFlows(topo)  # nothing compiled yet, as in a fresh process
+    seen: list[bool] = []
+    real_lane, real_base = DesiredFlows.lane, DesiredFlows.base
+    monkeypatch.setattr(DesiredFlows, "lane",
+                        lambda self, *a: seen.append(gc.isenabled()) or real_lane(self, *a))
+    monkeypatch.setattr(DesiredFlows, "base",
+                        lambda self, *a: seen.append(gc.isenabled()) or real_base(self, *a))
+    assert gc.isenabled()
+    runtime.warm_up()
+    assert seen and not any(seen)  # held for every lane and every switch's base flows
+    assert gc.isenabled()
+
+
 def test_a_lane_changed_since_the_read_makes_the_next_reconcile_read_again():
     topo = synth(4)
     lanes = [lane(1, 0, Clock()())]
