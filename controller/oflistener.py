@@ -68,8 +68,8 @@ class OpenFlowServer:
                 full = len(self.datapaths) + pending >= MAX_CONNECTIONS
                 admitted = not full and self.handshakes.admit(addr[0])
                 waits = not full and not admitted and self.handshakes.wait(addr[0], (conn, addr, queued_at))
-            if waits or admitted:
-                self.in_handshake.enter()
+                if waits or admitted:  # counted before another thread can end its handshake
+                    self.in_handshake.enter()
             if waits:
                 LOG.debug("OpenFlow connection from %s waits for a handshake place", addr)
                 continue
