@@ -188,6 +188,34 @@ def reconciles_at_once() -> None:
     runtime.RECONCILES_AT_ONCE = int(os.environ.get("BENCH_RECONCILES_AT_ONCE", "3"))
 
 
+def gc_log() -> None:
+    """Log the cyclic GC's collections and time every 0.5 s (to see it in a restart)."""
+    import gc
+    import logging
+    import threading
+    import time
+
+    state = {"t": 0.0, "n": [0, 0, 0], "start": 0.0}
+
+    def cb(phase: str, info: dict) -> None:
+        if phase == "start":
+            state["start"] = time.perf_counter()
+        else:
+            state["t"] += time.perf_counter() - state["start"]
+            state["n"][info["generation"]] += 1
+
+    gc.callbacks.append(cb)
+    log = logging.getLogger("viplanes.bench.gc")
+
+    def loop() -> None:
+        while True:
+            time.sleep(0.5)
+            log.warning("gc so far: %.0f ms, collections by generation %s, enabled %s",
+                        state["t"] * 1000, state["n"], gc.isenabled())
+
+    threading.Thread(target=loop, daemon=True, name="gc-log").start()
+
+
 def timeline() -> None:
     from bench.timeline_patch import install
 
@@ -197,7 +225,7 @@ def timeline() -> None:
 PATCHES = {"timeline": timeline, "token_cache": token_cache, "gc_freeze": gc_freeze, "sqlite_writer_lock": sqlite_writer_lock, "switch_interval": switch_interval,
            "lazy_quota": lazy_quota, "desired_columns": desired_columns,
            "one_write_per_switch": one_write_per_switch, "handshakes_64": handshakes_64,
-           "reconciles_at_once": reconciles_at_once}
+           "reconciles_at_once": reconciles_at_once, "gc_log": gc_log}
 
 
 def apply(names: str) -> list[str]:

@@ -19,7 +19,6 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller import heap, reconcile
 from viplanes.controller.carried import CarriedLanes
-from viplanes.controller.compiler import gc_paused
 from viplanes.controller.cookies import ALL_APP_FLOWS
 from viplanes.controller.desired import DesiredFlows
 from viplanes.controller.handshakes import ADMISSION_FIRST_S, HandshakeGauge
@@ -177,7 +176,7 @@ class Resync:
         # tens of thousands of long-lived messages: the cyclic GC walked them again and again
         # (430 collections, 0.8 of 1.6 s for 1,000 lanes on 140 switches); one full collection
         # follows (the freeze below)
-        with gc_paused():
+        with heap.gc_held():
             self._compile(lanes, self.clock(), None)
             switches = self._compile_base()
         LOG.info("compiled %d desired lanes and the base flows of %d switches in %.0f ms",
@@ -202,8 +201,8 @@ class Resync:
             # OVS's connect timeout, and a dropped switch comes back only after its backoff
             self.handshakes.wait_idle(ADMISSION_FIRST_S)
         try:
-            with self._reconcile_slots, self._reading() as generation:  # t0 before: the wait counts
-                plan = self._reconcile(dpid, generation, t0, timeout_s)
+            with self._reconcile_slots, self._reading() as generation, heap.gc_held():
+                plan = self._reconcile(dpid, generation, t0, timeout_s)  # t0 before: waits count
         finally:
             if plan is None and dpid in self.connected:
                 # not reconciled, so not ready: lanes through it would wait for the periodic
