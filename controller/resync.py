@@ -23,7 +23,6 @@ from viplanes.controller.cookies import ALL_APP_FLOWS
 from viplanes.controller.desired import DesiredFlows
 from viplanes.controller.handshakes import ADMISSION_FIRST_S, HandshakeGauge
 from viplanes.controller.pending import Batch
-from viplanes.controller.slots import PrioritySlots
 from viplanes.dataplane import DesiredLanes
 from viplanes.domain import LaneSpec
 from viplanes.topologies.model import Topology
@@ -71,7 +70,7 @@ class Resync:
     _restarted: dict[int, dict[Any, float]]
     _applied: int  # bumped whenever a plan or a change was applied (the drift probe's epoch)
     _read_lock: threading.Lock  # one read of the desired lanes at a time (``_read_lanes``)
-    _reconcile_slots: PrioritySlots  # RECONCILES_AT_ONCE, switches with more lanes first
+    _reconcile_slots: threading.BoundedSemaphore  # RECONCILES_AT_ONCE
     handshakes: HandshakeGauge | None  # connections in their TLS handshake (the listener's)
     _last_read: LaneRead | None
     lane_reads: int  # reads of the desired lanes so far (tests, metrics)
@@ -202,8 +201,7 @@ class Resync:
             # OVS's connect timeout, and a dropped switch comes back only after its backoff
             self.handshakes.wait_idle(ADMISSION_FIRST_S)
         try:
-            with self._reconcile_slots.held(self._lanes_through(dpid)), \
-                    self._reading() as generation, heap.gc_held():
+            with self._reconcile_slots, self._reading() as generation, heap.gc_held():
                 plan = self._reconcile(dpid, generation, t0, timeout_s)  # t0 before: waits count
         finally:
             if plan is None and dpid in self.connected:
@@ -213,11 +211,6 @@ class Resync:
         if plan is not None and heap.grew_by_a_bulk(len(self.lanes)):
             heap.freeze_survivors(lanes=len(self.lanes))  # a bulk reconcile's lanes are long-lived
         return plan
-
-    def _lanes_through(self, dpid: int) -> int:
-        """Lanes crossing ``dpid`` at the last read (0 before any): its reconcile's size."""
-        last = self._last_read
-        return len(last.by_dpid.get(dpid, ())) if last is not None else 0
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[int]:

@@ -40,7 +40,6 @@ from viplanes.controller.handshakes import HandshakeGauge
 from viplanes.controller.pending import Batch, Tracker
 from viplanes.controller.readiness import SwitchReadiness
 from viplanes.controller.resync import RECONCILES_AT_ONCE, LaneRead, Resync, meter_errors_only
-from viplanes.controller.slots import PrioritySlots
 from viplanes.dataplane import DesiredLanes
 from viplanes.domain import ActivationResult, LaneCounters, LaneSpec
 from viplanes.topologies.model import Topology
@@ -93,7 +92,7 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
         self._restarted: dict[int, dict[Any, float]] = {}  # dpid -> flow_key -> MODIFY refresh time
         self._applied = 0  # bumped under the change lock by every change or applied plan
         self._read_lock = threading.Lock()  # one read of the desired lanes at a time
-        self._reconcile_slots = PrioritySlots(RECONCILES_AT_ONCE)
+        self._reconcile_slots = threading.BoundedSemaphore(RECONCILES_AT_ONCE)
         self._last_read: LaneRead | None = None  # shared by the reconciles of a round
         self.lane_reads = 0
         self._init_drift()
