@@ -35,17 +35,15 @@ the same match and priority); the policy side must never grant such a pair at th
 """
 from __future__ import annotations
 
-import gc
 import ipaddress
 import math
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from typing import Any
 
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller import conntrack
+from viplanes.controller import conntrack, heap
 from viplanes.controller.cookies import (  # noqa: F401 - re-exported: one place to import from
     ALL_APP_FLOWS, ALL_LANE_FLOWS, APP_COOKIE, APP_COOKIE_MASK, BASE_COOKIE, EXACT_MASK,
     lane_cookie, lane_id_from_cookie,
@@ -333,7 +331,8 @@ def compile_desired(topo: Topology, lanes: Iterable[LaneSpec],
     out = compile_base(topo)
     refused: dict[int, str] = {}
     carried = []
-    with gc_paused():
+    # 60,000 messages for 10,000 lanes: 2.8 s with the cyclic GC running, 0.6 s held
+    with heap.gc_held():
         for lane in lanes:
             try:
                 ofmsgs = compile_lane(lane, topo, now)
@@ -346,21 +345,6 @@ def compile_desired(topo: Topology, lanes: Iterable[LaneSpec],
         for dpid, msgs in compile_shared(topo, carried).items():
             out.setdefault(dpid, []).extend(msgs)
     return out, refused
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Hold the cyclic garbage collector during a burst of allocations. Building 60,000 messages
-    otherwise triggers full collections over an ever larger heap: measured 10,000 lanes in 2.8 s
-    with it running, 0.6 s paused. Reference counting still frees everything; only cycle
-    detection waits, and it is restored (if it was on) even when compiling fails."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def compile_flow_delete(flow: Any) -> Any:
@@ -378,5 +362,5 @@ __all__ = [
     "LaneCompileError", "NoLanePath", "compile_base", "compile_lane", "compile_lane_removal",
     "lane_cookie", "lane_id_from_cookie", "lane_pool_arp_reply", "flow_key", "flow_key_of",
     "lane_dpids", "lane_ingress_ports", "lane_hops", "hard_timeout_for", "meter_id_for",
-    "compile_desired", "compile_flow_delete", "gc_paused", "lane_match", "flows_per_lane",
+    "compile_desired", "compile_flow_delete", "lane_match", "flows_per_lane",
 ]

@@ -63,7 +63,8 @@ def gc_held() -> Iterator[None]:
     Why: a restart reconciles 140 switches, 8 at a time, and each reads back thousands of flows;
     those young objects triggered ~300 collections, ~0.45 s of a 3 s restart (``bench.serve_patched``
     ``gc_log``). Reference counting still frees them; only cycle detection waits for the last
-    holder. ``compiler.gc_paused`` is the single-thread form (one bulk compile)."""
+    holder. ``compiler.compile_desired`` holds it too (one bulk compile), so a compile and
+    reconciles that overlap never turn the GC back on under each other."""
     global _held, _enabled_before
     with _held_lock:
         if not _held:
