@@ -55,14 +55,20 @@ def restarted(topo: Topology, lanes: list[LaneSpec]) -> tuple[LaneRuntime, FakeS
     return runtime, switches, source
 
 
-def test_a_restart_reads_the_lanes_once_and_touches_no_flow(monkeypatch):
-    topo = synth(8)
-    lanes = [lane(i, i % 8, Clock()()) for i in range(1, 41)]
-    runtime, switches, source = restarted(topo, lanes)
+def base_compiles(monkeypatch) -> list[int]:
+    """The dpids whose base flows get compiled from now on, in order."""
     compiled: list[int] = []
     real = guardflows.base_flows
     monkeypatch.setattr(guardflows, "base_flows",
                         lambda t, sw: compiled.append(sw.dpid) or real(t, sw))
+    return compiled
+
+
+def test_a_restart_reads_the_lanes_once_and_touches_no_flow(monkeypatch):
+    topo = synth(8)
+    lanes = [lane(i, i % 8, Clock()()) for i in range(1, 41)]
+    runtime, switches, source = restarted(topo, lanes)
+    compiled = base_compiles(monkeypatch)
     for dpid in sorted(switches.net.tables):  # every switch reconnects, one after the other
         runtime.switch_up(dpid)
     assert len(runtime.reconciled) == len(topo.switches) == 13
@@ -81,10 +87,7 @@ def test_warm_up_compiles_every_switchs_base_flows_before_the_switches_reconnect
     topo = synth(8)
     lanes = [lane(i, i % 8, Clock()()) for i in range(1, 41)]
     runtime, switches, _source = restarted(topo, lanes)
-    compiled: list[int] = []
-    real = guardflows.base_flows
-    monkeypatch.setattr(guardflows, "base_flows",
-                        lambda t, sw: compiled.append(sw.dpid) or real(t, sw))
+    compiled = base_compiles(monkeypatch)
     runtime.warm_up()
     assert sorted(compiled) == sorted(sw.dpid for sw in topo.switches)
     keyed = [m for sw in topo.switches for m in runtime._flows.base(sw.dpid)
@@ -266,9 +269,7 @@ def test_a_drift_round_counts_the_base_flows_of_the_switches_it_probes_only(monk
         runtime.switch_down(dpid)
     runtime._flows = type(runtime._flows)(topo)  # as after a restart: nothing compiled yet
     runtime._base_counts.clear()
-    compiled: list[int] = []
-    real_base = guardflows.base_flows
-    monkeypatch.setattr(guardflows, "base_flows", lambda t, sw: compiled.append(sw.dpid) or real_base(t, sw))
+    compiled = base_compiles(monkeypatch)
     assert runtime.check_drift() == []
     probed = sorted(d for d in runtime.connected if d in runtime.reconciled)
     assert sorted(compiled) == probed and not set(far) & set(compiled)
