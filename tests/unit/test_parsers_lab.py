@@ -81,3 +81,31 @@ def test_mbps_and_argv():
     assert argv[argv.index("--transfers") + 1] == "16"
     assert argv[argv.index("--s3-chunk-size") + 1] == "8M"
     assert argv[argv.index("--s3-upload-cutoff") + 1] == "8M"
+
+
+@pytest.mark.parametrize("error", ["the server is busy running a test. try again later",
+                                   "control socket has closed unexpectedly"])
+def test_iperf3_retries_a_run_the_server_was_not_ready_for(monkeypatch, error):
+    from viplanes.lab import measure
+
+    answers = [json.dumps({"start": {}, "intervals": [], "end": {}, "error": error}),
+               fixture("iperf3_upload_P1.json")]
+    calls: list[list[str]] = []
+    monkeypatch.setattr(measure, "_run", lambda host, argv, timeout: (calls.append(argv) or
+                                                                      answers.pop(0), "", 0))
+    monkeypatch.setattr(measure.time, "sleep", lambda s: None)
+    got = measure.run_iperf3(None, "203.0.113.10", 5201, 1, 3, False)
+    assert got.ok and got.bytes > 0 and len(calls) == 2
+
+
+def test_iperf3_does_not_retry_other_errors_or_a_run_that_measured(monkeypatch):
+    from viplanes.lab import measure
+
+    broke_midway = json.loads(fixture("iperf3_upload_P1.json"))
+    broke_midway["error"] = "control socket has closed unexpectedly"
+    for out in (fixture("iperf3_refused.json"), json.dumps(broke_midway)):
+        calls: list[int] = []
+        monkeypatch.setattr(measure, "_run", lambda host, argv, timeout, o=out: (calls.append(1)
+                                                                                 or o, "", 0))
+        got = measure.run_iperf3(None, "203.0.113.10", 5201, 1, 3, False)
+        assert not got.ok and got.error and len(calls) == 1

@@ -135,12 +135,31 @@ def iperf3_argv(server_ip: str, port: int, parallel: int, seconds: float,
     return argv + (["-R"] if download else [])
 
 
+# What iperf3 prints when its server is still closing the previous test. Behind the WAN
+# proxy the proxy accepts the control connection, so the client may see it closed instead of
+# "busy" (a clean-clone CI run: "control socket has closed unexpectedly", 0 bytes, at once).
+_NOT_READY = ("server is busy", "control socket has closed unexpectedly")
+
+
+def _server_not_ready(out: str) -> bool:
+    """The run did not start because of the server: its JSON is an error like those above and
+    it measured nothing (a test that broke off midway is a result, not retried)."""
+    try:
+        data = json.loads(out)
+    except ValueError:
+        return False
+    if not isinstance(data, dict) or not any(m in str(data.get("error", "")) for m in _NOT_READY):
+        return False
+    received = (data.get("end") or {}).get("sum_received") or {}
+    return not received.get("bytes")
+
+
 def run_iperf3(host: Node, server_ip: str, port: int, parallel: int, seconds: float,
                download: bool) -> Measurement:
     argv = iperf3_argv(server_ip, port, parallel, seconds, download)
-    for _ in range(3):  # the server may still be closing the last test (seen behind the WAN proxy)
+    for _ in range(3):
         out, err, _ = _run(host, argv, timeout=seconds + 30)
-        if "server is busy" not in out:
+        if not _server_not_ready(out):
             break
         time.sleep(1.0)
     try:
