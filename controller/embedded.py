@@ -83,3 +83,8 @@ class EmbeddedController(LaneRuntime):
         if self._running is not None:
             self._running.stop()
             self._running = None
+        # the apps are gone, so no switch's disconnect event will come: end every wait on a
+        # switch now. A reconcile still waiting for a reply otherwise ran out its 10 s timeout
+        # after stop(), holding the cyclic GC off (``heap.gc_held``) all that time.
+        for dpid in sorted(self.connected):
+            self.switch_down(dpid)

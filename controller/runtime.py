@@ -53,6 +53,7 @@ SendMany = Callable[[list[tuple[int, list[Any]]]], list[bool]]
 # attempts of an OVS whose controller max_backoff is 1 s (the lab's and the tests' setting) and,
 # with the 5 s barrier timeout, stays far below the 30 s of our HTTP client.
 SWITCH_WAIT_S = 3.0
+WORKER_THREAD = "viplanes-worker"  # reconciles spawned on a switch's connect
 
 
 def error_reason(err_type: int, code: int) -> str:
@@ -72,7 +73,8 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
         self.send: Send = send or (lambda dpid, ofmsgs: False)
         self.send_many: SendMany | None = None  # the app's; None: one ``send`` per switch
         self.clock = clock
-        self.spawn = spawn or (lambda fn: threading.Thread(target=fn, daemon=True).start())
+        self.spawn = spawn or (lambda fn: threading.Thread(target=fn, name=WORKER_THREAD,
+                                                           daemon=True).start())
         self.tracker = Tracker()
         self.source: DesiredLanes | None = None
         self.connected: set[int] = set()

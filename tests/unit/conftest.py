@@ -28,6 +28,24 @@ class FakeClock:
         self.t += seconds
 
 
+@pytest.fixture(autouse=True)
+def gc_given_back() -> Iterator[None]:
+    """Every test leaves the cyclic GC on (a thread still inside ``heap.gc_held`` would keep it
+    off for the tests after it, and in serve for as long as the thread waits): say which test
+    did not, rather than fail a later one that checks the GC."""
+    import gc
+    import time
+
+    yield
+    deadline = time.monotonic() + 2.0
+    while not gc.isenabled() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if not gc.isenabled():
+        gc.enable()
+        pytest.fail("the cyclic GC was still off 2 s after the test: a thread inside "
+                    "heap.gc_held outlived it")
+
+
 @pytest.fixture(scope="session")
 def topo() -> Topology:
     return load_topology(CAMPUS)

@@ -3,6 +3,7 @@ is reconciled on connect, stop closes the listener and every connection, start w
 from __future__ import annotations
 
 import socket
+import struct
 import sys
 import threading
 import time
@@ -10,7 +11,7 @@ import time
 import pytest
 from os_ken.ofproto import ofproto_v1_3 as ofp
 
-from tests.unit.test_app_guard import Peer, _free_port
+from tests.unit.test_app_guard import Peer, _free_port, msg
 from viplanes.controller.launcher import SWITCH_INTERVAL_S
 from viplanes.controller.runtime import EmbeddedController
 from viplanes.domain import LaneSpec
@@ -133,3 +134,41 @@ def test_start_compiles_the_desired_lanes_before_it_listens(topo: Topology) -> N
         assert all(ctl._flows.compiled(lane) for lane in lanes)  # when start() returns
     finally:
         ctl.stop()
+
+
+def test_stop_ends_a_reconcile_waiting_on_a_silent_switch(topo: Topology) -> None:
+    """stop() closes every connection but no disconnect event reaches the stopped apps: a
+    reconcile waiting for the switch's flow stats must still end at once, not after its 10 s
+    timeout, since it holds the cyclic GC off meanwhile (heap.gc_held)."""
+    import gc
+
+    from viplanes.controller.runtime import WORKER_THREAD
+
+    def workers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == WORKER_THREAD]
+
+    assert not workers() and gc.isenabled()
+    port = _free_port()
+    ctl = EmbeddedController(topo, port=port, refresh_period_s=3600)
+    ctl.attach_source(lambda: [])
+    ctl.start()
+    try:
+        s2 = Peer(port, dpid=2)
+        s2.handshake()
+        while True:  # answer the rest (port descriptions), not the reconcile's read-back
+            request = s2.serve_until(ofp.OFPT_MULTIPART_REQUEST)
+            assert request is not None
+            kind = struct.unpack_from("!H", request, 8)[0]
+            if kind == ofp.OFPMP_FLOW:
+                break
+            s2.sock.sendall(msg(ofp.OFPT_MULTIPART_REPLY, struct.pack("!HH4x", kind, 0),
+                                xid=struct.unpack_from("!I", request, 4)[0]))
+        assert workers() and not gc.isenabled()  # waiting for a reply that will not come
+    finally:
+        ctl.stop()
+    try:
+        assert _wait(lambda: not workers(), 2.0), "reconcile still waiting after stop()"
+        assert gc.isenabled()
+        assert 2 not in ctl.connected and 2 not in ctl.reconciled
+    finally:
+        s2.close()
