@@ -65,7 +65,7 @@ _CANONICAL_MAX = 65536  # (field, value) pairs kept; cleared when full
 _canonical: dict[tuple[str, Any], tuple[str, Hashable]] = {}
 
 
-def _canonical_pair(field: Any, value: Any) -> tuple[str, Hashable]:
+def canonical_pair(field: Any, value: Any) -> tuple[str, Hashable]:
     """(field, canonical value), kept per (field, value): a restart keys every desired and every
     read-back flow (tens of thousands), whose fields repeat (addresses parsed by ``ipaddress``
     each time were most of ``match_key``)."""
@@ -81,7 +81,7 @@ def match_key(match: Any) -> tuple[tuple[str, Hashable], ...]:
     if match is None:
         return ()
     items = match.items() if hasattr(match, "items") else match
-    return tuple(sorted([_canonical_pair(f, v) for f, v in items]))
+    return tuple(sorted([canonical_pair(f, v) for f, v in items]))
 
 
 def _attrs(obj: Any) -> tuple[tuple[str, Hashable], ...]:
