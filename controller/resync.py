@@ -270,9 +270,10 @@ class Resync:
             self.lanes.update(news)
             # lanes new to the runtime move the counts of every switch on their paths
             self.note_changed(None if news else [dpid])
-            live = {reconcile.cached_key(m) for m in wanted if hasattr(m, "match")}
-            for key in [k for k in restarted if k not in live]:
-                del restarted[key]
+            if restarted:  # empty after a restart: no set of every wanted flow under the lock
+                live = {reconcile.cached_key(m) for m in wanted if hasattr(m, "match")}
+                for key in [k for k in restarted if k not in live]:
+                    del restarted[key]
             for msg in plan.refreshes:
                 if msg.command == ofp.OFPFC_MODIFY_STRICT:
                     restarted[reconcile.cached_key(msg)] = now

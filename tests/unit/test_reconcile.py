@@ -107,6 +107,20 @@ def test_stale_capped_lane_takes_its_meter_along(topo: Topology) -> None:
     assert table.meters == {} and keys(table) == desired_keys(now_desired[1])
 
 
+def test_a_stale_flow_whose_meter_a_wanted_flow_uses_leaves_the_meter(topo: Topology) -> None:
+    """A capped lane whose flows changed (here: its destination port) keeps its meter while the
+    old flows go: the meter is only deleted when no wanted flow still points at it."""
+    table = FlowTable()
+    before, _ = compile_desired(topo, [lane(4, port=5201, rate=50.0)], NOW)
+    table.apply_all(before[1], NOW)
+    after, _ = compile_desired(topo, [lane(4, port=5202, rate=50.0)], NOW)
+    plan = plan_switch(after[1], app_stats(table), NOW)
+    assert plan.deletes and plan.adds
+    assert not [m for m in plan.meters if m.command == ofp.OFPMC_DELETE]
+    table.apply_all([*plan.deletes, *plan.adds], NOW)  # its ADD of meter 4: "exists", tolerated
+    assert set(table.meters) == {4} and keys(table) == desired_keys(after[1])
+
+
 def test_refresh_before_the_switch_drops_a_long_lane(topo: Topology) -> None:
     long = lane(1, expires_in=500_000)
     table = FlowTable()
