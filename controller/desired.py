@@ -66,8 +66,9 @@ class DesiredFlows:
     def compiled(self, lane: LaneSpec) -> bool:
         return lane in self._compiled
 
-    def lane(self, lane: LaneSpec, now: float) -> dict[int, OFMsgs] | None:
-        """The lane's messages per dpid, hard timeouts as of ``now``; None when it cannot be
+    def lane(self, lane: LaneSpec, now: float, dpid: int | None = None) -> dict[int, OFMsgs] | None:
+        """The lane's messages per dpid, hard timeouts as of ``now`` (only ``dpid``'s, when
+        given: a restart builds each of a lane's 5 switches on its own); None when it cannot be
         carried (logged)."""
         try:
             per_dpid = self._compiled.get(lane)
@@ -75,7 +76,7 @@ class DesiredFlows:
                 per_dpid = self._compiled[lane] = compiler.compile_lane(lane, self.topology, now)
             else:
                 hard = compiler.hard_timeout_for(lane.expires_at, now)
-                for msgs in per_dpid.values():
+                for msgs in per_dpid.values() if dpid is None else (per_dpid.get(dpid, ()),):
                     for msg in msgs:
                         if getattr(msg, "hard_timeout", 0):
                             msg.hard_timeout = hard
@@ -102,12 +103,15 @@ class DesiredFlows:
         for lane in lanes:
             if dpid is not None and dpid not in self.dpids_of(lane):
                 continue
-            per_dpid = self.lane(lane, now)
+            per_dpid = self.lane(lane, now, dpid)
             if per_dpid is None:
                 continue
             carried[lane.lane_id] = lane
-            for d, msgs in per_dpid.items():
-                out.setdefault(d, []).extend(msgs)
+            if dpid is None:
+                for d, msgs in per_dpid.items():
+                    out.setdefault(d, []).extend(msgs)
+            else:  # the other switches' lists were built and thrown away
+                out.setdefault(dpid, []).extend(per_dpid.get(dpid, ()))
         for d, msgs in self.shared(carried.values()).items():
             if dpid is None or d == dpid:
                 out.setdefault(d, []).extend(msgs)
