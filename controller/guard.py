@@ -6,6 +6,8 @@ of 0 never advances and the connection's thread spins forever (checked on os-ken
 
 - ``OFPHello`` elements (the very first, unauthenticated message) with ``length == 0``;
 - flow-stats entries, their instructions, and the actions inside an instruction with length 0;
+- inside Nicira actions: ct()'s nested actions (a length of 0 grows a list until memory runs
+  out), controller2's properties (a userdata property of length 0 spins);
 - other multipart bodies (group buckets, meter bands, queue properties), and the parsers of
   controller-to-switch messages (``OFPFlowMod`` instructions) a peer may send us anyway.
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from os_ken.ofproto import nicira_ext, ofproto_common
 from os_ken.ofproto import ofproto_v1_3 as ofp
 
 OK, DROP, REJECT = "ok", "drop", "reject"
@@ -80,8 +83,9 @@ def check_match(buf: bytes, off: int, end: int) -> int:
     return padded
 
 
-def check_actions(buf: bytes, off: int, end: int) -> None:
-    """A list of actions filling ``[off, end)`` exactly; every length is >= 8 and a multiple of 8."""
+def check_actions(buf: bytes, off: int, end: int, depth: int = 0) -> None:
+    """A list of actions filling ``[off, end)`` exactly; every length is >= 8 and a multiple of 8,
+    and the Nicira actions whose os-ken parsers walk inner lists have sound inner lengths."""
     pos = off
     while pos < end:
         _need(pos + 4 <= end, f"action header at {pos} runs past {end}")
@@ -93,7 +97,46 @@ def check_actions(buf: bytes, off: int, end: int) -> None:
             _need(pos + 8 <= pos + length, "set_field too short")
             oxm_len = buf[pos + 7]
             _need(pos + 8 + oxm_len <= pos + length, "set_field OXM runs past its action")
+        elif atype == ofp.OFPAT_EXPERIMENTER:
+            _check_nicira(buf, pos, pos + length, depth)
         pos += length
+
+
+# Nicira actions os-ken parses with a loop over inner lengths (os-ken 4.2.2, nx_actions.py):
+# ct() holds a list of actions after its 14 fixed bytes (a nested length of 0 never advances:
+# the list grows until memory runs out); controller2 holds properties after 6 pad bytes (a
+# userdata property of length 0 moves the offset back by as much as it went forward: a spin).
+_NX_SUBTYPE_AT = ofp.OFP_ACTION_EXPERIMENTER_HEADER_SIZE  # then the payload os-ken parses
+_NX_CT_ACTIONS_AT = _NX_SUBTYPE_AT + 2 + 14
+_NX_CONTROLLER2_PROPS_AT = _NX_SUBTYPE_AT + 2 + 6
+_NX_MAX_NESTING = 2  # OVS allows nat/set_field inside ct(), and nothing deeper
+
+
+def _check_nicira(buf: bytes, pos: int, end: int, depth: int) -> None:
+    if struct.unpack_from("!I", buf, pos + 4)[0] != ofproto_common.NX_EXPERIMENTER_ID:
+        return  # os-ken keeps other experimenters' actions as opaque bytes
+    _need(end - pos >= _NX_SUBTYPE_AT + 2, f"Nicira action at {pos} has no subtype")
+    subtype = _u16(buf, pos + _NX_SUBTYPE_AT)
+    if subtype == nicira_ext.NXAST_CT:
+        _need(end - pos >= _NX_CT_ACTIONS_AT, f"ct action at {pos} shorter than its fixed part")
+        _need(depth < _NX_MAX_NESTING, f"ct action at {pos} nested {depth + 1} deep")
+        check_actions(buf, pos + _NX_CT_ACTIONS_AT, end, depth + 1)
+    elif subtype == nicira_ext.NXAST_CONTROLLER2:
+        _check_controller2_props(buf, pos + _NX_CONTROLLER2_PROPS_AT, end)
+
+
+def _check_controller2_props(buf: bytes, pos: int, end: int) -> None:
+    """Walk the properties with os-ken's own arithmetic: each advances 4 + its parser's size."""
+    while pos < end:
+        _need(pos + 4 <= end, f"controller2 property header at {pos} runs past {end}")
+        ptype, length = struct.unpack_from("!HH", buf, pos)
+        _need(length >= 4, f"controller2 property type {ptype} length {length} < 4")
+        size = 4
+        if ptype == nicira_ext.NXAC2PT_USERDATA:
+            size = (length - 4 + 3) // 4 * 4
+            if size > 4 and size % 8 == 0:
+                size += 4
+        pos += 4 + size
 
 
 _ACTION_INSTRUCTIONS = (ofp.OFPIT_WRITE_ACTIONS, ofp.OFPIT_APPLY_ACTIONS, ofp.OFPIT_CLEAR_ACTIONS)

@@ -7,13 +7,14 @@ after 1 s); here we only assert what the guard does and that the controller stay
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import struct
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -45,16 +46,68 @@ def instructions_bytes(port: int = 2) -> bytes:
     return bytes(buf)
 
 
-def flow_stats_entry(cookie: int = 0x5650000000000001) -> bytes:
-    m, i = match_bytes(in_port=1, eth_type=0x0800, ipv4_dst="203.0.113.10"), instructions_bytes()
+def nicira_instructions_bytes() -> bytes:
+    """ct(commit, nat(src=...)) then controller2 with userdata: the Nicira actions whose os-ken
+    parsers walk inner lengths."""
+    buf = bytearray()
+    parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [
+        parser.NXActionCT(flags=1, zone_src="", zone_ofs_nbits=0, recirc_table=255, alg=0,
+                          actions=[parser.NXActionNAT(flags=1, range_ipv4_min="198.51.100.200",
+                                                      range_ipv4_max="198.51.100.200")]),
+        parser.NXActionController2(max_len=128, userdata=[1, 2, 3, 4, 5])]).serialize(buf, 0)
+    return bytes(buf)
+
+
+def flow_stats_entry(cookie: int = 0x5650000000000001, nicira: bool = False) -> bytes:
+    m = match_bytes(in_port=1, eth_type=0x0800, ipv4_dst="203.0.113.10")
+    i = nicira_instructions_bytes() if nicira else instructions_bytes()
     fixed = struct.pack("!HBxIIHHHH4xQQQ", 48 + len(m) + len(i), 0, 5, 0, 1000, 0, 600, 1,
                         cookie, 10, 1500)
     return fixed + m + i
 
 
-def flow_stats_reply(entries: int = 2) -> bytes:
+def flow_stats_reply(entries: int = 2, nicira: bool = False) -> bytes:
     return msg(ofp.OFPT_MULTIPART_REPLY, struct.pack("!HH4x", ofp.OFPMP_FLOW, 0)
-               + flow_stats_entry() * entries)
+               + flow_stats_entry(nicira=nicira) * entries)
+
+
+def nicira_flow_stats(edit: Any = None) -> bytes:
+    """One flow-stats entry with ct(nat) and controller2; ``edit(entry, at)`` changes its bytes,
+    ``at`` being where the first action (ct) starts."""
+    entry = bytearray(flow_stats_entry(nicira=True))
+    if edit is not None:
+        edit(entry, len(entry) - len(nicira_instructions_bytes()) + 8)
+    return msg(ofp.OFPT_MULTIPART_REPLY, struct.pack("!HH4x", ofp.OFPMP_FLOW, 0) + bytes(entry))
+
+
+def _zero_ct_nested_length(entry: bytearray, ct: int) -> None:
+    """The action inside ct() becomes another experimenter's, of length 0: os-ken keeps its
+    header length, so the list never advances."""
+    struct.pack_into("!HHI", entry, ct + 24, ofp.OFPAT_EXPERIMENTER, 0, 0x00D0F00D)
+
+
+def _zero_userdata_length(entry: bytearray, ct: int) -> None:
+    controller2 = ct + struct.unpack_from("!H", entry, ct + 2)[0]
+    props = controller2 + 16
+    while struct.unpack_from("!H", entry, props)[0] != 3:  # NXAC2PT_USERDATA
+        props += 8
+    struct.pack_into("!H", entry, props + 2, 0)
+
+
+def _ct(*inner: Any) -> Any:
+    return parser.NXActionCT(flags=1, zone_src="", zone_ofs_nbits=0, recirc_table=255, alg=0,
+                             actions=list(inner))
+
+
+def ct_in_ct_in_ct() -> bytes:
+    """ct(ct(ct())): os-ken would recurse as deep as the bytes go; OVS allows no ct inside ct."""
+    buf = bytearray()
+    parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [_ct(_ct(_ct()))]).serialize(buf, 0)
+    m = match_bytes(in_port=1)
+    fixed = struct.pack("!HBxIIHHHH4xQQQ", 48 + len(m) + len(buf), 0, 5, 0, 1000, 0, 600, 1,
+                        0x5650000000000001, 10, 1500)
+    return msg(ofp.OFPT_MULTIPART_REPLY, struct.pack("!HH4x", ofp.OFPMP_FLOW, 0) + fixed + m
+               + bytes(buf))
 
 
 def packet_in() -> bytes:
@@ -75,6 +128,7 @@ VALID = {
     "echo": msg(ofp.OFPT_ECHO_REQUEST, b"ping"),
     "error": msg(ofp.OFPT_ERROR, struct.pack("!HH", 5, 6) + b"\x04\x0e\x00\x08\0\0\0\1"),
     "flow stats": flow_stats_reply(),
+    "flow stats, Nicira ct(nat) and controller2": nicira_flow_stats(),
     "empty flow stats": flow_stats_reply(0),
     "packet-in": packet_in(),
     "flow removed": flow_removed(),
@@ -97,6 +151,9 @@ HOSTILE = {
                                   + struct.pack("!HH4x", 4, 0)),
     "header length below 8": struct.pack("!BBHI", 4, 0, 0, 1),
     "OpenFlow 1.0 message": msg(ofp.OFPT_PACKET_IN, b"\0" * 20, version=1),
+    "ct nested action length 0": nicira_flow_stats(_zero_ct_nested_length),
+    "controller2 userdata length 0": nicira_flow_stats(_zero_userdata_length),
+    "ct in ct in ct": ct_in_ct_in_ct(),
 }
 
 
@@ -106,19 +163,59 @@ class _Dp(ofproto_protocol.ProtocolDesc):
         self.id = 1
 
 
-def parses_in_time(raw: bytes, seconds: float = 1.0) -> bool:
-    version, msg_type, length, xid = struct.unpack_from("!BBHI", raw)
-    done = threading.Event()
+class _TooLong(BaseException):
+    pass
 
-    def run() -> None:
+
+def parses_in_time(raw: bytes, seconds: float = 1.0) -> bool:
+    """os-ken parses ``raw`` (or raises) within ``seconds``. Runs on the main thread under a
+    timer signal, which interrupts a parser's loop: a loop in a thread would run on (and one of
+    them grows a list until the machine is out of memory). os-ken's ``msg`` swallows every
+    exception, the timer's too, so whether the timer fired is what tells; it repeats every
+    50 ms in case one lands where Python cannot raise it (a finalizer)."""
+    version, msg_type, length, xid = struct.unpack_from("!BBHI", raw)
+    state = {"done": False, "fired": False}
+
+    def too_long(*_: Any) -> None:
+        state["fired"] = True
+        if not state["done"]:
+            raise _TooLong
+
+    previous = signal.signal(signal.SIGALRM, too_long)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 0.05)
+    try:
         try:
             ofproto_parser.msg(_Dp(), version, msg_type, length, xid, raw)
-        except Exception:  # noqa: BLE001 - an exception is fine, only a hang is not
-            pass
-        done.set()
+        finally:
+            state["done"] = True
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+    except _TooLong:
+        pass
+    except Exception:  # noqa: BLE001 - an exception is fine, only a hang is not
+        pass
+    return not state["fired"]
 
-    threading.Thread(target=run, daemon=True).start()
-    return done.wait(seconds)
+
+_PARSE_STDIN = """
+import resource, struct, sys
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+from os_ken.ofproto import ofproto_parser, ofproto_protocol
+raw = sys.stdin.buffer.read()
+version, msg_type, length, xid = struct.unpack_from("!BBHI", raw)
+ofproto_parser.msg(ofproto_protocol.ProtocolDesc(version), version, msg_type, length, xid, raw)
+"""
+
+
+def os_ken_hangs_on(raw: bytes, seconds: float = 1.0) -> bool:
+    """os-ken, in a child process capped at 1 GiB, is still parsing ``raw`` after ``seconds``
+    (or ran out of its memory doing it)."""
+    try:
+        done = subprocess.run([sys.executable, "-c", _PARSE_STDIN], input=raw,
+                              capture_output=True, timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return True
+    return b"MemoryError" in done.stderr
 
 
 @pytest.mark.parametrize("name", sorted(VALID))
@@ -142,7 +239,10 @@ REASONS = {"hello element length 0": "hello element type 1 length 0",
            "match length past the message": "match length 200",
            "flow-mod from a switch": "type 14 is not one a switch sends",
            "header length below 8": "header length 0",
-           "OpenFlow 1.0 message": "only OpenFlow 1.3"}
+           "OpenFlow 1.0 message": "only OpenFlow 1.3",
+           "ct nested action length 0": "action type 65535 length 0 is not a multiple of 8",
+           "controller2 userdata length 0": "controller2 property type 3 length 0",
+           "ct in ct in ct": "nested 3 deep"}
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))
@@ -150,6 +250,12 @@ def test_hostile_lengths_are_rejected(name: str) -> None:
     verdict = check_message(HOSTILE[name])
     assert verdict.action == REJECT
     assert REASONS[name] in verdict.reason
+
+
+@pytest.mark.parametrize("name", ["ct nested action length 0", "controller2 userdata length 0"])
+def test_os_ken_itself_hangs_on_the_nicira_lengths_the_guard_rejects(name: str) -> None:
+    """Why the guard walks inside Nicira actions (os-ken 4.2.2); if this fails, os-ken was fixed."""
+    assert os_ken_hangs_on(HOSTILE[name], 2.0)
 
 
 def test_unrequested_but_well_framed_messages_are_dropped() -> None:
