@@ -181,8 +181,11 @@ class Resync:
             switches = self._compile_base()
         LOG.info("compiled %d desired lanes and the base flows of %d switches in %.0f ms",
                  len(lanes), switches, (time.perf_counter() - t0) * 1000)
-        if len(lanes) >= heap.BULK_LANES:
-            heap.freeze_survivors(lanes=len(lanes))
+        # and frozen, whatever the number of lanes: the base flows of every switch (35,000
+        # messages at 140 switches) and everything imported live as long as the process. Left
+        # in the young heap, each full collection walked them: 310,000 objects, 176 ms of CPU
+        # inside one activation at 128 access switches, against 207,000 at 4
+        heap.freeze_survivors(lanes=len(lanes) if len(lanes) >= heap.BULK_LANES else None)
 
     def reconcile_switch(self, dpid: int, timeout_s: float = 10.0) -> reconcile.Plan | None:
         """Diff the switch's app flows against the desired ones and send only the difference.

@@ -289,19 +289,39 @@ def test_bulk_warm_up_and_reconcile_freeze_what_they_built(topo, monkeypatch):
     lanes = [_spec(1, clock())]
     rt.attach_source(lambda: lanes)
     rt.warm_up()
+    assert calls == ["collect"]  # one lane, but every switch's base flows: long-lived
     dpids = sorted(rt.connected)
     assert rt.reconcile_switch(dpids[0]) is not None
-    assert calls == []  # one lane: nothing bulky was built
+    assert calls == ["collect"]  # one lane: nothing bulky was built
     lanes.append(_spec(2, clock()))
     rt.warm_up()
-    assert calls == ["collect"]  # the bulk the warm-up compiled
+    assert calls == ["collect"] * 2  # the bulk the warm-up compiled
     for dpid in dpids:  # every switch reconciles the same lanes: nothing new to freeze
         assert rt.reconcile_switch(dpid) is not None
-    assert calls == ["collect"]
+    assert calls == ["collect"] * 2
     lanes.extend([_spec(3, clock()), _spec(4, clock())])  # a bulk more, met by a reconcile
     rt.forget_lane_read()
     assert rt.reconcile_switch(dpids[0]) is not None
-    assert calls == ["collect", "collect"]
+    assert calls == ["collect"] * 3
+
+
+def test_a_warm_up_with_few_lanes_still_lets_the_first_bulk_freeze(topo, monkeypatch):
+    """The warm-up's freeze of the base flows does not count as a bulk of lanes: 1,000 lanes
+    made later are still frozen when they arrive."""
+    from tests.unit.fake_switches import Clock, FakeSwitches
+    from viplanes.controller import heap
+    from viplanes.controller.runtime import LaneRuntime
+
+    monkeypatch.setattr(heap.gc, "collect", lambda *a: 0)
+    monkeypatch.setattr(heap.gc, "freeze", lambda: None)
+    monkeypatch.setattr(heap.gc, "unfreeze", lambda: None)
+    monkeypatch.setattr(heap, "BULK_LANES", 3)
+    monkeypatch.setattr(heap, "_frozen_lanes", None)
+    clock = Clock()
+    rt = FakeSwitches(topo, clock).attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
+    rt.attach_source(lambda: [_spec(1, clock()), _spec(2, clock())])
+    rt.warm_up()
+    assert heap.grew_by_a_bulk(3)
 
 
 def _spec(lane_id: int, now: float):
