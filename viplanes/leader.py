@@ -15,6 +15,14 @@ period, so after a crash it holds the lease within ``LEASE_S + RENEW_S`` (2.5 s)
 The holder counts its lease from the *local* monotonic time taken *before* the statement went out,
 plus ``LEASE_S``: the database granted it at or after that instant, so the local deadline never
 outlives the database's (clock rates aside). It steps down at that deadline if no renewal answered.
+A holder frozen *inside* its renewal (SIGSTOP, a VM paused between the UPDATE and its COMMIT)
+keeps the lease row locked, and a standby's UPDATE would wait on that lock for as long as the
+freeze lasts: no failover at all (a CI run caught it: 14 s with the master stopped, until it was
+resumed). So on PostgreSQL each lease transaction first sets, for itself only,
+``idle_in_transaction_session_timeout`` (half a lease: the server ends a session that sits in the
+transaction that long, which rolls the renewal back and frees the row) and ``lock_timeout`` (one
+renewal period: a standby's round reports an error instead of hanging, and tries again).
+
 Works on SQLite too (one controller, ``viplanes serve``-style runs and unit tests).
 """
 from __future__ import annotations
@@ -25,7 +33,7 @@ import socket
 import threading
 import time
 import uuid
-from typing import Callable
+from typing import Any, Callable
 
 from sqlalchemy import text
 
@@ -41,6 +49,10 @@ _NOW = {"postgresql": "extract(epoch from clock_timestamp())",
         "sqlite": "((julianday('now') - 2440587.5) * 86400.0)"}
 
 OnChange = Callable[[bool, int], None]  # (is_leader, epoch)
+
+# one round trip: both settings end with the transaction (set_config(..., is_local => true))
+_GUARD_PG = text("SELECT set_config('idle_in_transaction_session_timeout', :idle, true), "
+                 "set_config('lock_timeout', :lock, true)")
 
 
 def now_sql(db: Database) -> str:
@@ -72,6 +84,8 @@ class LeaderLease:
         self._deadline = 0.0  # local monotonic end of the lease we hold; 0 = not held
         self._leading = False
         self._now = now_sql(db)
+        self._pg = db.engine.dialect.name == "postgresql"
+        self._guard = {"idle": str(max(1, int(lease_s * 500))), "lock": str(max(1, int(renew_s * 1000)))}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._reclaim = threading.Event()
@@ -82,6 +96,11 @@ class LeaderLease:
             s.execute(text("INSERT INTO controller_lease (name, holder, epoch, expires_at) "
                            "VALUES (:name, '', 0, 0) ON CONFLICT (name) DO NOTHING"), {"name": self.name})
 
+    def _guard_transaction(self, s: Any) -> None:
+        """A frozen peer's open renewal must not hold the row (see the module docstring)."""
+        if self._pg:
+            s.execute(_GUARD_PG, self._guard)
+
     @property
     def is_leader(self) -> bool:
         return self._leading and time.monotonic() < self._deadline
@@ -90,6 +109,7 @@ class LeaderLease:
         """One round: take or renew. The epoch while we hold the lease, else None."""
         sent_at = time.monotonic()
         with self.db.write() as s:
+            self._guard_transaction(s)
             row = s.execute(text(
                 f"UPDATE controller_lease SET "
                 f"epoch = CASE WHEN holder = :me THEN epoch ELSE epoch + 1 END, "
@@ -115,6 +135,7 @@ class LeaderLease:
 
     def _bump_epoch(self) -> int | None:
         with self.db.write() as s:
+            self._guard_transaction(s)
             row = s.execute(text(
                 f"UPDATE controller_lease SET epoch = epoch + 1 "
                 f"WHERE name = :name AND holder = :me AND expires_at > {self._now} RETURNING epoch"),
