@@ -2,6 +2,11 @@
 
 Pure bytes in, bytes out: the os-ken glue hands over a punted frame and sends back what we return.
 Anything that is not a well-formed ARP request for an active lane address gets no answer.
+
+Only the ARP header is ever parsed. os-ken's ``packet.Packet`` follows the ethertype into every
+protocol it knows, and some of those parsers never end on hostile bytes (os-ken 4.2.2: a TCP
+option of unknown kind and length 0 is parsed again and again, growing a list until memory runs
+out). The switches punt only ARP to us, but a switch that lies could send any frame.
 """
 from __future__ import annotations
 
@@ -23,11 +28,10 @@ def lane_pool_arp_reply(topo: Topology, active_nat_ips: Iterable[str | ipaddress
     try:
         if not isinstance(eth_frame, (bytes, bytearray)) or len(eth_frame) < ETH_HEADER + ARP_BODY:
             return None
-        pkt = packet.Packet(bytes(eth_frame))
-        eth = pkt.get_protocol(ethernet.ethernet)
-        req = pkt.get_protocol(arp.arp)
-        if eth is None or req is None or eth.ethertype != ether_types.ETH_TYPE_ARP:
-            return None
+        frame = bytes(eth_frame)
+        if int.from_bytes(frame[12:14], "big") != ether_types.ETH_TYPE_ARP:
+            return None  # never hand anything else to os-ken's protocol parsers
+        req = arp.arp.parser(frame[ETH_HEADER:ETH_HEADER + ARP_BODY])[0]
         if (req.opcode != arp.ARP_REQUEST or req.hwtype != arp.ARP_HW_TYPE_ETHERNET
                 or req.proto != ether_types.ETH_TYPE_IP or req.hlen != 6 or req.plen != 4):
             return None
