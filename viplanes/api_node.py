@@ -12,6 +12,7 @@ processes (``viplanes controller cluster``), reached through the database.
 """
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -36,20 +37,34 @@ def _reuseport_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _worker(db_url: str, host: str, port: int, threads: int, topology_path: str | None) -> None:
-    """One API process: its own engine (never shared across fork), its own listening socket."""
-    from waitress import create_server
+def worker_app(db_url: str, topology_path: str | None) -> Any:
+    """One API process's app, with the heap it took to build it frozen.
 
+    Why freeze: the app and every module it imported are ~135,000 objects the cyclic collector
+    tracks, and a full collection walks them all: 60-86 ms inside whichever request triggers it,
+    the first one within a worker's first few thousand requests (``bench.worker_gc``;
+    docs/benchmarks.md, "The API workers' startup heap"). ``gc.freeze()`` exempts them from
+    later collections; reference counting still frees them."""
     from viplanes.api.app import create_app
     from viplanes.config import AppConfig
     from viplanes.db import Database
     from viplanes.handoff import RemoteDataplane
     from viplanes.serve import _load_topology
 
-    signal.signal(signal.SIGTERM, lambda signum, _f: sys.exit(128 + signum))
     topology = _load_topology(topology_path)
     plane = RemoteDataplane(Database(db_url, pool_size=2))
     app = create_app(AppConfig(db_url=db_url, migrate=False), dataplane=plane, topology=topology)
+    gc.collect()
+    gc.freeze()
+    return app
+
+
+def _worker(db_url: str, host: str, port: int, threads: int, topology_path: str | None) -> None:
+    """One API process: its own engine (never shared across fork), its own listening socket."""
+    from waitress import create_server
+
+    signal.signal(signal.SIGTERM, lambda signum, _f: sys.exit(128 + signum))
+    app = worker_app(db_url, topology_path)
     server = create_server(app, sockets=[_reuseport_socket(host, port)], threads=threads, ident="viplanes")
     server.run()
 
