@@ -190,6 +190,65 @@ def test_arp_reply_never_raises_on_garbage(data: bytes) -> None:
         assert result is None or isinstance(result, bytes)
 
 
+def tcp_frame_with_a_zero_length_option() -> bytes:
+    """Ethernet + IPv4 + a TCP header whose one option has an unknown kind and length 0."""
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + 24, 0, 0, 64, 6, 0, bytes(4), bytes(4))
+    tcp = struct.pack("!HHIIBBHHH", 1234, 80, 0, 0, 6 << 4, 0x02, 1024, 0, 0) + bytes([0x50, 0, 0, 0])
+    return bytes(6) + bytes(6) + struct.pack("!H", ether_types.ETH_TYPE_IP) + ip + tcp
+
+
+_PACKET_STDIN = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+from os_ken.lib.packet import packet
+packet.Packet(sys.stdin.buffer.read())
+"""
+
+
+def test_a_frame_os_ken_would_never_finish_parsing_gets_no_answer(topo: Topology) -> None:
+    """A switch that lies may punt any frame; only its ARP header is parsed, never the rest."""
+    import subprocess
+    import sys
+
+    frame = tcp_frame_with_a_zero_length_option()
+    try:  # the attack is real: os-ken's whole-packet parser loops on it
+        done = subprocess.run([sys.executable, "-c", _PACKET_STDIN], input=frame, capture_output=True,
+                              timeout=1.0)
+        hung = b"MemoryError" in done.stderr
+    except subprocess.TimeoutExpired:
+        hung = True
+    assert hung
+    assert answer_within(1.0, topo, frame) is None
+
+
+class _TooLong(BaseException):
+    """Not an Exception: the reply builder's catch-all must not swallow it."""
+
+
+def answer_within(seconds: float, topo: Topology, frame: bytes) -> bytes | None:
+    """The proxy's answer, on the main thread under a timer signal: fail instead of hanging."""
+    import signal
+
+    def too_long(*_: object) -> None:
+        raise _TooLong
+
+    previous = signal.signal(signal.SIGALRM, too_long)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 0.05)
+    try:
+        return lane_pool_arp_reply(topo, {"198.51.100.200"}, frame)
+    except _TooLong:
+        pytest.fail(f"still parsing the frame after {seconds} s")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_an_arp_request_with_bytes_after_it_is_still_answered(topo: Topology) -> None:
+    """Ethernet pads short frames: whatever follows the 28-byte ARP header is ignored."""
+    reply = lane_pool_arp_reply(topo, {"198.51.100.200"}, arp_frame("198.51.100.200") + bytes(18))
+    assert reply is not None and packet.Packet(reply).get_protocol(arp.arp).src_ip == "198.51.100.200"
+
+
 _TOPO: list[Topology] = []
 
 
