@@ -13,6 +13,7 @@ round costs one barrier per switch whatever it adds and removes. Deciding the ou
 from __future__ import annotations
 
 import copy
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ from viplanes.controller.carried import CarriedLanes
 from viplanes.controller.pending import Batch, Tracker
 from viplanes.domain import ActivationResult, LaneSpec
 from viplanes.topologies.model import Topology
+
+LOG = logging.getLogger("viplanes.controller.runtime")
 
 Staged = tuple[int, list[Any], Batch]  # (dpid, ofmsgs + barrier, the batch the tracker expects)
 
@@ -199,7 +202,9 @@ class BatchChanges:
             for lane in lanes:
                 try:
                     compiled = self._compile_to_send(lane)
-                except ValueError as exc:
+                except Exception as exc:  # noqa: BLE001 - one lane's bad row must not fail the batch
+                    if not isinstance(exc, ValueError):
+                        LOG.exception("lane %d could not be compiled", lane.lane_id)
                     results[lane.lane_id] = ActivationResult(False, str(exc), time.perf_counter() - t0)
                     continue
                 missing = [d for d in compiled if d not in self.connected]

@@ -52,7 +52,7 @@ from viplanes.controller.fastmatch import PackedSetField, exact_match
 from viplanes.controller.flowkey import flow_key, flow_key_of  # noqa: F401 - re-exported
 from viplanes.controller.guardflows import (  # noqa: F401 - re-exported
     ARP_PUNT_METER, ETH_TYPE_ARP, ETH_TYPE_IPV4, PRIORITY_ARP_PROXY, PRIORITY_ARP_REPLY,
-    PRIORITY_BYPASS_DROP, PRIORITY_CT_POOL_DROP, PRIORITY_GUARD, PRIORITY_LANE, PRIORITY_RELATED,
+    PRIORITY_BYPASS_DROP, PRIORITY_CT_POOL_DROP, PRIORITY_POOL_DROP, PRIORITY_GUARD, PRIORITY_LANE, PRIORITY_RELATED,
     PRIORITY_TABLE_MISS, border_switch, compile_base,
 )
 from viplanes.controller.lanepath import (  # noqa: F401 - re-exported
@@ -147,6 +147,9 @@ def _check_lane(lane: LaneSpec, topo: Topology, host: Host) -> str | None:
     if not lane.dst_nets:
         problems.append("no destination")
     for text in lane.dst_nets:
+        if "%" in str(text):  # os-ken's address conversion would raise something else than ValueError
+            problems.append(f"destination {text!r} carries an IPv6 zone id")
+            continue
         try:
             net = ipaddress.ip_network(text)
         except ValueError:
@@ -336,8 +339,8 @@ def compile_desired(topo: Topology, lanes: Iterable[LaneSpec],
         for lane in lanes:
             try:
                 ofmsgs = compile_lane(lane, topo, now)
-            except ValueError as exc:
-                refused[lane.lane_id] = str(exc)
+            except Exception as exc:  # noqa: BLE001 - one lane's bad row must not stop the rest
+                refused[lane.lane_id] = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
                 continue
             carried.append(lane)
             for dpid, msgs in ofmsgs.items():

@@ -80,8 +80,8 @@ class DesiredFlows:
                     for msg in msgs:
                         if getattr(msg, "hard_timeout", 0):
                             msg.hard_timeout = hard
-        except ValueError as exc:
-            LOG.warning("lane %d is not carried: %s", lane.lane_id, exc)
+        except Exception as exc:  # noqa: BLE001 - one lane's bad row must not stop a switch's reconcile
+            LOG.warning("lane %d is not carried: %s", lane.lane_id, exc, exc_info=not isinstance(exc, ValueError))
             return None
         return per_dpid
 

@@ -55,6 +55,7 @@ from viplanes.topologies.paths import bypass_ports
 
 PRIORITY_TABLE_MISS = 0
 PRIORITY_BYPASS_DROP = 100
+PRIORITY_POOL_DROP = 150  # table 0 at the border: from the edge to a lane address, below the lanes
 PRIORITY_ARP_PROXY = 200
 PRIORITY_ARP_REPLY = 300
 PRIORITY_GUARD = 900
@@ -165,7 +166,12 @@ def _border_flows(topo: Topology, sw: Switch) -> OFMsgs:
         flow(PRIORITY_ARP_PROXY, BASE_COOKIE,
              parser.OFPMatch(eth_type=ETH_TYPE_ARP, arp_op=1, arp_tpa=pool),
              [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)],
-             meter=ARP_PUNT_METER)]
+             meter=ARP_PUNT_METER),
+        # Anything from the internet for a lane address that no lane's reverse rule (or the
+        # related-ICMP rule) took: a probe, another port, a later fragment. NORMAL would flood it
+        # (no switch ever learns the lane MAC) to the NAT box, the DTN and the bypass.
+        flow(PRIORITY_POOL_DROP, BASE_COOKIE,
+             parser.OFPMatch(in_port=edge_port, eth_type=ETH_TYPE_IPV4, ipv4_dst=pool), [])]
     if sw.conntrack:
         for icmp_type in ICMP_ERRORS:
             ofmsgs.append(flow(PRIORITY_RELATED, BASE_COOKIE, parser.OFPMatch(

@@ -10,7 +10,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller.compiler import (
     ARP_PUNT_METER,
-    PRIORITY_ARP_PROXY, PRIORITY_BYPASS_DROP, PRIORITY_CT_POOL_DROP, PRIORITY_GUARD, PRIORITY_LANE,
+    PRIORITY_ARP_PROXY, PRIORITY_BYPASS_DROP, PRIORITY_CT_POOL_DROP, PRIORITY_GUARD, PRIORITY_POOL_DROP, PRIORITY_LANE,
     PRIORITY_RELATED, PRIORITY_TABLE_MISS,
     LaneCompileError, NoLanePath, compile_base, compile_lane, compile_lane_removal,
     hard_timeout_for, lane_cookie, lane_dpids, lane_ingress_ports,
@@ -113,9 +113,10 @@ def test_unmatched_packet_on_bypass_port_is_dropped(net: Network, topo: Topology
     for at in (PortRef("s3", 3), PortRef("s2", 3)):
         out = only(net.inject(at, desktop_packet(topo, tcp_dst=22)))
         assert (out.kind, out.port) == ("drop", at)
-    # return traffic for a port the lane does not carry does not enter the bypass either
+    # return traffic for a port the lane does not carry does not enter the bypass either: it is
+    # dropped at the border (a lane address takes nothing but its lanes' replies)
     out = only(net.send_from_edge(reply_packet(topo, tcp_src=80)))
-    assert out.kind == "NORMAL"
+    assert (out.kind, out.port) == ("drop", topo.edge.inside.attach)
 
 
 def test_dtn_lane_needs_no_nat(topo: Topology) -> None:
@@ -141,7 +142,7 @@ def test_pinned_source_port(topo: Topology, lane: LaneSpec) -> None:
     assert only(net.send_from_host("desktop", desktop_packet(topo))).kind == "edge"
     assert only(net.send_from_host("desktop", desktop_packet(topo, tcp_src=40001))).kind == "NORMAL"
     assert only(net.send_from_edge(reply_packet(topo))).kind == "host"
-    assert only(net.send_from_edge(reply_packet(topo, tcp_dst=40001))).kind == "NORMAL"
+    assert only(net.send_from_edge(reply_packet(topo, tcp_dst=40001))).kind == "drop"
     assert {m.priority for msgs in compile_lane(pinned, topo, NOW).values() for m in msgs
             if m.table_id == 0} == {PRIORITY_LANE + 1}
 
@@ -171,7 +172,7 @@ def test_base_flows(topo: Topology) -> None:
     s3_guards = [PRIORITY_GUARD] * (4 + (3 + 3 + 2) * 2)  # nat, edge: 3 hosts; dtn: 2 (IPv4, ARP)
     assert [(getattr(m, "table_id", None), getattr(m, "priority", None)) for m in base[3]] == [
         (0, PRIORITY_TABLE_MISS), (0, PRIORITY_BYPASS_DROP), *[(0, p) for p in s3_guards],
-        (None, None), (0, PRIORITY_ARP_PROXY), (0, PRIORITY_RELATED), (0, PRIORITY_RELATED),
+        (None, None), (0, PRIORITY_ARP_PROXY), (0, PRIORITY_POOL_DROP), (0, PRIORITY_RELATED), (0, PRIORITY_RELATED),
         (1, PRIORITY_CT_POOL_DROP), (1, PRIORITY_TABLE_MISS)]
     net = Network(topo)
     net.install(base)

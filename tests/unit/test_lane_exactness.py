@@ -86,6 +86,26 @@ def test_inbound_syn_from_the_lane_port_is_dropped(dport: int) -> None:
         assert [o.kind for o in outs] == ["drop"]
 
 
+@pytest.mark.parametrize("conntrack", [True, False])
+@pytest.mark.parametrize("what", ["tcp from another port", "udp", "icmp echo", "later fragment of a reply"])
+def test_unsolicited_traffic_for_a_lane_address_is_dropped_at_the_border(conntrack: bool, what: str) -> None:
+    """No lane's reverse rule takes it, so it used to take NORMAL at s3: the lane MAC is never
+    learned, so it was flooded to the NAT box, the DTN and the bypass."""
+    topo = campus(conntrack)
+    net, _ = opened(topo) if conntrack else (network(topo, DESKTOP_LANE, DTN_LANE), None)
+    edge, pool = topo.edge.inside.mac, topo.lane_pool.mac
+    probe = {
+        "tcp from another port": from_edge(topo, "192.0.2.66", NAT_IP, 80, 22, flags=0x002),
+        "udp": from_edge(topo, "192.0.2.66", NAT_IP, 53, 40000, proto="udp"),
+        "icmp echo": make_packet(eth_src=edge, eth_dst=pool, eth_type=0x0800, ip_proto=1, ipv4_src="192.0.2.66",
+                                 ipv4_dst=NAT_IP, icmpv4_type=8, icmpv4_code=0),
+        "later fragment of a reply": make_packet(eth_src=edge, eth_dst=pool, eth_type=0x0800, ip_proto=6,
+                                                 ipv4_src=CLOUD, ipv4_dst=NAT_IP),  # no L4 header
+    }[what]
+    outs = net.send_from_edge(probe)
+    assert [o.kind for o in outs] == ["drop"], [(o.kind, o.node) for o in outs]
+
+
 def test_before_any_connection_nothing_comes_back() -> None:
     topo = campus()
     net = network(topo, DESKTOP_LANE)
