@@ -47,7 +47,12 @@ MAX_LANES = 10_000
 PAGE = v.Range(1, 1000)
 
 
+ZONE_ID = "an IPv6 zone id (%...) names a link of this machine, never a lane's address"
+
+
 def _ip(value: str) -> None:
+    if "%" in value:  # ipaddress accepts "fe80::1%eth0"; the zone would follow the text everywhere
+        raise ma.ValidationError(ZONE_ID)
     try:
         ipaddress.ip_address(value)
     except ValueError:
@@ -59,6 +64,8 @@ PREFIX_META = {"example": "10.1.0.0/24", "description": "IPv4 or IPv6 address or
 
 
 def _prefix(value: str) -> None:
+    if "%" in value:
+        raise ma.ValidationError(ZONE_ID)
     try:
         if len(value) > 43:
             raise ValueError

@@ -6,10 +6,10 @@ them in; the answer carries a reason a person can read and a short machine code 
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 
-from viplanes.topologies.model import Topology
+from viplanes.topologies.model import Host, Topology
 
 from .destinations import lane_net_refusal
 
@@ -96,6 +96,10 @@ class LaneRequest:
     rate_mbps: float | None
     dst_nets: tuple[IPNet, ...] = ()
     dst_ports: tuple[PortRange, ...] = ()
+    # the addresses the lane's packets leave from, one per destination family (``lane_sources``);
+    # empty: ``src_ip`` alone. ``src_ip`` only names the host: a v4 destination leaves from the
+    # host's v4 address whichever of its addresses the request gave.
+    src_addrs: tuple[IPAddr, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.dst_nets and self.dst_ip is not None:
@@ -117,6 +121,12 @@ class Decision:
     code: str  # short, stable: "allowed", "no_grant", "quota", ... (metrics label)
     reason: str  # for people
     grant_id: int | None = None
+
+
+def lane_sources(host: Host, nets: Iterable[IPNet]) -> tuple[IPAddr, ...]:
+    """The host's own address of each family among ``nets``: what a grant's sources must cover."""
+    found = {a for a in (host.address_for(v) for v in sorted({n.version for n in nets})) if a is not None}
+    return tuple(sorted(found, key=lambda a: (a.version, a)))
 
 
 def _in_any(addr: IPAddr, nets: Sequence[IPNet]) -> bool:
@@ -151,8 +161,9 @@ def check_grant(req: LaneRequest, rule: GrantRule, now: float, live_lanes: int) 
         return Decision(False, "grant_not_yet_valid", f"grant {gid} is not valid before the lane starts", gid)
     if rule.valid_until is not None and now >= rule.valid_until:
         return Decision(False, "grant_expired", f"grant {gid} has ended", gid)
-    if not _in_any(req.src_ip, rule.src_prefixes):
-        return Decision(False, "src_not_granted", f"source {req.src_ip} is outside grant {gid}", gid)
+    for src in req.src_addrs or (req.src_ip,):
+        if not _in_any(src, rule.src_prefixes):
+            return Decision(False, "src_not_granted", f"source {src} is outside grant {gid}", gid)
     outside = [n for n in req.dst_nets if not _net_in_any(n, rule.dst_prefixes)]
     if outside or not req.dst_nets:
         what = ", ".join(_fmt_net(n) for n in outside) or "(none)"
@@ -208,6 +219,8 @@ def decide(req: LaneRequest, rules: Sequence[GrantRule], topology: Topology, now
         return Decision(False, "start_too_far", "start_at is more than a year ahead")
     if not rules:
         return Decision(False, "no_grant", "no grant for this principal")
+    if not req.src_addrs:
+        req = replace(req, src_addrs=lane_sources(host, req.dst_nets))
     best: Decision | None = None
     for rule in rules:
         d = check_grant(req, rule, now, live_lanes.get(rule.grant_id, 0))
@@ -241,4 +254,6 @@ def destination_refusals(nets: Sequence[IPNet], rule: GrantRule, topology: Topol
             out[net] = refusal[1]
         elif not _net_in_any(net, rule.dst_prefixes):
             out[net] = f"outside grant {rule.grant_id}"
+        elif host is not None and not _in_any(host.address_for(net.version), rule.src_prefixes):  # type: ignore[arg-type]
+            out[net] = f"its source {host.address_for(net.version)} is outside grant {rule.grant_id}"
     return out

@@ -189,7 +189,10 @@ class Topology:
         index = self._index()
         if isinstance(ip, str) and ip in index.by_text:  # the common case: a canonical string
             return index.by_text[ip]
-        return index.by_address.get(ipaddress.ip_address(ip))
+        address = ipaddress.ip_address(ip)
+        if getattr(address, "scope_id", None) is not None:
+            raise ValueError(f"an IPv6 zone id is not a host's address: {ip}")
+        return index.by_address.get(address)
 
     def campus_networks(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
         """The lane pool, then the subnets of the edge's inside leg, the middlebox legs and the

@@ -14,6 +14,7 @@ from typing import Any, Callable, NoReturn
 
 import click
 
+from viplanes.domain import is_decimal
 from viplanes.client import ApiClient, ApiError
 from viplanes.config import ClientConfig, ConfigError
 from viplanes.hostport import is_address
@@ -202,7 +203,7 @@ def grant() -> None:
 @click.option("--valid-until", default=None, help="ISO 8601")
 @api_command
 def grant_create(api: ApiClient, ports: str, **body: Any) -> Any:
-    body["ports"] = [int(p) if p.strip().isdigit() else p.strip() for p in ports.split(",") if p.strip()]
+    body["ports"] = [int(p) if is_decimal(p.strip()) else p.strip() for p in ports.split(",") if p.strip()]
     for key in ("src_prefixes", "dst_prefixes", "protocols"):
         body[key] = list(body[key])
     body = {k: v for k, v in body.items() if v is not None}
@@ -280,7 +281,7 @@ def lane_request(api: ApiClient, duration: str, wait: bool, wait_timeout: float 
     if dst is not None:
         body["dst_ip" if is_address(dst) else "dst_host"] = dst
     if body.get("dst_ports") is not None:
-        items = [int(p) if p.strip().isdigit() else p.strip() for p in body["dst_ports"].split(",")]
+        items = [int(p) if is_decimal(p.strip()) else p.strip() for p in body["dst_ports"].split(",")]
         body["dst_ports"] = items if len(items) > 1 else items[0]
     body = {k: v for k, v in body.items() if v is not None}
     out = api.request_lane(body, idempotency_key)

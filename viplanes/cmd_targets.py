@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
+from viplanes.domain import is_decimal
+
 
 @dataclass(frozen=True)
 class Destination:
@@ -58,7 +60,7 @@ def _opt(args: Sequence[str], short: str | None, long: str | None) -> str | None
 def _port(text: str | None, default: int, what: str) -> int:
     if text is None:
         return default
-    if not text.isdigit() or not 1 <= int(text) <= 65535:
+    if not is_decimal(text) or not 1 <= int(text) <= 65535:
         raise NoDestination(f"{what}: {text!r} is not a port")
     return int(text)
 

@@ -39,6 +39,12 @@ Protocol = Literal["tcp", "udp"]
 PortRanges = tuple[tuple[int, int], ...]
 
 
+def is_decimal(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also takes "²" (which ``int`` refuses: a 500 where a
+    400 was due) and other scripts' digits (which ``int`` reads: input nobody meant)."""
+    return text.isascii() and text.isdigit()
+
+
 def host_net(address: str) -> str:
     """A single address as its one-address network (no parsing: the caller has validated it)."""
     return f"{address}/128" if ":" in address else f"{address}/32"

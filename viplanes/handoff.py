@@ -28,6 +28,7 @@ from sqlalchemy import select as sql_select
 from sqlalchemy import Connection, text
 from sqlalchemy.orm import Session
 
+from viplanes.domain import is_decimal
 from viplanes.dataplane import DesiredLanes
 from viplanes.db import Database
 from viplanes.domain import ActivationResult, LaneCounters, LaneSpec
@@ -112,7 +113,7 @@ def parse_done(payload: str) -> dict[int, str]:
     out: dict[int, str] = {}
     for part in payload.split(","):
         lane_id, _, state = part.partition("=")
-        if lane_id.strip().isdigit() and state:
+        if is_decimal(lane_id.strip()) and state:
             out[int(lane_id)] = state.strip()
     return out
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from sqlalchemy import Connection, select
 
@@ -21,12 +21,14 @@ from viplanes.domain import ActivationResult, LaneSpec, lane_shape_refusal
 from viplanes.errors import Conflict
 from viplanes.authz.tokens import Caller
 from viplanes.lane_owners import ActiveOwners
+from viplanes.lane_pool import LanePool
 from viplanes.lane_specs import SPEC_COLUMNS, spec_from_row, spec_of
 from viplanes.lane_sql import (add_audit, installing_lanes, lane_for_change, lanes_due, owner_and_state,
                                record_activation)
 from viplanes.lane_sql_pg import RECORD_MAX, end_in_one, record_in_one
 from viplanes.models import LIVE_STATES, Lane
 from viplanes.store import audit
+from viplanes.topologies.model import Topology
 
 log = logging.getLogger("viplanes.lanes")
 
@@ -82,6 +84,8 @@ class LaneActivation:
     _activating_lock: threading.Lock
     resend_lock: threading.Lock
     _owners: ActiveOwners  # lanes recorded active here, for ``end``'s early deletes
+    lane_pool: LanePool
+    topology: Topology
     # (connection, lane id -> new state, activated_at of the active ones) inside the transaction
     # that recorded activations: the split deployment's controller NOTIFYs the waiting API
     # processes with it (viplanes.handoff)
@@ -316,6 +320,11 @@ class LaneActivation:
                     lane.ended_at = now
                     audit(s, now, "system", "lane.expire", f"lane:{lane.id}", "done", lane.reason)
                 elif lane.id not in self._activating and not self._unready(spec_of(lane)):
+                    if not self._take_pool_address(s, lane):
+                        move_lane(lane, "failed", "the lane address pool was exhausted when the lane was due")
+                        lane.ended_at = now
+                        audit(s, now, "system", "lane.start", f"lane:{lane.id}", "failed", lane.reason)
+                        continue
                     move_lane(lane, "installing")  # not before its switches are back: no failed start
                     audit(s, now, "system", "lane.start", f"lane:{lane.id}", "done")
                     starting.append(lane)
@@ -332,6 +341,20 @@ class LaneActivation:
         for lane_id in ended_ids:
             self._deactivate(lane_id)
         return {"started": len(starting), "expired": len(ended_ids)}
+
+    def _take_pool_address(self, s: Any, lane: Lane) -> bool:
+        """A booked lane of a NAT'd host gets its lane-pool address when it starts, not when it is
+        booked: a lane booked months ahead held an address from the booking on (and a grant
+        with max_lanes=1 could book one per host of its prefix, exhausting the pool for everyone
+        while none of its lanes ran). False: the pool is exhausted now."""
+        if lane.nat_ip is not None:
+            return True  # booked before this rule, or started already
+        host = self.topology.host_by_ip(lane.src_ip)
+        nets = lane.dst_nets or ([lane.dst_ip] if lane.dst_ip else [])
+        if host is None or not host.needs_nat or not any(":" not in n for n in nets):
+            return True
+        lane.nat_ip = self.lane_pool.address_for(self.db, s, lane.src_ip)
+        return lane.nat_ip is not None
 
     def recover(self) -> int:
         """Activate ``installing`` lanes that no thread of this process is activating: left by a

@@ -20,9 +20,19 @@ from viplanes.db import Database
 from viplanes.domain import host_net
 from viplanes.lane_sql import LANES, LIVE
 from viplanes.models import LIVE_STATES
+from viplanes.topologies.model import Topology
 
 IPNet = ipaddress.IPv4Network | ipaddress.IPv6Network
 PortRanges = Sequence[tuple[int, int]]
+
+
+def source_aliases(topology: Topology, src: str) -> list[str]:
+    """Every address of the host ``src`` names, its IPv4 address first (the lock key): two lanes
+    of one host overlap whichever of its addresses each was asked under."""
+    host = topology.host_by_ip(src)
+    if host is None:
+        return [src]
+    return [str(a) for a in (host.address_for(4), host.address_for(6)) if a is not None] or [src]
 
 
 def row_nets(dst_ip: str | None, dst_nets: list[str] | None) -> list[str]:
@@ -51,7 +61,9 @@ def ports_overlap(a: PortRanges, b: PortRanges) -> bool:
 def _overlap_query(single: bool, with_sport: bool, with_exclude: bool) -> CompoundSelect | Select:
     """Built once per shape (building costs more than running it; see viplanes/lane_sql.py)."""
     base = select(LANES.c.id, LANES.c.dst_ip, LANES.c.dst_port, LANES.c.dst_nets, LANES.c.dst_ports).where(
-        LANES.c.src_ip == bindparam("src"), LANES.c.protocol == bindparam("proto"),
+        # a host has at most two addresses (v4, v6): two fixed parameters, not an expanding IN, so
+        # the statement stays one compiled text (``rawsql``'s fast path)
+        LANES.c.src_ip.in_([bindparam("src"), bindparam("src2")]), LANES.c.protocol == bindparam("proto"),
         LANES.c.starts_at < bindparam("end"), LANES.c.expires_at > bindparam("start"))
     if with_sport:  # a lane without src_port covers every source port
         base = base.where(LANES.c.src_port.is_(None) | (LANES.c.src_port == bindparam("sport")))
@@ -70,7 +82,7 @@ def _overlap_query(single: bool, with_sport: bool, with_exclude: bool) -> Compou
                      base.where(unindexed_state, LANES.c.dst_ip.is_(None)))
 
 
-def overlapping_lane(s: Session | Connection, db: Database, src: str, proto: str, nets: Sequence[IPNet],
+def overlapping_lane(s: Session | Connection, db: Database, src: str | Sequence[str], proto: str, nets: Sequence[IPNet],
                      ports: PortRanges, sport: int | None, start: float, end: float,
                      exclude: int | None = None, then_lock: int | None = None) -> int | None:
     """The id of a live lane that would carry some packet this one carries, or None.
@@ -81,9 +93,10 @@ def overlapping_lane(s: Session | Connection, db: Database, src: str, proto: str
     lanes of that protocol. ``then_lock``: an advisory key the caller needs next in this
     transaction (the lane pool's), taken after this one in the same round trip.
     """
-    db.advisory_lock(s, (1 << 32) + zlib.crc32(f"{src}|{proto}".encode()), then_lock)
+    srcs = [src] if isinstance(src, str) else list(src)  # a host's addresses (``source_aliases``)
+    db.advisory_lock(s, (1 << 32) + zlib.crc32(f"{srcs[0]}|{proto}".encode()), then_lock)
     single = len(nets) == 1 and nets[0].num_addresses == 1 and len(ports) == 1 and ports[0][0] == ports[0][1]
-    params: dict[str, Any] = {"src": src, "proto": proto, "start": start, "end": end}
+    params: dict[str, Any] = {"src": srcs[0], "src2": srcs[-1], "proto": proto, "start": start, "end": end}
     if sport is not None:
         params["sport"] = sport
     if exclude is not None:

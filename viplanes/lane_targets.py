@@ -104,6 +104,9 @@ def resolve_target(dst_ip: str | None, dst_prefix: str | None, dst_host: str | N
         raise Invalid("give exactly one of dst_ip, dst_prefix and dst_host"
                       + (f" (got {', '.join(given)})" if given else ""), code="invalid_destination")
     ports = parse_ports(dst_port, dst_ports)
+    for text in (dst_ip, dst_prefix):
+        if text is not None and "%" in text:  # a zone id survives str() and breaks lookups by text
+            raise Invalid(f"an IPv6 zone id is not a lane address: {text!r}", code="invalid_address")
     if dst_ip is not None:
         try:
             addr = ipaddress.ip_address(dst_ip)

@@ -20,7 +20,7 @@ import ipaddress
 import logging
 import threading
 import time
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from sqlalchemy import Connection, func, select
 from sqlalchemy.exc import IntegrityError
@@ -35,7 +35,7 @@ from viplanes.idempotency import find_replay, request_digest
 from viplanes.lane_activation import (  # noqa: F401 - state machine re-exported
     END_ACTIONS, TERMINAL, TRANSITIONS, LaneActivation, can_move, move_lane as _move)
 from viplanes.lane_owners import ActiveOwners
-from viplanes.lane_overlap import overlapping_lane, row_nets, row_ports
+from viplanes.lane_overlap import overlapping_lane, row_nets, row_ports, source_aliases
 from viplanes.lane_sql_pg import insert_in_one
 from viplanes.lane_pool import NAT_LOCK_KEY, LanePool
 from viplanes.lane_specs import SPEC_COLUMNS, spec_from_row
@@ -43,7 +43,7 @@ from viplanes.lane_targets import (  # noqa: F401 - LaneInput, LaneLimits re-exp
     LaneInput, LaneLimits, LaneTarget, clamp_ttl, target_for_request)
 from viplanes.resolver import Resolver, default_resolver
 from viplanes.models import LIVE_STATES, Lane, Principal
-from viplanes.policy.rules import START_SLACK_S, Decision, LaneRequest, check_grant, decide
+from viplanes.policy.rules import START_SLACK_S, Decision, LaneRequest, check_grant, decide, lane_sources
 from viplanes.lane_sql import (add_audit, end_lane, insert_lane, lane_from_row, lane_row_for_change, live_counts,
                                 owner_and_state, usable_grant_rules)
 from viplanes.store import audit, get_grant, rule_of
@@ -58,6 +58,7 @@ def _noop(*_args: object) -> None:
 # Retry-After for a request refused because its switches are not ready: OVS retries a lost
 # controller every max_backoff (1 s in the lab) and a reconcile takes well under a second.
 NOT_READY_RETRY_S = 2
+BOOKINGS_PER_LANE = 10  # lanes a grant may book ahead, per lane of its max_lanes
 
 
 class LaneManager(LaneActivation):
@@ -125,6 +126,8 @@ class LaneManager(LaneActivation):
                              if check_grant(req, r, now, 0).code in ("allowed", "quota")]
                 decision = decide(req, rules, self.topology, now,
                                   self._live_counts(conn, countable, req.starts_at, req.expires_at))
+                if decision.allowed and req.starts_at > now:
+                    decision = self._within_bookings(conn, decision, rules)
                 if decision.allowed:
                     lane, denial = self._insert(conn, caller, body, target, req, decision, now,
                                                  idempotency_key, digest)
@@ -157,14 +160,42 @@ class LaneManager(LaneActivation):
         start = now if body.start_at is None or body.start_at <= now else body.start_at
         if body.start_at is not None and body.start_at < now - START_SLACK_S:
             start = body.start_at  # let the policy refuse it with its reason
+        host = self.topology.host_by_ip(src)
+        sources: tuple[Any, ...] = ()
+        if host is not None:
+            # ``src_ip`` names a host; its packets leave from the host's address of each destination
+            # family, and the grant must cover those. Stored: the address the packets leave from
+            # (the IPv4 one for a lane of both families), and the duplicate check compares every
+            # address of the host (``source_aliases``): a dual-stack host asked for under its other
+            # address was another source to it, so a second lane with the same flows (overwriting
+            # the first's) and a second lane-pool address got through.
+            sources = lane_sources(host, target.nets)
+            src = sources[0] if len(sources) == 1 else (host.address_for(4) or src)
         return LaneRequest(src_ip=src, dst_ip=None, protocol=body.protocol, dst_port=None,
                            src_port=body.src_port, duration_s=body.duration_s, starts_at=start,
-                           rate_mbps=body.rate_mbps, dst_nets=target.nets, dst_ports=target.ports)
+                           rate_mbps=body.rate_mbps, dst_nets=target.nets, dst_ports=target.ports,
+                           src_addrs=sources)
+
+    @staticmethod
+    def _within_bookings(conn: Connection, decision: Decision, rules: Sequence[Any]) -> Decision:
+        """A grant books at most ``BOOKINGS_PER_LANE`` x max_lanes lanes ahead. max_lanes counts
+        lanes whose windows overlap, so without this one grant could book any number of lanes in
+        windows of their own (a year of 1-second lanes: 31 million rows for the scheduler)."""
+        rule = next(r for r in rules if r.grant_id == decision.grant_id)
+        cap = BOOKINGS_PER_LANE * rule.max_lanes
+        booked = conn.scalar(select(func.count()).select_from(Lane).where(
+            Lane.grant_id == decision.grant_id, Lane.state == "scheduled")) or 0
+        if booked < cap:
+            return decision
+        return Decision(False, "too_many_bookings", f"grant {decision.grant_id} already has {booked} lanes booked "
+                        f"ahead, its most ({BOOKINGS_PER_LANE} x max_lanes {rule.max_lanes})", decision.grant_id)
 
     @staticmethod
     def _denial(decision: Decision) -> VipError:
         if decision.code == "quota":
             return Conflict(decision.reason, {"grant_id": decision.grant_id}, code="quota_exceeded")
+        if decision.code == "too_many_bookings":
+            return Conflict(decision.reason, {"grant_id": decision.grant_id}, code="too_many_bookings")
         return Forbidden(decision.reason, {"grant_id": decision.grant_id}, code=decision.code)
 
     def _live_counts(self, conn: Connection, grant_ids: Sequence[int], start: float, end: float,
@@ -177,9 +208,12 @@ class LaneManager(LaneActivation):
                 digest: str) -> tuple[Lane | None, VipError | None]:
         src = str(req.src_ip)
         host = self.topology.host_by_ip(req.src_ip)
-        nat = host is not None and host.needs_nat and any(n.version == 4 for n in target.nets)
+        immediate = req.starts_at <= now
+        # a booked lane takes its lane-pool address when it starts (``tick``), not now
+        nat = immediate and host is not None and host.needs_nat and any(n.version == 4 for n in target.nets)
         # the lane pool's lock rides with the overlap lock: one round trip (same order as before)
-        dup = overlapping_lane(conn, self.db, src, req.protocol, target.nets, target.ports, req.src_port,
+        dup = overlapping_lane(conn, self.db, source_aliases(self.topology, src), req.protocol, target.nets,
+                               target.ports, req.src_port,
                                req.starts_at, req.expires_at, then_lock=NAT_LOCK_KEY if nat else None)
         if dup is not None:  # another researcher's lane id stays hidden, like its 404
             own = conn.scalar(select(Lane.principal_id).where(Lane.id == dup)) == caller.id or caller.is_operator
@@ -194,7 +228,6 @@ class LaneManager(LaneActivation):
             if nat_ip is None:
                 return None, Unavailable("the lane address pool is exhausted; try again when a lane ends",
                                          {"pool": str(self.topology.lane_pool.prefix)}, code="lane_pool_exhausted")
-        immediate = req.starts_at <= now
         if immediate:
             waiting = self._unready(LaneSpec(0, src, target.single_address(), req.protocol,  # type: ignore[arg-type]
                                              target.single_port(), req.src_port, nat_ip,
@@ -365,12 +398,14 @@ class LaneManager(LaneActivation):
                 raise Conflict(f"lane {lane_id} is {lane.state}", code="lane_not_live")
             new_end = lane.expires_at + add_s
             nets = tuple(ipaddress.ip_network(n) for n in row_nets(lane.dst_ip, lane.dst_nets))
+            host = self.topology.host_by_ip(lane.src_ip)
             req = LaneRequest(ipaddress.ip_address(lane.src_ip), None, lane.protocol, None, lane.src_port,
                               lane.duration_s + add_s, lane.starts_at, lane.rate_mbps, dst_nets=nets,
-                              dst_ports=tuple(row_ports(lane.dst_port, lane.dst_ports)))
+                              dst_ports=tuple(row_ports(lane.dst_port, lane.dst_ports)),
+                              src_addrs=lane_sources(host, nets) if host is not None else ())
             live = self._live_counts(s.connection(), [grant.id], lane.starts_at, new_end, exclude=lane.id).get(grant.id, 0)
             decision = check_grant(req, rule_of(grant), now, live)
-            dup = overlapping_lane(s, self.db, lane.src_ip, lane.protocol, nets, req.dst_ports, lane.src_port,
+            dup = overlapping_lane(s, self.db, source_aliases(self.topology, lane.src_ip), lane.protocol, nets, req.dst_ports, lane.src_port,
                                    lane.starts_at, new_end, exclude=lane.id)
             if decision.allowed and dup is not None:
                 decision = Decision(False, "duplicate_lane", "an identical lane uses this flow later", grant.id)

@@ -24,6 +24,7 @@ from typing import Any
 
 import click
 
+from viplanes.domain import is_decimal
 from viplanes.controller.security_cli import listener_security, openflow_security_options
 from viplanes.hostport import hostport_option
 from viplanes.lifecycle import wait_until_stopped
@@ -144,8 +145,8 @@ class ControllerNode:
 
     def handoff_round(self, woken: list[str]) -> None:
         """One round of the master: activate every waiting lane, remove every ended one."""
-        wanted = {int(p[5:]) for p in woken if p.startswith("lane:") and p[5:].isdigit()}
-        ended = {int(p[6:]) for p in woken if p.startswith("ended:") and p[6:].isdigit()}
+        wanted = {int(p[5:]) for p in woken if p.startswith("lane:") and is_decimal(p[5:])}
+        ended = {int(p[6:]) for p in woken if p.startswith("ended:") and is_decimal(p[6:])}
         carried = [lane_id for lane_id in sorted(ended) if lane_id in self.plane.lanes]
         if carried:  # sent with this round's activations: one barrier per switch for both
             self.plane.queue_removals(carried)

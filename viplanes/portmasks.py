@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+from viplanes.domain import is_decimal
+
 PORT_BITS = 16
 FULL_MASK = (1 << PORT_BITS) - 1
 MAX_ENTRIES_PER_RANGE = 2 * PORT_BITS - 2
@@ -35,7 +37,7 @@ def parse_port_ranges(items: int | str | Iterable[int | str]) -> tuple[PortRange
             lo = hi = item
         elif isinstance(item, str):
             lo_s, sep, hi_s = item.strip().partition("-")
-            if not lo_s.strip().isdigit() or (sep and not hi_s.strip().isdigit()) or len(item) > 11:
+            if not is_decimal(lo_s.strip()) or (sep and not is_decimal(hi_s.strip())) or len(item) > 11:
                 raise PortRangeError(f"not a port or range like 9000-9100: {item!r}")
             lo = int(lo_s)
             hi = int(hi_s) if sep else lo

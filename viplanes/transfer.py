@@ -20,6 +20,7 @@ from typing import Any, Iterator, Sequence
 
 import click
 
+from viplanes.domain import is_decimal
 from viplanes.client import ApiClient, LaneLease, LaneRefused
 from viplanes.cmd_targets import Destination, NoDestination, derive, rclone_advice
 from viplanes.config import ClientConfig, ConfigError
@@ -127,8 +128,8 @@ def lane_body(dest: Destination | None, dst: str | None, dst_prefix: str | None,
         body["dst_host"] = host
     if dst_ports:
         items = [p.strip() for p in dst_ports.split(",")]
-        body["dst_ports"] = [int(p) if p.isdigit() else p for p in items] if len(items) > 1 else \
-            (int(items[0]) if items[0].isdigit() else items[0])
+        body["dst_ports"] = [int(p) if is_decimal(p) else p for p in items] if len(items) > 1 else \
+            (int(items[0]) if is_decimal(items[0]) else items[0])
     elif port is not None:
         body["dst_port"] = port
     else:

@@ -8,6 +8,8 @@ import os
 
 from flask import Flask
 
+from viplanes.domain import is_decimal
+
 from .lanebytes import LaneBytes
 from .session import Sessions, server_secret
 from .web import UiState, bp
@@ -23,7 +25,7 @@ def register(app: Flask, secret: str | None = None, session_s: int | None = None
     ctx = app.extensions["viplanes"]
     if session_s is None:
         raw = os.environ.get("VIPLANES_UI_SESSION_S", "")
-        session_s = int(raw) if raw.isdigit() and int(raw) > 0 else DEFAULT_SESSION_S
+        session_s = int(raw) if is_decimal(raw) and int(raw) > 0 else DEFAULT_SESSION_S
     sessions = Sessions(ctx.db, server_secret(secret or os.environ.get("VIPLANES_UI_SECRET")),
                         session_s, ctx.clock)
     app.extensions["viplanes_ui"] = UiState(sessions)

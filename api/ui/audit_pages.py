@@ -8,6 +8,7 @@ from typing import Any
 from flask import Response, render_template, request
 from flask.typing import ResponseReturnValue
 
+from viplanes.domain import is_decimal
 from viplanes import store
 from viplanes.errors import Invalid
 
@@ -22,7 +23,7 @@ CSV_ROWS = 10_000
 def _query(limit: int) -> tuple[dict[str, str], list[Any]]:
     a = request.args
     lane = (a.get("lane") or "").strip()
-    if lane and not lane.isdigit():
+    if lane and not is_decimal(lane):
         raise Invalid(f"lane: a lane number is needed, got {lane!r}", code="invalid_form")
     args = load(AuditQuerySchema(), {
         "actor": a.get("actor") or None, "action": a.get("action") or None,

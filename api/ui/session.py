@@ -23,6 +23,7 @@ from typing import Any, Callable
 from itsdangerous import BadSignature, URLSafeSerializer
 from sqlalchemy import select
 
+from viplanes.domain import is_decimal
 from viplanes.authz.tokens import Caller, hash_token
 from viplanes.models import ApiToken, Principal
 
@@ -78,7 +79,7 @@ class Sessions:
         if not cookie or len(cookie) > 1024:
             return None
         tid, _, signed = cookie.partition(".")
-        if not tid.isdigit() or len(tid) > 12:
+        if not is_decimal(tid) or len(tid) > 12:
             return None
         row = self._row(ApiToken.id == int(tid))
         if row is None:

@@ -236,6 +236,118 @@ def test_reresolution_follows_the_name(w: World, resolver: StaticResolver, clock
     assert len(resolver.calls) == n
 
 
+def destination_audits(w: World) -> list[dict[str, Any]]:
+    return w.client.get("/api/v1/audit?action=lane.destinations", headers=w.h("root")).get_json()
+
+
+def test_a_name_that_grows_stays_within_the_match_budget(sqlite_url: str, clock: FakeClock, dual: Topology,
+                                                         resolver: StaticResolver) -> None:
+    """The request was refused beyond the budget; a re-resolution must not grow past it either."""
+    world = make(sqlite_url, clock, MemoryDataplane(), dual, resolver, max_lane_matches=3)
+    resolver.set("grow.example", ["203.0.113.60", "203.0.113.61"], 30)
+    lane = ask(world, src_ip="198.51.100.30", dst_host="grow.example", dst_port=9000).get_json()
+    assert lane["dst_nets"] == ["203.0.113.60/32", "203.0.113.61/32"]
+    resolver.set("grow.example", [f"203.0.113.{i}" for i in range(61, 71)], 30)  # .60 gone, 9 new
+    clock.advance(31)
+    assert NameRefresher(world.app.extensions["viplanes"].manager).refresh_due() == 1
+    kept = world.dataplane.active[lane["id"]].dst_nets
+    assert kept == ("203.0.113.61/32", "203.0.113.62/32", "203.0.113.63/32")  # the old one first
+    shown = world.client.get(f"/api/v1/lanes/{lane['id']}", headers=world.h("alice")).get_json()
+    assert shown["dst_nets"] == list(kept) and shown["match_count"] == 3
+    reason = destination_audits(world)[0]["reason"]
+    assert "7 address(es) over the lane's match budget (3)" in reason and "203.0.113.64" in reason
+    world.app.extensions["viplanes"].db.dispose()
+
+
+def test_a_name_never_moves_a_lane_onto_another_lane(w: World, resolver: StaticResolver,
+                                                     clock: FakeClock) -> None:
+    """Two lanes carrying one packet overwrite each other's flows: a name resolving to an address
+    another live lane of the source carries must leave that address out, not take it over."""
+    resolver.set("move.example", ["203.0.113.70"], 30)
+    other = ask(w, src_ip="198.51.100.30", dst_ip="203.0.113.71", dst_port=9000).get_json()
+    lane = ask(w, src_ip="198.51.100.30", dst_host="move.example", dst_port=9000).get_json()
+    assert other["state"] == lane["state"] == "active"
+    resolver.set("move.example", ["203.0.113.70", "203.0.113.71", "203.0.113.72"], 30)
+    clock.advance(31)
+    assert NameRefresher(w.app.extensions["viplanes"].manager).refresh_due() == 1
+    assert w.dataplane.active[lane["id"]].dst_nets == ("203.0.113.70/32", "203.0.113.72/32")
+    assert w.dataplane.active[other["id"]].dst_nets == ("203.0.113.71/32",)
+    reason = destination_audits(w)[0]["reason"]
+    assert f"203.0.113.71: lane {other['id']} of this source carries it" in reason
+    # the clashing address is another lane's again: nothing changes, and the operator is told why
+    w.client.post(f"/api/v1/lanes/{other['id']}/release", headers=w.h("alice"))
+    again = ask(w, src_ip="198.51.100.30", dst_ip="203.0.113.71", dst_port=9000).get_json()
+    clock.advance(31)
+    assert NameRefresher(w.app.extensions["viplanes"].manager).refresh_due() == 0
+    assert w.dataplane.active[lane["id"]].dst_nets == ("203.0.113.70/32", "203.0.113.72/32")
+    audit = destination_audits(w)[0]
+    assert audit["decision"] == "deny" and "no change kept" in audit["reason"]
+    assert f"lane {again['id']} of this source carries it" in audit["reason"]
+    # the name now resolves to that address only: the lane keeps its set (never an empty one)
+    resolver.set("move.example", ["203.0.113.71"], 30)
+    clock.advance(31)
+    assert NameRefresher(w.app.extensions["viplanes"].manager).refresh_due() == 0
+    assert w.dataplane.active[lane["id"]].dst_nets == ("203.0.113.70/32", "203.0.113.72/32")
+    assert w.dataplane.active[again["id"]].dst_nets == ("203.0.113.71/32",)
+    audit = destination_audits(w)[0]
+    assert audit["decision"] == "deny" and "the lane keeps its set" in audit["reason"]
+
+
+class RequestDuringResend(MemoryDataplane):
+    """While a lane is re-sent with its new set, another request for one of the new addresses."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.world: World | None = None
+        self.answers: list[Any] = []
+
+    def activate(self, spec: Any, timeout_s: float = 5.0) -> Any:
+        if self.world is not None and spec.dst_host and len(spec.dst_nets) > 1:
+            self.answers.append(ask(self.world, src_ip="198.51.100.30", dst_ip="203.0.113.81", dst_port=9000))
+        return super().activate(spec)
+
+
+def test_addresses_being_installed_are_already_claimed(db_url: str, clock: FakeClock, dual: Topology,
+                                                       resolver: StaticResolver) -> None:
+    plane = RequestDuringResend()
+    world = make(db_url, clock, plane, dual, resolver)
+    resolver.set("claim.example", ["203.0.113.80"], 30)
+    lane = ask(world, src_ip="198.51.100.30", dst_host="claim.example", dst_port=9000).get_json()
+    plane.world = world
+    resolver.set("claim.example", ["203.0.113.80", "203.0.113.81"], 30)
+    clock.advance(31)
+    assert NameRefresher(world.app.extensions["viplanes"].manager).refresh_due() == 1
+    (answer,) = plane.answers
+    assert answer.status_code == 409 and answer.get_json()["error"] == "duplicate_lane"
+    assert plane.active[lane["id"]].dst_nets == ("203.0.113.80/32", "203.0.113.81/32")
+    world.app.extensions["viplanes"].db.dispose()
+
+
+class RefusingResend(MemoryDataplane):
+    def activate(self, spec: Any, timeout_s: float = 5.0) -> Any:
+        if len(spec.dst_nets) > 1:
+            from viplanes.domain import ActivationResult
+            return ActivationResult(False, "switch s3 said no", 0.0)
+        return super().activate(spec)
+
+
+def test_a_refused_resend_gives_the_reserved_addresses_back(db_url: str, clock: FakeClock, dual: Topology,
+                                                            resolver: StaticResolver) -> None:
+    world = make(db_url, clock, RefusingResend(), dual, resolver)
+    resolver.set("back.example", ["203.0.113.90"], 30)
+    lane = ask(world, src_ip="198.51.100.30", dst_host="back.example", dst_port=9000).get_json()
+    resolver.set("back.example", ["203.0.113.90", "203.0.113.91"], 30)
+    clock.advance(31)
+    assert NameRefresher(world.app.extensions["viplanes"].manager).refresh_due() == 0
+    shown = world.client.get(f"/api/v1/lanes/{lane['id']}", headers=world.h("alice")).get_json()
+    assert shown["dst_nets"] == ["203.0.113.90/32"]
+    audit = destination_audits(world)[0]
+    assert audit["decision"] == "failed" and "switch s3 said no" in audit["reason"]
+    r = ask(world, src_ip="198.51.100.30", dst_ip="203.0.113.91", dst_port=9000)
+    assert r.status_code == 201  # the address was given back
+    world.app.extensions["viplanes"].db.dispose()
+
+
 def test_plain_overlap_check_seeks_the_flow_index(w: World) -> None:
     """A source may hold thousands of plain lanes: checking one more must not walk them all."""
     import ipaddress

@@ -56,7 +56,7 @@ def test_selects_give_the_rows_core_gives(world):
                           lambda c: dict(c.execute(lane_sql._LANE_WITH_OWNER, params).mappings().one()))
         assert raw == core and raw["owner_name"] == "alice"
     for single in (True, False):
-        params = {"src": "10.1.0.10", "proto": "tcp", "start": T0, "end": T0 + 60}
+        params = {"src": "10.1.0.10", "src2": "10.1.0.10", "proto": "tcp", "start": T0, "end": T0 + 60}
         if single:
             params.update(dst="203.0.113.10", dport=9000)
         query = _overlap_query(single, False, False)

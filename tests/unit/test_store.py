@@ -92,9 +92,10 @@ def test_lane_lifecycle_and_transitions(db):
     lane, created = mgr.request(callers["alice"], lane_input())
     assert created and lane.state == "active" and lane.nat_ip == "198.51.100.193"
     later, _ = mgr.request(callers["alice"], lane_input(port=9001, start_at=T0 + 30))
-    assert later.state == "scheduled" and later.nat_ip == "198.51.100.193"  # same host, same address
+    assert later.state == "scheduled" and later.nat_ip is None  # an address only once it starts
     clock[0] += 30
     assert mgr.tick() == {"started": 1, "expired": 0}
+    assert dp.active[later.id].nat_ip == "198.51.100.193"  # same host, same address
     clock[0] += 600
     assert mgr.tick() == {"started": 0, "expired": 2}
     assert dp.active == {}

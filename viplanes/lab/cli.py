@@ -10,6 +10,8 @@ from typing import Any
 
 import click
 
+from viplanes.domain import is_decimal
+
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_TOPOLOGY = REPO / "topologies" / "campus.yaml"
 
@@ -128,7 +130,7 @@ def _external(api_url: str | None, token: str | None, openflow: str | None) -> A
     if not (api_url and token and openflow):
         raise click.UsageError("--api needs --token (or $VIPLANES_TOKEN) and --openflow")
     host, _, port = openflow.rpartition(":")
-    if not port.isdigit() or not 0 < int(port) < 65536:
+    if not is_decimal(port) or not 0 < int(port) < 65536:
         raise click.BadParameter(f"expected HOST:PORT, got {openflow!r}", param_hint="--openflow")
     from .stack import Stack
 
@@ -261,7 +263,7 @@ def shell(topology_path: Path, controller: str | None, work_dir: Path) -> None:
     try:
         if controller:
             host, _, port = controller.rpartition(":")
-            if not port.isdigit():
+            if not is_decimal(port):
                 raise click.BadParameter("expected HOST:PORT", param_hint="--controller")
             openflow = (host or "127.0.0.1", int(port))
         else:
