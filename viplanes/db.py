@@ -10,6 +10,14 @@ Inside one process SQLite writers also queue on an in-process lock (``Database.w
 under load some writers wait 100 ms while others pass (the 0.3-0.5 s p99 in docs/benchmarks.md).
 A Python lock wakes the next writer at once and in order. Other processes (and other ``Database``
 objects on the same file) still meet the busy handler, which remains the cross-process guard.
+
+PostgreSQL sessions end a transaction left idle for ``IDLE_IN_TRANSACTION_S`` (the server's
+``idle_in_transaction_session_timeout``, set once per connection). A process frozen mid-transaction
+(SIGSTOP, a paused VM, a swapped-out worker) otherwise keeps its row and advisory locks for as long
+as the freeze lasts; the grant lock every lane request takes would stall every request of the
+cluster behind one frozen API worker (kill -9 does not: the socket closes and PostgreSQL rolls
+back at once). No transaction of ours waits on anything but the database while open (names are
+resolved and switches written outside them), so 10 s is far above any legitimate idle spell.
 """
 from __future__ import annotations
 
@@ -31,6 +39,7 @@ DEFAULT_DB_URL = "sqlite:///viplanes.db"  # ./viplanes.db, relative to the worki
 _ADVISORY_LOCK = text("SELECT pg_advisory_xact_lock(:k)")
 # two locks in one round trip, taken left to right (PostgreSQL evaluates a target list in order)
 _ADVISORY_LOCKS_2 = text("SELECT pg_advisory_xact_lock(:k), pg_advisory_xact_lock(:k2)")
+IDLE_IN_TRANSACTION_S = 10.0
 
 
 def resolve_db_url(url: str | None = None) -> str:
@@ -45,18 +54,27 @@ def resolve_db_url(url: str | None = None) -> str:
     return url
 
 
-def make_engine(url: str, pool_size: int = 10) -> Engine:
+def make_engine(url: str, pool_size: int = 10, idle_in_transaction_s: float = IDLE_IN_TRANSACTION_S) -> Engine:
     url = resolve_db_url(url)
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 60},
                                pool_size=pool_size, max_overflow=20, pool_timeout=60)
         _sqlite_setup(engine)
         return engine
-    engine = create_engine(url, pool_size=pool_size, max_overflow=30, pool_timeout=60)
+    engine = create_engine(url, pool_size=pool_size, max_overflow=30, pool_timeout=60,
+                           connect_args=_pg_session_options(url, idle_in_transaction_s))
     _ping_idle_connections(engine)
     if engine.dialect.driver == "psycopg2":
         pg_prepare.install(engine)  # PostgreSQL stops parsing and planning the hot statements
     return engine
+
+
+def _pg_session_options(url: str, idle_in_transaction_s: float) -> dict[str, str]:
+    """libpq ``options`` for every pooled connection (no round trip of its own); a URL that
+    already sets ``options`` keeps its own."""
+    if "options=" in url:
+        return {}
+    return {"options": f"-c idle_in_transaction_session_timeout={max(1, int(idle_in_transaction_s * 1000))}"}
 
 
 PING_IDLE_S = 0.5  # a pooled connection idle longer than this is pinged before it is lent
@@ -112,9 +130,10 @@ def updated_rows(session: Session | Connection, statement: Executable) -> int:
 class Database:
     """One engine, one session factory; ``read()`` and ``write()`` are single transactions."""
 
-    def __init__(self, url: str | None = None, pool_size: int = 10) -> None:
+    def __init__(self, url: str | None = None, pool_size: int = 10,
+                 idle_in_transaction_s: float = IDLE_IN_TRANSACTION_S) -> None:
         self.url = resolve_db_url(url)
-        self.engine = make_engine(self.url, pool_size=pool_size)
+        self.engine = make_engine(self.url, pool_size=pool_size, idle_in_transaction_s=idle_in_transaction_s)
         self.is_sqlite = self.engine.dialect.name == "sqlite"
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         # re-entrant: a nested write in the same thread would otherwise deadlock on this lock
