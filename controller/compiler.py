@@ -300,7 +300,7 @@ def _compile_pair(lane: LaneSpec, topo: Topology, host: Host, hops: tuple[Any, .
         match = {"in_port": hop.out_port, **rev, f"{key}_dst": nat_ip or host_addr}
         if with_ct:
             out[hop.dpid].append(_lane_flow(lane, priority, hard, match,
-                                            [conntrack.track_reply()], meter))
+                                            [conntrack.track_reply(conntrack.lane_zone(nat_ip))], meter))
             continue
         if lane.protocol == "tcp":  # stateless: no inbound connection set-up (a bare SYN never passes)
             match["tcp_flags"] = (TCP_ACK, TCP_ACK)

@@ -28,7 +28,10 @@ Bands (table 0 unless said otherwise), lowest first:
   time-exceeded from the edge go through conntrack (table 1), so errors that belong to a lane
   connection (fragmentation needed) reach the host with their inner header un-NATed. On a
   dual-stack edge, ICMPv6 destination-unreachable / packet-too-big / time-exceeded likewise
-  (``+rel`` of a v6 lane connection, no NAT); neighbour discovery is not matched here.
+  (``+rel`` of a v6 lane connection, no NAT); neighbour discovery is not matched here. These
+  look up ``conntrack.CT_ZONE``, where lanes without NAT keep their connections; an error for
+  a lane-pool address goes through that address's own zone instead (``PRIORITY_RELATED_NAT``,
+  951, a shared flow of the address: ``sharedflows``).
   Neighbour discovery keeps the normal path everywhere: no lane rule matches ICMPv6 (lanes are
   tcp/udp), no guard drops it, and the bypass drop only stops copies that NORMAL floods onto a
   bypass link (like ARP broadcasts), never the normal path's ND.
@@ -60,6 +63,7 @@ PRIORITY_ARP_PROXY = 200
 PRIORITY_ARP_REPLY = 300
 PRIORITY_GUARD = 900
 PRIORITY_RELATED = 950
+PRIORITY_RELATED_NAT = 951  # the same per lane-pool address, in its zone (sharedflows)
 PRIORITY_LANE = 1000
 PRIORITY_CT_POOL_DROP = 100  # table 1
 ETH_TYPE_IPV4 = 0x0800

@@ -5,6 +5,9 @@ address (and its path), so these are installed with the first live lane using th
 - Switch-side ARP reply (issue 10), border switch, ``PRIORITY_ARP_REPLY``: the edge router's
   ARP request for an active lane-pool address is turned into the reply with set-field actions
   and sent back out the port it came in, so a lane keeps working while the controller is away.
+- Related ICMP errors for a lane-pool address (border with conntrack), ``PRIORITY_RELATED_NAT``:
+  destination-unreachable and time-exceeded from the edge for the address go through conntrack
+  in the address's own zone (``conntrack.lane_zone``), where its lanes' connections live.
 - ICMP errors between switches (lanes longer than one switch): at every non-border switch of
   the path, an ICMP packet marked with the lane MAC for the host goes on towards the host (the
   border only ever marks ICMP errors that conntrack related to a lane, or, stateless, a
@@ -26,13 +29,14 @@ from typing import Any
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller import lanepath
+from viplanes.controller import conntrack, lanepath
 from viplanes.controller.cookies import EXACT_MASK, shared_cookie
 from viplanes.controller.fastmatch import PackedSetField, exact_match
 from viplanes.controller.flowkey import flow_key_of
 from viplanes.controller.guardflows import (ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6,
-                                            IP_PROTO_ICMP, IP_PROTO_ICMPV6, PRIORITY_ARP_REPLY,
-                                            PRIORITY_LANE, dual_stack, flow)
+                                            ICMP_ERRORS, IP_PROTO_ICMP, IP_PROTO_ICMPV6,
+                                            PRIORITY_ARP_REPLY, PRIORITY_LANE,
+                                            PRIORITY_RELATED_NAT, dual_stack, flow)
 from viplanes.domain import LaneSpec
 from viplanes.topologies.model import Topology
 
@@ -77,6 +81,12 @@ def lane_addresses(lane: LaneSpec, topo: Topology) -> dict[str, dict[int, OFMsgs
             PackedSetField(arp_tha=edge.mac),
             PackedSetField(arp_tpa=str(edge.ip.ip)),
             parser.OFPActionOutput(ofp.OFPP_IN_PORT)]))
+        if lanepath.stateful(topo):
+            for icmp_type in ICMP_ERRORS:
+                add(nat, border.dpid, flow(PRIORITY_RELATED_NAT, shared_cookie(nat), _match(
+                    in_port=border.out_port, eth_type=ETH_TYPE_IPV4, ip_proto=IP_PROTO_ICMP,
+                    icmpv4_type=icmp_type, ipv4_dst=nat),
+                    [conntrack.track_reply(conntrack.lane_zone(nat))]))
     for i, hop in enumerate(hops[:-1]):
         add(host_ip, hop.dpid, flow(PRIORITY_LANE, shared_cookie(host_ip), _match(
             in_port=hop.out_port, eth_src=lane_mac, eth_type=ETH_TYPE_IPV4,

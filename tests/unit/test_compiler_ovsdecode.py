@@ -69,14 +69,28 @@ def test_ovs_decodes_base_and_lane_as_intended() -> None:
         assert piece in ingress
     border = next(line for line in lines if "in_port=3,dl_src=02:ff:00:00:00:01,nw_src=10.1.0.10"
                   in line and "ct(commit" in line)
-    assert ("actions=ct(commit,zone=22096,nat(src=198.51.100.200),exec(set_field:0x7->ct_mark)),"
+    assert ("actions=ct(commit,zone=58568,nat(src=198.51.100.200),exec(set_field:0x7->ct_mark)),"
             "set_field:02:ff:00:00:00:01->eth_src,set_field:02:00:00:03:00:01->eth_dst,output:2"
             in border)
     assert "in_port=2,nw_src=203.0.113.10,nw_dst=198.51.100.200,tp_src=5201,tp_dst=40000" in text
-    assert "actions=meter:7,ct(table=1,zone=22096,nat)" in text
+    assert "actions=meter:7,ct(table=1,zone=58568,nat)" in text
     assert "table:1 priority=1000,ct_state=+est+rpl-inv+trk,ct_mark=0x7,ip,in_port=2" in text
     assert "OFPT_METER_MOD (OF1.3) (xid=0x1): ADD meter=7 kbps" in text
     assert "DEL table:255 cookie:0x5650000000000007/0xffffffffffffffff" in text
+
+
+def test_ovs_decodes_the_pool_addresses_related_icmp_in_its_zone() -> None:
+    """Errors for a lane-pool address are looked up in that address's zone (0x8000 | low 15
+    bits: 198.51.100.200 -> 58568), the zone its lanes commit in; the base rule keeps 22096."""
+    from viplanes.controller.sharedflows import compile_shared
+
+    lane = LaneSpec(7, "10.1.0.10", "203.0.113.10", "tcp", 5201, None, "198.51.100.200", NOW + 60)
+    lines = ovs_view(flat(compile_shared(CAMPUS, [lane])) + flat(compile_base(CAMPUS)))
+    for icmp_type in (3, 11):
+        [nat] = [ln for ln in lines if f"priority=951,icmp,in_port=2,nw_dst=198.51.100.200,icmp_type={icmp_type} " in ln]
+        assert nat.endswith("actions=ct(table=1,zone=58568,nat)"), nat
+        [base] = [ln for ln in lines if f"priority=950,icmp,in_port=2,icmp_type={icmp_type} " in ln]
+        assert base.endswith("actions=ct(table=1,zone=22096,nat)"), base
 
 
 def test_ovs_decodes_strict_delete() -> None:

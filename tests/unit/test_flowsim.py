@@ -207,7 +207,7 @@ def test_ct_commit_nat_and_reply_recirculation() -> None:
     t = FlowTable()
     t.apply(flow(priority=10, in_port=1, eth_type=0x800,
                  actions=[ct.commit(5, "192.0.2.9"), parser.OFPActionOutput(2)]))
-    t.apply(flow(priority=10, in_port=2, eth_type=0x800, actions=[ct.track_reply()]))
+    t.apply(flow(priority=10, in_port=2, eth_type=0x800, actions=[ct.track_reply(ct.lane_zone("192.0.2.9"))]))
     est = parser.OFPFlowMod(None, table_id=1, priority=10, match=parser.OFPMatch(
         eth_type=0x800, ct_state=ct.REPLY_ESTABLISHED, ct_mark=5),
         instructions=[parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS,

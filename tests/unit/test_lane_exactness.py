@@ -263,3 +263,33 @@ def test_lane_addresses_are_ordinary_sources_beyond_the_edge_router() -> None:
     assert [o.kind for o in net.inject(topo.edge.outside.attach, routed)] == ["NORMAL"]
     marked = dict(routed, eth_src=topo.lane_pool.mac)  # the lane MAC never legitimately is
     assert [o.kind for o in net.inject(topo.edge.outside.attach, marked)] == ["drop"]
+
+
+# ---- a lane-pool address handed to another host ------------------------------------------
+def test_an_old_connection_never_leaves_under_another_hosts_lane_address() -> None:
+    """Conntrack entries outlive their lane (no flush; established TCP lasts a day in OVS). The
+    desktop's lane ends, its pool address goes to the server's lane, the desktop gets a new lane
+    with another address and sends on its old connection's tuple: with one zone for every lane
+    the old entry (NAT to the first address) won over the new lane's nat(), so the desktop's
+    packets left under the server's lane address. Each pool address has its own zone now."""
+    from viplanes.controller.compiler import compile_lane_removal
+    from viplanes.controller.sharedflows import compile_shared_removal
+
+    topo = campus()
+    net, _ = opened(topo)
+    net.install(compile_lane_removal(DESKTOP_LANE.lane_id, (1, 2, 3)))
+    net.install(compile_shared_removal({3: {NAT_IP, DESKTOP_IP}, 1: {DESKTOP_IP}, 2: {DESKTOP_IP}}))
+    server_lane = LaneSpec(8, "10.1.0.20", CLOUD, "tcp", 5201, None, NAT_IP, NOW + 3600)
+    second_ip = "198.51.100.201"
+    desktop_again = LaneSpec(10, DESKTOP_IP, CLOUD, "tcp", 5201, None, second_ip, NOW + 3600)
+    desired, refused = compile_desired(topo, [server_lane, desktop_again, DTN_LANE], NOW)
+    assert not refused
+    net.install({dpid: [m for m in msgs if type(m).__name__ != "OFPMeterMod"]  # base meters exist
+                 for dpid, msgs in desired.items()})
+    desktop = topo.host("desktop")
+    again = dict(ip_packet(desktop.iface.mac, FW_MAC, DESKTOP_IP, CLOUD, "tcp", 40000, 5201), tcp_flags=0x010)
+    [out] = net.send_from_host("desktop", again)
+    assert (out.kind, out.packet["ipv4_src"]) == ("edge", second_ip)
+    # and a reply to the old address is not the desktop's any more
+    outs = net.send_from_edge(from_edge(topo, CLOUD, NAT_IP, 5201, 40000))
+    assert not reached_desktop(outs)
