@@ -39,7 +39,8 @@ Bands (table 0 unless said otherwise), lowest first:
 
 Table 1 (border switch with conntrack; packets arrive there only after ``ct(nat, table=1)``):
 per-lane flows for ``+est+rpl`` / ``+rel+rpl`` replies marked with the lane id (``PRIORITY_LANE``),
-``PRIORITY_CT_POOL_DROP`` (100) drops anything else for a lane-pool address, and the table-miss
+``PRIORITY_CT_POOL_DROP`` (100) drops anything else for a lane-pool address and anything sent
+to the lane MAC (a reply an ended lane's stale entry un-NATed), and the table-miss
 (0) hands the rest to NORMAL: a reply that is no lane's gets what it would get without lanes.
 """
 from __future__ import annotations
@@ -188,6 +189,12 @@ def _border_flows(topo: Topology, sw: Switch) -> OFMsgs:
                     icmpv6_type=icmp_type), [conntrack.track_reply()]))
         ofmsgs.append(flow(PRIORITY_CT_POOL_DROP, BASE_COOKIE,
                            parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_dst=pool), [],
+                           table_id=conntrack.CT_TABLE))
+        # Sent to a lane address (the edge reaches those at the lane MAC) but un-NATed by an
+        # entry no live lane claims (its lane ended; entries outlive lanes): NORMAL would flood
+        # another host's old replies, with its private address, to every port of the border.
+        ofmsgs.append(flow(PRIORITY_CT_POOL_DROP, BASE_COOKIE,
+                           parser.OFPMatch(eth_dst=topo.lane_pool.mac), [],
                            table_id=conntrack.CT_TABLE))
         ofmsgs.append(flow(PRIORITY_TABLE_MISS, BASE_COOKIE, parser.OFPMatch(),
                            [parser.OFPActionOutput(ofp.OFPP_NORMAL)],

@@ -173,7 +173,7 @@ def test_base_flows(topo: Topology) -> None:
     assert [(getattr(m, "table_id", None), getattr(m, "priority", None)) for m in base[3]] == [
         (0, PRIORITY_TABLE_MISS), (0, PRIORITY_BYPASS_DROP), *[(0, p) for p in s3_guards],
         (None, None), (0, PRIORITY_ARP_PROXY), (0, PRIORITY_POOL_DROP), (0, PRIORITY_RELATED), (0, PRIORITY_RELATED),
-        (1, PRIORITY_CT_POOL_DROP), (1, PRIORITY_TABLE_MISS)]
+        (1, PRIORITY_CT_POOL_DROP), (1, PRIORITY_CT_POOL_DROP), (1, PRIORITY_TABLE_MISS)]
     net = Network(topo)
     net.install(base)
     # default traffic is the switch's NORMAL forwarding
