@@ -52,7 +52,8 @@ from viplanes.controller.fastmatch import PackedSetField, exact_match
 from viplanes.controller.flowkey import flow_key, flow_key_of  # noqa: F401 - re-exported
 from viplanes.controller.guardflows import (  # noqa: F401 - re-exported
     ARP_PUNT_METER, ETH_TYPE_ARP, ETH_TYPE_IPV4, PRIORITY_ARP_PROXY, PRIORITY_ARP_REPLY,
-    PRIORITY_BYPASS_DROP, PRIORITY_CT_POOL_DROP, PRIORITY_POOL_DROP, PRIORITY_GUARD, PRIORITY_LANE, PRIORITY_RELATED,
+    PRIORITY_BYPASS_DROP, PRIORITY_CT_EGRESS, PRIORITY_CT_POOL_DROP, PRIORITY_POOL_DROP, PRIORITY_GUARD,
+    PRIORITY_LANE, PRIORITY_RELATED,
     PRIORITY_TABLE_MISS, border_switch, compile_base,
 )
 from viplanes.controller.lanepath import (  # noqa: F401 - re-exported
@@ -277,17 +278,23 @@ def _compile_pair(lane: LaneSpec, topo: Topology, host: Host, hops: tuple[Any, .
         else:
             match = {"in_port": hop.in_port, "eth_src": lane_mac, **fwd}
         actions: list[Any] = []
-        if i == last:
+        if i == last and with_ct and nat_ip is not None:
+            # commit + NAT, then the egress table (a base flow: guardflows) sends on only what
+            # was translated; the lane MAC, the edge's MAC and the edge port are the same there
+            actions.append(conntrack.commit(lane.lane_id, nat_ip))
+        elif i == last:
             if with_ct:
                 actions.append(conntrack.commit(lane.lane_id, nat_ip))
             elif nat_ip is not None:
                 actions.append(PackedSetField(ipv4_src=nat_ip))
             # the edge router sees the lane MAC for a lane address, else the host's own MAC
             actions += [PackedSetField(eth_src=lane_mac if nat_ip else host_mac),
-                        PackedSetField(eth_dst=topo.edge.inside.mac)]
-        elif i == 0:
-            actions.append(PackedSetField(eth_src=lane_mac))
-        actions.append(parser.OFPActionOutput(hop.out_port))
+                        PackedSetField(eth_dst=topo.edge.inside.mac),
+                        parser.OFPActionOutput(hop.out_port)]
+        else:
+            if i == 0:
+                actions.append(PackedSetField(eth_src=lane_mac))
+            actions.append(parser.OFPActionOutput(hop.out_port))
         out[hop.dpid].append(_lane_flow(lane, priority, hard, match, actions,
                                         meter if i == 0 else None))
         # reverse: edge router -> host
@@ -361,6 +368,7 @@ def compile_flow_delete(flow: Any) -> Any:
 __all__ = [
     "PRIORITY_TABLE_MISS", "PRIORITY_BYPASS_DROP", "PRIORITY_ARP_PROXY", "PRIORITY_LANE",
     "PRIORITY_ARP_REPLY", "PRIORITY_GUARD", "PRIORITY_RELATED", "PRIORITY_CT_POOL_DROP",
+    "PRIORITY_CT_EGRESS",
     "APP_COOKIE", "APP_COOKIE_MASK", "BASE_COOKIE", "ALL_APP_FLOWS", "ALL_LANE_FLOWS",
     "LaneCompileError", "NoLanePath", "compile_base", "compile_lane", "compile_lane_removal",
     "lane_cookie", "lane_id_from_cookie", "lane_pool_arp_reply", "flow_key", "flow_key_of",

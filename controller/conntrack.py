@@ -29,6 +29,11 @@ CT_ZONE = 0x5650
 # host's address. With a zone per address, a new lane's address starts from no old entries.
 NAT_ZONE_BASE = 0x8000  # 0x8000-0xFFFF: distinct for every address of a pool up to a /17
 CT_TABLE = 1  # where replies come back after ct(nat) recirculation
+# Where a NAT'd lane's outbound packet goes after its commit: conntrack skips both the commit and
+# the NAT for a packet it finds invalid (TCP SYN+FIN, a bare FIN, a SYN-ACK that opens nothing, a
+# bad checksum), and a commit that went straight on to the output sent such a packet out of the
+# campus with the host's private address. The egress table forwards only what was translated.
+CT_EGRESS_TABLE = 2
 CT_MARK_MAX = 0xFFFFFFFF  # ct_mark is 32 bits: the lane id lives there
 
 
@@ -50,14 +55,16 @@ def lane_zone(nat_ip: str | None) -> int:
 
 def commit(mark: int, nat_ip: str | None) -> Any:
     """ct(commit, zone, [nat(src=nat_ip)], exec(set ct_mark)): opens the connection (and its
-    replies and related ICMP errors) for one lane; the NAT, if any, applies to the packet too."""
+    replies and related ICMP errors) for one lane; the NAT, if any, applies to the packet too,
+    which then goes on in ``CT_EGRESS_TABLE`` (see there) instead of to the lane's output."""
     actions: list[Any] = []
     if nat_ip is not None:
         actions.append(parser.NXActionNAT(flags=NX_NAT_F_SRC, range_ipv4_min=nat_ip,
                                           range_ipv4_max=nat_ip))
     actions.append(parser.OFPActionSetField(ct_mark=mark))
+    recirc = CT_EGRESS_TABLE if nat_ip is not None else nicira_ext.NX_CT_RECIRC_NONE
     return parser.NXActionCT(flags=nicira_ext.NX_CT_F_COMMIT, zone_src="",
-                             zone_ofs_nbits=lane_zone(nat_ip), recirc_table=nicira_ext.NX_CT_RECIRC_NONE,
+                             zone_ofs_nbits=lane_zone(nat_ip), recirc_table=recirc,
                              alg=0, actions=actions)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller.conntrack import CT_EST, CT_NEW, CT_REL, CT_RPL, CT_TRK
+from viplanes.controller.conntrack import CT_EST, CT_INV, CT_NEW, CT_REL, CT_RPL, CT_TRK
 
 Tuple5 = tuple[str, str, int, int, int]
 ICMP_ERROR_TYPES = (3, 11)
@@ -82,6 +82,8 @@ class Conntrack:
             state = CT_TRK | (CT_EST if conn.replied else CT_NEW) | (CT_RPL if is_reply else 0)
         elif related is not None:
             state = CT_TRK | CT_REL | CT_RPL
+        elif _invalid_new(pkt):
+            return {**out, "ct_state": CT_TRK | CT_INV, "ct_mark": 0}  # no commit, no NAT
         else:
             state = CT_TRK | CT_NEW
         if commit and conn is None and related is None:
@@ -103,3 +105,21 @@ class Conntrack:
             else:
                 out["ipv4_src"] = owner.snat
         return out
+
+
+TCP_FIN, TCP_SYN, TCP_RST, TCP_PSH, TCP_ACK, TCP_URG = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
+
+
+def _invalid_new(pkt: dict[str, Any]) -> bool:
+    """A TCP packet that cannot open a connection, as OVS's userspace conntrack judges it
+    (lib/conntrack-tcp.c: invalid flag sets, and a SYN-ACK opens nothing): +inv, never committed."""
+    if pkt.get("ip_proto") != 6 or "tcp_flags" not in pkt:
+        return False
+    f = int(pkt["tcp_flags"])
+    if f & TCP_SYN and f & (TCP_RST | TCP_FIN):
+        return True
+    if not f & TCP_SYN and not f & (TCP_ACK | TCP_RST):
+        return True
+    if not f & TCP_ACK and f & (TCP_FIN | TCP_PSH | TCP_URG):
+        return True
+    return bool(f & TCP_SYN and f & TCP_ACK)

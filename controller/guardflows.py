@@ -42,6 +42,13 @@ per-lane flows for ``+est+rpl`` / ``+rel+rpl`` replies marked with the lane id (
 ``PRIORITY_CT_POOL_DROP`` (100) drops anything else for a lane-pool address and anything sent
 to the lane MAC (a reply an ended lane's stale entry un-NATed), and the table-miss
 (0) hands the rest to NORMAL: a reply that is no lane's gets what it would get without lanes.
+
+Table 2 (border switch with conntrack; a NAT'd lane's outbound packet arrives there after its
+``ct(commit, nat, table=2)``): ``PRIORITY_CT_EGRESS`` (100) sends a tracked, valid packet whose
+source is now a lane address to the edge (lane MAC, edge MAC); the table-miss (0) drops the rest,
+above all a packet conntrack found invalid, which it neither committed nor translated (TCP
+SYN+FIN, a bare FIN, a SYN-ACK that opens nothing): before, those left the campus on the lane
+with the host's private address.
 """
 from __future__ import annotations
 
@@ -67,6 +74,7 @@ PRIORITY_RELATED = 950
 PRIORITY_RELATED_NAT = 951  # the same per lane-pool address, in its zone (sharedflows)
 PRIORITY_LANE = 1000
 PRIORITY_CT_POOL_DROP = 100  # table 1
+PRIORITY_CT_EGRESS = 100  # table 2
 ETH_TYPE_IPV4 = 0x0800
 ETH_TYPE_ARP = 0x0806
 ETH_TYPE_IPV6 = 0x86DD
@@ -199,6 +207,17 @@ def _border_flows(topo: Topology, sw: Switch) -> OFMsgs:
         ofmsgs.append(flow(PRIORITY_TABLE_MISS, BASE_COOKIE, parser.OFPMatch(),
                            [parser.OFPActionOutput(ofp.OFPP_NORMAL)],
                            table_id=conntrack.CT_TABLE))
+        # Egress of NAT'd lanes (after their commit): only a packet conntrack tracked and
+        # translated to a lane address leaves for the edge; one it found invalid kept the
+        # host's private address and is dropped by the table-miss (conntrack.CT_EGRESS_TABLE).
+        ofmsgs.append(flow(PRIORITY_CT_EGRESS, BASE_COOKIE, parser.OFPMatch(
+            eth_type=ETH_TYPE_IPV4, ipv4_src=pool,
+            ct_state=conntrack.ct_state(conntrack.CT_TRK, conntrack.CT_INV)), [
+            parser.OFPActionSetField(eth_src=topo.lane_pool.mac),
+            parser.OFPActionSetField(eth_dst=topo.edge.inside.mac),
+            parser.OFPActionOutput(edge_port)], table_id=conntrack.CT_EGRESS_TABLE))
+        ofmsgs.append(flow(PRIORITY_TABLE_MISS, BASE_COOKIE, parser.OFPMatch(), [],
+                           table_id=conntrack.CT_EGRESS_TABLE))
     return ofmsgs
 
 

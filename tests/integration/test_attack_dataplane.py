@@ -253,3 +253,26 @@ def test_a_port_the_topology_does_not_know_gets_no_lane(campus: Campus) -> None:
         subprocess.run(["ovs-vsctl", "--if-exists", "del-port", bridge, outer], capture_output=True)
         subprocess.run(["ip", "link", "del", outer], capture_output=True)
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+INVALID_FLAGS = {"sf": "0x03", "fin": "0x01", "null": "0x00", "psh": "0x08", "sr": "0x06",
+                 "sa": "0x12", "fpu": "0x29"}
+
+
+def test_packets_conntrack_will_not_track_never_leave_with_the_desktops_address(campus: Campus) -> None:
+    """TCP segments with the lane's tuple that conntrack finds invalid (SYN+FIN, a bare FIN, no
+    flags, PSH alone, SYN+RST, a SYN-ACK, FIN+PSH+URG), each from a source port with no
+    connection: it neither commits nor translates them, so they must not leave at all. Before the
+    egress table they reached the cloud with 10.1.0.10. A SYN and an ACK still leave, translated."""
+    assert campus.lane is not None
+    nat_ip = campus.lane["nat_ip"]
+    watch = sniffer(campus, "cloud", "cloud-eth0", 5)
+    cases = {**INVALID_FLAGS, "syn": SYN, "ack": ACK}
+    for i, (tag, flags) in enumerate(cases.items()):
+        forge(campus, "desktop", "desktop-eth0", DESKTOP_MAC, FW_MAC, 0, DESKTOP_IP, CLOUD,
+              42000 + i, 5201, flags, tag)
+    seen = sniffed(watch)
+    leaked = {tag: entry for tag, entry in seen.items() if entry[1] != nat_ip}
+    assert not leaked, f"left untranslated: {leaked}"
+    assert not set(INVALID_FLAGS) & set(seen), seen
+    assert seen.get("syn", [0])[0] == COUNT and seen.get("ack", [0])[0] == COUNT, seen

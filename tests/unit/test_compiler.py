@@ -10,7 +10,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller.compiler import (
     ARP_PUNT_METER,
-    PRIORITY_ARP_PROXY, PRIORITY_BYPASS_DROP, PRIORITY_CT_POOL_DROP, PRIORITY_GUARD, PRIORITY_POOL_DROP, PRIORITY_LANE,
+    PRIORITY_ARP_PROXY, PRIORITY_BYPASS_DROP, PRIORITY_CT_POOL_DROP, PRIORITY_CT_EGRESS, PRIORITY_GUARD, PRIORITY_POOL_DROP, PRIORITY_LANE,
     PRIORITY_RELATED, PRIORITY_TABLE_MISS,
     LaneCompileError, NoLanePath, compile_base, compile_lane, compile_lane_removal,
     hard_timeout_for, lane_cookie, lane_dpids, lane_ingress_ports,
@@ -173,7 +173,8 @@ def test_base_flows(topo: Topology) -> None:
     assert [(getattr(m, "table_id", None), getattr(m, "priority", None)) for m in base[3]] == [
         (0, PRIORITY_TABLE_MISS), (0, PRIORITY_BYPASS_DROP), *[(0, p) for p in s3_guards],
         (None, None), (0, PRIORITY_ARP_PROXY), (0, PRIORITY_POOL_DROP), (0, PRIORITY_RELATED), (0, PRIORITY_RELATED),
-        (1, PRIORITY_CT_POOL_DROP), (1, PRIORITY_CT_POOL_DROP), (1, PRIORITY_TABLE_MISS)]
+        (1, PRIORITY_CT_POOL_DROP), (1, PRIORITY_CT_POOL_DROP), (1, PRIORITY_TABLE_MISS),
+        (2, PRIORITY_CT_EGRESS), (2, PRIORITY_TABLE_MISS)]
     net = Network(topo)
     net.install(base)
     # default traffic is the switch's NORMAL forwarding

@@ -69,9 +69,14 @@ def test_ovs_decodes_base_and_lane_as_intended() -> None:
         assert piece in ingress
     border = next(line for line in lines if "in_port=3,dl_src=02:ff:00:00:00:01,nw_src=10.1.0.10"
                   in line and "ct(commit" in line)
-    assert ("actions=ct(commit,zone=58568,nat(src=198.51.100.200),exec(set_field:0x7->ct_mark)),"
-            "set_field:02:ff:00:00:00:01->eth_src,set_field:02:00:00:03:00:01->eth_dst,output:2"
-            in border)
+    assert border.endswith("actions=ct(commit,table=2,zone=58568,nat(src=198.51.100.200),"
+                           "exec(set_field:0x7->ct_mark))"), border
+    # the egress table sends on only what conntrack tracked as valid and translated
+    [egress] = [line for line in lines if "table:2 priority=100" in line]
+    for piece in ("ct_state=-inv+trk", "nw_src=198.51.100.192/27", "actions=set_field:02:ff:00:00:00:01->eth_src,"
+                  "set_field:02:00:00:03:00:01->eth_dst,output:2"):
+        assert piece in egress, egress
+    assert any("table:2 priority=0" in line and line.endswith("actions=drop") for line in lines)
     assert "in_port=2,nw_src=203.0.113.10,nw_dst=198.51.100.200,tp_src=5201,tp_dst=40000" in text
     assert "actions=meter:7,ct(table=1,zone=58568,nat)" in text
     assert "table:1 priority=1000,ct_state=+est+rpl-inv+trk,ct_mark=0x7,ip,in_port=2" in text

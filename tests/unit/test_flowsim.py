@@ -206,7 +206,10 @@ def test_ct_commit_nat_and_reply_recirculation() -> None:
 
     t = FlowTable()
     t.apply(flow(priority=10, in_port=1, eth_type=0x800,
-                 actions=[ct.commit(5, "192.0.2.9"), parser.OFPActionOutput(2)]))
+                 actions=[ct.commit(5, "192.0.2.9")]))  # a NAT'd commit goes on in the egress table
+    t.apply(parser.OFPFlowMod(None, table_id=ct.CT_EGRESS_TABLE, priority=10, match=parser.OFPMatch(
+        eth_type=0x800, ct_state=(ct.CT_TRK, ct.CT_TRK | ct.CT_INV)), instructions=[
+        parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [parser.OFPActionOutput(2)])]))
     t.apply(flow(priority=10, in_port=2, eth_type=0x800, actions=[ct.track_reply(ct.lane_zone("192.0.2.9"))]))
     est = parser.OFPFlowMod(None, table_id=1, priority=10, match=parser.OFPMatch(
         eth_type=0x800, ct_state=ct.REPLY_ESTABLISHED, ct_mark=5),
@@ -221,7 +224,12 @@ def test_ct_commit_nat_and_reply_recirculation() -> None:
     [(port, back)] = t.process(reply, 2)
     assert (port, back["ipv4_dst"]) == (1, "10.0.0.1")  # un-NATed after recirculation
     assert t.process(dict(reply, tcp_dst=40001), 2) == []  # no connection: +new, table-1 miss
-    assert [e.table_id for e in t.flows] == [0, 0, 1]
+    assert sorted(e.table_id for e in t.flows) == [0, 0, 1, 2]
+    # a packet conntrack finds invalid (SYN+FIN opens nothing) is neither committed nor NAT'd:
+    # the egress table's ct_state match refuses it
+    bogus = dict(ip_packet("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.0.1", "203.0.113.1", "tcp",
+                           40002, 80), tcp_flags=0x003)
+    assert t.process(bogus, 1) == []
 
 
 def test_ct_mark_of_another_lane_does_not_match() -> None:

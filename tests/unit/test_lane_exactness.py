@@ -295,3 +295,21 @@ def test_an_old_connection_never_leaves_under_another_hosts_lane_address() -> No
     # live lane's mark, so dropped in table 1, not handed to NORMAL (which floods it)
     outs = net.send_from_edge(from_edge(topo, CLOUD, NAT_IP, 5201, 40000))
     assert [o.kind for o in outs] == ["drop"], [(o.kind, o.node, o.packet.get("ipv4_dst")) for o in outs]
+
+
+# ---- packets conntrack finds invalid -----------------------------------------------------
+@pytest.mark.parametrize("flags", [0x003, 0x001, 0x000, 0x008, 0x006, 0x012, 0x029])
+def test_a_packet_conntrack_will_not_track_never_leaves_with_the_hosts_own_address(flags: int) -> None:
+    """SYN+FIN, a bare FIN, no flags, PSH alone, SYN+RST, a SYN-ACK, FIN+PSH+URG: conntrack
+    neither commits nor translates them, and the commit used to go straight on to the edge, so
+    they left the campus with 10.1.0.10. The egress table sends on only what was translated."""
+    topo = campus()
+    net = network(topo, DESKTOP_LANE, DTN_LANE)
+    desktop = topo.host("desktop")
+    bogus = dict(ip_packet(desktop.iface.mac, FW_MAC, DESKTOP_IP, CLOUD, "tcp", 40100, 5201),
+                 tcp_flags=flags)
+    outs = net.send_from_host("desktop", bogus)
+    assert [o.kind for o in outs] == ["drop"], [(o.kind, o.packet.get("ipv4_src")) for o in outs]
+    # the lane itself still works: a SYN leaves translated
+    syn = dict(bogus, tcp_flags=0x002)
+    assert [(o.kind, o.packet["ipv4_src"]) for o in net.send_from_host("desktop", syn)] == [("edge", NAT_IP)]

@@ -54,7 +54,10 @@ def test_activate_installs_on_every_path_switch_after_barriers(rt, switches, top
         assert switches.sent_types(dpid)[-1] == "OFPBarrierRequest"
     assert len(lane_flows(switches, 3, 1, table_id=1)) == 2  # established + related replies
     assert lane_flows(switches, 4, 1) == []
-    # and the traffic really takes the lane: leaves at the edge with the lane address
+    # and the traffic really takes the lane: leaves at the edge with the lane address (through
+    # the border's egress table, a base flow the switch got when it connected)
+    from viplanes.controller.compiler import compile_base
+    switches.net.install(compile_base(topo))
     for table in switches.net.tables.values():
         table.apply(parser.OFPFlowMod(None, priority=0, match=parser.OFPMatch(),
                                       instructions=[]))  # no NORMAL fallback: lane or drop
