@@ -61,7 +61,7 @@ def test_an_old_connection_never_leaves_under_another_hosts_lane_address(campus:
     client = None
     try:
         time.sleep(0.3)
-        watch = cloud.popen(["python3", TOOL, "sniff", "cloud-eth0", "8"], stdout=subprocess.PIPE,
+        watch = cloud.popen(["python3", TOOL, "sniff", "cloud-eth0", "15"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
         assert watch.stdout is not None and watch.stdout.readline().strip() == "ready"
         client = desktop.popen(["python3", "-c", _CLIENT], stdin=subprocess.PIPE,
