@@ -25,8 +25,8 @@ import tempfile
 import time
 from typing import Any
 
-GRANT: dict[str, Any] = {"src_prefixes": ["10.1.0.0/24"], "dst_prefixes": ["203.0.113.0/24"], "protocols": ["tcp"],
-         "ports": ["9000-9100"], "max_duration_s": 3600, "max_lanes": 3}
+GRANT: dict[str, Any] = {"src_prefixes": ["10.1.0.0/24"], "dst_prefixes": ["203.0.113.0/24"],
+                         "protocols": ["tcp"], "ports": ["9000-9100"], "max_duration_s": 3600, "max_lanes": 3}
 
 
 def run_mode(mode: str, cycles: int) -> dict[str, Any]:
@@ -105,6 +105,7 @@ def print_mode(mode: str, cycles: int) -> None:
     r = json.loads(out.stdout.strip().splitlines()[-1])
     print(f"{mode:8} {r['tracked']:>8} {'/'.join(map(str, r['collections'])):>22} "
           f"{r['ms'][2]:>14} {r['longest_ms'][2]:>16} {r['cycle_ms']:>9}", flush=True)
+
 
 if __name__ == "__main__":
     main()

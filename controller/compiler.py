@@ -278,19 +278,17 @@ def _compile_pair(lane: LaneSpec, topo: Topology, host: Host, hops: tuple[Any, .
         else:
             match = {"in_port": hop.in_port, "eth_src": lane_mac, **fwd}
         actions: list[Any] = []
-        if i == last and with_ct and nat_ip is not None:
-            # commit + NAT, then the egress table (a base flow: guardflows) sends on only what
-            # was translated; the lane MAC, the edge's MAC and the edge port are the same there
-            actions.append(conntrack.commit(lane.lane_id, nat_ip))
-        elif i == last:
+        if i == last:
             if with_ct:
                 actions.append(conntrack.commit(lane.lane_id, nat_ip))
             elif nat_ip is not None:
                 actions.append(PackedSetField(ipv4_src=nat_ip))
-            # the edge router sees the lane MAC for a lane address, else the host's own MAC
-            actions += [PackedSetField(eth_src=lane_mac if nat_ip else host_mac),
-                        PackedSetField(eth_dst=topo.edge.inside.mac),
-                        parser.OFPActionOutput(hop.out_port)]
+            # a NAT'd commit goes on in the egress table (a base flow: guardflows), which sends on
+            # only what was translated; otherwise the edge router sees the host's own MAC
+            if not (with_ct and nat_ip is not None):
+                actions += [PackedSetField(eth_src=lane_mac if nat_ip else host_mac),
+                            PackedSetField(eth_dst=topo.edge.inside.mac),
+                            parser.OFPActionOutput(hop.out_port)]
         else:
             if i == 0:
                 actions.append(PackedSetField(eth_src=lane_mac))

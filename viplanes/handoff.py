@@ -28,10 +28,9 @@ from sqlalchemy import select as sql_select
 from sqlalchemy import Connection, text
 from sqlalchemy.orm import Session
 
-from viplanes.domain import is_decimal
 from viplanes.dataplane import DesiredLanes
 from viplanes.db import Database
-from viplanes.domain import ActivationResult, LaneCounters, LaneSpec
+from viplanes.domain import ActivationResult, LaneCounters, LaneSpec, is_decimal
 from viplanes.models import Lane
 
 log = logging.getLogger(__name__)

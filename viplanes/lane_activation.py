@@ -8,6 +8,7 @@ them out over time.
 """
 from __future__ import annotations
 
+import ipaddress
 import logging
 import threading
 import time
@@ -21,7 +22,8 @@ from viplanes.domain import ActivationResult, LaneSpec, lane_shape_refusal
 from viplanes.errors import Conflict
 from viplanes.authz.tokens import Caller
 from viplanes.lane_owners import ActiveOwners
-from viplanes.lane_pool import LanePool
+from viplanes.lane_overlap import row_nets
+from viplanes.lane_pool import LanePool, needs_pool_address
 from viplanes.lane_specs import SPEC_COLUMNS, spec_from_row, spec_of
 from viplanes.lane_sql import (add_audit, installing_lanes, lane_for_change, lanes_due, owner_and_state,
                                record_activation)
@@ -349,9 +351,8 @@ class LaneActivation:
         while none of its lanes ran). False: the pool is exhausted now."""
         if lane.nat_ip is not None:
             return True  # booked before this rule, or started already
-        host = self.topology.host_by_ip(lane.src_ip)
-        nets = lane.dst_nets or ([lane.dst_ip] if lane.dst_ip else [])
-        if host is None or not host.needs_nat or not any(":" not in n for n in nets):
+        nets = [ipaddress.ip_network(n) for n in row_nets(lane.dst_ip, lane.dst_nets)]
+        if not needs_pool_address(self.topology.host_by_ip(lane.src_ip), nets):
             return True
         lane.nat_ip = self.lane_pool.address_for(self.db, s, lane.src_ip)
         return lane.nat_ip is not None

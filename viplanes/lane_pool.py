@@ -8,7 +8,7 @@ part of lane creation that serialises (one allocation at a time, under an adviso
 from __future__ import annotations
 
 import ipaddress
-from typing import Any
+from typing import Any, Iterable
 
 from sqlalchemy import (Connection, Integer, Select, String, bindparam, column, exists, func, literal_column, select,
                         text, union_all)
@@ -19,12 +19,19 @@ from viplanes.db import Database
 from viplanes.lane_sql import LANES, LIVE
 from viplanes.models import LIVE_STATES, Lane
 from viplanes.policy.rules import allocate_nat
+from viplanes.topologies.model import Host
 
 MAX_POOL_PROBES = 256  # lane-pool addresses probed one by one (indexed EXISTS) per allocation
 NAT_LOCK_KEY = 0x56495031  # pg advisory lock: one lane-pool allocation at a time
 # the address a host's live lanes already use (built once: see viplanes/lane_sql.py)
 _HOST_ADDRESS = (select(LANES.c.nat_ip)
                  .where(LANES.c.src_ip == bindparam("src"), LIVE, LANES.c.nat_ip.is_not(None)).limit(1))
+
+
+def needs_pool_address(host: Host | None, nets: Iterable[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> bool:
+    """A lane takes a lane-pool address when its host is NAT'd and it carries IPv4 (IPv6 leaves
+    from the host's own address)."""
+    return host is not None and host.needs_nat and any(n.version == 4 for n in nets)
 
 
 class LanePool:

@@ -37,7 +37,7 @@ from viplanes.lane_activation import (  # noqa: F401 - state machine re-exported
 from viplanes.lane_owners import ActiveOwners
 from viplanes.lane_overlap import overlapping_lane, row_nets, row_ports, source_aliases
 from viplanes.lane_sql_pg import insert_in_one
-from viplanes.lane_pool import NAT_LOCK_KEY, LanePool
+from viplanes.lane_pool import NAT_LOCK_KEY, LanePool, needs_pool_address
 from viplanes.lane_specs import SPEC_COLUMNS, spec_from_row
 from viplanes.lane_targets import (  # noqa: F401 - LaneInput, LaneLimits re-exported
     LaneInput, LaneLimits, LaneTarget, clamp_ttl, target_for_request)
@@ -210,7 +210,7 @@ class LaneManager(LaneActivation):
         host = self.topology.host_by_ip(req.src_ip)
         immediate = req.starts_at <= now
         # a booked lane takes its lane-pool address when it starts (``tick``), not now
-        nat = immediate and host is not None and host.needs_nat and any(n.version == 4 for n in target.nets)
+        nat = immediate and needs_pool_address(host, target.nets)
         # the lane pool's lock rides with the overlap lock: one round trip (same order as before)
         dup = overlapping_lane(conn, self.db, source_aliases(self.topology, src), req.protocol, target.nets,
                                target.ports, req.src_port,
