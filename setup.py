@@ -1,5 +1,5 @@
 """One distribution, ``viplanes``; the component folders map into the ``viplanes.*`` namespace."""
-from setuptools import setup
+from setuptools import find_packages, setup
 
 COMPONENTS = {
     "viplanes.topologies": "topologies",
@@ -14,10 +14,10 @@ setup(
     version="0.1.0",
     description="SDN VIP lanes: pre-authorized big-data flows that bypass campus middleboxes",
     python_requires=">=3.11",
-    packages=["viplanes", "viplanes.lab", "viplanes.migrations", "viplanes.migrations.versions",
+    packages=["viplanes", "viplanes.lab", "viplanes.store.migrations", "viplanes.store.migrations.versions",
               *COMPONENTS, "viplanes.api.ui"],
     package_dir={"viplanes": "viplanes", **COMPONENTS},
-    package_data={"viplanes.topologies": ["*.yaml"], "viplanes.migrations": ["*.ini", "*.mako"],
+    package_data={"viplanes.topologies": ["*.yaml"], "viplanes.store.migrations": ["*.ini", "*.mako"],
                   "viplanes.api.ui": ["templates/ui/*.html", "static/*"]},
     install_requires=[
         "os-ken>=4.2",
@@ -36,9 +36,9 @@ setup(
         "matplotlib>=3.7",
         "prometheus-client>=0.19",
         "requests>=2.31",
-        "dnspython>=2.6",  # lane dst_host: A/AAAA with their TTLs (viplanes/resolver.py)
+        "dnspython>=2.6",  # lane dst_host: A/AAAA with their TTLs (viplanes/lanes/resolver.py)
     ],
     extras_require={"dev": ["pytest>=8", "hypothesis>=6.90", "schemathesis>=3.25", "py-spy>=0.3", "selenium>=4.20",
                             "import-linter>=2.0", "mypy>=1.8"]},
-    entry_points={"console_scripts": ["viplanes=viplanes.cli:main"]},
+    entry_points={"console_scripts": ["viplanes=viplanes.cli.main:main"]},
 )

@@ -9,12 +9,12 @@ from typing import Any, Callable
 
 from flask import Flask
 
-from viplanes.authz.ratelimit import Budgets, FailedAuthLimiter
+from viplanes.store.ratelimit import Budgets, FailedAuthLimiter
 from viplanes.config import AppConfig
-from viplanes.dataplane import Dataplane
-from viplanes.db import Database
-from viplanes.lanes import LaneLimits, LaneManager
-from viplanes.resolver import Resolver
+from viplanes.dataplane.base import Dataplane
+from viplanes.store.db import Database
+from viplanes.lanes.manager import LaneLimits, LaneManager
+from viplanes.lanes.resolver import Resolver
 from viplanes.topologies.model import Topology
 
 from . import audit, auth, bodies, errors, grants, health, lanes, metrics, principals
@@ -54,7 +54,7 @@ def create_app(config: AppConfig | dict[str, Any] | None = None, dataplane: Data
     if topology is None:
         topology = default_topology()
     if dataplane is None:
-        from viplanes.memplane import MemoryDataplane
+        from viplanes.dataplane.memory import MemoryDataplane
 
         log.warning("no data plane given: lanes are only remembered in memory")
         dataplane = MemoryDataplane()

@@ -10,7 +10,7 @@ from flask.typing import ResponseReturnValue
 from viplanes.authz.tokencache import TOKENS
 from viplanes.authz.tokens import Caller, may, parse_bearer
 from viplanes.errors import Forbidden
-from viplanes.store import caller_for_token
+from viplanes.store.records import caller_for_token
 
 from .errors import error_response
 

@@ -6,7 +6,7 @@ from typing import Any
 from flask import current_app
 from flask_smorest import Blueprint
 
-from viplanes import store
+from viplanes.store import records as store
 from viplanes.errors import NotFound
 
 from .auth import caller, require

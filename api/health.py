@@ -11,7 +11,7 @@ from typing import Any
 
 from flask import Blueprint, current_app, jsonify
 
-from viplanes.lanes import NOT_READY_RETRY_S
+from viplanes.lanes.manager import NOT_READY_RETRY_S
 
 bp = Blueprint("health", __name__)
 

@@ -9,7 +9,7 @@ from flask import current_app, request
 from flask_smorest import Blueprint
 
 from viplanes.errors import Invalid
-from viplanes.lanes import LaneInput
+from viplanes.lanes.manager import LaneInput
 
 from .auth import caller, require
 from .schemas import (CountersSchema, ExtendSchema, LaneQuerySchema, LaneRequestSchema, LaneSchema,

@@ -8,7 +8,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from viplanes.models import LANE_STATES
+from viplanes.store.models import LANE_STATES
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25,
                     0.5, 1.0, 2.5, 5.0)

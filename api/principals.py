@@ -6,7 +6,7 @@ from typing import Any
 from flask import current_app
 from flask_smorest import Blueprint
 
-from viplanes import store
+from viplanes.store import records as store
 
 from .auth import caller, require
 from .schemas import NAME, PrincipalCreateSchema, PrincipalSchema, PrincipalTokenSchema, WhoAmISchema

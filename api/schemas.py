@@ -12,7 +12,7 @@ from marshmallow import validate as v
 
 from viplanes.authz.tokens import ROLES
 from viplanes.errors import Invalid
-from viplanes.models import LANE_STATES
+from viplanes.store.models import LANE_STATES
 from viplanes.policy.rules import MAX_DURATION_S, MAX_RATE_MBPS
 
 
@@ -138,7 +138,7 @@ class PortRangesField(f.Field):
         super().__init__(metadata=meta, **kwargs)
 
     def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> Any:
-        from viplanes.portmasks import PortRangeError, parse_port_ranges
+        from viplanes.domain.portmasks import PortRangeError, parse_port_ranges
 
         if isinstance(value, list) and not 1 <= len(value) <= 64:
             raise ma.ValidationError("1 to 64 ports or ranges")

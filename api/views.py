@@ -4,13 +4,13 @@ from __future__ import annotations
 from typing import Any
 
 from viplanes.authz.tokens import Caller
-from viplanes.domain import single_address
-from viplanes.lane_overlap import row_nets, row_ports
-from viplanes.lane_targets import lane_budget
-from viplanes.portmasks import format_port_ranges
+from viplanes.domain.values import single_address
+from viplanes.lanes.overlap import row_nets, row_ports
+from viplanes.lanes.targets import lane_budget
+from viplanes.domain.portmasks import format_port_ranges
 from viplanes.topologies.model import Topology
-from viplanes.models import AuditEvent, Grant, Lane, Principal
-from viplanes.store import grant_state
+from viplanes.store.models import AuditEvent, Grant, Lane, Principal
+from viplanes.store.records import grant_state
 
 from .schemas import from_ts
 

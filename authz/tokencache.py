@@ -11,7 +11,7 @@ Security rules:
   started before an invalidation never stores its (possibly stale) answer. So in *this* process a
   rotated or disabled token fails on the first request after the rotate/disable response.
 - Multi-process caveat: another process writing to the same database (a second ``viplanes serve``
-  on one PostgreSQL, a script using ``viplanes.store`` directly) cannot reach this cache, so here
+  on one PostgreSQL, a script using ``viplanes.store.records`` directly) cannot reach this cache, so here
   the old token keeps working for at most ``ttl_s`` (5 s) after such a change. Run one serve
   process per database, or set ``VIPLANES_TOKEN_CACHE_TTL=0`` to turn the cache off.
 """

@@ -48,7 +48,7 @@ def task_cpu_ns(pid: int) -> int:
 def one_round(c: Campus, watch: FlowWatch, repo: Path, n: int, warmup: int, db: str,
               offset: int, spy_out: Path | None = None) -> dict[str, Any]:
     """One serve from ``repo``: ``warmup`` + ``n`` lanes activated one after another, then released."""
-    from viplanes.controller.cookies import lane_cookie
+    from viplanes.controller.compile.cookies import lane_cookie
 
     workdir = c.workdir / f"r{offset}"
     workdir.mkdir()

@@ -12,7 +12,7 @@ from typing import Iterator
 
 from bench.ovs import Bridges, create_bridges, ofctl, ovs_up
 from bench.server import Serve
-from viplanes.controller.cookies import lane_cookie
+from viplanes.controller.compile.cookies import lane_cookie
 from viplanes.topologies.model import Topology
 
 

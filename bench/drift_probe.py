@@ -1,4 +1,4 @@
-"""What the drift check (controller/drift.py) costs the controller per round, at N lanes.
+"""What the drift check (controller/runtime/drift.py) costs the controller per round, at N lanes.
 
     .venv/bin/python -m bench.drift_probe --lanes 0 2000
 
@@ -19,9 +19,9 @@ from typing import Any
 def run(lanes: int, rounds: int) -> dict[str, float]:
     from bench.workload import flows, lane_spec
     from viplanes.api.app import default_topology
-    from viplanes.controller import compiler
-    from viplanes.controller.drift import flow_mod_counts
-    from viplanes.controller.runtime import LaneRuntime
+    from viplanes.controller.compile import lane as compiler
+    from viplanes.controller.runtime.drift import flow_mod_counts
+    from viplanes.controller.runtime.lane_runtime import LaneRuntime
 
     topo = default_topology()
     now = time.time()
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--lanes", type=int, nargs="+", default=[0, 2000])
     ap.add_argument("--rounds", type=int, default=50)
     args = ap.parse_args(argv)
-    from viplanes.controller.drift import DRIFT_PERIOD_S
+    from viplanes.controller.runtime.drift import DRIFT_PERIOD_S
 
     for n in args.lanes:
         r = run(n, args.rounds)

@@ -31,7 +31,7 @@ SYNC = "SYNC "  # prefix of the lines a --watched floor prints and answers on st
 
 def listener_security(transport: str) -> Any:
     """The floor's listener security for ``tcp`` or ``ssl`` (the lab PKI, as serve gets it)."""
-    from viplanes.controller.security_cli import listener_security as from_options
+    from viplanes.cli.openflow_options import listener_security as from_options
 
     if transport == "tcp":
         return from_options(None, True, [], None)
@@ -53,9 +53,9 @@ def measure(port: int, bridges: list[str], n: int, src_host: str, warmup: int,
             batched: bool = False, bundle: bool = False, transport: str = "tcp",
             watched: bool = False) -> dict:
     from viplanes.api.app import default_topology
-    from viplanes.controller.compiler import compile_base, compile_lane, compile_lane_removal
-    from viplanes.controller.cookies import lane_cookie
-    from viplanes.controller.launcher import start_apps
+    from viplanes.controller.compile.lane import compile_base, compile_lane, compile_lane_removal
+    from viplanes.controller.compile.cookies import lane_cookie
+    from viplanes.controller.openflow.launcher import start_apps
 
     topo = default_topology()
     running = start_apps(["bench.floor_app"], "127.0.0.1", port,
@@ -111,7 +111,7 @@ def measure(port: int, bridges: list[str], n: int, src_host: str, warmup: int,
 
 def _count_cookie(bridge: str, lane_id: int) -> int:
     from bench.ovs import ofctl
-    from viplanes.controller.cookies import lane_cookie
+    from viplanes.controller.compile.cookies import lane_cookie
 
     text = ofctl("dump-flows", bridge, f"cookie={lane_cookie(lane_id):#x}/-1")
     return sum(1 for line in text.splitlines() if "cookie=" in line)

@@ -66,8 +66,8 @@ def main(argv: list[str] | None = None) -> None:
 
     from bench.workload import flows, lane_spec
     from viplanes.api.app import default_topology
-    from viplanes.controller.compiler import compile_lane
-    from viplanes.controller.flowkey import flow_key_of
+    from viplanes.controller.compile.lane import compile_lane
+    from viplanes.controller.compile.flowkey import flow_key_of
 
     topo = default_topology()
     now = time.time()

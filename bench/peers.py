@@ -47,7 +47,7 @@ REST_PEER = "os-ken 1.4.1 ofctl_rest"
 
 
 def lane_messages(c: Campus, lane_id: int, flow: Flow) -> dict[int, list[Any]]:
-    from viplanes.controller.compiler import compile_lane
+    from viplanes.controller.compile.lane import compile_lane
 
     return compile_lane(lane_spec(c.topo, lane_id, SRC, flow), c.topo, time.time())
 
@@ -123,7 +123,7 @@ def measure_ours(c: Campus, watch: FlowWatch, n: int, warmup: int, db: str) -> S
                                   [grant_body("alice", c.host_ip(SRC), max_lanes=20)])
             api = Api(serve.api_port, token)
             counts = {d: len(m) for d, m in lane_messages(c, 1, next(flows(1))).items()}
-            from viplanes.controller.cookies import lane_cookie
+            from viplanes.controller.compile.cookies import lane_cookie
 
             def one(i: int, flow: Flow) -> tuple[float, float, float] | str:
                 t0 = time.perf_counter()
@@ -182,7 +182,7 @@ def measure_ofctl_rest(c: Campus, watch: FlowWatch, n: int, warmup: int, py: Pat
         dpids = set(c.bridges.names)
         if not dpids <= set(http_.get("/stats/switches") or []):
             raise PeerUnavailable(f"switches not seen by ofctl_rest: {http_.get('/stats/switches')}")
-        from viplanes.controller.cookies import lane_cookie
+        from viplanes.controller.compile.cookies import lane_cookie
 
         def one(i: int, flow: Flow) -> tuple[float, float, float] | str:
             cookie = lane_cookie(700_000 + i)

@@ -75,10 +75,10 @@ def pure(topo: Any, seconds: float) -> dict[str, Any]:
 
 
 def through_store(topo: Any, seconds: float) -> dict[str, Any]:
-    from viplanes import store
-    from viplanes.db import Database
-    from viplanes.lanes import LaneManager
-    from viplanes.memplane import MemoryDataplane
+    from viplanes.store import records as store
+    from viplanes.store.db import Database
+    from viplanes.lanes.manager import LaneManager
+    from viplanes.dataplane.memory import MemoryDataplane
 
     with tempfile.TemporaryDirectory(prefix="viplanes-bench-policy-") as tmp:
         db = Database(f"sqlite:///{Path(tmp) / 'policy.db'}")

@@ -25,10 +25,10 @@ def main(argv: list[str] | None = None) -> None:
     print("patches:", apply(args.patch) or "none")
 
     from bench.workload import flows, grant_body, lane_body
-    from viplanes import store
+    from viplanes.store import records as store
     from viplanes.api.app import create_app
     from viplanes.config import AppConfig
-    from viplanes.memplane import MemoryDataplane
+    from viplanes.dataplane.memory import MemoryDataplane
 
     with tempfile.TemporaryDirectory(prefix="viplanes-profile-api-") as tmp:
         app = create_app(AppConfig(db_url=f"sqlite:///{Path(tmp) / 'api.db'}"), dataplane=MemoryDataplane())

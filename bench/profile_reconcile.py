@@ -23,8 +23,8 @@ def main(argv: list[str] | None = None) -> None:
 
     from bench.workload import flows, lane_spec
     from viplanes.api.app import default_topology
-    from viplanes.controller.compiler import compile_desired
-    from viplanes.controller.reconcile import plan_switch
+    from viplanes.controller.compile.lane import compile_desired
+    from viplanes.controller.compile.reconcile import plan_switch
 
     topo = default_topology()
     now = time.time()

@@ -25,12 +25,12 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
 
     from bench.workload import flows, grant_body
-    from viplanes import store
+    from viplanes.store import records as store
     from viplanes.api.app import default_topology
     from viplanes.authz.tokens import Caller
-    from viplanes.db import Database
-    from viplanes.lanes import LaneInput, LaneManager
-    from viplanes.memplane import MemoryDataplane
+    from viplanes.store.db import Database
+    from viplanes.lanes.manager import LaneInput, LaneManager
+    from viplanes.dataplane.memory import MemoryDataplane
 
     topo = default_topology()
     dtn, desktop = (str(topo.host(h).iface.ip.ip) for h in ("dtn", "desktop"))

@@ -22,9 +22,9 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from bench.parse_experiment import body_for
 from bench.profile_switches import runtime_for
 from bench.synth_campus import host_ip
-from viplanes.controller import flowstats
-from viplanes.controller.flowkey import cached_key
-from viplanes.domain import LaneSpec
+from viplanes.controller.openflow import flowstats
+from viplanes.controller.compile.flowkey import cached_key
+from viplanes.domain.values import LaneSpec
 
 ENTRIES_PER_REPLY = 300  # OVS splits a dump into multipart replies of up to 64 KiB
 

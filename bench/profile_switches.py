@@ -17,8 +17,8 @@ import time
 from typing import Any
 
 from bench.synth_campus import campus_data, host_ip
-from viplanes.controller.runtime import LaneRuntime
-from viplanes.domain import LaneSpec
+from viplanes.controller.runtime.lane_runtime import LaneRuntime
+from viplanes.domain.values import LaneSpec
 from viplanes.topologies.loader import parse_topology
 
 

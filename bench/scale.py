@@ -39,7 +39,7 @@ MAX_GRANT_LANES = 10_000  # the API's bound on one grant's max_lanes
 
 # serve's log lines (asctime has millisecond resolution):
 #   "2026-11-22 00:12:35,123 viplanes.controller INFO switch connected dpid=3"
-#   "2026-11-22 00:12:35,601 viplanes.controller.runtime INFO reconciled switch s3 (dpid 3): kept ..."
+#   "2026-11-22 00:12:35,601 viplanes.controller.runtime.lane_runtime INFO reconciled switch s3 (dpid 3): kept ..."
 STAMP = r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) "
 CONNECTED_RE = re.compile(STAMP + r".*switch connected dpid=(\d+)", re.M)
 RECONCILED_RE = re.compile(STAMP + r".*reconciled .*?dpid[ =](\d+)\)?:?(.*)$", re.M)

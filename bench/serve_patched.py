@@ -4,7 +4,7 @@ proposing it: ``BENCH_PATCH=sqlite_writer_lock python -m bench.serve_patched ser
 Patches (comma-separated in $BENCH_PATCH):
 - ``sqlite_writer_lock``: SQLite write transactions queue on one in-process lock instead of
   SQLite's busy handler, which sleeps 1, 2, 5, 10 ... 100 ms between retries of BEGIN IMMEDIATE.
-- ``switch_interval``: ``sys.setswitchinterval(0.0005)`` (the default since controller/launcher.py sets it;
+- ``switch_interval``: ``sys.setswitchinterval(0.0005)`` (the default since controller/openflow/launcher.py sets it;
   kept for A/B runs against older checkouts).
 - ``lazy_quota``: count live lanes only for the grants that pass every other check.
 - ``desired_columns``: ``desired_lanes`` as a plain column query.
@@ -22,7 +22,7 @@ from typing import Any, Iterator
 
 
 def sqlite_writer_lock() -> None:
-    from viplanes import db as dbmod
+    from viplanes.store import db as dbmod
 
     original = dbmod.Database.write
     lock = threading.RLock()
@@ -69,7 +69,7 @@ class _LazyCounts(dict):  # type: ignore[type-arg]
 
 def lazy_quota() -> None:
     """Count live lanes only for grants that allow the request on every other point."""
-    from viplanes import lanes as lanes_mod
+    from viplanes.lanes import manager as lanes_mod
     from viplanes.policy.rules import check_grant
 
     original_counts = lanes_mod.LaneManager._live_counts
@@ -92,9 +92,9 @@ def desired_columns() -> None:
     """``desired_lanes`` reading plain columns instead of ORM objects with a joined principal."""
     from sqlalchemy import select
 
-    from viplanes import lanes as lanes_mod
-    from viplanes.domain import LaneSpec
-    from viplanes.models import Lane
+    from viplanes.lanes import manager as lanes_mod
+    from viplanes.domain.values import LaneSpec
+    from viplanes.store.models import Lane
 
     cols = (Lane.id, Lane.src_ip, Lane.dst_ip, Lane.protocol, Lane.dst_port, Lane.src_port,
             Lane.nat_ip, Lane.expires_at, Lane.rate_mbps)
@@ -113,7 +113,7 @@ def desired_columns() -> None:
 def one_write_per_switch() -> None:
     """Serialise a batch and hand os-ken one buffer per switch: each ``send_msg`` is a put on the
     datapath's send queue, and every put wakes the send thread (a GIL hand-off)."""
-    from viplanes.controller.app import VipLanesApp
+    from viplanes.controller.openflow.app import VipLanesApp
 
     def send_ofmsgs(self: Any, dpid: int, ofmsgs: list[Any]) -> bool:
         dp = self.datapaths.get(dpid)
@@ -173,7 +173,7 @@ def handshakes_64() -> None:
     from 127.0.0.1, where a campus's come from one address each."""
     import dataclasses
 
-    from viplanes.controller import admission
+    from viplanes.controller.openflow import admission
 
     fields = {f.name: f for f in dataclasses.fields(admission.Limits)}
     fields["pending_per_source"].default = 64
@@ -183,7 +183,7 @@ def handshakes_64() -> None:
 
 def reconciles_at_once() -> None:
     """$BENCH_RECONCILES_AT_ONCE switch reconciles at once instead of resync.RECONCILES_AT_ONCE."""
-    from viplanes.controller import runtime
+    from viplanes.controller.runtime import lane_runtime as runtime
 
     runtime.RECONCILES_AT_ONCE = int(os.environ.get("BENCH_RECONCILES_AT_ONCE", "3"))
 
@@ -264,7 +264,7 @@ def apply(names: str) -> list[str]:
 
 def main() -> None:
     apply(os.environ.get("BENCH_PATCH", ""))
-    from viplanes.cli import main as cli
+    from viplanes.cli.main import main as cli
 
     cli()
 

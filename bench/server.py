@@ -133,7 +133,7 @@ class Api:
 
 
 class Serve:
-    """``python -m viplanes.cli serve`` with its log in ``workdir``; SIGTERM then SIGKILL on stop."""
+    """``python -m viplanes.cli.main serve`` with its log in ``workdir``; SIGTERM then SIGKILL on stop."""
 
     def __init__(self, workdir: Path, of_port: int, dataplane: str = "openflow", threads: int = 8,
                  db_url: str | None = None, repo: Path | None = None,
@@ -174,7 +174,7 @@ class Serve:
 
     def _start(self, timeout_s: float) -> "Serve":
         # $BENCH_PATCH: run serve with experimental patches (bench/serve_patched.py)
-        module = "bench.serve_patched" if os.environ.get("BENCH_PATCH") else "viplanes.cli"
+        module = "bench.serve_patched" if os.environ.get("BENCH_PATCH") else "viplanes.cli.main"
         cmd = [self.python, "-m", module, "serve", "--db", self.db_url,
                "--api", f"127.0.0.1:{self.api_port}", "--openflow", f"{self.of_host}:{self.of_port}",
                "--dataplane", self.dataplane, "--threads", str(self.threads), "--tick", "0.5",
@@ -227,7 +227,7 @@ class Serve:
 
     def add_operator(self, name: str = "benchop") -> str:
         """Bootstrap an operator straight in the database (as an operator would); its token."""
-        out = subprocess.run([self.python, "-m", "viplanes.cli", "principal", "add", name,
+        out = subprocess.run([self.python, "-m", "viplanes.cli.main", "principal", "add", name,
                               "--role", "operator", "--db", self.db_url], capture_output=True,
                              text=True, timeout=60, cwd=self.repo)
         if out.returncode != 0:

@@ -90,7 +90,7 @@ class SplitDeployment:
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
         with open(self.workdir / f"{name}.log", "ab") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "viplanes.cli", *args], stdout=log,
+            proc = subprocess.Popen([sys.executable, "-m", "viplanes.cli.main", *args], stdout=log,
                                     stderr=log, cwd=REPO, env=dict(os.environ))
         self.procs[name] = proc
         return proc
@@ -135,7 +135,7 @@ class SplitDeployment:
             return ""
 
     def add_operator(self, name: str = "benchop") -> str:
-        out = subprocess.run([sys.executable, "-m", "viplanes.cli", "principal", "add", name,
+        out = subprocess.run([sys.executable, "-m", "viplanes.cli.main", "principal", "add", name,
                               "--role", "operator", "--db", self.db_url], capture_output=True,
                              text=True, timeout=60, cwd=REPO)
         if out.returncode != 0:

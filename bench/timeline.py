@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--patch", default="", help="more BENCH_PATCH names, comma-separated")
     args = ap.parse_args(argv)
-    from viplanes.controller.cookies import lane_cookie
+    from viplanes.controller.compile.cookies import lane_cookie
 
     with campus("tline") as c:
         trace = c.workdir / "timeline.jsonl"

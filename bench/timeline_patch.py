@@ -42,9 +42,11 @@ def install() -> None:
     from waitress.channel import HTTPChannel
 
     from viplanes.api import lanes as api_lanes
-    from viplanes.controller import oftls, runtime
-    from viplanes.controller.ofserver import GuardedDatapath
-    from viplanes import lane_activation, lanes
+    from viplanes.controller.openflow import tls as oftls
+    from viplanes.controller.runtime import lane_runtime as runtime
+    from viplanes.controller.openflow.server import GuardedDatapath
+    from viplanes.lanes import activation as lane_activation
+    from viplanes.lanes import manager as lanes
 
     out = open(os.environ["BENCH_TIMELINE"], "a", buffering=1)
     lock = threading.Lock()

@@ -31,9 +31,9 @@ GRANT: dict[str, Any] = {"src_prefixes": ["10.1.0.0/24"], "dst_prefixes": ["203.
 
 def run_mode(mode: str, cycles: int) -> dict[str, Any]:
     from api.app import create_app
-    from viplanes import store
-    from viplanes.memplane import MemoryDataplane
-    from viplanes.serve import _load_topology
+    from viplanes.store import records as store
+    from viplanes.dataplane.memory import MemoryDataplane
+    from viplanes.cli.serve import _load_topology
 
     url = f"sqlite:///{tempfile.mkdtemp()}/worker_gc.db"
     app = create_app({"db_url": url}, dataplane=MemoryDataplane(), topology=_load_topology(None))

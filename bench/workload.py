@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterator
 
-from viplanes.domain import LaneSpec
+from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Topology
 
 DST_NET = ipaddress.IPv4Network("203.0.113.0/24")  # beyond the edge router (the cloud's subnet)

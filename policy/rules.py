@@ -84,7 +84,7 @@ class GrantRule:
 @dataclass(frozen=True)
 class LaneRequest:
     """One lane asked for. ``dst_nets``/``dst_ports`` are the destination sets (see
-    ``viplanes.domain``); the old ``dst_ip``/``dst_port`` fill them when they are left empty."""
+    ``viplanes.domain.values``); the old ``dst_ip``/``dst_port`` fill them when they are left empty."""
 
     src_ip: IPAddr
     dst_ip: IPAddr | None

@@ -26,7 +26,7 @@ class Switch:
     # dpid; several during a rotation. Empty: a campus-CA certificate naming the dpid is enough.
     cert_sha256: tuple[str, ...] = ()
     # lanes ending here keep connection state (OVS ct); False: the stateless fallback
-    # (see controller/compiler.py). Only the border switch's value matters today.
+    # (see controller/compile/lane.py). Only the border switch's value matters today.
     conntrack: bool = True
 
 

@@ -7,7 +7,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from viplanes.db import resolve_db_url
+from viplanes.store.db import resolve_db_url
 
 
 def _env_int(name: str, default: int) -> int:
@@ -31,7 +31,7 @@ class AppConfig:
 
     db_url: str = ""
     migrate: bool = True  # bring the schema to head on start (idempotent)
-    # failed-auth budgets per window (authz/ratelimit.py); VIPLANES_AUTH_* override the defaults
+    # failed-auth budgets per window (viplanes/store/ratelimit.py); VIPLANES_AUTH_* override the defaults
     auth_max_failures: int = field(default_factory=lambda: _env_int("VIPLANES_AUTH_MAX_FAILURES", 10))
     auth_net_max_failures: int = field(default_factory=lambda: _env_int("VIPLANES_AUTH_NET_MAX_FAILURES", 50))
     auth_global_max_failures: int = field(default_factory=lambda: _env_int("VIPLANES_AUTH_GLOBAL_MAX_FAILURES", 500))

@@ -8,7 +8,7 @@ import os
 
 from flask import Flask
 
-from viplanes.domain import is_decimal
+from viplanes.domain.values import is_decimal
 
 from .lanebytes import LaneBytes
 from .session import Sessions, server_secret

@@ -8,8 +8,8 @@ from flask import redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from sqlalchemy import select
 
-from viplanes import store
-from viplanes.models import LIVE_STATES, Lane
+from viplanes.store import records as store
+from viplanes.store.models import LIVE_STATES, Lane
 
 from ..schemas import GrantCreateSchema, PrincipalCreateSchema, to_ts
 from .forms import as_datetime, as_number, load, split_list

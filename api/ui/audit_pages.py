@@ -8,8 +8,8 @@ from typing import Any
 from flask import Response, render_template, request
 from flask.typing import ResponseReturnValue
 
-from viplanes.domain import is_decimal
-from viplanes import store
+from viplanes.domain.values import is_decimal
+from viplanes.store import records as store
 from viplanes.errors import Invalid
 
 from ..schemas import AuditQuerySchema, from_ts, to_ts

@@ -7,9 +7,9 @@ from typing import Any
 from flask import redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
-from viplanes import store
+from viplanes.store import records as store
 from viplanes.authz.tokens import may
-from viplanes.models import LIVE_STATES, Lane
+from viplanes.store.models import LIVE_STATES, Lane
 
 from .forms import int_field
 from .web import bp, caller, ctx, need, ui_state

@@ -4,7 +4,7 @@ from __future__ import annotations
 from flask import render_template, request
 from flask.typing import ResponseReturnValue
 
-from viplanes import store
+from viplanes.store import records as store
 
 from .switchview import inspector
 from .web import bp, ctx, operator_only

@@ -9,9 +9,9 @@ from typing import Any
 from flask import redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
-from viplanes import store
-from viplanes.lanes import LaneInput
-from viplanes.models import LIVE_STATES
+from viplanes.store import records as store
+from viplanes.lanes.manager import LaneInput
+from viplanes.store.models import LIVE_STATES
 from viplanes.policy.rules import parse_ports, parse_prefix
 
 from ..schemas import LaneRequestSchema

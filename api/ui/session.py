@@ -23,9 +23,9 @@ from typing import Any, Callable
 from itsdangerous import BadSignature, URLSafeSerializer
 from sqlalchemy import select
 
-from viplanes.domain import is_decimal
+from viplanes.domain.values import is_decimal
 from viplanes.authz.tokens import Caller, hash_token
-from viplanes.models import ApiToken, Principal
+from viplanes.store.models import ApiToken, Principal
 
 log = logging.getLogger(__name__)
 

@@ -13,6 +13,6 @@ def inspector() -> Any | None:
     plane = ctx().dataplane
     if not all(hasattr(plane, a) for a in _NEEDED):
         return None
-    from viplanes.controller.inspect import ControllerInspector  # only with a controller
+    from viplanes.controller.runtime.inspect import ControllerInspector  # only with a controller
 
     return ControllerInspector(plane)

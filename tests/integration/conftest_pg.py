@@ -83,8 +83,8 @@ class PgCluster:
         if not self.template_ready:
             from sqlalchemy import create_engine
 
-            from viplanes.db import resolve_db_url
-            from viplanes.migrations import upgrade
+            from viplanes.store.db import resolve_db_url
+            from viplanes.store.migrations import upgrade
 
             self._admin("DROP DATABASE IF EXISTS vl_template")
             self._admin("CREATE DATABASE vl_template")

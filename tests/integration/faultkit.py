@@ -19,7 +19,7 @@ import requests
 from tests.integration.privovs import PrivateOvs
 from tests.integration.procs import free_port
 
-VIPLANES = [sys.executable, "-m", "viplanes.cli"]
+VIPLANES = [sys.executable, "-m", "viplanes.cli.main"]
 LANE_PORT = 9000
 
 

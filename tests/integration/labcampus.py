@@ -22,7 +22,7 @@ from tests.integration.conftest import ovs_problem
 from tests.integration.procs import free_port, lab_security_args, wait_healthy
 
 REPO = Path(__file__).resolve().parents[2]
-VIPLANES = [sys.executable, "-m", "viplanes.cli"]
+VIPLANES = [sys.executable, "-m", "viplanes.cli.main"]
 CAMPUS_YAML = REPO / "topologies" / "campus.yaml"
 
 

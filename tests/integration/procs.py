@@ -38,7 +38,7 @@ def lab_security_args() -> list[str]:
 
 def lab_security(topology: object) -> object:
     """The same, as the ``security`` of an in-process ``EmbeddedController``."""
-    from viplanes.controller.security_cli import listener_security
+    from viplanes.cli.openflow_options import listener_security
     from viplanes.lab.labpki import ensure_lab_pki
 
     lab = ensure_lab_pki()
@@ -52,7 +52,7 @@ def free_port() -> int:
 
 
 class ControllerProcess:
-    """`python -m viplanes.controller.launcher` as a child process with its log in a file."""
+    """`python -m viplanes.cli.osken` as a child process with its log in a file."""
 
     def __init__(self, log_path: Path, port: int | None = None) -> None:
         self.port = port or free_port()
@@ -62,7 +62,7 @@ class ControllerProcess:
     def start(self) -> "ControllerProcess":
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "viplanes.controller.launcher",
+            [sys.executable, "-m", "viplanes.cli.osken",
              "--listen", f"127.0.0.1:{self.port}", *lab_security_args()],
             stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=dict(os.environ))
         log.close()

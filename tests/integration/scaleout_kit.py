@@ -26,7 +26,7 @@ from tests.integration.procs import free_port, lab_security_args, wait_healthy
 from tests.integration.test_serve import bootstrap, lane_body
 
 PREFIX = f"vlso{os.getpid() % 100000}"
-VIPLANES = [sys.executable, "-m", "viplanes.cli"]
+VIPLANES = [sys.executable, "-m", "viplanes.cli.main"]
 _STAT = re.compile(r"(duration|n_packets|n_bytes|hard_age|idle_age)=[^ ,]+,? ?")
 
 
@@ -43,7 +43,7 @@ class FlowStat:
 
 def lane_flow_stats(bridge: str, lane_id: int) -> dict[str, FlowStat]:
     """match+actions -> (duration, packets) of the lane's flows (its cookie) on the bridge."""
-    from viplanes.controller.cookies import lane_cookie
+    from viplanes.controller.compile.cookies import lane_cookie
 
     out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge], check=True,
                          capture_output=True, text=True, timeout=20).stdout
@@ -63,7 +63,7 @@ def lane_flows(bridge: str, lane_id: int) -> dict[str, float]:
 
 def lane_cookies(bridge: str) -> set[int]:
     """Every lane cookie on the bridge (the controller's lane cookie space only)."""
-    from viplanes.controller.cookies import lane_cookie
+    from viplanes.controller.compile.cookies import lane_cookie
 
     out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge], check=True,
                          capture_output=True, text=True, timeout=20).stdout

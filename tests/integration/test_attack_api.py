@@ -24,7 +24,7 @@ from tests.integration.conftest_pg import pg_cluster  # noqa: F401  (session fix
 from tests.integration.procs import free_port, wait_healthy
 
 pytestmark = pytest.mark.integration
-VIPLANES = [sys.executable, "-m", "viplanes.cli"]
+VIPLANES = [sys.executable, "-m", "viplanes.cli.main"]
 MAX_FAILURES = 4  # per address per window (a day: no window boundary falls inside a test), env below
 
 

@@ -32,7 +32,7 @@ def test_controller_run_installs_base_flows_and_drops_on_bypass(tmp_path: Path) 
     port = free_port()
     log = tmp_path / "controller.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "viplanes.cli", "controller", "run",
+        proc = subprocess.Popen([sys.executable, "-m", "viplanes.cli.main", "controller", "run",
                                  "--listen", f"127.0.0.1:{port}", "--topology",
                                  str(REPO / "topologies" / "campus.yaml"),
                                  *lab_security_args()],

@@ -32,8 +32,8 @@ def test_restarted_controller_keeps_thousands_of_flows(record_property) -> None:
     problem = ovs_problem()
     if problem:
         pytest.fail(problem, pytrace=False)
-    from viplanes.controller.embedded import EmbeddedController
-    from viplanes.domain import LaneSpec
+    from viplanes.controller.openflow.embedded import EmbeddedController
+    from viplanes.domain.values import LaneSpec
     from viplanes.lab.net import build_network
     from viplanes.topologies.loader import load_topology
 
@@ -55,7 +55,7 @@ def test_restarted_controller_keeps_thousands_of_flows(record_property) -> None:
         install_s = time.perf_counter() - t0
         from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-        from viplanes.controller.compiler import compile_base
+        from viplanes.controller.compile.lane import compile_base
         base = sum(isinstance(m, parser.OFPFlowMod) for m in compile_base(topo)[3])
         # 4 flows per lane at the border: forward, reverse, two conntrack replies (table 1)
         assert len(first.reconciled[3].adds) == 4 * N_LANES + base

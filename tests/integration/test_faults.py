@@ -24,7 +24,7 @@ from tests.integration.faultkit import (Iperf, Served, gaps, lane_body, longest_
 from tests.integration.privovs import PrivateOvs
 from tests.integration.procs import free_port
 from tests.integration.test_serve import bootstrap, setup_researcher
-from viplanes.controller.cookies import lane_cookie
+from viplanes.controller.compile.cookies import lane_cookie
 
 pytestmark = pytest.mark.integration
 OUTAGE_S = float(os.environ.get("VIPLANES_FAULTS_OUTAGE_S", "40"))
@@ -227,7 +227,7 @@ def test_controller_outage_does_not_stop_lane_traffic(lab, record_property):
 
 def test_flows_deleted_behind_the_controllers_back_come_back_within_seconds(lab, record_property):
     """Issue 10: flows that disagree with the database are put right within seconds, whoever
-    deleted them, on a switch that never disconnected (the drift check, controller/drift.py)."""
+    deleted them, on a switch that never disconnected (the drift check, controller/runtime/drift.py)."""
     ovs, served, token = lab
     lane = _active_lane(served, token)
     cookie = lane_cookie(lane["id"])

@@ -20,7 +20,7 @@ from tests.integration.faultkit import Served, lane_body, wait_for
 from tests.integration.privovs import PrivateOvs
 from tests.integration.procs import free_port
 from tests.integration.test_serve import bootstrap, setup_researcher
-from viplanes.controller.cookies import lane_cookie
+from viplanes.controller.compile.cookies import lane_cookie
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 CLIENTS, PER_CLIENT, PACE_S = 6, 45, 0.4

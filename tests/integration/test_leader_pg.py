@@ -11,8 +11,8 @@ from sqlalchemy import event
 
 from tests.integration.conftest_pg import pg_cluster  # noqa: F401  (session fixture)
 from tests.unit.test_leader import contenders_take_turns, reclaim_only_while_ours
-from viplanes.db import Database
-from viplanes.leader import LeaderLease
+from viplanes.store.db import Database
+from viplanes.cluster.leader import LeaderLease
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 

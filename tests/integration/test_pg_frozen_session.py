@@ -1,6 +1,6 @@
 """A process frozen inside a transaction (SIGSTOP, a paused VM) must not hold its locks for as
 long as the freeze lasts: PostgreSQL ends the session after ``idle_in_transaction_session_timeout``
-(viplanes/db.py). Shown with the advisory lock every lane request takes and a row lock."""
+(viplanes/store/db.py). Shown with the advisory lock every lane request takes and a row lock."""
 from __future__ import annotations
 
 import threading
@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import text
 
 from tests.integration.conftest_pg import pg_cluster  # noqa: F401  (session fixture)
-from viplanes.db import IDLE_IN_TRANSACTION_S, Database
+from viplanes.store.db import IDLE_IN_TRANSACTION_S, Database
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 GRANT_LOCK = 0x5650_0001

@@ -1,5 +1,5 @@
 """The split controller records a hand-off round in ONE statement on PostgreSQL
-(viplanes/lane_sql_pg.py ``record_in_one``): the same rows, audit and done-NOTIFY as the
+(viplanes/store/lanesql/postgres.py ``record_in_one``): the same rows, audit and done-NOTIFY as the
 general path (BEGIN, UPDATE + audit per lane, NOTIFY, COMMIT), in one round trip."""
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from sqlalchemy import event, text
 
 from tests.integration.conftest_pg import pg_cluster  # noqa: F401  (session fixture)
 from tests.unit.conftest import FakeClock, make_world
-from viplanes.domain import ActivationResult, LaneSpec
-from viplanes.handoff import DONE_CHANNEL, parse_done
-from viplanes.memplane import MemoryDataplane
+from viplanes.domain.values import ActivationResult, LaneSpec
+from viplanes.cluster.handoff import DONE_CHANNEL, parse_done
+from viplanes.dataplane.memory import MemoryDataplane
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
@@ -101,7 +101,7 @@ def test_a_round_is_recorded_audited_and_announced_in_one_statement(world):
 def test_a_request_inserts_audits_and_wakes_in_one_statement(world):
     """The request transaction on PostgreSQL: both advisory locks in one SELECT, and the lane's
     INSERT, its audit row and the controllers' wake-up as one statement (was 3 + 2)."""
-    from viplanes.handoff import CHANNEL
+    from viplanes.cluster.handoff import CHANNEL
 
     w = world
     db = w.app.extensions["viplanes"].db

@@ -8,7 +8,7 @@ import pytest
 
 from tests.integration.conftest_pg import pg_cluster  # noqa: F401  (session fixture)
 from tests.unit.conftest import FakeClock, make_world
-from viplanes.memplane import MemoryDataplane
+from viplanes.dataplane.memory import MemoryDataplane
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
@@ -63,7 +63,7 @@ def test_idle_ping_leaves_no_transaction_open(pg_cluster, monkeypatch):  # noqa:
     inside a transaction")."""
     from sqlalchemy import text
 
-    from viplanes import db as dbmod
+    from viplanes.store import db as dbmod
 
     monkeypatch.setattr(dbmod, "PING_IDLE_S", 0.0)  # every checkout pings
     db = dbmod.Database(pg_cluster.new_database())
@@ -80,7 +80,7 @@ def test_idle_ping_leaves_no_transaction_open(pg_cluster, monkeypatch):  # noqa:
 
 
 def test_release_in_one_statement_keeps_every_answer(pg_world):
-    """PostgreSQL ends a lane with one statement (viplanes/lane_sql_pg.py); the answers, the audit
+    """PostgreSQL ends a lane with one statement (viplanes/store/lanesql/postgres.py); the answers, the audit
     rows and the flow removal are those of the general path, and every refusal still refuses."""
     w = pg_world
     mine, other = w.lane().json["id"], w.lane(dst_port=9001).json["id"]
@@ -106,7 +106,7 @@ def test_release_in_one_statement_wakes_the_controllers_at_commit(pg_world):
     are then the master's to remove (no local deactivate)."""
     import psycopg2
 
-    from viplanes.handoff import CHANNEL
+    from viplanes.cluster.handoff import CHANNEL
 
     w = pg_world
     lane_id = w.lane().json["id"]
@@ -129,13 +129,13 @@ def test_release_in_one_statement_wakes_the_controllers_at_commit(pg_world):
 
 
 def test_repeated_statements_run_prepared_with_the_same_answers(pg_cluster):  # noqa: F811
-    """psycopg2 + viplanes/pg_prepare.py: the second run of a text PREPAREs it, later runs EXECUTE
+    """psycopg2 + viplanes/store/lanesql/prepared.py: the second run of a text PREPAREs it, later runs EXECUTE
     it; rowcount and RETURNING are unchanged; a text PostgreSQL cannot prepare (``$1 IS NULL``)
     or would answer differently (``SELECT $1``: text) runs as before, and a failed PREPARE inside
     a transaction leaves that transaction usable."""
     from sqlalchemy import text
 
-    from viplanes.db import Database
+    from viplanes.store.db import Database
 
     db = Database(pg_cluster.new_database())
     try:
@@ -165,7 +165,7 @@ def test_a_prepared_statement_whose_columns_change_fails_once_then_runs_again(pg
     from sqlalchemy import text
     from sqlalchemy.exc import DBAPIError
 
-    from viplanes.db import Database
+    from viplanes.store.db import Database
 
     db = Database(pg_cluster.new_database())
     insert = text("INSERT INTO shape_t (a) VALUES (:a) RETURNING *")

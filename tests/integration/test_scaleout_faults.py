@@ -34,7 +34,7 @@ from tests.integration.scaleout_kit import (  # noqa: F401  (cluster: fixture)
     FlowStat, api_workers, bridge_roles, cluster, db_rows, lane_cookies, lane_flow_stats,
     lease_holder_pid, request_active, send_lane_traffic, wait_for)
 from tests.integration.test_serve import lane_body, setup_researcher
-from viplanes.controller.cookies import lane_cookie
+from viplanes.controller.compile.cookies import lane_cookie
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 LANE_BRIDGES = 3  # s1 -> s2 -> s3: every test lane (desktop -> cloud) has flows on these

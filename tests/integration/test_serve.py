@@ -20,7 +20,7 @@ from tests.integration.conftest_pg import pg_cluster  # noqa: F401  (session fix
 from tests.integration.procs import free_port, wait_healthy
 
 pytestmark = pytest.mark.integration
-VIPLANES = [sys.executable, "-m", "viplanes.cli"]
+VIPLANES = [sys.executable, "-m", "viplanes.cli.main"]
 
 
 class Serve:
@@ -125,7 +125,7 @@ def test_200_simultaneous_http_requests_quota_5(serve_db, tmp_path, record_prope
     """Through a real threaded waitress server: exactly 5 lanes, every other answer a 409."""
     from tests.unit.conftest import LiveServer
     from viplanes.api.app import create_app
-    from viplanes.memplane import MemoryDataplane
+    from viplanes.dataplane.memory import MemoryDataplane
 
     app = create_app({"db_url": serve_db, "db_pool_size": 20}, dataplane=MemoryDataplane())
     server = LiveServer(app, threads=16)
@@ -154,7 +154,7 @@ def test_200_simultaneous_http_requests_quota_5(serve_db, tmp_path, record_prope
         with app.extensions["viplanes"].db.read() as s:
             from sqlalchemy import func, select
 
-            from viplanes.models import Lane
+            from viplanes.store.models import Lane
 
             assert s.scalar(select(func.count()).select_from(Lane)) == 5
     finally:

@@ -30,7 +30,7 @@ def vsctl(*args: str) -> str:
 def lane_flows(bridge: str, lane_id: int) -> list[str]:
     out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge], check=True,
                          capture_output=True, text=True, timeout=20).stdout
-    from viplanes.controller.cookies import lane_cookie
+    from viplanes.controller.compile.cookies import lane_cookie
 
     return [line for line in out.splitlines() if line.split()[0] == f"cookie={lane_cookie(lane_id):#x},"]
 
@@ -61,7 +61,7 @@ def _start_with_openflow(serve: Serve, of_port: int, security: list[str] | None 
     security = lab_security_args() if security is None else security
     with open(serve.log, "ab") as log:
         serve.proc = subprocess.Popen(
-            [sys.executable, "-m", "viplanes.cli", "serve", "--db", serve.db_url, "--api", f"127.0.0.1:{serve.port}",
+            [sys.executable, "-m", "viplanes.cli.main", "serve", "--db", serve.db_url, "--api", f"127.0.0.1:{serve.port}",
              "--openflow", f"127.0.0.1:{of_port}", "--tick", "0.2", *security], stdout=log, stderr=log)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 # screenshots land in a scratch folder; VIPLANES_UI_SCREENSHOTS=docs/img refreshes the README's
 IMG = REPO / os.environ.get("VIPLANES_UI_SCREENSHOTS", "lab-results/ui-screenshots")
-VIPLANES = [sys.executable, "-m", "viplanes.cli"]
+VIPLANES = [sys.executable, "-m", "viplanes.cli.main"]
 CLOUD = "203.0.113.10"
 LANE_PORT = 5201
 

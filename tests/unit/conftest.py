@@ -9,7 +9,7 @@ from typing import Any, Iterator
 import pytest
 
 from tests.integration.conftest_pg import pg_cluster  # noqa: F401  (session fixture)
-from viplanes.memplane import MemoryDataplane
+from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import Topology
 
@@ -102,7 +102,7 @@ GRANT = {"src_prefixes": ["10.1.0.0/24"], "dst_prefixes": ["203.0.113.0/24"], "p
 
 
 def make_world(url: str, clock: FakeClock, dataplane: MemoryDataplane, topo: Topology) -> World:
-    from viplanes import store
+    from viplanes.store import records as store
     from viplanes.api.app import create_app
 
     app = create_app({"db_url": url}, dataplane=dataplane, topology=topo, clock=clock)

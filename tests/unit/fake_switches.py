@@ -15,9 +15,9 @@ from os_ken.lib.packet import arp, ether_types, ethernet, packet
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller.flowsim import FlowSimError
-from viplanes.controller.netsim import Network
-from viplanes.controller.runtime import LaneRuntime
+from tests.support.flowsim import FlowSimError
+from tests.support.netsim import Network
+from viplanes.controller.runtime.lane_runtime import LaneRuntime
 from viplanes.topologies.model import Topology
 
 

@@ -7,9 +7,9 @@ import threading
 import time
 
 from viplanes.api.app import default_topology
-from viplanes.controller import resync
-from viplanes.controller.handshakes import HandshakeGauge
-from viplanes.controller.runtime import LaneRuntime
+from viplanes.controller.runtime import resync
+from viplanes.controller.openflow.handshakes import HandshakeGauge
+from viplanes.controller.runtime.lane_runtime import LaneRuntime
 
 
 def _runtime_reading_flows() -> tuple[LaneRuntime, int, list[float]]:

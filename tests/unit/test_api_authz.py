@@ -102,7 +102,7 @@ def test_failed_auth_budget_is_shared_by_two_apps_on_one_database(world, clock, 
 def test_tokens_are_stored_hashed(world):
     from sqlalchemy import select
 
-    from viplanes.models import ApiToken
+    from viplanes.store.models import ApiToken
 
     with world.app.extensions["viplanes"].db.read() as s:
         hashes = set(s.scalars(select(ApiToken.token_hash)))

@@ -20,7 +20,7 @@ MAX_DEPTH = 32  # viplanes.api.bodies.MAX_DEPTH (imported lazily below, so this 
 @pytest.fixture(scope="module")
 def fuzz_world(tmp_path_factory, topo):
     from tests.unit.conftest import FakeClock
-    from viplanes.memplane import MemoryDataplane
+    from viplanes.dataplane.memory import MemoryDataplane
 
     w = make_world(f"sqlite:///{tmp_path_factory.mktemp('fuzz') / 'f.db'}", FakeClock(), MemoryDataplane(), topo)
     w.lane()

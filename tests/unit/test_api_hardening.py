@@ -13,12 +13,12 @@ from sqlalchemy.exc import OperationalError
 
 from tests.unit.conftest import T0
 from tests.unit.test_store import lane_input, principals
-from viplanes import store
-from viplanes.db import Database
+from viplanes.store import records as store
+from viplanes.store.db import Database
 from viplanes.errors import Conflict, Invalid
-from viplanes.lanes import LaneManager
-from viplanes.memplane import MemoryDataplane
-from viplanes.models import Lane, Principal
+from viplanes.lanes.manager import LaneManager
+from viplanes.dataplane.memory import MemoryDataplane
+from viplanes.store.models import Lane, Principal
 
 
 @pytest.fixture
@@ -121,7 +121,7 @@ def test_concurrent_creates_of_one_name_in_different_cases_make_one(db):
 
 
 def test_migration_refuses_names_that_differ_only_in_case(tmp_path):
-    from viplanes.migrations import current, upgrade
+    from viplanes.store.migrations import current, upgrade
 
     url = f"sqlite:///{tmp_path / 'old.db'}"
     d = Database(url)
@@ -130,7 +130,7 @@ def test_migration_refuses_names_that_differ_only_in_case(tmp_path):
         for name in ("alice", "bob", "ALICE"):
             conn.execute(text("INSERT INTO principals (name, role, disabled, created_at) "
                               "VALUES (:n, 'researcher', 0, 0)"), {"n": name})
-    r = subprocess.run([sys.executable, "-m", "viplanes.cli", "db", "upgrade", "--db", url],
+    r = subprocess.run([sys.executable, "-m", "viplanes.cli.main", "db", "upgrade", "--db", url],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "alice, ALICE" in r.stderr and "differ only in case" in r.stderr

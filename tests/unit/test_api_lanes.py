@@ -71,7 +71,7 @@ def test_nat_pool_exhaustion_is_503_not_500(world, tmp_path, clock, dataplane):
 
 def test_routable_source_gets_no_nat(world):
     with world.app.extensions["viplanes"].db.write() as s:
-        from viplanes import store
+        from viplanes.store import records as store
         from tests.unit.conftest import GRANT
 
         store.create_grant(s, store.GrantInput(principal="alice", **{**GRANT, "src_prefixes": ["198.51.100.30/32"]}),

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from viplanes.api_node import worker_app
+from viplanes.cli.api import worker_app
 
 
 @pytest.fixture

@@ -16,12 +16,12 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.unit.fake_switches import Clock, arp_request
-from viplanes.controller.app import VipLanesApp
-from viplanes.controller.compiler import lane_cookie
-from viplanes.controller.flowsim import FlowSimError
-from viplanes.controller.netsim import Network
-from viplanes.controller.runtime import LaneRuntime
-from viplanes.domain import LaneSpec
+from viplanes.controller.openflow.app import VipLanesApp
+from viplanes.controller.compile.lane import lane_cookie
+from tests.support.flowsim import FlowSimError
+from tests.support.netsim import Network
+from viplanes.controller.runtime.lane_runtime import LaneRuntime
+from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Topology
 
 NAT_IP = "198.51.100.200"
@@ -176,7 +176,7 @@ def test_every_handler(campus, topo: Topology, caplog: pytest.LogCaptureFixture)
 
 
 def test_standalone_app_installs_table_miss_only(topo: Topology) -> None:
-    app = VipLanesApp()  # what `python -m viplanes.controller.launcher` runs
+    app = VipLanesApp()  # what `python -m viplanes.cli.osken` runs
     app.runtime.spawn = lambda fn: fn()
     net = Network(topo)
     dp = FakeDatapath(1, app, net)

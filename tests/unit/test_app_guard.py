@@ -23,7 +23,7 @@ from os_ken.ofproto import ofproto_parser, ofproto_protocol
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller.guard import DROP, OK, REJECT, check_message
+from viplanes.controller.openflow.guard import DROP, OK, REJECT, check_message
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -369,7 +369,7 @@ def controller(tmp_path: Path):
     port = _free_port()
     log = tmp_path / "controller.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "viplanes.cli", "controller", "run",
+        proc = subprocess.Popen([sys.executable, "-m", "viplanes.cli.main", "controller", "run",
                                  "--listen", f"127.0.0.1:{port}", "--insecure-tcp"], stdout=out,
                                 stderr=subprocess.STDOUT, cwd=REPO, env=dict(os.environ))
     try:

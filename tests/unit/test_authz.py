@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import hashlib
 
-from viplanes.authz.ratelimit import Budgets, FailedAuthLimiter, scopes_of
+from viplanes.store.ratelimit import Budgets, FailedAuthLimiter, scopes_of
 from viplanes.authz.tokens import Caller, hash_token, may, new_token, parse_bearer, sees_lane
 
 
@@ -29,7 +29,7 @@ def test_roles_and_ownership():
 
 
 def _limiter(url: str, now: list[float], **budgets: int) -> FailedAuthLimiter:
-    from viplanes.db import Database
+    from viplanes.store.db import Database
 
     db = Database(url)
     db.create_all()
@@ -80,7 +80,7 @@ def test_limiter_network_and_global_budgets_stop_address_rotation(sqlite_url):
 def test_limiter_prunes_old_windows(sqlite_url):
     from sqlalchemy import func, select
 
-    from viplanes.models import AuthFailureCount
+    from viplanes.store.models import AuthFailureCount
 
     now = [6000.0]
     lim = _limiter(sqlite_url, now)

@@ -13,10 +13,10 @@ from tests.unit.conftest import make_world
 from tests.unit.fake_switches import (Clock, FakeSwitches, clock, inline_runtime,  # noqa: F401 (fixtures)
                                       switches)
 from tests.unit.test_runtime import lane_flows, spec
-from viplanes.controller.batch import SwitchAnswer, lane_failures, merge
-from viplanes.controller.cookies import lane_cookie
-from viplanes.domain import ActivationResult, LaneSpec
-from viplanes.models import Lane
+from viplanes.controller.runtime.batch import SwitchAnswer, lane_failures, merge
+from viplanes.controller.compile.cookies import lane_cookie
+from viplanes.domain.values import ActivationResult, LaneSpec
+from viplanes.store.models import Lane
 
 
 def name(dpid: int) -> str:

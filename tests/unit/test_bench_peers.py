@@ -58,7 +58,7 @@ def test_completion_time_counts_matching_events_after_since() -> None:
 
 def _lane() -> dict:
     from viplanes.api.app import default_topology
-    from viplanes.controller.compiler import compile_lane
+    from viplanes.controller.compile.lane import compile_lane
 
     topo = default_topology()
     return compile_lane(lane_spec(topo, 5, "desktop", next(flows(1))), topo, time.time())

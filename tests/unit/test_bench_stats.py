@@ -114,11 +114,11 @@ def test_reconcile_lines_pair_connect_and_reconcile_per_switch() -> None:
     log = (
         "2026-11-22 00:12:35,100 viplanes.controller INFO switch connected dpid=3\n"
         "2026-11-22 00:12:35,200 viplanes.controller INFO switch connected dpid=1\n"
-        "2026-11-22 00:12:35,350 viplanes.controller.runtime INFO reconciled switch s1 (dpid 1): "
+        "2026-11-22 00:12:35,350 viplanes.controller.runtime.lane_runtime INFO reconciled switch s1 (dpid 1): "
         "kept 1, added 0, deleted 0, refreshed 0 in 12.5 ms (after 3.0 ms waiting for other changes)\n"
-        "2026-11-22 00:12:36,600 viplanes.controller.runtime INFO reconciled switch s3 (dpid 3): "
+        "2026-11-22 00:12:36,600 viplanes.controller.runtime.lane_runtime INFO reconciled switch s3 (dpid 3): "
         "kept 20003, added 0, deleted 0, refreshed 0\n"
-        "2026-11-22 00:12:37,000 viplanes.controller.runtime INFO reconciled switch s4 (dpid 4): kept 1\n"
+        "2026-11-22 00:12:37,000 viplanes.controller.runtime.lane_runtime INFO reconciled switch s4 (dpid 4): kept 1\n"
     )
     got = {x["dpid"]: x for x in reconcile_lines(log)}
     assert set(got) == {1, 3}  # dpid 4 never connected in this log: no time for it
@@ -139,15 +139,15 @@ def test_py_spy_summary_skips_idle_frames() -> None:
     from bench.spy import summarize
 
     raw = (
-        "thread (0x1);run (threading.py:1);request (viplanes/lanes.py:96);do_execute "
+        "thread (0x1);run (threading.py:1);request (viplanes/lanes/manager.py:96);do_execute "
         "(/x/site-packages/sqlalchemy/engine/default.py:924) 30\n"
         "thread (0x2);run (threading.py:1);wait (threading.py:320) 500\n"
-        "thread (0x1);run (threading.py:1);request (viplanes/lanes.py:96) 10\n"
+        "thread (0x1);run (threading.py:1);request (viplanes/lanes/manager.py:96) 10\n"
     )
     s = summarize(raw)
     assert s["samples"] == 540 and s["busy_samples"] == 40
     assert s["self"][0] == ("do_execute (sqlalchemy/engine/default.py)", 30)
-    assert ("request (viplanes/lanes.py)", 40) in s["inclusive"]
+    assert ("request (viplanes/lanes/manager.py)", 40) in s["inclusive"]
 
 
 def test_markdown_rows_from_saved_json() -> None:
@@ -166,7 +166,7 @@ def test_markdown_rows_from_saved_json() -> None:
 def test_ports_by_switch_covers_every_port_the_campus_uses() -> None:
     from bench.ovs import ports_by_switch
     from viplanes.api.app import default_topology
-    from viplanes.controller.compiler import compile_base, compile_lane
+    from viplanes.controller.compile.lane import compile_base, compile_lane
     from bench.workload import flows, lane_spec
 
     topo = default_topology()

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.unit.conftest import GRANT, FakeClock, World, make_world
-from viplanes.lanes import BOOKINGS_PER_LANE
-from viplanes.memplane import MemoryDataplane
+from viplanes.lanes.manager import BOOKINGS_PER_LANE
+from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import Topology
 

@@ -6,7 +6,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from viplanes.cli import main
+from viplanes.cli.main import main
 
 
 @pytest.fixture
@@ -28,8 +28,8 @@ def test_principal_add_bootstraps_on_the_database(tmp_path):
     assert r.exit_code == 0
     token = r.stdout.strip().splitlines()[-1]
     assert token.startswith("vl_") and " " not in token
-    from viplanes.db import Database
-    from viplanes.store import caller_for_token
+    from viplanes.store.db import Database
+    from viplanes.store.records import caller_for_token
 
     db = Database(url)
     with db.read() as s:

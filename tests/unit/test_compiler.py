@@ -8,16 +8,16 @@ import pytest
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller.compiler import (
+from viplanes.controller.compile.lane import (
     ARP_PUNT_METER,
     PRIORITY_ARP_PROXY, PRIORITY_BYPASS_DROP, PRIORITY_CT_POOL_DROP, PRIORITY_CT_EGRESS, PRIORITY_GUARD, PRIORITY_POOL_DROP, PRIORITY_LANE,
     PRIORITY_RELATED, PRIORITY_TABLE_MISS,
     LaneCompileError, NoLanePath, compile_base, compile_lane, compile_lane_removal,
     hard_timeout_for, lane_cookie, lane_dpids, lane_ingress_ports,
 )
-from viplanes.controller.flowsim import ip_packet, make_packet
-from viplanes.controller.netsim import Network
-from viplanes.domain import LaneSpec
+from tests.support.flowsim import ip_packet, make_packet
+from tests.support.netsim import Network
+from viplanes.domain.values import LaneSpec
 from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import PortRef, Topology
 
@@ -286,9 +286,9 @@ def test_ingress_ports_and_dpids(topo: Topology, lane: LaneSpec) -> None:
 def test_desired_state_and_a_reconcile_by_flow_key(topo: Topology, lane: LaneSpec) -> None:
     """What reconcile does with these pieces: the switch ends exactly at the desired flows,
     identical flows keep their counters (they were not re-sent)."""
-    from viplanes.controller.compiler import compile_desired, compile_flow_delete
-    from viplanes.controller.cookies import ALL_APP_FLOWS
-    from viplanes.controller.flowkey import flow_key_of
+    from viplanes.controller.compile.lane import compile_desired, compile_flow_delete
+    from viplanes.controller.compile.cookies import ALL_APP_FLOWS
+    from viplanes.controller.compile.flowkey import flow_key_of
 
     server_lane = LaneSpec(8, "10.1.0.20", CLOUD, "tcp", 5201, None, "198.51.100.201", NOW + 60)
     dtn_lane = LaneSpec(9, "198.51.100.30", CLOUD, "udp", 9000, None, None, NOW + 60)
@@ -321,7 +321,7 @@ def test_desired_state_and_a_reconcile_by_flow_key(topo: Topology, lane: LaneSpe
 def test_compile_desired_leaves_the_garbage_collector_as_it_found_it(topo: Topology, lane: LaneSpec) -> None:
     import gc
 
-    from viplanes.controller.compiler import compile_desired
+    from viplanes.controller.compile.lane import compile_desired
 
     assert gc.isenabled()
     compile_desired(topo, [lane, dataclasses.replace(lane, lane_id=8, expires_at=NOW - 1)], NOW)

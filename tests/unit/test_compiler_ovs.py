@@ -24,13 +24,13 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.integration.conftest import ovs_problem
-from viplanes.controller.compiler import (
+from viplanes.controller.compile.lane import (
     ALL_APP_FLOWS, compile_base, compile_lane, compile_lane_removal, flow_key,
 )
-from viplanes.controller.flowkey import flow_key_of
-from viplanes.controller.flowsim import FlowTable, ip_packet, make_packet
-from viplanes.controller.sharedflows import compile_shared
-from viplanes.domain import LaneSpec
+from viplanes.controller.compile.flowkey import flow_key_of
+from tests.support.flowsim import FlowTable, ip_packet, make_packet
+from viplanes.controller.compile.shared import compile_shared
+from viplanes.domain.values import LaneSpec
 from viplanes.topologies.loader import load_topology
 
 pytestmark = pytest.mark.integration

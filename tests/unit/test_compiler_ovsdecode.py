@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller.compiler import (
+from viplanes.controller.compile.lane import (
     compile_base, compile_flow_delete, compile_lane, compile_lane_removal,
 )
-from viplanes.domain import LaneSpec
+from viplanes.domain.values import LaneSpec
 from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import Topology
 
@@ -87,7 +87,7 @@ def test_ovs_decodes_base_and_lane_as_intended() -> None:
 def test_ovs_decodes_the_pool_addresses_related_icmp_in_its_zone() -> None:
     """Errors for a lane-pool address are looked up in that address's zone (0x8000 | low 15
     bits: 198.51.100.200 -> 58568), the zone its lanes commit in; the base rule keeps 22096."""
-    from viplanes.controller.sharedflows import compile_shared
+    from viplanes.controller.compile.shared import compile_shared
 
     lane = LaneSpec(7, "10.1.0.10", "203.0.113.10", "tcp", 5201, None, "198.51.100.200", NOW + 60)
     lines = ovs_view(flat(compile_shared(CAMPUS, [lane])) + flat(compile_base(CAMPUS)))

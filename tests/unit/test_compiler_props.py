@@ -13,10 +13,10 @@ from typing import Any
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from viplanes.controller.compiler import compile_base, compile_lane, compile_lane_removal, lane_dpids
-from viplanes.controller.flowsim import ip_packet
-from viplanes.controller.netsim import Network, Outcome
-from viplanes.domain import LaneSpec
+from viplanes.controller.compile.lane import compile_base, compile_lane, compile_lane_removal, lane_dpids
+from tests.support.flowsim import ip_packet
+from tests.support.netsim import Network, Outcome
+from viplanes.domain.values import LaneSpec
 from viplanes.topologies.loader import parse_topology
 from viplanes.topologies.model import PortRef, Topology
 from viplanes.topologies.paths import bypass_ports, lane_path

@@ -13,13 +13,13 @@ from os_ken.lib.packet import arp, ethernet, ether_types, packet
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller import cookies
-from viplanes.controller.compiler import (
+from viplanes.controller.compile import cookies
+from viplanes.controller.compile.lane import (
     compile_base, compile_lane, compile_lane_removal, flow_key, lane_cookie, lane_id_from_cookie,
     lane_pool_arp_reply,
 )
-from viplanes.controller.flowkey import flow_key_of, match_key
-from viplanes.domain import LaneSpec
+from viplanes.controller.compile.flowkey import flow_key_of, match_key
+from viplanes.domain.values import LaneSpec
 from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import Topology
 

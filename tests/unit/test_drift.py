@@ -12,9 +12,9 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 from tests.unit.fake_switches import (Clock, FakeSwitches, clock, inline_runtime,  # noqa: F401 (fixtures)
                                       switches)
 from tests.unit.test_runtime import lane_flows, spec
-from viplanes.controller.cookies import EXACT_MASK, lane_cookie
-from viplanes.controller.runtime import LaneRuntime
-from viplanes.domain import LaneSpec
+from viplanes.controller.compile.cookies import EXACT_MASK, lane_cookie
+from viplanes.controller.runtime.lane_runtime import LaneRuntime
+from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Topology
 
 
@@ -105,7 +105,7 @@ def test_a_probe_that_races_a_change_compares_nothing(carried, switches) -> None
 
 def test_a_switch_that_keeps_disagreeing_is_reconciled_with_growing_pauses(carried, switches,
                                                                            monkeypatch) -> None:
-    import viplanes.controller.drift as drift
+    import viplanes.controller.runtime.drift as drift
 
     now = [100.0]
     monkeypatch.setattr(drift.time, "monotonic", lambda: now[0])

@@ -8,11 +8,11 @@ import pytest
 from sqlalchemy import event
 
 from tests.unit.conftest import T0
-from viplanes import store
+from viplanes.store import records as store
 from viplanes.authz.tokencache import TOKENS, TokenCache
 from viplanes.authz.tokens import Caller
-from viplanes.db import Database
-from viplanes.lanes import LaneManager
+from viplanes.store.db import Database
+from viplanes.lanes.manager import LaneManager
 
 
 # --- SQLite writer lock ------------------------------------------------------------------------
@@ -192,7 +192,7 @@ def test_a_batch_is_one_buffer_with_its_xids_written_at_once_unless_something_is
 
     from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-    from viplanes.controller.ofserver import GuardedDatapath
+    from viplanes.controller.openflow.server import GuardedDatapath
 
     with socket.create_server(("127.0.0.1", 0)) as srv:
         b = socket.create_connection(srv.getsockname())
@@ -245,7 +245,7 @@ def test_freeze_survivors_collects_garbage_first_and_freezes_the_rest(monkeypatc
     import gc
     import weakref
 
-    from viplanes.controller import heap
+    from viplanes.controller.runtime import heap
 
     monkeypatch.setattr(heap, "_last_unfreeze", None)
     now = [0.0]
@@ -274,8 +274,8 @@ def test_bulk_warm_up_and_reconcile_freeze_what_they_built(topo, monkeypatch):
     """A bulk of newly compiled lanes is frozen once; a restart's 140 switch reconciles of the
     same lanes do not each run a full collection again."""
     from tests.unit.fake_switches import Clock, FakeSwitches
-    from viplanes.controller import heap
-    from viplanes.controller.runtime import LaneRuntime
+    from viplanes.controller.runtime import heap
+    from viplanes.controller.runtime.lane_runtime import LaneRuntime
 
     calls: list[str] = []
     monkeypatch.setattr(heap.gc, "collect", lambda *a: calls.append("collect") or 0)
@@ -309,8 +309,8 @@ def test_a_warm_up_with_few_lanes_still_lets_the_first_bulk_freeze(topo, monkeyp
     """The warm-up's freeze of the base flows does not count as a bulk of lanes: 1,000 lanes
     made later are still frozen when they arrive."""
     from tests.unit.fake_switches import Clock, FakeSwitches
-    from viplanes.controller import heap
-    from viplanes.controller.runtime import LaneRuntime
+    from viplanes.controller.runtime import heap
+    from viplanes.controller.runtime.lane_runtime import LaneRuntime
 
     monkeypatch.setattr(heap.gc, "collect", lambda *a: 0)
     monkeypatch.setattr(heap.gc, "freeze", lambda: None)
@@ -325,7 +325,7 @@ def test_a_warm_up_with_few_lanes_still_lets_the_first_bulk_freeze(topo, monkeyp
 
 
 def _spec(lane_id: int, now: float):
-    from viplanes.domain import LaneSpec
+    from viplanes.domain.values import LaneSpec
 
     return LaneSpec(lane_id=lane_id, src_ip="10.1.0.10", dst_ip="203.0.113.10", protocol="tcp",
                     dst_port=5200 + lane_id, src_port=None, nat_ip="198.51.100.200",
@@ -337,8 +337,8 @@ def test_desired_lanes_from_columns_equal_the_specs_of_the_rows(world):
 
     from sqlalchemy import select
 
-    from viplanes.lane_specs import spec_of
-    from viplanes.models import Lane
+    from viplanes.lanes.specs import spec_of
+    from viplanes.store.models import Lane
 
     assert world.lane("alice", src_port=40000, rate_mbps=50.0, dst_port=9005).status_code == 201
     assert world.lane("bob", dst_port=9006).status_code == 201
@@ -362,9 +362,9 @@ def test_a_change_on_several_switches_is_serialised_whole_before_the_first_write
 
     from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-    from viplanes.controller.app import VipLanesApp
-    from viplanes.controller.ofserver import GuardedDatapath
-    from viplanes.controller.runtime import LaneRuntime
+    from viplanes.controller.openflow.app import VipLanesApp
+    from viplanes.controller.openflow.server import GuardedDatapath
+    from viplanes.controller.runtime.lane_runtime import LaneRuntime
 
     runtime = LaneRuntime(None)
     app = VipLanesApp(lane_runtime=runtime)

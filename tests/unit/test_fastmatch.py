@@ -1,4 +1,4 @@
-"""PackedMatch (controller/fastmatch.py) serialises a match from a per-field cache of os-ken's
+"""PackedMatch (controller/compile/fastmatch.py) serialises a match from a per-field cache of os-ken's
 own encoding: every flow-mod the compiler emits must be byte for byte what os-ken encodes with a
 plain OFPMatch, on both campuses, for every lane shape (v4/v6 destination sets, masked port
 ranges, source ports, meters) and with the cache cold, warm and cleared."""
@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller import fastmatch
-from viplanes.controller.compiler import compile_base, compile_lane
-from viplanes.controller.sharedflows import lane_addresses
-from viplanes.domain import LaneSpec
+from viplanes.controller.compile import fastmatch
+from viplanes.controller.compile.lane import compile_base, compile_lane
+from viplanes.controller.compile.shared import lane_addresses
+from viplanes.domain.values import LaneSpec
 from viplanes.topologies.loader import load_topology
 
 NOW = 1000.0
@@ -116,7 +116,9 @@ def test_a_full_cache_starts_over_and_an_unhashable_value_is_still_encoded(monke
 
 def _fields_passed(monkeypatch, work) -> list[dict]:
     """Every fields dict the compiler hands to ``exact_match`` while ``work()`` runs."""
-    from viplanes.controller import compiler, guardflows, sharedflows
+    from viplanes.controller.compile import lane as compiler
+    from viplanes.controller.compile import base as guardflows
+    from viplanes.controller.compile import shared as sharedflows
 
     seen: list[dict] = []
 

@@ -7,9 +7,9 @@ from sqlalchemy import select
 
 from tests.unit.conftest import T0
 from tests.unit.test_store import db, lane_input, principals, _topo  # noqa: F401  (fixture)
-from viplanes.lanes import LaneManager
-from viplanes.memplane import MemoryDataplane
-from viplanes.models import AuditEvent, Lane
+from viplanes.lanes.manager import LaneManager
+from viplanes.dataplane.memory import MemoryDataplane
+from viplanes.store.models import AuditEvent, Lane
 
 
 def test_request_while_switches_are_away_is_503_with_retry_after_and_no_row(world):
@@ -83,7 +83,7 @@ def test_lane_left_installing_by_a_failed_state_update_is_recovered(db, monkeypa
     clock = [T0]
     mgr = LaneManager(db, dp, _topo(), clock=lambda: clock[0])
     clock[0] += 1  # the lane is newer than the process: not a start-up leftover
-    real_write = db.write_connection  # the lane hot path's transactions (viplanes/lane_sql.py)
+    real_write = db.write_connection  # the lane hot path's transactions (viplanes/store/lanesql/core.py)
     calls = {"n": 0}
 
     def flaky_write():

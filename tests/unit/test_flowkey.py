@@ -1,7 +1,7 @@
 
 
 def test_kept_canonical_values_equal_fresh_ones_and_a_full_table_starts_over(monkeypatch):
-    from viplanes.controller import flowkey
+    from viplanes.controller.compile import flowkey
 
     monkeypatch.setattr(flowkey, "_CANONICAL_MAX", 3)
     monkeypatch.setattr(flowkey, "_canonical", {})
@@ -19,7 +19,7 @@ def test_instructions_compare_in_any_order_and_odd_duplicates_still_compare():
     from os_ken.ofproto import ofproto_v1_3 as ofp
     from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-    from viplanes.controller.flowkey import instructions_key
+    from viplanes.controller.compile.flowkey import instructions_key
 
     apply = parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [parser.OFPActionOutput(2)])
     write = parser.OFPInstructionActions(ofp.OFPIT_WRITE_ACTIONS, [parser.OFPActionOutput(3)])

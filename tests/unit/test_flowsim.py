@@ -5,7 +5,7 @@ import pytest
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller.flowsim import FlowSimError, FlowTable, ip_packet
+from tests.support.flowsim import FlowSimError, FlowTable, ip_packet
 
 PKT = ip_packet("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.0.1", "10.0.0.2", "tcp", 1000, 80)
 
@@ -202,7 +202,7 @@ def test_re_add_keeps_counters_and_modify_restarts_the_timeout_clock() -> None:
 
 # ---- tables and the conntrack model --------------------------------------------------------
 def test_ct_commit_nat_and_reply_recirculation() -> None:
-    from viplanes.controller import conntrack as ct
+    from viplanes.controller.compile import conntrack as ct
 
     t = FlowTable()
     t.apply(flow(priority=10, in_port=1, eth_type=0x800,
@@ -233,7 +233,7 @@ def test_ct_commit_nat_and_reply_recirculation() -> None:
 
 
 def test_ct_mark_of_another_lane_does_not_match() -> None:
-    from viplanes.controller import conntrack as ct
+    from viplanes.controller.compile import conntrack as ct
 
     t = FlowTable()
     t.apply(flow(priority=10, in_port=1, eth_type=0x800,

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from os_ken.ofproto import ofproto_v1_3 as ofp
 
 from tests.unit.test_reconcile_wire import NOW, flowmods, reply, stats_entry
-from viplanes.controller import flowstats
-from viplanes.controller.compiler import compile_base, compile_lane
-from viplanes.controller.guard import REJECT, check_message
-from viplanes.domain import LaneSpec
+from viplanes.controller.openflow import flowstats
+from viplanes.controller.compile.lane import compile_base, compile_lane
+from viplanes.controller.openflow.guard import REJECT, check_message
+from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Topology
 
 LANE = LaneSpec(7, "10.1.0.10", "203.0.113.10", "tcp", 5201, None, "198.51.100.207", NOW + 600)

@@ -7,7 +7,7 @@ import threading
 
 from tests.unit.test_switch_count import lane, restarted, synth
 from tests.unit.fake_switches import Clock
-from viplanes.controller import heap
+from viplanes.controller.runtime import heap
 
 
 def test_held_across_threads_until_the_last_holder_leaves():

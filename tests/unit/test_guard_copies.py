@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_fastmatch import _Datapath
-from viplanes.controller import guardflows
-from viplanes.controller.compiler import compile_base
-from viplanes.controller.flowkey import cached_key, flow_key_of
+from viplanes.controller.compile import base as guardflows
+from viplanes.controller.compile.lane import compile_base
+from viplanes.controller.compile.flowkey import cached_key, flow_key_of
 from viplanes.topologies.loader import load_topology
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from viplanes.controller.compiler import compile_base, compile_lane
-from viplanes.controller.flowsim import ip_packet, make_packet
-from viplanes.controller.netsim import Network
-from viplanes.domain import LaneSpec
+from viplanes.controller.compile.lane import compile_base, compile_lane
+from tests.support.flowsim import ip_packet, make_packet
+from tests.support.netsim import Network
+from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import PortRef, Topology
 
 NOW = 1_700_000_000.0

@@ -1,15 +1,15 @@
-"""API -> controller hand-off (``viplanes.handoff``) on SQLite, both sides in this process with
+"""API -> controller hand-off (``viplanes.cluster.handoff``) on SQLite, both sides in this process with
 their own engines: the API's answer waits for the controller's commit; no master -> 503."""
 from __future__ import annotations
 
 import threading
 
 from tests.unit.conftest import make_world
-from viplanes.db import Database
-from viplanes.handoff import RemoteDataplane
-from viplanes.lanes import LaneManager
-from viplanes.leader import LeaderLease
-from viplanes.memplane import MemoryDataplane
+from viplanes.store.db import Database
+from viplanes.cluster.handoff import RemoteDataplane
+from viplanes.lanes.manager import LaneManager
+from viplanes.cluster.leader import LeaderLease
+from viplanes.dataplane.memory import MemoryDataplane
 
 
 def test_api_answers_when_the_controller_committed(sqlite_url, clock, topo) -> None:
@@ -43,7 +43,7 @@ def test_api_answers_when_the_controller_committed(sqlite_url, clock, topo) -> N
 
 
 def test_done_payloads_parse_and_wake_only_their_waiters(sqlite_url) -> None:
-    from viplanes.handoff import DoneListener, parse_done
+    from viplanes.cluster.handoff import DoneListener, parse_done
 
     assert parse_done("12=active,13=failed,junk,=x,14=") == {12: "active", 13: "failed"}
     listener = DoneListener(Database(sqlite_url))
@@ -60,7 +60,7 @@ def test_long_done_payloads_are_cut_between_lanes() -> None:
     from sqlalchemy import create_engine
     from sqlalchemy.orm import Session
 
-    from viplanes.handoff import notify_done, parse_done
+    from viplanes.cluster.handoff import notify_done, parse_done
 
     sent: list[str] = []
 
@@ -83,7 +83,7 @@ def test_done_payload_carries_activated_at_so_the_api_answers_without_reading_ba
     from sqlalchemy import create_engine
     from sqlalchemy.orm import Session
 
-    from viplanes.handoff import DoneListener, notify_done, parse_done
+    from viplanes.cluster.handoff import DoneListener, notify_done, parse_done
 
     sent: list[str] = []
 
@@ -108,7 +108,7 @@ def test_pooled_connections_are_pinged_only_after_sitting_idle(tmp_path, monkeyp
     from sqlalchemy import create_engine
     from sqlalchemy.exc import DBAPIError
 
-    from viplanes import db as dbmod
+    from viplanes.store import db as dbmod
 
     engine = create_engine(f"sqlite:///{tmp_path / 'ping.db'}", pool_size=1, max_overflow=0)
     dbmod._ping_idle_connections(engine)

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from viplanes.controller.admission import ListenerSecurity
-from viplanes.controller.embedded import EmbeddedController
+from viplanes.controller.openflow.admission import ListenerSecurity
+from viplanes.controller.openflow.embedded import EmbeddedController
 
 
 def health(sqlite_url: str, topo, dataplane) -> tuple[int, dict]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from viplanes.hostport import parse_hostport
+from viplanes.domain.hostport import parse_hostport
 
 
 def test_strict_needs_both_parts():

@@ -8,8 +8,8 @@ from typing import Any
 
 from sqlalchemy import event
 
-from viplanes.db import Database
-from viplanes.sqlite_wal import BACKSTOP_PAGES
+from viplanes.store.db import Database
+from viplanes.store.sqlite_wal import BACKSTOP_PAGES
 
 
 def _trace(db: Database) -> tuple[list[str], Any]:
@@ -78,7 +78,7 @@ def test_the_background_thread_checkpoints_after_writes_and_stops_with_dispose(s
     checkpointer = db._checkpointer
     assert checkpointer is not None
     checkpointer.interval_s = 0.02
-    from viplanes import store
+    from viplanes.store import records as store
 
     with db.write() as s:
         store.audit(s, 1.0, "test", "test.write", "", "done")

@@ -13,11 +13,11 @@ import pytest
 
 from tests.unit.conftest import FakeClock, World
 from tests.unit.test_lane_sets import DUAL, ask, make
-from viplanes.controller.compiler import compile_desired
-from viplanes.domain import LaneSpec, is_decimal
-from viplanes.memplane import MemoryDataplane
-from viplanes.portmasks import PortRangeError, parse_port_ranges
-from viplanes.resolver import StaticResolver
+from viplanes.controller.compile.lane import compile_desired
+from viplanes.domain.values import LaneSpec, is_decimal
+from viplanes.dataplane.memory import MemoryDataplane
+from viplanes.domain.portmasks import PortRangeError, parse_port_ranges
+from viplanes.lanes.resolver import StaticResolver
 from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import Topology
 
@@ -66,7 +66,7 @@ def test_one_lane_the_compiler_cannot_build_does_not_stop_the_others(dual: Topol
     per_dpid, refused = compile_desired(dual, [good, bad], 1.8e9)
     assert set(refused) == {2} and "zone id" in refused[2]
     cookies = {m.cookie for msgs in per_dpid.values() for m in msgs if hasattr(m, "cookie")}
-    from viplanes.controller.compiler import lane_cookie
+    from viplanes.controller.compile.lane import lane_cookie
     assert lane_cookie(1) in cookies and lane_cookie(2) not in cookies
 
 

@@ -116,7 +116,7 @@ def test_markdown_has_one_row_per_finding(recorded) -> None:
 def test_report_cli_writes_the_table_and_the_figures(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from viplanes.lab.cli import lab
+    from viplanes.cli.lab import lab
 
     result = CliRunner().invoke(lab, ["report", str(FIXTURE), "--against-paper",
                                       "--out", str(tmp_path)])

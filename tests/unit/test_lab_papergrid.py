@@ -5,7 +5,7 @@ import itertools
 
 from click.testing import CliRunner
 
-from viplanes.lab.cli import lab
+from viplanes.cli.lab import lab
 from viplanes.lab.experiments import estimate_s
 from viplanes.lab.papergrid import CHUNKS_MB, ONE, SPLIT, STREAMS, TRANSFERS, paper_plan, \
     paper_sweep

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from viplanes.controller.compiler import compile_base, compile_desired, compile_lane
-from viplanes.controller.flowsim import icmp_error, ip_packet, make_packet
-from viplanes.controller.netsim import Network
-from viplanes.domain import LaneSpec
+from viplanes.controller.compile.lane import compile_base, compile_desired, compile_lane
+from tests.support.flowsim import icmp_error, ip_packet, make_packet
+from tests.support.netsim import Network
+from viplanes.domain.values import LaneSpec
 from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import PortRef, Topology
 
@@ -272,8 +272,8 @@ def test_an_old_connection_never_leaves_under_another_hosts_lane_address() -> No
     with another address and sends on its old connection's tuple: with one zone for every lane
     the old entry (NAT to the first address) won over the new lane's nat(), so the desktop's
     packets left under the server's lane address. Each pool address has its own zone now."""
-    from viplanes.controller.compiler import compile_lane_removal
-    from viplanes.controller.sharedflows import compile_shared_removal
+    from viplanes.controller.compile.lane import compile_lane_removal
+    from viplanes.controller.compile.shared import compile_shared_removal
 
     topo = campus()
     net, _ = opened(topo)

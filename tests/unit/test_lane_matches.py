@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.domain import LaneSpec
-from viplanes.lane_matches import lane_matches, match_count
+from viplanes.domain.values import LaneSpec
+from viplanes.domain.matches import lane_matches, match_count
 
 
 def hit(fields: dict[str, Any], pkt: dict[str, Any]) -> bool:

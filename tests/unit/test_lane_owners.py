@@ -1,7 +1,7 @@
-"""The memory of who owns the lanes this process made active (viplanes/lane_owners.py)."""
+"""The memory of who owns the lanes this process made active (viplanes/lanes/owners.py)."""
 from __future__ import annotations
 
-from viplanes.lane_owners import ActiveOwners
+from viplanes.lanes.owners import ActiveOwners
 
 
 def test_an_owner_is_known_until_the_lane_window_passes_or_it_is_discarded():

@@ -7,10 +7,10 @@ from typing import Any, Iterator
 import pytest
 
 from tests.unit.conftest import GRANT, FakeClock, World
-from viplanes import store
-from viplanes.lane_names import NameRefresher
-from viplanes.memplane import MemoryDataplane
-from viplanes.resolver import StaticResolver
+from viplanes.store import records as store
+from viplanes.lanes.names import NameRefresher
+from viplanes.dataplane.memory import MemoryDataplane
+from viplanes.lanes.resolver import StaticResolver
 from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import Topology
 
@@ -326,7 +326,7 @@ def test_addresses_being_installed_are_already_claimed(db_url: str, clock: FakeC
 class RefusingResend(MemoryDataplane):
     def activate(self, spec: Any, timeout_s: float = 5.0) -> Any:
         if len(spec.dst_nets) > 1:
-            from viplanes.domain import ActivationResult
+            from viplanes.domain.values import ActivationResult
             return ActivationResult(False, "switch s3 said no", 0.0)
         return super().activate(spec)
 
@@ -354,7 +354,7 @@ def test_plain_overlap_check_seeks_the_flow_index(w: World) -> None:
 
     from sqlalchemy import event, text
 
-    from viplanes.lane_overlap import overlapping_lane
+    from viplanes.lanes.overlap import overlapping_lane
 
     db = w.app.extensions["viplanes"].db
     seen: list[tuple[str, Any]] = []

@@ -14,12 +14,12 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.unit.fake_switches import Clock, FakeSwitches, clock, inline_runtime  # noqa: F401
-from viplanes.controller import guardflows
-from viplanes.controller.compiler import compile_base, compile_desired, compile_lane
-from viplanes.controller.flowsim import icmp6_error, ip6_packet, ip_packet, make_packet
-from viplanes.controller.netsim import Network
-from viplanes.domain import LaneSpec
-from viplanes.lane_targets import lane_budget
+from viplanes.controller.compile import base as guardflows
+from viplanes.controller.compile.lane import compile_base, compile_desired, compile_lane
+from tests.support.flowsim import icmp6_error, ip6_packet, ip_packet, make_packet
+from tests.support.netsim import Network
+from viplanes.domain.values import LaneSpec
+from viplanes.lanes.targets import lane_budget
 from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import Topology
 

@@ -11,11 +11,11 @@ import pytest
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.unit.test_compiler_ovs import RawOpenFlow, bridge, install  # noqa: F401 (fixture)
-from viplanes.controller import lanediff
-from viplanes.controller.compiler import ALL_APP_FLOWS, compile_base, compile_lane
-from viplanes.controller.flowkey import flow_key_of
-from viplanes.controller.sharedflows import compile_shared
-from viplanes.domain import LaneSpec
+from viplanes.controller.compile import lanediff
+from viplanes.controller.compile.lane import ALL_APP_FLOWS, compile_base, compile_lane
+from viplanes.controller.compile.flowkey import flow_key_of
+from viplanes.controller.compile.shared import compile_shared
+from viplanes.domain.values import LaneSpec
 from viplanes.topologies.loader import load_topology
 
 pytestmark = pytest.mark.integration

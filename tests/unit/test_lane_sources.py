@@ -16,10 +16,10 @@ import pytest
 
 from tests.unit.conftest import GRANT, FakeClock, World
 from tests.unit.test_lane_sets import DUAL, NAME, ask, make
-from viplanes import store
-from viplanes.lane_names import NameRefresher
-from viplanes.memplane import MemoryDataplane
-from viplanes.resolver import StaticResolver
+from viplanes.store import records as store
+from viplanes.lanes.names import NameRefresher
+from viplanes.dataplane.memory import MemoryDataplane
+from viplanes.lanes.resolver import StaticResolver
 from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import Topology
 

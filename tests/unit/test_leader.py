@@ -1,4 +1,4 @@
-"""The controller lease (``viplanes.leader``) on SQLite: one controller, or two on one file.
+"""The controller lease (``viplanes.cluster.leader``) on SQLite: one controller, or two on one file.
 
 The same tests run on a real PostgreSQL in ``tests/integration/test_leader_pg.py``."""
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from viplanes.db import Database
-from viplanes.leader import LeaderLease
-from viplanes.migrations import upgrade
+from viplanes.store.db import Database
+from viplanes.cluster.leader import LeaderLease
+from viplanes.store.migrations import upgrade
 
 
 @pytest.fixture
@@ -92,7 +92,7 @@ def test_a_deposed_node_holding_the_lease_claims_the_switches_again(lease_db) ->
     epoch, which reaches the plane as MASTER at that epoch (before: SLAVE for good)."""
     from types import SimpleNamespace
 
-    from viplanes.node import ControllerNode
+    from viplanes.cluster.node import ControllerNode
 
     roles: list[tuple[bool, int]] = []
     plane = SimpleNamespace(is_master=False, lanes={}, on_deposed=None)

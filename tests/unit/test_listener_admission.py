@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from viplanes.controller.oftls import TLSFiles
-from viplanes.controller.peerauth import SourceLimiter
+from viplanes.controller.openflow.tls import TLSFiles
+from viplanes.controller.openflow.peerauth import SourceLimiter
 
 
 def test_source_limiter_caps_pending_handshakes_per_address():
@@ -38,8 +38,8 @@ def test_source_limiter_hands_a_freed_place_to_the_first_waiting_connection():
 def _listener(campus_pki: Path, **limits: float):
     from os_ken.lib import hub
 
-    from viplanes.controller.admission import Limits, ListenerSecurity
-    from viplanes.controller.ofserver import OpenFlowServer
+    from viplanes.controller.openflow.admission import Limits, ListenerSecurity
+    from viplanes.controller.openflow.server import OpenFlowServer
 
     files = TLSFiles(campus_pki / "ca.crt", campus_pki / "controller.crt",
                      campus_pki / "controller.key")
@@ -107,7 +107,7 @@ def test_a_connection_that_waited_its_whole_deadline_is_closed_without_a_handsha
     try:
         # the hog's handshake times out at 0.4 s; the first waiter then gets (about) a handshake of
         # its own; the second, by then waiting for 0.8 s, is closed without one
-        with caplog.at_level("WARNING", logger="viplanes.controller.ofserver"):
+        with caplog.at_level("WARNING", logger="viplanes.controller.openflow.server"):
             for conn in (first, second):
                 conn.settimeout(3)
                 assert conn.recv(1) == b""

@@ -1,4 +1,4 @@
-"""The master's published view (``viplanes.node_report``) and the bulk lane counters
+"""The master's published view (``viplanes.cluster.reports``) and the bulk lane counters
 (``controller.lanestats``): what an API process of the split deployment serves on /readyz and
 GET /lanes/<id>/stats, on SQLite and PostgreSQL."""
 from __future__ import annotations
@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from viplanes.controller.cookies import BASE_COOKIE, lane_cookie
-from viplanes.controller.lanestats import sum_lane_counters
-from viplanes.db import Database
-from viplanes.domain import LaneCounters
-from viplanes.handoff import RemoteDataplane
-from viplanes.leader import LeaderLease
-from viplanes.node_report import StatusReporter
+from viplanes.controller.compile.cookies import BASE_COOKIE, lane_cookie
+from viplanes.controller.runtime.lanestats import sum_lane_counters
+from viplanes.store.db import Database
+from viplanes.domain.values import LaneCounters
+from viplanes.cluster.handoff import RemoteDataplane
+from viplanes.cluster.leader import LeaderLease
+from viplanes.cluster.reports import StatusReporter
 
 
 @dataclass

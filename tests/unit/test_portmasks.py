@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from viplanes.portmasks import (MAX_ENTRIES_PER_RANGE, PortRangeError, format_port_ranges,
+from viplanes.domain.portmasks import (MAX_ENTRIES_PER_RANGE, PortRangeError, format_port_ranges,
                                 parse_port_ranges, port_matches, range_to_masks, ranges_to_masks)
 
 

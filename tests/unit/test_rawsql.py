@@ -1,4 +1,4 @@
-"""The hot path's statements on SQLite's cursor (viplanes/rawsql.py) give what Core gives: the
+"""The hot path's statements on SQLite's cursor (viplanes/store/lanesql/sqlite.py) give what Core gives: the
 same rows (JSON columns decoded the same way), the same rows written, the same row counts and
 the same SQLAlchemy exceptions; Core is used again as soon as anyone listens to the statements."""
 from __future__ import annotations
@@ -12,12 +12,13 @@ from sqlalchemy.exc import IntegrityError
 
 from tests.unit.conftest import T0
 from tests.unit.test_store import _topo, lane_input, principals
-from viplanes import lane_sql, rawsql
-from viplanes.db import Database
-from viplanes.lane_overlap import _overlap_query
-from viplanes.lane_pool import LanePool
-from viplanes.lanes import LaneManager
-from viplanes.memplane import MemoryDataplane
+from viplanes.store.lanesql import core as lane_sql
+from viplanes.store.lanesql import sqlite as rawsql
+from viplanes.store.db import Database
+from viplanes.lanes.overlap import _overlap_query
+from viplanes.lanes.pool import LanePool
+from viplanes.lanes.manager import LaneManager
+from viplanes.dataplane.memory import MemoryDataplane
 
 
 @pytest.fixture

@@ -37,7 +37,7 @@ def test_activation_waits_for_a_reconnecting_switch_within_the_bound(topo, clock
 
 
 def test_activation_gives_up_after_the_bound_with_a_transient_reason(topo, clock, switches):
-    from viplanes.dataplane import is_transient
+    from viplanes.dataplane.base import is_transient
 
     rt = inline_runtime(topo, clock, switches, base_flows=True)
     rt.switch_wait_s = 0.3

@@ -7,13 +7,13 @@ from hypothesis import strategies as st
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller.compiler import compile_desired, compile_lane, lane_cookie
-from viplanes.controller.cookies import ALL_APP_FLOWS
-from viplanes.controller.flowkey import flow_key_of
-from viplanes.controller.flowsim import FlowTable
-from viplanes.controller.reconcile import (REFRESH_MARGIN_S, default_forwarding, plan_switch,
+from viplanes.controller.compile.lane import compile_desired, compile_lane, lane_cookie
+from viplanes.controller.compile.cookies import ALL_APP_FLOWS
+from viplanes.controller.compile.flowkey import flow_key_of
+from tests.support.flowsim import FlowTable
+from viplanes.controller.compile.reconcile import (REFRESH_MARGIN_S, default_forwarding, plan_switch,
                                            stale_lanes)
-from viplanes.domain import LaneSpec
+from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Topology
 
 NOW = 2_000_000.0

@@ -10,14 +10,14 @@ from os_ken.ofproto import ofproto_parser, ofproto_protocol
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller.compiler import compile_base, compile_lane
-from viplanes.controller.cookies import ALL_APP_FLOWS
-from viplanes.controller.flowkey import cached_key, flow_key_of
-from viplanes.controller.flowsim import FlowTable
-from viplanes.controller.flowstats import decode_flow_stats_reply
-from viplanes.controller.guard import OK, check_message
-from viplanes.controller.reconcile import plan_switch
-from viplanes.domain import LaneSpec
+from viplanes.controller.compile.lane import compile_base, compile_lane
+from viplanes.controller.compile.cookies import ALL_APP_FLOWS
+from viplanes.controller.compile.flowkey import cached_key, flow_key_of
+from tests.support.flowsim import FlowTable
+from viplanes.controller.openflow.flowstats import decode_flow_stats_reply
+from viplanes.controller.openflow.guard import OK, check_message
+from viplanes.controller.compile.reconcile import plan_switch
+from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Topology
 
 NOW = 3_000_000.0

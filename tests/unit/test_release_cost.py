@@ -9,9 +9,9 @@ import random
 
 from tests.unit.fake_switches import Clock, FakeSwitches
 from tests.unit.test_switch_count import calls_during, lane, reconciled_runtime, synth
-from viplanes.controller import sharedflows
-from viplanes.controller.cookies import shared_cookie
-from viplanes.controller.runtime import LaneRuntime
+from viplanes.controller.compile import shared as sharedflows
+from viplanes.controller.compile.cookies import shared_cookie
+from viplanes.controller.runtime.lane_runtime import LaneRuntime
 
 ACCESS = 8
 

@@ -9,11 +9,11 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 from tests.unit.conftest import T0
 from tests.unit.fake_switches import Clock, FakeSwitches, inline_runtime
 from tests.unit.test_store import db, lane_input, principals, _topo  # noqa: F401  (fixture)
-from viplanes import lanes as lanes_module
-from viplanes.controller.cookies import EXACT_MASK, lane_cookie
+from viplanes.lanes import manager as lanes_module
+from viplanes.controller.compile.cookies import EXACT_MASK, lane_cookie
 from viplanes.errors import NotFound
-from viplanes.lanes import LaneManager
-from viplanes.models import Lane
+from viplanes.lanes.manager import LaneManager
+from viplanes.store.models import Lane
 
 
 def _world(db):  # noqa: F811 - the fixture

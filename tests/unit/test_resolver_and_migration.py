@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from viplanes.db import Database
-from viplanes.idempotency import request_digest
-from viplanes.lanes import LaneInput
-from viplanes.resolver import (ResolveError, StaticResolver, SystemResolver, canonical, default_resolver,
+from viplanes.store.db import Database
+from viplanes.lanes.idempotency import request_digest
+from viplanes.lanes.manager import LaneInput
+from viplanes.lanes.resolver import (ResolveError, StaticResolver, SystemResolver, canonical, default_resolver,
                                is_host_name)
 
 
@@ -64,10 +64,10 @@ def test_idempotency_hash_unchanged_for_old_requests() -> None:
 
 
 def test_migration_0004_keeps_old_lanes(tmp_path: Path) -> None:
-    from viplanes.lane_specs import SPEC_COLUMNS, spec_from_row
+    from viplanes.lanes.specs import SPEC_COLUMNS, spec_from_row
     from alembic import command
 
-    from viplanes.migrations import alembic_config, current, upgrade
+    from viplanes.store.migrations import alembic_config, current, upgrade
 
     d = Database(f"sqlite:///{tmp_path / 'old.db'}")
     upgrade(d.engine, "0003")

@@ -1,4 +1,4 @@
-"""OpenFlow roles (``controller/roles.py``) against a fake switch that keeps roles as OVS does:
+"""OpenFlow roles (``controller/openflow/roles.py``) against a fake switch that keeps roles as OVS does:
 the highest generation wins, an older one is refused (OFPRRFC_STALE), a SLAVE's flow-mods are
 refused (OFPBRC_IS_SLAVE). The real OVS run is ``tests/integration/test_scaleout.py``."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller.roles import RoleController, deposes, role_request
-from viplanes.dataplane import is_transient
+from viplanes.controller.openflow.roles import RoleController, deposes, role_request
+from viplanes.dataplane.base import is_transient
 
 DPID = 1
 

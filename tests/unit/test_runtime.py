@@ -10,11 +10,11 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.unit.fake_switches import (Clock, FakeSwitches, clock, inline_runtime,  # noqa: F401 (fixtures)
                                       switches)
-from viplanes.controller.compiler import lane_cookie
-from viplanes.controller.cookies import ALL_APP_FLOWS
-from viplanes.controller.flowsim import ip_packet
-from viplanes.controller.runtime import LaneRuntime
-from viplanes.domain import LaneSpec
+from viplanes.controller.compile.lane import lane_cookie
+from viplanes.controller.compile.cookies import ALL_APP_FLOWS
+from tests.support.flowsim import ip_packet
+from viplanes.controller.runtime.lane_runtime import LaneRuntime
+from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Topology
 
 CLOUD = "203.0.113.10"
@@ -56,7 +56,7 @@ def test_activate_installs_on_every_path_switch_after_barriers(rt, switches, top
     assert lane_flows(switches, 4, 1) == []
     # and the traffic really takes the lane: leaves at the edge with the lane address (through
     # the border's egress table, a base flow the switch got when it connected)
-    from viplanes.controller.compiler import compile_base
+    from viplanes.controller.compile.lane import compile_base
     switches.net.install(compile_base(topo))
     for table in switches.net.tables.values():
         table.apply(parser.OFPFlowMod(None, priority=0, match=parser.OFPMatch(),
@@ -311,7 +311,7 @@ def test_periodic_round_keeps_a_lane_activated_while_it_read_the_source(topo, cl
 
 def test_switch_reconcile_compiles_only_lanes_crossing_it(topo, clock, switches,
                                                           monkeypatch) -> None:
-    from viplanes.controller import compiler
+    from viplanes.controller.compile import lane as compiler
 
     compiled: list[int] = []
     real = compiler.compile_lane

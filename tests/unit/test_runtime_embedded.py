@@ -12,9 +12,9 @@ import pytest
 from os_ken.ofproto import ofproto_v1_3 as ofp
 
 from tests.unit.test_app_guard import Peer, _free_port, msg
-from viplanes.controller.launcher import SWITCH_INTERVAL_S
-from viplanes.controller.runtime import EmbeddedController
-from viplanes.domain import LaneSpec
+from viplanes.controller.openflow.launcher import SWITCH_INTERVAL_S
+from viplanes.controller.runtime.lane_runtime import EmbeddedController
+from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Topology
 
 
@@ -94,7 +94,8 @@ def test_start_on_a_busy_port_says_so(topo: Topology) -> None:
 
 
 def test_silent_peers_are_dropped_and_connections_capped(topo: Topology, monkeypatch) -> None:
-    from viplanes.controller import oflistener, ofserver
+    from viplanes.controller.openflow import listener as oflistener
+    from viplanes.controller.openflow import server as ofserver
 
     monkeypatch.setattr(ofserver, "HANDSHAKE_TIMEOUT_S", 0.3)
     monkeypatch.setattr(oflistener, "MAX_CONNECTIONS", 2)
@@ -142,7 +143,7 @@ def test_stop_ends_a_reconcile_waiting_on_a_silent_switch(topo: Topology) -> Non
     timeout, since it holds the cyclic GC off meanwhile (heap.gc_held)."""
     import gc
 
-    from viplanes.controller.runtime import WORKER_THREAD
+    from viplanes.controller.runtime.lane_runtime import WORKER_THREAD
 
     def workers() -> list[threading.Thread]:
         return [t for t in threading.enumerate() if t.name == WORKER_THREAD]

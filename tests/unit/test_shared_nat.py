@@ -14,11 +14,11 @@ from os_ken.lib.packet import arp, packet
 
 from tests.unit.fake_switches import (Clock, FakeSwitches, arp_request, clock,  # noqa: F401 (fixtures)
                                       inline_runtime, switches)
-from viplanes.controller import compiler
-from viplanes.controller.compiler import lane_cookie
-from viplanes.controller.flowsim import ip_packet, make_packet
-from viplanes.controller.runtime import LaneRuntime
-from viplanes.domain import LaneSpec
+from viplanes.controller.compile import lane as compiler
+from viplanes.controller.compile.lane import lane_cookie
+from tests.support.flowsim import ip_packet, make_packet
+from viplanes.controller.runtime.lane_runtime import LaneRuntime
+from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Topology
 
 CLOUD = "203.0.113.10"

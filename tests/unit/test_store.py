@@ -12,13 +12,13 @@ from sqlalchemy import select
 
 from tests.concurrency import run_together
 from tests.unit.conftest import GRANT, T0
-from viplanes import store
-from viplanes.db import Database
+from viplanes.store import records as store
+from viplanes.store.db import Database
 from viplanes.errors import Conflict, Invalid, NotFound, VipError
-from viplanes.lanes import LaneInput, LaneManager, can_move
-from viplanes.memplane import MemoryDataplane
-from viplanes.migrations import current
-from viplanes.models import Lane
+from viplanes.lanes.manager import LaneInput, LaneManager, can_move
+from viplanes.dataplane.memory import MemoryDataplane
+from viplanes.store.migrations import current
+from viplanes.store.models import Lane
 
 
 @pytest.fixture
@@ -192,7 +192,7 @@ def test_models_and_migrations_agree(db):
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
 
-    from viplanes.models import Base
+    from viplanes.store.models import Base
 
     with db.engine.connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
@@ -244,7 +244,7 @@ def test_concurrent_release_ends_a_lane_once(db):
 
 
 def test_scheduler_thread_ticks_and_recovers_after_grace(db):
-    from viplanes.scheduler import Scheduler
+    from viplanes.lanes.scheduler import Scheduler
 
     callers = principals(db, ("alice", "researcher"))
     clock = [T0]

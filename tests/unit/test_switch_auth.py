@@ -15,10 +15,10 @@ from click.testing import CliRunner
 from cryptography import x509
 
 from viplanes import pki
-from viplanes.cli import main
-from viplanes.controller.admission import Admission
-from viplanes.controller.oftls import ContextSource, TLSChannel, TLSFiles
-from viplanes.controller.peerauth import SwitchTrust, TokenBucket, authorize, normalize_pins
+from viplanes.cli.main import main
+from viplanes.controller.openflow.admission import Admission
+from viplanes.controller.openflow.tls import ContextSource, TLSChannel, TLSFiles
+from viplanes.controller.openflow.peerauth import SwitchTrust, TokenBucket, authorize, normalize_pins
 import yaml
 
 from viplanes.topologies.loader import TopologyError, parse_topology
@@ -248,8 +248,8 @@ def test_connection_screen_admits_once_and_limits_packet_ins():
     from os_ken.ofproto import ofproto_v1_3 as ofp
 
     from tests.integration.fakeswitch import arp_request_packet_in, message
-    from viplanes.controller.admission import Limits
-    from viplanes.controller.ofserver import GuardedDatapath
+    from viplanes.controller.openflow.admission import Limits
+    from viplanes.controller.openflow.server import GuardedDatapath
 
     def features(dpid: int) -> bytes:
         return message(ofp.OFPT_FEATURES_REPLY, struct.pack("!QIBB2xII", dpid, 0, 254, 0, 0, 0))

@@ -13,8 +13,8 @@ from os_ken.ofproto import ofproto_parser
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller import flowstats
-from viplanes.controller.ofserver import GuardedDatapath
+from viplanes.controller.openflow import flowstats
+from viplanes.controller.openflow.server import GuardedDatapath
 
 
 @pytest.fixture
@@ -85,7 +85,7 @@ def test_a_silent_peer_that_answers_the_echo_stays(dp):
 
 
 def test_one_thread_checks_every_connection(dp, monkeypatch):
-    from viplanes.controller import echo
+    from viplanes.controller.openflow import echo
 
     sweeper = echo.EchoSweeper(tick_s=0.02)
     seen: list[float] = []
@@ -161,7 +161,7 @@ def test_a_tls_reader_sees_records_already_read_off_the_socket(tmp_path):
     import ssl
 
     from viplanes import pki
-    from viplanes.controller.oftls import ContextSource, TLSChannel, TLSFiles
+    from viplanes.controller.openflow.tls import ContextSource, TLSChannel, TLSFiles
 
     pki.init(tmp_path)
     pki.issue_switch(tmp_path, "host1", [1])

@@ -10,9 +10,9 @@ import pytest
 
 from bench.synth_campus import PATH_SWITCHES, campus_data, host_ip
 from tests.unit.fake_switches import Clock, FakeSwitches
-from viplanes.controller import guardflows
-from viplanes.controller.runtime import LaneRuntime
-from viplanes.domain import LaneSpec
+from viplanes.controller.compile import base as guardflows
+from viplanes.controller.runtime.lane_runtime import LaneRuntime
+from viplanes.domain.values import LaneSpec
 from viplanes.topologies.loader import parse_topology
 from viplanes.topologies.model import Topology
 
@@ -102,7 +102,7 @@ def test_warm_up_compiles_every_switchs_base_flows_before_the_switches_reconnect
 def test_warm_up_compiles_with_the_cyclic_gc_held_and_gives_it_back(monkeypatch):
     import gc
 
-    from viplanes.controller.desired import DesiredFlows
+    from viplanes.controller.compile.desired import DesiredFlows
 
     topo = synth(4)
     lanes = [lane(i, i % 4, Clock()()) for i in range(1, 9)]
@@ -218,7 +218,7 @@ def test_activation_work_does_not_grow_with_switches_off_the_path(large):
 def test_a_drift_round_counts_once_and_keeps_probes_of_switches_off_the_changing_path():
     from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-    from viplanes.controller.compiler import compile_base, compile_flow_delete
+    from viplanes.controller.compile.lane import compile_base, compile_flow_delete
 
     topo = synth(8)
     runtime, switches, clock = reconciled_runtime(topo)
@@ -245,7 +245,7 @@ def test_a_drift_round_counts_once_and_keeps_probes_of_switches_off_the_changing
 
 
 def test_drift_rounds_probe_a_bounded_number_of_switches_and_reach_them_all(monkeypatch):
-    from viplanes.controller import drift
+    from viplanes.controller.runtime import drift
 
     monkeypatch.setattr(drift, "PROBES_PER_ROUND", 5)
     runtime, switches, _ = reconciled_runtime(synth(8))  # 13 switches
@@ -282,7 +282,7 @@ def test_a_restart_reads_back_at_most_reconciles_at_once_switches_together() -> 
     import threading
     import time
 
-    from viplanes.controller.resync import RECONCILES_AT_ONCE
+    from viplanes.controller.runtime.resync import RECONCILES_AT_ONCE
 
     topo = synth(24)
     runtime, switches, clock = reconciled_runtime(topo)
@@ -313,7 +313,7 @@ def test_a_restart_reads_back_at_most_reconciles_at_once_switches_together() -> 
 def test_one_switchs_build_lists_and_re_times_only_that_switchs_flows():
     """A restart builds each of a lane's 5 switches on its own: building one must not re-time,
     or list, the flows of the lane's other 4 (that was 5x the work per lane)."""
-    from viplanes.controller.desired import DesiredFlows
+    from viplanes.controller.compile.desired import DesiredFlows
 
     topo = synth(4)
     now = Clock()()

@@ -14,7 +14,7 @@ import pytest
 from bench.synth_campus import PATH_SWITCHES, campus_data, host_ip
 from tests.unit.fake_switches import Clock, FakeSwitches, inline_runtime
 from tests.unit.test_switch_count import TEST_DOUBLES
-from viplanes import store
+from viplanes.store import records as store
 from viplanes.api.app import create_app
 from viplanes.topologies.loader import parse_topology
 

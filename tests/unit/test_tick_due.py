@@ -11,10 +11,10 @@ from sqlalchemy import event, update
 
 from tests.unit.conftest import T0
 from tests.unit.test_store import _topo, lane_input, principals
-from viplanes.db import Database
-from viplanes.lane_sql import LANES, lanes_due
-from viplanes.lanes import LaneManager
-from viplanes.memplane import MemoryDataplane
+from viplanes.store.db import Database
+from viplanes.store.lanesql.core import LANES, lanes_due
+from viplanes.lanes.manager import LaneManager
+from viplanes.dataplane.memory import MemoryDataplane
 
 
 @pytest.fixture

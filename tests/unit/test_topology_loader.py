@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from click.testing import CliRunner
 
-from viplanes.topologies.cli import topology as topology_cli
+from viplanes.cli.topology import topology as topology_cli
 from viplanes.topologies.loader import TopologyError, load_topology, parse_topology
 from viplanes.topologies.model import PortRef
 

@@ -7,7 +7,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from viplanes.topologies.cli import topology
+from viplanes.cli.topology import topology
 from viplanes.topologies.loader import TopologyError, parse_topology
 
 DUAL = Path(__file__).resolve().parents[2] / "topologies" / "campus-dualstack.yaml"

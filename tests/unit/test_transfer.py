@@ -7,10 +7,10 @@ import pytest
 from click.testing import CliRunner
 
 from tests.unit.conftest import LiveServer, World
-from viplanes.client import ApiClient, LaneLease, LaneRefused, lane
-from viplanes.cmd_targets import Destination, NoDestination, derive, rclone_advice
+from viplanes.client.http import ApiClient, LaneLease, LaneRefused, lane
+from viplanes.client.targets import Destination, NoDestination, derive, rclone_advice
 from viplanes.config import ClientConfig
-from viplanes.transfer import transfer
+from viplanes.cli.transfer import transfer
 
 ENV = {"RCLONE_CONFIG_S3REMOTE_ENDPOINT": "http://s3.cloud.example:9000"}
 

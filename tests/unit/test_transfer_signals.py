@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from tests.unit.conftest import LiveServer, World
-from viplanes import transfer as transfer_mod
-from viplanes.client import ApiClient
+from viplanes.cli import transfer as transfer_mod
+from viplanes.client.http import ApiClient
 
 
 class Escaped(Exception):

@@ -8,7 +8,7 @@ import pytest
 
 from tests.unit.conftest import World
 from tests.unit.ui_helpers import csrf_of, post, sign_in
-from viplanes import store
+from viplanes.store import records as store
 
 OPERATOR_PAGES = ["/ui/lanes", "/ui/lanes/rows", "/ui/grants", "/ui/grants/1", "/ui/principals",
                   "/ui/switches", "/ui/drift", "/ui/audit", "/ui/audit.csv",

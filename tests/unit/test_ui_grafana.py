@@ -36,13 +36,13 @@ class CountingPlane:
 
     def counters(self, lane_id: int):  # type: ignore[no-untyped-def]
         self.reads += 1
-        from viplanes.domain import LaneCounters
+        from viplanes.domain.values import LaneCounters
         return LaneCounters(packets=1, bytes=100)
 
 
 class ThreeLanes:
     def desired_lanes(self):  # type: ignore[no-untyped-def]
-        from viplanes.domain import LaneSpec
+        from viplanes.domain.values import LaneSpec
         return [LaneSpec(i, "10.1.0.10", "203.0.113.10", "tcp", 9000 + i, None, None, 2e9) for i in (1, 2, 3)]
 
 

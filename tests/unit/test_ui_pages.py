@@ -7,8 +7,8 @@ import io
 
 from tests.unit.conftest import World
 from tests.unit.ui_helpers import post, sign_in
-from viplanes import store
-from viplanes.models import Lane
+from viplanes.store import records as store
+from viplanes.store.models import Lane
 
 REQUEST = {"src_ip": "10.1.0.10", "dst_ip": "203.0.113.10", "protocol": "tcp", "dst_port": "9000",
            "duration_min": "10", "purpose": "nightly sync"}

@@ -10,8 +10,8 @@ from sqlalchemy import update
 from tests.unit.conftest import FakeClock, make_world
 from tests.unit.fake_switches import FakeSwitches, inline_runtime
 from tests.unit.ui_helpers import post, sign_in
-from viplanes.controller import compiler
-from viplanes.models import Lane
+from viplanes.controller.compile import lane as compiler
+from viplanes.store.models import Lane
 
 
 @pytest.fixture

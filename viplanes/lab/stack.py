@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from viplanes.client import ApiClient, ApiError
+from viplanes.client.http import ApiClient, ApiError
 from viplanes.config import ClientConfig
 from viplanes.lifecycle import stop_process
 
@@ -92,7 +92,7 @@ class Stack:
 
 
 def _viplanes(*args: str) -> list[str]:
-    return [sys.executable, "-m", "viplanes.cli", *args]
+    return [sys.executable, "-m", "viplanes.cli.main", *args]
 
 
 def start_stack(topology_path: Path, work_dir: Path, src_prefixes: Sequence[str],
@@ -172,7 +172,7 @@ def start_controller_only(work_dir: Path) -> tuple[subprocess.Popen, tuple[str, 
     port = free_port()
     lab_pki = _lab_pki()
     log = (work_dir / "controller.log").open("ab")
-    proc = subprocess.Popen([sys.executable, "-m", "viplanes.controller.launcher", "--listen",
+    proc = subprocess.Popen([sys.executable, "-m", "viplanes.cli.osken", "--listen",
                              f"127.0.0.1:{port}", *lab_pki.serve_args()], stdout=log,
                             stderr=subprocess.STDOUT, env=clean_env())
     log.close()

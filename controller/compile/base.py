@@ -1,0 +1,289 @@
+"""The app's base flows: what every switch holds whatever lanes exist. Pure (``datapath=None``).
+
+Bands (table 0 unless said otherwise), lowest first:
+
+- ``PRIORITY_TABLE_MISS`` (0): NORMAL, the campus's default L2 path through firewall and NAT.
+- ``PRIORITY_BYPASS_DROP`` (100): drop whatever arrives on a bypass port and no lane matched.
+  OpenFlow 1.3 has no port ``NO_FLOOD`` config, so NORMAL may still flood a broadcast out of a
+  bypass port; the far end's drop rule stops it there.
+- ``PRIORITY_ARP_PROXY`` (200): at the border switch, ARP requests for lane-pool addresses go to
+  the controller, through a packets-per-second meter (``ARP_PUNT_METER``): only a fallback for
+  the switch-side ARP replies below, and never a flood of PACKET_INs.
+- ``PRIORITY_ARP_REPLY`` (300): shared per-address flows at the border switch that turn the
+  edge router's ARP request for an active lane address into the reply (``sharedflows``).
+- ``PRIORITY_GUARD`` (900): on every switch, drop frames with the lane MAC as source; on every
+  campus switch (not those beyond the edge router, where lane addresses are legitimate
+  sources) also IPv4 from lane-pool addresses and ARP claiming a lane-pool address or the lane
+  MAC. And on every host-facing port (hosts, middlebox legs, the edge router's inside leg), IPv4
+  from a campus host's address, and ARP with it as sender address, that is not attached there
+  (its IPv6 address and neighbour advertisements for it on the other hosts' ports):
+  a lane source is refused as a source anywhere but its own port (a source guard from the
+  topology; ports the topology does not know are covered by the lane-pool and marker guards,
+  which match on every port, and cannot ride a lane since every lane flow pins its ingress
+  ``in_port``). Lane rules sit above
+  and always pin ``in_port``, so only a packet that passed its lane's own ingress check can
+  carry the lane marker or a lane address past any switch. One flow each, whatever the hosts
+  and ports (ports missing from the topology are covered too).
+- ``PRIORITY_RELATED`` (950, border switch with conntrack): ICMP destination-unreachable and
+  time-exceeded from the edge go through conntrack (table 1), so errors that belong to a lane
+  connection (fragmentation needed) reach the host with their inner header un-NATed. On a
+  dual-stack edge, ICMPv6 destination-unreachable / packet-too-big / time-exceeded likewise
+  (``+rel`` of a v6 lane connection, no NAT); neighbour discovery is not matched here. These
+  look up ``conntrack.CT_ZONE``, where lanes without NAT keep their connections; an error for
+  a lane-pool address goes through that address's own zone instead (``PRIORITY_RELATED_NAT``,
+  951, a shared flow of the address: ``sharedflows``).
+  Neighbour discovery keeps the normal path everywhere: no lane rule matches ICMPv6 (lanes are
+  tcp/udp), no guard drops it, and the bypass drop only stops copies that NORMAL floods onto a
+  bypass link (like ARP broadcasts), never the normal path's ND.
+- ``PRIORITY_LANE`` (1000, +1 when the source port is pinned): the lanes (``compiler``).
+
+Table 1 (border switch with conntrack; packets arrive there only after ``ct(nat, table=1)``):
+per-lane flows for ``+est+rpl`` / ``+rel+rpl`` replies marked with the lane id (``PRIORITY_LANE``),
+``PRIORITY_CT_POOL_DROP`` (100) drops anything else for a lane-pool address and anything sent
+to the lane MAC (a reply an ended lane's stale entry un-NATed), and the table-miss
+(0) hands the rest to NORMAL: a reply that is no lane's gets what it would get without lanes.
+
+Table 2 (border switch with conntrack; a NAT'd lane's outbound packet arrives there after its
+``ct(commit, nat, table=2)``): ``PRIORITY_CT_EGRESS`` (100) sends a tracked, valid packet whose
+source is now a lane address to the edge (lane MAC, edge MAC); the table-miss (0) drops the rest,
+above all a packet conntrack found invalid, which it neither committed nor translated (TCP
+SYN+FIN, a bare FIN, a SYN-ACK that opens nothing): before, those left the campus on the lane
+with the host's private address.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from os_ken.ofproto import ofproto_v1_3 as ofp
+from os_ken.ofproto import ofproto_v1_3_parser as parser
+
+from viplanes.controller.compile import conntrack
+from viplanes.controller.compile.cookies import BASE_COOKIE
+from viplanes.controller.compile.fastmatch import exact_match
+from viplanes.controller.compile.flowkey import cached_key
+from viplanes.topologies.model import Switch, Topology
+from viplanes.topologies.paths import bypass_ports
+
+PRIORITY_TABLE_MISS = 0
+PRIORITY_BYPASS_DROP = 100
+PRIORITY_POOL_DROP = 150  # table 0 at the border: from the edge to a lane address, below the lanes
+PRIORITY_ARP_PROXY = 200
+PRIORITY_ARP_REPLY = 300
+PRIORITY_GUARD = 900
+PRIORITY_RELATED = 950
+PRIORITY_RELATED_NAT = 951  # the same per lane-pool address, in its zone (sharedflows)
+PRIORITY_LANE = 1000
+PRIORITY_CT_POOL_DROP = 100  # table 1
+PRIORITY_CT_EGRESS = 100  # table 2
+ETH_TYPE_IPV4 = 0x0800
+ETH_TYPE_ARP = 0x0806
+ETH_TYPE_IPV6 = 0x86DD
+IP_PROTO_ICMP = 1
+IP_PROTO_ICMPV6 = 58
+ICMP_ERRORS = (3, 11)  # destination unreachable (incl. fragmentation needed), time exceeded
+# ICMPv6 errors: destination unreachable, packet too big, time exceeded. Never neighbour
+# discovery (133..137): it keeps the normal path everywhere.
+ICMPV6_ERRORS = (1, 2, 3)
+# The ARP punt's meter: the highest meter id OpenFlow allows, so never a lane's (lane meters
+# are the lane id, and lane ids must stay below it).
+ARP_PUNT_METER = ofp.OFPM_MAX
+ARP_PUNT_PPS = 50
+
+OFMsgs = list[Any]
+
+
+def flow(priority: int, cookie: int, match: Any, actions: list[Any], table_id: int = 0,
+         meter: int | None = None, **kw: Any) -> Any:
+    """An ADD with apply-actions (none: drop), optionally metered."""
+    inst: list[Any] = [parser.OFPInstructionMeter(meter)] if meter is not None else []
+    if actions:
+        inst.append(parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions))
+    return parser.OFPFlowMod(None, table_id=table_id, cookie=cookie, command=ofp.OFPFC_ADD,
+                             priority=priority, match=match, instructions=inst,
+                             buffer_id=ofp.OFP_NO_BUFFER, **kw)
+
+
+# One host guard per (port number, address, kind) is built once per process and copied per switch:
+# every access switch drops the same campus addresses on the same port numbers, so a campus of
+# 128 access switches compiled 133,833 flow-mods for ~2,000 distinct ones (2.4 s at a restart).
+_KEPT_GUARDS: dict[tuple[int, str, str], Any] = {}
+_KEPT_GUARDS_MAX = 200_000
+
+
+def _guard(port: int, address: str, kind: str, build: Callable[[], Any]) -> Any:
+    """A fresh FlowMod equal to ``build()``: a shallow copy of the kept one, its flow key
+    included. Copies share the match (never changed once built) and own their xid and buffer."""
+    kept = _KEPT_GUARDS.get((port, address, kind))
+    if kept is None:
+        if len(_KEPT_GUARDS) >= _KEPT_GUARDS_MAX:
+            _KEPT_GUARDS.clear()
+        kept = build()
+        cached_key(kept)
+        _KEPT_GUARDS[(port, address, kind)] = kept
+    msg = object.__new__(type(kept))
+    msg.__dict__.update(kept.__dict__)
+    return msg
+
+
+def dual_stack(topo: Topology) -> bool:
+    """The edge router routes IPv6 (so v6 lanes, and their ICMPv6 errors, exist)."""
+    return getattr(topo.edge.inside, "ip6", None) is not None
+
+
+def border_switch(topo: Topology) -> Switch | None:
+    """Where the edge router's inside leg attaches: every lane ends there."""
+    at = topo.edge.inside.attach
+    return topo.switch(at.switch) if at else None
+
+
+def _pool(topo: Topology) -> tuple[str, str]:
+    net = topo.lane_pool.prefix
+    return str(net.network_address), str(net.netmask)
+
+
+def outside_switches(topo: Topology) -> set[str]:
+    """Switches beyond the edge router: those linked (directly or not) to its outside leg's
+    switch but not to its inside leg's. There, lane-pool addresses are ordinary sources."""
+    out_at, in_at = topo.edge.outside.attach, topo.edge.inside.attach
+    if out_at is None:
+        return set()
+    seen, todo = {out_at.switch}, [out_at.switch]
+    while todo:
+        here = todo.pop()
+        for link in topo.links:
+            for a, b in ((link.a, link.b), (link.b, link.a)):
+                if a.switch == here and b.switch not in seen:
+                    seen.add(b.switch)
+                    todo.append(b.switch)
+    return set() if in_at is not None and in_at.switch in seen else seen
+
+
+def guard_flows(topo: Topology, outside: bool = False) -> OFMsgs:
+    """The source guards of one switch (see the module docstring)."""
+    pool, lane_mac = _pool(topo), topo.lane_pool.mac
+    matches = [parser.OFPMatch(eth_src=lane_mac)]
+    if not outside:
+        matches += [parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_src=pool),
+                    parser.OFPMatch(eth_type=ETH_TYPE_ARP, arp_spa=pool),
+                    parser.OFPMatch(eth_type=ETH_TYPE_ARP, arp_sha=lane_mac)]
+    return [flow(PRIORITY_GUARD, BASE_COOKIE, m, []) for m in matches]
+
+
+def _border_flows(topo: Topology, sw: Switch) -> OFMsgs:
+    edge_port = topo.edge.inside.attach.port  # type: ignore[union-attr]
+    pool = _pool(topo)
+    band = parser.OFPMeterBandDrop(rate=ARP_PUNT_PPS, burst_size=ARP_PUNT_PPS)
+    ofmsgs: OFMsgs = [
+        parser.OFPMeterMod(None, command=ofp.OFPMC_ADD, flags=ofp.OFPMF_PKTPS | ofp.OFPMF_BURST,
+                           meter_id=ARP_PUNT_METER, bands=[band]),
+        flow(PRIORITY_ARP_PROXY, BASE_COOKIE,
+             parser.OFPMatch(eth_type=ETH_TYPE_ARP, arp_op=1, arp_tpa=pool),
+             [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)],
+             meter=ARP_PUNT_METER),
+        # Anything from the internet for a lane address that no lane's reverse rule (or the
+        # related-ICMP rule) took: a probe, another port, a later fragment. NORMAL would flood it
+        # (no switch ever learns the lane MAC) to the NAT box, the DTN and the bypass.
+        flow(PRIORITY_POOL_DROP, BASE_COOKIE,
+             parser.OFPMatch(in_port=edge_port, eth_type=ETH_TYPE_IPV4, ipv4_dst=pool), [])]
+    if sw.conntrack:
+        for icmp_type in ICMP_ERRORS:
+            ofmsgs.append(flow(PRIORITY_RELATED, BASE_COOKIE, parser.OFPMatch(
+                in_port=edge_port, eth_type=ETH_TYPE_IPV4, ip_proto=IP_PROTO_ICMP,
+                icmpv4_type=icmp_type), [conntrack.track_reply()]))
+        if dual_stack(topo):
+            for icmp_type in ICMPV6_ERRORS:
+                ofmsgs.append(flow(PRIORITY_RELATED, BASE_COOKIE, parser.OFPMatch(
+                    in_port=edge_port, eth_type=ETH_TYPE_IPV6, ip_proto=IP_PROTO_ICMPV6,
+                    icmpv6_type=icmp_type), [conntrack.track_reply()]))
+        ofmsgs.append(flow(PRIORITY_CT_POOL_DROP, BASE_COOKIE,
+                           parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_dst=pool), [],
+                           table_id=conntrack.CT_TABLE))
+        # Sent to a lane address (the edge reaches those at the lane MAC) but un-NATed by an
+        # entry no live lane claims (its lane ended; entries outlive lanes): NORMAL would flood
+        # another host's old replies, with its private address, to every port of the border.
+        ofmsgs.append(flow(PRIORITY_CT_POOL_DROP, BASE_COOKIE,
+                           parser.OFPMatch(eth_dst=topo.lane_pool.mac), [],
+                           table_id=conntrack.CT_TABLE))
+        ofmsgs.append(flow(PRIORITY_TABLE_MISS, BASE_COOKIE, parser.OFPMatch(),
+                           [parser.OFPActionOutput(ofp.OFPP_NORMAL)],
+                           table_id=conntrack.CT_TABLE))
+        # Egress of NAT'd lanes (after their commit): only a packet conntrack tracked and
+        # translated to a lane address leaves for the edge; one it found invalid kept the
+        # host's private address and is dropped by the table-miss (conntrack.CT_EGRESS_TABLE).
+        ofmsgs.append(flow(PRIORITY_CT_EGRESS, BASE_COOKIE, parser.OFPMatch(
+            eth_type=ETH_TYPE_IPV4, ipv4_src=pool,
+            ct_state=conntrack.ct_state(conntrack.CT_TRK, conntrack.CT_INV)), [
+            parser.OFPActionSetField(eth_src=topo.lane_pool.mac),
+            parser.OFPActionSetField(eth_dst=topo.edge.inside.mac),
+            parser.OFPActionOutput(edge_port)], table_id=conntrack.CT_EGRESS_TABLE))
+        ofmsgs.append(flow(PRIORITY_TABLE_MISS, BASE_COOKIE, parser.OFPMatch(), [],
+                           table_id=conntrack.CT_EGRESS_TABLE))
+    return ofmsgs
+
+
+ND_NEIGHBOR_ADVERT = 136
+
+
+def host_source_guards(topo: Topology, switch: str) -> OFMsgs:
+    """Drop a campus host's address as IPv4 source or ARP sender address on the switch's
+    host-facing ports that are not the host's own; for a dual-stack host also its IPv6 address
+    as source and as the target of a neighbour advertisement (IPv6's ARP reply: a spoofed one
+    would steal the host's v6 traffic on the campus path), on the other hosts' ports."""
+    facing = {h.iface.attach for h in topo.hosts if h.iface.attach}
+    facing |= {leg.attach for mb in topo.middleboxes for leg in (mb.inside, mb.outside)
+               if leg.attach}
+    if topo.edge.inside.attach:
+        facing.add(topo.edge.inside.attach)
+    campus_hosts = [h for h in topo.hosts if h.role != "cloud" and h.iface.attach]
+    # IPv6 is routed, never translated: a router's leg (a middlebox, the edge) legitimately
+    # forwards a host's own v6 source, so the v6 guards sit on other hosts' ports only
+    host_ports = {h.iface.attach for h in topo.hosts}
+    out: OFMsgs = []
+    for port in sorted((p for p in facing if p.switch == switch), key=lambda p: p.port):
+        for host in campus_hosts:
+            if host.iface.attach != port:
+                out += _v4_source_guards(port.port, str(host.iface.ip.ip))
+                if host.ip6 is not None and port in host_ports:
+                    out += _v6_source_guards(port.port, str(host.ip6))
+    return out
+
+
+def _v4_source_guards(port: int, address: str) -> OFMsgs:
+    """The address as IPv4 source, and ARP claiming it (a poisoned ARP cache would steal the
+    host's replies)."""
+    return [_guard(port, address, "ipv4", lambda: flow(PRIORITY_GUARD, BASE_COOKIE, exact_match(dict(
+                in_port=port, eth_type=ETH_TYPE_IPV4, ipv4_src=address)), [])),
+            _guard(port, address, "arp", lambda: flow(PRIORITY_GUARD, BASE_COOKIE, exact_match(dict(
+                in_port=port, eth_type=ETH_TYPE_ARP, arp_spa=address)), []))]
+
+
+def _v6_source_guards(port: int, address: str) -> OFMsgs:
+    """The IPv6 half of a host source guard (os-ken's OFPMatch: dual-stack campuses only)."""
+    return [_guard(port, address, "ipv6", lambda: flow(PRIORITY_GUARD, BASE_COOKIE, parser.OFPMatch(
+                in_port=port, eth_type=ETH_TYPE_IPV6, ipv6_src=address), [])),
+            _guard(port, address, "nd", lambda: flow(PRIORITY_GUARD, BASE_COOKIE, parser.OFPMatch(
+                in_port=port, eth_type=ETH_TYPE_IPV6, ip_proto=IP_PROTO_ICMPV6,
+                icmpv6_type=ND_NEIGHBOR_ADVERT, ipv6_nd_target=address), []))]
+
+
+def compile_base(topo: Topology) -> dict[int, OFMsgs]:
+    """Per dpid: table-miss NORMAL, drop on bypass ports, the source guards, and at the border
+    switch the metered ARP punt and (with conntrack) the reply plumbing of table 1."""
+    return {sw.dpid: base_flows(topo, sw) for sw in topo.switches}
+
+
+def base_flows(topo: Topology, sw: Switch) -> OFMsgs:
+    """``compile_base`` of one switch: a switch's reconcile compiles only its own base flows
+    (on a campus of many switches, the others' are most of the work)."""
+    border = border_switch(topo)
+    outside = sw.name in outside_switches(topo)
+    ofmsgs: OFMsgs = [flow(PRIORITY_TABLE_MISS, BASE_COOKIE, parser.OFPMatch(),
+                           [parser.OFPActionOutput(ofp.OFPP_NORMAL)])]
+    ofmsgs += [flow(PRIORITY_BYPASS_DROP, BASE_COOKIE, parser.OFPMatch(in_port=port), [])
+               for port in sorted(bypass_ports(topo).get(sw.dpid, ()))]
+    ofmsgs += guard_flows(topo, outside=outside)
+    if not outside:
+        ofmsgs += host_source_guards(topo, sw.name)
+    if border is not None and sw.name == border.name:
+        ofmsgs += _border_flows(topo, sw)
+    return ofmsgs

@@ -1,0 +1,373 @@
+"""Where a lane becomes flow rules. Pure: OpenFlow 1.3 messages built with ``datapath=None``.
+
+The os-ken glue binds the returned ``ofmsgs`` to live datapaths and sends them. Behaviour is
+tested through ``flowsim`` (a flow-table simulator with a small conntrack model), not by
+comparing messages. The priority bands and base flows (guards, conntrack plumbing) are in
+``guardflows``; flows shared by several lanes of one address (ARP replies) in ``sharedflows``.
+
+A lane, host -> edge router over the switches of its path:
+
+- Only the first switch sees the host. Its forward rule matches ``in_port`` + the host's MAC +
+  untagged (``vlan_vid`` = none) + source address + protocol + destination + ports, and marks
+  the packet with the lane MAC as ``eth_src``. Between switches, both directions carry that
+  marker and the *untranslated* tuple; transit rules match ``in_port`` + marker + tuple. The
+  guards on every switch drop the marker (and lane-pool sources) from anywhere else, so a packet
+  that did not pass the lane's ingress check matches no lane rule anywhere ("no second door").
+- State and NAT live at the border switch (where the edge router attaches):
+  ``ct(commit, zone, nat(src=nat_ip), exec(ct_mark=lane id))`` on the way out. Back from the edge,
+  the lane's reply tuple goes through ``ct(zone, nat, table=1)``; table 1 passes only ``+est+rpl``
+  and ``+rel+rpl`` packets marked with this lane (so the reply of a connection the lane opened,
+  and its ICMP errors, inner header un-NATed); anything else for a lane address is dropped, and
+  other replies fall to NORMAL. An inbound SYN from the lane's far port is ``+new``: dropped.
+- Stateless fallback (border switch with ``conntrack: false``): NAT by set_field at the border;
+  reverse TCP rules also require ``tcp_flags=+ack`` (a bare SYN never passes, so no inbound
+  connection can be set up); UDP replies pass by tuple; ICMP fragmentation-needed (type 3 code 4)
+  addressed to the lane address passes to the host with only its outer destination translated.
+  Limits, stated: any ACK-carrying segment from the far end's lane port reaches the host's other
+  ports (the host answers RST; data cannot be delivered to a closed port but a stray ACK is
+  seen); UDP from the far end's lane port to the host's lane port passes without the host
+  having sent anything first; a NAT'd host's inner ICMP header still shows the lane address, so
+  its kernel may not match the error to its socket (path MTU discovery can break for NAT'd
+  hosts: use conntrack for them).
+
+Two lanes with identical matches would overwrite each other (OpenFlow ADD replaces a flow with
+the same match and priority); the policy side must never grant such a pair at the same time.
+"""
+from __future__ import annotations
+
+import ipaddress
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from os_ken.ofproto import ofproto_v1_3 as ofp
+from os_ken.ofproto import ofproto_v1_3_parser as parser
+
+from viplanes.controller.compile import conntrack
+from viplanes.controller.compile.cookies import (  # noqa: F401 - re-exported: one place to import from
+    ALL_APP_FLOWS, ALL_LANE_FLOWS, APP_COOKIE, APP_COOKIE_MASK, BASE_COOKIE, EXACT_MASK,
+    lane_cookie, lane_id_from_cookie,
+)
+from viplanes.controller.compile.fastmatch import PackedSetField, exact_match
+from viplanes.controller.compile.flowkey import flow_key, flow_key_of  # noqa: F401 - re-exported
+from viplanes.controller.compile.base import (  # noqa: F401 - re-exported
+    ARP_PUNT_METER, ETH_TYPE_ARP, ETH_TYPE_IPV4, PRIORITY_ARP_PROXY, PRIORITY_ARP_REPLY,
+    PRIORITY_BYPASS_DROP, PRIORITY_CT_EGRESS, PRIORITY_CT_POOL_DROP, PRIORITY_POOL_DROP, PRIORITY_GUARD,
+    PRIORITY_LANE, PRIORITY_RELATED,
+    PRIORITY_TABLE_MISS, border_switch, compile_base,
+)
+from viplanes.controller.compile.path import (  # noqa: F401 - re-exported
+    LaneCompileError, deliver_to_host, gateway_mac, lane_hops, lane_source, stateful,
+)
+from viplanes.controller.compile.proxyarp import lane_pool_arp_reply  # noqa: F401 - re-exported
+from viplanes.controller.compile.shared import compile_shared
+from viplanes.domain.values import LaneSpec
+from viplanes.domain.matches import ETH_TYPE, LaneMatch, lane_matches
+from viplanes.topologies.model import Host, Topology
+from viplanes.topologies.paths import NoLanePath
+
+MAX_HARD_TIMEOUT = 65535  # OpenFlow's 16-bit limit: longer lanes are refreshed by the glue
+IP_PROTO = {"tcp": 6, "udp": 17}
+TCP_ACK = 0x010
+OFPVID_NONE = 0x0000  # OpenFlow 1.3: match only frames without an 802.1Q tag
+
+OFMsgs = list[Any]
+IPNet = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def lane_match(fields: dict[str, Any]) -> Any:
+    """An OFPMatch of exact lane fields, identical to ``OFPMatch(**fields)`` but built without
+    os-ken's per-field conversions (80% of compile time at 10,000 lanes): ``fastmatch``."""
+    return exact_match(fields)
+
+
+# ---- lanes -----------------------------------------------------------------------------------
+def lane_dpids(lane: LaneSpec, topo: Topology) -> tuple[int, ...]:
+    """Switches that carry flows of this lane (for removal and barriers)."""
+    return tuple(h.dpid for h in lane_hops(lane, topo))
+
+
+def lane_ingress_ports(lane: LaneSpec, topo: Topology) -> frozenset[tuple[int, int]]:
+    """(dpid, in_port) of the lane's two ingress rules: sum their stats for the lane's counters
+    (transit rules see the same packets again)."""
+    hops = lane_hops(lane, topo)
+    return frozenset({(hops[0].dpid, hops[0].in_port), (hops[-1].dpid, hops[-1].out_port)})
+
+
+def meter_id_for(lane_id: int) -> int:
+    """A rate-capped lane's meter id is its lane id; ``ARP_PUNT_METER`` is reserved."""
+    if not 1 <= lane_id < ARP_PUNT_METER:
+        raise LaneCompileError(f"lane id {lane_id} has no meter id (1..{ARP_PUNT_METER - 1})")
+    return lane_id
+
+
+def hard_timeout_for(expires_at: float, now: float) -> int:
+    """Remaining lifetime in whole seconds, capped at OpenFlow's 65535; the safety net if the
+    controller is away when the lane ends."""
+    remaining = expires_at - now
+    if math.isnan(remaining):
+        raise ValueError("lane expiry is not a number")
+    if remaining == math.inf:
+        return MAX_HARD_TIMEOUT
+    if remaining <= 0:
+        raise ValueError(f"lane already expired {-remaining:.0f} s ago")
+    return min(MAX_HARD_TIMEOUT, max(1, math.ceil(remaining)))
+
+
+def _is_port(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
+
+
+def _is_unicast(net: IPNet) -> bool:
+    addr = net.network_address
+    if addr.version == 6:
+        return not (addr.is_multicast or addr.is_unspecified or addr.is_loopback
+                    or addr.is_link_local or addr.is_reserved)
+    return not (addr.is_multicast or addr.is_unspecified or addr.is_loopback
+                or addr.is_reserved or addr == ipaddress.IPv4Address("255.255.255.255"))
+
+
+def _campus_network_of(topo: Topology, net: IPNet) -> IPNet | None:
+    """The campus subnet overlapping ``net`` (edge inside, middlebox legs, campus hosts, lane
+    pool; v4 or v6); None when the destination is wholly beyond the edge router."""
+    return next((n for n in topo.campus_networks() if n.version == net.version
+                 and n.overlaps(net)), None)
+
+
+def _check_lane(lane: LaneSpec, topo: Topology, host: Host) -> str | None:
+    """Validate the fields the flows depend on; return the canonical nat_ip (or None)."""
+    problems = []
+    if lane.protocol not in IP_PROTO:
+        problems.append(f"protocol {lane.protocol!r} is not tcp or udp")
+    if not lane.dst_ports or not all(_is_port(lo) and _is_port(hi) and lo <= hi
+                                     for lo, hi in lane.dst_ports):
+        problems.append(f"dst_ports {lane.dst_ports!r} are not ranges within 1..65535")
+    if lane.src_port is not None and not _is_port(lane.src_port):
+        problems.append(f"src_port {lane.src_port!r} is not 1..65535")
+    versions = set()
+    if not lane.dst_nets:
+        problems.append("no destination")
+    for text in lane.dst_nets:
+        if "%" in str(text):  # os-ken's address conversion would raise something else than ValueError
+            problems.append(f"destination {text!r} carries an IPv6 zone id")
+            continue
+        try:
+            net = ipaddress.ip_network(text)
+        except ValueError:
+            problems.append(f"destination (dst_ip/dst_nets) {text!r} is not an IPv4 or IPv6 network")
+            continue
+        versions.add(net.version)
+        if not _is_unicast(net):
+            problems.append(f"destination {net} is not a unicast address")
+        elif (inside := _campus_network_of(topo, net)) is not None:
+            problems.append(f"destination {net} is inside the campus ({inside}): lanes lead out "
+                            "through the edge router")
+        elif host.address_for(net.version) is None:
+            problems.append(f"destination {net} is IPv{net.version} but {host.name} has no "
+                            f"IPv{net.version} address")
+    nat = None
+    if lane.nat_ip is not None:
+        try:
+            nat_addr = ipaddress.IPv4Address(lane.nat_ip)
+            nat = str(nat_addr)
+            if nat_addr not in topo.lane_pool.prefix:
+                problems.append(f"nat_ip {nat} is not in the lane pool {topo.lane_pool.prefix}")
+        except ValueError:
+            problems.append(f"nat_ip {lane.nat_ip!r} is not an IPv4 address")
+    elif host.needs_nat and 4 in versions:
+        problems.append(f"source {host.name} has a private address and needs a nat_ip")
+    if problems:
+        raise LaneCompileError(f"lane {lane.lane_id}: " + "; ".join(problems))
+    return nat
+
+
+def _lane_flow(lane: LaneSpec, priority: int, hard: int, match: dict[str, Any],
+               actions: list[Any], meter: int | None, table_id: int = 0) -> Any:
+    inst: list[Any] = [parser.OFPInstructionMeter(meter)] if meter is not None else []
+    inst.append(parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions))
+    return parser.OFPFlowMod(None, table_id=table_id, cookie=lane_cookie(lane.lane_id),
+                             command=ofp.OFPFC_ADD, priority=priority, idle_timeout=0,
+                             hard_timeout=hard, flags=ofp.OFPFF_SEND_FLOW_REM,
+                             buffer_id=ofp.OFP_NO_BUFFER, match=lane_match(match),
+                             instructions=inst)
+
+
+def flows_per_lane(hops: int, matches: int, families: int, with_ct: bool) -> int:
+    """The number of flows ``compile_lane`` emits (meters and shared flows not counted): a
+    forward and a reverse rule per hop and match, plus, at a conntrack border, the two table-1
+    reply rules (established, related) per address family the lane uses."""
+    return 2 * hops * matches + (2 * families if with_ct else 0)
+
+
+def compile_lane(lane: LaneSpec, topo: Topology, now: float, *,
+                 meter_command: int = ofp.OFPMC_ADD) -> dict[int, OFMsgs]:
+    """Per dpid on the lane's path: its meter (if rate-capped) then its forward and reverse flows
+    for every (destination, masked port entry) of the lane (``lane_matches``), and, at a border
+    switch with conntrack, its table-1 reply flows (one pair per address family: replies are
+    told apart by ``ct_mark`` = lane id, not by tuple). Shared per-address flows (ARP replies...)
+    come from ``sharedflows.compile_shared``. Count: ``flows_per_lane``.
+
+    IPv6 (a destination network of version 6) leaves from the host's own global ``ip6``, never
+    translated: the same rules with ``ipv6_*`` fields, conntrack without ``nat(src=...)``.
+    Neighbour discovery (ICMPv6) never matches a lane rule (lanes match tcp/udp) and keeps the
+    normal path. Non-first fragments, v4 or v6, carry no L4 header: OVS reports their ports as
+    0, so they match no lane rule (which all pin a destination port) and take the normal path,
+    deliberately: a lane never guesses which connection a fragment belongs to. A lane's TCP does
+    not fragment (path MTU discovery: ICMP "fragmentation needed" / ICMPv6 "packet too big"
+    reach the host, see ``guardflows``); a fragmented UDP datagram would be split across the two
+    paths, so UDP lane users keep datagrams below the path MTU.
+
+    Pass ``meter_command=OFPMC_MODIFY`` when re-sending a lane whose meters already exist.
+    Raises LaneCompileError / NoLanePath (both ValueError) for lanes that cannot be built, and
+    ValueError when the lane has already expired.
+    """
+    host = lane_source(lane, topo)
+    nat_ip = _check_lane(lane, topo, host)
+    hops = lane_hops(lane, topo)
+    hard = hard_timeout_for(lane.expires_at, now)
+    lane_cookie(lane.lane_id)  # validates the id before anything is built
+    with_ct = stateful(topo)
+    if with_ct and lane.lane_id > conntrack.CT_MARK_MAX:
+        raise LaneCompileError(f"lane id {lane.lane_id} does not fit ct_mark (32 bits)")
+    meter = meter_id_for(lane.lane_id) if lane.rate_mbps else None
+    priority = PRIORITY_LANE + (1 if lane.src_port is not None else 0)
+    host_ip = str(host.iface.ip.ip)
+    host_ip6 = str(host.ip6) if host.ip6 is not None else None
+    try:
+        pairs = lane_matches(lane, host_ip, host_ip6)
+    except ValueError as exc:
+        raise LaneCompileError(str(exc)) from None
+    out: dict[int, OFMsgs] = {h.dpid: [] for h in hops}
+
+    if meter is not None:  # on a one-switch lane both directions share the one meter
+        kbps = max(1, int(lane.rate_mbps * 1000))  # type: ignore[operator]
+        for dpid in {hops[0].dpid, hops[-1].dpid}:
+            band = parser.OFPMeterBandDrop(rate=kbps, burst_size=0)
+            out[dpid].append(parser.OFPMeterMod(None, command=meter_command,
+                                                flags=ofp.OFPMF_KBPS, meter_id=meter,
+                                                bands=[band]))
+    for pair in pairs:
+        _compile_pair(lane, topo, host, hops, pair, nat_ip if pair.version == 4 else None,
+                      priority, hard, meter, with_ct, out)
+    if with_ct:
+        border = hops[-1]
+        for version in sorted({p.version for p in pairs}):
+            for state in (conntrack.REPLY_ESTABLISHED, conntrack.REPLY_RELATED):
+                ct_match = {"in_port": border.out_port, "eth_type": ETH_TYPE[version],
+                            "ct_state": state, "ct_mark": lane.lane_id}
+                out[border.dpid].append(_lane_flow(
+                    lane, PRIORITY_LANE, hard, ct_match,
+                    deliver_to_host(topo, host, hops, len(hops) - 1, version), None,
+                    table_id=conntrack.CT_TABLE))
+    return out
+
+
+def _compile_pair(lane: LaneSpec, topo: Topology, host: Host, hops: tuple[Any, ...],
+                  pair: LaneMatch, nat_ip: str | None, priority: int, hard: int,
+                  meter: int | None, with_ct: bool, out: dict[int, OFMsgs]) -> None:
+    """The forward and reverse rules of one (destination, masked port) match on every hop."""
+    key = f"ipv{pair.version}"
+    host_mac, lane_mac = host.iface.mac, topo.lane_pool.mac
+    host_addr = pair.fwd[f"{key}_src"]
+    fwd, rev = pair.fwd, pair.rev
+    last = len(hops) - 1
+    for i, hop in enumerate(hops):
+        # forward: host -> edge router
+        if i == 0:
+            match = {"in_port": hop.in_port, "eth_src": host_mac, "vlan_vid": OFPVID_NONE, **fwd}
+        else:
+            match = {"in_port": hop.in_port, "eth_src": lane_mac, **fwd}
+        actions: list[Any] = []
+        if i == last:
+            if with_ct:
+                actions.append(conntrack.commit(lane.lane_id, nat_ip))
+            elif nat_ip is not None:
+                actions.append(PackedSetField(ipv4_src=nat_ip))
+            # a NAT'd commit goes on in the egress table (a base flow: guardflows), which sends on
+            # only what was translated; otherwise the edge router sees the host's own MAC
+            if not (with_ct and nat_ip is not None):
+                actions += [PackedSetField(eth_src=lane_mac if nat_ip else host_mac),
+                            PackedSetField(eth_dst=topo.edge.inside.mac),
+                            parser.OFPActionOutput(hop.out_port)]
+        else:
+            if i == 0:
+                actions.append(PackedSetField(eth_src=lane_mac))
+            actions.append(parser.OFPActionOutput(hop.out_port))
+        out[hop.dpid].append(_lane_flow(lane, priority, hard, match, actions,
+                                        meter if i == 0 else None))
+        # reverse: edge router -> host
+        if i < last:
+            match = {"in_port": hop.out_port, "eth_src": lane_mac, **rev}
+            out[hop.dpid].append(_lane_flow(lane, priority, hard, match,
+                                            deliver_to_host(topo, host, hops, i, pair.version),
+                                            None))
+            continue
+        match = {"in_port": hop.out_port, **rev, f"{key}_dst": nat_ip or host_addr}
+        if with_ct:
+            out[hop.dpid].append(_lane_flow(lane, priority, hard, match,
+                                            [conntrack.track_reply(conntrack.lane_zone(nat_ip))], meter))
+            continue
+        if lane.protocol == "tcp":  # stateless: no inbound connection set-up (a bare SYN never passes)
+            match["tcp_flags"] = (TCP_ACK, TCP_ACK)
+        actions = [PackedSetField(ipv4_dst=host_addr)] if nat_ip else []
+        out[hop.dpid].append(_lane_flow(lane, priority, hard, match, actions + deliver_to_host(
+            topo, host, hops, i, pair.version), meter))
+
+
+def compile_lane_removal(lane_id: int, dpids: Iterable[int], *,
+                         with_meter: bool = True) -> dict[int, OFMsgs]:
+    """Delete every flow of the lane (by exact cookie, all tables), then its meter."""
+    cookie = lane_cookie(lane_id)
+    out: dict[int, OFMsgs] = {}
+    for dpid in dict.fromkeys(dpids):
+        ofmsgs: OFMsgs = [parser.OFPFlowMod(None, cookie=cookie, cookie_mask=EXACT_MASK,
+                                            table_id=ofp.OFPTT_ALL, command=ofp.OFPFC_DELETE,
+                                            out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY,
+                                            match=parser.OFPMatch())]
+        if with_meter and lane_id <= ofp.OFPM_MAX:
+            ofmsgs.append(parser.OFPMeterMod(None, command=ofp.OFPMC_DELETE,
+                                             meter_id=meter_id_for(lane_id)))
+        out[dpid] = ofmsgs
+    return out
+
+
+def compile_desired(topo: Topology, lanes: Iterable[LaneSpec],
+                    now: float) -> tuple[dict[int, OFMsgs], dict[int, str]]:
+    """All the app's messages that should be on the switches now: base flows, every live
+    lane, and the shared flows of the addresses live lanes use. Lanes that cannot be built
+    (expired, no path, bad field) come back as lane_id -> reason instead of failing the rest; reconcile compares the flows with ``flow_key``."""
+    out = compile_base(topo)
+    refused: dict[int, str] = {}
+    carried = []
+    for lane in lanes:
+        try:
+            ofmsgs = compile_lane(lane, topo, now)
+        except Exception as exc:  # noqa: BLE001 - one lane's bad row must not stop the rest
+            refused[lane.lane_id] = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+            continue
+        carried.append(lane)
+        for dpid, msgs in ofmsgs.items():
+            out.setdefault(dpid, []).extend(msgs)
+    for dpid, msgs in compile_shared(topo, carried).items():
+        out.setdefault(dpid, []).extend(msgs)
+    return out, refused
+
+
+def compile_flow_delete(flow: Any) -> Any:
+    """A DELETE_STRICT for exactly one flow (a stale OFPFlowStats entry, or a FlowMod we sent):
+    same table, priority, match and cookie; nothing else on the switch is touched."""
+    return parser.OFPFlowMod(None, table_id=flow.table_id, command=ofp.OFPFC_DELETE_STRICT,
+                             priority=flow.priority, cookie=flow.cookie, cookie_mask=EXACT_MASK,
+                             out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY, match=flow.match)
+
+
+__all__ = [
+    "PRIORITY_TABLE_MISS", "PRIORITY_BYPASS_DROP", "PRIORITY_ARP_PROXY", "PRIORITY_LANE",
+    "PRIORITY_ARP_REPLY", "PRIORITY_GUARD", "PRIORITY_RELATED", "PRIORITY_CT_POOL_DROP",
+    "PRIORITY_CT_EGRESS",
+    "APP_COOKIE", "APP_COOKIE_MASK", "BASE_COOKIE", "ALL_APP_FLOWS", "ALL_LANE_FLOWS",
+    "LaneCompileError", "NoLanePath", "compile_base", "compile_lane", "compile_lane_removal",
+    "lane_cookie", "lane_id_from_cookie", "lane_pool_arp_reply", "flow_key", "flow_key_of",
+    "lane_dpids", "lane_ingress_ports", "lane_hops", "hard_timeout_for", "meter_id_for",
+    "compile_desired", "compile_flow_delete", "lane_match", "flows_per_lane",
+]

@@ -1,0 +1,139 @@
+"""Flows that belong to an address, not to one lane: several lanes of one host share its lane
+address (and its path), so these are installed with the first live lane using the address
+(ADD is idempotent) and deleted when the last one ends. Cookie kind: ``cookies.shared_cookie``.
+
+- Switch-side ARP reply (issue 10), border switch, ``PRIORITY_ARP_REPLY``: the edge router's
+  ARP request for an active lane-pool address is turned into the reply with set-field actions
+  and sent back out the port it came in, so a lane keeps working while the controller is away.
+- Related ICMP errors for a lane-pool address (border with conntrack), ``PRIORITY_RELATED_NAT``:
+  destination-unreachable and time-exceeded from the edge for the address go through conntrack
+  in the address's own zone (``conntrack.lane_zone``), where its lanes' connections live.
+- ICMP errors between switches (lanes longer than one switch): at every non-border switch of
+  the path, an ICMP packet marked with the lane MAC for the host goes on towards the host (the
+  border only ever marks ICMP errors that conntrack related to a lane, or, stateless, a
+  fragmentation-needed for the lane address).
+- Stateless fallback only (border ``conntrack: false``): ICMP fragmentation-needed for the lane
+  address passes to the host (outer destination translated).
+- Dual stack, host with a global ``ip6``: the same for ICMPv6 (transit of marked errors to the
+  host's ip6; stateless: packet-too-big for it), under the host's v4 address's cookie.
+
+No hard timeout: they open nothing by themselves (an ARP answer for an address no lane uses leads
+to the table-1/guard drops), and one lane's deadline must not cut another's. Reconcile deletes
+them when no live lane uses the address.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from os_ken.ofproto import ofproto_v1_3 as ofp
+from os_ken.ofproto import ofproto_v1_3_parser as parser
+
+from viplanes.controller.compile import conntrack
+from viplanes.controller.compile import path as lanepath
+from viplanes.controller.compile.cookies import EXACT_MASK, shared_cookie
+from viplanes.controller.compile.fastmatch import PackedSetField, exact_match
+from viplanes.controller.compile.flowkey import flow_key_of
+from viplanes.controller.compile.base import (ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6,
+                                            ICMP_ERRORS, IP_PROTO_ICMP, IP_PROTO_ICMPV6,
+                                            PRIORITY_ARP_REPLY, PRIORITY_LANE,
+                                            PRIORITY_RELATED_NAT, dual_stack, flow)
+from viplanes.domain.values import LaneSpec
+from viplanes.topologies.model import Topology
+
+
+def _match(**fields: Any) -> Any:
+    """``OFPMatch(**fields)``, from fastmatch's per-field cache (same fields, same order)."""
+    return exact_match(fields)
+
+
+OFMsgs = list[Any]
+ICMP_FRAG_NEEDED = (3, 4)
+ICMPV6_PACKET_TOO_BIG = 2
+
+
+def lane_addresses(lane: LaneSpec, topo: Topology) -> dict[str, dict[int, OFMsgs]]:
+    """address -> dpid -> the shared flows this lane needs (empty when it cannot be built)."""
+    try:
+        host = lanepath.lane_source(lane, topo)
+        hops = lanepath.lane_hops(lane, topo)
+    except ValueError:
+        return {}
+    host_ip, lane_mac = str(host.iface.ip.ip), topo.lane_pool.mac
+    # v6 ICMP errors need flows only where v6 lanes can exist
+    host_ip6 = str(host.ip6) if host.ip6 is not None and dual_stack(topo) else None
+    edge = topo.edge.inside
+    border = hops[-1]
+    out: dict[str, dict[int, OFMsgs]] = {}
+
+    def add(address: str, dpid: int, msg: Any) -> None:
+        out.setdefault(address, {}).setdefault(dpid, []).append(msg)
+
+    if lane.nat_ip:
+        nat = str(lane.nat_ip)
+        add(nat, border.dpid, flow(PRIORITY_ARP_REPLY, shared_cookie(nat), _match(
+            in_port=border.out_port, eth_type=ETH_TYPE_ARP, arp_op=1, arp_spa=str(edge.ip.ip),
+            arp_tpa=nat), [
+            PackedSetField(eth_dst=edge.mac),
+            PackedSetField(eth_src=lane_mac),
+            PackedSetField(arp_op=2),
+            PackedSetField(arp_sha=lane_mac),
+            PackedSetField(arp_spa=nat),
+            PackedSetField(arp_tha=edge.mac),
+            PackedSetField(arp_tpa=str(edge.ip.ip)),
+            parser.OFPActionOutput(ofp.OFPP_IN_PORT)]))
+        if lanepath.stateful(topo):
+            for icmp_type in ICMP_ERRORS:
+                add(nat, border.dpid, flow(PRIORITY_RELATED_NAT, shared_cookie(nat), _match(
+                    in_port=border.out_port, eth_type=ETH_TYPE_IPV4, ip_proto=IP_PROTO_ICMP,
+                    icmpv4_type=icmp_type, ipv4_dst=nat),
+                    [conntrack.track_reply(conntrack.lane_zone(nat))]))
+    for i, hop in enumerate(hops[:-1]):
+        add(host_ip, hop.dpid, flow(PRIORITY_LANE, shared_cookie(host_ip), _match(
+            in_port=hop.out_port, eth_src=lane_mac, eth_type=ETH_TYPE_IPV4,
+            ip_proto=IP_PROTO_ICMP, ipv4_dst=host_ip),
+            lanepath.deliver_to_host(topo, host, hops, i)))
+        if host_ip6 is not None:  # keyed by the host's v4 address: cookies hold 32 bits
+            add(host_ip, hop.dpid, flow(PRIORITY_LANE, shared_cookie(host_ip), _match(
+                in_port=hop.out_port, eth_src=lane_mac, eth_type=ETH_TYPE_IPV6,
+                ip_proto=IP_PROTO_ICMPV6, ipv6_dst=host_ip6),
+                lanepath.deliver_to_host(topo, host, hops, i, 6)))
+    if not lanepath.stateful(topo) and host_ip6 is not None:
+        add(host_ip, border.dpid, flow(PRIORITY_LANE, shared_cookie(host_ip), _match(
+            in_port=border.out_port, eth_type=ETH_TYPE_IPV6, ip_proto=IP_PROTO_ICMPV6,
+            icmpv6_type=ICMPV6_PACKET_TOO_BIG, ipv6_dst=host_ip6),
+            lanepath.deliver_to_host(topo, host, hops, len(hops) - 1, 6)))
+    if not lanepath.stateful(topo):
+        lane_src = str(lane.nat_ip or host_ip)
+        actions = [PackedSetField(ipv4_dst=host_ip)] if lane.nat_ip else []
+        add(lane_src, border.dpid, flow(PRIORITY_LANE, shared_cookie(lane_src), _match(
+            in_port=border.out_port, eth_type=ETH_TYPE_IPV4, ip_proto=IP_PROTO_ICMP,
+            icmpv4_type=ICMP_FRAG_NEEDED[0], icmpv4_code=ICMP_FRAG_NEEDED[1],
+            ipv4_dst=lane_src),
+            actions + lanepath.deliver_to_host(topo, host, hops, len(hops) - 1)))
+    return out
+
+
+def compile_shared(topo: Topology, lanes: Iterable[LaneSpec]) -> dict[int, OFMsgs]:
+    """Per dpid, the shared flows of every address the given (live) lanes use, each once."""
+    out: dict[int, OFMsgs] = {}
+    seen: set[tuple[int, Any]] = set()
+    for lane in lanes:
+        for per_dpid in lane_addresses(lane, topo).values():
+            for dpid, msgs in per_dpid.items():
+                for msg in msgs:
+                    key = (dpid, flow_key_of(msg))
+                    if key not in seen:
+                        seen.add(key)
+                        out.setdefault(dpid, []).append(msg)
+    return out
+
+
+def compile_shared_removal(addresses_by_dpid: dict[int, set[str]]) -> dict[int, OFMsgs]:
+    """Delete every shared flow of these addresses (exact cookie, all tables) on these switches."""
+    return {dpid: [parser.OFPFlowMod(None, cookie=shared_cookie(addr), cookie_mask=EXACT_MASK,
+                                     table_id=ofp.OFPTT_ALL, command=ofp.OFPFC_DELETE,
+                                     out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY,
+                                     match=parser.OFPMatch()) for addr in sorted(addrs)]
+            for dpid, addrs in addresses_by_dpid.items() if addrs}
+

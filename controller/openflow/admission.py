@@ -1,0 +1,107 @@
+"""Who holds a datapath id: authorize a connection after its features reply, never let a newcomer
+take over a dpid whose live connection still answers.
+
+Why here and not in the app: the decision must come before os-ken (and so the lane runtime) sees
+the features reply, so that no flow-mod, barrier or reconcile ever reaches a connection that is
+not authorized. ``OpenFlowServer`` calls ``admit`` on the connection's reader thread.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from viplanes.controller.openflow.tls import TLSFiles
+from viplanes.controller.openflow.peerauth import SwitchTrust, authorize
+
+LOG = logging.getLogger("viplanes.controller.openflow.admission")
+PROBE_TIMEOUT_S = 1.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one peer may make the controller do (defaults: generous for a real switch)."""
+
+    packet_in_per_s: float = 50.0
+    packet_in_burst: float = 100.0
+    packet_in_close_after: int = 5000  # PACKET_INs dropped within 10 s: the peer is closed
+    echo_per_s: float = 5.0
+    echo_burst: float = 20.0
+    pending_per_source: int = 8  # connections per address still in the TLS handshake
+    # connections per address waiting for one of those places (each up to the handshake timeout,
+    # then the handshake has its own); beyond, closed at once
+    queued_per_source: int = 256
+    tls_handshake_timeout_s: float = 5.0
+
+
+@dataclass(frozen=True)
+class ListenerSecurity:
+    """``tls`` None: plain TCP (``--insecure-tcp``), loudly logged."""
+
+    tls: TLSFiles | None
+    trust: SwitchTrust = field(default_factory=SwitchTrust)
+    limits: Limits = field(default_factory=Limits)
+
+
+class Connection(Protocol):
+    address: Any
+
+    def peer_cert_der(self) -> bytes | None: ...
+
+    def probe(self, timeout_s: float) -> bool: ...
+
+    def shutdown(self) -> None: ...
+
+
+class Admission:
+    """The authorized connection of every dpid (thread-safe)."""
+
+    def __init__(self, trust: SwitchTrust, probe_timeout_s: float = PROBE_TIMEOUT_S) -> None:
+        self.trust = trust
+        self.probe_timeout_s = probe_timeout_s
+        self.live: dict[int, Connection] = {}
+        self.refused: dict[str, int] = {}  # reason kind -> count, for tests and metrics
+        self._lock = threading.Lock()
+        self._dpid_locks: dict[int, threading.Lock] = {}
+
+    def _count(self, kind: str) -> None:
+        with self._lock:
+            self.refused[kind] = self.refused.get(kind, 0) + 1
+
+    def admit(self, conn: Connection, dpid: int) -> bool:
+        """True: ``conn`` now holds ``dpid``. False: close it (the reason is logged)."""
+        decision = authorize(conn.peer_cert_der(), dpid, self.trust)
+        if not decision.ok:
+            self._count("unauthorized")
+            LOG.warning("refusing OpenFlow connection from %s claiming dpid %d: %s",
+                        conn.address, dpid, decision.reason)
+            return False
+        with self._lock:
+            dpid_lock = self._dpid_locks.setdefault(dpid, threading.Lock())
+        with dpid_lock:  # one claim of a dpid at a time: two newcomers never both win
+            with self._lock:
+                old = self.live.get(dpid)
+            if old is not None and old is not conn:
+                if old.probe(self.probe_timeout_s):
+                    self._count("takeover")
+                    LOG.warning("refusing OpenFlow connection from %s claiming dpid %d: the "
+                                "connection from %s holds it and answers echo", conn.address,
+                                dpid, old.address)
+                    return False
+                LOG.warning("dpid %d: connection from %s did not answer echo within %g s; the "
+                            "new connection from %s replaces it", dpid, old.address,
+                            self.probe_timeout_s, conn.address)
+                old.shutdown()
+            with self._lock:
+                self.live[dpid] = conn
+        LOG.info("dpid %d authorized for %s: %s", dpid, conn.address, decision.reason)
+        return True
+
+    def release(self, conn: Connection, dpid: int | None) -> None:
+        """``conn`` closed: it no longer holds its dpid (unless another already does)."""
+        if dpid is None:
+            return
+        with self._lock:
+            if self.live.get(dpid) is conn:
+                del self.live[dpid]

@@ -1,0 +1,56 @@
+"""os-ken's handshake app (``OFPHandler``) running our listener (``oflistener.OpenFlowServer``).
+
+``launcher.start_apps`` swaps it in for ``os_ken.controller.ofp_handler`` (same app name, same
+handshake handlers), and passes the listener's security as the ``of_security`` context.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from os_ken import cfg
+from os_ken.base import app_manager
+from os_ken.controller.ofp_handler import OFPHandler
+from os_ken.lib import hub
+
+from viplanes.controller.openflow.admission import ListenerSecurity
+from viplanes.controller.openflow.handshakes import HandshakeGauge
+from viplanes.controller.openflow.listener import OpenFlowServer
+
+LOG = logging.getLogger("viplanes.controller.openflow.server")
+
+
+class GuardedOFPHandler(OFPHandler):
+    """os-ken's handshake app with our listener instead of ``OpenFlowController``.
+
+    Its security comes in as the ``of_security`` context (``launcher.start_apps``); without it
+    the listener is plain TCP."""
+
+    def __init__(self, *args: Any, of_security: ListenerSecurity | None = None,
+                 of_handshakes: HandshakeGauge | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.server: OpenFlowServer | None = None
+        self.security = of_security or ListenerSecurity(tls=None)
+        self.handshakes = of_handshakes  # the runtime's: its reconciles wait for handshakes
+
+    def start(self) -> Any:
+        app_manager.OSKenApp.start(self)
+        conf = cfg.CONF
+        host = conf.ofp_listen_host or "127.0.0.1"
+        self.server = OpenFlowServer(host, conf.ofp_tcp_listen_port or 6653, self.security,
+                                     self.handshakes)
+        if self.security.tls is None:
+            LOG.warning("INSECURE: OpenFlow listening on %s:%d over plain TCP (--insecure-tcp): "
+                        "switches are not authenticated", *self.server.address)
+            threading.Thread(target=self.server.remind_insecure, name="viplanes-insecure-of",
+                             daemon=True).start()
+        else:
+            LOG.info("OpenFlow listening on %s:%d (TLS, client certificates from %s)",
+                     *self.server.address, self.security.tls.ca)
+        return hub.spawn(self.server.serve_forever)
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        super().stop()

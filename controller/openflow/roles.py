@@ -1,0 +1,137 @@
+"""OpenFlow 1.3 roles for several controllers on one set of switches (issue 12).
+
+Every controller process connects to every switch. The one holding the lease
+(``viplanes.cluster.leader``) sends ``OFPRoleRequest(MASTER, generation_id=epoch)`` to each switch, and to
+each switch that connects later; the others send SLAVE. The switch keeps the highest generation it
+saw and refuses an older one (OFPRRFC_STALE), and refuses flow-mods from a SLAVE (OFPBRC_IS_SLAVE):
+so a deposed master that still thinks it leads (a paused process, a partition) cannot change a
+switch, whatever it believes. Either error makes this controller step down at once.
+
+Only the master sends flow-mods, reconciles and probes drift. A new master reconciles every switch
+by cookie without wiping (``reconcile_switch``), so a failover deletes or re-adds no lane flow.
+The lease is the entry point's; this class only hears ``set_role(master, epoch)``.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+from os_ken.ofproto import ofproto_v1_3 as ofp
+from os_ken.ofproto import ofproto_v1_3_parser as parser
+
+from viplanes.controller.openflow.embedded import EmbeddedController
+
+LOG = logging.getLogger("viplanes.controller.openflow.roles")
+ROLE_WAIT_S = 2.0
+
+
+def role_request(master: bool, generation_id: int) -> Any:
+    """The role request as data (datapath=None); the generation is the lease epoch."""
+    role = ofp.OFPCR_ROLE_MASTER if master else ofp.OFPCR_ROLE_SLAVE
+    return parser.OFPRoleRequest(None, role, generation_id & 0xFFFFFFFFFFFFFFFF)
+
+
+def deposes(err_type: int, code: int) -> bool:
+    """The switch says another controller leads: a stale generation, or a write as SLAVE."""
+    return ((err_type == ofp.OFPET_ROLE_REQUEST_FAILED and code == ofp.OFPRRFC_STALE)
+            or (err_type == ofp.OFPET_BAD_REQUEST and code == ofp.OFPBRC_IS_SLAVE))
+
+
+class RoleController(EmbeddedController):
+    """An EmbeddedController that writes to switches only while it is master."""
+
+    is_master = False  # LaneRuntime._send_batch refuses flow-mods while False
+
+    def __init__(self, *args: Any, on_deposed: Callable[[int], None] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.epoch = 0
+        self.on_deposed = on_deposed
+        self._role_lock = threading.Lock()
+
+    # ---- the lease says ---------------------------------------------------------------------
+    def set_role(self, master: bool, epoch: int) -> None:
+        """MASTER: claim every switch with ``epoch``, then reconcile them; SLAVE: stop writing."""
+        with self._role_lock:
+            self.epoch = epoch
+            if not master:
+                self.is_master = False
+            errors = {dpid: self._send_role(dpid, master, epoch) for dpid in sorted(self.connected)}
+            refused = [dpid for dpid, err in errors.items() if err and "STALE" in err]
+            if master and refused:
+                LOG.warning("epoch %d is stale on %s: another controller leads", epoch,
+                            self.switch_name(refused[0]))
+                self._step_down()
+                return
+            if master:
+                self.is_master = True
+        LOG.info("role %s (generation %d) on %d switches", "MASTER" if master else "SLAVE", epoch,
+                 len(errors))
+        if master:
+            for dpid in sorted(self.connected):
+                self.spawn(functools.partial(self.reconcile_switch, dpid))
+
+    def _send_role(self, dpid: int, master: bool, epoch: int) -> str | None:
+        """Send one role request + barrier and wait: None, or the switch's refusal."""
+        msg = role_request(master, epoch)
+        msg.set_xid(self._xid())
+        barrier = parser.OFPBarrierRequest(None)
+        barrier.set_xid(self._xid())
+        batch = self.tracker.expect_barrier(dpid, [msg.xid], barrier.xid)
+        if not self.send(dpid, [msg, barrier]):
+            self.tracker.forget(batch)
+            return f"{self.switch_name(dpid)} not connected"
+        if not batch.wait(time.monotonic() + ROLE_WAIT_S):
+            self.tracker.forget(batch)
+            return f"{self.switch_name(dpid)} did not confirm its role"
+        if batch.errors and any(deposes(t, c) for _, t, c in batch.errors):
+            return "OFPRRFC_STALE"
+        return batch.error
+
+    def _step_down(self) -> None:
+        if self.is_master:
+            LOG.warning("deposed: a switch refused generation %d; now SLAVE", self.epoch)
+        self.is_master = False
+        if self.on_deposed is not None:
+            self.on_deposed(self.epoch)
+
+    # ---- switches and periodic work ------------------------------------------------------------
+    def switch_up(self, dpid: int) -> None:
+        self.connected.add(dpid)
+        self.spawn(lambda: self._greet(dpid))
+
+    def _greet(self, dpid: int) -> None:
+        """A new connection learns our role first; only the master then reconciles it."""
+        with self._role_lock:
+            master, epoch = self.is_master, self.epoch
+            err = self._send_role(dpid, master, epoch)
+        if master and err == "OFPRRFC_STALE":
+            self._step_down()
+        elif master:
+            self.reconcile_switch(dpid)
+        else:
+            self.reconciled.pop(dpid, None)
+
+    def on_error(self, dpid: int, xid: int, err_type: int, code: int) -> None:
+        if deposes(err_type, code) and self.is_master:
+            self._step_down()
+        super().on_error(dpid, xid, err_type, code)
+
+    def _apply(self, per_dpid: dict[int, list[Any]], timeout_s: float,
+               tolerate: Callable[[Any], bool] = lambda b: False) -> str | None:
+        """A refusal because another controller leads is transient for the lane: say so, so the
+        lane manager leaves it ``installing`` for the master instead of failing it."""
+        failure = super()._apply(per_dpid, timeout_s, tolerate)
+        if failure and not self.is_master and "not master" not in failure:
+            failure = f"{failure} (this controller is not master any more)"
+        return failure
+
+    def check_drift(self, timeout_s: float = 2.0) -> list[int]:
+        return super().check_drift(timeout_s) if self.is_master else []
+
+    def reconcile_all(self) -> None:
+        if self.is_master:
+            super().reconcile_all()

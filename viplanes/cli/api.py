@@ -1,0 +1,140 @@
+"""``viplanes api --db postgresql://... --workers N``: the Flask app in N processes on one port.
+
+Why several waitress processes with SO_REUSEPORT rather than gunicorn: waitress is what ``serve``
+already runs (same threads, same error pages, no new dependency), and SO_REUSEPORT makes the
+kernel spread new connections over the N listening sockets, so there is no accept lock and no
+master in the data path. The parent only forks the workers and starts a new one when one dies
+(a kill -9 under load loses that worker's in-flight requests, never a committed lane: the lane
+rows and the hand-off are in the database).
+
+The data plane of every worker is ``handoff.RemoteDataplane``: the controllers are other
+processes (``viplanes controller cluster``), reached through the database.
+"""
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from typing import Any
+
+import click
+
+from viplanes.cli.options import hostport_option
+
+log = logging.getLogger("viplanes.cli.api")
+
+
+def _reuseport_socket(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    return sock
+
+
+def worker_app(db_url: str, topology_path: str | None) -> Any:
+    """One API process's app, with the heap it took to build it frozen.
+
+    Why freeze: the app and every module it imported are ~135,000 objects the cyclic collector
+    tracks, and a full collection walks them all: 60-86 ms inside whichever request triggers it,
+    the first one within a worker's first few thousand requests (``bench.worker_gc``;
+    docs/benchmarks.md, "The API workers' startup heap"). ``gc.freeze()`` exempts them from
+    later collections; reference counting still frees them."""
+    from viplanes.api.app import create_app
+    from viplanes.config import AppConfig
+    from viplanes.store.db import Database
+    from viplanes.cluster.handoff import RemoteDataplane
+    from viplanes.cli.serve import _load_topology
+
+    topology = _load_topology(topology_path)
+    plane = RemoteDataplane(Database(db_url, pool_size=2))
+    app = create_app(AppConfig(db_url=db_url, migrate=False), dataplane=plane, topology=topology)
+    gc.collect()
+    gc.freeze()
+    return app
+
+
+def _worker(db_url: str, host: str, port: int, threads: int, topology_path: str | None) -> None:
+    """One API process: its own engine (never shared across fork), its own listening socket."""
+    from waitress import create_server
+
+    signal.signal(signal.SIGTERM, lambda signum, _f: sys.exit(128 + signum))
+    app = worker_app(db_url, topology_path)
+    server = create_server(app, sockets=[_reuseport_socket(host, port)], threads=threads, ident="viplanes")
+    server.run()
+
+
+@click.command("api")
+@click.option("--db", "db_url", envvar="VIPLANES_DB_URL", required=True,
+              help="shared database URL (postgresql://...), the one the controllers use")
+@click.option("--listen", "listen", default="127.0.0.1:8080", show_default=True, help="HOST:PORT")
+@click.option("--workers", type=click.IntRange(1, 64), default=2, show_default=True,
+              help="API processes sharing the port (SO_REUSEPORT)")
+@click.option("--threads", type=click.IntRange(1, 256), default=8, show_default=True,
+              help="threads per process")
+@click.option("--topology", "topology_path", type=click.Path(dir_okay=False), default=None,
+              help="topology YAML (default: the campus)")
+def api(db_url: str, listen: str, workers: int, threads: int, topology_path: str | None) -> None:
+    """The API alone, in N processes; lanes are installed by `viplanes controller cluster`."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from viplanes.store.db import Database
+    from viplanes.cli.serve import _load_topology
+
+    host, port = hostport_option(listen, "--listen")
+    _load_topology(topology_path)  # a bad file is one line here, not N worker tracebacks
+    try:
+        db = Database(db_url, pool_size=1)
+        db.create_all()  # migrate once, before the workers race for it
+        db.dispose()
+    except SQLAlchemyError as exc:
+        raise click.ClickException(f"database: {str(exc).splitlines()[0]}") from None
+    try:
+        _reuseport_socket(host, port).close()  # the port is ours to share, or say why not now
+    except OSError as exc:
+        raise click.ClickException(f"--listen {listen}: {exc.strerror or exc}") from None
+    click.echo(f"viplanes api: http://{host}:{port}  {workers} processes x {threads} threads  "
+               f"db {db.engine.url.render_as_string(hide_password=True)}", err=True)
+    sys.stderr.flush()
+    children: dict[int, int] = {}
+    stopping = False
+
+    def spawn(slot: int) -> None:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _worker(db_url, host, port, threads, topology_path)
+            finally:
+                os._exit(0)
+        children[pid] = slot
+
+    def stop(*_: Any) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in list(children):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for slot in range(workers):
+        spawn(slot)
+    while children:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        if pid not in children:
+            continue
+        ended = children.pop(pid)
+        if not stopping:
+            click.echo(f"viplanes api: worker {pid} ended ({status:#x}); starting another", err=True)
+            time.sleep(0.2)
+            spawn(ended)

@@ -1,0 +1,139 @@
+"""`viplanes serve`: the embedded controller, the lifecycle scheduler and the API in one process.
+
+Order matters: the controller learns where the desired lanes come from (the database) before it
+starts listening, so the first switch that connects is reconciled against the store; the API
+opens last, when everything it calls is up.
+"""
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from viplanes.cli.openflow_options import openflow_security_options
+from viplanes.cli.options import hostport_option
+
+log = logging.getLogger("viplanes.cli.serve")
+
+
+def _load_topology(path: str | None) -> Any:
+    from viplanes.topologies.loader import TopologyError, load_topology
+
+    if path is None:
+        import viplanes.topologies as pkg
+
+        path = str(Path(pkg.__file__).resolve().parent / "campus.yaml")
+    try:
+        return load_topology(path)
+    except TopologyError as exc:
+        raise click.ClickException(f"topology: {str(exc).splitlines()[0]}") from None
+    except OSError as exc:
+        raise click.ClickException(f"topology: {exc}") from None
+
+
+def _make_dataplane(kind: str, topology: Any, openflow: tuple[str, int], security: Any) -> Any:
+    if kind == "memory":
+        from viplanes.dataplane.memory import MemoryDataplane
+
+        return MemoryDataplane()
+    try:
+        from viplanes.controller.runtime.lane_runtime import EmbeddedController
+    except ImportError as exc:
+        raise click.ClickException(f"the embedded controller is not available ({exc}); "
+                                   "use --dataplane memory for an API-only server") from None
+    return EmbeddedController(topology, host=openflow[0], port=openflow[1], security=security)
+
+
+def _of_mode(dataplane: str, security: Any) -> str:
+    if dataplane != "openflow":
+        return dataplane
+    return "TLS" if security.tls is not None else "INSECURE plain TCP"
+
+
+def _stop_on_sigterm() -> None:
+    def handler(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+@click.command()
+@click.option("--topology", "topology_path", type=click.Path(dir_okay=False), default=None,
+              help="topology YAML (default: the campus)")
+@click.option("--db", "db_url", envvar="VIPLANES_DB_URL", default=None,
+              help="database URL (default: sqlite file ./viplanes.db)")
+@click.option("--api", "api_addr", default="127.0.0.1:8080", show_default=True, help="API listen HOST:PORT")
+@click.option("--openflow", "of_addr", default="127.0.0.1:6653", show_default=True,
+              help="OpenFlow listen HOST:PORT")
+@click.option("--dataplane", type=click.Choice(["openflow", "memory"]), default="openflow", show_default=True,
+              help="memory: no controller, lanes are only remembered (API demos, tests)")
+@click.option("--threads", type=click.IntRange(1, 256), default=8, show_default=True, help="API worker threads")
+@click.option("--tick", "tick_s", type=click.FloatRange(0.05, 60), default=0.5, show_default=True,
+              help="scheduler period, seconds")
+@openflow_security_options
+def serve(topology_path: str | None, db_url: str | None, api_addr: str, of_addr: str, dataplane: str,
+          threads: int, tick_s: float, pki_dir: Path | None, insecure_tcp: bool,
+          switch_cert_pins: tuple[str, ...]) -> None:
+    """Run the controller and the API in one process until SIGINT/SIGTERM."""
+    from sqlalchemy.exc import SQLAlchemyError
+    from waitress import create_server
+
+    from viplanes.api.app import create_app
+    from viplanes.config import AppConfig
+    from viplanes.lanes.names import NameWatcher
+    from viplanes.lanes.scheduler import Scheduler
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    api_host, api_port = hostport_option(api_addr, "--api")
+    of = hostport_option(of_addr, "--openflow")
+    topology = _load_topology(topology_path)
+    security = None
+    if dataplane == "openflow":
+        from viplanes.cli.openflow_options import listener_security
+
+        security = listener_security(pki_dir, insecure_tcp, switch_cert_pins, topology)
+    plane = _make_dataplane(dataplane, topology, of, security)
+    try:
+        app = create_app(AppConfig(db_url=db_url or ""), dataplane=plane, topology=topology)
+    except SQLAlchemyError as exc:
+        raise click.ClickException(f"database: {str(exc).splitlines()[0]}") from None
+    ctx = app.extensions["viplanes"]
+    plane.attach_source(ctx.manager.desired_lanes)
+    _stop_on_sigterm()
+    scheduler = Scheduler(ctx.manager, interval_s=tick_s)
+    names = NameWatcher(ctx.manager)
+    server = None
+    started = False
+    try:
+        if hasattr(plane, "start"):
+            try:
+                plane.start()
+            except (RuntimeError, OSError) as exc:
+                raise click.ClickException(str(exc)) from None
+        started = True
+        scheduler.start()
+        names.start()
+        try:
+            server = create_server(app, host=api_host, port=api_port, threads=threads, ident="viplanes")
+        except OSError as exc:
+            raise click.ClickException(f"--api {api_addr}: {exc.strerror or exc}") from None
+        click.echo(f"viplanes: API http://{api_host}:{api_port}  OpenFlow {of[0]}:{of[1]} ({_of_mode(dataplane, security)})  "
+                   f"topology {topology.name}  db {ctx.db.engine.url.render_as_string(hide_password=True)}",
+                   err=True)
+        sys.stderr.flush()
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if server is not None:
+            server.close()
+        scheduler.stop()
+        names.stop()
+        if started and hasattr(plane, "stop"):
+            plane.stop()
+        ctx.db.dispose()

@@ -1,0 +1,4 @@
+"""The API's HTTP client (``http``) and how ``viplanes transfer`` finds a command's destination.
+
+Imports only ``domain`` and ``config``: a researcher's machine needs nothing else.
+"""

@@ -1,0 +1,194 @@
+"""A small HTTP client of the VIP Lanes API, used by the CLI, the lab and the benchmarks."""
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from contextlib import nullcontext
+from typing import Any, Callable, ContextManager
+
+import requests
+
+from viplanes.config import ClientConfig
+
+ENDED = {"failed", "expired", "released", "revoked"}
+TERMINAL_OR_ACTIVE = ENDED | {"active"}
+
+
+class ApiError(Exception):
+    """The API answered with an error (``status`` >= 400) or could not be reached (status 0)."""
+
+    def __init__(self, status: int, error: str, message: str, details: Any = None) -> None:
+        fields = _field_errors(details) if status == 422 else ""
+        text = f"{message}: {fields}" if fields else message
+        super().__init__(f"{text} ({error})" if error else text)
+        self.status, self.error, self.message, self.details = status, error, message, details or {}
+
+
+def _field_errors(details: Any, prefix: str = "") -> str:
+    """{"json": {"dst_port": ["Must be ..."]}} -> "dst_port: Must be ..." (one line for the CLI)."""
+    if isinstance(details, dict):
+        parts = []
+        for key, value in details.items():
+            name = "" if key in ("json", "query", "headers") and not prefix else f"{prefix}{key}"
+            parts.append(_field_errors(value, f"{name}." if name else ""))
+        return "; ".join(p for p in parts if p)
+    if isinstance(details, list):
+        text = " ".join(str(x) for x in details if not isinstance(x, (dict, list)))
+        return f"{prefix.rstrip('.')}: {text}" if prefix and text else text
+    return str(details)
+
+
+class ApiClient:
+    def __init__(self, config: ClientConfig | None = None, timeout_s: float = 30.0) -> None:
+        self.config = config or ClientConfig.load()
+        self.timeout_s = timeout_s
+        self.session = requests.Session()
+        if self.config.token:
+            self.session.headers["Authorization"] = f"Bearer {self.config.token}"
+
+    def call(self, method: str, path: str, json: Any = None, params: dict[str, Any] | None = None,
+             headers: dict[str, str] | None = None) -> Any:
+        url = f"{self.config.api_url}/api/v1{path}"
+        try:
+            r = self.session.request(method, url, json=json, timeout=self.timeout_s, headers=headers,
+                                     params={k: v for k, v in (params or {}).items() if v is not None})
+        except requests.RequestException as exc:
+            raise ApiError(0, "unreachable", f"cannot reach {self.config.api_url}: {exc.__class__.__name__}") from None
+        if r.status_code >= 400:
+            try:
+                body = r.json()
+                raise ApiError(r.status_code, body.get("error", ""), body.get("message", r.reason), body.get("details"))
+            except ValueError:
+                raise ApiError(r.status_code, "", f"HTTP {r.status_code} {r.reason}") from None
+        return r.json() if r.content else None
+
+    # --- lanes ---
+    def request_lane(self, body: dict[str, Any], idempotency_key: str | None = None) -> dict[str, Any]:
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        return self.call("POST", "/lanes", json=body, headers=headers)
+
+    def lane(self, lane_id: int) -> dict[str, Any]:
+        return self.call("GET", f"/lanes/{lane_id}")
+
+    def wait_lane(self, lane: dict[str, Any], timeout_s: float, poll_s: float = 0.25) -> dict[str, Any]:
+        """Poll until the lane is active or has ended (a scheduled lane waits for its start)."""
+        deadline = time.monotonic() + timeout_s
+        while lane["state"] not in TERMINAL_OR_ACTIVE and time.monotonic() < deadline:
+            time.sleep(poll_s)
+            lane = self.lane(lane["id"])
+        return lane
+
+
+# --- a lane for the length of a block: `with viplanes.client.http.lane(...) as lease:` --------------
+
+class LaneRefused(Exception):
+    """The API refused the lane, the lane failed to activate, or the API could not be reached."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class LaneLease:
+    """One lane held as a lease: requested for ``lease_s``, extended by ``renew_s`` every
+    ``renew_s`` seconds while the holder lives, released at the end.
+
+    The lane's expiry therefore stays between ``lease_s - renew_s`` and ``lease_s`` ahead of now,
+    measured by the server's own clock (no client/server clock comparison): a holder that dies
+    without releasing leaves the lane at most ``lease_s`` behind it. Once the grant's longest
+    duration is reached an extension is refused; the lane then simply ends at its expiry and
+    ``warnings`` says so.
+    """
+
+    def __init__(self, api: ApiClient, body: dict[str, Any], lease_s: int = 60, renew_s: int | None = None,
+                 wait_s: float = 30.0) -> None:
+        self.api, self.lease_s, self.wait_s = api, lease_s, wait_s
+        self.renew_s = renew_s or max(1, lease_s // 3)
+        self.body = {**body, "duration_s": lease_s}
+        self.key = f"lease-{uuid.uuid4()}"  # a retried request returns the same lane
+        self.lane: dict[str, Any] | None = None
+        self.warnings: list[str] = []
+        self.active_at: float | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def id(self) -> int | None:
+        return self.lane["id"] if self.lane else None
+
+    def start(self, request_guard: Callable[[], ContextManager[Any]] = nullcontext) -> dict[str, Any]:
+        """Request and wait until active; LaneRefused otherwise (nothing is left behind).
+
+        ``request_guard`` wraps the request alone: a caller that turns signals into exceptions
+        holds them there, so the answer naming the lane is never lost between server and us. An
+        exception while waiting (KeyboardInterrupt too) releases the lane before it propagates.
+        """
+        try:
+            with request_guard():
+                self.lane = self.api.request_lane(self.body, self.key)
+            lane = self.api.wait_lane(self.lane, self.wait_s)
+        except ApiError as exc:
+            if self.lane is not None:
+                self.release()
+            raise LaneRefused(str(exc), exc.status) from None
+        except BaseException:
+            if self.lane is not None:
+                self.release()
+            raise
+        self.lane = lane
+        if lane["state"] != "active":
+            self.release()
+            raise LaneRefused(f"lane {lane['id']} is {lane['state']}: {lane.get('reason', '')}")
+        self.active_at = time.monotonic()
+        self._thread = threading.Thread(target=self._renew, name="viplanes-lease", daemon=True)
+        self._thread.start()
+        return lane
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self.renew_s):
+            try:
+                self.lane = self.api.call("POST", f"/lanes/{self.id}/extend", json={"add_s": self.renew_s})
+            except ApiError as exc:
+                if exc.status == 0:  # API away for a moment: the lease covers it, try again
+                    continue
+                self.warnings.append(f"lane {self.id} not extended ({exc}); it ends at its expiry")
+                return
+
+    def stats(self) -> dict[str, Any] | None:
+        try:
+            return self.api.call("GET", f"/lanes/{self.id}/stats")
+        except ApiError:
+            return None
+
+    def release(self) -> dict[str, Any] | None:
+        """Stop renewing and end the lane (a lane that already ended is fine)."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(5)
+        if self.lane is None or self.lane["state"] in ENDED:
+            return self.lane
+        try:
+            self.lane = self.api.call("POST", f"/lanes/{self.id}/release")
+        except ApiError as exc:
+            if exc.error != "lane_not_live":
+                self.warnings.append(f"lane {self.id} not released ({exc}); it ends at its expiry")
+        return self.lane
+
+
+def lane(api: ApiClient | None = None, *, lease_s: int = 60, wait_s: float = 30.0, **body: Any) -> Any:
+    """A context manager holding a lane for the block: ``with lane(src_ip=..., dst_host=...,
+    dst_port=443, protocol="tcp", purpose="upload") as lease: ...``. Raises LaneRefused on entry
+    when there is no lane; the lane is released on exit, whatever ends the block."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def held() -> Any:
+        lease = LaneLease(api or ApiClient(), body, lease_s=lease_s, wait_s=wait_s)
+        lease.start()
+        try:
+            yield lease
+        finally:
+            lease.release()
+
+    return held()

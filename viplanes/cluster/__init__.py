@@ -1,0 +1,5 @@
+"""The split deployment: the master lease, the API -> controller hand-off and what the master reports.
+
+May import the lane service, the store and the data plane; the controller only through its
+declared runtime classes. Never the API or an entry point.
+"""

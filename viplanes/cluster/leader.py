@@ -1,0 +1,222 @@
+"""Which controller process is master of the switches: a lease row in the shared database.
+
+No home-made consensus: the database serialises the one statement that takes or renews the
+lease, ``UPDATE controller_lease ... WHERE holder = me OR expires_at < now``, and ``now`` is the
+database's clock, so the processes' clocks never have to agree. ``epoch`` grows by one on every
+change of holder and becomes the OpenFlow role ``generation_id``: a switch refuses a role request
+with an older one (OFPRRFC_STALE), so a deposed master that still believes it leads cannot take a
+switch back.
+
+Timing (``LEASE_S`` 2 s, ``RENEW_S`` 0.5 s): four renewals per lease, so one slow round on a busy
+2-core machine (a GC pause, a checkpoint) does not lose it; and a standby polls at the same
+period, so after a crash it holds the lease within ``LEASE_S + RENEW_S`` (2.5 s), inside the
+3 s failover budget of issue 12 with a few hundred ms left for role requests and reconcile.
+
+The holder counts its lease from the *local* monotonic time taken *before* the statement went out,
+plus ``LEASE_S``: the database granted it at or after that instant, so the local deadline never
+outlives the database's (clock rates aside). It steps down at that deadline if no renewal answered.
+A holder frozen *inside* its renewal (SIGSTOP, a VM paused between the UPDATE and its COMMIT)
+keeps the lease row locked, and a standby's UPDATE would wait on that lock for as long as the
+freeze lasts: no failover at all (a CI run caught it: 14 s with the master stopped, until it was
+resumed). So on PostgreSQL each lease transaction first sets, for itself only,
+``idle_in_transaction_session_timeout`` (half a lease: the server ends a session that sits in the
+transaction that long, which rolls the renewal back and frees the row) and ``lock_timeout`` (one
+renewal period: a standby's round reports an error instead of hanging, and tries again).
+
+Works on SQLite too (one controller, ``viplanes serve``-style runs and unit tests).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from typing import Any, Callable
+
+from sqlalchemy import text
+
+from viplanes.store.db import Database
+
+log = logging.getLogger(__name__)
+
+LEASE_S = 2.0
+RENEW_S = 0.5
+LEASE_NAME = "controller"
+
+_NOW = {"postgresql": "extract(epoch from clock_timestamp())",
+        "sqlite": "((julianday('now') - 2440587.5) * 86400.0)"}
+
+OnChange = Callable[[bool, int], None]  # (is_leader, epoch)
+
+# one round trip: both settings end with the transaction (set_config(..., is_local => true))
+_GUARD_PG = text("SELECT set_config('idle_in_transaction_session_timeout', :idle, true), "
+                 "set_config('lock_timeout', :lock, true)")
+
+
+def now_sql(db: Database) -> str:
+    """The database's clock in unix seconds, as SQL (the lease and the controller reports use it)."""
+    return _NOW.get(db.engine.dialect.name, _NOW["postgresql"])
+
+
+def default_holder() -> str:
+    """Unique per process and readable in the table: host, pid and a random suffix."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class LeaderLease:
+    """Take, renew and give back one lease; ``on_change`` hears every gain and loss."""
+
+    def __init__(self, db: Database, holder: str | None = None, name: str = LEASE_NAME,
+                 lease_s: float = LEASE_S, renew_s: float = RENEW_S,
+                 on_change: OnChange | None = None) -> None:
+        if renew_s >= lease_s:
+            raise ValueError("renew period must be shorter than the lease")
+        self.db = db
+        self.holder = holder or default_holder()
+        self.name = name
+        self.lease_s = lease_s
+        self.renew_s = renew_s
+        self.on_change = on_change
+        self.epoch = 0
+        self.seen_epoch = 0  # the lease's epoch as last read, held by us or not
+        self._deadline = 0.0  # local monotonic end of the lease we hold; 0 = not held
+        self._leading = False
+        self._now = now_sql(db)
+        self._pg = db.engine.dialect.name == "postgresql"
+        self._guard = {"idle": str(max(1, int(lease_s * 500))), "lock": str(max(1, int(renew_s * 1000)))}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._reclaim = threading.Event()
+        self._ensure_row()
+
+    def _ensure_row(self) -> None:
+        with self.db.write() as s:
+            s.execute(text("INSERT INTO controller_lease (name, holder, epoch, expires_at) "
+                           "VALUES (:name, '', 0, 0) ON CONFLICT (name) DO NOTHING"), {"name": self.name})
+
+    def _guard_transaction(self, s: Any) -> None:
+        """A frozen peer's open renewal must not hold the row (see the module docstring)."""
+        if self._pg:
+            s.execute(_GUARD_PG, self._guard)
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leading and time.monotonic() < self._deadline
+
+    def try_acquire(self) -> int | None:
+        """One round: take or renew. The epoch while we hold the lease, else None."""
+        sent_at = time.monotonic()
+        with self.db.write() as s:
+            self._guard_transaction(s)
+            row = s.execute(text(
+                f"UPDATE controller_lease SET "
+                f"epoch = CASE WHEN holder = :me THEN epoch ELSE epoch + 1 END, "
+                f"holder = :me, expires_at = {self._now} + :lease "
+                f"WHERE name = :name AND (holder = :me OR expires_at < {self._now}) "
+                f"RETURNING epoch"), {"me": self.holder, "name": self.name, "lease": self.lease_s}).first()
+        if row is None:
+            with self.db.read() as s:  # a standby's SLAVE role requests need the current generation
+                self.seen_epoch = int(s.execute(text("SELECT epoch FROM controller_lease WHERE name = :name"),
+                                                {"name": self.name}).scalar() or 0)
+            return None
+        self.seen_epoch = int(row[0])
+        self._deadline = sent_at + self.lease_s
+        return int(row[0])
+
+    def reclaim(self) -> None:
+        """A switch refused us while we hold the lease (it had seen our generation or a later
+        one from a role request that timed out, a restored database): at the next round take
+        a new epoch if the lease is still ours, so the role requests carry a generation the
+        switches accept. Without it the holder stayed SLAVE with a live lease, so no standby
+        took over and every lane waited ``installing``. Safe from any thread (a flag)."""
+        self._reclaim.set()
+
+    def _bump_epoch(self) -> int | None:
+        with self.db.write() as s:
+            self._guard_transaction(s)
+            row = s.execute(text(
+                f"UPDATE controller_lease SET epoch = epoch + 1 "
+                f"WHERE name = :name AND holder = :me AND expires_at > {self._now} RETURNING epoch"),
+                {"me": self.holder, "name": self.name}).first()
+        return None if row is None else int(row[0])
+
+    def release(self) -> None:
+        """Give the lease back at once (clean shutdown): a standby need not wait for expiry."""
+        self._deadline = 0.0
+        with self.db.write() as s:
+            s.execute(text("UPDATE controller_lease SET expires_at = 0 WHERE name = :name AND holder = :me"),
+                      {"name": self.name, "me": self.holder})
+
+    def current(self) -> tuple[str, int, float]:
+        """(holder, epoch, seconds left on the database's clock) — for status and tests."""
+        with self.db.read() as s:
+            holder, epoch, left = s.execute(text(
+                f"SELECT holder, epoch, expires_at - {self._now} FROM controller_lease WHERE name = :name"),
+                {"name": self.name}).one()
+        return str(holder), int(epoch), float(left)
+
+    # --- the renewal loop ----------------------------------------------------------------------
+
+    def round(self) -> bool:
+        """Take/renew once and report a gain or loss; a database error counts as no answer."""
+        if self._reclaim.is_set():
+            self._reclaim.clear()
+            try:
+                bumped = self._bump_epoch()
+            except Exception as exc:  # noqa: BLE001 - the renewal below decides
+                log.warning("lease %s: could not take a new epoch (%s)", self.name, str(exc).splitlines()[0])
+                bumped = None
+            if bumped is not None:
+                log.warning("lease %s: a switch refused epoch %d while we hold the lease; now epoch %d",
+                            self.name, self.epoch, bumped)  # the renewal below reports the new epoch
+        try:
+            epoch = self.try_acquire()
+        except Exception as exc:  # noqa: BLE001 - an outage: keep the lease only until its deadline
+            log.warning("lease %s: database error (%s)", self.name, str(exc).splitlines()[0])
+            epoch = self.epoch if self.is_leader else None
+        if epoch is not None and (not self._leading or epoch != self.epoch):
+            self._set(True, epoch)
+        elif epoch is None and (self._leading or self.seen_epoch != self.epoch):
+            self._set(False, self.seen_epoch if not self._leading else max(self.epoch, self.seen_epoch))
+        return self.is_leader
+
+    def _set(self, leading: bool, epoch: int) -> None:
+        """A gain, a loss, or (not leading) a new epoch someone else took: on_change hears all."""
+        was, self._leading, self.epoch = self._leading, leading, epoch
+        state = "now MASTER" if leading else "lost, now SLAVE" if was else "standby"
+        log.info("lease %s: %s (epoch %d, holder %s)", self.name, state, epoch, self.holder)
+        if self.on_change is not None:
+            try:
+                self.on_change(leading, epoch)
+            except Exception:  # noqa: BLE001 - the loop must keep renewing
+                log.exception("lease %s: on_change", self.name)
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="viplanes-lease", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            self.round()
+            # a holder whose renewals stopped answering steps down at its deadline, not later
+            wait = self.renew_s
+            if self._leading:
+                wait = max(0.0, min(wait, self._deadline - time.monotonic()))
+            if self._stop.wait(wait):
+                return
+            if self._leading and time.monotonic() >= self._deadline:
+                self._set(False, self.epoch)
+
+    def stop(self, release: bool = True) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5.0)
+        if release and self._leading:
+            try:
+                self.release()
+            except Exception:  # noqa: BLE001 - it expires on its own
+                log.warning("lease %s: could not give it back; it expires in %g s", self.name, self.lease_s)
+            self._set(False, self.epoch)

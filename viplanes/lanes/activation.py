@@ -1,0 +1,370 @@
+"""How lanes reach the data plane: the state machine, activation with its per-process claim, and
+the clock-driven part (start due lanes, expire ended ones, recover stuck ones).
+
+``LaneManager`` (viplanes/lanes/manager.py) mixes this in; it holds ``db``, ``dataplane``, ``clock``,
+``on_activation`` and the claim set (``_activating`` under ``_activating_lock``). Split from
+lanes.py so each file does one thing: lanes.py decides and stores requests, this module carries
+them out over time.
+"""
+from __future__ import annotations
+
+import ipaddress
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+from sqlalchemy import Connection, select
+
+from viplanes.dataplane.base import Dataplane, is_transient
+from viplanes.store.db import Database
+from viplanes.domain.values import ActivationResult, LaneSpec, lane_shape_refusal
+from viplanes.errors import Conflict
+from viplanes.authz.tokens import Caller
+from viplanes.lanes.owners import ActiveOwners
+from viplanes.lanes.overlap import row_nets
+from viplanes.lanes.pool import LanePool, needs_pool_address
+from viplanes.lanes.specs import SPEC_COLUMNS, spec_from_row, spec_of
+from viplanes.store.lanesql.core import (add_audit, installing_lanes, lane_for_change, lanes_due, owner_and_state,
+                               record_activation)
+from viplanes.store.lanesql.postgres import RECORD_MAX, end_in_one, record_in_one
+from viplanes.store.models import LIVE_STATES, Lane
+from viplanes.store.records import audit
+from viplanes.topologies.model import Topology
+
+log = logging.getLogger("viplanes.lanes.manager")
+
+# the audit action of a lane ended by a caller (``LaneManager.end``, both of its paths)
+END_ACTIONS = {"released": "lane.release", "revoked": "lane.revoke"}
+TERMINAL = frozenset({"expired", "released", "revoked", "failed"})
+TRANSITIONS: dict[str, frozenset[str]] = {
+    "requested": frozenset({"scheduled", "installing", "failed", "released", "revoked"}),
+    "scheduled": frozenset({"installing", "expired", "failed", "released", "revoked"}),
+    "installing": frozenset({"active", "expired", "failed", "released", "revoked"}),
+    "active": frozenset({"expired", "released", "revoked", "failed"}),
+    **{t: frozenset() for t in TERMINAL},
+}
+
+
+def can_move(src: str, dst: str) -> bool:
+    return dst in TRANSITIONS.get(src, frozenset())
+
+
+def move_lane(lane: Lane, dst: str, reason: str | None = None) -> None:
+    """Change a lane's state if the state machine allows it; Conflict otherwise."""
+    if not can_move(lane.state, dst):
+        raise Conflict(f"lane {lane.id} is {lane.state}; cannot become {dst}", code="bad_transition")
+    lane.state = dst
+    if reason is not None:
+        lane.reason = reason
+
+
+def outcome_of(lane: Lane, result: ActivationResult, latency: float, now: float) -> tuple[dict[str, object], str, str]:
+    """What an activation result writes: the lane's columns (active, failed, or, for a transient
+    reason, still installing for ``recover``), the audit decision and the audit reason."""
+    if result.ok:
+        values: dict[str, object] = {"state": "active", "activated_at": now}
+        outcome = "done"
+    elif is_transient(result.reason) and lane.expires_at > now:
+        outcome = "retry"
+        values = {"reason": f"waiting for the data plane: {result.reason}"}
+    else:
+        outcome = "failed"
+        values = {"state": "failed", "reason": f"activation failed: {result.reason}", "ended_at": now}
+    values["activation_ms"] = latency * 1000.0
+    return values, outcome, "installed" if result.ok else result.reason
+
+
+class LaneActivation:
+    """Activation, deactivation, ``tick`` and ``recover`` for ``LaneManager``."""
+
+    db: Database
+    dataplane: Dataplane
+    clock: Callable[[], float]
+    on_activation: Callable[[float, bool], None]
+    _activating: set[int]
+    _activating_lock: threading.Lock
+    resend_lock: threading.Lock
+    _owners: ActiveOwners  # lanes recorded active here, for ``end``'s early deletes
+    lane_pool: LanePool
+    topology: Topology
+    # (connection, lane id -> new state, activated_at of the active ones) inside the transaction
+    # that recorded activations: the split deployment's controller NOTIFYs the waiting API
+    # processes with it (viplanes.cluster.handoff)
+    committed_hook: Callable[[Connection, dict[int, str], float], None] | None = None
+    # PostgreSQL: the channel ``_activate_batch`` NOTIFYs itself, in the one statement that records
+    # a round (viplanes.store.lanesql.postgres.record_in_one); ``announced_hook`` hears what it announced
+    done_channel: str | None = None
+    announced_hook: Callable[[dict[int, str]], None] | None = None
+
+    def _wake_in(self, conn: Connection, payload: str, sent: bool = False) -> bool:
+        """Inside the transaction that commits a lane ``installing`` (``lane:<id>``) or ended
+        (``ended:<id>``): a data plane in another process is woken at the commit (the split
+        deployment's NOTIFY, no round trip of its own). False when it is not: the caller then
+        goes through ``activate``/``deactivate`` as usual. ``sent``: the NOTIFY on
+        ``_wake_channel()`` rode in a statement already; only the data plane's bookkeeping."""
+        wake = getattr(self.dataplane, "wake_in", None)
+        if wake is None:
+            return False
+        return bool(wake(conn, payload, sent=True) if sent else wake(conn, payload))
+
+    def _wake_channel(self) -> str | None:
+        """The channel the data plane listens on in another process (the split's), or None."""
+        return getattr(self.dataplane, "wake_channel", None)
+
+    def _end_in_one(self, caller: Caller, lane_id: int, to: str, now: float) -> Lane | None:
+        """PostgreSQL: ``end``'s lock, move, audit and wake-up as one autocommit statement. None
+        (nothing written) unless the lane was live and the caller's: ``end`` then says why."""
+        channel = self._wake_channel()  # the split's NOTIFY channel
+        with self.db.statement_connection() as conn:
+            ended = end_in_one(conn, lane_id, to, f"{to} by {caller.name}", now, caller.name,
+                               END_ACTIONS[to], caller.id,
+                               caller.is_operator, channel)
+        if ended is None:
+            return None
+        lane, was, woken = ended
+        if was in ("installing", "active") and not woken:
+            self._deactivate(lane_id)
+        return lane
+
+    def _unready(self, spec: LaneSpec) -> list[str]:
+        try:
+            return self.dataplane.unready(spec)
+        except Exception:  # a readiness bug must not block every request
+            log.exception("readiness of lane %s", spec.lane_id)
+            return []
+
+    def _claim(self, lane_id: int) -> bool:
+        """Mark a lane as being activated by this thread; False if another thread already is."""
+        with self._activating_lock:
+            if lane_id in self._activating:
+                return False
+            self._activating.add(lane_id)
+            return True
+
+    def _release(self, lane_id: int) -> None:
+        with self._activating_lock:
+            self._activating.discard(lane_id)
+
+    # --- activation --------------------------------------------------------------------------
+
+    def _activate(self, lane: Lane) -> Lane:
+        """Ask the data plane to carry an installing lane (claimed by ``_claim``); record active,
+        failed, or, for a transient reason, leave it installing for ``recover``."""
+        try:
+            return self._activate_claimed(lane)
+        finally:
+            self._release(lane.id)
+
+    def _activate_claimed(self, lane: Lane) -> Lane:
+        spec = spec_of(lane)
+        t0 = time.perf_counter()
+        try:
+            refusal = None if getattr(self.dataplane, "carries_lane_sets", False) else lane_shape_refusal(spec)
+            result = ActivationResult(False, refusal, 0.0) if refusal else self.dataplane.activate(spec)
+        except Exception as exc:  # a broken controller must fail the lane, not the request
+            log.exception("activate lane %s", lane.id)
+            result = ActivationResult(False, f"data plane error: {exc}", time.perf_counter() - t0)
+        latency = time.perf_counter() - t0
+        self.on_activation(latency, result.ok)
+        if result.ok and getattr(self.dataplane, "records_outcome", False):
+            # the split deployment's controller committed it active: write nothing; its NOTIFY
+            # said when (then the conditional UPDATE moved it installing -> active: still live)
+            if result.committed_at is not None:
+                lane.state, lane.activated_at = "active", result.committed_at
+                return lane
+            with self.db.read() as s:  # an older controller's NOTIFY, or no NOTIFY: read it back
+                lane = s.get(Lane, lane.id) or lane
+            if lane.state not in LIVE_STATES:  # ended while installing
+                self._deactivate(lane.id)
+            return lane
+        now = self.clock()
+        with self.db.write_connection() as conn:
+            moved = self._record(conn, lane, result, latency, now)
+            if moved and self.committed_hook is not None:
+                self.committed_hook(conn, {lane.id: lane.state}, now)
+            if not moved:
+                lane = lane_for_change(conn, lane.id, lock=False) or lane
+        if not moved and result.ok and lane.state not in LIVE_STATES:  # ended while installing
+            self._deactivate(lane.id)
+        return lane
+
+    def _record(self, conn: Connection, lane: Lane, result: ActivationResult, latency: float, now: float) -> bool:
+        """Record active, failed, or, for a transient reason, leave it installing for ``recover``:
+        one conditional UPDATE, so the transition happens only if nobody ended the lane meanwhile.
+        True when it moved (then ``lane``, the detached copy the caller answers with, says so)."""
+        values, outcome, why = outcome_of(lane, result, latency, now)
+        moved = record_activation(conn, lane.id, values)  # Core, not the ORM: viplanes/store/lanesql/core.py
+        if moved:
+            add_audit(conn, now, "system", "lane.activate", f"lane:{lane.id}", outcome, why)
+            for key, value in values.items():
+                setattr(lane, key, value)
+            if lane.state == "active":  # a hint until the commit: ``end`` re-checks in its transaction
+                self._owners.add(lane.id, lane.principal_id, lane.expires_at, now)
+        return moved
+
+    def _record_in_one(self, lanes: list[Lane], results: list[ActivationResult], now: float) -> set[int]:
+        """PostgreSQL with a done channel (the split's controller): the round's UPDATEs, audit
+        rows and done-NOTIFY as one autocommit statement (``record_in_one``) where the general
+        path is BEGIN + 2 per lane + NOTIFY + COMMIT. Returns the ids of the lanes that did not
+        move (ended while installing)."""
+        assert self.done_channel is not None
+        outcomes = []
+        for lane, result in zip(lanes, results):
+            values, outcome, why = outcome_of(lane, result, result.latency_s, now)
+            outcomes.append((lane.id, values, outcome, why))
+        with self.db.statement_connection() as conn:
+            moved = record_in_one(conn, outcomes, now, self.done_channel)
+        for lane, (_, values, _, _) in zip(lanes, outcomes):
+            if lane.id in moved:
+                for key, value in values.items():
+                    setattr(lane, key, value)
+        if moved and self.announced_hook is not None:
+            self.announced_hook(moved)
+        return {lane.id for lane in lanes if lane.id not in moved}
+
+    def _activate_batch(self, lanes: list[Lane]) -> None:
+        """Activate claimed installing lanes together: the data plane's ``activate_many`` (one
+        barrier per switch for all of them) and one transaction for every outcome. Each lane keeps
+        its own result: one refused lane fails alone, one unconfirmed switch leaves the lanes that
+        cross it installing. Without ``activate_many``, one lane after the other as ``_activate``."""
+        activate_many = getattr(self.dataplane, "activate_many", None)
+        if activate_many is None or not getattr(self.dataplane, "carries_lane_sets", False):
+            for lane in lanes:
+                self._activate(lane)
+            return
+        try:
+            t0 = time.perf_counter()
+            missing = ActivationResult(False, "data plane busy: no result for this lane", 0.0)
+            failed = missing
+            try:
+                results: dict[int, ActivationResult] = activate_many([spec_of(ln) for ln in lanes])
+            except Exception as exc:  # a broken controller must fail the lanes, not the round
+                log.exception("activate %d lanes", len(lanes))
+                results = {}
+                failed = ActivationResult(False, f"data plane error: {exc}", time.perf_counter() - t0)
+            now = self.clock()
+            ended: list[int] = []
+            if self.done_channel is not None and not self.db.is_sqlite and len(lanes) <= RECORD_MAX:
+                chosen = [results.get(lane.id) or (failed if not results else missing) for lane in lanes]
+                for result in chosen:
+                    self.on_activation(result.latency_s, result.ok)
+                unmoved = self._record_in_one(lanes, chosen, now)
+                ok_unmoved = [lane for lane, result in zip(lanes, chosen) if lane.id in unmoved and result.ok]
+                if ok_unmoved:
+                    with self.db.read_connection() as conn:
+                        for lane in ok_unmoved:
+                            current = lane_for_change(conn, lane.id, lock=False)
+                            if current is not None and current.state not in LIVE_STATES:
+                                ended.append(lane.id)  # ended while installing: its flows go again
+                for lane_id in ended:
+                    self._deactivate(lane_id)
+                return
+            with self.db.write_connection() as conn:
+                moved: dict[int, str] = {}
+                for lane in lanes:
+                    result = results.get(lane.id) or (failed if not results else missing)
+                    self.on_activation(result.latency_s, result.ok)
+                    if self._record(conn, lane, result, result.latency_s, now):
+                        moved[lane.id] = lane.state
+                    elif result.ok:
+                        current = lane_for_change(conn, lane.id, lock=False)
+                        if current is not None and current.state not in LIVE_STATES:
+                            ended.append(lane.id)  # ended while installing: its flows go again
+                if moved and self.committed_hook is not None:
+                    self.committed_hook(conn, moved, now)
+            for lane_id in ended:
+                self._deactivate(lane_id)
+        finally:
+            for lane in lanes:
+                self._release(lane.id)
+
+    def _resend(self, lane_id: int) -> None:
+        """Send a live lane again from its committed row (an extension's new hard_timeout). A
+        release that commits meanwhile holds the data plane's change lock from its deletes to
+        its commit, so this send lands either before those deletes or after the commit, where
+        the state read after it sees the end and takes the flows down again."""
+        with self.resend_lock:  # re-read: a name's new set may have been written meanwhile
+            with self.db.read() as s:
+                row = s.execute(select(*SPEC_COLUMNS).where(Lane.id == lane_id)).one()
+            result = self.dataplane.activate(spec_from_row(row))
+            if result.ok:
+                with self.db.read_connection() as conn:
+                    current = owner_and_state(conn, lane_id)
+                if current is None or current[1] not in LIVE_STATES:
+                    self._deactivate(lane_id)  # ended while we re-sent it
+        if not result.ok:
+            log.warning("lane %s extended but the data plane refresh failed: %s", lane_id, result.reason)
+
+    def _deactivate(self, lane_id: int) -> None:
+        try:
+            self.dataplane.deactivate(lane_id)
+        except Exception:  # hard_timeout and the next reconcile still remove the flows
+            log.exception("deactivate lane %s", lane_id)
+
+    # --- time --------------------------------------------------------------------------------
+
+    def tick(self) -> dict[str, int]:
+        """Start due scheduled lanes, expire ended ones. Called by the scheduler thread and tests.
+        A read first: most ticks find nothing due and then take no write transaction."""
+        now = self.clock()
+        with self.db.read_connection() as conn:
+            if not lanes_due(conn, now):
+                return {"started": 0, "expired": 0}
+        with self.db.write() as s:
+            # FOR UPDATE (PostgreSQL): a lane released meanwhile is re-checked and skipped, not revived
+            due = s.scalars(select(Lane).where(Lane.state == "scheduled", Lane.starts_at <= now)
+                            .with_for_update(of=Lane)).all()
+            starting = []
+            for lane in due:
+                if lane.expires_at <= now:
+                    move_lane(lane, "expired", "ended before it could start")
+                    lane.ended_at = now
+                    audit(s, now, "system", "lane.expire", f"lane:{lane.id}", "done", lane.reason)
+                elif lane.id not in self._activating and not self._unready(spec_of(lane)):
+                    if not self._take_pool_address(s, lane):
+                        move_lane(lane, "failed", "the lane address pool was exhausted when the lane was due")
+                        lane.ended_at = now
+                        audit(s, now, "system", "lane.start", f"lane:{lane.id}", "failed", lane.reason)
+                        continue
+                    move_lane(lane, "installing")  # not before its switches are back: no failed start
+                    audit(s, now, "system", "lane.start", f"lane:{lane.id}", "done")
+                    starting.append(lane)
+            ending = s.scalars(select(Lane).where(Lane.state.in_(("installing", "active")),
+                                                  Lane.expires_at <= now).with_for_update(of=Lane)).all()
+            for lane in ending:
+                move_lane(lane, "expired", "duration ended")
+                lane.ended_at = now
+                audit(s, now, "system", "lane.expire", f"lane:{lane.id}", "done")
+            ended_ids = [lane.id for lane in ending]
+        starting = [lane for lane in starting if self._claim(lane.id)]  # after commit: never leaked
+        if starting:
+            self._activate_batch(starting)
+        for lane_id in ended_ids:
+            self._deactivate(lane_id)
+        return {"started": len(starting), "expired": len(ended_ids)}
+
+    def _take_pool_address(self, s: Any, lane: Lane) -> bool:
+        """A booked lane of a NAT'd host gets its lane-pool address when it starts, not when it is
+        booked: a lane booked months ahead held an address from the booking on (and a grant
+        with max_lanes=1 could book one per host of its prefix, exhausting the pool for everyone
+        while none of its lanes ran). False: the pool is exhausted now."""
+        if lane.nat_ip is not None:
+            return True  # booked before this rule, or started already
+        nets = [ipaddress.ip_network(n) for n in row_nets(lane.dst_ip, lane.dst_nets)]
+        if not needs_pool_address(self.topology.host_by_ip(lane.src_ip), nets):
+            return True
+        lane.nat_ip = self.lane_pool.address_for(self.db, s, lane.src_ip)
+        return lane.nat_ip is not None
+
+    def recover(self) -> int:
+        """Activate ``installing`` lanes that no thread of this process is activating: left by a
+        crash, a failed state update (database outage) or a transient activation failure.
+        Lanes whose switches are not ready wait for the next call; expiry is ``tick``'s."""
+        now = self.clock()
+        with self.db.read_connection() as conn:  # autocommit on PostgreSQL: one round trip
+            stuck = installing_lanes(conn, now)
+        claimed = [lane for lane in stuck if not self._unready(spec_of(lane)) and self._claim(lane.id)]
+        if claimed:
+            self._activate_batch(claimed)
+        return len(claimed)

@@ -1,0 +1,428 @@
+"""Lane lifecycle: the state machine and the manager that moves lanes through it.
+
+requested -> scheduled -> installing -> active -> expired | released | revoked, or failed with a
+reason. The manager is the only code that changes a lane's state (each change is audited); it
+talks to the database (source of truth) and to a :class:`~viplanes.dataplane.base.Dataplane`, never
+to a switch.
+
+Faults: a lane is never failed for a reason that is only about the switches being away right now
+(:func:`~viplanes.dataplane.base.is_transient`). An immediate request while its switches are not
+connected and reconciled is refused with 503 ``switches_not_ready`` (no row); a due scheduled lane
+stays ``scheduled`` until its switches are ready; an activation that fails transiently leaves the
+lane ``installing`` with reason ``waiting for the data plane: ...``. ``recover`` (the scheduler
+calls it every few seconds) activates every ``installing`` lane nobody in this process is
+activating, whoever left it so; a lane whose window ends first becomes ``expired``.
+"""
+from __future__ import annotations
+
+import builtins
+import ipaddress
+import logging
+import threading
+import time
+from typing import Any, Callable, Sequence
+
+from sqlalchemy import Connection, func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from viplanes.authz.tokens import Caller, sees_lane
+from viplanes.dataplane.base import Dataplane
+from viplanes.store.db import Database
+from viplanes.domain.values import LaneCounters, LaneSpec
+from viplanes.errors import Conflict, Forbidden, Invalid, NotFound, Unavailable, VipError
+from viplanes.lanes.idempotency import find_replay, request_digest
+from viplanes.lanes.activation import (  # noqa: F401 - state machine re-exported
+    END_ACTIONS, TERMINAL, TRANSITIONS, LaneActivation, can_move, move_lane as _move)
+from viplanes.lanes.owners import ActiveOwners
+from viplanes.lanes.overlap import overlapping_lane, row_nets, row_ports, source_aliases
+from viplanes.store.lanesql.postgres import insert_in_one
+from viplanes.lanes.pool import NAT_LOCK_KEY, LanePool, needs_pool_address
+from viplanes.lanes.specs import SPEC_COLUMNS, spec_from_row
+from viplanes.lanes.targets import (  # noqa: F401 - LaneInput, LaneLimits re-exported
+    LaneInput, LaneLimits, LaneTarget, clamp_ttl, target_for_request)
+from viplanes.lanes.resolver import Resolver, default_resolver
+from viplanes.store.models import LIVE_STATES, Lane, Principal
+from viplanes.policy.rules import START_SLACK_S, Decision, LaneRequest, check_grant, decide, lane_sources
+from viplanes.store.lanesql.core import (add_audit, end_lane, insert_lane, lane_from_row, lane_row_for_change, live_counts,
+                                owner_and_state, usable_grant_rules)
+from viplanes.store.records import audit, get_grant, rule_of
+from viplanes.topologies.model import Topology
+
+log = logging.getLogger(__name__)
+
+def _noop(*_args: object) -> None:
+    return None
+
+
+# Retry-After for a request refused because its switches are not ready: OVS retries a lost
+# controller every max_backoff (1 s in the lab) and a reconcile takes well under a second.
+NOT_READY_RETRY_S = 2
+BOOKINGS_PER_LANE = 10  # lanes a grant may book ahead, per lane of its max_lanes
+
+
+class LaneManager(LaneActivation):
+    """Requests, extends, ends and schedules lanes. Thread-safe: all state is in the database."""
+
+    def __init__(self, db: Database, dataplane: Dataplane, topology: Topology,
+                 clock: Callable[[], float] = time.time,
+                 on_decision: Callable[[str], None] = _noop,
+                 on_activation: Callable[[float, bool], None] = _noop,
+                 resolver: Resolver | None = None, limits: LaneLimits | None = None) -> None:
+        self.db = db
+        self.resolver = resolver or default_resolver()
+        self.limits = limits or LaneLimits()
+        self.resend_lock = threading.Lock()  # an extension and a re-resolved name re-send one at a time
+        self.dataplane = dataplane
+        self.topology = topology
+        self.clock = clock
+        self.on_decision = on_decision
+        self.on_activation = on_activation
+        self.lane_pool = LanePool(topology.lane_pool.prefix)
+        self._activating: set[int] = set()  # lanes a thread of this process is activating now
+        self._activating_lock = threading.Lock()
+        self._owners = ActiveOwners()
+
+    # --- request -----------------------------------------------------------------------------
+
+    def request(self, caller: Caller, body: LaneInput, idempotency_key: str | None = None) -> tuple[Lane, bool]:
+        """Decide, store and (for an immediate lane) activate. Returns (lane, created).
+        Retries with an Idempotency-Key: see ``viplanes.lanes.idempotency``."""
+        digest = request_digest(body)
+        target = self.target_of(body)
+        try:
+            return self._request(caller, body, target, idempotency_key, digest)
+        except IntegrityError:
+            # two retries with one key raced past the grant lock: the unique index kept one lane
+            if idempotency_key:
+                with self.db.read() as s:
+                    first = find_replay(s.connection(), caller.id, idempotency_key, digest)
+                if first is not None:
+                    return first, False
+            raise
+
+    def target_of(self, body: LaneInput) -> LaneTarget:
+        """Destination set and ports, a name resolved before any database lock is held."""
+        return target_for_request(body, self.topology, self.resolver, self.limits.max_matches,
+                                  getattr(self.dataplane, "carries_lane_sets", False))
+
+    def _request(self, caller: Caller, body: LaneInput, target: LaneTarget, idempotency_key: str | None,
+                 digest: str) -> tuple[Lane, bool]:
+        now = self.clock()
+        denial: VipError | None = None
+        lane: Lane | None = None
+        try:
+            with self.db.write_connection() as conn:  # Core only: viplanes/store/lanesql/core.py says why
+                rules = usable_grant_rules(conn, caller.id, now, for_update=not self.db.is_sqlite)
+                if idempotency_key:
+                    first = find_replay(conn, caller.id, idempotency_key, digest)
+                    if first is not None:
+                        return first, False
+                req = self._to_request(body, target, now)
+                # Quota is the last check of a grant, so only grants that pass every other check need
+                # their live lanes counted (one GROUP BY over fewer grants); the rest fail the same
+                # way whatever the count.
+                countable = [r.grant_id for r in rules
+                             if check_grant(req, r, now, 0).code in ("allowed", "quota")]
+                decision = decide(req, rules, self.topology, now,
+                                  self._live_counts(conn, countable, req.starts_at, req.expires_at))
+                if decision.allowed and req.starts_at > now:
+                    decision = self._within_bookings(conn, decision, rules)
+                if decision.allowed:
+                    lane, denial = self._insert(conn, caller, body, target, req, decision, now,
+                                                 idempotency_key, digest)
+                else:
+                    denial = self._denial(decision)
+                self.on_decision(denial.code if denial is not None else decision.code)
+                if lane is None or self.db.is_sqlite:
+                    add_audit(conn, now, caller.name, "lane.request", f"lane:{lane.id}" if lane else "",
+                              "allow" if denial is None else "deny", denial.message if denial else decision.reason)
+                    if lane is not None and lane.state == "installing":
+                        self._wake_in(conn, f"lane:{lane.id}")
+                elif lane.state == "installing" and self._wake_channel() is not None:
+                    self._wake_in(conn, f"lane:{lane.id}", sent=True)  # rode in the INSERT
+        except BaseException:
+            if lane is not None:  # not committed: nothing to activate, release the claim
+                self._release(lane.id)
+            raise
+        if denial is not None:
+            raise denial
+        assert lane is not None
+        if lane.state == "installing":
+            lane = self._activate(lane)
+        return lane, True
+
+    def _to_request(self, body: LaneInput, target: LaneTarget, now: float) -> LaneRequest:
+        try:
+            src = ipaddress.ip_address(body.src_ip)
+        except ValueError as exc:
+            raise Invalid(str(exc), code="invalid_address") from None
+        start = now if body.start_at is None or body.start_at <= now else body.start_at
+        if body.start_at is not None and body.start_at < now - START_SLACK_S:
+            start = body.start_at  # let the policy refuse it with its reason
+        host = self.topology.host_by_ip(src)
+        sources: tuple[Any, ...] = ()
+        if host is not None:
+            # ``src_ip`` names a host; its packets leave from the host's address of each destination
+            # family, and the grant must cover those. Stored: the address the packets leave from
+            # (the IPv4 one for a lane of both families), and the duplicate check compares every
+            # address of the host (``source_aliases``): a dual-stack host asked for under its other
+            # address was another source to it, so a second lane with the same flows (overwriting
+            # the first's) and a second lane-pool address got through.
+            sources = lane_sources(host, target.nets)
+            src = sources[0] if len(sources) == 1 else (host.address_for(4) or src)
+        return LaneRequest(src_ip=src, dst_ip=None, protocol=body.protocol, dst_port=None,
+                           src_port=body.src_port, duration_s=body.duration_s, starts_at=start,
+                           rate_mbps=body.rate_mbps, dst_nets=target.nets, dst_ports=target.ports,
+                           src_addrs=sources)
+
+    @staticmethod
+    def _within_bookings(conn: Connection, decision: Decision, rules: Sequence[Any]) -> Decision:
+        """A grant books at most ``BOOKINGS_PER_LANE`` x max_lanes lanes ahead. max_lanes counts
+        lanes whose windows overlap, so without this one grant could book any number of lanes in
+        windows of their own (a year of 1-second lanes: 31 million rows for the scheduler)."""
+        rule = next(r for r in rules if r.grant_id == decision.grant_id)
+        cap = BOOKINGS_PER_LANE * rule.max_lanes
+        booked = conn.scalar(select(func.count()).select_from(Lane).where(
+            Lane.grant_id == decision.grant_id, Lane.state == "scheduled")) or 0
+        if booked < cap:
+            return decision
+        return Decision(False, "too_many_bookings", f"grant {decision.grant_id} already has {booked} lanes booked "
+                        f"ahead, its most ({BOOKINGS_PER_LANE} x max_lanes {rule.max_lanes})", decision.grant_id)
+
+    @staticmethod
+    def _denial(decision: Decision) -> VipError:
+        if decision.code == "quota":
+            return Conflict(decision.reason, {"grant_id": decision.grant_id}, code="quota_exceeded")
+        if decision.code == "too_many_bookings":
+            return Conflict(decision.reason, {"grant_id": decision.grant_id}, code="too_many_bookings")
+        return Forbidden(decision.reason, {"grant_id": decision.grant_id}, code=decision.code)
+
+    def _live_counts(self, conn: Connection, grant_ids: Sequence[int], start: float, end: float,
+                     exclude: int | None = None) -> dict[int, int]:
+        """Live lanes per grant whose time window overlaps [start, end): one GROUP BY."""
+        return live_counts(conn, grant_ids, start, end, exclude)
+
+    def _insert(self, conn: Connection, caller: Caller, body: LaneInput, target: LaneTarget, req: LaneRequest,
+                decision: Decision, now: float, idempotency_key: str | None,
+                digest: str) -> tuple[Lane | None, VipError | None]:
+        src = str(req.src_ip)
+        host = self.topology.host_by_ip(req.src_ip)
+        immediate = req.starts_at <= now
+        # a booked lane takes its lane-pool address when it starts (``tick``), not now
+        nat = immediate and needs_pool_address(host, target.nets)
+        # the lane pool's lock rides with the overlap lock: one round trip (same order as before)
+        dup = overlapping_lane(conn, self.db, source_aliases(self.topology, src), req.protocol, target.nets,
+                               target.ports, req.src_port,
+                               req.starts_at, req.expires_at, then_lock=NAT_LOCK_KEY if nat else None)
+        if dup is not None:  # another researcher's lane id stays hidden, like its 404
+            own = conn.scalar(select(Lane.principal_id).where(Lane.id == dup)) == caller.id or caller.is_operator
+            return None, Conflict("an identical lane is already live for this time" + (f" (lane {dup})" if own else ""),
+                                  {"lane_id": dup} if own else {}, code="duplicate_lane")
+        nat_ip = None
+        if nat:
+            # One lane-pool address per host, shared by all its live lanes: the translation is
+            # stateless 1:1 (host <-> address) and lanes of one host differ by their ports, so
+            # the pool bounds concurrent hosts, not concurrent lanes.
+            nat_ip = self.lane_pool.address_for(self.db, conn, src, locked=True)
+            if nat_ip is None:
+                return None, Unavailable("the lane address pool is exhausted; try again when a lane ends",
+                                         {"pool": str(self.topology.lane_pool.prefix)}, code="lane_pool_exhausted")
+        if immediate:
+            waiting = self._unready(LaneSpec(0, src, target.single_address(), req.protocol,  # type: ignore[arg-type]
+                                             target.single_port(), req.src_port, nat_ip,
+                                             req.expires_at, req.rate_mbps))
+            if waiting:
+                return None, Unavailable(f"the data plane is not ready ({', '.join(waiting)}); try again",
+                                         {"switches": waiting, "retry_after_s": NOT_READY_RETRY_S},
+                                         code="switches_not_ready", retry_after=NOT_READY_RETRY_S)
+        # a plain lane (one address, one port, no name) keeps today's row; every other shape has
+        # dst_ip/dst_port NULL and its set in dst_nets/dst_ports (the overlap check's index relies on it)
+        plain = target.single_address() is not None and target.single_port() is not None and not target.host
+        refresh = now + clamp_ttl(target.ttl_s, self.limits.ttl_floor_s, self.limits.ttl_cap_s) if target.host else None
+        reason = decision.reason + (f"; {target.host} also has {', '.join(target.dropped)} (no address of "
+                                    "that family on the source)" if target.dropped else "")
+        values = dict(
+            principal_id=caller.id, grant_id=decision.grant_id, src_ip=src,
+            dst_ip=target.single_address() if plain else None, protocol=req.protocol,
+            dst_port=target.single_port() if plain else None, src_port=req.src_port,
+            dst_nets=None if plain else target.net_strings(),
+            dst_ports=None if plain else [list(r) for r in target.ports],
+            dst_host=target.host, dst_refresh_at=refresh,
+            duration_s=req.duration_s, rate_mbps=req.rate_mbps, purpose=body.purpose,
+            state="installing" if immediate else "scheduled", reason=reason,
+            nat_ip=nat_ip, idempotency_key=idempotency_key,
+            request_hash=digest if idempotency_key else None, created_at=now,
+            starts_at=req.starts_at, expires_at=req.expires_at, activated_at=None, ended_at=None,
+            activation_ms=None)
+        if self.db.is_sqlite:
+            lane = insert_lane(conn, values)
+        else:  # PostgreSQL: the audit row and the controllers' wake-up ride in the INSERT
+            lane = insert_in_one(conn, values, now, caller.name, decision.reason,
+                                 self._wake_channel() if immediate else None)
+        if immediate:  # before commit: recover() must not pick it up meanwhile
+            self._claim(lane.id)
+        return lane, None
+
+    # --- reads -------------------------------------------------------------------------------
+
+    def get(self, caller: Caller, lane_id: int, s: Session | None = None, lock: bool = False) -> Lane:
+        """The lane if the caller may see it; ``lock`` row-locks it (PostgreSQL) for a change."""
+        if s is None:
+            with self.db.read() as s2:
+                return self.get(caller, lane_id, s2)
+        q = select(Lane).where(Lane.id == lane_id)
+        if lock:  # of=: the eager join to principals stays unlocked; re-read what another txn wrote
+            q = q.with_for_update(of=Lane).execution_options(populate_existing=True)
+        lane = s.scalar(q)
+        if lane is None or not sees_lane(caller, lane.principal_id):
+            raise NotFound(f"no lane {lane_id}")
+        return lane
+
+    def list(self, caller: Caller, state: str | None = None, principal: str | None = None,
+             src_ip: str | None = None, dst_ip: str | None = None, limit: int = 100, offset: int = 0) -> Sequence[Lane]:
+        q = select(Lane)
+        if not caller.is_operator:
+            q = q.where(Lane.principal_id == caller.id)
+        elif principal is not None:
+            owner = select(Principal.id).where(func.lower(Principal.name) == principal.lower())  # names ignore case
+            q = q.where(Lane.principal_id == owner.scalar_subquery())
+        for col, val in (("state", state), ("src_ip", src_ip), ("dst_ip", dst_ip)):
+            if val is not None:
+                q = q.where(getattr(Lane, col) == val)
+        with self.db.read() as s:
+            return s.scalars(q.order_by(Lane.id.desc()).limit(limit).offset(offset)).all()
+
+    def counters(self, caller: Caller, lane_id: int) -> tuple[Lane, LaneCounters | None]:
+        lane = self.get(caller, lane_id)
+        try:
+            return lane, self.dataplane.counters(lane_id)
+        except Exception:
+            log.exception("counters of lane %s", lane_id)
+            return lane, None
+
+    def desired_lanes(self) -> builtins.list[LaneSpec]:  # ``list`` here is the method below
+        """What the data plane should carry right now (the controller's reconcile source)."""
+        now = self.clock()
+        with self.db.read() as s:  # plain columns: no ORM identity map for 10,000 rows
+            rows = s.execute(select(*SPEC_COLUMNS).where(Lane.state.in_(("installing", "active")),
+                                                          Lane.expires_at > now)).all()
+        return [spec_from_row(r) for r in rows]
+
+    def counts_by_state(self) -> dict[str, int]:
+        with self.db.read() as s:
+            return dict(s.execute(select(Lane.state, func.count()).group_by(Lane.state)).all())
+
+    # --- changes -----------------------------------------------------------------------------
+
+    def end(self, caller: Caller, lane_id: int, to: str) -> Lane:
+        """Release (owner/operator) or revoke (operator) a live lane.
+
+        An active lane's flows are deleted as soon as the caller is known to own it (from memory
+        for a lane this process made active, ``lane_owners``; else from a committed read), before
+        its end is written and committed: removing flows first fails closed (a failed commit
+        leaves an active row that the next reconcile installs again). The change lock is taken
+        before the write transaction, never inside it (one lock order). The answer waits for the
+        commit and the barriers."""
+        now = self.clock()
+        early = self._removes_early()
+        if not self.db.is_sqlite and not early:
+            # the plain success in one statement (viplanes/store/lanesql/postgres.py); an in-process
+            # controller takes the path below instead, which sends the deletes first
+            ended = self._end_in_one(caller, lane_id, to, now)
+            if ended is not None:
+                return ended
+        removal = self._begin_removal(lane_id) if early and self._may_end_active(caller, lane_id, now) else None
+        try:
+            with self.db.write_connection() as conn:
+                row = lane_row_for_change(conn, lane_id, lock=not self.db.is_sqlite)
+                if row is None or not sees_lane(caller, row["principal_id"]):
+                    raise NotFound(f"no lane {lane_id}")
+                was = row["state"]
+                if was not in LIVE_STATES:
+                    raise Conflict(f"lane {lane_id} is already {was}", code="lane_not_live")
+                lane = lane_from_row(row, row.pop("owner_name"))
+                _move(lane, to, f"{to} by {caller.name}")
+                lane.ended_at = now
+                end_lane(conn, lane_id, lane.state, lane.reason, now)
+                add_audit(conn, now, caller.name, END_ACTIONS[to],
+                          f"lane:{lane_id}", "done")
+                woken = was in ("installing", "active") and removal is None and \
+                    self._wake_in(conn, f"ended:{lane_id}")
+        finally:
+            if removal is not None:  # the barriers, after the commit (or its failure)
+                removal()
+        self._owners.discard(lane_id)
+        if was in ("installing", "active") and removal is None and not woken:
+            self._deactivate(lane_id)
+        return lane
+
+    def _may_end_active(self, caller: Caller, lane_id: int, now: float) -> bool:
+        """The lane is active and the caller's (or the caller is an operator): from memory, or
+        from one committed read. Only decides whether the deletes go out before the write
+        transaction; that transaction still decides the answer."""
+        owner = self._owners.owner(lane_id, now)
+        if owner is None:
+            with self.db.read_connection() as conn:
+                row = owner_and_state(conn, lane_id)
+            if row is None or row[1] != "active":
+                return False
+            owner = row[0]
+        return sees_lane(caller, owner)
+
+    def _removes_early(self) -> bool:
+        """An in-process controller that can send a lane's deletes before its end is committed
+        (a data plane woken by the commit, ``wake_in``, removes the lane itself)."""
+        return (getattr(self.dataplane, "begin_deactivate", None) is not None
+                and getattr(self.dataplane, "wake_in", None) is None)
+
+    def _begin_removal(self, lane_id: int) -> Callable[[], None] | None:
+        """Send an active lane's deletes now (``_removes_early``); the function to wait, or None."""
+        if not self._removes_early():
+            return None
+        try:
+            return self.dataplane.begin_deactivate(lane_id)  # type: ignore[attr-defined]
+        except Exception:  # fall back to the removal after the commit
+            log.exception("deactivate lane %s", lane_id)
+            return None
+
+    def extend(self, caller: Caller, lane_id: int, add_s: int) -> Lane:
+        """Lengthen a live lane inside its grant (duration, grant end, quota, no overlap)."""
+        now = self.clock()
+        with self.db.write() as s:
+            # grant first, then lane: the same order as request() and revoke, so no deadlock
+            owner = self.get(caller, lane_id, s)
+            grant = get_grant(s, owner.grant_id, lock=True)
+            lane = self.get(caller, lane_id, s, lock=True)
+            if lane.state not in LIVE_STATES:
+                raise Conflict(f"lane {lane_id} is {lane.state}", code="lane_not_live")
+            new_end = lane.expires_at + add_s
+            nets = tuple(ipaddress.ip_network(n) for n in row_nets(lane.dst_ip, lane.dst_nets))
+            host = self.topology.host_by_ip(lane.src_ip)
+            req = LaneRequest(ipaddress.ip_address(lane.src_ip), None, lane.protocol, None, lane.src_port,
+                              lane.duration_s + add_s, lane.starts_at, lane.rate_mbps, dst_nets=nets,
+                              dst_ports=tuple(row_ports(lane.dst_port, lane.dst_ports)),
+                              src_addrs=lane_sources(host, nets) if host is not None else ())
+            live = self._live_counts(s.connection(), [grant.id], lane.starts_at, new_end, exclude=lane.id).get(grant.id, 0)
+            decision = check_grant(req, rule_of(grant), now, live)
+            dup = overlapping_lane(s, self.db, source_aliases(self.topology, lane.src_ip), lane.protocol, nets, req.dst_ports, lane.src_port,
+                                   lane.starts_at, new_end, exclude=lane.id)
+            if decision.allowed and dup is not None:
+                decision = Decision(False, "duplicate_lane", "an identical lane uses this flow later", grant.id)
+            self.on_decision(decision.code)
+            if decision.allowed:
+                lane.duration_s += add_s
+                lane.expires_at = new_end
+            audit(s, now, caller.name, "lane.extend", f"lane:{lane_id}",
+                  "allow" if decision.allowed else "deny", decision.reason)
+        if not decision.allowed:
+            raise self._denial(decision) if decision.code != "duplicate_lane" else \
+                Conflict(decision.reason, code="duplicate_lane")
+        if lane.state == "active":  # refresh hard_timeout on the switches
+            self._owners.add(lane_id, lane.principal_id, lane.expires_at, now)
+            self._resend(lane_id)
+        return lane
+
+    def revoke_grant_lanes(self, lane_ids: Sequence[int]) -> None:
+        for lane_id in lane_ids:
+            self._deactivate(lane_id)

@@ -1,0 +1,54 @@
+"""The lifecycle clock: a daemon thread that calls ``LaneManager.tick`` every ``interval_s`` and
+``LaneManager.recover`` every ``recover_every_s``.
+
+Recovery is continuous, not only at start-up: a lane left ``installing`` (a crashed request, a
+database outage between the insert and the state update, a switch that was away) is activated by
+the next round once its switches are connected and reconciled, so within ``recover_every_s`` plus
+an activation. Lanes whose switches are not ready are skipped, so a round never waits on them.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from viplanes.lanes.manager import LaneManager
+
+log = logging.getLogger(__name__)
+
+RECOVER_EVERY_S = 2.0
+
+
+class Scheduler:
+    def __init__(self, manager: LaneManager, interval_s: float = 0.5,
+                 recover_every_s: float = RECOVER_EVERY_S) -> None:
+        self.manager = manager
+        self.interval_s = interval_s
+        self.recover_every_s = recover_every_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="viplanes-scheduler", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        recover_at = time.monotonic()
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.manager.tick()
+            except Exception:  # one bad tick (database hiccup) must not stop the clock
+                log.exception("scheduler tick")
+            if time.monotonic() < recover_at:
+                continue
+            recover_at = time.monotonic() + self.recover_every_s
+            try:
+                if n := self.manager.recover():
+                    log.info("activated %d lanes left installing", n)
+            except Exception:
+                log.exception("recovery round")
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)

@@ -1,0 +1,245 @@
+"""Engine and transactions. SQLite (WAL) by default, PostgreSQL when the URL says so.
+
+Write transactions must be serialised where a quota is checked. PostgreSQL does it with
+``SELECT ... FOR UPDATE`` on the grant rows (see ``lock``); SQLite has no row locks, so every write
+transaction starts with ``BEGIN IMMEDIATE``, which takes the database's single writer lock up
+front instead of failing with SQLITE_BUSY when a read transaction later tries to write.
+
+Inside one process SQLite writers also queue on an in-process lock (``Database.write``) before
+``BEGIN IMMEDIATE``: SQLite's own busy handler sleeps 1, 2, 5, 10 ... 100 ms between retries, so
+under load some writers wait 100 ms while others pass (the 0.3-0.5 s p99 in docs/benchmarks.md).
+A Python lock wakes the next writer at once and in order. Other processes (and other ``Database``
+objects on the same file) still meet the busy handler, which remains the cross-process guard.
+
+PostgreSQL sessions end a transaction left idle for ``IDLE_IN_TRANSACTION_S`` (the server's
+``idle_in_transaction_session_timeout``, set once per connection). A process frozen mid-transaction
+(SIGSTOP, a paused VM, a swapped-out worker) otherwise keeps its row and advisory locks for as long
+as the freeze lasts; the grant lock every lane request takes would stall every request of the
+cluster behind one frozen API worker (kill -9 does not: the socket closes and PostgreSQL rolls
+back at once). No transaction of ours waits on anything but the database while open (names are
+resolved and switches written outside them), so 10 s is far above any legitimate idle spell.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator, cast
+
+from sqlalchemy import Connection, CursorResult, Engine, Executable, create_engine, event, text
+from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.orm import Session, sessionmaker
+
+from viplanes.store.lanesql import prepared as pg_prepare
+from viplanes.store.lanesql import sqlite as rawsql
+from viplanes.store.sqlite_wal import BACKSTOP_PAGES, WalCheckpointer
+
+DEFAULT_DB_URL = "sqlite:///viplanes.db"  # ./viplanes.db, relative to the working directory
+_ADVISORY_LOCK = text("SELECT pg_advisory_xact_lock(:k)")
+# two locks in one round trip, taken left to right (PostgreSQL evaluates a target list in order)
+_ADVISORY_LOCKS_2 = text("SELECT pg_advisory_xact_lock(:k), pg_advisory_xact_lock(:k2)")
+IDLE_IN_TRANSACTION_S = 10.0
+
+
+def resolve_db_url(url: str | None = None) -> str:
+    """Explicit URL > $VIPLANES_DB_URL > ./viplanes.db. A bare path means a SQLite file."""
+    url = url or os.environ.get("VIPLANES_DB_URL") or DEFAULT_DB_URL
+    if "://" not in url:
+        url = f"sqlite:///{Path(url)}"
+    for plain in ("postgres://", "postgresql://"):
+        # SQLAlchemy 2.1 picks psycopg 3 for a bare postgresql:// URL; we ship psycopg2
+        if url.startswith(plain):
+            url = "postgresql+psycopg2://" + url[len(plain):]
+    return url
+
+
+def make_engine(url: str, pool_size: int = 10, idle_in_transaction_s: float = IDLE_IN_TRANSACTION_S) -> Engine:
+    url = resolve_db_url(url)
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 60},
+                               pool_size=pool_size, max_overflow=20, pool_timeout=60)
+        _sqlite_setup(engine)
+        return engine
+    engine = create_engine(url, pool_size=pool_size, max_overflow=30, pool_timeout=60,
+                           connect_args=_pg_session_options(url, idle_in_transaction_s))
+    _ping_idle_connections(engine)
+    if engine.dialect.driver == "psycopg2":
+        pg_prepare.install(engine)  # PostgreSQL stops parsing and planning the hot statements
+    return engine
+
+
+def _pg_session_options(url: str, idle_in_transaction_s: float) -> dict[str, str]:
+    """libpq ``options`` for every pooled connection (no round trip of its own); a URL that
+    already sets ``options`` keeps its own."""
+    if "options=" in url:
+        return {}
+    return {"options": f"-c idle_in_transaction_session_timeout={max(1, int(idle_in_transaction_s * 1000))}"}
+
+
+PING_IDLE_S = 0.5  # a pooled connection idle longer than this is pinged before it is lent
+
+
+def _ping_idle_connections(engine: Engine) -> None:
+    """``pool_pre_ping`` only for connections that sat in the pool: ``pool_pre_ping=True`` costs a
+    ``SELECT 1`` round trip at every checkout (~5 per lane request+release, a sixth of all the
+    statements). A connection handed back under half a second ago was working then; a server
+    restart takes longer than that, so connections from before it are idle longer and pinged. A
+    failed ping makes the pool replace the connection (``DisconnectionError``), as pre-ping did."""
+
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_conn, record) -> None:  # type: ignore[no-untyped-def]
+        record.info["checked_in_at"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_conn, record, _proxy) -> None:  # type: ignore[no-untyped-def]
+        last = record.info.get("checked_in_at")
+        if last is not None and time.monotonic() - last < PING_IDLE_S:
+            return
+        try:  # the dialect's ping: psycopg2's runs in autocommit, leaving no transaction open
+            engine.dialect.do_ping(dbapi_conn)
+        except Exception as exc:  # noqa: BLE001 - any failure: a fresh connection instead
+            raise DisconnectionError(str(exc)) from exc
+
+
+def _sqlite_setup(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+        dbapi_conn.isolation_level = None  # pysqlite must not BEGIN on its own; we do below
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across app crashes
+        # checkpoints run in WalCheckpointer's thread; a commit checkpoints only past this backstop
+        cur.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA busy_timeout=60000")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn) -> None:  # type: ignore[no-untyped-def]
+        immediate = conn.get_execution_options().get("sqlite_immediate", False)
+        rawsql.execute_text(conn, "BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def updated_rows(session: Session | Connection, statement: Executable) -> int:
+    """Rows an UPDATE/DELETE matched. ``Session.execute`` is typed as returning ``Result``; for
+    DML it is a ``CursorResult``, the one that has ``rowcount``."""
+    return cast(CursorResult[Any], session.execute(statement)).rowcount
+
+
+class Database:
+    """One engine, one session factory; ``read()`` and ``write()`` are single transactions."""
+
+    def __init__(self, url: str | None = None, pool_size: int = 10,
+                 idle_in_transaction_s: float = IDLE_IN_TRANSACTION_S) -> None:
+        self.url = resolve_db_url(url)
+        self.engine = make_engine(self.url, pool_size=pool_size, idle_in_transaction_s=idle_in_transaction_s)
+        self.is_sqlite = self.engine.dialect.name == "sqlite"
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        # re-entrant: a nested write in the same thread would otherwise deadlock on this lock
+        # instead of failing the way it does without it (SQLITE_BUSY after busy_timeout)
+        self._writer_lock = threading.RLock() if self.is_sqlite else None
+        self._kept_writer: Connection | None = None  # SQLite: write_connection's own connection
+        in_memory = self.engine.url.database in (None, "", ":memory:")
+        self._checkpointer = WalCheckpointer(self.engine) if self.is_sqlite and not in_memory else None
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Session]:
+        with self._sessions() as session:
+            with session.begin():
+                yield session
+
+    @contextlib.contextmanager
+    def read_connection(self) -> Iterator[Connection]:
+        """A bare Connection for one read statement. On PostgreSQL in autocommit: the statement
+        is its own transaction, one round trip instead of BEGIN + statement + COMMIT."""
+        if self.is_sqlite:
+            with self.engine.connect() as conn, conn.begin():
+                yield conn
+            return
+        with self.statement_connection() as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def statement_connection(self) -> Iterator[Connection]:
+        """PostgreSQL: a Connection in autocommit, where each statement is its own transaction
+        (a write too: one data-modifying statement is atomic; ``viplanes/store/lanesql/postgres.py``)."""
+        if self.is_sqlite:
+            raise RuntimeError("statement_connection is for PostgreSQL; SQLite writes go through write()")
+        with self.engine.connect() as conn:
+            # psycopg2's own switch, client-side: SQLAlchemy's isolation_level="AUTOCOMMIT" resets
+            # the level on checkin with a SET statement, a round trip of its own
+            raw = cast(Any, conn.connection).dbapi_connection
+            raw.autocommit = True
+            try:
+                yield conn
+            finally:
+                raw.autocommit = False
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Session]:
+        if self._writer_lock is None:  # PostgreSQL: row locks (``lock_usable_grants``) serialise
+            with self._write() as session:
+                yield session
+            return
+        with self._writer_lock, self._write() as session:
+            yield session
+        if self._checkpointer is not None:
+            self._checkpointer.written()
+
+    @contextlib.contextmanager
+    def write_connection(self) -> Iterator[Connection]:
+        """``write()`` on a bare Connection, no ORM Session: the lane hot path runs only Core
+        statements, and a Session's set-up and commit bookkeeping cost ~0.05 ms per transaction.
+
+        SQLite: one Connection kept for these transactions. They run one at a time under the
+        writer lock anyway, and a pool checkout + checkin (events, reset) cost ~0.1-0.2 ms of each
+        (``bench.timeline``: "write connection asked" -> "transaction open" 0.28 ms). A
+        connection that was invalidated or closed is replaced at the next transaction."""
+        if self._writer_lock is None:
+            with self.engine.connect() as conn, conn.begin():
+                yield conn
+            return
+        with self._writer_lock:
+            kept = self._kept_writer
+            if kept is None or kept.closed or kept.invalidated:
+                kept = self._kept_writer = self.engine.connect()
+                kept.execution_options(sqlite_immediate=True)  # read by the "begin" listener
+            with kept.begin():
+                yield kept
+        if self._checkpointer is not None:
+            self._checkpointer.written()
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[Session]:
+        with self._sessions() as session:
+            with session.begin():
+                if self.is_sqlite:  # procure the connection now so its BEGIN is IMMEDIATE
+                    session.connection(execution_options={"sqlite_immediate": True})
+                yield session
+
+    def create_all(self) -> None:
+        """Bring the schema to the newest migration (alembic), creating it if needed."""
+        from viplanes.store.migrations import upgrade
+
+        upgrade(self.engine)
+
+    def advisory_lock(self, session: Session | Connection, key: int, then: int | None = None) -> None:
+        """Serialise one kind of decision across principals (PostgreSQL; SQLite is already serial).
+        ``then``: a second key, locked after ``key`` in the same statement (one round trip)."""
+        if not self.is_sqlite:
+            if then is None:
+                session.execute(_ADVISORY_LOCK, {"k": key})
+            else:
+                session.execute(_ADVISORY_LOCKS_2, {"k": key, "k2": then})
+
+    def dispose(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
+        if self._writer_lock is not None:
+            with self._writer_lock:
+                if self._kept_writer is not None:
+                    self._kept_writer.close()
+                    self._kept_writer = None
+        self.engine.dispose()

@@ -1,0 +1,6 @@
+"""The SQL of the lane hot path, one module per dialect.
+
+``core``: SQLAlchemy Core statements every database runs; ``postgres``: the same change as one
+statement; ``sqlite``: the hot statements on SQLite's own cursor; ``prepared``: server-side
+prepared statements for psycopg2. Imports only ``store.models`` and ``policy``.
+"""

@@ -1,0 +1,182 @@
+"""SQLAlchemy 2.x tables: principals and their tokens, grants, lanes, audit events.
+
+Times are unix seconds (float) so the injectable clock, the policy and the data plane share one
+unit; the API renders them as ISO 8601. Lists (prefixes, ports) are JSON.
+"""
+from __future__ import annotations
+
+from sqlalchemy import (JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text,
+                        UniqueConstraint, text)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+ROLES = ("operator", "researcher")
+LANE_STATES = ("requested", "scheduled", "installing", "active", "expired", "released", "revoked", "failed")
+# A lane in one of these holds quota, a lane-pool address and its flow.
+LIVE_STATES = ("requested", "scheduled", "installing", "active")
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Principal(Base):
+    __tablename__ = "principals"
+    # "alice" and "ALICE" are one principal: names are ASCII (the API's NAME pattern), so lower()
+    # agrees between Python, SQLite and PostgreSQL, and this index makes the rule hold under races.
+    __table_args__ = (Index("uq_principals_name_ci", text("lower(name)"), unique=True),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    role: Mapped[str] = mapped_column(String(16))
+    disabled: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[float] = mapped_column(Float)
+
+    tokens: Mapped[list[ApiToken]] = relationship(back_populates="principal", cascade="all, delete-orphan")
+
+
+class ApiToken(Base):
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    principal_id: Mapped[int] = mapped_column(ForeignKey("principals.id", ondelete="CASCADE"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 hex
+    created_at: Mapped[float] = mapped_column(Float)
+
+    principal: Mapped[Principal] = relationship(back_populates="tokens")
+
+
+class Grant(Base):
+    __tablename__ = "grants"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    principal_id: Mapped[int] = mapped_column(ForeignKey("principals.id"), index=True)
+    src_prefixes: Mapped[list] = mapped_column(JSON)
+    dst_prefixes: Mapped[list] = mapped_column(JSON)
+    protocols: Mapped[list] = mapped_column(JSON)
+    ports: Mapped[list] = mapped_column(JSON)  # ["443", "9000-9100"]
+    max_duration_s: Mapped[int] = mapped_column(Integer)
+    max_rate_mbps: Mapped[float | None] = mapped_column(Float, nullable=True)
+    max_lanes: Mapped[int] = mapped_column(Integer)
+    valid_from: Mapped[float | None] = mapped_column(Float, nullable=True)
+    valid_until: Mapped[float | None] = mapped_column(Float, nullable=True)
+    revoked_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    created_by: Mapped[str] = mapped_column(String(64))
+
+    principal: Mapped[Principal] = relationship(lazy="joined")
+
+
+class Lane(Base):
+    __tablename__ = "lanes"
+    __table_args__ = (
+        UniqueConstraint("principal_id", "idempotency_key", name="uq_lanes_idempotency"),
+        Index("ix_lanes_state_expires", "state", "expires_at"),
+        Index("ix_lanes_principal_state", "principal_id", "state"),
+        Index("ix_lanes_grant_state", "grant_id", "state"),
+        Index("ix_lanes_flow", "src_ip", "dst_ip", "dst_port"),
+        # Lane-pool allocation: "this host's live address" and "is this address taken" are index
+        # seeks, not scans of every live lane (request latency must not grow with live lanes).
+        Index("ix_lanes_src_state", "src_ip", "state"),
+        Index("ix_lanes_nat_state", "nat_ip", "state"),
+        # the name watcher's "which lanes' DNS answers ran out" (migration 0004)
+        Index("ix_lanes_dst_refresh", "dst_refresh_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    principal_id: Mapped[int] = mapped_column(ForeignKey("principals.id"))
+    grant_id: Mapped[int] = mapped_column(ForeignKey("grants.id"))
+    src_ip: Mapped[str] = mapped_column(String(45))
+    # the one destination address / port of a single-flow lane; NULL when the lane has a set
+    dst_ip: Mapped[str | None] = mapped_column(String(45), nullable=True)
+    protocol: Mapped[str] = mapped_column(String(3))
+    dst_port: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # destination sets (issue 11): canonical networks ["203.0.113.5/32", "2001:db8::/64"] and
+    # inclusive port ranges [[50000, 51000]]; NULL for a single-flow lane (dst_ip/dst_port say it)
+    dst_nets: Mapped[list | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    dst_ports: Mapped[list | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    dst_host: Mapped[str | None] = mapped_column(String(253), nullable=True)  # name the set came from
+    dst_refresh_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # resolve dst_host again
+    src_port: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    duration_s: Mapped[int] = mapped_column(Integer)
+    rate_mbps: Mapped[float | None] = mapped_column(Float, nullable=True)
+    purpose: Mapped[str] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(String(12))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    nat_ip: Mapped[str | None] = mapped_column(String(15), nullable=True)
+    idempotency_key: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    # sha256 of the canonical request the key was first used with: a reuse with another body is 422
+    request_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    starts_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float] = mapped_column(Float)
+    activated_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    activation_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+    principal: Mapped[Principal] = relationship(lazy="joined")
+
+
+class AuditEvent(Base):
+    __tablename__ = "audit_events"
+    __table_args__ = (Index("ix_audit_at", "at"), Index("ix_audit_actor_at", "actor", "at"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[float] = mapped_column(Float)
+    actor: Mapped[str] = mapped_column(String(64))  # principal name, or "system" for the scheduler
+    action: Mapped[str] = mapped_column(String(32))  # lane.request, grant.create, ...
+    target: Mapped[str] = mapped_column(String(64), default="")  # "lane:7", "grant:2", "principal:bob"
+    decision: Mapped[str] = mapped_column(String(16))  # allow | deny | done
+    reason: Mapped[str] = mapped_column(Text, default="")
+
+
+class AuthFailureCount(Base):
+    """Failed authentications per scope ("addr:1.2.3.4", "net:1.2.3.0/24", "all") per fixed window.
+
+    In the database so every API process on it shares one budget and a restart does not reset it.
+    """
+
+    __tablename__ = "auth_failures"
+
+    scope: Mapped[str] = mapped_column(String(64), primary_key=True)
+    window_start: Mapped[int] = mapped_column(Integer, primary_key=True)  # unix seconds
+    count: Mapped[int] = mapped_column(Integer)
+
+
+class ControllerLease(Base):
+    """Who may drive the switches: one row per lease name, held by one controller at a time.
+
+    ``expires_at`` is written from the database's clock (``viplanes.cluster.leader``), never a process's;
+    ``epoch`` grows on every change of holder and is the OpenFlow role ``generation_id``.
+    """
+
+    __tablename__ = "controller_lease"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(128), default="")
+    epoch: Mapped[int] = mapped_column(BigInteger, default=0)
+    expires_at: Mapped[float] = mapped_column(Float, default=0.0)  # unix seconds, database clock
+
+
+class ControllerStatus(Base):
+    """The master's switch readiness for the API processes (``viplanes.cluster.reports``): JSON list
+    of {name, dpid, connected, reconciled}, rewritten every second; ``reported_at`` on the
+    database's clock, so its age needs no agreement between machines' clocks."""
+
+    __tablename__ = "controller_status"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(128))
+    epoch: Mapped[int] = mapped_column(BigInteger)
+    switches: Mapped[str] = mapped_column(Text)
+    reported_at: Mapped[float] = mapped_column(Float)
+
+
+class LaneCounterRow(Base):
+    """Packets/bytes of a lane as the master last read them from the switches (database clock)."""
+
+    __tablename__ = "lane_counters"
+
+    lane_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    packets: Mapped[int] = mapped_column(BigInteger)
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    read_at: Mapped[float] = mapped_column(Float)
