@@ -1,5 +1,6 @@
 """One distribution, ``viplanes``; the component folders map into the ``viplanes.*`` namespace."""
-from setuptools import find_packages, setup
+
+from setuptools import setup
 
 COMPONENTS = {
     "viplanes.topologies": "topologies",
@@ -14,11 +15,20 @@ setup(
     version="0.1.0",
     description="SDN VIP lanes: pre-authorized big-data flows that bypass campus middleboxes",
     python_requires=">=3.11",
-    packages=["viplanes", "viplanes.lab", "viplanes.store.migrations", "viplanes.store.migrations.versions",
-              *COMPONENTS, "viplanes.api.ui"],
+    packages=[
+        "viplanes",
+        "viplanes.lab",
+        "viplanes.store.migrations",
+        "viplanes.store.migrations.versions",
+        *COMPONENTS,
+        "viplanes.api.ui",
+    ],
     package_dir={"viplanes": "viplanes", **COMPONENTS},
-    package_data={"viplanes.topologies": ["*.yaml"], "viplanes.store.migrations": ["*.ini", "*.mako"],
-                  "viplanes.api.ui": ["templates/ui/*.html", "static/*"]},
+    package_data={
+        "viplanes.topologies": ["*.yaml"],
+        "viplanes.store.migrations": ["*.ini", "*.mako"],
+        "viplanes.api.ui": ["templates/ui/*.html", "static/*"],
+    },
     install_requires=[
         "os-ken>=4.2",
         "flask>=3.0",
@@ -38,7 +48,16 @@ setup(
         "requests>=2.31",
         "dnspython>=2.6",  # lane dst_host: A/AAAA with their TTLs (viplanes/lanes/resolver.py)
     ],
-    extras_require={"dev": ["pytest>=8", "hypothesis>=6.90", "schemathesis>=3.25", "py-spy>=0.3", "selenium>=4.20",
-                            "import-linter>=2.0", "mypy>=1.8"]},
+    extras_require={
+        "dev": [
+            "pytest>=8",
+            "hypothesis>=6.90",
+            "schemathesis>=3.25",
+            "py-spy>=0.3",
+            "selenium>=4.20",
+            "import-linter>=2.0",
+            "mypy>=1.8",
+        ]
+    },
     entry_points={"console_scripts": ["viplanes=viplanes.cli.main:main"]},
 )

@@ -1,20 +1,22 @@
 """The Flask app factory: one app = one database, one data plane, one topology, one clock."""
+
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from flask import Flask
 
-from viplanes.store.ratelimit import Budgets, FailedAuthLimiter
 from viplanes.config import AppConfig
 from viplanes.dataplane.base import Dataplane
-from viplanes.store.db import Database
 from viplanes.lanes.manager import LaneLimits, LaneManager
 from viplanes.lanes.resolver import Resolver
+from viplanes.store.db import Database
+from viplanes.store.ratelimit import Budgets, FailedAuthLimiter
 from viplanes.topologies.model import Topology
 
 from . import audit, auth, bodies, errors, grants, health, lanes, metrics, principals
@@ -37,15 +39,19 @@ class AppContext:
 
 
 def default_topology() -> Topology:
-    from viplanes.topologies.loader import load_topology
     import viplanes.topologies as pkg
+    from viplanes.topologies.loader import load_topology
 
     return load_topology(Path(pkg.__file__).resolve().parent / "campus.yaml")
 
 
-def create_app(config: AppConfig | dict[str, Any] | None = None, dataplane: Dataplane | None = None,
-               topology: Topology | None = None, clock: Callable[[], float] | None = None,
-               resolver: Resolver | None = None) -> Flask:
+def create_app(
+    config: AppConfig | dict[str, Any] | None = None,
+    dataplane: Dataplane | None = None,
+    topology: Topology | None = None,
+    clock: Callable[[], float] | None = None,
+    resolver: Resolver | None = None,
+) -> Flask:
     if config is None:
         config = AppConfig()
     elif isinstance(config, dict):
@@ -63,30 +69,57 @@ def create_app(config: AppConfig | dict[str, Any] | None = None, dataplane: Data
     if config.migrate:
         db.create_all()
     m = metrics.Metrics()
-    limits = LaneLimits(max_matches=config.max_lane_matches, ttl_floor_s=float(config.dns_ttl_floor_s),
-                        ttl_cap_s=float(max(config.dns_ttl_cap_s, config.dns_ttl_floor_s)))
-    manager = LaneManager(db, dataplane, topology, clock, on_decision=m.decision, on_activation=m.activation,
-                          resolver=resolver, limits=limits)
+    limits = LaneLimits(
+        max_matches=config.max_lane_matches,
+        ttl_floor_s=float(config.dns_ttl_floor_s),
+        ttl_cap_s=float(max(config.dns_ttl_cap_s, config.dns_ttl_floor_s)),
+    )
+    manager = LaneManager(
+        db,
+        dataplane,
+        topology,
+        clock,
+        on_decision=m.decision,
+        on_activation=m.activation,
+        resolver=resolver,
+        limits=limits,
+    )
     m.watch_lanes(manager.counts_by_state)
 
     app = Flask("viplanes")
     app.config.update(
-        API_TITLE="VIP Lanes", API_VERSION="v1", OPENAPI_VERSION="3.0.3",
-        OPENAPI_URL_PREFIX="/api/v1", OPENAPI_JSON_PATH="openapi.json",
-        MAX_CONTENT_LENGTH=64 * 1024, JSON_SORT_KEYS=False,
+        API_TITLE="VIP Lanes",
+        API_VERSION="v1",
+        OPENAPI_VERSION="3.0.3",
+        OPENAPI_URL_PREFIX="/api/v1",
+        OPENAPI_JSON_PATH="openapi.json",
+        MAX_CONTENT_LENGTH=64 * 1024,
+        JSON_SORT_KEYS=False,
         API_SPEC_OPTIONS={
             "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
             "security": [{"bearer": []}],
             "info": {"description": "Operators grant; researchers request middlebox-free lanes."},
         },
     )
-    app.extensions["viplanes"] = AppContext(config, db, manager, topology, dataplane, clock,
-                                            FailedAuthLimiter(db, Budgets(config.auth_max_failures,
-                                                                          config.auth_net_max_failures,
-                                                                          config.auth_global_max_failures,
-                                                                          config.auth_window_s),
-                                                              clock),
-                                            m)
+    app.extensions["viplanes"] = AppContext(
+        config,
+        db,
+        manager,
+        topology,
+        dataplane,
+        clock,
+        FailedAuthLimiter(
+            db,
+            Budgets(
+                config.auth_max_failures,
+                config.auth_net_max_failures,
+                config.auth_global_max_failures,
+                config.auth_window_s,
+            ),
+            clock,
+        ),
+        m,
+    )
     api = errors.VipApi(app)
     for bp in (lanes.bp, grants.bp, principals.bp, audit.bp):
         api.register_blueprint(bp)

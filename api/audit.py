@@ -1,4 +1,5 @@
 """/api/v1/audit: the decision log, newest first (operators)."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,4 +1,5 @@
 """Bearer-token authentication for /api/v1 and role checks for views."""
+
 from __future__ import annotations
 
 import math
@@ -33,11 +34,21 @@ def register(app: Flask) -> None:
             ctx.metrics.auth_failures.inc()
             wait = ctx.limiter.retry_after(client)
             if wait > 0:
-                return error_response(429, "rate_limited", "too many failed authentications; wait",
-                                      {"retry_after_s": math.ceil(wait)}, {"Retry-After": str(math.ceil(wait))})
+                return error_response(
+                    429,
+                    "rate_limited",
+                    "too many failed authentications; wait",
+                    {"retry_after_s": math.ceil(wait)},
+                    {"Retry-After": str(math.ceil(wait))},
+                )
             ctx.limiter.record_failure(client)
-            return error_response(401, "unauthorized", "missing, unknown or disabled bearer token", {},
-                                  {"WWW-Authenticate": 'Bearer realm="viplanes"'})
+            return error_response(
+                401,
+                "unauthorized",
+                "missing, unknown or disabled bearer token",
+                {},
+                {"WWW-Authenticate": 'Bearer realm="viplanes"'},
+            )
         g.caller = caller
         return None
 

@@ -8,6 +8,7 @@ given twice (which one wins depends on the parser), and bytes that are not UTF-8
 of them with ``400 bad_request`` (the code malformed JSON always had) for every endpoint, present and future, because it runs as a
 ``before_request`` hook rather than inside one schema.
 """
+
 from __future__ import annotations
 
 import json
@@ -125,6 +126,5 @@ def register(app: Flask) -> None:
         try:
             parse_strict(raw)
         except BadJson as exc:
-            return error_response(400, "bad_request", f"request body is not valid JSON: {exc}",
-                                  {"json": [str(exc)]})
+            return error_response(400, "bad_request", f"request body is not valid JSON: {exc}", {"json": [str(exc)]})
         return None

@@ -1,4 +1,5 @@
 """Every error the API answers is JSON ``{error, message, details}`` with a 4xx/5xx status."""
+
 from __future__ import annotations
 
 import logging
@@ -22,8 +23,9 @@ class ErrorSchema(ma.Schema):
     details = ma.fields.Dict(required=True, metadata={"description": "field errors or context"})
 
 
-def error_response(status: int, error: str, message: str, details: dict[str, Any] | None = None,
-                   headers: dict[str, str] | None = None) -> ResponseReturnValue:
+def error_response(
+    status: int, error: str, message: str, details: dict[str, Any] | None = None, headers: dict[str, str] | None = None
+) -> ResponseReturnValue:
     resp = jsonify({"error": error, "message": message, "details": details or {}})
     resp.status_code = status
     for key, value in (headers or {}).items():
@@ -31,9 +33,19 @@ def error_response(status: int, error: str, message: str, details: dict[str, Any
     return resp
 
 
-_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-          405: "method_not_allowed", 406: "not_acceptable", 409: "conflict", 413: "too_large",
-          415: "unsupported_media_type", 422: "invalid", 429: "rate_limited"}
+_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    409: "conflict",
+    413: "too_large",
+    415: "unsupported_media_type",
+    422: "invalid",
+    429: "rate_limited",
+}
 
 
 class VipApi(Api):
@@ -60,22 +72,25 @@ def register(app: Flask) -> None:
     @app.errorhandler(VipError)
     def _vip(exc: VipError) -> ResponseReturnValue:
         retry = getattr(exc, "retry_after", None)
-        return error_response(exc.status, exc.code, exc.message, exc.details,
-                              {"Retry-After": str(retry)} if retry else None)
+        return error_response(
+            exc.status, exc.code, exc.message, exc.details, {"Retry-After": str(retry)} if retry else None
+        )
 
     @app.errorhandler(OperationalError)
     def _db_down(exc: OperationalError) -> ResponseReturnValue:
         log.error("database unavailable: %s", str(exc).splitlines()[0])
-        return error_response(503, "database_unavailable", "the database is unavailable; try again",
-                              headers={"Retry-After": "5"})
+        return error_response(
+            503, "database_unavailable", "the database is unavailable; try again", headers={"Retry-After": "5"}
+        )
 
     @app.errorhandler(DBAPIError)
     def _connection_dropped(exc: DBAPIError) -> ResponseReturnValue:
         if not exc.connection_invalidated:  # a real bug: the generic 500 below, logged
             return _bug(exc)
         log.error("database connection dropped: %s", str(exc).splitlines()[0])
-        return error_response(503, "database_unavailable", "the database connection was reset; try again",
-                              headers={"Retry-After": "1"})
+        return error_response(
+            503, "database_unavailable", "the database connection was reset; try again", headers={"Retry-After": "1"}
+        )
 
     @app.errorhandler(Exception)
     def _bug(exc: Exception) -> ResponseReturnValue:

@@ -1,4 +1,5 @@
 """/api/v1/grants: operators create, list and revoke; researchers list their own."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -6,8 +7,8 @@ from typing import Any
 from flask import current_app
 from flask_smorest import Blueprint
 
-from viplanes.store import records as store
 from viplanes.errors import NotFound
+from viplanes.store import records as store
 
 from .auth import caller, require
 from .schemas import GrantCreateSchema, GrantQuerySchema, GrantRevokedSchema, GrantSchema, to_ts
@@ -27,8 +28,9 @@ def create_grant(body: dict[str, Any]) -> Any:
     who = require("grant.create")
     ctx = _ctx()
     now = ctx.clock()
-    gi = store.GrantInput(**{**body, "valid_from": to_ts(body["valid_from"]),
-                             "valid_until": to_ts(body["valid_until"])})
+    gi = store.GrantInput(
+        **{**body, "valid_from": to_ts(body["valid_from"]), "valid_until": to_ts(body["valid_until"])}
+    )
     with ctx.db.write() as s:
         g = store.create_grant(s, gi, who.name, now, ctx.topology)
         store.audit(s, now, who.name, "grant.create", f"grant:{g.id}", "done", f"for {gi.principal}")
@@ -77,8 +79,9 @@ def revoke_grant(grant_id: int) -> Any:
     now = ctx.clock()
     with ctx.db.write() as s:
         lane_ids = store.revoke_grant(s, grant_id, now)
-        store.audit(s, now, who.name, "grant.revoke", f"grant:{grant_id}", "done",
-                    f"ended lanes {lane_ids}" if lane_ids else "")
+        store.audit(
+            s, now, who.name, "grant.revoke", f"grant:{grant_id}", "done", f"ended lanes {lane_ids}" if lane_ids else ""
+        )
         out = {"grant": grant_dict(store.get_grant(s, grant_id), now), "revoked_lanes": lane_ids}
     ctx.manager.revoke_grant_lanes(lane_ids)
     return out

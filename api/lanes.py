@@ -1,4 +1,5 @@
 """/api/v1/lanes: request, list, show, extend, release, revoke, stats."""
+
 from __future__ import annotations
 
 import re
@@ -12,8 +13,7 @@ from viplanes.errors import Invalid
 from viplanes.lanes.manager import LaneInput
 
 from .auth import caller, require
-from .schemas import (CountersSchema, ExtendSchema, LaneQuerySchema, LaneRequestSchema, LaneSchema,
-                      to_ts)
+from .schemas import CountersSchema, ExtendSchema, LaneQuerySchema, LaneRequestSchema, LaneSchema, to_ts
 from .views import lane_dict
 
 bp = Blueprint("lanes", __name__, url_prefix="/api/v1/lanes", description="VIP lanes")
@@ -28,8 +28,16 @@ def _ctx() -> Any:
 @bp.arguments(LaneRequestSchema())
 @bp.response(201, LaneSchema, description="the lane, active or failed (immediate) or scheduled")
 @bp.alt_response(200, schema=LaneSchema, description="an earlier answer to the same Idempotency-Key")
-@bp.doc(parameters=[{"in": "header", "name": "Idempotency-Key", "required": False,
-                     "schema": {"type": "string", "pattern": r"^[!-~]{1,128}$"}}])
+@bp.doc(
+    parameters=[
+        {
+            "in": "header",
+            "name": "Idempotency-Key",
+            "required": False,
+            "schema": {"type": "string", "pattern": r"^[!-~]{1,128}$"},
+        }
+    ]
+)
 def request_lane(body: dict[str, Any]) -> Any:
     """Request a lane; an immediate lane is activated before the answer."""
     t0 = time.perf_counter()
@@ -38,11 +46,24 @@ def request_lane(body: dict[str, Any]) -> Any:
     if key is not None and not _KEY.fullmatch(key):
         raise Invalid("Idempotency-Key must be 1-128 printable ASCII characters", code="invalid_header")
     ctx = _ctx()
-    lane, created = ctx.manager.request(who, LaneInput(
-        src_ip=body["src_ip"], dst_ip=body["dst_ip"], protocol=body["protocol"], dst_port=body["dst_port"],
-        duration_s=body["duration_s"], purpose=body["purpose"], src_port=body["src_port"],
-        start_at=to_ts(body["start_at"]), rate_mbps=body["rate_mbps"], dst_prefix=body["dst_prefix"],
-        dst_host=body["dst_host"], dst_ports=body["dst_ports"]), key)
+    lane, created = ctx.manager.request(
+        who,
+        LaneInput(
+            src_ip=body["src_ip"],
+            dst_ip=body["dst_ip"],
+            protocol=body["protocol"],
+            dst_port=body["dst_port"],
+            duration_s=body["duration_s"],
+            purpose=body["purpose"],
+            src_port=body["src_port"],
+            start_at=to_ts(body["start_at"]),
+            rate_mbps=body["rate_mbps"],
+            dst_prefix=body["dst_prefix"],
+            dst_host=body["dst_host"],
+            dst_ports=body["dst_ports"],
+        ),
+        key,
+    )
     ctx.metrics.request_seconds.observe(time.perf_counter() - t0)
     return lane_dict(lane, who, ctx.topology), 201 if created else 200
 
@@ -94,6 +115,11 @@ def revoke_lane(lane_id: int) -> Any:
 def lane_stats(lane_id: int) -> Any:
     """Packets and bytes the lane carried (null when the controller has no counters)."""
     lane, counters = _ctx().manager.counters(caller(), lane_id)
-    return {"lane_id": lane.id, "state": lane.state, "available": counters is not None,
-            "packets": counters.packets if counters else None, "bytes": counters.bytes if counters else None,
-            "age_s": counters.age_s if counters else None}
+    return {
+        "lane_id": lane.id,
+        "state": lane.state,
+        "available": counters is not None,
+        "packets": counters.packets if counters else None,
+        "bytes": counters.bytes if counters else None,
+        "age_s": counters.age_s if counters else None,
+    }

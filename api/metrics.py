@@ -1,7 +1,9 @@
 """Prometheus metrics with one registry per app (tests build many apps) and /healthz, /metrics."""
+
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
@@ -10,8 +12,7 @@ from prometheus_client.registry import Collector
 
 from viplanes.store.models import LANE_STATES
 
-_LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25,
-                    0.5, 1.0, 2.5, 5.0)
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
 class _LanesByState(Collector):
@@ -34,16 +35,23 @@ class _LanesByState(Collector):
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.decisions = Counter("viplanes_decisions", "Lane policy decisions", ["decision", "code"],
-                                 registry=self.registry)
-        self.activation_seconds = Histogram("viplanes_activation_seconds",
-                                             "Data-plane activation latency", ["outcome"],
-                                             buckets=_LATENCY_BUCKETS, registry=self.registry)
-        self.request_seconds = Histogram("viplanes_lane_request_seconds",
-                                         "Lane request latency inside the API (decision + activation)",
-                                         buckets=_LATENCY_BUCKETS, registry=self.registry)
-        self.auth_failures = Counter("viplanes_auth_failures", "Failed authentications",
-                                     registry=self.registry)
+        self.decisions = Counter(
+            "viplanes_decisions", "Lane policy decisions", ["decision", "code"], registry=self.registry
+        )
+        self.activation_seconds = Histogram(
+            "viplanes_activation_seconds",
+            "Data-plane activation latency",
+            ["outcome"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.request_seconds = Histogram(
+            "viplanes_lane_request_seconds",
+            "Lane request latency inside the API (decision + activation)",
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.auth_failures = Counter("viplanes_auth_failures", "Failed authentications", registry=self.registry)
 
     def watch_lanes(self, counts: Callable[[], dict[str, int]]) -> None:
         self.registry.register(_LanesByState(counts))
@@ -65,9 +73,13 @@ def openflow_transport(dataplane: Any) -> dict[str, Any]:
     if security is None or not hasattr(security, "tls"):
         return {}
     if security.tls is None:
-        return {"openflow": "insecure-tcp",
-                "warnings": ["OpenFlow listens over plain TCP (--insecure-tcp): switches are "
-                             "not authenticated and the channel is not encrypted"]}
+        return {
+            "openflow": "insecure-tcp",
+            "warnings": [
+                "OpenFlow listens over plain TCP (--insecure-tcp): switches are "
+                "not authenticated and the channel is not encrypted"
+            ],
+        }
     return {"openflow": "tls"}
 
 

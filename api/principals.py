@@ -1,4 +1,5 @@
 """/api/v1/principals: operators create, list, rotate tokens and disable; anyone asks whoami."""
+
 from __future__ import annotations
 
 from typing import Any

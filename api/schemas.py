@@ -1,4 +1,5 @@
 """Request and response schemas (marshmallow). Bounds keep every value inside the database's types."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -12,8 +13,8 @@ from marshmallow import validate as v
 
 from viplanes.authz.tokens import ROLES
 from viplanes.errors import Invalid
-from viplanes.store.models import LANE_STATES
 from viplanes.policy.rules import MAX_DURATION_S, MAX_RATE_MBPS
+from viplanes.store.models import LANE_STATES
 
 
 class FullMatch(v.Regexp):
@@ -35,8 +36,9 @@ _REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 def plain_text(value: str) -> str:
     for ch in value:
         if unicodedata.category(ch) in _REFUSED_CATEGORIES:
-            raise ma.ValidationError(f"character U+{ord(ch):04X} is not allowed "
-                                     "(control, format, bidi, private-use or unassigned)")
+            raise ma.ValidationError(
+                f"character U+{ord(ch):04X} is not allowed (control, format, bidi, private-use or unassigned)"
+            )
     return value
 
 
@@ -59,8 +61,11 @@ def _ip(value: str) -> None:
         raise ma.ValidationError("not an IPv4 or IPv6 address") from None
 
 
-PREFIX_META = {"example": "10.1.0.0/24", "description": "IPv4 or IPv6 address or prefix (host bits zero)",
-               "maxLength": 43}
+PREFIX_META = {
+    "example": "10.1.0.0/24",
+    "description": "IPv4 or IPv6 address or prefix (host bits zero)",
+    "maxLength": 43,
+}
 
 
 def _prefix(value: str) -> None:
@@ -75,11 +80,14 @@ def _prefix(value: str) -> None:
 
 
 # RFC 1123 host name (the resolver checks it again); the API bounds the length first
-HOST_NAME = FullMatch(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-                      r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$", error="not a host name")
+HOST_NAME = FullMatch(
+    r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$",
+    error="not a host name",
+)
 
 
-MAX_TS = dt.datetime(9999, 12, 30, tzinfo=dt.timezone.utc).timestamp()
+MAX_TS = dt.datetime(9999, 12, 30, tzinfo=dt.UTC).timestamp()
 
 
 def to_ts(value: dt.datetime | None) -> float | None:
@@ -87,7 +95,7 @@ def to_ts(value: dt.datetime | None) -> float | None:
     if value is None:
         return None
     if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.timezone.utc)
+        value = value.replace(tzinfo=dt.UTC)
     try:
         ts = value.timestamp()
     except (OverflowError, ValueError):
@@ -98,7 +106,7 @@ def to_ts(value: dt.datetime | None) -> float | None:
 
 
 def from_ts(value: float | None) -> dt.datetime | None:
-    return None if value is None else dt.datetime.fromtimestamp(value, dt.timezone.utc)
+    return None if value is None else dt.datetime.fromtimestamp(value, dt.UTC)
 
 
 class Strict(ma.Schema):
@@ -110,8 +118,12 @@ class PortItem(f.Field):
     """A port number or a "lo-hi" range string."""
 
     def __init__(self, **kwargs: Any) -> None:
-        meta = {"oneOf": [{"type": "integer", "minimum": 1, "maximum": 65535},
-                          {"type": "string", "pattern": r"^[0-9]{1,5}(-[0-9]{1,5})?$"}]}
+        meta = {
+            "oneOf": [
+                {"type": "integer", "minimum": 1, "maximum": 65535},
+                {"type": "string", "pattern": r"^[0-9]{1,5}(-[0-9]{1,5})?$"},
+            ]
+        }
         super().__init__(metadata=meta, **kwargs)
 
     def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> int | str:
@@ -131,10 +143,16 @@ class PortRangesField(f.Field):
     """``dst_ports``: one port, one "lo-hi" range, or a list of either (at most 64 items)."""
 
     def __init__(self, **kwargs: Any) -> None:
-        item = {"oneOf": [{"type": "integer", "minimum": 1, "maximum": 65535},
-                          {"type": "string", "pattern": r"^[0-9]{1,5}(-[0-9]{1,5})?$"}]}
-        meta = {"oneOf": [*item["oneOf"], {"type": "array", "items": item, "minItems": 1, "maxItems": 64}],
-                "example": "50000-51000"}
+        item = {
+            "oneOf": [
+                {"type": "integer", "minimum": 1, "maximum": 65535},
+                {"type": "string", "pattern": r"^[0-9]{1,5}(-[0-9]{1,5})?$"},
+            ]
+        }
+        meta = {
+            "oneOf": [*item["oneOf"], {"type": "array", "items": item, "minItems": 1, "maxItems": 64}],
+            "example": "50000-51000",
+        }
         super().__init__(metadata=meta, **kwargs)
 
     def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> Any:
@@ -151,17 +169,29 @@ class PortRangesField(f.Field):
 
 # --- lanes -----------------------------------------------------------------------------------
 
+
 class LaneRequestSchema(Strict):
     """Exactly one of dst_ip / dst_prefix / dst_host, and one of dst_port / dst_ports."""
 
     src_ip = f.String(required=True, validate=_ip, metadata={"description": "IPv4 or IPv6 address"})
-    dst_ip = f.String(load_default=None, allow_none=True, validate=_ip,
-                      metadata={"description": "one destination address (IPv4 or IPv6)"})
-    dst_prefix = f.String(load_default=None, allow_none=True, validate=_prefix,
-                          metadata={"description": "every address of this prefix (inside the grant)"})
-    dst_host = f.String(load_default=None, allow_none=True, validate=HOST_NAME,
-                        metadata={"description": "a DNS name: all its A/AAAA addresses, re-resolved at "
-                                                 "their TTL while the lane lives"})
+    dst_ip = f.String(
+        load_default=None,
+        allow_none=True,
+        validate=_ip,
+        metadata={"description": "one destination address (IPv4 or IPv6)"},
+    )
+    dst_prefix = f.String(
+        load_default=None,
+        allow_none=True,
+        validate=_prefix,
+        metadata={"description": "every address of this prefix (inside the grant)"},
+    )
+    dst_host = f.String(
+        load_default=None,
+        allow_none=True,
+        validate=HOST_NAME,
+        metadata={"description": "a DNS name: all its A/AAAA addresses, re-resolved at their TTL while the lane lives"},
+    )
     protocol = f.String(required=True, validate=v.OneOf(["tcp", "udp"]))
     dst_port = f.Integer(load_default=None, allow_none=True, strict=True, validate=PORT)
     dst_ports = PortRangesField(load_default=None, allow_none=True)
@@ -173,11 +203,13 @@ class LaneRequestSchema(Strict):
             raise ma.ValidationError("give exactly one of dst_ip, dst_prefix and dst_host", field_name="dst_ip")
         if (data.get("dst_port") is None) == (data.get("dst_ports") is None):
             raise ma.ValidationError("give exactly one of dst_port and dst_ports", field_name="dst_port")
+
     src_port = f.Integer(load_default=None, allow_none=True, strict=True, validate=PORT)
     duration_s = f.Integer(required=True, strict=True, validate=v.Range(1, MAX_DURATION_S))
-    start_at = f.AwareDateTime(load_default=None, allow_none=True, default_timezone=dt.timezone.utc)
-    rate_mbps = f.Float(load_default=None, allow_none=True, allow_nan=False,
-                        validate=v.Range(0, MAX_RATE_MBPS, min_inclusive=False))
+    start_at = f.AwareDateTime(load_default=None, allow_none=True, default_timezone=dt.UTC)
+    rate_mbps = f.Float(
+        load_default=None, allow_none=True, allow_nan=False, validate=v.Range(0, MAX_RATE_MBPS, min_inclusive=False)
+    )
     purpose = f.String(required=True, validate=[v.Length(1, 500), TEXT, plain_text])
 
 
@@ -194,8 +226,9 @@ class LaneSchema(ma.Schema):
     dst_host = f.String(required=True, allow_none=True)
     dst_refresh_at = f.DateTime(required=True, allow_none=True, metadata={"description": "next re-resolution"})
     match_count = f.Integer(required=True, metadata={"description": "destinations x masked port entries"})
-    flow_count = f.Integer(required=True, allow_none=True,
-                           metadata={"description": "match_count x 2 (forward, reverse) x hops"})
+    flow_count = f.Integer(
+        required=True, allow_none=True, metadata={"description": "match_count x 2 (forward, reverse) x hops"}
+    )
     src_port = f.Integer(required=True, allow_none=True)
     duration_s = f.Integer(required=True)
     rate_mbps = f.Float(required=True, allow_none=True)
@@ -230,11 +263,14 @@ class CountersSchema(ma.Schema):
     available = f.Boolean(required=True)
     packets = f.Integer(required=True, allow_none=True)
     bytes = f.Integer(required=True, allow_none=True)
-    age_s = f.Float(allow_none=True, metadata={"description": "seconds since the counters were read "
-                                               "from the switches; null: read just now"})
+    age_s = f.Float(
+        allow_none=True,
+        metadata={"description": "seconds since the counters were read from the switches; null: read just now"},
+    )
 
 
 # --- grants ----------------------------------------------------------------------------------
+
 
 class GrantCreateSchema(Strict):
     principal = f.String(required=True, validate=NAME)
@@ -243,11 +279,12 @@ class GrantCreateSchema(Strict):
     protocols = f.List(f.String(validate=v.OneOf(["tcp", "udp"])), required=True, validate=v.Length(1, 2))
     ports = f.List(PortItem(), required=True, validate=v.Length(1, 64))
     max_duration_s = f.Integer(required=True, strict=True, validate=v.Range(1, MAX_DURATION_S))
-    max_rate_mbps = f.Float(load_default=None, allow_none=True, allow_nan=False,
-                            validate=v.Range(0, MAX_RATE_MBPS, min_inclusive=False))
+    max_rate_mbps = f.Float(
+        load_default=None, allow_none=True, allow_nan=False, validate=v.Range(0, MAX_RATE_MBPS, min_inclusive=False)
+    )
     max_lanes = f.Integer(load_default=1, strict=True, validate=v.Range(1, MAX_LANES))
-    valid_from = f.AwareDateTime(load_default=None, allow_none=True, default_timezone=dt.timezone.utc)
-    valid_until = f.AwareDateTime(load_default=None, allow_none=True, default_timezone=dt.timezone.utc)
+    valid_from = f.AwareDateTime(load_default=None, allow_none=True, default_timezone=dt.UTC)
+    valid_until = f.AwareDateTime(load_default=None, allow_none=True, default_timezone=dt.UTC)
 
 
 class GrantSchema(ma.Schema):
@@ -282,6 +319,7 @@ class GrantRevokedSchema(ma.Schema):
 
 # --- principals ------------------------------------------------------------------------------
 
+
 class PrincipalCreateSchema(Strict):
     name = f.String(required=True, validate=NAME)
     role = f.String(required=True, validate=v.OneOf(ROLES))
@@ -300,13 +338,14 @@ class PrincipalTokenSchema(PrincipalSchema):
 
 # --- audit -----------------------------------------------------------------------------------
 
+
 class AuditQuerySchema(Strict):
     actor = f.String(validate=NAME)
     action = f.String(validate=[v.Length(1, 32), TEXT])
     decision = f.String(validate=v.OneOf(["allow", "deny", "done", "failed"]))
     target = f.String(validate=[v.Length(1, 64), TEXT])
-    since = f.AwareDateTime(default_timezone=dt.timezone.utc)
-    until = f.AwareDateTime(default_timezone=dt.timezone.utc)
+    since = f.AwareDateTime(default_timezone=dt.UTC)
+    until = f.AwareDateTime(default_timezone=dt.UTC)
     limit = f.Integer(load_default=100, validate=PAGE)
     offset = f.Integer(load_default=0, validate=v.Range(0, 10**9))
 

@@ -15,12 +15,14 @@ Security rules:
   the old token keeps working for at most ``ttl_s`` (5 s) after such a change. Run one serve
   process per database, or set ``VIPLANES_TOKEN_CACHE_TTL=0`` to turn the cache off.
 """
+
 from __future__ import annotations
 
 import os
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.orm import Session

@@ -5,6 +5,7 @@ SHA-256 hash. A plain fast hash is enough *because* the token is high-entropy ra
 no dictionary to try, so a slow password hash (bcrypt, argon2) would only add latency to every
 request without adding safety. Lookup is by the hash, so no constant-time compare is needed.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -51,10 +52,18 @@ def parse_bearer(header: str | None) -> str | None:
 
 # --- permissions --------------------------------------------------------------------------
 
-OPERATOR_ONLY = frozenset({
-    "grant.create", "grant.revoke", "principal.create", "principal.list", "principal.rotate",
-    "principal.disable", "audit.read", "lane.revoke",
-})
+OPERATOR_ONLY = frozenset(
+    {
+        "grant.create",
+        "grant.revoke",
+        "principal.create",
+        "principal.list",
+        "principal.rotate",
+        "principal.disable",
+        "audit.read",
+        "lane.revoke",
+    }
+)
 
 
 def may(caller: Caller, action: str) -> bool:

@@ -10,6 +10,7 @@ Lanes are activated and released one after another (one live lane at a time, as 
 benchmark). Serve's CPU per operation is the sum of its threads' run time (/proc/PID/task/*/schedstat,
 nanoseconds) read before and after each request, so it includes the controller's threads.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,22 +46,25 @@ def task_cpu_ns(pid: int) -> int:
     return total
 
 
-def one_round(c: Campus, watch: FlowWatch, repo: Path, n: int, warmup: int, db: str,
-              offset: int, spy_out: Path | None = None) -> dict[str, Any]:
+def one_round(
+    c: Campus, watch: FlowWatch, repo: Path, n: int, warmup: int, db: str, offset: int, spy_out: Path | None = None
+) -> dict[str, Any]:
     """One serve from ``repo``: ``warmup`` + ``n`` lanes activated one after another, then released."""
     from viplanes.controller.compile.cookies import lane_cookie
 
     workdir = c.workdir / f"r{offset}"
     workdir.mkdir()
     counts = {d: len(m) for d, m in lane_messages(c, 1, next(flows(1))).items()}
-    out: dict[str, list[float]] = {k: [] for k in ("visible", "answer", "gone", "release_answer",
-                                                   "cpu_activation_ms", "cpu_release_ms")}
+    out: dict[str, list[float]] = {
+        k: [] for k in ("visible", "answer", "gone", "release_answer", "cpu_activation_ms", "cpu_release_ms")
+    }
     with database(db, workdir) as db_url:
         serve = Serve(workdir, free_port(), db_url=db_url, repo=repo).start()
         try:
             c.attach(serve)
-            token, _ = researcher(serve, serve.add_operator(), "alice",
-                                  [grant_body("alice", c.host_ip(SRC), max_lanes=n + warmup + 5)])
+            token, _ = researcher(
+                serve, serve.add_operator(), "alice", [grant_body("alice", c.host_ip(SRC), max_lanes=n + warmup + 5)]
+            )
             api = Api(serve.api_port, token)
             assert serve.proc is not None
             pid = serve.proc.pid
@@ -97,8 +101,12 @@ def one_round(c: Campus, watch: FlowWatch, repo: Path, n: int, warmup: int, db: 
                 gone, rel_answer = release(lane_id)
                 c2 = task_cpu_ns(pid)
                 if i >= warmup:
-                    for key, value in (("visible", vis), ("answer", answer), ("gone", gone),
-                                       ("release_answer", rel_answer)):
+                    for key, value in (
+                        ("visible", vis),
+                        ("answer", answer),
+                        ("gone", gone),
+                        ("release_answer", rel_answer),
+                    ):
                         out[key].append(value)
                     out["cpu_activation_ms"].append((c1 - c0) / 1e6)
                     out["cpu_release_ms"].append((c2 - c1) / 1e6)
@@ -114,16 +122,25 @@ def one_round(c: Campus, watch: FlowWatch, repo: Path, n: int, warmup: int, db: 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tree", action="append", required=True, help="name=path of a checkout with .venv")
-    ap.add_argument("--patch", action="append", default=[], metavar="NAME=P1,P2",
-                    help="run this checkout's serve with BENCH_PATCH=P1,P2 (bench/serve_patched.py); "
-                         "one path may appear under two names, with and without a patch")
+    ap.add_argument(
+        "--patch",
+        action="append",
+        default=[],
+        metavar="NAME=P1,P2",
+        help="run this checkout's serve with BENCH_PATCH=P1,P2 (bench/serve_patched.py); "
+        "one path may appear under two names, with and without a patch",
+    )
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--n", type=int, default=50, help="timed lanes per round and checkout")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--db", choices=["sqlite", "postgresql"], default="sqlite")
     ap.add_argument("--json", type=Path, help="write every sample here")
-    ap.add_argument("--spy", metavar="NAME", help="py-spy this checkout's serve in an extra, untimed "
-                    "first round (raw stacks in bench/results/ab-NAME.pyspy.txt)")
+    ap.add_argument(
+        "--spy",
+        metavar="NAME",
+        help="py-spy this checkout's serve in an extra, untimed "
+        "first round (raw stacks in bench/results/ab-NAME.pyspy.txt)",
+    )
     args = ap.parse_args(argv)
     trees = {name: Path(path).resolve() for name, path in (t.split("=", 1) for t in args.tree)}
     patches = dict(p.split("=", 1) for p in args.patch)
@@ -135,8 +152,16 @@ def main(argv: list[str] | None = None) -> None:
             offset = 0
             if args.spy:  # its own round, left out of the table: the sampler costs CPU here
                 clear_flows(c)
-                one_round(c, watch, trees[args.spy], args.n, args.warmup, args.db, offset,
-                          RESULTS / f"ab-{args.spy}.pyspy.txt")
+                one_round(
+                    c,
+                    watch,
+                    trees[args.spy],
+                    args.n,
+                    args.warmup,
+                    args.db,
+                    offset,
+                    RESULTS / f"ab-{args.spy}.pyspy.txt",
+                )
                 offset += args.n + args.warmup
             for r in range(args.rounds):
                 order = list(trees) if r % 2 == 0 else list(reversed(trees))
@@ -149,27 +174,38 @@ def main(argv: list[str] | None = None) -> None:
                     offset += args.n + args.warmup
                     for key, value in got.items():
                         pooled[name].setdefault(key, []).extend(value)
-                    print(f"round {r} {name}: visible p50 {summarize_ms(got['visible']).p50_ms:.2f} ms, "
-                          f"201 p50 {summarize_ms(got['answer']).p50_ms:.2f} ms, "
-                          f"gone p50 {summarize_ms(got['gone']).p50_ms:.2f} ms, "
-                          f"cpu p50 {summarize_ms([x / 1000 for x in got['cpu_activation_ms']]).p50_ms:.2f}"
-                          f" + {summarize_ms([x / 1000 for x in got['cpu_release_ms']]).p50_ms:.2f} ms, "
-                          f"load {os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)
+                    print(
+                        f"round {r} {name}: visible p50 {summarize_ms(got['visible']).p50_ms:.2f} ms, "
+                        f"201 p50 {summarize_ms(got['answer']).p50_ms:.2f} ms, "
+                        f"gone p50 {summarize_ms(got['gone']).p50_ms:.2f} ms, "
+                        f"cpu p50 {summarize_ms([x / 1000 for x in got['cpu_activation_ms']]).p50_ms:.2f}"
+                        f" + {summarize_ms([x / 1000 for x in got['cpu_release_ms']]).p50_ms:.2f} ms, "
+                        f"load {os.getloadavg()[0]:.2f}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     load.append(os.getloadavg()[0])
-    print(f"load average (1 min) during the run: {min(load):.2f}-{max(load):.2f}; db {args.db}; "
-          f"{args.rounds} rounds x {args.n} lanes per checkout")
-    print("| checkout | visible p50 / p99 ms | 201 p50 / p99 ms | release gone p50 / p99 ms "
-          "| release 200 p50 ms | serve CPU ms / activation p50 | / release p50 |")
+    print(
+        f"load average (1 min) during the run: {min(load):.2f}-{max(load):.2f}; db {args.db}; "
+        f"{args.rounds} rounds x {args.n} lanes per checkout"
+    )
+    print(
+        "| checkout | visible p50 / p99 ms | 201 p50 / p99 ms | release gone p50 / p99 ms "
+        "| release 200 p50 ms | serve CPU ms / activation p50 | / release p50 |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, s in pooled.items():
         vis, ans, gone, rel = (summarize_ms(s[k]) for k in ("visible", "answer", "gone", "release_answer"))
         cpu_a, cpu_r = (summarize_ms([x / 1000 for x in s[k]]) for k in ("cpu_activation_ms", "cpu_release_ms"))
-        print(f"| {name} | {vis.p50_ms:.2f} / {vis.p99_ms:.2f} | {ans.p50_ms:.2f} / {ans.p99_ms:.2f} "
-              f"| {gone.p50_ms:.2f} / {gone.p99_ms:.2f} | {rel.p50_ms:.2f} "
-              f"| {cpu_a.p50_ms:.2f} (mean {cpu_a.mean_ms:.2f}) | {cpu_r.p50_ms:.2f} (mean {cpu_r.mean_ms:.2f}) |")
+        print(
+            f"| {name} | {vis.p50_ms:.2f} / {vis.p99_ms:.2f} | {ans.p50_ms:.2f} / {ans.p99_ms:.2f} "
+            f"| {gone.p50_ms:.2f} / {gone.p99_ms:.2f} | {rel.p50_ms:.2f} "
+            f"| {cpu_a.p50_ms:.2f} (mean {cpu_a.mean_ms:.2f}) | {cpu_r.p50_ms:.2f} (mean {cpu_r.mean_ms:.2f}) |"
+        )
     if args.json:
-        args.json.write_text(json.dumps({"trees": {k: str(v) for k, v in trees.items()}, "load": load,
-                                         "samples": pooled}, indent=1))
+        args.json.write_text(
+            json.dumps({"trees": {k: str(v) for k, v in trees.items()}, "load": load, "samples": pooled}, indent=1)
+        )
 
 
 if __name__ == "__main__":

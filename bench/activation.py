@@ -5,6 +5,7 @@ keep-alive HTTP connection; each lane is requested, timed until the answer says 
 API answers an immediate lane only after every barrier), then released. Floor: the same compiled
 messages sent by :mod:`bench.floor_app` to the same bridges, one barrier per switch in parallel.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,15 +29,35 @@ SRC = "desktop"  # three switches, NAT'd: the longest lane on the campus
 WATCH_S = 10.0  # a watched floor sample whose flows are not all seen by then is a miss
 
 
-def run_floor(c: Campus, n: int, warmup: int = 10, batched: bool = False,
-              bundle: bool = False, transport: str | None = None,
-              watch: FlowWatch | None = None) -> dict[str, Any]:
+def run_floor(
+    c: Campus,
+    n: int,
+    warmup: int = 10,
+    batched: bool = False,
+    bundle: bool = False,
+    transport: str | None = None,
+    watch: FlowWatch | None = None,
+) -> dict[str, Any]:
     """bench.floor on the campus's bridges. ``transport``: tcp/ssl (default: the run's, see
     bench.ovs.openflow_scheme). With ``watch``: also timed send -> visible / gone on the peers'
     clock (``visible_s``, ``gone_s``), the barrier clock kept beside it."""
-    cmd = [sys.executable, "-m", "bench.floor", "--port", str(free_port()), "--n", str(n),
-           "--warmup", str(warmup), "--src", SRC, "--bridges", ",".join(c.bridges.names.values()),
-           "--transport", transport or openflow_scheme()]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.floor",
+        "--port",
+        str(free_port()),
+        "--n",
+        str(n),
+        "--warmup",
+        str(warmup),
+        "--src",
+        SRC,
+        "--bridges",
+        ",".join(c.bridges.names.values()),
+        "--transport",
+        transport or openflow_scheme(),
+    ]
     if batched:
         cmd.append("--batched")
     if bundle:
@@ -57,8 +78,7 @@ def _watched_floor(cmd: list[str], watch: FlowWatch, warmup: int, log: Path) -> 
     missed: list[str] = []
     lines: list[str] = []
     with open(log, "w") as err:
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                text=True, cwd=REPO)
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, cwd=REPO)
         assert proc.stdin is not None and proc.stdout is not None
         try:
             watch.forget()
@@ -66,7 +86,7 @@ def _watched_floor(cmd: list[str], watch: FlowWatch, warmup: int, log: Path) -> 
                 if not line.startswith(SYNC):
                     lines.append(line)
                     continue
-                step = json.loads(line[len(SYNC):])
+                step = json.loads(line[len(SYNC) :])
                 counts = {int(d): k for d, k in step["counts"].items()}
                 kind = "ADDED" if step["kind"] == "add" else "DELETED"
                 seen = watch.wait(kind, cookie_marker(step["cookie"]), counts, step["sent"], WATCH_S)
@@ -90,8 +110,7 @@ def _watched_floor(cmd: list[str], watch: FlowWatch, warmup: int, log: Path) -> 
     return out
 
 
-def sequential_lanes(api: Api, src_ip: str, n: int, warmup: int, offset: int = 0,
-                     check: Any = None) -> dict[str, Any]:
+def sequential_lanes(api: Api, src_ip: str, n: int, warmup: int, offset: int = 0, check: Any = None) -> dict[str, Any]:
     """Request, time, release ``n`` lanes one after another (after ``warmup`` untimed ones)."""
     client_s, server_ms, release_s, failures = [], [], [], []
     for i, flow in enumerate(flows(n + warmup, offset)):
@@ -109,8 +128,12 @@ def sequential_lanes(api: Api, src_ip: str, n: int, warmup: int, offset: int = 0
             client_s.append(t1 - t0)
             server_ms.append(lane["activation_ms"])
             release_s.append(t2 - t1)
-    return {"client_s": client_s, "dataplane_s": [ms / 1000.0 for ms in server_ms if ms is not None],
-            "release_s": release_s, "failures": failures}
+    return {
+        "client_s": client_s,
+        "dataplane_s": [ms / 1000.0 for ms in server_ms if ms is not None],
+        "release_s": release_s,
+        "failures": failures,
+    }
 
 
 def api_without_switches(c: Campus, n: int) -> dict[str, Any]:
@@ -119,8 +142,7 @@ def api_without_switches(c: Campus, n: int) -> dict[str, Any]:
     workdir.mkdir()
     serve = Serve(workdir, free_port(), dataplane="memory").start()
     try:
-        token, _ = researcher(serve, serve.add_operator(), "alice",
-                              [grant_body("alice", c.host_ip(SRC), max_lanes=20)])
+        token, _ = researcher(serve, serve.add_operator(), "alice", [grant_body("alice", c.host_ip(SRC), max_lanes=20)])
         api = Api(serve.api_port, token)
         out = sequential_lanes(api, c.host_ip(SRC), n, warmup=10)
         api.close()
@@ -134,8 +156,7 @@ def api_lanes(c: Campus, n: int, dataplane: str, db_url: str) -> tuple[dict[str,
     serve = Serve(c.workdir, free_port(), dataplane=dataplane, db_url=db_url).start()
     try:
         c.attach(serve)
-        token, _ = researcher(serve, serve.add_operator(), "alice",
-                              [grant_body("alice", c.host_ip(SRC), max_lanes=20)])
+        token, _ = researcher(serve, serve.add_operator(), "alice", [grant_body("alice", c.host_ip(SRC), max_lanes=20)])
         api = Api(serve.api_port, token)
         seen: dict[str, Any] = {}
 
@@ -182,22 +203,31 @@ def run(quick: bool = False, dataplane: str = "openflow", db: str = "sqlite", **
     res.add("ratio p50 API/floor", ratio(api_sum.p50_ms, floor_sum.p50_ms), "x")
     res.add("ratio p99 API/floor", ratio(api_sum.p99_ms, floor_sum.p99_ms), "x")
     res.details = {
-        "lanes": n, "source_host": SRC, "api": api_sum.as_dict(),
+        "lanes": n,
+        "source_host": SRC,
+        "api": api_sum.as_dict(),
         "api_dataplane_part": dp_sum.as_dict() if dp_sum else None,
         "api_memory_dataplane": mem_sum.as_dict() if mem_sum else None,
-        "dataplane": dataplane, "db": db,
+        "dataplane": dataplane,
+        "db": db,
         "release": summarize_ms(api_run["release_s"]).as_dict(),
-        "floor": floor_sum.as_dict(), "floor_one_write_per_switch": fb.as_dict(),
+        "floor": floor_sum.as_dict(),
+        "floor_one_write_per_switch": fb.as_dict(),
         "floor_batched_failures": floor_batched["failures"],
-        "floor_bundle": fu.as_dict(), "floor_bundle_failures": floor_bundle["failures"],
+        "floor_bundle": fu.as_dict(),
+        "floor_bundle_failures": floor_bundle["failures"],
         "floor_bundle_errors": floor_bundle["errors"],
-        "floor_bundle_flows_present": floor_bundle["bundle_flows_present"], "floor_compile": summarize_ms(floor["compile_s"]).as_dict(),
+        "floor_bundle_flows_present": floor_bundle["bundle_flows_present"],
+        "floor_compile": summarize_ms(floor["compile_s"]).as_dict(),
         "floor_removal": summarize_ms(floor["removal_s"]).as_dict(),
-        "floor_failures": floor["failures"], "floor_errors": floor["errors"],
-        "flows_per_lane": floor["flows_per_lane"], "switches_per_lane": floor["switches_per_lane"],
-        "api_failures": api_run["failures"][:20], "api_failure_count": len(api_run["failures"]),
-        "first_lane_flows_on_switches": seen.get("flows_on_switches"), "serve_rss_mb": rss,
-        "samples_ms": {"api": [s * 1000 for s in api_run["client_s"]],
-                       "floor": [s * 1000 for s in floor["latency_s"]]},
+        "floor_failures": floor["failures"],
+        "floor_errors": floor["errors"],
+        "flows_per_lane": floor["flows_per_lane"],
+        "switches_per_lane": floor["switches_per_lane"],
+        "api_failures": api_run["failures"][:20],
+        "api_failure_count": len(api_run["failures"]),
+        "first_lane_flows_on_switches": seen.get("flows_on_switches"),
+        "serve_rss_mb": rss,
+        "samples_ms": {"api": [s * 1000 for s in api_run["client_s"]], "floor": [s * 1000 for s in floor["latency_s"]]},
     }
     return res

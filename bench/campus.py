@@ -1,4 +1,5 @@
 """The campus on real userspace OVS for one benchmark run: bridges, a work directory, cleanup."""
+
 from __future__ import annotations
 
 import contextlib
@@ -6,9 +7,9 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from bench.ovs import Bridges, create_bridges, ofctl, ovs_up
 from bench.server import Serve
@@ -25,7 +26,7 @@ class Campus:
     def host_ip(self, name: str) -> str:
         return str(self.topo.host(name).iface.ip.ip)
 
-    def attach(self, serve: "Serve") -> None:
+    def attach(self, serve: Serve) -> None:
         """Point the bridges at the serve's controller and wait for them (no-op without one)."""
         if serve.dataplane == "memory":
             return

@@ -8,6 +8,7 @@ work: computing the expected range of every switch and one aggregate request per
 switch side (ovs-vswitchd counting its flows) is measured separately with ``ovs-ofctl
 dump-aggregate`` (docs/faults.md).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,14 +48,19 @@ def run(lanes: int, rounds: int) -> dict[str, float]:
     rt.connected.update(expected)
     rt.reconciled.update({d: None for d in expected})  # type: ignore[misc]
     rt.reconcile_switch = lambda dpid, timeout_s=10.0: (_ for _ in ()).throw(  # type: ignore[method-assign]
-        AssertionError(f"drift check reconciled dpid {dpid}: the count is off"))
+        AssertionError(f"drift check reconciled dpid {dpid}: the count is off")
+    )
     rt.check_drift()  # warm
     cpu0, wall0 = time.process_time(), time.perf_counter()
     for _ in range(rounds):
         assert rt.check_drift() == []
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-    return {"lanes": lanes, "flows": sum(expected.values()), "cpu_ms_per_round": cpu / rounds * 1e3,
-            "wall_ms_per_round": wall / rounds * 1e3}
+    return {
+        "lanes": lanes,
+        "flows": sum(expected.values()),
+        "cpu_ms_per_round": cpu / rounds * 1e3,
+        "wall_ms_per_round": wall / rounds * 1e3,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -66,9 +72,11 @@ def main(argv: list[str] | None = None) -> None:
 
     for n in args.lanes:
         r = run(n, args.rounds)
-        print(f"{r['lanes']:>6} lanes, {r['flows']:>6} app flows on 4 switches: "
-              f"{r['cpu_ms_per_round']:.2f} ms CPU per round ({r['wall_ms_per_round']:.2f} ms wall); "
-              f"every {DRIFT_PERIOD_S:g} s = {r['cpu_ms_per_round'] / DRIFT_PERIOD_S / 10:.3f} % of a core")
+        print(
+            f"{r['lanes']:>6} lanes, {r['flows']:>6} app flows on 4 switches: "
+            f"{r['cpu_ms_per_round']:.2f} ms CPU per round ({r['wall_ms_per_round']:.2f} ms wall); "
+            f"every {DRIFT_PERIOD_S:g} s = {r['cpu_ms_per_round'] / DRIFT_PERIOD_S / 10:.3f} % of a core"
+        )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ flows are checked after every round: same flows, durations never reset (no delet
 
     sudo .venv/bin/python -m bench.failover --kills 10
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,15 @@ from pathlib import Path
 from bench.pg import throwaway_postgres
 from bench.report import Result, Target
 from tests.integration.procs import free_port, lab_security_args, wait_healthy
-from tests.integration.scaleout_kit import (Proc, controller_roles, lane_flows, lease_holder_pid,
-                                            request_active, vsctl, wait_for)
+from tests.integration.scaleout_kit import (
+    Proc,
+    controller_roles,
+    lane_flows,
+    lease_holder_pid,
+    request_active,
+    vsctl,
+    wait_for,
+)
 from tests.integration.test_serve import bootstrap, setup_researcher
 
 
@@ -35,9 +43,13 @@ def measure(kills: int) -> dict[str, float]:
     procs: list[Proc] = []
     security = lab_security_args()
     with throwaway_postgres() as db:
+
         def controller(name: str, port: int) -> Proc:
-            p = Proc(name, ["controller", "cluster", "--db", db, "--openflow", f"127.0.0.1:{port}",
-                            "--tick", "0.2", *security], work / f"{name}.log")
+            p = Proc(
+                name,
+                ["controller", "cluster", "--db", db, "--openflow", f"127.0.0.1:{port}", "--tick", "0.2", *security],
+                work / f"{name}.log",
+            )
             procs.append(p)
             return p
 
@@ -47,12 +59,27 @@ def measure(kills: int) -> dict[str, float]:
             by_port = {port: controller(f"ctl-{port}", port) for port in ports}
             time.sleep(1.5)
             for n, br in enumerate(bridges, start=1):
-                vsctl("--may-exist", "add-br", br, "--", "set", "bridge", br, "datapath_type=netdev",
-                      f"other-config:datapath-id={n:016x}", "fail_mode=secure", "protocols=OpenFlow13",
-                      "--", "set-controller", br, *[f"ssl:127.0.0.1:{p}" for p in ports])
+                vsctl(
+                    "--may-exist",
+                    "add-br",
+                    br,
+                    "--",
+                    "set",
+                    "bridge",
+                    br,
+                    "datapath_type=netdev",
+                    f"other-config:datapath-id={n:016x}",
+                    "fail_mode=secure",
+                    "protocols=OpenFlow13",
+                    "--",
+                    "set-controller",
+                    br,
+                    *[f"ssl:127.0.0.1:{p}" for p in ports],
+                )
             api_port = free_port()
-            api = Proc("api", ["api", "--db", db, "--listen", f"127.0.0.1:{api_port}", "--workers", "2"],
-                       work / "api.log")
+            api = Proc(
+                "api", ["api", "--db", db, "--listen", f"127.0.0.1:{api_port}", "--workers", "2"], work / "api.log"
+            )
             procs.append(api)
             url = f"http://127.0.0.1:{api_port}"
             wait_healthy(api.proc, url, api.log, timeout=30)
@@ -74,16 +101,22 @@ def measure(kills: int) -> dict[str, float]:
                 target = f"ssl:127.0.0.1:{port}"
                 assert wait_for(lambda: all(controller_roles(b).get(target) == "slave" for b in bridges), 20)
                 print(f"kill {k + 1}: {times[-1]:.2f} s", flush=True)
-            elapsed_ok = all(min(lane_flows(bridges[0], ln["id"]).values()) >
-                             min(before[ln["id"]].values()) for ln in first)
+            elapsed_ok = all(
+                min(lane_flows(bridges[0], ln["id"]).values()) > min(before[ln["id"]].values()) for ln in first
+            )
             times.sort()
-            return {"kills": kills, "p50_s": statistics.median(times),
-                    "p99_s": times[min(len(times) - 1, int(round(0.99 * (len(times) - 1))))],
-                    "max_s": times[-1], "flows_untouched": float(elapsed_ok)}
+            return {
+                "kills": kills,
+                "p50_s": statistics.median(times),
+                "p99_s": times[min(len(times) - 1, int(round(0.99 * (len(times) - 1))))],
+                "max_s": times[-1],
+                "flows_untouched": float(elapsed_ok),
+            }
         finally:
             for br in bridges:
-                subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", br],
-                               capture_output=True, timeout=20)
+                subprocess.run(
+                    ["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", br], capture_output=True, timeout=20
+                )
             for p in procs:
                 p.stop()
 

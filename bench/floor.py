@@ -13,6 +13,7 @@ per switch) and waits for a line on stdin, which the parent writes once its
 like a client that waits for "visible" before the next step, and no watcher thread competes with
 the floor's own threads for its GIL.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,7 +21,6 @@ import json
 import os
 import sys
 import time
-
 from typing import Any
 
 from bench.ovs import openflow_scheme, vsctl
@@ -49,25 +49,31 @@ def sync(kind: str, **fields: Any) -> None:
         raise SystemExit("the watching parent went away")
 
 
-def measure(port: int, bridges: list[str], n: int, src_host: str, warmup: int,
-            batched: bool = False, bundle: bool = False, transport: str = "tcp",
-            watched: bool = False) -> dict:
+def measure(
+    port: int,
+    bridges: list[str],
+    n: int,
+    src_host: str,
+    warmup: int,
+    batched: bool = False,
+    bundle: bool = False,
+    transport: str = "tcp",
+    watched: bool = False,
+) -> dict:
     from viplanes.api.app import default_topology
-    from viplanes.controller.compile.lane import compile_base, compile_lane, compile_lane_removal
     from viplanes.controller.compile.cookies import lane_cookie
+    from viplanes.controller.compile.lane import compile_base, compile_lane, compile_lane_removal
     from viplanes.controller.openflow.launcher import start_apps
 
     topo = default_topology()
-    running = start_apps(["bench.floor_app"], "127.0.0.1", port,
-                         of_security=listener_security(transport))
+    running = start_apps(["bench.floor_app"], "127.0.0.1", port, of_security=listener_security(transport))
     app = running.app("FloorApp")
     app.base_flows = compile_base(topo)
     app.batched = batched
     app.bundle = bundle
     for name in bridges:
         vsctl("set-controller", name, f"{transport}:127.0.0.1:{port}")
-    name_of = {int(vsctl("get", "bridge", b, "other-config:datapath-id").strip().strip('"'), 16): b
-               for b in bridges}
+    name_of = {int(vsctl("get", "bridge", b, "other-config:datapath-id").strip().strip('"'), 16): b for b in bridges}
     dpids = {sw.dpid for sw in topo.switches}
     if not app.wait_for(dpids, 20.0):
         raise RuntimeError(f"switches {sorted(dpids - set(app.datapaths))} never connected")
@@ -89,8 +95,7 @@ def measure(port: int, bridges: list[str], n: int, src_host: str, warmup: int,
         app.send_with_barriers(removal)
         t3 = time.perf_counter()
         if watched:
-            sync("delete", i=i, cookie=lane_cookie(spec.lane_id), counts=counts, sent=t2,
-                 barriers=t3)
+            sync("delete", i=i, cookie=lane_cookie(spec.lane_id), counts=counts, sent=t2, barriers=t3)
         if i < warmup:
             continue
         failures += not ok
@@ -104,9 +109,17 @@ def measure(port: int, bridges: list[str], n: int, src_host: str, warmup: int,
         app.send_with_barriers(compile_lane_removal(99_999, check.keys(), with_meter=False))
     else:
         present = None
-    return {"transport": transport, "bundle_flows_present": present, "latency_s": latencies, "compile_s": compile_s, "removal_s": removal_s,
-            "failures": failures, "errors": app.errors[:20],
-            "switches_per_lane": len(ofmsgs), "flows_per_lane": sum(len(m) for m in ofmsgs.values())}
+    return {
+        "transport": transport,
+        "bundle_flows_present": present,
+        "latency_s": latencies,
+        "compile_s": compile_s,
+        "removal_s": removal_s,
+        "failures": failures,
+        "errors": app.errors[:20],
+        "switches_per_lane": len(ofmsgs),
+        "flows_per_lane": sum(len(m) for m in ofmsgs.values()),
+    }
 
 
 def _count_cookie(bridge: str, lane_id: int) -> int:
@@ -124,17 +137,33 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--src", default="desktop", help="source host of the lanes")
     ap.add_argument("--warmup", type=int, default=10)
-    ap.add_argument("--batched", action="store_true",
-                    help="one socket write per switch instead of one send_msg per message")
-    ap.add_argument("--bundle", action="store_true",
-                    help="each switch's messages in one atomic ONF bundle (commit, then barrier)")
-    ap.add_argument("--transport", choices=("tcp", "ssl"), default=openflow_scheme(),
-                    help="OpenFlow transport (default: BENCH_OPENFLOW, else ssl with the lab PKI)")
-    ap.add_argument("--watched", action="store_true",
-                    help="after each send print a SYNC line and wait for a line on stdin")
+    ap.add_argument(
+        "--batched", action="store_true", help="one socket write per switch instead of one send_msg per message"
+    )
+    ap.add_argument(
+        "--bundle", action="store_true", help="each switch's messages in one atomic ONF bundle (commit, then barrier)"
+    )
+    ap.add_argument(
+        "--transport",
+        choices=("tcp", "ssl"),
+        default=openflow_scheme(),
+        help="OpenFlow transport (default: BENCH_OPENFLOW, else ssl with the lab PKI)",
+    )
+    ap.add_argument(
+        "--watched", action="store_true", help="after each send print a SYNC line and wait for a line on stdin"
+    )
     args = ap.parse_args(argv)
-    out = measure(args.port, args.bridges.split(","), args.n, args.src, args.warmup, args.batched,
-                  args.bundle, args.transport, args.watched)
+    out = measure(
+        args.port,
+        args.bridges.split(","),
+        args.n,
+        args.src,
+        args.warmup,
+        args.batched,
+        args.bundle,
+        args.transport,
+        args.watched,
+    )
     sys.stdout.write(json.dumps(out) + "\n")
     sys.stdout.flush()
     os._exit(0)  # os-ken's native threads do not all stop on close; the process is done

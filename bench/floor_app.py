@@ -4,6 +4,7 @@ No database, no policy, no HTTP, no bookkeeping: just bind the compiler's messag
 datapaths, send them, one barrier per switch, all switches in parallel, and wait until every
 barrier is answered. Whatever the real controller adds on top of this is overhead to explain.
 """
+
 from __future__ import annotations
 
 import threading

@@ -4,6 +4,7 @@ Runs the watched floor (:func:`bench.activation.run_floor` with a FlowWatch) ove
 over TLS in alternation on the same bridges, and prints for each the barrier clock and the peers'
 clock (send -> visible on all bridges; release: send -> gone), p50/p99 in ms, one JSON per round.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,12 +32,18 @@ def main(argv: list[str] | None = None) -> None:
                 order = ("tcp", "ssl") if r % 2 == 0 else ("ssl", "tcp")
                 for transport in order:
                     out = run_floor(c, args.n, transport=transport, watch=watch)
-                    row = {"round": r, "transport": transport, "load": os.getloadavg()[0],
-                           "missed": len(out["watch_missed"])}
-                    for key, samples in (("add_barrier", out["latency_s"]),
-                                         ("add_visible", out["visible_s"]),
-                                         ("del_barrier", out["removal_s"]),
-                                         ("del_gone", out["gone_s"])):
+                    row = {
+                        "round": r,
+                        "transport": transport,
+                        "load": os.getloadavg()[0],
+                        "missed": len(out["watch_missed"]),
+                    }
+                    for key, samples in (
+                        ("add_barrier", out["latency_s"]),
+                        ("add_visible", out["visible_s"]),
+                        ("del_barrier", out["removal_s"]),
+                        ("del_gone", out["gone_s"]),
+                    ):
                         s = summarize_ms(samples)
                         row[key] = [round(s.p50_ms, 3), round(s.p99_ms, 3)]
                     print(json.dumps(row), file=sys.stderr, flush=True)

@@ -11,14 +11,15 @@ Every line is timestamped with ``time.perf_counter()`` when read, and kept; a me
 "when had each bridge seen N added (or deleted) flows carrying this marker, after t0?".
 Parsing is pure (:func:`parse_monitor_line`) so it is unit-tested without OVS.
 """
+
 from __future__ import annotations
 
 import re
 import subprocess
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from viplanes.lifecycle import stop_process
 
@@ -60,8 +61,9 @@ def port_marker(port: int) -> re.Pattern[str]:
     return re.compile(rf"\b(?:tp|tcp|udp)_(?:src|dst)={port}(?!\d)")
 
 
-def completion_time(events: Iterable[tuple[float, FlowEvent]], kind: str, marker: re.Pattern[str],
-                    count: int, since: float) -> float | None:
+def completion_time(
+    events: Iterable[tuple[float, FlowEvent]], kind: str, marker: re.Pattern[str], count: int, since: float
+) -> float | None:
     """Time of the ``count``-th ``kind`` event matching ``marker`` at or after ``since``, or None."""
     seen = 0
     for t, ev in events:
@@ -84,14 +86,17 @@ class FlowWatch:
         self._ready: set[int] = set()
         self._errors: list[str] = []
 
-    def start(self, timeout_s: float = 10.0) -> "FlowWatch":
+    def start(self, timeout_s: float = 10.0) -> FlowWatch:
         for dpid, name in self.bridges.items():
-            proc = subprocess.Popen(["ovs-ofctl", "-O", "OpenFlow13", "monitor", name, "watch:"],
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    bufsize=1)
+            proc = subprocess.Popen(
+                ["ovs-ofctl", "-O", "OpenFlow13", "monitor", name, "watch:"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                bufsize=1,
+            )
             self._procs.append(proc)
-            threading.Thread(target=self._read, args=(dpid, proc), daemon=True,
-                             name=f"flowwatch-{name}").start()
+            threading.Thread(target=self._read, args=(dpid, proc), daemon=True, name=f"flowwatch-{name}").start()
         # the monitor is live once it has printed its (empty) initial reply
         deadline = time.monotonic() + timeout_s
         with self._cond:
@@ -103,7 +108,7 @@ class FlowWatch:
                 self._cond.wait(left)
         return self
 
-    def __enter__(self) -> "FlowWatch":
+    def __enter__(self) -> FlowWatch:
         return self.start()
 
     def __exit__(self, *_: object) -> None:
@@ -123,15 +128,15 @@ class FlowWatch:
                     self._errors.append(line.strip())
                 self._cond.notify_all()
 
-    def wait(self, kind: str, marker: re.Pattern[str], counts: Mapping[int, int], since: float,
-             timeout_s: float) -> float | None:
+    def wait(
+        self, kind: str, marker: re.Pattern[str], counts: Mapping[int, int], since: float, timeout_s: float
+    ) -> float | None:
         """Time when every bridge had ``counts[dpid]`` matching events since ``since``; None on
         timeout. Only the bridges named in ``counts`` are waited for."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
             while True:
-                times = [completion_time(self.events[d], kind, marker, n, since)
-                         for d, n in counts.items()]
+                times = [completion_time(self.events[d], kind, marker, n, since) for d, n in counts.items()]
                 if all(t is not None for t in times):
                     return max(times)  # type: ignore[type-var]
                 left = deadline - time.monotonic()

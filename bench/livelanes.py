@@ -13,6 +13,7 @@ before and after each request, so it includes the controller's threads.
 
     .venv/bin/python -m bench.livelanes --tree old=/tmp/base --tree new=. --lanes 1000 --cycles 200
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,17 +48,22 @@ def cycles(api: Api, pid: int, src_ip: str, n: int, offset: int) -> dict[str, li
     return out
 
 
-def one_run(c: Campus, repo: Path, live: int, n: int, warmup: int, tag: str,
-            fill_src: str) -> dict[str, Any]:
+def one_run(c: Campus, repo: Path, live: int, n: int, warmup: int, tag: str, fill_src: str) -> dict[str, Any]:
     """One serve from ``repo``: cycles at 0 live lanes, fill ``live``, cycles again."""
     workdir = c.workdir / tag
     workdir.mkdir()
     serve = Serve(workdir, free_port(), repo=repo).start()
     try:
         c.attach(serve)
-        token, _ = researcher(serve, serve.add_operator(), "alice", [
-            grant_body("alice", c.host_ip(fill_src), live + 1),
-            grant_body("alice", c.host_ip(PROBE_SRC), 2 * (n + warmup) + 5)])
+        token, _ = researcher(
+            serve,
+            serve.add_operator(),
+            "alice",
+            [
+                grant_body("alice", c.host_ip(fill_src), live + 1),
+                grant_body("alice", c.host_ip(PROBE_SRC), 2 * (n + warmup) + 5),
+            ],
+        )
         api = Api(serve.api_port, token)
         assert serve.proc is not None
         pid = serve.proc.pid
@@ -92,22 +98,29 @@ def main(argv: list[str] | None = None) -> None:
     pooled: dict[str, dict[str, list[float]]] = {name: {} for name in trees}
     with campus("livelanes") as c:
         for r in range(args.rounds):
-            for name in (list(trees) if r % 2 == 0 else list(reversed(trees))):
+            for name in list(trees) if r % 2 == 0 else list(reversed(trees)):
                 clear_flows(c)
-                got = one_run(c, trees[name], args.lanes, args.cycles, args.warmup, f"r{r}{name}",
-                              args.fill_src)
+                got = one_run(c, trees[name], args.lanes, args.cycles, args.warmup, f"r{r}{name}", args.fill_src)
                 row = []
                 for at in ("empty", "full"):
                     for op in ("activation", "release"):
                         pooled[name].setdefault(f"{at} {op}", []).extend(got[at][op])
                         row.append(f"{at} {op} {summarize_ms([x / 1000 for x in got[at][op]]).p50_ms:.2f}")
                 load.append(os.getloadavg()[0])
-                print(f"round {r} {name}: serve CPU ms p50: {', '.join(row)}; fill {got['fill_s']:.1f} s; "
-                      f"load {load[-1]:.2f}", file=sys.stderr, flush=True)
-    print(f"load average (1 min) during the run: {min(load):.2f}-{max(load):.2f}; {args.rounds} rounds "
-          f"x {args.cycles} cycles per checkout and live count; live lanes from {args.fill_src}")
-    print(f"| checkout | serve CPU / activation, 0 live (p50, mean) | at {args.lanes} live | "
-          f"/ release, 0 live | at {args.lanes} live |")
+                print(
+                    f"round {r} {name}: serve CPU ms p50: {', '.join(row)}; fill {got['fill_s']:.1f} s; "
+                    f"load {load[-1]:.2f}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    print(
+        f"load average (1 min) during the run: {min(load):.2f}-{max(load):.2f}; {args.rounds} rounds "
+        f"x {args.cycles} cycles per checkout and live count; live lanes from {args.fill_src}"
+    )
+    print(
+        f"| checkout | serve CPU / activation, 0 live (p50, mean) | at {args.lanes} live | "
+        f"/ release, 0 live | at {args.lanes} live |"
+    )
     print("|---|---:|---:|---:|---:|")
     for name, s in pooled.items():
         cells = []

@@ -18,6 +18,7 @@ median CPU per cycle per condition and each busy condition's increase over ``idl
 same instructions are run in every condition: any increase is the machine (a shared physical
 core or caches under the two vCPUs), not the controller. Needs two CPUs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,7 +27,8 @@ import multiprocessing as mp
 import os
 import statistics
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from bench.profile_switches import cpu_per_cycle_ms, runtime_for
 
@@ -50,8 +52,7 @@ def _stream(stop: Any) -> None:
         dst[:] = src
 
 
-NEIGHBOURS: dict[str, Callable[[Any], None] | None] = {"idle": None, "spin": _spin,
-                                                       "stream": _stream}
+NEIGHBOURS: dict[str, Callable[[Any], None] | None] = {"idle": None, "spin": _spin, "stream": _stream}
 
 
 def measure(kind: str, rt: Any, n: int, first_id: int) -> float:
@@ -73,8 +74,7 @@ def measure(kind: str, rt: Any, n: int, first_id: int) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1500, help="cycles per condition and round")
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
@@ -94,12 +94,21 @@ def main() -> None:
             next_id += args.n
     best = {k: min(v) for k, v in samples.items()}
     median = {k: statistics.median(v) for k, v in samples.items()}
-    out = {"cpu_ms_per_cycle_best": best, "cpu_ms_per_cycle_median": median,
-           "increase_over_idle_pct": {
-               k: {"best": round((best[k] / best["idle"] - 1) * 100, 1),
-                   "median": round((median[k] / median["idle"] - 1) * 100, 1)}
-               for k in NEIGHBOURS if k != "idle"},
-           "samples": samples, "load_start": load0, "load_end": os.getloadavg()}
+    out = {
+        "cpu_ms_per_cycle_best": best,
+        "cpu_ms_per_cycle_median": median,
+        "increase_over_idle_pct": {
+            k: {
+                "best": round((best[k] / best["idle"] - 1) * 100, 1),
+                "median": round((median[k] / median["idle"] - 1) * 100, 1),
+            }
+            for k in NEIGHBOURS
+            if k != "idle"
+        },
+        "samples": samples,
+        "load_start": load0,
+        "load_end": os.getloadavg(),
+    }
     print(json.dumps(out, indent=1))
 
 

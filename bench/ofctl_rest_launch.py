@@ -13,6 +13,7 @@ touched: certificate checks (CERT_REQUIRED against the lab CA) stay as os-ken se
 Run with the peer venv's python: ``python ofctl_rest_launch.py [osken-manager args]``;
 ``--import-check`` only imports the app (exit 0 when it is usable).
 """
+
 import ssl
 import sys
 

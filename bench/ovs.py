@@ -4,28 +4,29 @@ No Mininet: each switch of the topology becomes a ``netdev`` bridge with the top
 one internal port per port number the topology uses, so every flow the compiler emits has its
 in_port and output. Names carry a per-run prefix; ``delete`` removes exactly these bridges.
 """
+
 from __future__ import annotations
 
 import os
 import re
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from viplanes.topologies.model import Topology
 
 
 def vsctl(*args: str, timeout: float = 30.0) -> str:
-    out = subprocess.run(["ovs-vsctl", f"--timeout={int(timeout)}", *args], capture_output=True,
-                         text=True, timeout=timeout + 5)
+    out = subprocess.run(
+        ["ovs-vsctl", f"--timeout={int(timeout)}", *args], capture_output=True, text=True, timeout=timeout + 5
+    )
     if out.returncode != 0:
         raise RuntimeError(f"ovs-vsctl {' '.join(args[:6])}...: {out.stderr.strip()}")
     return out.stdout
 
 
 def ofctl(*args: str, timeout: float = 60.0) -> str:
-    out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", *args], capture_output=True, text=True,
-                         timeout=timeout)
+    out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", *args], capture_output=True, text=True, timeout=timeout)
     if out.returncode != 0:
         raise RuntimeError(f"ovs-ofctl {' '.join(args)}: {out.stderr.strip()}")
     return out.stdout
@@ -34,8 +35,7 @@ def ofctl(*args: str, timeout: float = 60.0) -> str:
 def ovs_up() -> None:
     """scripts/ovs-up: start the OVS daemons if they are not running (idempotent)."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    subprocess.run([os.path.join(here, "scripts", "ovs-up")], check=True, capture_output=True,
-                   timeout=60)
+    subprocess.run([os.path.join(here, "scripts", "ovs-up")], check=True, capture_output=True, timeout=60)
 
 
 def ports_by_switch(topo: Topology) -> dict[str, set[int]]:
@@ -86,7 +86,7 @@ class Bridges:
         for name in self.names.values():
             try:
                 vsctl("--if-exists", "del-br", name)
-            except Exception:  # noqa: BLE001 - keep deleting the others
+            except Exception:
                 pass
 
 
@@ -126,13 +126,32 @@ def create_bridges(topo: Topology, prefix: str, controller_port: int | None) -> 
     try:
         for sw in topo.switches:
             name = f"{prefix}{sw.name}"[:15]
-            args = ["add-br", name, "--", "set", "bridge", name, "datapath_type=netdev",
-                    "fail_mode=secure", "protocols=OpenFlow13",
-                    f"other-config:datapath-id={sw.dpid:016x}"]
+            args = [
+                "add-br",
+                name,
+                "--",
+                "set",
+                "bridge",
+                name,
+                "datapath_type=netdev",
+                "fail_mode=secure",
+                "protocols=OpenFlow13",
+                f"other-config:datapath-id={sw.dpid:016x}",
+            ]
             for port in sorted(ports[sw.name]):
                 pname = f"{name}p{port}"[:15]
-                args += ["--", "add-port", name, pname, "--", "set", "interface", pname,
-                         "type=internal", f"ofport_request={port}"]
+                args += [
+                    "--",
+                    "add-port",
+                    name,
+                    pname,
+                    "--",
+                    "set",
+                    "interface",
+                    pname,
+                    "type=internal",
+                    f"ofport_request={port}",
+                ]
             if controller_port is not None:
                 args += ["--", "set-controller", name, of_target(controller_port)]
             names[sw.dpid] = name
@@ -173,13 +192,15 @@ def parse_dump_flows(text: str) -> list[FlowLine]:
         # the match is the tail after the last stats field (priority=N,<match>)
         match_part = head.split("priority=", 1)[1] if "priority=" in head else ""
         prio_text, _, match = match_part.partition(",")
-        flows.append(FlowLine(
-            cookie=int(stats["cookie"], 16),
-            duration_s=float(stats["duration"].rstrip("s")),
-            priority=int(prio_text.split()[0]) if prio_text else 32768,
-            n_packets=int(stats.get("n_packets", "0")),
-            match=match.strip(),
-        ))
+        flows.append(
+            FlowLine(
+                cookie=int(stats["cookie"], 16),
+                duration_s=float(stats["duration"].rstrip("s")),
+                priority=int(prio_text.split()[0]) if prio_text else 32768,
+                n_packets=int(stats.get("n_packets", "0")),
+                match=match.strip(),
+            )
+        )
     return flows
 
 
@@ -216,8 +237,11 @@ def compare_dumps(before: Iterable[FlowLine], after: Iterable[FlowLine]) -> Unto
     a = {f.key: f for f in after}
     reset = [k for k in b.keys() & a.keys() if a[k].duration_s + 0.001 < b[k].duration_s]
     missing, added = b.keys() - a.keys(), a.keys() - b.keys()
-    examples = [f"{what} cookie={k[0]:#x} priority={k[1]} {k[2]}"
-                for what, keys in (("missing", missing), ("added", added), ("reset", reset))
-                for k in sorted(keys)[:3]]
-    return Untouched(before=len(b), after=len(a), missing=len(missing), added=len(added),
-                     reset=len(reset), examples=tuple(examples))
+    examples = [
+        f"{what} cookie={k[0]:#x} priority={k[1]} {k[2]}"
+        for what, keys in (("missing", missing), ("added", added), ("reset", reset))
+        for k in sorted(keys)[:3]
+    ]
+    return Untouched(
+        before=len(b), after=len(a), missing=len(missing), added=len(added), reset=len(reset), examples=tuple(examples)
+    )

@@ -7,6 +7,7 @@ the exact match and instruction bytes we serialise), then times os-ken's ``OFPFl
 (what ``reconcile`` pays today) against a struct-only parse into comparable keys
 (table, priority, cookie, sorted OXM TLVs, raw instructions). Evidence for a proposal, not product code.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,15 +32,23 @@ def body_for(flowmods: list) -> bytes:  # type: ignore[type-arg]
         # FlowMod: 8 header + 40 fixed (cookie..pad) then match (padded to 8) then instructions
         tail = buf[48:]
         length = ENTRY.size + len(tail)
-        out += ENTRY.pack(length, fm.table_id, 12, 0, fm.priority, fm.idle_timeout, fm.hard_timeout,
-                          fm.flags, fm.cookie, 0, 0) + tail
+        out += (
+            ENTRY.pack(
+                length, fm.table_id, 12, 0, fm.priority, fm.idle_timeout, fm.hard_timeout, fm.flags, fm.cookie, 0, 0
+            )
+            + tail
+        )
     return bytes(out)
 
 
 def lean_keys(body: bytes) -> list[tuple]:  # type: ignore[type-arg]
     keys = []
     off, end = 0, len(body)
-    unpack_entry, unpack_u16, unpack_u32 = ENTRY.unpack_from, struct.Struct("!H").unpack_from, struct.Struct("!I").unpack_from
+    unpack_entry, unpack_u16, unpack_u32 = (
+        ENTRY.unpack_from,
+        struct.Struct("!H").unpack_from,
+        struct.Struct("!I").unpack_from,
+    )
     while off < end:
         length, table, _, _, prio, _, _, _, cookie, _, _ = unpack_entry(body, off)
         m = off + ENTRY.size
@@ -49,9 +58,9 @@ def lean_keys(body: bytes) -> list[tuple]:  # type: ignore[type-arg]
         while p < mend:
             hdr = unpack_u32(body, p)[0]
             n = hdr & 0xFF
-            tlvs.append((hdr, body[p + 4:p + 4 + n]))
+            tlvs.append((hdr, body[p + 4 : p + 4 + n]))
             p += 4 + n
-        inst = body[m + ((mlen + 7) // 8) * 8:off + length]
+        inst = body[m + ((mlen + 7) // 8) * 8 : off + length]
         keys.append((table, prio, cookie, tuple(sorted(tlvs)), inst))
         off += length
     return keys
@@ -66,8 +75,8 @@ def main(argv: list[str] | None = None) -> None:
 
     from bench.workload import flows, lane_spec
     from viplanes.api.app import default_topology
-    from viplanes.controller.compile.lane import compile_lane
     from viplanes.controller.compile.flowkey import flow_key_of
+    from viplanes.controller.compile.lane import compile_lane
 
     topo = default_topology()
     now = time.time()

@@ -5,6 +5,7 @@ os-ken 1.4.1, the last release that ships it, in bench/.peers-rest-venv through
 ``bench/ofctl_rest_launch.py``. Python 3.11 from PATH, PyPI through pip. A peer that cannot be
 installed or imported raises :class:`PeerUnavailable` with the reason; the benchmark prints it.
 """
+
 from __future__ import annotations
 
 import os
@@ -44,14 +45,14 @@ def _ensure(venv: Path, requirements: list[str]) -> Path:
         base = shutil.which("python3.11")
         if base is None:
             raise PeerUnavailable("python3.11 not on PATH")
-        out = subprocess.run([base, "-m", "venv", str(venv)], capture_output=True, text=True,
-                             timeout=120)
+        out = subprocess.run([base, "-m", "venv", str(venv)], capture_output=True, text=True, timeout=120)
         if out.returncode != 0:
             raise PeerUnavailable(f"venv: {_last_lines(out.stderr)}")
     pinned = dict(r.split("==") for r in requirements)
     if {k: v for k, v in versions(py).items() if k in pinned} != pinned:
-        out = subprocess.run([str(py), "-m", "pip", "install", "-q", *requirements],
-                             capture_output=True, text=True, timeout=600)
+        out = subprocess.run(
+            [str(py), "-m", "pip", "install", "-q", *requirements], capture_output=True, text=True, timeout=600
+        )
         if out.returncode != 0:
             raise PeerUnavailable(f"pip install {' '.join(requirements)}: {_last_lines(out.stderr)}")
     return py
@@ -69,12 +70,14 @@ def ensure_rest_venv() -> Path:
 
 def versions(py: Path) -> dict[str, str]:
     """Installed versions of the peers' main packages (empty when the venv is not usable)."""
-    code = ("import importlib.metadata as m, json\n"
-            "out = {}\n"
-            "for d in ('faucet', 'os-ken', 'eventlet'):\n"
-            "    try: out[d] = m.version(d)\n"
-            "    except m.PackageNotFoundError: pass\n"
-            "print(json.dumps(out))")
+    code = (
+        "import importlib.metadata as m, json\n"
+        "out = {}\n"
+        "for d in ('faucet', 'os-ken', 'eventlet'):\n"
+        "    try: out[d] = m.version(d)\n"
+        "    except m.PackageNotFoundError: pass\n"
+        "print(json.dumps(out))"
+    )
     try:
         out = subprocess.run([str(py), "-c", code], capture_output=True, text=True, timeout=60)
     except OSError:
@@ -89,8 +92,11 @@ def versions(py: Path) -> dict[str, str]:
 
 
 def check_importable(py: Path, peer: str) -> None:
-    cmd = [str(py), str(REST_LAUNCHER), "--import-check"] if peer == "ofctl_rest" else \
-        [str(py), "-c", f"import {PEER_MODULES[peer]}"]
+    cmd = (
+        [str(py), str(REST_LAUNCHER), "--import-check"]
+        if peer == "ofctl_rest"
+        else [str(py), "-c", f"import {PEER_MODULES[peer]}"]
+    )
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     if out.returncode != 0:
         raise PeerUnavailable(f"import {PEER_MODULES[peer]}: {_last_lines(out.stderr, 1)}")
@@ -106,9 +112,16 @@ def osken_manager_args(py: Path, of_port: int, launcher: Path | None = None) -> 
         from viplanes.lab.labpki import ensure_lab_pki
 
         lab = ensure_lab_pki()
-        args += ["--ofp-ssl-listen-port", str(of_port), "--ctl-privkey",
-                 str(lab.dir / "controller.key"), "--ctl-cert", str(lab.dir / "controller.crt"),
-                 "--ca-certs", str(lab.ca)]
+        args += [
+            "--ofp-ssl-listen-port",
+            str(of_port),
+            "--ctl-privkey",
+            str(lab.dir / "controller.key"),
+            "--ctl-cert",
+            str(lab.dir / "controller.crt"),
+            "--ca-certs",
+            str(lab.ca),
+        ]
     else:
         args += ["--ofp-tcp-listen-port", str(of_port)]
     return args
@@ -122,7 +135,7 @@ class PeerProcess:
         self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "PeerProcess":
+    def start(self) -> PeerProcess:
         with open(self.log, "ab") as fh:
             self.proc = subprocess.Popen(self.cmd, stdout=fh, stderr=fh, env=self.env, cwd="/")
         return self

@@ -7,6 +7,7 @@ Faucet no conntrack), so a rule that uses conntrack keeps its other match fields
 plainly; if dropping ``ct_*`` leaves two rules identical, the second goes to the next table so
 the count stays the same. Pure: tested without OVS.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -53,26 +54,34 @@ def ofctl_rest_bodies(lane_msgs: dict[int, list[Any]], cookie: int) -> dict[int,
             while (table, msg.priority, repr(sorted(match.items()))) in seen:
                 table += 1
             seen.add((table, msg.priority, repr(sorted(match.items()))))
-            bodies.append({"dpid": dpid, "cookie": cookie, "table_id": table,
-                           "priority": msg.priority, "hard_timeout": msg.hard_timeout,
-                           "idle_timeout": msg.idle_timeout, "flags": msg.flags, "match": match,
-                           "actions": _plain_actions(msg, match.get("in_port"))})
+            bodies.append(
+                {
+                    "dpid": dpid,
+                    "cookie": cookie,
+                    "table_id": table,
+                    "priority": msg.priority,
+                    "hard_timeout": msg.hard_timeout,
+                    "idle_timeout": msg.idle_timeout,
+                    "flags": msg.flags,
+                    "match": match,
+                    "actions": _plain_actions(msg, match.get("in_port")),
+                }
+            )
         out[dpid] = bodies
     return out
 
 
 def ofctl_rest_delete_bodies(dpids: list[int], cookie: int) -> list[FlowBody]:
     """POST /stats/flowentry/delete bodies: every table, exactly this cookie, one per switch."""
-    return [{"dpid": d, "table_id": OFPTT_ALL, "cookie": cookie, "cookie_mask": ALL_ONES_64}
-            for d in dpids]
+    return [{"dpid": d, "table_id": OFPTT_ALL, "cookie": cookie, "cookie_mask": ALL_ONES_64} for d in dpids]
 
 
-_FAUCET_FIELDS = ("eth_src", "eth_type", "ip_proto", "ipv4_src", "ipv4_dst", "tcp_src", "tcp_dst",
-                  "udp_src", "udp_dst")
+_FAUCET_FIELDS = ("eth_src", "eth_type", "ip_proto", "ipv4_src", "ipv4_dst", "tcp_src", "tcp_dst", "udp_src", "udp_dst")
 
 
-def faucet_acls(lane_msgs: dict[int, list[Any]], tag: str,
-                lane_port: int) -> dict[tuple[int, int], tuple[str, list[dict]]]:
+def faucet_acls(
+    lane_msgs: dict[int, list[Any]], tag: str, lane_port: int
+) -> dict[tuple[int, int], tuple[str, list[dict]]]:
     """(dpid, in_port) -> (acl name, rules): one Faucet port ACL per ingress port of the lane.
 
     Every rule names the lane's TCP port (a conntrack rule that named none gets it as
@@ -97,8 +106,9 @@ def faucet_acls(lane_msgs: dict[int, list[Any]], tag: str,
 IDLE_ACL = "bench_idle"
 
 
-def faucet_config(ports: dict[int, set[int]], acls: dict[tuple[int, int], tuple[str, list[dict]]],
-                  vid: int = 100) -> str:
+def faucet_config(
+    ports: dict[int, set[int]], acls: dict[tuple[int, int], tuple[str, list[dict]]], vid: int = 100
+) -> str:
     """A Faucet YAML config: one dp per switch (dp_id = dpid), every used port on one VLAN,
     and the lane's ACLs (if any) first on their ingress ports.
 

@@ -16,6 +16,7 @@ The peers live in venvs under bench/ (:mod:`bench.peer_env`): Faucet 1.10.12 wit
 and os-ken 1.4.1 for ``ofctl_rest`` (os-ken 3.x no longer ships it); a peer that cannot be installed or
 started is printed as ``peer not installable: <reason>`` and left out of the table with that note.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -24,17 +25,26 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from bench.activation import SRC, run_floor
 from bench.campus import Campus, campus
 from bench.flowwatch import FlowWatch, cookie_marker, port_marker
 from bench.ovs import ofctl, ports_by_switch
-from bench.peer_env import (REST_LAUNCHER, PeerProcess, PeerUnavailable, check_importable,
-                            ensure_rest_venv, ensure_venv, osken_manager_args, versions, wait_http)
-from bench.peer_rules import (faucet_acls, faucet_config, ofctl_rest_bodies,
-                              ofctl_rest_delete_bodies)
+from bench.peer_env import (
+    REST_LAUNCHER,
+    PeerProcess,
+    PeerUnavailable,
+    check_importable,
+    ensure_rest_venv,
+    ensure_venv,
+    osken_manager_args,
+    versions,
+    wait_http,
+)
+from bench.peer_rules import faucet_acls, faucet_config, ofctl_rest_bodies, ofctl_rest_delete_bodies
 from bench.pg import database
 from bench.report import Result
 from bench.server import Api, Serve, free_port, researcher
@@ -93,8 +103,9 @@ class Samples:
         return out
 
 
-def _timed_loop(n: int, warmup: int, one: Callable[[int, Flow], tuple[float, float, float] | str],
-                watch: FlowWatch) -> Samples:
+def _timed_loop(
+    n: int, warmup: int, one: Callable[[int, Flow], tuple[float, float, float] | str], watch: FlowWatch
+) -> Samples:
     """Run ``one`` for warmup + n flows; keep (activation, release, answer) of the last n."""
     out = Samples()
     for i, flow in enumerate(flows(n + warmup, offset=1000)):
@@ -119,8 +130,9 @@ def measure_ours(c: Campus, watch: FlowWatch, n: int, warmup: int, db: str) -> S
         serve = Serve(workdir, free_port(), db_url=db_url).start()
         try:
             c.attach(serve)
-            token, _ = researcher(serve, serve.add_operator(), "alice",
-                                  [grant_body("alice", c.host_ip(SRC), max_lanes=20)])
+            token, _ = researcher(
+                serve, serve.add_operator(), "alice", [grant_body("alice", c.host_ip(SRC), max_lanes=20)]
+            )
             api = Api(serve.api_port, token)
             counts = {d: len(m) for d, m in lane_messages(c, 1, next(flows(1))).items()}
             from viplanes.controller.compile.cookies import lane_cookie
@@ -156,8 +168,7 @@ class _Http:
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
 
     def post(self, path: str, body: Any) -> int:
-        self.conn.request("POST", path, body=json.dumps(body),
-                          headers={"Content-Type": "application/json"})
+        self.conn.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
         resp = self.conn.getresponse()
         resp.read()
         return resp.status
@@ -171,9 +182,17 @@ class _Http:
 def measure_ofctl_rest(c: Campus, watch: FlowWatch, n: int, warmup: int, py: Path) -> Samples:
     check_importable(py, "ofctl_rest")
     of_port, ws_port = free_port(), free_port()
-    proc = PeerProcess([*osken_manager_args(py, of_port, REST_LAUNCHER), "--wsapi-host", "127.0.0.1",
-                        "--wsapi-port", str(ws_port), "os_ken.app.ofctl_rest"],
-                       c.workdir / "ofctl_rest.log").start()
+    proc = PeerProcess(
+        [
+            *osken_manager_args(py, of_port, REST_LAUNCHER),
+            "--wsapi-host",
+            "127.0.0.1",
+            "--wsapi-port",
+            str(ws_port),
+            "os_ken.app.ofctl_rest",
+        ],
+        c.workdir / "ofctl_rest.log",
+    ).start()
     try:
         wait_http(ws_port, "/stats/switches", 60.0, proc)
         c.bridges.connect(of_port)
@@ -221,12 +240,17 @@ def measure_faucet(c: Campus, watch: FlowWatch, n: int, warmup: int, py: Path) -
 
     write({})
     of_port = free_port()
-    env = {"FAUCET_CONFIG": str(config), "FAUCET_LOG": str(c.workdir / "faucet.log"),
-           "FAUCET_EXCEPTION_LOG": str(c.workdir / "faucet-exception.log"),
-           "FAUCET_CONFIG_STAT_RELOAD": "0", "FAUCET_PROMETHEUS_ADDR": "127.0.0.1",
-           "FAUCET_PROMETHEUS_PORT": str(free_port())}
-    proc = PeerProcess([*osken_manager_args(py, of_port), "faucet.faucet"],
-                       c.workdir / "faucet-stdout.log", env).start()
+    env = {
+        "FAUCET_CONFIG": str(config),
+        "FAUCET_LOG": str(c.workdir / "faucet.log"),
+        "FAUCET_EXCEPTION_LOG": str(c.workdir / "faucet-exception.log"),
+        "FAUCET_CONFIG_STAT_RELOAD": "0",
+        "FAUCET_PROMETHEUS_ADDR": "127.0.0.1",
+        "FAUCET_PROMETHEUS_PORT": str(free_port()),
+    }
+    proc = PeerProcess(
+        [*osken_manager_args(py, of_port), "faucet.faucet"], c.workdir / "faucet-stdout.log", env
+    ).start()
     try:
         wait_http(int(env["FAUCET_PROMETHEUS_PORT"]), "/", 60.0, proc)
         c.bridges.connect(of_port)
@@ -248,8 +272,10 @@ def measure_faucet(c: Campus, watch: FlowWatch, n: int, warmup: int, py: Path) -
             proc.signal(signal.SIGHUP)
             t_gone = watch.wait("DELETED", marker, counts, t1, WAIT_S)
             if t_vis is None or t_gone is None:
-                return (f"port {flow.dst_port}: flows not seen (added {t_vis}, deleted {t_gone}): "
-                        f"{(c.workdir / 'faucet.log').read_text(errors='replace')[-400:]}")
+                return (
+                    f"port {flow.dst_port}: flows not seen (added {t_vis}, deleted {t_gone}): "
+                    f"{(c.workdir / 'faucet.log').read_text(errors='replace')[-400:]}"
+                )
             return t_vis - t0, t_gone - t1, t_answer - t0
 
         return _timed_loop(n, warmup, one, watch)
@@ -276,13 +302,15 @@ def run(quick: bool = False, db: str = "sqlite", **_: Any) -> Result:
                 clear_flows(c)
                 try:
                     systems[f"viplanes API ({store})"] = measure_ours(c, watch, n, warmup, store).to_dict()
-                except Exception as exc:  # noqa: BLE001 - PostgreSQL may be missing; say so
+                except Exception as exc:
                     not_measured[f"viplanes API ({store})"] = f"{exc.__class__.__name__}: {exc}"[:300]
                 if store == "sqlite":  # the floor's second half, right after ours
                     halves.append(watched_floor(c, n - n // 2, watch))
             floor = pooled(halves)
-            for name, measure, ensure in ((REST_PEER, measure_ofctl_rest, ensure_rest_venv),
-                                          ("Faucet", measure_faucet, ensure_venv)):
+            for name, measure, ensure in (
+                (REST_PEER, measure_ofctl_rest, ensure_rest_venv),
+                ("Faucet", measure_faucet, ensure_venv),
+            ):
                 try:
                     py = ensure()
                     peer_versions[name] = versions(py)
@@ -311,51 +339,87 @@ def run(quick: bool = False, db: str = "sqlite", **_: Any) -> Result:
         if not act:
             res.add(f"{name}", None, "", note=f"no sample: {s['failures'][:1]}")
             continue
-        res.add(f"{name} activation p50", act["p50_ms"], "ms",
-                note=f"p95 {act['p95_ms']:.1f}, p99 {act['p99_ms']:.1f}; "
-                     f"x{ratio(act['p50_ms'], floor_sum.p50_ms) or 0:.1f} floor"
-                     + (f", x{ratio(act['p50_ms'], ours['activation']['p50_ms']) or 0:.2f} ours"
-                        if ours.get("activation") else ""))
+        res.add(
+            f"{name} activation p50",
+            act["p50_ms"],
+            "ms",
+            note=f"p95 {act['p95_ms']:.1f}, p99 {act['p99_ms']:.1f}; "
+            f"x{ratio(act['p50_ms'], floor_sum.p50_ms) or 0:.1f} floor"
+            + (
+                f", x{ratio(act['p50_ms'], ours['activation']['p50_ms']) or 0:.2f} ours"
+                if ours.get("activation")
+                else ""
+            ),
+        )
         if rel:
-            res.add(f"{name} release p50", rel["p50_ms"], "ms",
-                    note=f"p95 {rel['p95_ms']:.1f}, p99 {rel['p99_ms']:.1f}; "
-                         f"x{ratio(rel['p50_ms'], floor_rel.p50_ms) or 0:.1f} floor")
+            res.add(
+                f"{name} release p50",
+                rel["p50_ms"],
+                "ms",
+                note=f"p95 {rel['p95_ms']:.1f}, p99 {rel['p99_ms']:.1f}; "
+                f"x{ratio(rel['p50_ms'], floor_rel.p50_ms) or 0:.1f} floor",
+            )
     half_p50 = [(summarize_ms(h["visible_s"]).p50_ms, summarize_ms(h["gone_s"]).p50_ms) for h in halves]
-    res.add(f"floor p50 ({transport}, send -> visible)", floor_sum.p50_ms, "ms",
-            note=f"p99 {floor_sum.p99_ms:.1f}; the ratios' floor; before / after ours "
-                 f"{half_p50[0][0]:.2f} / {half_p50[1][0]:.2f}")
-    res.add(f"floor release p50 ({transport}, send -> gone)", floor_rel.p50_ms, "ms",
-            note=f"p99 {floor_rel.p99_ms:.1f}; before / after ours "
-                 f"{half_p50[0][1]:.2f} / {half_p50[1][1]:.2f}")
-    res.add(f"floor p50 ({transport}, send -> barriers)", floor_barrier.p50_ms, "ms",
-            note=f"release {floor_barrier_rel.p50_ms:.2f}")
-    res.add("old floor p50 (tcp, send -> barriers)", old_sum.p50_ms, "ms",
-            note=f"p99 {old_sum.p99_ms:.1f}; release {old_rel.p50_ms:.2f}")
+    res.add(
+        f"floor p50 ({transport}, send -> visible)",
+        floor_sum.p50_ms,
+        "ms",
+        note=f"p99 {floor_sum.p99_ms:.1f}; the ratios' floor; before / after ours "
+        f"{half_p50[0][0]:.2f} / {half_p50[1][0]:.2f}",
+    )
+    res.add(
+        f"floor release p50 ({transport}, send -> gone)",
+        floor_rel.p50_ms,
+        "ms",
+        note=f"p99 {floor_rel.p99_ms:.1f}; before / after ours {half_p50[0][1]:.2f} / {half_p50[1][1]:.2f}",
+    )
+    res.add(
+        f"floor p50 ({transport}, send -> barriers)",
+        floor_barrier.p50_ms,
+        "ms",
+        note=f"release {floor_barrier_rel.p50_ms:.2f}",
+    )
+    res.add(
+        "old floor p50 (tcp, send -> barriers)",
+        old_sum.p50_ms,
+        "ms",
+        note=f"p99 {old_sum.p99_ms:.1f}; release {old_rel.p50_ms:.2f}",
+    )
     for name, reason in unavailable.items():
         res.add(f"{name}: not installable", None, "", note=reason[:120])
     for name, reason in not_measured.items():
         res.add(f"{name}: not measured", None, "", note=reason[:120])
-    res.details = {"loadavg_start": load_start, "lanes": n, "warmup": warmup, "systems": systems, "unavailable": unavailable, "not_measured": not_measured,
-                   "peer_versions": peer_versions, "floor": floor_sum.as_dict(),
-                   "floor_release": floor_rel.as_dict(),
-                   "floor_barrier": floor_barrier.as_dict(),
-                   "floor_barrier_release": floor_barrier_rel.as_dict(),
-                   "floor_watch_missed": floor["watch_missed"][:10],
-                   "floor_halves_p50_ms": [{"visible": a, "gone": b} for a, b in half_p50],
-                   "old_floor_tcp_barrier": old_sum.as_dict(),
-                   "old_floor_tcp_barrier_release": old_rel.as_dict(),
-                   "openflow": os.environ.get("BENCH_OPENFLOW", "ssl"),
-                   "visible_by": "ovs-ofctl monitor BR watch: (one per bridge, long-lived)",
-                   "table": markdown_rows(
-                       systems, floor_sum.as_dict(), floor_rel.as_dict(),
-                       floor_label=f"floor ({transport}, watched)",
-                       floor_clock=("send -> visible", "send -> gone"),
-                       other_floors=(
-                           (f"floor ({transport}, watched)", "activation: send -> barriers",
-                            floor_barrier.as_dict()),
-                           (f"floor ({transport}, watched)", "release: send -> barriers",
-                            floor_barrier_rel.as_dict()),
-                           ("old floor (tcp)", "activation: send -> barriers", old_sum.as_dict()),
-                           ("old floor (tcp)", "release: send -> barriers", old_rel.as_dict())))}
+    res.details = {
+        "loadavg_start": load_start,
+        "lanes": n,
+        "warmup": warmup,
+        "systems": systems,
+        "unavailable": unavailable,
+        "not_measured": not_measured,
+        "peer_versions": peer_versions,
+        "floor": floor_sum.as_dict(),
+        "floor_release": floor_rel.as_dict(),
+        "floor_barrier": floor_barrier.as_dict(),
+        "floor_barrier_release": floor_barrier_rel.as_dict(),
+        "floor_watch_missed": floor["watch_missed"][:10],
+        "floor_halves_p50_ms": [{"visible": a, "gone": b} for a, b in half_p50],
+        "old_floor_tcp_barrier": old_sum.as_dict(),
+        "old_floor_tcp_barrier_release": old_rel.as_dict(),
+        "openflow": os.environ.get("BENCH_OPENFLOW", "ssl"),
+        "visible_by": "ovs-ofctl monitor BR watch: (one per bridge, long-lived)",
+        "table": markdown_rows(
+            systems,
+            floor_sum.as_dict(),
+            floor_rel.as_dict(),
+            floor_label=f"floor ({transport}, watched)",
+            floor_clock=("send -> visible", "send -> gone"),
+            other_floors=(
+                (f"floor ({transport}, watched)", "activation: send -> barriers", floor_barrier.as_dict()),
+                (f"floor ({transport}, watched)", "release: send -> barriers", floor_barrier_rel.as_dict()),
+                ("old floor (tcp)", "activation: send -> barriers", old_sum.as_dict()),
+                ("old floor (tcp)", "release: send -> barriers", old_rel.as_dict()),
+            ),
+        ),
+    }
     print("\n".join(res.details["table"]), file=sys.stderr, flush=True)
     return res

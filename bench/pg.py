@@ -4,6 +4,7 @@ initdb + pg_ctl as the ``postgres`` OS user in a temporary directory, listening 
 free port; stopped and removed on exit. Durability is off (fsync, synchronous_commit): the point is
 how the store behaves with real row locks instead of SQLite's single writer, not disk speed.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -11,8 +12,8 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from bench.server import free_port
 
@@ -27,8 +28,9 @@ def pg_bin() -> Path:
 
 
 def _as_postgres(*args: str) -> None:
-    out = subprocess.run(["runuser", "-u", "postgres", "--", *args], capture_output=True, text=True,
-                         timeout=60, cwd="/")
+    out = subprocess.run(
+        ["runuser", "-u", "postgres", "--", *args], capture_output=True, text=True, timeout=60, cwd="/"
+    )
     if out.returncode != 0:
         raise RuntimeError(f"{Path(args[0]).name}: {out.stderr.strip()[-500:]}")
 
@@ -43,14 +45,28 @@ def throwaway_postgres() -> Iterator[str]:
     shutil.chown(workdir, "postgres", "postgres")
     started = False
     try:
-        _as_postgres(str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres",
-                     "--no-sync", "-E", "UTF8")
-        opts = (f"-c listen_addresses=127.0.0.1 -p {port} -k {workdir} -c fsync=off "
-                "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+        _as_postgres(
+            str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"
+        )
+        opts = (
+            f"-c listen_addresses=127.0.0.1 -p {port} -k {workdir} -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+        )
         if os.environ.get("BENCH_PG_LOG"):  # count round trips: every statement, with its backend
             opts += " -c log_statement=all -c log_line_prefix=%p:"
-        _as_postgres(str(bindir / "pg_ctl"), "-D", str(data), "-o", opts, "-l",
-                     str(workdir / "server.log"), "-w", "-t", "30", "start")
+        _as_postgres(
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-o",
+            opts,
+            "-l",
+            str(workdir / "server.log"),
+            "-w",
+            "-t",
+            "30",
+            "start",
+        )
         started = True
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
     finally:

@@ -12,6 +12,7 @@ While the context is open, ``OVS_RUNDIR`` points at the private rundir, so every
 ``ovs-ofctl`` of the bench (bench/ovs.py, the lab PKI's ``set-ssl``) and ``vswitchd_pid`` talk
 to the private daemons. The bridges reach serve over one veth pair (root side ``169.254.X.1``).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -21,9 +22,9 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 SERVE_CORE = 0
@@ -95,13 +96,28 @@ def pinned_ovs() -> Iterator[PinnedOvs]:
         env = {**os.environ, **{k: str(rundir) for k in _OVS_ENV}}
         db, sock = rundir / "conf.db", rundir / "db.sock"
         _run("ovsdb-tool", "create", str(db), SCHEMA)
-        _run(*pin, "ovsdb-server", str(db), f"--remote=punix:{sock}",
-             f"--pidfile={rundir}/ovsdb-server.pid", f"--unixctl={rundir}/ovsdb-server.ctl",
-             f"--log-file={rundir}/ovsdb-server.log", "--detach", env=env)
+        _run(
+            *pin,
+            "ovsdb-server",
+            str(db),
+            f"--remote=punix:{sock}",
+            f"--pidfile={rundir}/ovsdb-server.pid",
+            f"--unixctl={rundir}/ovsdb-server.ctl",
+            f"--log-file={rundir}/ovsdb-server.log",
+            "--detach",
+            env=env,
+        )
         _run("ovs-vsctl", f"--db=unix:{sock}", "--no-wait", "init")
-        _run(*pin, "ovs-vswitchd", f"unix:{sock}", f"--pidfile={rundir}/ovs-vswitchd.pid",
-             f"--unixctl={rundir}/ovs-vswitchd.ctl", f"--log-file={rundir}/ovs-vswitchd.log",
-             "--detach", env=env)
+        _run(
+            *pin,
+            "ovs-vswitchd",
+            f"unix:{sock}",
+            f"--pidfile={rundir}/ovs-vswitchd.pid",
+            f"--unixctl={rundir}/ovs-vswitchd.ctl",
+            f"--log-file={rundir}/ovs-vswitchd.log",
+            "--detach",
+            env=env,
+        )
         for k in _OVS_ENV:
             os.environ[k] = str(rundir)
         _run("ovs-vsctl", "--timeout=10", "show")  # the private daemons answer

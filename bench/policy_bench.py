@@ -6,13 +6,15 @@ Three views of the same decision (``policy.rules.decide``):
 - through the store (SQLite file): load the principal's grants, count its live lanes, decide, in
   one read transaction — the decision part of ``POST /lanes`` without HTTP and without a switch.
 """
+
 from __future__ import annotations
 
 import ipaddress
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from bench.report import Result
 from bench.stats import summarize_ms
@@ -29,14 +31,29 @@ def dst_net(j: int) -> ipaddress.IPv4Network:
 
 
 def rule(j: int) -> GrantRule:
-    return GrantRule(grant_id=j + 1, src_prefixes=(ipaddress.IPv4Network("10.1.0.0/24"),),
-                     dst_prefixes=(dst_net(j),), protocols=frozenset({"tcp"}), ports=((9000, 9999),),
-                     max_duration_s=7200, max_rate_mbps=None, max_lanes=100)
+    return GrantRule(
+        grant_id=j + 1,
+        src_prefixes=(ipaddress.IPv4Network("10.1.0.0/24"),),
+        dst_prefixes=(dst_net(j),),
+        protocols=frozenset({"tcp"}),
+        ports=((9000, 9999),),
+        max_duration_s=7200,
+        max_rate_mbps=None,
+        max_lanes=100,
+    )
 
 
 def request_for(j: int, now: float) -> LaneRequest:
-    return LaneRequest(src_ip=SRC, dst_ip=dst_net(j).network_address + 5, protocol="tcp",
-                       dst_port=9100, src_port=None, duration_s=600, starts_at=now, rate_mbps=None)
+    return LaneRequest(
+        src_ip=SRC,
+        dst_ip=dst_net(j).network_address + 5,
+        protocol="tcp",
+        dst_port=9100,
+        src_port=None,
+        duration_s=600,
+        starts_at=now,
+        rate_mbps=None,
+    )
 
 
 def rate(fn: Callable[[int], Any], seconds: float) -> tuple[float, list[float]]:
@@ -56,7 +73,7 @@ def rate(fn: Callable[[int], Any], seconds: float) -> tuple[float, list[float]]:
 def pure(topo: Any, seconds: float) -> dict[str, Any]:
     now = time.time()
     rules = [rule(j) for j in range(GRANTS)]
-    by_principal = [rules[p * PER_PRINCIPAL:(p + 1) * PER_PRINCIPAL] for p in range(GRANTS // PER_PRINCIPAL)]
+    by_principal = [rules[p * PER_PRINCIPAL : (p + 1) * PER_PRINCIPAL] for p in range(GRANTS // PER_PRINCIPAL)]
     reqs = [request_for(j, now) for j in range(GRANTS)]
 
     def spread(i: int) -> None:
@@ -70,15 +87,19 @@ def pure(topo: Any, seconds: float) -> dict[str, Any]:
 
     spread_rate, spread_lat = rate(spread, seconds)
     worst_rate, worst_lat = rate(worst, seconds)
-    return {"spread_per_s": spread_rate, "spread": summarize_ms(spread_lat).as_dict(),
-            "worst_per_s": worst_rate, "worst": summarize_ms(worst_lat).as_dict()}
+    return {
+        "spread_per_s": spread_rate,
+        "spread": summarize_ms(spread_lat).as_dict(),
+        "worst_per_s": worst_rate,
+        "worst": summarize_ms(worst_lat).as_dict(),
+    }
 
 
 def through_store(topo: Any, seconds: float) -> dict[str, Any]:
+    from viplanes.dataplane.memory import MemoryDataplane
+    from viplanes.lanes.manager import LaneManager
     from viplanes.store import records as store
     from viplanes.store.db import Database
-    from viplanes.lanes.manager import LaneManager
-    from viplanes.dataplane.memory import MemoryDataplane
 
     with tempfile.TemporaryDirectory(prefix="viplanes-bench-policy-") as tmp:
         db = Database(f"sqlite:///{Path(tmp) / 'policy.db'}")
@@ -92,10 +113,20 @@ def through_store(topo: Any, seconds: float) -> dict[str, Any]:
                 principal_ids.append(pr.id)
                 for j in range(p * PER_PRINCIPAL, (p + 1) * PER_PRINCIPAL):
                     net = dst_net(j)
-                    store.create_grant(s, store.GrantInput(
-                        principal=f"r{p}", src_prefixes=["10.1.0.0/24"], dst_prefixes=[str(net)],
-                        protocols=["tcp"], ports=["9000-9999"], max_duration_s=7200, max_lanes=100),
-                        "bench", now)
+                    store.create_grant(
+                        s,
+                        store.GrantInput(
+                            principal=f"r{p}",
+                            src_prefixes=["10.1.0.0/24"],
+                            dst_prefixes=[str(net)],
+                            protocols=["tcp"],
+                            ports=["9000-9999"],
+                            max_duration_s=7200,
+                            max_lanes=100,
+                        ),
+                        "bench",
+                        now,
+                    )
         fill_s = time.perf_counter() - t0
         manager = LaneManager(db, MemoryDataplane(), topo)
 
@@ -126,6 +157,11 @@ def run(quick: bool = False, **_: Any) -> Result:
     res.add("decisions/s, pure worst case", p["worst_per_s"], "/s", note="one principal, 10,000 grants")
     res.add("decisions/s, via store", st["per_s"], "/s", note="SQLite read txn")
     res.add("via store p99", st["latency"]["p99_ms"], "ms")
-    res.details = {"grants": GRANTS, "grants_per_principal": PER_PRINCIPAL, "pure": p, "store": st,
-                   "seconds_each": seconds}
+    res.details = {
+        "grants": GRANTS,
+        "grants_per_principal": PER_PRINCIPAL,
+        "pure": p,
+        "store": st,
+        "seconds_each": seconds,
+    }
     return res

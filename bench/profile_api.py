@@ -3,6 +3,7 @@ data plane, SQLite file): where the northbound CPU goes, without HTTP sockets or
 
     .venv/bin/python -m bench.profile_api --requests 300
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,10 +26,10 @@ def main(argv: list[str] | None = None) -> None:
     print("patches:", apply(args.patch) or "none")
 
     from bench.workload import flows, grant_body, lane_body
-    from viplanes.store import records as store
     from viplanes.api.app import create_app
     from viplanes.config import AppConfig
     from viplanes.dataplane.memory import MemoryDataplane
+    from viplanes.store import records as store
 
     with tempfile.TemporaryDirectory(prefix="viplanes-profile-api-") as tmp:
         app = create_app(AppConfig(db_url=f"sqlite:///{Path(tmp) / 'api.db'}"), dataplane=MemoryDataplane())
@@ -54,9 +55,11 @@ def main(argv: list[str] | None = None) -> None:
         cycle(args.requests, 100)
         plain = (time.perf_counter() - t0) / args.requests
         cpu = cpu_per_call(client, headers, src, args.requests, 500)
-        print(f"CPU per call (process_time, no profiler, {args.requests} each): "
-              f"request p50 {cpu['request'][0]:.3f} ms mean {cpu['request'][1]:.3f} ms, "
-              f"release p50 {cpu['release'][0]:.3f} ms mean {cpu['release'][1]:.3f} ms")
+        print(
+            f"CPU per call (process_time, no profiler, {args.requests} each): "
+            f"request p50 {cpu['request'][0]:.3f} ms mean {cpu['request'][1]:.3f} ms, "
+            f"release p50 {cpu['release'][0]:.3f} ms mean {cpu['release'][1]:.3f} ms"
+        )
         prof = cProfile.Profile()
         prof.runcall(cycle, args.requests, 1000)
         print(f"request+release through Flask: {plain * 1000:.2f} ms per cycle (no profiler)")
@@ -97,7 +100,7 @@ def _package(filename: str) -> str:
     if "site-packages/" in filename:
         return filename.split("site-packages/", 1)[1].split("/", 1)[0]
     if filename.startswith(REPO):
-        return "viplanes:" + filename[len(REPO):].split("/", 1)[0]
+        return "viplanes:" + filename[len(REPO) :].split("/", 1)[0]
     if filename.startswith("<"):
         return "builtins"
     return "stdlib"

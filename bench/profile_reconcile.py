@@ -6,6 +6,7 @@ The controller does this work per switch on connect; ``bench.scale`` measures th
 OVS. The "actual" flows here are the desired ones read back (as after a controller restart, where
 nothing needs to change), so the diff finds every flow kept.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,11 @@ def main(argv: list[str] | None = None) -> None:
         t = time.perf_counter()
         compile_desired(topo, specs, now)
         plain.append(time.perf_counter() - t)
-    print(f"compile_desired of {args.lanes} lanes, no profiler, 5 runs: "
-          + " ".join(f"{x * 1000:.0f}" for x in plain) + f" ms (median {sorted(plain)[2] * 1000:.0f})")
+    print(
+        f"compile_desired of {args.lanes} lanes, no profiler, 5 runs: "
+        + " ".join(f"{x * 1000:.0f}" for x in plain)
+        + f" ms (median {sorted(plain)[2] * 1000:.0f})"
+    )
     prof = cProfile.Profile()
     t0 = time.perf_counter()
     per_dpid, refused = prof.runcall(compile_desired, topo, specs, now)
@@ -48,18 +52,24 @@ def main(argv: list[str] | None = None) -> None:
     t2 = time.perf_counter()
     plan = prof.runcall(plan_switch, wanted, stats, now, {})
     t3 = time.perf_counter()
-    print(f"compile_desired of {args.lanes} lanes: {t1 - t0:.2f} s ({(t1 - t0) / args.lanes * 1e3:.3f} "
-          f"ms/lane, under cProfile); refused {len(refused)}")
-    print(f"plan_switch over {len(wanted)} flows on dpid {dpid}: {t3 - t2:.2f} s; kept {plan.kept}, "
-          f"adds {len(plan.adds)}")
+    print(
+        f"compile_desired of {args.lanes} lanes: {t1 - t0:.2f} s ({(t1 - t0) / args.lanes * 1e3:.3f} "
+        f"ms/lane, under cProfile); refused {len(refused)}"
+    )
+    print(
+        f"plan_switch over {len(wanted)} flows on dpid {dpid}: {t3 - t2:.2f} s; kept {plan.kept}, adds {len(plan.adds)}"
+    )
     again = []  # without the profiler, the desired keys already kept: a switch's reconcile at restart
     for _ in range(5):
         stats = [_as_stats(m) for m in wanted if hasattr(m, "table_id")]
         t = time.perf_counter()
         plan_switch(wanted, stats, now, {})
         again.append(time.perf_counter() - t)
-    print(f"plan_switch over {len(stats)} flows read back, no profiler, 5 runs: "
-          + " ".join(f"{x * 1000:.0f}" for x in again) + f" ms (median {sorted(again)[2] * 1000:.0f})")
+    print(
+        f"plan_switch over {len(stats)} flows read back, no profiler, 5 runs: "
+        + " ".join(f"{x * 1000:.0f}" for x in again)
+        + f" ms (median {sorted(again)[2] * 1000:.0f})"
+    )
     pstats.Stats(prof).sort_stats("tottime").print_stats(args.top)
 
 
@@ -67,11 +77,20 @@ def _as_stats(msg):  # type: ignore[no-untyped-def]
     """A FlowMod dressed as the OFPFlowStats entry the switch would return for it."""
     from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-    return parser.OFPFlowStats(table_id=msg.table_id, duration_sec=1, duration_nsec=0,
-                               priority=msg.priority, idle_timeout=msg.idle_timeout,
-                               hard_timeout=msg.hard_timeout, flags=msg.flags, cookie=msg.cookie,
-                               packet_count=0, byte_count=0, match=msg.match,
-                               instructions=msg.instructions)
+    return parser.OFPFlowStats(
+        table_id=msg.table_id,
+        duration_sec=1,
+        duration_nsec=0,
+        priority=msg.priority,
+        idle_timeout=msg.idle_timeout,
+        hard_timeout=msg.hard_timeout,
+        flags=msg.flags,
+        cookie=msg.cookie,
+        packet_count=0,
+        byte_count=0,
+        match=msg.match,
+        instructions=msg.instructions,
+    )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ Fills a SQLite store with ``--lanes`` active DTN lanes through ``LaneManager.req
 would), then profiles desktop lane requests + releases with cProfile and prints the top entries
 and the time per request. Used to find why latency grows with the number of live lanes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,12 +26,12 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
 
     from bench.workload import flows, grant_body
-    from viplanes.store import records as store
     from viplanes.api.app import default_topology
     from viplanes.authz.tokens import Caller
-    from viplanes.store.db import Database
-    from viplanes.lanes.manager import LaneInput, LaneManager
     from viplanes.dataplane.memory import MemoryDataplane
+    from viplanes.lanes.manager import LaneInput, LaneManager
+    from viplanes.store import records as store
+    from viplanes.store.db import Database
 
     topo = default_topology()
     dtn, desktop = (str(topo.host(h).iface.ip.ip) for h in ("dtn", "desktop"))
@@ -47,8 +48,14 @@ def main(argv: list[str] | None = None) -> None:
         mgr = LaneManager(db, MemoryDataplane(), topo)
 
         def lane(src: str, flow) -> LaneInput:  # type: ignore[no-untyped-def]
-            return LaneInput(src_ip=src, dst_ip=flow.dst_ip, protocol="tcp", dst_port=flow.dst_port,
-                             duration_s=3600, purpose="profile")
+            return LaneInput(
+                src_ip=src,
+                dst_ip=flow.dst_ip,
+                protocol="tcp",
+                dst_port=flow.dst_port,
+                duration_s=3600,
+                purpose="profile",
+            )
 
         t0 = time.perf_counter()
         for flow in flows(args.lanes):
@@ -66,8 +73,10 @@ def main(argv: list[str] | None = None) -> None:
         t0 = time.perf_counter()
         prof.runcall(probe)
         took = time.perf_counter() - t0
-        print(f"{args.requests} request+release at {args.lanes} live lanes: "
-              f"{took / args.requests * 1000:.2f} ms each (under cProfile)")
+        print(
+            f"{args.requests} request+release at {args.lanes} live lanes: "
+            f"{took / args.requests * 1000:.2f} ms each (under cProfile)"
+        )
         pstats.Stats(prof).sort_stats("cumulative").print_stats(args.top)
         db.dispose()
 

@@ -8,6 +8,7 @@ reply is built from the desired flows (the bytes we serialise, one entry per flo
 ``flowstats`` inside the timing, as the reader thread does. One thread, no sockets, no TLS: what
 ``bench.switches`` measures on OVS minus the handshakes, the GIL's other threads and OVS's dump.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,8 +23,8 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from bench.parse_experiment import body_for
 from bench.profile_switches import runtime_for
 from bench.synth_campus import host_ip
-from viplanes.controller.openflow import flowstats
 from viplanes.controller.compile.flowkey import cached_key
+from viplanes.controller.openflow import flowstats
 from viplanes.domain.values import LaneSpec
 
 ENTRIES_PER_REPLY = 300  # OVS splits a dump into multipart replies of up to 64 KiB
@@ -31,10 +32,19 @@ ENTRIES_PER_REPLY = 300  # OVS splits a dump into multipart replies of up to 64 
 
 def lanes_for(access: int, n: int, now: float) -> list[LaneSpec]:
     hosts = min(16, access)
-    return [LaneSpec(lane_id=i + 1, src_ip=host_ip(i % hosts * access // hosts, 0),
-                     dst_ip="203.0.113.10", protocol="tcp", dst_port=5000 + i, src_port=None,
-                     nat_ip=f"198.51.100.{200 + i % 8}", expires_at=now + 3600)
-            for i in range(n)]
+    return [
+        LaneSpec(
+            lane_id=i + 1,
+            src_ip=host_ip(i % hosts * access // hosts, 0),
+            dst_ip="203.0.113.10",
+            protocol="tcp",
+            dst_port=5000 + i,
+            src_port=None,
+            nat_ip=f"198.51.100.{200 + i % 8}",
+            expires_at=now + 3600,
+        )
+        for i in range(n)
+    ]
 
 
 def replies(per_dpid: dict[int, list[Any]]) -> dict[int, list[bytes]]:
@@ -44,16 +54,16 @@ def replies(per_dpid: dict[int, list[Any]]) -> dict[int, list[bytes]]:
         flows = list({cached_key(m): m for m in msgs if type(m).__name__ == "OFPFlowMod"}.values())
         chunks = []
         for i in range(0, len(flows), ENTRIES_PER_REPLY):
-            body = body_for(flows[i:i + ENTRIES_PER_REPLY])
-            chunks.append(struct.pack("!BBHIHH4x", 4, ofp.OFPT_MULTIPART_REPLY, 16 + len(body), 1,
-                                      ofp.OFPMP_FLOW, 0) + body)
+            body = body_for(flows[i : i + ENTRIES_PER_REPLY])
+            chunks.append(
+                struct.pack("!BBHIHH4x", 4, ofp.OFPT_MULTIPART_REPLY, 16 + len(body), 1, ofp.OFPMP_FLOW, 0) + body
+            )
         out[dpid] = chunks
     return out
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--access", type=int, default=128)
     ap.add_argument("--lanes", type=int, default=1000)
     ap.add_argument("--profile", action="store_true", help="cProfile the reconciles")
@@ -91,8 +101,10 @@ def main(argv: list[str] | None = None) -> None:
     if prof:
         prof.disable()
     t2 = time.process_time()
-    print(f"{len(wire)} switches, {args.lanes} lanes, {kept} flows kept: warm-up {t1 - t0:.2f} s "
-          f"CPU, reconciles {t2 - t1:.2f} s CPU")
+    print(
+        f"{len(wire)} switches, {args.lanes} lanes, {kept} flows kept: warm-up {t1 - t0:.2f} s "
+        f"CPU, reconciles {t2 - t1:.2f} s CPU"
+    )
     if prof:
         pstats.Stats(prof).sort_stats("tottime").print_stats(20)
 

@@ -8,6 +8,7 @@ work per lane, which must not depend on the switches a lane does not cross. Size
 in alternation, several rounds, so machine noise hits all of them alike; prints CPU time per
 cycle (process time, not wall time) per size and the growth from the first to the last.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,9 +50,16 @@ def cpu_per_cycle_ms(rt: LaneRuntime, access: int, n: int, first_id: int) -> flo
     src = host_ip(access - 1, 0)
     t0 = time.process_time()
     for i in range(n):
-        lane = LaneSpec(lane_id=first_id + i, src_ip=src, dst_ip="203.0.113.10", protocol="tcp",
-                        dst_port=5000 + i % 1000, src_port=None, nat_ip="198.51.100.200",
-                        expires_at=time.time() + 3600)
+        lane = LaneSpec(
+            lane_id=first_id + i,
+            src_ip=src,
+            dst_ip="203.0.113.10",
+            protocol="tcp",
+            dst_port=5000 + i % 1000,
+            src_port=None,
+            nat_ip="198.51.100.200",
+            expires_at=time.time() + 3600,
+        )
         if not rt.activate(lane).ok:
             raise RuntimeError(f"lane {lane.lane_id} not activated on {access} access switches")
         rt.deactivate(lane.lane_id)
@@ -59,8 +67,7 @@ def cpu_per_cycle_ms(rt: LaneRuntime, access: int, n: int, first_id: int) -> flo
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="4,32,128")
     ap.add_argument("--n", type=int, default=2000, help="cycles per size and round")
     ap.add_argument("--rounds", type=int, default=3)
@@ -75,9 +82,17 @@ def main() -> None:
             samples[n].append(cpu_per_cycle_ms(runtimes[n], n, args.n, 1000 + r * args.n))
     best = {n: min(v) for n, v in samples.items()}
     growth = (best[sizes[-1]] - best[sizes[0]]) / best[sizes[0]] * 100
-    print(json.dumps({"cpu_ms_per_cycle_best": best, "samples": samples,
-                      f"growth_{sizes[0]}_to_{sizes[-1]}_pct": round(growth, 1),
-                      "load": os.getloadavg()}, indent=1))
+    print(
+        json.dumps(
+            {
+                "cpu_ms_per_cycle_best": best,
+                "samples": samples,
+                f"growth_{sizes[0]}_to_{sizes[-1]}_pct": round(growth, 1),
+                "load": os.getloadavg(),
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -3,15 +3,17 @@
 A benchmark returns a :class:`Result`; ``run_all`` writes it to ``bench/results/<name>.json`` and
 prints every result as one table. Formatting is pure so it can be unit-tested.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import platform
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -54,8 +56,7 @@ class Result:
     details: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
 
-    def add(self, name: str, value: float | None, unit: str, target: Target | None = None,
-            note: str = "") -> None:
+    def add(self, name: str, value: float | None, unit: str, target: Target | None = None, note: str = "") -> None:
         self.metrics.append(Metric(name, value, unit, target, note))
 
     def to_json(self, argv: list[str] | None = None) -> dict[str, Any]:
@@ -65,8 +66,9 @@ class Result:
             "machine": machine(),
             "command": " ".join(argv) if argv else None,
             "error": self.error,
-            "metrics": [{**asdict(m), "target": str(m.target) if m.target else None, "met": m.met}
-                        for m in self.metrics],
+            "metrics": [
+                {**asdict(m), "target": str(m.target) if m.target else None, "met": m.met} for m in self.metrics
+            ],
             "details": self.details,
         }
 
@@ -81,8 +83,13 @@ def machine() -> dict[str, Any]:
                 break
     except OSError:
         pass
-    return {"cpus": os.cpu_count(), "cpu": cpu, "python": platform.python_version(),
-            "kernel": platform.release(), "loadavg": os.getloadavg()}
+    return {
+        "cpus": os.cpu_count(),
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+        "loadavg": os.getloadavg(),
+    }
 
 
 def format_number(value: float | None) -> str:
@@ -118,8 +125,7 @@ def table_rows(results: Iterable[Result]) -> list[tuple[str, str, str, str, str]
         for m in res.metrics:
             value = format_number(m.value) + (f" {m.unit}" if m.unit and m.value is not None else "")
             target = f"{m.target} {m.unit}".strip() if m.target else ""
-            rows.append((res.name, m.name + (f" ({m.note})" if m.note else ""), value, target,
-                         verdict(m.met)))
+            rows.append((res.name, m.name + (f" ({m.note})" if m.note else ""), value, target, verdict(m.met)))
     return rows
 
 
@@ -128,8 +134,13 @@ def print_table(results: list[Result]) -> None:
     from rich.table import Table
 
     table = Table(title="VIP Lanes benchmarks")
-    for col, justify in (("benchmark", "left"), ("metric", "left"), ("value", "right"),
-                         ("target", "right"), ("", "left")):
+    for col, justify in (
+        ("benchmark", "left"),
+        ("metric", "left"),
+        ("value", "right"),
+        ("target", "right"),
+        ("", "left"),
+    ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     last = None
     for row in table_rows(results):
@@ -165,8 +176,7 @@ def markdown_rows(saved: list[dict[str, Any]]) -> list[str]:
 
 def load_saved(directory: Path = RESULTS_DIR, names: Iterable[str] = ()) -> list[dict[str, Any]]:
     wanted = list(names) or [p.stem for p in sorted(directory.glob("*.json"))]
-    return [json.loads((directory / f"{n}.json").read_text()) for n in wanted
-            if (directory / f"{n}.json").exists()]
+    return [json.loads((directory / f"{n}.json").read_text()) for n in wanted if (directory / f"{n}.json").exists()]
 
 
 if __name__ == "__main__":  # python -m bench.report: the saved results as a Markdown table
@@ -174,5 +184,7 @@ if __name__ == "__main__":  # python -m bench.report: the saved results as a Mar
 
     saved = load_saved(names=sys.argv[1:] or ("activation", "churn", "scale", "policy"))
     for res in saved:
-        print(f"<!-- {res['name']}: {res['when']}, load {', '.join(f'{x:.1f}' for x in res['machine'].get('loadavg', []))} -->")
+        print(
+            f"<!-- {res['name']}: {res['when']}, load {', '.join(f'{x:.1f}' for x in res['machine'].get('loadavg', []))} -->"
+        )
     print("\n".join(markdown_rows(saved)))

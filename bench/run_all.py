@@ -7,6 +7,7 @@
 Needs root and Open vSwitch (started here via scripts/ovs-up). Each benchmark creates and deletes
 its own bridges (prefix ``vb<pid>``) and its own ``viplanes serve`` processes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,28 +31,56 @@ BENCHMARKS = {  # name -> module with run(**options) -> Result
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(prog="python -m bench.run_all", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.run_all", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--quick", action="store_true", help="short runs for a smoke check")
-    ap.add_argument("--only", action="append", choices=sorted(BENCHMARKS), metavar="NAME",
-                    help=f"run only this benchmark (repeatable): {', '.join(BENCHMARKS)}")
-    ap.add_argument("--duration", type=float, default=None,
-                    help="churn duration in seconds (default 60, 10 with --quick)")
+    ap.add_argument(
+        "--only",
+        action="append",
+        choices=sorted(BENCHMARKS),
+        metavar="NAME",
+        help=f"run only this benchmark (repeatable): {', '.join(BENCHMARKS)}",
+    )
+    ap.add_argument(
+        "--duration", type=float, default=None, help="churn duration in seconds (default 60, 10 with --quick)"
+    )
     ap.add_argument("--clients", type=int, default=8, help="concurrent churn clients (default 8)")
-    ap.add_argument("--lanes", type=int, default=None,
-                    help="active lanes for the scale benchmark (default 10000, 500 with --quick)")
-    ap.add_argument("--dataplane", choices=["openflow", "memory"], default="openflow",
-                    help="memory: exercise the scripts without a controller (numbers are not the product's)")
-    ap.add_argument("--db", choices=["sqlite", "postgresql"], default="sqlite",
-                    help="store of the serve process (postgresql: a throwaway local cluster)")
-    ap.add_argument("--deployment", choices=["embedded", "split", "both"], default="both",
-                    help="churn against serve (embedded), api+controller on PostgreSQL (split), or both")
-    ap.add_argument("--profile", action="store_true",
-                    help="sample the serve process with py-spy during churn (pip install py-spy)")
+    ap.add_argument(
+        "--lanes", type=int, default=None, help="active lanes for the scale benchmark (default 10000, 500 with --quick)"
+    )
+    ap.add_argument(
+        "--dataplane",
+        choices=["openflow", "memory"],
+        default="openflow",
+        help="memory: exercise the scripts without a controller (numbers are not the product's)",
+    )
+    ap.add_argument(
+        "--db",
+        choices=["sqlite", "postgresql"],
+        default="sqlite",
+        help="store of the serve process (postgresql: a throwaway local cluster)",
+    )
+    ap.add_argument(
+        "--deployment",
+        choices=["embedded", "split", "both"],
+        default="both",
+        help="churn against serve (embedded), api+controller on PostgreSQL (split), or both",
+    )
+    ap.add_argument(
+        "--profile", action="store_true", help="sample the serve process with py-spy during churn (pip install py-spy)"
+    )
     args = ap.parse_args(argv)
-    options = {"quick": args.quick, "duration": args.duration, "clients": args.clients,
-               "lanes": args.lanes, "dataplane": args.dataplane, "profile": args.profile, "db": args.db,
-               "deployment": args.deployment}
+    options = {
+        "quick": args.quick,
+        "duration": args.duration,
+        "clients": args.clients,
+        "lanes": args.lanes,
+        "dataplane": args.dataplane,
+        "profile": args.profile,
+        "db": args.db,
+        "deployment": args.deployment,
+    }
     results: list[Result] = []
     for name in args.only or list(BENCHMARKS):
         print(f"== {name} ...", file=sys.stderr, flush=True)

@@ -14,6 +14,7 @@
 Reconcile times come from the controller's own log lines; wall times from the outside are
 reported too.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -27,8 +28,8 @@ from bench.campus import Campus, campus
 from bench.ovs import compare_dumps, dump_flows, flow_count
 from bench.pg import database
 from bench.report import RESULTS_DIR, Result, Target
-from bench.spy import Sampler
 from bench.server import Api, CpuMeter, Serve, free_port, researcher
+from bench.spy import Sampler
 from bench.stats import summarize_ms, within
 from bench.workload import flows, grant_body, lane_body
 
@@ -59,8 +60,9 @@ def fill(api_port: int, token: str, src_ip: str, n: int, clients: int) -> dict[s
             if status == 201 and lane.get("state") == "active":
                 done[k] += 1
             elif len(failures) < 50:
-                failures.append(f"{status} {lane.get('error') or lane.get('state')}: "
-                                f"{lane.get('message') or lane.get('reason')}")
+                failures.append(
+                    f"{status} {lane.get('error') or lane.get('state')}: {lane.get('message') or lane.get('reason')}"
+                )
         api.close()
 
     t0 = time.perf_counter()
@@ -70,8 +72,7 @@ def fill(api_port: int, token: str, src_ip: str, n: int, clients: int) -> dict[s
     for t in threads:
         t.join()
     took = time.perf_counter() - t0
-    return {"active": sum(done), "seconds": took, "per_s": sum(done) / took if took else None,
-            "failures": failures}
+    return {"active": sum(done), "seconds": took, "per_s": sum(done) / took if took else None, "failures": failures}
 
 
 def floor_with_cpu(c: Campus, n: int) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -90,9 +91,11 @@ def dump_all(c: Campus) -> dict[int, list[Any]]:
 
 def untouched(before: dict[int, list[Any]], after: dict[int, list[Any]]) -> dict[str, Any]:
     per = {dpid: compare_dumps(before[dpid], after[dpid]) for dpid in before}
-    return {"ok": all(u.ok for u in per.values()),
-            "per_switch": {d: vars(u) for d, u in per.items()},
-            "flows": sum(u.after for u in per.values())}
+    return {
+        "ok": all(u.ok for u in per.values()),
+        "per_switch": {d: vars(u) for d, u in per.items()},
+        "flows": sum(u.after for u in per.values()),
+    }
 
 
 def _stamp(text: str) -> float:
@@ -111,9 +114,13 @@ def reconcile_lines(log_text: str) -> list[dict[str, Any]]:
         if dpid in connected and dpid not in out:
             plan = m.group(3).strip()
             own = re.search(r"in ([\d.]+) ms \((?:after )?([\d.]+) ms (?:of it )?waiting", plan)
-            out[dpid] = {"dpid": dpid, "ms": (_stamp(m.group(1)) - connected[dpid]) * 1000.0,
-                         "work_ms": float(own.group(1)) if own else None,
-                         "waited_ms": float(own.group(2)) if own else None, "plan": plan}
+            out[dpid] = {
+                "dpid": dpid,
+                "ms": (_stamp(m.group(1)) - connected[dpid]) * 1000.0,
+                "work_ms": float(own.group(1)) if own else None,
+                "waited_ms": float(own.group(2)) if own else None,
+                "plan": plan,
+            }
     return list(out.values())
 
 
@@ -138,13 +145,18 @@ def log_size(serve: Serve) -> int:
         return 0
 
 
-def run(quick: bool = False, lanes: int | None = None, dataplane: str = "openflow",
-        profile: bool = False, db: str = "sqlite", **_: Any) -> Result:
+def run(
+    quick: bool = False,
+    lanes: int | None = None,
+    dataplane: str = "openflow",
+    profile: bool = False,
+    db: str = "sqlite",
+    **_: Any,
+) -> Result:
     n = lanes if lanes is not None else (500 if quick else 10_000)
     probes = 20 if quick else 100
     res = Result("scale")
-    d: dict[str, Any] = {"lanes": n, "bulk_source": BULK_SRC, "probe_source": PROBE_SRC, "probes": probes,
-                         "db": db}
+    d: dict[str, Any] = {"lanes": n, "bulk_source": BULK_SRC, "probe_source": PROBE_SRC, "probes": probes, "db": db}
     with campus("scale") as c, database(db, c.workdir) as db_url:
         if dataplane == "openflow":
             d["floor_empty"], d["cpu_floor_empty"] = floor_with_cpu(c, probes)
@@ -152,10 +164,13 @@ def run(quick: bool = False, lanes: int | None = None, dataplane: str = "openflo
         try:
             c.attach(serve)
             dpids = set(c.bridges.names)
-            bulk = [grant_body("alice", c.host_ip(BULK_SRC), min(MAX_GRANT_LANES, n - k))
-                    for k in range(0, n, MAX_GRANT_LANES)]
-            token, _ = researcher(serve, serve.add_operator(), "alice",
-                                  [*bulk, grant_body("alice", c.host_ip(PROBE_SRC), 5)])
+            bulk = [
+                grant_body("alice", c.host_ip(BULK_SRC), min(MAX_GRANT_LANES, n - k))
+                for k in range(0, n, MAX_GRANT_LANES)
+            ]
+            token, _ = researcher(
+                serve, serve.add_operator(), "alice", [*bulk, grant_body("alice", c.host_ip(PROBE_SRC), 5)]
+            )
             probe_api = Api(serve.api_port, token)
             d["rss_mb_empty"] = serve.rss_mb()
             cpu = CpuMeter(serve.proc.pid if serve.proc else None)
@@ -165,8 +180,9 @@ def run(quick: bool = False, lanes: int | None = None, dataplane: str = "openflo
             d["fill"] = fill(serve.api_port, token, c.host_ip(BULK_SRC), n, FILL_CLIENTS)
             d["rss_mb_full"] = serve.rss_mb()
             d["flows_per_switch"] = {dpid: flow_count(name) for dpid, name in c.bridges.names.items()}
-            spy = Sampler(serve.proc.pid, RESULTS_DIR / "scale-probe.pyspy.txt", 120) \
-                if profile and serve.proc else None
+            spy = (
+                Sampler(serve.proc.pid, RESULTS_DIR / "scale-probe.pyspy.txt", 120) if profile and serve.proc else None
+            )
             cpu = CpuMeter(serve.proc.pid if serve.proc else None)
             more = sequential_lanes(probe_api, c.host_ip(PROBE_SRC), probes, warmup=20, offset=probes + 20)
             d["cpu_probe_full"] = cpu.stop()
@@ -195,27 +211,42 @@ def run(quick: bool = False, lanes: int | None = None, dataplane: str = "openflo
     res.add("lane p50 at 0", s0.p50_ms, "ms")
     res.add(f"lane p50 at {n}", s1.p50_ms, "ms", Target("<=", round(s0.p50_ms * 1.2, 2)))
     if d.get("controller_part_empty") and d.get("controller_part_full"):
-        res.add(f"controller part p50 at 0 / at {n}", d["controller_part_full"]["p50_ms"], "ms",
-                note=f"at 0: {d['controller_part_empty']['p50_ms']:.2f} ms")
+        res.add(
+            f"controller part p50 at 0 / at {n}",
+            d["controller_part_full"]["p50_ms"],
+            "ms",
+            note=f"at 0: {d['controller_part_empty']['p50_ms']:.2f} ms",
+        )
     for key, label in (("cpu_probe_empty", "at 0"), ("cpu_probe_full", f"at {n}")):
         c_ = d.get(key) or {}
         if c_.get("ovs-vswitchd_cpu_s") is not None and c_.get("wall_s"):
-            res.add(f"ovs-vswitchd busy during probes {label}", c_["ovs-vswitchd_cpu_s"] / c_["wall_s"] * 100,
-                    "%", note="shared with every bridge on the machine")
+            res.add(
+                f"ovs-vswitchd busy during probes {label}",
+                c_["ovs-vswitchd_cpu_s"] / c_["wall_s"] * 100,
+                "%",
+                note="shared with every bridge on the machine",
+            )
     if d.get("floor_empty") and d.get("floor_full"):
-        res.add(f"floor p50 at {n}", d["floor_full"]["p50_ms"], "ms",
-                note=f"at 0: {d['floor_empty']['p50_ms']:.2f} ms")
-        res.add(f"ovs-vswitchd CPU per floor lane at {n}", d["cpu_floor_full"]["ovs-vswitchd_ms_per_lane"],
-                "ms", note=f"at 0: {d['cpu_floor_empty']['ovs-vswitchd_ms_per_lane']:.2f} ms; includes process start")
+        res.add(f"floor p50 at {n}", d["floor_full"]["p50_ms"], "ms", note=f"at 0: {d['floor_empty']['p50_ms']:.2f} ms")
+        res.add(
+            f"ovs-vswitchd CPU per floor lane at {n}",
+            d["cpu_floor_full"]["ovs-vswitchd_ms_per_lane"],
+            "ms",
+            note=f"at 0: {d['cpu_floor_empty']['ovs-vswitchd_ms_per_lane']:.2f} ms; includes process start",
+        )
     d["within_20_percent"] = within(s1.p50_ms, s0.p50_ms, 0.2)
     for key, label in (("controller_restart", "controller restart"), ("switch_reconnect", "switch reconnect")):
         r = d.get(key)
         if not r:
             continue
-        res.add(f"reconcile after {label}", r.get("reconcile_max_ms"), "ms", Target("<=", 2000),
-                note="slowest switch")
-        res.add(f"flows untouched after {label}", 1.0 if r["untouched"]["ok"] else 0.0, "",
-                Target(">=", 1), note=f"{r['untouched']['flows']} flows")
+        res.add(f"reconcile after {label}", r.get("reconcile_max_ms"), "ms", Target("<=", 2000), note="slowest switch")
+        res.add(
+            f"flows untouched after {label}",
+            1.0 if r["untouched"]["ok"] else 0.0,
+            "",
+            Target(">=", 1),
+            note=f"{r['untouched']['flows']} flows",
+        )
     return res
 
 
@@ -228,16 +259,15 @@ def restart(c: Campus, serve: Serve, dpids: set[int], profile: bool = False) -> 
     t0 = time.perf_counter()
     serve.start()
     healthy = time.perf_counter() - t0
-    spy = Sampler(serve.proc.pid, RESULTS_DIR / "scale-restart.pyspy.txt", 120) \
-        if profile and serve.proc else None
+    spy = Sampler(serve.proc.pid, RESULTS_DIR / "scale-restart.pyspy.txt", 120) if profile and serve.proc else None
     lines = wait_reconciled(serve, mark, dpids, 120.0)
     spied = spy.stop() if spy else None
     wall = max((x["seen_at"] for x in lines), default=time.perf_counter()) - t0
     time.sleep(0.5)
     after = dump_all(c)
-    return _reconcile_result(lines, dpids, before, after, {"healthy_after_s": healthy,
-                                                            "reconciled_after_start_s": wall,
-                                                            "py_spy": spied})
+    return _reconcile_result(
+        lines, dpids, before, after, {"healthy_after_s": healthy, "reconciled_after_start_s": wall, "py_spy": spied}
+    )
 
 
 def reconnect(c: Campus, serve: Serve, dpids: set[int], profile: bool = False) -> dict[str, Any]:
@@ -258,24 +288,24 @@ def reconnect(c: Campus, serve: Serve, dpids: set[int], profile: bool = False) -
         time.sleep(0.05)
     mark = log_size(serve)
     t0 = time.perf_counter()
-    spy = Sampler(serve.proc.pid, RESULTS_DIR / "scale-reconnect.pyspy.txt", 120) \
-        if profile and serve.proc else None
+    spy = Sampler(serve.proc.pid, RESULTS_DIR / "scale-reconnect.pyspy.txt", 120) if profile and serve.proc else None
     c.bridges.connect(serve.of_port)
     lines = wait_reconciled(serve, mark, dpids, 120.0)
     spied = spy.stop() if spy else None
     wall = max((x["seen_at"] for x in lines), default=time.perf_counter()) - t0
     time.sleep(0.5)
     after = dump_all(c)
-    return _reconcile_result(lines, dpids, before, after, {"reconciled_after_set_controller_s": wall,
-                                                           "py_spy": spied})
+    return _reconcile_result(lines, dpids, before, after, {"reconciled_after_set_controller_s": wall, "py_spy": spied})
 
 
-def _reconcile_result(lines: list[dict[str, Any]], dpids: set[int], before: Any, after: Any,
-                      extra: dict[str, Any]) -> dict[str, Any]:
+def _reconcile_result(
+    lines: list[dict[str, Any]], dpids: set[int], before: Any, after: Any, extra: dict[str, Any]
+) -> dict[str, Any]:
     got = {x["dpid"] for x in lines}
-    return {**extra, "reconcile_lines": lines, "missing_dpids": sorted(dpids - got),
-            "reconcile_max_ms": max((x["ms"] for x in lines), default=None) if got >= dpids else None,
-            "untouched": untouched(before, after)}
-
-
-
+    return {
+        **extra,
+        "reconcile_lines": lines,
+        "missing_dpids": sorted(dpids - got),
+        "reconcile_max_ms": max((x["ms"] for x in lines), default=None) if got >= dpids else None,
+        "untouched": untouched(before, after),
+    }

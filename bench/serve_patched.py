@@ -13,12 +13,14 @@ Patches (comma-separated in $BENCH_PATCH):
 - ``gc_freeze``: ``gc.freeze()`` every 2 s (long-lived objects leave the cyclic GC).
 - ``timeline``: perf_counter stamps along each request to $BENCH_TIMELINE (bench/timeline_patch.py).
 """
+
 from __future__ import annotations
 
 import contextlib
 import os
 import threading
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 
 def sqlite_writer_lock() -> None:
@@ -75,8 +77,7 @@ def lazy_quota() -> None:
     original_counts = lanes_mod.LaneManager._live_counts
     original_decide = lanes_mod.decide
 
-    def live_counts(self: Any, s: Any, grant_ids: Any, start: float, end: float,
-                    exclude: int | None = None) -> Any:
+    def live_counts(self: Any, s: Any, grant_ids: Any, start: float, end: float, exclude: int | None = None) -> Any:
         return _LazyCounts(lambda ids: original_counts(self, s, ids, start, end, exclude))
 
     def decide(req: Any, rules: Any, topology: Any, now: float, live: Any) -> Any:
@@ -92,20 +93,40 @@ def desired_columns() -> None:
     """``desired_lanes`` reading plain columns instead of ORM objects with a joined principal."""
     from sqlalchemy import select
 
-    from viplanes.lanes import manager as lanes_mod
     from viplanes.domain.values import LaneSpec
+    from viplanes.lanes import manager as lanes_mod
     from viplanes.store.models import Lane
 
-    cols = (Lane.id, Lane.src_ip, Lane.dst_ip, Lane.protocol, Lane.dst_port, Lane.src_port,
-            Lane.nat_ip, Lane.expires_at, Lane.rate_mbps)
+    cols = (
+        Lane.id,
+        Lane.src_ip,
+        Lane.dst_ip,
+        Lane.protocol,
+        Lane.dst_port,
+        Lane.src_port,
+        Lane.nat_ip,
+        Lane.expires_at,
+        Lane.rate_mbps,
+    )
 
     def desired_lanes(self: Any) -> list[LaneSpec]:
         now = self.clock()
         with self.db.read() as s:
-            rows = s.execute(select(*cols).where(Lane.state.in_(("installing", "active")),
-                                                 Lane.expires_at > now)).all()
-        return [LaneSpec(lane_id=r[0], src_ip=r[1], dst_ip=r[2], protocol=r[3], dst_port=r[4],
-                         src_port=r[5], nat_ip=r[6], expires_at=r[7], rate_mbps=r[8]) for r in rows]
+            rows = s.execute(select(*cols).where(Lane.state.in_(("installing", "active")), Lane.expires_at > now)).all()
+        return [
+            LaneSpec(
+                lane_id=r[0],
+                src_ip=r[1],
+                dst_ip=r[2],
+                protocol=r[3],
+                dst_port=r[4],
+                src_port=r[5],
+                nat_ip=r[6],
+                expires_at=r[7],
+                rate_mbps=r[8],
+            )
+            for r in rows
+        ]
 
     lanes_mod.LaneManager.desired_lanes = desired_lanes  # type: ignore[method-assign]
 
@@ -177,8 +198,7 @@ def handshakes_64() -> None:
 
     fields = {f.name: f for f in dataclasses.fields(admission.Limits)}
     fields["pending_per_source"].default = 64
-    admission.Limits.__init__.__defaults__ = tuple(
-        f.default for f in dataclasses.fields(admission.Limits))
+    admission.Limits.__init__.__defaults__ = tuple(f.default for f in dataclasses.fields(admission.Limits))
 
 
 def reconciles_at_once() -> None:
@@ -210,8 +230,12 @@ def gc_log() -> None:
     def loop() -> None:
         while True:
             time.sleep(0.5)
-            log.warning("gc so far: %.0f ms, collections by generation %s, enabled %s",
-                        state["t"] * 1000, state["n"], gc.isenabled())
+            log.warning(
+                "gc so far: %.0f ms, collections by generation %s, enabled %s",
+                state["t"] * 1000,
+                state["n"],
+                gc.isenabled(),
+            )
 
     threading.Thread(target=loop, daemon=True, name="gc-log").start()
 
@@ -232,9 +256,13 @@ def gc_census() -> None:
             time.sleep(10)
             objs = gc.get_objects()
             kinds = collections.Counter(type(o).__name__ for o in objs)
-            log.warning("gc census: %d tracked outside the frozen %d; by generation %s; top %s",
-                        len(objs), gc.get_freeze_count(),
-                        [len(gc.get_objects(g)) for g in range(3)], kinds.most_common(12))
+            log.warning(
+                "gc census: %d tracked outside the frozen %d; by generation %s; top %s",
+                len(objs),
+                gc.get_freeze_count(),
+                [len(gc.get_objects(g)) for g in range(3)],
+                kinds.most_common(12),
+            )
             del objs
 
     threading.Thread(target=loop, daemon=True, name="gc-census").start()
@@ -246,11 +274,20 @@ def timeline() -> None:
     install()
 
 
-PATCHES = {"timeline": timeline, "token_cache": token_cache, "gc_freeze": gc_freeze, "sqlite_writer_lock": sqlite_writer_lock, "switch_interval": switch_interval,
-           "lazy_quota": lazy_quota, "desired_columns": desired_columns,
-           "one_write_per_switch": one_write_per_switch, "handshakes_64": handshakes_64,
-           "reconciles_at_once": reconciles_at_once, "gc_log": gc_log,
-           "gc_census": gc_census}
+PATCHES = {
+    "timeline": timeline,
+    "token_cache": token_cache,
+    "gc_freeze": gc_freeze,
+    "sqlite_writer_lock": sqlite_writer_lock,
+    "switch_interval": switch_interval,
+    "lazy_quota": lazy_quota,
+    "desired_columns": desired_columns,
+    "one_write_per_switch": one_write_per_switch,
+    "handshakes_64": handshakes_64,
+    "reconciles_at_once": reconciles_at_once,
+    "gc_log": gc_log,
+    "gc_census": gc_census,
+}
 
 
 def apply(names: str) -> list[str]:

@@ -3,6 +3,7 @@
 The client is ``http.client`` on one persistent connection per thread: ``requests`` costs about a
 millisecond of client CPU per call, which on two cores would be charged to the server's numbers.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -135,9 +136,17 @@ class Api:
 class Serve:
     """``python -m viplanes.cli.main serve`` with its log in ``workdir``; SIGTERM then SIGKILL on stop."""
 
-    def __init__(self, workdir: Path, of_port: int, dataplane: str = "openflow", threads: int = 8,
-                 db_url: str | None = None, repo: Path | None = None,
-                 extra_args: list[str] | None = None, of_host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        of_port: int,
+        dataplane: str = "openflow",
+        threads: int = 8,
+        db_url: str | None = None,
+        repo: Path | None = None,
+        extra_args: list[str] | None = None,
+        of_host: str = "127.0.0.1",
+    ) -> None:
         self.workdir = workdir
         self.of_host = of_host  # where the bridges reach the controller (a veth for pinned_ovs)
         # another checkout with its own .venv (bench.ab runs old and new code side by side)
@@ -154,7 +163,7 @@ class Serve:
         self.started_at = 0.0
         self._of_port_used = False
 
-    def start(self, timeout_s: float = 60.0) -> "Serve":
+    def start(self, timeout_s: float = 60.0) -> Serve:
         """Start and wait until /healthz answers. A port taken between ``free_port`` and the bind
         (another process on this shared machine) costs one retry on fresh ports."""
         try:
@@ -172,13 +181,29 @@ class Serve:
         """Whether the OpenFlow port may change (not once bridges point at it)."""
         return not self._of_port_used
 
-    def _start(self, timeout_s: float) -> "Serve":
+    def _start(self, timeout_s: float) -> Serve:
         # $BENCH_PATCH: run serve with experimental patches (bench/serve_patched.py)
         module = "bench.serve_patched" if os.environ.get("BENCH_PATCH") else "viplanes.cli.main"
-        cmd = [self.python, "-m", module, "serve", "--db", self.db_url,
-               "--api", f"127.0.0.1:{self.api_port}", "--openflow", f"{self.of_host}:{self.of_port}",
-               "--dataplane", self.dataplane, "--threads", str(self.threads), "--tick", "0.5",
-               *serve_security_args(), *self.extra_args]
+        cmd = [
+            self.python,
+            "-m",
+            module,
+            "serve",
+            "--db",
+            self.db_url,
+            "--api",
+            f"127.0.0.1:{self.api_port}",
+            "--openflow",
+            f"{self.of_host}:{self.of_port}",
+            "--dataplane",
+            self.dataplane,
+            "--threads",
+            str(self.threads),
+            "--tick",
+            "0.5",
+            *serve_security_args(),
+            *self.extra_args,
+        ]
         with open(self.log, "ab") as log:
             self.started_at = time.perf_counter()
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=self.repo, env=dict(os.environ))
@@ -227,9 +252,24 @@ class Serve:
 
     def add_operator(self, name: str = "benchop") -> str:
         """Bootstrap an operator straight in the database (as an operator would); its token."""
-        out = subprocess.run([self.python, "-m", "viplanes.cli.main", "principal", "add", name,
-                              "--role", "operator", "--db", self.db_url], capture_output=True,
-                             text=True, timeout=60, cwd=self.repo)
+        out = subprocess.run(
+            [
+                self.python,
+                "-m",
+                "viplanes.cli.main",
+                "principal",
+                "add",
+                name,
+                "--role",
+                "operator",
+                "--db",
+                self.db_url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=self.repo,
+        )
         if out.returncode != 0:
             raise RuntimeError(f"principal add: {out.stderr.strip()}")
         return out.stdout.strip().splitlines()[-1]

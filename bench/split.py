@@ -5,6 +5,7 @@
 (``api_port``, ``add_operator``, ``stop``), and ``GroupCpuMeter`` charges CPU to each role: the API
 worker processes, the controller, PostgreSQL (postmaster and every backend) and ovs-vswitchd.
 """
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from bench.ovs import serve_security_args
 from bench.server import REPO, Api, cpu_seconds, free_port, vswitchd_pid
@@ -90,16 +91,45 @@ class SplitDeployment:
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
         with open(self.workdir / f"{name}.log", "ab") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "viplanes.cli.main", *args], stdout=log,
-                                    stderr=log, cwd=REPO, env=dict(os.environ))
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "viplanes.cli.main", *args],
+                stdout=log,
+                stderr=log,
+                cwd=REPO,
+                env=dict(os.environ),
+            )
         self.procs[name] = proc
         return proc
 
-    def start(self, timeout_s: float = 60.0) -> "SplitDeployment":
-        self._spawn("controller", ["controller", "cluster", "--db", self.db_url, "--openflow",
-                                   f"127.0.0.1:{self.of_port}", "--tick", "0.5", *serve_security_args()])
-        self._spawn("api", ["api", "--db", self.db_url, "--listen", f"127.0.0.1:{self.api_port}",
-                            "--workers", str(self.workers), "--threads", str(self.threads)])
+    def start(self, timeout_s: float = 60.0) -> SplitDeployment:
+        self._spawn(
+            "controller",
+            [
+                "controller",
+                "cluster",
+                "--db",
+                self.db_url,
+                "--openflow",
+                f"127.0.0.1:{self.of_port}",
+                "--tick",
+                "0.5",
+                *serve_security_args(),
+            ],
+        )
+        self._spawn(
+            "api",
+            [
+                "api",
+                "--db",
+                self.db_url,
+                "--listen",
+                f"127.0.0.1:{self.api_port}",
+                "--workers",
+                str(self.workers),
+                "--threads",
+                str(self.threads),
+            ],
+        )
         deadline = time.monotonic() + timeout_s
         api = Api(self.api_port)
         while time.monotonic() < deadline:
@@ -135,9 +165,24 @@ class SplitDeployment:
             return ""
 
     def add_operator(self, name: str = "benchop") -> str:
-        out = subprocess.run([sys.executable, "-m", "viplanes.cli.main", "principal", "add", name,
-                              "--role", "operator", "--db", self.db_url], capture_output=True,
-                             text=True, timeout=60, cwd=REPO)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "viplanes.cli.main",
+                "principal",
+                "add",
+                name,
+                "--role",
+                "operator",
+                "--db",
+                self.db_url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=REPO,
+        )
         if out.returncode != 0:
             raise RuntimeError(f"principal add: {out.stderr.strip()}")
         return out.stdout.strip().splitlines()[-1]
@@ -146,13 +191,15 @@ class SplitDeployment:
         api_pid, ctl_pid = self.procs["api"].pid, self.procs["controller"].pid
         pg = postmaster_pid(self.db_url)
         vsd = vswitchd_pid()
-        return GroupCpuMeter({
-            "api workers": lambda: tree_cpu_seconds(api_pid),
-            "controller": lambda: cpu_seconds(ctl_pid) or 0.0,
-            "postgresql": lambda: tree_cpu_seconds(pg) if pg else 0.0,
-            "ovs-vswitchd": lambda: (cpu_seconds(vsd) or 0.0) if vsd else 0.0,
-            "bench clients": lambda: cpu_seconds(os.getpid()) or 0.0,
-        })
+        return GroupCpuMeter(
+            {
+                "api workers": lambda: tree_cpu_seconds(api_pid),
+                "controller": lambda: cpu_seconds(ctl_pid) or 0.0,
+                "postgresql": lambda: tree_cpu_seconds(pg) if pg else 0.0,
+                "ovs-vswitchd": lambda: (cpu_seconds(vsd) or 0.0) if vsd else 0.0,
+                "bench clients": lambda: cpu_seconds(os.getpid()) or 0.0,
+            }
+        )
 
     def stop(self) -> None:
         for proc in self.procs.values():

@@ -4,6 +4,7 @@ py-spy sees every thread (waitress workers, os-ken's event and socket threads, t
 cProfile cannot. ``--profile`` on ``run_all`` attaches it during the churn benchmark; the summary
 goes into the result's details and the raw collapsed stacks next to the JSON.
 """
+
 from __future__ import annotations
 
 import os
@@ -40,10 +41,27 @@ class Sampler:
         # still non-blocking: pausing ~300 threads per sample got ~10 samples/s and slowed serve
         gil = ["--gil"] if os.environ.get("BENCH_PYSPY_GIL") else []
         self.proc = subprocess.Popen(
-            [exe, "record", "--pid", str(pid), "--duration", str(int(duration_s) + 1), "--rate",
-             str(rate_hz), "--format", "raw", "--threads", *native, *gil,
-             *([] if native else ["--nonblocking"]), "--output", str(out)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                exe,
+                "record",
+                "--pid",
+                str(pid),
+                "--duration",
+                str(int(duration_s) + 1),
+                "--rate",
+                str(rate_hz),
+                "--format",
+                "raw",
+                "--threads",
+                *native,
+                *gil,
+                *([] if native else ["--nonblocking"]),
+                "--output",
+                str(out),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
 
     def stop(self) -> dict[str, Any] | None:
         """Stop sampling now (py-spy writes its output on SIGINT) and summarise."""
@@ -73,9 +91,20 @@ def _short(frame: str) -> str:
     return f"{m.group('func')} ({path})"
 
 
-IDLE = ("wait (threading.py)", "select (selectors.py)", "poll (waitress", "get (queue.py)", "accept (socket.py)",
-        "recv", "_wait_for_tstate_lock", "sleep", "poll (selectors.py)", "handler_thread",
-        "readinto (socket.py)", "wait (pending.py)")
+IDLE = (
+    "wait (threading.py)",
+    "select (selectors.py)",
+    "poll (waitress",
+    "get (queue.py)",
+    "accept (socket.py)",
+    "recv",
+    "_wait_for_tstate_lock",
+    "sleep",
+    "poll (selectors.py)",
+    "handler_thread",
+    "readinto (socket.py)",
+    "wait (pending.py)",
+)
 
 
 def _package_of(frame: str) -> str:
@@ -110,6 +139,10 @@ def summarize(raw: str, top: int = 25) -> dict[str, Any]:
     by_package: Counter[str] = Counter()
     for f, n in self_time.items():
         by_package[_package_of(f)] += n
-    return {"samples": total, "busy_samples": busy, "by_package": by_package.most_common(),
-            "self": [(f, n) for f, n in self_time.most_common(top)],
-            "inclusive": [(f, n) for f, n in incl.most_common(top * 2)]}
+    return {
+        "samples": total,
+        "busy_samples": busy,
+        "by_package": by_package.most_common(),
+        "self": [(f, n) for f, n in self_time.most_common(top)],
+        "inclusive": [(f, n) for f, n in incl.most_common(top * 2)],
+    }

@@ -1,9 +1,10 @@
 """Pure statistics for latency samples: percentiles and a summary that serialises to JSON."""
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Sequence
 
 
 def percentile(samples: Sequence[float], q: float) -> float:
@@ -44,8 +45,14 @@ def summarize_ms(samples_s: Sequence[float]) -> Summary:
     if not samples_s:
         raise ValueError("no samples to summarize")
     ms = [s * 1000.0 for s in samples_s]
-    return Summary(n=len(ms), mean_ms=sum(ms) / len(ms), p50_ms=percentile(ms, 50),
-                   p95_ms=percentile(ms, 95), p99_ms=percentile(ms, 99), max_ms=max(ms))
+    return Summary(
+        n=len(ms),
+        mean_ms=sum(ms) / len(ms),
+        p50_ms=percentile(ms, 50),
+        p95_ms=percentile(ms, 95),
+        p99_ms=percentile(ms, 99),
+        max_ms=max(ms),
+    )
 
 
 def ratio(a: float, b: float) -> float | None:

@@ -14,6 +14,7 @@ thread comes from ``/proc/<pid>/task/<tid>/schedstat`` (ns), context switches fr
 ``perf stat`` software counters (task-clock, context switches) over the activation phase go
 beside them; this VM exposes no hardware counters (instructions/cycles: "not supported").
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,8 @@ from typing import Any
 from bench.activation import sequential_lanes
 from bench.campus import Campus
 from bench.ovs import create_bridges, ovs_up
-from bench.pinned_ovs import enabled as pinned_enabled, pinned_ovs
+from bench.pinned_ovs import enabled as pinned_enabled
+from bench.pinned_ovs import pinned_ovs
 from bench.scale import log_size, wait_reconciled
 from bench.server import Api, Serve, free_port, researcher
 from bench.spy import py_spy
@@ -40,11 +42,20 @@ from bench.workload import grant_body
 from viplanes.topologies.loader import load_topology
 
 _THREAD = re.compile(r'^Thread (?:0x[0-9A-Fa-f]+ )?\(?(\d+)\)? .*?"?([^"\n]*)"?$')
-_GROUPS = (("_recv_loop", "switch recv"), ("_echo_request_loop", "switch echo"),
-           ("_send_loop", "switch send"), ("check_drift", "drift"), ("_every", "periodic"),
-           ("waitress", "waitress"), ("handler_loop", "waitress"), ("scheduler", "scheduler"),
-           ("serve_forever", "of accept"), ("_event_loop", "os-ken event"),
-           ("Timer", "timer"), ("reconcile", "reconcile"))
+_GROUPS = (
+    ("_recv_loop", "switch recv"),
+    ("_echo_request_loop", "switch echo"),
+    ("_send_loop", "switch send"),
+    ("check_drift", "drift"),
+    ("_every", "periodic"),
+    ("waitress", "waitress"),
+    ("handler_loop", "waitress"),
+    ("scheduler", "scheduler"),
+    ("serve_forever", "of accept"),
+    ("_event_loop", "os-ken event"),
+    ("Timer", "timer"),
+    ("reconcile", "reconcile"),
+)
 
 
 def thread_names(pid: int) -> dict[int, str]:
@@ -52,8 +63,7 @@ def thread_names(pid: int) -> dict[int, str]:
     exe = py_spy()
     if exe is None:
         return {}
-    out = subprocess.run([exe, "dump", "--pid", str(pid)], capture_output=True, text=True,
-                         timeout=60).stdout
+    out = subprocess.run([exe, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=60).stdout
     names: dict[int, str] = {}
     for block in re.split(r"\n(?=Thread )", out):
         head = block.splitlines()[0] if block.strip() else ""
@@ -73,16 +83,20 @@ def thread_cpu(pid: int) -> dict[int, tuple[int, int]]:
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             ns = int((task / "schedstat").read_text().split()[0])
-            cs = sum(int(line.split()[1]) for line in (task / "status").read_text().splitlines()
-                     if line.endswith("ctxt_switches") or "ctxt_switches:" in line)
+            cs = sum(
+                int(line.split()[1])
+                for line in (task / "status").read_text().splitlines()
+                if line.endswith("ctxt_switches") or "ctxt_switches:" in line
+            )
         except (OSError, ValueError, IndexError):
             continue
         out[int(task.name)] = (ns, cs)
     return out
 
 
-def split(before: dict[int, tuple[int, int]], after: dict[int, tuple[int, int]],
-          names: dict[int, str]) -> dict[str, dict[str, float]]:
+def split(
+    before: dict[int, tuple[int, int]], after: dict[int, tuple[int, int]], names: dict[int, str]
+) -> dict[str, dict[str, float]]:
     """group -> {cpu_ms, switches (context), threads} between two snapshots."""
     groups: dict[str, dict[str, float]] = defaultdict(lambda: {"cpu_ms": 0.0, "ctx": 0, "threads": 0})
     for tid, (ns, cs) in after.items():
@@ -97,9 +111,12 @@ def split(before: dict[int, tuple[int, int]], after: dict[int, tuple[int, int]],
 def perf_stat(pid: int) -> subprocess.Popen | None:
     if shutil.which("perf") is None:
         return None
-    return subprocess.Popen(["perf", "stat", "-x", ",", "-e",
-                             "task-clock,context-switches,cpu-migrations,page-faults", "-p", str(pid)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        ["perf", "stat", "-x", ",", "-e", "task-clock,context-switches,cpu-migrations,page-faults", "-p", str(pid)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def perf_stop(proc: subprocess.Popen | None) -> dict[str, float]:
@@ -119,41 +136,66 @@ def _spy(pid: int, out: Path, seconds: float) -> None:
     """``py-spy record`` (idle threads left out, native frames in) for ``seconds``."""
     exe = py_spy()
     if exe is not None:
-        subprocess.run([exe, "record", "--pid", str(pid), "--duration", str(int(seconds)),
-                        "--rate", "200", "--format", "raw", "--threads", "--nonblocking",
-                        "--output", str(out)], capture_output=True, timeout=seconds + 60)
+        subprocess.run(
+            [
+                exe,
+                "record",
+                "--pid",
+                str(pid),
+                "--duration",
+                str(int(seconds)),
+                "--rate",
+                "200",
+                "--format",
+                "raw",
+                "--threads",
+                "--nonblocking",
+                "--output",
+                str(out),
+            ],
+            capture_output=True,
+            timeout=seconds + 60,
+        )
 
 
-def measure(access: int, probes: int, idle_s: float, spy_dir: Path | None = None,
-            repo: Path | None = None) -> dict[str, Any]:
+def measure(
+    access: int, probes: int, idle_s: float, spy_dir: Path | None = None, repo: Path | None = None
+) -> dict[str, Any]:
     if not pinned_enabled():
         ovs_up()
         return _measure(access, probes, idle_s, spy_dir=spy_dir, repo=repo)
     with pinned_ovs() as ovs:
-        return _measure(access, probes, idle_s, of_host=ovs.controller_ip, spy_dir=spy_dir,
-                        repo=repo)
+        return _measure(access, probes, idle_s, of_host=ovs.controller_ip, spy_dir=spy_dir, repo=repo)
 
 
-def _measure(access: int, probes: int, idle_s: float, of_host: str = "127.0.0.1",
-             spy_dir: Path | None = None, repo: Path | None = None) -> dict[str, Any]:
+def _measure(
+    access: int,
+    probes: int,
+    idle_s: float,
+    of_host: str = "127.0.0.1",
+    spy_dir: Path | None = None,
+    repo: Path | None = None,
+) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix=f"viplanes-bench-threads{access}-"))
     topo_path = write_campus(workdir / "synth.yaml", access, 1)
     topo = load_topology(topo_path)
     bridges = create_bridges(topo, f"vt{os.getpid() % 10000}w", None)
     c = Campus(topo, bridges, workdir)
-    serve = Serve(workdir, free_port(), extra_args=["--topology", str(topo_path)], of_host=of_host,
-                  repo=repo)
-    d: dict[str, Any] = {"access": access, "switches": len(topo.switches), "repo": str(repo or "."),
-                         "pinned": pinned_enabled(),
-                         "load": [round(x, 2) for x in os.getloadavg()]}
+    serve = Serve(workdir, free_port(), extra_args=["--topology", str(topo_path)], of_host=of_host, repo=repo)
+    d: dict[str, Any] = {
+        "access": access,
+        "switches": len(topo.switches),
+        "repo": str(repo or "."),
+        "pinned": pinned_enabled(),
+        "load": [round(x, 2) for x in os.getloadavg()],
+    }
     try:
         serve.start()
         mark = log_size(serve)
         bridges.connect(serve.of_port, of_host)
         wait_reconciled(serve, mark, set(bridges.names), 600.0)
         probe_host = host_name(access - 1, 0)
-        token, _ = researcher(serve, serve.add_operator(), "alice",
-                              [grant_body("alice", c.host_ip(probe_host), 5)])
+        token, _ = researcher(serve, serve.add_operator(), "alice", [grant_body("alice", c.host_ip(probe_host), 5)])
         pid = serve.proc.pid if serve.proc else 0
         api = Api(serve.api_port, token)
         sequential_lanes(api, c.host_ip(probe_host), 10, warmup=0, offset=5000)
@@ -204,8 +246,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.spy:
         args.spy.mkdir(parents=True, exist_ok=True)
-    runs = [measure(int(n), args.probes, args.idle, args.spy, args.repo)
-            for n in args.sizes.split(",")]
+    runs = [measure(int(n), args.probes, args.idle, args.spy, args.repo) for n in args.sizes.split(",")]
     text = json.dumps(runs, indent=1)
     if args.out:
         args.out.write_text(text)

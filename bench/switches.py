@@ -19,6 +19,7 @@ real ``viplanes serve --topology <synthetic campus>``:
 Then the growth from the smallest to the largest campus per figure, against the targets: serve
 CPU per activation +20 % at most, restart reconcile with 1,000 lanes under 2 s.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,12 +32,12 @@ from typing import Any
 from bench.activation import sequential_lanes
 from bench.campus import Campus
 from bench.ovs import create_bridges, ovs_up
-from bench.pinned_ovs import affinity, enabled as pinned_enabled, pinned_ovs
+from bench.pinned_ovs import affinity, pinned_ovs
+from bench.pinned_ovs import enabled as pinned_enabled
 from bench.report import RESULTS_DIR, Result, Target
-from bench.scale import (CONNECTED_RE, RECONCILED_RE, _stamp, dump_all, fill, log_size, untouched,
-                         wait_reconciled)
-from bench.spy import Sampler
+from bench.scale import CONNECTED_RE, RECONCILED_RE, _stamp, dump_all, fill, log_size, untouched, wait_reconciled
 from bench.server import Api, CpuMeter, Serve, cpu_seconds, free_port, researcher, vswitchd_pid
+from bench.spy import Sampler
 from bench.stats import summarize_ms
 from bench.synth_campus import host_name, write_campus
 from bench.workload import grant_body
@@ -68,8 +69,7 @@ def _loadavg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def measure(access: int, probes: int, lanes: int, reconcile_timeout_s: float,
-            profile: bool = False) -> dict[str, Any]:
+def measure(access: int, probes: int, lanes: int, reconcile_timeout_s: float, profile: bool = False) -> dict[str, Any]:
     """One campus size; with BENCH_PINNED=1 on a private ovs-vswitchd (core 1), serve on core 0."""
     if not pinned_enabled():
         ovs_up()
@@ -80,14 +80,19 @@ def measure(access: int, probes: int, lanes: int, reconcile_timeout_s: float,
     return d
 
 
-def _measure(access: int, probes: int, lanes: int, reconcile_timeout_s: float,
-             profile: bool = False, of_host: str = "127.0.0.1") -> dict[str, Any]:
+def _measure(
+    access: int, probes: int, lanes: int, reconcile_timeout_s: float, profile: bool = False, of_host: str = "127.0.0.1"
+) -> dict[str, Any]:
     """One campus size, start to finish; bridges and work directory deleted on the way out."""
     workdir = Path(tempfile.mkdtemp(prefix=f"viplanes-bench-switches{access}-"))
     topo_path = write_campus(workdir / "synth.yaml", access, HOSTS_PER_ACCESS)
     topo = load_topology(topo_path)
-    d: dict[str, Any] = {"access_switches": access, "switches": len(topo.switches),
-                         "hosts": len(topo.hosts), "load_start": _loadavg()}
+    d: dict[str, Any] = {
+        "access_switches": access,
+        "switches": len(topo.switches),
+        "hosts": len(topo.hosts),
+        "load_start": _loadavg(),
+    }
     t0 = time.perf_counter()
     rss0 = vswitchd_rss_mb()
     bridges = create_bridges(topo, f"vb{os.getpid() % 10000}w", None)
@@ -95,8 +100,13 @@ def _measure(access: int, probes: int, lanes: int, reconcile_timeout_s: float,
     # nothing (a control: what the same serve pays when only ovs-vswitchd has more to do)
     decoys = int(os.environ.get("BENCH_DECOY_ACCESS", "0"))
     try:
-        decoy = create_bridges(load_topology(write_campus(workdir / "decoy.yaml", decoys)),
-                               f"vb{os.getpid() % 10000}d", None) if decoys else None
+        decoy = (
+            create_bridges(
+                load_topology(write_campus(workdir / "decoy.yaml", decoys)), f"vb{os.getpid() % 10000}d", None
+            )
+            if decoys
+            else None
+        )
     except Exception:
         bridges.delete()
         raise
@@ -114,15 +124,16 @@ def _measure(access: int, probes: int, lanes: int, reconcile_timeout_s: float,
         lines = wait_reconciled(serve, mark, dpids, reconcile_timeout_s)
         d["first_reconcile_s"] = time.perf_counter() - t_attach
         if {x["dpid"] for x in lines} != dpids:
-            raise TimeoutError(f"{len(dpids - {x['dpid'] for x in lines})} switches not "
-                               f"reconciled after {reconcile_timeout_s} s")
+            raise TimeoutError(
+                f"{len(dpids - {x['dpid'] for x in lines})} switches not reconciled after {reconcile_timeout_s} s"
+            )
         probe_host = host_name(access - 1, 0)
-        fill_hosts = sorted({host_name(k * access // FILL_HOSTS, 0)
-                             for k in range(min(FILL_HOSTS, access))})
+        fill_hosts = sorted({host_name(k * access // FILL_HOSTS, 0) for k in range(min(FILL_HOSTS, access))})
         per_host = -(-lanes // len(fill_hosts))
         grants = [grant_body("alice", c.host_ip(h), per_host + 1) for h in fill_hosts]
-        token, _ = researcher(serve, serve.add_operator(), "alice",
-                              [*grants, grant_body("alice", c.host_ip(probe_host), 5)])
+        token, _ = researcher(
+            serve, serve.add_operator(), "alice", [*grants, grant_body("alice", c.host_ip(probe_host), 5)]
+        )
         pid = serve.proc.pid if serve.proc else 0
         time.sleep(1.0)
         idle0, w0 = cpu_seconds(pid) or 0.0, time.perf_counter()
@@ -130,8 +141,7 @@ def _measure(access: int, probes: int, lanes: int, reconcile_timeout_s: float,
         d["serve_idle_cpu_pct"] = ((cpu_seconds(pid) or 0.0) - idle0) / (time.perf_counter() - w0) * 100
         api = Api(serve.api_port, token)
         sequential_lanes(api, c.host_ip(probe_host), 10, warmup=0, offset=5000)  # warm caches
-        spy = Sampler(pid, RESULTS_DIR / f"switches{access}-probe.pyspy.txt", 120) \
-            if profile else None
+        spy = Sampler(pid, RESULTS_DIR / f"switches{access}-probe.pyspy.txt", 120) if profile else None
         cpu = CpuMeter(pid)
         probe = sequential_lanes(api, c.host_ip(probe_host), probes, warmup=0, offset=6000)
         d["cpu_probe"] = cpu.stop()
@@ -148,10 +158,12 @@ def _measure(access: int, probes: int, lanes: int, reconcile_timeout_s: float,
             d[f"serve_{key.removesuffix('_s')}_per_activation"] = value / len(probe["client_s"]) * scale
         for who in ("ovs-vswitchd", "bench clients"):
             used = d["cpu_probe"].get(f"{who}_cpu_s")
-            d[f"{who}_cpu_ms_per_activation"] = None if used is None else \
-                used / len(probe["client_s"]) * 1000
-        d["cpus_allowed"] = {"serve": affinity(pid), "ovs-vswitchd": affinity(vswitchd_pid() or 0),
-                             "bench clients": affinity(os.getpid())}
+            d[f"{who}_cpu_ms_per_activation"] = None if used is None else used / len(probe["client_s"]) * 1000
+        d["cpus_allowed"] = {
+            "serve": affinity(pid),
+            "ovs-vswitchd": affinity(vswitchd_pid() or 0),
+            "bench clients": affinity(os.getpid()),
+        }
         d["probe_failures"] = probe["failures"][:5]
         d["fill"] = {}
         for k, host in enumerate(fill_hosts):
@@ -187,8 +199,11 @@ def restart(c: Campus, serve: Serve, dpids: set[int], timeout_s: float) -> dict[
     if fresh_port:
         c.bridges.connect(serve.of_port, serve.of_host)
     # BENCH_SPY_RESTART=1: py-spy the restarted serve until every switch is reconciled
-    spy = Sampler(serve.proc.pid, RESULTS_DIR / f"switches{len(dpids)}-restart.pyspy.txt", timeout_s, 250) \
-        if os.environ.get("BENCH_SPY_RESTART") and serve.proc else None
+    spy = (
+        Sampler(serve.proc.pid, RESULTS_DIR / f"switches{len(dpids)}-restart.pyspy.txt", timeout_s, 250)
+        if os.environ.get("BENCH_SPY_RESTART") and serve.proc
+        else None
+    )
     lines = wait_reconciled(serve, mark, dpids, timeout_s)
     if spy is not None:
         spy.stop()
@@ -197,14 +212,20 @@ def restart(c: Campus, serve: Serve, dpids: set[int], timeout_s: float) -> dict[
     time.sleep(0.5)
     same = untouched(before, dump_all(c))
     done = got >= dpids
-    return {"slowest_switch_ms": max((x["ms"] for x in lines), default=None) if done else None,
-            "total_ms": round_ms(serve.log.read_text(errors="replace")[mark:]) if done else None,
-            "start_to_last_ms": process_ms, "missing": len(dpids - got),
-            "work_ms_max": max((x["work_ms"] or 0 for x in lines), default=None),
-            "flows": same["flows"], "untouched": same["ok"],
-            "touched": {d: {k: u[k] for k in ("missing", "added", "reset")}
-                        for d, u in same["per_switch"].items()
-                        if u["missing"] or u["added"] or u["reset"]}}
+    return {
+        "slowest_switch_ms": max((x["ms"] for x in lines), default=None) if done else None,
+        "total_ms": round_ms(serve.log.read_text(errors="replace")[mark:]) if done else None,
+        "start_to_last_ms": process_ms,
+        "missing": len(dpids - got),
+        "work_ms_max": max((x["work_ms"] or 0 for x in lines), default=None),
+        "flows": same["flows"],
+        "untouched": same["ok"],
+        "touched": {
+            d: {k: u[k] for k in ("missing", "added", "reset")}
+            for d, u in same["per_switch"].items()
+            if u["missing"] or u["added"] or u["reset"]
+        },
+    }
 
 
 def round_ms(log_text: str) -> float | None:
@@ -230,33 +251,56 @@ def run(quick: bool = False, profile: bool = False, **_: Any) -> Result:
     for n in sizes:
         try:
             runs[n] = measure(n, probes, RESTART_LANES, reconcile_timeout_s=600.0, profile=profile)
-        except Exception as exc:  # noqa: BLE001 - report the sizes that ran
+        except Exception as exc:
             runs[n] = {"error": f"{exc.__class__.__name__}: {exc}"}
-    res.details = {"sizes": list(sizes), "runs": runs, "hosts_per_access": HOSTS_PER_ACCESS,
-                   "lanes": RESTART_LANES, "probes": probes, "pinned": pinned_enabled()}
+    res.details = {
+        "sizes": list(sizes),
+        "runs": runs,
+        "hosts_per_access": HOSTS_PER_ACCESS,
+        "lanes": RESTART_LANES,
+        "probes": probes,
+        "pinned": pinned_enabled(),
+    }
     figures = [
         ("activation p50", lambda r: r["latency"]["p50_ms"], "ms", None),
         ("activation p99", lambda r: r["latency"]["p99_ms"], "ms", None),
         ("controller part p50", lambda r: r["controller_part"]["p50_ms"], "ms", None),
-        ("serve CPU per activation+release", lambda r: r["serve_cpu_ms_per_activation"], "ms",
-         "cpu"),
+        ("serve CPU per activation+release", lambda r: r["serve_cpu_ms_per_activation"], "ms", "cpu"),
         ("serve user CPU per activation+release", lambda r: r.get("serve_user_per_activation"), "ms", None),
         ("serve system CPU per activation+release", lambda r: r.get("serve_sys_per_activation"), "ms", None),
-        ("serve voluntary context switches per activation+release",
-         lambda r: r.get("serve_voluntary_cs_per_activation"), "", None),
-        ("serve involuntary context switches per activation+release",
-         lambda r: r.get("serve_involuntary_cs_per_activation"), "", None),
+        (
+            "serve voluntary context switches per activation+release",
+            lambda r: r.get("serve_voluntary_cs_per_activation"),
+            "",
+            None,
+        ),
+        (
+            "serve involuntary context switches per activation+release",
+            lambda r: r.get("serve_involuntary_cs_per_activation"),
+            "",
+            None,
+        ),
         ("serve idle CPU", lambda r: r["serve_idle_cpu_pct"], "%", None),
-        ("ovs-vswitchd CPU per activation+release", lambda r: r["ovs-vswitchd_cpu_ms_per_activation"],
-         "ms", None),
-        ("bench clients CPU per activation+release",
-         lambda r: r["bench clients_cpu_ms_per_activation"], "ms", None),
-        (f"restart reconcile, {RESTART_LANES} lanes, slowest switch",
-         lambda r: r["restart"]["slowest_switch_ms"], "ms", "restart"),
-        (f"restart reconcile, {RESTART_LANES} lanes, all switches", lambda r: r["restart"]["total_ms"],
-         "ms", "restart"),
-        ("flows touched by the restart reconcile",
-         lambda r: sum(sum(v.values()) for v in r["restart"]["touched"].values()), "", "zero"),
+        ("ovs-vswitchd CPU per activation+release", lambda r: r["ovs-vswitchd_cpu_ms_per_activation"], "ms", None),
+        ("bench clients CPU per activation+release", lambda r: r["bench clients_cpu_ms_per_activation"], "ms", None),
+        (
+            f"restart reconcile, {RESTART_LANES} lanes, slowest switch",
+            lambda r: r["restart"]["slowest_switch_ms"],
+            "ms",
+            "restart",
+        ),
+        (
+            f"restart reconcile, {RESTART_LANES} lanes, all switches",
+            lambda r: r["restart"]["total_ms"],
+            "ms",
+            "restart",
+        ),
+        (
+            "flows touched by the restart reconcile",
+            lambda r: sum(sum(v.values()) for v in r["restart"]["touched"].values()),
+            "",
+            "zero",
+        ),
     ]
     for label, get, unit, kind in figures:
         values: dict[int, float | None] = {}
@@ -268,13 +312,16 @@ def run(quick: bool = False, profile: bool = False, **_: Any) -> Result:
         first, last = values.get(sizes[0]), values.get(sizes[-1])
         growth = _growth(first, last)
         steps = ", ".join(f"{n}: {'-' if v is None else f'{v:.3g}'}" for n, v in values.items())
-        note = f"{steps}; growth {sizes[0]}->{sizes[-1]} " + (
-            "n/a" if growth is None else f"{growth * 100:+.0f} %")
+        note = f"{steps}; growth {sizes[0]}->{sizes[-1]} " + ("n/a" if growth is None else f"{growth * 100:+.0f} %")
         target = None
         if kind == "cpu":
-            res.add(f"{label}: growth {sizes[0]}->{sizes[-1]} access switches",
-                    None if growth is None else growth * 100, "%", Target("<=", CPU_GROWTH_MAX * 100),
-                    note=steps)
+            res.add(
+                f"{label}: growth {sizes[0]}->{sizes[-1]} access switches",
+                None if growth is None else growth * 100,
+                "%",
+                Target("<=", CPU_GROWTH_MAX * 100),
+                note=steps,
+            )
             continue
         if kind == "restart":
             target = Target("<=", RESTART_MAX_MS)

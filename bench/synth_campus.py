@@ -12,6 +12,7 @@ is, and only the number of switches it does *not* touch grows.
 
 Desktops are ``10.1.<i>.<10+j>/16`` behind the firewall (``10.1.0.1/16``), like the campus's.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,8 +48,7 @@ def campus_data(access: int, hosts_per_access: int = 2) -> dict[str, Any]:
     links: list[dict[str, Any]] = []
     hosts: list[dict[str, Any]] = []
     dpid = 1
-    for name, role in (("core", "core"), ("dist", "core"), ("border", "border"),
-                       ("inet", "internet")):
+    for name, role in (("core", "core"), ("dist", "core"), ("border", "border"), ("inet", "internet")):
         switches.append({"name": name, "dpid": dpid, "role": role})
         dpid += 1
     for k in range(aggs):
@@ -58,21 +58,44 @@ def campus_data(access: int, hosts_per_access: int = 2) -> dict[str, Any]:
     for i in range(access):
         name = access_name(i)
         switches.append({"name": name, "dpid": dpid, "role": "access"})
-        links.append({"a": f"{name}:{ACCESS_UPLINK}",
-                      "b": f"g{i // AGG_FANOUT}:{i % AGG_FANOUT + 1}", "mbps": 1000})
+        links.append({"a": f"{name}:{ACCESS_UPLINK}", "b": f"g{i // AGG_FANOUT}:{i % AGG_FANOUT + 1}", "mbps": 1000})
         dpid += 1
         for j in range(hosts_per_access):
-            hosts.append({"name": host_name(i, j), "role": "desktop",
-                          "mac": f"02:00:{i >> 8:02x}:{i & 0xff:02x}:01:{j:02x}",
-                          "ip": f"{host_ip(i, j)}/16", "gateway": "10.1.0.1",
-                          "attach": f"{name}:{j + 1}", "nic_mbps": 100})
-    links += [{"a": "core:100", "b": "dist:1", "mbps": 1000, "bypass": True},
-              {"a": "dist:2", "b": "border:3", "mbps": 1000, "bypass": True}]
-    hosts += [{"name": "dtn", "role": "dtn", "mac": "02:00:00:03:00:30", "ip": "198.51.100.30/24",
-               "gateway": "198.51.100.1", "attach": "border:4", "nic_mbps": 200},
-              {"name": "cloud", "role": "cloud", "mac": "02:00:00:04:00:10",
-               "ip": "203.0.113.10/24", "gateway": "203.0.113.1", "attach": "inet:2",
-               "nic_mbps": 400}]
+            hosts.append(
+                {
+                    "name": host_name(i, j),
+                    "role": "desktop",
+                    "mac": f"02:00:{i >> 8:02x}:{i & 0xFF:02x}:01:{j:02x}",
+                    "ip": f"{host_ip(i, j)}/16",
+                    "gateway": "10.1.0.1",
+                    "attach": f"{name}:{j + 1}",
+                    "nic_mbps": 100,
+                }
+            )
+    links += [
+        {"a": "core:100", "b": "dist:1", "mbps": 1000, "bypass": True},
+        {"a": "dist:2", "b": "border:3", "mbps": 1000, "bypass": True},
+    ]
+    hosts += [
+        {
+            "name": "dtn",
+            "role": "dtn",
+            "mac": "02:00:00:03:00:30",
+            "ip": "198.51.100.30/24",
+            "gateway": "198.51.100.1",
+            "attach": "border:4",
+            "nic_mbps": 200,
+        },
+        {
+            "name": "cloud",
+            "role": "cloud",
+            "mac": "02:00:00:04:00:10",
+            "ip": "203.0.113.10/24",
+            "gateway": "203.0.113.1",
+            "attach": "inet:2",
+            "nic_mbps": 400,
+        },
+    ]
     return {
         "name": f"synth{access}",
         "description": f"synthetic campus: {access} access switches, {hosts_per_access} hosts each",
@@ -81,22 +104,27 @@ def campus_data(access: int, hosts_per_access: int = 2) -> dict[str, Any]:
         "links": links,
         "hosts": hosts,
         "middleboxes": [
-            {"name": "fw", "kind": "firewall", "mbps": 15,
-             "inside": {"mac": "02:00:00:02:00:01", "ip": "10.1.0.1/16", "attach": "core:101"},
-             "outside": {"mac": "02:00:00:0f:00:01", "ip": "10.2.0.1/30"},
-             "routes": [{"dst": "0.0.0.0/0", "via": "10.2.0.2"}]},
-            {"name": "nat", "kind": "nat",
-             "inside": {"mac": "02:00:00:0f:00:02", "ip": "10.2.0.2/30"},
-             "outside": {"mac": "02:00:00:03:00:02", "ip": "198.51.100.2/24",
-                         "attach": "border:1"},
-             "routes": [{"dst": "10.1.0.0/16", "via": "10.2.0.1"},
-                        {"dst": "0.0.0.0/0", "via": "198.51.100.1"}]},
+            {
+                "name": "fw",
+                "kind": "firewall",
+                "mbps": 15,
+                "inside": {"mac": "02:00:00:02:00:01", "ip": "10.1.0.1/16", "attach": "core:101"},
+                "outside": {"mac": "02:00:00:0f:00:01", "ip": "10.2.0.1/30"},
+                "routes": [{"dst": "0.0.0.0/0", "via": "10.2.0.2"}],
+            },
+            {
+                "name": "nat",
+                "kind": "nat",
+                "inside": {"mac": "02:00:00:0f:00:02", "ip": "10.2.0.2/30"},
+                "outside": {"mac": "02:00:00:03:00:02", "ip": "198.51.100.2/24", "attach": "border:1"},
+                "routes": [{"dst": "10.1.0.0/16", "via": "10.2.0.1"}, {"dst": "0.0.0.0/0", "via": "198.51.100.1"}],
+            },
         ],
-        "edge": {"name": "edge",
-                 "inside": {"mac": "02:00:00:03:00:01", "ip": "198.51.100.1/24",
-                            "attach": "border:2"},
-                 "outside": {"mac": "02:00:00:04:00:01", "ip": "203.0.113.1/24",
-                             "attach": "inet:1"}},
+        "edge": {
+            "name": "edge",
+            "inside": {"mac": "02:00:00:03:00:01", "ip": "198.51.100.1/24", "attach": "border:2"},
+            "outside": {"mac": "02:00:00:04:00:01", "ip": "203.0.113.1/24", "attach": "inet:1"},
+        },
     }
 
 

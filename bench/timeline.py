@@ -7,6 +7,7 @@ step), activates and releases lanes one after another like the peers benchmark (
 visible through the same FlowWatch), then prints, per step, the median time since the client sent
 the request (ms): the server's stamps, the client's answer and the switches' "visible"/"gone".
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,13 +61,13 @@ def main(argv: list[str] | None = None) -> None:
         os.environ["BENCH_TIMELINE"] = str(trace)
         counts = {d: len(m) for d, m in lane_messages(c, 1, next(flows(1))).items()}
         client: list[tuple[dict[str, float], dict[str, float]]] = []
-        with FlowWatch({d: c.bridges.names[d] for d in counts}) as watch, \
-                database("sqlite", c.workdir) as db_url:
+        with FlowWatch({d: c.bridges.names[d] for d in counts}) as watch, database("sqlite", c.workdir) as db_url:
             serve = Serve(c.workdir, free_port(), db_url=db_url).start()
             try:
                 c.attach(serve)
-                token, _ = researcher(serve, serve.add_operator(), "alice",
-                                      [grant_body("alice", c.host_ip(SRC), max_lanes=20)])
+                token, _ = researcher(
+                    serve, serve.add_operator(), "alice", [grant_body("alice", c.host_ip(SRC), max_lanes=20)]
+                )
                 api = Api(serve.api_port, token)
                 for i, flow in enumerate(flows(args.n + args.warmup, offset=1000)):
                     watch.forget()
@@ -80,8 +81,12 @@ def main(argv: list[str] | None = None) -> None:
                     t_rel = time.perf_counter()
                     t_gone = watch.wait("DELETED", marker, counts, t1, 10.0)
                     if i >= args.warmup and t_vis and t_gone:
-                        client.append(({"t0": t0, "CLIENT answer": t_answer, "SWITCHES visible": t_vis},
-                                       {"t0": t1, "CLIENT answer": t_rel, "SWITCHES gone": t_gone}))
+                        client.append(
+                            (
+                                {"t0": t0, "CLIENT answer": t_answer, "SWITCHES visible": t_vis},
+                                {"t0": t1, "CLIENT answer": t_rel, "SWITCHES gone": t_gone},
+                            )
+                        )
                     else:
                         client.append(({}, {}))
                 api.close()
@@ -93,15 +98,17 @@ def main(argv: list[str] | None = None) -> None:
     rels = [x for x in lines if any(s[0] == "released written (before commit)" for s in x)]
     for what, server, idx in (("activation", acts, 0), ("release", rels, 1)):
         samples = []
-        for (pair, stamps) in zip(client, server):
+        for pair, stamps in zip(client, server):
             c0 = pair[idx]
             if not c0:
                 continue
             row = {k: (t - c0["t0"]) * 1000 for k, t in label(stamps)}
             row.update({k: (t - c0["t0"]) * 1000 for k, t in c0.items() if k != "t0"})
             samples.append(row)
-        print(f"\n{what}: median ms since the client's send ({len(samples)} samples, "
-              f"load {os.getloadavg()[0]:.2f})", file=sys.stderr)
+        print(
+            f"\n{what}: median ms since the client's send ({len(samples)} samples, load {os.getloadavg()[0]:.2f})",
+            file=sys.stderr,
+        )
         prev = 0.0
         for k, v, n in medians(samples):
             print(f"  {v:7.3f}  (+{v - prev:6.3f})  {k}  [{n}]", file=sys.stderr)

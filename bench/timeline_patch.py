@@ -6,6 +6,7 @@ waitress has written a response, the stamps since the previous response are writ
 line to $BENCH_TIMELINE (after the answer is out, so the write is not in the measured path).
 perf_counter is CLOCK_MONOTONIC, so the stamps line up with the client's and the FlowWatch's.
 """
+
 from __future__ import annotations
 
 import functools
@@ -13,7 +14,8 @@ import json
 import os
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 _stamps: list[tuple[str, float, str]] = []
 
@@ -22,8 +24,9 @@ def stamp(name: str) -> None:
     _stamps.append((name, time.perf_counter(), threading.current_thread().name))
 
 
-def _wrap(owner: Any, attr: str, before: str | None, after: str | None,
-          when: Callable[[Any], bool] = lambda result: True) -> None:
+def _wrap(
+    owner: Any, attr: str, before: str | None, after: str | None, when: Callable[[Any], bool] = lambda result: True
+) -> None:
     original = getattr(owner, attr)
 
     @functools.wraps(original)
@@ -43,8 +46,8 @@ def install() -> None:
 
     from viplanes.api import lanes as api_lanes
     from viplanes.controller.openflow import tls as oftls
-    from viplanes.controller.runtime import lane_runtime as runtime
     from viplanes.controller.openflow.server import GuardedDatapath
+    from viplanes.controller.runtime import lane_runtime as runtime
     from viplanes.lanes import activation as lane_activation
     from viplanes.lanes import manager as lanes
 
@@ -83,7 +86,7 @@ def install() -> None:
             stamp("response sent")
             with lock:
                 batch = list(_stamps)
-                del _stamps[:len(batch)]
+                del _stamps[: len(batch)]
             out.write(json.dumps(batch) + "\n")
         return sent
 

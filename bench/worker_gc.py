@@ -14,6 +14,7 @@ other's heap:
 Prints per mode: objects the collector tracks after the build, collections per generation and
 their total and longest time, and the mean wall time per cycle.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,15 +26,21 @@ import tempfile
 import time
 from typing import Any
 
-GRANT: dict[str, Any] = {"src_prefixes": ["10.1.0.0/24"], "dst_prefixes": ["203.0.113.0/24"],
-                         "protocols": ["tcp"], "ports": ["9000-9100"], "max_duration_s": 3600, "max_lanes": 3}
+GRANT: dict[str, Any] = {
+    "src_prefixes": ["10.1.0.0/24"],
+    "dst_prefixes": ["203.0.113.0/24"],
+    "protocols": ["tcp"],
+    "ports": ["9000-9100"],
+    "max_duration_s": 3600,
+    "max_lanes": 3,
+}
 
 
 def run_mode(mode: str, cycles: int) -> dict[str, Any]:
     from api.app import create_app
-    from viplanes.store import records as store
-    from viplanes.dataplane.memory import MemoryDataplane
     from viplanes.cli.serve import _load_topology
+    from viplanes.dataplane.memory import MemoryDataplane
+    from viplanes.store import records as store
 
     url = f"sqlite:///{tempfile.mkdtemp()}/worker_gc.db"
     app = create_app({"db_url": url}, dataplane=MemoryDataplane(), topology=_load_topology(None))
@@ -62,8 +69,14 @@ def run_mode(mode: str, cycles: int) -> dict[str, Any]:
 
     client = app.test_client()
     head = {"Authorization": f"Bearer {token}"}
-    body = {"src_ip": "10.1.0.10", "dst_ip": "203.0.113.10", "protocol": "tcp", "dst_port": 9000,
-            "duration_s": 600, "purpose": "worker gc bench"}
+    body = {
+        "src_ip": "10.1.0.10",
+        "dst_ip": "203.0.113.10",
+        "protocol": "tcp",
+        "dst_port": 9000,
+        "duration_s": 600,
+        "purpose": "worker gc bench",
+    }
     gc.callbacks.append(on_gc)
     t0 = time.perf_counter()
     for _ in range(cycles):
@@ -75,9 +88,14 @@ def run_mode(mode: str, cycles: int) -> dict[str, Any]:
             raise SystemExit(f"release answered {r.status_code}: {r.get_json()}")
     wall = time.perf_counter() - t0
     gc.callbacks.remove(on_gc)
-    return {"mode": mode, "tracked": tracked, "collections": count,
-            "ms": [round(t * 1000, 1) for t in total], "longest_ms": [round(t * 1000, 1) for t in longest],
-            "cycle_ms": round(wall / cycles * 1000, 3)}
+    return {
+        "mode": mode,
+        "tracked": tracked,
+        "collections": count,
+        "ms": [round(t * 1000, 1) for t in total],
+        "longest_ms": [round(t * 1000, 1) for t in longest],
+        "cycle_ms": round(wall / cycles * 1000, 3),
+    }
 
 
 def main() -> None:
@@ -89,8 +107,10 @@ def main() -> None:
     if args.mode:
         print(json.dumps(run_mode(args.mode, args.cycles)))
         return
-    print(f"{'mode':8} {'tracked':>8} {'gen0/1/2 collections':>22} {'gen2 total ms':>14} "
-          f"{'gen2 longest ms':>16} {'ms/cycle':>9}")
+    print(
+        f"{'mode':8} {'tracked':>8} {'gen0/1/2 collections':>22} {'gen2 total ms':>14} "
+        f"{'gen2 longest ms':>16} {'ms/cycle':>9}"
+    )
     modes = ("thawed", "frozen")
     for i in range(args.rounds):
         mode_order = modes if i % 2 == 0 else modes[::-1]  # drift hits both alike
@@ -100,11 +120,18 @@ def main() -> None:
 
 def print_mode(mode: str, cycles: int) -> None:
     """One mode in a fresh process, one table row."""
-    out = subprocess.run([sys.executable, "-m", "bench.worker_gc", "--mode", mode, "--cycles",
-                          str(cycles)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.worker_gc", "--mode", mode, "--cycles", str(cycles)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     r = json.loads(out.stdout.strip().splitlines()[-1])
-    print(f"{mode:8} {r['tracked']:>8} {'/'.join(map(str, r['collections'])):>22} "
-          f"{r['ms'][2]:>14} {r['longest_ms'][2]:>16} {r['cycle_ms']:>9}", flush=True)
+    print(
+        f"{mode:8} {r['tracked']:>8} {'/'.join(map(str, r['collections'])):>22} "
+        f"{r['ms'][2]:>14} {r['longest_ms'][2]:>16} {r['cycle_ms']:>9}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ Subnets: campus 10.1.0.0/24 (gateway fw 10.1.0.1), fw-nat 10.2.0.0/30, border 19
 (edge 198.51.100.1, lane pool 198.51.100.192/27), cloud 203.0.113.0/24 (cloud 203.0.113.10).
 This folder holds scripts only: it must never get an __init__.py (it would shadow `mininet`).
 """
+
 import glob
 import inspect
 import os

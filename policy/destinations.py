@@ -21,6 +21,7 @@ IPv6 gets the same treatment (``ip6`` addresses of the topology are campus space
 A lane *prefix* (``dst_prefix``) is refused when it overlaps any of this space at all: unlike a
 grant's prefix, every address of a lane prefix is carried.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -34,15 +35,24 @@ IPv4Network = ipaddress.IPv4Network
 
 LIMITED_BROADCAST = IPv4Address("255.255.255.255")
 MULTICAST = IPv4Network("224.0.0.0/4")
-RESERVED = (IPv4Network("0.0.0.0/8"), IPv4Network("127.0.0.0/8"), IPv4Network("169.254.0.0/16"),
-            IPv4Network("240.0.0.0/4"))
+RESERVED = (
+    IPv4Network("0.0.0.0/8"),
+    IPv4Network("127.0.0.0/8"),
+    IPv4Network("169.254.0.0/16"),
+    IPv4Network("240.0.0.0/4"),
+)
 IPv6Address = ipaddress.IPv6Address
 IPv6Network = ipaddress.IPv6Network
 IPAddr = IPv4Address | IPv6Address
 IPNet = IPv4Network | IPv6Network
 MULTICAST6 = IPv6Network("ff00::/8")
-RESERVED6 = (IPv6Network("::/128"), IPv6Network("::1/128"), IPv6Network("fe80::/10"),
-             IPv6Network("::ffff:0:0/96"), IPv6Network("fec0::/10"))
+RESERVED6 = (
+    IPv6Network("::/128"),
+    IPv6Network("::1/128"),
+    IPv6Network("fe80::/10"),
+    IPv6Network("::ffff:0:0/96"),
+    IPv6Network("fec0::/10"),
+)
 UNIQUE_LOCAL6 = IPv6Network("fc00::/7")
 
 
@@ -117,10 +127,18 @@ def destination_refusal(dst: IPAddr, topo: Topology) -> tuple[str, str] | None:
 
 def _forbidden_nets(net: IPNet, space: ForbiddenSpace) -> list[tuple[IPNet, str]]:
     if isinstance(net, IPv6Network):
-        return [(MULTICAST6, "multicast"), *((r, "reserved") for r in RESERVED6),
-                (UNIQUE_LOCAL6, "unique-local space"), *((c, "a campus subnet") for c in space.campus_nets6)]
-    return [(MULTICAST, "multicast"), *((r, "reserved") for r in RESERVED),
-            (space.pool, "the lane pool"), *((c, "a campus subnet") for c in space.campus_nets)]
+        return [
+            (MULTICAST6, "multicast"),
+            *((r, "reserved") for r in RESERVED6),
+            (UNIQUE_LOCAL6, "unique-local space"),
+            *((c, "a campus subnet") for c in space.campus_nets6),
+        ]
+    return [
+        (MULTICAST, "multicast"),
+        *((r, "reserved") for r in RESERVED),
+        (space.pool, "the lane pool"),
+        *((c, "a campus subnet") for c in space.campus_nets),
+    ]
 
 
 def lane_net_refusal(net: IPNet, topo: Topology) -> tuple[str, str] | None:

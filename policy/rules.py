@@ -3,11 +3,12 @@
 No I/O here: the store reads the grants and the live-lane counts inside its transaction and hands
 them in; the answer carries a reason a person can read and a short machine code for metrics.
 """
+
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Iterable, Sequence
 
 from viplanes.topologies.model import Host, Topology
 
@@ -30,7 +31,7 @@ class PolicyInputError(ValueError):
 
 
 def parse_prefix(text: str) -> IPNet:
-    """"10.1.0.10", "10.1.0.0/24" or "2001:db8::/48" -> network; host bits set are an error, not
+    """ "10.1.0.10", "10.1.0.0/24" or "2001:db8::/48" -> network; host bits set are an error, not
     silently masked."""
     try:
         return ipaddress.ip_network(str(text).strip(), strict=True)
@@ -175,30 +176,51 @@ def check_grant(req: LaneRequest, rule: GrantRule, now: float, live_lanes: int) 
         what = ", ".join(format_ports(missing)) or "(none)"
         return Decision(False, "port_not_granted", f"port {what} is not in grant {gid}", gid)
     if req.duration_s > rule.max_duration_s:
-        return Decision(False, "duration_too_long",
-                        f"duration {req.duration_s}s exceeds grant {gid} maximum {rule.max_duration_s}s", gid)
+        return Decision(
+            False,
+            "duration_too_long",
+            f"duration {req.duration_s}s exceeds grant {gid} maximum {rule.max_duration_s}s",
+            gid,
+        )
     if rule.valid_until is not None and req.expires_at > rule.valid_until:
         return Decision(False, "past_grant_end", f"lane would outlive grant {gid}", gid)
     if rule.max_rate_mbps is not None:
         if req.rate_mbps is None:
             return Decision(False, "rate_required", f"grant {gid} requires rate_mbps <= {rule.max_rate_mbps}", gid)
         if req.rate_mbps > rule.max_rate_mbps:
-            return Decision(False, "rate_too_high",
-                            f"rate {req.rate_mbps} Mbit/s exceeds grant {gid} maximum {rule.max_rate_mbps}", gid)
+            return Decision(
+                False,
+                "rate_too_high",
+                f"rate {req.rate_mbps} Mbit/s exceeds grant {gid} maximum {rule.max_rate_mbps}",
+                gid,
+            )
     if live_lanes >= rule.max_lanes:
-        return Decision(False, "quota",
-                        f"grant {gid} already has {live_lanes} of {rule.max_lanes} concurrent lanes", gid)
+        return Decision(
+            False, "quota", f"grant {gid} already has {live_lanes} of {rule.max_lanes} concurrent lanes", gid
+        )
     return Decision(True, "allowed", f"inside grant {gid}", gid)
 
 
 # Failing late in the checklist means the request came closer; report the closest miss.
-_ORDER = ["grant_revoked", "grant_not_yet_valid", "grant_expired", "src_not_granted", "dst_not_granted",
-          "protocol_not_granted", "port_not_granted", "duration_too_long", "past_grant_end",
-          "rate_required", "rate_too_high", "quota"]
+_ORDER = [
+    "grant_revoked",
+    "grant_not_yet_valid",
+    "grant_expired",
+    "src_not_granted",
+    "dst_not_granted",
+    "protocol_not_granted",
+    "port_not_granted",
+    "duration_too_long",
+    "past_grant_end",
+    "rate_required",
+    "rate_too_high",
+    "quota",
+]
 
 
-def decide(req: LaneRequest, rules: Sequence[GrantRule], topology: Topology, now: float,
-           live_lanes: dict[int, int]) -> Decision:
+def decide(
+    req: LaneRequest, rules: Sequence[GrantRule], topology: Topology, now: float, live_lanes: dict[int, int]
+) -> Decision:
     """Allow only when some grant allows; otherwise deny with the most telling reason."""
     host = topology.host_by_ip(req.src_ip)
     if host is None:
@@ -207,9 +229,12 @@ def decide(req: LaneRequest, rules: Sequence[GrantRule], topology: Topology, now
         return Decision(False, "source_not_campus", f"source {host.name} is outside the campus")
     for net in req.dst_nets:
         if host.address_for(net.version) is None:
-            return Decision(False, "dst_family_unreachable",
-                            f"destination {_fmt_net(net)} is IPv{net.version} but source {host.name} "
-                            f"has no IPv{net.version} address")
+            return Decision(
+                False,
+                "dst_family_unreachable",
+                f"destination {_fmt_net(net)} is IPv{net.version} but source {host.name} "
+                f"has no IPv{net.version} address",
+            )
         refusal = lane_net_refusal(net, topology)
         if refusal is not None:
             return Decision(False, *refusal)
@@ -241,8 +266,9 @@ def allocate_nat(pool: IPv4Net, in_use: Iterable[str]) -> str | None:
     return None
 
 
-def destination_refusals(nets: Sequence[IPNet], rule: GrantRule, topology: Topology,
-                         src_ip: IPAddr) -> dict[IPNet, str]:
+def destination_refusals(
+    nets: Sequence[IPNet], rule: GrantRule, topology: Topology, src_ip: IPAddr
+) -> dict[IPNet, str]:
     """Each destination a lane of this grant may not carry, with why (a re-resolved name's new
     addresses are checked one by one: the allowed ones are added, the rest named and left out)."""
     host = topology.host_by_ip(src_ip)

@@ -1,9 +1,10 @@
 """Start N threads on one target together and time them: the shape of every quota-race test."""
+
 from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 def run_together(target: Callable[[int], None], n: int, join_timeout_s: float = 120) -> float:

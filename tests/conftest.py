@@ -1,4 +1,5 @@
 """Shared fixtures. Integration tests are marked `integration` and need root."""
+
 from __future__ import annotations
 
 import os

@@ -4,12 +4,14 @@
 Cross-field state (names, ports, MACs and addresses already taken) lives here too, because
 "duplicate" is a property of one value against everything read before it.
 """
+
 from __future__ import annotations
 
 import ipaddress
 import math
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from viplanes.topologies.model import PortRef
 
@@ -36,16 +38,16 @@ class FieldReader:
     def bad(self, where: str, what: str) -> None:
         self.problems.append(f"{self.source}: {where}: {what}")
 
-    def mapping(self, value: Any, where: str, required: tuple[str, ...],
-                optional: tuple[str, ...] = ()) -> dict[str, Any] | None:
+    def mapping(
+        self, value: Any, where: str, required: tuple[str, ...], optional: tuple[str, ...] = ()
+    ) -> dict[str, Any] | None:
         if not isinstance(value, dict):
             self.bad(where or "top level", f"expected a mapping, got {kind_of(value)}")
             return None
         for key in value:
             if key not in required and key not in optional:
                 allowed = ", ".join(required + optional)
-                self.bad(f"{where}.{key}" if where else str(key),
-                         f"unknown key (allowed: {allowed})")
+                self.bad(f"{where}.{key}" if where else str(key), f"unknown key (allowed: {allowed})")
         for key in required:
             if key not in value:
                 self.bad(where or "top level", f"missing required key '{key}'")
@@ -68,8 +70,7 @@ class FieldReader:
     def number(self, value: Any, where: str, optional: bool = False) -> float | None:
         if value is None and optional:
             return None
-        if (isinstance(value, bool) or not isinstance(value, (int, float))
-                or not math.isfinite(value) or value <= 0):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             self.bad(where, f"expected a positive number, got {value!r}")
             return None
         return float(value)
@@ -82,8 +83,11 @@ class FieldReader:
 
     def name(self, value: Any, where: str) -> str | None:
         if not isinstance(value, str) or not NAME_RE.match(value):
-            self.bad(where, f"bad name {value!r}: use a letter then up to 8 letters, digits or _ "
-                            "(Mininet interface names NAME-ethN must fit 15 characters)")
+            self.bad(
+                where,
+                f"bad name {value!r}: use a letter then up to 8 letters, digits or _ "
+                "(Mininet interface names NAME-ethN must fit 15 characters)",
+            )
             return None
         if value in self.node_names:
             self.bad(where, f"duplicate name {value!r} (already used by {self.node_names[value]})")
@@ -156,10 +160,20 @@ class FieldReader:
             self.bad(where, f"bad IPv6 address {value!r}: {exc}")
             return None
         a = ip.ip
-        if a.is_link_local or a.is_multicast or a.is_loopback or a.is_unspecified or a.ipv4_mapped \
-                or a in ipaddress.IPv6Network("fc00::/7") or a.is_site_local:
-            self.bad(where, f"{a} is not a global unicast address (link-local, unique-local, multicast, "
-                            "loopback and mapped addresses cannot be a lane end)")
+        if (
+            a.is_link_local
+            or a.is_multicast
+            or a.is_loopback
+            or a.is_unspecified
+            or a.ipv4_mapped
+            or a in ipaddress.IPv6Network("fc00::/7")
+            or a.is_site_local
+        ):
+            self.bad(
+                where,
+                f"{a} is not a global unicast address (link-local, unique-local, multicast, "
+                "loopback and mapped addresses cannot be a lane end)",
+            )
             return None
         if a in self.ips6:
             self.bad(where, f"duplicate address {a} (already used by {self.ips6[a]})")
@@ -194,8 +208,7 @@ class FieldReader:
         self.ports[ref] = where
         return ref
 
-    def items(self, data: dict[str, Any], key: str,
-              build: Callable[[Any, str], Any]) -> list[Any]:
+    def items(self, data: dict[str, Any], key: str, build: Callable[[Any, str], Any]) -> list[Any]:
         items = self.listing(data.get(key), key)
         built = [build(item, f"{key}[{i}]") for i, item in enumerate(items)]
         return [b for b in built if b is not None]
@@ -204,6 +217,11 @@ class FieldReader:
 def kind_of(value: Any) -> str:
     if value is None:
         return "nothing"
-    return {bool: "a boolean", int: "a number", float: "a number", str: "a string",
-            list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
-
+    return {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a mapping",
+    }.get(type(value), type(value).__name__)

@@ -4,6 +4,7 @@ Every problem is collected (not just the first) and reported as ``FILE: FIELD: w
 e.g. ``campus.yaml: hosts[1].attach: unknown switch 's9'``, so an operator fixes a file in one pass.
 The YAML layout is the one in ``campus.yaml``.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -14,7 +15,15 @@ import yaml
 
 from viplanes.topologies.fields import FieldReader, kind_of
 from viplanes.topologies.model import (
-    EdgeRouter, Host, Interface, LanePool, Link, Middlebox, Switch, Topology, Wan,
+    EdgeRouter,
+    Host,
+    Interface,
+    LanePool,
+    Link,
+    Middlebox,
+    Switch,
+    Topology,
+    Wan,
 )
 
 HOST_ROLES = ("desktop", "server", "dtn", "cloud")
@@ -45,14 +54,12 @@ def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -
         if not isinstance(key, (str, int, float, bool)):
             continue  # unhashable keys are reported by the validator as unknown keys
         if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark)
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
         seen.add(key)
     return loader.construct_mapping(node)
 
 
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-                              _mapping_without_duplicates)
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
 MAX_FILE_BYTES = 1 << 20  # a campus file is a few KB; refuse to parse anything absurd
 
 
@@ -68,7 +75,7 @@ def load_topology(path: str | Path) -> Topology:
     except UnicodeDecodeError:
         raise TopologyError(f"{source}: not a UTF-8 text file") from None
     try:
-        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as exc:
         where = ""
         mark = getattr(exc, "problem_mark", None)
@@ -95,8 +102,9 @@ class _Parser(FieldReader):
 
     # ---- the model --------------------------------------------------------------------------
     def topology(self, data: Any) -> Topology:
-        top = self.mapping(data, "", ("name", "lane_pool", "switches", "hosts", "edge"),
-                           ("description", "links", "middleboxes", "wan"))
+        top = self.mapping(
+            data, "", ("name", "lane_pool", "switches", "hosts", "edge"), ("description", "links", "middleboxes", "wan")
+        )
         if top is None:
             raise TopologyError(self.problems)
         name = self.text(top.get("name"), "name") if "name" in top else None
@@ -118,10 +126,18 @@ class _Parser(FieldReader):
         if self.problems or name is None or edge is None or pool is None:
             # every None above comes with a problem; the fallback keeps the error readable
             raise TopologyError(self.problems or [f"{self.source}: incomplete topology"])
-        return Topology(name=name, switches=tuple(switches), links=tuple(links), hosts=tuple(hosts),
-                        middleboxes=tuple(middleboxes), edge=edge, lane_pool=pool,
-                        description=description.strip() if isinstance(description, str) else "",
-                        wan=wan, source=self.source)
+        return Topology(
+            name=name,
+            switches=tuple(switches),
+            links=tuple(links),
+            hosts=tuple(hosts),
+            middleboxes=tuple(middleboxes),
+            edge=edge,
+            lane_pool=pool,
+            description=description.strip() if isinstance(description, str) else "",
+            wan=wan,
+            source=self.source,
+        )
 
     def switch(self, item: Any, where: str) -> Switch | None:
         m = self.mapping(item, where, ("name", "dpid"), ("role", "cert_sha256", "conntrack"))
@@ -131,8 +147,7 @@ class _Parser(FieldReader):
         if name is not None:
             self.switch_names.add(name)  # even if its dpid is bad: avoid follow-on "unknown switch"
         dpid = m.get("dpid")
-        if "dpid" in m and (isinstance(dpid, bool) or not isinstance(dpid, int)
-                            or not 1 <= dpid <= DPID_MAX):
+        if "dpid" in m and (isinstance(dpid, bool) or not isinstance(dpid, int) or not 1 <= dpid <= DPID_MAX):
             self.bad(f"{where}.dpid", f"expected an integer 1..2**64-1, got {dpid!r}")
             dpid = None
         elif dpid is not None and any(getattr(s, "dpid", None) == dpid for s in self._switches):
@@ -144,8 +159,7 @@ class _Parser(FieldReader):
         conntrack = m.get("conntrack", True)
         if not isinstance(conntrack, bool):
             self.bad(f"{where}.conntrack", f"expected true or false, got {kind_of(conntrack)}")
-        if (name is None or dpid is None or not isinstance(role, str)
-                or not isinstance(conntrack, bool)):
+        if name is None or dpid is None or not isinstance(role, str) or not isinstance(conntrack, bool):
             return None
         pins = self._pins(m.get("cert_sha256"), f"{where}.cert_sha256")
         sw = Switch(name=name, dpid=dpid, role=role, cert_sha256=pins, conntrack=conntrack)
@@ -161,8 +175,7 @@ class _Parser(FieldReader):
         for item in items:
             text = item.replace(":", "").lower() if isinstance(item, str) else ""
             if len(text) != 64 or any(c not in "0123456789abcdef" for c in text):
-                self.bad(where, f"expected the hex SHA-256 of a certificate (64 hex digits), "
-                                f"got {item!r}")
+                self.bad(where, f"expected the hex SHA-256 of a certificate (64 hex digits), got {item!r}")
                 continue
             pins.append(text)
         return tuple(pins)
@@ -190,8 +203,7 @@ class _Parser(FieldReader):
             return None
         return Interface(mac=mac, ip=ip, attach=attach, ip6=ip6)
 
-    def leg(self, m: dict[str, Any], where: str, key: str,
-            attach_required: bool) -> Interface | None:
+    def leg(self, m: dict[str, Any], where: str, key: str, attach_required: bool) -> Interface | None:
         if key not in m:
             return None
         return self.interface(m[key], f"{where}.{key}", attach_required)
@@ -207,8 +219,7 @@ class _Parser(FieldReader):
             via = self.address(m["via"], f"{here}.via")
             if via is not None and legs and not any(via in leg.ip.network for leg in legs):
                 nets = ", ".join(str(leg.ip.network) for leg in legs)
-                self.bad(f"{here}.via",
-                         f"next hop {via} is in none of this node's subnets ({nets})")
+                self.bad(f"{here}.via", f"next hop {via} is in none of this node's subnets ({nets})")
                 continue
             if dst is not None and via is not None:
                 out.append((dst, via))
@@ -231,8 +242,14 @@ class _Parser(FieldReader):
         if None in (name, kind, inside, outside) or (m.get("mbps") is not None and mbps is None):
             return None
         self.mb_where[name] = where  # type: ignore[index]
-        return Middlebox(name=name, kind=kind, inside=inside,  # type: ignore[arg-type]
-                         outside=outside, mbps=mbps, routes=routes)  # type: ignore[arg-type]
+        return Middlebox(
+            name=name,
+            kind=kind,
+            inside=inside,  # type: ignore[arg-type]
+            outside=outside,
+            mbps=mbps,
+            routes=routes,
+        )  # type: ignore[arg-type]
 
     def edge(self, item: Any) -> EdgeRouter | None:
         m = self.mapping(item, "edge", ("name", "inside", "outside"), ("routes",))
@@ -248,8 +265,9 @@ class _Parser(FieldReader):
         return EdgeRouter(name=name, inside=inside, outside=outside, routes=routes)
 
     def host(self, item: Any, where: str) -> Host | None:
-        m = self.mapping(item, where,
-                         ("name", "role", "mac", "ip", "gateway", "attach", "nic_mbps"), ("ip6", "gateway6"))
+        m = self.mapping(
+            item, where, ("name", "role", "mac", "ip", "gateway", "attach", "nic_mbps"), ("ip6", "gateway6")
+        )
         if m is None:
             return None
         name = self.name(m.get("name"), f"{where}.name") if "name" in m else None
@@ -260,8 +278,7 @@ class _Parser(FieldReader):
         nic = self.number(m.get("nic_mbps"), f"{where}.nic_mbps") if "nic_mbps" in m else None
         if iface is not None and gateway is not None:
             if gateway not in iface.ip.network:
-                self.bad(f"{where}.gateway",
-                         f"{gateway} is not in the host's subnet {iface.ip.network}")
+                self.bad(f"{where}.gateway", f"{gateway} is not in the host's subnet {iface.ip.network}")
                 gateway = None
             elif gateway == iface.ip.ip:
                 self.bad(f"{where}.gateway", "the gateway is the host's own address")
@@ -271,8 +288,14 @@ class _Parser(FieldReader):
         self.host_where[name] = where  # type: ignore[index]
         if (iface.ip6 is None) != (gateway6 is None):  # type: ignore[union-attr]
             return None  # reported by gateway6()
-        return Host(name=name, role=role, iface=iface,  # type: ignore[arg-type]
-                    gateway=gateway, nic_mbps=nic, gateway6=gateway6)  # type: ignore[arg-type]
+        return Host(
+            name=name,
+            role=role,
+            iface=iface,  # type: ignore[arg-type]
+            gateway=gateway,
+            nic_mbps=nic,
+            gateway6=gateway6,
+        )  # type: ignore[arg-type]
 
     def gateway6(self, m: dict[str, Any], where: str, iface: Interface | None) -> ipaddress.IPv6Address | None:
         """``gateway6`` comes with ``ip6`` (and only with it), inside its subnet, not the host itself."""
@@ -318,8 +341,7 @@ class _Parser(FieldReader):
         if prefix is not None and edge is not None:
             inside = edge.inside.ip.network
             if not prefix.subnet_of(inside):
-                self.bad("lane_pool.prefix", f"{prefix} is not inside the edge router's inside "
-                                             f"subnet {inside}")
+                self.bad("lane_pool.prefix", f"{prefix} is not inside the edge router's inside subnet {inside}")
             for ip, owner in sorted(self.ips.items()):
                 if ip in prefix:
                     self.bad("lane_pool.prefix", f"{prefix} contains {ip}, already used by {owner}")
@@ -344,18 +366,22 @@ class _Parser(FieldReader):
     def check_direct_cables(self, middleboxes: list[Middlebox], edge: EdgeRouter) -> None:
         """A leg without a switch port is cabled straight to another such leg (fw <-> nat), so
         one must share its subnet; otherwise the lab cannot build that cable."""
-        loose = [(f"{self.mb_where[mb.name]}.{name}", leg) for mb in middleboxes
-                 for name, leg in (("inside", mb.inside), ("outside", mb.outside))
-                 if leg.attach is None]
+        loose = [
+            (f"{self.mb_where[mb.name]}.{name}", leg)
+            for mb in middleboxes
+            for name, leg in (("inside", mb.inside), ("outside", mb.outside))
+            if leg.attach is None
+        ]
         edge_loose = [leg for leg in (edge.inside, edge.outside) if leg.attach is None]
         for where, leg in loose:
             peers = [other for w, other in loose if w != where] + edge_loose
             if not any(leg.ip.network == other.ip.network for other in peers):
-                self.bad(where, f"not attached to a switch, and no other unattached leg is in "
-                                f"{leg.ip.network} to cable it to")
+                self.bad(
+                    where,
+                    f"not attached to a switch, and no other unattached leg is in {leg.ip.network} to cable it to",
+                )
 
-    def check_gateways(self, hosts: list[Host], middleboxes: list[Middlebox],
-                       edge: EdgeRouter | None) -> None:
+    def check_gateways(self, hosts: list[Host], middleboxes: list[Middlebox], edge: EdgeRouter | None) -> None:
         """A gateway must be a modeled router leg: the lab builds it and lanes need its MAC."""
         legs = {leg.ip.ip for mb in middleboxes for leg in (mb.inside, mb.outside)}
         if edge is not None:
@@ -365,8 +391,12 @@ class _Parser(FieldReader):
             legs6 |= {leg.ip6.ip for leg in (edge.inside, edge.outside) if leg.ip6}
         for host in hosts:
             if host.gateway not in legs:
-                self.bad(f"{self.host_where[host.name]}.gateway",
-                         f"{host.gateway} is not an address of a middlebox or the edge router")
+                self.bad(
+                    f"{self.host_where[host.name]}.gateway",
+                    f"{host.gateway} is not an address of a middlebox or the edge router",
+                )
             if host.gateway6 is not None and host.gateway6 not in legs6:
-                self.bad(f"{self.host_where[host.name]}.gateway6",
-                         f"{host.gateway6} is not an ip6 address of a middlebox or the edge router")
+                self.bad(
+                    f"{self.host_where[host.name]}.gateway6",
+                    f"{host.gateway6} is not an ip6 address of a middlebox or the edge router",
+                )

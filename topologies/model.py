@@ -3,6 +3,7 @@
 Names are unique across switches, hosts, middleboxes and the edge router, so a link endpoint
 ``"s2:3"`` or a host name identifies exactly one thing.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -10,8 +11,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 # Source addresses that only exist behind the campus NAT.
-NAT_PREFIXES = tuple(ipaddress.IPv4Network(p) for p in
-                     ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"))
+NAT_PREFIXES = tuple(
+    ipaddress.IPv4Network(p) for p in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
+)
 
 HostRole = Literal["desktop", "server", "dtn", "cloud"]
 MiddleboxKind = Literal["firewall", "nat"]
@@ -153,14 +155,25 @@ class Topology:
         host each time, so a request cost grew with the campus (issue 13)."""
         cached = self.__dict__.get("_hash")
         if cached is None:
-            cached = hash((self.name, self.switches, self.links, self.hosts, self.middleboxes,
-                           self.edge, self.lane_pool, self.description, self.wan))
+            cached = hash(
+                (
+                    self.name,
+                    self.switches,
+                    self.links,
+                    self.hosts,
+                    self.middleboxes,
+                    self.edge,
+                    self.lane_pool,
+                    self.description,
+                    self.wan,
+                )
+            )
             object.__setattr__(self, "_hash", cached)  # frozen dataclass: not a field
         return cached
 
     # Lookups by name, dpid and address: dictionaries built on first use and kept on the
     # (immutable) topology, so a request costs the same with 4 switches or 400 (issue 13).
-    def _index(self) -> "_Index":
+    def _index(self) -> _Index:
         index = self.__dict__.get("_lookup_index")
         if index is None:
             index = _Index(self)
@@ -224,8 +237,7 @@ class _Index:
             if host.ip6 is not None:
                 self.by_address.setdefault(host.ip6, host)
         self.by_text: dict[str, Host] = {str(a): h for a, h in self.by_address.items()}
-        ifaces = [topo.edge.inside] + [leg for mb in topo.middleboxes
-                                       for leg in (mb.inside, mb.outside)]
+        ifaces = [topo.edge.inside] + [leg for mb in topo.middleboxes for leg in (mb.inside, mb.outside)]
         ifaces += [h.iface for h in topo.hosts if h.role != "cloud"]
         nets: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = [topo.lane_pool.prefix]
         for iface in ifaces:

@@ -3,6 +3,7 @@
 The graph holds switches and switch-to-switch links only. Middleboxes are never nodes, so no lane
 path can cross a firewall or NAT; the only way around them is over links, preferably bypass ones.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -84,8 +85,7 @@ def _compute_path(topo: Topology, host_name: str, graph: nx.Graph) -> tuple[Hop,
     except StopIteration:
         raise NoLanePath(f"unknown host {host_name!r}") from None
     if host.role == "cloud":
-        raise NoLanePath(f"host {host_name!r} is a cloud host outside the campus: lanes start at "
-                         "campus hosts")
+        raise NoLanePath(f"host {host_name!r} is a cloud host outside the campus: lanes start at campus hosts")
     edge_at = topo.edge.inside.attach
     if edge_at is None or host.iface.attach is None:  # the loader forbids both; keep the message
         raise NoLanePath(f"host {host_name!r} or the edge router is not attached to a switch")
@@ -93,9 +93,11 @@ def _compute_path(topo: Topology, host_name: str, graph: nx.Graph) -> tuple[Hop,
     try:
         names = nx.shortest_path(graph, start.switch, edge_at.switch, weight="weight")
     except (nx.NetworkXNoPath, nx.NodeNotFound):
-        raise NoLanePath(f"no lane path from host {host_name!r} (at {start}) to the edge router "
-                         f"(at {edge_at}): switch {start.switch} has no link path to "
-                         f"{edge_at.switch} that avoids the middleboxes") from None
+        raise NoLanePath(
+            f"no lane path from host {host_name!r} (at {start}) to the edge router "
+            f"(at {edge_at}): switch {start.switch} has no link path to "
+            f"{edge_at.switch} that avoids the middleboxes"
+        ) from None
     hops = []
     in_port = start.port
     for i, name in enumerate(names):
@@ -105,8 +107,7 @@ def _compute_path(topo: Topology, host_name: str, graph: nx.Graph) -> tuple[Hop,
             next_in = _port_towards(link, names[i + 1])
         else:
             out_port, next_in = edge_at.port, 0
-        hops.append(Hop(dpid=topo.switch(name).dpid, switch=name, in_port=in_port,
-                        out_port=out_port))
+        hops.append(Hop(dpid=topo.switch(name).dpid, switch=name, in_port=in_port, out_port=out_port))
         in_port = next_in
     return tuple(hops)
 

@@ -1,4 +1,5 @@
 """Settings of the API process and of the CLI client, typed and validated on load."""
+
 from __future__ import annotations
 
 import logging
@@ -67,7 +68,7 @@ class ClientConfig:
     token: str | None = None
 
     @classmethod
-    def load(cls, api_url: str | None = None, token: str | None = None) -> "ClientConfig":
+    def load(cls, api_url: str | None = None, token: str | None = None) -> ClientConfig:
         path = _config_path()
         data: dict[str, object] = {}
         if path.exists():

@@ -1,4 +1,5 @@
 """Errors the core raises with the HTTP status and machine code the API answers with."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -37,7 +38,12 @@ class Unavailable(VipError):
 
     status, code = 503, "unavailable"
 
-    def __init__(self, message: str, details: dict[str, Any] | None = None, code: str | None = None,
-                 retry_after: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        details: dict[str, Any] | None = None,
+        code: str | None = None,
+        retry_after: int | None = None,
+    ) -> None:
         super().__init__(message, details, code)
         self.retry_after = retry_after

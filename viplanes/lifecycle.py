@@ -1,4 +1,5 @@
 """Run a long-lived command until it is told to stop (SIGTERM or Ctrl-C), then clean up."""
+
 from __future__ import annotations
 
 import signal

@@ -12,15 +12,16 @@ Layout of a PKI directory (keys are 0600)::
     controller.crt controller.key  what the controller presents (switches check it against ca.crt)
     switch-NAME.crt switch-NAME.key
 """
+
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
 import ipaddress
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -52,8 +53,11 @@ def dpid_urn(dpid: int) -> str:
 def cert_sha256(cert: x509.Certificate | bytes) -> str:
     """The pin of a certificate: hex SHA-256 of its DER encoding (PEM or DER bytes accepted)."""
     if isinstance(cert, bytes):
-        der = cert if not cert.lstrip().startswith(b"-----") else \
-            x509.load_pem_x509_certificate(cert).public_bytes(serialization.Encoding.DER)
+        der = (
+            cert
+            if not cert.lstrip().startswith(b"-----")
+            else x509.load_pem_x509_certificate(cert).public_bytes(serialization.Encoding.DER)
+        )
     else:
         der = cert.public_bytes(serialization.Encoding.DER)
     return hashlib.sha256(der).hexdigest()
@@ -69,7 +73,7 @@ def cert_dpids(cert: x509.Certificate) -> set[int]:
     for uri in san.get_values_for_type(x509.UniformResourceIdentifier):
         if uri.lower().startswith(DPID_URN):
             try:
-                found.add(int(uri[len(DPID_URN):], 16))
+                found.add(int(uri[len(DPID_URN) :], 16))
             except ValueError:
                 continue
     return found
@@ -97,13 +101,18 @@ def _new_key() -> ec.EllipticCurvePrivateKey:
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "VIP Lanes campus"),
-                      x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "VIP Lanes campus"),
+            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
+        ]
+    )
 
 
 def load_cert(path: Path) -> x509.Certificate:
@@ -117,14 +126,15 @@ def load_cert(path: Path) -> x509.Certificate:
 
 def _load_ca(pki_dir: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     if not (pki_dir / CA_CERT).is_file():
-        raise PKIError(f"{pki_dir}: no campus CA there (create it with "
-                       f"`viplanes pki init --dir {pki_dir}`)")
+        raise PKIError(f"{pki_dir}: no campus CA there (create it with `viplanes pki init --dir {pki_dir}`)")
     cert = load_cert(pki_dir / CA_CERT)
     try:
         key = serialization.load_pem_private_key((pki_dir / CA_KEY).read_bytes(), None)
     except OSError:
-        raise PKIError(f"{pki_dir / CA_KEY}: missing; the CA key is needed to issue "
-                       f"certificates (viplanes pki init --dir {pki_dir})") from None
+        raise PKIError(
+            f"{pki_dir / CA_KEY}: missing; the CA key is needed to issue "
+            f"certificates (viplanes pki init --dir {pki_dir})"
+        ) from None
     return cert, key  # type: ignore[return-value]
 
 
@@ -134,42 +144,56 @@ def init_ca(pki_dir: Path, name: str = "VIP Lanes campus CA") -> Issued:
     if (pki_dir / CA_CERT).exists() or (pki_dir / CA_KEY).exists():
         raise PKIError(f"{pki_dir} already holds a CA; use another --dir or `viplanes pki rotate`")
     key = _new_key()
-    now = dt.datetime.now(dt.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(_name(name))
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(days=CA_DAYS))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False,
-                                         False), critical=True)
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
-            .sign(key, hashes.SHA256()))
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name(name))
+        .issuer_name(_name(name))
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=CA_DAYS))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
+        .sign(key, hashes.SHA256())
+    )
     _write_private(pki_dir / CA_KEY, _key_pem(key))
     _write_public(pki_dir / CA_CERT, cert.public_bytes(serialization.Encoding.PEM))
     return Issued(pki_dir / CA_CERT, pki_dir / CA_KEY, cert_sha256(cert))
 
 
-def issue(pki_dir: Path, stem: str, common_name: str, *, dpids: Iterable[int] = (),
-          dns_names: Iterable[str] = (), ips: Iterable[str] = (), server: bool = False,
-          days: int = LEAF_DAYS) -> Issued:
+def issue(
+    pki_dir: Path,
+    stem: str,
+    common_name: str,
+    *,
+    dpids: Iterable[int] = (),
+    dns_names: Iterable[str] = (),
+    ips: Iterable[str] = (),
+    server: bool = False,
+    days: int = LEAF_DAYS,
+) -> Issued:
     """Issue ``STEM.crt``/``STEM.key`` signed by the directory's CA (replacing earlier ones)."""
     ca_cert, ca_key = _load_ca(pki_dir)
     key = _new_key()
-    now = dt.datetime.now(dt.timezone.utc)
-    names: list[x509.GeneralName] = [x509.UniformResourceIdentifier(dpid_urn(d))
-                                     for d in sorted(set(dpids))]
+    now = dt.datetime.now(dt.UTC)
+    names: list[x509.GeneralName] = [x509.UniformResourceIdentifier(dpid_urn(d)) for d in sorted(set(dpids))]
     names += [x509.DNSName(n) for n in dns_names]
     names += [x509.IPAddress(ipaddress.ip_address(a)) for a in ips]
     usage = [ExtendedKeyUsageOID.SERVER_AUTH] if server else [ExtendedKeyUsageOID.CLIENT_AUTH]
-    builder = (x509.CertificateBuilder().subject_name(_name(common_name))
-               .issuer_name(ca_cert.subject).public_key(key.public_key())
-               .serial_number(x509.random_serial_number())
-               .not_valid_before(now - dt.timedelta(minutes=5))
-               .not_valid_after(now + dt.timedelta(days=days))
-               .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-               .add_extension(x509.ExtendedKeyUsage(usage), critical=False)
-               .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
-                   ca_key.public_key()), critical=False))
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(_name(common_name))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage(usage), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+    )
     if names:
         builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
     cert = builder.sign(ca_key, hashes.SHA256())
@@ -210,7 +234,9 @@ def controller_files(pki_dir: Path) -> tuple[Path, Path, Path]:
     files = (pki_dir / CA_CERT, pki_dir / CONTROLLER_CERT, pki_dir / CONTROLLER_KEY)
     missing = [f.name for f in files if not f.is_file()]
     if missing:
-        raise PKIError(f"--pki {pki_dir}: missing {', '.join(missing)} (create it with "
-                       f"`viplanes pki init --dir {pki_dir}`, or run with --insecure-tcp "
-                       "for a lab without TLS)")
+        raise PKIError(
+            f"--pki {pki_dir}: missing {', '.join(missing)} (create it with "
+            f"`viplanes pki init --dir {pki_dir}`, or run with --insecure-tcp "
+            "for a lab without TLS)"
+        )
     return files

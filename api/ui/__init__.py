@@ -2,6 +2,7 @@
 authorization as the JSON API. Views stay thin: they parse a form, call what the API views call,
 and render. Sign-in, CSRF and security headers live in ``web``; sessions in ``session``.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,7 @@ def register(app: Flask, secret: str | None = None, session_s: int | None = None
     if session_s is None:
         raw = os.environ.get("VIPLANES_UI_SESSION_S", "")
         session_s = int(raw) if is_decimal(raw) and int(raw) > 0 else DEFAULT_SESSION_S
-    sessions = Sessions(ctx.db, server_secret(secret or os.environ.get("VIPLANES_UI_SECRET")),
-                        session_s, ctx.clock)
+    sessions = Sessions(ctx.db, server_secret(secret or os.environ.get("VIPLANES_UI_SECRET")), session_s, ctx.clock)
     app.extensions["viplanes_ui"] = UiState(sessions)
     ctx.metrics.registry.register(LaneBytes(ctx.manager, ctx.dataplane))
     app.register_blueprint(bp)

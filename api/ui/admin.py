@@ -1,5 +1,6 @@
 """Grants (create, edit limits, revoke, with the lanes each covers) and principals (create,
 disable, rotate token). Operator pages; every change is audited like its API twin."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -31,20 +32,28 @@ def grants_page() -> ResponseReturnValue:
         grants = store.list_grants(s, None, None, 500, 0)
         states = {g.id: store.grant_state(g, c.clock()) for g in grants}
         covers = _lanes_by_grant(s)
-        researchers = [p.name for p in sorted(store.list_principals(s), key=lambda p: (p.role != "researcher", -p.id))
-                       if not p.disabled]  # the newest researcher first: the usual next grant
-        return render_template("ui/grants.html", grants=grants, states=states, covers=covers,
-                               principals=researchers)
+        researchers = [
+            p.name
+            for p in sorted(store.list_principals(s), key=lambda p: (p.role != "researcher", -p.id))
+            if not p.disabled
+        ]  # the newest researcher first: the usual next grant
+        return render_template("ui/grants.html", grants=grants, states=states, covers=covers, principals=researchers)
 
 
 def _grant_form() -> dict[str, Any]:
     f = request.form
-    return {"principal": f.get("principal", "").strip(), "src_prefixes": split_list(f.get("src_prefixes")),
-            "dst_prefixes": split_list(f.get("dst_prefixes")), "protocols": f.getlist("protocols"),
-            "ports": [as_number(p) for p in split_list(f.get("ports"))],
-            "max_duration_s": as_number(f.get("max_duration_s")),
-            "max_rate_mbps": as_number(f.get("max_rate_mbps")), "max_lanes": as_number(f.get("max_lanes")),
-            "valid_from": as_datetime(f.get("valid_from")), "valid_until": as_datetime(f.get("valid_until"))}
+    return {
+        "principal": f.get("principal", "").strip(),
+        "src_prefixes": split_list(f.get("src_prefixes")),
+        "dst_prefixes": split_list(f.get("dst_prefixes")),
+        "protocols": f.getlist("protocols"),
+        "ports": [as_number(p) for p in split_list(f.get("ports"))],
+        "max_duration_s": as_number(f.get("max_duration_s")),
+        "max_rate_mbps": as_number(f.get("max_rate_mbps")),
+        "max_lanes": as_number(f.get("max_lanes")),
+        "valid_from": as_datetime(f.get("valid_from")),
+        "valid_until": as_datetime(f.get("valid_until")),
+    }
 
 
 @bp.route("/grants", methods=["POST"], endpoint="grant_create")
@@ -53,8 +62,9 @@ def grant_create() -> ResponseReturnValue:
     body = load(GrantCreateSchema(), _grant_form())
     c = ctx()
     now = c.clock()
-    gi = store.GrantInput(**{**body, "valid_from": to_ts(body.get("valid_from")),
-                             "valid_until": to_ts(body.get("valid_until"))})
+    gi = store.GrantInput(
+        **{**body, "valid_from": to_ts(body.get("valid_from")), "valid_until": to_ts(body.get("valid_until"))}
+    )
     with c.db.write() as s:
         g = store.create_grant(s, gi, who.name, now, c.topology)
         store.audit(s, now, who.name, "grant.create", f"grant:{g.id}", "done", f"for {gi.principal}")
@@ -71,24 +81,49 @@ def grant_page(grant_id: int) -> ResponseReturnValue:
         need("grant.create")
         with c.db.read() as s:
             g = store.get_grant(s, grant_id)
-            base = {"principal": g.principal.name, "src_prefixes": g.src_prefixes,
-                    "dst_prefixes": g.dst_prefixes, "protocols": g.protocols, "ports": g.ports}
+            base = {
+                "principal": g.principal.name,
+                "src_prefixes": g.src_prefixes,
+                "dst_prefixes": g.dst_prefixes,
+                "protocols": g.protocols,
+                "ports": g.ports,
+            }
         form = _grant_form()
-        body = load(GrantCreateSchema(), {**base, **{k: form[k] for k in
-                                                     ("max_duration_s", "max_rate_mbps", "max_lanes", "valid_until")}})
+        body = load(
+            GrantCreateSchema(),
+            {**base, **{k: form[k] for k in ("max_duration_s", "max_rate_mbps", "max_lanes", "valid_until")}},
+        )
         now = c.clock()
         with c.db.write() as s:
-            store.update_grant_limits(s, grant_id, body["max_duration_s"], body.get("max_rate_mbps"),
-                                      body["max_lanes"], to_ts(body.get("valid_until")))
-            store.audit(s, now, who.name, "grant.edit", f"grant:{grant_id}", "done",
-                        f"max_duration_s={body['max_duration_s']} max_rate_mbps={body.get('max_rate_mbps')} "
-                        f"max_lanes={body['max_lanes']}")
+            store.update_grant_limits(
+                s,
+                grant_id,
+                body["max_duration_s"],
+                body.get("max_rate_mbps"),
+                body["max_lanes"],
+                to_ts(body.get("valid_until")),
+            )
+            store.audit(
+                s,
+                now,
+                who.name,
+                "grant.edit",
+                f"grant:{grant_id}",
+                "done",
+                f"max_duration_s={body['max_duration_s']} max_rate_mbps={body.get('max_rate_mbps')} "
+                f"max_lanes={body['max_lanes']}",
+            )
         return redirect(url_for("ui.grant", grant_id=grant_id, saved=1))
     with c.db.read() as s:
         g = store.get_grant(s, grant_id)
         lanes = s.scalars(select(Lane).where(Lane.grant_id == grant_id).order_by(Lane.id.desc()).limit(100)).all()
-        return render_template("ui/grant.html", g=g, state=store.grant_state(g, c.clock()), lanes=lanes,
-                               saved=bool(request.args.get("saved")))
+        return render_template(
+            "ui/grant.html",
+            g=g,
+            state=store.grant_state(g, c.clock()),
+            lanes=lanes,
+            saved=bool(request.args.get("saved")),
+        )
 
 
 @bp.route("/grants/<int(max=2147483647):grant_id>/revoke", methods=["GET", "POST"], endpoint="grant_revoke")
@@ -99,21 +134,27 @@ def grant_revoke(grant_id: int) -> ResponseReturnValue:
         with c.db.read() as s:
             g = store.get_grant(s, grant_id)
             covers = _lanes_by_grant(s).get(grant_id, [])
-            return render_template("ui/confirm.html", title=f"Revoke grant {grant_id}?",
-                                   text=f"Grant {grant_id} of {g.principal.name} ends now, and with it "
-                                        f"{len(covers)} live lane(s): {covers or 'none'}.",
-                                   action=url_for("ui.grant_revoke", grant_id=grant_id),
-                                   button="Revoke the grant", cancel=url_for("ui.grant", grant_id=grant_id))
+            return render_template(
+                "ui/confirm.html",
+                title=f"Revoke grant {grant_id}?",
+                text=f"Grant {grant_id} of {g.principal.name} ends now, and with it "
+                f"{len(covers)} live lane(s): {covers or 'none'}.",
+                action=url_for("ui.grant_revoke", grant_id=grant_id),
+                button="Revoke the grant",
+                cancel=url_for("ui.grant", grant_id=grant_id),
+            )
     now = c.clock()
     with c.db.write() as s:
         lane_ids = store.revoke_grant(s, grant_id, now)
-        store.audit(s, now, who.name, "grant.revoke", f"grant:{grant_id}", "done",
-                    f"ended lanes {lane_ids}" if lane_ids else "")
+        store.audit(
+            s, now, who.name, "grant.revoke", f"grant:{grant_id}", "done", f"ended lanes {lane_ids}" if lane_ids else ""
+        )
     c.manager.revoke_grant_lanes(lane_ids)
     return redirect(url_for("ui.grant", grant_id=grant_id))
 
 
 # --- principals -------------------------------------------------------------------------------
+
 
 @bp.route("/principals", endpoint="principals")
 def principals_page() -> ResponseReturnValue:
@@ -125,8 +166,9 @@ def principals_page() -> ResponseReturnValue:
 @bp.route("/principals", methods=["POST"], endpoint="principal_create")
 def principal_create() -> ResponseReturnValue:
     who = need("principal.create")
-    body = load(PrincipalCreateSchema(), {"name": request.form.get("name", "").strip(),
-                                          "role": request.form.get("role", "")})
+    body = load(
+        PrincipalCreateSchema(), {"name": request.form.get("name", "").strip(), "role": request.form.get("role", "")}
+    )
     c = ctx()
     now = c.clock()
     with c.db.write() as s:
@@ -136,21 +178,27 @@ def principal_create() -> ResponseReturnValue:
     return render_template("ui/token.html", name=name, token=token, created=True)
 
 
-@bp.route("/principals/<name>/<any(disable, rotate):action>", methods=["GET", "POST"],
-          endpoint="principal_action")
+@bp.route("/principals/<name>/<any(disable, rotate):action>", methods=["GET", "POST"], endpoint="principal_action")
 def principal_action(name: str, action: str) -> ResponseReturnValue:
     who = need(f"principal.{action}")
     c = ctx()
     with c.db.read() as s:
         name = store.get_principal(s, name).name
     if request.method == "GET":
-        text = (f"{name} can no longer sign in or use the API; their console sessions end now."
-                if action == "disable" else
-                f"{name}'s current token stops working at once and their console sessions end; "
-                "a new token is shown once.")
-        return render_template("ui/confirm.html", title=f"{action.capitalize()} {name}?", text=text,
-                               action=url_for("ui.principal_action", name=name, action=action),
-                               button=f"{action.capitalize()} {name}", cancel=url_for("ui.principals"))
+        text = (
+            f"{name} can no longer sign in or use the API; their console sessions end now."
+            if action == "disable"
+            else f"{name}'s current token stops working at once and their console sessions end; "
+            "a new token is shown once."
+        )
+        return render_template(
+            "ui/confirm.html",
+            title=f"{action.capitalize()} {name}?",
+            text=text,
+            action=url_for("ui.principal_action", name=name, action=action),
+            button=f"{action.capitalize()} {name}",
+            cancel=url_for("ui.principals"),
+        )
     now = c.clock()
     with c.db.write() as s:
         if action == "disable":

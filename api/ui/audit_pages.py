@@ -1,4 +1,5 @@
 """The audit log with filters (actor, action, lane, time range) and a CSV export (operators)."""
+
 from __future__ import annotations
 
 import csv
@@ -9,8 +10,8 @@ from flask import Response, render_template, request
 from flask.typing import ResponseReturnValue
 
 from viplanes.domain.values import is_decimal
-from viplanes.store import records as store
 from viplanes.errors import Invalid
+from viplanes.store import records as store
 
 from ..schemas import AuditQuerySchema, from_ts, to_ts
 from .forms import as_datetime, csv_safe, load
@@ -25,10 +26,17 @@ def _query(limit: int) -> tuple[dict[str, str], list[Any]]:
     lane = (a.get("lane") or "").strip()
     if lane and not is_decimal(lane):
         raise Invalid(f"lane: a lane number is needed, got {lane!r}", code="invalid_form")
-    args = load(AuditQuerySchema(), {
-        "actor": a.get("actor") or None, "action": a.get("action") or None,
-        "decision": a.get("decision") or None, "target": f"lane:{lane}" if lane else None,
-        "since": as_datetime(a.get("since")), "until": as_datetime(a.get("until"))})
+    args = load(
+        AuditQuerySchema(),
+        {
+            "actor": a.get("actor") or None,
+            "action": a.get("action") or None,
+            "decision": a.get("decision") or None,
+            "target": f"lane:{lane}" if lane else None,
+            "since": as_datetime(a.get("since")),
+            "until": as_datetime(a.get("until")),
+        },
+    )
     args["limit"] = limit
     for key in ("since", "until"):
         if key in args:
@@ -53,7 +61,11 @@ def audit_csv() -> ResponseReturnValue:
     w = csv.writer(out)
     w.writerow(["id", "at", "actor", "action", "target", "decision", "reason"])
     for e in events:
-        w.writerow([csv_safe(x) for x in (e.id, from_ts(e.at).isoformat(), e.actor, e.action, e.target,
-                                          e.decision, e.reason)])
-    return Response(out.getvalue(), mimetype="text/csv",
-                    headers={"Content-Disposition": 'attachment; filename="viplanes-audit.csv"'})
+        w.writerow(
+            [csv_safe(x) for x in (e.id, from_ts(e.at).isoformat(), e.actor, e.action, e.target, e.decision, e.reason)]
+        )
+    return Response(
+        out.getvalue(),
+        mimetype="text/csv",
+        headers={"Content-Disposition": 'attachment; filename="viplanes-audit.csv"'},
+    )

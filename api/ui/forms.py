@@ -1,8 +1,10 @@
 """Form fields -> the API's own schemas, so a form and a JSON body are validated by one rule."""
+
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import marshmallow as ma
 
@@ -43,7 +45,7 @@ def as_datetime(raw: str | None) -> str | None:
     if not raw:
         return None
     try:
-        return dt.datetime.fromisoformat(raw).replace(tzinfo=dt.timezone.utc).isoformat()
+        return dt.datetime.fromisoformat(raw).replace(tzinfo=dt.UTC).isoformat()
     except ValueError:
         raise Invalid(f"not a date and time: {raw!r}", code="invalid_form") from None
 

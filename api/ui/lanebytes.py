@@ -7,12 +7,14 @@ cost up to 50 flow-stats round trips and a read of every live lane, so anyone wh
 port could keep the controller's OpenFlow channels busy. Grafana's ``deriv()`` of it is the
 lanes' current throughput (docs/grafana/viplanes.json).
 """
+
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -23,8 +25,13 @@ MIN_INTERVAL_S = 5.0  # Prometheus scrapes every 15 s by default
 
 
 class LaneBytes(Collector):
-    def __init__(self, manager: Any, dataplane: Any, clock: Callable[[], float] = time.monotonic,
-                 min_interval_s: float = MIN_INTERVAL_S) -> None:
+    def __init__(
+        self,
+        manager: Any,
+        dataplane: Any,
+        clock: Callable[[], float] = time.monotonic,
+        min_interval_s: float = MIN_INTERVAL_S,
+    ) -> None:
         self.manager, self.dataplane = manager, dataplane
         self.clock, self.min_interval_s = clock, min_interval_s
         self._lock = threading.Lock()  # concurrent scrapes wait for one reading
@@ -37,10 +44,8 @@ class LaneBytes(Collector):
             if self._read_at is None or now - self._read_at >= self.min_interval_s:
                 self._reading, self._read_at = self._read(), now
             total, counted = self._reading
-        yield GaugeMetricFamily("viplanes_lane_bytes", "Bytes carried so far by the live lanes (summed)",
-                                value=total)
-        yield GaugeMetricFamily("viplanes_lane_bytes_lanes", "Live lanes whose counters were read",
-                                value=counted)
+        yield GaugeMetricFamily("viplanes_lane_bytes", "Bytes carried so far by the live lanes (summed)", value=total)
+        yield GaugeMetricFamily("viplanes_lane_bytes_lanes", "Live lanes whose counters were read", value=counted)
 
     def _read(self) -> tuple[int, int]:
         total = counted = 0

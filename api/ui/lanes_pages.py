@@ -1,4 +1,5 @@
 """Live lanes (with counters and rate), a lane's detail, and revoke / extend / release."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,13 +8,13 @@ from typing import Any
 from flask import redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
-from viplanes.store import records as store
 from viplanes.authz.tokens import may
+from viplanes.store import records as store
 from viplanes.store.models import LIVE_STATES, Lane
 
 from .forms import int_field
-from .web import bp, caller, ctx, need, ui_state
 from .switchview import inspector
+from .web import bp, caller, ctx, need, ui_state
 
 MAX_COUNTED = 50  # counters are read from the switches: only the newest live lanes get them
 
@@ -71,8 +72,9 @@ def lanes_page() -> ResponseReturnValue:
 def lane_rows() -> ResponseReturnValue:
     """The table body alone, for the page's refresh poll."""
     back = "mine" if request.args.get("back") == "mine" else None
-    return render_template("ui/lane_rows.html", rows=with_counters(live_lanes(own=back == "mine")),
-                           now=ctx().clock(), back=back)
+    return render_template(
+        "ui/lane_rows.html", rows=with_counters(live_lanes(own=back == "mine")), now=ctx().clock(), back=back
+    )
 
 
 @bp.route("/lanes/<int(max=2147483647):lane_id>", endpoint="lane")
@@ -87,15 +89,26 @@ def lane_page(lane_id: int) -> ResponseReturnValue:
     _, counters = c.manager.counters(who, lane_id) if lane.state == "active" else (lane, None)
     insp = inspector()
     flows = insp.lane_flows(lane_id) if insp is not None and who.is_operator else None
-    return render_template("ui/lane.html", lane=lane, history=history, counters=counters, flows=flows,
-                           has_controller=insp is not None, live=lane.state in LIVE_STATES, now=c.clock())
+    return render_template(
+        "ui/lane.html",
+        lane=lane,
+        history=history,
+        counters=counters,
+        flows=flows,
+        has_controller=insp is not None,
+        live=lane.state in LIVE_STATES,
+        now=c.clock(),
+    )
 
 
 ACTIONS = {"revoke": ("lane.revoke", "revoked"), "release": ("lane.release", "released")}
 
 
-@bp.route("/lanes/<int(max=2147483647):lane_id>/<any(revoke, release, extend):action>",
-          methods=["GET", "POST"], endpoint="lane_action")
+@bp.route(
+    "/lanes/<int(max=2147483647):lane_id>/<any(revoke, release, extend):action>",
+    methods=["GET", "POST"],
+    endpoint="lane_action",
+)
 def lane_action(lane_id: int, action: str) -> ResponseReturnValue:
     """GET asks for confirmation; POST (with the CSRF token) acts through the lane manager."""
     who = need("lane.revoke") if action == "revoke" else caller()

@@ -1,4 +1,5 @@
 """Switches and drift: what the controller in this process sees on the wire (operators)."""
+
 from __future__ import annotations
 
 from flask import render_template, request

@@ -1,5 +1,6 @@
 """A researcher's page: request a lane from one of their grants (the form offers only what the
 grant allows), see their lanes and release them. Operators may use it too."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -9,10 +10,10 @@ from typing import Any
 from flask import redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
-from viplanes.store import records as store
 from viplanes.lanes.manager import LaneInput
-from viplanes.store.models import LIVE_STATES
 from viplanes.policy.rules import parse_ports, parse_prefix
+from viplanes.store import records as store
+from viplanes.store.models import LIVE_STATES
 
 from ..schemas import LaneRequestSchema
 from .forms import as_number, load
@@ -36,14 +37,22 @@ def _choice(g: Any) -> GrantChoice:
     topo = ctx().topology
     src_nets = [parse_prefix(p) for p in g.src_prefixes]
     dst_nets = [parse_prefix(p) for p in g.dst_prefixes]
-    sources = [(str(h.iface.ip.ip), f"{h.name} {h.iface.ip.ip}") for h in topo.hosts
-               if any(h.iface.ip.ip in n for n in src_nets)]
+    sources = [
+        (str(h.iface.ip.ip), f"{h.name} {h.iface.ip.ip}")
+        for h in topo.hosts
+        if any(h.iface.ip.ip in n for n in src_nets)
+    ]
     dests = [str(h.iface.ip.ip) for h in topo.hosts if any(h.iface.ip.ip in n for n in dst_nets)]
     dests += [str(n.network_address) for n in dst_nets if n.prefixlen == 32]
     ranges = parse_ports(g.ports)
-    return GrantChoice(g, sources, sorted(set(dests), key=ipaddress.IPv4Address),
-                       min(lo for lo, _ in ranges), max(hi for _, hi in ranges),
-                       max(1, g.max_duration_s // 60))
+    return GrantChoice(
+        g,
+        sources,
+        sorted(set(dests), key=ipaddress.IPv4Address),
+        min(lo for lo, _ in ranges),
+        max(hi for _, hi in ranges),
+        max(1, g.max_duration_s // 60),
+    )
 
 
 @bp.route("/mine", endpoint="mine")
@@ -55,9 +64,15 @@ def mine() -> ResponseReturnValue:
         grants = [g for g in store.list_grants(s, who.id, now, 100, 0) if store.grant_state(g, now) == "active"]
         choices = [_choice(g) for g in grants]
     recent = [ln for ln in c.manager.list(who, principal=who.name, limit=50) if ln.principal_id == who.id]
-    return render_template("ui/mine.html", choices=choices, rows=with_counters(live_lanes(own=True)),
-                           back="mine", ended=[ln for ln in recent if ln.state not in LIVE_STATES][:20], now=now,
-                           picked=request.args.get("grant", type=int))
+    return render_template(
+        "ui/mine.html",
+        choices=choices,
+        rows=with_counters(live_lanes(own=True)),
+        back="mine",
+        ended=[ln for ln in recent if ln.state not in LIVE_STATES][:20],
+        now=now,
+        picked=request.args.get("grant", type=int),
+    )
 
 
 @bp.route("/mine/request", methods=["POST"], endpoint="mine_request")
@@ -66,13 +81,30 @@ def mine_request() -> ResponseReturnValue:
     who = caller()
     f = request.form
     minutes = as_number(f.get("duration_min"))
-    body = load(LaneRequestSchema(), {
-        "src_ip": f.get("src_ip", "").strip(), "dst_ip": f.get("dst_ip", "").strip(),
-        "protocol": f.get("protocol", ""), "dst_port": as_number(f.get("dst_port")),
-        "duration_s": minutes * 60 if isinstance(minutes, int) else minutes,
-        "rate_mbps": as_number(f.get("rate_mbps")), "purpose": f.get("purpose", "").strip()})
-    lane, _ = ctx().manager.request(who, LaneInput(
-        src_ip=body["src_ip"], dst_ip=body["dst_ip"], protocol=body["protocol"], dst_port=body["dst_port"],
-        duration_s=body["duration_s"], purpose=body["purpose"], src_port=None, start_at=None,
-        rate_mbps=body.get("rate_mbps")))
+    body = load(
+        LaneRequestSchema(),
+        {
+            "src_ip": f.get("src_ip", "").strip(),
+            "dst_ip": f.get("dst_ip", "").strip(),
+            "protocol": f.get("protocol", ""),
+            "dst_port": as_number(f.get("dst_port")),
+            "duration_s": minutes * 60 if isinstance(minutes, int) else minutes,
+            "rate_mbps": as_number(f.get("rate_mbps")),
+            "purpose": f.get("purpose", "").strip(),
+        },
+    )
+    lane, _ = ctx().manager.request(
+        who,
+        LaneInput(
+            src_ip=body["src_ip"],
+            dst_ip=body["dst_ip"],
+            protocol=body["protocol"],
+            dst_port=body["dst_port"],
+            duration_s=body["duration_s"],
+            purpose=body["purpose"],
+            src_port=None,
+            start_at=None,
+            rate_mbps=body.get("rate_mbps"),
+        ),
+    )
     return redirect(url_for("ui.lane", lane_id=lane.id))

@@ -11,20 +11,22 @@ with a key derived from the server secret *and that token's stored hash*. So a s
 Sign-out deletes the cookie; a copy taken before sign-out stays valid until its expiry, the
 price of keeping no session table (documented in the README).
 """
+
 from __future__ import annotations
 
 import hashlib
 import hmac
 import logging
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from itsdangerous import BadSignature, URLSafeSerializer
 from sqlalchemy import select
 
-from viplanes.domain.values import is_decimal
 from viplanes.authz.tokens import Caller, hash_token
+from viplanes.domain.values import is_decimal
 from viplanes.store.models import ApiToken, Principal
 
 log = logging.getLogger(__name__)
@@ -57,10 +59,10 @@ class Sessions:
     def _row(self, where: Any) -> Any:
         with self.db.read() as s:
             return s.execute(
-                select(ApiToken.id, ApiToken.token_hash, Principal.id.label("pid"), Principal.name,
-                       Principal.role)
+                select(ApiToken.id, ApiToken.token_hash, Principal.id.label("pid"), Principal.name, Principal.role)
                 .join(Principal, ApiToken.principal_id == Principal.id)
-                .where(where, Principal.disabled.is_(False))).first()
+                .where(where, Principal.disabled.is_(False))
+            ).first()
 
     def issue(self, token: str) -> tuple[str, UiSession] | None:
         """The cookie value and session for a valid token of an enabled principal, else None."""
@@ -69,8 +71,7 @@ class Sessions:
         row = self._row(ApiToken.token_hash == hash_token(token))
         if row is None:
             return None
-        session = UiSession(Caller(row.pid, row.name, row.role), secrets.token_urlsafe(24),
-                            self.clock() + self.ttl_s)
+        session = UiSession(Caller(row.pid, row.name, row.role), secrets.token_urlsafe(24), self.clock() + self.ttl_s)
         payload = {"exp": session.expires_at, "c": session.csrf}
         return f"{row.id}.{self._signer(row.token_hash).dumps(payload)}", session
 
@@ -103,6 +104,7 @@ def server_secret(configured: str | None) -> bytes:
     """The signing secret; without ``VIPLANES_UI_SECRET`` sessions last only as long as this process."""
     if configured:
         return configured.encode()
-    log.warning("VIPLANES_UI_SECRET is not set: console sessions are valid only in this process "
-                "and end when it restarts")
+    log.warning(
+        "VIPLANES_UI_SECRET is not set: console sessions are valid only in this process and end when it restarts"
+    )
     return secrets.token_bytes(32)

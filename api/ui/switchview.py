@@ -1,5 +1,6 @@
 """The console's one door to controller facts: present only when the data plane is the
 in-process OpenFlow controller (``viplanes serve``); the memory data plane has none."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,4 +1,5 @@
 """The console blueprint's plumbing: sign-in gate, CSRF check, error pages, security headers."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -8,8 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from flask import (Blueprint, Response, current_app, g, make_response, redirect, render_template,
-                   request, url_for)
+from flask import Blueprint, Response, current_app, g, make_response, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException
@@ -20,12 +20,15 @@ from viplanes.errors import Forbidden, VipError
 from .session import COOKIE, PRE_COOKIE, Sessions, UiSession, same_secret
 
 log = logging.getLogger(__name__)
-bp = Blueprint("ui", __name__, url_prefix="/ui", template_folder="templates", static_folder="static",
-               static_url_path="/static")
+bp = Blueprint(
+    "ui", __name__, url_prefix="/ui", template_folder="templates", static_folder="static", static_url_path="/static"
+)
 
 OPEN_ENDPOINTS = {"ui.sign_in", "ui.static"}
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
-       "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+    "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
 
 
 @dataclass
@@ -69,8 +72,7 @@ class CsrfRefused(Exception):
 
 
 def cookie_args(max_age: int | None = None) -> dict[str, Any]:
-    return {"httponly": True, "samesite": "Strict", "secure": request.is_secure, "path": "/ui",
-            "max_age": max_age}
+    return {"httponly": True, "samesite": "Strict", "secure": request.is_secure, "path": "/ui", "max_age": max_age}
 
 
 def safe_next(target: str | None) -> str:
@@ -113,13 +115,15 @@ def _headers(resp: Response) -> Response:
 @bp.app_context_processor
 def _template_globals() -> dict[str, Any]:
     ui: UiSession | None = g.get("ui")
-    return {"me": ui.caller if ui else None, "csrf_token": ui.csrf if ui else "",
-            "session_expires": ui.expires_at if ui else None}
+    return {
+        "me": ui.caller if ui else None,
+        "csrf_token": ui.csrf if ui else "",
+        "session_expires": ui.expires_at if ui else None,
+    }
 
 
 def error_page(status: int, code: str, message: str, details: Any = None) -> ResponseReturnValue:
-    return render_template("ui/error.html", status=status, code=code, message=message,
-                           details=details or {}), status
+    return render_template("ui/error.html", status=status, code=code, message=message, details=details or {}), status
 
 
 @bp.errorhandler(VipError)
@@ -129,8 +133,12 @@ def _vip_error(exc: VipError) -> ResponseReturnValue:
 
 @bp.errorhandler(CsrfRefused)
 def _csrf(_exc: CsrfRefused) -> ResponseReturnValue:
-    return error_page(400, "csrf_refused", "This form is stale or did not come from this console "
-                      "(missing or wrong CSRF token). Reload the page and submit it again.")
+    return error_page(
+        400,
+        "csrf_refused",
+        "This form is stale or did not come from this console "
+        "(missing or wrong CSRF token). Reload the page and submit it again.",
+    )
 
 
 @bp.errorhandler(HTTPException)
@@ -154,13 +162,15 @@ def _bug(exc: Exception) -> ResponseReturnValue:
 
 # --- sign-in and sign-out --------------------------------------------------------------------
 
+
 @bp.route("/login", methods=["GET", "POST"], endpoint="sign_in")
 def sign_in() -> ResponseReturnValue:
     nxt = request.values.get("next")
     if request.method == "GET":
         pre = secrets.token_urlsafe(24)
-        resp = make_response(render_template("ui/login.html", pre=pre, next=nxt, error=None,
-                                             expired=bool(request.args.get("expired"))))
+        resp = make_response(
+            render_template("ui/login.html", pre=pre, next=nxt, error=None, expired=bool(request.args.get("expired")))
+        )
         resp.set_cookie(PRE_COOKIE, pre, **cookie_args(600))
         return resp
     if not same_secret(request.form.get("csrf"), request.cookies.get(PRE_COOKIE, "")):
@@ -173,11 +183,15 @@ def sign_in() -> ResponseReturnValue:
         wait = c.limiter.retry_after(client)
         if wait <= 0:
             c.limiter.record_failure(client)
-        message = (f"Too many failed sign-ins; wait {int(wait) + 1} s." if wait > 0
-                   else "That token is unknown, rotated or belongs to a disabled principal.")
+        message = (
+            f"Too many failed sign-ins; wait {int(wait) + 1} s."
+            if wait > 0
+            else "That token is unknown, rotated or belongs to a disabled principal."
+        )
         pre = secrets.token_urlsafe(24)
-        resp = make_response(render_template("ui/login.html", pre=pre, next=nxt, error=message,
-                                             expired=False), 429 if wait > 0 else 401)
+        resp = make_response(
+            render_template("ui/login.html", pre=pre, next=nxt, error=message, expired=False), 429 if wait > 0 else 401
+        )
         resp.set_cookie(PRE_COOKIE, pre, **cookie_args(600))
         return resp
     value, session = issued
@@ -201,8 +215,9 @@ def home() -> ResponseReturnValue:
 
 # --- template filters -------------------------------------------------------------------------
 
+
 def _utc(ts: float) -> dt.datetime:
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc)
+    return dt.datetime.fromtimestamp(ts, dt.UTC)
 
 
 @bp.app_template_filter("isotime")

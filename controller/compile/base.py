@@ -50,9 +50,11 @@ above all a packet conntrack found invalid, which it neither committed nor trans
 SYN+FIN, a bare FIN, a SYN-ACK that opens nothing): before, those left the campus on the lane
 with the host's private address.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
@@ -92,15 +94,24 @@ ARP_PUNT_PPS = 50
 OFMsgs = list[Any]
 
 
-def flow(priority: int, cookie: int, match: Any, actions: list[Any], table_id: int = 0,
-         meter: int | None = None, **kw: Any) -> Any:
+def flow(
+    priority: int, cookie: int, match: Any, actions: list[Any], table_id: int = 0, meter: int | None = None, **kw: Any
+) -> Any:
     """An ADD with apply-actions (none: drop), optionally metered."""
     inst: list[Any] = [parser.OFPInstructionMeter(meter)] if meter is not None else []
     if actions:
         inst.append(parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions))
-    return parser.OFPFlowMod(None, table_id=table_id, cookie=cookie, command=ofp.OFPFC_ADD,
-                             priority=priority, match=match, instructions=inst,
-                             buffer_id=ofp.OFP_NO_BUFFER, **kw)
+    return parser.OFPFlowMod(
+        None,
+        table_id=table_id,
+        cookie=cookie,
+        command=ofp.OFPFC_ADD,
+        priority=priority,
+        match=match,
+        instructions=inst,
+        buffer_id=ofp.OFP_NO_BUFFER,
+        **kw,
+    )
 
 
 # One host guard per (port number, address, kind) is built once per process and copied per switch:
@@ -163,9 +174,11 @@ def guard_flows(topo: Topology, outside: bool = False) -> OFMsgs:
     pool, lane_mac = _pool(topo), topo.lane_pool.mac
     matches = [parser.OFPMatch(eth_src=lane_mac)]
     if not outside:
-        matches += [parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_src=pool),
-                    parser.OFPMatch(eth_type=ETH_TYPE_ARP, arp_spa=pool),
-                    parser.OFPMatch(eth_type=ETH_TYPE_ARP, arp_sha=lane_mac)]
+        matches += [
+            parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_src=pool),
+            parser.OFPMatch(eth_type=ETH_TYPE_ARP, arp_spa=pool),
+            parser.OFPMatch(eth_type=ETH_TYPE_ARP, arp_sha=lane_mac),
+        ]
     return [flow(PRIORITY_GUARD, BASE_COOKIE, m, []) for m in matches]
 
 
@@ -174,50 +187,101 @@ def _border_flows(topo: Topology, sw: Switch) -> OFMsgs:
     pool = _pool(topo)
     band = parser.OFPMeterBandDrop(rate=ARP_PUNT_PPS, burst_size=ARP_PUNT_PPS)
     ofmsgs: OFMsgs = [
-        parser.OFPMeterMod(None, command=ofp.OFPMC_ADD, flags=ofp.OFPMF_PKTPS | ofp.OFPMF_BURST,
-                           meter_id=ARP_PUNT_METER, bands=[band]),
-        flow(PRIORITY_ARP_PROXY, BASE_COOKIE,
-             parser.OFPMatch(eth_type=ETH_TYPE_ARP, arp_op=1, arp_tpa=pool),
-             [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)],
-             meter=ARP_PUNT_METER),
+        parser.OFPMeterMod(
+            None, command=ofp.OFPMC_ADD, flags=ofp.OFPMF_PKTPS | ofp.OFPMF_BURST, meter_id=ARP_PUNT_METER, bands=[band]
+        ),
+        flow(
+            PRIORITY_ARP_PROXY,
+            BASE_COOKIE,
+            parser.OFPMatch(eth_type=ETH_TYPE_ARP, arp_op=1, arp_tpa=pool),
+            [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)],
+            meter=ARP_PUNT_METER,
+        ),
         # Anything from the internet for a lane address that no lane's reverse rule (or the
         # related-ICMP rule) took: a probe, another port, a later fragment. NORMAL would flood it
         # (no switch ever learns the lane MAC) to the NAT box, the DTN and the bypass.
-        flow(PRIORITY_POOL_DROP, BASE_COOKIE,
-             parser.OFPMatch(in_port=edge_port, eth_type=ETH_TYPE_IPV4, ipv4_dst=pool), [])]
+        flow(
+            PRIORITY_POOL_DROP,
+            BASE_COOKIE,
+            parser.OFPMatch(in_port=edge_port, eth_type=ETH_TYPE_IPV4, ipv4_dst=pool),
+            [],
+        ),
+    ]
     if sw.conntrack:
         for icmp_type in ICMP_ERRORS:
-            ofmsgs.append(flow(PRIORITY_RELATED, BASE_COOKIE, parser.OFPMatch(
-                in_port=edge_port, eth_type=ETH_TYPE_IPV4, ip_proto=IP_PROTO_ICMP,
-                icmpv4_type=icmp_type), [conntrack.track_reply()]))
+            ofmsgs.append(
+                flow(
+                    PRIORITY_RELATED,
+                    BASE_COOKIE,
+                    parser.OFPMatch(
+                        in_port=edge_port, eth_type=ETH_TYPE_IPV4, ip_proto=IP_PROTO_ICMP, icmpv4_type=icmp_type
+                    ),
+                    [conntrack.track_reply()],
+                )
+            )
         if dual_stack(topo):
             for icmp_type in ICMPV6_ERRORS:
-                ofmsgs.append(flow(PRIORITY_RELATED, BASE_COOKIE, parser.OFPMatch(
-                    in_port=edge_port, eth_type=ETH_TYPE_IPV6, ip_proto=IP_PROTO_ICMPV6,
-                    icmpv6_type=icmp_type), [conntrack.track_reply()]))
-        ofmsgs.append(flow(PRIORITY_CT_POOL_DROP, BASE_COOKIE,
-                           parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_dst=pool), [],
-                           table_id=conntrack.CT_TABLE))
+                ofmsgs.append(
+                    flow(
+                        PRIORITY_RELATED,
+                        BASE_COOKIE,
+                        parser.OFPMatch(
+                            in_port=edge_port, eth_type=ETH_TYPE_IPV6, ip_proto=IP_PROTO_ICMPV6, icmpv6_type=icmp_type
+                        ),
+                        [conntrack.track_reply()],
+                    )
+                )
+        ofmsgs.append(
+            flow(
+                PRIORITY_CT_POOL_DROP,
+                BASE_COOKIE,
+                parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ipv4_dst=pool),
+                [],
+                table_id=conntrack.CT_TABLE,
+            )
+        )
         # Sent to a lane address (the edge reaches those at the lane MAC) but un-NATed by an
         # entry no live lane claims (its lane ended; entries outlive lanes): NORMAL would flood
         # another host's old replies, with its private address, to every port of the border.
-        ofmsgs.append(flow(PRIORITY_CT_POOL_DROP, BASE_COOKIE,
-                           parser.OFPMatch(eth_dst=topo.lane_pool.mac), [],
-                           table_id=conntrack.CT_TABLE))
-        ofmsgs.append(flow(PRIORITY_TABLE_MISS, BASE_COOKIE, parser.OFPMatch(),
-                           [parser.OFPActionOutput(ofp.OFPP_NORMAL)],
-                           table_id=conntrack.CT_TABLE))
+        ofmsgs.append(
+            flow(
+                PRIORITY_CT_POOL_DROP,
+                BASE_COOKIE,
+                parser.OFPMatch(eth_dst=topo.lane_pool.mac),
+                [],
+                table_id=conntrack.CT_TABLE,
+            )
+        )
+        ofmsgs.append(
+            flow(
+                PRIORITY_TABLE_MISS,
+                BASE_COOKIE,
+                parser.OFPMatch(),
+                [parser.OFPActionOutput(ofp.OFPP_NORMAL)],
+                table_id=conntrack.CT_TABLE,
+            )
+        )
         # Egress of NAT'd lanes (after their commit): only a packet conntrack tracked and
         # translated to a lane address leaves for the edge; one it found invalid kept the
         # host's private address and is dropped by the table-miss (conntrack.CT_EGRESS_TABLE).
-        ofmsgs.append(flow(PRIORITY_CT_EGRESS, BASE_COOKIE, parser.OFPMatch(
-            eth_type=ETH_TYPE_IPV4, ipv4_src=pool,
-            ct_state=conntrack.ct_state(conntrack.CT_TRK, conntrack.CT_INV)), [
-            parser.OFPActionSetField(eth_src=topo.lane_pool.mac),
-            parser.OFPActionSetField(eth_dst=topo.edge.inside.mac),
-            parser.OFPActionOutput(edge_port)], table_id=conntrack.CT_EGRESS_TABLE))
-        ofmsgs.append(flow(PRIORITY_TABLE_MISS, BASE_COOKIE, parser.OFPMatch(), [],
-                           table_id=conntrack.CT_EGRESS_TABLE))
+        ofmsgs.append(
+            flow(
+                PRIORITY_CT_EGRESS,
+                BASE_COOKIE,
+                parser.OFPMatch(
+                    eth_type=ETH_TYPE_IPV4,
+                    ipv4_src=pool,
+                    ct_state=conntrack.ct_state(conntrack.CT_TRK, conntrack.CT_INV),
+                ),
+                [
+                    parser.OFPActionSetField(eth_src=topo.lane_pool.mac),
+                    parser.OFPActionSetField(eth_dst=topo.edge.inside.mac),
+                    parser.OFPActionOutput(edge_port),
+                ],
+                table_id=conntrack.CT_EGRESS_TABLE,
+            )
+        )
+        ofmsgs.append(flow(PRIORITY_TABLE_MISS, BASE_COOKIE, parser.OFPMatch(), [], table_id=conntrack.CT_EGRESS_TABLE))
     return ofmsgs
 
 
@@ -230,8 +294,7 @@ def host_source_guards(topo: Topology, switch: str) -> OFMsgs:
     as source and as the target of a neighbour advertisement (IPv6's ARP reply: a spoofed one
     would steal the host's v6 traffic on the campus path), on the other hosts' ports."""
     facing = {h.iface.attach for h in topo.hosts if h.iface.attach}
-    facing |= {leg.attach for mb in topo.middleboxes for leg in (mb.inside, mb.outside)
-               if leg.attach}
+    facing |= {leg.attach for mb in topo.middleboxes for leg in (mb.inside, mb.outside) if leg.attach}
     if topo.edge.inside.attach:
         facing.add(topo.edge.inside.attach)
     campus_hosts = [h for h in topo.hosts if h.role != "cloud" and h.iface.attach]
@@ -251,19 +314,58 @@ def host_source_guards(topo: Topology, switch: str) -> OFMsgs:
 def _v4_source_guards(port: int, address: str) -> OFMsgs:
     """The address as IPv4 source, and ARP claiming it (a poisoned ARP cache would steal the
     host's replies)."""
-    return [_guard(port, address, "ipv4", lambda: flow(PRIORITY_GUARD, BASE_COOKIE, exact_match(dict(
-                in_port=port, eth_type=ETH_TYPE_IPV4, ipv4_src=address)), [])),
-            _guard(port, address, "arp", lambda: flow(PRIORITY_GUARD, BASE_COOKIE, exact_match(dict(
-                in_port=port, eth_type=ETH_TYPE_ARP, arp_spa=address)), []))]
+    return [
+        _guard(
+            port,
+            address,
+            "ipv4",
+            lambda: flow(
+                PRIORITY_GUARD,
+                BASE_COOKIE,
+                exact_match(dict(in_port=port, eth_type=ETH_TYPE_IPV4, ipv4_src=address)),
+                [],
+            ),
+        ),
+        _guard(
+            port,
+            address,
+            "arp",
+            lambda: flow(
+                PRIORITY_GUARD, BASE_COOKIE, exact_match(dict(in_port=port, eth_type=ETH_TYPE_ARP, arp_spa=address)), []
+            ),
+        ),
+    ]
 
 
 def _v6_source_guards(port: int, address: str) -> OFMsgs:
     """The IPv6 half of a host source guard (os-ken's OFPMatch: dual-stack campuses only)."""
-    return [_guard(port, address, "ipv6", lambda: flow(PRIORITY_GUARD, BASE_COOKIE, parser.OFPMatch(
-                in_port=port, eth_type=ETH_TYPE_IPV6, ipv6_src=address), [])),
-            _guard(port, address, "nd", lambda: flow(PRIORITY_GUARD, BASE_COOKIE, parser.OFPMatch(
-                in_port=port, eth_type=ETH_TYPE_IPV6, ip_proto=IP_PROTO_ICMPV6,
-                icmpv6_type=ND_NEIGHBOR_ADVERT, ipv6_nd_target=address), []))]
+    return [
+        _guard(
+            port,
+            address,
+            "ipv6",
+            lambda: flow(
+                PRIORITY_GUARD, BASE_COOKIE, parser.OFPMatch(in_port=port, eth_type=ETH_TYPE_IPV6, ipv6_src=address), []
+            ),
+        ),
+        _guard(
+            port,
+            address,
+            "nd",
+            lambda: flow(
+                PRIORITY_GUARD,
+                BASE_COOKIE,
+                parser.OFPMatch(
+                    in_port=port,
+                    eth_type=ETH_TYPE_IPV6,
+                    ip_proto=IP_PROTO_ICMPV6,
+                    icmpv6_type=ND_NEIGHBOR_ADVERT,
+                    ipv6_nd_target=address,
+                ),
+                [],
+            ),
+        ),
+    ]
 
 
 def compile_base(topo: Topology) -> dict[int, OFMsgs]:
@@ -277,10 +379,13 @@ def base_flows(topo: Topology, sw: Switch) -> OFMsgs:
     (on a campus of many switches, the others' are most of the work)."""
     border = border_switch(topo)
     outside = sw.name in outside_switches(topo)
-    ofmsgs: OFMsgs = [flow(PRIORITY_TABLE_MISS, BASE_COOKIE, parser.OFPMatch(),
-                           [parser.OFPActionOutput(ofp.OFPP_NORMAL)])]
-    ofmsgs += [flow(PRIORITY_BYPASS_DROP, BASE_COOKIE, parser.OFPMatch(in_port=port), [])
-               for port in sorted(bypass_ports(topo).get(sw.dpid, ()))]
+    ofmsgs: OFMsgs = [
+        flow(PRIORITY_TABLE_MISS, BASE_COOKIE, parser.OFPMatch(), [parser.OFPActionOutput(ofp.OFPP_NORMAL)])
+    ]
+    ofmsgs += [
+        flow(PRIORITY_BYPASS_DROP, BASE_COOKIE, parser.OFPMatch(in_port=port), [])
+        for port in sorted(bypass_ports(topo).get(sw.dpid, ()))
+    ]
     ofmsgs += guard_flows(topo, outside=outside)
     if not outside:
         ofmsgs += host_source_guards(topo, sw.name)

@@ -8,6 +8,7 @@ before use: ``ct(commit,zone=Z,nat(src=A),exec(set_field:M->ct_mark))`` on the w
 quoting a lane packet is ``+rel`` with its *inner* header rewritten back to the host's own
 address (so path MTU discovery keeps working for NAT'd hosts).
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -59,16 +60,21 @@ def commit(mark: int, nat_ip: str | None) -> Any:
     which then goes on in ``CT_EGRESS_TABLE`` (see there) instead of to the lane's output."""
     actions: list[Any] = []
     if nat_ip is not None:
-        actions.append(parser.NXActionNAT(flags=NX_NAT_F_SRC, range_ipv4_min=nat_ip,
-                                          range_ipv4_max=nat_ip))
+        actions.append(parser.NXActionNAT(flags=NX_NAT_F_SRC, range_ipv4_min=nat_ip, range_ipv4_max=nat_ip))
     actions.append(parser.OFPActionSetField(ct_mark=mark))
     recirc = CT_EGRESS_TABLE if nat_ip is not None else nicira_ext.NX_CT_RECIRC_NONE
-    return parser.NXActionCT(flags=nicira_ext.NX_CT_F_COMMIT, zone_src="",
-                             zone_ofs_nbits=lane_zone(nat_ip), recirc_table=recirc,
-                             alg=0, actions=actions)
+    return parser.NXActionCT(
+        flags=nicira_ext.NX_CT_F_COMMIT,
+        zone_src="",
+        zone_ofs_nbits=lane_zone(nat_ip),
+        recirc_table=recirc,
+        alg=0,
+        actions=actions,
+    )
 
 
 def track_reply(zone: int = CT_ZONE) -> Any:
     """ct(zone, nat, table=CT_TABLE): look the packet up, undo the lane's NAT, continue there."""
-    return parser.NXActionCT(flags=0, zone_src="", zone_ofs_nbits=zone,
-                             recirc_table=CT_TABLE, alg=0, actions=[parser.NXActionNAT(flags=0)])
+    return parser.NXActionCT(
+        flags=0, zone_src="", zone_ofs_nbits=zone, recirc_table=CT_TABLE, alg=0, actions=[parser.NXActionNAT(flags=0)]
+    )

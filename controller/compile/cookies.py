@@ -13,6 +13,7 @@ Layout of the 64-bit cookie::
 So one (cookie, cookie_mask) pair addresses "all app flows", "all lane flows", "all shared
 flows", "one lane" or "one address". ``lane_id_from_cookie`` is None for base and shared flows.
 """
+
 from __future__ import annotations
 
 import ipaddress

@@ -7,14 +7,15 @@ later rounds only bring its hard timeouts up to date (flow identity ignores time
 reconcile compiles only the lanes whose path crosses it, so a switch no lane uses is reconciled
 at once even while thousands of lanes elsewhere wait to be compiled.
 """
+
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
 from typing import Any
 
-from viplanes.controller.compile import lane as compiler
 from viplanes.controller.compile import base as guardflows
+from viplanes.controller.compile import lane as compiler
 from viplanes.controller.compile import shared as sharedflows
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Topology
@@ -82,7 +83,7 @@ class DesiredFlows:
                     for msg in msgs:
                         if getattr(msg, "hard_timeout", 0):
                             msg.hard_timeout = hard
-        except Exception as exc:  # noqa: BLE001 - one lane's bad row must not stop a switch's reconcile
+        except Exception as exc:
             LOG.warning("lane %d is not carried: %s", lane.lane_id, exc, exc_info=not isinstance(exc, ValueError))
             return None
         return per_dpid
@@ -91,8 +92,9 @@ class DesiredFlows:
         live = set(lanes)
         self._compiled = {ln: msgs for ln, msgs in self._compiled.items() if ln in live}
 
-    def build(self, lanes: Iterable[LaneSpec], now: float,
-              dpid: int | None = None) -> tuple[dict[int, OFMsgs], dict[int, LaneSpec]]:
+    def build(
+        self, lanes: Iterable[LaneSpec], now: float, dpid: int | None = None
+    ) -> tuple[dict[int, OFMsgs], dict[int, LaneSpec]]:
         """Base flows plus every lane (or only those crossing ``dpid``): (ofmsgs per dpid, the
         lanes that compiled). Compiled lanes not in ``lanes`` stay cached: the caller passes
         one switch's lanes and forgets the rest once per read (``forget_all_but``)."""

@@ -7,9 +7,11 @@ conversion is kept per (field, value) and the match is built in os-ken's own fie
 Serialising reuses os-ken's OXM bytes the same way. Pure; shared by ``compiler`` (lanes) and
 ``guardflows`` (base flows); ``tests/unit/test_fastmatch.py`` holds both to os-ken's output.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from os_ken.lib.pack_utils import msg_pack_into
 from os_ken.ofproto import ofproto_v1_3 as ofp
@@ -20,8 +22,9 @@ _encoded: dict[tuple[str, Any], bytes] = {}  # (field, user value) -> os-ken's O
 _T = TypeVar("_T")
 
 
-def kept_per_field(cache: dict[tuple[Any, Any], _T], name: Any, value: Any, compute: Callable[[Any, Any], _T],
-                   limit: int | None = None) -> _T:
+def kept_per_field(
+    cache: dict[tuple[Any, Any], _T], name: Any, value: Any, compute: Callable[[Any, Any], _T], limit: int | None = None
+) -> _T:
     """``compute(name, value)``, kept in ``cache`` per (field, value): lanes and flows repeat most
     of their fields. Bounded by ``limit`` (default ``_FIELD_CACHE_MAX``; cleared when full); an
     unhashable value (a list) is computed every time."""
@@ -63,7 +66,7 @@ class PackedMatch(parser.OFPMatch):  # type: ignore[misc]
     API was used) was the largest part of compiling a lane; that state is made only if old-API
     code touches it (``__getattr__``)."""
 
-    def __init__(self, _ordered_fields: list[tuple[str, Any]]) -> None:  # noqa: D107
+    def __init__(self, _ordered_fields: list[tuple[str, Any]]) -> None:
         self.fields: list[Any] = []
         self.type = ofp.OFPMT_OXM
         self.length = None
@@ -79,8 +82,9 @@ class PackedMatch(parser.OFPMatch):  # type: ignore[misc]
         raise AttributeError(name)
 
     def _composed_with_old_api(self) -> bool:
-        return bool(self.fields and not self._fields2) or \
-            ("_wc" in self.__dict__ and self._wc.__dict__ != _UNUSED_WILDCARDS)
+        return bool(self.fields and not self._fields2) or (
+            "_wc" in self.__dict__ and self._wc.__dict__ != _UNUSED_WILDCARDS
+        )
 
     def serialize(self, buf: bytearray, offset: int) -> int:
         if self._composed_with_old_api():

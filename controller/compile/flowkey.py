@@ -6,10 +6,12 @@ match fields may come back in another order, MACs in another case, masked values
 ``(value, mask)`` with the host bits cleared, empty action lists dropped, and parsed actions carry
 extra attributes (``len``, ``field``). Timeouts and counters are not part of the identity.
 """
+
 from __future__ import annotations
 
 import ipaddress
-from typing import Any, Hashable, Iterable
+from collections.abc import Hashable, Iterable
+from typing import Any
 
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
@@ -85,8 +87,9 @@ def match_key(match: Any) -> tuple[tuple[str, Hashable], ...]:
 
 
 def _attrs(obj: Any) -> tuple[tuple[str, Hashable], ...]:
-    return tuple(sorted((k, _hashable(v)) for k, v in vars(obj).items()
-                        if k not in _ENCODING_ATTRS and not k.startswith("_")))
+    return tuple(
+        sorted((k, _hashable(v)) for k, v in vars(obj).items() if k not in _ENCODING_ATTRS and not k.startswith("_"))
+    )
 
 
 def _hashable(value: Any) -> Hashable:
@@ -110,12 +113,25 @@ def action_key(action: Any) -> Hashable:
     if isinstance(action, parser.OFPActionSetField):  # fastmatch.PackedSetField too
         return ("set_field", action.key, _scalar(action.key, action.value))
     if name == "NXActionCT":  # conntrack: zone immediate, nested nat / set_field(ct_mark)
-        return ("ct", action.flags, action.zone_src or "", action.zone_ofs_nbits,
-                action.recirc_table, action.alg, tuple(action_key(a) for a in action.actions))
+        return (
+            "ct",
+            action.flags,
+            action.zone_src or "",
+            action.zone_ofs_nbits,
+            action.recirc_table,
+            action.alg,
+            tuple(action_key(a) for a in action.actions),
+        )
     if name == "NXActionNAT":  # a single-address range may come back with max == min or unset
         low = action.range_ipv4_min or ""
-        return ("nat", action.flags, low, action.range_ipv4_max or low,
-                action.range_proto_min, action.range_proto_max or action.range_proto_min)
+        return (
+            "nat",
+            action.flags,
+            low,
+            action.range_ipv4_max or low,
+            action.range_proto_min,
+            action.range_proto_max or action.range_proto_min,
+        )
     return (name, _attrs(action))
 
 
@@ -150,8 +166,7 @@ def _instruction_order(item: Any) -> tuple[str, int]:
     return kind, item[1] if kind == "actions" else 0
 
 
-def flow_key(priority: int, cookie: int, match: Any, instructions: Iterable[Any] | None,
-             table_id: int = 0) -> Hashable:
+def flow_key(priority: int, cookie: int, match: Any, instructions: Iterable[Any] | None, table_id: int = 0) -> Hashable:
     """Identity of a flow: equal for a desired FlowMod and the stats entry of the same flow."""
     return (table_id, priority, cookie, match_key(match), instructions_key(instructions))
 

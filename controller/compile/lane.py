@@ -33,6 +33,7 @@ A lane, host -> edge router over the switches of its path:
 Two lanes with identical matches would overwrite each other (OpenFlow ADD replaces a flow with
 the same match and priority); the policy side must never grant such a pair at the same time.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -44,25 +45,47 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller.compile import conntrack
-from viplanes.controller.compile.cookies import (  # noqa: F401 - re-exported: one place to import from
-    ALL_APP_FLOWS, ALL_LANE_FLOWS, APP_COOKIE, APP_COOKIE_MASK, BASE_COOKIE, EXACT_MASK,
-    lane_cookie, lane_id_from_cookie,
+from viplanes.controller.compile.base import (  # noqa: F401 - re-exported
+    ARP_PUNT_METER,
+    ETH_TYPE_ARP,
+    ETH_TYPE_IPV4,
+    PRIORITY_ARP_PROXY,
+    PRIORITY_ARP_REPLY,
+    PRIORITY_BYPASS_DROP,
+    PRIORITY_CT_EGRESS,
+    PRIORITY_CT_POOL_DROP,
+    PRIORITY_GUARD,
+    PRIORITY_LANE,
+    PRIORITY_POOL_DROP,
+    PRIORITY_RELATED,
+    PRIORITY_TABLE_MISS,
+    border_switch,
+    compile_base,
+)
+from viplanes.controller.compile.cookies import (
+    ALL_APP_FLOWS,
+    ALL_LANE_FLOWS,
+    APP_COOKIE,
+    APP_COOKIE_MASK,
+    BASE_COOKIE,
+    EXACT_MASK,
+    lane_cookie,
+    lane_id_from_cookie,
 )
 from viplanes.controller.compile.fastmatch import PackedSetField, exact_match
-from viplanes.controller.compile.flowkey import flow_key, flow_key_of  # noqa: F401 - re-exported
-from viplanes.controller.compile.base import (  # noqa: F401 - re-exported
-    ARP_PUNT_METER, ETH_TYPE_ARP, ETH_TYPE_IPV4, PRIORITY_ARP_PROXY, PRIORITY_ARP_REPLY,
-    PRIORITY_BYPASS_DROP, PRIORITY_CT_EGRESS, PRIORITY_CT_POOL_DROP, PRIORITY_POOL_DROP, PRIORITY_GUARD,
-    PRIORITY_LANE, PRIORITY_RELATED,
-    PRIORITY_TABLE_MISS, border_switch, compile_base,
-)
+from viplanes.controller.compile.flowkey import flow_key, flow_key_of
 from viplanes.controller.compile.path import (  # noqa: F401 - re-exported
-    LaneCompileError, deliver_to_host, gateway_mac, lane_hops, lane_source, stateful,
+    LaneCompileError,
+    deliver_to_host,
+    gateway_mac,
+    lane_hops,
+    lane_source,
+    stateful,
 )
-from viplanes.controller.compile.proxyarp import lane_pool_arp_reply  # noqa: F401 - re-exported
+from viplanes.controller.compile.proxyarp import lane_pool_arp_reply
 from viplanes.controller.compile.shared import compile_shared
-from viplanes.domain.values import LaneSpec
 from viplanes.domain.matches import ETH_TYPE, LaneMatch, lane_matches
+from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Host, Topology
 from viplanes.topologies.paths import NoLanePath
 
@@ -121,17 +144,22 @@ def _is_port(value: object) -> bool:
 def _is_unicast(net: IPNet) -> bool:
     addr = net.network_address
     if addr.version == 6:
-        return not (addr.is_multicast or addr.is_unspecified or addr.is_loopback
-                    or addr.is_link_local or addr.is_reserved)
-    return not (addr.is_multicast or addr.is_unspecified or addr.is_loopback
-                or addr.is_reserved or addr == ipaddress.IPv4Address("255.255.255.255"))
+        return not (
+            addr.is_multicast or addr.is_unspecified or addr.is_loopback or addr.is_link_local or addr.is_reserved
+        )
+    return not (
+        addr.is_multicast
+        or addr.is_unspecified
+        or addr.is_loopback
+        or addr.is_reserved
+        or addr == ipaddress.IPv4Address("255.255.255.255")
+    )
 
 
 def _campus_network_of(topo: Topology, net: IPNet) -> IPNet | None:
     """The campus subnet overlapping ``net`` (edge inside, middlebox legs, campus hosts, lane
     pool; v4 or v6); None when the destination is wholly beyond the edge router."""
-    return next((n for n in topo.campus_networks() if n.version == net.version
-                 and n.overlaps(net)), None)
+    return next((n for n in topo.campus_networks() if n.version == net.version and n.overlaps(net)), None)
 
 
 def _check_lane(lane: LaneSpec, topo: Topology, host: Host) -> str | None:
@@ -139,8 +167,7 @@ def _check_lane(lane: LaneSpec, topo: Topology, host: Host) -> str | None:
     problems = []
     if lane.protocol not in IP_PROTO:
         problems.append(f"protocol {lane.protocol!r} is not tcp or udp")
-    if not lane.dst_ports or not all(_is_port(lo) and _is_port(hi) and lo <= hi
-                                     for lo, hi in lane.dst_ports):
+    if not lane.dst_ports or not all(_is_port(lo) and _is_port(hi) and lo <= hi for lo, hi in lane.dst_ports):
         problems.append(f"dst_ports {lane.dst_ports!r} are not ranges within 1..65535")
     if lane.src_port is not None and not _is_port(lane.src_port):
         problems.append(f"src_port {lane.src_port!r} is not 1..65535")
@@ -160,11 +187,11 @@ def _check_lane(lane: LaneSpec, topo: Topology, host: Host) -> str | None:
         if not _is_unicast(net):
             problems.append(f"destination {net} is not a unicast address")
         elif (inside := _campus_network_of(topo, net)) is not None:
-            problems.append(f"destination {net} is inside the campus ({inside}): lanes lead out "
-                            "through the edge router")
+            problems.append(
+                f"destination {net} is inside the campus ({inside}): lanes lead out through the edge router"
+            )
         elif host.address_for(net.version) is None:
-            problems.append(f"destination {net} is IPv{net.version} but {host.name} has no "
-                            f"IPv{net.version} address")
+            problems.append(f"destination {net} is IPv{net.version} but {host.name} has no IPv{net.version} address")
     nat = None
     if lane.nat_ip is not None:
         try:
@@ -181,15 +208,30 @@ def _check_lane(lane: LaneSpec, topo: Topology, host: Host) -> str | None:
     return nat
 
 
-def _lane_flow(lane: LaneSpec, priority: int, hard: int, match: dict[str, Any],
-               actions: list[Any], meter: int | None, table_id: int = 0) -> Any:
+def _lane_flow(
+    lane: LaneSpec,
+    priority: int,
+    hard: int,
+    match: dict[str, Any],
+    actions: list[Any],
+    meter: int | None,
+    table_id: int = 0,
+) -> Any:
     inst: list[Any] = [parser.OFPInstructionMeter(meter)] if meter is not None else []
     inst.append(parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions))
-    return parser.OFPFlowMod(None, table_id=table_id, cookie=lane_cookie(lane.lane_id),
-                             command=ofp.OFPFC_ADD, priority=priority, idle_timeout=0,
-                             hard_timeout=hard, flags=ofp.OFPFF_SEND_FLOW_REM,
-                             buffer_id=ofp.OFP_NO_BUFFER, match=lane_match(match),
-                             instructions=inst)
+    return parser.OFPFlowMod(
+        None,
+        table_id=table_id,
+        cookie=lane_cookie(lane.lane_id),
+        command=ofp.OFPFC_ADD,
+        priority=priority,
+        idle_timeout=0,
+        hard_timeout=hard,
+        flags=ofp.OFPFF_SEND_FLOW_REM,
+        buffer_id=ofp.OFP_NO_BUFFER,
+        match=lane_match(match),
+        instructions=inst,
+    )
 
 
 def flows_per_lane(hops: int, matches: int, families: int, with_ct: bool) -> int:
@@ -199,8 +241,9 @@ def flows_per_lane(hops: int, matches: int, families: int, with_ct: bool) -> int
     return 2 * hops * matches + (2 * families if with_ct else 0)
 
 
-def compile_lane(lane: LaneSpec, topo: Topology, now: float, *,
-                 meter_command: int = ofp.OFPMC_ADD) -> dict[int, OFMsgs]:
+def compile_lane(
+    lane: LaneSpec, topo: Topology, now: float, *, meter_command: int = ofp.OFPMC_ADD
+) -> dict[int, OFMsgs]:
     """Per dpid on the lane's path: its meter (if rate-capped) then its forward and reverse flows
     for every (destination, masked port entry) of the lane (``lane_matches``), and, at a border
     switch with conntrack, its table-1 reply flows (one pair per address family: replies are
@@ -243,28 +286,50 @@ def compile_lane(lane: LaneSpec, topo: Topology, now: float, *,
         kbps = max(1, int(lane.rate_mbps * 1000))  # type: ignore[operator]
         for dpid in {hops[0].dpid, hops[-1].dpid}:
             band = parser.OFPMeterBandDrop(rate=kbps, burst_size=0)
-            out[dpid].append(parser.OFPMeterMod(None, command=meter_command,
-                                                flags=ofp.OFPMF_KBPS, meter_id=meter,
-                                                bands=[band]))
+            out[dpid].append(
+                parser.OFPMeterMod(None, command=meter_command, flags=ofp.OFPMF_KBPS, meter_id=meter, bands=[band])
+            )
     for pair in pairs:
-        _compile_pair(lane, topo, host, hops, pair, nat_ip if pair.version == 4 else None,
-                      priority, hard, meter, with_ct, out)
+        _compile_pair(
+            lane, topo, host, hops, pair, nat_ip if pair.version == 4 else None, priority, hard, meter, with_ct, out
+        )
     if with_ct:
         border = hops[-1]
         for version in sorted({p.version for p in pairs}):
             for state in (conntrack.REPLY_ESTABLISHED, conntrack.REPLY_RELATED):
-                ct_match = {"in_port": border.out_port, "eth_type": ETH_TYPE[version],
-                            "ct_state": state, "ct_mark": lane.lane_id}
-                out[border.dpid].append(_lane_flow(
-                    lane, PRIORITY_LANE, hard, ct_match,
-                    deliver_to_host(topo, host, hops, len(hops) - 1, version), None,
-                    table_id=conntrack.CT_TABLE))
+                ct_match = {
+                    "in_port": border.out_port,
+                    "eth_type": ETH_TYPE[version],
+                    "ct_state": state,
+                    "ct_mark": lane.lane_id,
+                }
+                out[border.dpid].append(
+                    _lane_flow(
+                        lane,
+                        PRIORITY_LANE,
+                        hard,
+                        ct_match,
+                        deliver_to_host(topo, host, hops, len(hops) - 1, version),
+                        None,
+                        table_id=conntrack.CT_TABLE,
+                    )
+                )
     return out
 
 
-def _compile_pair(lane: LaneSpec, topo: Topology, host: Host, hops: tuple[Any, ...],
-                  pair: LaneMatch, nat_ip: str | None, priority: int, hard: int,
-                  meter: int | None, with_ct: bool, out: dict[int, OFMsgs]) -> None:
+def _compile_pair(
+    lane: LaneSpec,
+    topo: Topology,
+    host: Host,
+    hops: tuple[Any, ...],
+    pair: LaneMatch,
+    nat_ip: str | None,
+    priority: int,
+    hard: int,
+    meter: int | None,
+    with_ct: bool,
+    out: dict[int, OFMsgs],
+) -> None:
     """The forward and reverse rules of one (destination, masked port) match on every hop."""
     key = f"ipv{pair.version}"
     host_mac, lane_mac = host.iface.mac, topo.lane_pool.mac
@@ -286,53 +351,61 @@ def _compile_pair(lane: LaneSpec, topo: Topology, host: Host, hops: tuple[Any, .
             # a NAT'd commit goes on in the egress table (a base flow: guardflows), which sends on
             # only what was translated; otherwise the edge router sees the host's own MAC
             if not (with_ct and nat_ip is not None):
-                actions += [PackedSetField(eth_src=lane_mac if nat_ip else host_mac),
-                            PackedSetField(eth_dst=topo.edge.inside.mac),
-                            parser.OFPActionOutput(hop.out_port)]
+                actions += [
+                    PackedSetField(eth_src=lane_mac if nat_ip else host_mac),
+                    PackedSetField(eth_dst=topo.edge.inside.mac),
+                    parser.OFPActionOutput(hop.out_port),
+                ]
         else:
             if i == 0:
                 actions.append(PackedSetField(eth_src=lane_mac))
             actions.append(parser.OFPActionOutput(hop.out_port))
-        out[hop.dpid].append(_lane_flow(lane, priority, hard, match, actions,
-                                        meter if i == 0 else None))
+        out[hop.dpid].append(_lane_flow(lane, priority, hard, match, actions, meter if i == 0 else None))
         # reverse: edge router -> host
         if i < last:
             match = {"in_port": hop.out_port, "eth_src": lane_mac, **rev}
-            out[hop.dpid].append(_lane_flow(lane, priority, hard, match,
-                                            deliver_to_host(topo, host, hops, i, pair.version),
-                                            None))
+            out[hop.dpid].append(
+                _lane_flow(lane, priority, hard, match, deliver_to_host(topo, host, hops, i, pair.version), None)
+            )
             continue
         match = {"in_port": hop.out_port, **rev, f"{key}_dst": nat_ip or host_addr}
         if with_ct:
-            out[hop.dpid].append(_lane_flow(lane, priority, hard, match,
-                                            [conntrack.track_reply(conntrack.lane_zone(nat_ip))], meter))
+            out[hop.dpid].append(
+                _lane_flow(lane, priority, hard, match, [conntrack.track_reply(conntrack.lane_zone(nat_ip))], meter)
+            )
             continue
         if lane.protocol == "tcp":  # stateless: no inbound connection set-up (a bare SYN never passes)
             match["tcp_flags"] = (TCP_ACK, TCP_ACK)
         actions = [PackedSetField(ipv4_dst=host_addr)] if nat_ip else []
-        out[hop.dpid].append(_lane_flow(lane, priority, hard, match, actions + deliver_to_host(
-            topo, host, hops, i, pair.version), meter))
+        out[hop.dpid].append(
+            _lane_flow(lane, priority, hard, match, actions + deliver_to_host(topo, host, hops, i, pair.version), meter)
+        )
 
 
-def compile_lane_removal(lane_id: int, dpids: Iterable[int], *,
-                         with_meter: bool = True) -> dict[int, OFMsgs]:
+def compile_lane_removal(lane_id: int, dpids: Iterable[int], *, with_meter: bool = True) -> dict[int, OFMsgs]:
     """Delete every flow of the lane (by exact cookie, all tables), then its meter."""
     cookie = lane_cookie(lane_id)
     out: dict[int, OFMsgs] = {}
     for dpid in dict.fromkeys(dpids):
-        ofmsgs: OFMsgs = [parser.OFPFlowMod(None, cookie=cookie, cookie_mask=EXACT_MASK,
-                                            table_id=ofp.OFPTT_ALL, command=ofp.OFPFC_DELETE,
-                                            out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY,
-                                            match=parser.OFPMatch())]
+        ofmsgs: OFMsgs = [
+            parser.OFPFlowMod(
+                None,
+                cookie=cookie,
+                cookie_mask=EXACT_MASK,
+                table_id=ofp.OFPTT_ALL,
+                command=ofp.OFPFC_DELETE,
+                out_port=ofp.OFPP_ANY,
+                out_group=ofp.OFPG_ANY,
+                match=parser.OFPMatch(),
+            )
+        ]
         if with_meter and lane_id <= ofp.OFPM_MAX:
-            ofmsgs.append(parser.OFPMeterMod(None, command=ofp.OFPMC_DELETE,
-                                             meter_id=meter_id_for(lane_id)))
+            ofmsgs.append(parser.OFPMeterMod(None, command=ofp.OFPMC_DELETE, meter_id=meter_id_for(lane_id)))
         out[dpid] = ofmsgs
     return out
 
 
-def compile_desired(topo: Topology, lanes: Iterable[LaneSpec],
-                    now: float) -> tuple[dict[int, OFMsgs], dict[int, str]]:
+def compile_desired(topo: Topology, lanes: Iterable[LaneSpec], now: float) -> tuple[dict[int, OFMsgs], dict[int, str]]:
     """All the app's messages that should be on the switches now: base flows, every live
     lane, and the shared flows of the addresses live lanes use. Lanes that cannot be built
     (expired, no path, bad field) come back as lane_id -> reason instead of failing the rest; reconcile compares the flows with ``flow_key``."""
@@ -342,7 +415,7 @@ def compile_desired(topo: Topology, lanes: Iterable[LaneSpec],
     for lane in lanes:
         try:
             ofmsgs = compile_lane(lane, topo, now)
-        except Exception as exc:  # noqa: BLE001 - one lane's bad row must not stop the rest
+        except Exception as exc:
             refused[lane.lane_id] = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
             continue
         carried.append(lane)
@@ -356,18 +429,51 @@ def compile_desired(topo: Topology, lanes: Iterable[LaneSpec],
 def compile_flow_delete(flow: Any) -> Any:
     """A DELETE_STRICT for exactly one flow (a stale OFPFlowStats entry, or a FlowMod we sent):
     same table, priority, match and cookie; nothing else on the switch is touched."""
-    return parser.OFPFlowMod(None, table_id=flow.table_id, command=ofp.OFPFC_DELETE_STRICT,
-                             priority=flow.priority, cookie=flow.cookie, cookie_mask=EXACT_MASK,
-                             out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY, match=flow.match)
+    return parser.OFPFlowMod(
+        None,
+        table_id=flow.table_id,
+        command=ofp.OFPFC_DELETE_STRICT,
+        priority=flow.priority,
+        cookie=flow.cookie,
+        cookie_mask=EXACT_MASK,
+        out_port=ofp.OFPP_ANY,
+        out_group=ofp.OFPG_ANY,
+        match=flow.match,
+    )
 
 
 __all__ = [
-    "PRIORITY_TABLE_MISS", "PRIORITY_BYPASS_DROP", "PRIORITY_ARP_PROXY", "PRIORITY_LANE",
-    "PRIORITY_ARP_REPLY", "PRIORITY_GUARD", "PRIORITY_RELATED", "PRIORITY_CT_POOL_DROP",
+    "PRIORITY_TABLE_MISS",
+    "PRIORITY_BYPASS_DROP",
+    "PRIORITY_ARP_PROXY",
+    "PRIORITY_LANE",
+    "PRIORITY_ARP_REPLY",
+    "PRIORITY_GUARD",
+    "PRIORITY_RELATED",
+    "PRIORITY_CT_POOL_DROP",
     "PRIORITY_CT_EGRESS",
-    "APP_COOKIE", "APP_COOKIE_MASK", "BASE_COOKIE", "ALL_APP_FLOWS", "ALL_LANE_FLOWS",
-    "LaneCompileError", "NoLanePath", "compile_base", "compile_lane", "compile_lane_removal",
-    "lane_cookie", "lane_id_from_cookie", "lane_pool_arp_reply", "flow_key", "flow_key_of",
-    "lane_dpids", "lane_ingress_ports", "lane_hops", "hard_timeout_for", "meter_id_for",
-    "compile_desired", "compile_flow_delete", "lane_match", "flows_per_lane",
+    "APP_COOKIE",
+    "APP_COOKIE_MASK",
+    "BASE_COOKIE",
+    "ALL_APP_FLOWS",
+    "ALL_LANE_FLOWS",
+    "LaneCompileError",
+    "NoLanePath",
+    "compile_base",
+    "compile_lane",
+    "compile_lane_removal",
+    "lane_cookie",
+    "lane_id_from_cookie",
+    "lane_pool_arp_reply",
+    "flow_key",
+    "flow_key_of",
+    "lane_dpids",
+    "lane_ingress_ports",
+    "lane_hops",
+    "hard_timeout_for",
+    "meter_id_for",
+    "compile_desired",
+    "compile_flow_delete",
+    "lane_match",
+    "flows_per_lane",
 ]

@@ -7,9 +7,11 @@ an address that stays never goes without its rules (an ADD with the same match a
 replaces the old flow in place; only flows whose match no longer exists are deleted, by
 DELETE_STRICT on table + priority + match + exact cookie).
 """
+
 from __future__ import annotations
 
-from typing import Any, Hashable
+from collections.abc import Hashable
+from typing import Any
 
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
@@ -26,8 +28,7 @@ def _slot(msg: Any) -> Hashable:
     return (msg.table_id, msg.priority, msg.cookie, match_key(msg.match))
 
 
-def stale_deletes(old: LaneSpec, new_flows: dict[int, OFMsgs], topo: Topology,
-                  now: float) -> dict[int, OFMsgs]:
+def stale_deletes(old: LaneSpec, new_flows: dict[int, OFMsgs], topo: Topology, now: float) -> dict[int, OFMsgs]:
     """Per dpid, a DELETE_STRICT for every flow of ``old`` that ``new_flows`` does not replace.
     Empty when the old spec cannot be compiled any more (expired: its hard timeout and the
     next reconcile remove what is left)."""
@@ -38,8 +39,9 @@ def stale_deletes(old: LaneSpec, new_flows: dict[int, OFMsgs], topo: Topology,
     out: dict[int, OFMsgs] = {}
     for dpid, msgs in old_flows.items():
         kept = {_slot(m) for m in new_flows.get(dpid, []) if isinstance(m, parser.OFPFlowMod)}
-        gone = [compiler.compile_flow_delete(m) for m in msgs
-                if isinstance(m, parser.OFPFlowMod) and _slot(m) not in kept]
+        gone = [
+            compiler.compile_flow_delete(m) for m in msgs if isinstance(m, parser.OFPFlowMod) and _slot(m) not in kept
+        ]
         if gone:
             out[dpid] = gone
     return out

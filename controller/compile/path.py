@@ -1,13 +1,14 @@
 """A lane's place in the topology: its source host, its switch path, and how a reply leaves
 each switch towards the host. Pure; shared by ``compiler`` and ``sharedflows``."""
+
 from __future__ import annotations
 
 from typing import Any
 
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller.compile.fastmatch import PackedSetField
 from viplanes.controller.compile.base import border_switch
+from viplanes.controller.compile.fastmatch import PackedSetField
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Host, Topology
 from viplanes.topologies.paths import Hop, lane_path
@@ -24,8 +25,7 @@ def lane_source(lane: LaneSpec, topo: Topology) -> Host:
     except ValueError:
         pass
     if host is None:
-        raise LaneCompileError(f"lane {lane.lane_id}: source {lane.src_ip!r} is no host of "
-                               f"topology {topo.name!r}")
+        raise LaneCompileError(f"lane {lane.lane_id}: source {lane.src_ip!r} is no host of topology {topo.name!r}")
     return host
 
 
@@ -46,14 +46,15 @@ def gateway_mac(topo: Topology, host: Host, version: int = 4) -> str:
     raise LaneCompileError(f"IPv{version} gateway {gateway} of {host.name} is no modeled interface")
 
 
-def deliver_to_host(topo: Topology, host: Host, hops: tuple[Hop, ...], i: int,
-                    version: int = 4) -> list[Any]:
+def deliver_to_host(topo: Topology, host: Host, hops: tuple[Hop, ...], i: int, version: int = 4) -> list[Any]:
     """Actions of a reverse packet at hop ``i`` on its way to the host: towards the host with
     the lane marker, or (at the first hop) into the host's port as if from its gateway."""
     if i == 0:
-        return [PackedSetField(eth_src=gateway_mac(topo, host, version)),
-                PackedSetField(eth_dst=host.iface.mac),
-                parser.OFPActionOutput(hops[0].in_port)]
+        return [
+            PackedSetField(eth_src=gateway_mac(topo, host, version)),
+            PackedSetField(eth_dst=host.iface.mac),
+            parser.OFPActionOutput(hops[0].in_port),
+        ]
     actions = [] if i < len(hops) - 1 else [PackedSetField(eth_src=topo.lane_pool.mac)]
     return actions + [parser.OFPActionOutput(hops[i].in_port)]
 

@@ -20,6 +20,7 @@ deadline is too early is re-added with the exact remaining lifetime, so the safe
 exact. A flow is refreshed only once fewer than ``REFRESH_MARGIN_S`` seconds are left on it, so a
 periodic refresh sends nothing most of the time.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,10 +31,9 @@ from typing import Any
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller.compile.lane import (MAX_HARD_TIMEOUT, PRIORITY_TABLE_MISS,
-                                          compile_flow_delete)
 from viplanes.controller.compile.cookies import BASE_COOKIE, address_from_cookie, lane_id_from_cookie
 from viplanes.controller.compile.flowkey import cached_key
+from viplanes.controller.compile.lane import MAX_HARD_TIMEOUT, PRIORITY_TABLE_MISS, compile_flow_delete
 
 REFRESH_MARGIN_S = 3600  # refresh when a flow has less than this left and its lane needs more
 SLACK_S = 5  # timeouts are whole seconds and the read-back is a little old
@@ -61,21 +61,32 @@ class Plan:
 def refresh_mod(flow: Any) -> Any:
     """MODIFY_STRICT of a desired FlowMod: restarts the hard-timeout clock on OVS, keeps counters
     and duration."""
-    return parser.OFPFlowMod(None, table_id=flow.table_id, command=ofp.OFPFC_MODIFY_STRICT,
-                             priority=flow.priority, cookie=flow.cookie, match=flow.match,
-                             instructions=flow.instructions, flags=flow.flags,
-                             hard_timeout=flow.hard_timeout, idle_timeout=flow.idle_timeout,
-                             buffer_id=ofp.OFP_NO_BUFFER)
+    return parser.OFPFlowMod(
+        None,
+        table_id=flow.table_id,
+        command=ofp.OFPFC_MODIFY_STRICT,
+        priority=flow.priority,
+        cookie=flow.cookie,
+        match=flow.match,
+        instructions=flow.instructions,
+        flags=flow.flags,
+        hard_timeout=flow.hard_timeout,
+        idle_timeout=flow.idle_timeout,
+        buffer_id=ofp.OFP_NO_BUFFER,
+    )
 
 
 def default_forwarding() -> Any:
     """The only flow a controller without a topology installs: table-miss -> NORMAL."""
-    return parser.OFPFlowMod(None, cookie=BASE_COOKIE, command=ofp.OFPFC_ADD,
-                             priority=PRIORITY_TABLE_MISS, match=parser.OFPMatch(),
-                             buffer_id=ofp.OFP_NO_BUFFER, instructions=[
-                                 parser.OFPInstructionActions(
-                                     ofp.OFPIT_APPLY_ACTIONS,
-                                     [parser.OFPActionOutput(ofp.OFPP_NORMAL)])])
+    return parser.OFPFlowMod(
+        None,
+        cookie=BASE_COOKIE,
+        command=ofp.OFPFC_ADD,
+        priority=PRIORITY_TABLE_MISS,
+        match=parser.OFPMatch(),
+        buffer_id=ofp.OFP_NO_BUFFER,
+        instructions=[parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [parser.OFPActionOutput(ofp.OFPP_NORMAL)])],
+    )
 
 
 def _seconds_left(stats: Any, clock_restarted: float | None, now: float) -> float | None:
@@ -91,8 +102,9 @@ def _seconds_left(stats: Any, clock_restarted: float | None, now: float) -> floa
     return left
 
 
-def _refresh(desired: Any, stats: Any, clock_restarted: float | None, now: float,
-             desired_age: float = 0.0) -> Any | None:
+def _refresh(
+    desired: Any, stats: Any, clock_restarted: float | None, now: float, desired_age: float = 0.0
+) -> Any | None:
     """None when the flow lives long enough; else the message that re-times it.
 
     ``desired_age``: how long before ``now`` the desired hard timeout was computed. A slow
@@ -116,13 +128,16 @@ def _delete(stats: Any) -> Any:
 
 
 def _meters_of(flow: Any) -> set[int]:
-    return {inst.meter_id for inst in flow.instructions or ()
-            if isinstance(inst, parser.OFPInstructionMeter)}
+    return {inst.meter_id for inst in flow.instructions or () if isinstance(inst, parser.OFPInstructionMeter)}
 
 
-def plan_switch(desired: Sequence[Any], actual: Iterable[Any], now: float = 0.0,
-                restarted: Mapping[Any, float] | None = None,
-                desired_at: float | None = None) -> Plan:
+def plan_switch(
+    desired: Sequence[Any],
+    actual: Iterable[Any],
+    now: float = 0.0,
+    restarted: Mapping[Any, float] | None = None,
+    desired_at: float | None = None,
+) -> Plan:
     """Diff one switch. ``desired``: FlowMods (ADD) and MeterMods, their hard timeouts computed
     at ``desired_at`` (default ``now``); ``actual``: OFPFlowStats of the app's cookie range only
     (flows of other apps must not be passed in), read at ``now``; ``restarted``: flow_key -> when
@@ -151,33 +166,43 @@ def plan_switch(desired: Sequence[Any], actual: Iterable[Any], now: float = 0.0,
             deletes.append(_delete(stats))
             stale_meters |= _meters_of(stats)
     adds = list(want.values())  # what no entry matched
-    refreshes = [r for key, msg, stats in kept
-                 if (r := _refresh(msg, stats, restarted.get(key) if restarted else None, now,
-                                   desired_age)) is not None]
+    refreshes = [
+        r
+        for key, msg, stats in kept
+        if (r := _refresh(msg, stats, restarted.get(key) if restarted else None, now, desired_age)) is not None
+    ]
     needed = set().union(*(_meters_of(m) for m in adds)) if adds else set()
     # meters of every wanted flow: only asked when a deleted flow had one (rare; a restart
     # that keeps every flow skipped walking 46,000 instruction lists)
     in_use = set().union(*(_meters_of(m) for m in wanted)) if stale_meters else set()
     # a stale lane's meter goes with its flows (OVS would keep it forever otherwise)
-    meters = [parser.OFPMeterMod(None, command=ofp.OFPMC_DELETE, meter_id=m)
-              for m in sorted(stale_meters - in_use)]
+    meters = [parser.OFPMeterMod(None, command=ofp.OFPMC_DELETE, meter_id=m) for m in sorted(stale_meters - in_use)]
     meters += [meter_mods[m] for m in sorted(needed) if m in meter_mods]
-    return Plan(deletes=tuple(deletes), meters=tuple(meters), adds=tuple(adds),
-                refreshes=tuple(refreshes), kept=len(kept) - len(refreshes))
+    return Plan(
+        deletes=tuple(deletes),
+        meters=tuple(meters),
+        adds=tuple(adds),
+        refreshes=tuple(refreshes),
+        kept=len(kept) - len(refreshes),
+    )
 
 
 def without_lanes(plan: Plan, lane_ids: set[int], addresses: set[str] = frozenset()) -> Plan:
     """The plan minus everything that concerns these lanes and the shared flows of these
     addresses (changed while the plan was made)."""
+
     def keep(msg: Any) -> bool:
         if addresses and address_from_cookie(msg.cookie) in addresses:
             return False
         return lane_id_from_cookie(msg.cookie) not in lane_ids
 
-    return Plan(deletes=tuple(filter(keep, plan.deletes)),
-                meters=tuple(m for m in plan.meters if m.meter_id not in lane_ids),
-                adds=tuple(filter(keep, plan.adds)), refreshes=tuple(filter(keep, plan.refreshes)),
-                kept=plan.kept)
+    return Plan(
+        deletes=tuple(filter(keep, plan.deletes)),
+        meters=tuple(m for m in plan.meters if m.meter_id not in lane_ids),
+        adds=tuple(filter(keep, plan.adds)),
+        refreshes=tuple(filter(keep, plan.refreshes)),
+        kept=plan.kept,
+    )
 
 
 def stale_lanes(plan: Plan) -> set[int]:

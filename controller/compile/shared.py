@@ -21,6 +21,7 @@ No hard timeout: they open nothing by themselves (an ARP answer for an address n
 to the table-1/guard drops), and one lane's deadline must not cut another's. Reconcile deletes
 them when no live lane uses the address.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -31,13 +32,22 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller.compile import conntrack
 from viplanes.controller.compile import path as lanepath
+from viplanes.controller.compile.base import (
+    ETH_TYPE_ARP,
+    ETH_TYPE_IPV4,
+    ETH_TYPE_IPV6,
+    ICMP_ERRORS,
+    IP_PROTO_ICMP,
+    IP_PROTO_ICMPV6,
+    PRIORITY_ARP_REPLY,
+    PRIORITY_LANE,
+    PRIORITY_RELATED_NAT,
+    dual_stack,
+    flow,
+)
 from viplanes.controller.compile.cookies import EXACT_MASK, shared_cookie
 from viplanes.controller.compile.fastmatch import PackedSetField, exact_match
 from viplanes.controller.compile.flowkey import flow_key_of
-from viplanes.controller.compile.base import (ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6,
-                                            ICMP_ERRORS, IP_PROTO_ICMP, IP_PROTO_ICMPV6,
-                                            PRIORITY_ARP_REPLY, PRIORITY_LANE,
-                                            PRIORITY_RELATED_NAT, dual_stack, flow)
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Topology
 
@@ -71,46 +81,114 @@ def lane_addresses(lane: LaneSpec, topo: Topology) -> dict[str, dict[int, OFMsgs
 
     if lane.nat_ip:
         nat = str(lane.nat_ip)
-        add(nat, border.dpid, flow(PRIORITY_ARP_REPLY, shared_cookie(nat), _match(
-            in_port=border.out_port, eth_type=ETH_TYPE_ARP, arp_op=1, arp_spa=str(edge.ip.ip),
-            arp_tpa=nat), [
-            PackedSetField(eth_dst=edge.mac),
-            PackedSetField(eth_src=lane_mac),
-            PackedSetField(arp_op=2),
-            PackedSetField(arp_sha=lane_mac),
-            PackedSetField(arp_spa=nat),
-            PackedSetField(arp_tha=edge.mac),
-            PackedSetField(arp_tpa=str(edge.ip.ip)),
-            parser.OFPActionOutput(ofp.OFPP_IN_PORT)]))
+        add(
+            nat,
+            border.dpid,
+            flow(
+                PRIORITY_ARP_REPLY,
+                shared_cookie(nat),
+                _match(in_port=border.out_port, eth_type=ETH_TYPE_ARP, arp_op=1, arp_spa=str(edge.ip.ip), arp_tpa=nat),
+                [
+                    PackedSetField(eth_dst=edge.mac),
+                    PackedSetField(eth_src=lane_mac),
+                    PackedSetField(arp_op=2),
+                    PackedSetField(arp_sha=lane_mac),
+                    PackedSetField(arp_spa=nat),
+                    PackedSetField(arp_tha=edge.mac),
+                    PackedSetField(arp_tpa=str(edge.ip.ip)),
+                    parser.OFPActionOutput(ofp.OFPP_IN_PORT),
+                ],
+            ),
+        )
         if lanepath.stateful(topo):
             for icmp_type in ICMP_ERRORS:
-                add(nat, border.dpid, flow(PRIORITY_RELATED_NAT, shared_cookie(nat), _match(
-                    in_port=border.out_port, eth_type=ETH_TYPE_IPV4, ip_proto=IP_PROTO_ICMP,
-                    icmpv4_type=icmp_type, ipv4_dst=nat),
-                    [conntrack.track_reply(conntrack.lane_zone(nat))]))
+                add(
+                    nat,
+                    border.dpid,
+                    flow(
+                        PRIORITY_RELATED_NAT,
+                        shared_cookie(nat),
+                        _match(
+                            in_port=border.out_port,
+                            eth_type=ETH_TYPE_IPV4,
+                            ip_proto=IP_PROTO_ICMP,
+                            icmpv4_type=icmp_type,
+                            ipv4_dst=nat,
+                        ),
+                        [conntrack.track_reply(conntrack.lane_zone(nat))],
+                    ),
+                )
     for i, hop in enumerate(hops[:-1]):
-        add(host_ip, hop.dpid, flow(PRIORITY_LANE, shared_cookie(host_ip), _match(
-            in_port=hop.out_port, eth_src=lane_mac, eth_type=ETH_TYPE_IPV4,
-            ip_proto=IP_PROTO_ICMP, ipv4_dst=host_ip),
-            lanepath.deliver_to_host(topo, host, hops, i)))
+        add(
+            host_ip,
+            hop.dpid,
+            flow(
+                PRIORITY_LANE,
+                shared_cookie(host_ip),
+                _match(
+                    in_port=hop.out_port,
+                    eth_src=lane_mac,
+                    eth_type=ETH_TYPE_IPV4,
+                    ip_proto=IP_PROTO_ICMP,
+                    ipv4_dst=host_ip,
+                ),
+                lanepath.deliver_to_host(topo, host, hops, i),
+            ),
+        )
         if host_ip6 is not None:  # keyed by the host's v4 address: cookies hold 32 bits
-            add(host_ip, hop.dpid, flow(PRIORITY_LANE, shared_cookie(host_ip), _match(
-                in_port=hop.out_port, eth_src=lane_mac, eth_type=ETH_TYPE_IPV6,
-                ip_proto=IP_PROTO_ICMPV6, ipv6_dst=host_ip6),
-                lanepath.deliver_to_host(topo, host, hops, i, 6)))
+            add(
+                host_ip,
+                hop.dpid,
+                flow(
+                    PRIORITY_LANE,
+                    shared_cookie(host_ip),
+                    _match(
+                        in_port=hop.out_port,
+                        eth_src=lane_mac,
+                        eth_type=ETH_TYPE_IPV6,
+                        ip_proto=IP_PROTO_ICMPV6,
+                        ipv6_dst=host_ip6,
+                    ),
+                    lanepath.deliver_to_host(topo, host, hops, i, 6),
+                ),
+            )
     if not lanepath.stateful(topo) and host_ip6 is not None:
-        add(host_ip, border.dpid, flow(PRIORITY_LANE, shared_cookie(host_ip), _match(
-            in_port=border.out_port, eth_type=ETH_TYPE_IPV6, ip_proto=IP_PROTO_ICMPV6,
-            icmpv6_type=ICMPV6_PACKET_TOO_BIG, ipv6_dst=host_ip6),
-            lanepath.deliver_to_host(topo, host, hops, len(hops) - 1, 6)))
+        add(
+            host_ip,
+            border.dpid,
+            flow(
+                PRIORITY_LANE,
+                shared_cookie(host_ip),
+                _match(
+                    in_port=border.out_port,
+                    eth_type=ETH_TYPE_IPV6,
+                    ip_proto=IP_PROTO_ICMPV6,
+                    icmpv6_type=ICMPV6_PACKET_TOO_BIG,
+                    ipv6_dst=host_ip6,
+                ),
+                lanepath.deliver_to_host(topo, host, hops, len(hops) - 1, 6),
+            ),
+        )
     if not lanepath.stateful(topo):
         lane_src = str(lane.nat_ip or host_ip)
         actions = [PackedSetField(ipv4_dst=host_ip)] if lane.nat_ip else []
-        add(lane_src, border.dpid, flow(PRIORITY_LANE, shared_cookie(lane_src), _match(
-            in_port=border.out_port, eth_type=ETH_TYPE_IPV4, ip_proto=IP_PROTO_ICMP,
-            icmpv4_type=ICMP_FRAG_NEEDED[0], icmpv4_code=ICMP_FRAG_NEEDED[1],
-            ipv4_dst=lane_src),
-            actions + lanepath.deliver_to_host(topo, host, hops, len(hops) - 1)))
+        add(
+            lane_src,
+            border.dpid,
+            flow(
+                PRIORITY_LANE,
+                shared_cookie(lane_src),
+                _match(
+                    in_port=border.out_port,
+                    eth_type=ETH_TYPE_IPV4,
+                    ip_proto=IP_PROTO_ICMP,
+                    icmpv4_type=ICMP_FRAG_NEEDED[0],
+                    icmpv4_code=ICMP_FRAG_NEEDED[1],
+                    ipv4_dst=lane_src,
+                ),
+                actions + lanepath.deliver_to_host(topo, host, hops, len(hops) - 1),
+            ),
+        )
     return out
 
 
@@ -131,9 +209,20 @@ def compile_shared(topo: Topology, lanes: Iterable[LaneSpec]) -> dict[int, OFMsg
 
 def compile_shared_removal(addresses_by_dpid: dict[int, set[str]]) -> dict[int, OFMsgs]:
     """Delete every shared flow of these addresses (exact cookie, all tables) on these switches."""
-    return {dpid: [parser.OFPFlowMod(None, cookie=shared_cookie(addr), cookie_mask=EXACT_MASK,
-                                     table_id=ofp.OFPTT_ALL, command=ofp.OFPFC_DELETE,
-                                     out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY,
-                                     match=parser.OFPMatch()) for addr in sorted(addrs)]
-            for dpid, addrs in addresses_by_dpid.items() if addrs}
-
+    return {
+        dpid: [
+            parser.OFPFlowMod(
+                None,
+                cookie=shared_cookie(addr),
+                cookie_mask=EXACT_MASK,
+                table_id=ofp.OFPTT_ALL,
+                command=ofp.OFPFC_DELETE,
+                out_port=ofp.OFPP_ANY,
+                out_group=ofp.OFPG_ANY,
+                match=parser.OFPMatch(),
+            )
+            for addr in sorted(addrs)
+        ]
+        for dpid, addrs in addresses_by_dpid.items()
+        if addrs
+    }

@@ -5,6 +5,7 @@ Why here and not in the app: the decision must come before os-ken (and so the la
 the features reply, so that no flow-mod, barrier or reconcile ever reaches a connection that is
 not authorized. ``OpenFlowServer`` calls ``admit`` on the connection's reader thread.
 """
+
 from __future__ import annotations
 
 import logging
@@ -12,8 +13,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from viplanes.controller.openflow.tls import TLSFiles
 from viplanes.controller.openflow.peerauth import SwitchTrust, authorize
+from viplanes.controller.openflow.tls import TLSFiles
 
 LOG = logging.getLogger("viplanes.controller.openflow.admission")
 PROBE_TIMEOUT_S = 1.0
@@ -74,8 +75,9 @@ class Admission:
         decision = authorize(conn.peer_cert_der(), dpid, self.trust)
         if not decision.ok:
             self._count("unauthorized")
-            LOG.warning("refusing OpenFlow connection from %s claiming dpid %d: %s",
-                        conn.address, dpid, decision.reason)
+            LOG.warning(
+                "refusing OpenFlow connection from %s claiming dpid %d: %s", conn.address, dpid, decision.reason
+            )
             return False
         with self._lock:
             dpid_lock = self._dpid_locks.setdefault(dpid, threading.Lock())
@@ -85,13 +87,22 @@ class Admission:
             if old is not None and old is not conn:
                 if old.probe(self.probe_timeout_s):
                     self._count("takeover")
-                    LOG.warning("refusing OpenFlow connection from %s claiming dpid %d: the "
-                                "connection from %s holds it and answers echo", conn.address,
-                                dpid, old.address)
+                    LOG.warning(
+                        "refusing OpenFlow connection from %s claiming dpid %d: the "
+                        "connection from %s holds it and answers echo",
+                        conn.address,
+                        dpid,
+                        old.address,
+                    )
                     return False
-                LOG.warning("dpid %d: connection from %s did not answer echo within %g s; the "
-                            "new connection from %s replaces it", dpid, old.address,
-                            self.probe_timeout_s, conn.address)
+                LOG.warning(
+                    "dpid %d: connection from %s did not answer echo within %g s; the "
+                    "new connection from %s replaces it",
+                    dpid,
+                    old.address,
+                    self.probe_timeout_s,
+                    conn.address,
+                )
                 old.shutdown()
             with self._lock:
                 self.live[dpid] = conn

@@ -10,6 +10,7 @@ authorized for the dpid, and no live connection holds it: ``admission.py``).
 Started without a runtime (``python -m viplanes.controller.openflow.launcher``) it makes its own without a
 topology: every switch gets table-miss -> NORMAL and nothing else.
 """
+
 from __future__ import annotations
 
 import logging
@@ -17,8 +18,7 @@ from typing import Any
 
 from os_ken.base import app_manager
 from os_ken.controller import ofp_event
-from os_ken.controller.handler import (CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER,
-                                       set_ev_cls)
+from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
 from os_ken.ofproto import ofproto_v1_3
 
 from viplanes.controller.openflow import server as ofserver
@@ -92,8 +92,9 @@ class VipLanesApp(app_manager.OSKenApp):
         if old is not None and old is not dp:
             # the listener's admission (ofserver/admission.py) let this connection in only after
             # the older one failed an echo probe and was shut down; forget the older one here
-            LOG.warning("dpid=%d connected again from %s; the older connection from %s is closed",
-                        dpid, dp.address, old.address)
+            LOG.warning(
+                "dpid=%d connected again from %s; the older connection from %s is closed", dpid, dp.address, old.address
+            )
             close = getattr(old, "shutdown", None) or old.close
             close()
             self.runtime.switch_down(dpid)
@@ -145,13 +146,23 @@ class VipLanesApp(app_manager.OSKenApp):
         if in_port is None:
             return
         parser, ofp = dp.ofproto_parser, dp.ofproto
-        dp.send_msg(parser.OFPPacketOut(dp, buffer_id=ofp.OFP_NO_BUFFER,
-                                        in_port=ofp.OFPP_CONTROLLER,
-                                        actions=[parser.OFPActionOutput(in_port)], data=reply))
+        dp.send_msg(
+            parser.OFPPacketOut(
+                dp,
+                buffer_id=ofp.OFP_NO_BUFFER,
+                in_port=ofp.OFPP_CONTROLLER,
+                actions=[parser.OFPActionOutput(in_port)],
+                data=reply,
+            )
+        )
 
     @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
     def _port_status(self, ev: Any) -> None:
         msg = ev.msg
-        LOG.info("dpid=%d port %s %s (state %#x)", msg.datapath.id, msg.desc.port_no,
-                 {0: "added", 1: "deleted", 2: "modified"}.get(msg.reason, msg.reason),
-                 msg.desc.state)
+        LOG.info(
+            "dpid=%d port %s %s (state %#x)",
+            msg.datapath.id,
+            msg.desc.port_no,
+            {0: "added", 1: "deleted", 2: "modified"}.get(msg.reason, msg.reason),
+            msg.desc.state,
+        )

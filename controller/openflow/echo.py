@@ -8,6 +8,7 @@ one daemon thread looks at every registered connection once per ``TICK_S`` and c
 its own echo request after 5 s without a message from us, so a live OVS switch never needs one)
 and drops a peer that leaves too many unanswered.
 """
+
 from __future__ import annotations
 
 import logging
@@ -36,8 +37,7 @@ class EchoSweeper:
         with self._lock:
             self._peers.add(peer)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="viplanes-echo",
-                                                daemon=True)
+                self._thread = threading.Thread(target=self._run, name="viplanes-echo", daemon=True)
                 self._thread.start()
 
     def discard(self, peer: EchoPeer) -> None:
@@ -52,7 +52,7 @@ class EchoSweeper:
         for peer in peers:
             try:
                 peer.echo_tick(now)
-            except Exception:  # noqa: BLE001 - one broken connection must not stop the others
+            except Exception:
                 LOG.exception("echo check of %r failed", peer)
 
     def _run(self) -> None:

@@ -7,17 +7,19 @@ lanes (see ``reconcile``) and a drift check every ``drift_period_s`` counts each
 flows and reconciles a switch whose count is off (``drift``), so flows deleted behind our back
 come back within seconds. One per process: os-ken's app manager is a singleton.
 """
+
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from viplanes.controller.openflow.admission import ListenerSecurity
-from viplanes.controller.runtime.drift import DRIFT_PERIOD_S
 from viplanes.controller.openflow.handshakes import HandshakeGauge
 from viplanes.controller.openflow.peerauth import SwitchTrust
+from viplanes.controller.runtime.drift import DRIFT_PERIOD_S
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
 from viplanes.topologies.model import Topology
 
@@ -33,11 +35,17 @@ WARM_UP_ALONE_S = 2.0
 class EmbeddedController(LaneRuntime):
     """The os-ken controller in this process: ``start()`` returns once it listens."""
 
-    def __init__(self, topology: Topology | None, host: str = "127.0.0.1", port: int = 6653, *,
-                 security: ListenerSecurity | None = None,
-                 clock: Callable[[], float] = time.time,
-                 refresh_period_s: float = REFRESH_PERIOD_S,
-                 drift_period_s: float = DRIFT_PERIOD_S) -> None:
+    def __init__(
+        self,
+        topology: Topology | None,
+        host: str = "127.0.0.1",
+        port: int = 6653,
+        *,
+        security: ListenerSecurity | None = None,
+        clock: Callable[[], float] = time.time,
+        refresh_period_s: float = REFRESH_PERIOD_S,
+        drift_period_s: float = DRIFT_PERIOD_S,
+    ) -> None:
         super().__init__(topology, clock=clock)
         self.host, self.port = host, port
         # None: plain TCP, every dpid of the topology admitted (unit tests, --insecure-tcp)
@@ -58,24 +66,30 @@ class EmbeddedController(LaneRuntime):
             warm.start()
             warm.join(WARM_UP_ALONE_S)
         try:
-            self._running = start_apps(["viplanes.controller.openflow.app"], self.host, self.port,
-                                       lane_runtime=self, of_security=self.security,
-                                       of_handshakes=self.handshakes)
+            self._running = start_apps(
+                ["viplanes.controller.openflow.app"],
+                self.host,
+                self.port,
+                lane_runtime=self,
+                of_security=self.security,
+                of_handshakes=self.handshakes,
+            )
         except OSError as exc:
-            raise RuntimeError(f"OpenFlow listener {self.host}:{self.port}: "
-                               f"{exc.strerror or exc}") from None
+            raise RuntimeError(f"OpenFlow listener {self.host}:{self.port}: {exc.strerror or exc}") from None
         self._stop.clear()
-        threading.Thread(target=self._every, args=(self.refresh_period_s, self.reconcile_all),
-                         name="viplanes-refresh", daemon=True).start()
+        threading.Thread(
+            target=self._every, args=(self.refresh_period_s, self.reconcile_all), name="viplanes-refresh", daemon=True
+        ).start()
         if self.drift_period_s > 0:
-            threading.Thread(target=self._every, args=(self.drift_period_s, self.check_drift),
-                             name="viplanes-drift", daemon=True).start()
+            threading.Thread(
+                target=self._every, args=(self.drift_period_s, self.check_drift), name="viplanes-drift", daemon=True
+            ).start()
 
     def _every(self, period_s: float, work: Callable[[], Any]) -> None:
         while not self._stop.wait(period_s):
             try:
                 work()
-            except Exception:  # noqa: BLE001 - the loop must survive one bad round
+            except Exception:
                 LOG.exception("periodic %s failed", work.__name__)
 
     def stop(self) -> None:

@@ -16,6 +16,7 @@ second pass by ``guard.check_message`` (that pass was 17 % of serve's GIL time i
 (which rejects a malformed reply with its reason) before os-ken's parser. Invariant, tested with
 hypothesis: ``decode_flow_stats_reply(raw) is not None`` implies ``guard.check_message(raw).ok``.
 """
+
 from __future__ import annotations
 
 import socket
@@ -27,8 +28,8 @@ from os_ken.lib import type_desc
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller.openflow import guard
 from viplanes.controller.compile.flowkey import KEY_ATTR, canonical_pair, instructions_key, match_key
+from viplanes.controller.openflow import guard
 
 _ENTRY = struct.Struct("!HBxIIHHHH4xQQQ")  # ofp_flow_stats up to the match (48 bytes)
 _MATCH_HEADER = struct.Struct("!HH")
@@ -46,9 +47,11 @@ def _kind(field: Any) -> str | None:
 
 
 # (oxm class << 7 | field) -> (name, kind), for the OpenFlow basic class
-_FIELDS = {f.num: (f.name, k) for f in ofp.oxm_types
-           if isinstance(f.num, int) and (f.num >> 7) == ofp.OFPXMC_OPENFLOW_BASIC
-           and (k := _kind(f)) is not None}
+_FIELDS = {
+    f.num: (f.name, k)
+    for f in ofp.oxm_types
+    if isinstance(f.num, int) and (f.num >> 7) == ofp.OFPXMC_OPENFLOW_BASIC and (k := _kind(f)) is not None
+}
 
 
 class Unsupported(ValueError):
@@ -74,8 +77,7 @@ class FlowStatsEntry:
 
     def ofp_match(self) -> Any:
         """The match as an OFPMatch (to build a DELETE_STRICT for this exact flow)."""
-        return parser.OFPMatch(**{k: _ipv4_text(v) if k in _IPV4_NAMES else v
-                                  for k, v in self.match.items()})
+        return parser.OFPMatch(**{k: _ipv4_text(v) if k in _IPV4_NAMES else v for k, v in self.match.items()})
 
 
 _IPV4_NAMES = frozenset(name for name, kind in _FIELDS.values() if kind == "ipv4")
@@ -121,19 +123,19 @@ def _tlv(raw: bytes) -> tuple[str, Any, Any]:
 
 def _oxm(buf: bytes, pos: int) -> tuple[str, Any, int]:
     """The OXM TLV at ``pos`` (a set_field's): (field name, value, bytes used)."""
-    raw = buf[pos:pos + 4 + buf[pos + 3]]
+    raw = buf[pos : pos + 4 + buf[pos + 3]]
     name, value, _pair = _tlv(raw)
     return name, value, len(raw)
 
 
 def _oxm_decoded(buf: bytes, pos: int) -> tuple[str, Any, int]:
-    header = int.from_bytes(buf[pos:pos + 4], "big")
+    header = int.from_bytes(buf[pos : pos + 4], "big")
     num, hasmask, length = header >> 9, (header >> 8) & 1, header & 0xFF
     known = _FIELDS.get(num)
     if known is None:
         raise Unsupported(f"OXM {num:#x}")
     name, kind = known
-    body = buf[pos + 4:pos + 4 + length]
+    body = buf[pos + 4 : pos + 4 + length]
     if hasmask:
         half = length // 2
         return name, (_value(kind, body[:half]), _value(kind, body[half:])), 4 + length
@@ -181,14 +183,16 @@ def _os_ken_match(buf: bytes, pos: int) -> dict[str, Any]:
     IPv4 values as ints like the fast path."""
     try:
         match = parser.OFPMatch.parser(buf, pos)
-    except Exception as exc:  # noqa: BLE001 - os-ken's own parser decides; caller falls back
+    except Exception as exc:
         raise Unsupported(f"match: {exc!r}") from exc
     out: dict[str, Any] = {}
     for name, value in match.items():
         if name in _IPV4_NAMES:
-            value = (tuple(int.from_bytes(socket.inet_aton(v), "big") for v in value)
-                     if isinstance(value, tuple) else
-                     int.from_bytes(socket.inet_aton(value), "big"))
+            value = (
+                tuple(int.from_bytes(socket.inet_aton(v), "big") for v in value)
+                if isinstance(value, tuple)
+                else int.from_bytes(socket.inet_aton(value), "big")
+            )
         out[name] = value
     return out
 
@@ -200,14 +204,13 @@ def _actions(buf: bytes, pos: int, end: int) -> list[Any]:
         if atype == ofp.OFPAT_OUTPUT:
             port, max_len = struct.unpack_from("!IH", buf, pos + 4)
             out.append(parser.OFPActionOutput(port, max_len))
-        elif atype == ofp.OFPAT_SET_FIELD and int.from_bytes(buf[pos + 4:pos + 6], "big") \
-                not in _OTHER_CLASSES:
+        elif atype == ofp.OFPAT_SET_FIELD and int.from_bytes(buf[pos + 4 : pos + 6], "big") not in _OTHER_CLASSES:
             name, value, _used = _oxm(buf, pos + 4)
             out.append(parser.OFPActionSetField(**{name: value}))
         elif atype in (ofp.OFPAT_EXPERIMENTER, ofp.OFPAT_SET_FIELD):  # ct(), nat(), ct_mark
             try:
                 out.append(parser.OFPAction.parser(buf, pos))
-            except Exception as exc:  # noqa: BLE001 - see _os_ken_match
+            except Exception as exc:
                 raise Unsupported(f"action: {exc!r}") from exc
         else:
             raise Unsupported(f"action type {atype}")
@@ -259,8 +262,12 @@ def decode_flow_stats_reply(raw: bytes) -> tuple[list[Any], bool] | None:
     gives its one body as the entry, as os-ken's ``OFPAggregateStats``: decoded on the
     connection's thread, it skips os-ken's parser and the hop to the app's event thread."""
     end = len(raw)
-    if (end < ofp.OFP_MULTIPART_REPLY_SIZE or raw[0] != ofp.OFP_VERSION
-            or raw[1] != ofp.OFPT_MULTIPART_REPLY or int.from_bytes(raw[2:4], "big") != end):
+    if (
+        end < ofp.OFP_MULTIPART_REPLY_SIZE
+        or raw[0] != ofp.OFP_VERSION
+        or raw[1] != ofp.OFPT_MULTIPART_REPLY
+        or int.from_bytes(raw[2:4], "big") != end
+    ):
         return None
     mp_type, flags = struct.unpack_from("!HH", raw, 8)
     if mp_type == ofp.OFPMP_AGGREGATE:
@@ -274,15 +281,17 @@ def decode_flow_stats_reply(raw: bytes) -> tuple[list[Any], bool] | None:
     pos = ofp.OFP_MULTIPART_REPLY_SIZE
     try:
         while pos < end:
-            length = int.from_bytes(raw[pos:pos + 2], "big") if pos + 2 <= end else 0
+            length = int.from_bytes(raw[pos : pos + 2], "big") if pos + 2 <= end else 0
             if length < ofp.OFP_FLOW_STATS_SIZE or pos + length > end:
                 raise guard.Malformed(f"flow-stats entry at {pos} of length {length}")
-            (_length, table_id, dsec, dnsec, prio, idle, hard, eflags, cookie, packets,
-             octets) = _ENTRY.unpack_from(raw, pos)
+            (_length, table_id, dsec, dnsec, prio, idle, hard, eflags, cookie, packets, octets) = _ENTRY.unpack_from(
+                raw, pos
+            )
             match, mkey, after = decode_match(raw, pos + ofp.OFP_FLOW_STATS_0_SIZE, pos + length)
             insts, insts_key = _instructions_keyed(raw, after, pos + length)
-            entry = FlowStatsEntry(table_id, dsec, dnsec, prio, idle, hard, eflags, cookie,
-                                   packets, octets, match, insts)
+            entry = FlowStatsEntry(
+                table_id, dsec, dnsec, prio, idle, hard, eflags, cookie, packets, octets, match, insts
+            )
             # its flow_key, as flowkey.flow_key_of would build it; cached_key finds it
             entry.__dict__[KEY_ATTR] = (table_id, prio, cookie, mkey, insts_key)
             entries.append(entry)

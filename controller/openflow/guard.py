@@ -22,6 +22,7 @@ module walks every length field the parser will walk, using the same arithmetic,
 - ``reject``: a length field is below its header size, runs past its container, or the message
   type is one a switch never sends: the connection is closed.
 """
+
 from __future__ import annotations
 
 import struct
@@ -90,8 +91,10 @@ def check_actions(buf: bytes, off: int, end: int, depth: int = 0) -> None:
     while pos < end:
         _need(pos + 4 <= end, f"action header at {pos} runs past {end}")
         atype, length = struct.unpack_from("!HH", buf, pos)
-        _need(length >= ofp.OFP_ACTION_HEADER_SIZE and length % 8 == 0,
-              f"action type {atype} length {length} is not a multiple of 8 >= 8")
+        _need(
+            length >= ofp.OFP_ACTION_HEADER_SIZE and length % 8 == 0,
+            f"action type {atype} length {length} is not a multiple of 8 >= 8",
+        )
         _need(pos + length <= end, f"action at {pos} (length {length}) runs past {end}")
         if atype == ofp.OFPAT_SET_FIELD:
             _need(pos + 8 <= pos + length, "set_field too short")
@@ -147,8 +150,7 @@ def check_instructions(buf: bytes, off: int, end: int) -> None:
     while pos < end:
         _need(pos + 4 <= end, f"instruction header at {pos} runs past {end}")
         itype, length = struct.unpack_from("!HH", buf, pos)
-        _need(length >= 8 and length % 8 == 0,
-              f"instruction type {itype} length {length} is not a multiple of 8 >= 8")
+        _need(length >= 8 and length % 8 == 0, f"instruction type {itype} length {length} is not a multiple of 8 >= 8")
         _need(pos + length <= end, f"instruction at {pos} (length {length}) runs past {end}")
         if itype in _ACTION_INSTRUCTIONS:
             check_actions(buf, pos + ofp.OFP_INSTRUCTION_ACTIONS_SIZE, pos + length)
@@ -160,8 +162,7 @@ def check_flow_stats(buf: bytes, off: int, end: int) -> None:
     while pos < end:
         _need(pos + 2 <= end, "flow-stats entry header runs past the message")
         length = _u16(buf, pos)
-        _need(length >= ofp.OFP_FLOW_STATS_SIZE, f"flow-stats entry length {length} < "
-                                                  f"{ofp.OFP_FLOW_STATS_SIZE}")
+        _need(length >= ofp.OFP_FLOW_STATS_SIZE, f"flow-stats entry length {length} < {ofp.OFP_FLOW_STATS_SIZE}")
         _need(pos + length <= end, f"flow-stats entry at {pos} (length {length}) runs past {end}")
         after_match = check_match(buf, pos + ofp.OFP_FLOW_STATS_0_SIZE, pos + length)
         check_instructions(buf, after_match, pos + length)
@@ -171,12 +172,14 @@ def check_flow_stats(buf: bytes, off: int, end: int) -> None:
 def _fixed_entries(size: int):
     def check(buf: bytes, off: int, end: int) -> None:
         _need((end - off) % size == 0, f"body of {end - off} bytes is not a multiple of {size}")
+
     return check
 
 
 def _exactly_one(size: int):
     def check(buf: bytes, off: int, end: int) -> None:
         _need(end - off >= size, f"body of {end - off} bytes, expected {size}")
+
     return check
 
 
@@ -225,11 +228,15 @@ _FIXED = {
     ofp.OFPT_GET_ASYNC_REPLY: ofp.OFP_ASYNC_CONFIG_SIZE,
 }
 # well-framed but never needed: not parsed
-_DROPPED = {ofp.OFPT_EXPERIMENTER: "experimenter message",
-            ofp.OFPT_QUEUE_GET_CONFIG_REPLY: "queue config reply not requested"}
+_DROPPED = {
+    ofp.OFPT_EXPERIMENTER: "experimenter message",
+    ofp.OFPT_QUEUE_GET_CONFIG_REPLY: "queue config reply not requested",
+}
 # where the match starts in messages that carry one
-_MATCH_AT = {ofp.OFPT_PACKET_IN: ofp.OFP_PACKET_IN_SIZE - ofp.OFP_MATCH_SIZE,
-             ofp.OFPT_FLOW_REMOVED: ofp.OFP_FLOW_REMOVED_SIZE - ofp.OFP_MATCH_SIZE}
+_MATCH_AT = {
+    ofp.OFPT_PACKET_IN: ofp.OFP_PACKET_IN_SIZE - ofp.OFP_MATCH_SIZE,
+    ofp.OFPT_FLOW_REMOVED: ofp.OFP_FLOW_REMOVED_SIZE - ofp.OFP_MATCH_SIZE,
+}
 
 
 def check_message(buf: bytes) -> Verdict:
@@ -252,18 +259,15 @@ def _check(buf: bytes) -> Verdict:
     if version != OF13:
         if msg_type == ofp.OFPT_ERROR:
             return Verdict(DROP, f"error message of version {version}")
-        return Verdict(REJECT, f"version {version} message type {msg_type}: only OpenFlow 1.3 "
-                               "is spoken here")
+        return Verdict(REJECT, f"version {version} message type {msg_type}: only OpenFlow 1.3 is spoken here")
     if msg_type in _DROPPED:
         return Verdict(DROP, _DROPPED[msg_type])
     if msg_type in _FIXED:
-        _need(length >= _FIXED[msg_type], f"message type {msg_type} of {length} bytes < "
-                                          f"{_FIXED[msg_type]}")
+        _need(length >= _FIXED[msg_type], f"message type {msg_type} of {length} bytes < {_FIXED[msg_type]}")
         return Verdict(OK)
     if msg_type in _MATCH_AT:
         at = _MATCH_AT[msg_type]
-        _need(length >= at + ofp.OFP_MATCH_SIZE, f"message type {msg_type} of {length} bytes "
-                                                 "too short for its match")
+        _need(length >= at + ofp.OFP_MATCH_SIZE, f"message type {msg_type} of {length} bytes too short for its match")
         check_match(buf, at, length)
         return Verdict(OK)
     if msg_type == ofp.OFPT_MULTIPART_REPLY:

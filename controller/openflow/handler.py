@@ -3,6 +3,7 @@
 ``launcher.start_apps`` swaps it in for ``os_ken.controller.ofp_handler`` (same app name, same
 handshake handlers), and passes the listener's security as the ``of_security`` context.
 """
+
 from __future__ import annotations
 
 import logging
@@ -27,8 +28,13 @@ class GuardedOFPHandler(OFPHandler):
     Its security comes in as the ``of_security`` context (``launcher.start_apps``); without it
     the listener is plain TCP."""
 
-    def __init__(self, *args: Any, of_security: ListenerSecurity | None = None,
-                 of_handshakes: HandshakeGauge | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        of_security: ListenerSecurity | None = None,
+        of_handshakes: HandshakeGauge | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.server: OpenFlowServer | None = None
         self.security = of_security or ListenerSecurity(tls=None)
@@ -38,16 +44,19 @@ class GuardedOFPHandler(OFPHandler):
         app_manager.OSKenApp.start(self)
         conf = cfg.CONF
         host = conf.ofp_listen_host or "127.0.0.1"
-        self.server = OpenFlowServer(host, conf.ofp_tcp_listen_port or 6653, self.security,
-                                     self.handshakes)
+        self.server = OpenFlowServer(host, conf.ofp_tcp_listen_port or 6653, self.security, self.handshakes)
         if self.security.tls is None:
-            LOG.warning("INSECURE: OpenFlow listening on %s:%d over plain TCP (--insecure-tcp): "
-                        "switches are not authenticated", *self.server.address)
-            threading.Thread(target=self.server.remind_insecure, name="viplanes-insecure-of",
-                             daemon=True).start()
+            LOG.warning(
+                "INSECURE: OpenFlow listening on %s:%d over plain TCP (--insecure-tcp): switches are not authenticated",
+                *self.server.address,
+            )
+            threading.Thread(target=self.server.remind_insecure, name="viplanes-insecure-of", daemon=True).start()
         else:
-            LOG.info("OpenFlow listening on %s:%d (TLS, client certificates from %s)",
-                     *self.server.address, self.security.tls.ca)
+            LOG.info(
+                "OpenFlow listening on %s:%d (TLS, client certificates from %s)",
+                *self.server.address,
+                self.security.tls.ca,
+            )
         return hub.spawn(self.server.serve_forever)
 
     def stop(self) -> None:

@@ -8,6 +8,7 @@ and the last switches back 2-6 s late (issue 13). A reconcile can wait a moment;
 handshake costs the switch OVS's backoff. So the listener counts handshakes in flight here, and a
 reconcile waits (bounded) until none is.
 """
+
 from __future__ import annotations
 
 import threading

@@ -3,14 +3,12 @@
 The OpenFlow listen address is an option (default 127.0.0.1:6653) rather than os-ken's
 global default of every interface, so a lab controller is not reachable from outside by accident.
 """
+
 from __future__ import annotations
 
-import logging
-import signal
 import sys
 from dataclasses import dataclass
 from typing import Any
-
 
 DEFAULT_APPS = ("viplanes.controller.openflow.app",)
 # How long a busy thread keeps the GIL when another wants it (CPython's default: 5 ms). A
@@ -52,8 +50,9 @@ class RunningApps:
         self.manager.close()
 
 
-def start_apps(app_modules: tuple[str, ...] | list[str], listen_host: str = "127.0.0.1",
-               listen_port: int = 6653, **contexts: Any) -> RunningApps:
+def start_apps(
+    app_modules: tuple[str, ...] | list[str], listen_host: str = "127.0.0.1", listen_port: int = 6653, **contexts: Any
+) -> RunningApps:
     """Load, instantiate and start os-ken apps in this process (native threads); do not block."""
     from os_ken.base.app_manager import AppManager
 

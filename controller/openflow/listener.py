@@ -4,6 +4,7 @@ and total caps, and hands each to a ``ofserver.GuardedDatapath``; ``close`` drop
 Split from ``ofserver`` (one connection) so each stays one room; see there for why os-ken's own
 listener is replaced.
 """
+
 from __future__ import annotations
 
 import logging
@@ -17,9 +18,9 @@ from os_ken.lib import hub
 
 from viplanes.controller.openflow.admission import Admission, ListenerSecurity
 from viplanes.controller.openflow.handshakes import HandshakeGauge
+from viplanes.controller.openflow.peerauth import SourceLimiter
 from viplanes.controller.openflow.server import GuardedDatapath
 from viplanes.controller.openflow.tls import ContextSource, TLSChannel
-from viplanes.controller.openflow.peerauth import SourceLimiter
 
 LOG = logging.getLogger("viplanes.controller.openflow.server")
 MAX_CONNECTIONS = 512
@@ -29,8 +30,9 @@ INSECURE_REMINDER_S = 60.0
 class OpenFlowServer:
     """Accepts switch connections on (host, port); ``close`` stops accepting and drops them all."""
 
-    def __init__(self, host: str, port: int, security: ListenerSecurity | None = None,
-                 handshakes: HandshakeGauge | None = None) -> None:
+    def __init__(
+        self, host: str, port: int, security: ListenerSecurity | None = None, handshakes: HandshakeGauge | None = None
+    ) -> None:
         self.security = security or ListenerSecurity(tls=None)
         # connections accepted and not through their TLS handshake yet (reconciles wait for them)
         self.in_handshake = handshakes or HandshakeGauge()
@@ -74,10 +76,14 @@ class OpenFlowServer:
                 LOG.debug("OpenFlow connection from %s waits for a handshake place", addr)
                 continue
             if not admitted:
-                LOG.warning("refusing OpenFlow connection from %s: %s", addr,
-                            f"{MAX_CONNECTIONS} connections open" if full else
-                            f"{self.handshakes.limit} handshakes from {addr[0]} in progress and "
-                            f"{self.handshakes.queue_limit} waiting")
+                LOG.warning(
+                    "refusing OpenFlow connection from %s: %s",
+                    addr,
+                    f"{MAX_CONNECTIONS} connections open"
+                    if full
+                    else f"{self.handshakes.limit} handshakes from {addr[0]} in progress and "
+                    f"{self.handshakes.queue_limit} waiting",
+                )
                 conn.close()
                 continue
             hub.spawn(self._serve_connection, conn, addr, queued_at)
@@ -95,8 +101,9 @@ class OpenFlowServer:
             timeout_s = self.security.limits.tls_handshake_timeout_s
             if time.monotonic() - queued_at > timeout_s:  # waited its whole deadline for a place
                 self.tls_failures += 1
-                LOG.warning("refusing OpenFlow connection from %s: waited %.0f s for a handshake place",
-                            addr, timeout_s)
+                LOG.warning(
+                    "refusing OpenFlow connection from %s: waited %.0f s for a handshake place", addr, timeout_s
+                )
                 conn.close()
                 return None
             if self.contexts is None:
@@ -106,8 +113,11 @@ class OpenFlowServer:
                 channel.handshake(timeout_s)
             except (ssl.SSLError, OSError) as exc:
                 self.tls_failures += 1
-                LOG.warning("refusing OpenFlow connection from %s: TLS handshake failed: %s",
-                            addr, getattr(exc, "reason", None) or exc)
+                LOG.warning(
+                    "refusing OpenFlow connection from %s: TLS handshake failed: %s",
+                    addr,
+                    getattr(exc, "reason", None) or exc,
+                )
                 conn.close()
                 return None
             return channel, channel.peer_cert_der()
@@ -129,7 +139,7 @@ class OpenFlowServer:
             self.datapaths.add(dp)
         try:
             dp.serve()
-        except Exception:  # noqa: BLE001 - one connection's failure stays with it
+        except Exception:
             LOG.exception("OpenFlow connection from %s failed", addr)
         finally:
             with self._lock:
@@ -155,5 +165,8 @@ class OpenFlowServer:
     def remind_insecure(self) -> None:
         """Plain TCP: say so every minute, so nobody runs it by accident for long."""
         while not self._closed.wait(INSECURE_REMINDER_S):
-            LOG.warning("INSECURE: OpenFlow on %s:%d is plain TCP (--insecure-tcp): any peer "
-                        "that reaches it can claim a switch's dpid", *self.address)
+            LOG.warning(
+                "INSECURE: OpenFlow on %s:%d is plain TCP (--insecure-tcp): any peer "
+                "that reaches it can claim a switch's dpid",
+                *self.address,
+            )

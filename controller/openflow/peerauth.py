@@ -5,11 +5,13 @@ After the features reply names a dpid, ``authorize`` decides whether this certif
 it (the rules are in its docstring). ``TokenBucket`` bounds what one connection can make the
 controller do (PACKET_IN parsing, ARP answers, echo replies).
 """
+
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from cryptography import x509
 
@@ -56,8 +58,9 @@ def authorize(cert_der: bytes | None, dpid: int, trust: SwitchTrust) -> Decision
     if switch is not None and switch.cert_sha256:
         if fingerprint in switch.cert_sha256:
             return Decision(True, f"certificate pinned for switch {switch.name}")
-        return Decision(False, f"certificate sha256 {fingerprint[:16]}... is not pinned for "
-                               f"switch {switch.name} ({name})")
+        return Decision(
+            False, f"certificate sha256 {fingerprint[:16]}... is not pinned for switch {switch.name} ({name})"
+        )
     if fingerprint in trust.fleet_pins:
         return Decision(True, "certificate pinned for every switch (--switch-cert-pin)")
     try:
@@ -67,8 +70,9 @@ def authorize(cert_der: bytes | None, dpid: int, trust: SwitchTrust) -> Decision
     if dpid in dpids:
         return Decision(True, "certificate names the dpid")
     named = ", ".join(f"{d:#x}" for d in sorted(dpids)) or "none"
-    return Decision(False, f"certificate sha256 {fingerprint[:16]}... is not authorized for "
-                           f"{name} (dpids it names: {named})")
+    return Decision(
+        False, f"certificate sha256 {fingerprint[:16]}... is not authorized for {name} (dpids it names: {named})"
+    )
 
 
 def normalize_pins(pins: Iterable[str]) -> frozenset[str]:
@@ -89,8 +93,15 @@ class TokenBucket:
     whole window's refusals exceed ``close_after`` (a peer far over the limit for long).
     """
 
-    def __init__(self, rate: float, burst: float, *, clock: Callable[[], float],
-                 window_s: float = 10.0, close_after: int | None = None) -> None:
+    def __init__(
+        self,
+        rate: float,
+        burst: float,
+        *,
+        clock: Callable[[], float],
+        window_s: float = 10.0,
+        close_after: int | None = None,
+    ) -> None:
         self.rate, self.burst, self.clock = rate, burst, clock
         self.tokens = burst
         self.stamp = clock()

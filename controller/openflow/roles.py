@@ -11,13 +11,15 @@ Only the master sends flow-mods, reconciles and probes drift. A new master recon
 by cookie without wiping (``reconcile_switch``), so a failover deletes or re-adds no lane flow.
 The lease is the entry point's; this class only hears ``set_role(master, epoch)``.
 """
+
 from __future__ import annotations
 
 import functools
 import logging
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
@@ -36,8 +38,9 @@ def role_request(master: bool, generation_id: int) -> Any:
 
 def deposes(err_type: int, code: int) -> bool:
     """The switch says another controller leads: a stale generation, or a write as SLAVE."""
-    return ((err_type == ofp.OFPET_ROLE_REQUEST_FAILED and code == ofp.OFPRRFC_STALE)
-            or (err_type == ofp.OFPET_BAD_REQUEST and code == ofp.OFPBRC_IS_SLAVE))
+    return (err_type == ofp.OFPET_ROLE_REQUEST_FAILED and code == ofp.OFPRRFC_STALE) or (
+        err_type == ofp.OFPET_BAD_REQUEST and code == ofp.OFPBRC_IS_SLAVE
+    )
 
 
 class RoleController(EmbeddedController):
@@ -45,8 +48,7 @@ class RoleController(EmbeddedController):
 
     is_master = False  # LaneRuntime._send_batch refuses flow-mods while False
 
-    def __init__(self, *args: Any, on_deposed: Callable[[int], None] | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(self, *args: Any, on_deposed: Callable[[int], None] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.epoch = 0
         self.on_deposed = on_deposed
@@ -62,14 +64,12 @@ class RoleController(EmbeddedController):
             errors = {dpid: self._send_role(dpid, master, epoch) for dpid in sorted(self.connected)}
             refused = [dpid for dpid, err in errors.items() if err and "STALE" in err]
             if master and refused:
-                LOG.warning("epoch %d is stale on %s: another controller leads", epoch,
-                            self.switch_name(refused[0]))
+                LOG.warning("epoch %d is stale on %s: another controller leads", epoch, self.switch_name(refused[0]))
                 self._step_down()
                 return
             if master:
                 self.is_master = True
-        LOG.info("role %s (generation %d) on %d switches", "MASTER" if master else "SLAVE", epoch,
-                 len(errors))
+        LOG.info("role %s (generation %d) on %d switches", "MASTER" if master else "SLAVE", epoch, len(errors))
         if master:
             for dpid in sorted(self.connected):
                 self.spawn(functools.partial(self.reconcile_switch, dpid))
@@ -120,8 +120,9 @@ class RoleController(EmbeddedController):
             self._step_down()
         super().on_error(dpid, xid, err_type, code)
 
-    def _apply(self, per_dpid: dict[int, list[Any]], timeout_s: float,
-               tolerate: Callable[[Any], bool] = lambda b: False) -> str | None:
+    def _apply(
+        self, per_dpid: dict[int, list[Any]], timeout_s: float, tolerate: Callable[[Any], bool] = lambda b: False
+    ) -> str | None:
         """A refusal because another controller leads is transient for the lane: say so, so the
         lane manager leaves it ``installing`` for the master instead of failing it."""
         failure = super()._apply(per_dpid, timeout_s, tolerate)

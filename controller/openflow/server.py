@@ -22,6 +22,7 @@ Per connection, PACKET_IN and echo requests pass a token bucket (``peerauth``); 
 source address that have not finished their TLS handshake are capped. Plain TCP
 (``--insecure-tcp``) keeps the dpid checks and the limits, without certificates.
 """
+
 from __future__ import annotations
 
 import logging
@@ -29,7 +30,8 @@ import socket
 import struct
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from os_ken.base import app_manager  # noqa: F401 - first: os_ken.controller.controller needs it
 from os_ken.controller import ofp_event
@@ -39,13 +41,11 @@ from os_ken.lib import hub
 from os_ken.ofproto import ofproto_parser
 from os_ken.ofproto import ofproto_v1_3 as ofp_v13
 
-from viplanes.controller.openflow import echo
-from viplanes.controller.openflow import flowstats
-from viplanes.controller.openflow import guard
+from viplanes.controller.openflow import echo, flowstats, guard
 from viplanes.controller.openflow import tls as oftls
 from viplanes.controller.openflow.admission import Admission, Limits
-from viplanes.controller.openflow.write import BatchWriter
 from viplanes.controller.openflow.peerauth import TokenBucket
+from viplanes.controller.openflow.write import BatchWriter
 
 LOG = logging.getLogger("viplanes.controller.openflow.server")
 HEADER = 8
@@ -56,8 +56,13 @@ ECHO_MAX_UNREPLIED = 3  # os-ken's default 0 never drops a silent peer
 # (5 s, it bounds sends too) woke each idle reader just before OVS's 5 s inactivity probe came in
 READ_IDLE_S = 60.0
 # before admission only the handshake reaches os-ken; everything else is dropped unparsed
-_PRE_AUTH = {ofp_v13.OFPT_HELLO, ofp_v13.OFPT_ERROR, ofp_v13.OFPT_ECHO_REQUEST,
-             ofp_v13.OFPT_ECHO_REPLY, ofp_v13.OFPT_FEATURES_REPLY}
+_PRE_AUTH = {
+    ofp_v13.OFPT_HELLO,
+    ofp_v13.OFPT_ERROR,
+    ofp_v13.OFPT_ECHO_REQUEST,
+    ofp_v13.OFPT_ECHO_REPLY,
+    ofp_v13.OFPT_FEATURES_REPLY,
+}
 
 
 # (datapath, xid, entries, more) for flow-stats replies decoded without os-ken (flowstats.py);
@@ -75,8 +80,14 @@ class GuardedDatapath(BatchWriter, Datapath):
     """One switch connection whose reader refuses messages the guard rejects (its writes:
     ``ofwrite.BatchWriter``)."""
 
-    def __init__(self, sock: Any, address: Any, admission: Admission | None = None,
-                 limits: Limits | None = None, cert_der: bytes | None = None) -> None:
+    def __init__(
+        self,
+        sock: Any,
+        address: Any,
+        admission: Admission | None = None,
+        limits: Limits | None = None,
+        cert_der: bytes | None = None,
+    ) -> None:
         self._stopping = threading.Event()
         self._write_lock = threading.Lock()  # one writer on the socket at a time (see send_msgs)
         super().__init__(sock, address)
@@ -86,9 +97,12 @@ class GuardedDatapath(BatchWriter, Datapath):
         self.authorized = admission is None
         self.claimed_dpid: int | None = None
         limits = limits or Limits()
-        self.packet_in_bucket = TokenBucket(limits.packet_in_per_s, limits.packet_in_burst,
-                                            clock=time.monotonic,
-                                            close_after=limits.packet_in_close_after)
+        self.packet_in_bucket = TokenBucket(
+            limits.packet_in_per_s,
+            limits.packet_in_burst,
+            clock=time.monotonic,
+            close_after=limits.packet_in_close_after,
+        )
         self.echo_bucket = TokenBucket(limits.echo_per_s, limits.echo_burst, clock=time.monotonic)
         self.unauthorized_dropped = 0
         self._probes: dict[int, threading.Event] = {}
@@ -134,10 +148,10 @@ class GuardedDatapath(BatchWriter, Datapath):
             if self.packet_in_bucket.take():
                 return True
             if self.packet_in_bucket.abusive:
-                self.rejected = (f"PACKET_IN flood ({self.packet_in_bucket.dropped} dropped over "
-                                 f"{self.packet_in_bucket.rate:g}/s)")
-                LOG.warning("closing OpenFlow connection from %s (dpid=%s): %s", self.address,
-                            self.id, self.rejected)
+                self.rejected = (
+                    f"PACKET_IN flood ({self.packet_in_bucket.dropped} dropped over {self.packet_in_bucket.rate:g}/s)"
+                )
+                LOG.warning("closing OpenFlow connection from %s (dpid=%s): %s", self.address, self.id, self.rejected)
             return False
         if msg_type == ofp_v13.OFPT_ECHO_REQUEST:
             return self.echo_bucket.take()
@@ -170,8 +184,9 @@ class GuardedDatapath(BatchWriter, Datapath):
 
     def _handshake_expired(self) -> None:
         if self.id is None:
-            LOG.warning("closing OpenFlow connection from %s: no features reply within %g s",
-                        self.address, HANDSHAKE_TIMEOUT_S)
+            LOG.warning(
+                "closing OpenFlow connection from %s: no features reply within %g s", self.address, HANDSHAKE_TIMEOUT_S
+            )
             self.shutdown()
 
     def _dispatch(self, raw: bytes) -> None:
@@ -183,8 +198,7 @@ class GuardedDatapath(BatchWriter, Datapath):
         if self.ofp_brick is None:
             return
         self.ofp_brick.send_event_to_observers(ev, self.state)
-        handlers = [h for h in self.ofp_brick.get_handlers(ev)
-                    if self.state in h.callers[ev.__class__].dispatchers]
+        handlers = [h for h in self.ofp_brick.get_handlers(ev) if self.state in h.callers[ev.__class__].dispatchers]
         for handler in handlers:  # chosen before any runs: a handler may change the state
             handler(ev)
 
@@ -196,7 +210,7 @@ class GuardedDatapath(BatchWriter, Datapath):
                     if not self._readable_within(READ_IDLE_S):
                         continue
                     chunk = self.socket.recv(READ_SIZE)
-                except socket.timeout:
+                except TimeoutError:
                     continue
                 except OSError:
                     return
@@ -230,9 +244,8 @@ class GuardedDatapath(BatchWriter, Datapath):
                         continue
                     try:
                         self._dispatch(raw)
-                    except Exception:  # noqa: BLE001 - a handler bug must not kill this switch
-                        LOG.exception("handling a message from %s (dpid=%s)", self.address,
-                                      self.id)
+                    except Exception:
+                        LOG.exception("handling a message from %s (dpid=%s)", self.address, self.id)
         finally:
             self._stopping.set()
             if self.admission is not None:
@@ -280,8 +293,9 @@ class GuardedDatapath(BatchWriter, Datapath):
 
     def _reject(self, reason: str) -> None:
         self.rejected = reason
-        LOG.warning("closing OpenFlow connection from %s (dpid=%s): malformed message: %s",
-                    self.address, self.id, reason)
+        LOG.warning(
+            "closing OpenFlow connection from %s (dpid=%s): malformed message: %s", self.address, self.id, reason
+        )
 
     def echo_tick(self, now: float) -> None:
         """Ask a *silent* peer whether it is still there; drop it after too many unanswered asks
@@ -300,8 +314,7 @@ class GuardedDatapath(BatchWriter, Datapath):
         if now < self._next_echo_at:
             return
         if len(self.unreplied_echo_requests) > self.max_unreplied_echo_requests:
-            LOG.warning("closing OpenFlow connection from %s (dpid=%s): no echo replies",
-                        self.address, self.id)
+            LOG.warning("closing OpenFlow connection from %s (dpid=%s): no echo replies", self.address, self.id)
             self.shutdown()
             return
         request = self.ofproto_parser.OFPEchoRequest(self)
@@ -339,5 +352,6 @@ def __getattr__(name: str) -> Any:
     """``OpenFlowServer`` lives in ``oflistener`` (it builds on this module); importable from here."""
     if name == "OpenFlowServer":
         from viplanes.controller.openflow.listener import OpenFlowServer
+
         return OpenFlowServer
     raise AttributeError(name)

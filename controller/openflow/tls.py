@@ -9,6 +9,7 @@ The context requires TLS 1.2+, a client certificate signed by the campus CA, and
 controller's certificate. Its files are re-read when they change on disk (``viplanes pki rotate
 controller``): connections already up keep their session, the next one gets the new certificate.
 """
+
 from __future__ import annotations
 
 import os
@@ -102,7 +103,7 @@ class TLSChannel:
                 self.raw.settimeout(left)
                 try:
                     data = self.raw.recv(READ)
-                except socket.timeout:
+                except TimeoutError:
                     raise TimeoutError("TLS handshake timed out") from None
                 if not data:
                     raise ConnectionError("peer closed during the TLS handshake")

@@ -6,10 +6,12 @@ of nine messages was nine queue puts and nine GIL hand-offs. Here a batch is ser
 written on the caller's thread when nothing is queued ahead of it, else queued as one buffer.
 ``_write_lock`` keeps the two writers (caller, send thread) from interleaving on the socket.
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from os_ken.controller.handler import DEAD_DISPATCHER
 from os_ken.lib import hub
@@ -75,8 +77,9 @@ class BatchWriter:
                         self.socket.sendall(data)
                         return True
                     except OSError:  # timed out or broken mid-batch: the stream is unusable
-                        LOG.warning("closing OpenFlow connection from %s (dpid=%s): write failed",
-                                    self.address, self.id)
+                        LOG.warning(
+                            "closing OpenFlow connection from %s (dpid=%s): write failed", self.address, self.id
+                        )
                         self.shutdown()
                         return False
             finally:

@@ -10,14 +10,16 @@ the same messages (``queue_removals``): their deletes come first in each switch'
 round costs one barrier per switch whatever it adds and removes. Deciding the outcome is pure
 (``lane_failures``); ``BatchChanges`` is the LaneRuntime mixin that compiles, sends and waits.
 """
+
 from __future__ import annotations
 
 import copy
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
@@ -63,8 +65,13 @@ def merge(per_lane: dict[int, dict[int, list[Any]]], xids: Iterator[int]) -> tup
     return per_dpid, owner
 
 
-def lane_failures(lane_dpids: dict[int, Iterable[int]], answers: dict[int, SwitchAnswer],
-                  owner: dict[int, int], name: Callable[[int], str], timeout_s: float) -> dict[int, str | None]:
+def lane_failures(
+    lane_dpids: dict[int, Iterable[int]],
+    answers: dict[int, SwitchAnswer],
+    owner: dict[int, int],
+    name: Callable[[int], str],
+    timeout_s: float,
+) -> dict[int, str | None]:
     """lane id -> None (every switch of its path confirmed, none refused its messages) or the
     first reason it is not installed. Another lane's refusal on the same switch is not its own."""
     out: dict[int, str | None] = {}
@@ -99,18 +106,26 @@ class BatchChanges:
     switch_wait_s: float
 
     if TYPE_CHECKING:  # LaneRuntime's (never defined here: they would shadow the mixins')
+
         def switch_name(self, dpid: int) -> str: ...
         def _xid(self) -> int: ...
         def _touch(self, lane_id: int, lane: LaneSpec | None = None) -> None: ...
         def note_lane_flows(self, lane: LaneSpec, per_dpid: dict[int, list[Any]]) -> None: ...
         def mark_suspect(self, dpids: list[int]) -> None: ...
         def _wait_for_switches(self, lane: LaneSpec, timeout_s: float) -> None: ...
-        def _remove(self, lane_id: int, dpids: list[int], with_meter: bool, timeout_s: float,
-                    addresses: dict[int, set[str]] | None = None) -> str | None: ...
+        def _remove(
+            self,
+            lane_id: int,
+            dpids: list[int],
+            with_meter: bool,
+            timeout_s: float,
+            addresses: dict[int, set[str]] | None = None,
+        ) -> str | None: ...
         def _orphaned_addresses(self, lane: LaneSpec) -> dict[int, set[str]]: ...
         def _write_staged(self, staged: list[Staged]) -> list[Batch | str]: ...
-        def _apply(self, per_dpid: dict[int, list[Any]], timeout_s: float,
-                   tolerate: Callable[[Batch], bool] = lambda b: False) -> str | None: ...
+        def _apply(
+            self, per_dpid: dict[int, list[Any]], timeout_s: float, tolerate: Callable[[Batch], bool] = lambda b: False
+        ) -> str | None: ...
 
     def _compile_to_send(self, lane: LaneSpec) -> dict[int, list[Any]]:
         """What an activation sends for one lane, alone (``LaneRuntime.activate``) or in a batch:
@@ -121,8 +136,9 @@ class BatchChanges:
         assert self.topology is not None
         self._touch(lane.lane_id, lane)
         meters_exist = lane.lane_id in self.lanes and bool(lane.rate_mbps)
-        per_dpid = compiler.compile_lane(lane, self.topology, self.clock(),
-                                         meter_command=ofp.OFPMC_MODIFY if meters_exist else ofp.OFPMC_ADD)
+        per_dpid = compiler.compile_lane(
+            lane, self.topology, self.clock(), meter_command=ofp.OFPMC_MODIFY if meters_exist else ofp.OFPMC_ADD
+        )
         self.note_lane_flows(lane, per_dpid)
         for address_flows in self.lanes.shared_flows(lane).values():
             for dpid, msgs in address_flows.items():
@@ -178,8 +194,10 @@ class BatchChanges:
         out: dict[int, dict[int, list[Any]]] = {}
         for lane_id, lane in gone:
             msgs = compiler.compile_lane_removal(
-                lane_id, [d for d in self._batch_lane_dpids(lane) if d in self.connected],
-                with_meter=bool(lane and lane.rate_mbps))
+                lane_id,
+                [d for d in self._batch_lane_dpids(lane) if d in self.connected],
+                with_meter=bool(lane and lane.rate_mbps),
+            )
             if lane is not None and self.topology is not None:
                 addresses = self.lanes.orphaned(lane, keep)  # O(its own flows)
                 for dpid, extra in sharedflows.compile_shared_removal(addresses).items():
@@ -188,8 +206,9 @@ class BatchChanges:
             out[lane_id] = msgs
         return out
 
-    def _change_many(self, lanes: list[LaneSpec], removals: list[int],
-                     timeout_s: float) -> tuple[dict[int, ActivationResult], str | None]:
+    def _change_many(
+        self, lanes: list[LaneSpec], removals: list[int], timeout_s: float
+    ) -> tuple[dict[int, ActivationResult], str | None]:
         from viplanes.controller.runtime.lane_runtime import error_reason  # runtime imports this module
 
         t0 = time.perf_counter()
@@ -204,7 +223,7 @@ class BatchChanges:
             for lane in lanes:
                 try:
                     compiled = self._compile_to_send(lane)
-                except Exception as exc:  # noqa: BLE001 - one lane's bad row must not fail the batch
+                except Exception as exc:
                     if not isinstance(exc, ValueError):
                         LOG.exception("lane %d could not be compiled", lane.lane_id)
                     results[lane.lane_id] = ActivationResult(False, str(exc), time.perf_counter() - t0)
@@ -212,7 +231,8 @@ class BatchChanges:
                 missing = [d for d in compiled if d not in self.connected]
                 if missing:  # as activate: nothing sent for a lane whose path is not all there
                     results[lane.lane_id] = ActivationResult(
-                        False, f"{self.switch_name(missing[0])} not connected", time.perf_counter() - t0)
+                        False, f"{self.switch_name(missing[0])} not connected", time.perf_counter() - t0
+                    )
                 else:
                     per_lane[lane.lane_id] = compiled
             per_dpid, owner = merge(per_lane, iter(self._xid, None))
@@ -238,18 +258,26 @@ class BatchChanges:
                     self.tracker.forget(batch)
                     removal_failure = removal_failure or f"{self.switch_name(batch.dpid)} did not confirm"
                 # a removal's meter already gone is no failure (as LaneRuntime.deactivate)
-                refused = {xid: error_reason(t, c) for xid, t, c in batch.errors
-                           if not (owner.get(xid) in removing and t == ofp.OFPET_METER_MOD_FAILED)}
+                refused = {
+                    xid: error_reason(t, c)
+                    for xid, t, c in batch.errors
+                    if not (owner.get(xid) in removing and t == ofp.OFPET_METER_MOD_FAILED)
+                }
                 answers[batch.dpid] = SwitchAnswer(confirmed=confirmed, refused=refused)
                 if not confirmed or refused:
                     self.mark_suspect([batch.dpid])
                 if any(owner.get(xid) in removing for xid in refused):
                     removal_failure = removal_failure or f"{self.switch_name(batch.dpid)} refused a removal"
-            failures = lane_failures({lid: list(d) for lid, d in per_lane.items() if lid not in removing},
-                                     answers, owner, self.switch_name, timeout_s)
+            failures = lane_failures(
+                {lid: list(d) for lid, d in per_lane.items() if lid not in removing},
+                answers,
+                owner,
+                self.switch_name,
+                timeout_s,
+            )
             by_id = {ln.lane_id: ln for ln in lanes}
             for lane_id, failure in failures.items():  # carried first: a failed lane's removal
-                if failure is None:                      # keeps the shared flows they need
+                if failure is None:  # keeps the shared flows they need
                     self.lanes[lane_id] = by_id[lane_id]
                     results[lane_id] = ActivationResult(True, "installed", time.perf_counter() - t0)
             for lane_id, failure in failures.items():
@@ -259,8 +287,13 @@ class BatchChanges:
                 if not self.is_master and "not master" not in failure:
                     failure = f"{failure} (this controller is not master any more)"
                 if lane_id not in self.lanes:  # fail closed, as activate: no half-installed lane
-                    self._remove(lane_id, list(per_lane[lane_id]), bool(lane.rate_mbps), timeout_s,
-                                 self._orphaned_addresses(lane))
+                    self._remove(
+                        lane_id,
+                        list(per_lane[lane_id]),
+                        bool(lane.rate_mbps),
+                        timeout_s,
+                        self._orphaned_addresses(lane),
+                    )
                 results[lane_id] = ActivationResult(False, failure, time.perf_counter() - t0)
         return results, removal_failure
 

@@ -15,6 +15,7 @@ once per (source, lane address) pair and the messages reused: ADD of the same fl
 and a cached message that already carries an xid is sent as a copy (``_send_batch``, ``merge``).
 Not thread-safe by itself: the runtime changes it under its change lock.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -44,10 +45,8 @@ class CarriedLanes(dict[int, LaneSpec]):
         key = (lane.src_ip, lane.nat_ip)
         entry = self._compiled.get(key)
         if entry is None:
-            shared = ({} if self._topology is None
-                      else sharedflows.lane_addresses(lane, self._topology))
-            needs = tuple((dpid, address) for address, per_dpid in shared.items()
-                          for dpid in per_dpid)
+            shared = {} if self._topology is None else sharedflows.lane_addresses(lane, self._topology)
+            needs = tuple((dpid, address) for address, per_dpid in shared.items() for dpid in per_dpid)
             entry = self._compiled[key] = (shared, needs)
         return entry
 

@@ -22,20 +22,22 @@ muted until either number changes, so a counting mismatch can never loop reconci
 A probe is skipped when a change (activation, removal, reconcile plan) is under way or lands
 while it waits for the reply: it would compare against a moving target.
 """
+
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller.compile import reconcile
-from viplanes.controller.runtime.carried import CarriedLanes
 from viplanes.controller.compile.cookies import ALL_APP_FLOWS
 from viplanes.controller.compile.desired import DesiredFlows
+from viplanes.controller.runtime.carried import CarriedLanes
 from viplanes.controller.runtime.pending import Tracker
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Topology
@@ -53,9 +55,10 @@ Range = tuple[int, float]  # (fewest, most) flows a switch may hold; most may be
 
 def flow_mod_counts(per_dpid: dict[int, list[Any]]) -> dict[int, int]:
     """dpid -> number of flows these messages add (FlowMod ADDs; meters are not flows)."""
-    return {dpid: sum(1 for m in msgs if isinstance(m, parser.OFPFlowMod)
-                      and m.command == ofp.OFPFC_ADD)
-            for dpid, msgs in per_dpid.items()}
+    return {
+        dpid: sum(1 for m in msgs if isinstance(m, parser.OFPFlowMod) and m.command == ofp.OFPFC_ADD)
+        for dpid, msgs in per_dpid.items()
+    }
 
 
 class DriftWatch:
@@ -175,14 +178,17 @@ class DriftWatch:
         """dpid -> identities of the shared flows these lanes need (two lanes of one lane
         address need its ARP reply once)."""
         assert self._flows is not None
-        return {dpid: {reconcile.cached_key(m) for m in msgs if isinstance(m, parser.OFPFlowMod)}
-                for dpid, msgs in self._flows.shared(lanes).items()}
+        return {
+            dpid: {reconcile.cached_key(m) for m in msgs if isinstance(m, parser.OFPFlowMod)}
+            for dpid, msgs in self._flows.shared(lanes).items()
+        }
 
     # ---- the probe ---------------------------------------------------------------------------
     def flow_count(self, dpid: int, timeout_s: float = 2.0) -> int | None:
         """How many app flows the switch holds (one aggregate-stats request), or None."""
-        req = parser.OFPAggregateStatsRequest(None, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY,
-                                              *ALL_APP_FLOWS, parser.OFPMatch())
+        req = parser.OFPAggregateStatsRequest(
+            None, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY, *ALL_APP_FLOWS, parser.OFPMatch()
+        )
         req.set_xid(self._xid())
         waiting = self.tracker.expect_stats(dpid, req.xid)
         if dpid not in self.connected or not self.send(dpid, [req]):
@@ -246,8 +252,12 @@ class DriftWatch:
             return False
         if self._muted.get(dpid) == (lo, hi, actual) or self._backing_off(dpid):
             return False
-        LOG.warning("%s holds %d app flows, expected %s: reconciling", self.switch_name(dpid),
-                    actual, lo if lo == hi else f"{lo}..{hi:g}")
+        LOG.warning(
+            "%s holds %d app flows, expected %s: reconciling",
+            self.switch_name(dpid),
+            actual,
+            lo if lo == hi else f"{lo}..{hi:g}",
+        )
         plan = self._drift_reconcile(dpid)
         if plan is not None and plan.empty:
             # the switch already matches the database: our count is off, not the switch
@@ -264,6 +274,5 @@ class DriftWatch:
     def _drift_reconcile(self, dpid: int) -> reconcile.Plan | None:
         self.drift_reconciles += 1
         _, delay = self._calm.get(dpid, (0.0, 0.0))
-        self._calm[dpid] = (time.monotonic() + delay,
-                            min(BACKOFF_MAX_S, max(DRIFT_PERIOD_S, delay * 2)))
+        self._calm[dpid] = (time.monotonic() + delay, min(BACKOFF_MAX_S, max(DRIFT_PERIOD_S, delay * 2)))
         return self.reconcile_switch(dpid)  # one that does not complete marks the switch suspect

@@ -9,13 +9,14 @@ survivors: later collections skip them; reference counting still frees them when
 Frozen objects that later become part of unreachable cycles are not found until they are
 unfrozen, so once an hour (at most) the freeze starts over with a full collection.
 """
+
 from __future__ import annotations
 
 import contextlib
 import gc
 import threading
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 BULK_LANES = 1000  # below this a full collection is cheap enough: no freeze
 REFREEZE_EVERY_S = 3600.0

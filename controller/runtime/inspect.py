@@ -4,6 +4,7 @@ differ from the database). Uses only LaneRuntime's public surface (``connected``
 ``desired()``, ``flow_stats()``, ``reconcile_switch()``); changes nothing except through
 ``reconcile_now``, which is the controller's own reconcile.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -89,9 +90,12 @@ class ControllerInspector:
             up = dpid in self.runtime.connected
             flows = self.runtime.flow_stats(dpid, *ALL_APP_FLOWS, STATS_TIMEOUT_S) if up else None
             plan = self.runtime.reconciled.get(dpid)
-            last = ("never" if plan is None else
-                    f"kept {plan.kept}, added {len(plan.adds)}, deleted {len(plan.deletes)}, "
-                    f"refreshed {len(plan.refreshes)}, meters {len(plan.meters)}")
+            last = (
+                "never"
+                if plan is None
+                else f"kept {plan.kept}, added {len(plan.adds)}, deleted {len(plan.deletes)}, "
+                f"refreshed {len(plan.refreshes)}, meters {len(plan.meters)}"
+            )
             # no role request is ever sent, so every switch treats us as EQUAL (OpenFlow 1.3's
             # default) until the HA work gives the runtime a role of its own
             of_role = str(getattr(self.runtime, "role", None) or "equal") if up else "—"
@@ -107,9 +111,16 @@ class ControllerInspector:
                 out[name] = None
                 continue
             stats = self.runtime.flow_stats(dpid, lane_cookie(lane_id), EXACT_MASK, STATS_TIMEOUT_S)
-            out[name] = None if stats is None else [
-                FlowFact(e.priority, _match_text(e.match), e.packet_count, e.byte_count,
-                         e.hard_timeout, e.duration_sec) for e in stats]
+            out[name] = (
+                None
+                if stats is None
+                else [
+                    FlowFact(
+                        e.priority, _match_text(e.match), e.packet_count, e.byte_count, e.hard_timeout, e.duration_sec
+                    )
+                    for e in stats
+                ]
+            )
         return out
 
     def drift(self) -> DriftReport:
@@ -121,7 +132,7 @@ class ControllerInspector:
             name = self._name(dpid)[0]
             try:
                 per_dpid, lanes = self.runtime.desired(now, dpid)
-            except Exception as exc:  # noqa: BLE001 - shown, not raised
+            except Exception as exc:
                 report.unreadable.append(f"{name}: desired lanes unreadable ({exc})")
                 continue
             actual = self.runtime.flow_stats(dpid, *ALL_APP_FLOWS, STATS_TIMEOUT_S)
@@ -140,9 +151,11 @@ class ControllerInspector:
         for dpid in sorted(self.runtime.connected):
             plan = self.runtime.reconcile_switch(dpid)
             name = self._name(dpid)[0]
-            lines.append(f"{name}: skipped (see the server log)" if plan is None else
-                         f"{name}: added {len(plan.adds)}, deleted {len(plan.deletes)}, "
-                         f"refreshed {len(plan.refreshes)}")
+            lines.append(
+                f"{name}: skipped (see the server log)"
+                if plan is None
+                else f"{name}: added {len(plan.adds)}, deleted {len(plan.deletes)}, refreshed {len(plan.refreshes)}"
+            )
         return lines
 
 
@@ -159,4 +172,3 @@ def _tally(report: DriftReport, switch: str, msgs: Any, what: str, live: dict[in
             report.lanes.setdefault(lid, []).append(text)
         else:
             report.orphans.append(f"{text} of lane {lid}, which is not live")
-

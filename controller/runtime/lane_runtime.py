@@ -16,6 +16,7 @@ and compares without it and applies its plan under it, minus the lanes changed m
 never deletes the flows of a lane activated after it read the desired lanes. Replies arrive on
 os-ken's event thread (flow stats on the connection's thread) and only set events.
 """
+
 from __future__ import annotations
 
 import copy
@@ -25,21 +26,21 @@ import random
 import threading
 import time
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller.compile import lane as compiler
-from viplanes.controller.compile import proxyarp
-from viplanes.controller.compile import reconcile
+from viplanes.controller.compile import proxyarp, reconcile
 from viplanes.controller.compile import shared as sharedflows
-from viplanes.controller.runtime.batch import BatchChanges, Staged
-from viplanes.controller.runtime.carried import CarriedLanes
 from viplanes.controller.compile.cookies import EXACT_MASK, lane_cookie, lane_id_from_cookie
 from viplanes.controller.compile.desired import DesiredFlows
-from viplanes.controller.runtime.drift import DriftWatch
 from viplanes.controller.openflow.handshakes import HandshakeGauge
+from viplanes.controller.runtime.batch import BatchChanges, Staged
+from viplanes.controller.runtime.carried import CarriedLanes
+from viplanes.controller.runtime.drift import DriftWatch
 from viplanes.controller.runtime.pending import Batch, Tracker
 from viplanes.controller.runtime.readiness import SwitchReadiness
 from viplanes.controller.runtime.resync import RECONCILES_AT_ONCE, LaneRead, Resync, meter_errors_only
@@ -69,15 +70,19 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
     carries_lane_sets = True  # issue 11: destination sets, port ranges and IPv6 compile
     is_master: bool = True  # False: a standby controller (roles.py) that must not write
 
-    def __init__(self, topology: Topology | None, send: Send | None = None, *,
-                 clock: Callable[[], float] = time.time,
-                 spawn: Callable[[Callable[[], object]], Any] | None = None) -> None:
+    def __init__(
+        self,
+        topology: Topology | None,
+        send: Send | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        spawn: Callable[[Callable[[], object]], Any] | None = None,
+    ) -> None:
         self.topology = topology
         self.send: Send = send or (lambda dpid, ofmsgs: False)
         self.send_many: SendMany | None = None  # the app's; None: one ``send`` per switch
         self.clock = clock
-        self.spawn = spawn or (lambda fn: threading.Thread(target=fn, name=WORKER_THREAD,
-                                                           daemon=True).start())
+        self.spawn = spawn or (lambda fn: threading.Thread(target=fn, name=WORKER_THREAD, daemon=True).start())
         self.tracker = Tracker()
         self.source: DesiredLanes | None = None
         self.connected: set[int] = set()
@@ -151,13 +156,15 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
                 out.append(f"{self.switch_name(dpid)} not connected")
         return out
 
-    def _apply(self, per_dpid: dict[int, list[Any]], timeout_s: float,
-               tolerate: Callable[[Batch], bool] = lambda b: False) -> str | None:
+    def _apply(
+        self, per_dpid: dict[int, list[Any]], timeout_s: float, tolerate: Callable[[Batch], bool] = lambda b: False
+    ) -> str | None:
         """Send to every switch at once, then wait for all barriers. None, or the first failure."""
         return self._send_all(per_dpid, timeout_s, tolerate)()
 
-    def _send_all(self, per_dpid: dict[int, list[Any]], timeout_s: float,
-                  tolerate: Callable[[Batch], bool] = lambda b: False) -> Callable[[], str | None]:
+    def _send_all(
+        self, per_dpid: dict[int, list[Any]], timeout_s: float, tolerate: Callable[[Batch], bool] = lambda b: False
+    ) -> Callable[[], str | None]:
         """Send to every switch at once; the returned function waits for all barriers and gives
         None or the first failure."""
         deadline = time.monotonic() + timeout_s
@@ -177,13 +184,18 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
                 batches.append(sent)
         return lambda: self._wait_all(batches, deadline, timeout_s, tolerate, failure)
 
-    def _wait_all(self, batches: list[Batch], deadline: float, timeout_s: float,
-                  tolerate: Callable[[Batch], bool], failure: str | None) -> str | None:
+    def _wait_all(
+        self,
+        batches: list[Batch],
+        deadline: float,
+        timeout_s: float,
+        tolerate: Callable[[Batch], bool],
+        failure: str | None,
+    ) -> str | None:
         for batch in batches:
             if not batch.wait(deadline):
                 self.tracker.forget(batch)
-                failure = failure or (f"{self.switch_name(batch.dpid)} did not confirm within "
-                                      f"{timeout_s:g} s")
+                failure = failure or (f"{self.switch_name(batch.dpid)} did not confirm within {timeout_s:g} s")
                 self.mark_suspect([batch.dpid])  # what it holds now is unknown: drift check
             elif batch.error and not tolerate(batch):
                 failure = failure or f"{self.switch_name(batch.dpid)} refused: {batch.error}"
@@ -207,8 +219,9 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
             self.note_changed(per_dpid)  # for the drift probe: only these switches change
             missing = [d for d in per_dpid if d not in self.connected]
             if missing:
-                return ActivationResult(False, f"{self.switch_name(missing[0])} not connected",
-                                        time.perf_counter() - t0)
+                return ActivationResult(
+                    False, f"{self.switch_name(missing[0])} not connected", time.perf_counter() - t0
+                )
             failure = self._apply(per_dpid, timeout_s)
             if failure is None:
                 self.lanes[lane.lane_id] = lane
@@ -216,21 +229,33 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
             if lane.lane_id not in self.lanes:
                 # fail closed: no half-installed lane stays behind. A lane already carried
                 # (re-sent after an extension) keeps its flows and their old deadline.
-                self._remove(lane.lane_id, list(per_dpid), bool(lane.rate_mbps), timeout_s,
-                             self._orphaned_addresses(lane))
+                self._remove(
+                    lane.lane_id, list(per_dpid), bool(lane.rate_mbps), timeout_s, self._orphaned_addresses(lane)
+                )
             return ActivationResult(False, failure, time.perf_counter() - t0)
 
-    def _remove(self, lane_id: int, dpids: list[int], with_meter: bool, timeout_s: float,
-                addresses: dict[int, set[str]] | None = None) -> str | None:
+    def _remove(
+        self,
+        lane_id: int,
+        dpids: list[int],
+        with_meter: bool,
+        timeout_s: float,
+        addresses: dict[int, set[str]] | None = None,
+    ) -> str | None:
         """Delete the lane's flows, and the shared flows of ``addresses`` (dpid -> addresses no
         other live lane uses), in one batch per switch."""
         return self._send_removal(lane_id, dpids, with_meter, timeout_s, addresses)()
 
-    def _send_removal(self, lane_id: int, dpids: list[int], with_meter: bool, timeout_s: float,
-                      addresses: dict[int, set[str]] | None = None) -> Callable[[], str | None]:
+    def _send_removal(
+        self,
+        lane_id: int,
+        dpids: list[int],
+        with_meter: bool,
+        timeout_s: float,
+        addresses: dict[int, set[str]] | None = None,
+    ) -> Callable[[], str | None]:
         """``_remove`` up to the sending; the returned function waits for the barriers."""
-        msgs = compiler.compile_lane_removal(lane_id, [d for d in dpids if d in self.connected],
-                                             with_meter=with_meter)
+        msgs = compiler.compile_lane_removal(lane_id, [d for d in dpids if d in self.connected], with_meter=with_meter)
         for dpid, extra in sharedflows.compile_shared_removal(addresses or {}).items():
             if dpid in self.connected:
                 msgs.setdefault(dpid, []).extend(extra)
@@ -263,9 +288,13 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
             lane = self.lanes.pop(lane_id, None)
             dpids = self._lane_dpids(lane) if lane else sorted(self.connected)
             self.note_changed(dpids)
-            wait = self._send_removal(lane_id, dpids, with_meter=bool(lane and lane.rate_mbps),
-                                      timeout_s=timeout_s,
-                                      addresses=self._orphaned_addresses(lane) if lane else None)
+            wait = self._send_removal(
+                lane_id,
+                dpids,
+                with_meter=bool(lane and lane.rate_mbps),
+                timeout_s=timeout_s,
+                addresses=self._orphaned_addresses(lane) if lane else None,
+            )
         except BaseException:
             self._change.release()
             raise
@@ -276,8 +305,12 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
             finally:
                 self._change.release()
             if failure:
-                LOG.warning("lane %d: removal not confirmed (%s); the next drift check "
-                            "reconciles its switches", lane_id, failure)
+                LOG.warning(
+                    "lane %d: removal not confirmed (%s); the next drift check reconciles its switches",
+                    lane_id,
+                    failure,
+                )
+
         return finish
 
     def _lane_dpids(self, lane: LaneSpec) -> list[int]:
@@ -308,11 +341,11 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
                     octets += entry.byte_count
         return LaneCounters(packets=packets, bytes=octets)
 
-    def flow_stats(self, dpid: int, cookie: int, cookie_mask: int,
-                   timeout_s: float = 2.0) -> list[Any] | None:
+    def flow_stats(self, dpid: int, cookie: int, cookie_mask: int, timeout_s: float = 2.0) -> list[Any] | None:
         """The switch's flows in a cookie range, or None (not connected, error, timeout)."""
-        req = parser.OFPFlowStatsRequest(None, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY,
-                                         cookie, cookie_mask, parser.OFPMatch())
+        req = parser.OFPFlowStatsRequest(
+            None, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY, cookie, cookie_mask, parser.OFPMatch()
+        )
         req.set_xid(self._xid())
         waiting = self.tracker.expect_stats(dpid, req.xid)
         if dpid not in self.connected or not self.send(dpid, [req]):
@@ -338,8 +371,7 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
 
     def on_error(self, dpid: int, xid: int, err_type: int, code: int) -> None:
         if not self.tracker.error(dpid, xid, err_type, code, error_reason(err_type, code)):
-            LOG.warning("%s sent error %s for xid %d", self.switch_name(dpid),
-                        error_reason(err_type, code), xid)
+            LOG.warning("%s sent error %s for xid %d", self.switch_name(dpid), error_reason(err_type, code), xid)
 
     def on_flow_stats(self, dpid: int, xid: int, body: list[Any], more: bool) -> None:
         self.tracker.stats_reply(dpid, xid, body, more)
@@ -350,8 +382,7 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
             return
         self.removed.append((self.clock(), dpid, lane_id, reason))
         if reason == ofp.OFPRR_HARD_TIMEOUT:
-            LOG.info("lane %d: flow on %s reached its hard timeout", lane_id,
-                     self.switch_name(dpid))
+            LOG.info("lane %d: flow on %s reached its hard timeout", lane_id, self.switch_name(dpid))
 
     def arp_reply(self, frame: bytes) -> bytes | None:
         if self.topology is None:
@@ -364,5 +395,6 @@ def __getattr__(name: str) -> Any:
     """``EmbeddedController`` lives in ``embedded`` (it starts os-ken); importable from here."""
     if name == "EmbeddedController":
         from viplanes.controller.openflow.embedded import EmbeddedController
+
         return EmbeddedController
     raise AttributeError(name)

@@ -7,9 +7,11 @@ requests per round, so here each switch is asked once for every lane flow (the l
 space, ``ALL_LANE_FLOWS``) and the answer is summed per lane over its ingress rules, the same
 sum ``LaneRuntime.counters`` makes.
 """
+
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Protocol
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 from viplanes.controller.compile import lane as compiler
 from viplanes.controller.compile.cookies import ALL_LANE_FLOWS, lane_id_from_cookie
@@ -25,12 +27,12 @@ class StatsSource(Protocol):
     lanes: dict[int, LaneSpec]
     topology: Topology | None
 
-    def flow_stats(self, dpid: int, cookie: int, cookie_mask: int,
-                   timeout_s: float = 2.0) -> list[Any] | None: ...
+    def flow_stats(self, dpid: int, cookie: int, cookie_mask: int, timeout_s: float = 2.0) -> list[Any] | None: ...
 
 
-def sum_lane_counters(ingress: Mapping[int, Ingress],
-                      stats: Mapping[int, Iterable[Any] | None]) -> dict[int, LaneCounters]:
+def sum_lane_counters(
+    ingress: Mapping[int, Ingress], stats: Mapping[int, Iterable[Any] | None]
+) -> dict[int, LaneCounters]:
     """Per lane: packets and bytes of its table-0 flows on its ingress (dpid, in_port) pairs.
     ``stats``: dpid -> flow-stats entries (None: the switch did not answer). A lane with an
     ingress switch that did not answer is left out rather than reported short."""
@@ -44,8 +46,11 @@ def sum_lane_counters(ingress: Mapping[int, Ingress],
             if (dpid, entry.match.get("in_port")) in ingress[lane_id]:
                 totals[lane_id][0] += entry.packet_count
                 totals[lane_id][1] += entry.byte_count
-    return {lane_id: LaneCounters(packets=p, bytes=b) for lane_id, (p, b) in totals.items()
-            if not any(dpid in silent or dpid not in stats for dpid, _ in ingress[lane_id])}
+    return {
+        lane_id: LaneCounters(packets=p, bytes=b)
+        for lane_id, (p, b) in totals.items()
+        if not any(dpid in silent or dpid not in stats for dpid, _ in ingress[lane_id])
+    }
 
 
 def read_all_lane_counters(plane: StatsSource, timeout_s: float = 2.0) -> dict[int, LaneCounters]:

@@ -5,6 +5,7 @@ A batch to one switch is "confirmed" when its barrier reply arrives and no error
 xids first (OpenFlow processes messages before a barrier before answering it, and an error
 carries the xid of the message that failed).
 """
+
 from __future__ import annotations
 
 import threading

@@ -6,6 +6,7 @@ while ``unready(lane)`` names a switch, and the scheduler starts a due lane only
 A switch is reconciled once its reconcile after the latest connect finished; a disconnect
 clears that (``LaneRuntime.switch_down``).
 """
+
 from __future__ import annotations
 
 import time
@@ -47,9 +48,15 @@ class SwitchReadiness:
         return [self.switch_name(d) for d in dpids if not self._switch_ready(d)]
 
     def readiness(self) -> dict[str, Any]:
-        switches = [{"name": sw.name, "dpid": sw.dpid, "connected": sw.dpid in self.connected,
-                     "reconciled": self._switch_ready(sw.dpid)}
-                    for sw in (self.topology.switches if self.topology else ())]
+        switches = [
+            {
+                "name": sw.name,
+                "dpid": sw.dpid,
+                "connected": sw.dpid in self.connected,
+                "reconciled": self._switch_ready(sw.dpid),
+            }
+            for sw in (self.topology.switches if self.topology else ())
+        ]
         return {"ready": all(sw["reconciled"] for sw in switches), "switches": switches}
 
     def switch_name(self, dpid: int) -> str:  # LaneRuntime's

@@ -5,24 +5,26 @@ each switch's app flows and sends only the difference (``reconcile.plan_switch``
 half changes one lane at a time. Both share the runtime's change lock: a reconcile reads and
 compares without it and applies its plan under it, minus the lanes changed meanwhile.
 """
+
 from __future__ import annotations
 
 import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller.runtime import heap
 from viplanes.controller.compile import reconcile
-from viplanes.controller.runtime.carried import CarriedLanes
 from viplanes.controller.compile.cookies import ALL_APP_FLOWS
 from viplanes.controller.compile.desired import DesiredFlows
 from viplanes.controller.openflow.handshakes import ADMISSION_FIRST_S, HandshakeGauge
+from viplanes.controller.runtime import heap
+from viplanes.controller.runtime.carried import CarriedLanes
 from viplanes.controller.runtime.pending import Batch
 from viplanes.dataplane.base import DesiredLanes
 from viplanes.domain.values import LaneSpec
@@ -82,8 +84,12 @@ class Resync:
     note_changed: Callable[..., None]
     mark_suspect: Callable[[Any], None]  # DriftWatch's
 
-    def desired(self, now: float, dpid: int | None = None, generation: int | None = None,
-                ) -> tuple[dict[int, list[Any]], dict[int, LaneSpec]]:
+    def desired(
+        self,
+        now: float,
+        dpid: int | None = None,
+        generation: int | None = None,
+    ) -> tuple[dict[int, list[Any]], dict[int, LaneSpec]]:
         """Desired ofmsgs per dpid (all lanes, or those crossing ``dpid``) and the lanes they
         carry. Raises when the source fails: a failed read must never look like "no lanes"
         (that would delete every lane). ``generation``: the caller's ``_reading`` generation."""
@@ -105,14 +111,17 @@ class Resync:
             with self._change:
                 current = self._generation
             last = self._last_read
-            if not fresh and last is not None and last.generation == current and \
-                    (generation is None or last.generation >= generation) and \
-                    time.monotonic() - last.at < READ_REUSE_S:
+            if (
+                not fresh
+                and last is not None
+                and last.generation == current
+                and (generation is None or last.generation >= generation)
+                and time.monotonic() - last.at < READ_REUSE_S
+            ):
                 return last
             # anything changed after ``current`` is left out by ``_changed_since`` of every
             # reconcile using this read (their generation is <= current)
-            lanes = tuple(self.source()) if self.source is not None \
-                else tuple(self.lanes.values())
+            lanes = tuple(self.source()) if self.source is not None else tuple(self.lanes.values())
             self.lane_reads += 1
             assert self._flows is not None
             with self._compile_lock:
@@ -127,8 +136,9 @@ class Resync:
         with self._read_lock:
             self._last_read = None
 
-    def _compile(self, lanes: tuple[LaneSpec, ...], now: float, dpid: int | None,
-                 chunk: int = 25) -> None:  # dpid: for the caller's reading only
+    def _compile(
+        self, lanes: tuple[LaneSpec, ...], now: float, dpid: int | None, chunk: int = 25
+    ) -> None:  # dpid: for the caller's reading only
         """Compile (and key) what is not compiled yet, a chunk per hold of the compile lock:
         locks are not fair, and a switch that needs nothing new should not wait for thousands
         of lanes compiled for another one."""
@@ -138,7 +148,7 @@ class Resync:
             todo = [ln for ln in lanes if not flows.compiled(ln)]
         for i in range(0, len(todo), chunk):
             with self._compile_lock:
-                for lane in todo[i:i + chunk]:
+                for lane in todo[i : i + chunk]:
                     if flows.compiled(lane):
                         continue  # warm-up or another switch's reconcile got there first
                     for msgs in (flows.lane(lane, now) or {}).values():
@@ -156,7 +166,7 @@ class Resync:
         dpids = [sw.dpid for sw in self.topology.switches]
         for i in range(0, len(dpids), chunk):
             with self._compile_lock:
-                for dpid in dpids[i:i + chunk]:
+                for dpid in dpids[i : i + chunk]:
                     for msg in flows.base(dpid):
                         if isinstance(msg, parser.OFPFlowMod):
                             reconcile.cached_key(msg)
@@ -171,7 +181,7 @@ class Resync:
         t0 = time.perf_counter()
         try:
             lanes = self._read_lanes(fresh=True).lanes
-        except Exception:  # noqa: BLE001 - the reconciles will try again
+        except Exception:
             LOG.exception("reading the desired lanes failed")
             return
         # tens of thousands of long-lived messages: the cyclic GC walked them again and again
@@ -180,8 +190,12 @@ class Resync:
         with heap.gc_held():
             self._compile(lanes, self.clock(), None)
             switches = self._compile_base()
-        LOG.info("compiled %d desired lanes and the base flows of %d switches in %.0f ms",
-                 len(lanes), switches, (time.perf_counter() - t0) * 1000)
+        LOG.info(
+            "compiled %d desired lanes and the base flows of %d switches in %.0f ms",
+            len(lanes),
+            switches,
+            (time.perf_counter() - t0) * 1000,
+        )
         # and frozen, whatever the number of lanes: the base flows of every switch (35,000
         # messages at 140 switches) and everything imported live as long as the process. Left
         # in the young heap, each full collection walked them: 310,000 objects, 176 ms of CPU
@@ -196,8 +210,7 @@ class Resync:
         read are left out of the plan (their own change already did the right thing)."""
         t0 = time.perf_counter()
         if self.topology is not None and self.topology.switch_by_dpid(dpid) is None:
-            LOG.warning("%s is not in topology %s: nothing installed", self.switch_name(dpid),
-                        self.topology.name)
+            LOG.warning("%s is not in topology %s: nothing installed", self.switch_name(dpid), self.topology.name)
             return None
         plan = None
         if self.handshakes is not None:
@@ -236,8 +249,7 @@ class Resync:
         """Lanes activated or removed after ``generation`` (call with the change lock held)."""
         return {lid for lid, gen in self._touched.items() if gen > generation}
 
-    def _reconcile(self, dpid: int, generation: int, t0: float,
-                   timeout_s: float) -> reconcile.Plan | None:
+    def _reconcile(self, dpid: int, generation: int, t0: float, timeout_s: float) -> reconcile.Plan | None:
         lanes: dict[int, LaneSpec] = {}
         desired_at = self.clock()
         if self.topology is None:
@@ -245,9 +257,8 @@ class Resync:
         else:
             try:
                 per_dpid, lanes = self.desired(desired_at, dpid, generation)
-            except Exception:  # noqa: BLE001 - keep what the switch has
-                LOG.exception("reading the desired lanes failed; %s left as it is",
-                              self.switch_name(dpid))
+            except Exception:
+                LOG.exception("reading the desired lanes failed; %s left as it is", self.switch_name(dpid))
                 return None
             wanted = per_dpid.get(dpid, [])
         t_desired = time.perf_counter()
@@ -259,8 +270,10 @@ class Resync:
         now = self.clock()
         restarted = self._restarted.setdefault(dpid, {})
         plan = reconcile.plan_switch(wanted, actual, now, restarted, desired_at)
-        phases = (f"desired {(t_desired - t0) * 1000:.0f} ms, flows read back {(t_read - t_desired) * 1000:.0f} ms, "
-                  f"compared {(time.perf_counter() - t_read) * 1000:.0f} ms")
+        phases = (
+            f"desired {(t_desired - t0) * 1000:.0f} ms, flows read back {(t_read - t_desired) * 1000:.0f} ms, "
+            f"compared {(time.perf_counter() - t_read) * 1000:.0f} ms"
+        )
         wait = time.perf_counter()
         with self._change:
             wait = time.perf_counter() - wait
@@ -269,8 +282,7 @@ class Resync:
             if touched:
                 addresses = {a for a, gen in self._touched_addresses.items() if gen > generation}
                 plan = reconcile.without_lanes(plan, touched, addresses)
-            news = {lid: ln for lid, ln in lanes.items()
-                    if lid not in touched and self.lanes.get(lid) != ln}
+            news = {lid: ln for lid, ln in lanes.items() if lid not in touched and self.lanes.get(lid) != ln}
             self.lanes.update(news)
             # lanes new to the runtime move the counts of every switch on their paths
             self.note_changed(None if news else [dpid])
@@ -286,10 +298,18 @@ class Resync:
                 if failure:
                     LOG.warning("reconcile of %s: %s", self.switch_name(dpid), failure)
             self.reconciled[dpid] = plan
-        LOG.info("reconciled %s: kept %d, added %d, deleted %d, refreshed %d in %.1f ms "
-                 "(%.1f ms of it waiting for other changes; %s)", self.switch_name(dpid),
-                 plan.kept, len(plan.adds), len(plan.deletes), len(plan.refreshes),
-                 (time.perf_counter() - t0) * 1000, wait * 1000, phases)
+        LOG.info(
+            "reconciled %s: kept %d, added %d, deleted %d, refreshed %d in %.1f ms "
+            "(%.1f ms of it waiting for other changes; %s)",
+            self.switch_name(dpid),
+            plan.kept,
+            len(plan.adds),
+            len(plan.deletes),
+            len(plan.refreshes),
+            (time.perf_counter() - t0) * 1000,
+            wait * 1000,
+            phases,
+        )
         return plan
 
     def reconcile_all(self) -> None:
@@ -298,7 +318,7 @@ class Resync:
             with self._reading() as generation:
                 try:
                     live = {ln.lane_id for ln in self._read_lanes(generation, fresh=True).lanes}
-                except Exception:  # noqa: BLE001
+                except Exception:
                     LOG.exception("reading the desired lanes failed")
                     return
                 with self._change:

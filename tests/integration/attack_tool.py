@@ -1,14 +1,15 @@
 """Raw-socket helpers run inside Mininet hosts by test_attack_dataplane (no scapy, no nping here).
 
-    send IFACE SRC_MAC DST_MAC VLAN SRC_IP DST_IP SPORT DPORT FLAGS COUNT TAG
-        COUNT TCP frames (802.1Q-tagged when VLAN > 0), payload b"VLATK" + TAG (4 bytes)
-    sniff IFACE SECONDS
-        count frames carrying b"VLATK"; prints JSON {tag: [count, src_ip, dst_ip, tagged]}
-    icmp DST_IP INNER_SRC INNER_DST INNER_SPORT INNER_DPORT
-        one ICMP fragmentation-needed (MTU 1200) quoting a TCP header, via the kernel's IP
-    sniff_icmp IFACE SECONDS
-        prints JSON list of [outer_dst, inner_src, inner_dst, inner_sport] of ICMP 3/4 frames
+send IFACE SRC_MAC DST_MAC VLAN SRC_IP DST_IP SPORT DPORT FLAGS COUNT TAG
+    COUNT TCP frames (802.1Q-tagged when VLAN > 0), payload b"VLATK" + TAG (4 bytes)
+sniff IFACE SECONDS
+    count frames carrying b"VLATK"; prints JSON {tag: [count, src_ip, dst_ip, tagged]}
+icmp DST_IP INNER_SRC INNER_DST INNER_SPORT INNER_DPORT
+    one ICMP fragmentation-needed (MTU 1200) quoting a TCP header, via the kernel's IP
+sniff_icmp IFACE SECONDS
+    prints JSON list of [outer_dst, inner_src, inner_dst, inner_sport] of ICMP 3/4 frames
 """
+
 from __future__ import annotations
 
 import json
@@ -30,12 +31,12 @@ def checksum(data: bytes) -> int:
     return ~total & 0xFFFF
 
 
-def tcp_frame(src_mac: str, dst_mac: str, vlan: int, src_ip: str, dst_ip: str, sport: int,
-              dport: int, flags: int, tag: str) -> bytes:
+def tcp_frame(
+    src_mac: str, dst_mac: str, vlan: int, src_ip: str, dst_ip: str, sport: int, dport: int, flags: int, tag: str
+) -> bytes:
     payload = MARK + tag.encode()[:4].ljust(4, b"_")
     src, dst = socket.inet_aton(src_ip), socket.inet_aton(dst_ip)
-    tcp = struct.pack("!HHIIBBHHH", sport, dport, 1000, 1 if flags & 0x10 else 0, 5 << 4, flags,
-                      65535, 0, 0) + payload
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, 1000, 1 if flags & 0x10 else 0, 5 << 4, flags, 65535, 0, 0) + payload
     pseudo = src + dst + struct.pack("!BBH", 0, 6, len(tcp))
     tcp = tcp[:16] + struct.pack("!H", checksum(pseudo + tcp)) + tcp[18:]
     ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), 7, 0, 64, 6, 0, src, dst)
@@ -48,8 +49,7 @@ def tcp_frame(src_mac: str, dst_mac: str, vlan: int, src_ip: str, dst_ip: str, s
 
 def send(argv: list[str]) -> None:
     iface, src_mac, dst_mac, vlan, src_ip, dst_ip, sport, dport, flags, count, tag = argv
-    frame = tcp_frame(src_mac, dst_mac, int(vlan), src_ip, dst_ip, int(sport), int(dport),
-                      int(flags, 0), tag)
+    frame = tcp_frame(src_mac, dst_mac, int(vlan), src_ip, dst_ip, int(sport), int(dport), int(flags, 0), tag)
     with socket.socket(socket.AF_PACKET, socket.SOCK_RAW) as s:
         s.bind((iface, 0))
         for _ in range(int(count)):
@@ -72,9 +72,9 @@ def _frames(iface: str, seconds: float):
 def _ip(frame: bytes) -> tuple[bytes, bool] | None:
     tagged = frame[12:14] == b"\x81\x00"
     at = 16 if tagged else 12
-    if frame[at:at + 2] != b"\x08\x00":
+    if frame[at : at + 2] != b"\x08\x00":
         return None
-    return frame[at + 2:], tagged
+    return frame[at + 2 :], tagged
 
 
 def sniff(argv: list[str]) -> None:
@@ -85,17 +85,17 @@ def sniff(argv: list[str]) -> None:
         if pos < 0 or parsed is None:
             continue
         ip, tagged = parsed
-        tag = frame[pos + 5:pos + 9].decode(errors="replace").rstrip("_")
-        entry = seen.setdefault(tag, [0, socket.inet_ntoa(ip[12:16]),
-                                      socket.inet_ntoa(ip[16:20]), tagged])
+        tag = frame[pos + 5 : pos + 9].decode(errors="replace").rstrip("_")
+        entry = seen.setdefault(tag, [0, socket.inet_ntoa(ip[12:16]), socket.inet_ntoa(ip[16:20]), tagged])
         entry[0] += 1
     print(json.dumps(seen), flush=True)
 
 
 def icmp(argv: list[str]) -> None:
     dst, inner_src, inner_dst, sport, dport = argv
-    inner_ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 1500, 9, 0x4000, 63, 6, 0,
-                           socket.inet_aton(inner_src), socket.inet_aton(inner_dst))
+    inner_ip = struct.pack(
+        "!BBHHHBBH4s4s", 0x45, 0, 1500, 9, 0x4000, 63, 6, 0, socket.inet_aton(inner_src), socket.inet_aton(inner_dst)
+    )
     inner_ip = inner_ip[:10] + struct.pack("!H", checksum(inner_ip)) + inner_ip[12:]
     quote = inner_ip + struct.pack("!HHI", int(sport), int(dport), 12345)
     body = struct.pack("!BBHHH", 3, 4, 0, 0, 1200) + quote
@@ -115,12 +115,18 @@ def sniff_icmp(argv: list[str]) -> None:
         ip, _tagged = parsed
         if ip[9] != 1:
             continue
-        body = ip[(ip[0] & 0xF) * 4:]
+        body = ip[(ip[0] & 0xF) * 4 :]
         if body[:2] != b"\x03\x04":
             continue
         inner = body[8:]
-        found.append([socket.inet_ntoa(ip[16:20]), socket.inet_ntoa(inner[12:16]),
-                      socket.inet_ntoa(inner[16:20]), int.from_bytes(inner[20:22], "big")])
+        found.append(
+            [
+                socket.inet_ntoa(ip[16:20]),
+                socket.inet_ntoa(inner[12:16]),
+                socket.inet_ntoa(inner[16:20]),
+                int.from_bytes(inner[20:22], "big"),
+            ]
+        )
     print(json.dumps(found), flush=True)
 
 

@@ -3,10 +3,12 @@
 Mininet's own ovs-vsctl calls have no timeout and hang forever against a dead ovsdb-server, so
 every integration test checks OVS first (`make test` starts it via scripts/ovs-up).
 """
+
 from __future__ import annotations
 
 import subprocess
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -23,10 +25,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
 def ovs_problem() -> str | None:
     """None when ovsdb-server and ovs-vswitchd answer, else a one-line reason."""
     try:
-        subprocess.run(["ovs-vsctl", "--timeout=5", "show"], check=True, capture_output=True,
-                       text=True, timeout=10)
-        subprocess.run(["ovs-appctl", "--timeout=5", "-t", "ovs-vswitchd", "version"], check=True,
-                       capture_output=True, text=True, timeout=10)
+        subprocess.run(["ovs-vsctl", "--timeout=5", "show"], check=True, capture_output=True, text=True, timeout=10)
+        subprocess.run(
+            ["ovs-appctl", "--timeout=5", "-t", "ovs-vswitchd", "version"],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except FileNotFoundError:
         return "Open vSwitch is not installed (run `make setup`)"
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:

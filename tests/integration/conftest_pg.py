@@ -5,6 +5,7 @@ initdb + pg_ctl run as the ``postgres`` OS user in a temporary directory owned b
 by every fixture that asks (reference-counted), stopped and removed when the last one tears down.
 Each test gets its own database cloned from a migrated template.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -14,8 +15,8 @@ import socket
 import subprocess
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -37,21 +38,34 @@ class PgCluster:
         self.template_ready = False
 
     def _run(self, *args: str) -> None:
-        subprocess.run(["runuser", "-u", "postgres", "--", *args], check=True, capture_output=True,
-                       timeout=60, cwd="/")
+        subprocess.run(["runuser", "-u", "postgres", "--", *args], check=True, capture_output=True, timeout=60, cwd="/")
 
     def start(self) -> None:
         shutil.chown(self.dir, "postgres", "postgres")
-        self._run(str(PG_BIN / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres",
-                  "--no-sync", "-E", "UTF8")
+        self._run(
+            str(PG_BIN / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"
+        )
         self.start_server()
 
     def start_server(self) -> None:
         """pg_ctl start on the existing data directory (first start, or after ``stop_server``)."""
-        opts = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} -c fsync=off "
-                "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300")
-        self._run(str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-o", opts, "-l",
-                  str(self.dir / "server.log"), "-w", "-t", "30", "start")
+        opts = (
+            f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
+        )
+        self._run(
+            str(PG_BIN / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-o",
+            opts,
+            "-l",
+            str(self.dir / "server.log"),
+            "-w",
+            "-t",
+            "30",
+            "start",
+        )
 
     def stop_server(self) -> None:
         """pg_ctl stop -m fast: every session is cut, the data stays (a restart fault)."""

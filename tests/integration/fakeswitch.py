@@ -5,6 +5,7 @@ empty port-desc and flow-stats replies, barrier and echo replies. It counts what
 sends it (flow-mods, barriers, packet-outs), so a test can prove an impostor got nothing.
 Single-threaded: ``pump`` reads and answers until a deadline or until the controller closes.
 """
+
 from __future__ import annotations
 
 import socket
@@ -19,8 +20,7 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 HEADER = 8
 
 
-def client_context(ca: Path | None, cert: Path | None = None,
-                   key: Path | None = None) -> ssl.SSLContext:
+def client_context(ca: Path | None, cert: Path | None = None, key: Path | None = None) -> ssl.SSLContext:
     """TLS client side as ovs-vswitchd does it: checks the controller against ``ca`` (or not)."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname = False
@@ -40,9 +40,16 @@ def message(msg_type: int, body: bytes = b"", xid: int = 0) -> bytes:
 def arp_request_packet_in(target_ip: str, in_port: int = 1) -> bytes:
     """A PACKET_IN carrying an ARP request for ``target_ip`` (what the edge router would punt)."""
     sender_mac = bytes.fromhex("020000030001")
-    frame = (b"\xff" * 6 + sender_mac + b"\x08\x06"
-             + struct.pack("!HHBBH", 1, 0x0800, 6, 4, 1) + sender_mac
-             + socket.inet_aton("198.51.100.1") + b"\0" * 6 + socket.inet_aton(target_ip))
+    frame = (
+        b"\xff" * 6
+        + sender_mac
+        + b"\x08\x06"
+        + struct.pack("!HHBBH", 1, 0x0800, 6, 4, 1)
+        + sender_mac
+        + socket.inet_aton("198.51.100.1")
+        + b"\0" * 6
+        + socket.inet_aton(target_ip)
+    )
     oxm = struct.pack("!HBBI", 0x8000, ofp.OFPXMT_OFB_IN_PORT << 1, 4, in_port)
     match = struct.pack("!HH", ofp.OFPMT_OXM, 4 + len(oxm)) + oxm
     match += b"\0" * ((8 - len(match) % 8) % 8)
@@ -51,8 +58,7 @@ def arp_request_packet_in(target_ip: str, in_port: int = 1) -> bytes:
 
 
 class FakeSwitch:
-    def __init__(self, port: int, dpid: int, ctx: ssl.SSLContext | None,
-                 answer_echo: bool = True) -> None:
+    def __init__(self, port: int, dpid: int, ctx: ssl.SSLContext | None, answer_echo: bool = True) -> None:
         self.dpid = dpid
         self.answer_echo = answer_echo
         self.received: Counter[int] = Counter()  # message type -> count
@@ -74,8 +80,7 @@ class FakeSwitch:
 
     def _reply(self, msg_type: int, xid: int, body: bytes) -> None:
         if msg_type == ofp.OFPT_FEATURES_REQUEST:
-            self.send(message(ofp.OFPT_FEATURES_REPLY,
-                              struct.pack("!QIBB2xII", self.dpid, 0, 254, 0, 0x4F, 0), xid))
+            self.send(message(ofp.OFPT_FEATURES_REPLY, struct.pack("!QIBB2xII", self.dpid, 0, 254, 0, 0x4F, 0), xid))
         elif msg_type == ofp.OFPT_ECHO_REQUEST and self.answer_echo:
             self.send(message(ofp.OFPT_ECHO_REPLY, body, xid))
         elif msg_type == ofp.OFPT_BARRIER_REQUEST:
@@ -91,7 +96,7 @@ class FakeSwitch:
         while not self.closed:
             try:
                 chunk = self.sock.recv(65536)
-            except (socket.timeout, ssl.SSLWantReadError):
+            except (TimeoutError, ssl.SSLWantReadError):
                 if time.monotonic() >= deadline:
                     break
                 continue

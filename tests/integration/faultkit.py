@@ -4,6 +4,7 @@
 OpenFlow listener on the controller link of a :class:`~tests.integration.privovs.PrivateOvs`;
 it can be killed (-9 or SIGTERM) and started again on the same database and ports.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,10 +43,22 @@ class Served:
     def start_background(self) -> None:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [*VIPLANES, "serve", "--db", self.db_url, "--api", f"127.0.0.1:{self.api_port}",
-                 "--openflow", f"{self.ovs.controller_ip}:{self.of_port}", "--tick", "0.2",
-                 *self.ovs.security_args],
-                stdout=log, stderr=log)
+                [
+                    *VIPLANES,
+                    "serve",
+                    "--db",
+                    self.db_url,
+                    "--api",
+                    f"127.0.0.1:{self.api_port}",
+                    "--openflow",
+                    f"{self.ovs.controller_ip}:{self.of_port}",
+                    "--tick",
+                    "0.2",
+                    *self.ovs.security_args,
+                ],
+                stdout=log,
+                stderr=log,
+            )
 
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -70,27 +83,62 @@ class Served:
                 self.proc.wait(5)
 
     def api(self, method: str, path: str, token: str, **kw: Any) -> requests.Response:
-        return requests.request(method, f"{self.url}/api/v1{path}", timeout=kw.pop("timeout", 15),
-                                headers={"Authorization": f"Bearer {token}", **kw.pop("headers", {})}, **kw)
+        return requests.request(
+            method,
+            f"{self.url}/api/v1{path}",
+            timeout=kw.pop("timeout", 15),
+            headers={"Authorization": f"Bearer {token}", **kw.pop("headers", {})},
+            **kw,
+        )
 
 
 def lane_body(port: int = LANE_PORT, duration: int = 600, **over: Any) -> dict[str, Any]:
-    return {"src_ip": "10.1.0.10", "dst_ip": "203.0.113.10", "protocol": "tcp", "dst_port": port,
-            "duration_s": duration, "purpose": "fault suite", **over}
+    return {
+        "src_ip": "10.1.0.10",
+        "dst_ip": "203.0.113.10",
+        "protocol": "tcp",
+        "dst_port": port,
+        "duration_s": duration,
+        "purpose": "fault suite",
+        **over,
+    }
 
 
 class Iperf:
     """iperf3 server in the cloud namespace, client in the desktop one, 0.1 s JSON intervals."""
 
     def __init__(self, ovs: PrivateOvs, seconds: float, mbps: int = 20) -> None:
-        self.server = subprocess.Popen(["ip", "netns", "exec", ovs.host_ns("cloud"), "iperf3", "-s",
-                                        "-p", str(LANE_PORT), "-1"], stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL)
+        self.server = subprocess.Popen(
+            ["ip", "netns", "exec", ovs.host_ns("cloud"), "iperf3", "-s", "-p", str(LANE_PORT), "-1"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(0.5)
         self.client = subprocess.Popen(
-            ["ip", "netns", "exec", ovs.host_ns("desktop"), "iperf3", "-c", "203.0.113.10", "-p",
-             str(LANE_PORT), "-t", str(seconds), "-i", "0.1", "-b", f"{mbps}M", "-J",
-             "--connect-timeout", "3000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [
+                "ip",
+                "netns",
+                "exec",
+                ovs.host_ns("desktop"),
+                "iperf3",
+                "-c",
+                "203.0.113.10",
+                "-p",
+                str(LANE_PORT),
+                "-t",
+                str(seconds),
+                "-i",
+                "0.1",
+                "-b",
+                f"{mbps}M",
+                "-J",
+                "--connect-timeout",
+                "3000",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     def result(self, timeout: float) -> dict[str, Any]:
         out, err = self.client.communicate(timeout=timeout)

@@ -5,15 +5,17 @@ test_dataplane, test_attack_dataplane and test_lane_sets_lab each need exactly t
 their own topology, researcher and grant; it lives here once so a change (a new serve flag, a
 different reconnect back-off) reaches all of them.
 """
+
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 import requests
@@ -36,14 +38,29 @@ class ServeProcess:
         self.log = workdir / "serve.log"
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "ServeProcess":
+    def start(self) -> ServeProcess:
         topology = ["--topology", str(self.topology)] if self.topology else []
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [*VIPLANES, "serve", "--db", self.db_url, "--api", f"127.0.0.1:{self.api_port}",
-                 "--openflow", f"127.0.0.1:{self.of_port}", "--tick", "0.2", *topology,
-                 *lab_security_args()],
-                stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=dict(os.environ))
+                [
+                    *VIPLANES,
+                    "serve",
+                    "--db",
+                    self.db_url,
+                    "--api",
+                    f"127.0.0.1:{self.api_port}",
+                    "--openflow",
+                    f"127.0.0.1:{self.of_port}",
+                    "--tick",
+                    "0.2",
+                    *topology,
+                    *lab_security_args(),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+                env=dict(os.environ),
+            )
         wait_healthy(self.proc, self.url, self.log, timeout=30)
         return self
 
@@ -65,17 +82,24 @@ class ServeProcess:
 
 def fast_reconnect(of_port: int) -> None:
     """OVS retries a lost controller with backoff up to 8 s; 1 s keeps the restart tests short."""
-    uuids = subprocess.run(["ovs-vsctl", "--bare", "--columns=_uuid", "find", "Controller",
-                            f"target=\"ssl:127.0.0.1:{of_port}\""], capture_output=True,
-                           text=True, timeout=10).stdout.split()
+    uuids = subprocess.run(
+        ["ovs-vsctl", "--bare", "--columns=_uuid", "find", "Controller", f"target=\"ssl:127.0.0.1:{of_port}\""],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    ).stdout.split()
     for uuid in uuids:
         subprocess.run(["ovs-vsctl", "set", "Controller", uuid, "max_backoff=1000"], timeout=10)
 
 
 @contextmanager
-def lab_campus(workdir: Path, researcher: str, grant: dict[str, Any], topology: Path = CAMPUS_YAML,
-               prepare: Callable[[Any, ServeProcess], None] | None = None,
-               ) -> Iterator[tuple[Any, ServeProcess, str]]:
+def lab_campus(
+    workdir: Path,
+    researcher: str,
+    grant: dict[str, Any],
+    topology: Path = CAMPUS_YAML,
+    prepare: Callable[[Any, ServeProcess], None] | None = None,
+) -> Iterator[tuple[Any, ServeProcess, str]]:
     """Yield (network, serve, researcher token); `prepare(net, serve)` runs before the grant."""
     problem = ovs_problem()
     if problem:
@@ -84,11 +108,15 @@ def lab_campus(workdir: Path, researcher: str, grant: dict[str, Any], topology: 
     from viplanes.topologies.loader import load_topology
 
     db_url = f"sqlite:///{workdir / 'viplanes.db'}"
-    op = subprocess.run([*VIPLANES, "principal", "add", "root", "--role", "operator", "--db",
-                         db_url], capture_output=True, text=True, timeout=60, check=True)
+    op = subprocess.run(
+        [*VIPLANES, "principal", "add", "root", "--role", "operator", "--db", db_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     op_token = op.stdout.strip().splitlines()[-1]
-    serve = ServeProcess(db_url, workdir, free_port(),
-                         topology=None if topology == CAMPUS_YAML else topology).start()
+    serve = ServeProcess(db_url, workdir, free_port(), topology=None if topology == CAMPUS_YAML else topology).start()
     net = None
     try:
         net = build_network(load_topology(topology), "127.0.0.1", serve.of_port, shape=True)
@@ -96,12 +124,12 @@ def lab_campus(workdir: Path, researcher: str, grant: dict[str, Any], topology: 
         if prepare is not None:
             prepare(net, serve)
         h = {"Authorization": f"Bearer {op_token}"}
-        r = requests.post(f"{serve.url}/api/v1/principals", headers=h, timeout=10,
-                          json={"name": researcher, "role": "researcher"})
+        r = requests.post(
+            f"{serve.url}/api/v1/principals", headers=h, timeout=10, json={"name": researcher, "role": "researcher"}
+        )
         assert r.status_code == 201, r.text
         token = r.json()["token"]
-        r = requests.post(f"{serve.url}/api/v1/grants", headers=h, timeout=10,
-                          json={"principal": researcher, **grant})
+        r = requests.post(f"{serve.url}/api/v1/grants", headers=h, timeout=10, json={"principal": researcher, **grant})
         assert r.status_code == 201, r.text
         yield net, serve, token
     finally:

@@ -12,6 +12,7 @@ and cloud (s4:2); the firewall and NAT are absent, so traffic moves only over a 
 knows its gateway's MAC statically (no firewall to answer its ARP); the edge router must ARP for
 the lane's pool address like in the lab (answered by the controller, or by switch flows).
 """
+
 from __future__ import annotations
 
 import os
@@ -35,10 +36,13 @@ DPIDS = {"s1": 1, "s2": 2, "s3": 3, "s4": 4}
 OFFLOADS = ["tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off"]
 
 
-def run(*args: str, timeout: float = 20, check: bool = True, env: dict[str, str] | None = None,
-        ) -> subprocess.CompletedProcess:
-    return subprocess.run(list(args), check=check, capture_output=True, text=True, timeout=timeout,
-                          env=env)
+def run(
+    *args: str,
+    timeout: float = 20,
+    check: bool = True,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess:
+    return subprocess.run(list(args), check=check, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 class PrivateOvs:
@@ -49,8 +53,7 @@ class PrivateOvs:
         self.ns = f"{self.name}-ovs"
         self.dir = Path(tempfile.mkdtemp(prefix=f"{self.name}-"))
         self.db_sock = self.dir / "db.sock"
-        self.env = {**os.environ, "OVS_RUNDIR": str(self.dir), "OVS_DBDIR": str(self.dir),
-                    "OVS_LOGDIR": str(self.dir)}
+        self.env = {**os.environ, "OVS_RUNDIR": str(self.dir), "OVS_DBDIR": str(self.dir), "OVS_LOGDIR": str(self.dir)}
         octet = os.getpid() % 250 + 1
         self.controller_ip, self.switch_ip = f"169.254.{octet}.1", f"169.254.{octet}.2"
         self.ctl_if = f"{self.name}c"
@@ -77,7 +80,7 @@ class PrivateOvs:
             return None
 
     # ---- life ------------------------------------------------------------------------------
-    def start(self, controller_port: int) -> "PrivateOvs":
+    def start(self, controller_port: int) -> PrivateOvs:
         for ns in self.namespaces:
             run("ip", "netns", "add", ns)
             self.in_ns(ns, "ip", "link", "set", "lo", "up")
@@ -87,18 +90,34 @@ class PrivateOvs:
         self.in_ns(self.ns, "ip", "addr", "add", f"{self.switch_ip}/30", "dev", "ctl0")
         self.in_ns(self.ns, "ip", "link", "set", "ctl0", "up")
         run("ovsdb-tool", "create", str(self.dir / "conf.db"), SCHEMA, env=self.env)
-        self.in_ns(self.ns, "ovsdb-server", str(self.dir / "conf.db"), f"--remote=punix:{self.db_sock}",
-                   f"--pidfile={self.dir}/ovsdb-server.pid", f"--unixctl={self.dir}/ovsdb-server.ctl",
-                   f"--log-file={self.dir}/ovsdb-server.log", "--detach", env=self.env)
+        self.in_ns(
+            self.ns,
+            "ovsdb-server",
+            str(self.dir / "conf.db"),
+            f"--remote=punix:{self.db_sock}",
+            f"--pidfile={self.dir}/ovsdb-server.pid",
+            f"--unixctl={self.dir}/ovsdb-server.ctl",
+            f"--log-file={self.dir}/ovsdb-server.log",
+            "--detach",
+            env=self.env,
+        )
         self.vsctl("--no-wait", "init")
         self.start_vswitchd()
         self._build(controller_port)
         return self
 
     def start_vswitchd(self) -> None:
-        self.in_ns(self.ns, "ovs-vswitchd", f"unix:{self.db_sock}", f"--pidfile={self.dir}/ovs-vswitchd.pid",
-                   f"--unixctl={self.dir}/ovs-vswitchd.ctl", f"--log-file={self.dir}/ovs-vswitchd.log",
-                   "--detach", env=self.env, timeout=30)
+        self.in_ns(
+            self.ns,
+            "ovs-vswitchd",
+            f"unix:{self.db_sock}",
+            f"--pidfile={self.dir}/ovs-vswitchd.pid",
+            f"--unixctl={self.dir}/ovs-vswitchd.ctl",
+            f"--log-file={self.dir}/ovs-vswitchd.log",
+            "--detach",
+            env=self.env,
+            timeout=30,
+        )
 
     def kill_vswitchd(self) -> None:
         pid = self._pid("ovs-vswitchd")
@@ -111,13 +130,24 @@ class PrivateOvs:
         # OpenFlow over TLS with the lab PKI, set on this private ovsdb only (the shared one
         # is never touched)
         from viplanes.lab.labpki import ensure_lab_pki
+
         lab = ensure_lab_pki(configure_vswitchd=False)
         self.vsctl("set-ssl", str(lab.vswitchd_key), str(lab.vswitchd_cert), str(lab.ca))
         self.security_args = lab.serve_args()
         target = f"ssl:{self.controller_ip}:{controller_port}"
         for br, dpid in DPIDS.items():
-            self.vsctl("add-br", br, "--", "set", "bridge", br, "datapath_type=netdev",
-                       f"other-config:datapath-id={dpid:016x}", "fail_mode=secure", "protocols=OpenFlow13")
+            self.vsctl(
+                "add-br",
+                br,
+                "--",
+                "set",
+                "bridge",
+                br,
+                "datapath_type=netdev",
+                f"other-config:datapath-id={dpid:016x}",
+                "fail_mode=secure",
+                "protocols=OpenFlow13",
+            )
         for a, b in LINKS:
             self._veth(self.ns, f"{a[0]}p{a[1]}", self.ns, f"{b[0]}p{b[1]}")
             self._port(*a), self._port(*b)
@@ -129,8 +159,19 @@ class PrivateOvs:
             self.in_ns(ns, "ip", "addr", "add", addr, "dev", ifname)
         desktop, edge, cloud = (self.host_ns(h) for h in ("desktop", "edge", "cloud"))
         self.in_ns(desktop, "ip", "route", "add", "default", "via", "10.1.0.1")
-        self.in_ns(desktop, "ip", "neigh", "replace", "10.1.0.1", "lladdr", "02:00:00:02:00:01",
-                   "dev", "eth0", "nud", "permanent")
+        self.in_ns(
+            desktop,
+            "ip",
+            "neigh",
+            "replace",
+            "10.1.0.1",
+            "lladdr",
+            "02:00:00:02:00:01",
+            "dev",
+            "eth0",
+            "nud",
+            "permanent",
+        )
         self.in_ns(cloud, "ip", "route", "add", "default", "via", "203.0.113.1")
         self.in_ns(edge, "sysctl", "-qw", "net.ipv4.ip_forward=1")
         for br in DPIDS:
@@ -165,8 +206,11 @@ class PrivateOvs:
     # ---- what the tests read ---------------------------------------------------------------
     def cookies(self, br: str) -> set[int]:
         """Every cookie on a bridge's flows (one dump for hundreds of lanes)."""
-        return {int(line.split("cookie=", 1)[1].split(",", 1)[0], 16)
-                for line in self.ofctl("dump-flows", br).splitlines() if "cookie=" in line}
+        return {
+            int(line.split("cookie=", 1)[1].split(",", 1)[0], 16)
+            for line in self.ofctl("dump-flows", br).splitlines()
+            if "cookie=" in line
+        }
 
     def lane_flows(self, cookie: int) -> dict[str, list[dict[str, float]]]:
         """Per bridge, the flows with this cookie: their duration, packets, bytes and match text."""
@@ -177,9 +221,14 @@ class PrivateOvs:
                 if "cookie=" not in line:
                     continue
                 fields = dict(f.split("=", 1) for f in line.replace(",", " ").split() if "=" in f)
-                rows.append({"duration": float(fields["duration"].rstrip("s")),
-                             "n_packets": int(fields["n_packets"]), "n_bytes": int(fields["n_bytes"]),
-                             "match": line.split("priority=", 1)[1].split(" actions")[0]})
+                rows.append(
+                    {
+                        "duration": float(fields["duration"].rstrip("s")),
+                        "n_packets": int(fields["n_packets"]),
+                        "n_bytes": int(fields["n_bytes"]),
+                        "match": line.split("priority=", 1)[1].split(" actions")[0],
+                    }
+                )
             out[br] = sorted(rows, key=lambda r: str(r["match"]))
         return out
 

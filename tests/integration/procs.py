@@ -1,4 +1,5 @@
 """Helpers for integration tests: a controller subprocess and free ports. Cleans up what it starts."""
+
 from __future__ import annotations
 
 import os
@@ -59,12 +60,15 @@ class ControllerProcess:
         self.log_path = log_path
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "ControllerProcess":
+    def start(self) -> ControllerProcess:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "viplanes.cli.osken",
-             "--listen", f"127.0.0.1:{self.port}", *lab_security_args()],
-            stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=dict(os.environ))
+            [sys.executable, "-m", "viplanes.cli.osken", "--listen", f"127.0.0.1:{self.port}", *lab_security_args()],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            env=dict(os.environ),
+        )
         log.close()
         self._wait_listening(10.0)
         return self

@@ -6,6 +6,7 @@ switches (flows by lane cookie, with durations and packet counters; the switches
 Shared by test_scaleout.py (failover, deposed master) and test_scaleout_faults.py (the faults
 under load: kill -9 during requests, an API worker, PostgreSQL restart).
 """
+
 from __future__ import annotations
 
 import os
@@ -15,9 +16,10 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 import requests
@@ -31,8 +33,9 @@ _STAT = re.compile(r"(duration|n_packets|n_bytes|hard_age|idle_age)=[^ ,]+,? ?")
 
 
 def vsctl(*args: str) -> str:
-    return subprocess.run(["ovs-vsctl", "--timeout=10", *args], check=True, capture_output=True, text=True,
-                          timeout=20).stdout
+    return subprocess.run(
+        ["ovs-vsctl", "--timeout=10", *args], check=True, capture_output=True, text=True, timeout=20
+    ).stdout
 
 
 @dataclass(frozen=True)
@@ -45,8 +48,9 @@ def lane_flow_stats(bridge: str, lane_id: int) -> dict[str, FlowStat]:
     """match+actions -> (duration, packets) of the lane's flows (its cookie) on the bridge."""
     from viplanes.controller.compile.cookies import lane_cookie
 
-    out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge], check=True,
-                         capture_output=True, text=True, timeout=20).stdout
+    out = subprocess.run(
+        ["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge], check=True, capture_output=True, text=True, timeout=20
+    ).stdout
     flows = {}
     for line in out.splitlines():
         if line.split()[0] == f"cookie={lane_cookie(lane_id):#x},":
@@ -65,8 +69,9 @@ def lane_cookies(bridge: str) -> set[int]:
     """Every lane cookie on the bridge (the controller's lane cookie space only)."""
     from viplanes.controller.compile.cookies import lane_cookie
 
-    out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge], check=True,
-                         capture_output=True, text=True, timeout=20).stdout
+    out = subprocess.run(
+        ["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge], check=True, capture_output=True, text=True, timeout=20
+    ).stdout
     cookies = {int(m.group(1), 16) for m in re.finditer(r"cookie=(0x[0-9a-f]+)", out)}
     return cookies & {lane_cookie(i) for i in range(1, 5000)}
 
@@ -77,6 +82,7 @@ DESKTOP_MAC, DESKTOP_PORT = "02:00:00:01:00:10", 1  # campus.yaml: desktop 10.1.
 def tcp_packet(src_mac: str, src: str, dst: str, dport: int, sport: int = 40000) -> str:
     """An Ethernet/IPv4/TCP SYN as hex, for ``ovs-ofctl packet-out`` (checksums left zero: the
     flow table matches headers only)."""
+
     def ip4(addr: str) -> bytes:
         return bytes(int(part) for part in addr.split("."))
 
@@ -91,9 +97,20 @@ def send_lane_traffic(bridge: str, dport: int, count: int) -> None:
     they arrived from the desktop (packet-out, action table): its forward flow's n_packets grows."""
     packet = tcp_packet(DESKTOP_MAC, "10.1.0.10", "203.0.113.10", dport)
     for _ in range(count):
-        subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "packet-out", bridge,
-                        f"in_port={DESKTOP_PORT} packet={packet} actions=table"], check=True,
-                       capture_output=True, text=True, timeout=20)
+        subprocess.run(
+            [
+                "ovs-ofctl",
+                "-O",
+                "OpenFlow13",
+                "packet-out",
+                bridge,
+                f"in_port={DESKTOP_PORT} packet={packet} actions=table",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
 
 
 class Proc:
@@ -114,7 +131,7 @@ class Proc:
                 self.proc.wait(5)
 
 
-def print_log_tails(procs: list["Proc"], lines: int = 60) -> None:
+def print_log_tails(procs: list[Proc], lines: int = 60) -> None:
     """After a failed test: the end of every process's log, in the report's captured output."""
     for p in procs:
         try:
@@ -134,8 +151,11 @@ def cluster(pg_cluster: Any, tmp_path: Path, request: pytest.FixtureRequest) -> 
 
     def controller(name: str, port: int | None = None) -> Proc:
         port = port or free_port()
-        p = Proc(name, ["controller", "cluster", "--db", db, "--openflow", f"127.0.0.1:{port}",
-                        "--tick", "0.2", *security], tmp_path / f"{name}.log")
+        p = Proc(
+            name,
+            ["controller", "cluster", "--db", db, "--openflow", f"127.0.0.1:{port}", "--tick", "0.2", *security],
+            tmp_path / f"{name}.log",
+        )
         p.of_port = port
         procs.append(p)
         return p
@@ -144,26 +164,50 @@ def cluster(pg_cluster: Any, tmp_path: Path, request: pytest.FixtureRequest) -> 
     try:
         ctl = [controller("ctl-a"), controller("ctl-b")]
         for c in ctl:  # both listening before the switches try (OVS backs off after a refusal)
-            assert wait_for(lambda: "OpenFlow listening" in c.log.read_text(errors="replace"), 30), \
+            assert wait_for(lambda: "OpenFlow listening" in c.log.read_text(errors="replace"), 30), (
                 f"{c.name} not listening on {c.of_port}"
+            )
         targets = [f"ssl:127.0.0.1:{c.of_port}" for c in ctl]
         for n, br in enumerate(bridges, start=1):
-            vsctl("--may-exist", "add-br", br, "--", "set", "bridge", br, "datapath_type=netdev",
-                  f"other-config:datapath-id={n:016x}", "fail_mode=secure", "protocols=OpenFlow13",
-                  "--", "set-controller", br, *targets)
-        api = Proc("api", ["api", "--db", db, "--listen", f"127.0.0.1:{api_port}", "--workers", "2"],
-                   tmp_path / "api.log")
+            vsctl(
+                "--may-exist",
+                "add-br",
+                br,
+                "--",
+                "set",
+                "bridge",
+                br,
+                "datapath_type=netdev",
+                f"other-config:datapath-id={n:016x}",
+                "fail_mode=secure",
+                "protocols=OpenFlow13",
+                "--",
+                "set-controller",
+                br,
+                *targets,
+            )
+        api = Proc(
+            "api", ["api", "--db", db, "--listen", f"127.0.0.1:{api_port}", "--workers", "2"], tmp_path / "api.log"
+        )
         procs.append(api)
         url = f"http://127.0.0.1:{api_port}"
         wait_healthy(api.proc, url, api.log, timeout=30)
-        yield {"db": db, "url": url, "op": op, "ctl": ctl, "api": api, "bridges": bridges, "controller": controller,
-               "logs": tmp_path, "pg": pg_cluster}
+        yield {
+            "db": db,
+            "url": url,
+            "op": op,
+            "ctl": ctl,
+            "api": api,
+            "bridges": bridges,
+            "controller": controller,
+            "logs": tmp_path,
+            "pg": pg_cluster,
+        }
     finally:
         if getattr(request.node, "failed_call", False):
             print_log_tails(procs)
         for br in bridges:
-            subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", br], capture_output=True,
-                           timeout=20)
+            subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", br], capture_output=True, timeout=20)
         for p in procs:
             p.stop()
 
@@ -181,8 +225,11 @@ def db_rows(db: str, sql: str, args: tuple = ()) -> list[tuple]:
 
 
 def lease_holder_pid(db: str) -> int | None:
-    rows = db_rows(db, "SELECT holder FROM controller_lease WHERE name = 'controller' "
-                       "AND expires_at > extract(epoch from clock_timestamp())")
+    rows = db_rows(
+        db,
+        "SELECT holder FROM controller_lease WHERE name = 'controller' "
+        "AND expires_at > extract(epoch from clock_timestamp())",
+    )
     return int(rows[0][0].split(":")[1]) if rows and rows[0][0] else None
 
 
@@ -213,8 +260,7 @@ def request_active(url: str, h: dict, port: int, within_s: float) -> dict:
 
 
 def api_workers(parent: int) -> list[int]:
-    out = subprocess.run(["ps", "--ppid", str(parent), "-o", "pid="], capture_output=True, text=True,
-                         timeout=10).stdout
+    out = subprocess.run(["ps", "--ppid", str(parent), "-o", "pid="], capture_output=True, text=True, timeout=10).stdout
     return [int(pid) for pid in out.split()]
 
 
@@ -230,8 +276,14 @@ def controller_roles(bridge: str) -> dict[str, str]:
 
 def bridge_roles(bridge: str) -> list[str]:
     """The roles of this bridge's own controllers (``master``/``slave``/``other``)."""
-    out = vsctl("--columns=role", "--format=csv", "--no-headings", "list", "controller",
-                *vsctl("get", "bridge", bridge, "controller").strip("[]\n").replace(",", "").split())
+    out = vsctl(
+        "--columns=role",
+        "--format=csv",
+        "--no-headings",
+        "list",
+        "controller",
+        *vsctl("get", "bridge", bridge, "controller").strip("[]\n").replace(",", "").split(),
+    )
     return [line.strip('"') for line in out.split()]
 
 

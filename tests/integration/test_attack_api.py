@@ -6,6 +6,7 @@ reuse and retries, case-insensitive principal names, destinations policy must re
 smaller things found on the way (trailing newlines in names, bidi controls in ``purpose``, oversized
 bodies, tokens in query strings). Serve runs with ``--dataplane memory``: the OpenFlow side idles.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,14 +38,33 @@ class Serve:
         self.log = workdir / f"serve-{self.port}.log"
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "Serve":
-        env = {**os.environ, "VIPLANES_AUTH_MAX_FAILURES": str(MAX_FAILURES), "VIPLANES_AUTH_WINDOW_S": "86400",
-               "VIPLANES_TOKEN_CACHE_TTL": "0"}
+    def start(self) -> Serve:
+        env = {
+            **os.environ,
+            "VIPLANES_AUTH_MAX_FAILURES": str(MAX_FAILURES),
+            "VIPLANES_AUTH_WINDOW_S": "86400",
+            "VIPLANES_TOKEN_CACHE_TTL": "0",
+        }
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [*VIPLANES, "serve", "--dataplane", "memory", "--db", self.db_url,
-                 "--api", f"127.0.0.1:{self.port}", "--openflow", f"127.0.0.1:{free_port()}", "--tick", "0.2"],
-                stdout=log, stderr=log, env=env)
+                [
+                    *VIPLANES,
+                    "serve",
+                    "--dataplane",
+                    "memory",
+                    "--db",
+                    self.db_url,
+                    "--api",
+                    f"127.0.0.1:{self.port}",
+                    "--openflow",
+                    f"127.0.0.1:{free_port()}",
+                    "--tick",
+                    "0.2",
+                ],
+                stdout=log,
+                stderr=log,
+                env=env,
+            )
         wait_healthy(self.proc, self.url, self.log, timeout=30)
         return self
 
@@ -60,8 +80,13 @@ class Serve:
 
 
 def add_operator(db_url: str, name: str = "root") -> str:
-    out = subprocess.run([*VIPLANES, "principal", "add", name, "--role", "operator", "--db", db_url],
-                         capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run(
+        [*VIPLANES, "principal", "add", name, "--role", "operator", "--db", db_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return out.stdout.strip().splitlines()[-1]
 
 
@@ -88,9 +113,20 @@ def world(tmp_path_factory):
     try:
         api = Api(serve.url)
         alice = api.call("POST", "/principals", root, json={"name": "alice", "role": "researcher"}).json()["token"]
-        r = api.call("POST", "/grants", root, json={
-            "principal": "alice", "src_prefixes": ["10.1.0.0/24"], "dst_prefixes": ["0.0.0.0/0"],
-            "protocols": ["tcp"], "ports": ["1-65535"], "max_duration_s": 3600, "max_lanes": 50})
+        r = api.call(
+            "POST",
+            "/grants",
+            root,
+            json={
+                "principal": "alice",
+                "src_prefixes": ["10.1.0.0/24"],
+                "dst_prefixes": ["0.0.0.0/0"],
+                "protocols": ["tcp"],
+                "ports": ["1-65535"],
+                "max_duration_s": 3600,
+                "max_lanes": 50,
+            },
+        )
         assert r.status_code == 201, r.text
         yield {"api": api, "root": root, "alice": alice, "db_url": db_url, "tmp": tmp, "serve": serve}
     finally:
@@ -98,8 +134,15 @@ def world(tmp_path_factory):
 
 
 def lane(dst: str = "203.0.113.10", port: int = 5201, **extra) -> dict:
-    return {"src_ip": "10.1.0.10", "dst_ip": dst, "protocol": "tcp", "dst_port": port, "duration_s": 600,
-            "purpose": "attack suite", **extra}
+    return {
+        "src_ip": "10.1.0.10",
+        "dst_ip": dst,
+        "protocol": "tcp",
+        "dst_port": port,
+        "duration_s": 600,
+        "purpose": "attack suite",
+        **extra,
+    }
 
 
 # --- malformed bodies: 4xx, never 5xx ----------------------------------------------------------
@@ -126,14 +169,24 @@ def test_malformed_bodies_are_4xx(world, method, path):
 
 
 def test_lone_surrogate_in_purpose_is_422_for_a_researcher(world):
-    r = world["api"].call("POST", "/lanes", world["alice"], data=json.dumps(lane(purpose="\ud800x")),
-                          headers={"Content-Type": "application/json"})
+    r = world["api"].call(
+        "POST",
+        "/lanes",
+        world["alice"],
+        data=json.dumps(lane(purpose="\ud800x")),
+        headers={"Content-Type": "application/json"},
+    )
     assert 400 <= r.status_code < 500, r.text[:300]
 
 
 def test_oversized_body_is_413(world):
-    r = world["api"].call("POST", "/lanes", world["alice"], data=b'{"purpose": "' + b"a" * 200_000 + b'"}',
-                          headers={"Content-Type": "application/json"})
+    r = world["api"].call(
+        "POST",
+        "/lanes",
+        world["alice"],
+        data=b'{"purpose": "' + b"a" * 200_000 + b'"}',
+        headers={"Content-Type": "application/json"},
+    )
     assert r.status_code == 413 and r.json()["error"] == "too_large"
 
 
@@ -142,14 +195,18 @@ def test_oversized_chunked_body_is_413(world):
         for _ in range(50):
             yield b"a" * 4096
 
-    r = world["api"].call("POST", "/lanes", world["alice"], data=chunks(),
-                          headers={"Content-Type": "application/json"})
+    r = world["api"].call("POST", "/lanes", world["alice"], data=chunks(), headers={"Content-Type": "application/json"})
     assert r.status_code == 413, r.text[:200]
 
 
 def test_duplicate_keys_are_refused_and_answers_not_cached(world):
-    r = world["api"].call("POST", "/lanes", world["alice"], headers={"Content-Type": "application/json"},
-                          data=b'{"dst_ip": "203.0.113.10", "dst_ip": "10.1.0.20"}')
+    r = world["api"].call(
+        "POST",
+        "/lanes",
+        world["alice"],
+        headers={"Content-Type": "application/json"},
+        data=b'{"dst_ip": "203.0.113.10", "dst_ip": "10.1.0.20"}',
+    )
     assert r.status_code == 400 and "duplicate key" in r.json()["message"]
     r = world["api"].call("GET", "/whoami", world["alice"])
     assert r.headers.get("Cache-Control") == "no-store" and r.headers.get("X-Content-Type-Options") == "nosniff"
@@ -172,6 +229,7 @@ def test_token_in_query_string_is_not_accepted(world):
 
 # --- principals --------------------------------------------------------------------------------
 
+
 def test_principal_names_are_unique_case_insensitively(world):
     api, root = world["api"], world["root"]
     r = api.call("POST", "/principals", root, json={"name": "ALICE", "role": "operator"})
@@ -189,15 +247,18 @@ def test_last_operator_cannot_be_disabled(tmp_path):
         assert api.call("GET", "/whoami", root).status_code == 200
         # two operators disabling each other at the same moment: one must remain
         for round_ in range(3):
-            other = api.call("POST", "/principals", root,
-                             json={"name": f"op{round_}", "role": "operator"}).json()["token"]
+            other = api.call("POST", "/principals", root, json={"name": f"op{round_}", "role": "operator"}).json()[
+                "token"
+            ]
             results: dict[str, int] = {}
 
             def disable(who: str, token: str, target: str) -> None:
                 results[who] = api.call("POST", f"/principals/{target}/disable", token).status_code
 
-            threads = [threading.Thread(target=disable, args=("root", root, f"op{round_}")),
-                       threading.Thread(target=disable, args=("other", other, "root"))]
+            threads = [
+                threading.Thread(target=disable, args=("root", root, f"op{round_}")),
+                threading.Thread(target=disable, args=("other", other, "root")),
+            ]
             for t in threads:
                 t.start()
             for t in threads:
@@ -215,6 +276,7 @@ def test_last_operator_cannot_be_disabled(tmp_path):
 
 # --- Idempotency-Key ---------------------------------------------------------------------------
 
+
 def test_idempotency_key_reuse_with_another_body_is_422(world):
     api, alice = world["api"], world["alice"]
     key = {"Idempotency-Key": "attack-key-1"}
@@ -230,9 +292,11 @@ def test_retry_after_a_dropped_connection_gets_the_same_lane(world):
     api, alice = world["api"], world["alice"]
     body = json.dumps(lane(port=6101)).encode()
     host, port = api.url.removeprefix("http://").split(":")
-    head = (f"POST /api/v1/lanes HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {alice}\r\n"
-            f"Content-Type: application/json\r\nIdempotency-Key: dropped-1\r\nContent-Length: {len(body)}\r\n"
-            "Connection: close\r\n\r\n").encode()
+    head = (
+        f"POST /api/v1/lanes HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {alice}\r\n"
+        f"Content-Type: application/json\r\nIdempotency-Key: dropped-1\r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n"
+    ).encode()
     with socket.create_connection((host, int(port)), timeout=10) as sock:
         sock.sendall(head + body)
         sock.shutdown(socket.SHUT_RDWR)  # the client goes away before the answer
@@ -255,27 +319,52 @@ def test_idempotency_keys_are_per_principal(world):
 
 # --- destinations policy refuses ---------------------------------------------------------------
 
-@pytest.mark.parametrize("dst,code", [
-    ("255.255.255.255", "dst_broadcast"), ("203.0.113.255", "dst_broadcast"), ("224.0.0.5", "dst_multicast"),
-    ("127.0.0.1", "dst_reserved"), ("169.254.1.1", "dst_reserved"), ("0.0.0.0", "dst_reserved"),
-    ("240.0.0.1", "dst_reserved"), ("10.1.0.20", "dst_campus"), ("10.2.0.2", "dst_campus"),
-    ("198.51.100.1", "dst_campus"), ("198.51.100.30", "dst_campus"), ("198.51.100.200", "dst_lane_pool"),
-])
+
+@pytest.mark.parametrize(
+    "dst,code",
+    [
+        ("255.255.255.255", "dst_broadcast"),
+        ("203.0.113.255", "dst_broadcast"),
+        ("224.0.0.5", "dst_multicast"),
+        ("127.0.0.1", "dst_reserved"),
+        ("169.254.1.1", "dst_reserved"),
+        ("0.0.0.0", "dst_reserved"),
+        ("240.0.0.1", "dst_reserved"),
+        ("10.1.0.20", "dst_campus"),
+        ("10.2.0.2", "dst_campus"),
+        ("198.51.100.1", "dst_campus"),
+        ("198.51.100.30", "dst_campus"),
+        ("198.51.100.200", "dst_lane_pool"),
+    ],
+)
 def test_forbidden_destinations_are_refused_by_policy(world, dst, code):
     r = world["api"].call("POST", "/lanes", world["alice"], json=lane(dst=dst, port=5300))
     assert r.status_code == 403 and r.json()["error"] == code, r.text
 
 
-@pytest.mark.parametrize("prefix", ["198.51.100.192/27", "198.51.100.200/32", "10.1.0.0/24", "224.0.0.0/4",
-                                    "255.255.255.255/32", "127.0.0.0/8"])
+@pytest.mark.parametrize(
+    "prefix",
+    ["198.51.100.192/27", "198.51.100.200/32", "10.1.0.0/24", "224.0.0.0/4", "255.255.255.255/32", "127.0.0.0/8"],
+)
 def test_grants_into_forbidden_space_are_refused(world, prefix):
-    r = world["api"].call("POST", "/grants", world["root"], json={
-        "principal": "alice", "src_prefixes": ["10.1.0.0/24"], "dst_prefixes": [prefix],
-        "protocols": ["tcp"], "ports": [443], "max_duration_s": 60})
+    r = world["api"].call(
+        "POST",
+        "/grants",
+        world["root"],
+        json={
+            "principal": "alice",
+            "src_prefixes": ["10.1.0.0/24"],
+            "dst_prefixes": [prefix],
+            "protocols": ["tcp"],
+            "ports": [443],
+            "max_duration_s": 60,
+        },
+    )
     assert r.status_code == 422 and r.json()["error"] == "invalid_grant", r.text
 
 
 # --- failed-auth limiting ----------------------------------------------------------------------
+
 
 def _fail_until_limited(api: Api, tries: int) -> list[int]:
     return [api.call("GET", "/whoami", "vl_not-a-token").status_code for _ in range(tries)]

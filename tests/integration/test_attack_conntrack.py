@@ -10,6 +10,7 @@ leave under the address that lane had once the address belongs to another host's
 3. the desktop sends "ph2" on its old connection: it must leave as B. With one conntrack zone
    for every lane the old entry (NAT to A) won, and it left as A, the server's address.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,29 +27,50 @@ pytestmark = pytest.mark.integration
 TOOL = str(Path(__file__).with_name("attack_tool.py"))
 DESKTOP_IP, SERVER_IP, OLD_PORT = "10.1.0.10", "10.1.0.20", 40100
 
-_SERVER = ("import socket,time;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);"
-           "s.bind(('0.0.0.0',5201));s.listen();s.settimeout(20);c,a=s.accept();print(a[0],flush=True);"
-           "c.settimeout(30)\ntry:\n while c.recv(4096): pass\nexcept OSError: pass")
+_SERVER = (
+    "import socket,time;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);"
+    "s.bind(('0.0.0.0',5201));s.listen();s.settimeout(20);c,a=s.accept();print(a[0],flush=True);"
+    "c.settimeout(30)\ntry:\n while c.recv(4096): pass\nexcept OSError: pass"
+)
 # sends "ph1", then waits for a line on stdin and sends "ph2" three times (it may be reset by then)
-_CLIENT = (f"import socket,sys,time;s=socket.socket();s.bind(('{DESKTOP_IP}',{OLD_PORT}));"
-           f"s.connect(('{CLOUD}',5201));s.sendall(b'VLATKph1_');print('sent',flush=True);"
-           "sys.stdin.readline()\nfor _ in range(3):\n try: s.sendall(b'VLATKph2_')\n"
-           " except OSError: break\n time.sleep(0.2)\nprint('done',flush=True)")
+_CLIENT = (
+    f"import socket,sys,time;s=socket.socket();s.bind(('{DESKTOP_IP}',{OLD_PORT}));"
+    f"s.connect(('{CLOUD}',5201));s.sendall(b'VLATKph1_');print('sent',flush=True);"
+    "sys.stdin.readline()\nfor _ in range(3):\n try: s.sendall(b'VLATKph2_')\n"
+    " except OSError: break\n time.sleep(0.2)\nprint('done',flush=True)"
+)
 
 
 @pytest.fixture(scope="module")
 def campus(tmp_path_factory: pytest.TempPathFactory):
-    with lab_campus(tmp_path_factory.mktemp("ctreuse"), "erin", {
-            "src_prefixes": ["10.1.0.0/24"], "dst_prefixes": ["203.0.113.0/24"],
-            "protocols": ["tcp"], "ports": ["5201"], "max_duration_s": 3600,
-            "max_lanes": 5}) as (lab, serve, token):
+    with lab_campus(
+        tmp_path_factory.mktemp("ctreuse"),
+        "erin",
+        {
+            "src_prefixes": ["10.1.0.0/24"],
+            "dst_prefixes": ["203.0.113.0/24"],
+            "protocols": ["tcp"],
+            "ports": ["5201"],
+            "max_duration_s": 3600,
+            "max_lanes": 5,
+        },
+    ) as (lab, serve, token):
         yield Campus(lab, serve, token)
 
 
 def lane(campus: Campus, src: str) -> dict:
-    r = campus.api("POST", "/lanes", json={"src_ip": src, "dst_ip": CLOUD, "protocol": "tcp",
-                                           "dst_port": 5201, "duration_s": 600,
-                                           "purpose": "conntrack reuse test"})
+    r = campus.api(
+        "POST",
+        "/lanes",
+        json={
+            "src_ip": src,
+            "dst_ip": CLOUD,
+            "protocol": "tcp",
+            "dst_port": 5201,
+            "duration_s": 600,
+            "purpose": "conntrack reuse test",
+        },
+    )
     assert r.status_code == 201 and r.json()["state"] == "active", r.text
     return r.json()
 
@@ -56,16 +78,17 @@ def lane(campus: Campus, src: str) -> dict:
 def test_an_old_connection_never_leaves_under_another_hosts_lane_address(campus: Campus) -> None:
     cloud, desktop = campus.lab.host("cloud"), campus.lab.host("desktop")
     first = lane(campus, DESKTOP_IP)
-    server = cloud.popen(["python3", "-c", _SERVER], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+    server = cloud.popen(["python3", "-c", _SERVER], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     client = None
     try:
         time.sleep(0.3)
-        watch = cloud.popen(["python3", TOOL, "sniff", "cloud-eth0", "15"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+        watch = cloud.popen(
+            ["python3", TOOL, "sniff", "cloud-eth0", "15"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         assert watch.stdout is not None and watch.stdout.readline().strip() == "ready"
-        client = desktop.popen(["python3", "-c", _CLIENT], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        client = desktop.popen(
+            ["python3", "-c", _CLIENT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         assert client.stdout is not None and client.stdout.readline().strip() == "sent"
         assert server.stdout is not None and server.stdout.readline().strip() == first["nat_ip"]
 

@@ -7,6 +7,7 @@ packet, either direction, crosses both). Also: inbound connections from the clou
 other desktop ports fail; an ICMP fragmentation-needed about a lane connection reaches the
 desktop with its own address in the quoted header.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,23 +35,31 @@ COUNT = 15
 
 @pytest.fixture(scope="module")
 def campus(tmp_path_factory: pytest.TempPathFactory):
-    with lab_campus(tmp_path_factory.mktemp("attack"), "mallory", {
-            "src_prefixes": ["10.1.0.10/32", f"{DTN_IP}/32"], "dst_prefixes": ["203.0.113.0/24"],
-            "protocols": ["tcp"], "ports": ["5201"], "max_duration_s": 3600,
-            "max_lanes": 5}) as (lab, serve, token):
+    with lab_campus(
+        tmp_path_factory.mktemp("attack"),
+        "mallory",
+        {
+            "src_prefixes": ["10.1.0.10/32", f"{DTN_IP}/32"],
+            "dst_prefixes": ["203.0.113.0/24"],
+            "protocols": ["tcp"],
+            "ports": ["5201"],
+            "max_duration_s": 3600,
+            "max_lanes": 5,
+        },
+    ) as (lab, serve, token):
         yield Campus(lab, serve, token)
 
 
 def lane_packets(campus: Campus, switches: tuple[str, ...] = ("s1", "s2")) -> dict[str, int]:
     """Packets counted by each of the desktop lane's rules on these switches."""
     assert campus.lane is not None
-    return {f"{sw} {f['match']}": f["packets"] for sw in switches
-            for f in campus.lane_flows(sw, campus.lane["id"])}
+    return {f"{sw} {f['match']}": f["packets"] for sw in switches for f in campus.lane_flows(sw, campus.lane["id"])}
 
 
 def sniffer(campus: Campus, host: str, iface: str, seconds: float, kind: str = "sniff") -> Any:
-    proc = campus.lab.host(host).popen(["python3", TOOL, kind, iface, str(seconds)],
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = campus.lab.host(host).popen(
+        ["python3", TOOL, kind, iface, str(seconds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     return proc
 
@@ -61,10 +70,24 @@ def sniffed(proc: Any) -> Any:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def forge(campus: Campus, host: str, iface: str, src_mac: str, dst_mac: str, vlan: int,
-          src_ip: str, dst_ip: str, sport: int, dport: int, flags: str, tag: str) -> None:
-    out = campus.lab.host(host).cmd(f"python3 {TOOL} send {iface} {src_mac} {dst_mac} {vlan} "
-                                    f"{src_ip} {dst_ip} {sport} {dport} {flags} {COUNT} {tag}")
+def forge(
+    campus: Campus,
+    host: str,
+    iface: str,
+    src_mac: str,
+    dst_mac: str,
+    vlan: int,
+    src_ip: str,
+    dst_ip: str,
+    sport: int,
+    dport: int,
+    flags: str,
+    tag: str,
+) -> None:
+    out = campus.lab.host(host).cmd(
+        f"python3 {TOOL} send {iface} {src_mac} {dst_mac} {vlan} "
+        f"{src_ip} {dst_ip} {sport} {dport} {flags} {COUNT} {tag}"
+    )
     assert "Error" not in out, out
 
 
@@ -72,9 +95,18 @@ def test_lanes_carry_their_own_transfer(campus: Campus) -> None:
     lane = campus.request_lane(5201)
     assert lane["state"] == "active", lane
     campus.lane = lane
-    r = campus.api("POST", "/lanes", json={"src_ip": DTN_IP, "dst_ip": CLOUD, "protocol": "tcp",
-                                           "dst_port": 5201, "duration_s": 900,
-                                           "purpose": "attack suite"})
+    r = campus.api(
+        "POST",
+        "/lanes",
+        json={
+            "src_ip": DTN_IP,
+            "dst_ip": CLOUD,
+            "protocol": "tcp",
+            "dst_port": 5201,
+            "duration_s": 900,
+            "purpose": "attack suite",
+        },
+    )
     assert r.status_code == 201 and r.json()["state"] == "active", r.text
     fw0 = campus.fw_rx_bytes()
     mbps, seen, sent = campus.iperf(5201, seconds=1)
@@ -86,23 +118,21 @@ def test_lanes_carry_their_own_transfer(campus: Campus) -> None:
 def forward_cases(nat_ip: str) -> list[tuple]:
     """Towards the cloud with the lane's forward tuple."""
     out = []
-    for host, iface, own in (("server", "server-eth0", SERVER_MAC), ("dtn", "dtn-eth0", DTN_MAC),
-                             ("desktop", "desktop-eth0", DESKTOP_MAC)):
+    for host, iface, own in (
+        ("server", "server-eth0", SERVER_MAC),
+        ("dtn", "dtn-eth0", DTN_MAC),
+        ("desktop", "desktop-eth0", DESKTOP_MAC),
+    ):
         gw = EDGE_IN_MAC if host == "dtn" else FW_MAC
-        pairs = ((own, DESKTOP_IP), (DESKTOP_MAC, DESKTOP_IP)) if host != "desktop" else (
-            (own, DESKTOP_IP),)
-        for i, (mac, src) in enumerate((*pairs,
-                                        (own, nat_ip), (LANE_MAC, DESKTOP_IP),
-                                        (LANE_MAC, nat_ip))):
+        pairs = ((own, DESKTOP_IP), (DESKTOP_MAC, DESKTOP_IP)) if host != "desktop" else ((own, DESKTOP_IP),)
+        for i, (mac, src) in enumerate((*pairs, (own, nat_ip), (LANE_MAC, DESKTOP_IP), (LANE_MAC, nat_ip))):
             for vlan in (0, 10):
                 if host == "desktop" and mac == own and src == DESKTOP_IP and not vlan:
                     continue  # the lane's own packet (tagged, it is a forgery)
-                out.append((f"f{host[:2]}{i}{vlan // 10}", host, iface, mac, gw, vlan, src, CLOUD,
-                            40000, 5201, SYN))
+                out.append((f"f{host[:2]}{i}{vlan // 10}", host, iface, mac, gw, vlan, src, CLOUD, 40000, 5201, SYN))
     for host, iface in (("fw", "fw-in"), ("nat", "nat-out")):  # middlebox legs on s2 / s3
         for i, src in enumerate((DESKTOP_IP, nat_ip)):
-            out.append((f"f{host[:2]}{i}0", host, iface, LANE_MAC, EDGE_IN_MAC, 0, src, CLOUD,
-                        40000, 5201, SYN))
+            out.append((f"f{host[:2]}{i}0", host, iface, LANE_MAC, EDGE_IN_MAC, 0, src, CLOUD, 40000, 5201, SYN))
     return out
 
 
@@ -110,8 +140,11 @@ def reverse_cases(nat_ip: str) -> list[tuple]:
     """Towards the desktop as if from the cloud's lane port."""
     out = []
     i = 0
-    for host, iface, own in (("dtn", "dtn-eth0", DTN_MAC), ("server", "server-eth0", SERVER_MAC),
-                             ("nat", "nat-out", "02:00:00:03:00:02")):
+    for host, iface, own in (
+        ("dtn", "dtn-eth0", DTN_MAC),
+        ("server", "server-eth0", SERVER_MAC),
+        ("nat", "nat-out", "02:00:00:03:00:02"),
+    ):
         # the server shares the desktop's access switch: with its own or any other ordinary MAC
         # its frames reach the desktop by plain L2 switching (no lane involved; the desktop's
         # kernel then answers through the lane as it should), so only the lane MAC is tried
@@ -119,12 +152,24 @@ def reverse_cases(nat_ip: str) -> list[tuple]:
             for dst_mac in ("ff:ff:ff:ff:ff:ff", DESKTOP_MAC, LANE_MAC):
                 for dst in (DESKTOP_IP, nat_ip):
                     for vlan in (0, 10) if dst_mac == DESKTOP_MAC else (0,):
-                        out.append((f"r{i:03d}", host, iface, src_mac, dst_mac, vlan, CLOUD, dst,
-                                    5201, 40000, ACK))
+                        out.append((f"r{i:03d}", host, iface, src_mac, dst_mac, vlan, CLOUD, dst, 5201, 40000, ACK))
                         i += 1
     for dport, flags in ((22, SYN), (2222, SYN), (40000, ACK), (40000, SYNACK)):
-        out.append((f"c{dport % 1000:03d}{flags[-1]}", "cloud", "cloud-eth0", "02:00:00:04:00:10",
-                    EDGE_OUT_MAC, 0, CLOUD, nat_ip, 5201, dport, flags))
+        out.append(
+            (
+                f"c{dport % 1000:03d}{flags[-1]}",
+                "cloud",
+                "cloud-eth0",
+                "02:00:00:04:00:10",
+                EDGE_OUT_MAC,
+                0,
+                CLOUD,
+                nat_ip,
+                5201,
+                dport,
+                flags,
+            )
+        )
     return out
 
 
@@ -147,26 +192,30 @@ def test_forged_lane_packets_from_every_host_never_ride_a_lane(campus: Campus) -
     assert not leaked, f"forged packets reached the cloud through a lane: {leaked}"
     assert not desktop_saw, f"forged replies reached the desktop: {desktop_saw}"
     after = lane_packets(campus)
-    moved = {rule: after[rule] - before.get(rule, 0) for rule in after
-             if after[rule] != before.get(rule, 0)}
+    moved = {rule: after[rule] - before.get(rule, 0) for rule in after if after[rule] != before.get(rule, 0)}
     assert not moved, f"forged packets matched lane rules on s1/s2: {moved}"
 
 
 def _listen(campus: Campus, port: int) -> Any:
-    code = ("import socket,sys;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,"
-            f"socket.SO_REUSEADDR,1);s.bind(('0.0.0.0',{port}));s.listen();s.settimeout(12)\n"
-            "try:\n c,a=s.accept();print('accepted',a,flush=True)\n"
-            "except socket.timeout:\n print('none',flush=True)")
-    return campus.lab.host("desktop").popen(["python3", "-c", code], stdout=subprocess.PIPE,
-                                            stderr=subprocess.PIPE, text=True)
+    code = (
+        "import socket,sys;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,"
+        f"socket.SO_REUSEADDR,1);s.bind(('0.0.0.0',{port}));s.listen();s.settimeout(12)\n"
+        "try:\n c,a=s.accept();print('accepted',a,flush=True)\n"
+        "except socket.timeout:\n print('none',flush=True)"
+    )
+    return campus.lab.host("desktop").popen(
+        ["python3", "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def _connect_from_lane_port(campus: Campus, dst: str, port: int) -> str:
-    code = ("import socket;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)"
-            f";s.bind(('{CLOUD}',5201));s.settimeout(2)\n"
-            f"try:\n s.connect(('{dst}',{port}));print('CONNECTED')\n"
-            "except ConnectionRefusedError:\n print('REFUSED')\n"
-            "except OSError as e:\n print('timeout' if 'timed out' in str(e) else repr(e))")
+    code = (
+        "import socket;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)"
+        f";s.bind(('{CLOUD}',5201));s.settimeout(2)\n"
+        f"try:\n s.connect(('{dst}',{port}));print('CONNECTED')\n"
+        "except ConnectionRefusedError:\n print('REFUSED')\n"
+        "except OSError as e:\n print('timeout' if 'timed out' in str(e) else repr(e))"
+    )
     return campus.lab.host("cloud").cmd(f"python3 -c \"{code}\"").split()[-1]
 
 
@@ -186,21 +235,32 @@ def test_inbound_connections_from_the_lane_port_fail(campus: Campus) -> None:
 def test_frag_needed_for_a_lane_connection_reaches_the_desktop_un_natted(campus: Campus) -> None:
     assert campus.lane is not None
     cloud, desktop = campus.lab.host("cloud"), campus.lab.host("desktop")
-    server = cloud.popen(["python3", "-c",
-                          "import socket,time;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,"
-                          "socket.SO_REUSEADDR,1);s.bind(('0.0.0.0',5201));s.listen();"
-                          "s.settimeout(10);c,a=s.accept();print(a,flush=True);time.sleep(6)"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server = cloud.popen(
+        [
+            "python3",
+            "-c",
+            "import socket,time;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,"
+            "socket.SO_REUSEADDR,1);s.bind(('0.0.0.0',5201));s.listen();"
+            "s.settimeout(10);c,a=s.accept();print(a,flush=True);time.sleep(6)",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     client = None
     try:
         time.sleep(0.3)
-        client = desktop.popen(["python3", "-c",
-                                "import socket,time;s=socket.socket();s.bind(('10.1.0.10',41000));"
-                                f"s.connect(('{CLOUD}',5201));time.sleep(6)"])
+        client = desktop.popen(
+            [
+                "python3",
+                "-c",
+                "import socket,time;s=socket.socket();s.bind(('10.1.0.10',41000));"
+                f"s.connect(('{CLOUD}',5201));time.sleep(6)",
+            ]
+        )
         time.sleep(0.8)
         watch = sniffer(campus, "desktop", "desktop-eth0", 3, kind="sniff_icmp")
-        cloud.cmd(f"python3 {TOOL} icmp {campus.lane['nat_ip']} {campus.lane['nat_ip']} {CLOUD} "
-                  "41000 5201")
+        cloud.cmd(f"python3 {TOOL} icmp {campus.lane['nat_ip']} {campus.lane['nat_ip']} {CLOUD} 41000 5201")
         seen = sniffed(watch)
     finally:
         for proc in (client, server):
@@ -230,24 +290,49 @@ def test_a_port_the_topology_does_not_know_gets_no_lane(campus: Campus) -> None:
         sh("ip", "link", "set", inner, "netns", ns)
         sh("ip", "link", "set", outer, "up")
         sh("ip", "netns", "exec", ns, "ip", "link", "set", inner, "up")
-        sh("ovs-vsctl", "add-port", bridge, outer, "--", "set", "interface", outer,
-           "ofport_request=9")
+        sh("ovs-vsctl", "add-port", bridge, outer, "--", "set", "interface", outer, "ofport_request=9")
         time.sleep(1)
         before = lane_packets(campus)
-        cases = [(DESKTOP_MAC, DESKTOP_IP, 0), (DESKTOP_MAC, DESKTOP_IP, 10), (LANE_MAC, DESKTOP_IP, 0),
-                 (LANE_MAC, nat_ip, 0), ("02:00:00:09:00:09", nat_ip, 0)]
+        cases = [
+            (DESKTOP_MAC, DESKTOP_IP, 0),
+            (DESKTOP_MAC, DESKTOP_IP, 10),
+            (LANE_MAC, DESKTOP_IP, 0),
+            (LANE_MAC, nat_ip, 0),
+            ("02:00:00:09:00:09", nat_ip, 0),
+        ]
         at_cloud = sniffer(campus, "cloud", "cloud-eth0", 4 + 0.15 * len(cases))
         for i, (mac, src, vlan) in enumerate(cases):
-            out = subprocess.run(["ip", "netns", "exec", ns, "python3", TOOL, "send", inner, mac,
-                                  FW_MAC, str(vlan), src, CLOUD, "40000", "5201", SYN, str(COUNT),
-                                  f"rog{i}"], capture_output=True, text=True, timeout=30)
+            out = subprocess.run(
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    ns,
+                    "python3",
+                    TOOL,
+                    "send",
+                    inner,
+                    mac,
+                    FW_MAC,
+                    str(vlan),
+                    src,
+                    CLOUD,
+                    "40000",
+                    "5201",
+                    SYN,
+                    str(COUNT),
+                    f"rog{i}",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
             assert out.returncode == 0, out.stderr
         cloud_saw = sniffed(at_cloud)
         leaked = {t: v for t, v in cloud_saw.items() if v[1] in (DESKTOP_IP, nat_ip)}
         assert not leaked, f"forged packets from a free port reached the cloud: {leaked}"
         after = lane_packets(campus)
-        moved = {rule: after[rule] - before.get(rule, 0) for rule in after
-                 if after[rule] != before.get(rule, 0)}
+        moved = {rule: after[rule] - before.get(rule, 0) for rule in after if after[rule] != before.get(rule, 0)}
         assert not moved, f"packets from a free port matched lane rules: {moved}"
     finally:
         subprocess.run(["ovs-vsctl", "--if-exists", "del-port", bridge, outer], capture_output=True)
@@ -255,8 +340,7 @@ def test_a_port_the_topology_does_not_know_gets_no_lane(campus: Campus) -> None:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
-INVALID_FLAGS = {"sf": "0x03", "fin": "0x01", "null": "0x00", "psh": "0x08", "sr": "0x06",
-                 "sa": "0x12", "fpu": "0x29"}
+INVALID_FLAGS = {"sf": "0x03", "fin": "0x01", "null": "0x00", "psh": "0x08", "sr": "0x06", "sa": "0x12", "fpu": "0x29"}
 
 
 def test_packets_conntrack_will_not_track_never_leave_with_the_desktops_address(campus: Campus) -> None:
@@ -269,8 +353,7 @@ def test_packets_conntrack_will_not_track_never_leave_with_the_desktops_address(
     cases = {**INVALID_FLAGS, "syn": SYN, "ack": ACK}
     watch = sniffer(campus, "cloud", "cloud-eth0", 4 + 0.5 * len(cases))  # slack for a loaded CI
     for i, (tag, flags) in enumerate(cases.items()):
-        forge(campus, "desktop", "desktop-eth0", DESKTOP_MAC, FW_MAC, 0, DESKTOP_IP, CLOUD,
-              42000 + i, 5201, flags, tag)
+        forge(campus, "desktop", "desktop-eth0", DESKTOP_MAC, FW_MAC, 0, DESKTOP_IP, CLOUD, 42000 + i, 5201, flags, tag)
     seen = sniffed(watch)
     leaked = {tag: entry for tag, entry in seen.items() if entry[1] != nat_ip}
     assert not leaked, f"left untranslated: {leaked}"

@@ -11,6 +11,7 @@ lanes; impostors must receive no flow-mod.
 started without security options (how it was shown failing on the code before TLS and admission);
 ``VIPLANES_ATTACK_SERVE_ARGS=--insecure-tcp`` runs it over plain TCP against today's code.
 """
+
 from __future__ import annotations
 
 import os
@@ -58,10 +59,19 @@ class Campus:
         return client_context(self.ca, d / f"switch-{name}.crt", d / f"switch-{name}.key")
 
     def lane(self, port: int) -> dict:
-        r = requests.post(f"{self.serve.url}/api/v1/lanes", timeout=15,
-                          headers={"Authorization": f"Bearer {self.token}"},
-                          json={"src_ip": "10.1.0.10", "dst_ip": "203.0.113.10", "protocol": "tcp",
-                                "dst_port": port, "duration_s": 600, "purpose": "attack test"})
+        r = requests.post(
+            f"{self.serve.url}/api/v1/lanes",
+            timeout=15,
+            headers={"Authorization": f"Bearer {self.token}"},
+            json={
+                "src_ip": "10.1.0.10",
+                "dst_ip": "203.0.113.10",
+                "protocol": "tcp",
+                "dst_port": port,
+                "duration_s": 600,
+                "purpose": "attack test",
+            },
+        )
         return r.json()
 
     def log(self) -> str:
@@ -103,10 +113,28 @@ def campus(tmp_path_factory):
         plain = [] if PLAIN_ARGS in (None, "none") else shlex.split(PLAIN_ARGS)
         _start_with_openflow(serve, of_port, plain if PLAIN else None)
         for n, br in enumerate(bridges, start=1):
-            vsctl("--may-exist", "add-br", br, "--", "set", "bridge", br, "datapath_type=netdev",
-                  f"other-config:datapath-id={n:016x}", "fail_mode=secure", "protocols=OpenFlow13",
-                  "--", "set-controller", br, f"{target}:127.0.0.1:{of_port}",
-                  "--", "set", "controller", br, "max_backoff=1000")
+            vsctl(
+                "--may-exist",
+                "add-br",
+                br,
+                "--",
+                "set",
+                "bridge",
+                br,
+                "datapath_type=netdev",
+                f"other-config:datapath-id={n:016x}",
+                "fail_mode=secure",
+                "protocols=OpenFlow13",
+                "--",
+                "set-controller",
+                br,
+                f"{target}:127.0.0.1:{of_port}",
+                "--",
+                "set",
+                "controller",
+                br,
+                "max_backoff=1000",
+            )
         c = Campus(serve, of_port, bridges, setup_researcher(serve.url, op, max_lanes=60), certs, ca)
         deadline = time.monotonic() + 20
         while not all(f"switch connected dpid={n}" in c.log() for n in (1, 2, 3)):
@@ -115,8 +143,7 @@ def campus(tmp_path_factory):
         yield c
     finally:
         for br in bridges:
-            subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", br],
-                           capture_output=True, timeout=20)
+            subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", br], capture_output=True, timeout=20)
         serve.stop()
 
 
@@ -151,9 +178,13 @@ def test_peer_without_a_campus_certificate_never_speaks_openflow(campus, who):
 
 
 @pytest.mark.skipif(PLAIN, reason="TLS only")
-@pytest.mark.parametrize("cert,dpid,why", [("wrongdpid", 2, "is not authorized for dpid 2"),
-                                           ("unknown", 0x77, "dpid 119 (0x0000000000000077) is "
-                                                             "not in topology")])
+@pytest.mark.parametrize(
+    "cert,dpid,why",
+    [
+        ("wrongdpid", 2, "is not authorized for dpid 2"),
+        ("unknown", 0x77, "dpid 119 (0x0000000000000077) is not in topology"),
+    ],
+)
 def test_campus_certificate_for_another_or_unknown_dpid_is_closed(campus, cert, dpid, why):
     fake = _refused(campus, dpid, campus.ctx(cert))
     assert fake is not None and fake.closed, "the controller kept the connection"
@@ -193,8 +224,10 @@ def test_impostor_with_a_valid_certificate_never_displaces_the_live_switch(campu
         impostor.join(10)
     active = [ln for ln in lanes if ln.get("state") == "active"]
     without_flows = [ln["id"] for ln in active if not lane_flows(campus.bridges[0], ln["id"])]
-    print(f"\nimpostor: {stats}; lanes {len(lanes)}, active {len(active)}, active without a "
-          f"flow on the real s1 {len(without_flows)}")
+    print(
+        f"\nimpostor: {stats}; lanes {len(lanes)}, active {len(active)}, active without a "
+        f"flow on the real s1 {len(without_flows)}"
+    )
     assert stats["connections"] >= 5, stats
     assert stats["flow_mods"] == 0 and stats["barriers"] == 0, stats
     assert not without_flows, f"lanes reported active with no flow on the real s1: {without_flows}"
@@ -212,8 +245,11 @@ def _dropped_by_vswitchd(bridge: str) -> list[str]:
         text = VSWITCHD_LOG.read_text(errors="replace")
     except OSError:
         return []
-    return [line for line in text.splitlines() if f"{bridge}<->" in line and "rconn" in line
-            and not line.endswith(("connecting...", "connected"))]
+    return [
+        line
+        for line in text.splitlines()
+        if f"{bridge}<->" in line and "rconn" in line and not line.endswith(("connecting...", "connected"))
+    ]
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -245,8 +281,10 @@ def test_packet_in_flood_is_bounded_and_the_good_switches_stay_served(campus, re
     elapsed = time.monotonic() - t0
     cpu = (_cpu_seconds(pid) - cpu0) / elapsed
     record_property("flood_serve_cpu", round(cpu, 3))
-    print(f"\nflood: {sent} PACKET_IN in {elapsed:.1f}s over {connections} connections, "
-          f"{answers} ARP answers, serve CPU {cpu:.0%} of one core")
+    print(
+        f"\nflood: {sent} PACKET_IN in {elapsed:.1f}s over {connections} connections, "
+        f"{answers} ARP answers, serve CPU {cpu:.0%} of one core"
+    )
     assert during and during[0]["state"] == "active", during
     assert lane_flows(campus.bridges[0], during[0]["id"])
     assert answers <= connections * 100 + 50 * elapsed + 10

@@ -1,5 +1,6 @@
 """`viplanes controller run --topology` on the lab campus: every switch gets the base flows on
 connect, the default path works, and a bypass port drops what no lane carries."""
+
 from __future__ import annotations
 
 import os
@@ -32,20 +33,31 @@ def test_controller_run_installs_base_flows_and_drops_on_bypass(tmp_path: Path) 
     port = free_port()
     log = tmp_path / "controller.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "viplanes.cli.main", "controller", "run",
-                                 "--listen", f"127.0.0.1:{port}", "--topology",
-                                 str(REPO / "topologies" / "campus.yaml"),
-                                 *lab_security_args()],
-                                stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
-                                env=dict(os.environ))
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "viplanes.cli.main",
+                "controller",
+                "run",
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--topology",
+                str(REPO / "topologies" / "campus.yaml"),
+                *lab_security_args(),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            env=dict(os.environ),
+        )
     lab = None
     try:
         deadline = time.monotonic() + 15
         while "OpenFlow listening" not in log.read_text():
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.05)
-        lab = build_network(load_topology(REPO / "topologies" / "campus.yaml"), "127.0.0.1",
-                            port, shape=False)
+        lab = build_network(load_topology(REPO / "topologies" / "campus.yaml"), "127.0.0.1", port, shape=False)
         deadline = time.monotonic() + 15
         while len(re.findall(r"reconciled switch", log.read_text())) < 4:
             assert time.monotonic() < deadline, log.read_text()
@@ -58,8 +70,7 @@ def test_controller_run_installs_base_flows_and_drops_on_bypass(tmp_path: Path) 
         assert "0% packet loss" in desktop.cmd("ping -c 2 -W 2 203.0.113.10")  # via fw + nat
         # the desktop's ARP broadcasts were flooded by NORMAL onto the bypass link; the far end
         # dropped them instead of letting them into the edge segment
-        drops = re.search(r"n_packets=(\d+).*priority=100,in_port=\S+ actions=drop",
-                          _flows(lab, "s3"))
+        drops = re.search(r"n_packets=(\d+).*priority=100,in_port=\S+ actions=drop", _flows(lab, "s3"))
         assert drops and int(drops[1]) > 0
         assert "malformed" not in log.read_text()
     finally:

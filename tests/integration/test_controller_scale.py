@@ -2,6 +2,7 @@
 nothing compiled, nothing known) finds every flow right and touches none of them.
 
 Run with VIPLANES_SCALE_LANES=10000 for the bigger number (about a minute)."""
+
 from __future__ import annotations
 
 import os
@@ -40,11 +41,12 @@ def test_restarted_controller_keeps_thousands_of_flows(record_property) -> None:
     topo = load_topology(REPO / "topologies" / "campus.yaml")
     now = time.time()
     # the DTN is on the border switch: two flows per lane there, the bulk of a science DMZ
-    lanes = [LaneSpec(i, "198.51.100.30", f"203.0.113.{10 + i // 60000}", "tcp",
-                      1024 + i % 60000, None, None, now + 3600) for i in range(1, N_LANES + 1)]
+    lanes = [
+        LaneSpec(i, "198.51.100.30", f"203.0.113.{10 + i // 60000}", "tcp", 1024 + i % 60000, None, None, now + 3600)
+        for i in range(1, N_LANES + 1)
+    ]
     port = free_port()
-    first = EmbeddedController(topo, port=port, refresh_period_s=3600,
-                               security=lab_security(topo))
+    first = EmbeddedController(topo, port=port, refresh_period_s=3600, security=lab_security(topo))
     first.attach_source(lambda: lanes)
     first.start()
     lab = second = None
@@ -56,6 +58,7 @@ def test_restarted_controller_keeps_thousands_of_flows(record_property) -> None:
         from os_ken.ofproto import ofproto_v1_3_parser as parser
 
         from viplanes.controller.compile.lane import compile_base
+
         base = sum(isinstance(m, parser.OFPFlowMod) for m in compile_base(topo)[3])
         # 4 flows per lane at the border: forward, reverse, two conntrack replies (table 1)
         assert len(first.reconciled[3].adds) == 4 * N_LANES + base
@@ -64,8 +67,7 @@ def test_restarted_controller_keeps_thousands_of_flows(record_property) -> None:
         before = s3.cmd(f"{dump} cookie=0x5650000000000001/-1")
         first.stop()
         time.sleep(1.0)
-        second = EmbeddedController(topo, port=port, refresh_period_s=3600,
-                               security=lab_security(topo))
+        second = EmbeddedController(topo, port=port, refresh_period_s=3600, security=lab_security(topo))
         second.attach_source(lambda: lanes)
         t0 = time.perf_counter()
         second.start()
@@ -77,9 +79,11 @@ def test_restarted_controller_keeps_thousands_of_flows(record_property) -> None:
         after = s3.cmd(f"{dump} cookie=0x5650000000000001/-1")
         age = [float(x) for x in re.findall(r"duration=([\d.]+)s", before + after)]
         assert len(age) == 8 and all(age[i + 4] > age[i] for i in range(4))  # never re-added
-        print(f"\n{N_LANES} lanes ({4 * N_LANES} flows on s3): first connect to all reconciled "
-              f"{install_s:.1f} s; controller restart to all reconciled {restart_s:.1f} s "
-              "(incl. OVS reconnect backoff)")
+        print(
+            f"\n{N_LANES} lanes ({4 * N_LANES} flows on s3): first connect to all reconciled "
+            f"{install_s:.1f} s; controller restart to all reconciled {restart_s:.1f} s "
+            "(incl. OVS reconnect backoff)"
+        )
         record_property("install_s", round(install_s, 2))
         record_property("restart_reconciled_s", round(restart_s, 2))
     finally:

@@ -8,6 +8,7 @@ as a child process, Mininet + userspace OVS (viplanes.lab.net), iperf3.
 One network and one serve process for the module (tests run in file order and build on each
 other: default path, lane, spoofing, controller kill/restart, release, activation latency).
 """
+
 from __future__ import annotations
 
 import json
@@ -36,13 +37,27 @@ class Campus:
 
     # --- API ---
     def api(self, method: str, path: str, **kw: Any) -> requests.Response:
-        return requests.request(method, f"{self.serve.url}/api/v1{path}", timeout=15,
-                                headers={"Authorization": f"Bearer {self.token}"}, **kw)
+        return requests.request(
+            method,
+            f"{self.serve.url}/api/v1{path}",
+            timeout=15,
+            headers={"Authorization": f"Bearer {self.token}"},
+            **kw,
+        )
 
     def request_lane(self, port: int, duration: int = 900) -> dict:
-        r = self.api("POST", "/lanes", json={"src_ip": "10.1.0.10", "dst_ip": CLOUD,
-                                             "protocol": "tcp", "dst_port": port,
-                                             "duration_s": duration, "purpose": "dataplane test"})
+        r = self.api(
+            "POST",
+            "/lanes",
+            json={
+                "src_ip": "10.1.0.10",
+                "dst_ip": CLOUD,
+                "protocol": "tcp",
+                "dst_port": port,
+                "duration_s": duration,
+                "purpose": "dataplane test",
+            },
+        )
         assert r.status_code == 201, r.text
         return r.json()
 
@@ -56,8 +71,9 @@ class Campus:
     def iperf(self, port: int, seconds: float = 2) -> tuple[float, str, int]:
         """desktop -> cloud TCP: (Mbit/s received, source address the cloud saw, bytes)."""
         cloud, desktop = self.lab.host("cloud"), self.lab.host("desktop")
-        server = cloud.popen(["iperf3", "-s", "-1", "-J", "-p", str(port)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        server = cloud.popen(
+            ["iperf3", "-s", "-1", "-J", "-p", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         try:
             for _ in range(50):
                 if f":{port} " in cloud.cmd("ss -ltn"):
@@ -77,24 +93,42 @@ class Campus:
     def lane_flows(self, switch: str, lane_id: int) -> list[dict]:
         cookie = 0x5650 << 48 | lane_id
         out = self.lab.switch(switch).cmd(
-            f"ovs-ofctl -O OpenFlow13 dump-flows {self.lab.bridge(switch)} "
-            f"cookie={cookie:#x}/-1")
+            f"ovs-ofctl -O OpenFlow13 dump-flows {self.lab.bridge(switch)} cookie={cookie:#x}/-1"
+        )
         flows = []
         for line in out.splitlines():
-            m = re.search(r"cookie=(0x[0-9a-f]+), duration=([\d.]+)s.*n_packets=(\d+), "
-                          r"n_bytes=(\d+).*?(priority=\S+)", line)
+            m = re.search(
+                r"cookie=(0x[0-9a-f]+), duration=([\d.]+)s.*n_packets=(\d+), "
+                r"n_bytes=(\d+).*?(priority=\S+)",
+                line,
+            )
             if m:
-                flows.append({"cookie": int(m[1], 16), "duration": float(m[2]),
-                              "packets": int(m[3]), "bytes": int(m[4]), "match": m[5]})
+                flows.append(
+                    {
+                        "cookie": int(m[1], 16),
+                        "duration": float(m[2]),
+                        "packets": int(m[3]),
+                        "bytes": int(m[4]),
+                        "match": m[5],
+                    }
+                )
         return sorted(flows, key=lambda f: f["match"])
 
 
 @pytest.fixture(scope="module")
 def campus(tmp_path_factory: pytest.TempPathFactory):
-    with lab_campus(tmp_path_factory.mktemp("dataplane"), "alice", {
-            "src_prefixes": ["10.1.0.0/24"], "dst_prefixes": ["203.0.113.0/24"],
-            "protocols": ["tcp"], "ports": ["5201-5299"], "max_duration_s": 3600,
-            "max_lanes": 5}) as (lab, serve, token):
+    with lab_campus(
+        tmp_path_factory.mktemp("dataplane"),
+        "alice",
+        {
+            "src_prefixes": ["10.1.0.0/24"],
+            "dst_prefixes": ["203.0.113.0/24"],
+            "protocols": ["tcp"],
+            "ports": ["5201-5299"],
+            "max_duration_s": 3600,
+            "max_lanes": 5,
+        },
+    ) as (lab, serve, token):
         yield Campus(lab, serve, token)
 
 
@@ -156,9 +190,9 @@ def test_spoofing_host_on_another_port_gets_no_bypass(campus: Campus) -> None:
     desktop_mac = lab.host("desktop").intf().MAC().replace(":", "")
     own_mac = server.intf().MAC().replace(":", "")
     fw_mac = "020000020001"  # the campus gateway (firewall inside leg)
+
     def counted() -> dict[str, int]:
-        return {sw: sum(f["packets"] for f in campus.lane_flows(sw, campus.lane["id"]))
-                for sw in ("s1", "s2", "s3")}
+        return {sw: sum(f["packets"] for f in campus.lane_flows(sw, campus.lane["id"])) for sw in ("s1", "s2", "s3")}
 
     before = counted()
     time.sleep(0.6)
@@ -168,12 +202,10 @@ def test_spoofing_host_on_another_port_gets_no_bypass(campus: Campus) -> None:
     fw0 = campus.fw_rx_packets()
     n = 200
     for src in (own_mac, desktop_mac):  # the desktop's IP, then its IP and MAC
-        out = server.cmd(f"python3 -c \"{SPOOF}\" {src} {fw_mac} {LANE_PORT} "
-                         f"{server.intf().name} {n}")
+        out = server.cmd(f"python3 -c \"{SPOOF}\" {src} {fw_mac} {LANE_PORT} {server.intf().name} {n}")
         assert "Error" not in out, out
     time.sleep(0.5)
-    after = {sw: sum(f["packets"] for f in campus.lane_flows(sw, campus.lane["id"]))
-             for sw in ("s1", "s2", "s3")}
+    after = {sw: sum(f["packets"] for f in campus.lane_flows(sw, campus.lane["id"])) for sw in ("s1", "s2", "s3")}
     assert after == before, "spoofed packets rode the lane"
     # the host source guard drops them at s1 (the desktop's address is a source only on its port)
     assert campus.fw_rx_packets() - fw0 < 0.1 * n
@@ -203,8 +235,11 @@ def test_controller_kill_and_restart_leaves_lane_flows_untouched(campus: Campus)
             break
         time.sleep(0.2)
     for sw in ("s1", "s2", "s3"):
-        assert re.search(rf"reconciled switch {sw} \(dpid \d\): kept \d+, added 0, deleted 0, "
-                         r"refreshed 0", text), text[-3000:]
+        assert re.search(
+            rf"reconciled switch {sw} \(dpid \d\): kept \d+, added 0, deleted 0, "
+            r"refreshed 0",
+            text,
+        ), text[-3000:]
     elapsed = time.monotonic() - t0
     for sw, before in flows0.items():
         after = campus.lane_flows(sw, lane["id"])
@@ -243,8 +278,7 @@ def test_hard_timeout_ends_a_lane_while_the_controller_is_down(campus: Campus) -
     campus.serve.kill()
     try:
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(campus.lane_flows(sw, lane["id"])
-                                                  for sw in ("s1", "s2", "s3")):
+        while time.monotonic() < deadline and any(campus.lane_flows(sw, lane["id"]) for sw in ("s1", "s2", "s3")):
             time.sleep(0.2)
         assert not any(campus.lane_flows(sw, lane["id"]) for sw in ("s1", "s2", "s3"))
     finally:
@@ -279,7 +313,6 @@ def test_activation_latency(campus: Campus, record_property) -> None:
         assert campus.api("POST", f"/lanes/{lane['id']}/release").status_code == 200
     p50 = statistics.median(latencies)
     p90 = statistics.quantiles(latencies, n=10)[-1]
-    print(f"\nactivation latency over 50 lanes: p50 {p50:.2f} ms, p90 {p90:.2f} ms, "
-          f"max {max(latencies):.2f} ms")
+    print(f"\nactivation latency over 50 lanes: p50 {p50:.2f} ms, p90 {p90:.2f} ms, max {max(latencies):.2f} ms")
     record_property("activation_p50_ms", round(p50, 2))
     assert p50 < 100

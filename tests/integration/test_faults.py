@@ -9,6 +9,7 @@ flows; ``VIPLANES_FAULTS_FORCE_OUTAGE=1`` runs it anyway (to see today's failure
 Numbers (traffic gap per fault, recovery times) are printed and recorded with
 ``record_property``; docs/faults.md holds the measured ones and the command to reproduce them.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -19,8 +20,7 @@ import time
 import pytest
 import requests
 
-from tests.integration.faultkit import (Iperf, Served, gaps, lane_body, longest_gap_s,
-                                        wait_for)
+from tests.integration.faultkit import Iperf, Served, gaps, lane_body, longest_gap_s, wait_for
 from tests.integration.privovs import PrivateOvs
 from tests.integration.procs import free_port
 from tests.integration.test_serve import bootstrap, setup_researcher
@@ -106,8 +106,10 @@ def test_ovs_vswitchd_restart_restores_lane_flows(lab, record_property):
     gap = longest_gap_s(report)
     record_property("flows_restored_s", round(flows_s, 2))
     record_property("traffic_gap_s", gap)
-    print(f"\novs-vswitchd restart: lane flows back {flows_s:.2f} s after the restart "
-          f"({time.monotonic() - t0:.1f} s total), traffic gap {gap} s")
+    print(
+        f"\novs-vswitchd restart: lane flows back {flows_s:.2f} s after the restart "
+        f"({time.monotonic() - t0:.1f} s total), traffic gap {gap} s"
+    )
     assert gap <= 10.0
     assert served.api("GET", f"/lanes/{lane['id']}", token).json()["state"] == "active"
 
@@ -118,9 +120,12 @@ def test_restart_answers_503_until_ready_and_starts_a_scheduled_lane_it_missed(l
     get 503 + Retry-After, never 201 with state failed."""
     ovs, served, token = lab
     start = time.time() + 4
-    r = served.api("POST", "/lanes", token, json=lane_body(
-        start_at=dt.datetime.fromtimestamp(start, dt.timezone.utc).isoformat(),
-        duration=120))
+    r = served.api(
+        "POST",
+        "/lanes",
+        token,
+        json=lane_body(start_at=dt.datetime.fromtimestamp(start, dt.UTC).isoformat(), duration=120),
+    )
     assert r.status_code == 201 and r.json()["state"] == "scheduled", r.text
     scheduled = r.json()["id"]
     served.kill(signal.SIGKILL)
@@ -132,7 +137,7 @@ def test_restart_answers_503_until_ready_and_starts_a_scheduled_lane_it_missed(l
     while time.monotonic() - t0 < 20:
         try:
             got = served.api("POST", "/lanes", token, json=lane_body(port=port, duration=60))
-        except Exception:  # noqa: BLE001 - not listening yet
+        except Exception:
             time.sleep(0.05)
             continue
         body = got.json()
@@ -144,12 +149,12 @@ def test_restart_answers_503_until_ready_and_starts_a_scheduled_lane_it_missed(l
             break
         time.sleep(0.02)
     refused = sum(1 for code, _ in answers if code == 503)
-    print(f"\nafter restart: {refused} requests answered 503 before the first 201 "
-          f"({time.monotonic() - t0:.2f} s)")
+    print(f"\nafter restart: {refused} requests answered 503 before the first 201 ({time.monotonic() - t0:.2f} s)")
     record_property("refused_before_ready", refused)
     assert answers and answers[-1] == (201, "active"), answers
-    became = wait_for(lambda: served.api("GET", f"/lanes/{scheduled}", token).json()["state"]
-                      in ("active", "failed", "expired"), 10)
+    became = wait_for(
+        lambda: served.api("GET", f"/lanes/{scheduled}", token).json()["state"] in ("active", "failed", "expired"), 10
+    )
     lane = served.api("GET", f"/lanes/{scheduled}", token).json()
     assert became is not None and lane["state"] == "active", lane
     assert ovs.lane_flows(lane_cookie(scheduled))["s1"]
@@ -166,8 +171,7 @@ def test_switch_disconnect_keeps_flows_and_gates_requests(lab, record_property):
         time.sleep(1.5)
         before, t_before = ovs.lane_flows(cookie), time.monotonic()
         ovs.vsctl("set-controller", "s1", f"ssl:{ovs.controller_ip}:{free_port()}")
-        assert wait_for(lambda: requests.get(f"{served.url}/readyz", timeout=5).status_code == 503,
-                        10) is not None
+        assert wait_for(lambda: requests.get(f"{served.url}/readyz", timeout=5).status_code == 503, 10) is not None
         refused = served.api("POST", "/lanes", token, json=lane_body(port=9001))
         assert refused.status_code == 503 and refused.json()["error"] == "switches_not_ready"
         ready = requests.get(f"{served.url}/readyz", timeout=5)
@@ -194,8 +198,7 @@ def test_lane_expiring_during_an_outage_is_removed_by_hard_timeout_and_marked_ex
     gone = wait_for(lambda: not any(ovs.lane_flows(cookie).values()), 15, 0.5)
     assert gone is not None, "hard_timeout did not remove the lane's flows"
     served.start()
-    marked = wait_for(lambda: served.api("GET", f"/lanes/{lane['id']}", token).json()["state"]
-                      == "expired", 5)
+    marked = wait_for(lambda: served.api("GET", f"/lanes/{lane['id']}", token).json()["state"] == "expired", 5)
     assert marked is not None
     print(f"\nexpiry while serve was down: marked expired {marked:.2f} s after ready")
 
@@ -219,9 +222,11 @@ def test_controller_outage_does_not_stop_lane_traffic(lab, record_property):
         iperf.stop()
     gap = longest_gap_s(report)
     record_property("traffic_gap_s", gap)
-    print(f"\ncontroller away {OUTAGE_S:g} s: traffic gap {gap} s; killed at {killed:.1f} s, "
-          f"restarted at {restarted:.1f} s (ready {ready:.1f} s later); gaps >= 0.2 s "
-          f"(start, length) {gaps(report)}")
+    print(
+        f"\ncontroller away {OUTAGE_S:g} s: traffic gap {gap} s; killed at {killed:.1f} s, "
+        f"restarted at {restarted:.1f} s (ready {ready:.1f} s later); gaps >= 0.2 s "
+        f"(start, length) {gaps(report)}"
+    )
     assert gap <= 1.0
 
 
@@ -232,9 +237,11 @@ def test_flows_deleted_behind_the_controllers_back_come_back_within_seconds(lab,
     lane = _active_lane(served, token)
     cookie = lane_cookie(lane["id"])
     back = []
-    for br, spec in (("s2", f"cookie={cookie:#x}/-1"),  # one lane's flows on a transit switch
-                     ("s3", "cookie=0x5650000000000000/0xffff000000000000"),  # all of ours
-                     ("s2", f"cookie={cookie:#x}/-1")):  # again: the same cached flows re-sent
+    for br, spec in (
+        ("s2", f"cookie={cookie:#x}/-1"),  # one lane's flows on a transit switch
+        ("s3", "cookie=0x5650000000000000/0xffff000000000000"),  # all of ours
+        ("s2", f"cookie={cookie:#x}/-1"),
+    ):  # again: the same cached flows re-sent
         before = ovs.cookies(br)
         ovs.ofctl("del-flows", br, spec)
         assert cookie not in ovs.cookies(br)
@@ -242,7 +249,6 @@ def test_flows_deleted_behind_the_controllers_back_come_back_within_seconds(lab,
         assert took is not None, f"{br}: flows not restored ({before - ovs.cookies(br)} missing)"
         back.append(round(took, 2))
     record_property("flows_back_s", back)
-    print(f"\nflows deleted behind serve's back: back after {back} s (s2 lane, s3 all app flows, "
-          f"s2 lane again)")
+    print(f"\nflows deleted behind serve's back: back after {back} s (s2 lane, s3 all app flows, s2 lane again)")
     assert max(back) <= 6.0
     assert served.api("GET", f"/lanes/{lane['id']}", token).json()["state"] == "active"

@@ -4,6 +4,7 @@ with -9 and started again. Afterwards no lane is left ``installing``, no answer 
 ``failed`` lane, every lane in the database was answered to exactly one key, and every answered
 lane is active with its flows on the access switch.
 """
+
 from __future__ import annotations
 
 import signal
@@ -45,8 +46,9 @@ class Load:
             body = lane_body(port=9000 + i * PER_CLIENT + j, duration=900)
             while True:  # the same key until an answer that is not "try again"
                 try:
-                    r = self.served.api("POST", "/lanes", self.token, json=body, timeout=10,
-                                        headers={"Idempotency-Key": key})
+                    r = self.served.api(
+                        "POST", "/lanes", self.token, json=body, timeout=10, headers={"Idempotency-Key": key}
+                    )
                 except requests.RequestException:
                     self._count("connection")
                     time.sleep(0.2)
@@ -70,8 +72,13 @@ class Load:
 
 
 def _pg_ctl(cluster, *args: str) -> None:
-    subprocess.run(["runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D", str(cluster.data),
-                    *args], check=True, capture_output=True, timeout=60, cwd="/")
+    subprocess.run(
+        ["runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D", str(cluster.data), *args],
+        check=True,
+        capture_output=True,
+        timeout=60,
+        cwd="/",
+    )
 
 
 def _pg_stop(cluster) -> None:
@@ -81,8 +88,10 @@ def _pg_stop(cluster) -> None:
 
 
 def _pg_start(cluster) -> None:
-    opts = (f"-c listen_addresses=127.0.0.1 -p {cluster.port} -k {cluster.dir} -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300")
+    opts = (
+        f"-c listen_addresses=127.0.0.1 -p {cluster.port} -k {cluster.dir} -c fsync=off "
+        "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
+    )
     _pg_ctl(cluster, "-o", opts, "-l", str(cluster.dir / "server.log"), "-w", "-t", "30", "start")
 
 
@@ -126,15 +135,18 @@ def test_no_lane_lost_stuck_or_doubled_under_load(fault, pg_cluster, tmp_path, r
         served.kill()
         ovs.stop()
     answered = {lane["id"]: key for key, lane in load.answers.items()}
-    print(f"\n{fault}: {len(answered)} lanes answered, retries {load.retries}, first answer "
-          f"{(first_after - t_back) if first_after else float('nan'):.2f} s after the fault ended "
-          f"({t_back - t_fault:.1f} s fault), installing settled after {settled} s")
+    print(
+        f"\n{fault}: {len(answered)} lanes answered, retries {load.retries}, first answer "
+        f"{(first_after - t_back) if first_after else float('nan'):.2f} s after the fault ended "
+        f"({t_back - t_fault:.1f} s fault), installing settled after {settled} s"
+    )
     record_property("answered", len(answered))
     record_property("retries", str(load.retries))
     assert not load.bad, load.bad[:5]  # no 409 duplicate_lane, no 201 failed
     assert settled is not None, "a lane stayed installing"
     assert len(answered) == len(load.answers)  # one lane per key
     assert set(lanes) == set(answered), "a lane no client was answered with (or one lost)"
-    assert all(lane["state"] == "active" for lane in lanes.values()), \
-        [ln for ln in lanes.values() if ln["state"] != "active"][:3]
+    assert all(lane["state"] == "active" for lane in lanes.values()), [
+        ln for ln in lanes.values() if ln["state"] != "active"
+    ][:3]
     assert {lane_cookie(i) for i in lanes} <= cookies, "an active lane without flows on s1"

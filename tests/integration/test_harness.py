@@ -7,6 +7,7 @@
 With fail_mode=secure the bridge forwards nothing until our controller installs the default
 forwarding, so traffic flowing proves the controller is connected and working.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,10 +46,12 @@ def two_host_net(controller: ControllerProcess):
     tag = f"vlh{os.getpid() % 100000}"
     net = Mininet(controller=None, link=TCLink, autoSetMacs=False, build=False, waitConnected=False)
     try:
-        net.addController("c0", controller=RemoteController, ip="127.0.0.1", port=controller.port,
-                          protocol="ssl")  # the controller runs with the lab PKI (procs.py)
-        switch = net.addSwitch(f"{tag}s1", cls=OVSSwitch, datapath="user", protocols="OpenFlow13",
-                               failMode="secure", dpid=f"{DPID:016x}")
+        net.addController(
+            "c0", controller=RemoteController, ip="127.0.0.1", port=controller.port, protocol="ssl"
+        )  # the controller runs with the lab PKI (procs.py)
+        switch = net.addSwitch(
+            f"{tag}s1", cls=OVSSwitch, datapath="user", protocols="OpenFlow13", failMode="secure", dpid=f"{DPID:016x}"
+        )
         h1 = net.addHost(f"{tag}h1", ip="10.77.0.1/24")
         h2 = net.addHost(f"{tag}h2", ip="10.77.0.2/24")
         net.addLink(h1, switch, port2=1, bw=100)

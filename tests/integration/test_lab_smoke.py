@@ -3,6 +3,7 @@
 Asserts the paper's headline at lab scale (the desktop's upload through a VIP lane is several
 times the firewall path's) and that rclone's upload through the lane arrived intact.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from viplanes.lab.datasets import digests
-from viplanes.lab.experiments import RunSpec, Runner, session
+from viplanes.lab.experiments import Runner, RunSpec, session
 from viplanes.lab.measure import run_rclone
 from viplanes.lab.services import rclone_binary
 
@@ -43,8 +44,7 @@ def test_lane_beats_firewall_and_rclone_upload_arrives_intact(tmp_path: Path) ->
         assert "100% packet loss" in nat.cmd("ping -c1 -W1 10.1.0.10")
 
         runner = Runner(sess, tmp_path / "results.jsonl")
-        specs = [RunSpec("desktop", "upload", path, "iperf3", STREAMS, 1, seconds=3)
-                 for path in ("default", "lane")]
+        specs = [RunSpec("desktop", "upload", path, "iperf3", STREAMS, 1, seconds=3) for path in ("default", "lane")]
         default, lane = runner.run_all(specs, lane_duration_s=300)
         assert default["ok"] and lane["ok"], (default["error"], lane["error"])
         assert default["path"] == "default" and lane["path"] == "lane"
@@ -57,8 +57,9 @@ def test_lane_beats_firewall_and_rclone_upload_arrives_intact(tmp_path: Path) ->
         assert sess.stack is not None
         lane_rec = sess.stack.request_lane("10.1.0.10", svc.ip, svc.s3_port, 300, "smoke test")
         ds = sess.datasets["split10"]
-        m = run_rclone(desktop, svc.rclone_env(), rclone_binary(), str(ds.path),
-                       "cloud:lab/smoke", transfers=4, chunk_mb=5)
+        m = run_rclone(
+            desktop, svc.rclone_env(), rclone_binary(), str(ds.path), "cloud:lab/smoke", transfers=4, chunk_mb=5
+        )
         assert m.ok, m.error
         assert m.bytes == ds.bytes
         assert digests(svc.data_dir / "lab" / "smoke") == digests(ds.path)
@@ -66,8 +67,7 @@ def test_lane_beats_firewall_and_rclone_upload_arrives_intact(tmp_path: Path) ->
         deadline = time.monotonic() + 5
         while True:
             counters = sess.stack.client().call("GET", f"/lanes/{lane_rec['id']}/stats")
-            if not counters["available"] or counters["bytes"] >= ds.bytes \
-                    or time.monotonic() > deadline:
+            if not counters["available"] or counters["bytes"] >= ds.bytes or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
         if counters["available"]:  # everything (and the headers) went through the lane

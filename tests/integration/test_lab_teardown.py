@@ -1,4 +1,5 @@
 """A lab interrupted by Ctrl-C or SIGTERM leaves no bridge, port, namespace shell or registry."""
+
 from __future__ import annotations
 
 import os
@@ -39,9 +40,14 @@ def test_interrupted_lab_leaves_nothing(sig: int, tmp_path: Path) -> None:
     # job of a non-interactive shell (`.ci/run &`), SIGINT is inherited as ignored and Python
     # then installs no KeyboardInterrupt handler: the child slept through the signal. The child
     # gets the terminal's default back, as a user's lab would have.
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(REPO / "topologies/campus.yaml")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, str(REPO / "topologies/campus.yaml")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         line = proc.stdout.readline().split()
         assert line, proc.stderr.read()
@@ -55,8 +61,13 @@ def test_interrupted_lab_leaves_nothing(sig: int, tmp_path: Path) -> None:
             proc.wait(30)
         except subprocess.TimeoutExpired:  # say where the teardown hangs, then fail
             spy = REPO / ".venv" / "bin" / "py-spy"
-            stack = subprocess.run([str(spy), "dump", "--pid", str(proc.pid)], capture_output=True,
-                                   text=True, timeout=30).stdout if spy.exists() else "(no py-spy)"
+            stack = (
+                subprocess.run(
+                    [str(spy), "dump", "--pid", str(proc.pid)], capture_output=True, text=True, timeout=30
+                ).stdout
+                if spy.exists()
+                else "(no py-spy)"
+            )
             pytest.fail(f"lab still tearing down 30 s after signal {sig}:\n{stack}")
     finally:
         if proc.poll() is None:
@@ -68,8 +79,7 @@ def test_interrupted_lab_leaves_nothing(sig: int, tmp_path: Path) -> None:
     assert prefix not in _links()
     assert not (tmp_path / f"{run_id}.json").exists()
     for pid in pids:  # the hosts' shells (and with them their namespaces) are gone
-        assert not Path(f"/proc/{pid}").exists() or b"mininet:" not in \
-            Path(f"/proc/{pid}/cmdline").read_bytes()
+        assert not Path(f"/proc/{pid}").exists() or b"mininet:" not in Path(f"/proc/{pid}/cmdline").read_bytes()
 
 
 def test_killed_lab_is_removed_by_the_stale_cleaner(tmp_path: Path, monkeypatch) -> None:
@@ -78,8 +88,13 @@ def test_killed_lab_is_removed_by_the_stale_cleaner(tmp_path: Path, monkeypatch)
 
     monkeypatch.setattr(net, "RUN_DIR", tmp_path)
     env = {**os.environ, "VIPLANES_LAB_RUN_DIR": str(tmp_path)}
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(REPO / "topologies/campus.yaml")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, str(REPO / "topologies/campus.yaml")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         line = proc.stdout.readline().split()
         assert line, proc.stderr.read()
@@ -96,8 +111,7 @@ def test_killed_lab_is_removed_by_the_stale_cleaner(tmp_path: Path, monkeypatch)
         assert not (tmp_path / f"{run_id}.json").exists()
         time.sleep(0.3)
         for pid in pids:
-            assert not Path(f"/proc/{pid}").exists() or b"mininet:" not in \
-                Path(f"/proc/{pid}/cmdline").read_bytes()
+            assert not Path(f"/proc/{pid}").exists() or b"mininet:" not in Path(f"/proc/{pid}/cmdline").read_bytes()
     finally:
         if proc.poll() is None:
             proc.kill()

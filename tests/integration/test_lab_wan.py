@@ -5,13 +5,14 @@ The DTN is used because its default path is middlebox-free (no lane, no firewall
 200 Mbit/s NIC and the WAN model limit it. Without the `wan:` section one connection runs at
 the NIC's rate, which is what the single-connection assertion would catch.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from viplanes.lab.experiments import RunSpec, Runner, session
+from viplanes.lab.experiments import Runner, RunSpec, session
 
 pytestmark = pytest.mark.integration
 
@@ -25,15 +26,17 @@ def test_each_connection_is_capped_and_parallel_connections_add_up(tmp_path: Pat
         assert wan is not None and sess.services.per_connection_mbps == wan.per_connection_mbps
         cap = wan.per_connection_mbps
         nic = sess.topology.host("dtn").nic_mbps
-        specs = [RunSpec("dtn", direction, "default", "iperf3", p, 1, seconds=3)
-                 for direction, p in (("upload", 1), ("download", 1), ("upload", 4),
-                                      ("upload", 64))]
-        specs.append(RunSpec("dtn", "upload", "default", "rclone", 4, 1, chunk_mb=8,
-                             dataset="one"))
+        specs = [
+            RunSpec("dtn", direction, "default", "iperf3", p, 1, seconds=3)
+            for direction, p in (("upload", 1), ("download", 1), ("upload", 4), ("upload", 64))
+        ]
+        specs.append(RunSpec("dtn", "upload", "default", "rclone", 4, 1, chunk_mb=8, dataset="one"))
         up1, down1, up4, up64, s3 = Runner(sess, tmp_path / "r.jsonl").run_all(specs)
-        print("wan cap", cap, {k: r["mbps"] for k, r in (("up1", up1), ("down1", down1),
-                                                          ("up4", up4), ("up64", up64),
-                                                          ("s3", s3))})
+        print(
+            "wan cap",
+            cap,
+            {k: r["mbps"] for k, r in (("up1", up1), ("down1", down1), ("up4", up4), ("up64", up64), ("s3", s3))},
+        )
         for rec in (up1, down1, up4, up64, s3):
             assert rec["ok"], rec["error"]
             assert rec["wan_mbps"] == cap

@@ -6,6 +6,7 @@
 
 One network and one serve process for the module; tests build on each other (baselines first).
 """
+
 from __future__ import annotations
 
 import json
@@ -36,12 +37,16 @@ class Lab:
         self.results: dict[str, float] = {}
 
     def api(self, method: str, path: str, **kw: Any) -> requests.Response:
-        return requests.request(method, f"{self.serve.url}/api/v1{path}", timeout=15,
-                                headers={"Authorization": f"Bearer {self.token}"}, **kw)
+        return requests.request(
+            method,
+            f"{self.serve.url}/api/v1{path}",
+            timeout=15,
+            headers={"Authorization": f"Bearer {self.token}"},
+            **kw,
+        )
 
     def lane(self, **fields: Any) -> dict:
-        body = {"src_ip": "10.1.0.10", "protocol": "tcp", "duration_s": 900,
-                "purpose": "lane sets test", **fields}
+        body = {"src_ip": "10.1.0.10", "protocol": "tcp", "duration_s": 900, "purpose": "lane sets test", **fields}
         r = self.api("POST", "/lanes", json=body)
         assert r.status_code == 201, r.text
         lane = r.json()
@@ -62,8 +67,9 @@ class Lab:
     def iperf(self, dst: str, port: int, seconds: float = 2) -> tuple[float, int]:
         """desktop -> dst TCP: (Mbit/s received, bytes)."""
         cloud, desktop = self.lab.host("cloud"), self.lab.host("desktop")
-        server = cloud.popen(["iperf3", "-s", "-1", "-J", "-p", str(port)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        server = cloud.popen(
+            ["iperf3", "-s", "-1", "-J", "-p", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         try:
             for _ in range(50):
                 if f":{port} " in cloud.cmd("ss -ltn"):
@@ -97,11 +103,20 @@ def lab(tmp_path_factory: pytest.TempPathFactory):
         dns.append(LabDns(net, NAME, [*CLOUDS, CLOUD6, CLOUD6_EXTRA], controller_port=dns_port).start())
 
     try:
-        with lab_campus(workdir, "alice", {
+        with lab_campus(
+            workdir,
+            "alice",
+            {
                 "src_prefixes": ["10.1.0.0/24", "2001:db8:1::/64"],
-                "dst_prefixes": ["203.0.113.0/24", "2001:db8:ff::/64"], "protocols": ["tcp"],
-                "ports": ["5201-5299", "9000"], "max_duration_s": 3600, "max_lanes": 5},
-                topology=DUALSTACK, prepare=prepare) as (net, serve, token):
+                "dst_prefixes": ["203.0.113.0/24", "2001:db8:ff::/64"],
+                "protocols": ["tcp"],
+                "ports": ["5201-5299", "9000"],
+                "max_duration_s": 3600,
+                "max_lanes": 5,
+            },
+            topology=DUALSTACK,
+            prepare=prepare,
+        ) as (net, serve, token):
             try:
                 yield Lab(net, serve, token, workdir)
             finally:
@@ -129,8 +144,7 @@ def test_firewall_path_baselines_v4_and_v6(lab: Lab) -> None:
 def test_name_lane_carries_transfers_to_each_address(lab: Lab) -> None:
     """The lane names the host; the server resolves it at the lab's DNS (3 A, 2 AAAA records)."""
     lane = lab.lane(dst_host=NAME, dst_port=5201)
-    assert sorted(lane["dst_nets"]) == sorted([f"{a}/32" for a in CLOUDS] + [f"{CLOUD6}/128",
-                                                                              f"{CLOUD6_EXTRA}/128"])
+    assert sorted(lane["dst_nets"]) == sorted([f"{a}/32" for a in CLOUDS] + [f"{CLOUD6}/128", f"{CLOUD6_EXTRA}/128"])
     seen = lab.lab.host("desktop").cmd(f"getent ahosts {NAME}")  # the desktop's own resolver
     assert all(a in seen for a in CLOUDS), seen
     before = lab.lane_bytes(lane["id"])
@@ -182,48 +196,86 @@ def test_transfer_wraps_rclone_through_a_name_lane_with_checksums(lab: Lab) -> N
     for i in range(4):  # 42 MB: large enough that rclone's own start-up (~1 s) is not the measure
         (data / f"part{i}.bin").write_bytes(os.urandom(10 * 1024 * 1024))
     cloud, desktop = lab.lab.host("cloud"), lab.lab.host("desktop")
-    server = cloud.popen([rclone_binary(), "serve", "s3", "--addr", ":9000", "--auth-key",
-                          f"{ACCESS_KEY},{SECRET_KEY}", str(store)],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=clean_env())
+    server = cloud.popen(
+        [rclone_binary(), "serve", "s3", "--addr", ":9000", "--auth-key", f"{ACCESS_KEY},{SECRET_KEY}", str(store)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=clean_env(),
+    )
     try:
         for _ in range(50):
             if ":9000 " in cloud.cmd("ss -ltn"):
                 break
             time.sleep(0.1)
-        env = clean_env({
-            "VIPLANES_API_URL": lab.serve.url, "VIPLANES_TOKEN": lab.token,
-            "RCLONE_CONFIG_CLOUD_TYPE": "s3", "RCLONE_CONFIG_CLOUD_PROVIDER": "Rclone",
-            "RCLONE_CONFIG_CLOUD_ACCESS_KEY_ID": ACCESS_KEY,
-            "RCLONE_CONFIG_CLOUD_SECRET_ACCESS_KEY": SECRET_KEY,
-            "RCLONE_CONFIG_CLOUD_ENDPOINT": f"http://{NAME}:9000",
-            "RCLONE_CONFIG_CLOUD_FORCE_PATH_STYLE": "true"})
+        env = clean_env(
+            {
+                "VIPLANES_API_URL": lab.serve.url,
+                "VIPLANES_TOKEN": lab.token,
+                "RCLONE_CONFIG_CLOUD_TYPE": "s3",
+                "RCLONE_CONFIG_CLOUD_PROVIDER": "Rclone",
+                "RCLONE_CONFIG_CLOUD_ACCESS_KEY_ID": ACCESS_KEY,
+                "RCLONE_CONFIG_CLOUD_SECRET_ACCESS_KEY": SECRET_KEY,
+                "RCLONE_CONFIG_CLOUD_ENDPOINT": f"http://{NAME}:9000",
+                "RCLONE_CONFIG_CLOUD_FORCE_PATH_STYLE": "true",
+            }
+        )
         t0 = time.monotonic()  # the firewall path first: rclone alone, no lane
-        base = subprocess.run(["mnexec", "-a", str(desktop.pid), rclone_binary(), "copy",
-                               "--transfers", "4", str(data), "cloud:base"],
-                              env=env, capture_output=True, text=True, timeout=120)
+        base = subprocess.run(
+            ["mnexec", "-a", str(desktop.pid), rclone_binary(), "copy", "--transfers", "4", str(data), "cloud:base"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         base_s = time.monotonic() - t0
         assert base.returncode == 0, base.stderr
         fw0 = lab.fw_rx_bytes()
         t0 = time.monotonic()
         done = subprocess.run(
-            [*VIPLANES, "transfer", "--src", "10.1.0.10", "--dst", NAME, "--dst-ports", "9000",
-             "--require-lane", "--", "mnexec", "-a", str(desktop.pid), rclone_binary(), "copy",
-             "--transfers", "4", str(data), "cloud:lab"],
-            env=env, capture_output=True, text=True, timeout=120)
+            [
+                *VIPLANES,
+                "transfer",
+                "--src",
+                "10.1.0.10",
+                "--dst",
+                NAME,
+                "--dst-ports",
+                "9000",
+                "--require-lane",
+                "--",
+                "mnexec",
+                "-a",
+                str(desktop.pid),
+                rclone_binary(),
+                "copy",
+                "--transfers",
+                "4",
+                str(data),
+                "cloud:lab",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         took = time.monotonic() - t0
         assert done.returncode == 0, done.stderr
         sent = sum(f.stat().st_size for f in data.iterdir())
         assert lab.fw_rx_bytes() - fw0 < 0.01 * sent, "the upload crossed the firewall"
         for f in data.iterdir():
-            assert hashlib.sha256((store / "lab" / f.name).read_bytes()).digest() == \
-                hashlib.sha256(f.read_bytes()).digest(), f.name
+            assert (
+                hashlib.sha256((store / "lab" / f.name).read_bytes()).digest()
+                == hashlib.sha256(f.read_bytes()).digest()
+            ), f.name
         lanes = lab.api("GET", "/lanes").json()
         lane = next(ln for ln in lanes if ln["dst_ports"] == ["9000"])
         assert lane["state"] == "released" and lane.get("dst_host") == NAME, lane
         base_mbps, lane_mbps = sent * 8 / base_s / 1e6, sent * 8 / took / 1e6
-        print(f"\nrclone copy {sent / 1e6:.1f} MB: firewall path {base_mbps:.1f} Mbit/s ({base_s:.1f} s); "
-              f"viplanes transfer -- rclone copy {lane_mbps:.1f} Mbit/s including lane set-up and "
-              f"release ({took:.1f} s, {lane_mbps / base_mbps:.1f}x); wrapper said: {done.stderr.strip().splitlines()[-1]}")
+        print(
+            f"\nrclone copy {sent / 1e6:.1f} MB: firewall path {base_mbps:.1f} Mbit/s ({base_s:.1f} s); "
+            f"viplanes transfer -- rclone copy {lane_mbps:.1f} Mbit/s including lane set-up and "
+            f"release ({took:.1f} s, {lane_mbps / base_mbps:.1f}x); wrapper said: {done.stderr.strip().splitlines()[-1]}"
+        )
         # every run on record gave 3.86-5.4x on this shared 2-vCPU VM; an interleaved A/B showed no
         # loss from that session's code (docs/benchmarks.md, "A read-first clock"); that the upload
         # took the lane is the firewall counter's check above, this one says the lane is much faster

@@ -1,6 +1,7 @@
 """The split controller records a hand-off round in ONE statement on PostgreSQL
 (viplanes/store/lanesql/postgres.py ``record_in_one``): the same rows, audit and done-NOTIFY as the
 general path (BEGIN, UPDATE + audit per lane, NOTIFY, COMMIT), in one round trip."""
+
 from __future__ import annotations
 
 import psycopg2
@@ -9,9 +10,9 @@ from sqlalchemy import event, text
 
 from tests.integration.conftest_pg import pg_cluster  # noqa: F401  (session fixture)
 from tests.unit.conftest import FakeClock, make_world
-from viplanes.domain.values import ActivationResult, LaneSpec
 from viplanes.cluster.handoff import DONE_CHANNEL, parse_done
 from viplanes.dataplane.memory import MemoryDataplane
+from viplanes.domain.values import ActivationResult, LaneSpec
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
@@ -31,8 +32,11 @@ class BatchPlane(MemoryDataplane):
         for spec in specs:
             if spec.lane_id == self.ends:
                 self.end_it(spec.lane_id)
-            out[spec.lane_id] = ActivationResult(False, "switch s1 refused: bad match", 0.001) \
-                if spec.lane_id == self.refuse else self.activate(spec)
+            out[spec.lane_id] = (
+                ActivationResult(False, "switch s1 refused: bad match", 0.001)
+                if spec.lane_id == self.refuse
+                else self.activate(spec)
+            )
         return out
 
 
@@ -86,13 +90,16 @@ def test_a_round_is_recorded_audited_and_announced_in_one_statement(world):
     assert announced == [{ok: "active", refused: "failed"}]
     with db.read_connection() as conn:
         states = dict(conn.execute(text("SELECT id, state FROM lanes")).all())
-        audit = conn.execute(text("SELECT target, decision, reason FROM audit_events "
-                                  "WHERE action = 'lane.activate' ORDER BY id")).all()
-        reason, activated = conn.execute(text("SELECT reason, activated_at FROM lanes WHERE id = :i"),
-                                         {"i": refused}).one()
+        audit = conn.execute(
+            text("SELECT target, decision, reason FROM audit_events WHERE action = 'lane.activate' ORDER BY id")
+        ).all()
+        reason, activated = conn.execute(
+            text("SELECT reason, activated_at FROM lanes WHERE id = :i"), {"i": refused}
+        ).one()
     assert states == {ok: "active", refused: "failed", ended: "released"}
-    assert sorted(audit[-2:]) == sorted([(f"lane:{ok}", "done", "installed"),
-                                        (f"lane:{refused}", "failed", "switch s1 refused: bad match")])
+    assert sorted(audit[-2:]) == sorted(
+        [(f"lane:{ok}", "done", "installed"), (f"lane:{refused}", "failed", "switch s1 refused: bad match")]
+    )
     assert reason == "activation failed: switch s1 refused: bad match"
     assert ("deactivate", ended) in plane.calls  # ended while installing: its flows go again
     assert ended not in plane.active and ok in plane.active
@@ -121,11 +128,13 @@ def test_a_request_inserts_audits_and_wakes_in_one_statement(world):
     lane_id = r.json["id"]
     assert payloads == [f"lane:{lane_id}"]
     inserted = next(i for i, s in enumerate(statements) if s.lstrip().startswith("WITH lane AS"))
-    request = statements[:inserted + 1]  # the request's transaction; the activation follows
+    request = statements[: inserted + 1]  # the request's transaction; the activation follows
     assert sum("pg_advisory_xact_lock" in s for s in request) == 1
     assert sum("INSERT INTO audit_events" in s for s in request) == 1
     assert sum("pg_notify" in s for s in request) == 1
     with db.read_connection() as conn:
-        audit = conn.execute(text("SELECT actor, decision, reason FROM audit_events WHERE action = 'lane.request' "
-                                  "AND target = :t"), {"t": f"lane:{lane_id}"}).all()
+        audit = conn.execute(
+            text("SELECT actor, decision, reason FROM audit_events WHERE action = 'lane.request' AND target = :t"),
+            {"t": f"lane:{lane_id}"},
+        ).all()
     assert audit == [("alice", "allow", "inside grant 1")]

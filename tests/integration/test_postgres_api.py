@@ -1,4 +1,5 @@
 """The API on PostgreSQL: the schemathesis run and the lane lifecycle, as on SQLite."""
+
 from __future__ import annotations
 
 import select
@@ -143,11 +144,14 @@ def test_repeated_statements_run_prepared_with_the_same_answers(pg_cluster):  # 
             conn.execute(text("CREATE TABLE prep_t (id serial PRIMARY KEY, a int, v float)"))
         for n in range(3):
             with db.write_connection() as conn:  # one pooled connection, reused
-                new_id = conn.execute(text("INSERT INTO prep_t (a, v) VALUES (:a, :v) RETURNING id"),
-                                      {"a": n, "v": None}).scalar()
+                new_id = conn.execute(
+                    text("INSERT INTO prep_t (a, v) VALUES (:a, :v) RETURNING id"), {"a": n, "v": None}
+                ).scalar()
                 assert conn.execute(text("SELECT :x IS NULL"), {"x": None}).scalar() is True
                 assert conn.execute(text("SELECT :n"), {"n": n}).scalar() == n
-                assert conn.execute(text("UPDATE prep_t SET v = :v WHERE a <= :a"), {"a": n, "v": 1.5}).rowcount == n + 1
+                assert (
+                    conn.execute(text("UPDATE prep_t SET v = :v WHERE a <= :a"), {"a": n, "v": 1.5}).rowcount == n + 1
+                )
                 assert new_id == n + 1
         with db.read_connection() as conn:
             prepared = [s for (s,) in conn.execute(text("SELECT statement FROM pg_prepared_statements"))]
@@ -178,9 +182,8 @@ def test_a_prepared_statement_whose_columns_change_fails_once_then_runs_again(pg
         with db.write_connection() as conn:
             assert any("shape_t" in s for (s,) in conn.execute(text("SELECT statement FROM pg_prepared_statements")))
             conn.execute(text("ALTER TABLE shape_t ADD COLUMN b int DEFAULT 7"))
-        with pytest.raises(DBAPIError) as refused:
-            with db.write_connection() as conn:
-                conn.execute(insert, {"a": 10})
+        with pytest.raises(DBAPIError) as refused, db.write_connection() as conn:
+            conn.execute(insert, {"a": 10})
         assert refused.value.connection_invalidated and "cached plan" in str(refused.value)
         for n in range(3):
             with db.write_connection() as conn:

@@ -9,6 +9,7 @@ lane request succeeds after the failover. A master paused past its lease (SIGSTO
 finds itself SLAVE on every switch (the switch's own view, ``ovs-vsctl list controller``). kill -9 of
 one API worker: the other serves, the parent starts a new one.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,7 +21,14 @@ import requests
 
 from tests.integration.conftest_pg import pg_cluster  # noqa: F401  (session fixture)
 from tests.integration.scaleout_kit import (  # noqa: F401  (cluster: fixture)
-    api_workers, cluster, controller_roles, lane_flows, lease_holder_pid, request_active, wait_for)
+    api_workers,
+    cluster,
+    controller_roles,
+    lane_flows,
+    lease_holder_pid,
+    request_active,
+    wait_for,
+)
 from tests.integration.test_serve import setup_researcher
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
@@ -58,8 +66,7 @@ def test_failover_keeps_lanes_and_the_deposed_master_cannot_write(cluster, recor
     # the killed one restarts (same address) as standby; pause the master past its lease, resume it
     spare = cluster["controller"]("ctl-c", ctl[master_pid].of_port)
     spare_target = f"ssl:127.0.0.1:{spare.of_port}"
-    assert wait_for(lambda: controller_roles(bridges[0]).get(spare_target) == "slave", 20), \
-        controller_roles(bridges[0])
+    assert wait_for(lambda: controller_roles(bridges[0]).get(spare_target) == "slave", 20), controller_roles(bridges[0])
     old_target = f"ssl:127.0.0.1:{standby.of_port}"
     os.kill(standby.proc.pid, signal.SIGSTOP)
     try:
@@ -80,8 +87,12 @@ def test_failover_keeps_lanes_and_the_deposed_master_cannot_write(cluster, recor
     assert len(workers) == 2, workers
     os.kill(workers[0], signal.SIGKILL)
     fourth = request_active(url, h, 9300, within_s=10)
-    assert wait_for(lambda: len(api_workers(cluster["api"].proc.pid)) == 2
-                    and workers[0] not in api_workers(cluster["api"].proc.pid), 10)
+    assert wait_for(
+        lambda: (
+            len(api_workers(cluster["api"].proc.pid)) == 2 and workers[0] not in api_workers(cluster["api"].proc.pid)
+        ),
+        10,
+    )
     assert lane_flows(bridges[0], fourth["id"])
     r = requests.post(f"{url}/api/v1/lanes/{third['id']}/release", headers=h, timeout=10)
     assert r.json()["state"] == "released"

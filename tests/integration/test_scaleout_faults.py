@@ -17,6 +17,7 @@ with Retry-After (or a cut connection where a process died) and only inside the 
 never 500; the lanes that existed before the fault kept their flows (same match/actions, durations
 kept growing, packet counters kept). See docs/faults.md for run times.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,18 @@ import requests
 
 from tests.integration.conftest_pg import pg_cluster  # noqa: F401  (session fixture)
 from tests.integration.scaleout_kit import (  # noqa: F401  (cluster: fixture)
-    FlowStat, api_workers, bridge_roles, cluster, db_rows, lane_cookies, lane_flow_stats,
-    lease_holder_pid, request_active, send_lane_traffic, wait_for)
+    FlowStat,
+    api_workers,
+    bridge_roles,
+    cluster,
+    db_rows,
+    lane_cookies,
+    lane_flow_stats,
+    lease_holder_pid,
+    request_active,
+    send_lane_traffic,
+    wait_for,
+)
 from tests.integration.test_serve import lane_body, setup_researcher
 from viplanes.controller.compile.cookies import lane_cookie
 
@@ -84,8 +95,12 @@ class Load:
         while time.monotonic() < deadline:
             t = time.monotonic()
             try:
-                r = requests.post(f"{self.url}/api/v1/lanes", json=lane_body(port), timeout=20,
-                                  headers={**self.headers, "Idempotency-Key": key})
+                r = requests.post(
+                    f"{self.url}/api/v1/lanes",
+                    json=lane_body(port),
+                    timeout=20,
+                    headers={**self.headers, "Idempotency-Key": key},
+                )
             except requests.RequestException as exc:
                 self.answers.append((time.monotonic(), type(exc).__name__, key))  # when it was cut
                 self.spans.append((t, time.monotonic()))
@@ -106,8 +121,9 @@ class Load:
             while lane["state"] == "installing" and time.monotonic() < deadline:  # the master picks it up
                 time.sleep(0.1)
                 try:
-                    lane = requests.get(f"{self.url}/api/v1/lanes/{lane['id']}", headers=self.headers,
-                                        timeout=10).json()
+                    lane = requests.get(
+                        f"{self.url}/api/v1/lanes/{lane['id']}", headers=self.headers, timeout=10
+                    ).json()
                 except requests.RequestException:
                     continue
             self.accepted[key] = lane
@@ -168,8 +184,12 @@ def check_flows_untouched(bridge: str, before: dict[int, dict[str, FlowStat]], s
 def api_ready(url: str, switches: int) -> bool:
     """/readyz of an API worker: a master holds the lease and reports every switch reconciled."""
     body = requests.get(f"{url}/readyz", timeout=5).json()
-    return bool(body["ready"] and body["master_holder"] and len(body["switches"]) == switches
-                and all(sw["connected"] and sw["reconciled"] for sw in body["switches"]))
+    return bool(
+        body["ready"]
+        and body["master_holder"]
+        and len(body["switches"]) == switches
+        and all(sw["connected"] and sw["reconciled"] for sw in body["switches"])
+    )
 
 
 def lane_stats(url: str, h: dict, lane_id: int) -> dict:
@@ -210,10 +230,12 @@ def test_kill_master_while_clients_request_lanes(cluster, record_property) -> No
             c.join(40)
     record_property("new_master_s", round(t_master - t_kill, 2))
     failed = failures(load)
-    print(f"\nkill -9 master: the standby holds the lease {t_master - t_kill:.2f} s after it; {len(load.accepted)} lanes accepted, "
-          f"{load.in_flight_at(t_kill)} POSTs in flight at the kill, slowest answer after it "
-          f"{load.slowest_from(t_kill):.2f} s; failed answers (s after the kill, status) "
-          f"{[(round(a[0] - t_kill, 2), a[1]) for a in failed]}")
+    print(
+        f"\nkill -9 master: the standby holds the lease {t_master - t_kill:.2f} s after it; {len(load.accepted)} lanes accepted, "
+        f"{load.in_flight_at(t_kill)} POSTs in flight at the kill, slowest answer after it "
+        f"{load.slowest_from(t_kill):.2f} s; failed answers (s after the kill, status) "
+        f"{[(round(a[0] - t_kill, 2), a[1]) for a in failed]}"
+    )
     assert load.in_flight_at(t_kill) + load.in_flight_at(t_kill + 1.0) >= 1, "no request met the failover"
     assert all(status == 503 for _, status, _ in failed), failed  # never 500, never a cut connection
     window = (t_kill - 0.5, t_master + 3.0)  # a request sent just before the kill may meet it
@@ -238,8 +260,9 @@ def test_kill_api_worker_under_load(cluster) -> None:
         os.kill(workers[0], signal.SIGKILL)
         # the other worker serves meanwhile (SO_REUSEPORT hands it the new connections)
         assert wait_for(lambda: load.successes_after(t_kill + 0.2) >= 3, 5), load.answers[-10:]
-        assert wait_for(lambda: len(api_workers(parent)) == 2 and workers[0] not in api_workers(parent), 10), \
+        assert wait_for(lambda: len(api_workers(parent)) == 2 and workers[0] not in api_workers(parent), 10), (
             f"the parent did not start a new worker: {api_workers(parent)}"
+        )
         respawned = next(pid for pid in api_workers(parent) if pid not in workers)
         t_respawn = time.monotonic()
         time.sleep(1.5)  # both serve again
@@ -248,9 +271,11 @@ def test_kill_api_worker_under_load(cluster) -> None:
         for c in clients:
             c.join(40)
     failed = failures(load)
-    print(f"\nkill -9 API worker: respawned as {respawned} within {t_respawn - t_kill:.2f} s; "
-          f"{load.in_flight_at(t_kill)} POSTs in flight at the kill; "
-          f"{len(load.accepted)} lanes accepted, failed answers {[(round(a[0] - t_kill, 2), a[1]) for a in failed]}")
+    print(
+        f"\nkill -9 API worker: respawned as {respawned} within {t_respawn - t_kill:.2f} s; "
+        f"{load.in_flight_at(t_kill)} POSTs in flight at the kill; "
+        f"{len(load.accepted)} lanes accepted, failed answers {[(round(a[0] - t_kill, 2), a[1]) for a in failed]}"
+    )
     # the killed worker's in-flight requests and queued connections are cut; retried with the same key
     assert not load.problems, load.problems[:5]
     assert all(a[1] not in (500, 503) and t_kill - 0.1 <= a[0] <= t_kill + 1.0 for a in failed), failed
@@ -264,8 +289,9 @@ def test_postgres_restart_keeps_lanes_and_one_master(cluster, record_property) -
     lanes, before = traffic_lanes(url, h, bridges[0], 3)
     # split-mode observability: an API worker knows the master, its switches and the lane counters
     assert wait_for(lambda: api_ready(url, 4), 10), requests.get(f"{url}/readyz", timeout=5).json()
-    assert wait_for(lambda: (lane_stats(url, h, lanes[0]["id"]).get("packets") or 0) >= 5, 8), \
-        lane_stats(url, h, lanes[0]["id"])
+    assert wait_for(lambda: (lane_stats(url, h, lanes[0]["id"]).get("packets") or 0) >= 5, 8), lane_stats(
+        url, h, lanes[0]["id"]
+    )
     stats = lane_stats(url, h, lanes[0]["id"])
     assert stats["available"] and 0 <= stats["age_s"] <= 6.0, stats
     cookies_before = [lane_cookies(br) for br in bridges[:LANE_BRIDGES]]
@@ -280,8 +306,9 @@ def test_postgres_restart_keeps_lanes_and_one_master(cluster, record_property) -
         r = requests.post(f"{url}/api/v1/lanes", json=lane_body(9280), headers=h, timeout=20)
         assert r.status_code == 503 and r.headers.get("Retry-After"), (r.status_code, r.text[:300])
         # the master cannot renew: it steps down at its lease's end, and no switch has a master
-        assert wait_for(lambda: all(bridge_roles(br).count("master") == 0 for br in bridges), 8), \
-            [bridge_roles(br) for br in bridges]
+        assert wait_for(lambda: all(bridge_roles(br).count("master") == 0 for br in bridges), 8), [
+            bridge_roles(br) for br in bridges
+        ]
         time.sleep(max(0.0, 6.0 - (time.monotonic() - t_stop)))
     finally:
         cluster["pg"].start_server()
@@ -290,14 +317,18 @@ def test_postgres_restart_keeps_lanes_and_one_master(cluster, record_property) -
     t_lease = time.monotonic()
     fresh = request_active(url, h, 9281, within_s=20)  # lanes can be requested again
     t_lane = time.monotonic()
-    assert wait_for(lambda: one_master(db, ctl, bridges), 20), \
-        (lease_holder_pid(db), [bridge_roles(br) for br in bridges])
+    assert wait_for(lambda: one_master(db, ctl, bridges), 20), (
+        lease_holder_pid(db),
+        [bridge_roles(br) for br in bridges],
+    )
     t_master = time.monotonic()
     assert wait_for(lambda: api_ready(url, 4), 10), requests.get(f"{url}/readyz", timeout=5).json()
     record_property("lane_after_pg_start_s", round(t_lane - t_start, 2))
-    print(f"\nPostgreSQL down {t_start - t_stop:.1f} s: a controller holds the lease {t_lease - t_start:.2f} s "
-          f"after its start, a new lane active after {t_lane - t_start:.2f} s, the switches' controller "
-          f"table shows one MASTER each after {t_master - t_start:.2f} s")
+    print(
+        f"\nPostgreSQL down {t_start - t_stop:.1f} s: a controller holds the lease {t_lease - t_start:.2f} s "
+        f"after its start, a new lane active after {t_lane - t_start:.2f} s, the switches' controller "
+        f"table shows one MASTER each after {t_master - t_start:.2f} s"
+    )
     # nothing was deleted or re-added: same flows, durations kept growing, packet counters kept
     check_flows_untouched(bridges[0], before, t_before)
     assert [lane_cookies(br) - {lane_cookie(fresh['id'])} for br in bridges[:LANE_BRIDGES]] == cookies_before

@@ -3,6 +3,7 @@
 The serve tests use ``--dataplane memory`` (no switches needed); the OpenFlow side of serve is
 exercised by the controller's own integration tests.
 """
+
 from __future__ import annotations
 
 import signal
@@ -33,12 +34,26 @@ class Serve:
         self.log = workdir / f"serve-{self.port}.log"
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "Serve":
+    def start(self) -> Serve:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [*VIPLANES, "serve", "--dataplane", "memory", "--db", self.db_url,
-                 "--api", f"127.0.0.1:{self.port}", "--openflow", f"127.0.0.1:{free_port()}", "--tick", "0.1"],
-                stdout=log, stderr=log)
+                [
+                    *VIPLANES,
+                    "serve",
+                    "--dataplane",
+                    "memory",
+                    "--db",
+                    self.db_url,
+                    "--api",
+                    f"127.0.0.1:{self.port}",
+                    "--openflow",
+                    f"127.0.0.1:{free_port()}",
+                    "--tick",
+                    "0.1",
+                ],
+                stdout=log,
+                stderr=log,
+            )
         wait_healthy(self.proc, self.url, self.log, timeout=20)
         return self
 
@@ -54,25 +69,48 @@ class Serve:
 
 
 def bootstrap(db_url: str) -> str:
-    out = subprocess.run([*VIPLANES, "principal", "add", "root", "--role", "operator", "--db", db_url],
-                         capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run(
+        [*VIPLANES, "principal", "add", "root", "--role", "operator", "--db", db_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return out.stdout.strip().splitlines()[-1]
 
 
 def setup_researcher(url: str, op: str, max_lanes: int) -> str:
     h = {"Authorization": f"Bearer {op}"}
-    tok = requests.post(f"{url}/api/v1/principals", json={"name": "alice", "role": "researcher"}, headers=h,
-                        timeout=10).json()["token"]
-    r = requests.post(f"{url}/api/v1/grants", headers=h, timeout=10, json={
-        "principal": "alice", "src_prefixes": ["10.1.0.0/24"], "dst_prefixes": ["203.0.113.0/24"],
-        "protocols": ["tcp"], "ports": ["9000-9300"], "max_duration_s": 3600, "max_lanes": max_lanes})
+    tok = requests.post(
+        f"{url}/api/v1/principals", json={"name": "alice", "role": "researcher"}, headers=h, timeout=10
+    ).json()["token"]
+    r = requests.post(
+        f"{url}/api/v1/grants",
+        headers=h,
+        timeout=10,
+        json={
+            "principal": "alice",
+            "src_prefixes": ["10.1.0.0/24"],
+            "dst_prefixes": ["203.0.113.0/24"],
+            "protocols": ["tcp"],
+            "ports": ["9000-9300"],
+            "max_duration_s": 3600,
+            "max_lanes": max_lanes,
+        },
+    )
     assert r.status_code == 201, r.text
     return tok
 
 
 def lane_body(port: int, duration: int = 600) -> dict:
-    return {"src_ip": "10.1.0.10", "dst_ip": "203.0.113.10", "protocol": "tcp", "dst_port": port,
-            "duration_s": duration, "purpose": "integration"}
+    return {
+        "src_ip": "10.1.0.10",
+        "dst_ip": "203.0.113.10",
+        "protocol": "tcp",
+        "dst_port": port,
+        "duration_s": duration,
+        "purpose": "integration",
+    }
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -95,8 +133,10 @@ def test_serve_lifecycle_and_restart_loses_nothing(serve_db, tmp_path):
             ids.append(r.json()["id"])
         short = requests.post(f"{first.url}/api/v1/lanes", json=lane_body(9003, duration=1), headers=h, timeout=10)
         time.sleep(1.5)  # the scheduler (0.1 s tick) expires it in real time
-        assert requests.get(f"{first.url}/api/v1/lanes/{short.json()['id']}", headers=h,
-                            timeout=10).json()["state"] == "expired"
+        assert (
+            requests.get(f"{first.url}/api/v1/lanes/{short.json()['id']}", headers=h, timeout=10).json()["state"]
+            == "expired"
+        )
         assert "viplanes_lanes{state=\"active\"} 3.0" in requests.get(f"{first.url}/metrics", timeout=10).text
     finally:
         assert first.stop() == 0  # SIGTERM is a clean shutdown
@@ -111,13 +151,23 @@ def test_serve_lifecycle_and_restart_loses_nothing(serve_db, tmp_path):
 
 
 def test_serve_refuses_bad_options(tmp_path):
-    r = subprocess.run([*VIPLANES, "serve", "--api", "nonsense", "--dataplane", "memory"], capture_output=True,
-                       text=True, timeout=60, cwd=tmp_path)
+    r = subprocess.run(
+        [*VIPLANES, "serve", "--api", "nonsense", "--dataplane", "memory"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert r.returncode == 2 and "HOST:PORT" in r.stderr and "Traceback" not in r.stderr
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: [\n")
-    r = subprocess.run([*VIPLANES, "serve", "--topology", str(bad), "--dataplane", "memory"], capture_output=True,
-                       text=True, timeout=60, cwd=tmp_path)
+    r = subprocess.run(
+        [*VIPLANES, "serve", "--topology", str(bad), "--dataplane", "memory"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert r.returncode == 1 and "topology" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -140,8 +190,12 @@ def test_200_simultaneous_http_requests_quota_5(serve_db, tmp_path, record_prope
         def one(i: int) -> None:
             with requests.Session() as s:
                 barrier.wait()
-                r = s.post(f"{server.url}/api/v1/lanes", json=lane_body(9000 + i),
-                           headers={"Authorization": f"Bearer {tok}"}, timeout=60)
+                r = s.post(
+                    f"{server.url}/api/v1/lanes",
+                    json=lane_body(9000 + i),
+                    headers={"Authorization": f"Bearer {tok}"},
+                    timeout=60,
+                )
                 with lock:
                     results.append((r.status_code, r.json().get("state") or r.json().get("error")))
 

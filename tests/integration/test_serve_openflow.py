@@ -5,6 +5,7 @@ served controller; a lane requested over HTTP must come back ``active`` with its
 switches, and vanish from them when released. Also measures the end-to-end latency of a lane request (HTTP in, barriers back).
 No hosts are attached: the flows only need to be accepted by the switches.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,13 +24,15 @@ PREFIX = f"vlsrv{os.getpid() % 100000}"
 
 
 def vsctl(*args: str) -> str:
-    return subprocess.run(["ovs-vsctl", "--timeout=10", *args], check=True, capture_output=True, text=True,
-                          timeout=20).stdout
+    return subprocess.run(
+        ["ovs-vsctl", "--timeout=10", *args], check=True, capture_output=True, text=True, timeout=20
+    ).stdout
 
 
 def lane_flows(bridge: str, lane_id: int) -> list[str]:
-    out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge], check=True,
-                         capture_output=True, text=True, timeout=20).stdout
+    out = subprocess.run(
+        ["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge], check=True, capture_output=True, text=True, timeout=20
+    ).stdout
     from viplanes.controller.compile.cookies import lane_cookie
 
     return [line for line in out.splitlines() if line.split()[0] == f"cookie={lane_cookie(lane_id):#x},"]
@@ -44,14 +47,27 @@ def served_campus(tmp_path):
     try:
         _start_with_openflow(serve, of_port)
         for n, br in enumerate(bridges, start=1):
-            vsctl("--may-exist", "add-br", br, "--", "set", "bridge", br, "datapath_type=netdev",
-                  f"other-config:datapath-id={n:016x}", "fail_mode=secure", "protocols=OpenFlow13",
-                  "--", "set-controller", br, f"ssl:127.0.0.1:{of_port}")
+            vsctl(
+                "--may-exist",
+                "add-br",
+                br,
+                "--",
+                "set",
+                "bridge",
+                br,
+                "datapath_type=netdev",
+                f"other-config:datapath-id={n:016x}",
+                "fail_mode=secure",
+                "protocols=OpenFlow13",
+                "--",
+                "set-controller",
+                br,
+                f"ssl:127.0.0.1:{of_port}",
+            )
         yield serve, op, bridges
     finally:
         for br in bridges:
-            subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", br], capture_output=True,
-                           timeout=20)
+            subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", br], capture_output=True, timeout=20)
         serve.stop()
 
 
@@ -61,8 +77,24 @@ def _start_with_openflow(serve: Serve, of_port: int, security: list[str] | None 
     security = lab_security_args() if security is None else security
     with open(serve.log, "ab") as log:
         serve.proc = subprocess.Popen(
-            [sys.executable, "-m", "viplanes.cli.main", "serve", "--db", serve.db_url, "--api", f"127.0.0.1:{serve.port}",
-             "--openflow", f"127.0.0.1:{of_port}", "--tick", "0.2", *security], stdout=log, stderr=log)
+            [
+                sys.executable,
+                "-m",
+                "viplanes.cli.main",
+                "serve",
+                "--db",
+                serve.db_url,
+                "--api",
+                f"127.0.0.1:{serve.port}",
+                "--openflow",
+                f"127.0.0.1:{of_port}",
+                "--tick",
+                "0.2",
+                *security,
+            ],
+            stdout=log,
+            stderr=log,
+        )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         try:
@@ -77,8 +109,14 @@ def test_lane_through_serve_reaches_the_switches(served_campus, record_property)
     serve, op, bridges = served_campus
     tok = setup_researcher(serve.url, op, max_lanes=5)
     h = {"Authorization": f"Bearer {tok}"}
-    body = {"src_ip": "10.1.0.10", "dst_ip": "203.0.113.10", "protocol": "tcp", "dst_port": 9000,
-            "duration_s": 300, "purpose": "openflow integration"}
+    body = {
+        "src_ip": "10.1.0.10",
+        "dst_ip": "203.0.113.10",
+        "protocol": "tcp",
+        "dst_port": 9000,
+        "duration_s": 300,
+        "purpose": "openflow integration",
+    }
     deadline = time.monotonic() + 20
     lane = None
     while time.monotonic() < deadline:  # 503 switches_not_ready until every switch is reconciled

@@ -4,6 +4,7 @@ Checks what a researcher relies on: CMD's exit code comes back, the lane is rele
 CMD's exit, a SIGTERM to the wrapper reaches CMD and releases the lane, and a SIGKILLed wrapper's
 lane ends by itself at the end of its lease.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -38,14 +39,30 @@ def served(tmp_path: Path):
 
 def wrapper(serve: Serve, token: str, port: int | str, *cmd: str, lease: int = 60) -> subprocess.Popen:
     env = {**os.environ, "VIPLANES_API_URL": serve.url, "VIPLANES_TOKEN": token}
-    return subprocess.Popen([*VIPLANES, "transfer", "--src", "10.1.0.10", "--dst", "203.0.113.10",
-                             "--dst-ports", str(port), "--lease", str(lease), "--", *cmd],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [
+            *VIPLANES,
+            "transfer",
+            "--src",
+            "10.1.0.10",
+            "--dst",
+            "203.0.113.10",
+            "--dst-ports",
+            str(port),
+            "--lease",
+            str(lease),
+            "--",
+            *cmd,
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def lane_of(serve: Serve, token: str, port: int | str) -> dict:
-    lanes = requests.get(f"{serve.url}/api/v1/lanes", headers={"Authorization": f"Bearer {token}"},
-                         timeout=10).json()
+    lanes = requests.get(f"{serve.url}/api/v1/lanes", headers={"Authorization": f"Bearer {token}"}, timeout=10).json()
     return next(l for l in lanes if l["dst_ports"] == [str(port)])
 
 

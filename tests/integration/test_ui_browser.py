@@ -6,6 +6,7 @@ second browser and requests a lane; both see it active with bytes rising while i
 operator revokes it and it is gone from both pages and from the switches. Screenshots of the main
 pages go to lab-results/ui-screenshots/ (VIPLANES_UI_SCREENSHOTS=docs/img refreshes the README's).
 """
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -37,8 +39,19 @@ def serve_command(db_url: str, api_port: int, of_port: int) -> list[str]:
     machine-wide lab PKI, which the lab's switches present."""
     from tests.integration.procs import lab_security_args
 
-    return [*VIPLANES, "serve", "--db", db_url, "--api", f"127.0.0.1:{api_port}",
-            "--openflow", f"127.0.0.1:{of_port}", "--tick", "0.2", *lab_security_args()]
+    return [
+        *VIPLANES,
+        "serve",
+        "--db",
+        db_url,
+        "--api",
+        f"127.0.0.1:{api_port}",
+        "--openflow",
+        f"127.0.0.1:{of_port}",
+        "--tick",
+        "0.2",
+        *lab_security_args(),
+    ]
 
 
 class Stack:
@@ -49,8 +62,9 @@ class Stack:
         cookie = 0x5650 << 48 | lane_id
         total = 0
         for sw in ("s1", "s2", "s3"):
-            out = self.lab.switch(sw).cmd(f"ovs-ofctl -O OpenFlow13 dump-flows {self.lab.bridge(sw)} "
-                                          f"cookie={cookie:#x}/-1")
+            out = self.lab.switch(sw).cmd(
+                f"ovs-ofctl -O OpenFlow13 dump-flows {self.lab.bridge(sw)} cookie={cookie:#x}/-1"
+            )
             total += len(re.findall(r"cookie=", out))
         return total
 
@@ -65,14 +79,28 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
     workdir = tmp_path_factory.mktemp("ui")
     db_url = f"sqlite:///{workdir / 'viplanes.db'}"
-    root = subprocess.run([*VIPLANES, "principal", "add", "root", "--role", "operator", "--db", db_url],
-                          capture_output=True, text=True, timeout=60, check=True).stdout.strip().splitlines()[-1]
+    root = (
+        subprocess.run(
+            [*VIPLANES, "principal", "add", "root", "--role", "operator", "--db", db_url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     api_port, of_port = free_port(), free_port()
     url = f"http://127.0.0.1:{api_port}"
     log_path = workdir / "serve.log"
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(serve_command(db_url, api_port, of_port), stdout=log, stderr=subprocess.STDOUT,
-                                cwd=REPO, env={**os.environ, "VIPLANES_UI_SECRET": "browser-test-secret"})
+        proc = subprocess.Popen(
+            serve_command(db_url, api_port, of_port),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            env={**os.environ, "VIPLANES_UI_SECRET": "browser-test-secret"},
+        )
     lab = None
     try:
         wait_healthy(proc, url, log_path, timeout=30)
@@ -99,8 +127,15 @@ def _chrome(width: int = 1280, height: int = 800) -> Any:
     assert Path(driver_path).exists(), "chromium-driver is missing: run `make setup`"
     opts = webdriver.ChromeOptions()
     opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                f"--window-size={width},{height}", "--disable-extensions", "--no-first-run"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        f"--window-size={width},{height}",
+        "--disable-extensions",
+        "--no-first-run",
+    ):
         opts.add_argument(arg)
     driver = webdriver.Chrome(service=Service(driver_path), options=opts)
     driver.set_page_load_timeout(30)
@@ -122,7 +157,7 @@ def wait_for(check: Callable[[], Any], timeout: float = 15.0, what: str = "condi
     while time.monotonic() < deadline:
         try:
             value = check()
-        except Exception:  # noqa: BLE001 - the page is being replaced by the poll
+        except Exception:
             value = None
         if value:
             return value
@@ -144,8 +179,12 @@ def sign_in_by_keyboard(driver: Any, url: str, token: str) -> None:
     driver.get(f"{url}/ui/login")
     assert driver.switch_to.active_element.get_attribute("id") == "token"
     ActionChains(driver).send_keys(token, Keys.ENTER).perform()
-    wait_for(lambda: "/ui/login" not in driver.current_url
-             and driver.execute_script("return document.readyState") == "complete", what="sign-in")
+    wait_for(
+        lambda: (
+            "/ui/login" not in driver.current_url and driver.execute_script("return document.readyState") == "complete"
+        ),
+        what="sign-in",
+    )
     ActionChains(driver).send_keys(Keys.TAB).perform()
     skip = driver.switch_to.active_element
     assert skip.get_attribute("class") == "skip" and skip.text == "Skip to content"
@@ -167,10 +206,9 @@ def text(driver: Any, by: str, selector: str) -> str:
 
 def click_and_load(driver: Any, by: str, selector: str) -> None:
     """Click a submit button or link and wait until the next page replaced this one."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
-
-    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 
     old = driver.find_element(By.TAG_NAME, "html")
     driver.find_element(by, selector).click()
@@ -211,14 +249,18 @@ def row_bytes(driver: Any, lane_id: int) -> int | None:
 
 def iperf_in_background(stack: Stack, seconds: int) -> tuple[Any, Any]:
     cloud, desktop = stack.lab.host("cloud"), stack.lab.host("desktop")
-    server = cloud.popen(["iperf3", "-s", "-1", "-p", str(LANE_PORT)], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL)
+    server = cloud.popen(
+        ["iperf3", "-s", "-1", "-p", str(LANE_PORT)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     for _ in range(50):
         if f":{LANE_PORT} " in cloud.cmd("ss -ltn"):
             break
         time.sleep(0.05)
-    client = desktop.popen(["iperf3", "-c", CLOUD, "-p", str(LANE_PORT), "-t", str(seconds)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = desktop.popen(
+        ["iperf3", "-c", CLOUD, "-p", str(LANE_PORT), "-t", str(seconds)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return server, client
 
 
@@ -239,8 +281,9 @@ def test_grant_request_watch_revoke_in_two_browsers(stack: Stack, browsers: tupl
     assert token.startswith("vl_")
     op.get(f"{stack.url}/ui/grants")
     Select(op.find_element(By.ID, "g-principal")).select_by_visible_text("alice")
-    fill(op, {"g-src": "10.1.0.0/24", "g-dst": "203.0.113.0/24", "g-ports": "5201-5299",
-              "g-lanes": "2", "g-dur": "3600"})
+    fill(
+        op, {"g-src": "10.1.0.0/24", "g-dst": "203.0.113.0/24", "g-ports": "5201-5299", "g-lanes": "2", "g-dur": "3600"}
+    )
     click_and_load(op, By.CSS_SELECTOR, "form[aria-labelledby=new-grant] button")
     assert "Grant 1" in text(op, By.TAG_NAME, "h1")
     op.get(f"{stack.url}/ui/lanes")  # stays open: the new lane must appear without a reload
@@ -291,8 +334,9 @@ def test_grant_request_watch_revoke_in_two_browsers(stack: Stack, browsers: tupl
     on_switches = stack.lane_flows_on_switches(lane_id)
     op.get(f"{stack.url}/ui/drift")
     assert "No drift" in text(op, By.TAG_NAME, "main")
-    stack.lab.switch("s2").cmd(f"ovs-ofctl -O OpenFlow13 del-flows {stack.lab.bridge('s2')} "
-                               f"cookie={0x5650 << 48 | lane_id:#x}/-1")
+    stack.lab.switch("s2").cmd(
+        f"ovs-ofctl -O OpenFlow13 del-flows {stack.lab.bridge('s2')} cookie={0x5650 << 48 | lane_id:#x}/-1"
+    )
     op.get(f"{stack.url}/ui/drift")
     assert f"Lane {lane_id}: s2: " in text(op, By.TAG_NAME, "main")
     shot(op, "drift")
@@ -307,8 +351,9 @@ def test_grant_request_watch_revoke_in_two_browsers(stack: Stack, browsers: tupl
     assert text(op, By.CSS_SELECTOR, "h1 .state") == "revoked"
     op.get(f"{stack.url}/ui/lanes")
     assert f"Lane {lane_id}" not in text(op, By.ID, "live-rows")
-    wait_for(lambda: f"Lane {lane_id}" not in text(res, By.ID, "live-rows"), 10,
-             "the researcher's poll to drop the lane")
+    wait_for(
+        lambda: f"Lane {lane_id}" not in text(res, By.ID, "live-rows"), 10, "the researcher's poll to drop the lane"
+    )
     assert stack.lane_flows_on_switches(lane_id) == 0
     res.get(f"{stack.url}/ui/mine")
     assert "revoked by root" in text(res, By.TAG_NAME, "main")

@@ -9,6 +9,7 @@ packet (and to the inner header of a related ICMP error). A connection is ``+est
 was seen; a packet matching no connection is ``+new``, an ICMP error quoting one is ``+rel``.
 Not modelled: timeouts, TCP window tracking (+inv), helpers (alg), port NAT.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -64,16 +65,18 @@ class Conntrack:
             return {**pkt, "ct_state": CT_TRK | 0x10}  # +inv: not IP
         zone = action.zone_ofs_nbits if not action.zone_src else 0
         nat = next((a for a in action.actions if type(a).__name__ == "NXActionNAT"), None)
-        mark = next((a.value for a in action.actions
-                     if isinstance(a, parser.OFPActionSetField) and a.key == "ct_mark"), None)
+        mark = next(
+            (a.value for a in action.actions if isinstance(a, parser.OFPActionSetField) and a.key == "ct_mark"), None
+        )
         commit = bool(action.flags & 1)
         out = dict(pkt)
         t = five_tuple(pkt)
         conn, is_reply = self._find(zone, t)
         related = None
         inner = pkt.get("icmp_inner")
-        is_error = (pkt.get("ip_proto") == 1 and pkt.get("icmpv4_type") in ICMP_ERROR_TYPES) or \
-            (pkt.get("ip_proto") == 58 and pkt.get("icmpv6_type") in ICMP6_ERROR_TYPES)
+        is_error = (pkt.get("ip_proto") == 1 and pkt.get("icmpv4_type") in ICMP_ERROR_TYPES) or (
+            pkt.get("ip_proto") == 58 and pkt.get("icmpv6_type") in ICMP6_ERROR_TYPES
+        )
         if conn is None and is_error and isinstance(inner, dict):
             related, _ = self._find(zone, swapped(five_tuple(inner)))
         if conn is not None:

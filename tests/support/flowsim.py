@@ -17,11 +17,13 @@ about as ``icmp_inner`` (a dict of fields).
 ``Network`` walks a packet across a Topology: from a host's port through switches and links
 until it reaches a host, a middlebox, the edge router, NORMAL, the controller, or is dropped.
 """
+
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
@@ -30,13 +32,34 @@ from tests.support.ctsim import Conntrack
 from viplanes.controller.compile.flowkey import IPV4_FIELDS, IPV6_FIELDS, MAC_FIELDS
 
 Packet = dict[str, Any]
-SPECIAL_PORTS = {ofp.OFPP_NORMAL: "NORMAL", ofp.OFPP_CONTROLLER: "CONTROLLER",
-                 ofp.OFPP_FLOOD: "FLOOD", ofp.OFPP_ALL: "ALL", ofp.OFPP_LOCAL: "LOCAL"}
-FIELD_BITS = {"in_port": 32, "eth_type": 16, "ip_proto": 8, "arp_op": 16, "tcp_src": 16,
-              "tcp_dst": 16, "udp_src": 16, "udp_dst": 16, "vlan_vid": 13, "icmpv4_type": 8,
-              "icmpv4_code": 8, "icmpv6_type": 8, "icmpv6_code": 8, "tcp_flags": 16,
-              "ct_state": 32, "ct_mark": 32, **{f: 48 for f in MAC_FIELDS},
-              **{f: 32 for f in IPV4_FIELDS}, **{f: 128 for f in IPV6_FIELDS}}
+SPECIAL_PORTS = {
+    ofp.OFPP_NORMAL: "NORMAL",
+    ofp.OFPP_CONTROLLER: "CONTROLLER",
+    ofp.OFPP_FLOOD: "FLOOD",
+    ofp.OFPP_ALL: "ALL",
+    ofp.OFPP_LOCAL: "LOCAL",
+}
+FIELD_BITS = {
+    "in_port": 32,
+    "eth_type": 16,
+    "ip_proto": 8,
+    "arp_op": 16,
+    "tcp_src": 16,
+    "tcp_dst": 16,
+    "udp_src": 16,
+    "udp_dst": 16,
+    "vlan_vid": 13,
+    "icmpv4_type": 8,
+    "icmpv4_code": 8,
+    "icmpv6_type": 8,
+    "icmpv6_code": 8,
+    "tcp_flags": 16,
+    "ct_state": 32,
+    "ct_mark": 32,
+    **{f: 48 for f in MAC_FIELDS},
+    **{f: 32 for f in IPV4_FIELDS},
+    **{f: 128 for f in IPV6_FIELDS},
+}
 # field -> (required field, allowed values): OVS rejects a match or set-field without them
 PREREQS: dict[str, tuple[str, tuple[int, ...]]] = {
     "ip_proto": ("eth_type", (0x0800, 0x86DD)),
@@ -87,40 +110,79 @@ def make_packet(**fields: Any) -> Packet:
     return {k: canonical(k, v) for k, v in fields.items() if v is not None}
 
 
-def ip_packet(eth_src: str, eth_dst: str, ipv4_src: str, ipv4_dst: str, protocol: str = "tcp",
-              src_port: int = 40000, dst_port: int = 5201) -> Packet:
+def ip_packet(
+    eth_src: str,
+    eth_dst: str,
+    ipv4_src: str,
+    ipv4_dst: str,
+    protocol: str = "tcp",
+    src_port: int = 40000,
+    dst_port: int = 5201,
+) -> Packet:
     """A TCP or UDP packet as the fields a switch can match on."""
     proto = {"tcp": 6, "udp": 17}[protocol]
-    return make_packet(eth_src=eth_src, eth_dst=eth_dst, eth_type=0x0800, ip_proto=proto,
-                       ipv4_src=ipv4_src, ipv4_dst=ipv4_dst,
-                       **{f"{protocol}_src": src_port, f"{protocol}_dst": dst_port})
+    return make_packet(
+        eth_src=eth_src,
+        eth_dst=eth_dst,
+        eth_type=0x0800,
+        ip_proto=proto,
+        ipv4_src=ipv4_src,
+        ipv4_dst=ipv4_dst,
+        **{f"{protocol}_src": src_port, f"{protocol}_dst": dst_port},
+    )
 
 
-def ip6_packet(eth_src: str, eth_dst: str, ipv6_src: str, ipv6_dst: str, protocol: str = "tcp",
-               src_port: int | None = 40000, dst_port: int | None = 5201) -> Packet:
+def ip6_packet(
+    eth_src: str,
+    eth_dst: str,
+    ipv6_src: str,
+    ipv6_dst: str,
+    protocol: str = "tcp",
+    src_port: int | None = 40000,
+    dst_port: int | None = 5201,
+) -> Packet:
     """A TCP or UDP packet over IPv6; ports None: a non-first fragment (no L4 header)."""
     proto = {"tcp": 6, "udp": 17}[protocol]
     ports = {f"{protocol}_src": src_port, f"{protocol}_dst": dst_port}
-    return make_packet(eth_src=eth_src, eth_dst=eth_dst, eth_type=0x86DD, ip_proto=proto,
-                       ipv6_src=ipv6_src, ipv6_dst=ipv6_dst, **ports)
+    return make_packet(
+        eth_src=eth_src, eth_dst=eth_dst, eth_type=0x86DD, ip_proto=proto, ipv6_src=ipv6_src, ipv6_dst=ipv6_dst, **ports
+    )
 
 
-def icmp6_error(eth_src: str, eth_dst: str, ipv6_src: str, ipv6_dst: str, about: Packet,
-                icmp_type: int = 2, icmp_code: int = 0) -> Packet:
+def icmp6_error(
+    eth_src: str, eth_dst: str, ipv6_src: str, ipv6_dst: str, about: Packet, icmp_type: int = 2, icmp_code: int = 0
+) -> Packet:
     """An ICMPv6 error (default: packet too big) quoting the header of ``about``."""
     inner = {k: v for k, v in about.items() if k.startswith(("ipv6_", "ip_proto", "tcp_", "udp_"))}
-    return make_packet(eth_src=eth_src, eth_dst=eth_dst, eth_type=0x86DD, ip_proto=58,
-                       ipv6_src=ipv6_src, ipv6_dst=ipv6_dst, icmpv6_type=icmp_type,
-                       icmpv6_code=icmp_code, icmp_inner=inner)
+    return make_packet(
+        eth_src=eth_src,
+        eth_dst=eth_dst,
+        eth_type=0x86DD,
+        ip_proto=58,
+        ipv6_src=ipv6_src,
+        ipv6_dst=ipv6_dst,
+        icmpv6_type=icmp_type,
+        icmpv6_code=icmp_code,
+        icmp_inner=inner,
+    )
 
 
-def icmp_error(eth_src: str, eth_dst: str, ipv4_src: str, ipv4_dst: str, about: Packet,
-               icmp_type: int = 3, icmp_code: int = 4) -> Packet:
+def icmp_error(
+    eth_src: str, eth_dst: str, ipv4_src: str, ipv4_dst: str, about: Packet, icmp_type: int = 3, icmp_code: int = 4
+) -> Packet:
     """An ICMP error (default: fragmentation needed) quoting the header of ``about``."""
     inner = {k: v for k, v in about.items() if k.startswith(("ipv4_", "ip_proto", "tcp_", "udp_"))}
-    return make_packet(eth_src=eth_src, eth_dst=eth_dst, eth_type=0x0800, ip_proto=1,
-                       ipv4_src=ipv4_src, ipv4_dst=ipv4_dst, icmpv4_type=icmp_type,
-                       icmpv4_code=icmp_code, icmp_inner=inner)
+    return make_packet(
+        eth_src=eth_src,
+        eth_dst=eth_dst,
+        eth_type=0x0800,
+        ip_proto=1,
+        ipv4_src=ipv4_src,
+        ipv4_dst=ipv4_dst,
+        icmpv4_type=icmp_type,
+        icmpv4_code=icmp_code,
+        icmp_inner=inner,
+    )
 
 
 def _packet_value(name: str, pkt: Packet, in_port: int) -> Any:
@@ -187,18 +249,27 @@ class FlowEntry:
         return True
 
     def outputs_to(self, port: int) -> bool:
-        return any(getattr(a, "port", None) == port for inst in self.instructions
-                   for a in getattr(inst, "actions", ()) or ())
+        return any(
+            getattr(a, "port", None) == port for inst in self.instructions for a in getattr(inst, "actions", ()) or ()
+        )
 
     def as_stats(self, now: float) -> Any:
         """The entry as the OFPFlowStats a switch would report (for reconcile tests)."""
         age = max(0.0, now - self.installed_at)
-        return parser.OFPFlowStats(table_id=self.table_id, duration_sec=int(age),
-                                   duration_nsec=int((age % 1) * 1e9), priority=self.priority,
-                                   idle_timeout=self.idle_timeout, hard_timeout=self.hard_timeout,
-                                   flags=self.flags, cookie=self.cookie,
-                                   packet_count=self.packet_count, byte_count=self.byte_count,
-                                   match=self.match, instructions=self.instructions)
+        return parser.OFPFlowStats(
+            table_id=self.table_id,
+            duration_sec=int(age),
+            duration_nsec=int((age % 1) * 1e9),
+            priority=self.priority,
+            idle_timeout=self.idle_timeout,
+            hard_timeout=self.hard_timeout,
+            flags=self.flags,
+            cookie=self.cookie,
+            packet_count=self.packet_count,
+            byte_count=self.byte_count,
+            match=self.match,
+            instructions=self.instructions,
+        )
 
 
 @dataclass
@@ -245,8 +316,7 @@ class FlowTable:
 
     @staticmethod
     def _meter_of(entry: FlowEntry) -> int | None:
-        return next((i.meter_id for i in entry.instructions
-                     if isinstance(i, parser.OFPInstructionMeter)), None)
+        return next((i.meter_id for i in entry.instructions if isinstance(i, parser.OFPInstructionMeter)), None)
 
     def _check_instructions(self, instructions: list[Any], conds: dict[str, Cond]) -> None:
         for inst in instructions:
@@ -260,8 +330,9 @@ class FlowTable:
                     if isinstance(action, parser.OFPActionSetField):
                         need = PREREQS.get(action.key)
                         if need and (need[0] not in conds or conds[need[0]][0] not in need[1]):
-                            raise FlowSimError(f"OFPBAC_MATCH_INCONSISTENT: set {action.key} "
-                                               f"needs a match on {need[0]}")
+                            raise FlowSimError(
+                                f"OFPBAC_MATCH_INCONSISTENT: set {action.key} needs a match on {need[0]}"
+                            )
                     elif not isinstance(action, (parser.OFPActionOutput, parser.NXActionCT)):
                         raise FlowSimError(f"action {type(action).__name__} is not simulated")
             else:
@@ -279,27 +350,41 @@ class FlowTable:
                     continue
             elif not _covers(conds, entry.conds):
                 continue
-            if (msg.command in (ofp.OFPFC_DELETE, ofp.OFPFC_DELETE_STRICT)
-                    and msg.out_port != ofp.OFPP_ANY and not entry.outputs_to(msg.out_port)):
+            if (
+                msg.command in (ofp.OFPFC_DELETE, ofp.OFPFC_DELETE_STRICT)
+                and msg.out_port != ofp.OFPP_ANY
+                and not entry.outputs_to(msg.out_port)
+            ):
                 continue
             out.append(entry)
         return out
 
     def _flow_mod(self, msg: Any, now: float) -> None:
         if msg.table_id > ofp.OFPTT_MAX + 1 or (
-                msg.table_id == ofp.OFPTT_ALL and msg.command not in (ofp.OFPFC_DELETE,
-                                                                      ofp.OFPFC_DELETE_STRICT)):
+            msg.table_id == ofp.OFPTT_ALL and msg.command not in (ofp.OFPFC_DELETE, ofp.OFPFC_DELETE_STRICT)
+        ):
             raise FlowSimError(f"OFPFMFC_BAD_TABLE_ID: table {msg.table_id}")
         conds = _conditions(msg.match)
         instructions = list(msg.instructions or [])
         reset = bool(msg.flags & ofp.OFPFF_RESET_COUNTS)
         if msg.command == ofp.OFPFC_ADD:
             self._check_instructions(instructions, conds)
-            new = FlowEntry(msg.priority, msg.cookie, msg.match, conds, instructions,
-                            msg.hard_timeout, msg.idle_timeout, msg.flags, now, now,
-                            table_id=msg.table_id)
-            for old in [e for e in self.flows if e.priority == msg.priority and e.conds == conds
-                        and e.table_id == msg.table_id]:
+            new = FlowEntry(
+                msg.priority,
+                msg.cookie,
+                msg.match,
+                conds,
+                instructions,
+                msg.hard_timeout,
+                msg.idle_timeout,
+                msg.flags,
+                now,
+                now,
+                table_id=msg.table_id,
+            )
+            for old in [
+                e for e in self.flows if e.priority == msg.priority and e.conds == conds and e.table_id == msg.table_id
+            ]:
                 # OF1.3: the replaced flow's counters carry over unless RESET_COUNTS; its
                 # duration restarts
                 if not reset:
@@ -329,20 +414,23 @@ class FlowTable:
         return gone
 
     def stats(self, cookie: int = 0, cookie_mask: int = 0, now: float = 0.0) -> list[Any]:
-        return [e.as_stats(now) for e in self.flows
-                if e.cookie & cookie_mask == cookie & cookie_mask]
+        return [e.as_stats(now) for e in self.flows if e.cookie & cookie_mask == cookie & cookie_mask]
 
     # ---- packets --------------------------------------------------------------------------
     def lookup(self, pkt: Packet, in_port: int, table_id: int = 0) -> FlowEntry | None:
         best: FlowEntry | None = None
         for entry in self.flows:
-            if entry.table_id == table_id and entry.matches(pkt, in_port) and (
-                    best is None or entry.priority > best.priority):
+            if (
+                entry.table_id == table_id
+                and entry.matches(pkt, in_port)
+                and (best is None or entry.priority > best.priority)
+            ):
                 best = entry
         return best
 
-    def process(self, pkt: Mapping[str, Any], in_port: int, size: int = 1500,
-                table_id: int = 0) -> list[tuple[int | str, Packet]]:
+    def process(
+        self, pkt: Mapping[str, Any], in_port: int, size: int = 1500, table_id: int = 0
+    ) -> list[tuple[int | str, Packet]]:
         """Outputs of one packet: (port number or 'NORMAL'/'CONTROLLER'/..., packet as sent).
         An empty list means dropped (no flow, or a flow without output). ``ct(table=N)`` goes on
         in table N with the tracked packet (actions after it are not simulated)."""
@@ -376,5 +464,6 @@ def __getattr__(name: str) -> Any:
     """``flowsim.Network`` / ``flowsim.Outcome`` live in ``netsim`` (the topology walker)."""
     if name in ("Network", "Outcome", "ForwardingLoop"):
         from tests.support import netsim
+
         return getattr(netsim, name)
     raise AttributeError(name)

@@ -3,11 +3,13 @@
 Tests then read like the requirement: "the desktop's packet leaves s3 on the edge router's port
 with ipv4_src = the lane address", "a spoofed packet never leaves through a bypass port".
 """
+
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from tests.support.flowsim import FlowTable, Packet
 from viplanes.topologies.model import PortRef, Topology
@@ -86,15 +88,13 @@ class Network:
     def inject(self, at: PortRef, packet: Mapping[str, Any]) -> list[Outcome]:
         """A packet arriving at switch port ``at``; follow it until every copy has ended."""
         outcomes: list[Outcome] = []
-        queue: deque[tuple[PortRef, Packet, tuple[tuple[str, int, int | str], ...]]] = deque(
-            [(at, dict(packet), ())])
+        queue: deque[tuple[PortRef, Packet, tuple[tuple[str, int, int | str], ...]]] = deque([(at, dict(packet), ())])
         visits = 0
         while queue:
             here, pkt, path = queue.popleft()
             visits += 1
             if visits > MAX_SWITCH_VISITS:
-                raise ForwardingLoop(f"packet still moving after {MAX_SWITCH_VISITS} switches: "
-                                     f"{path[-6:]}")
+                raise ForwardingLoop(f"packet still moving after {MAX_SWITCH_VISITS} switches: {path[-6:]}")
             table = self.table(here.switch)
             outs = table.process(pkt, here.port)
             if not outs:

@@ -1,10 +1,12 @@
 """Fixtures for the store, policy, authz, API and CLI tests: a fake clock, an in-memory data plane,
 a temporary SQLite file per test (PostgreSQL too, for tests that take ``db_url``)."""
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -42,8 +44,7 @@ def gc_given_back() -> Iterator[None]:
         time.sleep(0.02)
     if not gc.isenabled():
         gc.enable()
-        pytest.fail("the cyclic GC was still off 2 s after the test: a thread inside "
-                    "heap.gc_held outlived it")
+        pytest.fail("the cyclic GC was still off 2 s after the test: a thread inside heap.gc_held outlived it")
 
 
 @pytest.fixture(scope="session")
@@ -89,21 +90,33 @@ class World:
         return {"Authorization": f"Bearer {self.tokens[who]}"}
 
     def lane(self, who: str = "alice", **over: Any) -> Any:
-        body = {"src_ip": "10.1.0.10", "dst_ip": "203.0.113.10", "protocol": "tcp", "dst_port": 9000,
-                "duration_s": 600, "purpose": "nightly sync"}
+        body = {
+            "src_ip": "10.1.0.10",
+            "dst_ip": "203.0.113.10",
+            "protocol": "tcp",
+            "dst_port": 9000,
+            "duration_s": 600,
+            "purpose": "nightly sync",
+        }
         if who == "bob":
             body["src_ip"] = "10.1.0.20"
         body.update(over)
         return self.client.post("/api/v1/lanes", json=body, headers=self.h(who))
 
 
-GRANT = {"src_prefixes": ["10.1.0.0/24"], "dst_prefixes": ["203.0.113.0/24"], "protocols": ["tcp", "udp"],
-         "ports": [443, "9000-9100"], "max_duration_s": 3600, "max_lanes": 3}
+GRANT = {
+    "src_prefixes": ["10.1.0.0/24"],
+    "dst_prefixes": ["203.0.113.0/24"],
+    "protocols": ["tcp", "udp"],
+    "ports": [443, "9000-9100"],
+    "max_duration_s": 3600,
+    "max_lanes": 3,
+}
 
 
 def make_world(url: str, clock: FakeClock, dataplane: MemoryDataplane, topo: Topology) -> World:
-    from viplanes.store import records as store
     from viplanes.api.app import create_app
+    from viplanes.store import records as store
 
     app = create_app({"db_url": url}, dataplane=dataplane, topology=topo, clock=clock)
     db = app.extensions["viplanes"].db
@@ -132,8 +145,7 @@ class LiveServer:
 
         from waitress import create_server
 
-        self.server = create_server(app, host="127.0.0.1", port=0, threads=threads,
-                                    connection_limit=1000, backlog=1024)
+        self.server = create_server(app, host="127.0.0.1", port=0, threads=threads, connection_limit=1000, backlog=1024)
         self.url = f"http://127.0.0.1:{self.server.effective_port}"
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()

@@ -5,10 +5,12 @@
 unless the switch is ``mute``, flow-stats requests are answered from the table. Replies go
 straight back into the runtime, like os-ken's event thread would.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from os_ken.lib.packet import arp, ether_types, ethernet, packet
@@ -40,8 +42,7 @@ def switches(topo: Topology, clock: Clock) -> FakeSwitches:
     return FakeSwitches(topo, clock)
 
 
-def inline_runtime(topo: Topology, clock: Clock, switches: FakeSwitches,
-                   base_flows: bool = False) -> LaneRuntime:
+def inline_runtime(topo: Topology, clock: Clock, switches: FakeSwitches, base_flows: bool = False) -> LaneRuntime:
     """A runtime wired to ``switches`` that runs spawned work inline, so a test sees its effects at once.
 
     ``base_flows`` reconciles every switch first (NORMAL, bypass drops, the ARP punt).
@@ -57,10 +58,12 @@ def arp_request(topo: Topology, target: str) -> bytes:
     """The edge router's broadcast ARP who-has ``target``, as raw frame bytes."""
     edge = topo.edge.inside
     pkt = packet.Packet()
-    pkt.add_protocol(ethernet.ethernet(dst="ff:ff:ff:ff:ff:ff", src=edge.mac,
-                                       ethertype=ether_types.ETH_TYPE_ARP))
-    pkt.add_protocol(arp.arp(opcode=arp.ARP_REQUEST, src_mac=edge.mac, src_ip=str(edge.ip.ip),
-                             dst_mac="00:00:00:00:00:00", dst_ip=target))
+    pkt.add_protocol(ethernet.ethernet(dst="ff:ff:ff:ff:ff:ff", src=edge.mac, ethertype=ether_types.ETH_TYPE_ARP))
+    pkt.add_protocol(
+        arp.arp(
+            opcode=arp.ARP_REQUEST, src_mac=edge.mac, src_ip=str(edge.ip.ip), dst_mac="00:00:00:00:00:00", dst_ip=target
+        )
+    )
     pkt.serialize()
     return bytes(pkt.data)
 
@@ -104,8 +107,9 @@ class FakeSwitches:
                         raise FlowSimError("refused by the test")
                     table.apply(msg, self.clock())
                 except FlowSimError:
-                    err_type = (ofp.OFPET_METER_MOD_FAILED if isinstance(msg, parser.OFPMeterMod)
-                                else ofp.OFPET_FLOW_MOD_FAILED)
+                    err_type = (
+                        ofp.OFPET_METER_MOD_FAILED if isinstance(msg, parser.OFPMeterMod) else ofp.OFPET_FLOW_MOD_FAILED
+                    )
                     rt.on_error(dpid, msg.xid, err_type, 0)
         return True
 

@@ -1,14 +1,15 @@
 """After a restart every switch reconnects at once: a reconcile waits (bounded) until no switch
 is in its TLS handshake, so the handshakes are not slowed past OVS's ~1 s connect timeout by
 reconciles sharing the GIL (a dropped switch comes back only after OVS's backoff; issue 13)."""
+
 from __future__ import annotations
 
 import threading
 import time
 
 from viplanes.api.app import default_topology
-from viplanes.controller.runtime import resync
 from viplanes.controller.openflow.handshakes import HandshakeGauge
+from viplanes.controller.runtime import resync
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
 
 

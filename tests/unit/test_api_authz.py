@@ -1,4 +1,5 @@
 """Authorization matrix: every endpoint x role x owner. Another researcher's lane is a 404."""
+
 from __future__ import annotations
 
 import pytest
@@ -31,11 +32,23 @@ MATRIX = [
 def _body(kind, who):
     if kind == "lane":
         src = "10.1.0.20" if who == "bob" else "10.1.0.10"
-        return {"src_ip": src, "dst_ip": "203.0.113.10", "protocol": "tcp", "dst_port": 9050,
-                "duration_s": 60, "purpose": "matrix"}
+        return {
+            "src_ip": src,
+            "dst_ip": "203.0.113.10",
+            "protocol": "tcp",
+            "dst_port": 9050,
+            "duration_s": 60,
+            "purpose": "matrix",
+        }
     if kind == "grant":
-        return {"principal": "bob", "src_prefixes": ["10.1.0.20/32"], "dst_prefixes": ["0.0.0.0/0"],
-                "protocols": ["udp"], "ports": ["5000-5010"], "max_duration_s": 60}
+        return {
+            "principal": "bob",
+            "src_prefixes": ["10.1.0.20/32"],
+            "dst_prefixes": ["0.0.0.0/0"],
+            "protocols": ["udp"],
+            "ports": ["5000-5010"],
+            "max_duration_s": 60,
+        }
     return kind
 
 
@@ -56,8 +69,9 @@ def test_researcher_lists_only_their_own(world):
     world.lane("alice")
     world.lane("bob")
     assert {l["principal"] for l in world.client.get("/api/v1/lanes", headers=world.h("bob")).json} == {"bob"}
-    assert {l["principal"] for l in world.client.get("/api/v1/lanes?principal=alice",
-                                                      headers=world.h("bob")).json} == {"bob"}
+    assert {l["principal"] for l in world.client.get("/api/v1/lanes?principal=alice", headers=world.h("bob")).json} == {
+        "bob"
+    }
     assert len(world.client.get("/api/v1/lanes", headers=world.h("root")).json) == 2
     grants = world.client.get("/api/v1/grants", headers=world.h("bob")).json
     assert [g["principal"] for g in grants] == ["bob"]
@@ -89,8 +103,12 @@ def test_failed_auth_is_limited_but_a_valid_token_is_always_served(world):
 def test_failed_auth_budget_is_shared_by_two_apps_on_one_database(world, clock, dataplane, topo):
     from viplanes.api.app import create_app
 
-    second = create_app({"db_url": world.app.extensions["viplanes"].db.url, "migrate": False},
-                        dataplane=dataplane, topology=topo, clock=clock).test_client()
+    second = create_app(
+        {"db_url": world.app.extensions["viplanes"].db.url, "migrate": False},
+        dataplane=dataplane,
+        topology=topo,
+        clock=clock,
+    ).test_client()
     bad = {"Authorization": "Bearer nope"}
     for client in (world.client, second) * 5:
         assert client.get("/api/v1/whoami", headers=bad).status_code == 401

@@ -1,10 +1,17 @@
 """Bad input always gets a JSON {error, message, details} with a 4xx, never a 500."""
+
 from __future__ import annotations
 
 import pytest
 
-LANE = {"src_ip": "10.1.0.10", "dst_ip": "203.0.113.10", "protocol": "tcp", "dst_port": 9000,
-        "duration_s": 600, "purpose": "x"}
+LANE = {
+    "src_ip": "10.1.0.10",
+    "dst_ip": "203.0.113.10",
+    "protocol": "tcp",
+    "dst_port": 9000,
+    "duration_s": 600,
+    "purpose": "x",
+}
 
 
 def shape(r, status, error=None):
@@ -17,24 +24,39 @@ def shape(r, status, error=None):
 
 
 def test_malformed_json(world):
-    r = world.client.post("/api/v1/lanes", data='{"src_ip": ', headers={**world.h("alice"),
-                                                                          "Content-Type": "application/json"})
+    r = world.client.post(
+        "/api/v1/lanes", data='{"src_ip": ', headers={**world.h("alice"), "Content-Type": "application/json"}
+    )
     shape(r, 400, "bad_request")
 
 
 def test_wrong_content_type_is_a_validation_error(world):
-    r = world.client.post("/api/v1/lanes", data="src_ip=10.1.0.10", headers={
-        **world.h("alice"), "Content-Type": "application/x-www-form-urlencoded"})
+    r = world.client.post(
+        "/api/v1/lanes",
+        data="src_ip=10.1.0.10",
+        headers={**world.h("alice"), "Content-Type": "application/x-www-form-urlencoded"},
+    )
     body = shape(r, 422, "invalid")
     assert "src_ip" in body["details"]["json"]
 
 
-@pytest.mark.parametrize("over,field", [
-    ({"protocol": "icmp"}, "protocol"), ({"dst_port": 0}, "dst_port"), ({"dst_port": 2**40}, "dst_port"),
-    ({"dst_port": "80"}, "dst_port"), ({"duration_s": -1}, "duration_s"), ({"src_ip": "10.1.0"}, "src_ip"),
-    ({"purpose": "a\x00b"}, "purpose"), ({"purpose": ""}, "purpose"), ({"rate_mbps": 1e12}, "rate_mbps"),
-    ({"start_at": "yesterday"}, "start_at"), ({"extra": 1}, "extra"), ({"dst_ip": None}, "dst_ip"),
-])
+@pytest.mark.parametrize(
+    "over,field",
+    [
+        ({"protocol": "icmp"}, "protocol"),
+        ({"dst_port": 0}, "dst_port"),
+        ({"dst_port": 2**40}, "dst_port"),
+        ({"dst_port": "80"}, "dst_port"),
+        ({"duration_s": -1}, "duration_s"),
+        ({"src_ip": "10.1.0"}, "src_ip"),
+        ({"purpose": "a\x00b"}, "purpose"),
+        ({"purpose": ""}, "purpose"),
+        ({"rate_mbps": 1e12}, "rate_mbps"),
+        ({"start_at": "yesterday"}, "start_at"),
+        ({"extra": 1}, "extra"),
+        ({"dst_ip": None}, "dst_ip"),
+    ],
+)
 def test_field_validation(world, over, field):
     body = shape(world.client.post("/api/v1/lanes", json={**LANE, **over}, headers=world.h("alice")), 422, "invalid")
     assert field in body["details"]["json"]
@@ -47,10 +69,11 @@ def test_json_that_is_not_an_object(world):
 
 
 def test_naive_start_at_is_utc(world):
-    from tests.unit.conftest import T0
     import datetime as dt
 
-    naive = dt.datetime.fromtimestamp(T0 + 60, dt.timezone.utc).replace(tzinfo=None).isoformat()
+    from tests.unit.conftest import T0
+
+    naive = dt.datetime.fromtimestamp(T0 + 60, dt.UTC).replace(tzinfo=None).isoformat()
     r = world.client.post("/api/v1/lanes", json={**LANE, "start_at": naive}, headers=world.h("alice"))
     assert r.status_code == 201 and r.json["state"] == "scheduled" and r.json["starts_at"].endswith("+00:00")
 
@@ -59,22 +82,46 @@ def test_extreme_dates_are_refused_not_crashing(world):
     for when in ("0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"):
         r = world.client.post("/api/v1/lanes", json={**LANE, "start_at": when}, headers=world.h("alice"))
         assert 400 <= r.status_code < 500
-        g = world.client.post("/api/v1/grants", json={
-            "principal": "bob", "src_prefixes": ["10.1.0.20"], "dst_prefixes": ["0.0.0.0/0"], "protocols": ["tcp"],
-            "ports": [1], "max_duration_s": 5, "valid_until": when}, headers=world.h("root"))
+        g = world.client.post(
+            "/api/v1/grants",
+            json={
+                "principal": "bob",
+                "src_prefixes": ["10.1.0.20"],
+                "dst_prefixes": ["0.0.0.0/0"],
+                "protocols": ["tcp"],
+                "ports": [1],
+                "max_duration_s": 5,
+                "valid_until": when,
+            },
+            headers=world.h("root"),
+        )
         assert g.status_code in (201, 422)
 
 
 def test_grant_body_errors(world):
-    base = {"principal": "bob", "src_prefixes": ["10.1.0.20/32"], "dst_prefixes": ["0.0.0.0/0"],
-            "protocols": ["tcp"], "ports": [443, "9000-9100"], "max_duration_s": 60}
+    base = {
+        "principal": "bob",
+        "src_prefixes": ["10.1.0.20/32"],
+        "dst_prefixes": ["0.0.0.0/0"],
+        "protocols": ["tcp"],
+        "ports": [443, "9000-9100"],
+        "max_duration_s": 60,
+    }
     ok = world.client.post("/api/v1/grants", json=base, headers=world.h("root"))
     assert ok.status_code == 201 and ok.json["ports"] == ["443", "9000-9100"] and ok.json["max_lanes"] == 1
-    for over in ({"ports": ["9100-9000"]}, {"ports": [True]}, {"src_prefixes": ["10.1.0.1/24"]},
-                 {"protocols": ["sctp"]}, {"max_lanes": 0}):
+    for over in (
+        {"ports": ["9100-9000"]},
+        {"ports": [True]},
+        {"src_prefixes": ["10.1.0.1/24"]},
+        {"protocols": ["sctp"]},
+        {"max_lanes": 0},
+    ):
         shape(world.client.post("/api/v1/grants", json={**base, **over}, headers=world.h("root")), 422)
-    shape(world.client.post("/api/v1/grants", json={**base, "principal": "nobody"}, headers=world.h("root")),
-          404, "not_found")
+    shape(
+        world.client.post("/api/v1/grants", json={**base, "principal": "nobody"}, headers=world.h("root")),
+        404,
+        "not_found",
+    )
 
 
 def test_unknown_routes_methods_and_ids(world):
@@ -93,8 +140,11 @@ def test_auth_errors(world):
 
 
 def test_body_too_large(world):
-    r = world.client.post("/api/v1/lanes", data="{" + " " * 100_000 + "}",
-                          headers={**world.h("alice"), "Content-Type": "application/json"})
+    r = world.client.post(
+        "/api/v1/lanes",
+        data="{" + " " * 100_000 + "}",
+        headers={**world.h("alice"), "Content-Type": "application/json"},
+    )
     shape(r, 413)
 
 

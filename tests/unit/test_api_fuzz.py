@@ -4,6 +4,7 @@ schemathesis (test_api_schemathesis.py) generates bodies from the OpenAPI docume
 sends what the document cannot describe: lone surrogates, 10,000-deep nesting, NaN, numbers with
 thousands of digits, bytes that are not UTF-8. This throws exactly those at every route.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,20 +43,38 @@ def routes(app) -> list[tuple[str, str]]:
     return out
 
 
-json_scalars = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-                | st.text(max_size=30))
-json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=4)
-                           | st.dictionaries(st.text(max_size=10), inner, max_size=4), max_leaves=20)
+json_scalars = (
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=30)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=20,
+)
 
 SURROGATE = st.integers(0xD800, 0xDFFF).map(lambda c: f'"\\u{c:04x}"')
 nasty_text = st.one_of(
     st.integers(MAX_DEPTH - 2, 20_000).map(lambda n: "[" * n + "]" * n),
     st.integers(MAX_DEPTH - 2, 5_000).map(lambda n: '{"a":' * n + "1" + "}" * n),
-    st.builds(lambda key, s: json.dumps({key: "x"})[:-2] + s[1:-1] + '"}', st.sampled_from(
-        ["purpose", "name", "principal", "src_ip", "role"]), SURROGATE),
+    st.builds(
+        lambda key, s: json.dumps({key: "x"})[:-2] + s[1:-1] + '"}',
+        st.sampled_from(["purpose", "name", "principal", "src_ip", "role"]),
+        SURROGATE,
+    ),
     st.builds(lambda s: '{"purpose": ' + s + "}", SURROGATE),
-    st.sampled_from(["NaN", "Infinity", "-Infinity", '{"rate_mbps": NaN}', '{"add_s": 1e999}',
-                     '{"duration_s": ' + "9" * 5000 + "}", "[" * 100, '{"a": 1,}', "\ufeff{}"]),
+    st.sampled_from(
+        [
+            "NaN",
+            "Infinity",
+            "-Infinity",
+            '{"rate_mbps": NaN}',
+            '{"add_s": 1e999}',
+            '{"duration_s": ' + "9" * 5000 + "}",
+            "[" * 100,
+            '{"a": 1,}',
+            "\ufeff{}",
+        ]
+    ),
     json_values.map(json.dumps),
 )
 bodies = st.one_of(nasty_text.map(lambda t: t.encode("utf-8", "surrogatepass")), st.binary(max_size=300))
@@ -66,8 +85,9 @@ bodies = st.one_of(nasty_text.map(lambda t: t.encode("utf-8", "surrogatepass")),
 def test_no_malformed_body_gets_a_5xx_anywhere(fuzz_world, data):
     method, path = data.draw(st.sampled_from(routes(fuzz_world.app)))
     body = data.draw(bodies)
-    r = fuzz_world.client.open(path, method=method, data=body,
-                               headers={**fuzz_world.h("root"), "Content-Type": "application/json"})
+    r = fuzz_world.client.open(
+        path, method=method, data=body, headers={**fuzz_world.h("root"), "Content-Type": "application/json"}
+    )
     assert r.status_code < 500, (method, path, body[:200], r.data[:300])
     if r.status_code >= 400:
         assert set(r.get_json()) == {"error", "message", "details"}
@@ -92,8 +112,10 @@ def test_nesting_depth_ignores_brackets_inside_strings():
     assert nesting_depth("[" * 100_000, limit=32) == 33  # stops early, no recursion
 
 
-@pytest.mark.parametrize("raw", [b'"\\ud800"', b"[" * 40 + b"]" * 40, b"NaN", b'{"x": Infinity}',
-                                 b"\xff", b'{"n": ' + b"1" * 5000 + b"}", b"[1,]"])
+@pytest.mark.parametrize(
+    "raw",
+    [b'"\\ud800"', b"[" * 40 + b"]" * 40, b"NaN", b'{"x": Infinity}', b"\xff", b'{"n": ' + b"1" * 5000 + b"}", b"[1,]"],
+)
 def test_parse_strict_refuses(raw):
     from viplanes.api.bodies import BadJson, parse_strict
 
@@ -105,13 +127,21 @@ def test_parse_strict_accepts_ordinary_json():
     from viplanes.api.bodies import parse_strict
 
     assert parse_strict('{"purpose": "Übertragung \\u00e9 😀", "n": [1, 2.5, null]}'.encode()) == {
-        "purpose": "Übertragung é 😀", "n": [1, 2.5, None]}
+        "purpose": "Übertragung é 😀",
+        "n": [1, 2.5, None],
+    }
 
 
 def test_duplicate_keys_are_refused(fuzz_world):
     raw = b'{"src_ip": "10.1.0.10", "dst_ip": "203.0.113.10", "dst_ip": "10.1.0.20"}'
-    r = fuzz_world.client.post("/api/v1/lanes", data=raw, headers={**fuzz_world.h("root"),  # the fuzz
-                                                                  "Content-Type": "application/json"})  # rotated alice
+    r = fuzz_world.client.post(
+        "/api/v1/lanes",
+        data=raw,
+        headers={
+            **fuzz_world.h("root"),  # the fuzz
+            "Content-Type": "application/json",
+        },
+    )  # rotated alice
     assert r.status_code == 400 and "duplicate key" in r.json["message"]
 
 

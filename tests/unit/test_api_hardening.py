@@ -1,6 +1,7 @@
 """Issue 9's API findings and issue 10's Idempotency-Key retries, in process (SQLite; PostgreSQL
 too where the test takes ``db``). The same cases run against real serve processes in
 tests/integration/test_attack_api.py."""
+
 from __future__ import annotations
 
 import subprocess
@@ -13,11 +14,11 @@ from sqlalchemy.exc import OperationalError
 
 from tests.unit.conftest import T0
 from tests.unit.test_store import lane_input, principals
-from viplanes.store import records as store
-from viplanes.store.db import Database
+from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.errors import Conflict, Invalid
 from viplanes.lanes.manager import LaneManager
-from viplanes.dataplane.memory import MemoryDataplane
+from viplanes.store import records as store
+from viplanes.store.db import Database
 from viplanes.store.models import Lane, Principal
 
 
@@ -30,6 +31,7 @@ def db(db_url):
 
 
 # --- the last operator -------------------------------------------------------------------------
+
 
 def test_the_last_operator_cannot_be_disabled(db):
     principals(db, ("root", "operator"), ("alice", "researcher"))
@@ -74,8 +76,9 @@ def test_two_operators_disabling_each_other_at_once_leave_one(db):
             t.join(30)
         assert sorted(outcomes) == ["done", "last_operator"], outcomes
         with db.read() as s:
-            enabled = s.scalars(select(Principal.name).where(Principal.role == "operator",
-                                                             Principal.disabled.is_(False))).all()
+            enabled = s.scalars(
+                select(Principal.name).where(Principal.role == "operator", Principal.disabled.is_(False))
+            ).all()
         assert len(enabled) == 1
         survivor = enabled[0]
 
@@ -87,6 +90,7 @@ def test_api_answers_409_for_the_last_operator(world):
 
 
 # --- principal names ---------------------------------------------------------------------------
+
 
 def test_principal_names_are_unique_ignoring_case(db):
     principals(db, ("alice", "researcher"))
@@ -128,10 +132,16 @@ def test_migration_refuses_names_that_differ_only_in_case(tmp_path):
     upgrade(d.engine, "0002")
     with d.engine.begin() as conn:
         for name in ("alice", "bob", "ALICE"):
-            conn.execute(text("INSERT INTO principals (name, role, disabled, created_at) "
-                              "VALUES (:n, 'researcher', 0, 0)"), {"n": name})
-    r = subprocess.run([sys.executable, "-m", "viplanes.cli.main", "db", "upgrade", "--db", url],
-                       capture_output=True, text=True, timeout=60)
+            conn.execute(
+                text("INSERT INTO principals (name, role, disabled, created_at) VALUES (:n, 'researcher', 0, 0)"),
+                {"n": name},
+            )
+    r = subprocess.run(
+        [sys.executable, "-m", "viplanes.cli.main", "db", "upgrade", "--db", url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "alice, ALICE" in r.stderr and "differ only in case" in r.stderr
     assert current(d.engine) == "0002"  # nothing changed
@@ -144,9 +154,10 @@ def test_migration_refuses_names_that_differ_only_in_case(tmp_path):
 
 # --- Idempotency-Key ---------------------------------------------------------------------------
 
+
 def _manager(db) -> LaneManager:
-    from viplanes.topologies.loader import load_topology
     from tests.unit.conftest import CAMPUS
+    from viplanes.topologies.loader import load_topology
 
     return LaneManager(db, MemoryDataplane(), load_topology(CAMPUS), clock=lambda: T0)
 
@@ -158,8 +169,11 @@ def test_idempotency_key_with_another_body_is_refused(db):
     assert created
     again, created = mgr.request(callers["alice"], lane_input(port=9001), "k-1")
     assert again.id == first.id and not created
-    for changed in (lane_input(port=9002), lane_input(port=9001, purpose="other"),
-                    lane_input(port=9001, duration_s=601)):
+    for changed in (
+        lane_input(port=9002),
+        lane_input(port=9001, purpose="other"),
+        lane_input(port=9001, duration_s=601),
+    ):
         with pytest.raises(Invalid) as exc:
             mgr.request(callers["alice"], changed, "k-1")
         assert exc.value.code == "idempotency_key_reused" and exc.value.status == 422
@@ -190,8 +204,15 @@ def test_retry_after_a_503_gets_the_lane_never_duplicate_lane(world, monkeypatch
 
 
 def _body(**over):  # type: ignore[no-untyped-def]
-    return {"src_ip": "10.1.0.10", "dst_ip": "203.0.113.10", "protocol": "tcp", "dst_port": 9000,
-            "duration_s": 600, "purpose": "nightly sync", **over}
+    return {
+        "src_ip": "10.1.0.10",
+        "dst_ip": "203.0.113.10",
+        "protocol": "tcp",
+        "dst_port": 9000,
+        "duration_s": 600,
+        "purpose": "nightly sync",
+        **over,
+    }
 
 
 def test_api_answers_422_for_a_reused_key(world):
@@ -203,22 +224,49 @@ def test_api_answers_422_for_a_reused_key(world):
 
 # --- destinations ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("dst,code", [("255.255.255.255", "dst_broadcast"), ("203.0.113.0", "dst_broadcast"),
-                                      ("239.1.1.1", "dst_multicast"), ("127.0.0.53", "dst_reserved"),
-                                      ("10.1.0.20", "dst_campus"), ("198.51.100.193", "dst_lane_pool")])
+
+@pytest.mark.parametrize(
+    "dst,code",
+    [
+        ("255.255.255.255", "dst_broadcast"),
+        ("203.0.113.0", "dst_broadcast"),
+        ("239.1.1.1", "dst_multicast"),
+        ("127.0.0.53", "dst_reserved"),
+        ("10.1.0.20", "dst_campus"),
+        ("198.51.100.193", "dst_lane_pool"),
+    ],
+)
 def test_lane_destinations_refused_by_policy(world, dst, code):
-    world.client.post("/api/v1/grants", headers=world.h("root"), json={
-        "principal": "alice", "src_prefixes": ["10.1.0.0/24"], "dst_prefixes": ["0.0.0.0/0"],
-        "protocols": ["tcp"], "ports": [9000], "max_duration_s": 3600})
+    world.client.post(
+        "/api/v1/grants",
+        headers=world.h("root"),
+        json={
+            "principal": "alice",
+            "src_prefixes": ["10.1.0.0/24"],
+            "dst_prefixes": ["0.0.0.0/0"],
+            "protocols": ["tcp"],
+            "ports": [9000],
+            "max_duration_s": 3600,
+        },
+    )
     r = world.client.post("/api/v1/lanes", json=_body(dst_ip=dst), headers=world.h("alice"))
     assert r.status_code == 403 and r.json["error"] == code
 
 
 def test_grant_into_the_lane_pool_is_refused_but_the_internet_is_not(world):
     def grant(prefix: str):  # type: ignore[no-untyped-def]
-        return world.client.post("/api/v1/grants", headers=world.h("root"), json={
-            "principal": "alice", "src_prefixes": ["10.1.0.0/24"], "dst_prefixes": ["203.0.113.0/24", prefix],
-            "protocols": ["tcp"], "ports": [443], "max_duration_s": 60})
+        return world.client.post(
+            "/api/v1/grants",
+            headers=world.h("root"),
+            json={
+                "principal": "alice",
+                "src_prefixes": ["10.1.0.0/24"],
+                "dst_prefixes": ["203.0.113.0/24", prefix],
+                "protocols": ["tcp"],
+                "ports": [443],
+                "max_duration_s": 60,
+            },
+        )
 
     r = grant("198.51.100.192/28")
     assert r.status_code == 422 and r.json["error"] == "invalid_grant"
@@ -227,6 +275,7 @@ def test_grant_into_the_lane_pool_is_refused_but_the_internet_is_not(world):
 
 
 # --- text fields -------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", ["alice\n", "bob\r\n", "ca rol", "dävid", "e\u200bve"])
 def test_principal_names_are_plain_ascii_with_no_trailing_newline(world, name):

@@ -1,4 +1,5 @@
 """Lanes through the HTTP API: request, lifecycle in time, idempotency, conflicts, metrics."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -7,7 +8,7 @@ from tests.unit.conftest import T0
 
 
 def iso(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, dt.timezone.utc).isoformat()
+    return dt.datetime.fromtimestamp(t, dt.UTC).isoformat()
 
 
 def test_immediate_lane_is_active_in_the_answer(world):
@@ -50,8 +51,8 @@ def test_quota_is_409_and_identical_lane_is_409(world):
 
 
 def test_nat_pool_exhaustion_is_503_not_500(world, tmp_path, clock, dataplane):
-    from dataclasses import replace
     import ipaddress
+    from dataclasses import replace
 
     from tests.unit.conftest import make_world
 
@@ -71,11 +72,12 @@ def test_nat_pool_exhaustion_is_503_not_500(world, tmp_path, clock, dataplane):
 
 def test_routable_source_gets_no_nat(world):
     with world.app.extensions["viplanes"].db.write() as s:
-        from viplanes.store import records as store
         from tests.unit.conftest import GRANT
+        from viplanes.store import records as store
 
-        store.create_grant(s, store.GrantInput(principal="alice", **{**GRANT, "src_prefixes": ["198.51.100.30/32"]}),
-                           "root", T0)
+        store.create_grant(
+            s, store.GrantInput(principal="alice", **{**GRANT, "src_prefixes": ["198.51.100.30/32"]}), "root", T0
+        )
     r = world.lane(src_ip="198.51.100.30")
     assert r.status_code == 201 and r.json["nat_ip"] is None
 
@@ -130,8 +132,14 @@ def test_revoking_a_grant_ends_its_lanes(world):
 
 def test_idempotency_key_returns_the_first_answer(world):
     h = {**world.h("alice"), "Idempotency-Key": "req-42"}
-    body = {"src_ip": "10.1.0.10", "dst_ip": "203.0.113.10", "protocol": "tcp", "dst_port": 9000,
-            "duration_s": 600, "purpose": "x"}
+    body = {
+        "src_ip": "10.1.0.10",
+        "dst_ip": "203.0.113.10",
+        "protocol": "tcp",
+        "dst_port": 9000,
+        "duration_s": 600,
+        "purpose": "x",
+    }
     first = world.client.post("/api/v1/lanes", json=body, headers=h)
     second = world.client.post("/api/v1/lanes", json=body, headers=h)
     assert first.status_code == 201 and second.status_code == 200
@@ -166,7 +174,8 @@ def test_desired_lanes_rebuilds_the_dataplane(world):
     ids = {world.lane(dst_port=p).json["id"] for p in (9000, 9001)}
     world.dataplane.active.clear()  # the controller restarted and lost everything
     world.app.extensions["viplanes"].manager.dataplane.attach_source(
-        world.app.extensions["viplanes"].manager.desired_lanes)
+        world.app.extensions["viplanes"].manager.desired_lanes
+    )
     world.dataplane.reconcile()
     assert set(world.dataplane.active) == ids
 

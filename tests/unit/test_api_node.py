@@ -1,4 +1,5 @@
 """The API worker process's app: built once, then out of the cyclic collector's way."""
+
 from __future__ import annotations
 
 import gc

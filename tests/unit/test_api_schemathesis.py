@@ -3,16 +3,19 @@
 Runs with the operator's token (the widest view), a researcher grant in place so that lane
 requests can succeed, and few examples per operation to stay well under a minute.
 """
+
 from __future__ import annotations
 
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
-from schemathesis.specs.openapi.checks import (content_type_conformance, response_schema_conformance,
-                                               status_code_conformance)
 from schemathesis.checks import not_a_server_error
-
 from schemathesis.generation.modes import GenerationMode
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from tests.unit.conftest import make_world
 
@@ -37,8 +40,10 @@ def run_all_operations(world) -> None:
     assert len(operations) >= 16
     for op in operations:
         for mode, n in ((GenerationMode.POSITIVE, 40), (GenerationMode.NEGATIVE, 20)):
-            @settings(max_examples=n, deadline=None, suppress_health_check=list(HealthCheck),
-                      derandomize=True, database=None)
+
+            @settings(
+                max_examples=n, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True, database=None
+            )
             @given(case=op.as_strategy(mode))
             def run(case):
                 case.call_and_validate(headers=headers, checks=CHECKS)

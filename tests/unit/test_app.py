@@ -3,6 +3,7 @@
 The fake datapaths serialise what the app sends (as os-ken would), apply flow/meter mods to the
 simulator's tables, and answer barriers and flow-stats through the app's own handlers.
 """
+
 from __future__ import annotations
 
 import logging
@@ -15,11 +16,11 @@ from os_ken.lib.packet import arp, packet
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from tests.unit.fake_switches import Clock, arp_request
-from viplanes.controller.openflow.app import VipLanesApp
-from viplanes.controller.compile.lane import lane_cookie
 from tests.support.flowsim import FlowSimError
 from tests.support.netsim import Network
+from tests.unit.fake_switches import Clock, arp_request
+from viplanes.controller.compile.lane import lane_cookie
+from viplanes.controller.openflow.app import VipLanesApp
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Topology
@@ -74,8 +75,8 @@ class FakeDatapath:
 
 def features(dp: FakeDatapath):
     return ofp_event.EventOFPSwitchFeatures(
-        parser.OFPSwitchFeatures(dp, datapath_id=dp.id, n_buffers=0, n_tables=254,
-                                 auxiliary_id=0, capabilities=0))
+        parser.OFPSwitchFeatures(dp, datapath_id=dp.id, n_buffers=0, n_tables=254, auxiliary_id=0, capabilities=0)
+    )
 
 
 def state(dp: FakeDatapath, st: str):
@@ -85,9 +86,16 @@ def state(dp: FakeDatapath, st: str):
 
 
 def packet_in(dp: FakeDatapath, in_port: int, data: bytes):
-    msg = parser.OFPPacketIn(dp, buffer_id=ofp.OFP_NO_BUFFER, total_len=len(data),
-                             reason=ofp.OFPR_ACTION, table_id=0, cookie=0,
-                             match=parser.OFPMatch(in_port=in_port), data=data)
+    msg = parser.OFPPacketIn(
+        dp,
+        buffer_id=ofp.OFP_NO_BUFFER,
+        total_len=len(data),
+        reason=ofp.OFPR_ACTION,
+        table_id=0,
+        cookie=0,
+        match=parser.OFPMatch(in_port=in_port),
+        data=data,
+    )
     return ofp_event.EventOFPPacketIn(msg)
 
 
@@ -113,8 +121,7 @@ def test_every_handler(campus, topo: Topology, caplog: pytest.LogCaptureFixture)
     for dp in dps.values():
         app._state_change(state(dp, MAIN_DISPATCHER))  # no-op for live switches
     # a lane, confirmed by barriers that came back through _barrier_reply
-    lane = LaneSpec(1, "10.1.0.10", "203.0.113.10", "tcp", 5201, None, NAT_IP,
-                    clock.now + 600)
+    lane = LaneSpec(1, "10.1.0.10", "203.0.113.10", "tcp", 5201, None, NAT_IP, clock.now + 600)
     assert runtime.activate(lane).ok
     assert [e for e in net.tables[2].flows if e.cookie == lane_cookie(1)]
     # counters ask flow stats in two parts (REPLY_MORE) and get them both
@@ -128,27 +135,45 @@ def test_every_handler(campus, topo: Topology, caplog: pytest.LogCaptureFixture)
     assert isinstance(out, parser.OFPPacketOut)
     assert [a.port for a in out.actions] == [2]
     reply = packet.Packet(out.data).get_protocol(arp.arp)
-    assert (reply.opcode, reply.src_ip, reply.src_mac) == (arp.ARP_REPLY, NAT_IP,
-                                                           topo.lane_pool.mac)
+    assert (reply.opcode, reply.src_ip, reply.src_mac) == (arp.ARP_REPLY, NAT_IP, topo.lane_pool.mac)
     # ... but not for a pool address no lane uses, and not for junk
     app._packet_in(packet_in(s3, 2, arp_request(topo, "198.51.100.201")))
     app._packet_in(packet_in(s3, 2, b"\x00" * 7))
     assert len(s3.sent) == n + 1
 
     # flow removed (hard timeout) is noted
-    removed = parser.OFPFlowRemoved(s3, cookie=lane_cookie(1), priority=1000,
-                                    reason=ofp.OFPRR_HARD_TIMEOUT, table_id=0, duration_sec=600,
-                                    duration_nsec=0, idle_timeout=0, hard_timeout=600,
-                                    packet_count=0, byte_count=0, match=parser.OFPMatch())
+    removed = parser.OFPFlowRemoved(
+        s3,
+        cookie=lane_cookie(1),
+        priority=1000,
+        reason=ofp.OFPRR_HARD_TIMEOUT,
+        table_id=0,
+        duration_sec=600,
+        duration_nsec=0,
+        idle_timeout=0,
+        hard_timeout=600,
+        packet_count=0,
+        byte_count=0,
+        match=parser.OFPMatch(),
+    )
     app._flow_removed(ofp_event.EventOFPFlowRemoved(removed))
     assert runtime.removed[-1][1:] == (3, 1, ofp.OFPRR_HARD_TIMEOUT)
 
     # port status and an unsolicited error are logged, nothing else
-    port = parser.OFPPort(port_no=2, hw_addr="02:00:00:00:00:02", name=b"s3-eth2", config=0,
-                          state=ofp.OFPPS_LINK_DOWN, curr=0, advertised=0, supported=0,
-                          peer=0, curr_speed=0, max_speed=0)
-    app._port_status(ofp_event.EventOFPPortStatus(
-        parser.OFPPortStatus(s3, reason=ofp.OFPPR_MODIFY, desc=port)))
+    port = parser.OFPPort(
+        port_no=2,
+        hw_addr="02:00:00:00:00:02",
+        name=b"s3-eth2",
+        config=0,
+        state=ofp.OFPPS_LINK_DOWN,
+        curr=0,
+        advertised=0,
+        supported=0,
+        peer=0,
+        curr_speed=0,
+        max_speed=0,
+    )
+    app._port_status(ofp_event.EventOFPPortStatus(parser.OFPPortStatus(s3, reason=ofp.OFPPR_MODIFY, desc=port)))
     assert "dpid=3 port 2 modified" in caplog.text
     err = parser.OFPErrorMsg(s3, type_=ofp.OFPET_BAD_REQUEST, code=1)
     err.xid = 123456
@@ -168,8 +193,9 @@ def test_every_handler(campus, topo: Topology, caplog: pytest.LogCaptureFixture)
     assert 2 not in app.datapaths and 2 not in runtime.connected
     assert "switch disconnected dpid=2" in caplog.text
     t0 = time.monotonic()
-    result = runtime.activate(LaneSpec(2, "10.1.0.20", "203.0.113.10", "tcp", 5202, None,
-                                       "198.51.100.201", clock.now + 600))
+    result = runtime.activate(
+        LaneSpec(2, "10.1.0.20", "203.0.113.10", "tcp", 5202, None, "198.51.100.201", clock.now + 600)
+    )
     assert not result.ok and result.reason == "switch s2 (dpid 2) not connected"
     assert time.monotonic() - t0 < runtime.switch_wait_s + 1
     assert app.send_ofmsgs(2, [parser.OFPBarrierRequest(None)]) is False

@@ -1,10 +1,11 @@
 """Tokens, roles and the failed-authentication limiter."""
+
 from __future__ import annotations
 
 import hashlib
 
-from viplanes.store.ratelimit import Budgets, FailedAuthLimiter, scopes_of
 from viplanes.authz.tokens import Caller, hash_token, may, new_token, parse_bearer, sees_lane
+from viplanes.store.ratelimit import Budgets, FailedAuthLimiter, scopes_of
 
 
 def test_tokens_are_random_and_stored_as_sha256():
@@ -33,8 +34,11 @@ def _limiter(url: str, now: list[float], **budgets: int) -> FailedAuthLimiter:
 
     db = Database(url)
     db.create_all()
-    return FailedAuthLimiter(db, Budgets(**{"per_address": 3, "per_network": 100, "overall": 1000,
-                                            "window_s": 60, **budgets}), clock=lambda: now[0])
+    return FailedAuthLimiter(
+        db,
+        Budgets(**{"per_address": 3, "per_network": 100, "overall": 1000, "window_s": 60, **budgets}),
+        clock=lambda: now[0],
+    )
 
 
 def test_limiter_fixed_window(db_url):

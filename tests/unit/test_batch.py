@@ -2,6 +2,7 @@
 
 Pure (``lane_failures``, ``merge``), the runtime's ``activate_many``/``deactivate_many`` against
 fake switches, and the lane manager's ``recover`` recording a whole batch in one transaction."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -10,11 +11,10 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.unit.conftest import make_world
-from tests.unit.fake_switches import (Clock, FakeSwitches, clock, inline_runtime,  # noqa: F401 (fixtures)
-                                      switches)
+from tests.unit.fake_switches import Clock, FakeSwitches, clock, inline_runtime, switches  # noqa: F401 (fixtures)
 from tests.unit.test_runtime import lane_flows, spec
-from viplanes.controller.runtime.batch import SwitchAnswer, lane_failures, merge
 from viplanes.controller.compile.cookies import lane_cookie
+from viplanes.controller.runtime.batch import SwitchAnswer, lane_failures, merge
 from viplanes.domain.values import ActivationResult, LaneSpec
 from viplanes.store.models import Lane
 
@@ -25,9 +25,12 @@ def name(dpid: int) -> str:
 
 def test_each_lane_is_judged_on_its_own_switches_and_its_own_messages() -> None:
     lanes = {1: [1, 2], 2: [1, 3], 3: [4], 4: [1, 2]}
-    answers = {1: SwitchAnswer(confirmed=True, refused={101: "OFPET_FLOW_MOD_FAILED code 0"}),
-               2: SwitchAnswer(confirmed=True), 3: SwitchAnswer(confirmed=False),
-               4: SwitchAnswer(not_sent="s4 not connected")}
+    answers = {
+        1: SwitchAnswer(confirmed=True, refused={101: "OFPET_FLOW_MOD_FAILED code 0"}),
+        2: SwitchAnswer(confirmed=True),
+        3: SwitchAnswer(confirmed=False),
+        4: SwitchAnswer(not_sent="s4 not connected"),
+    }
     owner = {101: 1, 102: 4}
     out = lane_failures(lanes, answers, owner, name, 5.0)
     assert out[1] == "s1 refused: OFPET_FLOW_MOD_FAILED code 0"  # its own flow-mod was refused
@@ -44,8 +47,9 @@ def test_merge_gives_fresh_xids_and_remembers_whose_message_it_is() -> None:
     used = parser.OFPBarrierRequest(None)
     used.set_xid(5)  # a cached message sent before: must go out as a copy
     fresh = parser.OFPBarrierRequest(None)
-    per_dpid, owner = merge({1: {10: [used]}, 2: {10: [fresh], 11: [parser.OFPBarrierRequest(None)]}},
-                            iter(range(100, 200)))
+    per_dpid, owner = merge(
+        {1: {10: [used]}, 2: {10: [fresh], 11: [parser.OFPBarrierRequest(None)]}}, iter(range(100, 200))
+    )
     assert [lane for lane, _ in per_dpid[10]] == [1, 2]
     assert [lane for lane, _ in per_dpid[11]] == [2]
     xids = [m.xid for tagged in per_dpid.values() for _, m in tagged]
@@ -67,13 +71,18 @@ def barriers_per_switch(switches: FakeSwitches) -> dict[int, int]:
 
 def test_one_refused_lane_fails_alone_and_one_barrier_per_switch(topo, clock, switches) -> None:
     rt = inline_runtime(topo, clock, switches)
-    switches.refuse = lambda dpid, msg: dpid == 3 and isinstance(msg, parser.OFPFlowMod) \
-        and msg.cookie == lane_cookie(2) and msg.command == ofp.OFPFC_ADD
+    switches.refuse = lambda dpid, msg: (
+        dpid == 3
+        and isinstance(msg, parser.OFPFlowMod)
+        and msg.cookie == lane_cookie(2)
+        and msg.command == ofp.OFPFC_ADD
+    )
     results = rt.activate_many(three_lanes(clock.now))
     assert results[1].ok and results[3].ok, results
     assert not results[2].ok and "switch s3 (dpid 3) refused" in results[2].reason
-    first_delete = next(i for i, (_, m) in enumerate(switches.sent)
-                        if isinstance(m, parser.OFPFlowMod) and m.command != ofp.OFPFC_ADD)
+    first_delete = next(
+        i for i, (_, m) in enumerate(switches.sent) if isinstance(m, parser.OFPFlowMod) and m.command != ofp.OFPFC_ADD
+    )
     batch = FakeSwitches(topo, clock)
     batch.sent = switches.sent[:first_delete]  # the batch itself, before lane 2's clean-up
     assert barriers_per_switch(batch) == {1: 1, 2: 1, 3: 1}
@@ -132,9 +141,12 @@ class BatchPlane:
 
     def activate_many(self, lanes: list[LaneSpec], timeout_s: float = 5.0) -> dict[int, ActivationResult]:
         self.batches.append([ln.lane_id for ln in lanes])
-        return {ln.lane_id: ActivationResult(self.outcomes.get(ln.lane_id) is None,
-                                             self.outcomes.get(ln.lane_id) or "installed", 0.001)
-                for ln in lanes}
+        return {
+            ln.lane_id: ActivationResult(
+                self.outcomes.get(ln.lane_id) is None, self.outcomes.get(ln.lane_id) or "installed", 0.001
+            )
+            for ln in lanes
+        }
 
     def deactivate(self, lane_id: int, timeout_s: float = 5.0) -> None: ...
 
@@ -151,8 +163,10 @@ def test_recover_records_a_whole_batch_in_one_transaction(sqlite_url, clock, top
         manager = world.app.extensions["viplanes"].manager
         committed: list[dict[int, str]] = []
         manager.committed_hook = lambda s, states, at: committed.append(dict(states))
-        plane.outcomes = {ids[1]: "switch s3 (dpid 3) refused: OFPET_FLOW_MOD_FAILED code 0",
-                          ids[2]: "switch s2 (dpid 2) did not confirm within 5 s"}
+        plane.outcomes = {
+            ids[1]: "switch s3 (dpid 3) refused: OFPET_FLOW_MOD_FAILED code 0",
+            ids[2]: "switch s2 (dpid 2) did not confirm within 5 s",
+        }
         assert manager.recover() == 3
         assert plane.batches == [ids]  # one batch for every waiting lane
         db = world.app.extensions["viplanes"].db
@@ -176,8 +190,7 @@ def test_removals_ride_with_activations_and_keep_shared_flows_a_new_lane_needs(t
     lane_cookies = {lane_cookie(1), lane_cookie(4)}
 
     def shared() -> dict[int, int]:
-        return {d: sum(1 for e in switches.net.tables[d].flows if e.cookie not in lane_cookies)
-                for d in (1, 2, 3)}
+        return {d: sum(1 for e in switches.net.tables[d].flows if e.cookie not in lane_cookies) for d in (1, 2, 3)}
 
     before = shared()
     switches.sent.clear()
@@ -188,8 +201,11 @@ def test_removals_ride_with_activations_and_keep_shared_flows_a_new_lane_needs(t
     for dpid in (1, 2, 3):
         assert lane_flows(switches, dpid, 1) == [] and len(lane_flows(switches, dpid, 4)) == 2
     assert shared() == before  # the address flows lane 4 shares with lane 1 stayed...
-    deletes = [m for _, m in switches.sent if isinstance(m, parser.OFPFlowMod)
-               and m.command in (ofp.OFPFC_DELETE, ofp.OFPFC_DELETE_STRICT)]
+    deletes = [
+        m
+        for _, m in switches.sent
+        if isinstance(m, parser.OFPFlowMod) and m.command in (ofp.OFPFC_DELETE, ofp.OFPFC_DELETE_STRICT)
+    ]
     assert deletes and all(m.cookie == lane_cookie(1) for m in deletes)  # ...never deleted and re-added
     assert set(rt.lanes) == {4}
     assert rt.deactivate_many([]) is None and switches.sent_types().count("OFPBarrierRequest") == 3

@@ -1,21 +1,24 @@
 """Pure parts of the peers benchmark: flow-monitor lines, completion times, the peers' rule sets."""
+
 from __future__ import annotations
 
 import time
 
 import yaml
 
-from bench.flowwatch import (FlowEvent, completion_time, cookie_marker, parse_monitor_line,
-                             port_marker)
-from bench.peer_rules import (IDLE_ACL, faucet_acls, faucet_config, ofctl_rest_bodies,
-                              ofctl_rest_delete_bodies)
+from bench.flowwatch import FlowEvent, completion_time, cookie_marker, parse_monitor_line, port_marker
+from bench.peer_rules import IDLE_ACL, faucet_acls, faucet_config, ofctl_rest_bodies, ofctl_rest_delete_bodies
 from bench.table_format import markdown_rows
 from bench.workload import flows, lane_spec
 
-ADDED = (" event=ADDED table=1 hard_timeout=3600 cookie=0x5650000000000005 "
-         "tcp,in_port=1,nw_dst=203.0.113.20,tp_dst=9000 actions=output:2")
-DELETED = (" event=DELETED reason=delete table=0 cookie=0x5adc15c0 "
-           "tcp,in_port=3,nw_src=203.0.113.20,tp_src=9001 actions=goto_table:1")
+ADDED = (
+    " event=ADDED table=1 hard_timeout=3600 cookie=0x5650000000000005 "
+    "tcp,in_port=1,nw_dst=203.0.113.20,tp_dst=9000 actions=output:2"
+)
+DELETED = (
+    " event=DELETED reason=delete table=0 cookie=0x5adc15c0 "
+    "tcp,in_port=3,nw_src=203.0.113.20,tp_src=9001 actions=goto_table:1"
+)
 
 
 def test_monitor_lines_parse_kind_table_and_cookie() -> None:
@@ -89,8 +92,7 @@ def test_faucet_config_puts_each_rule_on_its_ingress_port_with_the_lane_port() -
         for r in rules:
             assert 9000 in (r["rule"].get("tcp_src"), r["rule"].get("tcp_dst"))
     assert per_dp == {d: len(m) for d, m in lane.items()}
-    config = yaml.safe_load(faucet_config({1: {1, 2, 3}, 2: {1, 2, 3}, 3: {1, 2, 3, 4}, 4: {1, 2}},
-                                          acls))
+    config = yaml.safe_load(faucet_config({1: {1, 2, 3}, 2: {1, 2, 3}, 3: {1, 2, 3, 4}, 4: {1, 2}}, acls))
     for (dpid, port), (name, rules) in acls.items():
         assert config["dps"][f"sw{dpid}"]["interfaces"][port]["acls_in"] == [name, IDLE_ACL]
         assert config["acls"][name] == rules
@@ -101,10 +103,14 @@ def test_faucet_config_puts_each_rule_on_its_ingress_port_with_the_lane_port() -
 def test_markdown_rows_give_ratios_to_ours_and_to_the_floor() -> None:
     s = {"p50_ms": 10.0, "p95_ms": 12.0, "p99_ms": 14.0}
     peer = {"p50_ms": 20.0, "p95_ms": 30.0, "p99_ms": 40.0}
-    rows = markdown_rows({"viplanes API (sqlite)": {"activation": s, "answer": s, "release": s},
-                          "Faucet": {"activation": peer, "release": None}},
-                         floor={"p50_ms": 5.0, "p95_ms": 6.0, "p99_ms": 7.0},
-                         floor_release={"p50_ms": 2.0, "p95_ms": 3.0, "p99_ms": 4.0})
+    rows = markdown_rows(
+        {
+            "viplanes API (sqlite)": {"activation": s, "answer": s, "release": s},
+            "Faucet": {"activation": peer, "release": None},
+        },
+        floor={"p50_ms": 5.0, "p95_ms": 6.0, "p99_ms": 7.0},
+        floor_release={"p50_ms": 2.0, "p95_ms": 3.0, "p99_ms": 4.0},
+    )
     faucet = [r for r in rows if r.startswith("| Faucet | activation")]
     assert faucet == ["| Faucet | activation: request -> visible | 20.0 | 30.0 | 40.0 | 2.00 | 4.00 |"]
     assert not any(r.startswith("| Faucet | release") for r in rows)
@@ -112,16 +118,20 @@ def test_markdown_rows_give_ratios_to_ours_and_to_the_floor() -> None:
 
 def test_markdown_rows_print_the_other_floors_against_the_ratios_floor() -> None:
     s = {"p50_ms": 10.0, "p95_ms": 12.0, "p99_ms": 14.0}
-    rows = markdown_rows({"viplanes API (sqlite)": {"activation": s, "release": s}},
-                         floor={"p50_ms": 5.0, "p95_ms": 6.0, "p99_ms": 7.0},
-                         floor_release={"p50_ms": 2.0, "p95_ms": 3.0, "p99_ms": 4.0},
-                         floor_label="floor (ssl, watched)",
-                         floor_clock=("send -> visible", "send -> gone"),
-                         other_floors=(("old floor (tcp)", "activation: send -> barriers",
-                                        {"p50_ms": 2.5, "p95_ms": 3.0, "p99_ms": 3.5}),
-                                       ("old floor (tcp)", "release: send -> barriers",
-                                        {"p50_ms": 1.0, "p95_ms": 1.5, "p99_ms": 2.0})))
+    rows = markdown_rows(
+        {"viplanes API (sqlite)": {"activation": s, "release": s}},
+        floor={"p50_ms": 5.0, "p95_ms": 6.0, "p99_ms": 7.0},
+        floor_release={"p50_ms": 2.0, "p95_ms": 3.0, "p99_ms": 4.0},
+        floor_label="floor (ssl, watched)",
+        floor_clock=("send -> visible", "send -> gone"),
+        other_floors=(
+            ("old floor (tcp)", "activation: send -> barriers", {"p50_ms": 2.5, "p95_ms": 3.0, "p99_ms": 3.5}),
+            ("old floor (tcp)", "release: send -> barriers", {"p50_ms": 1.0, "p95_ms": 1.5, "p99_ms": 2.0}),
+        ),
+    )
     assert "| floor (ssl, watched) | activation: send -> visible | 5.00 | 6.00 | 7.00 | - | 1 |" in rows
     assert "| floor (ssl, watched) | release: send -> gone | 2.00 | 3.00 | 4.00 | - | 1 |" in rows
-    assert rows[-2:] == ["| old floor (tcp) | activation: send -> barriers | 2.50 | 3.00 | 3.50 | - | 0.5 |",
-                         "| old floor (tcp) | release: send -> barriers | 1.00 | 1.50 | 2.00 | - | 0.5 |"]
+    assert rows[-2:] == [
+        "| old floor (tcp) | activation: send -> barriers | 2.50 | 3.00 | 3.50 | - | 0.5 |",
+        "| old floor (tcp) | release: send -> barriers | 1.00 | 1.50 | 2.00 | - | 0.5 |",
+    ]

@@ -1,4 +1,5 @@
 """Pure helpers of the benchmarks: percentiles, summaries, target checks, table rows, dump parsing."""
+
 from __future__ import annotations
 
 import random
@@ -66,8 +67,10 @@ def test_targets_and_table_rows() -> None:
     assert rows[3] == ("scale", "error", "TimeoutError: no switch", "", "FAILED")
 
 
-@pytest.mark.parametrize("value,text", [(0.01234, "0.0123"), (1.234, "1.23"), (12.34, "12.3"),
-                                        (123.4, "123"), (12345.6, "12,346"), (0, "0"), (None, "-")])
+@pytest.mark.parametrize(
+    "value,text",
+    [(0.01234, "0.0123"), (1.234, "1.23"), (12.34, "12.3"), (123.4, "123"), (12345.6, "12,346"), (0, "0"), (None, "-")],
+)
 def test_format_number(value: float | None, text: str) -> None:
     assert format_number(value) == text
 
@@ -90,8 +93,9 @@ def test_parse_dump_flows() -> None:
 def test_compare_dumps_sees_resets_additions_and_removals() -> None:
     a = FlowLine(1, 10.0, 1000, 0, "tcp,tp_dst=1")
     b = FlowLine(2, 10.0, 1000, 0, "tcp,tp_dst=2")
-    same = compare_dumps([a, b], [FlowLine(1, 11.0, 1000, 0, "tcp,tp_dst=1"),
-                                  FlowLine(2, 11.0, 1000, 0, "tcp,tp_dst=2")])
+    same = compare_dumps(
+        [a, b], [FlowLine(1, 11.0, 1000, 0, "tcp,tp_dst=1"), FlowLine(2, 11.0, 1000, 0, "tcp,tp_dst=2")]
+    )
     assert same.ok
     reset = compare_dumps([a, b], [FlowLine(1, 0.5, 1000, 0, "tcp,tp_dst=1"), b])
     assert reset.reset == 1 and not reset.ok
@@ -165,9 +169,9 @@ def test_markdown_rows_from_saved_json() -> None:
 
 def test_ports_by_switch_covers_every_port_the_campus_uses() -> None:
     from bench.ovs import ports_by_switch
+    from bench.workload import flows, lane_spec
     from viplanes.api.app import default_topology
     from viplanes.controller.compile.lane import compile_base, compile_lane
-    from bench.workload import flows, lane_spec
 
     topo = default_topology()
     ports = ports_by_switch(topo)
@@ -183,7 +187,11 @@ def test_ports_by_switch_covers_every_port_the_campus_uses() -> None:
             if not hasattr(msg, "match"):
                 continue  # meter mods
             in_port = msg.match.get("in_port")
-            outs = [a.port for i in msg.instructions for a in getattr(i, "actions", [])
-                    if hasattr(a, "port") and a.port < 0xFFFFFF00]
+            outs = [
+                a.port
+                for i in msg.instructions
+                for a in getattr(i, "actions", [])
+                if hasattr(a, "port") and a.port < 0xFFFFFF00
+            ]
             for port in ([in_port] if in_port else []) + outs:
                 assert port in ports[name[dpid]], (name[dpid], port)

@@ -5,6 +5,7 @@ Before: a booked lane took its pool address at booking and held it until it ende
 counts only lanes whose windows overlap, so a grant with max_lanes=1 could book one short lane per
 NAT'd host of its prefix in windows of their own (months ahead) and hold the whole pool while
 none of them ran, and book any number of rows."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -14,10 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.unit.conftest import GRANT, FakeClock, World, make_world
-from viplanes.lanes.manager import BOOKINGS_PER_LANE
 from viplanes.dataplane.memory import MemoryDataplane
+from viplanes.lanes.manager import BOOKINGS_PER_LANE
 from viplanes.topologies.loader import load_topology
-from viplanes.topologies.model import Topology
 
 CAMPUS = Path(__file__).resolve().parents[2] / "topologies" / "campus.yaml"
 
@@ -32,7 +32,8 @@ def one_address(sqlite_url: str, clock: FakeClock, dataplane: MemoryDataplane) -
 
 def iso(ts: float) -> str:
     import datetime as dt
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat()
+
+    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat()
 
 
 def test_a_lane_booked_ahead_holds_no_pool_address(one_address: World) -> None:

@@ -1,4 +1,5 @@
 """The CLI against a real waitress server (HTTP commands) and a SQLite file (bootstrap, db)."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,12 @@ def run(live, world, tmp_path):
     cfg = tmp_path / "none.toml"  # keep the user's real config out of the tests
 
     def invoke(who, *args, env=None):
-        e = {"VIPLANES_API_URL": live.url, "VIPLANES_TOKEN": world.tokens.get(who, who or ""),
-             "VIPLANES_CONFIG": str(cfg), **(env or {})}
+        e = {
+            "VIPLANES_API_URL": live.url,
+            "VIPLANES_TOKEN": world.tokens.get(who, who or ""),
+            "VIPLANES_CONFIG": str(cfg),
+            **(env or {}),
+        }
         return runner.invoke(main, list(args), env=e, catch_exceptions=False)
 
     return invoke
@@ -50,13 +55,29 @@ def test_db_upgrade_and_current(tmp_path):
 
 
 def test_lane_request_wait_and_exit_codes(run):
-    r = run("alice", "lane", "request", "--src", "10.1.0.10", "--dst", "203.0.113.10", "--dst-port", "9000",
-            "--duration", "10m", "--purpose", "sync", "--wait", "--json")
+    r = run(
+        "alice",
+        "lane",
+        "request",
+        "--src",
+        "10.1.0.10",
+        "--dst",
+        "203.0.113.10",
+        "--dst-port",
+        "9000",
+        "--duration",
+        "10m",
+        "--purpose",
+        "sync",
+        "--wait",
+        "--json",
+    )
     assert r.exit_code == 0, r.stderr
     lane = json.loads(r.stdout)
     assert lane["state"] == "active" and lane["duration_s"] == 600
-    denied = run("alice", "lane", "request", "--src", "10.1.0.10", "--dst", "203.0.113.10", "--dst-port", "22",
-                 "--purpose", "x")
+    denied = run(
+        "alice", "lane", "request", "--src", "10.1.0.10", "--dst", "203.0.113.10", "--dst-port", "22", "--purpose", "x"
+    )
     assert denied.exit_code == 1 and denied.stderr.strip() == "error: port 22 is not in grant 1 (port_not_granted)"
     shown = run("alice", "lane", "list")
     assert shown.exit_code == 0 and "203.0.113.10" in shown.stdout and "active" in shown.stdout
@@ -67,14 +88,41 @@ def test_lane_request_wait_and_exit_codes(run):
 
 def test_failed_activation_exits_1(run, world):
     world.dataplane.fail_next = "no switch"
-    r = run("alice", "lane", "request", "--src", "10.1.0.10", "--dst", "203.0.113.10", "--dst-port", "9000",
-            "--purpose", "x")
+    r = run(
+        "alice",
+        "lane",
+        "request",
+        "--src",
+        "10.1.0.10",
+        "--dst",
+        "203.0.113.10",
+        "--dst-port",
+        "9000",
+        "--purpose",
+        "x",
+    )
     assert r.exit_code == 1 and "failed" in r.stdout and "no switch" in r.stdout
 
 
 def test_operator_commands(run):
-    r = run("root", "grant", "create", "--principal", "bob", "--src", "10.1.0.20/32", "--dst", "0.0.0.0/0",
-            "--protocol", "udp", "--ports", "5000-5010,53", "--max-duration", "60", "--json")
+    r = run(
+        "root",
+        "grant",
+        "create",
+        "--principal",
+        "bob",
+        "--src",
+        "10.1.0.20/32",
+        "--dst",
+        "0.0.0.0/0",
+        "--protocol",
+        "udp",
+        "--ports",
+        "5000-5010,53",
+        "--max-duration",
+        "60",
+        "--json",
+    )
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)["ports"] == ["53", "5000-5010"]
     assert "bob" in run("root", "grant", "list").stdout
@@ -87,11 +135,35 @@ def test_operator_commands(run):
 
 
 def test_bad_input_is_one_line_not_a_traceback(run, tmp_path):
-    r = run("alice", "lane", "request", "--src", "10.1.0.10", "--dst", "203.0.113.10", "--dst-port", "9000",
-            "--duration", "soon", "--purpose", "x")
+    r = run(
+        "alice",
+        "lane",
+        "request",
+        "--src",
+        "10.1.0.10",
+        "--dst",
+        "203.0.113.10",
+        "--dst-port",
+        "9000",
+        "--duration",
+        "soon",
+        "--purpose",
+        "x",
+    )
     assert r.exit_code == 2 and r.stderr.count("\n") == 1
-    r = run("alice", "lane", "request", "--src", "10.1.0.300", "--dst", "203.0.113.10", "--dst-port", "9000",
-            "--purpose", "x")
+    r = run(
+        "alice",
+        "lane",
+        "request",
+        "--src",
+        "10.1.0.300",
+        "--dst",
+        "203.0.113.10",
+        "--dst-port",
+        "9000",
+        "--purpose",
+        "x",
+    )
     assert r.exit_code == 1 and "src_ip: not an IPv4 or IPv6 address" in r.stderr and r.stderr.count("\n") == 1
     r = run("nope", "lane", "list")
     assert r.exit_code == 1 and "unauthorized" in r.stderr
@@ -104,8 +176,9 @@ def test_bad_input_is_one_line_not_a_traceback(run, tmp_path):
 def test_config_file(live, world, tmp_path):
     cfg = tmp_path / "config.toml"
     cfg.write_text(f'api_url = "{live.url}"\ntoken = "{world.tokens["alice"]}"\n')
-    r = CliRunner().invoke(main, ["principal", "whoami"], env={"VIPLANES_CONFIG": str(cfg), "VIPLANES_TOKEN": "",
-                                                              "VIPLANES_API_URL": ""})
+    r = CliRunner().invoke(
+        main, ["principal", "whoami"], env={"VIPLANES_CONFIG": str(cfg), "VIPLANES_TOKEN": "", "VIPLANES_API_URL": ""}
+    )
     assert r.exit_code == 0 and r.stdout.strip() == "alice (researcher)"
     cfg.write_text('api_url = "x"\ncolour = "blue"\n')
     r = CliRunner().invoke(main, ["principal", "whoami"], env={"VIPLANES_CONFIG": str(cfg)})
@@ -113,16 +186,51 @@ def test_config_file(live, world, tmp_path):
 
 
 def test_lane_request_ranges_prefixes_and_names(run):
-    r = run("alice", "lane", "request", "--src", "10.1.0.10", "--dst", "203.0.113.10", "--dst-ports", "9010-9020",
-            "--purpose", "globus", "--json")
+    r = run(
+        "alice",
+        "lane",
+        "request",
+        "--src",
+        "10.1.0.10",
+        "--dst",
+        "203.0.113.10",
+        "--dst-ports",
+        "9010-9020",
+        "--purpose",
+        "globus",
+        "--json",
+    )
     assert r.exit_code == 0, r.stderr
     lane = json.loads(r.stdout)
     assert lane["dst_ports"] == ["9010-9020"] and lane["match_count"] == 4 and lane["flow_count"] == 4 * 2 * 3 + 2
-    r = run("alice", "lane", "request", "--src", "10.1.0.10", "--dst-prefix", "203.0.113.64/26",
-            "--dst-ports", "443,9030", "--purpose", "p", "--json")
+    r = run(
+        "alice",
+        "lane",
+        "request",
+        "--src",
+        "10.1.0.10",
+        "--dst-prefix",
+        "203.0.113.64/26",
+        "--dst-ports",
+        "443,9030",
+        "--purpose",
+        "p",
+        "--json",
+    )
     assert r.exit_code == 0 and json.loads(r.stdout)["dst_nets"] == ["203.0.113.64/26"], r.stderr
-    r = run("alice", "lane", "request", "--src", "10.1.0.10", "--dst", "no-such-name.invalid", "--dst-port", "9000",
-            "--purpose", "p")
+    r = run(
+        "alice",
+        "lane",
+        "request",
+        "--src",
+        "10.1.0.10",
+        "--dst",
+        "no-such-name.invalid",
+        "--dst-port",
+        "9000",
+        "--purpose",
+        "p",
+    )
     assert r.exit_code == 1 and "dst_host_unresolvable" in r.stderr and r.stderr.count("\n") == 1
     r = run("alice", "lane", "list")
     assert r.exit_code == 0 and "9010-9020" in r.stdout

@@ -1,4 +1,5 @@
 """The lane compiler, checked by what packets do in the simulated campus, not by message text."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -8,15 +9,29 @@ import pytest
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller.compile.lane import (
-    ARP_PUNT_METER,
-    PRIORITY_ARP_PROXY, PRIORITY_BYPASS_DROP, PRIORITY_CT_POOL_DROP, PRIORITY_CT_EGRESS, PRIORITY_GUARD, PRIORITY_POOL_DROP, PRIORITY_LANE,
-    PRIORITY_RELATED, PRIORITY_TABLE_MISS,
-    LaneCompileError, NoLanePath, compile_base, compile_lane, compile_lane_removal,
-    hard_timeout_for, lane_cookie, lane_dpids, lane_ingress_ports,
-)
 from tests.support.flowsim import ip_packet, make_packet
 from tests.support.netsim import Network
+from viplanes.controller.compile.lane import (
+    ARP_PUNT_METER,
+    PRIORITY_ARP_PROXY,
+    PRIORITY_BYPASS_DROP,
+    PRIORITY_CT_EGRESS,
+    PRIORITY_CT_POOL_DROP,
+    PRIORITY_GUARD,
+    PRIORITY_LANE,
+    PRIORITY_POOL_DROP,
+    PRIORITY_RELATED,
+    PRIORITY_TABLE_MISS,
+    LaneCompileError,
+    NoLanePath,
+    compile_base,
+    compile_lane,
+    compile_lane_removal,
+    hard_timeout_for,
+    lane_cookie,
+    lane_dpids,
+    lane_ingress_ports,
+)
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import PortRef, Topology
@@ -33,8 +48,16 @@ def topo(campus_yaml: Path) -> Topology:
 
 @pytest.fixture
 def lane() -> LaneSpec:
-    return LaneSpec(lane_id=7, src_ip="10.1.0.10", dst_ip=CLOUD, protocol="tcp", dst_port=5201,
-                    src_port=None, nat_ip=NAT_IP, expires_at=NOW + 3600)
+    return LaneSpec(
+        lane_id=7,
+        src_ip="10.1.0.10",
+        dst_ip=CLOUD,
+        protocol="tcp",
+        dst_port=5201,
+        src_port=None,
+        nat_ip=NAT_IP,
+        expires_at=NOW + 3600,
+    )
 
 
 @pytest.fixture
@@ -84,12 +107,15 @@ def test_return_traffic_is_translated_back_to_the_desktop(net: Network, topo: To
     assert out.packet["eth_dst"] == topo.host("desktop").iface.mac
 
 
-@pytest.mark.parametrize("change", [
-    {"eth_src": "02:00:00:01:00:99"},          # another MAC on the desktop's port
-    {"ipv4_src": "10.1.0.11"},                 # another source address
-    {"tcp_dst": 5202},                         # a different destination port
-    {"ipv4_dst": "203.0.113.11"},              # a different destination
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"eth_src": "02:00:00:01:00:99"},  # another MAC on the desktop's port
+        {"ipv4_src": "10.1.0.11"},  # another source address
+        {"tcp_dst": 5202},  # a different destination port
+        {"ipv4_dst": "203.0.113.11"},  # a different destination
+    ],
+)
 def test_deviating_packet_takes_the_default_path(net: Network, topo: Topology, change: dict) -> None:
     out = only(net.send_from_host("desktop", desktop_packet(topo, **change)))
     assert (out.kind, out.node) == ("NORMAL", "s1")
@@ -143,8 +169,9 @@ def test_pinned_source_port(topo: Topology, lane: LaneSpec) -> None:
     assert only(net.send_from_host("desktop", desktop_packet(topo, tcp_src=40001))).kind == "NORMAL"
     assert only(net.send_from_edge(reply_packet(topo))).kind == "host"
     assert only(net.send_from_edge(reply_packet(topo, tcp_dst=40001))).kind == "drop"
-    assert {m.priority for msgs in compile_lane(pinned, topo, NOW).values() for m in msgs
-            if m.table_id == 0} == {PRIORITY_LANE + 1}
+    assert {m.priority for msgs in compile_lane(pinned, topo, NOW).values() for m in msgs if m.table_id == 0} == {
+        PRIORITY_LANE + 1
+    }
 
 
 def test_removal_deletes_only_that_lane(net: Network, topo: Topology, lane: LaneSpec) -> None:
@@ -171,17 +198,33 @@ def test_base_flows(topo: Topology) -> None:
     assert [m.priority for m in base[2]] == [PRIORITY_TABLE_MISS, PRIORITY_BYPASS_DROP, *guards]
     s3_guards = [PRIORITY_GUARD] * (4 + (3 + 3 + 2) * 2)  # nat, edge: 3 hosts; dtn: 2 (IPv4, ARP)
     assert [(getattr(m, "table_id", None), getattr(m, "priority", None)) for m in base[3]] == [
-        (0, PRIORITY_TABLE_MISS), (0, PRIORITY_BYPASS_DROP), *[(0, p) for p in s3_guards],
-        (None, None), (0, PRIORITY_ARP_PROXY), (0, PRIORITY_POOL_DROP), (0, PRIORITY_RELATED), (0, PRIORITY_RELATED),
-        (1, PRIORITY_CT_POOL_DROP), (1, PRIORITY_CT_POOL_DROP), (1, PRIORITY_TABLE_MISS),
-        (2, PRIORITY_CT_EGRESS), (2, PRIORITY_TABLE_MISS)]
+        (0, PRIORITY_TABLE_MISS),
+        (0, PRIORITY_BYPASS_DROP),
+        *[(0, p) for p in s3_guards],
+        (None, None),
+        (0, PRIORITY_ARP_PROXY),
+        (0, PRIORITY_POOL_DROP),
+        (0, PRIORITY_RELATED),
+        (0, PRIORITY_RELATED),
+        (1, PRIORITY_CT_POOL_DROP),
+        (1, PRIORITY_CT_POOL_DROP),
+        (1, PRIORITY_TABLE_MISS),
+        (2, PRIORITY_CT_EGRESS),
+        (2, PRIORITY_TABLE_MISS),
+    ]
     net = Network(topo)
     net.install(base)
     # default traffic is the switch's NORMAL forwarding
     assert only(net.send_from_host("desktop", desktop_packet(topo))).kind == "NORMAL"
     # ARP for a lane-pool address goes to the controller; other ARP is normal
-    arp = make_packet(eth_src=topo.edge.inside.mac, eth_dst="ff:ff:ff:ff:ff:ff", eth_type=0x0806,
-                      arp_op=1, arp_spa="198.51.100.1", arp_tpa=NAT_IP)
+    arp = make_packet(
+        eth_src=topo.edge.inside.mac,
+        eth_dst="ff:ff:ff:ff:ff:ff",
+        eth_type=0x0806,
+        arp_op=1,
+        arp_spa="198.51.100.1",
+        arp_tpa=NAT_IP,
+    )
     assert only(net.send_from_edge(arp)).kind == "CONTROLLER"
     assert only(net.send_from_edge(dict(arp, arp_tpa="198.51.100.2"))).kind == "NORMAL"
     assert only(net.send_from_edge(dict(arp, arp_op=2))).kind == "NORMAL"
@@ -226,8 +269,12 @@ def test_rate_cap_meter(topo: Topology, lane: LaneSpec) -> None:
         assert (meter.command, meter.flags, meter.bands[0].rate) == (ofp.OFPMC_ADD, ofp.OFPMF_KBPS, 50_000)
         assert all(isinstance(m, parser.OFPFlowMod) for m in ofmsgs[dpid][1:])
     assert not any(isinstance(m, parser.OFPMeterMod) for m in ofmsgs[2])
-    metered = [m for ms in ofmsgs.values() for m in ms if isinstance(m, parser.OFPFlowMod)
-               and any(isinstance(i, parser.OFPInstructionMeter) for i in m.instructions)]
+    metered = [
+        m
+        for ms in ofmsgs.values()
+        for m in ms
+        if isinstance(m, parser.OFPFlowMod) and any(isinstance(i, parser.OFPInstructionMeter) for i in m.instructions)
+    ]
     assert sorted(m.match["in_port"] for m in metered) == [1, 2]  # host port and edge port only
     net = Network(topo)
     net.install(compile_base(topo))
@@ -240,25 +287,31 @@ def test_rate_cap_meter(topo: Topology, lane: LaneSpec) -> None:
     assert refresh[1][0].command == ofp.OFPMC_MODIFY
 
 
-@pytest.mark.parametrize("change,words", [
-    ({"src_ip": "10.1.0.99"}, "is no host"),
-    ({"src_ip": "not-an-ip"}, "is no host"),
-    ({"nat_ip": None}, "needs a nat_ip"),
-    ({"nat_ip": "192.0.2.5"}, "not in the lane pool"),
-    ({"protocol": "icmp"}, "not tcp or udp"),
-    ({"dst_port": 0}, "dst_port"),
-    ({"src_port": 70000}, "src_port"),
-    ({"dst_ip": "cloud"}, "dst_ip"),
-    ({"dst_ip": "198.51.100.30"}, "inside the campus"),     # the DTN
-    ({"dst_ip": "10.1.0.20"}, "inside the campus"),         # a NAT'd host
-    ({"dst_ip": "10.2.0.2"}, "inside the campus"),          # between firewall and NAT
-    ({"dst_ip": "224.0.0.5"}, "not a unicast"),
-    ({"lane_id": 0}, "lane id"),
-])
+@pytest.mark.parametrize(
+    "change,words",
+    [
+        ({"src_ip": "10.1.0.99"}, "is no host"),
+        ({"src_ip": "not-an-ip"}, "is no host"),
+        ({"nat_ip": None}, "needs a nat_ip"),
+        ({"nat_ip": "192.0.2.5"}, "not in the lane pool"),
+        ({"protocol": "icmp"}, "not tcp or udp"),
+        ({"dst_port": 0}, "dst_port"),
+        ({"src_port": 70000}, "src_port"),
+        ({"dst_ip": "cloud"}, "dst_ip"),
+        ({"dst_ip": "198.51.100.30"}, "inside the campus"),  # the DTN
+        ({"dst_ip": "10.1.0.20"}, "inside the campus"),  # a NAT'd host
+        ({"dst_ip": "10.2.0.2"}, "inside the campus"),  # between firewall and NAT
+        ({"dst_ip": "224.0.0.5"}, "not a unicast"),
+        ({"lane_id": 0}, "lane id"),
+    ],
+)
 def test_bad_lanes_are_refused(topo: Topology, lane: LaneSpec, change: dict, words: str) -> None:
     # the set view follows the single fields only when it is cleared (replace keeps it)
-    change = {**change, **({"dst_nets": ()} if "dst_ip" in change else {}),
-              **({"dst_ports": ()} if "dst_port" in change else {})}
+    change = {
+        **change,
+        **({"dst_nets": ()} if "dst_ip" in change else {}),
+        **({"dst_ports": ()} if "dst_port" in change else {}),
+    }
     with pytest.raises(ValueError, match=words):
         compile_lane(dataclasses.replace(lane, **change), topo, NOW)
 
@@ -278,17 +331,21 @@ def test_ingress_ports_and_dpids(topo: Topology, lane: LaneSpec) -> None:
     net.send_from_host("desktop", desktop_packet(topo))
     net.send_from_edge(reply_packet(topo))
     net.send_from_edge(reply_packet(topo))
-    counted = {(d, f.match["in_port"]): f.packet_count for d, t in net.tables.items()
-               for f in t.flows if f.cookie == lane_cookie(7) and f.table_id == 0}
+    counted = {
+        (d, f.match["in_port"]): f.packet_count
+        for d, t in net.tables.items()
+        for f in t.flows
+        if f.cookie == lane_cookie(7) and f.table_id == 0
+    }
     assert sum(counted[k] for k in lane_ingress_ports(lane, topo)) == 3
 
 
 def test_desired_state_and_a_reconcile_by_flow_key(topo: Topology, lane: LaneSpec) -> None:
     """What reconcile does with these pieces: the switch ends exactly at the desired flows,
     identical flows keep their counters (they were not re-sent)."""
-    from viplanes.controller.compile.lane import compile_desired, compile_flow_delete
     from viplanes.controller.compile.cookies import ALL_APP_FLOWS
     from viplanes.controller.compile.flowkey import flow_key_of
+    from viplanes.controller.compile.lane import compile_desired, compile_flow_delete
 
     server_lane = LaneSpec(8, "10.1.0.20", CLOUD, "tcp", 5201, None, "198.51.100.201", NOW + 60)
     dtn_lane = LaneSpec(9, "198.51.100.30", CLOUD, "udp", 9000, None, None, NOW + 60)
@@ -297,8 +354,7 @@ def test_desired_state_and_a_reconcile_by_flow_key(topo: Topology, lane: LaneSpe
     before, _ = compile_desired(topo, [lane, server_lane], NOW)
     net.install(before)
     net.send_from_host("desktop", desktop_packet(topo))  # counts on the desktop lane
-    foreign = parser.OFPFlowMod(None, cookie=0x42, priority=5, match=parser.OFPMatch(in_port=9),
-                                instructions=[])
+    foreign = parser.OFPFlowMod(None, cookie=0x42, priority=5, match=parser.OFPMatch(in_port=9), instructions=[])
     net.install({1: [foreign]})  # someone else's flow: must survive
 
     desired, refused = compile_desired(topo, [lane, dtn_lane, expired], NOW + 10)

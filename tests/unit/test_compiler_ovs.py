@@ -6,6 +6,7 @@ of what we sent (what reconcile relies on), delete only one lane by cookie, and 
 the way ``flowsim`` predicts (checked with ``ofproto/trace``: same rule, same outputs, same
 rewritten fields). Marked integration: needs root and a running ovs-vswitchd.
 """
+
 from __future__ import annotations
 
 import os
@@ -13,8 +14,9 @@ import re
 import socket
 import struct
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -24,11 +26,15 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.integration.conftest import ovs_problem
-from viplanes.controller.compile.lane import (
-    ALL_APP_FLOWS, compile_base, compile_lane, compile_lane_removal, flow_key,
-)
-from viplanes.controller.compile.flowkey import flow_key_of
 from tests.support.flowsim import FlowTable, ip_packet, make_packet
+from viplanes.controller.compile.flowkey import flow_key_of
+from viplanes.controller.compile.lane import (
+    ALL_APP_FLOWS,
+    compile_base,
+    compile_lane,
+    compile_lane_removal,
+    flow_key,
+)
 from viplanes.controller.compile.shared import compile_shared
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.loader import load_topology
@@ -36,8 +42,7 @@ from viplanes.topologies.loader import load_topology
 pytestmark = pytest.mark.integration
 CAMPUS = load_topology(Path(__file__).resolve().parents[2] / "topologies" / "campus.yaml")
 NOW = 1000.0
-DESKTOP = LaneSpec(7, "10.1.0.10", "203.0.113.10", "tcp", 5201, None, "198.51.100.200", NOW + 600,
-                   rate_mbps=40)
+DESKTOP = LaneSpec(7, "10.1.0.10", "203.0.113.10", "tcp", 5201, None, "198.51.100.200", NOW + 600, rate_mbps=40)
 DTN = LaneSpec(9, "198.51.100.30", "203.0.113.10", "udp", 9000, 5000, None, NOW + 600)
 
 
@@ -93,8 +98,11 @@ class RawOpenFlow:
                 errors.append(msg)
 
     def flow_stats(self, cookie: int, mask: int) -> list[Any]:
-        self.send(parser.OFPFlowStatsRequest(None, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY,
-                                             cookie, mask, parser.OFPMatch()))
+        self.send(
+            parser.OFPFlowStatsRequest(
+                None, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY, cookie, mask, parser.OFPMatch()
+            )
+        )
         out: list[Any] = []
         while True:
             msg = self.recv()
@@ -108,8 +116,9 @@ class RawOpenFlow:
 
 
 def vsctl(*args: str) -> str:
-    return subprocess.run(["ovs-vsctl", "--timeout=20", *args], check=True, capture_output=True,
-                          text=True, timeout=30).stdout
+    return subprocess.run(
+        ["ovs-vsctl", "--timeout=20", *args], check=True, capture_output=True, text=True, timeout=30
+    ).stdout
 
 
 @pytest.fixture
@@ -126,11 +135,30 @@ def bridge() -> Iterator[tuple[str, RawOpenFlow]]:
         port = probe.getsockname()[1]
     conn = None
     try:
-        vsctl("add-br", name, "--", "set", "bridge", name, "datapath_type=netdev",
-              "fail_mode=secure", "protocols=OpenFlow13", "other-config:disable-in-band=true")
+        vsctl(
+            "add-br",
+            name,
+            "--",
+            "set",
+            "bridge",
+            name,
+            "datapath_type=netdev",
+            "fail_mode=secure",
+            "protocols=OpenFlow13",
+            "other-config:disable-in-band=true",
+        )
         for n in (1, 2, 3, 4):
-            vsctl("add-port", name, f"{name}p{n}", "--", "set", "interface", f"{name}p{n}",
-                  "type=internal", f"ofport_request={n}")
+            vsctl(
+                "add-port",
+                name,
+                f"{name}p{n}",
+                "--",
+                "set",
+                "interface",
+                f"{name}p{n}",
+                "type=internal",
+                f"ofport_request={n}",
+            )
         vsctl("set-controller", name, f"ptcp:{port}:127.0.0.1")
         for _ in range(50):
             try:
@@ -143,8 +171,7 @@ def bridge() -> Iterator[tuple[str, RawOpenFlow]]:
     finally:
         if conn is not None:
             conn.close()
-        subprocess.run(["ovs-vsctl", "--timeout=20", "--if-exists", "del-br", name],
-                       capture_output=True, timeout=30)
+        subprocess.run(["ovs-vsctl", "--timeout=20", "--if-exists", "del-br", name], capture_output=True, timeout=30)
 
 
 def install(conn: RawOpenFlow, ofmsgs: list[Any]) -> None:
@@ -157,13 +184,15 @@ def install(conn: RawOpenFlow, ofmsgs: list[Any]) -> None:
 def test_switch_accepts_echoes_and_deletes_by_cookie(bridge: tuple[str, RawOpenFlow]) -> None:
     _, conn = bridge
     dpid = 3  # s3: edge port, bypass port, both lanes, the ARP punt
-    base, desktop, dtn = (compile_base(CAMPUS)[dpid], compile_lane(DESKTOP, CAMPUS, NOW)[dpid],
-                          compile_lane(DTN, CAMPUS, NOW)[dpid])
+    base, desktop, dtn = (
+        compile_base(CAMPUS)[dpid],
+        compile_lane(DESKTOP, CAMPUS, NOW)[dpid],
+        compile_lane(DTN, CAMPUS, NOW)[dpid],
+    )
     base += compile_shared(CAMPUS, [DESKTOP, DTN])[dpid]  # the switch-side ARP reply
     install(conn, base + desktop + dtn)
     sent = {flow_key_of(m) for m in base + desktop + dtn if isinstance(m, parser.OFPFlowMod)}
-    got = {flow_key(s.priority, s.cookie, s.match, s.instructions, s.table_id)
-           for s in conn.flow_stats(*ALL_APP_FLOWS)}
+    got = {flow_key(s.priority, s.cookie, s.match, s.instructions, s.table_id) for s in conn.flow_stats(*ALL_APP_FLOWS)}
     assert got == sent
     # deleting the DTN lane (it has no meter: deleting an unknown meter must not be an error)
     install(conn, compile_lane_removal(DTN.lane_id, [dpid])[dpid])
@@ -171,15 +200,25 @@ def test_switch_accepts_echoes_and_deletes_by_cookie(bridge: tuple[str, RawOpenF
     assert left == {flow_key_of(m) for m in base + desktop if isinstance(m, parser.OFPFlowMod)}
     install(conn, compile_lane_removal(DESKTOP.lane_id, [dpid])[dpid])
     assert {flow_key_of(s) for s in conn.flow_stats(*ALL_APP_FLOWS)} == {
-        flow_key_of(m) for m in base if isinstance(m, parser.OFPFlowMod)}
+        flow_key_of(m) for m in base if isinstance(m, parser.OFPFlowMod)
+    }
 
 
 # ---- forwarding, traced -----------------------------------------------------------------
 # our field -> how `ofproto/trace` prints it in "Final flow" (it takes the OXM names as input)
-TRACE_NAMES = {"eth_src": "dl_src", "eth_dst": "dl_dst", "ipv4_src": "nw_src",
-               "ipv4_dst": "nw_dst", "tcp_src": "tp_src", "tcp_dst": "tp_dst",
-               "udp_src": "tp_src", "udp_dst": "tp_dst", "arp_op": "arp_op",
-               "arp_spa": "arp_spa", "arp_tpa": "arp_tpa"}
+TRACE_NAMES = {
+    "eth_src": "dl_src",
+    "eth_dst": "dl_dst",
+    "ipv4_src": "nw_src",
+    "ipv4_dst": "nw_dst",
+    "tcp_src": "tp_src",
+    "tcp_dst": "tp_dst",
+    "udp_src": "tp_src",
+    "udp_dst": "tp_dst",
+    "arp_op": "arp_op",
+    "arp_spa": "arp_spa",
+    "arp_tpa": "arp_tpa",
+}
 
 
 def trace(bridge_name: str, pkt: dict[str, Any], in_port: int) -> tuple[str, list[Any], dict]:
@@ -187,9 +226,12 @@ def trace(bridge_name: str, pkt: dict[str, Any], in_port: int) -> tuple[str, lis
     proto = {0x0806: "arp"}.get(pkt["eth_type"]) or {6: "tcp", 17: "udp"}[pkt["ip_proto"]]
     rename = {"ipv4_src": "nw_src", "ipv4_dst": "nw_dst"}
     fields = ",".join(f"{rename.get(k, k)}={v}" for k, v in pkt.items() if k in TRACE_NAMES)
-    done = subprocess.run(["ovs-appctl", "ofproto/trace", bridge_name,
-                           f"in_port={in_port},{proto},{fields}"],
-                          capture_output=True, text=True, timeout=10)
+    done = subprocess.run(
+        ["ovs-appctl", "ofproto/trace", bridge_name, f"in_port={in_port},{proto},{fields}"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
     assert done.returncode == 0, done.stderr + done.stdout
     text = done.stdout
     rule = re.search(r"^ 0\. .*?priority (\d+)(?:, cookie (0x[0-9a-f]+))?$", text, re.M)
@@ -215,10 +257,10 @@ def trace(bridge_name: str, pkt: dict[str, Any], in_port: int) -> tuple[str, lis
 
 
 def dp_ports(bridge_name: str) -> dict[int, int]:
-    text = subprocess.run(["ovs-appctl", "dpif/show"], check=True, capture_output=True,
-                          text=True, timeout=10).stdout
-    return {int(dp): int(of) for of, dp in re.findall(
-        rf"^\s+{re.escape(bridge_name)}(?:p\d)? (\d+)/(\d+):", text, re.M)}
+    text = subprocess.run(["ovs-appctl", "dpif/show"], check=True, capture_output=True, text=True, timeout=10).stdout
+    return {
+        int(dp): int(of) for of, dp in re.findall(rf"^\s+{re.escape(bridge_name)}(?:p\d)? (\d+)/(\d+):", text, re.M)
+    }
 
 
 def sim_expectation(table: FlowTable, pkt: dict[str, Any], in_port: int) -> tuple[str, list, dict]:
@@ -234,13 +276,28 @@ EDGE_MAC, POOL_MAC = "02:00:00:03:00:01", "02:ff:00:00:00:01"
 FWD = ip_packet(DESKTOP_MAC, FW_MAC, "10.1.0.10", "203.0.113.10", "tcp", 40000, 5201)
 FWD_NAT = ip_packet(POOL_MAC, EDGE_MAC, "198.51.100.200", "203.0.113.10", "tcp", 40000, 5201)
 REV = ip_packet(EDGE_MAC, POOL_MAC, "203.0.113.10", "198.51.100.200", "tcp", 5201, 40000)
-ARP = make_packet(eth_src=EDGE_MAC, eth_dst="ff:ff:ff:ff:ff:ff", eth_type=0x0806, arp_op=1,
-                  arp_spa="198.51.100.1", arp_tpa="198.51.100.200")
+ARP = make_packet(
+    eth_src=EDGE_MAC,
+    eth_dst="ff:ff:ff:ff:ff:ff",
+    eth_type=0x0806,
+    arp_op=1,
+    arp_spa="198.51.100.1",
+    arp_tpa="198.51.100.200",
+)
 CASES = [  # (dpid, in_port, packet)
-    (1, 1, FWD), (1, 1, dict(FWD, tcp_dst=5202)), (1, 1, dict(FWD, eth_src="02:00:00:01:00:99")),
-    (1, 2, FWD), (1, 1, dict(FWD, ipv4_src="10.1.0.11")), (1, 3, dict(REV, ipv4_dst="10.1.0.10")),
-    (3, 3, FWD_NAT), (3, 3, dict(FWD_NAT, tcp_dst=22)), (3, 2, REV), (3, 2, dict(REV, tcp_src=80)),
-    (3, 1, REV), (3, 2, ARP), (3, 2, dict(ARP, arp_tpa="198.51.100.2")),
+    (1, 1, FWD),
+    (1, 1, dict(FWD, tcp_dst=5202)),
+    (1, 1, dict(FWD, eth_src="02:00:00:01:00:99")),
+    (1, 2, FWD),
+    (1, 1, dict(FWD, ipv4_src="10.1.0.11")),
+    (1, 3, dict(REV, ipv4_dst="10.1.0.10")),
+    (3, 3, FWD_NAT),
+    (3, 3, dict(FWD_NAT, tcp_dst=22)),
+    (3, 2, REV),
+    (3, 2, dict(REV, tcp_src=80)),
+    (3, 1, REV),
+    (3, 2, ARP),
+    (3, 2, dict(ARP, arp_tpa="198.51.100.2")),
     (3, 4, ip_packet("02:00:00:03:00:30", EDGE_MAC, "198.51.100.30", "203.0.113.10", "udp", 5000, 9000)),
 ]
 
@@ -250,8 +307,18 @@ def test_switch_forwards_like_the_simulator(bridge: tuple[str, RawOpenFlow]) -> 
     for dpid in (1, 3):
         ofmsgs = compile_base(CAMPUS)[dpid] + compile_lane(DESKTOP, CAMPUS, NOW)[dpid]
         ofmsgs += compile_lane(DTN, CAMPUS, NOW)[dpid] if dpid == 3 else []
-        install(conn, [parser.OFPFlowMod(None, table_id=ofp.OFPTT_ALL, command=ofp.OFPFC_DELETE,
-                                         out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY)])
+        install(
+            conn,
+            [
+                parser.OFPFlowMod(
+                    None,
+                    table_id=ofp.OFPTT_ALL,
+                    command=ofp.OFPFC_DELETE,
+                    out_port=ofp.OFPP_ANY,
+                    out_group=ofp.OFPG_ANY,
+                )
+            ],
+        )
         install(conn, [parser.OFPMeterMod(None, command=ofp.OFPMC_DELETE, meter_id=ofp.OFPM_ALL)])
         install(conn, ofmsgs)
         table = FlowTable()
@@ -277,7 +344,9 @@ def random_lanes(draw: st.DrawFn) -> LaneSpec:
         dst_port=draw(st.integers(1, 65535)),
         src_port=draw(st.one_of(st.none(), st.integers(1, 65535))),
         nat_ip=str(draw(st.sampled_from(CAMPUS.lane_addresses()))) if host.needs_nat else None,
-        expires_at=NOW + 600, rate_mbps=draw(st.one_of(st.none(), st.just(25.0))))
+        expires_at=NOW + 600,
+        rate_mbps=draw(st.one_of(st.none(), st.just(25.0))),
+    )
 
 
 def lane_packets(lane: LaneSpec, deviate: int) -> list[tuple[int, int, dict[str, Any]]]:
@@ -287,10 +356,8 @@ def lane_packets(lane: LaneSpec, deviate: int) -> list[tuple[int, int, dict[str,
     assert host is not None and host.iface.attach is not None
     dpid_in = CAMPUS.switch(host.iface.attach.switch).dpid
     sport = lane.src_port or 33333
-    fwd = ip_packet(host.iface.mac, FW_MAC, lane.src_ip, lane.dst_ip, lane.protocol, sport,
-                    lane.dst_port)
-    rev = ip_packet(EDGE_MAC, POOL_MAC, lane.dst_ip, lane.nat_ip or lane.src_ip, lane.protocol,
-                    lane.dst_port, sport)
+    fwd = ip_packet(host.iface.mac, FW_MAC, lane.src_ip, lane.dst_ip, lane.protocol, sport, lane.dst_port)
+    rev = ip_packet(EDGE_MAC, POOL_MAC, lane.dst_ip, lane.nat_ip or lane.src_ip, lane.protocol, lane.dst_port, sport)
     key = ["", "ipv4_src", "ipv4_dst", f"{lane.protocol}_dst", f"{lane.protocol}_src"][deviate]
     if key:
         for pkt in (fwd, rev):
@@ -299,17 +366,25 @@ def lane_packets(lane: LaneSpec, deviate: int) -> list[tuple[int, int, dict[str,
 
 
 @given(lane=random_lanes(), deviate=st.integers(0, 4))
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_random_lanes_forward_like_the_simulator(bridge: tuple[str, RawOpenFlow], lane: LaneSpec,
-                                                 deviate: int) -> None:
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_random_lanes_forward_like_the_simulator(bridge: tuple[str, RawOpenFlow], lane: LaneSpec, deviate: int) -> None:
     name, conn = bridge
     compiled = compile_lane(lane, CAMPUS, NOW)
     for dpid, in_port, pkt in lane_packets(lane, deviate):
         ofmsgs = compile_base(CAMPUS)[dpid] + compiled.get(dpid, [])
-        install(conn, [parser.OFPFlowMod(None, table_id=ofp.OFPTT_ALL, command=ofp.OFPFC_DELETE,
-                                         out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY),
-                       parser.OFPMeterMod(None, command=ofp.OFPMC_DELETE, meter_id=ofp.OFPM_ALL)])
+        install(
+            conn,
+            [
+                parser.OFPFlowMod(
+                    None,
+                    table_id=ofp.OFPTT_ALL,
+                    command=ofp.OFPFC_DELETE,
+                    out_port=ofp.OFPP_ANY,
+                    out_group=ofp.OFPG_ANY,
+                ),
+                parser.OFPMeterMod(None, command=ofp.OFPMC_DELETE, meter_id=ofp.OFPM_ALL),
+            ],
+        )
         install(conn, ofmsgs)
         table = FlowTable()
         table.apply_all(ofmsgs)
@@ -325,8 +400,7 @@ def test_stateless_fallback_flows_are_accepted_and_echoed(bridge: tuple[str, Raw
     import dataclasses
 
     _, conn = bridge
-    topo = dataclasses.replace(CAMPUS, switches=tuple(
-        dataclasses.replace(s, conntrack=False) for s in CAMPUS.switches))
+    topo = dataclasses.replace(CAMPUS, switches=tuple(dataclasses.replace(s, conntrack=False) for s in CAMPUS.switches))
     dpid = 3
     ofmsgs = compile_base(topo)[dpid] + compile_lane(DESKTOP, topo, NOW)[dpid]
     ofmsgs += compile_lane(DTN, topo, NOW)[dpid] + compile_shared(topo, [DESKTOP, DTN])[dpid]

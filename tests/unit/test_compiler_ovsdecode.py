@@ -1,9 +1,9 @@
 """Open vSwitch's own decoder reads every message the compiler builds (`ovs-ofctl ofp-parse`, no
 daemon needed): it rejects bad prerequisites and inconsistent set-fields exactly as the switch
 would, and prints what it understood."""
+
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import shutil
 import subprocess
@@ -16,11 +16,13 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller.compile.lane import (
-    compile_base, compile_flow_delete, compile_lane, compile_lane_removal,
+    compile_base,
+    compile_flow_delete,
+    compile_lane,
+    compile_lane_removal,
 )
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.loader import load_topology
-from viplanes.topologies.model import Topology
 
 OFCTL = shutil.which("ovs-ofctl")
 pytestmark = pytest.mark.skipif(OFCTL is None, reason="ovs-ofctl (openvswitch-common) not installed")
@@ -41,8 +43,9 @@ def ovs_view(ofmsgs: list) -> list[str]:
         msg.datapath, msg.xid = FakeDatapath(), 1
         msg.serialize()
         wire += bytes(msg.buf)
-    out = subprocess.run([OFCTL, "ofp-parse", "-"], input=wire, capture_output=True, timeout=10,
-                         check=True).stdout.decode()
+    out = subprocess.run(
+        [OFCTL, "ofp-parse", "-"], input=wire, capture_output=True, timeout=10, check=True
+    ).stdout.decode()
     lines = [line for line in out.splitlines() if line.startswith("OFPT_")]
     assert len(lines) == len(ofmsgs), out
     return lines
@@ -53,28 +56,40 @@ def flat(by_dpid: dict) -> list:
 
 
 def test_ovs_decodes_base_and_lane_as_intended() -> None:
-    lane = LaneSpec(7, "10.1.0.10", "203.0.113.10", "tcp", 5201, 40000, "198.51.100.200", NOW + 60,
-                    rate_mbps=50)
-    lines = ovs_view(flat(compile_base(CAMPUS)) + flat(compile_lane(lane, CAMPUS, NOW))
-                     + flat(compile_lane_removal(7, [1, 3])))
+    lane = LaneSpec(7, "10.1.0.10", "203.0.113.10", "tcp", 5201, 40000, "198.51.100.200", NOW + 60, rate_mbps=50)
+    lines = ovs_view(
+        flat(compile_base(CAMPUS)) + flat(compile_lane(lane, CAMPUS, NOW)) + flat(compile_lane_removal(7, [1, 3]))
+    )
     assert not [line for line in lines if "error" in line]
     text = "\n".join(lines)
     assert "priority=100,in_port=3 cookie:0x5650800000000000 out_port:0 actions=drop" in text
     assert "arp,arp_tpa=198.51.100.192/27,arp_op=1" in text
     assert "actions=meter:4294901760,CONTROLLER:65535" in text  # the punt goes through its meter
     ingress = next(line for line in lines if "dl_src=02:00:00:01:00:10" in line)
-    for piece in ("priority=1001,tcp,in_port=1", "vlan_tci=0x0000/0x1fff", "nw_src=10.1.0.10",
-                  "nw_dst=203.0.113.10", "tp_src=40000,tp_dst=5201", "hard:60", "send_flow_rem",
-                  "actions=meter:7,set_field:02:ff:00:00:00:01->eth_src,output:3"):
+    for piece in (
+        "priority=1001,tcp,in_port=1",
+        "vlan_tci=0x0000/0x1fff",
+        "nw_src=10.1.0.10",
+        "nw_dst=203.0.113.10",
+        "tp_src=40000,tp_dst=5201",
+        "hard:60",
+        "send_flow_rem",
+        "actions=meter:7,set_field:02:ff:00:00:00:01->eth_src,output:3",
+    ):
         assert piece in ingress
-    border = next(line for line in lines if "in_port=3,dl_src=02:ff:00:00:00:01,nw_src=10.1.0.10"
-                  in line and "ct(commit" in line)
-    assert border.endswith("actions=ct(commit,table=2,zone=58568,nat(src=198.51.100.200),"
-                           "exec(set_field:0x7->ct_mark))"), border
+    border = next(
+        line for line in lines if "in_port=3,dl_src=02:ff:00:00:00:01,nw_src=10.1.0.10" in line and "ct(commit" in line
+    )
+    assert border.endswith(
+        "actions=ct(commit,table=2,zone=58568,nat(src=198.51.100.200),exec(set_field:0x7->ct_mark))"
+    ), border
     # the egress table sends on only what conntrack tracked as valid and translated
     [egress] = [line for line in lines if "table:2 priority=100" in line]
-    for piece in ("ct_state=-inv+trk", "nw_src=198.51.100.192/27", "actions=set_field:02:ff:00:00:00:01->eth_src,"
-                  "set_field:02:00:00:03:00:01->eth_dst,output:2"):
+    for piece in (
+        "ct_state=-inv+trk",
+        "nw_src=198.51.100.192/27",
+        "actions=set_field:02:ff:00:00:00:01->eth_src,set_field:02:00:00:03:00:01->eth_dst,output:2",
+    ):
         assert piece in egress, egress
     assert any("table:2 priority=0" in line and line.endswith("actions=drop") for line in lines)
     assert "in_port=2,nw_src=203.0.113.10,nw_dst=198.51.100.200,tp_src=5201,tp_dst=40000" in text
@@ -92,7 +107,9 @@ def test_ovs_decodes_the_pool_addresses_related_icmp_in_its_zone() -> None:
     lane = LaneSpec(7, "10.1.0.10", "203.0.113.10", "tcp", 5201, None, "198.51.100.200", NOW + 60)
     lines = ovs_view(flat(compile_shared(CAMPUS, [lane])) + flat(compile_base(CAMPUS)))
     for icmp_type in (3, 11):
-        [nat] = [ln for ln in lines if f"priority=951,icmp,in_port=2,nw_dst=198.51.100.200,icmp_type={icmp_type} " in ln]
+        [nat] = [
+            ln for ln in lines if f"priority=951,icmp,in_port=2,nw_dst=198.51.100.200,icmp_type={icmp_type} " in ln
+        ]
         assert nat.endswith("actions=ct(table=1,zone=58568,nat)"), nat
         [base] = [ln for ln in lines if f"priority=950,icmp,in_port=2,icmp_type={icmp_type} " in ln]
         assert base.endswith("actions=ct(table=1,zone=22096,nat)"), base
@@ -112,9 +129,13 @@ def lanes(draw: st.DrawFn) -> LaneSpec:
     return LaneSpec(
         lane_id=draw(st.integers(1, ofp.OFPM_MAX - 1)),
         src_ip=str(host.iface.ip.ip),
-        dst_ip=str(draw(st.integers(0x01000000, 0xDFFFFFFF).map(ipaddress.IPv4Address).filter(
-            lambda a: not a.is_loopback and a not in CAMPUS.edge.inside.ip.network
-            and not a.is_private))),
+        dst_ip=str(
+            draw(
+                st.integers(0x01000000, 0xDFFFFFFF)
+                .map(ipaddress.IPv4Address)
+                .filter(lambda a: not a.is_loopback and a not in CAMPUS.edge.inside.ip.network and not a.is_private)
+            )
+        ),
         protocol=draw(st.sampled_from(["tcp", "udp"])),
         dst_port=draw(st.integers(1, 65535)),
         src_port=draw(st.one_of(st.none(), st.integers(1, 65535))),
@@ -130,8 +151,7 @@ def test_ovs_accepts_every_random_lane(lane: LaneSpec) -> None:
     ofmsgs = flat(compile_lane(lane, CAMPUS, NOW))
     lines = ovs_view(ofmsgs + flat(compile_lane_removal(lane.lane_id, [1])))
     assert not [line for line in lines if "error" in line], lines
-    adds = [line for line in lines if "OFPT_FLOW_MOD" in line and " ADD " in line
-            and "table:1" not in line]
+    adds = [line for line in lines if "OFPT_FLOW_MOD" in line and " ADD " in line and "table:1" not in line]
     replies = [line for line in lines if "table:1" in line]
     assert len(adds) == 2 * len(compile_lane(lane, CAMPUS, NOW))  # forward + reverse per switch
     assert len(replies) == 2 and all(f"ct_mark={lane.lane_id:#x}" in r for r in replies)

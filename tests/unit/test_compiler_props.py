@@ -4,6 +4,7 @@ Whatever the shape: a lane's packet reaches the edge router's inside port and no
 reply reaches the host, and any packet that differs from the lane in one field never leaves by a
 bypass port. The random campuses go through the loader, so they also check that valid files load.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,9 +14,9 @@ from typing import Any
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from viplanes.controller.compile.lane import compile_base, compile_lane, compile_lane_removal, lane_dpids
 from tests.support.flowsim import ip_packet
 from tests.support.netsim import Network, Outcome
+from viplanes.controller.compile.lane import compile_base, compile_lane, compile_lane_removal, lane_dpids
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.loader import parse_topology
 from viplanes.topologies.model import PortRef, Topology
@@ -49,12 +50,17 @@ def campuses(draw: st.DrawFn) -> dict[str, Any]:
     hosts = []
     for k in range(draw(st.integers(1, 5))):
         public = draw(st.booleans())
-        hosts.append({
-            "name": f"h{k}", "role": "dtn" if public else draw(st.sampled_from(["desktop", "server"])),
-            "mac": f"02:00:00:00:01:{k:02x}",
-            "ip": f"198.51.100.{10 + k}/24" if public else f"10.0.{k}.{10 + k}/16",
-            "gateway": "198.51.100.1" if public else "10.0.0.1",
-            "attach": port(draw(st.integers(0, n - 1))), "nic_mbps": 100})
+        hosts.append(
+            {
+                "name": f"h{k}",
+                "role": "dtn" if public else draw(st.sampled_from(["desktop", "server"])),
+                "mac": f"02:00:00:00:01:{k:02x}",
+                "ip": f"198.51.100.{10 + k}/24" if public else f"10.0.{k}.{10 + k}/16",
+                "gateway": "198.51.100.1" if public else "10.0.0.1",
+                "attach": port(draw(st.integers(0, n - 1))),
+                "nic_mbps": 100,
+            }
+        )
     return {
         "name": "random",
         "lane_pool": {"prefix": str(POOL), "mac": "02:ff:00:00:00:01"},
@@ -62,17 +68,26 @@ def campuses(draw: st.DrawFn) -> dict[str, Any]:
         "links": links,
         "hosts": hosts,
         "middleboxes": [
-            {"name": "fw", "kind": "firewall", "mbps": 10,
-             "inside": {"mac": FW_MAC, "ip": "10.0.0.1/16", "attach": port(draw(st.integers(0, n - 1)))},
-             "outside": {"mac": "02:00:00:f0:00:02", "ip": "10.255.0.1/30"},
-             "routes": [{"dst": "0.0.0.0/0", "via": "10.255.0.2"}]},
-            {"name": "nat", "kind": "nat",
-             "inside": {"mac": "02:00:00:f0:00:03", "ip": "10.255.0.2/30"},
-             "outside": {"mac": "02:00:00:f0:00:04", "ip": "198.51.100.2/24", "attach": port(edge_sw)}},
+            {
+                "name": "fw",
+                "kind": "firewall",
+                "mbps": 10,
+                "inside": {"mac": FW_MAC, "ip": "10.0.0.1/16", "attach": port(draw(st.integers(0, n - 1)))},
+                "outside": {"mac": "02:00:00:f0:00:02", "ip": "10.255.0.1/30"},
+                "routes": [{"dst": "0.0.0.0/0", "via": "10.255.0.2"}],
+            },
+            {
+                "name": "nat",
+                "kind": "nat",
+                "inside": {"mac": "02:00:00:f0:00:03", "ip": "10.255.0.2/30"},
+                "outside": {"mac": "02:00:00:f0:00:04", "ip": "198.51.100.2/24", "attach": port(edge_sw)},
+            },
         ],
-        "edge": {"name": "edge",
-                 "inside": {"mac": EDGE_MAC, "ip": "198.51.100.1/24", "attach": port(edge_sw)},
-                 "outside": {"mac": "02:00:00:ee:00:02", "ip": "203.0.113.1/24"}},
+        "edge": {
+            "name": "edge",
+            "inside": {"mac": EDGE_MAC, "ip": "198.51.100.1/24", "attach": port(edge_sw)},
+            "outside": {"mac": "02:00:00:ee:00:02", "ip": "203.0.113.1/24"},
+        },
     }
 
 
@@ -119,13 +134,21 @@ def network(topo: Topology, *lanes: LaneSpec) -> Network:
 def forward_packet(topo: Topology, lane: LaneSpec) -> dict[str, Any]:
     host = topo.host_by_ip(lane.src_ip)
     assert host is not None
-    return ip_packet(host.iface.mac, FW_MAC, lane.src_ip, lane.dst_ip, lane.protocol,
-                     lane.src_port or 33333, lane.dst_port)
+    return ip_packet(
+        host.iface.mac, FW_MAC, lane.src_ip, lane.dst_ip, lane.protocol, lane.src_port or 33333, lane.dst_port
+    )
 
 
 def reverse_packet(topo: Topology, lane: LaneSpec) -> dict[str, Any]:
-    return ip_packet(EDGE_MAC, topo.lane_pool.mac, lane.dst_ip, lane.nat_ip or lane.src_ip,
-                     lane.protocol, lane.dst_port, lane.src_port or 33333)
+    return ip_packet(
+        EDGE_MAC,
+        topo.lane_pool.mac,
+        lane.dst_ip,
+        lane.nat_ip or lane.src_ip,
+        lane.protocol,
+        lane.dst_port,
+        lane.src_port or 33333,
+    )
 
 
 def bypass_exits(topo: Topology, outcomes: list[Outcome]) -> list[tuple[str, int]]:
@@ -180,8 +203,7 @@ def _deviate(draw: st.DrawFn, pkt: dict[str, Any], what: str, proto: str, sport:
 
 @given(scenarios(), st.data())
 @settings(max_examples=200, deadline=None)
-def test_single_field_deviation_never_uses_a_bypass(scenario: tuple[Topology, LaneSpec],
-                                                    data: st.DataObject) -> None:
+def test_single_field_deviation_never_uses_a_bypass(scenario: tuple[Topology, LaneSpec], data: st.DataObject) -> None:
     topo, lane = scenario
     assume(bypass_ports(topo))
     net = network(topo, lane)
@@ -206,12 +228,19 @@ def test_single_field_deviation_never_uses_a_bypass(scenario: tuple[Topology, La
 
 @given(scenarios(), st.integers(2, 4), st.data())
 @settings(max_examples=100, deadline=None)
-def test_removing_one_lane_leaves_the_others(scenario: tuple[Topology, LaneSpec], count: int,
-                                             data: st.DataObject) -> None:
+def test_removing_one_lane_leaves_the_others(
+    scenario: tuple[Topology, LaneSpec], count: int, data: st.DataObject
+) -> None:
     topo, first = scenario
-    lanes = [dataclasses.replace(first, lane_id=first.lane_id + i if first.lane_id + i < 0xFFFF0000 - 8
-                                 else first.lane_id - i, dst_port=(first.dst_port + i - 1) % 65535 + 1, dst_ports=())
-             for i in range(count)]
+    lanes = [
+        dataclasses.replace(
+            first,
+            lane_id=first.lane_id + i if first.lane_id + i < 0xFFFF0000 - 8 else first.lane_id - i,
+            dst_port=(first.dst_port + i - 1) % 65535 + 1,
+            dst_ports=(),
+        )
+        for i in range(count)
+    ]
     net = network(topo, *lanes)
     gone = data.draw(st.sampled_from(lanes))
     net.install(compile_lane_removal(gone.lane_id, lane_dpids(gone, topo)))

@@ -1,5 +1,6 @@
 """What crosses the wire: every compiled message encodes, flow_key survives the switch's echo,
 cookies address the right flows, and proxy ARP answers only what it should."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -9,16 +10,21 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from os_ken.lib.packet import arp, ethernet, ether_types, packet
+from os_ken.lib.packet import arp, ether_types, ethernet, packet
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller.compile import cookies
+from viplanes.controller.compile.flowkey import flow_key_of, match_key
 from viplanes.controller.compile.lane import (
-    compile_base, compile_lane, compile_lane_removal, flow_key, lane_cookie, lane_id_from_cookie,
+    compile_base,
+    compile_lane,
+    compile_lane_removal,
+    flow_key,
+    lane_cookie,
+    lane_id_from_cookie,
     lane_pool_arp_reply,
 )
-from viplanes.controller.compile.flowkey import flow_key_of, match_key
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import Topology
@@ -32,9 +38,10 @@ def topo() -> Topology:
 
 
 def all_messages(topo: Topology) -> list:
-    lanes = [LaneSpec(7, "10.1.0.10", "203.0.113.10", "tcp", 5201, None, "198.51.100.200", NOW + 60,
-                      rate_mbps=20),
-             LaneSpec(9, "198.51.100.30", "203.0.113.10", "udp", 9000, 5000, None, NOW + 60)]
+    lanes = [
+        LaneSpec(7, "10.1.0.10", "203.0.113.10", "tcp", 5201, None, "198.51.100.200", NOW + 60, rate_mbps=20),
+        LaneSpec(9, "198.51.100.30", "203.0.113.10", "udp", 9000, 5000, None, NOW + 60),
+    ]
     msgs = [(d, m) for d, ms in compile_base(topo).items() for m in ms]
     for lane in lanes:
         msgs += [(d, m) for d, ms in compile_lane(lane, topo, NOW).items() for m in ms]
@@ -76,22 +83,33 @@ def as_flow_stats(fm: parser.OFPFlowMod, packets: int = 5) -> parser.OFPFlowStat
     for inst in fm.instructions:
         inst.serialize(body, len(body))
     length = ofp.OFP_FLOW_STATS_0_SIZE + len(body)
-    head = struct.pack(ofp.OFP_FLOW_STATS_0_PACK_STR, length, fm.table_id, 12, 34, fm.priority,
-                       fm.idle_timeout, max(0, fm.hard_timeout - 12), fm.flags, fm.cookie,
-                       packets, packets * 1000)
+    head = struct.pack(
+        ofp.OFP_FLOW_STATS_0_PACK_STR,
+        length,
+        fm.table_id,
+        12,
+        34,
+        fm.priority,
+        fm.idle_timeout,
+        max(0, fm.hard_timeout - 12),
+        fm.flags,
+        fm.cookie,
+        packets,
+        packets * 1000,
+    )
     assert match_len % 8 == 0
     return parser.OFPFlowStats.parser(head + bytes(body), 0)
 
 
 def test_flow_key_survives_the_switch_echo(topo: Topology) -> None:
-    flows = [(d, m) for d, m in all_messages(topo)
-             if isinstance(m, parser.OFPFlowMod) and m.command == ofp.OFPFC_ADD]
+    flows = [(d, m) for d, m in all_messages(topo) if isinstance(m, parser.OFPFlowMod) and m.command == ofp.OFPFC_ADD]
     keys = {(d, flow_key_of(f)) for d, f in flows}
     assert len(keys) == len(flows)  # distinct flows of one switch have distinct keys
     for _, fm in flows:
         echoed = as_flow_stats(fm)
-        assert flow_key(echoed.priority, echoed.cookie, echoed.match, echoed.instructions) \
-            == flow_key(fm.priority, fm.cookie, fm.match, fm.instructions)
+        assert flow_key(echoed.priority, echoed.cookie, echoed.match, echoed.instructions) == flow_key(
+            fm.priority, fm.cookie, fm.match, fm.instructions
+        )
 
 
 def test_flow_key_sees_real_differences(topo: Topology) -> None:
@@ -107,10 +125,18 @@ def test_flow_key_sees_real_differences(topo: Topology) -> None:
 
 
 def test_match_key_is_order_and_case_independent() -> None:
-    a = {"eth_src": "02:AA:00:00:00:01", "eth_type": 0x800, "ipv4_src": "10.0.0.1",
-         "arp_tpa": ("10.0.0.7", "255.255.255.0")}
-    b = {"arp_tpa": ("10.0.0.0", "255.255.255.0"), "ipv4_src": "10.0.0.1", "eth_type": 2048,
-         "eth_src": "02:aa:00:00:00:01"}
+    a = {
+        "eth_src": "02:AA:00:00:00:01",
+        "eth_type": 0x800,
+        "ipv4_src": "10.0.0.1",
+        "arp_tpa": ("10.0.0.7", "255.255.255.0"),
+    }
+    b = {
+        "arp_tpa": ("10.0.0.0", "255.255.255.0"),
+        "ipv4_src": "10.0.0.1",
+        "eth_type": 2048,
+        "eth_src": "02:aa:00:00:00:01",
+    }
     assert match_key(a) == match_key(b)
     assert match_key({"ipv4_src": ("10.0.0.1", "255.255.255.255")}) == match_key({"ipv4_src": "10.0.0.1"})
     assert match_key({"ipv4_src": "10.0.0.1"}) != match_key({"ipv4_src": "10.0.0.2"})
@@ -150,10 +176,10 @@ EDGE_MAC = "02:00:00:03:00:01"
 
 def arp_frame(target: str, opcode: int = arp.ARP_REQUEST, sender_ip: str = "198.51.100.1") -> bytes:
     pkt = packet.Packet()
-    pkt.add_protocol(ethernet.ethernet(dst="ff:ff:ff:ff:ff:ff", src=EDGE_MAC,
-                                       ethertype=ether_types.ETH_TYPE_ARP))
-    pkt.add_protocol(arp.arp(opcode=opcode, src_mac=EDGE_MAC, src_ip=sender_ip,
-                             dst_mac="00:00:00:00:00:00", dst_ip=target))
+    pkt.add_protocol(ethernet.ethernet(dst="ff:ff:ff:ff:ff:ff", src=EDGE_MAC, ethertype=ether_types.ETH_TYPE_ARP))
+    pkt.add_protocol(
+        arp.arp(opcode=opcode, src_mac=EDGE_MAC, src_ip=sender_ip, dst_mac="00:00:00:00:00:00", dst_ip=target)
+    )
     pkt.serialize()
     return bytes(pkt.data)
 
@@ -168,15 +194,18 @@ def test_arp_reply_for_active_lane_address(topo: Topology) -> None:
     assert (ans.dst_mac, ans.dst_ip) == (EDGE_MAC, "198.51.100.1")
 
 
-@pytest.mark.parametrize("frame,active", [
-    (arp_frame("198.51.100.201"), {"198.51.100.200"}),             # pool address, no active lane
-    (arp_frame("198.51.100.2"), {"198.51.100.2"}),                 # "active" but not in the pool
-    (arp_frame("198.51.100.200", opcode=arp.ARP_REPLY), {"198.51.100.200"}),
-    (b"", {"198.51.100.200"}),
-    (b"\xff" * 60, {"198.51.100.200"}),
-    (arp_frame("198.51.100.200")[:30], {"198.51.100.200"}),        # truncated
-    ("not bytes", {"198.51.100.200"}),
-])
+@pytest.mark.parametrize(
+    "frame,active",
+    [
+        (arp_frame("198.51.100.201"), {"198.51.100.200"}),  # pool address, no active lane
+        (arp_frame("198.51.100.2"), {"198.51.100.2"}),  # "active" but not in the pool
+        (arp_frame("198.51.100.200", opcode=arp.ARP_REPLY), {"198.51.100.200"}),
+        (b"", {"198.51.100.200"}),
+        (b"\xff" * 60, {"198.51.100.200"}),
+        (arp_frame("198.51.100.200")[:30], {"198.51.100.200"}),  # truncated
+        ("not bytes", {"198.51.100.200"}),
+    ],
+)
 def test_no_arp_reply(topo: Topology, frame: bytes, active: set) -> None:
     assert lane_pool_arp_reply(topo, active, frame) is None
 
@@ -212,8 +241,7 @@ def test_a_frame_os_ken_would_never_finish_parsing_gets_no_answer(topo: Topology
 
     frame = tcp_frame_with_a_zero_length_option()
     try:  # the attack is real: os-ken's whole-packet parser loops on it
-        done = subprocess.run([sys.executable, "-c", _PACKET_STDIN], input=frame, capture_output=True,
-                              timeout=1.0)
+        done = subprocess.run([sys.executable, "-c", _PACKET_STDIN], input=frame, capture_output=True, timeout=1.0)
         hung = b"MemoryError" in done.stderr
     except subprocess.TimeoutExpired:
         hung = True
@@ -263,12 +291,16 @@ def campus_lanes(draw: st.DrawFn) -> LaneSpec:
     topo = load_topology_cached()
     host = draw(st.sampled_from([h for h in topo.hosts if h.role != "cloud"]))
     return LaneSpec(
-        lane_id=draw(st.integers(1, 2**32 - 2**16 - 1)), src_ip=str(host.iface.ip.ip),
+        lane_id=draw(st.integers(1, 2**32 - 2**16 - 1)),
+        src_ip=str(host.iface.ip.ip),
         dst_ip=draw(st.sampled_from(["203.0.113.10", "192.0.2.1", "8.8.8.8", "100.0.0.1"])),
-        protocol=draw(st.sampled_from(["tcp", "udp"])), dst_port=draw(st.integers(1, 65535)),
+        protocol=draw(st.sampled_from(["tcp", "udp"])),
+        dst_port=draw(st.integers(1, 65535)),
         src_port=draw(st.one_of(st.none(), st.integers(1, 65535))),
         nat_ip=str(draw(st.sampled_from(topo.lane_addresses()))) if host.needs_nat else None,
-        expires_at=NOW + 60, rate_mbps=draw(st.one_of(st.none(), st.just(10.0))))
+        expires_at=NOW + 60,
+        rate_mbps=draw(st.one_of(st.none(), st.just(10.0))),
+    )
 
 
 @given(campus_lanes())

@@ -1,6 +1,7 @@
 """A database error reaches the client as JSON, never a traceback: a dropped (invalidated)
 connection, such as the one ``pg_prepare`` drops on a stale prepared plan, is a 503 "try again";
 any other driver error stays a logged 500."""
+
 from __future__ import annotations
 
 from sqlalchemy.exc import DBAPIError
@@ -16,8 +17,12 @@ def _app(tmp_path, invalidated: bool):  # type: ignore[no-untyped-def]
     app = create_app({"db_url": f"sqlite:///{tmp_path / 'e.db'}"})
 
     def boom():  # type: ignore[no-untyped-def]
-        raise DBAPIError("INSERT ...", {}, _DriverError("cached plan must not change result type"),
-                         connection_invalidated=invalidated)
+        raise DBAPIError(
+            "INSERT ...",
+            {},
+            _DriverError("cached plan must not change result type"),
+            connection_invalidated=invalidated,
+        )
 
     app.add_url_rule("/boom", "boom", boom)
     return app

@@ -1,6 +1,7 @@
 """The drift check against fake switches: flows deleted behind the controller's back and changes
 that were never confirmed are put right at the next check; normal expiry and a miscount never
 make it reconcile in a loop."""
+
 from __future__ import annotations
 
 import threading
@@ -9,8 +10,7 @@ import pytest
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from tests.unit.fake_switches import (Clock, FakeSwitches, clock, inline_runtime,  # noqa: F401 (fixtures)
-                                      switches)
+from tests.unit.fake_switches import Clock, FakeSwitches, clock, inline_runtime, switches  # noqa: F401 (fixtures)
 from tests.unit.test_runtime import lane_flows, spec
 from viplanes.controller.compile.cookies import EXACT_MASK, lane_cookie
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
@@ -30,10 +30,18 @@ def carried(topo: Topology, clock: Clock, switches: FakeSwitches) -> tuple[LaneR
 
 
 def delete_behind_back(switches: FakeSwitches, dpid: int, lane_id: int) -> None:
-    switches.net.tables[dpid].apply(parser.OFPFlowMod(
-        None, command=ofp.OFPFC_DELETE, table_id=ofp.OFPTT_ALL, out_port=ofp.OFPP_ANY,
-        out_group=ofp.OFPG_ANY, cookie=lane_cookie(lane_id), cookie_mask=EXACT_MASK,
-        match=parser.OFPMatch()))
+    switches.net.tables[dpid].apply(
+        parser.OFPFlowMod(
+            None,
+            command=ofp.OFPFC_DELETE,
+            table_id=ofp.OFPTT_ALL,
+            out_port=ofp.OFPP_ANY,
+            out_group=ofp.OFPG_ANY,
+            cookie=lane_cookie(lane_id),
+            cookie_mask=EXACT_MASK,
+            match=parser.OFPMatch(),
+        )
+    )
 
 
 def test_counts_agree_with_the_switches_so_nothing_is_reconciled(carried) -> None:
@@ -103,8 +111,7 @@ def test_a_probe_that_races_a_change_compares_nothing(carried, switches) -> None
     assert rt.check_drift() == [1]
 
 
-def test_a_switch_that_keeps_disagreeing_is_reconciled_with_growing_pauses(carried, switches,
-                                                                           monkeypatch) -> None:
+def test_a_switch_that_keeps_disagreeing_is_reconciled_with_growing_pauses(carried, switches, monkeypatch) -> None:
     import viplanes.controller.runtime.drift as drift
 
     now = [100.0]

@@ -1,5 +1,6 @@
 """The speed-ups from issue 6 keep their promises: SQLite writers queue in-process, the token cache
 never lets a rotated or disabled token through, and quota counting skips grants that cannot apply."""
+
 from __future__ import annotations
 
 import threading
@@ -8,14 +9,14 @@ import pytest
 from sqlalchemy import event
 
 from tests.unit.conftest import T0
-from viplanes.store import records as store
 from viplanes.authz.tokencache import TOKENS, TokenCache
 from viplanes.authz.tokens import Caller
-from viplanes.store.db import Database
 from viplanes.lanes.manager import LaneManager
-
+from viplanes.store import records as store
+from viplanes.store.db import Database
 
 # --- SQLite writer lock ------------------------------------------------------------------------
+
 
 def test_sqlite_writers_wait_in_python_without_holding_a_connection(sqlite_url):
     db = Database(sqlite_url, pool_size=4)
@@ -74,6 +75,7 @@ def test_writer_lock_is_released_after_a_failed_transaction(sqlite_url):
 
 
 # --- token cache -------------------------------------------------------------------------------
+
 
 def _count_lookups(monkeypatch) -> list[str]:
     from viplanes.api import auth
@@ -162,11 +164,22 @@ def test_the_process_cache_is_the_one_the_api_uses(world):
 
 # --- quota counted only where it can matter ------------------------------------------------------
 
+
 def test_live_lanes_are_counted_only_for_grants_that_pass_every_other_check(world, monkeypatch):
     root = world.h("root")
-    other = world.client.post("/api/v1/grants", headers=root, json={
-        "principal": "alice", "src_prefixes": ["10.1.0.0/24"], "dst_prefixes": ["203.0.113.0/24"],
-        "protocols": ["udp"], "ports": ["5000"], "max_duration_s": 60, "max_lanes": 1}).json["id"]
+    other = world.client.post(
+        "/api/v1/grants",
+        headers=root,
+        json={
+            "principal": "alice",
+            "src_prefixes": ["10.1.0.0/24"],
+            "dst_prefixes": ["203.0.113.0/24"],
+            "protocols": ["udp"],
+            "ports": ["5000"],
+            "max_duration_s": 60,
+            "max_lanes": 1,
+        },
+    ).json["id"]
     asked: list[list[int]] = []
     real = LaneManager._live_counts
 
@@ -186,6 +199,7 @@ def test_live_lanes_are_counted_only_for_grants_that_pass_every_other_check(worl
 
 # --- one buffer per switch batch -----------------------------------------------------------------
 
+
 def test_a_batch_is_one_buffer_with_its_xids_written_at_once_unless_something_is_queued():
     import socket
     import struct
@@ -199,8 +213,7 @@ def test_a_batch_is_one_buffer_with_its_xids_written_at_once_unless_something_is
         a, _ = srv.accept()
     try:
         dp = GuardedDatapath(a, ("127.0.0.1", 1))  # no send loop runs: only a direct write arrives
-        mods = [parser.OFPFlowMod(None, cookie=i, priority=100 + i, match=parser.OFPMatch(in_port=i))
-                for i in (1, 2)]
+        mods = [parser.OFPFlowMod(None, cookie=i, priority=100 + i, match=parser.OFPMatch(in_port=i)) for i in (1, 2)]
         mods[0].set_xid(1234)  # the runtime's xid must survive; the unset one gets the datapath's
         barrier = parser.OFPBarrierRequest(None)
         barrier.set_xid(1235)
@@ -235,6 +248,7 @@ def test_a_batch_is_one_buffer_with_its_xids_written_at_once_unless_something_is
 
 
 # --- long-lived controller state leaves the cyclic GC --------------------------------------------
+
 
 class _Node:
     def __init__(self) -> None:
@@ -327,9 +341,16 @@ def test_a_warm_up_with_few_lanes_still_lets_the_first_bulk_freeze(topo, monkeyp
 def _spec(lane_id: int, now: float):
     from viplanes.domain.values import LaneSpec
 
-    return LaneSpec(lane_id=lane_id, src_ip="10.1.0.10", dst_ip="203.0.113.10", protocol="tcp",
-                    dst_port=5200 + lane_id, src_port=None, nat_ip="198.51.100.200",
-                    expires_at=now + 3600)
+    return LaneSpec(
+        lane_id=lane_id,
+        src_ip="10.1.0.10",
+        dst_ip="203.0.113.10",
+        protocol="tcp",
+        dst_port=5200 + lane_id,
+        src_port=None,
+        nat_ip="198.51.100.200",
+        expires_at=now + 3600,
+    )
 
 
 def test_desired_lanes_from_columns_equal_the_specs_of_the_rows(world):
@@ -342,7 +363,7 @@ def test_desired_lanes_from_columns_equal_the_specs_of_the_rows(world):
 
     assert world.lane("alice", src_port=40000, rate_mbps=50.0, dst_port=9005).status_code == 201
     assert world.lane("bob", dst_port=9006).status_code == 201
-    later = dt.datetime.fromtimestamp(world.clock() + 600, dt.timezone.utc).isoformat()
+    later = dt.datetime.fromtimestamp(world.clock() + 600, dt.UTC).isoformat()
     assert world.lane("alice", dst_port=9007, start_at=later).status_code == 201  # scheduled
     ctx = world.app.extensions["viplanes"]
     with ctx.db.read() as s:
@@ -378,17 +399,19 @@ def test_a_change_on_several_switches_is_serialised_whole_before_the_first_write
             dp = GuardedDatapath(a, ("127.0.0.1", dpid))
             dp.id = dpid
             real_ser, real_write = dp.serialize_batch, dp.write_batch
-            dp.serialize_batch = (lambda msgs, d=dpid, f=real_ser:
-                                  events.append(("serialize", d)) or f(msgs))
-            dp.write_batch = (lambda data, d=dpid, f=real_write:
-                              events.append(("write", d, len({id(b) for b in runtime.tracker._batches.values()})))
-                              and False or f(data))
+            dp.serialize_batch = lambda msgs, d=dpid, f=real_ser: events.append(("serialize", d)) or f(msgs)
+            dp.write_batch = lambda data, d=dpid, f=real_write: (
+                events.append(("write", d, len({id(b) for b in runtime.tracker._batches.values()})))
+                and False
+                or f(data)
+            )
             dps[dpid] = dp
     try:
         app.datapaths.update(dps)
         runtime.connected.update(dps)
-        per_dpid = {d: [parser.OFPFlowMod(None, cookie=d, priority=100, match=parser.OFPMatch(in_port=d))]
-                    for d in (1, 2, 3)}
+        per_dpid = {
+            d: [parser.OFPFlowMod(None, cookie=d, priority=100, match=parser.OFPMatch(in_port=d))] for d in (1, 2, 3)
+        }
         wait = runtime._send_all(per_dpid, 1.0)
         kinds = [e[0] for e in events]
         assert kinds == ["serialize"] * 3 + ["write"] * 3, events

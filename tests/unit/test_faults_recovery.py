@@ -1,14 +1,15 @@
 """Lanes under faults, above the data plane: readiness gate, transient failures, continuous
 recovery. The integration side (real OVS, real serve, kill -9) is tests/integration/test_faults*.py."""
+
 from __future__ import annotations
 
 import pytest
 from sqlalchemy import select
 
 from tests.unit.conftest import T0
-from tests.unit.test_store import db, lane_input, principals, _topo  # noqa: F401  (fixture)
-from viplanes.lanes.manager import LaneManager
+from tests.unit.test_store import _topo, db, lane_input, principals  # noqa: F401  (fixture)
 from viplanes.dataplane.memory import MemoryDataplane
+from viplanes.lanes.manager import LaneManager
 from viplanes.store.models import AuditEvent, Lane
 
 
@@ -23,8 +24,7 @@ def test_request_while_switches_are_away_is_503_with_retry_after_and_no_row(worl
     assert ready.json["ready"] is False and ready.json["switches"][0]["connected"] is False
     assert world.client.get("/healthz").status_code == 200  # liveness is not readiness
     world.dataplane.away = []
-    assert world.client.get("/readyz").json == {"status": "ready", "database": "ok", "ready": True,
-                                                "switches": []}
+    assert world.client.get("/readyz").json == {"status": "ready", "database": "ok", "ready": True, "switches": []}
     assert world.lane().status_code == 201
 
 

@@ -1,4 +1,5 @@
 """The simulator itself: if it lied, every compiler test would be worthless."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,30 +11,58 @@ from tests.support.flowsim import FlowSimError, FlowTable, ip_packet
 PKT = ip_packet("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.0.1", "10.0.0.2", "tcp", 1000, 80)
 
 
-def flow(priority: int = 10, cookie: int = 0, actions: list | None = None, command: int = ofp.OFPFC_ADD,
-         meter: int | None = None, **match: object) -> parser.OFPFlowMod:
+def flow(
+    priority: int = 10,
+    cookie: int = 0,
+    actions: list | None = None,
+    command: int = ofp.OFPFC_ADD,
+    meter: int | None = None,
+    **match: object,
+) -> parser.OFPFlowMod:
     inst = [parser.OFPInstructionMeter(meter)] if meter else []
     if actions is None:
         actions = [parser.OFPActionOutput(2)]
     inst.append(parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions))
-    return parser.OFPFlowMod(None, cookie=cookie, priority=priority, command=command,
-                             match=parser.OFPMatch(**match), instructions=inst)
+    return parser.OFPFlowMod(
+        None, cookie=cookie, priority=priority, command=command, match=parser.OFPMatch(**match), instructions=inst
+    )
 
 
-def delete(cookie: int = 0, cookie_mask: int = 0, strict: bool = False, priority: int = 10,
-           out_port: int = ofp.OFPP_ANY, **match: object) -> parser.OFPFlowMod:
-    return parser.OFPFlowMod(None, cookie=cookie, cookie_mask=cookie_mask, priority=priority,
-                             command=ofp.OFPFC_DELETE_STRICT if strict else ofp.OFPFC_DELETE,
-                             table_id=ofp.OFPTT_ALL, out_port=out_port, out_group=ofp.OFPG_ANY,
-                             match=parser.OFPMatch(**match))
+def delete(
+    cookie: int = 0,
+    cookie_mask: int = 0,
+    strict: bool = False,
+    priority: int = 10,
+    out_port: int = ofp.OFPP_ANY,
+    **match: object,
+) -> parser.OFPFlowMod:
+    return parser.OFPFlowMod(
+        None,
+        cookie=cookie,
+        cookie_mask=cookie_mask,
+        priority=priority,
+        command=ofp.OFPFC_DELETE_STRICT if strict else ofp.OFPFC_DELETE,
+        table_id=ofp.OFPTT_ALL,
+        out_port=out_port,
+        out_group=ofp.OFPG_ANY,
+        match=parser.OFPMatch(**match),
+    )
 
 
 def test_highest_priority_wins_and_miss_drops() -> None:
     t = FlowTable()
     assert t.process(PKT, 1) == []
     t.apply(flow(priority=1, actions=[parser.OFPActionOutput(ofp.OFPP_NORMAL)]))
-    t.apply(flow(priority=50, in_port=1, eth_type=0x800, ip_proto=6, tcp_dst=80,
-                 actions=[parser.OFPActionSetField(ipv4_dst="10.9.9.9"), parser.OFPActionOutput(3)]))
+    t.apply(
+        flow(
+            priority=50,
+            in_port=1,
+            eth_type=0x800,
+            ip_proto=6,
+            tcp_dst=80,
+            actions=[parser.OFPActionSetField(ipv4_dst="10.9.9.9"), parser.OFPActionOutput(3)],
+        )
+    )
     [(port, out)] = t.process(PKT, 1)
     assert (port, out["ipv4_dst"], out["ipv4_src"]) == (3, "10.9.9.9", "10.0.0.1")
     assert t.process(PKT, 2) == [("NORMAL", PKT)]
@@ -42,9 +71,17 @@ def test_highest_priority_wins_and_miss_drops() -> None:
 
 def test_actions_apply_in_order_and_copies() -> None:
     t = FlowTable()
-    t.apply(flow(in_port=1, eth_type=0x800, actions=[
-        parser.OFPActionOutput(2), parser.OFPActionSetField(ipv4_src="1.2.3.4"),
-        parser.OFPActionOutput(3)]))
+    t.apply(
+        flow(
+            in_port=1,
+            eth_type=0x800,
+            actions=[
+                parser.OFPActionOutput(2),
+                parser.OFPActionSetField(ipv4_src="1.2.3.4"),
+                parser.OFPActionOutput(3),
+            ],
+        )
+    )
     outs = t.process(PKT, 1)
     assert [(p, o["ipv4_src"]) for p, o in outs] == [(2, "10.0.0.1"), (3, "1.2.3.4")]
     assert PKT["ipv4_src"] == "10.0.0.1"
@@ -71,9 +108,15 @@ def test_missing_field_does_not_match() -> None:
     assert t.process(PKT, 1) == []
 
 
-@pytest.mark.parametrize("match", [{"tcp_dst": 80}, {"ipv4_src": "10.0.0.1"},
-                                   {"eth_type": 0x800, "ip_proto": 17, "tcp_dst": 80},
-                                   {"arp_tpa": "10.0.0.1"}])
+@pytest.mark.parametrize(
+    "match",
+    [
+        {"tcp_dst": 80},
+        {"ipv4_src": "10.0.0.1"},
+        {"eth_type": 0x800, "ip_proto": 17, "tcp_dst": 80},
+        {"arp_tpa": "10.0.0.1"},
+    ],
+)
 def test_prerequisites_enforced_like_ovs(match: dict) -> None:
     with pytest.raises(FlowSimError, match="PREREQ"):
         FlowTable().apply(flow(**match))
@@ -123,8 +166,9 @@ def test_meters_checked_and_delete_removes_users() -> None:
     t = FlowTable()
     with pytest.raises(FlowSimError, match="INVALID_METER"):
         t.apply(flow(meter=4, in_port=1))
-    add = parser.OFPMeterMod(None, command=ofp.OFPMC_ADD, flags=ofp.OFPMF_KBPS, meter_id=4,
-                             bands=[parser.OFPMeterBandDrop(rate=1000)])
+    add = parser.OFPMeterMod(
+        None, command=ofp.OFPMC_ADD, flags=ofp.OFPMF_KBPS, meter_id=4, bands=[parser.OFPMeterBandDrop(rate=1000)]
+    )
     t.apply(add)
     with pytest.raises(FlowSimError, match="METER_EXISTS"):
         t.apply(add)
@@ -192,8 +236,7 @@ def test_re_add_keeps_counters_and_modify_restarts_the_timeout_clock() -> None:
     timed = flow(cookie=2, in_port=2)
     timed.hard_timeout = 100
     t.apply(timed, now=0.0)
-    t.apply(flow(command=ofp.OFPFC_MODIFY_STRICT, in_port=2, actions=[parser.OFPActionOutput(5)]),
-            now=80.0)
+    t.apply(flow(command=ofp.OFPFC_MODIFY_STRICT, in_port=2, actions=[parser.OFPActionOutput(5)]), now=80.0)
     assert t.expire(150.0) == []  # the clock restarted at 80
     [entry] = [e for e in t.flows if e.cookie == 2]
     assert entry.installed_at == 0.0 and t.process(PKT, 2) == [(5, PKT)]
@@ -205,30 +248,42 @@ def test_ct_commit_nat_and_reply_recirculation() -> None:
     from viplanes.controller.compile import conntrack as ct
 
     t = FlowTable()
-    t.apply(flow(priority=10, in_port=1, eth_type=0x800,
-                 actions=[ct.commit(5, "192.0.2.9")]))  # a NAT'd commit goes on in the egress table
-    t.apply(parser.OFPFlowMod(None, table_id=ct.CT_EGRESS_TABLE, priority=10, match=parser.OFPMatch(
-        eth_type=0x800, ct_state=(ct.CT_TRK, ct.CT_TRK | ct.CT_INV)), instructions=[
-        parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [parser.OFPActionOutput(2)])]))
+    t.apply(
+        flow(priority=10, in_port=1, eth_type=0x800, actions=[ct.commit(5, "192.0.2.9")])
+    )  # a NAT'd commit goes on in the egress table
+    t.apply(
+        parser.OFPFlowMod(
+            None,
+            table_id=ct.CT_EGRESS_TABLE,
+            priority=10,
+            match=parser.OFPMatch(eth_type=0x800, ct_state=(ct.CT_TRK, ct.CT_TRK | ct.CT_INV)),
+            instructions=[parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [parser.OFPActionOutput(2)])],
+        )
+    )
     t.apply(flow(priority=10, in_port=2, eth_type=0x800, actions=[ct.track_reply(ct.lane_zone("192.0.2.9"))]))
-    est = parser.OFPFlowMod(None, table_id=1, priority=10, match=parser.OFPMatch(
-        eth_type=0x800, ct_state=ct.REPLY_ESTABLISHED, ct_mark=5),
-        instructions=[parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS,
-                                                   [parser.OFPActionOutput(1)])])
+    est = parser.OFPFlowMod(
+        None,
+        table_id=1,
+        priority=10,
+        match=parser.OFPMatch(eth_type=0x800, ct_state=ct.REPLY_ESTABLISHED, ct_mark=5),
+        instructions=[parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [parser.OFPActionOutput(1)])],
+    )
     t.apply(est)
-    [(port, sent)] = t.process(ip_packet("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.0.1",
-                                         "203.0.113.1", "tcp", 40000, 80), 1)
+    [(port, sent)] = t.process(
+        ip_packet("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.0.1", "203.0.113.1", "tcp", 40000, 80), 1
+    )
     assert (port, sent["ipv4_src"]) == (2, "192.0.2.9") and "ct_state" not in sent
-    reply = ip_packet("02:00:00:00:00:02", "02:00:00:00:00:01", "203.0.113.1", "192.0.2.9", "tcp",
-                      80, 40000)
+    reply = ip_packet("02:00:00:00:00:02", "02:00:00:00:00:01", "203.0.113.1", "192.0.2.9", "tcp", 80, 40000)
     [(port, back)] = t.process(reply, 2)
     assert (port, back["ipv4_dst"]) == (1, "10.0.0.1")  # un-NATed after recirculation
     assert t.process(dict(reply, tcp_dst=40001), 2) == []  # no connection: +new, table-1 miss
     assert sorted(e.table_id for e in t.flows) == [0, 0, 1, 2]
     # a packet conntrack finds invalid (SYN+FIN opens nothing) is neither committed nor NAT'd:
     # the egress table's ct_state match refuses it
-    bogus = dict(ip_packet("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.0.1", "203.0.113.1", "tcp",
-                           40002, 80), tcp_flags=0x003)
+    bogus = dict(
+        ip_packet("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.0.1", "203.0.113.1", "tcp", 40002, 80),
+        tcp_flags=0x003,
+    )
     assert t.process(bogus, 1) == []
 
 
@@ -236,13 +291,17 @@ def test_ct_mark_of_another_lane_does_not_match() -> None:
     from viplanes.controller.compile import conntrack as ct
 
     t = FlowTable()
-    t.apply(flow(priority=10, in_port=1, eth_type=0x800,
-                 actions=[ct.commit(6, None), parser.OFPActionOutput(2)]))
+    t.apply(flow(priority=10, in_port=1, eth_type=0x800, actions=[ct.commit(6, None), parser.OFPActionOutput(2)]))
     t.apply(flow(priority=10, in_port=2, eth_type=0x800, actions=[ct.track_reply()]))
-    t.apply(parser.OFPFlowMod(None, table_id=1, priority=10, match=parser.OFPMatch(
-        eth_type=0x800, ct_state=ct.REPLY_ESTABLISHED, ct_mark=5), instructions=[
-        parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [parser.OFPActionOutput(1)])]))
+    t.apply(
+        parser.OFPFlowMod(
+            None,
+            table_id=1,
+            priority=10,
+            match=parser.OFPMatch(eth_type=0x800, ct_state=ct.REPLY_ESTABLISHED, ct_mark=5),
+            instructions=[parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [parser.OFPActionOutput(1)])],
+        )
+    )
     t.process(ip_packet("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.0.1", "203.0.113.1"), 1)
-    back = ip_packet("02:00:00:00:00:02", "02:00:00:00:00:01", "203.0.113.1", "10.0.0.1", "tcp",
-                     5201, 40000)
+    back = ip_packet("02:00:00:00:00:02", "02:00:00:00:00:01", "203.0.113.1", "10.0.0.1", "tcp", 5201, 40000)
     assert t.process(back, 2) == []

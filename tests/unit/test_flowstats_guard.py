@@ -1,6 +1,7 @@
 """flowstats decodes flow-stats replies without the guard's pass over them first: whatever it
 accepts, the guard accepts too, and it never loops, raises, or accepts a length the guard would
 reject (a switch is an attacker here: issue 7). Whatever it turns down goes to the guard."""
+
 from __future__ import annotations
 
 import signal
@@ -13,8 +14,8 @@ from hypothesis import strategies as st
 from os_ken.ofproto import ofproto_v1_3 as ofp
 
 from tests.unit.test_reconcile_wire import NOW, flowmods, reply, stats_entry
-from viplanes.controller.openflow import flowstats
 from viplanes.controller.compile.lane import compile_base, compile_lane
+from viplanes.controller.openflow import flowstats
 from viplanes.controller.openflow.guard import REJECT, check_message
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Topology
@@ -41,8 +42,12 @@ def test_the_fixture_covers_the_decoders_slow_paths(entries: list[bytes]) -> Non
     decoded, _ = flowstats.decode_flow_stats_reply(raw)
     assert len(decoded) == len(entries)
     assert any("ct_state" in e.match for e in decoded)  # a Nicira match, parsed by os-ken
-    assert any(type(a).__name__ == "OFPActionSetField"
-               for e in decoded for i in e.instructions for a in getattr(i, "actions", ()))
+    assert any(
+        type(a).__name__ == "OFPActionSetField"
+        for e in decoded
+        for i in e.instructions
+        for a in getattr(i, "actions", ())
+    )
 
 
 class _Looping(BaseException):
@@ -103,7 +108,7 @@ def action_length_fields(body: bytes, at: int, end: int) -> list[tuple[int, int]
     while at < end:
         atype, alen = struct.unpack_from("!HH", body, at)
         out.append((at + 2, 2))
-        if atype == ofp.OFPAT_EXPERIMENTER and body[at + 4:at + 10] == NX_CT:
+        if atype == ofp.OFPAT_EXPERIMENTER and body[at + 4 : at + 10] == NX_CT:
             out += action_length_fields(body, at + 24, at + alen)
         at += alen
     return out
@@ -132,16 +137,15 @@ def test_what_the_decoder_accepts_the_guard_accepts(entries: list[bytes], data) 
             at, size = data.draw(st.sampled_from(fields))
             if at + size > len(body):
                 continue
-            old = int.from_bytes(body[at:at + size], "big")
-            new = data.draw(st.sampled_from([0, 1, 4, 8, 0xFF, 0xFFFF]) | st.integers(-16, 16).map(
-                lambda d: old + d))
-            body[at:at + size] = (new % (1 << (8 * size))).to_bytes(size, "big")
+            old = int.from_bytes(body[at : at + size], "big")
+            new = data.draw(st.sampled_from([0, 1, 4, 8, 0xFF, 0xFFFF]) | st.integers(-16, 16).map(lambda d: old + d))
+            body[at : at + size] = (new % (1 << (8 * size))).to_bytes(size, "big")
         elif not body:
             break
         elif how == "byte":
             body[data.draw(st.integers(0, len(body) - 1))] = data.draw(st.integers(0, 255))
         elif how == "cut":
-            del body[data.draw(st.integers(0, len(body) - 1)):]
+            del body[data.draw(st.integers(0, len(body) - 1)) :]
         else:
             at = data.draw(st.integers(0, len(body)))
             body[at:at] = bytes(data.draw(st.integers(1, 16)))
@@ -160,21 +164,27 @@ def _first_instruction_at(entry: bytes) -> int:
 
 
 @pytest.mark.parametrize("where", ["entry", "oxm", "instruction", "action"])
-def test_a_zero_length_anywhere_is_turned_down_for_the_guard_to_reject(entries: list[bytes],
-                                                                       where: str) -> None:
+def test_a_zero_length_anywhere_is_turned_down_for_the_guard_to_reject(entries: list[bytes], where: str) -> None:
     """Each length os-ken's parser would trust, set to 0 (its thread would spin forever), in an
     entry whose other copies the decoder has already seen (its caches are warm)."""
-    with_actions = next(e for e in entries if len(e) > _first_instruction_at(e) + 8
-                        and struct.unpack_from("!H", e, _first_instruction_at(e))[0]
-                        == ofp.OFPIT_APPLY_ACTIONS)
+    with_actions = next(
+        e
+        for e in entries
+        if len(e) > _first_instruction_at(e) + 8
+        and struct.unpack_from("!H", e, _first_instruction_at(e))[0] == ofp.OFPIT_APPLY_ACTIONS
+    )
     assert flowstats.decode_flow_stats_reply(reply([with_actions])) is not None  # warm
     bad = bytearray(with_actions)
-    at = {"entry": 0, "oxm": 48 + 4 + 3, "instruction": _first_instruction_at(bad) + 2,
-          "action": _first_instruction_at(bad) + 8 + 2}[where]
+    at = {
+        "entry": 0,
+        "oxm": 48 + 4 + 3,
+        "instruction": _first_instruction_at(bad) + 2,
+        "action": _first_instruction_at(bad) + 8 + 2,
+    }[where]
     if where == "oxm":
         bad[at] = 0xFF  # an OXM longer than its match
     else:
-        bad[at:at + 2] = b"\0\0"
+        bad[at : at + 2] = b"\0\0"
     raw = reply([with_actions, bytes(bad)])
     assert flowstats.decode_flow_stats_reply(raw) is None
     assert check_message(raw).action == REJECT

@@ -1,12 +1,13 @@
 """heap.gc_held: the cyclic GC stays off while any reconcile is inside (threads counted) and
 comes back as it was after the last one (a restart's reconciles overlap, 8 at a time)."""
+
 from __future__ import annotations
 
 import gc
 import threading
 
-from tests.unit.test_switch_count import lane, restarted, synth
 from tests.unit.fake_switches import Clock
+from tests.unit.test_switch_count import lane, restarted, synth
 from viplanes.controller.runtime import heap
 
 

@@ -2,6 +2,7 @@
 a 128-access-switch campus compiled 133,833 guard flow-mods for ~2,000 distinct ones). A copy
 must be the flow-mod a fresh build gives, byte for byte and key for key, and it must be its own
 message: sending it to one switch (xid, buffer, datapath) leaves every other copy untouched."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,8 +11,8 @@ import pytest
 
 from tests.unit.test_fastmatch import _Datapath
 from viplanes.controller.compile import base as guardflows
-from viplanes.controller.compile.lane import compile_base
 from viplanes.controller.compile.flowkey import cached_key, flow_key_of
+from viplanes.controller.compile.lane import compile_base
 from viplanes.topologies.loader import load_topology
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"

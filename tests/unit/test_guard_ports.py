@@ -2,13 +2,14 @@
 access switch), ARP claiming a campus host's address from another port, frames that are not
 IPv4 carrying the lane MAC, and non-first IPv4 fragments of a lane's flow: none rides a lane or
 leaves with a lane identity. Simulator (flowsim/netsim) over the compiled flows."""
+
 from __future__ import annotations
 
 import pytest
 
-from viplanes.controller.compile.lane import compile_base, compile_lane
 from tests.support.flowsim import ip_packet, make_packet
 from tests.support.netsim import Network
+from viplanes.controller.compile.lane import compile_base, compile_lane
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import PortRef, Topology
 
@@ -20,8 +21,16 @@ FREE_PORT = PortRef("s1", 9)  # on the desktop's access switch, in no link and n
 
 @pytest.fixture
 def net(topo: Topology) -> Network:
-    lane = LaneSpec(lane_id=7, src_ip="10.1.0.10", dst_ip=CLOUD, protocol="tcp", dst_port=5201,
-                    src_port=None, nat_ip=NAT_IP, expires_at=NOW + 3600)
+    lane = LaneSpec(
+        lane_id=7,
+        src_ip="10.1.0.10",
+        dst_ip=CLOUD,
+        protocol="tcp",
+        dst_port=5201,
+        src_port=None,
+        nat_ip=NAT_IP,
+        expires_at=NOW + 3600,
+    )
     network = Network(topo)
     network.install(compile_base(topo))
     network.install(compile_lane(lane, topo, NOW))
@@ -33,7 +42,7 @@ def kinds(outcomes) -> list[str]:
 
 
 def test_a_free_port_cannot_use_the_lane_mac_or_the_pool(topo, net) -> None:
-    assert topo.switch("s1") and all(FREE_PORT != p for p in net.behind)
+    assert topo.switch("s1") and all(p != FREE_PORT for p in net.behind)
     gw = topo.middleboxes[0].inside.mac
     lane_mac, desktop = topo.lane_pool.mac, topo.host("desktop").iface
     forged = {
@@ -41,12 +50,22 @@ def test_a_free_port_cannot_use_the_lane_mac_or_the_pool(topo, net) -> None:
         "ipv6 with the lane MAC": make_packet(eth_src=lane_mac, eth_dst=gw, eth_type=0x86DD),
         "non-IP with the lane MAC": make_packet(eth_src=lane_mac, eth_dst=gw, eth_type=0x88B5),
         "ipv4 from the pool": ip_packet("02:00:00:00:00:99", gw, NAT_IP, CLOUD, "tcp", 40000, 5201),
-        "ARP for a pool address": make_packet(eth_src="02:00:00:00:00:99", eth_dst="ff:ff:ff:ff:ff:ff",
-                                              eth_type=0x0806, arp_op=2, arp_spa=NAT_IP,
-                                              arp_sha="02:00:00:00:00:99"),
-        "ARP with the lane MAC": make_packet(eth_src="02:00:00:00:00:99", eth_dst="ff:ff:ff:ff:ff:ff",
-                                             eth_type=0x0806, arp_op=2, arp_spa="10.1.0.99",
-                                             arp_sha=lane_mac),
+        "ARP for a pool address": make_packet(
+            eth_src="02:00:00:00:00:99",
+            eth_dst="ff:ff:ff:ff:ff:ff",
+            eth_type=0x0806,
+            arp_op=2,
+            arp_spa=NAT_IP,
+            arp_sha="02:00:00:00:00:99",
+        ),
+        "ARP with the lane MAC": make_packet(
+            eth_src="02:00:00:00:00:99",
+            eth_dst="ff:ff:ff:ff:ff:ff",
+            eth_type=0x0806,
+            arp_op=2,
+            arp_spa="10.1.0.99",
+            arp_sha=lane_mac,
+        ),
     }
     for what, pkt in forged.items():
         assert kinds(net.inject(FREE_PORT, pkt)) == ["drop"], what
@@ -59,8 +78,14 @@ def test_a_free_port_cannot_use_the_lane_mac_or_the_pool(topo, net) -> None:
 
 def test_arp_claiming_a_campus_host_is_dropped_off_its_own_port(topo, net) -> None:
     desktop, dtn = topo.host("desktop").iface, topo.host("dtn").iface
-    claim = make_packet(eth_src=str(dtn.mac), eth_dst="ff:ff:ff:ff:ff:ff", eth_type=0x0806,
-                        arp_op=2, arp_spa=str(desktop.ip.ip), arp_sha=str(dtn.mac))
+    claim = make_packet(
+        eth_src=str(dtn.mac),
+        eth_dst="ff:ff:ff:ff:ff:ff",
+        eth_type=0x0806,
+        arp_op=2,
+        arp_spa=str(desktop.ip.ip),
+        arp_sha=str(dtn.mac),
+    )
     assert kinds(net.send_from_host("dtn", claim)) == ["drop"]
     assert kinds(net.send_from_host("dtn", dict(claim, arp_spa=str(dtn.ip.ip)))) == ["NORMAL"]
     own = dict(claim, eth_src=str(desktop.mac), arp_sha=str(desktop.mac))
@@ -72,6 +97,7 @@ def test_non_first_fragments_of_a_lane_flow_do_not_ride_it(topo, net) -> None:
     so it takes the campus path like any host's packet, never the lane."""
     desktop = topo.host("desktop").iface
     gw = topo.middleboxes[0].inside.mac
-    later = make_packet(eth_src=str(desktop.mac), eth_dst=gw, eth_type=0x0800, ip_proto=6,
-                        ipv4_src="10.1.0.10", ipv4_dst=CLOUD)
+    later = make_packet(
+        eth_src=str(desktop.mac), eth_dst=gw, eth_type=0x0800, ip_proto=6, ipv4_src="10.1.0.10", ipv4_dst=CLOUD
+    )
     assert kinds(net.send_from_host("desktop", later)) == ["NORMAL"]

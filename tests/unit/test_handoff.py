@@ -1,15 +1,16 @@
 """API -> controller hand-off (``viplanes.cluster.handoff``) on SQLite, both sides in this process with
 their own engines: the API's answer waits for the controller's commit; no master -> 503."""
+
 from __future__ import annotations
 
 import threading
 
 from tests.unit.conftest import make_world
-from viplanes.store.db import Database
 from viplanes.cluster.handoff import RemoteDataplane
-from viplanes.lanes.manager import LaneManager
 from viplanes.cluster.leader import LeaderLease
 from viplanes.dataplane.memory import MemoryDataplane
+from viplanes.lanes.manager import LaneManager
+from viplanes.store.db import Database
 
 
 def test_api_answers_when_the_controller_committed(sqlite_url, clock, topo) -> None:

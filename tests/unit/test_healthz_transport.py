@@ -1,5 +1,6 @@
 """/healthz says how switches reach the controller: a serve started with --insecure-tcp is visible
 to a monitor, not only in the log."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace

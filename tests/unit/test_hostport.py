@@ -1,4 +1,5 @@
 """HOST:PORT parsing shared by `serve` (strict) and `controller run` (defaults allowed)."""
+
 from __future__ import annotations
 
 import pytest
@@ -19,8 +20,10 @@ def test_defaults_fill_missing_parts():
     assert parse_hostport(":7000", 6653) == ("127.0.0.1", 7000)
 
 
-@pytest.mark.parametrize("bad,msg", [("h:abc", "must be a number"), ("h:²", "must be a number"),
-                                     ("h:0", "out of range"), ("h:65536", "out of range")])
+@pytest.mark.parametrize(
+    "bad,msg",
+    [("h:abc", "must be a number"), ("h:²", "must be a number"), ("h:0", "out of range"), ("h:65536", "out of range")],
+)
 def test_bad_port_is_named(bad, msg):
     for default in (None, 6653):
         with pytest.raises(ValueError, match=msg):

@@ -1,6 +1,7 @@
 """The hot path of issue 13 keeps its budget: a lane request is one write transaction for the
 decision (plus one for the activation result), with a fixed number of statements, and SQLite WAL
 checkpoints happen in a background thread instead of inside a request's COMMIT."""
+
 from __future__ import annotations
 
 import time

@@ -5,18 +5,17 @@ not containment, so it slipped past lookups by text (duplicate lanes) and by set
 addresses) and reached the OpenFlow compiler, whose address conversion raised something other
 than ValueError. ``str.isdigit`` takes "²", which ``int`` refuses: a 500 where a 4xx was due.
 """
-from __future__ import annotations
 
-from pathlib import Path
+from __future__ import annotations
 
 import pytest
 
 from tests.unit.conftest import FakeClock, World
 from tests.unit.test_lane_sets import DUAL, ask, make
 from viplanes.controller.compile.lane import compile_desired
-from viplanes.domain.values import LaneSpec, is_decimal
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.domain.portmasks import PortRangeError, parse_port_ranges
+from viplanes.domain.values import LaneSpec, is_decimal
 from viplanes.lanes.resolver import StaticResolver
 from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import Topology
@@ -34,11 +33,14 @@ def w(sqlite_url: str, clock: FakeClock, dual: Topology) -> World:
     return make(sqlite_url, clock, MemoryDataplane(), dual, StaticResolver({}))
 
 
-@pytest.mark.parametrize("field,value", [
-    ("dst_ip", "2001:db8:ff::10%1"),
-    ("dst_ip", "2001:db8:ff::1%eth0"),  # the edge router's outside leg, refused without the zone
-    ("dst_prefix", "2001:db8:ff::%1/64"),
-])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("dst_ip", "2001:db8:ff::10%1"),
+        ("dst_ip", "2001:db8:ff::1%eth0"),  # the edge router's outside leg, refused without the zone
+        ("dst_prefix", "2001:db8:ff::%1/64"),
+    ],
+)
 def test_a_zone_id_in_a_destination_is_refused(w: World, field: str, value: str) -> None:
     r = ask(w, src_ip=DTN6, dst_port=443, **{field: value})
     body = r.get_json()
@@ -51,22 +53,32 @@ def test_a_zone_id_in_the_source_is_refused(w: World) -> None:
 
 
 def test_a_zone_id_in_a_grant_prefix_is_refused(w: World) -> None:
-    body = {"principal": "alice", "src_prefixes": ["2001:db8:3::%1/64"], "dst_prefixes": ["2001:db8:ff::/48"],
-            "protocols": ["tcp"], "ports": [443], "max_duration_s": 600, "max_lanes": 1}
+    body = {
+        "principal": "alice",
+        "src_prefixes": ["2001:db8:3::%1/64"],
+        "dst_prefixes": ["2001:db8:ff::/48"],
+        "protocols": ["tcp"],
+        "ports": [443],
+        "max_duration_s": 600,
+        "max_lanes": 1,
+    }
     r = w.client.post("/api/v1/grants", json=body, headers=w.h("root"))
     assert r.status_code == 422 and "zone id" in str(r.get_json()["details"])
 
 
 def test_one_lane_the_compiler_cannot_build_does_not_stop_the_others(dual: Topology) -> None:
     """A row written before the API refused zone ids (or by hand) is refused alone."""
-    good = LaneSpec(1, DTN6, None, "tcp", None, None, None, 2e9, dst_nets=("2001:db8:ff::10/128",),
-                    dst_ports=((443, 443),))
-    bad = LaneSpec(2, DTN6, None, "tcp", None, None, None, 2e9, dst_nets=("2001:db8:ff::11%1/128",),
-                   dst_ports=((443, 443),))
+    good = LaneSpec(
+        1, DTN6, None, "tcp", None, None, None, 2e9, dst_nets=("2001:db8:ff::10/128",), dst_ports=((443, 443),)
+    )
+    bad = LaneSpec(
+        2, DTN6, None, "tcp", None, None, None, 2e9, dst_nets=("2001:db8:ff::11%1/128",), dst_ports=((443, 443),)
+    )
     per_dpid, refused = compile_desired(dual, [good, bad], 1.8e9)
     assert set(refused) == {2} and "zone id" in refused[2]
     cookies = {m.cookie for msgs in per_dpid.values() for m in msgs if hasattr(m, "cookie")}
     from viplanes.controller.compile.lane import lane_cookie
+
     assert lane_cookie(1) in cookies and lane_cookie(2) not in cookies
 
 
@@ -76,8 +88,18 @@ def test_a_batch_with_a_lane_that_cannot_be_built_activates_the_rest(dual: Topol
     clock = Clock(1.8e9)
     runtime = inline_runtime(dual, clock, FakeSwitches(dual, clock), base_flows=True)
     good = LaneSpec(1, "10.1.0.20", "203.0.113.10", "tcp", 443, None, "198.51.100.200", 1.8e9 + 600)
-    bad = LaneSpec(2, DTN6, None, "tcp", None, None, None, 1.8e9 + 600, dst_nets=("2001:db8:ff::11%1/128",),
-                   dst_ports=((443, 443),))
+    bad = LaneSpec(
+        2,
+        DTN6,
+        None,
+        "tcp",
+        None,
+        None,
+        None,
+        1.8e9 + 600,
+        dst_nets=("2001:db8:ff::11%1/128",),
+        dst_ports=((443, 443),),
+    )
     results = runtime.activate_many([bad, good])
     assert results[1].ok, results[1].reason
     assert not results[2].ok and "zone id" in results[2].reason

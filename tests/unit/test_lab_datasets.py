@@ -1,4 +1,5 @@
 """Datasets in the paper's shapes and the checksums that prove a copy arrived intact."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,5 +1,6 @@
 """The dual-stack lab's derived v6 configuration (no Mininet needed): v6 routes mirrored from the
 v4 ones, the edge's route back to campus v6 networks, and the dnsmasq command line."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,4 +30,6 @@ def test_dnsmasq_serves_every_address_of_the_name_and_nothing_else() -> None:
     args = _args("s3.cloud.lab", ["203.0.113.10", "2001:db8:ff::10"], "203.0.113.10", 53)
     assert "--no-resolv" in args and "--no-hosts" in args and "-C" in args  # no machine config read
     assert [a for a in args if a.startswith("--host-record")] == [
-        "--host-record=s3.cloud.lab,203.0.113.10", "--host-record=s3.cloud.lab,2001:db8:ff::10"]
+        "--host-record=s3.cloud.lab,203.0.113.10",
+        "--host-record=s3.cloud.lab,2001:db8:ff::10",
+    ]

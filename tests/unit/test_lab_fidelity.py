@@ -4,6 +4,7 @@ The fixture (`fixtures/lab/paper_results.jsonl`) is a real `viplanes lab run --p
 desktop and the DTN (WAN model on, 10 Mbit/s per connection), trimmed to the fields the report
 reads. The edited copies show each verdict can come out the other way.
 """
+
 from __future__ import annotations
 
 import copy
@@ -14,8 +15,7 @@ from typing import Any
 import pytest
 
 from viplanes.lab import fidelity
-from viplanes.lab.fidelity import (NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED, Finding,
-                                   findings, markdown, rises)
+from viplanes.lab.fidelity import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED, Finding, findings, markdown, rises
 
 FIXTURE = Path(__file__).parent / "fixtures" / "lab" / "paper_results.jsonl"
 
@@ -99,9 +99,20 @@ def test_rises() -> None:
 
 
 def test_results_without_series_are_read_by_their_parameters() -> None:
-    old = [{"placement": "dtn", "direction": "upload", "path": "default", "tool": "rclone",
-            "ok": True, "mbps": m, "parallel": p, "chunk_mb": 8, "dataset": "split10"}
-           for p, m in ((4, 40), (8, 80), (16, 100), (32, 110))]
+    old = [
+        {
+            "placement": "dtn",
+            "direction": "upload",
+            "path": "default",
+            "tool": "rclone",
+            "ok": True,
+            "mbps": m,
+            "parallel": p,
+            "chunk_mb": 8,
+            "dataset": "split10",
+        }
+        for p, m in ((4, 40), (8, 80), (16, 100), (32, 110))
+    ]
     dtn = by_claim(findings(old), "DTN upload: mean rises with parallel")
     assert dtn.verdict == REPRODUCED and dtn.lab == "4/8/16/32: 400 -> 800 -> 1000 -> 1100"
 
@@ -118,14 +129,16 @@ def test_report_cli_writes_the_table_and_the_figures(tmp_path: Path) -> None:
 
     from viplanes.cli.lab import lab
 
-    result = CliRunner().invoke(lab, ["report", str(FIXTURE), "--against-paper",
-                                      "--out", str(tmp_path)])
+    result = CliRunner().invoke(lab, ["report", str(FIXTURE), "--against-paper", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     table = (tmp_path / "against_paper.md").read_text()
     assert "**reproduced**" in table and "WAN model: 10 Mbit/s per connection" in table
     assert {p.name for p in tmp_path.glob("paper_*.png")} == {
-        "paper_table2.png", "paper_fig4_chunks.png", "paper_fig5_transfers.png",
-        "paper_streams.png"}
+        "paper_table2.png",
+        "paper_fig4_chunks.png",
+        "paper_fig5_transfers.png",
+        "paper_streams.png",
+    }
 
 
 def test_directions_are_compared_on_the_same_runs_both_ways(recorded) -> None:
@@ -139,9 +152,19 @@ def test_directions_are_compared_on_the_same_runs_both_ways(recorded) -> None:
 
 def test_ceiling_needs_a_flat_top_or_the_nic() -> None:
     def dtn(curve: dict[int, float]) -> list[dict[str, Any]]:
-        return [{"placement": "dtn", "direction": "upload", "path": "default", "tool": "iperf3",
-                 "ok": True, "mbps": m, "parallel": p, "series": "streams"}
-                for p, m in curve.items()]
+        return [
+            {
+                "placement": "dtn",
+                "direction": "upload",
+                "path": "default",
+                "tool": "iperf3",
+                "ok": True,
+                "mbps": m,
+                "parallel": p,
+                "series": "streams",
+            }
+            for p, m in curve.items()
+        ]
 
     def ceiling(curve: dict[int, float]) -> str:
         return by_claim(fidelity.streams_curve(dtn(curve)), "until a ceiling").verdict

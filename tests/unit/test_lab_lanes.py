@@ -1,4 +1,5 @@
 """When the runner requests, keeps, renews and releases lanes (a fake service, no network)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -16,9 +17,13 @@ class FakeStack:
         self.next_id = 1
 
     def request_lane(self, src_ip, dst_ip, dst_port, duration_s, purpose):
-        lane = {"id": self.next_id, "src_ip": src_ip, "dst_port": dst_port, "state": "active",
-                "expires_at": (dt.datetime.now(dt.timezone.utc)
-                               + dt.timedelta(seconds=self.lifetime_s)).isoformat()}
+        lane = {
+            "id": self.next_id,
+            "src_ip": src_ip,
+            "dst_port": dst_port,
+            "state": "active",
+            "expires_at": (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=self.lifetime_s)).isoformat(),
+        }
         self.next_id += 1
         self.log.append(("request", (src_ip, dst_port)))
         return lane
@@ -46,8 +51,7 @@ def test_one_lane_per_port_per_placement_released_when_done(campus_yaml):
     specs = plan(Sweep(placements=("desktop", "server", "dtn"), directions=("upload",)))
     walk(r, specs)
     requests = [x for kind, x in stack.log if kind == "request"]
-    assert sorted(requests) == [("10.1.0.10", 5201), ("10.1.0.10", 9000),
-                                ("10.1.0.20", 5201), ("10.1.0.20", 9000)]
+    assert sorted(requests) == [("10.1.0.10", 5201), ("10.1.0.10", 9000), ("10.1.0.20", 5201), ("10.1.0.20", 9000)]
     releases = [x for kind, x in stack.log if kind == "release"]
     assert sorted(releases) == [1, 2, 3, 4] and not r.lanes
     # the desktop's lanes are gone before the server's are asked for
@@ -63,7 +67,8 @@ def test_no_lane_for_default_path_runs(campus_yaml):
 
 def test_expiring_lane_is_renewed(campus_yaml):
     stack = FakeStack(lifetime_s=30)  # shorter than a run plus the safety margin
-    specs = plan(Sweep(placements=("desktop",), directions=("upload",), paths=("lane",),
-                       tools=("iperf3",), streams=(1, 4, 8)))
+    specs = plan(
+        Sweep(placements=("desktop",), directions=("upload",), paths=("lane",), tools=("iperf3",), streams=(1, 4, 8))
+    )
     walk(runner(campus_yaml, stack), specs)
     assert [kind for kind, _ in stack.log].count("request") == 3

@@ -1,4 +1,5 @@
 """`lab run --paper`: the scaled grid covers the paper's factors and fits in 15 minutes."""
+
 from __future__ import annotations
 
 import itertools
@@ -7,8 +8,7 @@ from click.testing import CliRunner
 
 from viplanes.cli.lab import lab
 from viplanes.lab.experiments import estimate_s
-from viplanes.lab.papergrid import CHUNKS_MB, ONE, SPLIT, STREAMS, TRANSFERS, paper_plan, \
-    paper_sweep
+from viplanes.lab.papergrid import CHUNKS_MB, ONE, SPLIT, STREAMS, TRANSFERS, paper_plan, paper_sweep
 
 
 def test_every_factor_of_the_paper_is_swept_from_every_placement() -> None:
@@ -17,10 +17,12 @@ def test_every_factor_of_the_paper_is_swept_from_every_placement() -> None:
         path = "default" if placement == "dtn" else "lane"
         mine = [s for s in specs if s.placement == placement and s.path == path]
         for direction in ("upload", "download"):
-            assert sorted(s.parallel for s in mine if s.series == "transfers"
-                          and s.direction == direction) == list(TRANSFERS)
-            assert sorted(s.parallel for s in mine if s.series == "streams"
-                          and s.direction == direction) == list(STREAMS)
+            assert sorted(s.parallel for s in mine if s.series == "transfers" and s.direction == direction) == list(
+                TRANSFERS
+            )
+            assert sorted(s.parallel for s in mine if s.series == "streams" and s.direction == direction) == list(
+                STREAMS
+            )
         assert sorted(s.chunk_mb for s in mine if s.series == "chunks") == list(CHUNKS_MB)
         assert {s.direction for s in mine if s.series == "chunks"} == {"upload"}
     assert {s.dataset for s in specs if s.tool == "rclone"} == {ONE, SPLIT}

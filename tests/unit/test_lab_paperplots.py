@@ -1,4 +1,5 @@
 """The paired figures: written, scaled, labelled without covering bars or legends."""
+
 from __future__ import annotations
 
 import json
@@ -36,7 +37,8 @@ def _overlap(a: Any, b: Any) -> bool:
 
 @pytest.mark.parametrize("name", list(paperplots.FIGURES))
 def test_figures_say_the_scale_and_nothing_covers_data_or_legends(
-        name: str, recorded, kept_open, tmp_path: Path) -> None:
+    name: str, recorded, kept_open, tmp_path: Path
+) -> None:
     path = tmp_path / f"{name}.png"
     assert paperplots.FIGURES[name](recorded, path)
     assert path.stat().st_size > 10_000
@@ -51,8 +53,7 @@ def test_figures_say_the_scale_and_nothing_covers_data_or_legends(
         plot_area = ax.get_window_extent(renderer)
         for legend in legends:  # legends live below the panels, outside every plot area
             assert not _overlap(legend.get_window_extent(renderer), plot_area)
-        bars = [p.get_window_extent(renderer) for p in ax.patches
-                if isinstance(p, Rectangle) and p.get_height() > 0]
+        bars = [p.get_window_extent(renderer) for p in ax.patches if isinstance(p, Rectangle) and p.get_height() > 0]
         for text in ax.texts:  # value labels: above their bar, inside the panel
             box = text.get_window_extent(renderer)
             assert not any(_overlap(box, bar) for bar in bars), text.get_text()

@@ -1,4 +1,5 @@
 """The experiment plan: which runs a sweep makes, in which order, and what it refuses."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,9 +17,15 @@ def test_default_sweep_covers_every_placement_direction_and_tool():
 
 
 def test_size_of_grid():
-    sweep = Sweep(placements=("desktop",), directions=("upload",), streams=(1, 4, 8, 16),
-                  transfers=(4, 8, 16, 32), chunks_mb=(5, 8, 16, 32),
-                  datasets=("one", "split10", "split50"), reps=2)
+    sweep = Sweep(
+        placements=("desktop",),
+        directions=("upload",),
+        streams=(1, 4, 8, 16),
+        transfers=(4, 8, 16, 32),
+        chunks_mb=(5, 8, 16, 32),
+        datasets=("one", "split10", "split50"),
+        reps=2,
+    )
     specs = plan(sweep)
     per_path_rep = 4 + 4 * 4 * 3
     assert len(specs) == 2 * 2 * per_path_rep
@@ -31,27 +38,33 @@ def test_runs_are_grouped_by_placement_then_path():
     specs = plan(Sweep(placements=("desktop", "server"), reps=2))
     groups = [(s.placement, s.path) for s in specs]
     changes = [g for i, g in enumerate(groups) if i == 0 or groups[i - 1] != g]
-    assert changes == [("desktop", "default"), ("desktop", "lane"), ("server", "default"),
-                       ("server", "lane")]  # one lane request per placement
+    assert changes == [
+        ("desktop", "default"),
+        ("desktop", "lane"),
+        ("server", "default"),
+        ("server", "lane"),
+    ]  # one lane request per placement
 
 
-@pytest.mark.parametrize("bad, match", [
-    (dict(placements=("laptop",)), "placement"),
-    (dict(paths=()), "path"),
-    (dict(tools=("scp",)), "tool"),
-    (dict(datasets=("split3",)), "dataset"),
-    (dict(chunks_mb=(4,)), "5 MiB"),
-    (dict(transfers=(0,)), "transfers"),
-    (dict(size_mb=0), "size"),
-    (dict(seconds=0.5), "duration"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (dict(placements=("laptop",)), "placement"),
+        (dict(paths=()), "path"),
+        (dict(tools=("scp",)), "tool"),
+        (dict(datasets=("split3",)), "dataset"),
+        (dict(chunks_mb=(4,)), "5 MiB"),
+        (dict(transfers=(0,)), "transfers"),
+        (dict(size_mb=0), "size"),
+        (dict(seconds=0.5), "duration"),
+    ],
+)
 def test_sweep_check_refuses(bad, match):
     with pytest.raises(ValueError, match=match):
         Sweep(**bad).check()
 
 
 def test_estimate_is_longer_on_the_firewall_path():
-    specs = plan(Sweep(placements=("desktop",), directions=("upload",), tools=("rclone",),
-                       transfers=(4,)))
+    specs = plan(Sweep(placements=("desktop",), directions=("upload",), tools=("rclone",), transfers=(4,)))
     default, lane = specs
     assert estimate_s(default, 32) > 3 * estimate_s(lane, 32)

@@ -1,4 +1,5 @@
 """Table 2 arithmetic and the report files, on synthetic result records."""
+
 from __future__ import annotations
 
 import csv
@@ -11,12 +12,21 @@ from viplanes.lab.report import load_results, markdown, stats, table2, write_rep
 
 
 def rec(placement, direction, path, mbps, tool="rclone", ok=True, parallel=4, chunk=8):
-    return {"placement": placement, "direction": direction, "path": path, "tool": tool,
-            "mbps": mbps, "ok": ok, "parallel": parallel, "chunk_mb": chunk}
+    return {
+        "placement": placement,
+        "direction": direction,
+        "path": path,
+        "tool": tool,
+        "mbps": mbps,
+        "ok": ok,
+        "parallel": parallel,
+        "chunk_mb": chunk,
+    }
 
 
 RECORDS = [
-    rec("desktop", "upload", "default", 14.0), rec("desktop", "upload", "default", 15.0),
+    rec("desktop", "upload", "default", 14.0),
+    rec("desktop", "upload", "default", 15.0),
     rec("desktop", "upload", "lane", 80.0, parallel=16, chunk=16),
     rec("desktop", "upload", "lane", 90.0),
     rec("desktop", "upload", "lane", 1.0, ok=False),  # failed runs never count
@@ -29,8 +39,12 @@ RECORDS = [
 def test_table2_stats_and_ratio():
     rows = table2(RECORDS)
     labels = [(r.tool, r.label) for r in rows]
-    assert labels == [("iperf3", "desktop-up"), ("rclone", "desktop-up"),
-                      ("rclone", "desktop-down"), ("rclone", "dtn-down")]
+    assert labels == [
+        ("iperf3", "desktop-up"),
+        ("rclone", "desktop-up"),
+        ("rclone", "desktop-down"),
+        ("rclone", "dtn-down"),
+    ]
     up = rows[1]
     assert up.default.n == 2 and up.default.mean == pytest.approx(14.5)
     assert up.default.std == pytest.approx(statistics.stdev([14.0, 15.0]))
@@ -63,8 +77,7 @@ def test_write_report_files(tmp_path):
     for name in ("by_placement", "by_parallel", "by_chunk"):
         assert files[name].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     rows = list(csv.DictReader(files["csv"].open()))
-    assert rows[1]["placement"] == "desktop" and float(rows[1]["ratio"]) == pytest.approx(
-        85.0 / 14.5, rel=1e-3)
+    assert rows[1]["placement"] == "desktop" and float(rows[1]["ratio"]) == pytest.approx(85.0 / 14.5, rel=1e-3)
 
 
 def test_write_report_without_rclone_skips_chunk_plot(tmp_path):

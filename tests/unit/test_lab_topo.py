@@ -1,4 +1,5 @@
 """The Mininet topology built from the campus YAML (a graph only: no root, no OVS needed)."""
+
 from __future__ import annotations
 
 import pytest

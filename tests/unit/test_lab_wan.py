@@ -1,4 +1,5 @@
 """The WAN model: the topology's optional `wan:` section and the pacing proxy's token bucket."""
+
 from __future__ import annotations
 
 import copy
@@ -40,14 +41,17 @@ def test_burst_defaults(campus_data: dict[str, Any]) -> None:
     assert parse_topology(data).wan == Wan(2.5, 64.0)
 
 
-@pytest.mark.parametrize("wan, problem", [
-    ({"per_connection_mbps": 0}, "wan.per_connection_mbps: expected a positive number, got 0"),
-    ({"per_connection_mbps": "fast"}, "wan.per_connection_mbps: expected a positive number"),
-    ({}, "wan"),
-    ({"per_connection_mbps": 10, "burst_kb": 1}, "wan.burst_kb: expected 4..16384 KB, got 1"),
-    ({"per_connection_mbps": 10, "rtt_ms": 80}, "wan.rtt_ms: unknown key"),
-    ([10], "wan: expected a mapping"),
-])
+@pytest.mark.parametrize(
+    "wan, problem",
+    [
+        ({"per_connection_mbps": 0}, "wan.per_connection_mbps: expected a positive number, got 0"),
+        ({"per_connection_mbps": "fast"}, "wan.per_connection_mbps: expected a positive number"),
+        ({}, "wan"),
+        ({"per_connection_mbps": 10, "burst_kb": 1}, "wan.burst_kb: expected 4..16384 KB, got 1"),
+        ({"per_connection_mbps": 10, "rtt_ms": 80}, "wan.rtt_ms: unknown key"),
+        ([10], "wan: expected a mapping"),
+    ],
+)
 def test_bad_wan_sections_are_named(campus_data: dict[str, Any], wan: Any, problem: str) -> None:
     data = copy.deepcopy(campus_data)
     data["wan"] = wan
@@ -81,8 +85,7 @@ def test_bucket_never_saves_more_than_the_burst() -> None:
 
 
 def test_forward_parsing() -> None:
-    assert parse_forward("203.0.113.10:9000=127.0.0.1:9001") == ("203.0.113.10", 9000,
-                                                                "127.0.0.1", 9001)
+    assert parse_forward("203.0.113.10:9000=127.0.0.1:9001") == ("203.0.113.10", 9000, "127.0.0.1", 9001)
     for bad in ("203.0.113.10:9000", "a:0=b:1", "x=y", ":1=b:2"):
         with pytest.raises(ValueError, match="--forward"):
             parse_forward(bad)

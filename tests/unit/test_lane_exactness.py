@@ -1,5 +1,6 @@
 """A lane opens exactly its own flow (issue 9), asked of the simulated campus: stateful replies,
 no second door, switch-side ARP, and the stateless fallback's stated limits."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -9,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from viplanes.controller.compile.lane import compile_base, compile_desired, compile_lane
 from tests.support.flowsim import icmp_error, ip_packet, make_packet
 from tests.support.netsim import Network
+from viplanes.controller.compile.lane import compile_base, compile_desired, compile_lane
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import PortRef, Topology
@@ -45,15 +46,15 @@ def opened(topo: Topology) -> tuple[Network, dict]:
     """The campus with the desktop lane up and one connection it opened (40000 -> 5201)."""
     net = network(topo, DESKTOP_LANE, DTN_LANE)
     desktop = topo.host("desktop")
-    syn = dict(ip_packet(desktop.iface.mac, FW_MAC, DESKTOP_IP, CLOUD, "tcp", 40000, 5201),
-               tcp_flags=0x002)
+    syn = dict(ip_packet(desktop.iface.mac, FW_MAC, DESKTOP_IP, CLOUD, "tcp", 40000, 5201), tcp_flags=0x002)
     [out] = net.send_from_host("desktop", syn)
     assert (out.kind, out.packet["ipv4_src"]) == ("edge", NAT_IP)
     return net, out.packet
 
 
-def from_edge(topo: Topology, src: str, dst: str, sport: int, dport: int, flags: int = 0x010,
-              proto: str = "tcp") -> dict:
+def from_edge(
+    topo: Topology, src: str, dst: str, sport: int, dport: int, flags: int = 0x010, proto: str = "tcp"
+) -> dict:
     pkt = ip_packet(topo.edge.inside.mac, topo.lane_pool.mac, src, dst, proto, sport, dport)
     return dict(pkt, tcp_flags=flags) if proto == "tcp" else pkt
 
@@ -97,10 +98,19 @@ def test_unsolicited_traffic_for_a_lane_address_is_dropped_at_the_border(conntra
     probe = {
         "tcp from another port": from_edge(topo, "192.0.2.66", NAT_IP, 80, 22, flags=0x002),
         "udp": from_edge(topo, "192.0.2.66", NAT_IP, 53, 40000, proto="udp"),
-        "icmp echo": make_packet(eth_src=edge, eth_dst=pool, eth_type=0x0800, ip_proto=1, ipv4_src="192.0.2.66",
-                                 ipv4_dst=NAT_IP, icmpv4_type=8, icmpv4_code=0),
-        "later fragment of a reply": make_packet(eth_src=edge, eth_dst=pool, eth_type=0x0800, ip_proto=6,
-                                                 ipv4_src=CLOUD, ipv4_dst=NAT_IP),  # no L4 header
+        "icmp echo": make_packet(
+            eth_src=edge,
+            eth_dst=pool,
+            eth_type=0x0800,
+            ip_proto=1,
+            ipv4_src="192.0.2.66",
+            ipv4_dst=NAT_IP,
+            icmpv4_type=8,
+            icmpv4_code=0,
+        ),
+        "later fragment of a reply": make_packet(
+            eth_src=edge, eth_dst=pool, eth_type=0x0800, ip_proto=6, ipv4_src=CLOUD, ipv4_dst=NAT_IP
+        ),  # no L4 header
     }[what]
     outs = net.send_from_edge(probe)
     assert [o.kind for o in outs] == ["drop"], [(o.kind, o.node) for o in outs]
@@ -116,8 +126,7 @@ def test_before_any_connection_nothing_comes_back() -> None:
 def test_frag_needed_for_a_lane_connection_reaches_the_desktop_with_its_own_address() -> None:
     topo = campus()
     net, sent = opened(topo)
-    err = icmp_error(topo.edge.inside.mac, topo.lane_pool.mac, str(topo.edge.inside.ip.ip),
-                     NAT_IP, about=sent)
+    err = icmp_error(topo.edge.inside.mac, topo.lane_pool.mac, str(topo.edge.inside.ip.ip), NAT_IP, about=sent)
     [out] = net.send_from_edge(err)
     assert (out.kind, out.node) == ("host", "desktop")
     assert out.packet["ipv4_dst"] == DESKTOP_IP
@@ -134,22 +143,26 @@ def test_dtn_one_switch_lane_is_stateful_too() -> None:
     dtn = topo.host("dtn")
     back = ip_packet(topo.edge.inside.mac, dtn.iface.mac, CLOUD, "198.51.100.30", "tcp", 5201, 22)
     assert not any(o.kind == "host" for o in net.send_from_edge(back))  # NORMAL at most
-    out = net.send_from_host("dtn", ip_packet(dtn.iface.mac, topo.edge.inside.mac,
-                                              "198.51.100.30", CLOUD, "tcp", 33000, 5201))
+    out = net.send_from_host(
+        "dtn", ip_packet(dtn.iface.mac, topo.edge.inside.mac, "198.51.100.30", CLOUD, "tcp", 33000, 5201)
+    )
     assert [(o.kind, o.packet["ipv4_src"]) for o in out] == [("edge", "198.51.100.30")]
     [back_out] = net.send_from_edge(dict(back, tcp_dst=33000))
     assert (back_out.kind, back_out.node) == ("host", "dtn")
 
 
 # ---- no second door ----------------------------------------------------------------------
-@pytest.mark.parametrize("who,fields", [
-    ("server", {"ipv4_src": NAT_IP}),
-    ("server", {"eth_src": "02:ff:00:00:00:01"}),
-    ("server", {"eth_src": "02:ff:00:00:00:01", "ipv4_src": NAT_IP}),
-    ("desktop", {"ipv4_src": NAT_IP}),
-    ("dtn", {"ipv4_src": NAT_IP}),
-    ("dtn", {"eth_src": "02:ff:00:00:00:01"}),
-])
+@pytest.mark.parametrize(
+    "who,fields",
+    [
+        ("server", {"ipv4_src": NAT_IP}),
+        ("server", {"eth_src": "02:ff:00:00:00:01"}),
+        ("server", {"eth_src": "02:ff:00:00:00:01", "ipv4_src": NAT_IP}),
+        ("desktop", {"ipv4_src": NAT_IP}),
+        ("dtn", {"ipv4_src": NAT_IP}),
+        ("dtn", {"eth_src": "02:ff:00:00:00:01"}),
+    ],
+)
 def test_lane_address_or_marker_from_a_host_port_is_dropped_at_once(who: str, fields: dict) -> None:
     topo = campus()
     net, _ = opened(topo)
@@ -174,17 +187,18 @@ def test_a_tagged_frame_of_the_desktop_does_not_ride_the_lane() -> None:
     topo = campus()
     net, _ = opened(topo)
     desktop = topo.host("desktop")
-    tagged = dict(ip_packet(desktop.iface.mac, FW_MAC, DESKTOP_IP, CLOUD, "tcp", 40000, 5201),
-                  vlan_vid=0x1000 | 10)
+    tagged = dict(ip_packet(desktop.iface.mac, FW_MAC, DESKTOP_IP, CLOUD, "tcp", 40000, 5201), vlan_vid=0x1000 | 10)
     assert [o.kind for o in net.send_from_host("desktop", tagged)] == ["NORMAL"]
 
 
-@given(port=st.integers(1, 200), src=st.sampled_from([NAT_IP, DESKTOP_IP, CLOUD]),
-       mac=st.sampled_from(["02:ff:00:00:00:01", "02:00:00:01:00:10", "02:00:00:03:00:01"]),
-       switch=st.sampled_from(["s1", "s2", "s3"]))
+@given(
+    port=st.integers(1, 200),
+    src=st.sampled_from([NAT_IP, DESKTOP_IP, CLOUD]),
+    mac=st.sampled_from(["02:ff:00:00:00:01", "02:00:00:01:00:10", "02:00:00:03:00:01"]),
+    switch=st.sampled_from(["s1", "s2", "s3"]),
+)
 @settings(max_examples=150, deadline=None)
-def test_no_port_but_the_lanes_own_gets_a_packet_onto_the_bypass(port: int, src: str, mac: str,
-                                                                  switch: str) -> None:
+def test_no_port_but_the_lanes_own_gets_a_packet_onto_the_bypass(port: int, src: str, mac: str, switch: str) -> None:
     """Any port of any campus switch (even ones the topology does not know), any mix of the
     lane's MAC marker, addresses and ports: only the lane's own ingress reaches the far side."""
     topo = campus()
@@ -195,8 +209,9 @@ def test_no_port_but_the_lanes_own_gets_a_packet_onto_the_bypass(port: int, src:
     if (switch, port) in own:
         return
     for dst in (CLOUD, DESKTOP_IP, NAT_IP):
-        pkt = ip_packet(mac, topo.lane_pool.mac, src, dst, "tcp", 5201 if dst != CLOUD else 40000,
-                        40000 if dst != CLOUD else 5201)
+        pkt = ip_packet(
+            mac, topo.lane_pool.mac, src, dst, "tcp", 5201 if dst != CLOUD else 40000, 40000 if dst != CLOUD else 5201
+        )
         outs = net.inject(PortRef(switch, port), pkt)
         assert not crossed_bypass(outs), (switch, port, pkt)
         assert not any(o.kind == "edge" and o.packet.get("ipv4_src") == NAT_IP for o in outs)
@@ -206,18 +221,30 @@ def test_no_port_but_the_lanes_own_gets_a_packet_onto_the_bypass(port: int, src:
 def test_border_switch_answers_arp_for_an_active_lane_address_itself() -> None:
     topo = campus()
     net = network(topo, DESKTOP_LANE)
-    req = make_packet(eth_src=topo.edge.inside.mac, eth_dst="ff:ff:ff:ff:ff:ff", eth_type=0x0806,
-                      arp_op=1, arp_spa="198.51.100.1", arp_tpa=NAT_IP,
-                      arp_sha=topo.edge.inside.mac, arp_tha="00:00:00:00:00:00")
+    req = make_packet(
+        eth_src=topo.edge.inside.mac,
+        eth_dst="ff:ff:ff:ff:ff:ff",
+        eth_type=0x0806,
+        arp_op=1,
+        arp_spa="198.51.100.1",
+        arp_tpa=NAT_IP,
+        arp_sha=topo.edge.inside.mac,
+        arp_tha="00:00:00:00:00:00",
+    )
     [out] = net.send_from_edge(req)
     assert (out.kind, out.leg, out.port) == ("edge", "inside", PortRef("s3", 2))
     assert out.packet == make_packet(
-        eth_src=topo.lane_pool.mac, eth_dst=topo.edge.inside.mac, eth_type=0x0806, arp_op=2,
-        arp_spa=NAT_IP, arp_sha=topo.lane_pool.mac, arp_tpa="198.51.100.1",
-        arp_tha=topo.edge.inside.mac)
+        eth_src=topo.lane_pool.mac,
+        eth_dst=topo.edge.inside.mac,
+        eth_type=0x0806,
+        arp_op=2,
+        arp_spa=NAT_IP,
+        arp_sha=topo.lane_pool.mac,
+        arp_tpa="198.51.100.1",
+        arp_tha=topo.edge.inside.mac,
+    )
     # an address no lane uses is only punted (metered) to the controller
-    assert [o.kind for o in net.send_from_edge(dict(req, arp_tpa="198.51.100.201"))] == [
-        "CONTROLLER"]
+    assert [o.kind for o in net.send_from_edge(dict(req, arp_tpa="198.51.100.201"))] == ["CONTROLLER"]
     # nobody but the edge router gets the switch's answer
     assert [o.kind for o in net.inject(PortRef("s3", 1), req)] == ["CONTROLLER"]
 
@@ -229,8 +256,7 @@ def test_stateless_fallback_refuses_inbound_syn_but_carries_replies() -> None:
     compiled = compile_lane(DESKTOP_LANE, topo, NOW)
     assert not any(m.table_id for ms in compiled.values() for m in ms if hasattr(m, "table_id"))
     desktop = topo.host("desktop")
-    [out] = net.send_from_host("desktop", ip_packet(desktop.iface.mac, FW_MAC, DESKTOP_IP, CLOUD,
-                                                    "tcp", 40000, 5201))
+    [out] = net.send_from_host("desktop", ip_packet(desktop.iface.mac, FW_MAC, DESKTOP_IP, CLOUD, "tcp", 40000, 5201))
     assert (out.kind, out.packet["ipv4_src"]) == ("edge", NAT_IP)
     syn = from_edge(topo, CLOUD, NAT_IP, 5201, 22, flags=0x002)
     assert not reached_desktop(net.send_from_edge(syn))  # no inbound connection set-up
@@ -239,8 +265,7 @@ def test_stateless_fallback_refuses_inbound_syn_but_carries_replies() -> None:
     # its stated limit: a stray ACK to another port does reach the host (which answers RST)
     assert reached_desktop(net.send_from_edge(from_edge(topo, CLOUD, NAT_IP, 5201, 22)))
     # and PMTUD: frag-needed for the lane address passes, outer header only
-    err = icmp_error(topo.edge.inside.mac, topo.lane_pool.mac, "198.51.100.1", NAT_IP,
-                     about=out.packet)
+    err = icmp_error(topo.edge.inside.mac, topo.lane_pool.mac, "198.51.100.1", NAT_IP, about=out.packet)
     [icmp] = net.send_from_edge(err)
     assert (icmp.kind, icmp.packet["ipv4_dst"]) == ("host", DESKTOP_IP)
     assert icmp.packet["icmp_inner"]["ipv4_src"] == NAT_IP
@@ -284,8 +309,12 @@ def test_an_old_connection_never_leaves_under_another_hosts_lane_address() -> No
     desktop_again = LaneSpec(10, DESKTOP_IP, CLOUD, "tcp", 5201, None, second_ip, NOW + 3600)
     desired, refused = compile_desired(topo, [server_lane, desktop_again, DTN_LANE], NOW)
     assert not refused
-    net.install({dpid: [m for m in msgs if type(m).__name__ != "OFPMeterMod"]  # base meters exist
-                 for dpid, msgs in desired.items()})
+    net.install(
+        {
+            dpid: [m for m in msgs if type(m).__name__ != "OFPMeterMod"]  # base meters exist
+            for dpid, msgs in desired.items()
+        }
+    )
     desktop = topo.host("desktop")
     again = dict(ip_packet(desktop.iface.mac, FW_MAC, DESKTOP_IP, CLOUD, "tcp", 40000, 5201), tcp_flags=0x010)
     [out] = net.send_from_host("desktop", again)
@@ -306,8 +335,7 @@ def test_a_packet_conntrack_will_not_track_never_leaves_with_the_hosts_own_addre
     topo = campus()
     net = network(topo, DESKTOP_LANE, DTN_LANE)
     desktop = topo.host("desktop")
-    bogus = dict(ip_packet(desktop.iface.mac, FW_MAC, DESKTOP_IP, CLOUD, "tcp", 40100, 5201),
-                 tcp_flags=flags)
+    bogus = dict(ip_packet(desktop.iface.mac, FW_MAC, DESKTOP_IP, CLOUD, "tcp", 40100, 5201), tcp_flags=flags)
     outs = net.send_from_host("desktop", bogus)
     assert [o.kind for o in outs] == ["drop"], [(o.kind, o.packet.get("ipv4_src")) for o in outs]
     # the lane itself still works: a SYN leaves translated

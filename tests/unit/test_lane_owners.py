@@ -1,4 +1,5 @@
 """The memory of who owns the lanes this process made active (viplanes/lanes/owners.py)."""
+
 from __future__ import annotations
 
 from viplanes.lanes.owners import ActiveOwners

@@ -1,16 +1,18 @@
 """Issue 11, northbound: destination sets (address, prefix, DNS name), port ranges, IPv6, limits."""
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from tests.unit.conftest import GRANT, FakeClock, World
-from viplanes.store import records as store
-from viplanes.lanes.names import NameRefresher
 from viplanes.dataplane.memory import MemoryDataplane
+from viplanes.lanes.names import NameRefresher
 from viplanes.lanes.resolver import StaticResolver
+from viplanes.store import records as store
 from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import Topology
 
@@ -28,8 +30,7 @@ def resolver() -> StaticResolver:
     return StaticResolver({NAME: (["203.0.113.10", "203.0.113.11", "203.0.113.12", "2001:db8:ff::10"], 120.0)})
 
 
-def make(url: str, clock: FakeClock, plane: Any, topo: Topology, resolver: StaticResolver,
-         **config: Any) -> World:
+def make(url: str, clock: FakeClock, plane: Any, topo: Topology, resolver: StaticResolver, **config: Any) -> World:
     from viplanes.api.app import create_app
 
     app = create_app({"db_url": url, **config}, dataplane=plane, topology=topo, clock=clock, resolver=resolver)
@@ -38,16 +39,20 @@ def make(url: str, clock: FakeClock, plane: Any, topo: Topology, resolver: Stati
     with db.write() as s:
         for name, role in (("root", "operator"), ("alice", "researcher")):
             tokens[name] = store.create_principal(s, name, role, clock())[1]
-        grant = {**GRANT, "src_prefixes": ["10.1.0.0/24", "198.51.100.30/32", "2001:db8:1::/64", "2001:db8:3::/64"],
-                 "dst_prefixes": ["203.0.113.0/24", "2001:db8:ff::/48"], "ports": [443, "5201-5210", "9000-9100",
-                                                                                   "50000-51000"]}
+        grant = {
+            **GRANT,
+            "src_prefixes": ["10.1.0.0/24", "198.51.100.30/32", "2001:db8:1::/64", "2001:db8:3::/64"],
+            "dst_prefixes": ["203.0.113.0/24", "2001:db8:ff::/48"],
+            "ports": [443, "5201-5210", "9000-9100", "50000-51000"],
+        }
         grants["alice"] = store.create_grant(s, store.GrantInput(principal="alice", **grant), "root", clock()).id
     return World(app, app.test_client(), clock, plane, tokens, grants)
 
 
 @pytest.fixture
-def w(sqlite_url: str, clock: FakeClock, dataplane: MemoryDataplane, dual: Topology,
-      resolver: StaticResolver) -> Iterator[World]:
+def w(
+    sqlite_url: str, clock: FakeClock, dataplane: MemoryDataplane, dual: Topology, resolver: StaticResolver
+) -> Iterator[World]:
     world = make(sqlite_url, clock, dataplane, dual, resolver)
     yield world
     world.app.extensions["viplanes"].db.dispose()
@@ -85,8 +90,9 @@ def test_port_list_and_outside_grant(w: World) -> None:
     assert "5000-5300" in r.get_json()["message"]
 
 
-def test_match_limit_refuses_with_the_number(sqlite_url: str, clock: FakeClock, dual: Topology,
-                                             resolver: StaticResolver) -> None:
+def test_match_limit_refuses_with_the_number(
+    sqlite_url: str, clock: FakeClock, dual: Topology, resolver: StaticResolver
+) -> None:
     world = make(sqlite_url, clock, MemoryDataplane(), dual, resolver, max_lane_matches=8)
     r = ask(world, dst_ip="203.0.113.10", dst_ports="50000-51000")
     body = r.get_json()
@@ -116,8 +122,9 @@ def test_host_name_resolves_to_its_family_addresses(w: World, resolver: StaticRe
     assert w.dataplane.active[lane["id"]].dst_host == NAME
 
 
-def test_v4_only_source_leaves_out_aaaa(sqlite_url: str, clock: FakeClock, dataplane: MemoryDataplane,
-                                        topo: Topology, resolver: StaticResolver) -> None:
+def test_v4_only_source_leaves_out_aaaa(
+    sqlite_url: str, clock: FakeClock, dataplane: MemoryDataplane, topo: Topology, resolver: StaticResolver
+) -> None:
     world = make(sqlite_url, clock, dataplane, topo, resolver)  # campus.yaml: no host has ip6
     lane = ask(world, dst_host=NAME, dst_port=9000).get_json()
     assert lane["dst_nets"] == ["203.0.113.10/32", "203.0.113.11/32", "203.0.113.12/32"]
@@ -140,10 +147,14 @@ def test_name_outside_grant_is_refused_naming_addresses(w: World, resolver: Stat
 
 
 def test_exactly_one_destination_and_one_port_field(w: World) -> None:
-    for over in ({"dst_ip": "203.0.113.10", "dst_host": NAME, "dst_port": 9000},
-                 {"dst_port": 9000}, {"dst_ip": "203.0.113.10"},
-                 {"dst_ip": "203.0.113.10", "dst_port": 9000, "dst_ports": "9000-9001"},
-                 {"dst_ip": "203.0.113.10", "dst_ports": "9-x"}, {"dst_ip": "203.0.113.10", "dst_ports": []}):
+    for over in (
+        {"dst_ip": "203.0.113.10", "dst_host": NAME, "dst_port": 9000},
+        {"dst_port": 9000},
+        {"dst_ip": "203.0.113.10"},
+        {"dst_ip": "203.0.113.10", "dst_port": 9000, "dst_ports": "9000-9001"},
+        {"dst_ip": "203.0.113.10", "dst_ports": "9-x"},
+        {"dst_ip": "203.0.113.10", "dst_ports": []},
+    ):
         r = ask(w, **over)
         assert r.status_code == 422 and r.get_json()["error"] == "invalid", over
 
@@ -162,8 +173,13 @@ def test_ipv6_lane_and_v6_refusals(w: World) -> None:
     assert lane["state"] == "active" and lane["nat_ip"] is None and lane["dst_ip"] == "2001:db8:ff::10"
     spec = w.dataplane.active[lane["id"]]
     assert spec.src_ip == "2001:db8:1::10" and spec.dst_nets == ("2001:db8:ff::10/128",)
-    for dst, code in (("ff02::1", "dst_multicast"), ("fe80::1", "dst_reserved"), ("fd00::5", "dst_campus"),
-                      ("2001:db8:3::30", "dst_campus"), ("2001:db8:ff::1", "dst_campus")):
+    for dst, code in (
+        ("ff02::1", "dst_multicast"),
+        ("fe80::1", "dst_reserved"),
+        ("fd00::5", "dst_campus"),
+        ("2001:db8:3::30", "dst_campus"),
+        ("2001:db8:ff::1", "dst_campus"),
+    ):
         r = ask(w, src_ip="2001:db8:1::10", dst_ip=dst, dst_port=5202)
         assert r.status_code == 403 and r.get_json()["error"] == code, (dst, r.get_json())
     r = ask(w, src_ip="10.1.0.20", dst_ip="2001:db8:ff::10", dst_port=5201)  # server has no ip6
@@ -182,8 +198,9 @@ class SingleOnlyPlane(MemoryDataplane):
     carries_lane_sets = False  # the compiler before issue 11
 
 
-def test_old_compiler_refuses_sets_cleanly(sqlite_url: str, clock: FakeClock, dual: Topology,
-                                           resolver: StaticResolver) -> None:
+def test_old_compiler_refuses_sets_cleanly(
+    sqlite_url: str, clock: FakeClock, dual: Topology, resolver: StaticResolver
+) -> None:
     world = make(sqlite_url, clock, SingleOnlyPlane(), dual, resolver)
     assert ask(world, dst_ip="203.0.113.10", dst_port=9000).status_code == 201
     r = ask(world, dst_ip="203.0.113.10", dst_ports="9001-9010")
@@ -240,8 +257,9 @@ def destination_audits(w: World) -> list[dict[str, Any]]:
     return w.client.get("/api/v1/audit?action=lane.destinations", headers=w.h("root")).get_json()
 
 
-def test_a_name_that_grows_stays_within_the_match_budget(sqlite_url: str, clock: FakeClock, dual: Topology,
-                                                         resolver: StaticResolver) -> None:
+def test_a_name_that_grows_stays_within_the_match_budget(
+    sqlite_url: str, clock: FakeClock, dual: Topology, resolver: StaticResolver
+) -> None:
     """The request was refused beyond the budget; a re-resolution must not grow past it either."""
     world = make(sqlite_url, clock, MemoryDataplane(), dual, resolver, max_lane_matches=3)
     resolver.set("grow.example", ["203.0.113.60", "203.0.113.61"], 30)
@@ -259,8 +277,7 @@ def test_a_name_that_grows_stays_within_the_match_budget(sqlite_url: str, clock:
     world.app.extensions["viplanes"].db.dispose()
 
 
-def test_a_name_never_moves_a_lane_onto_another_lane(w: World, resolver: StaticResolver,
-                                                     clock: FakeClock) -> None:
+def test_a_name_never_moves_a_lane_onto_another_lane(w: World, resolver: StaticResolver, clock: FakeClock) -> None:
     """Two lanes carrying one packet overwrite each other's flows: a name resolving to an address
     another live lane of the source carries must leave that address out, not take it over."""
     resolver.set("move.example", ["203.0.113.70"], 30)
@@ -307,8 +324,9 @@ class RequestDuringResend(MemoryDataplane):
         return super().activate(spec)
 
 
-def test_addresses_being_installed_are_already_claimed(db_url: str, clock: FakeClock, dual: Topology,
-                                                       resolver: StaticResolver) -> None:
+def test_addresses_being_installed_are_already_claimed(
+    db_url: str, clock: FakeClock, dual: Topology, resolver: StaticResolver
+) -> None:
     plane = RequestDuringResend()
     world = make(db_url, clock, plane, dual, resolver)
     resolver.set("claim.example", ["203.0.113.80"], 30)
@@ -327,12 +345,14 @@ class RefusingResend(MemoryDataplane):
     def activate(self, spec: Any, timeout_s: float = 5.0) -> Any:
         if len(spec.dst_nets) > 1:
             from viplanes.domain.values import ActivationResult
+
             return ActivationResult(False, "switch s3 said no", 0.0)
         return super().activate(spec)
 
 
-def test_a_refused_resend_gives_the_reserved_addresses_back(db_url: str, clock: FakeClock, dual: Topology,
-                                                            resolver: StaticResolver) -> None:
+def test_a_refused_resend_gives_the_reserved_addresses_back(
+    db_url: str, clock: FakeClock, dual: Topology, resolver: StaticResolver
+) -> None:
     world = make(db_url, clock, RefusingResend(), dual, resolver)
     resolver.set("back.example", ["203.0.113.90"], 30)
     lane = ask(world, src_ip="198.51.100.30", dst_host="back.example", dst_port=9000).get_json()
@@ -352,7 +372,7 @@ def test_plain_overlap_check_seeks_the_flow_index(w: World) -> None:
     """A source may hold thousands of plain lanes: checking one more must not walk them all."""
     import ipaddress
 
-    from sqlalchemy import event, text
+    from sqlalchemy import event
 
     from viplanes.lanes.overlap import overlapping_lane
 
@@ -366,8 +386,9 @@ def test_plain_overlap_check_seeks_the_flow_index(w: World) -> None:
     event.listen(db.engine, "before_cursor_execute", grab)
     try:
         with db.write() as s:
-            overlapping_lane(s, db, "10.1.0.10", "tcp", [ipaddress.ip_network("203.0.113.10/32")], [(9000, 9000)],
-                             None, 0, 1e10)
+            overlapping_lane(
+                s, db, "10.1.0.10", "tcp", [ipaddress.ip_network("203.0.113.10/32")], [(9000, 9000)], None, 0, 1e10
+            )
     finally:
         event.remove(db.engine, "before_cursor_execute", grab)
     assert len(seen) == 1  # the two seeks are the two arms of one UNION ALL (one round trip)

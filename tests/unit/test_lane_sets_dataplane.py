@@ -1,6 +1,7 @@
 """Issue 11, data plane: lanes with several destinations, port ranges and IPv6, asked through the
 flow-table simulator (what packets do), plus the flow-count formula and re-activation with a
 changed set (stale flows deleted strictly, after the new ADDs)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,11 +14,11 @@ from hypothesis import strategies as st
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
+from tests.support.flowsim import icmp6_error, ip6_packet, ip_packet, make_packet
+from tests.support.netsim import Network
 from tests.unit.fake_switches import Clock, FakeSwitches, clock, inline_runtime  # noqa: F401
 from viplanes.controller.compile import base as guardflows
 from viplanes.controller.compile.lane import compile_base, compile_desired, compile_lane
-from tests.support.flowsim import icmp6_error, ip6_packet, ip_packet, make_packet
-from tests.support.netsim import Network
 from viplanes.domain.values import LaneSpec
 from viplanes.lanes.targets import lane_budget
 from viplanes.topologies.loader import load_topology
@@ -36,19 +37,34 @@ def topo() -> Topology:
 
 
 def stateless_topo(tmp_path: Path) -> Topology:
-    text = DUALSTACK.read_text().replace("{name: s3, dpid: 3, role: border}",
-                                         "{name: s3, dpid: 3, role: border, conntrack: false}")
+    text = DUALSTACK.read_text().replace(
+        "{name: s3, dpid: 3, role: border}", "{name: s3, dpid: 3, role: border, conntrack: false}"
+    )
     path = tmp_path / "stateless.yaml"
     path.write_text(text)
     return load_topology(path)
 
 
-def set_lane(lane_id: int = 7, nets: tuple[str, ...] = tuple(f"{c}/32" for c in CLOUDS),
-             ports: tuple[tuple[int, int], ...] = ((5201, 5203),), src_ip: str = "10.1.0.10",
-             nat_ip: str | None = NAT_IP, protocol: str = "tcp") -> LaneSpec:
-    return LaneSpec(lane_id=lane_id, src_ip=src_ip, dst_ip=None, protocol=protocol,  # type: ignore[arg-type]
-                    dst_port=None, src_port=None, nat_ip=nat_ip, expires_at=NOW + 3600,
-                    dst_nets=nets, dst_ports=ports)
+def set_lane(
+    lane_id: int = 7,
+    nets: tuple[str, ...] = tuple(f"{c}/32" for c in CLOUDS),
+    ports: tuple[tuple[int, int], ...] = ((5201, 5203),),
+    src_ip: str = "10.1.0.10",
+    nat_ip: str | None = NAT_IP,
+    protocol: str = "tcp",
+) -> LaneSpec:
+    return LaneSpec(
+        lane_id=lane_id,
+        src_ip=src_ip,
+        dst_ip=None,
+        protocol=protocol,  # type: ignore[arg-type]
+        dst_port=None,
+        src_port=None,
+        nat_ip=nat_ip,
+        expires_at=NOW + 3600,
+        dst_nets=nets,
+        dst_ports=ports,
+    )
 
 
 def network(topo: Topology, *lanes: LaneSpec) -> Network:
@@ -63,20 +79,27 @@ def only(outcomes: list) -> Any:
 
 
 def v4_out(topo: Topology, dst: str, port: int) -> dict:
-    return ip_packet(topo.host("desktop").iface.mac, topo.middleboxes[0].inside.mac,
-                     "10.1.0.10", dst, "tcp", 40000, port)
+    return ip_packet(
+        topo.host("desktop").iface.mac, topo.middleboxes[0].inside.mac, "10.1.0.10", dst, "tcp", 40000, port
+    )
 
 
 def v6_out(topo: Topology, dst: str = CLOUD6, port: int | None = 5201, **change: Any) -> dict:
-    pkt = ip6_packet(topo.host("desktop").iface.mac, topo.middleboxes[0].inside.mac, DESKTOP6,
-                     dst, "tcp", 40000 if port is not None else None, port)
+    pkt = ip6_packet(
+        topo.host("desktop").iface.mac,
+        topo.middleboxes[0].inside.mac,
+        DESKTOP6,
+        dst,
+        "tcp",
+        40000 if port is not None else None,
+        port,
+    )
     pkt.update(make_packet(**change))
     return pkt
 
 
 def v6_back(topo: Topology, port: int = 5201) -> dict:
-    return ip6_packet(topo.edge.inside.mac, topo.host("desktop").iface.mac, CLOUD6, DESKTOP6,
-                      "tcp", port, 40000)
+    return ip6_packet(topo.edge.inside.mac, topo.host("desktop").iface.mac, CLOUD6, DESKTOP6, "tcp", port, 40000)
 
 
 # ---- several destinations, port ranges ------------------------------------------------------
@@ -109,8 +132,7 @@ def test_a_prefix_lane_carries_its_whole_network(topo: Topology) -> None:
 # ---- IPv6 ------------------------------------------------------------------------------------
 @pytest.fixture
 def v6_net(topo: Topology) -> Network:
-    return network(topo, set_lane(nets=(f"{CLOUD6}/128",), ports=((5201, 5201),), src_ip=DESKTOP6,
-                                  nat_ip=None))
+    return network(topo, set_lane(nets=(f"{CLOUD6}/128",), ports=((5201, 5201),), src_ip=DESKTOP6, nat_ip=None))
 
 
 def test_v6_lane_forward_untranslated_and_replies_come_back(v6_net: Network, topo: Topology) -> None:
@@ -130,35 +152,36 @@ def test_v6_inbound_connection_is_not_a_lane_reply(v6_net: Network, topo: Topolo
 
 
 def test_v6_wrong_source_or_mac_is_not_steered(v6_net: Network, topo: Topology) -> None:
-    for change in ({"ipv6_src": "2001:db8:1::11"}, {"eth_src": "02:00:00:01:00:99"},
-                   {"tcp_dst": 5202}):
+    for change in ({"ipv6_src": "2001:db8:1::11"}, {"eth_src": "02:00:00:01:00:99"}, {"tcp_dst": 5202}):
         assert only(v6_net.send_from_host("desktop", v6_out(topo, **change))).kind == "NORMAL"
 
 
-def test_v6_packet_too_big_for_a_lane_connection_reaches_the_host(v6_net: Network,
-                                                                  topo: Topology) -> None:
+def test_v6_packet_too_big_for_a_lane_connection_reaches_the_host(v6_net: Network, topo: Topology) -> None:
     sent = only(v6_net.send_from_host("desktop", v6_out(topo))).packet
-    ptb = icmp6_error(topo.edge.inside.mac, topo.host("desktop").iface.mac, "2001:db8:3::1",
-                      DESKTOP6, sent)
+    ptb = icmp6_error(topo.edge.inside.mac, topo.host("desktop").iface.mac, "2001:db8:3::1", DESKTOP6, sent)
     home = only(v6_net.send_from_edge(ptb))
     assert (home.kind, home.node) == ("host", "desktop") and home.left_by("s2", 1)
     assert home.packet["icmpv6_type"] == 2
 
 
-def test_v6_packet_too_big_for_no_lane_connection_takes_the_normal_path(v6_net: Network,
-                                                                         topo: Topology) -> None:
+def test_v6_packet_too_big_for_no_lane_connection_takes_the_normal_path(v6_net: Network, topo: Topology) -> None:
     other = v6_out(topo, port=443)  # never sent on the lane: conntrack knows no such connection
-    ptb = icmp6_error(topo.edge.inside.mac, topo.host("desktop").iface.mac, "2001:db8:3::1",
-                      DESKTOP6, other)
+    ptb = icmp6_error(topo.edge.inside.mac, topo.host("desktop").iface.mac, "2001:db8:3::1", DESKTOP6, other)
     assert only(v6_net.send_from_edge(ptb)).kind == "NORMAL"
 
 
 @pytest.mark.parametrize("icmp_type", [133, 134, 135, 136])
-def test_neighbour_discovery_keeps_the_normal_path(v6_net: Network, topo: Topology,
-                                                   icmp_type: int) -> None:
-    nd = make_packet(eth_src=topo.host("desktop").iface.mac, eth_dst="33:33:ff:00:00:01",
-                     eth_type=0x86DD, ip_proto=58, ipv6_src=DESKTOP6,
-                     ipv6_dst="ff02::1:ff00:1", icmpv6_type=icmp_type, icmpv6_code=0)
+def test_neighbour_discovery_keeps_the_normal_path(v6_net: Network, topo: Topology, icmp_type: int) -> None:
+    nd = make_packet(
+        eth_src=topo.host("desktop").iface.mac,
+        eth_dst="33:33:ff:00:00:01",
+        eth_type=0x86DD,
+        ip_proto=58,
+        ipv6_src=DESKTOP6,
+        ipv6_dst="ff02::1:ff00:1",
+        icmpv6_type=icmp_type,
+        icmpv6_code=0,
+    )
     assert only(v6_net.send_from_host("desktop", nd)).kind == "NORMAL"
     from_edge = dict(nd, eth_src=topo.edge.inside.mac, ipv6_src="2001:db8:3::1")
     assert only(v6_net.send_from_edge(from_edge)).kind == "NORMAL"  # not through conntrack
@@ -172,8 +195,14 @@ def test_v6_non_first_fragments_take_the_normal_path(v6_net: Network, topo: Topo
 
 def test_v4_non_first_fragments_take_the_normal_path(topo: Topology) -> None:
     net = network(topo, set_lane())
-    frag = make_packet(eth_src=topo.host("desktop").iface.mac, eth_dst=topo.middleboxes[0].inside.mac,
-                       eth_type=0x0800, ip_proto=6, ipv4_src="10.1.0.10", ipv4_dst=CLOUDS[0])
+    frag = make_packet(
+        eth_src=topo.host("desktop").iface.mac,
+        eth_dst=topo.middleboxes[0].inside.mac,
+        eth_type=0x0800,
+        ip_proto=6,
+        ipv4_src="10.1.0.10",
+        ipv4_dst=CLOUDS[0],
+    )
     assert only(net.send_from_host("desktop", frag)).kind == "NORMAL"
 
 
@@ -201,20 +230,28 @@ V6_DSTS = [f"2001:db8:ff::{i:x}/128" for i in range(16, 26)] + ["2001:db8:ff:1::
 
 
 @settings(max_examples=60, deadline=None)
-@given(nets=st.lists(st.sampled_from(V4_DSTS + V6_DSTS), min_size=1, max_size=4, unique=True),
-       lo=st.integers(1, 65000), width=st.integers(0, 600), src=st.sampled_from(["desktop", "dtn"]),
-       stateful=st.booleans(), proto=st.sampled_from(["tcp", "udp"]))
-def test_flow_count_formula_equals_the_compiled_flows(tmp_path_factory: Any, nets: list[str],
-                                                      lo: int, width: int, src: str,
-                                                      stateful: bool, proto: str) -> None:
+@given(
+    nets=st.lists(st.sampled_from(V4_DSTS + V6_DSTS), min_size=1, max_size=4, unique=True),
+    lo=st.integers(1, 65000),
+    width=st.integers(0, 600),
+    src=st.sampled_from(["desktop", "dtn"]),
+    stateful=st.booleans(),
+    proto=st.sampled_from(["tcp", "udp"]),
+)
+def test_flow_count_formula_equals_the_compiled_flows(
+    tmp_path_factory: Any, nets: list[str], lo: int, width: int, src: str, stateful: bool, proto: str
+) -> None:
     topo = load_topology(DUALSTACK) if stateful else stateless_topo(tmp_path_factory.mktemp("t"))
     host = topo.host(src)
-    lane = set_lane(nets=tuple(nets), ports=((lo, min(lo + width, 65535)),), src_ip=str(host.iface.ip.ip),
-                    nat_ip=NAT_IP if host.needs_nat else None, protocol=proto)
-    flows = [m for msgs in compile_lane(lane, topo, NOW).values() for m in msgs
-             if isinstance(m, parser.OFPFlowMod)]
-    _, formula = lane_budget(lane.src_ip, None, None, list(lane.dst_nets),
-                             [list(r) for r in lane.dst_ports], topo)
+    lane = set_lane(
+        nets=tuple(nets),
+        ports=((lo, min(lo + width, 65535)),),
+        src_ip=str(host.iface.ip.ip),
+        nat_ip=NAT_IP if host.needs_nat else None,
+        protocol=proto,
+    )
+    flows = [m for msgs in compile_lane(lane, topo, NOW).values() for m in msgs if isinstance(m, parser.OFPFlowMod)]
+    _, formula = lane_budget(lane.src_ip, None, None, list(lane.dst_nets), [list(r) for r in lane.dst_ports], topo)
     assert formula == len(flows)
 
 
@@ -236,7 +273,8 @@ def switches(topo: Topology, clock: Clock) -> FakeSwitches:  # noqa: F811
 
 
 def test_reactivation_with_a_smaller_set_deletes_only_the_dropped_destination(
-        topo: Topology, clock: Clock, switches: FakeSwitches) -> None:  # noqa: F811
+    topo: Topology, clock: Clock, switches: FakeSwitches
+) -> None:  # noqa: F811
     rt = inline_runtime(topo, clock, switches, base_flows=True)
     clock.now = NOW
     first = set_lane()
@@ -254,7 +292,7 @@ def test_reactivation_with_a_smaller_set_deletes_only_the_dropped_destination(
         kinds = [m.command for m in msgs if isinstance(m, parser.OFPFlowMod)]
         deletes += kinds.count(ofp.OFPFC_DELETE_STRICT)
         if ofp.OFPFC_DELETE_STRICT in kinds:
-            assert ofp.OFPFC_ADD not in kinds[kinds.index(ofp.OFPFC_DELETE_STRICT):]
+            assert ofp.OFPFC_ADD not in kinds[kinds.index(ofp.OFPFC_DELETE_STRICT) :]
         assert ofp.OFPFC_DELETE not in kinds  # nothing non-strict: the kept addresses stay
     # the one dropped destination: 2 masked entries (5201, 5202/0xfffe) x 3 hops x fwd + rev
     assert deletes == 2 * 3 * 2
@@ -262,7 +300,8 @@ def test_reactivation_with_a_smaller_set_deletes_only_the_dropped_destination(
 
 
 def test_reactivation_with_a_larger_set_adds_and_deletes_nothing(
-        topo: Topology, clock: Clock, switches: FakeSwitches) -> None:  # noqa: F811
+    topo: Topology, clock: Clock, switches: FakeSwitches
+) -> None:  # noqa: F811
     rt = inline_runtime(topo, clock, switches, base_flows=True)
     clock.now = NOW
     first = set_lane(nets=(f"{CLOUDS[0]}/32",))
@@ -270,8 +309,12 @@ def test_reactivation_with_a_larger_set_adds_and_deletes_nothing(
     rec = Recorder(switches)
     rt.send = rec
     assert rt.activate(dataclasses.replace(first, dst_nets=tuple(f"{c}/32" for c in CLOUDS))).ok
-    assert not any(m.command == ofp.OFPFC_DELETE_STRICT for _, msgs in rec.batches for m in msgs
-                   if isinstance(m, parser.OFPFlowMod))
+    assert not any(
+        m.command == ofp.OFPFC_DELETE_STRICT
+        for _, msgs in rec.batches
+        for m in msgs
+        if isinstance(m, parser.OFPFlowMod)
+    )
     for dst in CLOUDS:
         assert only(switches.net.send_from_host("desktop", v4_out(topo, dst, 5201))).kind == "edge"
 
@@ -282,5 +325,8 @@ def test_base_flows_of_a_dual_stack_border_relate_icmpv6_errors(topo: Topology) 
     related = sorted(m.match["icmpv6_type"] for m in icmpv6 if m.priority == guardflows.PRIORITY_RELATED)
     assert related == [1, 2, 3]  # never ND (133..137)
     # the only ND flows are the host source guards' drops of a spoofed neighbour advertisement
-    assert all(m.priority == guardflows.PRIORITY_GUARD and not m.instructions
-               for m in icmpv6 if m.priority != guardflows.PRIORITY_RELATED)
+    assert all(
+        m.priority == guardflows.PRIORITY_GUARD and not m.instructions
+        for m in icmpv6
+        if m.priority != guardflows.PRIORITY_RELATED
+    )

@@ -8,18 +8,20 @@ flows got through (its flows overwrite the first's on every switch, and its rele
 the host got a second lane-pool address, and a grant for the host's IPv6 address alone gave an
 IPv4 lane.
 """
+
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from tests.unit.conftest import GRANT, FakeClock, World
 from tests.unit.test_lane_sets import DUAL, NAME, ask, make
-from viplanes.store import records as store
-from viplanes.lanes.names import NameRefresher
 from viplanes.dataplane.memory import MemoryDataplane
+from viplanes.lanes.names import NameRefresher
 from viplanes.lanes.resolver import StaticResolver
+from viplanes.store import records as store
 from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import Topology
 
@@ -43,18 +45,24 @@ def add_researcher(w: World, name: str, **grant: Any) -> None:
     db = w.app.extensions["viplanes"].db
     with db.write() as s:
         w.tokens[name] = store.create_principal(s, name, "researcher", w.clock())[1]
-        w.grants[name] = store.create_grant(s, store.GrantInput(principal=name, **{**GRANT, **grant}), "root",
-                                            w.clock()).id
+        w.grants[name] = store.create_grant(
+            s, store.GrantInput(principal=name, **{**GRANT, **grant}), "root", w.clock()
+        ).id
 
 
 def ask_as(w: World, who: str, **body: Any) -> Any:
-    return w.client.post("/api/v1/lanes", json={"protocol": "tcp", "duration_s": 600, "purpose": "t", **body},
-                         headers=w.h(who))
+    return w.client.post(
+        "/api/v1/lanes", json={"protocol": "tcp", "duration_s": 600, "purpose": "t", **body}, headers=w.h(who)
+    )
 
 
 def test_the_same_flow_under_the_hosts_other_address_is_a_duplicate(w: World) -> None:
-    add_researcher(w, "bob", src_prefixes=[f"{DESKTOP4}/32", f"{DESKTOP6}/128"],
-                   dst_prefixes=["203.0.113.0/24", "2001:db8:ff::/48"])
+    add_researcher(
+        w,
+        "bob",
+        src_prefixes=[f"{DESKTOP4}/32", f"{DESKTOP6}/128"],
+        dst_prefixes=["203.0.113.0/24", "2001:db8:ff::/48"],
+    )
     alice = ask(w, src_ip=DESKTOP4, dst_ip="203.0.113.10", dst_port=9001).get_json()
     assert alice["state"] == "active"
     r = ask_as(w, "bob", src_ip=DESKTOP6, dst_ip="203.0.113.10", dst_port=9001)
@@ -89,8 +97,7 @@ def test_one_lane_pool_address_per_host_whichever_address_named_it(w: World) -> 
     assert second["src_ip"] == DESKTOP4  # an IPv4 lane leaves from the IPv4 address
 
 
-def test_a_name_gains_no_address_whose_source_the_grant_lacks(db_url: str, clock: FakeClock,
-                                                             dual: Topology) -> None:
+def test_a_name_gains_no_address_whose_source_the_grant_lacks(db_url: str, clock: FakeClock, dual: Topology) -> None:
     resolver = StaticResolver({"v4.example": (["203.0.113.40"], 30.0)})
     world = make(db_url, clock, MemoryDataplane(), dual, resolver)
     add_researcher(world, "bob", src_prefixes=[f"{DESKTOP4}/32"], dst_prefixes=["203.0.113.0/24", "2001:db8:ff::/48"])

@@ -1,6 +1,7 @@
 """The controller lease (``viplanes.cluster.leader``) on SQLite: one controller, or two on one file.
 
 The same tests run on a real PostgreSQL in ``tests/integration/test_leader_pg.py``."""
+
 from __future__ import annotations
 
 import time
@@ -8,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from viplanes.store.db import Database
 from viplanes.cluster.leader import LeaderLease
+from viplanes.store.db import Database
 from viplanes.store.migrations import upgrade
 
 

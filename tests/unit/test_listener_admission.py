@@ -1,6 +1,7 @@
 """The OpenFlow listener's admission of connections before and during the TLS handshake: a cap
 per source address on handshakes in progress, a bounded wait for a place beyond it (a lab's
 switches all connect from 127.0.0.1), and a deadline that covers the wait (issue 13)."""
+
 from __future__ import annotations
 
 import socket
@@ -11,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from viplanes.controller.openflow.tls import TLSFiles
 from viplanes.controller.openflow.peerauth import SourceLimiter
+from viplanes.controller.openflow.tls import TLSFiles
 
 
 def test_source_limiter_caps_pending_handshakes_per_address():
@@ -41,8 +42,7 @@ def _listener(campus_pki: Path, **limits: float):
     from viplanes.controller.openflow.admission import Limits, ListenerSecurity
     from viplanes.controller.openflow.server import OpenFlowServer
 
-    files = TLSFiles(campus_pki / "ca.crt", campus_pki / "controller.crt",
-                     campus_pki / "controller.key")
+    files = TLSFiles(campus_pki / "ca.crt", campus_pki / "controller.crt", campus_pki / "controller.key")
     server = OpenFlowServer("127.0.0.1", 0, ListenerSecurity(tls=files, limits=Limits(**limits)))
     hub.spawn(server.serve_forever)
     return server

@@ -1,18 +1,19 @@
 """The master's published view (``viplanes.cluster.reports``) and the bulk lane counters
 (``controller.lanestats``): what an API process of the split deployment serves on /readyz and
 GET /lanes/<id>/stats, on SQLite and PostgreSQL."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from viplanes.controller.compile.cookies import BASE_COOKIE, lane_cookie
-from viplanes.controller.runtime.lanestats import sum_lane_counters
-from viplanes.store.db import Database
-from viplanes.domain.values import LaneCounters
 from viplanes.cluster.handoff import RemoteDataplane
 from viplanes.cluster.leader import LeaderLease
 from viplanes.cluster.reports import StatusReporter
+from viplanes.controller.compile.cookies import BASE_COOKIE, lane_cookie
+from viplanes.controller.runtime.lanestats import sum_lane_counters
+from viplanes.domain.values import LaneCounters
+from viplanes.store.db import Database
 
 
 @dataclass
@@ -33,10 +34,17 @@ class Entry:
 def test_sum_lane_counters_counts_ingress_rules_only() -> None:
     ingress = {1: frozenset({(1, 1), (3, 2)}), 2: frozenset({(1, 1), (3, 2)}), 3: frozenset({(4, 1)})}
     stats: dict[int, Any] = {
-        1: [Entry(lane_cookie(1), 1, 5), Entry(lane_cookie(1), 3, 7),  # in_port 3 on s1: the reverse hop
-            Entry(lane_cookie(2), 1, 1), Entry(BASE_COOKIE, 1, 99)],
-        3: [Entry(lane_cookie(1), 2, 4), Entry(lane_cookie(1), 2, 4, table_id=1),  # table 1: seen again
-            Entry(lane_cookie(2), 2, 2)],
+        1: [
+            Entry(lane_cookie(1), 1, 5),
+            Entry(lane_cookie(1), 3, 7),  # in_port 3 on s1: the reverse hop
+            Entry(lane_cookie(2), 1, 1),
+            Entry(BASE_COOKIE, 1, 99),
+        ],
+        3: [
+            Entry(lane_cookie(1), 2, 4),
+            Entry(lane_cookie(1), 2, 4, table_id=1),  # table 1: seen again
+            Entry(lane_cookie(2), 2, 2),
+        ],
         4: None,  # did not answer: lane 3 is left out, not reported as 0
     }
     assert sum_lane_counters(ingress, stats) == {1: LaneCounters(9, 900), 2: LaneCounters(3, 300)}

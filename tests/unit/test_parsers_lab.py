@@ -1,4 +1,5 @@
 """Parsers for iperf3 JSON and rclone JSON logs, on outputs captured from real lab runs."""
+
 from __future__ import annotations
 
 import json
@@ -6,8 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from viplanes.lab.measure import (MeasureError, iperf3_argv, mbps, parse_iperf3_json,
-                                  parse_rclone_jsonlog, rclone_argv, rclone_messages)
+from viplanes.lab.measure import (
+    MeasureError,
+    iperf3_argv,
+    mbps,
+    parse_iperf3_json,
+    parse_rclone_jsonlog,
+    rclone_argv,
+    rclone_messages,
+)
 
 FIX = Path(__file__).parent / "fixtures" / "lab"
 
@@ -46,8 +54,7 @@ def test_iperf3_garbage_raises(text):
 
 def test_rclone_upload_stats():
     stats = parse_rclone_jsonlog(fixture("rclone_upload_jsonlog.txt"))
-    copied = [line for line in fixture("rclone_upload_jsonlog.txt").splitlines()
-              if "Copied (new)" in line]
+    copied = [line for line in fixture("rclone_upload_jsonlog.txt").splitlines() if "Copied (new)" in line]
     assert stats.transfers == len(copied) == 4
     assert stats.bytes == sum(json.loads(line)["size"] for line in copied)
     assert stats.errors == 0 and stats.last_error is None
@@ -83,16 +90,15 @@ def test_mbps_and_argv():
     assert argv[argv.index("--s3-upload-cutoff") + 1] == "8M"
 
 
-@pytest.mark.parametrize("error", ["the server is busy running a test. try again later",
-                                   "control socket has closed unexpectedly"])
+@pytest.mark.parametrize(
+    "error", ["the server is busy running a test. try again later", "control socket has closed unexpectedly"]
+)
 def test_iperf3_retries_a_run_the_server_was_not_ready_for(monkeypatch, error):
     from viplanes.lab import measure
 
-    answers = [json.dumps({"start": {}, "intervals": [], "end": {}, "error": error}),
-               fixture("iperf3_upload_P1.json")]
+    answers = [json.dumps({"start": {}, "intervals": [], "end": {}, "error": error}), fixture("iperf3_upload_P1.json")]
     calls: list[list[str]] = []
-    monkeypatch.setattr(measure, "_run", lambda host, argv, timeout: (calls.append(argv) or
-                                                                      answers.pop(0), "", 0))
+    monkeypatch.setattr(measure, "_run", lambda host, argv, timeout: (calls.append(argv) or answers.pop(0), "", 0))
     monkeypatch.setattr(measure.time, "sleep", lambda s: None)
     got = measure.run_iperf3(None, "203.0.113.10", 5201, 1, 3, False)
     assert got.ok and got.bytes > 0 and len(calls) == 2
@@ -105,7 +111,6 @@ def test_iperf3_does_not_retry_other_errors_or_a_run_that_measured(monkeypatch):
     broke_midway["error"] = "control socket has closed unexpectedly"
     for out in (fixture("iperf3_refused.json"), json.dumps(broke_midway)):
         calls: list[int] = []
-        monkeypatch.setattr(measure, "_run", lambda host, argv, timeout, o=out: (calls.append(1)
-                                                                                 or o, "", 0))
+        monkeypatch.setattr(measure, "_run", lambda host, argv, timeout, o=out: (calls.append(1) or o, "", 0))
         got = measure.run_iperf3(None, "203.0.113.10", 5201, 1, 3, False)
         assert not got.ok and got.error and len(calls) == 1

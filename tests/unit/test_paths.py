@@ -1,4 +1,5 @@
 """Lane paths run from the host's port to the edge router's port over switch links only."""
+
 from __future__ import annotations
 
 import copy
@@ -19,8 +20,7 @@ def campus_data(campus_yaml: Path) -> dict[str, Any]:
 
 def test_desktop_path_uses_bypass(campus_yaml: Path) -> None:
     topo = load_topology(campus_yaml)
-    assert lane_path(topo, "desktop") == (
-        Hop(1, "s1", 1, 3), Hop(2, "s2", 1, 3), Hop(3, "s3", 3, 2))
+    assert lane_path(topo, "desktop") == (Hop(1, "s1", 1, 3), Hop(2, "s2", 1, 3), Hop(3, "s3", 3, 2))
 
 
 def test_dtn_at_edge_switch_is_one_hop(campus_yaml: Path) -> None:
@@ -53,11 +53,17 @@ def test_bypass_preferred_over_default_links(campus_data: dict[str, Any]) -> Non
     assert lane_path(topo, "desktop")[1:] == (Hop(2, "s2", 1, 3), Hop(3, "s3", 3, 2))
     # a two-link bypass detour s1 - s5 - s2 beats the one default link s1 - s2
     data["switches"].append({"name": "s5", "dpid": 5})
-    data["links"] += [{"a": "s1:8", "b": "s5:1", "mbps": 10, "bypass": True},
-                      {"a": "s5:2", "b": "s2:8", "mbps": 10, "bypass": True}]
+    data["links"] += [
+        {"a": "s1:8", "b": "s5:1", "mbps": 10, "bypass": True},
+        {"a": "s5:2", "b": "s2:8", "mbps": 10, "bypass": True},
+    ]
     topo = parse_topology(data, "t.yaml")
     assert lane_path(topo, "desktop") == (
-        Hop(1, "s1", 1, 8), Hop(5, "s5", 1, 2), Hop(2, "s2", 8, 3), Hop(3, "s3", 3, 2))
+        Hop(1, "s1", 1, 8),
+        Hop(5, "s5", 1, 2),
+        Hop(2, "s2", 8, 3),
+        Hop(3, "s3", 3, 2),
+    )
 
 
 def test_bypass_ports(campus_yaml: Path) -> None:
@@ -74,6 +80,7 @@ def test_paths_are_remembered_per_topology_object(campus_yaml: Path) -> None:
         lane_path(topo, "cloud")  # the remembered refusal keeps its message
     assert topo == load_topology(campus_yaml)  # the memo is not part of the value
     import dataclasses
+
     rewired = dataclasses.replace(topo, links=topo.links[:1])  # a new object starts afresh
     with pytest.raises(NoLanePath, match="no lane path"):
         lane_path(rewired, "desktop")

@@ -1,4 +1,5 @@
 """The policy: deny by default, reasons people can read, and (hypothesis) nothing outside a grant."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -8,24 +9,47 @@ from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
 from viplanes.policy.destinations import destination_refusal
-from viplanes.policy.rules import (GrantRule, LaneRequest, PolicyInputError, allocate_nat, check_grant,
-                                   decide, parse_ports, parse_prefix)
+from viplanes.policy.rules import (
+    GrantRule,
+    LaneRequest,
+    PolicyInputError,
+    allocate_nat,
+    check_grant,
+    decide,
+    parse_ports,
+    parse_prefix,
+)
 
 NOW = 1_800_000_000.0
 IP = ipaddress.IPv4Address
 
 
 def rule(**over: object) -> GrantRule:
-    base = dict(grant_id=1, src_prefixes=(parse_prefix("10.1.0.0/24"),),
-                dst_prefixes=(parse_prefix("203.0.113.0/24"),), protocols=frozenset({"tcp"}),
-                ports=parse_ports([443, "9000-9100"]), max_duration_s=3600, max_rate_mbps=None, max_lanes=2)
+    base = dict(
+        grant_id=1,
+        src_prefixes=(parse_prefix("10.1.0.0/24"),),
+        dst_prefixes=(parse_prefix("203.0.113.0/24"),),
+        protocols=frozenset({"tcp"}),
+        ports=parse_ports([443, "9000-9100"]),
+        max_duration_s=3600,
+        max_rate_mbps=None,
+        max_lanes=2,
+    )
     base.update(over)
     return GrantRule(**base)  # type: ignore[arg-type]
 
 
 def req(**over: object) -> LaneRequest:
-    base = dict(src_ip=IP("10.1.0.10"), dst_ip=IP("203.0.113.10"), protocol="tcp", dst_port=9000,
-                src_port=None, duration_s=600, starts_at=NOW, rate_mbps=None)
+    base = dict(
+        src_ip=IP("10.1.0.10"),
+        dst_ip=IP("203.0.113.10"),
+        protocol="tcp",
+        dst_port=9000,
+        src_port=None,
+        duration_s=600,
+        starts_at=NOW,
+        rate_mbps=None,
+    )
     base.update(over)
     return LaneRequest(**base)  # type: ignore[arg-type]
 
@@ -40,16 +64,19 @@ def test_deny_by_default_without_grants(topo):
     assert not d.allowed and d.code == "no_grant" and "no grant" in d.reason
 
 
-@pytest.mark.parametrize("over,code", [
-    ({"src_ip": IP("10.1.0.99")}, "unknown_source"),
-    ({"src_ip": IP("203.0.113.10"), "dst_ip": IP("10.1.0.10")}, "source_not_campus"),
-    ({"dst_ip": IP("8.8.8.8")}, "dst_not_granted"),
-    ({"protocol": "udp"}, "protocol_not_granted"),
-    ({"dst_port": 22}, "port_not_granted"),
-    ({"dst_port": 9101}, "port_not_granted"),
-    ({"duration_s": 3601}, "duration_too_long"),
-    ({"starts_at": NOW - 60}, "start_in_past"),
-])
+@pytest.mark.parametrize(
+    "over,code",
+    [
+        ({"src_ip": IP("10.1.0.99")}, "unknown_source"),
+        ({"src_ip": IP("203.0.113.10"), "dst_ip": IP("10.1.0.10")}, "source_not_campus"),
+        ({"dst_ip": IP("8.8.8.8")}, "dst_not_granted"),
+        ({"protocol": "udp"}, "protocol_not_granted"),
+        ({"dst_port": 22}, "port_not_granted"),
+        ({"dst_port": 9101}, "port_not_granted"),
+        ({"duration_s": 3601}, "duration_too_long"),
+        ({"starts_at": NOW - 60}, "start_in_past"),
+    ],
+)
 def test_each_condition_denies(topo, over, code):
     d = decide(req(**over), [rule()], topo, NOW, {})
     assert not d.allowed and d.code == code and d.reason
@@ -108,22 +135,34 @@ def test_allocate_nat_lowest_free_and_exhaustion():
 
 # Random prefixes mixed with ones that hold campus hosts, so "allowed" is actually reached.
 # Random ones are unicast (1.0.0.0 .. 223.255.255.255): policy refuses reserved/multicast outright.
-nets = st.builds(lambda a, p: ipaddress.IPv4Network((a, p), strict=False),
-                 st.integers(2**24, 0xDFFFFFFF), st.integers(8, 32)) | st.sampled_from(
-    [parse_prefix(x) for x in ("10.1.0.0/24", "10.1.0.10/32", "198.51.100.0/24", "203.0.113.0/24",
-                               "0.0.0.0/0", "10.0.0.0/8")])
-port_ranges = st.lists(st.tuples(st.integers(1, 65535), st.integers(0, 2000))
-                       .map(lambda t: (t[0], min(65535, t[0] + t[1]))), min_size=1, max_size=3)
+nets = st.builds(
+    lambda a, p: ipaddress.IPv4Network((a, p), strict=False), st.integers(2**24, 0xDFFFFFFF), st.integers(8, 32)
+) | st.sampled_from(
+    [
+        parse_prefix(x)
+        for x in ("10.1.0.0/24", "10.1.0.10/32", "198.51.100.0/24", "203.0.113.0/24", "0.0.0.0/0", "10.0.0.0/8")
+    ]
+)
+port_ranges = st.lists(
+    st.tuples(st.integers(1, 65535), st.integers(0, 2000)).map(lambda t: (t[0], min(65535, t[0] + t[1]))),
+    min_size=1,
+    max_size=3,
+)
 campus_nets = st.sampled_from([parse_prefix(x) for x in ("10.1.0.0/24", "10.1.0.10/32", "10.0.0.0/8")])
 rules = st.builds(
-    GrantRule, grant_id=st.integers(1, 5), src_prefixes=st.lists(campus_nets | nets, min_size=1, max_size=2).map(tuple),
+    GrantRule,
+    grant_id=st.integers(1, 5),
+    src_prefixes=st.lists(campus_nets | nets, min_size=1, max_size=2).map(tuple),
     dst_prefixes=st.lists(nets, min_size=1, max_size=2).map(tuple),
     protocols=st.sets(st.sampled_from(["tcp", "udp"]), min_size=1).map(frozenset),
-    ports=port_ranges.map(tuple), max_duration_s=st.integers(1, 10_000),
-    max_rate_mbps=st.none() | st.floats(1, 1000), max_lanes=st.integers(0, 4),
+    ports=port_ranges.map(tuple),
+    max_duration_s=st.integers(1, 10_000),
+    max_rate_mbps=st.none() | st.floats(1, 1000),
+    max_lanes=st.integers(0, 4),
     valid_from=st.none() | st.none() | st.floats(NOW - 1e5, NOW + 1e5),
     valid_until=st.none() | st.none() | st.floats(NOW - 1e5, NOW + 1e5),
-    revoked=st.sampled_from([False, False, False, True]))
+    revoked=st.sampled_from([False, False, False, True]),
+)
 
 
 @st.composite
@@ -131,24 +170,32 @@ def requests(draw: st.DrawFn, topo_hosts: list[str]) -> LaneRequest:
     src = draw(st.sampled_from(topo_hosts) | st.integers(0, 2**32 - 1).map(lambda i: str(IP(i))))
     dst = draw(st.integers(0, 2**32 - 1).map(IP) | st.sampled_from([IP("203.0.113.10"), IP("198.51.100.30")]))
     port = draw(st.integers(1, 65535) | st.sampled_from([1, 443, 9000, 9100, 65535]))
-    return LaneRequest(src_ip=IP(src), dst_ip=dst,
-                       protocol=draw(st.sampled_from(["tcp", "udp"])), dst_port=port,
-                       src_port=None, duration_s=draw(st.integers(1, 20_000)),
-                       starts_at=draw(st.floats(NOW - 100, NOW + 1e5) | st.just(NOW)),
-                       rate_mbps=draw(st.none() | st.floats(0.1, 2000)))
+    return LaneRequest(
+        src_ip=IP(src),
+        dst_ip=dst,
+        protocol=draw(st.sampled_from(["tcp", "udp"])),
+        dst_port=port,
+        src_port=None,
+        duration_s=draw(st.integers(1, 20_000)),
+        starts_at=draw(st.floats(NOW - 100, NOW + 1e5) | st.just(NOW)),
+        rate_mbps=draw(st.none() | st.floats(0.1, 2000)),
+    )
 
 
 def _inside(r: LaneRequest, g: GrantRule, live: int) -> bool:
     """An independent restatement of "inside the grant"."""
-    return (not g.revoked and any(r.src_ip in n for n in g.src_prefixes)
-            and any(r.dst_ip in n for n in g.dst_prefixes) and r.protocol in g.protocols
-            and any(lo <= r.dst_port <= hi for lo, hi in g.ports) and r.duration_s <= g.max_duration_s
-            and (g.valid_from is None or r.starts_at >= g.valid_from)
-            and (g.valid_until is None or r.starts_at + r.duration_s <= g.valid_until)
-            and (g.max_rate_mbps is None or (r.rate_mbps is not None and r.rate_mbps <= g.max_rate_mbps))
-            and live < g.max_lanes)
-
-
+    return (
+        not g.revoked
+        and any(r.src_ip in n for n in g.src_prefixes)
+        and any(r.dst_ip in n for n in g.dst_prefixes)
+        and r.protocol in g.protocols
+        and any(lo <= r.dst_port <= hi for lo, hi in g.ports)
+        and r.duration_s <= g.max_duration_s
+        and (g.valid_from is None or r.starts_at >= g.valid_from)
+        and (g.valid_until is None or r.starts_at + r.duration_s <= g.valid_until)
+        and (g.max_rate_mbps is None or (r.rate_mbps is not None and r.rate_mbps <= g.max_rate_mbps))
+        and live < g.max_lanes
+    )
 
 
 @st.composite
@@ -158,13 +205,17 @@ def near(draw: st.DrawFn, g: GrantRule) -> LaneRequest:
     return LaneRequest(
         src_ip=IP(draw(st.sampled_from(["10.1.0.10", "10.1.0.20", "198.51.100.30", "203.0.113.10"]))),
         # the prefix's first host most often: its network/broadcast/reserved addresses are refused
-        dst_ip=draw(st.sampled_from([g.dst_prefixes[0].network_address, g.dst_prefixes[0].broadcast_address,
-                                     IP("192.0.2.1")]) | st.just(g.dst_prefixes[0][min(1, g.dst_prefixes[0].num_addresses - 1)])),
+        dst_ip=draw(
+            st.sampled_from([g.dst_prefixes[0].network_address, g.dst_prefixes[0].broadcast_address, IP("192.0.2.1")])
+            | st.just(g.dst_prefixes[0][min(1, g.dst_prefixes[0].num_addresses - 1)])
+        ),
         protocol=draw(st.sampled_from(sorted(g.protocols) + ["udp"])),
         dst_port=draw(st.sampled_from([lo, hi, min(65535, hi + 1), max(1, lo - 1)])),
-        src_port=None, duration_s=draw(st.sampled_from([1, g.max_duration_s, g.max_duration_s + 1])),
+        src_port=None,
+        duration_s=draw(st.sampled_from([1, g.max_duration_s, g.max_duration_s + 1])),
         starts_at=draw(st.sampled_from([NOW, NOW + 50, max(NOW, g.valid_from or NOW)])),
-        rate_mbps=draw(st.sampled_from([None, g.max_rate_mbps, (g.max_rate_mbps or 1) * 2])))
+        rate_mbps=draw(st.sampled_from([None, g.max_rate_mbps, (g.max_rate_mbps or 1) * 2])),
+    )
 
 
 @settings(max_examples=400, deadline=None)
@@ -193,12 +244,17 @@ def test_the_property_above_reaches_allowed_cases(topo):
     @st.composite
     def case(draw: st.DrawFn) -> tuple[list[GrantRule], LaneRequest, dict[int, int]]:
         grants = draw(st.lists(rules, min_size=1, max_size=3))
-        return (grants, draw(near(grants[0]) | requests(hosts)),
-                draw(st.dictionaries(st.integers(1, 5), st.integers(0, 5))))
+        return (
+            grants,
+            draw(near(grants[0]) | requests(hosts)),
+            draw(st.dictionaries(st.integers(1, 5), st.integers(0, 5))),
+        )
 
-    grants, r, live = find(case(), lambda c: decide(c[1], c[0], topo, NOW, c[2]).allowed,
-                           settings=settings(max_examples=20_000, derandomize=True, database=None,
-                                             deadline=None))
+    grants, r, live = find(
+        case(),
+        lambda c: decide(c[1], c[0], topo, NOW, c[2]).allowed,
+        settings=settings(max_examples=20_000, derandomize=True, database=None, deadline=None),
+    )
     assert decide(r, grants, topo, NOW, live).allowed
 
 
@@ -206,7 +262,14 @@ def test_the_property_above_reaches_allowed_cases(topo):
 @given(g=rules, live=st.integers(0, 5))
 def test_allow_matches_the_restatement_for_a_campus_host(topo, g, live):
     """For a known campus source, check_grant allows exactly what the restatement allows."""
-    r = req(src_ip=IP("10.1.0.10"), dst_ip=g.dst_prefixes[0].network_address, protocol=min(g.protocols),
-            dst_port=g.ports[0][0], duration_s=min(600, g.max_duration_s), rate_mbps=g.max_rate_mbps)
-    assert check_grant(r, g, NOW, live).allowed == (_inside(r, g, live) and
-                                                    (g.valid_until is None or NOW < g.valid_until))
+    r = req(
+        src_ip=IP("10.1.0.10"),
+        dst_ip=g.dst_prefixes[0].network_address,
+        protocol=min(g.protocols),
+        dst_port=g.ports[0][0],
+        duration_s=min(600, g.max_duration_s),
+        rate_mbps=g.max_rate_mbps,
+    )
+    assert check_grant(r, g, NOW, live).allowed == (
+        _inside(r, g, live) and (g.valid_until is None or g.valid_until > NOW)
+    )

@@ -1,12 +1,20 @@
 """Range-to-mask expansion: exact cover, and as few entries as any prefix cover can have."""
+
 from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from viplanes.domain.portmasks import (MAX_ENTRIES_PER_RANGE, PortRangeError, format_port_ranges,
-                                parse_port_ranges, port_matches, range_to_masks, ranges_to_masks)
+from viplanes.domain.portmasks import (
+    MAX_ENTRIES_PER_RANGE,
+    PortRangeError,
+    format_port_ranges,
+    parse_port_ranges,
+    port_matches,
+    range_to_masks,
+    ranges_to_masks,
+)
 
 
 def minimal_prefix_cover(lo: int, hi: int, base: int = 0, size: int = 1 << 16) -> int:
@@ -28,8 +36,9 @@ ports = st.integers(1, 65535)
 def test_every_port_in_range_matches_and_none_outside(a: int, b: int) -> None:
     lo, hi = min(a, b), max(a, b)
     masks = range_to_masks(lo, hi)
-    probe = {lo, hi, lo - 1, hi + 1, (lo + hi) // 2, 1, 65535} | set(range(max(1, lo - 3), min(65535, hi + 3) + 1)
-                                                                     if hi - lo < 300 else ())
+    probe = {lo, hi, lo - 1, hi + 1, (lo + hi) // 2, 1, 65535} | set(
+        range(max(1, lo - 3), min(65535, hi + 3) + 1) if hi - lo < 300 else ()
+    )
     for port in probe:
         if 0 <= port <= 65535:
             hit = any(port_matches(port, v, m) for v, m in masks)
@@ -65,12 +74,15 @@ def test_edges() -> None:
     assert len(range_to_masks(1, 65534)) == MAX_ENTRIES_PER_RANGE
 
 
-@pytest.mark.parametrize("given_, expected", [
-    ("50000-51000", ((50000, 51000),)),
-    ([5201, "9000-9100"], ((5201, 5201), (9000, 9100))),
-    ([5201, 5202, "5203-5210"], ((5201, 5210),)),
-    (443, ((443, 443),)),
-])
+@pytest.mark.parametrize(
+    "given_, expected",
+    [
+        ("50000-51000", ((50000, 51000),)),
+        ([5201, "9000-9100"], ((5201, 5201), (9000, 9100))),
+        ([5201, 5202, "5203-5210"], ((5201, 5210),)),
+        (443, ((443, 443),)),
+    ],
+)
 def test_parse(given_: object, expected: tuple[tuple[int, int], ...]) -> None:
     assert parse_port_ranges(given_) == expected  # type: ignore[arg-type]
     assert format_port_ranges(expected)

@@ -1,6 +1,7 @@
 """The hot path's statements on SQLite's cursor (viplanes/store/lanesql/sqlite.py) give what Core gives: the
 same rows (JSON columns decoded the same way), the same rows written, the same row counts and
 the same SQLAlchemy exceptions; Core is used again as soon as anyone listens to the statements."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -12,13 +13,13 @@ from sqlalchemy.exc import IntegrityError
 
 from tests.unit.conftest import T0
 from tests.unit.test_store import _topo, lane_input, principals
-from viplanes.store.lanesql import core as lane_sql
-from viplanes.store.lanesql import sqlite as rawsql
-from viplanes.store.db import Database
+from viplanes.dataplane.memory import MemoryDataplane
+from viplanes.lanes.manager import LaneManager
 from viplanes.lanes.overlap import _overlap_query
 from viplanes.lanes.pool import LanePool
-from viplanes.lanes.manager import LaneManager
-from viplanes.dataplane.memory import MemoryDataplane
+from viplanes.store.db import Database
+from viplanes.store.lanesql import core as lane_sql
+from viplanes.store.lanesql import sqlite as rawsql
 
 
 @pytest.fixture
@@ -48,26 +49,34 @@ def _both(db: Database, run: Any, core: Any) -> tuple[Any, Any]:
 def test_selects_give_the_rows_core_gives(world):
     db, mgr, alice, ids = world
     grants_params = {"principal_id": alice.id, "now": T0}
-    raw, core = _both(db, lambda c: rawsql.rows(c, lane_sql._USABLE_GRANTS, grants_params),
-                      lambda c: [tuple(r) for r in c.execute(lane_sql._USABLE_GRANTS, grants_params)])
+    raw, core = _both(
+        db,
+        lambda c: rawsql.rows(c, lane_sql._USABLE_GRANTS, grants_params),
+        lambda c: [tuple(r) for r in c.execute(lane_sql._USABLE_GRANTS, grants_params)],
+    )
     assert raw == core and isinstance(raw[0][1], list)  # JSON columns decoded
     for lane_id in ids:
         params = {"lane_id_": lane_id}
-        raw, core = _both(db, lambda c: rawsql.first_mapping(c, lane_sql._LANE_WITH_OWNER, params),
-                          lambda c: dict(c.execute(lane_sql._LANE_WITH_OWNER, params).mappings().one()))
+        raw, core = _both(
+            db,
+            lambda c: rawsql.first_mapping(c, lane_sql._LANE_WITH_OWNER, params),
+            lambda c: dict(c.execute(lane_sql._LANE_WITH_OWNER, params).mappings().one()),
+        )
         assert raw == core and raw["owner_name"] == "alice"
     for single in (True, False):
         params = {"src": "10.1.0.10", "src2": "10.1.0.10", "proto": "tcp", "start": T0, "end": T0 + 60}
         if single:
             params.update(dst="203.0.113.10", dport=9000)
         query = _overlap_query(single, False, False)
-        raw, core = _both(db, lambda c: rawsql.rows(c, query, params),
-                          lambda c: [tuple(r) for r in c.execute(query, params)])
+        raw, core = _both(
+            db, lambda c: rawsql.rows(c, query, params), lambda c: [tuple(r) for r in c.execute(query, params)]
+        )
         assert raw == core and raw
     pool = LanePool(ipaddress.ip_network("100.64.0.0/27"))
     for src in ("10.1.0.10", "10.1.0.99"):
-        raw, core = _both(db, lambda c: rawsql.scalar(c, pool._lookup, {"src": src}),
-                          lambda c: c.scalar(pool._lookup, {"src": src}))
+        raw, core = _both(
+            db, lambda c: rawsql.scalar(c, pool._lookup, {"src": src}), lambda c: c.scalar(pool._lookup, {"src": src})
+        )
         assert raw == core
 
 
@@ -96,16 +105,20 @@ def test_writes_store_what_core_stores(world):
         for variant in ({}, {"dst_nets": ["203.0.113.0/24"], "dst_ports": [[1, 9]], "dst_ip": None}):
             raw_id = rawsql.write(conn, lane_sql._INSERT_LANE, {**values, **variant})[1]
             core_id = conn.execute(lane_sql._INSERT_LANE, {**values, **variant}).inserted_primary_key[0]
-            stored = [dict(conn.execute(select(lane_sql.LANES).where(lane_sql.LANES.c.id == i)).mappings().one())
-                      for i in (raw_id, core_id)]
+            stored = [
+                dict(conn.execute(select(lane_sql.LANES).where(lane_sql.LANES.c.id == i)).mappings().one())
+                for i in (raw_id, core_id)
+            ]
             assert stored[0].pop("id") == raw_id and stored[1].pop("id") == core_id
             assert stored[0] == stored[1]
         update = {"state": "active", "activated_at": T0, "activation_ms": 1.5}
         assert lane_sql.record_activation(conn, raw_id, update) is True
         assert lane_sql.record_activation(conn, raw_id, update) is False  # no longer installing
         assert conn.execute(lane_sql._RECORD_ACTIVATION, {**update, "lane_id_": core_id}).rowcount == 1
-        read = [dict(conn.execute(select(lane_sql.LANES).where(lane_sql.LANES.c.id == i)).mappings().one())
-                for i in (raw_id, core_id)]
+        read = [
+            dict(conn.execute(select(lane_sql.LANES).where(lane_sql.LANES.c.id == i)).mappings().one())
+            for i in (raw_id, core_id)
+        ]
         assert {k: v for k, v in read[0].items() if k != "id"} == {k: v for k, v in read[1].items() if k != "id"}
         lane_sql.add_audit(conn, T0, "alice", "lane.test", "lane:1", "done", "x" * 3000)
         audit = conn.execute(select(lane_sql.AUDIT).order_by(lane_sql.AUDIT.c.id.desc())).mappings().first()
@@ -114,10 +127,12 @@ def test_writes_store_what_core_stores(world):
 
 def test_a_driver_error_is_the_sqlalchemy_exception_core_raises(world):
     db, mgr, alice, ids = world
-    with db.engine.connect() as conn, conn.begin():
-        with pytest.raises(IntegrityError):  # NOT NULL actor
-            rawsql.write(conn, lane_sql._INSERT_AUDIT, {"at": T0, "actor": None, "action": "a", "target": "t",
-                                                        "decision": "d", "reason": ""})
+    with db.engine.connect() as conn, conn.begin(), pytest.raises(IntegrityError):  # NOT NULL actor
+        rawsql.write(
+            conn,
+            lane_sql._INSERT_AUDIT,
+            {"at": T0, "actor": None, "action": "a", "target": "t", "decision": "d", "reason": ""},
+        )
 
 
 def test_anyone_listening_to_statements_gets_core_and_sees_them(world):

@@ -1,5 +1,6 @@
 """Switch readiness in the runtime (for /readyz and the 503 gate) and the bounded wait of an
 activation for a switch that is reconnecting."""
+
 from __future__ import annotations
 
 import threading
@@ -19,8 +20,7 @@ def test_ready_only_after_connect_and_reconcile_and_not_after_a_disconnect(topo,
     rt.switch_down(2)
     report = rt.readiness()
     s2 = next(sw for sw in report["switches"] if sw["name"] == "s2")
-    assert report["ready"] is False and s2 == {"name": "s2", "dpid": 2, "connected": False,
-                                               "reconciled": False}
+    assert report["ready"] is False and s2 == {"name": "s2", "dpid": 2, "connected": False, "reconciled": False}
     assert rt.unready(spec()) == ["switch s2 (dpid 2)"]
     rt.switch_up(2)  # inline spawn: reconciled at once
     assert rt.unready(spec()) == []

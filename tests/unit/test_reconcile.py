@@ -1,5 +1,6 @@
 """reconcile.plan_switch through the flow-table simulator: after applying a plan the switch holds
 exactly the desired app flows, identical flows are never touched, other apps' flows survive."""
+
 from __future__ import annotations
 
 from hypothesis import given, settings
@@ -7,12 +8,11 @@ from hypothesis import strategies as st
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller.compile.lane import compile_desired, compile_lane, lane_cookie
+from tests.support.flowsim import FlowTable
 from viplanes.controller.compile.cookies import ALL_APP_FLOWS
 from viplanes.controller.compile.flowkey import flow_key_of
-from tests.support.flowsim import FlowTable
-from viplanes.controller.compile.reconcile import (REFRESH_MARGIN_S, default_forwarding, plan_switch,
-                                           stale_lanes)
+from viplanes.controller.compile.lane import compile_desired, compile_lane, lane_cookie
+from viplanes.controller.compile.reconcile import REFRESH_MARGIN_S, default_forwarding, plan_switch, stale_lanes
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Topology
 
@@ -20,8 +20,14 @@ NOW = 2_000_000.0
 CLOUD = "203.0.113.10"
 
 
-def lane(lane_id: int, src: str = "10.1.0.10", port: int = 5201, expires_in: float = 3600,
-         rate: float | None = None, now: float = NOW) -> LaneSpec:
+def lane(
+    lane_id: int,
+    src: str = "10.1.0.10",
+    port: int = 5201,
+    expires_in: float = 3600,
+    rate: float | None = None,
+    now: float = NOW,
+) -> LaneSpec:
     nat = None if not src.startswith("10.") else f"198.51.100.{193 + lane_id % 31}"
     return LaneSpec(lane_id, src, CLOUD, "tcp", port, None, nat, now + expires_in, rate)
 
@@ -40,8 +46,7 @@ def desired_keys(msgs: list) -> set:
 
 def foreign_flow() -> parser.OFPFlowMod:
     """A flow of another app (cookie outside our range): reconcile must never see or touch it."""
-    return parser.OFPFlowMod(None, cookie=0x1234, priority=5, match=parser.OFPMatch(in_port=9),
-                             instructions=[])
+    return parser.OFPFlowMod(None, cookie=0x1234, priority=5, match=parser.OFPMatch(in_port=9), instructions=[])
 
 
 def test_empty_switch_gets_everything_then_nothing(topo: Topology) -> None:
@@ -60,8 +65,7 @@ def test_identical_flows_keep_their_counters_and_age(topo: Topology) -> None:
     table = FlowTable()
     table.apply_all(desired[1], NOW)
     table.flows[0].packet_count = 42
-    plan = plan_switch(compile_desired(topo, [lane(1)], NOW + 60)[0][1], app_stats(table, NOW + 60),
-                       NOW + 60)
+    plan = plan_switch(compile_desired(topo, [lane(1)], NOW + 60)[0][1], app_stats(table, NOW + 60), NOW + 60)
     assert plan.empty
     assert table.flows[0].packet_count == 42 and table.flows[0].installed_at == NOW
 
@@ -77,7 +81,7 @@ def test_stale_lane_and_changed_flow_are_replaced_foreign_flow_survives(topo: To
     plan = plan_switch(new[3], app_stats(table), NOW)
     assert stale_lanes(plan) == {1, 3}
     assert all(d.command == ofp.OFPFC_DELETE_STRICT for d in plan.deletes)
-    assert plan.ofmsgs[:len(plan.deletes)] == list(plan.deletes)  # deletes go first
+    assert plan.ofmsgs[: len(plan.deletes)] == list(plan.deletes)  # deletes go first
     table.apply_all(plan.ofmsgs, NOW)
     assert keys(table) == desired_keys(new[3])
     assert any(e.cookie == 0x1234 for e in table.flows)
@@ -137,10 +141,10 @@ def test_refresh_before_the_switch_drops_a_long_lane(topo: Topology) -> None:
     # the switch still reports the old age; the sender knows it restarted the clock
     later = late + 600
     restarted = {flow_key_of(m): late for m in plan.refreshes}
-    assert plan_switch(compile_lane(long, topo, later)[1], app_stats(table, later), later,
-                       restarted).empty
-    assert plan_switch(compile_lane(long, topo, later)[1], app_stats(table, later),
-                       later).refreshes  # without that knowledge it would refresh again
+    assert plan_switch(compile_lane(long, topo, later)[1], app_stats(table, later), later, restarted).empty
+    assert plan_switch(
+        compile_lane(long, topo, later)[1], app_stats(table, later), later
+    ).refreshes  # without that knowledge it would refresh again
 
 
 def test_last_refresh_is_exact(topo: Topology) -> None:
@@ -163,17 +167,21 @@ def test_default_forwarding_is_table_miss_normal() -> None:
     assert table.process({"eth_type": 0x0806}, in_port=3) == [("NORMAL", {"eth_type": 0x0806})]
 
 
-LANES = st.lists(st.builds(lambda i, host, port: lane(i, host, port),
-                           st.integers(1, 30), st.sampled_from(["10.1.0.10", "10.1.0.20",
-                                                                "198.51.100.30"]),
-                           st.integers(1024, 1100)),
-                 max_size=6, unique_by=(lambda ln: ln.lane_id, lambda ln: (ln.src_ip, ln.dst_port)))
+LANES = st.lists(
+    st.builds(
+        lambda i, host, port: lane(i, host, port),
+        st.integers(1, 30),
+        st.sampled_from(["10.1.0.10", "10.1.0.20", "198.51.100.30"]),
+        st.integers(1024, 1100),
+    ),
+    max_size=6,
+    unique_by=(lambda ln: ln.lane_id, lambda ln: (ln.src_ip, ln.dst_port)),
+)
 
 
 @given(before=LANES, after=LANES, dpid=st.sampled_from([1, 2, 3, 4]))
 @settings(max_examples=150, deadline=None)
-def test_any_switch_state_converges_in_one_plan(topo: Topology, before: list, after: list,
-                                                dpid: int) -> None:
+def test_any_switch_state_converges_in_one_plan(topo: Topology, before: list, after: list, dpid: int) -> None:
     table = FlowTable()
     table.apply(foreign_flow(), NOW)
     old, _ = compile_desired(topo, before, NOW - 100)

@@ -1,5 +1,6 @@
 """flowstats: flow-stats replies decoded from the wire give the same flow identity as os-ken's
 parser and as the FlowMods we compiled, and their matches delete exactly that flow."""
+
 from __future__ import annotations
 
 import struct
@@ -10,13 +11,13 @@ from os_ken.ofproto import ofproto_parser, ofproto_protocol
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller.compile.lane import compile_base, compile_lane
+from tests.support.flowsim import FlowTable
 from viplanes.controller.compile.cookies import ALL_APP_FLOWS
 from viplanes.controller.compile.flowkey import cached_key, flow_key_of
-from tests.support.flowsim import FlowTable
+from viplanes.controller.compile.lane import compile_base, compile_lane
+from viplanes.controller.compile.reconcile import plan_switch
 from viplanes.controller.openflow.flowstats import decode_flow_stats_reply
 from viplanes.controller.openflow.guard import OK, check_message
-from viplanes.controller.compile.reconcile import plan_switch
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Topology
 
@@ -35,8 +36,23 @@ def stats_entry(mod: parser.OFPFlowMod, packets: int = 0, octets: int = 0) -> by
     mod.xid = 1
     mod.serialize()
     body = bytes(mod.buf[48:])  # ofp_flow_mod's match and instructions
-    return struct.pack("!HBxIIHHHH4xQQQ", 48 + len(body), mod.table_id, 0, 5, mod.priority, 0,
-                       mod.hard_timeout, mod.flags, mod.cookie, packets, octets) + body
+    return (
+        struct.pack(
+            "!HBxIIHHHH4xQQQ",
+            48 + len(body),
+            mod.table_id,
+            0,
+            5,
+            mod.priority,
+            0,
+            mod.hard_timeout,
+            mod.flags,
+            mod.cookie,
+            packets,
+            octets,
+        )
+        + body
+    )
 
 
 def reply(entries: list[bytes], more: bool = False) -> bytes:
@@ -46,17 +62,28 @@ def reply(entries: list[bytes], more: bool = False) -> bytes:
 
 
 def flowmods(ofmsgs_by_dpid: dict) -> list:
-    return [m for msgs in ofmsgs_by_dpid.values() for m in msgs
-            if isinstance(m, parser.OFPFlowMod)]
+    return [m for msgs in ofmsgs_by_dpid.values() for m in msgs if isinstance(m, parser.OFPFlowMod)]
 
 
 LANES = st.builds(
     lambda i, host, proto, dport, sport, rate: LaneSpec(
-        i, host, "203.0.113.10", proto, dport, sport,
-        f"198.51.100.{200 + i % 20}" if host.startswith("10.") else None, NOW + 600, rate),
-    st.integers(1, 5000), st.sampled_from(["10.1.0.10", "10.1.0.20", "198.51.100.30"]),
-    st.sampled_from(["tcp", "udp"]), st.integers(1, 65535), st.none() | st.integers(1, 65535),
-    st.none() | st.floats(1, 900))
+        i,
+        host,
+        "203.0.113.10",
+        proto,
+        dport,
+        sport,
+        f"198.51.100.{200 + i % 20}" if host.startswith("10.") else None,
+        NOW + 600,
+        rate,
+    ),
+    st.integers(1, 5000),
+    st.sampled_from(["10.1.0.10", "10.1.0.20", "198.51.100.30"]),
+    st.sampled_from(["tcp", "udp"]),
+    st.integers(1, 65535),
+    st.none() | st.integers(1, 65535),
+    st.none() | st.floats(1, 900),
+)
 
 
 @given(lane=LANES)
@@ -71,16 +98,15 @@ def test_wire_decode_equals_os_ken_and_the_compiled_flows(topo: Topology, lane: 
     theirs = ofproto_parser.msg(_Dp(), version, msg_type, length, xid, raw).body
     assert [flow_key_of(e) for e in entries] == [flow_key_of(s) for s in theirs]
     assert [flow_key_of(e) for e in entries] == [flow_key_of(m) for m in mods]
-    assert [(e.cookie, e.packet_count, e.byte_count, e.duration_sec, e.hard_timeout)
-            for e in entries] == [(s.cookie, s.packet_count, s.byte_count, s.duration_sec,
-                                   s.hard_timeout) for s in theirs]
+    assert [(e.cookie, e.packet_count, e.byte_count, e.duration_sec, e.hard_timeout) for e in entries] == [
+        (s.cookie, s.packet_count, s.byte_count, s.duration_sec, s.hard_timeout) for s in theirs
+    ]
     assert [e.match.get("in_port") for e in entries] == [s.match.get("in_port") for s in theirs]
 
 
 @given(lane=LANES)
 @settings(max_examples=50, deadline=None)
-def test_the_key_a_decoded_entry_comes_with_is_the_one_its_attributes_give(topo: Topology,
-                                                                          lane: LaneSpec) -> None:
+def test_the_key_a_decoded_entry_comes_with_is_the_one_its_attributes_give(topo: Topology, lane: LaneSpec) -> None:
     """The decoder keys each entry from kept TLVs and instruction lists (a restart decodes tens
     of thousands of repeating flows); that key must be flow_key_of's, cold and warm."""
     mods = flowmods(compile_lane(lane, topo, NOW)) + flowmods(compile_base(topo))
@@ -100,32 +126,38 @@ def test_the_key_a_decoded_entry_comes_with_is_the_one_its_attributes_give(topo:
 
 def test_stale_flow_read_from_the_wire_is_deleted_exactly(topo: Topology) -> None:
     old = LaneSpec(3, "10.1.0.10", "203.0.113.10", "tcp", 5201, None, "198.51.100.201", NOW + 600)
-    keep = LaneSpec(4, "10.1.0.20", "203.0.113.10", "udp", 6000, 7000, "198.51.100.202",
-                    NOW + 600)
+    keep = LaneSpec(4, "10.1.0.20", "203.0.113.10", "udp", 6000, 7000, "198.51.100.202", NOW + 600)
     table = FlowTable()
     table.apply_all(compile_lane(old, topo, NOW)[2] + compile_lane(keep, topo, NOW)[2], NOW)
-    raw = reply([stats_entry(m) for m in compile_lane(old, topo, NOW)[2]
-                 + compile_lane(keep, topo, NOW)[2]])
+    raw = reply([stats_entry(m) for m in compile_lane(old, topo, NOW)[2] + compile_lane(keep, topo, NOW)[2]])
     entries, _ = decode_flow_stats_reply(raw)
     plan = plan_switch(compile_lane(keep, topo, NOW)[2], entries, NOW)
     assert len(plan.deletes) == 2 and plan.kept == 2 and not plan.adds
     table.apply_all(plan.ofmsgs, NOW)
-    assert {flow_key_of(s) for s in table.stats(*ALL_APP_FLOWS)} == \
-        {flow_key_of(m) for m in compile_lane(keep, topo, NOW)[2]}
+    assert {flow_key_of(s) for s in table.stats(*ALL_APP_FLOWS)} == {
+        flow_key_of(m) for m in compile_lane(keep, topo, NOW)[2]
+    }
 
 
 def test_more_flag_and_what_it_leaves_to_os_ken(topo: Topology) -> None:
     mods = flowmods(compile_base(topo))
     _entries, more = decode_flow_stats_reply(reply([stats_entry(m) for m in mods], more=True))
     assert more
-    ipv6 = parser.OFPFlowMod(None, cookie=ALL_APP_FLOWS[0], priority=5,
-                             match=parser.OFPMatch(eth_type=0x86DD, ipv6_dst="2001:db8::1"),
-                             instructions=[])
+    ipv6 = parser.OFPFlowMod(
+        None,
+        cookie=ALL_APP_FLOWS[0],
+        priority=5,
+        match=parser.OFPMatch(eth_type=0x86DD, ipv6_dst="2001:db8::1"),
+        instructions=[],
+    )
     assert decode_flow_stats_reply(reply([stats_entry(ipv6)])) is None
-    group = parser.OFPFlowMod(None, cookie=ALL_APP_FLOWS[0], priority=5, match=parser.OFPMatch(),
-                              instructions=[parser.OFPInstructionActions(
-                                  ofp.OFPIT_APPLY_ACTIONS, [parser.OFPActionGroup(1)])])
+    group = parser.OFPFlowMod(
+        None,
+        cookie=ALL_APP_FLOWS[0],
+        priority=5,
+        match=parser.OFPMatch(),
+        instructions=[parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [parser.OFPActionGroup(1)])],
+    )
     assert decode_flow_stats_reply(reply([stats_entry(group)])) is None
-    desc = struct.pack("!BBHI", 4, ofp.OFPT_MULTIPART_REPLY, 16, 1) + struct.pack(
-        "!HH4x", ofp.OFPMP_PORT_DESC, 0)
+    desc = struct.pack("!BBHI", 4, ofp.OFPT_MULTIPART_REPLY, 16, 1) + struct.pack("!HH4x", ofp.OFPMP_PORT_DESC, 0)
     assert decode_flow_stats_reply(desc) is None

@@ -2,6 +2,7 @@
 a thousand other lanes are live. The shared per-address flows (``sharedflows``: the ARP reply for
 a lane-pool address, ICMP transit for a host) used to be decided by recomputing them from every
 carried lane on each release. Counted in Python calls on fake switches (no timing noise)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -59,8 +60,12 @@ def test_batch_release_work_does_not_grow_with_other_live_lanes():
 
 def shared_on(switches: FakeSwitches, address: str) -> int:
     """Shared flows of ``address`` on every switch."""
-    return sum(1 for table in switches.net.tables.values() for entry in table.stats(0, 0, 0)
-               if entry.cookie == shared_cookie(address))
+    return sum(
+        1
+        for table in switches.net.tables.values()
+        for entry in table.stats(0, 0, 0)
+        if entry.cookie == shared_cookie(address)
+    )
 
 
 def test_shared_flows_go_with_the_last_lane_of_their_address_only():
@@ -110,4 +115,5 @@ def test_the_index_matches_a_rebuild_from_the_carried_lanes_after_any_changes():
                     expected[(dpid, address)] = expected.get((dpid, address), 0) + 1
         assert runtime.lanes.users() == expected, step
         assert sorted(runtime.lanes.nat_addresses()) == sorted(
-            {str(ln.nat_ip) for ln in specs.values() if ln.nat_ip}), step
+            {str(ln.nat_ip) for ln in specs.values() if ln.nat_ip}
+        ), step

@@ -1,6 +1,7 @@
 """A release deletes an active lane's flows while its end is committed, not after (issue 13):
 the owner is checked first, the answer still waits for the commit and every barrier, and a failed
 commit leaves the flows removed (fail closed) with the runtime free for the next change."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,10 +9,10 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.unit.conftest import T0
 from tests.unit.fake_switches import Clock, FakeSwitches, inline_runtime
-from tests.unit.test_store import db, lane_input, principals, _topo  # noqa: F401  (fixture)
-from viplanes.lanes import manager as lanes_module
+from tests.unit.test_store import _topo, db, lane_input, principals  # noqa: F401  (fixture)
 from viplanes.controller.compile.cookies import EXACT_MASK, lane_cookie
 from viplanes.errors import NotFound
+from viplanes.lanes import manager as lanes_module
 from viplanes.lanes.manager import LaneManager
 from viplanes.store.models import Lane
 
@@ -117,7 +118,7 @@ def test_the_deletes_leave_before_the_write_transaction_starts(db, fresh_manager
         del mgr.db.write_connection
     assert ended.state == "released" and _committed_state(db, lane.id) == "released"
     assert "write" in events and events.index("deletes") < events.index("write"), events
-    assert set(events[events.index("write"):]) == {"write"}  # every switch's deletes came first
+    assert set(events[events.index("write") :]) == {"write"}  # every switch's deletes came first
     assert _flows_on_switches(switches, lane.id) == 0
 
 

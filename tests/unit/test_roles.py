@@ -1,6 +1,7 @@
 """OpenFlow roles (``controller/openflow/roles.py``) against a fake switch that keeps roles as OVS does:
 the highest generation wins, an older one is refused (OFPRRFC_STALE), a SLAVE's flow-mods are
 refused (OFPBRC_IS_SLAVE). The real OVS run is ``tests/integration/test_scaleout.py``."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -40,8 +41,9 @@ class RoleSwitch:
                 return
             self.generation = msg.generation_id
             if msg.role == ofp.OFPCR_ROLE_MASTER:  # the switch demotes the old master itself
-                self.roles = {k: ofp.OFPCR_ROLE_SLAVE if r == ofp.OFPCR_ROLE_MASTER else r
-                              for k, r in self.roles.items()}
+                self.roles = {
+                    k: ofp.OFPCR_ROLE_SLAVE if r == ofp.OFPCR_ROLE_MASTER else r for k, r in self.roles.items()
+                }
             self.roles[id(ctl)] = msg.role
         elif isinstance(msg, parser.OFPFlowMod):
             if self.roles[id(ctl)] == ofp.OFPCR_ROLE_SLAVE:
@@ -59,8 +61,7 @@ def controller() -> RoleController:
 
 
 def a_flow_mod() -> Any:
-    return parser.OFPFlowMod(None, cookie=0x56, priority=100, match=parser.OFPMatch(in_port=1),
-                             instructions=[])
+    return parser.OFPFlowMod(None, cookie=0x56, priority=100, match=parser.OFPMatch(in_port=1), instructions=[])
 
 
 def test_role_request_carries_the_epoch() -> None:

@@ -1,5 +1,6 @@
 """LaneRuntime against fake switches (the simulator's flow tables answering like OVS): activation
 confirmed by barriers, failures with reasons, removal, counters, reconcile on connect/restart."""
+
 from __future__ import annotations
 
 import threading
@@ -8,11 +9,10 @@ import pytest
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from tests.unit.fake_switches import (Clock, FakeSwitches, clock, inline_runtime,  # noqa: F401 (fixtures)
-                                      switches)
-from viplanes.controller.compile.lane import lane_cookie
-from viplanes.controller.compile.cookies import ALL_APP_FLOWS
 from tests.support.flowsim import ip_packet
+from tests.unit.fake_switches import Clock, FakeSwitches, clock, inline_runtime, switches  # noqa: F401 (fixtures)
+from viplanes.controller.compile.cookies import ALL_APP_FLOWS
+from viplanes.controller.compile.lane import lane_cookie
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Topology
@@ -22,8 +22,16 @@ NAT_IP = "198.51.100.200"
 
 
 def spec(lane_id: int = 1, expires_in: float = 3600.0, now: float = 1_000_000.0, **kw) -> LaneSpec:
-    fields = dict(lane_id=lane_id, src_ip="10.1.0.10", dst_ip=CLOUD, protocol="tcp",
-                  dst_port=5201, src_port=None, nat_ip=NAT_IP, expires_at=now + expires_in)
+    fields = dict(
+        lane_id=lane_id,
+        src_ip="10.1.0.10",
+        dst_ip=CLOUD,
+        protocol="tcp",
+        dst_port=5201,
+        src_port=None,
+        nat_ip=NAT_IP,
+        expires_at=now + expires_in,
+    )
     fields.update(kw)
     return LaneSpec(**fields)
 
@@ -35,14 +43,12 @@ def rt(topo: Topology, clock: Clock, switches: FakeSwitches) -> LaneRuntime:
 
 def lane_flows(switches: FakeSwitches, dpid: int, lane_id: int, table_id: int = 0) -> list:
     """The lane's flows in one table (table 0: forward + reverse; 1: conntrack replies)."""
-    return [e for e in switches.net.tables[dpid].flows
-            if e.cookie == lane_cookie(lane_id) and e.table_id == table_id]
+    return [e for e in switches.net.tables[dpid].flows if e.cookie == lane_cookie(lane_id) and e.table_id == table_id]
 
 
 def desktop_to_cloud(topo: Topology, dst_port: int = 5201) -> dict:
     desktop = topo.host("desktop")
-    return ip_packet(desktop.iface.mac, topo.middleboxes[0].inside.mac, "10.1.0.10", CLOUD,
-                     "tcp", 40000, dst_port)
+    return ip_packet(desktop.iface.mac, topo.middleboxes[0].inside.mac, "10.1.0.10", CLOUD, "tcp", 40000, dst_port)
 
 
 def test_activate_installs_on_every_path_switch_after_barriers(rt, switches, topo) -> None:
@@ -57,10 +63,12 @@ def test_activate_installs_on_every_path_switch_after_barriers(rt, switches, top
     # and the traffic really takes the lane: leaves at the edge with the lane address (through
     # the border's egress table, a base flow the switch got when it connected)
     from viplanes.controller.compile.lane import compile_base
+
     switches.net.install(compile_base(topo))
     for table in switches.net.tables.values():
-        table.apply(parser.OFPFlowMod(None, priority=0, match=parser.OFPMatch(),
-                                      instructions=[]))  # no NORMAL fallback: lane or drop
+        table.apply(
+            parser.OFPFlowMod(None, priority=0, match=parser.OFPMatch(), instructions=[])
+        )  # no NORMAL fallback: lane or drop
     outs = switches.net.send_from_host("desktop", desktop_to_cloud(topo))
     assert [(o.kind, o.packet["ipv4_src"]) for o in outs] == [("edge", NAT_IP)]
     assert rt.tracker.outstanding() == 0
@@ -75,8 +83,9 @@ def test_missing_switch_fails_with_its_name_and_installs_nothing(rt, switches) -
 
 
 def test_refused_flow_fails_the_lane_and_removes_what_was_installed(rt, switches) -> None:
-    switches.refuse = lambda dpid, msg: dpid == 3 and isinstance(msg, parser.OFPFlowMod) \
-        and msg.command == ofp.OFPFC_ADD
+    switches.refuse = lambda dpid, msg: (
+        dpid == 3 and isinstance(msg, parser.OFPFlowMod) and msg.command == ofp.OFPFC_ADD
+    )
     result = rt.activate(spec())
     assert not result.ok
     assert "switch s3 (dpid 3) refused: OFPET_FLOW_MOD_FAILED" in result.reason
@@ -165,8 +174,9 @@ def test_restarted_runtime_keeps_identical_flows_and_their_counters(topo, clock,
     switches.net.send_from_host("desktop", desktop_to_cloud(topo))
     before = {id(e): e.packet_count for t in switches.net.tables.values() for e in t.flows}
     clock.now += 30
-    second = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()),
-                             connect=False)  # a new controller process: knows nothing
+    second = switches.attach(
+        LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()), connect=False
+    )  # a new controller process: knows nothing
     second.attach_source(lambda: [spec(5)])
     n_sent = len(switches.sent)
     for dpid in (1, 2, 3, 4):
@@ -209,8 +219,7 @@ def test_long_lane_refreshed_before_hard_timeout_keeps_counters_and_age(topo, cl
     switches.net.send_from_host("desktop", desktop_to_cloud(topo))
     clock.now += 65535 - 600  # 10 minutes before the switch would drop the lane
     rt.reconcile_all()
-    mods = [m for _, m in switches.sent if isinstance(m, parser.OFPFlowMod)
-            and m.command == ofp.OFPFC_MODIFY_STRICT]
+    mods = [m for _, m in switches.sent if isinstance(m, parser.OFPFlowMod) and m.command == ofp.OFPFC_MODIFY_STRICT]
     assert len(mods) == 8  # every lane flow on s1..s3 (2 in s3's table 1), base flows untouched
     clock.now += 1200  # past the original deadline
     for table in switches.net.tables.values():
@@ -289,8 +298,7 @@ def test_lane_activated_while_a_reconcile_reads_is_left_alone(topo, clock, switc
     assert lane_flows(switches, 2, 5) == []
 
 
-def test_periodic_round_keeps_a_lane_activated_while_it_read_the_source(topo, clock,
-                                                                        switches) -> None:
+def test_periodic_round_keeps_a_lane_activated_while_it_read_the_source(topo, clock, switches) -> None:
     rt = inline_runtime(topo, clock, switches)
     calls: list = []
 
@@ -309,8 +317,7 @@ def test_periodic_round_keeps_a_lane_activated_while_it_read_the_source(topo, cl
     assert all(len(lane_flows(switches, d, 5)) == 2 for d in (1, 2, 3))
 
 
-def test_switch_reconcile_compiles_only_lanes_crossing_it(topo, clock, switches,
-                                                          monkeypatch) -> None:
+def test_switch_reconcile_compiles_only_lanes_crossing_it(topo, clock, switches, monkeypatch) -> None:
     from viplanes.controller.compile import lane as compiler
 
     compiled: list[int] = []

@@ -1,5 +1,6 @@
 """EmbeddedController in this process against a bare-bytes switch: start returns listening, a switch
 is reconciled on connect, stop closes the listener and every connection, start works again."""
+
 from __future__ import annotations
 
 import socket
@@ -54,16 +55,14 @@ def test_start_connect_reconcile_stop_restart(topo: Topology) -> None:
         threading.Thread(target=s2.serve_until, args=(-1, 2.0), daemon=True).start()
         assert _wait(lambda: 2 in ctl.reconciled)
         assert len(ctl.reconciled[2].adds) == 12  # table-miss, bypass drop, 4 + 3 x (IPv4, ARP) guards
-        lane = LaneSpec(1, "10.1.0.10", "203.0.113.10", "tcp", 5201, None, "198.51.100.200",
-                        time.time() + 60)
+        lane = LaneSpec(1, "10.1.0.10", "203.0.113.10", "tcp", 5201, None, "198.51.100.200", time.time() + 60)
         result = ctl.activate(lane, timeout_s=1.0)
         assert not result.ok and result.reason == "switch s1 (dpid 1) not connected"
     finally:
         ctl.stop()
     assert _wait(lambda: _port_free(port)), "listener still bound after stop()"
     assert s2.closed_by_controller(3.0)
-    assert _wait(lambda: threading.active_count() <= baseline + 1, 10.0), \
-        [t.name for t in threading.enumerate()]
+    assert _wait(lambda: threading.active_count() <= baseline + 1, 10.0), [t.name for t in threading.enumerate()]
     s2.close()
 
     again = EmbeddedController(topo, port=port, refresh_period_s=3600)
@@ -125,8 +124,10 @@ def test_silent_peers_are_dropped_and_connections_capped(topo: Topology, monkeyp
 def test_start_compiles_the_desired_lanes_before_it_listens(topo: Topology) -> None:
     """After a restart every switch reconnects at once: the lanes are compiled while nothing else
     runs (bounded by WARM_UP_ALONE_S), not while 140 handshakes and reconciles share the GIL."""
-    lanes = [LaneSpec(i, "10.1.0.10", "203.0.113.10", "tcp", 1000 + i, None, "198.51.100.200",
-                      time.time() + 600) for i in range(1, 301)]
+    lanes = [
+        LaneSpec(i, "10.1.0.10", "203.0.113.10", "tcp", 1000 + i, None, "198.51.100.200", time.time() + 600)
+        for i in range(1, 301)
+    ]
     ctl = EmbeddedController(topo, port=_free_port(), refresh_period_s=3600)
     ctl.attach_source(lambda: lanes)
     ctl.start()
@@ -162,8 +163,11 @@ def test_stop_ends_a_reconcile_waiting_on_a_silent_switch(topo: Topology) -> Non
             kind = struct.unpack_from("!H", request, 8)[0]
             if kind == ofp.OFPMP_FLOW:
                 break
-            s2.sock.sendall(msg(ofp.OFPT_MULTIPART_REPLY, struct.pack("!HH4x", kind, 0),
-                                xid=struct.unpack_from("!I", request, 4)[0]))
+            s2.sock.sendall(
+                msg(
+                    ofp.OFPT_MULTIPART_REPLY, struct.pack("!HH4x", kind, 0), xid=struct.unpack_from("!I", request, 4)[0]
+                )
+            )
         assert workers() and not gc.isenabled()  # waiting for a reply that will not come
     finally:
         ctl.stop()

@@ -5,6 +5,7 @@ rules never overlap (the ports tell them apart, in both directions), releasing o
 other delivering both ways, and proxy ARP keeps answering for the address while any lane of the
 host holds it (the active set is the union over the runtime's lanes).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -12,11 +13,10 @@ import itertools
 import pytest
 from os_ken.lib.packet import arp, packet
 
-from tests.unit.fake_switches import (Clock, FakeSwitches, arp_request, clock,  # noqa: F401 (fixtures)
-                                      inline_runtime, switches)
+from tests.support.flowsim import ip_packet, make_packet
+from tests.unit.fake_switches import Clock, FakeSwitches, arp_request, clock, inline_runtime, switches  # noqa: F401 (fixtures)
 from viplanes.controller.compile import lane as compiler
 from viplanes.controller.compile.lane import lane_cookie
-from tests.support.flowsim import ip_packet, make_packet
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Topology
@@ -27,8 +27,16 @@ DESKTOP = "10.1.0.10"
 
 
 def lane(lane_id: int, dst_port: int, now: float, dst_ip: str = CLOUD) -> LaneSpec:
-    return LaneSpec(lane_id=lane_id, src_ip=DESKTOP, dst_ip=dst_ip, protocol="tcp",
-                    dst_port=dst_port, src_port=None, nat_ip=SHARED, expires_at=now + 3600)
+    return LaneSpec(
+        lane_id=lane_id,
+        src_ip=DESKTOP,
+        dst_ip=dst_ip,
+        protocol="tcp",
+        dst_port=dst_port,
+        src_port=None,
+        nat_ip=SHARED,
+        expires_at=now + 3600,
+    )
 
 
 @pytest.fixture
@@ -41,35 +49,37 @@ def answered(rt: LaneRuntime, topo: Topology, target: str) -> bool:
     if reply is None:
         return False
     got = packet.Packet(reply).get_protocol(arp.arp)
-    return got.opcode == arp.ARP_REPLY and got.src_ip == target \
-        and got.src_mac == topo.lane_pool.mac
+    return got.opcode == arp.ARP_REPLY and got.src_ip == target and got.src_mac == topo.lane_pool.mac
 
 
 def forward(switches: FakeSwitches, topo: Topology, dst_port: int) -> list:
     desktop = topo.host("desktop")
-    pkt = ip_packet(desktop.iface.mac, topo.middleboxes[0].inside.mac, DESKTOP, CLOUD, "tcp",
-                    40000, dst_port)
+    pkt = ip_packet(desktop.iface.mac, topo.middleboxes[0].inside.mac, DESKTOP, CLOUD, "tcp", 40000, dst_port)
     return switches.net.send_from_host("desktop", pkt)
 
 
 def reverse(switches: FakeSwitches, topo: Topology, src_port: int) -> list:
-    pkt = ip_packet(topo.edge.inside.mac, topo.lane_pool.mac, CLOUD, SHARED, "tcp",
-                    src_port, 40000)
+    pkt = ip_packet(topo.edge.inside.mac, topo.lane_pool.mac, CLOUD, SHARED, "tcp", src_port, 40000)
     return switches.net.send_from_edge(pkt)
 
 
 def lane_delivers(switches: FakeSwitches, topo: Topology, dst_port: int) -> bool:
     fwd = forward(switches, topo, dst_port)
     rev = reverse(switches, topo, dst_port)
-    return ([(o.kind, o.packet["ipv4_src"]) for o in fwd] == [("edge", SHARED)]
-            and [(o.kind, o.node, o.packet["ipv4_dst"]) for o in rev]
-            == [("host", "desktop", DESKTOP)])
+    return [(o.kind, o.packet["ipv4_src"]) for o in fwd] == [("edge", SHARED)] and [
+        (o.kind, o.node, o.packet["ipv4_dst"]) for o in rev
+    ] == [("host", "desktop", DESKTOP)]
 
 
 def arp_frame(topo: Topology) -> dict:
-    return make_packet(eth_src=topo.edge.inside.mac, eth_dst="ff:ff:ff:ff:ff:ff",
-                       eth_type=0x0806, arp_op=1, arp_spa=str(topo.edge.inside.ip.ip),
-                       arp_tpa=SHARED)
+    return make_packet(
+        eth_src=topo.edge.inside.mac,
+        eth_dst="ff:ff:ff:ff:ff:ff",
+        eth_type=0x0806,
+        arp_op=1,
+        arp_spa=str(topo.edge.inside.ip.ip),
+        arp_tpa=SHARED,
+    )
 
 
 def arp_punted(switches: FakeSwitches, topo: Topology) -> bool:
@@ -79,10 +89,18 @@ def arp_punted(switches: FakeSwitches, topo: Topology) -> bool:
 def switch_answers_arp(switches: FakeSwitches, topo: Topology) -> bool:
     """The border switch itself turns the edge router's request into the reply (no controller)."""
     outs = switches.net.send_from_edge(arp_frame(topo))
-    return [(o.kind, o.leg, o.packet["arp_op"], o.packet["arp_spa"], o.packet["arp_sha"],
-             o.packet["arp_tpa"], o.packet["eth_dst"]) for o in outs] == [
-        ("edge", "inside", 2, SHARED, topo.lane_pool.mac, str(topo.edge.inside.ip.ip),
-         topo.edge.inside.mac)]
+    return [
+        (
+            o.kind,
+            o.leg,
+            o.packet["arp_op"],
+            o.packet["arp_spa"],
+            o.packet["arp_sha"],
+            o.packet["arp_tpa"],
+            o.packet["eth_dst"],
+        )
+        for o in outs
+    ] == [("edge", "inside", 2, SHARED, topo.lane_pool.mac, str(topo.edge.inside.ip.ip), topo.edge.inside.mac)]
 
 
 def exact(msg) -> dict:
@@ -92,14 +110,16 @@ def exact(msg) -> dict:
 def overlap(a, b) -> bool:
     """Could one packet match both flows? (Only exact fields are used by lane rules.)"""
     ma, mb = exact(a), exact(b)
-    return (a.priority, a.table_id) == (b.priority, b.table_id) and all(
-        ma[k] == mb[k] for k in ma.keys() & mb.keys() if k != "ct_mark") and (
-        ma.get("ct_mark") == mb.get("ct_mark"))
+    return (
+        (a.priority, a.table_id) == (b.priority, b.table_id)
+        and all(ma[k] == mb[k] for k in ma.keys() & mb.keys() if k != "ct_mark")
+        and (ma.get("ct_mark") == mb.get("ct_mark"))
+    )
 
 
-@pytest.mark.parametrize("second", [dict(dst_port=5202),
-                                    dict(dst_port=5201, dst_ip="203.0.113.11")],
-                         ids=["other-port", "other-dst"])
+@pytest.mark.parametrize(
+    "second", [dict(dst_port=5202), dict(dst_port=5201, dst_ip="203.0.113.11")], ids=["other-port", "other-dst"]
+)
 def test_lanes_sharing_a_nat_ip_never_overlap(topo: Topology, second: dict) -> None:
     now = 1_000_000.0
     one = compiler.compile_lane(lane(1, 5201, now), topo, now)
@@ -110,11 +130,16 @@ def test_lanes_sharing_a_nat_ip_never_overlap(topo: Topology, second: dict) -> N
             assert not overlap(a, b), (dpid, exact(a), exact(b))
     # the reverse rules (matching ipv4_dst on the shared address or the host behind it) carry
     # the far end's port/address that identifies their own lane
-    rev = [(exact(m), m.cookie) for d in one for m in one[d] + two[d]
-           if exact(m).get("ipv4_src") in (CLOUD, "203.0.113.11")]
+    rev = [
+        (exact(m), m.cookie)
+        for d in one
+        for m in one[d] + two[d]
+        if exact(m).get("ipv4_src") in (CLOUD, "203.0.113.11")
+    ]
     assert {(m["ipv4_src"], m["tcp_src"], c) for m, c in rev} == {
-        (CLOUD, 5201, lane_cookie(1)), (second.get("dst_ip", CLOUD), second["dst_port"],
-                                        lane_cookie(2))}
+        (CLOUD, 5201, lane_cookie(1)),
+        (second.get("dst_ip", CLOUD), second["dst_port"], lane_cookie(2)),
+    }
 
 
 def test_release_one_lane_keeps_the_other_and_its_arp(rt, switches, topo, clock) -> None:

@@ -2,6 +2,7 @@
 
 Every test takes ``db_url``, which is parametrised over both databases (see conftest).
 """
+
 from __future__ import annotations
 
 import threading
@@ -12,11 +13,11 @@ from sqlalchemy import select
 
 from tests.concurrency import run_together
 from tests.unit.conftest import GRANT, T0
-from viplanes.store import records as store
-from viplanes.store.db import Database
+from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.errors import Conflict, Invalid, NotFound, VipError
 from viplanes.lanes.manager import LaneInput, LaneManager, can_move
-from viplanes.dataplane.memory import MemoryDataplane
+from viplanes.store import records as store
+from viplanes.store.db import Database
 from viplanes.store.migrations import current
 from viplanes.store.models import Lane
 
@@ -36,15 +37,27 @@ def principals(db, *specs, max_lanes=3, ports=("443", "9000-9100")):
             p, token = store.create_principal(s, name, role, T0)
             out[name] = store.caller_for_token(s, token)
             if role == "researcher":
-                store.create_grant(s, store.GrantInput(principal=name, **{**GRANT, "max_lanes": max_lanes,
-                                                                          "ports": list(ports)}),
-                                   "root", T0)
+                store.create_grant(
+                    s,
+                    store.GrantInput(principal=name, **{**GRANT, "max_lanes": max_lanes, "ports": list(ports)}),
+                    "root",
+                    T0,
+                )
     return out
 
 
 def lane_input(src="10.1.0.10", port=9000, **over):
-    return LaneInput(**{"src_ip": src, "dst_ip": "203.0.113.10", "protocol": "tcp", "dst_port": port,
-                        "duration_s": 600, "purpose": "test", **over})
+    return LaneInput(
+        **{
+            "src_ip": src,
+            "dst_ip": "203.0.113.10",
+            "protocol": "tcp",
+            "dst_port": port,
+            "duration_s": 600,
+            "purpose": "test",
+            **over,
+        }
+    )
 
 
 def test_schema_is_migrated(db):
@@ -75,8 +88,9 @@ def test_principals_and_tokens(db):
 def test_grant_validation_and_listing(db):
     principals(db, ("alice", "researcher"))
     with db.write() as s, pytest.raises(Invalid):
-        store.create_grant(s, store.GrantInput(principal="alice", **{**GRANT, "src_prefixes": ["10.1.0.1/24"]}),
-                           "root", T0)
+        store.create_grant(
+            s, store.GrantInput(principal="alice", **{**GRANT, "src_prefixes": ["10.1.0.1/24"]}), "root", T0
+        )
     with db.write() as s, pytest.raises(Invalid):
         store.create_grant(s, store.GrantInput(principal="alice", **GRANT, valid_from=T0, valid_until=T0), "root", T0)
     with db.read() as s:

@@ -1,6 +1,7 @@
 """Switch authentication, pure parts: the PKI round trip, the dpid authorization decision, the
 takeover rule, the token bucket and the per-source handshake cap; plus one TLS round trip of our
 listener's channel against Python's ssl client (loopback, no OVS)."""
+
 from __future__ import annotations
 
 import os
@@ -11,16 +12,15 @@ import threading
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 from cryptography import x509
 
 from viplanes import pki
 from viplanes.cli.main import main
 from viplanes.controller.openflow.admission import Admission
-from viplanes.controller.openflow.tls import ContextSource, TLSChannel, TLSFiles
 from viplanes.controller.openflow.peerauth import SwitchTrust, TokenBucket, authorize, normalize_pins
-import yaml
-
+from viplanes.controller.openflow.tls import ContextSource, TLSChannel, TLSFiles
 from viplanes.topologies.loader import TopologyError, parse_topology
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,18 +44,22 @@ def topology(pins: dict[str, list[str]] | None = None):
 def test_pki_round_trip_signs_names_dpids_and_keeps_keys_private(campus_pki):
     ca = pki.load_cert(campus_pki / "ca.crt")
     cert = pki.load_cert(campus_pki / "switch-host1.crt")
-    ca.public_key().verify(cert.signature, cert.tbs_certificate_bytes,
-                           __import__("cryptography.hazmat.primitives.asymmetric.ec",
-                                      fromlist=["ECDSA"]).ECDSA(cert.signature_hash_algorithm))
+    ca.public_key().verify(
+        cert.signature,
+        cert.tbs_certificate_bytes,
+        __import__("cryptography.hazmat.primitives.asymmetric.ec", fromlist=["ECDSA"]).ECDSA(
+            cert.signature_hash_algorithm
+        ),
+    )
     assert cert.issuer == ca.subject
     assert pki.cert_dpids(cert) == {1, 2}
     san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert "urn:viplanes:dpid:0000000000000001" in san.get_values_for_type(
-        x509.UniformResourceIdentifier)
+    assert "urn:viplanes:dpid:0000000000000001" in san.get_values_for_type(x509.UniformResourceIdentifier)
     for key in campus_pki.glob("*.key"):
         assert stat.S_IMODE(os.stat(key).st_mode) == 0o600, key
-    assert pki.cert_sha256((campus_pki / "switch-host1.crt").read_bytes()) == \
-        pki.cert_sha256(der(campus_pki / "switch-host1.crt"))
+    assert pki.cert_sha256((campus_pki / "switch-host1.crt").read_bytes()) == pki.cert_sha256(
+        der(campus_pki / "switch-host1.crt")
+    )
     with pytest.raises(pki.PKIError, match="already holds a CA"):
         pki.init(campus_pki)
 
@@ -65,21 +69,18 @@ def test_pki_cli_init_switch_rotate(tmp_path):
     d = tmp_path / "p"
     r = runner.invoke(main, ["pki", "init", "--dir", str(d)])
     assert r.exit_code == 0, r.output
-    r = runner.invoke(main, ["pki", "switch", "--dir", str(d), "--name", "sw1", "--dpid", "1",
-                             "--dpid", "0x1f"])
+    r = runner.invoke(main, ["pki", "switch", "--dir", str(d), "--name", "sw1", "--dpid", "1", "--dpid", "0x1f"])
     assert r.exit_code == 0, r.output
     pin = pki.cert_sha256(pki.load_cert(d / "switch-sw1.crt"))
     assert f"sha256 pin: {pin}" in r.output
     assert f"ovs-vsctl set-ssl {d.resolve()}/switch-sw1.key" in r.output
     assert "set-controller BRIDGE ssl:" in r.output
     assert pki.cert_dpids(pki.load_cert(d / "switch-sw1.crt")) == {1, 0x1F}
-    r = runner.invoke(main, ["pki", "rotate", "switch", "--dir", str(d), "--name", "sw1",
-                             "--dpid", "1"])
+    r = runner.invoke(main, ["pki", "rotate", "switch", "--dir", str(d), "--name", "sw1", "--dpid", "1"])
     assert r.exit_code == 0 and f"[{pin}, " in r.output
     r = runner.invoke(main, ["pki", "switch", "--dir", str(d), "--name", "sw1", "--dpid", "zz"])
     assert r.exit_code == 2 and "Traceback" not in r.output
-    r = runner.invoke(main, ["pki", "switch", "--dir", str(tmp_path / "none"), "--name", "x",
-                             "--dpid", "1"])
+    r = runner.invoke(main, ["pki", "switch", "--dir", str(tmp_path / "none"), "--name", "x", "--dpid", "1"])
     assert r.exit_code == 1 and "viplanes pki init" in r.output
 
 
@@ -195,15 +196,13 @@ def test_token_bucket_allows_burst_then_rate_and_flags_a_long_flood():
 
 # ---- TLS channel -------------------------------------------------------------------------------
 def _tls_pair(campus_pki: Path, client_cert: str | None):
-    files = TLSFiles(campus_pki / "ca.crt", campus_pki / "controller.crt",
-                     campus_pki / "controller.key")
+    files = TLSFiles(campus_pki / "ca.crt", campus_pki / "controller.crt", campus_pki / "controller.key")
     server_side, client_side = socket.socketpair()
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname = False
     ctx.load_verify_locations(str(campus_pki / "ca.crt"))
     if client_cert:
-        ctx.load_cert_chain(str(campus_pki / f"{client_cert}.crt"),
-                            str(campus_pki / f"{client_cert}.key"))
+        ctx.load_cert_chain(str(campus_pki / f"{client_cert}.crt"), str(campus_pki / f"{client_cert}.key"))
     channel = TLSChannel(server_side, ContextSource(files).get())
     result: dict = {}
 
@@ -261,8 +260,7 @@ def test_connection_screen_admits_once_and_limits_packet_ins():
         peers = [socket.create_connection(srv.getsockname()) for _ in range(2)]
         ours = [srv.accept()[0] for _ in range(2)]
     try:
-        stranger, switch = (GuardedDatapath(s, ("127.0.0.1", n), gate, limits)
-                            for n, s in enumerate(ours))
+        stranger, switch = (GuardedDatapath(s, ("127.0.0.1", n), gate, limits) for n, s in enumerate(ours))
         assert not stranger._screen(punt) and not stranger._screen(message(ofp.OFPT_PORT_STATUS))
         assert stranger._screen(message(ofp.OFPT_ECHO_REQUEST))  # the handshake may go on
         assert not stranger._screen(features(0x77)) and stranger.rejected  # not in the topology

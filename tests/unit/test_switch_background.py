@@ -1,12 +1,13 @@
 """Background work per connected switch (issue 13): echoes and drift counts cost serve as little
 as possible, with the same answers on the wire and the same dead-peer detection."""
+
 from __future__ import annotations
 
 import socket
 import struct
 import threading
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 from os_ken.ofproto import ofproto_parser
@@ -104,8 +105,10 @@ def test_one_thread_checks_every_connection(dp, monkeypatch):
 
 def test_the_drift_probe_s_aggregate_reply_decodes_like_os_ken():
     body = struct.pack(ofp.OFP_AGGREGATE_STATS_REPLY_PACK_STR, 10, 1500, 4242)
-    raw = struct.pack("!BBHIHH4x", ofp.OFP_VERSION, ofp.OFPT_MULTIPART_REPLY, 16 + len(body), 5,
-                      ofp.OFPMP_AGGREGATE, 0) + body
+    raw = (
+        struct.pack("!BBHIHH4x", ofp.OFP_VERSION, ofp.OFPT_MULTIPART_REPLY, 16 + len(body), 5, ofp.OFPMP_AGGREGATE, 0)
+        + body
+    )
     entries, more = flowstats.decode_flow_stats_reply(raw)
     theirs = parser.OFPAggregateStats.parser(raw, ofp.OFP_MULTIPART_REPLY_SIZE)  # os-ken's body
     assert not more and len(entries) == 1

@@ -1,6 +1,7 @@
 """Cost per switch count (issue 13): work a lane or a restart does must not grow with switches
 the lane does not cross. Synthetic campuses from ``bench.synth_campus`` (every lane crosses 5
 switches), fake switches (``fake_switches``), counting doubles."""
+
 from __future__ import annotations
 
 import sys
@@ -22,9 +23,16 @@ def synth(access: int) -> Topology:
 
 
 def lane(lane_id: int, access_index: int, now: float) -> LaneSpec:
-    return LaneSpec(lane_id=lane_id, src_ip=host_ip(access_index, 0), dst_ip="203.0.113.10",
-                    protocol="tcp", dst_port=5000 + lane_id, src_port=None,
-                    nat_ip=f"198.51.100.{200 + access_index % 20}", expires_at=now + 3600)
+    return LaneSpec(
+        lane_id=lane_id,
+        src_ip=host_ip(access_index, 0),
+        dst_ip="203.0.113.10",
+        protocol="tcp",
+        dst_port=5000 + lane_id,
+        src_port=None,
+        nat_ip=f"198.51.100.{200 + access_index % 20}",
+        expires_at=now + 3600,
+    )
 
 
 class CountingSource:
@@ -38,8 +46,7 @@ class CountingSource:
         return list(self.lanes)
 
 
-def restarted(topo: Topology, lanes: list[LaneSpec]) -> tuple[LaneRuntime, FakeSwitches,
-                                                                CountingSource]:
+def restarted(topo: Topology, lanes: list[LaneSpec]) -> tuple[LaneRuntime, FakeSwitches, CountingSource]:
     """A runtime coming up against switches that already hold every lane's flows."""
     clock = Clock()
     switches = FakeSwitches(topo, clock)
@@ -59,8 +66,7 @@ def base_compiles(monkeypatch) -> list[int]:
     """The dpids whose base flows get compiled from now on, in order."""
     compiled: list[int] = []
     real = guardflows.base_flows
-    monkeypatch.setattr(guardflows, "base_flows",
-                        lambda t, sw: compiled.append(sw.dpid) or real(t, sw))
+    monkeypatch.setattr(guardflows, "base_flows", lambda t, sw: compiled.append(sw.dpid) or real(t, sw))
     return compiled
 
 
@@ -90,8 +96,7 @@ def test_warm_up_compiles_every_switchs_base_flows_before_the_switches_reconnect
     compiled = base_compiles(monkeypatch)
     runtime.warm_up()
     assert sorted(compiled) == sorted(sw.dpid for sw in topo.switches)
-    keyed = [m for sw in topo.switches for m in runtime._flows.base(sw.dpid)
-             if type(m).__name__ == "OFPFlowMod"]
+    keyed = [m for sw in topo.switches for m in runtime._flows.base(sw.dpid) if type(m).__name__ == "OFPFlowMod"]
     assert keyed and all("_vl_flow_key" in vars(m) for m in keyed)
     for dpid in sorted(switches.net.tables):
         runtime.switch_up(dpid)
@@ -110,10 +115,8 @@ def test_warm_up_compiles_with_the_cyclic_gc_held_and_gives_it_back(monkeypatch)
     runtime._flows = DesiredFlows(topo)  # nothing compiled yet, as in a fresh process
     seen: list[bool] = []
     real_lane, real_base = DesiredFlows.lane, DesiredFlows.base
-    monkeypatch.setattr(DesiredFlows, "lane",
-                        lambda self, *a: seen.append(gc.isenabled()) or real_lane(self, *a))
-    monkeypatch.setattr(DesiredFlows, "base",
-                        lambda self, *a: seen.append(gc.isenabled()) or real_base(self, *a))
+    monkeypatch.setattr(DesiredFlows, "lane", lambda self, *a: seen.append(gc.isenabled()) or real_lane(self, *a))
+    monkeypatch.setattr(DesiredFlows, "base", lambda self, *a: seen.append(gc.isenabled()) or real_base(self, *a))
     assert gc.isenabled()
     runtime.warm_up()
     assert seen and not any(seen)  # held for every lane and every switch's base flows
@@ -321,13 +324,12 @@ def test_one_switchs_build_lists_and_re_times_only_that_switchs_flows():
     one = lane(1, 0, now)
     first, second = flows.dpids_of(one)[:2]
     flows.build([one], now)
-    timed = {d: [m.hard_timeout for m in msgs if getattr(m, "hard_timeout", 0)]
-             for d, msgs in flows.lane(one, now).items()}
+    timed = {
+        d: [m.hard_timeout for m in msgs if getattr(m, "hard_timeout", 0)] for d, msgs in flows.lane(one, now).items()
+    }
     assert timed[first] and timed[second]
     out, carried = flows.build([one], now + 100, first)
     assert set(out) == {first} and list(carried) == [1]
     later = flows.lane(one, now + 100, -1)  # a dpid it does not cross: nothing re-timed
-    assert [m.hard_timeout for m in later[first] if getattr(m, "hard_timeout", 0)] == \
-        [t - 100 for t in timed[first]]
-    assert [m.hard_timeout for m in later[second] if getattr(m, "hard_timeout", 0)] == \
-        timed[second]
+    assert [m.hard_timeout for m in later[first] if getattr(m, "hard_timeout", 0)] == [t - 100 for t in timed[first]]
+    assert [m.hard_timeout for m in later[second] if getattr(m, "hard_timeout", 0)] == timed[second]

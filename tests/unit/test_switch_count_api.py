@@ -3,6 +3,7 @@ HTTP to the fake switches' barriers, must do the same work on a campus of 4 and 
 switches. ``test_switch_count`` counts the runtime alone; this counts Flask, auth, policy, the
 store and the runtime together, so a scan over switches or hosts anywhere on the request path
 shows up here. Counts, not times: the machine's noise does not enter."""
+
 from __future__ import annotations
 
 import sys
@@ -14,8 +15,8 @@ import pytest
 from bench.synth_campus import PATH_SWITCHES, campus_data, host_ip
 from tests.unit.fake_switches import Clock, FakeSwitches, inline_runtime
 from tests.unit.test_switch_count import TEST_DOUBLES
-from viplanes.store import records as store
 from viplanes.api.app import create_app
+from viplanes.store import records as store
 from viplanes.topologies.loader import parse_topology
 
 
@@ -50,25 +51,45 @@ def api_cycle_calls(tmp_path: Any, access: int) -> tuple[Counter[str], set[int]]
     clock = Clock()
     switches = FakeSwitches(topo, clock)
     runtime = inline_runtime(topo, clock, switches, base_flows=True)
-    app = create_app({"db_url": f"sqlite:///{tmp_path / f'sw{access}.db'}"}, dataplane=runtime,
-                     topology=topo, clock=clock)
+    app = create_app(
+        {"db_url": f"sqlite:///{tmp_path / f'sw{access}.db'}"}, dataplane=runtime, topology=topo, clock=clock
+    )
     ctx = app.extensions["viplanes"]
     runtime.attach_source(ctx.manager.desired_lanes)
     src = host_ip(access - 1, 0)
     with ctx.db.write() as s:
         store.create_principal(s, "root", "operator", clock())
         token = store.create_principal(s, "alice", "researcher", clock())[1]
-        store.create_grant(s, store.GrantInput(
-            principal="alice", src_prefixes=[f"{src}/32"], dst_prefixes=["203.0.113.0/24"],
-            protocols=["tcp"], ports=["5000-5999"], max_duration_s=3600, max_lanes=2),
-            "root", clock())
+        store.create_grant(
+            s,
+            store.GrantInput(
+                principal="alice",
+                src_prefixes=[f"{src}/32"],
+                dst_prefixes=["203.0.113.0/24"],
+                protocols=["tcp"],
+                ports=["5000-5999"],
+                max_duration_s=3600,
+                max_lanes=2,
+            ),
+            "root",
+            clock(),
+        )
     client = app.test_client()
     auth = {"Authorization": f"Bearer {token}"}
 
     def cycle(port: int) -> None:
-        made = client.post("/api/v1/lanes", headers=auth, json={
-            "src_ip": src, "dst_ip": "203.0.113.10", "protocol": "tcp", "dst_port": port,
-            "duration_s": 600, "purpose": "count"})
+        made = client.post(
+            "/api/v1/lanes",
+            headers=auth,
+            json={
+                "src_ip": src,
+                "dst_ip": "203.0.113.10",
+                "protocol": "tcp",
+                "dst_port": port,
+                "duration_s": 600,
+                "purpose": "count",
+            },
+        )
         assert made.status_code == 201 and made.get_json()["state"] == "active", made.get_json()
         gone = client.post(f"/api/v1/lanes/{made.get_json()['id']}/release", headers=auth)
         assert gone.status_code == 200, gone.get_json()
@@ -90,5 +111,8 @@ def test_an_api_request_does_the_same_work_on_32x_the_switches(tmp_path, large):
     grew = {name: (small[name], n) for name, n in big.items() if n > small[name] * 1.05 + 2}
     # the same request on a campus with 32x the switches and hosts: the same work, give or take
     # a few calls parsing longer address strings
-    assert sum(big.values()) <= sum(small.values()) * 1.01, (sum(small.values()), sum(big.values()),
-                                                             sorted(grew.items())[:20])
+    assert sum(big.values()) <= sum(small.values()) * 1.01, (
+        sum(small.values()),
+        sum(big.values()),
+        sorted(grew.items())[:20],
+    )

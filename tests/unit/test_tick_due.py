@@ -1,20 +1,22 @@
 """The lifecycle clock reads before it writes (issue 13): a tick with nothing due takes no write
 transaction, so the twice-a-second clock never holds SQLite's writer lock (or PostgreSQL row
 locks) in front of a request; a tick with something due still does all of it."""
+
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from sqlalchemy import event, update
 
 from tests.unit.conftest import T0
 from tests.unit.test_store import _topo, lane_input, principals
+from viplanes.dataplane.memory import MemoryDataplane
+from viplanes.lanes.manager import LaneManager
 from viplanes.store.db import Database
 from viplanes.store.lanesql.core import LANES, lanes_due
-from viplanes.lanes.manager import LaneManager
-from viplanes.dataplane.memory import MemoryDataplane
 
 
 @pytest.fixture
@@ -74,8 +76,11 @@ def test_lanes_due_agrees_with_what_tick_would_do(db):
     for state, start_off, end_off in itertools.product(states, offsets, offsets):
         now = T0 + 100
         with db.write_connection() as conn:
-            conn.execute(update(LANES).where(LANES.c.id == lane.id).values(
-                state=state, starts_at=now + start_off, expires_at=now + end_off))
+            conn.execute(
+                update(LANES)
+                .where(LANES.c.id == lane.id)
+                .values(state=state, starts_at=now + start_off, expires_at=now + end_off)
+            )
             got = lanes_due(conn, now)
         want = (state == "scheduled" and start_off <= 0) or (state in ("installing", "active") and end_off <= 0)
         assert got == want, (state, start_off, end_off)

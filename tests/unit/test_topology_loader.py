@@ -1,16 +1,18 @@
 """The loader accepts the campus and names file + field + problem for every class of mistake."""
+
 from __future__ import annotations
 
 import copy
 import ipaddress
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import yaml
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from click.testing import CliRunner
 
 from viplanes.cli.topology import topology as topology_cli
 from viplanes.topologies.loader import TopologyError, load_topology, parse_topology
@@ -79,33 +81,67 @@ CASES: list[tuple[str, Mutation, str, str]] = [
     ("negative mbps", lambda d: d["links"][0].update(mbps=-5), "links[0].mbps", "positive number"),
     ("role", lambda d: d["hosts"][0].update(role="laptop"), "hosts[0].role", "not one of"),
     ("kind", lambda d: d["middleboxes"][0].update(kind="ids"), "middleboxes[0].kind", "not one of"),
-    ("gateway outside subnet", lambda d: d["hosts"][0].update(gateway="10.9.0.1"), "hosts[0].gateway", "not in the host's subnet"),
-    ("gateway unknown router", lambda d: d["hosts"][0].update(gateway="10.1.0.99"), "hosts[0].gateway", "not an address of a middlebox"),
-    ("pool outside edge subnet", lambda d: d["lane_pool"].update(prefix="192.0.2.0/28"), "lane_pool.prefix", "not inside the edge router's inside subnet"),
-    ("pool overlaps host", lambda d: d["lane_pool"].update(prefix="198.51.100.0/27"), "lane_pool.prefix", "contains 198.51.100.30"),
+    (
+        "gateway outside subnet",
+        lambda d: d["hosts"][0].update(gateway="10.9.0.1"),
+        "hosts[0].gateway",
+        "not in the host's subnet",
+    ),
+    (
+        "gateway unknown router",
+        lambda d: d["hosts"][0].update(gateway="10.1.0.99"),
+        "hosts[0].gateway",
+        "not an address of a middlebox",
+    ),
+    (
+        "pool outside edge subnet",
+        lambda d: d["lane_pool"].update(prefix="192.0.2.0/28"),
+        "lane_pool.prefix",
+        "not inside the edge router's inside subnet",
+    ),
+    (
+        "pool overlaps host",
+        lambda d: d["lane_pool"].update(prefix="198.51.100.0/27"),
+        "lane_pool.prefix",
+        "contains 198.51.100.30",
+    ),
     ("pool host bits", lambda d: d["lane_pool"].update(prefix="198.51.100.193/27"), "lane_pool.prefix", "host bits"),
-    ("route via", lambda d: d["middleboxes"][0]["routes"][0].update(via="192.0.2.1"), "middleboxes[0].routes[0].via", "none of this node's subnets"),
-    ("route dst", lambda d: d["middleboxes"][0]["routes"][0].update(dst="nowhere"), "middleboxes[0].routes[0].dst", "bad prefix"),
+    (
+        "route via",
+        lambda d: d["middleboxes"][0]["routes"][0].update(via="192.0.2.1"),
+        "middleboxes[0].routes[0].via",
+        "none of this node's subnets",
+    ),
+    (
+        "route dst",
+        lambda d: d["middleboxes"][0]["routes"][0].update(dst="nowhere"),
+        "middleboxes[0].routes[0].dst",
+        "bad prefix",
+    ),
     ("edge attach empty", lambda d: d["edge"]["inside"].update(attach=None), "edge.inside.attach", "got nothing"),
     ("host attach empty", lambda d: d["hosts"][0].update(attach=None), "hosts[0].attach", "got nothing"),
     ("edge unattached", lambda d: d["edge"]["inside"].pop("attach"), "edge.inside", "missing required key 'attach'"),
     ("switches not list", lambda d: d.update(switches={"s1": 1}), "switches", "expected a list"),
-    ("loose leg without peer", lambda d: d["middleboxes"][1]["inside"].update(ip="10.3.0.2/30"),
-     "middleboxes[0].outside", "no other unattached leg is in 10.2.0.0/30"),
+    (
+        "loose leg without peer",
+        lambda d: d["middleboxes"][1]["inside"].update(ip="10.3.0.2/30"),
+        "middleboxes[0].outside",
+        "no other unattached leg is in 10.2.0.0/30",
+    ),
     ("no switches", lambda d: d.update(switches=[]), "switches", "at least one switch"),
     ("host not mapping", lambda d: d["hosts"].append("laptop"), "hosts[4]", "expected a mapping"),
 ]
 
 
 @pytest.mark.parametrize("mutate,where,words", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_each_error_names_file_field_and_problem(campus_data: dict[str, Any], mutate: Mutation,
-                                                 where: str, words: str) -> None:
+def test_each_error_names_file_field_and_problem(
+    campus_data: dict[str, Any], mutate: Mutation, where: str, words: str
+) -> None:
     data = copy.deepcopy(campus_data)
     mutate(data)
     with pytest.raises(TopologyError) as info:
         parse_topology(data, "lab.yaml")
-    assert any(p.startswith(f"lab.yaml: {where}: ") and words in p for p in info.value.problems), \
-        info.value.problems
+    assert any(p.startswith(f"lab.yaml: {where}: ") and words in p for p in info.value.problems), info.value.problems
 
 
 def test_all_problems_are_reported_at_once(campus_data: dict[str, Any]) -> None:
@@ -165,14 +201,22 @@ def test_duplicate_yaml_keys_are_refused(tmp_path: Path, campus_yaml: Path) -> N
     text = campus_yaml.read_text().replace("    nic_mbps: 100\n", "    nic_mbps: 100\n    nic_mbps: 5\n", 1)
     path = tmp_path / "dup.yaml"
     path.write_text(text)
-    with pytest.raises(TopologyError, match=r"dup.yaml: invalid YAML \(line \d+, column \d+\): duplicate key 'nic_mbps'"):
+    with pytest.raises(
+        TopologyError, match=r"dup.yaml: invalid YAML \(line \d+, column \d+\): duplicate key 'nic_mbps'"
+    ):
         load_topology(path)
 
 
-LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-3, 2**65), st.floats(allow_nan=True),
-                   st.text(max_size=12), st.sampled_from(["s1:1", "s9:0", "10.1.0.1/24", "02:00:00:00:00:01",
-                                                          "0.0.0.0/0", "desktop"]),
-                   st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 2**65),
+    st.floats(allow_nan=True),
+    st.text(max_size=12),
+    st.sampled_from(["s1:1", "s9:0", "10.1.0.1/24", "02:00:00:00:00:01", "0.0.0.0/0", "desktop"]),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
 
 
 def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:

@@ -1,4 +1,5 @@
 """Dual-stack topology: ip6/gateway6 on hosts and legs, validated like the v4 fields."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,15 +26,18 @@ def test_dual_stack_loads() -> None:
     assert topo.host("server").ip6 is None and topo.host_by_ip("2001:db8:1::20") is None
 
 
-@pytest.mark.parametrize("host_over,problem", [
-    ({"ip6": "fe80::10/64"}, "not a global unicast"),
-    ({"ip6": "fd00:1::10/64", "gateway6": "fd00:1::1"}, "not a global unicast"),
-    ({"ip6": "2001:db8:1::10"}, "expected address/prefix"),
-    ({"gateway6": "2001:db8:9::1"}, "is not in the host's subnet"),
-    ({"gateway6": "2001:db8:1::99"}, "not an ip6 address of a middlebox"),
-    ({"ip6": None}, "ip6 and gateway6 go together"),
-    ({"ip6": "2001:db8:ff::10/64", "gateway6": "2001:db8:ff::1"}, "duplicate address"),
-])
+@pytest.mark.parametrize(
+    "host_over,problem",
+    [
+        ({"ip6": "fe80::10/64"}, "not a global unicast"),
+        ({"ip6": "fd00:1::10/64", "gateway6": "fd00:1::1"}, "not a global unicast"),
+        ({"ip6": "2001:db8:1::10"}, "expected address/prefix"),
+        ({"gateway6": "2001:db8:9::1"}, "is not in the host's subnet"),
+        ({"gateway6": "2001:db8:1::99"}, "not an ip6 address of a middlebox"),
+        ({"ip6": None}, "ip6 and gateway6 go together"),
+        ({"ip6": "2001:db8:ff::10/64", "gateway6": "2001:db8:ff::1"}, "duplicate address"),
+    ],
+)
 def test_bad_v6_fields(host_over: dict, problem: str) -> None:
     d = data()
     d["hosts"][0].update(host_over)

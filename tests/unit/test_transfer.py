@@ -1,4 +1,5 @@
 """`viplanes transfer`: destination from the command, the lease, exit codes, refusals, advice."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -7,10 +8,10 @@ import pytest
 from click.testing import CliRunner
 
 from tests.unit.conftest import LiveServer, World
+from viplanes.cli.transfer import transfer
 from viplanes.client.http import ApiClient, LaneLease, LaneRefused, lane
 from viplanes.client.targets import Destination, NoDestination, derive, rclone_advice
 from viplanes.config import ClientConfig
-from viplanes.cli.transfer import transfer
 
 ENV = {"RCLONE_CONFIG_S3REMOTE_ENDPOINT": "http://s3.cloud.example:9000"}
 
@@ -19,28 +20,46 @@ def show(text: str) -> Any:
     return lambda _name: text
 
 
-@pytest.mark.parametrize("argv,expected", [
-    (["iperf3", "-c", "203.0.113.10"], Destination("203.0.113.10", 5201, "tcp")),
-    (["/usr/bin/iperf3", "-u", "-c", "cloud.example", "-p", "5202"], Destination("cloud.example", 5202, "udp")),
-    (["iperf3", "--client=cloud.example", "--port=6000"], Destination("cloud.example", 6000, "tcp")),
-    (["scp", "-P", "2222", "-r", "data", "alice@dtn.example.org:/in"], Destination("dtn.example.org", 2222)),
-    (["scp", "big.tar", "scp://h.example:2200/x"], Destination("h.example", 2200)),
-    (["scp", "./a:b", "host.example:/x"], Destination("host.example", 22)),
-    (["rsync", "-av", "-e", "ssh -p 2200", "d/", "u@[2001:db8:ff::10]:/x"], Destination("2001:db8:ff::10", 2200)),
-    (["rsync", "-a", "d/", "mirror.example::data"], Destination("mirror.example", 873)),
-    (["rsync", "-a", "d/", "rsync://m.example:8873/data"], Destination("m.example", 8873)),
-    (["rclone", "copy", "data", "s3remote:bucket/x"], Destination("s3.cloud.example", 9000)),
-    (["rclone", "copy", "data", ":s3,provider=Minio,endpoint='https://s3.example':b"], Destination("s3.example", 443)),
-    (["rclone", "copy", "data", "s3remote,endpoint=\"http://203.0.113.10:9000\":b"], Destination("203.0.113.10", 9000)),
-    (["rclone", "sync", "--config", "x.conf", "/tmp/a:b", "other:b"], Destination("other.example", 443)),
-])
+@pytest.mark.parametrize(
+    "argv,expected",
+    [
+        (["iperf3", "-c", "203.0.113.10"], Destination("203.0.113.10", 5201, "tcp")),
+        (["/usr/bin/iperf3", "-u", "-c", "cloud.example", "-p", "5202"], Destination("cloud.example", 5202, "udp")),
+        (["iperf3", "--client=cloud.example", "--port=6000"], Destination("cloud.example", 6000, "tcp")),
+        (["scp", "-P", "2222", "-r", "data", "alice@dtn.example.org:/in"], Destination("dtn.example.org", 2222)),
+        (["scp", "big.tar", "scp://h.example:2200/x"], Destination("h.example", 2200)),
+        (["scp", "./a:b", "host.example:/x"], Destination("host.example", 22)),
+        (["rsync", "-av", "-e", "ssh -p 2200", "d/", "u@[2001:db8:ff::10]:/x"], Destination("2001:db8:ff::10", 2200)),
+        (["rsync", "-a", "d/", "mirror.example::data"], Destination("mirror.example", 873)),
+        (["rsync", "-a", "d/", "rsync://m.example:8873/data"], Destination("m.example", 8873)),
+        (["rclone", "copy", "data", "s3remote:bucket/x"], Destination("s3.cloud.example", 9000)),
+        (
+            ["rclone", "copy", "data", ":s3,provider=Minio,endpoint='https://s3.example':b"],
+            Destination("s3.example", 443),
+        ),
+        (
+            ["rclone", "copy", "data", "s3remote,endpoint=\"http://203.0.113.10:9000\":b"],
+            Destination("203.0.113.10", 9000),
+        ),
+        (["rclone", "sync", "--config", "x.conf", "/tmp/a:b", "other:b"], Destination("other.example", 443)),
+    ],
+)
 def test_derive(argv: list[str], expected: Destination) -> None:
     got = derive(argv, ENV, show("[other]\ntype = s3\nendpoint = other.example\n"))
     assert (got.host, got.port, got.protocol) == (expected.host, expected.port, expected.protocol)
 
 
-@pytest.mark.parametrize("argv", [["iperf3", "-s"], ["scp", "a", "b"], ["rclone", "copy", "a", "gdrive:x"],
-                                  ["rclone", "copy", "a", ":s3:b"], ["sh", "-c", "exit 3"], ["iperf3", "-c", "h", "-p", "x"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["iperf3", "-s"],
+        ["scp", "a", "b"],
+        ["rclone", "copy", "a", "gdrive:x"],
+        ["rclone", "copy", "a", ":s3:b"],
+        ["sh", "-c", "exit 3"],
+        ["iperf3", "-c", "h", "-p", "x"],
+    ],
+)
 def test_derive_refuses(argv: list[str]) -> None:
     with pytest.raises(NoDestination):
         derive(argv, {}, show("[gdrive]\ntype = drive\n"))
@@ -62,8 +81,20 @@ def lanes(world: World) -> list[dict[str, Any]]:
 
 
 def test_exit_code_and_release(live: LiveServer, world: World) -> None:
-    r = run(live, world, "--src", "10.1.0.10", "--dst", "203.0.113.10", "--dst-ports", "9000-9010",
-            "--", "sh", "-c", "exit 3")
+    r = run(
+        live,
+        world,
+        "--src",
+        "10.1.0.10",
+        "--dst",
+        "203.0.113.10",
+        "--dst-ports",
+        "9000-9010",
+        "--",
+        "sh",
+        "-c",
+        "exit 3",
+    )
     assert r.exit_code == 3, r.output
     [lane_] = lanes(world)
     assert lane_["state"] == "released" and lane_["dst_ports"] == ["9000-9010"]
@@ -87,12 +118,42 @@ def test_destination_from_command(live: LiveServer, world: World, tmp_path: Any)
 def test_refusal_runs_anyway_or_exits(live: LiveServer, world: World) -> None:
     r = run(live, world, "--src", "10.1.0.10", "--dst", "198.18.0.1", "--dst-ports", "9000", "--", "sh", "-c", "exit 5")
     assert r.exit_code == 5 and "normal (firewall) path" in r.stderr and "outside grant" in r.stderr
-    r = run(live, world, "--require-lane", "--src", "10.1.0.10", "--dst", "198.18.0.1", "--dst-ports", "9000",
-            "--", "sh", "-c", "exit 5")
+    r = run(
+        live,
+        world,
+        "--require-lane",
+        "--src",
+        "10.1.0.10",
+        "--dst",
+        "198.18.0.1",
+        "--dst-ports",
+        "9000",
+        "--",
+        "sh",
+        "-c",
+        "exit 5",
+    )
     assert r.exit_code == 1 and "error: no lane" in r.stderr
-    r = CliRunner().invoke(transfer, ["--require-lane", "--api-url", "http://127.0.0.1:9", "--token", "t",
-                                      "--src", "10.1.0.10", "--dst", "203.0.113.10", "--dst-ports", "9000",
-                                      "--", "sh", "-c", "exit 5"])
+    r = CliRunner().invoke(
+        transfer,
+        [
+            "--require-lane",
+            "--api-url",
+            "http://127.0.0.1:9",
+            "--token",
+            "t",
+            "--src",
+            "10.1.0.10",
+            "--dst",
+            "203.0.113.10",
+            "--dst-ports",
+            "9000",
+            "--",
+            "sh",
+            "-c",
+            "exit 5",
+        ],
+    )
     assert r.exit_code == 3 and "cannot reach" in r.stderr
 
 
@@ -114,10 +175,8 @@ def test_lease_renews_and_library_releases(live: LiveServer, world: World) -> No
     with lane(api, lease_s=30, **{**body, "dst_port": 9003}) as held:
         assert api.lane(held.id)["state"] == "active"
     assert api.lane(held.id)["state"] == "released"
-    with pytest.raises(LaneRefused):
-        with lane(api, **{**body, "dst_ip": "198.18.0.1"}):
-            pass
-    with pytest.raises(RuntimeError):
-        with lane(api, **{**body, "dst_port": 9004}) as held:
-            raise RuntimeError("the transfer failed")
+    with pytest.raises(LaneRefused), lane(api, **{**body, "dst_ip": "198.18.0.1"}):
+        pass
+    with pytest.raises(RuntimeError), lane(api, **{**body, "dst_port": 9004}) as held:
+        raise RuntimeError("the transfer failed")
     assert api.lane(held.id)["state"] == "released"

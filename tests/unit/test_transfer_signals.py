@@ -4,13 +4,15 @@ Each test raises the signal at one exact point (by wrapping the call that marks 
 this very process, where `transfer` has installed its handlers. A guard handler stands in for the
 default action, so a signal that escapes the wrapper fails the test instead of killing pytest.
 """
+
 from __future__ import annotations
 
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -38,10 +40,23 @@ def guard() -> Iterator[Any]:
 
 
 def run(live: LiveServer, world: World, mark: Path, *cmd: str) -> Any:
-    return CliRunner().invoke(transfer_mod.transfer, [
-        "--api-url", live.url, "--token", world.tokens["alice"], "--src", "10.1.0.10", "--dst", "203.0.113.10",
-        "--dst-ports", "9100", "--", *(cmd or ("sh", "-c", f"touch {mark}")),
-    ])
+    return CliRunner().invoke(
+        transfer_mod.transfer,
+        [
+            "--api-url",
+            live.url,
+            "--token",
+            world.tokens["alice"],
+            "--src",
+            "10.1.0.10",
+            "--dst",
+            "203.0.113.10",
+            "--dst-ports",
+            "9100",
+            "--",
+            *(cmd or ("sh", "-c", f"touch {mark}")),
+        ],
+    )
 
 
 def the_lane(world: World) -> dict[str, Any]:
@@ -49,8 +64,9 @@ def the_lane(world: World) -> dict[str, Any]:
     return lane
 
 
-def test_sigterm_while_waiting_for_the_lane(live: LiveServer, world: World, tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sigterm_while_waiting_for_the_lane(
+    live: LiveServer, world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     original = ApiClient.wait_lane
 
     def wait_then_signal(self: ApiClient, lane: dict[str, Any], timeout_s: float, poll_s: float = 0.25) -> Any:
@@ -64,8 +80,9 @@ def test_sigterm_while_waiting_for_the_lane(live: LiveServer, world: World, tmp_
     assert the_lane(world)["state"] == "released"
 
 
-def test_sigterm_while_the_request_is_answered(live: LiveServer, world: World, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sigterm_while_the_request_is_answered(
+    live: LiveServer, world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The server made the lane; the signal lands before the answer is read. The answer is still
     read, so the lane it names is released rather than left to its lease."""
     original = ApiClient.request_lane
@@ -83,8 +100,9 @@ def test_sigterm_while_the_request_is_answered(live: LiveServer, world: World, t
     assert lane["state"] == "released" and f"lane {lane['id']} released" in r.stderr
 
 
-def test_sigterm_as_the_command_starts_reaches_it(live: LiveServer, world: World, tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sigterm_as_the_command_starts_reaches_it(
+    live: LiveServer, world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Lane active, CMD being started: the signal waits for CMD and is forwarded to it."""
     real_popen = subprocess.Popen
 
@@ -100,8 +118,9 @@ def test_sigterm_as_the_command_starts_reaches_it(live: LiveServer, world: World
     assert the_lane(world)["state"] == "released"
 
 
-def test_sigterm_after_the_command_ended_does_not_stop_the_release(live: LiveServer, world: World, tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sigterm_after_the_command_ended_does_not_stop_the_release(
+    live: LiveServer, world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     original = ApiClient.call
 
     def stats_then_signal(self: ApiClient, method: str, path: str, *args: Any, **kwargs: Any) -> Any:

@@ -1,5 +1,6 @@
 """The console's gate: sign-in, sessions (expiry, rotation, disabling, other processes), CSRF,
 cookie flags, security headers, and who may open which page."""
+
 from __future__ import annotations
 
 import re
@@ -10,9 +11,20 @@ from tests.unit.conftest import World
 from tests.unit.ui_helpers import csrf_of, post, sign_in
 from viplanes.store import records as store
 
-OPERATOR_PAGES = ["/ui/lanes", "/ui/lanes/rows", "/ui/grants", "/ui/grants/1", "/ui/principals",
-                  "/ui/switches", "/ui/drift", "/ui/audit", "/ui/audit.csv",
-                  "/ui/principals/alice/rotate", "/ui/principals/alice/disable", "/ui/grants/1/revoke"]
+OPERATOR_PAGES = [
+    "/ui/lanes",
+    "/ui/lanes/rows",
+    "/ui/grants",
+    "/ui/grants/1",
+    "/ui/principals",
+    "/ui/switches",
+    "/ui/drift",
+    "/ui/audit",
+    "/ui/audit.csv",
+    "/ui/principals/alice/rotate",
+    "/ui/principals/alice/disable",
+    "/ui/grants/1/revoke",
+]
 EVERYONE_PAGES = ["/ui/mine", "/ui/lanes", "/ui/lanes/rows"]
 
 
@@ -53,13 +65,15 @@ def test_bad_token_is_refused_with_a_message(world: World):
 
 def test_sign_in_returns_to_the_page_asked_for_but_never_off_site(world: World):
     page = world.client.get("/ui/login?next=/ui/grants")
-    r = world.client.post("/ui/login", data={"csrf": csrf_of(page.text), "token": world.tokens["root"],
-                                             "next": "/ui/grants"})
+    r = world.client.post(
+        "/ui/login", data={"csrf": csrf_of(page.text), "token": world.tokens["root"], "next": "/ui/grants"}
+    )
     assert r.headers["Location"].endswith("/ui/grants")
     for evil in ("//evil.example/ui/", "https://evil.example/ui/", "/api/v1/lanes"):
         page = world.client.get("/ui/login")
-        r = world.client.post("/ui/login", data={"csrf": csrf_of(page.text), "token": world.tokens["root"],
-                                                 "next": evil})
+        r = world.client.post(
+            "/ui/login", data={"csrf": csrf_of(page.text), "token": world.tokens["root"], "next": evil}
+        )
         assert r.headers["Location"].endswith("/ui/"), evil
 
 
@@ -69,8 +83,9 @@ def test_cookie_flags_and_secure_over_tls(world: World):
     assert "Secure" not in cookie
     tls = world.app.test_client()
     page = tls.get("/ui/login", base_url="https://localhost")
-    r = tls.post("/ui/login", base_url="https://localhost",
-                 data={"csrf": csrf_of(page.text), "token": world.tokens["root"]})
+    r = tls.post(
+        "/ui/login", base_url="https://localhost", data={"csrf": csrf_of(page.text), "token": world.tokens["root"]}
+    )
     assert "Secure" in r.headers["Set-Cookie"]
 
 
@@ -88,9 +103,17 @@ def test_security_headers_and_no_inline_script(world: World):
 
 def test_csrf_refused_on_every_form(world: World):
     sign_in(world.client, world.tokens["root"])
-    forms = ["/ui/grants", "/ui/principals", "/ui/logout", "/ui/mine/request", "/ui/drift",
-             f"/ui/grants/{world.grants['alice']}", f"/ui/grants/{world.grants['alice']}/revoke",
-             "/ui/principals/alice/rotate", "/ui/principals/alice/disable"]
+    forms = [
+        "/ui/grants",
+        "/ui/principals",
+        "/ui/logout",
+        "/ui/mine/request",
+        "/ui/drift",
+        f"/ui/grants/{world.grants['alice']}",
+        f"/ui/grants/{world.grants['alice']}/revoke",
+        "/ui/principals/alice/rotate",
+        "/ui/principals/alice/disable",
+    ]
     for path in forms:
         for data in ({}, {"csrf": "forged"}):
             r = world.client.post(path, data=data)
@@ -161,9 +184,20 @@ def test_every_form_on_every_page_carries_the_session_csrf_token(world: World):
     """Not only the first form of a page: a macro without the context once rendered empty tokens."""
     from tests.unit.ui_helpers import CSRF
 
-    for who, pages in (("root", ["/ui/lanes", "/ui/grants", f"/ui/grants/{world.grants['alice']}",
-                                 "/ui/principals", "/ui/principals/alice/rotate", "/ui/audit"]),
-                       ("alice", ["/ui/mine"])):
+    for who, pages in (
+        (
+            "root",
+            [
+                "/ui/lanes",
+                "/ui/grants",
+                f"/ui/grants/{world.grants['alice']}",
+                "/ui/principals",
+                "/ui/principals/alice/rotate",
+                "/ui/audit",
+            ],
+        ),
+        ("alice", ["/ui/mine"]),
+    ):
         client = world.app.test_client()
         sign_in(client, world.tokens[who])
         for path in pages:
@@ -180,8 +214,9 @@ def test_an_expired_poll_brings_the_user_back_to_the_page(world: World):
 
 def test_a_broken_view_answers_an_html_page_not_json(world: World, monkeypatch):
     sign_in(world.client, world.tokens["root"])
-    monkeypatch.setattr(world.app.extensions["viplanes"].manager, "list",
-                        lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
+    monkeypatch.setattr(
+        world.app.extensions["viplanes"].manager, "list", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom"))
+    )
     r = world.client.get("/ui/lanes")
     assert r.status_code == 500 and "Internal error" in r.text and r.mimetype == "text/html"
 

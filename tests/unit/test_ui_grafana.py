@@ -1,5 +1,6 @@
 """The Grafana dashboard queries only metrics the app exports, with bounded labels; and
 ``viplanes_lane_bytes`` sums the live lanes' counters."""
+
 from __future__ import annotations
 
 import json
@@ -37,12 +38,14 @@ class CountingPlane:
     def counters(self, lane_id: int):  # type: ignore[no-untyped-def]
         self.reads += 1
         from viplanes.domain.values import LaneCounters
+
         return LaneCounters(packets=1, bytes=100)
 
 
 class ThreeLanes:
     def desired_lanes(self):  # type: ignore[no-untyped-def]
         from viplanes.domain.values import LaneSpec
+
         return [LaneSpec(i, "10.1.0.10", "203.0.113.10", "tcp", 9000 + i, None, None, 2e9) for i in (1, 2, 3)]
 
 

@@ -1,5 +1,6 @@
 """Every console form does what its API twin does, through the same manager and store: requests,
 extend/release/revoke, grants, principals, audit filters and CSV, researcher isolation."""
+
 from __future__ import annotations
 
 import csv
@@ -10,8 +11,14 @@ from tests.unit.ui_helpers import post, sign_in
 from viplanes.store import records as store
 from viplanes.store.models import Lane
 
-REQUEST = {"src_ip": "10.1.0.10", "dst_ip": "203.0.113.10", "protocol": "tcp", "dst_port": "9000",
-           "duration_min": "10", "purpose": "nightly sync"}
+REQUEST = {
+    "src_ip": "10.1.0.10",
+    "dst_ip": "203.0.113.10",
+    "protocol": "tcp",
+    "dst_port": "9000",
+    "duration_min": "10",
+    "purpose": "nightly sync",
+}
 
 
 def _lane(world: World, lane_id: int) -> Lane:
@@ -103,21 +110,43 @@ def test_operator_sees_every_live_lane_with_counters_and_revokes(world: World):
 
 def test_grant_create_edit_revoke(world: World):
     sign_in(world.client, world.tokens["root"])
-    r = post(world.client, "/ui/grants", {"principal": "bob", "src_prefixes": "10.1.0.20/32",
-                                          "dst_prefixes": "203.0.113.0/24", "protocols": ["tcp"],
-                                          "ports": "5201, 9000-9010", "max_duration_s": "600",
-                                          "max_lanes": "2", "max_rate_mbps": ""})
+    r = post(
+        world.client,
+        "/ui/grants",
+        {
+            "principal": "bob",
+            "src_prefixes": "10.1.0.20/32",
+            "dst_prefixes": "203.0.113.0/24",
+            "protocols": ["tcp"],
+            "ports": "5201, 9000-9010",
+            "max_duration_s": "600",
+            "max_lanes": "2",
+            "max_rate_mbps": "",
+        },
+    )
     assert r.status_code == 302, r.text
     gid = int(r.headers["Location"].rsplit("/", 1)[1])
     with world.app.extensions["viplanes"].db.read() as s:
         g = store.get_grant(s, gid)
         assert g.ports == ["5201", "9000-9010"] and g.max_lanes == 2 and g.created_by == "root"
-    bad = post(world.client, "/ui/grants", {"principal": "bob", "src_prefixes": "10.1.0.0/24",
-                                            "dst_prefixes": "10.1.0.0/24", "protocols": ["tcp"],
-                                            "ports": "1", "max_duration_s": "60"})
+    bad = post(
+        world.client,
+        "/ui/grants",
+        {
+            "principal": "bob",
+            "src_prefixes": "10.1.0.0/24",
+            "dst_prefixes": "10.1.0.0/24",
+            "protocols": ["tcp"],
+            "ports": "1",
+            "max_duration_s": "60",
+        },
+    )
     assert bad.status_code == 422 and "invalid_grant" in bad.text  # a campus destination
-    r = post(world.client, f"/ui/grants/{gid}", {"max_duration_s": "1200", "max_lanes": "1",
-                                                 "max_rate_mbps": "50", "valid_until": ""})
+    r = post(
+        world.client,
+        f"/ui/grants/{gid}",
+        {"max_duration_s": "1200", "max_lanes": "1", "max_rate_mbps": "50", "valid_until": ""},
+    )
     assert r.status_code == 302 and "Limits saved" in world.client.get(r.headers["Location"]).text
     with world.app.extensions["viplanes"].db.read() as s:
         g = store.get_grant(s, gid)

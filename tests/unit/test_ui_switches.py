@@ -1,5 +1,6 @@
 """Switches, a lane's flows and drift in the console, over a real LaneRuntime whose switches are
 the flow-table simulator (tests/unit/fake_switches.py)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -26,8 +27,18 @@ def wired(tmp_path: Path, topo):
 
 
 def _lane(world, client, port: int = 9000) -> int:
-    r = post(client, "/ui/mine/request", {"src_ip": "10.1.0.10", "dst_ip": "203.0.113.10", "protocol": "tcp",
-                                          "dst_port": str(port), "duration_min": "10", "purpose": "sync"})
+    r = post(
+        client,
+        "/ui/mine/request",
+        {
+            "src_ip": "10.1.0.10",
+            "dst_ip": "203.0.113.10",
+            "protocol": "tcp",
+            "dst_port": str(port),
+            "duration_min": "10",
+            "purpose": "sync",
+        },
+    )
     assert r.status_code == 302, r.text
     return int(r.headers["Location"].rsplit("/", 1)[1])
 
@@ -73,4 +84,3 @@ def test_drift_finds_missing_and_orphan_flows_and_reconcile_now_repairs(wired):
     r = post(world.client, "/ui/drift")
     assert "Reconciled:" in r.text and "No drift" in r.text
     assert "switch.reconcile" in world.client.get("/ui/audit").text
-

@@ -1,4 +1,5 @@
 """Signing in to the console from a Flask test client, and reading CSRF tokens off pages."""
+
 from __future__ import annotations
 
 import re

@@ -10,6 +10,7 @@ rows and the hand-off are in the database).
 The data plane of every worker is ``handoff.RemoteDataplane``: the controllers are other
 processes (``viplanes controller cluster``), reached through the database.
 """
+
 from __future__ import annotations
 
 import gc
@@ -46,10 +47,10 @@ def worker_app(db_url: str, topology_path: str | None) -> Any:
     docs/benchmarks.md, "The API workers' startup heap"). ``gc.freeze()`` exempts them from
     later collections; reference counting still frees them."""
     from viplanes.api.app import create_app
+    from viplanes.cli.serve import _load_topology
+    from viplanes.cluster.handoff import RemoteDataplane
     from viplanes.config import AppConfig
     from viplanes.store.db import Database
-    from viplanes.cluster.handoff import RemoteDataplane
-    from viplanes.cli.serve import _load_topology
 
     topology = _load_topology(topology_path)
     plane = RemoteDataplane(Database(db_url, pool_size=2))
@@ -70,21 +71,35 @@ def _worker(db_url: str, host: str, port: int, threads: int, topology_path: str 
 
 
 @click.command("api")
-@click.option("--db", "db_url", envvar="VIPLANES_DB_URL", required=True,
-              help="shared database URL (postgresql://...), the one the controllers use")
+@click.option(
+    "--db",
+    "db_url",
+    envvar="VIPLANES_DB_URL",
+    required=True,
+    help="shared database URL (postgresql://...), the one the controllers use",
+)
 @click.option("--listen", "listen", default="127.0.0.1:8080", show_default=True, help="HOST:PORT")
-@click.option("--workers", type=click.IntRange(1, 64), default=2, show_default=True,
-              help="API processes sharing the port (SO_REUSEPORT)")
-@click.option("--threads", type=click.IntRange(1, 256), default=8, show_default=True,
-              help="threads per process")
-@click.option("--topology", "topology_path", type=click.Path(dir_okay=False), default=None,
-              help="topology YAML (default: the campus)")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=2,
+    show_default=True,
+    help="API processes sharing the port (SO_REUSEPORT)",
+)
+@click.option("--threads", type=click.IntRange(1, 256), default=8, show_default=True, help="threads per process")
+@click.option(
+    "--topology",
+    "topology_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="topology YAML (default: the campus)",
+)
 def api(db_url: str, listen: str, workers: int, threads: int, topology_path: str | None) -> None:
     """The API alone, in N processes; lanes are installed by `viplanes controller cluster`."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from viplanes.store.db import Database
     from viplanes.cli.serve import _load_topology
+    from viplanes.store.db import Database
 
     host, port = hostport_option(listen, "--listen")
     _load_topology(topology_path)  # a bad file is one line here, not N worker tracebacks
@@ -98,8 +113,11 @@ def api(db_url: str, listen: str, workers: int, threads: int, topology_path: str
         _reuseport_socket(host, port).close()  # the port is ours to share, or say why not now
     except OSError as exc:
         raise click.ClickException(f"--listen {listen}: {exc.strerror or exc}") from None
-    click.echo(f"viplanes api: http://{host}:{port}  {workers} processes x {threads} threads  "
-               f"db {db.engine.url.render_as_string(hide_password=True)}", err=True)
+    click.echo(
+        f"viplanes api: http://{host}:{port}  {workers} processes x {threads} threads  "
+        f"db {db.engine.url.render_as_string(hide_password=True)}",
+        err=True,
+    )
     sys.stderr.flush()
     children: dict[int, int] = {}
     stopping = False

@@ -4,23 +4,37 @@ Exit codes: 0 done (lane active or scheduled), 1 refused or failed (API error, l
 3 the API could not be reached or no token is configured. Usage errors are click's 2.
 ``principal add`` talks to the database directly so the first operator can be bootstrapped.
 """
+
 from __future__ import annotations
 
 import functools
 import json
 import re
 import sys
-from typing import Any, Callable, NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 import click
 
-from viplanes.domain.values import is_decimal
 from viplanes.client.http import ApiClient, ApiError
 from viplanes.config import ClientConfig, ConfigError
 from viplanes.domain.hostport import is_address
+from viplanes.domain.values import is_decimal
 
-LANE_COLUMNS = ("id", "principal", "state", "src_ip", "dst_ip", "dst_host", "protocol", "dst_ports", "nat_ip",
-                "starts_at", "expires_at", "reason")
+LANE_COLUMNS = (
+    "id",
+    "principal",
+    "state",
+    "src_ip",
+    "dst_ip",
+    "dst_host",
+    "protocol",
+    "dst_ports",
+    "nat_ip",
+    "starts_at",
+    "expires_at",
+    "reason",
+)
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
@@ -58,7 +72,9 @@ def _record(row: dict[str, Any]) -> None:
 def api_command(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Adds --api-url/--token/--json and turns API errors into one line and an exit code."""
 
-    @click.option("--api-url", envvar="VIPLANES_API_URL", default=None, help="default: config file or http://127.0.0.1:8080")
+    @click.option(
+        "--api-url", envvar="VIPLANES_API_URL", default=None, help="default: config file or http://127.0.0.1:8080"
+    )
     @click.option("--token", envvar="VIPLANES_TOKEN", default=None, help="bearer token (default: config file)")
     @click.option("--json", "as_json", is_flag=True, help="print the raw JSON answer")
     @functools.wraps(fn)
@@ -95,6 +111,7 @@ def _rows(columns: tuple[str, ...], title: str | None = None) -> Callable[[list[
 
 # --- principal -------------------------------------------------------------------------------
 
+
 @click.group()
 def principal() -> None:
     """Principals (people and scripts) and their tokens."""
@@ -110,9 +127,9 @@ def principal_add(name: str, role: str, db_url: str | None) -> None:
 
     from sqlalchemy.exc import SQLAlchemyError
 
+    from viplanes.errors import VipError
     from viplanes.store import records as store
     from viplanes.store.db import Database
-    from viplanes.errors import VipError
 
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$", name):
         _fail("name: 1-64 letters, digits, _ . @ - (starting with a letter or digit)", 2)
@@ -176,8 +193,18 @@ def principal_whoami(api: ApiClient) -> Any:
 
 # --- grant -----------------------------------------------------------------------------------
 
-GRANT_COLUMNS = ("id", "principal", "state", "src_prefixes", "dst_prefixes", "protocols", "ports",
-                 "max_duration_s", "max_lanes", "valid_until")
+GRANT_COLUMNS = (
+    "id",
+    "principal",
+    "state",
+    "src_prefixes",
+    "dst_prefixes",
+    "protocols",
+    "ports",
+    "max_duration_s",
+    "max_lanes",
+    "valid_until",
+)
 
 
 def _grant_rows(rows: list[dict[str, Any]]) -> None:
@@ -237,6 +264,7 @@ def grant_revoke(api: ApiClient, grant_id: int) -> Any:
 
 # --- lane ------------------------------------------------------------------------------------
 
+
 def _duration(value: str) -> int:
     m = re.fullmatch(r"\s*(\d+)\s*([smhd]?)\s*", value)
     if not m:
@@ -259,8 +287,12 @@ def lane() -> None:
 
 @lane.command("request")
 @click.option("--src", "src_ip", required=True, help="source host address (IPv4 or IPv6)")
-@click.option("--dst", "dst", default=None, help="destination address, or a host name (all its addresses, "
-                                                  "followed while the lane lives)")
+@click.option(
+    "--dst",
+    "dst",
+    default=None,
+    help="destination address, or a host name (all its addresses, followed while the lane lives)",
+)
 @click.option("--dst-prefix", default=None, help="every address of this prefix")
 @click.option("--protocol", type=click.Choice(["tcp", "udp"]), default="tcp")
 @click.option("--dst-port", type=click.IntRange(1, 65535), default=None)
@@ -274,8 +306,9 @@ def lane() -> None:
 @click.option("--wait", is_flag=True, help="return when the lane is active or failed")
 @click.option("--wait-timeout", type=float, default=None, help="seconds to wait (default: until start + 30 s)")
 @api_command
-def lane_request(api: ApiClient, duration: str, wait: bool, wait_timeout: float | None,
-                 idempotency_key: str | None, **body: Any) -> Any:
+def lane_request(
+    api: ApiClient, duration: str, wait: bool, wait_timeout: float | None, idempotency_key: str | None, **body: Any
+) -> Any:
     body["duration_s"] = _duration_of(duration, "--duration")
     dst = body.pop("dst")
     if dst is not None:
@@ -290,13 +323,11 @@ def lane_request(api: ApiClient, duration: str, wait: bool, wait_timeout: float 
     return out, _record, 1 if out["state"] in ("failed", "expired", "released", "revoked") else 0
 
 
-
-
 def _until_start(lane: dict[str, Any]) -> float:
     import datetime as dt
 
     start = dt.datetime.fromisoformat(lane["starts_at"]).timestamp()
-    return max(0.0, start - dt.datetime.now(dt.timezone.utc).timestamp())
+    return max(0.0, start - dt.datetime.now(dt.UTC).timestamp())
 
 
 @lane.command("list")
@@ -348,6 +379,7 @@ def lane_stats(api: ApiClient, lane_id: int) -> Any:
 
 
 # --- audit -----------------------------------------------------------------------------------
+
 
 @click.command()
 @click.option("--actor", default=None)

@@ -5,6 +5,7 @@ With ``--topology`` it installs the campus's base flows and reconciles every swi
 without one every switch gets table-miss -> NORMAL only. Lanes come from the API process
 (``viplanes serve`` embeds this same controller).
 """
+
 from __future__ import annotations
 
 import logging
@@ -24,16 +25,29 @@ def controller() -> None:
 
 
 @controller.command()
-@click.option("--listen", default="127.0.0.1:6653", show_default=True,
-              help="OpenFlow listen address HOST:PORT.")
-@click.option("--topology", "topology_path", type=click.Path(dir_okay=False), default=None,
-              help="topology YAML; without it switches only get table-miss -> NORMAL")
-@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
-                                               case_sensitive=False),
-              default="INFO", show_default=True)
+@click.option("--listen", default="127.0.0.1:6653", show_default=True, help="OpenFlow listen address HOST:PORT.")
+@click.option(
+    "--topology",
+    "topology_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="topology YAML; without it switches only get table-miss -> NORMAL",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+)
 @openflow_security_options
-def run(listen: str, topology_path: str | None, log_level: str, pki_dir: Path | None,
-        insecure_tcp: bool, switch_cert_pins: tuple[str, ...]) -> None:
+def run(
+    listen: str,
+    topology_path: str | None,
+    log_level: str,
+    pki_dir: Path | None,
+    insecure_tcp: bool,
+    switch_cert_pins: tuple[str, ...],
+) -> None:
     """Run the controller in the foreground until SIGTERM/SIGINT."""
     host, port = hostport_option(listen, "--listen", 6653)
     topology = None
@@ -45,8 +59,9 @@ def run(listen: str, topology_path: str | None, log_level: str, pki_dir: Path | 
         except (TopologyError, OSError) as exc:
             raise click.ClickException(f"topology: {str(exc).splitlines()[0]}") from None
     security = listener_security(pki_dir, insecure_tcp, switch_cert_pins, topology)
-    logging.basicConfig(level=log_level.upper(), stream=sys.stdout,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=log_level.upper(), stream=sys.stdout, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    )
     from viplanes.controller.openflow.embedded import EmbeddedController
 
     plane = EmbeddedController(topology, host=host, port=port, security=security)
@@ -61,28 +76,49 @@ def run(listen: str, topology_path: str | None, log_level: str, pki_dir: Path | 
 
 
 @controller.command("cluster")
-@click.option("--db", "db_url", envvar="VIPLANES_DB_URL", required=True,
-              help="shared database URL (postgresql://...); all controllers and API processes use it")
-@click.option("--openflow", "of_addr", default="127.0.0.1:6653", show_default=True,
-              help="OpenFlow listen HOST:PORT")
-@click.option("--topology", "topology_path", type=click.Path(dir_okay=False), default=None,
-              help="topology YAML (default: the campus)")
-@click.option("--tick", "tick_s", type=click.FloatRange(0.05, 60), default=0.5, show_default=True,
-              help="scheduler period while master, seconds")
+@click.option(
+    "--db",
+    "db_url",
+    envvar="VIPLANES_DB_URL",
+    required=True,
+    help="shared database URL (postgresql://...); all controllers and API processes use it",
+)
+@click.option("--openflow", "of_addr", default="127.0.0.1:6653", show_default=True, help="OpenFlow listen HOST:PORT")
+@click.option(
+    "--topology",
+    "topology_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="topology YAML (default: the campus)",
+)
+@click.option(
+    "--tick",
+    "tick_s",
+    type=click.FloatRange(0.05, 60),
+    default=0.5,
+    show_default=True,
+    help="scheduler period while master, seconds",
+)
 @openflow_security_options
-def cluster(db_url: str, of_addr: str, topology_path: str | None, tick_s: float, pki_dir: Path | None,
-            insecure_tcp: bool, switch_cert_pins: tuple[str, ...]) -> None:
+def cluster(
+    db_url: str,
+    of_addr: str,
+    topology_path: str | None,
+    tick_s: float,
+    pki_dir: Path | None,
+    insecure_tcp: bool,
+    switch_cert_pins: tuple[str, ...],
+) -> None:
     """A controller of a cluster: master of every switch while it holds the lease, else standby."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from viplanes.controller.openflow.roles import RoleController
-    from viplanes.store.db import Database
-    from viplanes.lanes.manager import LaneManager
     from viplanes.cli.serve import _load_topology
     from viplanes.cluster.node import ControllerNode
+    from viplanes.controller.openflow.roles import RoleController
+    from viplanes.lanes.manager import LaneManager
+    from viplanes.store.db import Database
 
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     host, port = hostport_option(of_addr, "--openflow", 6653)
     topology = _load_topology(topology_path)
@@ -100,8 +136,11 @@ def cluster(db_url: str, of_addr: str, topology_path: str | None, tick_s: float,
         node.start()
     except (RuntimeError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"viplanes controller: OpenFlow {host}:{port}  holder {node.lease.holder}  "
-               f"db {db.engine.url.render_as_string(hide_password=True)}", err=True)
+    click.echo(
+        f"viplanes controller: OpenFlow {host}:{port}  holder {node.lease.holder}  "
+        f"db {db.engine.url.render_as_string(hide_password=True)}",
+        err=True,
+    )
     try:
         wait_until_stopped()
     finally:

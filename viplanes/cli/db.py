@@ -1,4 +1,5 @@
 """`viplanes db`: schema migrations of the store."""
+
 from __future__ import annotations
 
 import sys
@@ -23,7 +24,8 @@ def _database(url: str | None):  # type: ignore[no-untyped-def]
 def upgrade(db_url: str | None, revision: str) -> None:
     """Create or migrate the schema (idempotent)."""
 
-    from viplanes.store.migrations import current, upgrade as run
+    from viplanes.store.migrations import current
+    from viplanes.store.migrations import upgrade as run
 
     try:
         d = _database(db_url)

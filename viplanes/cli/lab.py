@@ -1,4 +1,5 @@
 """`viplanes lab ...`: run the campus experiments, report them, clean up stale lab runs."""
+
 from __future__ import annotations
 
 import os
@@ -24,8 +25,7 @@ def _ints(value: str, option: str) -> tuple[int, ...]:
     try:
         return tuple(int(w.rstrip("Mm")) for w in _words(value))
     except ValueError:
-        raise click.BadParameter(f"expected comma-separated numbers, got {value!r}",
-                                 param_hint=option) from None
+        raise click.BadParameter(f"expected comma-separated numbers, got {value!r}", param_hint=option) from None
 
 
 @click.group()
@@ -34,43 +34,81 @@ def lab() -> None:
 
 
 @lab.command("run")
-@click.option("--topology", "topology_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=DEFAULT_TOPOLOGY, show_default=True)
-@click.option("--results", type=click.Path(dir_okay=False, path_type=Path),
-              default=Path("lab-results.jsonl"), show_default=True,
-              help="JSON lines file; every run appends one line")
-@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("/tmp/viplanes-lab"), show_default=True,
-              help="datasets, the S3 directory, service logs")
+@click.option(
+    "--topology",
+    "topology_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=DEFAULT_TOPOLOGY,
+    show_default=True,
+)
+@click.option(
+    "--results",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("lab-results.jsonl"),
+    show_default=True,
+    help="JSON lines file; every run appends one line",
+)
+@click.option(
+    "--work-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("/tmp/viplanes-lab"),
+    show_default=True,
+    help="datasets, the S3 directory, service logs",
+)
 @click.option("--placements", default="desktop,server,dtn", show_default=True)
 @click.option("--directions", default="upload,download", show_default=True)
 @click.option("--paths", default="default,lane", show_default=True)
 @click.option("--tools", default="iperf3,rclone", show_default=True)
-@click.option("--streams", default="1,4", show_default=True,
-              help="iperf3 -P values (paper: 1,4,8,16)")
-@click.option("--transfers", default="4,16", show_default=True,
-              help="rclone --transfers values (paper: 4,8,16,32)")
-@click.option("--chunks", default="8", show_default=True,
-              help="rclone --s3-chunk-size MiB (paper: 4,8,16,32; S3's minimum is 5)")
+@click.option("--streams", default="1,4", show_default=True, help="iperf3 -P values (paper: 1,4,8,16)")
+@click.option("--transfers", default="4,16", show_default=True, help="rclone --transfers values (paper: 4,8,16,32)")
+@click.option(
+    "--chunks", default="8", show_default=True, help="rclone --s3-chunk-size MiB (paper: 4,8,16,32; S3's minimum is 5)"
+)
 @click.option("--datasets", default="split10", show_default=True, help="one,split10,split50")
 @click.option("--size-mb", type=int, default=32, show_default=True, help="dataset size (MiB)")
 @click.option("--seconds", type=float, default=5.0, show_default=True, help="iperf3 -t")
 @click.option("--reps", type=int, default=1, show_default=True, help="repetitions")
-@click.option("--paper", is_flag=True,
-              help="the paper's section 4 grid, one factor at a time, in about 15 min "
-                   "(docs/lab.md); with --full, the whole cross (hours)")
+@click.option(
+    "--paper",
+    is_flag=True,
+    help="the paper's section 4 grid, one factor at a time, in about 15 min "
+    "(docs/lab.md); with --full, the whole cross (hours)",
+)
 @click.option("--full", is_flag=True, help="the paper's whole grid (hours): all values above")
 @click.option("--dry-run", is_flag=True, help="print the plan and exit")
-@click.option("--api", "api_url", default=None, metavar="URL",
-              help="use a running `viplanes serve` (with --token and --openflow) instead of "
-                   "starting one")
+@click.option(
+    "--api",
+    "api_url",
+    default=None,
+    metavar="URL",
+    help="use a running `viplanes serve` (with --token and --openflow) instead of starting one",
+)
 @click.option("--token", default=None, help="researcher token for --api (or $VIPLANES_TOKEN)")
-@click.option("--openflow", default=None, metavar="HOST:PORT",
-              help="that server's OpenFlow address, for the lab's switches")
-def run(topology_path: Path, results: Path, work_dir: Path, placements: str, directions: str,
-        paths: str, tools: str, streams: str, transfers: str, chunks: str, datasets: str,
-        size_mb: int, seconds: float, reps: int, paper: bool, full: bool, dry_run: bool,
-        api_url: str | None, token: str | None, openflow: str | None) -> None:
+@click.option(
+    "--openflow", default=None, metavar="HOST:PORT", help="that server's OpenFlow address, for the lab's switches"
+)
+def run(
+    topology_path: Path,
+    results: Path,
+    work_dir: Path,
+    placements: str,
+    directions: str,
+    paths: str,
+    tools: str,
+    streams: str,
+    transfers: str,
+    chunks: str,
+    datasets: str,
+    size_mb: int,
+    seconds: float,
+    reps: int,
+    paper: bool,
+    full: bool,
+    dry_run: bool,
+    api_url: str | None,
+    token: str | None,
+    openflow: str | None,
+) -> None:
     """Build the lab, run the experiments, append results. Needs root and OVS (scripts/ovs-up)."""
     from viplanes.lab.experiments import Sweep, estimate_s, plan
     from viplanes.lab.papergrid import paper_plan, paper_sweep
@@ -79,12 +117,21 @@ def run(topology_path: Path, results: Path, work_dir: Path, placements: str, dir
         sweep = replace(paper_sweep(full), placements=_words(placements))
     else:
         if full:
-            streams, transfers, chunks, datasets = "1,4,8,16", "4,8,16,32", "5,8,16,32", \
-                "one,split10,split50"
+            streams, transfers, chunks, datasets = "1,4,8,16", "4,8,16,32", "5,8,16,32", "one,split10,split50"
             reps = max(reps, 4)
-        sweep = Sweep(_words(placements), _words(directions), _words(paths), _words(tools),
-                      _ints(streams, "--streams"), _ints(transfers, "--transfers"),
-                      _ints(chunks, "--chunks"), _words(datasets), size_mb, seconds, reps)
+        sweep = Sweep(
+            _words(placements),
+            _words(directions),
+            _words(paths),
+            _words(tools),
+            _ints(streams, "--streams"),
+            _ints(transfers, "--transfers"),
+            _ints(chunks, "--chunks"),
+            _words(datasets),
+            size_mb,
+            seconds,
+            reps,
+        )
     try:
         sweep.check()
     except ValueError as exc:
@@ -95,21 +142,27 @@ def run(topology_path: Path, results: Path, work_dir: Path, placements: str, dir
     click.echo(f"lab: {len(specs)} runs, about {total_s / 60:.0f} min of transfers", err=True)
     if dry_run:
         for s in specs:
-            click.echo(f"{s.placement:8} {s.direction:8} {s.path:7} {s.tool:6} P={s.parallel:<3} "
-                       f"chunk={s.chunk_mb} dataset={s.dataset} rep={s.rep}"
-                       + (f" series={s.series}" if s.series else ""))
+            click.echo(
+                f"{s.placement:8} {s.direction:8} {s.path:7} {s.tool:6} P={s.parallel:<3} "
+                f"chunk={s.chunk_mb} dataset={s.dataset} rep={s.rep}" + (f" series={s.series}" if s.series else "")
+            )
         return
     if not topology_path.is_file():
         raise click.UsageError(f"--topology {topology_path}: no such file")
     external = _external(api_url, token or os.environ.get("VIPLANES_TOKEN"), openflow)
     _need_root()
     if results.is_file() and results.stat().st_size:
-        click.echo(f"lab: appending to {results}, which already holds runs; its report counts "
-                   "them all (use --results NEW.jsonl to keep this run apart)", err=True)
+        click.echo(
+            f"lab: appending to {results}, which already holds runs; its report counts "
+            "them all (use --results NEW.jsonl to keep this run apart)",
+            err=True,
+        )
     records = _execute(sweep, specs, topology_path, results, work_dir, external)
     failed = sum(1 for r in records if not r["ok"])
-    click.echo(f"lab: {len(records)} runs appended to {results} ({failed} failed); "
-               f"report: viplanes lab report {results}", err=True)
+    click.echo(
+        f"lab: {len(records)} runs appended to {results} ({failed} failed); report: viplanes lab report {results}",
+        err=True,
+    )
 
 
 def _wan_mbps(topology_path: Path) -> float | None:
@@ -137,8 +190,9 @@ def _external(api_url: str | None, token: str | None, openflow: str | None) -> A
     return Stack(api_url.rstrip("/"), (host or "127.0.0.1", int(port)), token)
 
 
-def _execute(sweep: Any, specs: list, topology_path: Path, results: Path,
-             work_dir: Path, external: Any = None) -> list[dict[str, Any]]:
+def _execute(
+    sweep: Any, specs: list, topology_path: Path, results: Path, work_dir: Path, external: Any = None
+) -> list[dict[str, Any]]:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -150,25 +204,41 @@ def _execute(sweep: Any, specs: list, topology_path: Path, results: Path,
     shapes = sweep.datasets if "rclone" in sweep.tools else ()
     results.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with Progress(TextColumn("{task.description}"), BarColumn(),
-                      TextColumn("{task.completed:.0f}/{task.fields[n]}"), TimeElapsedColumn(),
-                      console=console) as progress:
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed:.0f}/{task.fields[n]}"),
+            TimeElapsedColumn(),
+            console=console,
+        ) as progress:
             task = progress.add_task("building the lab", total=len(specs), n=len(specs))
-            with session(topology_path, work_dir, shapes, sweep.size_mb, need_lanes=need_lanes,
-                         warn=lambda m: console.print(f"[yellow]{m}"),
-                         external=external, dataset_mb=dict(sweep.dataset_mb)) as sess:
+            with session(
+                topology_path,
+                work_dir,
+                shapes,
+                sweep.size_mb,
+                need_lanes=need_lanes,
+                warn=lambda m: console.print(f"[yellow]{m}"),
+                external=external,
+                dataset_mb=dict(sweep.dataset_mb),
+            ) as sess:
+
                 def done(spec: Any, rec: dict[str, Any]) -> None:
                     mark = f"{rec['mbps']:.1f} Mbit/s" if rec["ok"] else f"FAILED {rec['error']}"
-                    progress.console.print(f"{spec.placement:8} {spec.direction:8} {spec.path:7} "
-                                           f"{spec.tool:6} P={spec.parallel:<3} {mark}")
+                    progress.console.print(
+                        f"{spec.placement:8} {spec.direction:8} {spec.path:7} {spec.tool:6} P={spec.parallel:<3} {mark}"
+                    )
                     progress.advance(task)
 
                 runner = Runner(sess, results, on_result=done)
                 progress.update(task, description="running")
                 t0 = time.monotonic()
-                records = runner.run_all(specs, lane_duration_s=int(
-                    min(3600, 120 + 2 * sum(estimate_s(s, sweep.size_of(s.dataset))
-                                            for s in specs))))
+                records = runner.run_all(
+                    specs,
+                    lane_duration_s=int(
+                        min(3600, 120 + 2 * sum(estimate_s(s, sweep.size_of(s.dataset)) for s in specs))
+                    ),
+                )
                 progress.update(task, description=f"done in {time.monotonic() - t0:.0f}s")
                 return records
     except (StackError, RuntimeError, ValueError) as exc:
@@ -176,13 +246,20 @@ def _execute(sweep: Any, specs: list, topology_path: Path, results: Path,
 
 
 @lab.command("report")
-@click.argument("results", type=click.Path(dir_okay=False, path_type=Path),
-                default=Path("lab-results.jsonl"))
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="where table2.md/.csv and PNGs go (default: next to RESULTS)")
-@click.option("--against-paper", is_flag=True,
-              help="also hold the lab against the paper: one finding per row, the paper's "
-                   "number, the lab's x10, a verdict (against_paper.md) and paired figures")
+@click.argument("results", type=click.Path(dir_okay=False, path_type=Path), default=Path("lab-results.jsonl"))
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="where table2.md/.csv and PNGs go (default: next to RESULTS)",
+)
+@click.option(
+    "--against-paper",
+    is_flag=True,
+    help="also hold the lab against the paper: one finding per row, the paper's "
+    "number, the lab's x10, a verdict (against_paper.md) and paired figures",
+)
 def report(results: Path, out_dir: Path | None, against_paper: bool) -> None:
     """Table 2 (mean, std dev, max Mbit/s; default vs lane; ratio) and PNG plots.
 
@@ -201,8 +278,9 @@ def report(results: Path, out_dir: Path | None, against_paper: bool) -> None:
     console = Console(width=None if sys.stdout.isatty() else 120)
     console.print(rich_table(table2(records)))
     failed = sum(1 for r in records if not r.get("ok"))
-    console.print(f"{len(records)} runs ({failed} failed, not counted)"
-                  + (f"; {bad} unreadable lines skipped" if bad else ""))
+    console.print(
+        f"{len(records)} runs ({failed} failed, not counted)" + (f"; {bad} unreadable lines skipped" if bad else "")
+    )
     if against_paper:
         files.update(_against_paper(records, out_dir, console))
     for kind, path in files.items():
@@ -217,18 +295,17 @@ def _against_paper(records: list[dict[str, Any]], out_dir: Path, console: Any) -
     from viplanes.lab.fidelity import HEADER, REPRODUCED, findings, markdown
 
     items = findings(records)
-    table = Table(title="The lab against the paper (lab numbers x10)", padding=(0, 1),
-                  show_lines=True)
+    table = Table(title="The lab against the paper (lab numbers x10)", padding=(0, 1), show_lines=True)
     for name in HEADER:
         table.add_column(name, overflow="fold")
     for f in items:
-        color = "green" if f.verdict == REPRODUCED else "red" if f.verdict.startswith("not r") \
-            else "yellow"
+        color = "green" if f.verdict == REPRODUCED else "red" if f.verdict.startswith("not r") else "yellow"
         table.add_row(f.source, f.claim, f.paper, f.lab, f"[{color}]{f.verdict}", f.reason)
     console.print(table)
     wan = {r.get("wan_mbps") for r in records}
-    note = ("WAN model: " + ", ".join(f"{w:g} Mbit/s per connection (lab)" if w else "off"
-                                      for w in sorted(wan, key=lambda w: w or 0)))
+    note = "WAN model: " + ", ".join(
+        f"{w:g} Mbit/s per connection (lab)" if w else "off" for w in sorted(wan, key=lambda w: w or 0)
+    )
     console.print(note)
     path = out_dir / "against_paper.md"
     path.write_text(markdown(items) + f"\n{note}\n")
@@ -236,23 +313,35 @@ def _against_paper(records: list[dict[str, Any]], out_dir: Path, console: Any) -
 
 
 @lab.command("shell")
-@click.option("--topology", "topology_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=DEFAULT_TOPOLOGY, show_default=True)
-@click.option("--controller", default=None, metavar="HOST:PORT",
-              help="an OpenFlow controller already running (default: start viplanes serve)")
-@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("/tmp/viplanes-lab-shell"), show_default=True)
+@click.option(
+    "--topology",
+    "topology_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=DEFAULT_TOPOLOGY,
+    show_default=True,
+)
+@click.option(
+    "--controller",
+    default=None,
+    metavar="HOST:PORT",
+    help="an OpenFlow controller already running (default: start viplanes serve)",
+)
+@click.option(
+    "--work-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("/tmp/viplanes-lab-shell"),
+    show_default=True,
+)
 def shell(topology_path: Path, controller: str | None, work_dir: Path) -> None:
     """The campus with Mininet's CLI, torn down safely on exit (unlike `mn`, no global cleanup)."""
     _need_root()
     from mininet.cli import CLI
 
-    from viplanes.topologies.loader import TopologyError, load_topology
-
     from viplanes.lab.experiments import lab_grant_prefixes
     from viplanes.lab.net import build_network, clean_stale
     from viplanes.lab.services import IPERF_PORT, S3_PORT, start_cloud_services
     from viplanes.lab.stack import StackError, start_stack
+    from viplanes.topologies.loader import TopologyError, load_topology
 
     try:
         topo = load_topology(topology_path)
@@ -268,17 +357,20 @@ def shell(topology_path: Path, controller: str | None, work_dir: Path) -> None:
             openflow = (host or "127.0.0.1", int(port))
         else:
             src, dst = lab_grant_prefixes(topo)
-            stack = start_stack(topology_path, work_dir / "service", src, dst,
-                                [str(IPERF_PORT), str(S3_PORT)])
+            stack = start_stack(topology_path, work_dir / "service", src, dst, [str(IPERF_PORT), str(S3_PORT)])
             openflow = stack.openflow
-            click.echo(f"viplanes serve: {stack.api_url}\n  researcher: export VIPLANES_API_URL="
-                       f"{stack.api_url} VIPLANES_TOKEN={stack.researcher_token}\n  operator "
-                       f"token: {stack.operator_token}")
+            click.echo(
+                f"viplanes serve: {stack.api_url}\n  researcher: export VIPLANES_API_URL="
+                f"{stack.api_url} VIPLANES_TOKEN={stack.researcher_token}\n  operator "
+                f"token: {stack.operator_token}"
+            )
         with build_network(topo, *openflow, log_level="info") as lab:
             svc = start_cloud_services(lab, work_dir / "cloud")
-            click.echo(f"cloud: iperf3 on {svc.ip}:{svc.iperf_port}, S3 on {svc.endpoint} "
-                       f"(bucket {svc.bucket}); bridges "
-                       f"{', '.join(lab.bridge(s.name) for s in topo.switches)}")
+            click.echo(
+                f"cloud: iperf3 on {svc.ip}:{svc.iperf_port}, S3 on {svc.endpoint} "
+                f"(bucket {svc.bucket}); bridges "
+                f"{', '.join(lab.bridge(s.name) for s in topo.switches)}"
+            )
             CLI(lab.net)
     except (StackError, RuntimeError) as exc:
         raise click.ClickException(str(exc).splitlines()[0]) from None

@@ -2,6 +2,7 @@
 
 Groups load lazily so `viplanes topology check` does not import Flask or os-ken.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -1,4 +1,5 @@
 """Option values shared by several commands, turned into click usage errors that name the option."""
+
 from __future__ import annotations
 
 import click

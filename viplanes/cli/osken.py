@@ -1,5 +1,6 @@
 """``python -m viplanes.cli.osken``: os-ken apps on their own (default forwarding only), for the lab's
 default-path runs and tests that need a controller without lanes."""
+
 from __future__ import annotations
 
 import logging
@@ -15,19 +16,31 @@ from viplanes.controller.openflow.launcher import DEFAULT_APPS, start_apps
 
 
 @click.command()
-@click.option("--listen", default="127.0.0.1:6653", show_default=True,
-              help="OpenFlow listen address HOST:PORT.")
-@click.option("--app", "apps", multiple=True, default=DEFAULT_APPS, show_default=True,
-              help="os-ken app module to load (repeatable).")
+@click.option("--listen", default="127.0.0.1:6653", show_default=True, help="OpenFlow listen address HOST:PORT.")
+@click.option(
+    "--app",
+    "apps",
+    multiple=True,
+    default=DEFAULT_APPS,
+    show_default=True,
+    help="os-ken app module to load (repeatable).",
+)
 @click.option("--log-level", default="INFO", show_default=True)
 @openflow_security_options
-def run(listen: str, apps: tuple[str, ...], log_level: str, pki_dir: Any, insecure_tcp: bool,
-        switch_cert_pins: tuple[str, ...]) -> None:
+def run(
+    listen: str,
+    apps: tuple[str, ...],
+    log_level: str,
+    pki_dir: Any,
+    insecure_tcp: bool,
+    switch_cert_pins: tuple[str, ...],
+) -> None:
     """Run os-ken apps in the foreground until SIGTERM/SIGINT (no topology: any dpid)."""
     host, port = hostport_option(listen, "--listen", 6653)
     security = listener_security(pki_dir, insecure_tcp, switch_cert_pins, None)
-    logging.basicConfig(level=log_level.upper(), stream=sys.stdout,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=log_level.upper(), stream=sys.stdout, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    )
     from os_ken.lib import hub
 
     running = start_apps(apps, host, port, of_security=security)

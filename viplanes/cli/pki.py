@@ -1,4 +1,5 @@
 """`viplanes pki ...`: make and rotate the campus OpenFlow certificates (see ``viplanes.pki``)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,8 +8,13 @@ import click
 
 from viplanes import pki
 
-_DIR = click.option("--dir", "pki_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
-                    help="PKI directory (ca.crt, controller.crt, switch-NAME.crt, keys 0600)")
+_DIR = click.option(
+    "--dir",
+    "pki_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="PKI directory (ca.crt, controller.crt, switch-NAME.crt, keys 0600)",
+)
 
 
 def _dpid(text: str) -> int:
@@ -29,8 +35,7 @@ def _switch_instructions(pki_dir: Path, name: str, issued: pki.Issued, dpids: li
     click.echo("topology pin (optional; without it the dpids in the certificate authorize it):")
     click.echo(f"  cert_sha256: {issued.sha256}")
     click.echo(f"on the switch host (copy {name}'s key and cert and ca.crt there first):")
-    click.echo(f"  ovs-vsctl set-ssl {d / f'switch-{name}.key'} {d / f'switch-{name}.crt'} "
-               f"{d / pki.CA_CERT}")
+    click.echo(f"  ovs-vsctl set-ssl {d / f'switch-{name}.key'} {d / f'switch-{name}.crt'} {d / pki.CA_CERT}")
     click.echo("  ovs-vsctl set-controller BRIDGE ssl:CONTROLLER_HOST:6653")
 
 
@@ -45,8 +50,14 @@ def pki_group() -> None:
 
 @pki_group.command("init")
 @_DIR
-@click.option("--host", "hosts", multiple=True, default=("localhost", "127.0.0.1"), show_default=True,
-              help="name or address the switches reach the controller at (repeatable)")
+@click.option(
+    "--host",
+    "hosts",
+    multiple=True,
+    default=("localhost", "127.0.0.1"),
+    show_default=True,
+    help="name or address the switches reach the controller at (repeatable)",
+)
 def init_cmd(pki_dir: Path, hosts: tuple[str, ...]) -> None:
     """Create the campus CA and the controller's certificate."""
     try:
@@ -61,8 +72,7 @@ def init_cmd(pki_dir: Path, hosts: tuple[str, ...]) -> None:
 @pki_group.command("switch")
 @_DIR
 @click.option("--name", required=True, help="the switch host (one ovs-vswitchd = one certificate)")
-@click.option("--dpid", "dpids", multiple=True, required=True,
-              help="datapath id this vswitchd may claim (repeatable)")
+@click.option("--dpid", "dpids", multiple=True, required=True, help="datapath id this vswitchd may claim (repeatable)")
 def switch_cmd(pki_dir: Path, name: str, dpids: tuple[str, ...]) -> None:
     """Issue a switch (ovs-vswitchd) certificate naming its datapath ids."""
     values = sorted({_dpid(d) for d in dpids})

@@ -4,6 +4,7 @@ Order matters: the controller learns where the desired lanes come from (the data
 starts listening, so the first switch that connects is reconciled against the store; the API
 opens last, when everything it calls is up.
 """
+
 from __future__ import annotations
 
 import logging
@@ -43,8 +44,9 @@ def _make_dataplane(kind: str, topology: Any, openflow: tuple[str, int], securit
     try:
         from viplanes.controller.runtime.lane_runtime import EmbeddedController
     except ImportError as exc:
-        raise click.ClickException(f"the embedded controller is not available ({exc}); "
-                                   "use --dataplane memory for an API-only server") from None
+        raise click.ClickException(
+            f"the embedded controller is not available ({exc}); use --dataplane memory for an API-only server"
+        ) from None
     return EmbeddedController(topology, host=openflow[0], port=openflow[1], security=security)
 
 
@@ -62,22 +64,47 @@ def _stop_on_sigterm() -> None:
 
 
 @click.command()
-@click.option("--topology", "topology_path", type=click.Path(dir_okay=False), default=None,
-              help="topology YAML (default: the campus)")
-@click.option("--db", "db_url", envvar="VIPLANES_DB_URL", default=None,
-              help="database URL (default: sqlite file ./viplanes.db)")
+@click.option(
+    "--topology",
+    "topology_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="topology YAML (default: the campus)",
+)
+@click.option(
+    "--db", "db_url", envvar="VIPLANES_DB_URL", default=None, help="database URL (default: sqlite file ./viplanes.db)"
+)
 @click.option("--api", "api_addr", default="127.0.0.1:8080", show_default=True, help="API listen HOST:PORT")
-@click.option("--openflow", "of_addr", default="127.0.0.1:6653", show_default=True,
-              help="OpenFlow listen HOST:PORT")
-@click.option("--dataplane", type=click.Choice(["openflow", "memory"]), default="openflow", show_default=True,
-              help="memory: no controller, lanes are only remembered (API demos, tests)")
+@click.option("--openflow", "of_addr", default="127.0.0.1:6653", show_default=True, help="OpenFlow listen HOST:PORT")
+@click.option(
+    "--dataplane",
+    type=click.Choice(["openflow", "memory"]),
+    default="openflow",
+    show_default=True,
+    help="memory: no controller, lanes are only remembered (API demos, tests)",
+)
 @click.option("--threads", type=click.IntRange(1, 256), default=8, show_default=True, help="API worker threads")
-@click.option("--tick", "tick_s", type=click.FloatRange(0.05, 60), default=0.5, show_default=True,
-              help="scheduler period, seconds")
+@click.option(
+    "--tick",
+    "tick_s",
+    type=click.FloatRange(0.05, 60),
+    default=0.5,
+    show_default=True,
+    help="scheduler period, seconds",
+)
 @openflow_security_options
-def serve(topology_path: str | None, db_url: str | None, api_addr: str, of_addr: str, dataplane: str,
-          threads: int, tick_s: float, pki_dir: Path | None, insecure_tcp: bool,
-          switch_cert_pins: tuple[str, ...]) -> None:
+def serve(
+    topology_path: str | None,
+    db_url: str | None,
+    api_addr: str,
+    of_addr: str,
+    dataplane: str,
+    threads: int,
+    tick_s: float,
+    pki_dir: Path | None,
+    insecure_tcp: bool,
+    switch_cert_pins: tuple[str, ...],
+) -> None:
     """Run the controller and the API in one process until SIGINT/SIGTERM."""
     from sqlalchemy.exc import SQLAlchemyError
     from waitress import create_server
@@ -122,9 +149,11 @@ def serve(topology_path: str | None, db_url: str | None, api_addr: str, of_addr:
             server = create_server(app, host=api_host, port=api_port, threads=threads, ident="viplanes")
         except OSError as exc:
             raise click.ClickException(f"--api {api_addr}: {exc.strerror or exc}") from None
-        click.echo(f"viplanes: API http://{api_host}:{api_port}  OpenFlow {of[0]}:{of[1]} ({_of_mode(dataplane, security)})  "
-                   f"topology {topology.name}  db {ctx.db.engine.url.render_as_string(hide_password=True)}",
-                   err=True)
+        click.echo(
+            f"viplanes: API http://{api_host}:{api_port}  OpenFlow {of[0]}:{of[1]} ({_of_mode(dataplane, security)})  "
+            f"topology {topology.name}  db {ctx.db.engine.url.render_as_string(hide_password=True)}",
+            err=True,
+        )
         sys.stderr.flush()
         server.run()
     except KeyboardInterrupt:

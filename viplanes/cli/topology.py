@@ -1,4 +1,5 @@
 """`viplanes topology ...`: let operators validate a campus file before the controller uses it."""
+
 from __future__ import annotations
 
 import click
@@ -24,15 +25,20 @@ def check(file: str) -> None:
         raise SystemExit(1) from None
     bypass = bypass_ports(topo)
     click.echo(f"{topo.source}: topology {topo.name!r} is valid")
-    click.echo(f"  switches ({len(topo.switches)}): "
-               + ", ".join(f"{s.name}(dpid {s.dpid})" for s in topo.switches))
-    click.echo(f"  links: {len(topo.links)}, bypass ports: "
-               + (", ".join(f"{topo.switch_by_dpid(d).name}:{p}"  # type: ignore[union-attr]
-                            for d in sorted(bypass) for p in sorted(bypass[d])) or "none"))
-    click.echo("  middleboxes: " + (", ".join(f"{m.name}({m.kind})" for m in topo.middleboxes)
-                                     or "none"))
-    click.echo(f"  edge router: {topo.edge.name} at {topo.edge.inside.attach}; "
-               f"lane pool {topo.lane_pool.prefix}")
+    click.echo(f"  switches ({len(topo.switches)}): " + ", ".join(f"{s.name}(dpid {s.dpid})" for s in topo.switches))
+    click.echo(
+        f"  links: {len(topo.links)}, bypass ports: "
+        + (
+            ", ".join(
+                f"{topo.switch_by_dpid(d).name}:{p}"  # type: ignore[union-attr]
+                for d in sorted(bypass)
+                for p in sorted(bypass[d])
+            )
+            or "none"
+        )
+    )
+    click.echo("  middleboxes: " + (", ".join(f"{m.name}({m.kind})" for m in topo.middleboxes) or "none"))
+    click.echo(f"  edge router: {topo.edge.name} at {topo.edge.inside.attach}; lane pool {topo.lane_pool.prefix}")
     click.echo(f"  hosts ({len(topo.hosts)}):")
     paths = lane_paths(topo)
     for host in topo.hosts:
@@ -43,5 +49,4 @@ def check(file: str) -> None:
         else:
             lane = f"lane {format_path(path)}{nat}"
         v6 = f" {host.iface.ip6} (no NAT)" if host.iface.ip6 is not None else ""
-        click.echo(f"    {host.name:<10} {host.role:<8} {host.iface.ip!s:<18}{v6} at "
-                   f"{host.iface.attach}  {lane}")
+        click.echo(f"    {host.name:<10} {host.role:<8} {host.iface.ip!s:<18}{v6} at {host.iface.attach}  {lane}")

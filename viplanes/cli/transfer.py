@@ -8,6 +8,7 @@ CMD died of signal N). Without a lane CMD still runs, on the normal path, after 
 ``--require-lane`` makes that an error instead (exit 1, or 3 when the API is unreachable).
 Everything the wrapper says goes to stderr, prefixed ``viplanes:``, so CMD's output stays clean.
 """
+
 from __future__ import annotations
 
 import signal
@@ -15,16 +16,17 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import click
 
-from viplanes.domain.values import is_decimal
 from viplanes.client.http import ApiClient, LaneLease, LaneRefused
 from viplanes.client.targets import Destination, NoDestination, derive, rclone_advice
 from viplanes.config import ClientConfig, ConfigError
 from viplanes.domain.hostport import is_address
+from viplanes.domain.values import is_decimal
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -110,16 +112,24 @@ def local_source(host: str, port: int) -> str:
         return str(sock.getsockname()[0]).split("%")[0]
 
 
-
-
-def lane_body(dest: Destination | None, dst: str | None, dst_prefix: str | None, dst_ports: str | None,
-              protocol: str | None, src: str | None, purpose: str | None, rate: float | None,
-              argv: Sequence[str]) -> dict[str, Any]:
+def lane_body(
+    dest: Destination | None,
+    dst: str | None,
+    dst_prefix: str | None,
+    dst_ports: str | None,
+    protocol: str | None,
+    src: str | None,
+    purpose: str | None,
+    rate: float | None,
+    argv: Sequence[str],
+) -> dict[str, Any]:
     """The lane request for this transfer; explicit options win over what CMD revealed."""
     host = dst or (dest.host if dest and not dst_prefix else None)
     port = dest.port if dest else None
-    body: dict[str, Any] = {"protocol": protocol or (dest.protocol if dest else "tcp"),
-                            "purpose": purpose or f"viplanes transfer: {' '.join(argv)[:400]}"}
+    body: dict[str, Any] = {
+        "protocol": protocol or (dest.protocol if dest else "tcp"),
+        "purpose": purpose or f"viplanes transfer: {' '.join(argv)[:400]}",
+    }
     if dst_prefix:
         body["dst_prefix"] = dst_prefix
     elif host and is_address(host):
@@ -128,8 +138,11 @@ def lane_body(dest: Destination | None, dst: str | None, dst_prefix: str | None,
         body["dst_host"] = host
     if dst_ports:
         items = [p.strip() for p in dst_ports.split(",")]
-        body["dst_ports"] = [int(p) if is_decimal(p) else p for p in items] if len(items) > 1 else \
-            (int(items[0]) if is_decimal(items[0]) else items[0])
+        body["dst_ports"] = (
+            [int(p) if is_decimal(p) else p for p in items]
+            if len(items) > 1
+            else (int(items[0]) if is_decimal(items[0]) else items[0])
+        )
     elif port is not None:
         body["dst_port"] = port
     else:
@@ -158,7 +171,10 @@ def _summary(lease: LaneLease, stats: dict[str, Any] | None, ran_s: float, relea
         return head + "; the controller reported no counters"
     nbytes = int(stats["bytes"])
     rate = nbytes * 8 / ran_s / 1e6 if ran_s > 0 else 0.0
-    return head + f"; carried {nbytes} bytes ({nbytes / 1e6:.1f} MB, {stats.get('packets')} packets) in {ran_s:.1f} s, mean {rate:.1f} Mbit/s"
+    return (
+        head
+        + f"; carried {nbytes} bytes ({nbytes / 1e6:.1f} MB, {stats.get('packets')} packets) in {ran_s:.1f} s, mean {rate:.1f} Mbit/s"
+    )
 
 
 @click.command(context_settings={"ignore_unknown_options": False})
@@ -169,16 +185,34 @@ def _summary(lease: LaneLease, stats: dict[str, Any] | None, ran_s: float, relea
 @click.option("--protocol", type=click.Choice(["tcp", "udp"]), default=None)
 @click.option("--rate", type=click.FloatRange(0, min_open=True), default=None, help="Mbit/s cap")
 @click.option("--purpose", default=None)
-@click.option("--lease", "lease_s", type=click.IntRange(5, 3600), default=60, show_default=True,
-              help="seconds the lane outlives a wrapper that dies without releasing it")
+@click.option(
+    "--lease",
+    "lease_s",
+    type=click.IntRange(5, 3600),
+    default=60,
+    show_default=True,
+    help="seconds the lane outlives a wrapper that dies without releasing it",
+)
 @click.option("--wait-timeout", type=float, default=30.0, show_default=True, help="seconds to wait for the lane")
 @click.option("--require-lane", is_flag=True, help="do not run CMD without a lane (exit 1)")
 @click.option("--api-url", envvar="VIPLANES_API_URL", default=None)
 @click.option("--token", envvar="VIPLANES_TOKEN", default=None)
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
-def transfer(src: str | None, dst: str | None, dst_prefix: str | None, dst_ports: str | None, protocol: str | None,
-             rate: float | None, purpose: str | None, lease_s: int, wait_timeout: float, require_lane: bool,
-             api_url: str | None, token: str | None, cmd: tuple[str, ...]) -> None:
+def transfer(
+    src: str | None,
+    dst: str | None,
+    dst_prefix: str | None,
+    dst_ports: str | None,
+    protocol: str | None,
+    rate: float | None,
+    purpose: str | None,
+    lease_s: int,
+    wait_timeout: float,
+    require_lane: bool,
+    api_url: str | None,
+    token: str | None,
+    cmd: tuple[str, ...],
+) -> None:
     """Run CMD on a VIP lane: request it, hold it while CMD runs, release it when CMD ends.
 
     \b
@@ -193,8 +227,23 @@ def transfer(src: str | None, dst: str | None, dst_prefix: str | None, dst_ports
         advice = rclone_advice(argv)
         if advice:
             say(advice)
-        _hold_lane(held, argv, src, dst, dst_prefix, dst_ports, protocol, rate, purpose, lease_s, wait_timeout,
-                   require_lane, api_url, token, gate)
+        _hold_lane(
+            held,
+            argv,
+            src,
+            dst,
+            dst_prefix,
+            dst_ports,
+            protocol,
+            rate,
+            purpose,
+            lease_s,
+            wait_timeout,
+            require_lane,
+            api_url,
+            token,
+            gate,
+        )
         started = time.monotonic()
         code = run_forwarding(argv, gate)
         gate.done = True
@@ -208,8 +257,10 @@ def transfer(src: str | None, dst: str | None, dst_prefix: str | None, dst_ports
     except Interrupted as stop:  # before CMD ran (the gate is done: no second interrupt)
         for lease in held:
             lease.release()
-        say(f"{signal.Signals(stop.signum).name} before the command started: the command was not run"
-            + (f", lane {held[0].id} released" if held and held[0].id else ""))
+        say(
+            f"{signal.Signals(stop.signum).name} before the command started: the command was not run"
+            + (f", lane {held[0].id} released" if held and held[0].id else "")
+        )
         code = 128 + stop.signum
     finally:
         gate.restore()
@@ -226,12 +277,26 @@ def _derive(argv: list[str], explicit: bool, ports: bool) -> Destination | None:
         raise NoDestination("no destination port: give --dst-ports" if explicit else str(exc)) from None
 
 
-def _hold_lane(held: list[LaneLease], argv: list[str], src: str | None, dst: str | None, dst_prefix: str | None,
-               dst_ports: str | None, protocol: str | None, rate: float | None, purpose: str | None, lease_s: int,
-               wait_timeout: float, require_lane: bool, api_url: str | None, token: str | None,
-               gate: SignalGate) -> None:
+def _hold_lane(
+    held: list[LaneLease],
+    argv: list[str],
+    src: str | None,
+    dst: str | None,
+    dst_prefix: str | None,
+    dst_ports: str | None,
+    protocol: str | None,
+    rate: float | None,
+    purpose: str | None,
+    lease_s: int,
+    wait_timeout: float,
+    require_lane: bool,
+    api_url: str | None,
+    token: str | None,
+    gate: SignalGate,
+) -> None:
     """Put the lease in ``held`` before it starts; take it out again (after a warning, or exit with
     --require-lane) when there is no lane. The lane request itself holds signals (``gate.held``)."""
+
     def no_lane(message: str, code: int = 1) -> None:
         if require_lane:
             say(f"error: {message}")
@@ -259,5 +324,7 @@ def _hold_lane(held: list[LaneLease], argv: list[str], src: str | None, dst: str
         no_lane(f"no lane: {exc}", 3 if exc.status == 0 else 1)
         return
     where = lane.get("dst_host") or ", ".join(lane.get("dst_nets") or [str(lane.get("dst_ip"))])
-    say(f"lane {lane['id']} active: {lane['src_ip']} -> {where} ports {', '.join(lane.get('dst_ports') or [])} "
-        f"({lane.get('match_count')} matches); lease {lease_s} s, renewed every {lease.renew_s} s")
+    say(
+        f"lane {lane['id']} active: {lane['src_ip']} -> {where} ports {', '.join(lane.get('dst_ports') or [])} "
+        f"({lane.get('match_count')} matches); lease {lease_s} s, renewed every {lease.renew_s} s"
+    )

@@ -1,11 +1,13 @@
 """A small HTTP client of the VIP Lanes API, used by the CLI, the lab and the benchmarks."""
+
 from __future__ import annotations
 
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Any, Callable, ContextManager
+from typing import Any, ContextManager
 
 import requests
 
@@ -47,12 +49,24 @@ class ApiClient:
         if self.config.token:
             self.session.headers["Authorization"] = f"Bearer {self.config.token}"
 
-    def call(self, method: str, path: str, json: Any = None, params: dict[str, Any] | None = None,
-             headers: dict[str, str] | None = None) -> Any:
+    def call(
+        self,
+        method: str,
+        path: str,
+        json: Any = None,
+        params: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
         url = f"{self.config.api_url}/api/v1{path}"
         try:
-            r = self.session.request(method, url, json=json, timeout=self.timeout_s, headers=headers,
-                                     params={k: v for k, v in (params or {}).items() if v is not None})
+            r = self.session.request(
+                method,
+                url,
+                json=json,
+                timeout=self.timeout_s,
+                headers=headers,
+                params={k: v for k, v in (params or {}).items() if v is not None},
+            )
         except requests.RequestException as exc:
             raise ApiError(0, "unreachable", f"cannot reach {self.config.api_url}: {exc.__class__.__name__}") from None
         if r.status_code >= 400:
@@ -82,6 +96,7 @@ class ApiClient:
 
 # --- a lane for the length of a block: `with viplanes.client.http.lane(...) as lease:` --------------
 
+
 class LaneRefused(Exception):
     """The API refused the lane, the lane failed to activate, or the API could not be reached."""
 
@@ -101,8 +116,9 @@ class LaneLease:
     ``warnings`` says so.
     """
 
-    def __init__(self, api: ApiClient, body: dict[str, Any], lease_s: int = 60, renew_s: int | None = None,
-                 wait_s: float = 30.0) -> None:
+    def __init__(
+        self, api: ApiClient, body: dict[str, Any], lease_s: int = 60, renew_s: int | None = None, wait_s: float = 30.0
+    ) -> None:
         self.api, self.lease_s, self.wait_s = api, lease_s, wait_s
         self.renew_s = renew_s or max(1, lease_s // 3)
         self.body = {**body, "duration_s": lease_s}

@@ -10,14 +10,15 @@ types the command they always type and the wrapper finds the far end.
   ``RCLONE_CONFIG_<REMOTE>_ENDPOINT``/``_URL``, else ``rclone config show REMOTE``; and the
   connection-string form ``:s3,endpoint=http://host:9000:bucket`` (or ``REMOTE,endpoint=...:``)
 """
+
 from __future__ import annotations
 
 import os
 import re
 import shlex
 import subprocess
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from viplanes.domain.values import is_decimal
@@ -49,11 +50,11 @@ def _opt(args: Sequence[str], short: str | None, long: str | None) -> str | None
         if short and arg == short and i + 1 < len(args):
             found = args[i + 1]
         elif short and arg.startswith(short) and len(arg) > len(short) and not arg.startswith("--"):
-            found = arg[len(short):]
+            found = arg[len(short) :]
         elif long and arg == long and i + 1 < len(args):
             found = args[i + 1]
         elif long and arg.startswith(long + "="):
-            found = arg[len(long) + 1:]
+            found = arg[len(long) + 1 :]
     return found
 
 
@@ -75,8 +76,7 @@ def iperf3(args: Sequence[str]) -> Destination:
     if not host:
         raise NoDestination("iperf3 without -c HOST is a server; give --dst")
     udp = any(a in ("-u", "--udp") for a in args)
-    return Destination(host, _port(_opt(args, "-p", "--port"), 5201, "iperf3 -p"), "udp" if udp else "tcp",
-                       "iperf3 -c")
+    return Destination(host, _port(_opt(args, "-p", "--port"), 5201, "iperf3 -p"), "udp" if udp else "tcp", "iperf3 -c")
 
 
 _REMOTE = re.compile(r"^(?:(?P<user>[^@/:]+)@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(?!:)")
@@ -147,8 +147,19 @@ def _conn_params(spec: str) -> dict[str, str]:
     return out
 
 
-_RCLONE_VALUE_OPTS = {"--config", "--transfers", "--checkers", "--log-file", "--s3-chunk-size",
-                      "--drive-chunk-size", "--bwlimit", "--include", "--exclude", "--filter", "--log-level"}
+_RCLONE_VALUE_OPTS = {
+    "--config",
+    "--transfers",
+    "--checkers",
+    "--log-file",
+    "--s3-chunk-size",
+    "--drive-chunk-size",
+    "--bwlimit",
+    "--include",
+    "--exclude",
+    "--filter",
+    "--log-level",
+}
 
 
 def _rclone_remote(args: Sequence[str]) -> str | None:
@@ -200,12 +211,15 @@ def rclone(args: Sequence[str], env: Mapping[str, str], config_show: RcloneConfi
         m = re.search(rf"^\s*{key}\s*=\s*(\S+)\s*$", text, re.M)
         if m:
             return _endpoint_url(m.group(1), f"rclone config show {name} ({key})")
-    raise NoDestination(f"rclone remote {name!r} has no endpoint or url (a cloud provider's default "
-                        "endpoint is not guessed); give --dst")
+    raise NoDestination(
+        f"rclone remote {name!r} has no endpoint or url (a cloud provider's default "
+        "endpoint is not guessed); give --dst"
+    )
 
 
-def derive(argv: Sequence[str], env: Mapping[str, str] | None = None,
-           config_show: RcloneConfig = _config_show) -> Destination:
+def derive(
+    argv: Sequence[str], env: Mapping[str, str] | None = None, config_show: RcloneConfig = _config_show
+) -> Destination:
     """The destination of ``argv``; NoDestination when the tool is unknown or names none."""
     env = os.environ if env is None else env
     tool, args = _tool(argv), list(argv[1:])
@@ -225,8 +239,10 @@ def rclone_advice(argv: Sequence[str], cores: int | None = None) -> str | None:
     if _tool(argv) != "rclone" or any(a == "--transfers" or a.startswith("--transfers=") for a in argv):
         return None
     cores = cores or os.cpu_count() or 1
-    return ("rclone runs 4 parallel transfers unless told otherwise. Measured (PEARC'18, seed 000 §4): "
-            "parallel transfers matter more than chunk size - DTN uploads went 425/651/1077/1187 Mbit/s with "
-            "4/8/16/32 transfers, but 556/727/1046/1062 Mbit/s with 4/8/16/32 MB chunks - and they only help "
-            f"up to the number of cores (here {cores}). Consider --transfers {max(4, cores)} and, for large "
-            "files, --s3-chunk-size 16M (S3) or --drive-chunk-size 16M. Your command runs unchanged.")
+    return (
+        "rclone runs 4 parallel transfers unless told otherwise. Measured (PEARC'18, seed 000 §4): "
+        "parallel transfers matter more than chunk size - DTN uploads went 425/651/1077/1187 Mbit/s with "
+        "4/8/16/32 transfers, but 556/727/1046/1062 Mbit/s with 4/8/16/32 MB chunks - and they only help "
+        f"up to the number of cores (here {cores}). Consider --transfers {max(4, cores)} and, for large "
+        "files, --s3-chunk-size 16M (S3) or --drive-chunk-size 16M. Your command runs unchanged."
+    )

@@ -16,6 +16,7 @@ heard of within ``recheck_s`` (a lost notification, a listener reconnecting) is 
 and without PostgreSQL (or while the listener is down) the API polls the row as before (10 ms,
 backing off to 50 ms); the controller then polls too (``Waker.wait`` returns on its timeout).
 """
+
 from __future__ import annotations
 
 import logging
@@ -24,13 +25,13 @@ import threading
 import time
 from typing import Any
 
-from sqlalchemy import select as sql_select
 from sqlalchemy import Connection, text
+from sqlalchemy import select as sql_select
 from sqlalchemy.orm import Session
 
 from viplanes.dataplane.base import DesiredLanes
-from viplanes.store.db import Database
 from viplanes.domain.values import ActivationResult, LaneCounters, LaneSpec, is_decimal
+from viplanes.store.db import Database
 from viplanes.store.models import Lane
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ def notify(db: Database, payload: str) -> None:
     try:
         with db.write() as s:
             s.execute(text("SELECT pg_notify(:ch, :p)"), {"ch": CHANNEL, "p": payload})
-    except Exception as exc:  # noqa: BLE001 - the controller's own rounds still find the lane
+    except Exception as exc:
         log.warning("notify %s failed: %s", payload, str(exc).splitlines()[0])
 
 
@@ -71,7 +72,7 @@ class Notifier:
                     with self._conn.cursor() as cur:
                         cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
                     return
-                except Exception:  # noqa: BLE001
+                except Exception:
                     self.close()
         notify(self.db, payload)
 
@@ -85,7 +86,7 @@ def close_quietly(conn: Any) -> None:
     if conn is not None:
         try:
             conn.close()
-        except Exception:  # noqa: BLE001 - broken already: nothing to give back
+        except Exception:
             pass
 
 
@@ -198,7 +199,7 @@ class DoneListener:
         while not self._stop.is_set():
             try:
                 conn = listen_connection(self.db, DONE_CHANNEL)
-            except Exception as exc:  # noqa: BLE001 - database away: requests poll meanwhile
+            except Exception as exc:
                 log.warning("LISTEN %s failed: %s", DONE_CHANNEL, str(exc).splitlines()[0])
                 self._stop.wait(1.0)
                 continue
@@ -209,14 +210,14 @@ class DoneListener:
                         conn.poll()
                         while conn.notifies:
                             self.deliver(parse_done(conn.notifies.pop(0).payload))
-            except Exception as exc:  # noqa: BLE001 - reconnect
+            except Exception as exc:
                 log.warning("LISTEN %s lost: %s", DONE_CHANNEL, str(exc).splitlines()[0])
             finally:
                 self.ready.clear()
                 self._wake_all()
                 try:
                     conn.close()
-                except Exception:  # noqa: BLE001
+                except Exception:
                     pass
 
     def stop(self) -> None:
@@ -238,7 +239,7 @@ class Waker:
     def wait(self, timeout_s: float) -> list[str]:
         try:
             conn = self._listen()
-        except Exception as exc:  # noqa: BLE001 - database away: poll
+        except Exception as exc:
             log.warning("LISTEN failed: %s", str(exc).splitlines()[0])
             conn = None
         if conn is None:
@@ -250,7 +251,7 @@ class Waker:
             payloads = [n.payload for n in conn.notifies]
             conn.notifies.clear()
             return payloads
-        except Exception as exc:  # noqa: BLE001 - reconnect next time
+        except Exception as exc:
             log.warning("LISTEN connection lost: %s", str(exc).splitlines()[0])
             self.close()
             time.sleep(min(timeout_s, 0.5))
@@ -268,8 +269,7 @@ class RemoteDataplane:
     carries_lane_sets = True  # the controller's compiler carries every shape the manager accepts
     records_outcome = True  # an ok answer means the controller already committed the lane active
 
-    def __init__(self, db: Database, poll_s: float = 0.01, max_poll_s: float = 0.05,
-                 recheck_s: float = 0.5) -> None:
+    def __init__(self, db: Database, poll_s: float = 0.01, max_poll_s: float = 0.05, recheck_s: float = 0.5) -> None:
         self.db = db
         self.poll_s = poll_s
         self.max_poll_s = max_poll_s
@@ -332,8 +332,9 @@ class RemoteDataplane:
                 if waiter is not None and self.listener.ready.is_set():
                     heard = waiter.event.wait(max(0.0, min(self.recheck_s, deadline - time.monotonic())))
                     if heard and waiter.state == "active":  # committed: no need to read it back
-                        return ActivationResult(True, "active", time.perf_counter() - t0,
-                                                committed_at=waiter.activated_at)
+                        return ActivationResult(
+                            True, "active", time.perf_counter() - t0, committed_at=waiter.activated_at
+                        )
                     waiter.event.clear()
                 row = self._row_state(lane.lane_id)
                 if row is None:
@@ -342,8 +343,11 @@ class RemoteDataplane:
                 if state != "installing":  # active (or an extension re-send), failed, ended
                     return ActivationResult(state == "active", reason or state, time.perf_counter() - t0)
                 if time.monotonic() >= deadline:
-                    return ActivationResult(False, f"data plane busy: no controller confirmed within "
-                                            f"{timeout_s:g} s", time.perf_counter() - t0)
+                    return ActivationResult(
+                        False,
+                        f"data plane busy: no controller confirmed within {timeout_s:g} s",
+                        time.perf_counter() - t0,
+                    )
                 if waiter is None or not self.listener.ready.is_set():
                     time.sleep(wait)
                     wait = min(wait * 2, self.max_poll_s)
@@ -365,13 +369,17 @@ class RemoteDataplane:
         ``ALIVE_CACHE_S`` and never past that lease's own expiry: one query per request saved."""
         if time.monotonic() < self._alive_until:
             return True
-        now = "extract(epoch from clock_timestamp())" if not self.db.is_sqlite else \
-            "((julianday('now') - 2440587.5) * 86400.0)"
+        now = (
+            "extract(epoch from clock_timestamp())"
+            if not self.db.is_sqlite
+            else "((julianday('now') - 2440587.5) * 86400.0)"
+        )
         try:
             with self.db.read() as s:
-                left = s.execute(text(f"SELECT max(expires_at) - {now} FROM controller_lease "
-                                      f"WHERE holder <> ''")).scalar()
-        except Exception:  # noqa: BLE001 - the request itself will meet the outage
+                left = s.execute(
+                    text(f"SELECT max(expires_at) - {now} FROM controller_lease WHERE holder <> ''")
+                ).scalar()
+        except Exception:
             return True
         if left is None or left <= 0:
             return False

@@ -25,6 +25,7 @@ renewal period: a standby's round reports an error instead of hanging, and tries
 
 Works on SQLite too (one controller, ``viplanes serve``-style runs and unit tests).
 """
+
 from __future__ import annotations
 
 import logging
@@ -33,7 +34,8 @@ import socket
 import threading
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy import text
 
@@ -45,14 +47,14 @@ LEASE_S = 2.0
 RENEW_S = 0.5
 LEASE_NAME = "controller"
 
-_NOW = {"postgresql": "extract(epoch from clock_timestamp())",
-        "sqlite": "((julianday('now') - 2440587.5) * 86400.0)"}
+_NOW = {"postgresql": "extract(epoch from clock_timestamp())", "sqlite": "((julianday('now') - 2440587.5) * 86400.0)"}
 
 OnChange = Callable[[bool, int], None]  # (is_leader, epoch)
 
 # one round trip: both settings end with the transaction (set_config(..., is_local => true))
-_GUARD_PG = text("SELECT set_config('idle_in_transaction_session_timeout', :idle, true), "
-                 "set_config('lock_timeout', :lock, true)")
+_GUARD_PG = text(
+    "SELECT set_config('idle_in_transaction_session_timeout', :idle, true), set_config('lock_timeout', :lock, true)"
+)
 
 
 def now_sql(db: Database) -> str:
@@ -68,9 +70,15 @@ def default_holder() -> str:
 class LeaderLease:
     """Take, renew and give back one lease; ``on_change`` hears every gain and loss."""
 
-    def __init__(self, db: Database, holder: str | None = None, name: str = LEASE_NAME,
-                 lease_s: float = LEASE_S, renew_s: float = RENEW_S,
-                 on_change: OnChange | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        holder: str | None = None,
+        name: str = LEASE_NAME,
+        lease_s: float = LEASE_S,
+        renew_s: float = RENEW_S,
+        on_change: OnChange | None = None,
+    ) -> None:
         if renew_s >= lease_s:
             raise ValueError("renew period must be shorter than the lease")
         self.db = db
@@ -93,8 +101,13 @@ class LeaderLease:
 
     def _ensure_row(self) -> None:
         with self.db.write() as s:
-            s.execute(text("INSERT INTO controller_lease (name, holder, epoch, expires_at) "
-                           "VALUES (:name, '', 0, 0) ON CONFLICT (name) DO NOTHING"), {"name": self.name})
+            s.execute(
+                text(
+                    "INSERT INTO controller_lease (name, holder, epoch, expires_at) "
+                    "VALUES (:name, '', 0, 0) ON CONFLICT (name) DO NOTHING"
+                ),
+                {"name": self.name},
+            )
 
     def _guard_transaction(self, s: Any) -> None:
         """A frozen peer's open renewal must not hold the row (see the module docstring)."""
@@ -110,16 +123,24 @@ class LeaderLease:
         sent_at = time.monotonic()
         with self.db.write() as s:
             self._guard_transaction(s)
-            row = s.execute(text(
-                f"UPDATE controller_lease SET "
-                f"epoch = CASE WHEN holder = :me THEN epoch ELSE epoch + 1 END, "
-                f"holder = :me, expires_at = {self._now} + :lease "
-                f"WHERE name = :name AND (holder = :me OR expires_at < {self._now}) "
-                f"RETURNING epoch"), {"me": self.holder, "name": self.name, "lease": self.lease_s}).first()
+            row = s.execute(
+                text(
+                    f"UPDATE controller_lease SET "
+                    f"epoch = CASE WHEN holder = :me THEN epoch ELSE epoch + 1 END, "
+                    f"holder = :me, expires_at = {self._now} + :lease "
+                    f"WHERE name = :name AND (holder = :me OR expires_at < {self._now}) "
+                    f"RETURNING epoch"
+                ),
+                {"me": self.holder, "name": self.name, "lease": self.lease_s},
+            ).first()
         if row is None:
             with self.db.read() as s:  # a standby's SLAVE role requests need the current generation
-                self.seen_epoch = int(s.execute(text("SELECT epoch FROM controller_lease WHERE name = :name"),
-                                                {"name": self.name}).scalar() or 0)
+                self.seen_epoch = int(
+                    s.execute(
+                        text("SELECT epoch FROM controller_lease WHERE name = :name"), {"name": self.name}
+                    ).scalar()
+                    or 0
+                )
             return None
         self.seen_epoch = int(row[0])
         self._deadline = sent_at + self.lease_s
@@ -136,25 +157,31 @@ class LeaderLease:
     def _bump_epoch(self) -> int | None:
         with self.db.write() as s:
             self._guard_transaction(s)
-            row = s.execute(text(
-                f"UPDATE controller_lease SET epoch = epoch + 1 "
-                f"WHERE name = :name AND holder = :me AND expires_at > {self._now} RETURNING epoch"),
-                {"me": self.holder, "name": self.name}).first()
+            row = s.execute(
+                text(
+                    f"UPDATE controller_lease SET epoch = epoch + 1 "
+                    f"WHERE name = :name AND holder = :me AND expires_at > {self._now} RETURNING epoch"
+                ),
+                {"me": self.holder, "name": self.name},
+            ).first()
         return None if row is None else int(row[0])
 
     def release(self) -> None:
         """Give the lease back at once (clean shutdown): a standby need not wait for expiry."""
         self._deadline = 0.0
         with self.db.write() as s:
-            s.execute(text("UPDATE controller_lease SET expires_at = 0 WHERE name = :name AND holder = :me"),
-                      {"name": self.name, "me": self.holder})
+            s.execute(
+                text("UPDATE controller_lease SET expires_at = 0 WHERE name = :name AND holder = :me"),
+                {"name": self.name, "me": self.holder},
+            )
 
     def current(self) -> tuple[str, int, float]:
         """(holder, epoch, seconds left on the database's clock) — for status and tests."""
         with self.db.read() as s:
-            holder, epoch, left = s.execute(text(
-                f"SELECT holder, epoch, expires_at - {self._now} FROM controller_lease WHERE name = :name"),
-                {"name": self.name}).one()
+            holder, epoch, left = s.execute(
+                text(f"SELECT holder, epoch, expires_at - {self._now} FROM controller_lease WHERE name = :name"),
+                {"name": self.name},
+            ).one()
         return str(holder), int(epoch), float(left)
 
     # --- the renewal loop ----------------------------------------------------------------------
@@ -165,15 +192,19 @@ class LeaderLease:
             self._reclaim.clear()
             try:
                 bumped = self._bump_epoch()
-            except Exception as exc:  # noqa: BLE001 - the renewal below decides
+            except Exception as exc:
                 log.warning("lease %s: could not take a new epoch (%s)", self.name, str(exc).splitlines()[0])
                 bumped = None
             if bumped is not None:
-                log.warning("lease %s: a switch refused epoch %d while we hold the lease; now epoch %d",
-                            self.name, self.epoch, bumped)  # the renewal below reports the new epoch
+                log.warning(
+                    "lease %s: a switch refused epoch %d while we hold the lease; now epoch %d",
+                    self.name,
+                    self.epoch,
+                    bumped,
+                )  # the renewal below reports the new epoch
         try:
             epoch = self.try_acquire()
-        except Exception as exc:  # noqa: BLE001 - an outage: keep the lease only until its deadline
+        except Exception as exc:
             log.warning("lease %s: database error (%s)", self.name, str(exc).splitlines()[0])
             epoch = self.epoch if self.is_leader else None
         if epoch is not None and (not self._leading or epoch != self.epoch):
@@ -190,7 +221,7 @@ class LeaderLease:
         if self.on_change is not None:
             try:
                 self.on_change(leading, epoch)
-            except Exception:  # noqa: BLE001 - the loop must keep renewing
+            except Exception:
                 log.exception("lease %s: on_change", self.name)
 
     def start(self) -> None:
@@ -217,6 +248,6 @@ class LeaderLease:
         if release and self._leading:
             try:
                 self.release()
-            except Exception:  # noqa: BLE001 - it expires on its own
+            except Exception:
                 log.warning("lease %s: could not give it back; it expires in %g s", self.name, self.lease_s)
             self._set(False, self.epoch)

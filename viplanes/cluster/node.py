@@ -13,13 +13,12 @@ transaction. An ended lane (released, revoked) is NOTIFYed too; its flows go in 
 lost notification missed and re-sends a lane whose spec changed (an extension's new hard
 timeout, a name's new addresses).
 """
+
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from viplanes.domain.values import is_decimal
@@ -162,7 +161,7 @@ class ControllerNode:
                 continue
             try:
                 self.handoff_round(woken)
-            except Exception:  # noqa: BLE001 - the next round tries again
+            except Exception:
                 log.exception("hand-off round")
 
     def start(self) -> None:

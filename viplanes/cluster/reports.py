@@ -12,19 +12,21 @@ Times are the database's clock, so an API process on another machine computes ag
 trusting its own. A report older than ``STALE_S`` or written by anyone but the current lease
 holder does not count: /readyz then lists no switch and says not ready.
 """
+
 from __future__ import annotations
 
 import json
 import logging
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy import text
 
-from viplanes.store.db import Database
-from viplanes.domain.values import LaneCounters
 from viplanes.cluster.leader import LEASE_NAME, now_sql
+from viplanes.domain.values import LaneCounters
+from viplanes.store.db import Database
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +38,15 @@ STALE_S = 5.0
 class StatusReporter:
     """The controller node's publishing thread; writes only while ``plane.is_master``."""
 
-    def __init__(self, db: Database, plane: Any, holder: str,
-                 read_counters: Callable[[Any], dict[int, LaneCounters]] | None = None,
-                 status_every_s: float = STATUS_EVERY_S, counters_every_s: float = COUNTERS_EVERY_S) -> None:
+    def __init__(
+        self,
+        db: Database,
+        plane: Any,
+        holder: str,
+        read_counters: Callable[[Any], dict[int, LaneCounters]] | None = None,
+        status_every_s: float = STATUS_EVERY_S,
+        counters_every_s: float = COUNTERS_EVERY_S,
+    ) -> None:
         from viplanes.controller.runtime.lanestats import read_all_lane_counters
 
         self.db, self.plane, self.holder = db, plane, holder
@@ -53,26 +61,40 @@ class StatusReporter:
     def publish_status(self) -> None:
         switches = self.plane.readiness().get("switches", [])
         with self.db.write() as s:
-            s.execute(text(
-                f"INSERT INTO controller_status (name, holder, epoch, switches, reported_at) "
-                f"VALUES (:name, :holder, :epoch, :switches, {self._now}) "
-                f"ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, epoch = excluded.epoch, "
-                f"switches = excluded.switches, reported_at = excluded.reported_at"),
-                {"name": LEASE_NAME, "holder": self.holder, "epoch": int(getattr(self.plane, "epoch", 0)),
-                 "switches": json.dumps(switches)})
+            s.execute(
+                text(
+                    f"INSERT INTO controller_status (name, holder, epoch, switches, reported_at) "
+                    f"VALUES (:name, :holder, :epoch, :switches, {self._now}) "
+                    f"ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, epoch = excluded.epoch, "
+                    f"switches = excluded.switches, reported_at = excluded.reported_at"
+                ),
+                {
+                    "name": LEASE_NAME,
+                    "holder": self.holder,
+                    "epoch": int(getattr(self.plane, "epoch", 0)),
+                    "switches": json.dumps(switches),
+                },
+            )
 
     def publish_counters(self) -> int:
         """Write the lanes whose counters changed since the last write; how many rows."""
         read = self.read_counters(self.plane)
-        changed = [{"lane": lane_id, "p": c.packets, "b": c.bytes} for lane_id, c in read.items()
-                   if self._published.get(lane_id) != (c.packets, c.bytes)]
+        changed = [
+            {"lane": lane_id, "p": c.packets, "b": c.bytes}
+            for lane_id, c in read.items()
+            if self._published.get(lane_id) != (c.packets, c.bytes)
+        ]
         if changed:
             with self.db.write() as s:
-                s.execute(text(
-                    f"INSERT INTO lane_counters (lane_id, packets, bytes, read_at) "
-                    f"VALUES (:lane, :p, :b, {self._now}) "
-                    f"ON CONFLICT (lane_id) DO UPDATE SET packets = excluded.packets, "
-                    f"bytes = excluded.bytes, read_at = excluded.read_at"), changed)
+                s.execute(
+                    text(
+                        f"INSERT INTO lane_counters (lane_id, packets, bytes, read_at) "
+                        f"VALUES (:lane, :p, :b, {self._now}) "
+                        f"ON CONFLICT (lane_id) DO UPDATE SET packets = excluded.packets, "
+                        f"bytes = excluded.bytes, read_at = excluded.read_at"
+                    ),
+                    changed,
+                )
         self._published = {lane_id: (c.packets, c.bytes) for lane_id, c in read.items()}
         return len(changed)
 
@@ -89,7 +111,7 @@ class StatusReporter:
         while not self._stop.wait(self.status_every_s):
             try:
                 self.round()
-            except Exception as exc:  # noqa: BLE001 - a database outage: the next round tries again
+            except Exception as exc:
                 log.warning("controller report: %s", str(exc).splitlines()[0])
 
     def start(self) -> None:
@@ -105,31 +127,43 @@ class StatusReporter:
 
 # --- the API side ------------------------------------------------------------------------------
 
+
 def read_readiness(db: Database) -> dict[str, Any]:
     """/readyz in the split deployment: is there a master, and which switches it reports as
     connected and reconciled (its latest report, if fresh and its own)."""
     now = now_sql(db)
     with db.read() as s:
-        row = s.execute(text(
-            f"SELECT l.holder, l.epoch, l.expires_at > {now}, c.holder, c.switches, {now} - c.reported_at "
-            f"FROM controller_lease l LEFT JOIN controller_status c ON c.name = l.name "
-            f"WHERE l.name = :name"), {"name": LEASE_NAME}).first()
+        row = s.execute(
+            text(
+                f"SELECT l.holder, l.epoch, l.expires_at > {now}, c.holder, c.switches, {now} - c.reported_at "
+                f"FROM controller_lease l LEFT JOIN controller_status c ON c.name = l.name "
+                f"WHERE l.name = :name"
+            ),
+            {"name": LEASE_NAME},
+        ).first()
     if row is None:
         return {"ready": False, "master": False, "master_holder": None, "switches": []}
     holder, epoch, alive, reporter, switches, age = row
     alive = bool(alive) and bool(holder)
     fresh = alive and reporter == holder and age is not None and age <= STALE_S
     listed = json.loads(switches) if fresh and switches else []
-    return {"ready": bool(fresh and listed and all(sw.get("reconciled") for sw in listed)),
-            "master": alive, "master_holder": holder if alive else None, "epoch": int(epoch),
-            "report_age_s": round(float(age), 2) if age is not None else None, "switches": listed}
+    return {
+        "ready": bool(fresh and listed and all(sw.get("reconciled") for sw in listed)),
+        "master": alive,
+        "master_holder": holder if alive else None,
+        "epoch": int(epoch),
+        "report_age_s": round(float(age), 2) if age is not None else None,
+        "switches": listed,
+    }
 
 
 def read_lane_counters(db: Database, lane_id: int) -> LaneCounters | None:
     """The lane's counters as the master last published them, with their age; None if never."""
     with db.read() as s:
-        row = s.execute(text(f"SELECT packets, bytes, {now_sql(db)} - read_at FROM lane_counters "
-                             f"WHERE lane_id = :lane"), {"lane": lane_id}).first()
+        row = s.execute(
+            text(f"SELECT packets, bytes, {now_sql(db)} - read_at FROM lane_counters WHERE lane_id = :lane"),
+            {"lane": lane_id},
+        ).first()
     if row is None:
         return None
     return LaneCounters(packets=int(row[0]), bytes=int(row[1]), age_s=round(max(0.0, float(row[2])), 2))

@@ -5,9 +5,11 @@ The API and the lane scheduler talk only to a :class:`Dataplane`. In the embedde
 stays the source of truth: the controller asks ``desired_lanes`` whenever it reconciles (controller
 start, switch connect), so a restarted controller rebuilds everything from the store.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from viplanes.domain.values import ActivationResult, LaneCounters, LaneSpec
 

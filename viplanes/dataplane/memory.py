@@ -4,6 +4,7 @@ It "carries" a lane by remembering it, so everything above the data plane can be
 without Open vSwitch. ``fail_next`` makes the next activation fail with a reason; switch names in
 ``away`` make it not ready (as if those switches had not reconnected yet).
 """
+
 from __future__ import annotations
 
 import threading
@@ -54,8 +55,10 @@ class MemoryDataplane:
         return list(self.away)
 
     def readiness(self) -> dict[str, Any]:
-        return {"ready": not self.away,
-                "switches": [{"name": n, "connected": False, "reconciled": False} for n in self.away]}
+        return {
+            "ready": not self.away,
+            "switches": [{"name": n, "connected": False, "reconciled": False} for n in self.away],
+        }
 
     def reconcile(self) -> None:
         """What a real controller does on (re)start: carry exactly the desired lanes."""

@@ -1,4 +1,5 @@
 """HOST:PORT values, parsed one way for every CLI (serve's --api/--openflow, controller --listen)."""
+
 from __future__ import annotations
 
 import ipaddress

@@ -10,14 +10,15 @@ at the access switch, rewrites, priorities and cookies; this module only says *w
 Source address per family: ``src4`` is the IPv4 source as the edge router sees it (the lane-pool
 ``nat_ip``, else the host's address); ``src6`` is the host's global ``ip6`` (never translated).
 """
+
 from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
-from viplanes.domain.values import LaneSpec
 from viplanes.domain.portmasks import FULL_MASK, ranges_to_masks
+from viplanes.domain.values import LaneSpec
 
 ETH_TYPE = {4: 0x0800, 6: 0x86DD}
 IP_PROTO = {"tcp": 6, "udp": 17}
@@ -46,11 +47,12 @@ def lane_matches(spec: LaneSpec, src4: str | None, src6: str | None) -> list[Lan
         net = ipaddress.ip_network(text)
         src = src4 if net.version == 4 else src6
         if src is None:
-            raise ValueError(f"lane {spec.lane_id}: destination {net} is IPv{net.version} but the source "
-                             f"has no IPv{net.version} address")
+            raise ValueError(
+                f"lane {spec.lane_id}: destination {net} is IPv{net.version} but the source "
+                f"has no IPv{net.version} address"
+            )
         key = f"ipv{net.version}"
-        dst: Any = str(net.network_address) if net.num_addresses == 1 else \
-            (str(net.network_address), str(net.netmask))
+        dst: Any = str(net.network_address) if net.num_addresses == 1 else (str(net.network_address), str(net.netmask))
         common = {"eth_type": ETH_TYPE[net.version], "ip_proto": IP_PROTO[proto]}
         for value, mask in ports:
             port: Any = value if mask == FULL_MASK else (value, mask)

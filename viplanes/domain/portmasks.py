@@ -7,9 +7,10 @@ not pass ``hi``) is the classic range-to-prefix expansion and is minimal among p
 16-bit range never needs more than 2*16-2 = 30 entries. Pure and stdlib-only: the API (to count and
 refuse) and the compiler (to build matches) both import it.
 """
+
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from viplanes.domain.values import is_decimal
 

@@ -30,6 +30,7 @@ A lane carries ``src -> every destination in dst_nets x every port in dst_ports`
   ``2 x hops x match_count`` flows. The API refuses lanes whose ``match_count`` passes the
   operator's limit (VIPLANES_MAX_LANE_MATCHES).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -51,7 +52,7 @@ def host_net(address: str) -> str:
 
 
 def single_address(net: str) -> str | None:
-    """"203.0.113.5/32" -> "203.0.113.5"; None for a wider prefix."""
+    """ "203.0.113.5/32" -> "203.0.113.5"; None for a wider prefix."""
     addr, _, length = net.partition("/")
     full = "128" if ":" in addr else "32"
     return addr if length in ("", full) else None
@@ -100,9 +101,11 @@ def lane_shape_refusal(spec: LaneSpec) -> str | None:
     cannot carry ``spec``; None if it can."""
     if spec.is_single and ":" not in (spec.dst_ip or "") and ":" not in spec.src_ip:
         return None
-    return (f"lane {spec.lane_id} has {len(spec.dst_nets)} destination(s) and "
-            f"{len(spec.dst_ports)} port range(s); this controller carries only one IPv4 destination "
-            "address and one port per lane")
+    return (
+        f"lane {spec.lane_id} has {len(spec.dst_nets)} destination(s) and "
+        f"{len(spec.dst_ports)} port range(s); this controller carries only one IPv4 destination "
+        "address and one port per lane"
+    )
 
 
 @dataclass(frozen=True)

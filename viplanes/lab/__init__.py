@@ -4,6 +4,7 @@ Importing Mininet swaps the process-wide logger class for its own, whose loggers
 level OUTPUT (25); every logger created afterwards (the controller's, the API's) would then drop
 INFO. We let Mininet do its import-time set-up once, here, and put the standard class back.
 """
+
 import logging
 
 try:

@@ -3,6 +3,7 @@
 Contents are random (like the paper's dd of /dev/urandom) so nothing along the path can compress
 them. A dataset is made once per size and reused.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -32,8 +33,7 @@ def make_dataset(root: Path, shape: str, total_mb: int) -> Dataset:
     path = root / f"{total_mb}M" / shape
     sizes = [total // files + (1 if i < total % files else 0) for i in range(files)]
     names = ["data.bin"] if files == 1 else [f"part{i:02d}" for i in range(files)]
-    if not all((path / n).is_file() and (path / n).stat().st_size == s
-               for n, s in zip(names, sizes)):
+    if not all((path / n).is_file() and (path / n).stat().st_size == s for n, s in zip(names, sizes)):
         path.mkdir(parents=True, exist_ok=True)
         for old in path.iterdir():
             old.unlink()

@@ -6,6 +6,7 @@ upload to the cloud through the firewall and NAT (iperf3 and rclone), requests a
 researcher's token, measures again, releases the lane, and prints Table 2 and the plots' paths.
 Everything is torn down at the end, also on failure or Ctrl-C.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .experiments import RunSpec, Runner, session
+from .experiments import Runner, RunSpec, session
 from .labpki import LAB_PKI_DIR, LabPKIError
 from .report import rich_table, table2, write_report
 from .stack import StackError
@@ -35,32 +36,36 @@ def demo_specs() -> list[RunSpec]:
     runs = []
     for path in ("default", "lane"):
         for rep in (1, 2):
-            runs.append(RunSpec("desktop", "upload", path, "iperf3", PARALLEL, rep,
-                                seconds=SECONDS))
-            runs.append(RunSpec("desktop", "upload", path, "rclone", PARALLEL, rep, chunk_mb=8,
-                                dataset="split10"))
+            runs.append(RunSpec("desktop", "upload", path, "iperf3", PARALLEL, rep, seconds=SECONDS))
+            runs.append(RunSpec("desktop", "upload", path, "rclone", PARALLEL, rep, chunk_mb=8, dataset="split10"))
     return runs
 
 
 def _print_result(console: Console):
     def on_result(spec: RunSpec, rec: dict) -> None:
-        what = (f"iperf3 -P {spec.parallel} -t {spec.seconds:g}" if spec.tool == "iperf3"
-                else f"rclone copy {SIZE_MB} MiB in 10 files, --transfers {spec.parallel}")
+        what = (
+            f"iperf3 -P {spec.parallel} -t {spec.seconds:g}"
+            if spec.tool == "iperf3"
+            else f"rclone copy {SIZE_MB} MiB in 10 files, --transfers {spec.parallel}"
+        )
         res = f"[bold]{rec['mbps']:.1f} Mbit/s[/]" if rec["ok"] else f"[red]failed: {rec['error']}"
-        extra = "" if rec["intact"] is None else (
-            ", checksums match" if rec["intact"] else ", [red]checksums differ")
+        extra = "" if rec["intact"] is None else (", checksums match" if rec["intact"] else ", [red]checksums differ")
         console.print(f"  {spec.path:7} {what:42} {res}{extra}")
+
     return on_result
 
 
 def _print_lane(console: Console):
     def on_lane(event: str, lane: dict) -> None:
         if event == "granted":
-            console.print(f"  [cyan]lane {lane['id']} {lane['state']}[/]: {lane['src_ip']} -> "
-                          f"{lane['dst_ip']}:{lane['dst_port']} (seen outside as "
-                          f"{lane.get('nat_ip')}), expires {lane.get('expires_at')}")
+            console.print(
+                f"  [cyan]lane {lane['id']} {lane['state']}[/]: {lane['src_ip']} -> "
+                f"{lane['dst_ip']}:{lane['dst_port']} (seen outside as "
+                f"{lane.get('nat_ip')}), expires {lane.get('expires_at')}"
+            )
         else:
             console.print(f"  [cyan]lane {lane['id']} released")
+
     return on_lane
 
 
@@ -76,22 +81,29 @@ def main() -> int:
     console.rule("VIP Lanes demo: desktop upload to cloud storage, campus path vs VIP lane")
     console.print(f"work directory: {out}")
     try:
-        console.print("building the campus: 4 userspace OVS switches, firewall (15 Mbit/s DPI "
-                      "cap), NAT, edge router, cloud (iperf3 + rclone serve s3); starting "
-                      "viplanes serve ...")
+        console.print(
+            "building the campus: 4 userspace OVS switches, firewall (15 Mbit/s DPI "
+            "cap), NAT, edge router, cloud (iperf3 + rclone serve s3); starting "
+            "viplanes serve ..."
+        )
         with session(TOPOLOGY, out, ("split10",), SIZE_MB, need_lanes=True) as sess:
             assert sess.stack is not None
-            console.print(f"built in {time.monotonic() - started:.0f}s. viplanes serve: API "
-                          f"{sess.stack.api_url}, OpenFlow {sess.stack.openflow[0]}:"
-                          f"{sess.stack.openflow[1]} (TLS, lab PKI {LAB_PKI_DIR}); operator "
-                          "bootstrapped with `viplanes "
-                          "principal add`; researcher 'lab-researcher' and its grant "
-                          "(campus hosts -> cloud, tcp 5201 and 9000) created over the API")
-            console.print(f"lab run {sess.lab.run_id}: bridges "
-                          f"{', '.join(sess.lab.bridge(s.name) for s in sess.topology.switches)}")
+            console.print(
+                f"built in {time.monotonic() - started:.0f}s. viplanes serve: API "
+                f"{sess.stack.api_url}, OpenFlow {sess.stack.openflow[0]}:"
+                f"{sess.stack.openflow[1]} (TLS, lab PKI {LAB_PKI_DIR}); operator "
+                "bootstrapped with `viplanes "
+                "principal add`; researcher 'lab-researcher' and its grant "
+                "(campus hosts -> cloud, tcp 5201 and 9000) created over the API"
+            )
+            console.print(
+                f"lab run {sess.lab.run_id}: bridges "
+                f"{', '.join(sess.lab.bridge(s.name) for s in sess.topology.switches)}"
+            )
             console.print("measuring; the researcher's token requests the lanes over the REST API")
-            Runner(sess, results, on_result=_print_result(console),
-                   on_lane=_print_lane(console)).run_all(demo_specs(), lane_duration_s=600)
+            Runner(sess, results, on_result=_print_result(console), on_lane=_print_lane(console)).run_all(
+                demo_specs(), lane_duration_s=600
+            )
             console.print("tearing down ...")
         for bulky in ("datasets", "cloud", "downloads"):  # keep results, report and logs
             shutil.rmtree(out / bulky, ignore_errors=True)

@@ -5,17 +5,19 @@ running `Session` (lab + cloud services + the VIP Lanes service) and appends one
 run. Lanes are requested through the REST API with the researcher's token, once per placement,
 and released when that placement's lane runs are done.
 """
+
 from __future__ import annotations
 
 import json
 import shutil
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from viplanes.lifecycle import stop_process
 from viplanes.topologies.loader import load_topology
@@ -24,8 +26,7 @@ from viplanes.topologies.model import Topology
 from .datasets import SHAPES, Dataset, make_dataset, same_content, seed
 from .measure import Measurement, run_iperf3, run_rclone
 from .net import LabNetwork, build_network, clean_stale
-from .services import (IPERF_PORT, S3_PORT, CloudServices, rclone_binary,
-                       start_cloud_services)
+from .services import IPERF_PORT, S3_PORT, CloudServices, rclone_binary, start_cloud_services
 from .stack import Stack, StackError, start_controller_only, start_stack
 
 PLACEMENTS = ("desktop", "server", "dtn")
@@ -60,16 +61,17 @@ class Sweep:
 
     def check(self) -> None:
         """ValueError with one readable line for anything outside the known grid."""
-        for name, values, known in (("placement", self.placements, PLACEMENTS),
-                                    ("direction", self.directions, DIRECTIONS),
-                                    ("path", self.paths, PATHS), ("tool", self.tools, TOOLS),
-                                    ("dataset", self.datasets, tuple(SHAPES))):
+        for name, values, known in (
+            ("placement", self.placements, PLACEMENTS),
+            ("direction", self.directions, DIRECTIONS),
+            ("path", self.paths, PATHS),
+            ("tool", self.tools, TOOLS),
+            ("dataset", self.datasets, tuple(SHAPES)),
+        ):
             bad = [v for v in values if v not in known]
             if bad or not values:
-                raise ValueError(f"{name}: {', '.join(bad) or 'none given'} "
-                                 f"(choose from {', '.join(known)})")
-        for name, nums in (("streams", self.streams), ("transfers", self.transfers),
-                           ("chunk size", self.chunks_mb)):
+                raise ValueError(f"{name}: {', '.join(bad) or 'none given'} (choose from {', '.join(known)})")
+        for name, nums in (("streams", self.streams), ("transfers", self.transfers), ("chunk size", self.chunks_mb)):
             if not nums or any(n < 1 or n > 128 for n in nums):
                 raise ValueError(f"{name} must be between 1 and 128")
         if any(c < 5 for c in self.chunks_mb):
@@ -106,19 +108,33 @@ def plan(sweep: Sweep) -> list[RunSpec]:
             for rep in range(1, sweep.reps + 1):
                 for direction in sweep.directions:
                     if "iperf3" in sweep.tools:
-                        runs += [RunSpec(placement, direction, path, "iperf3", p, rep,
-                                         seconds=sweep.seconds) for p in sweep.streams]
+                        runs += [
+                            RunSpec(placement, direction, path, "iperf3", p, rep, seconds=sweep.seconds)
+                            for p in sweep.streams
+                        ]
                     if "rclone" in sweep.tools:
-                        runs += [RunSpec(placement, direction, path, "rclone", t, rep,
-                                         chunk_mb=c, dataset=d,
-                                         upload_concurrency=sweep.upload_concurrency)
-                                 for d in sweep.datasets for t in sweep.transfers
-                                 for c in sweep.chunks_mb]
+                        runs += [
+                            RunSpec(
+                                placement,
+                                direction,
+                                path,
+                                "rclone",
+                                t,
+                                rep,
+                                chunk_mb=c,
+                                dataset=d,
+                                upload_concurrency=sweep.upload_concurrency,
+                            )
+                            for d in sweep.datasets
+                            for t in sweep.transfers
+                            for c in sweep.chunks_mb
+                        ]
     return runs
 
 
-def estimate_s(spec: RunSpec, size_mb: int, default_mbps: float = 14.0,
-               lane_mbps: float = 90.0, wan_mbps: float | None = None) -> float:
+def estimate_s(
+    spec: RunSpec, size_mb: int, default_mbps: float = 14.0, lane_mbps: float = 90.0, wan_mbps: float | None = None
+) -> float:
     """A rough duration of one run, for lane lengths and the progress bar."""
     if spec.tool == "iperf3":
         return (spec.seconds or 0) + 1.5
@@ -160,11 +176,17 @@ def lab_grant_prefixes(topo: Topology) -> tuple[list[str], list[str]]:
 
 
 @contextmanager
-def session(topology_path: Path, work_dir: Path, shapes: tuple[str, ...], size_mb: int,
-            need_lanes: bool = True, shape_links: bool = True,
-            warn: Callable[[str], None] = print,
-            external: Stack | None = None,
-            dataset_mb: dict[str, int] | None = None) -> Iterator[Session]:
+def session(
+    topology_path: Path,
+    work_dir: Path,
+    shapes: tuple[str, ...],
+    size_mb: int,
+    need_lanes: bool = True,
+    shape_links: bool = True,
+    warn: Callable[[str], None] = print,
+    external: Stack | None = None,
+    dataset_mb: dict[str, int] | None = None,
+) -> Iterator[Session]:
     """Build the whole lab and the service around it; everything is torn down on exit.
 
     Without ``need_lanes``, a service that cannot start (no embedded controller yet) is replaced
@@ -184,8 +206,7 @@ def session(topology_path: Path, work_dir: Path, shapes: tuple[str, ...], size_m
             if external is not None:
                 stack = external
             else:
-                stack = start_stack(topology_path, work_dir / "service", src, dst,
-                                    [str(IPERF_PORT), str(S3_PORT)])
+                stack = start_stack(topology_path, work_dir / "service", src, dst, [str(IPERF_PORT), str(S3_PORT)])
             openflow = stack.openflow
         except StackError as exc:
             if need_lanes:
@@ -198,8 +219,16 @@ def session(topology_path: Path, work_dir: Path, shapes: tuple[str, ...], size_m
             for shape, ds in datasets.items():
                 seed(ds, s3_dir / "lab" / "datasets" / f"{sizes[shape]}M" / ds.name)
             services = start_cloud_services(lab, work_dir / "cloud")
-            yield Session(topo, lab, services, stack, datasets, work_dir, size_mb,
-                          {s: mb for s, mb in sizes.items() if mb != size_mb})
+            yield Session(
+                topo,
+                lab,
+                services,
+                stack,
+                datasets,
+                work_dir,
+                size_mb,
+                {s: mb for s, mb in sizes.items() if mb != size_mb},
+            )
     finally:
         if stack is not None:
             stack.stop()
@@ -213,8 +242,8 @@ def _left_s(lane: dict[str, Any]) -> float:
     except (KeyError, ValueError):
         return float("inf")
     if expires.tzinfo is None:
-        expires = expires.replace(tzinfo=timezone.utc)
-    return (expires - datetime.now(timezone.utc)).total_seconds()
+        expires = expires.replace(tzinfo=UTC)
+    return (expires - datetime.now(UTC)).total_seconds()
 
 
 @dataclass
@@ -247,8 +276,7 @@ class Runner:
         host = self.sess.placement_host(spec.placement)
         wanted = set()
         if spec.path == "lane":  # every port this placement's lane runs need, asked for at once
-            wanted = {(host, self._port(s.tool)) for s in specs
-                      if s.path == "lane" and s.placement == spec.placement}
+            wanted = {(host, self._port(s.tool)) for s in specs if s.path == "lane" and s.placement == spec.placement}
         margin = estimate_s(spec, self.sess.size_of(spec.dataset)) + 60
         for key in [k for k in self.lanes if k not in wanted or _left_s(self.lanes[k]) < margin]:
             self._release(self.lanes.pop(key))  # not needed any more, or about to expire
@@ -257,8 +285,12 @@ class Runner:
         for key in sorted(wanted - set(self.lanes)):
             src_ip = str(self.sess.topology.host(key[0]).iface.ip.ip)
             self.lanes[key] = self.sess.stack.request_lane(  # type: ignore[union-attr]
-                src_ip, self.sess.services.ip, key[1], duration_s,
-                purpose=f"lab: {spec.placement} to cloud port {key[1]}")
+                src_ip,
+                self.sess.services.ip,
+                key[1],
+                duration_s,
+                purpose=f"lab: {spec.placement} to cloud port {key[1]}",
+            )
             if self.on_lane:
                 self.on_lane("granted", self.lanes[key])
 
@@ -284,8 +316,7 @@ class Runner:
         intact = None
         ds = None
         if spec.tool == "iperf3":
-            m = run_iperf3(node, svc.ip, svc.iperf_port, spec.parallel, spec.seconds or 5,
-                           download)
+            m = run_iperf3(node, svc.ip, svc.iperf_port, spec.parallel, spec.seconds or 5, download)
         else:
             ds = self.sess.datasets[spec.dataset or "split10"]
             m, intact = self._rclone(node, spec, ds, download)
@@ -293,32 +324,53 @@ class Runner:
         lane = self.lanes.get((host_name, self._port(spec.tool))) if spec.path == "lane" else None
         return {
             **{k: v for k, v in asdict(spec).items()},
-            "host": host_name, "lab_run": self.sess.lab.run_id,
-            "timestamp": datetime.fromtimestamp(started, timezone.utc).isoformat(),
-            "bytes": m.bytes, "seconds": round(m.seconds, 4), "mbps": round(m.mbps, 3),
-            "ok": m.ok and intact is not False, "error": m.error if m.ok or intact is None
-            else (m.error or "copy differs from the source"),
-            "intact": intact, "dataset_files": ds.files if ds else None,
-            "dataset_bytes": ds.bytes if ds else None, "size_mb": self.sess.size_of(spec.dataset),
-            "wan_mbps": wan_mbps, "lane_id": lane["id"] if lane else None,
+            "host": host_name,
+            "lab_run": self.sess.lab.run_id,
+            "timestamp": datetime.fromtimestamp(started, UTC).isoformat(),
+            "bytes": m.bytes,
+            "seconds": round(m.seconds, 4),
+            "mbps": round(m.mbps, 3),
+            "ok": m.ok and intact is not False,
+            "error": m.error if m.ok or intact is None else (m.error or "copy differs from the source"),
+            "intact": intact,
+            "dataset_files": ds.files if ds else None,
+            "dataset_bytes": ds.bytes if ds else None,
+            "size_mb": self.sess.size_of(spec.dataset),
+            "wan_mbps": wan_mbps,
+            "lane_id": lane["id"] if lane else None,
             "lane_nat_ip": lane.get("nat_ip") if lane else None,
             **{f"x_{k}": v for k, v in m.extra.items()},
         }
 
-    def _rclone(self, node: Any, spec: RunSpec, ds: Dataset,
-                download: bool) -> tuple[Measurement, bool | None]:
+    def _rclone(self, node: Any, spec: RunSpec, ds: Dataset, download: bool) -> tuple[Measurement, bool | None]:
         svc = self.sess.services
         tag = uuid.uuid4().hex[:12]
         if download:
             src = f"cloud:{svc.bucket}/datasets/{self.sess.size_of(spec.dataset)}M/{ds.name}"
             local = self.sess.work_dir / "downloads" / tag
-            m = run_rclone(node, svc.rclone_env(), rclone_binary(), src, str(local),
-                           spec.parallel, spec.chunk_mb or 8, spec.upload_concurrency)
+            m = run_rclone(
+                node,
+                svc.rclone_env(),
+                rclone_binary(),
+                src,
+                str(local),
+                spec.parallel,
+                spec.chunk_mb or 8,
+                spec.upload_concurrency,
+            )
             copy, source = local, ds.path
         else:
             dst = f"cloud:{svc.bucket}/up/{tag}"
-            m = run_rclone(node, svc.rclone_env(), rclone_binary(), str(ds.path), dst,
-                           spec.parallel, spec.chunk_mb or 8, spec.upload_concurrency)
+            m = run_rclone(
+                node,
+                svc.rclone_env(),
+                rclone_binary(),
+                str(ds.path),
+                dst,
+                spec.parallel,
+                spec.chunk_mb or 8,
+                spec.upload_concurrency,
+            )
             copy, source = svc.data_dir / svc.bucket / "up" / tag, ds.path
         intact = same_content(source, copy) if m.ok else None
         shutil.rmtree(copy, ignore_errors=True)

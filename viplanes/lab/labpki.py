@@ -11,6 +11,7 @@ vswitchd certificate names none; ``viplanes serve`` gets ``--switch-cert-pin <it
 (every dpid of the topology may be served by that one vswitchd, as on a single-host site).
 The attack tests issue their own certificates with dpid SANs from the same CA.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -70,8 +71,7 @@ def ensure_lab_pki(pki_dir: Path = LAB_PKI_DIR, configure_vswitchd: bool = True)
 
 
 def _get_ssl() -> dict[str, str]:
-    out = subprocess.run(["ovs-vsctl", "--timeout=10", "get-ssl"], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(["ovs-vsctl", "--timeout=10", "get-ssl"], capture_output=True, text=True, check=True).stdout
     fields = {}
     for line in out.splitlines():
         key, _, value = line.partition(":")
@@ -81,8 +81,7 @@ def _get_ssl() -> dict[str, str]:
 
 
 def _configure_vswitchd(lab: LabPKI) -> None:
-    want = {"Private key": str(lab.vswitchd_key), "Certificate": str(lab.vswitchd_cert),
-            "CA Certificate": str(lab.ca)}
+    want = {"Private key": str(lab.vswitchd_key), "Certificate": str(lab.vswitchd_cert), "CA Certificate": str(lab.ca)}
     try:
         have = _get_ssl()
         if all(have.get(k) == v for k, v in want.items()):
@@ -92,10 +91,14 @@ def _configure_vswitchd(lab: LabPKI) -> None:
                 f"ovs-vswitchd already has another SSL config ({have.get('Certificate')}); the lab "
                 f"uses {lab.vswitchd_cert}. It is global, so the lab will not replace it: point "
                 f"VIPLANES_LAB_PKI at that config's directory, or clear it (`ovs-vsctl del-ssl`) "
-                "when nothing else uses it")
-        subprocess.run(["ovs-vsctl", "--timeout=10", "set-ssl", want["Private key"],
-                        want["Certificate"], want["CA Certificate"]], check=True,
-                       capture_output=True, text=True)
+                "when nothing else uses it"
+            )
+        subprocess.run(
+            ["ovs-vsctl", "--timeout=10", "set-ssl", want["Private key"], want["Certificate"], want["CA Certificate"]],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
     except (OSError, subprocess.CalledProcessError) as exc:
         raise LabPKIError(f"ovs-vsctl ssl config failed: {exc}") from None
 

@@ -4,14 +4,16 @@ The parsers are pure (text in, frozen facts out) and tested on outputs captured 
 (tests/unit/fixtures/lab/). Throughput of an rclone transfer is bytes moved over wall-clock time
 around the whole command, as the paper measured with `time`.
 """
+
 from __future__ import annotations
 
 import json
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from mininet.node import Node
 
@@ -128,10 +130,9 @@ def mbps(nbytes: int, seconds: float) -> float:
 
 # --- runners (I/O glue) -----------------------------------------------------------------------
 
-def iperf3_argv(server_ip: str, port: int, parallel: int, seconds: float,
-                download: bool) -> list[str]:
-    argv = ["iperf3", "-c", server_ip, "-p", str(port), "-J", "-P", str(parallel),
-            "-t", f"{seconds:g}"]
+
+def iperf3_argv(server_ip: str, port: int, parallel: int, seconds: float, download: bool) -> list[str]:
+    argv = ["iperf3", "-c", server_ip, "-p", str(port), "-J", "-P", str(parallel), "-t", f"{seconds:g}"]
     return argv + (["-R"] if download else [])
 
 
@@ -154,8 +155,7 @@ def _server_not_ready(out: str) -> bool:
     return not received.get("bytes")
 
 
-def run_iperf3(host: Node, server_ip: str, port: int, parallel: int, seconds: float,
-               download: bool) -> Measurement:
+def run_iperf3(host: Node, server_ip: str, port: int, parallel: int, seconds: float, download: bool) -> Measurement:
     argv = iperf3_argv(server_ip, port, parallel, seconds, download)
     for _ in range(3):
         out, err, _ = _run(host, argv, timeout=seconds + 30)
@@ -166,25 +166,49 @@ def run_iperf3(host: Node, server_ip: str, port: int, parallel: int, seconds: fl
         res = parse_iperf3_json(out)
     except MeasureError as exc:
         return Measurement("iperf3", 0, 0.0, 0.0, False, f"{exc} {err.strip()[:200]}".strip())
-    return Measurement("iperf3", res.bytes, res.seconds, res.mbps, True,
-                       extra={"retransmits": res.retransmits, "streams": res.streams})
+    return Measurement(
+        "iperf3", res.bytes, res.seconds, res.mbps, True, extra={"retransmits": res.retransmits, "streams": res.streams}
+    )
 
 
-def rclone_argv(binary: str, src: str, dst: str, transfers: int, chunk_mb: int,
-                upload_concurrency: int | None = None) -> list[str]:
+def rclone_argv(
+    binary: str, src: str, dst: str, transfers: int, chunk_mb: int, upload_concurrency: int | None = None
+) -> list[str]:
     # Multipart from one chunk up, so the chunk size matters for lab-sized files too.
-    argv = [binary, "copy", src, dst, "--transfers", str(transfers),
-            "--s3-chunk-size", f"{chunk_mb}M", "--s3-upload-cutoff", f"{chunk_mb}M",
-            "--use-json-log", "-v", "--retries", "1",
-            "--low-level-retries", "3"]
+    argv = [
+        binary,
+        "copy",
+        src,
+        dst,
+        "--transfers",
+        str(transfers),
+        "--s3-chunk-size",
+        f"{chunk_mb}M",
+        "--s3-upload-cutoff",
+        f"{chunk_mb}M",
+        "--use-json-log",
+        "-v",
+        "--retries",
+        "1",
+        "--low-level-retries",
+        "3",
+    ]
     if upload_concurrency:  # 1 = a file's parts one after another, as Google Drive takes them
         argv += ["--s3-upload-concurrency", str(upload_concurrency)]
     return argv
 
 
-def run_rclone(host: Node, env: Mapping[str, str], binary: str, src: str, dst: str,
-               transfers: int, chunk_mb: int, upload_concurrency: int | None = None,
-               timeout: float = 600) -> Measurement:
+def run_rclone(
+    host: Node,
+    env: Mapping[str, str],
+    binary: str,
+    src: str,
+    dst: str,
+    transfers: int,
+    chunk_mb: int,
+    upload_concurrency: int | None = None,
+    timeout: float = 600,
+) -> Measurement:
     argv = rclone_argv(binary, src, dst, transfers, chunk_mb, upload_concurrency)
     started = time.monotonic()
     _, err, code = _run(host, argv, timeout=timeout, env={**env, "RCLONE_CONFIG": "/dev/null"})
@@ -194,18 +218,24 @@ def run_rclone(host: Node, env: Mapping[str, str], binary: str, src: str, dst: s
     except MeasureError as exc:
         return Measurement("rclone", 0, wall, 0.0, False, str(exc))
     ok = code == 0 and stats.errors == 0
-    reason = None if ok else (stats.last_error or "; ".join(rclone_messages(err)[-2:])
-                              or f"rclone exit code {code}")
-    return Measurement("rclone", stats.bytes, wall, mbps(stats.bytes, wall), ok, reason,
-                       extra={"files": stats.transfers, "rclone_elapsed_s": stats.elapsed_s})
+    reason = None if ok else (stats.last_error or "; ".join(rclone_messages(err)[-2:]) or f"rclone exit code {code}")
+    return Measurement(
+        "rclone",
+        stats.bytes,
+        wall,
+        mbps(stats.bytes, wall),
+        ok,
+        reason,
+        extra={"files": stats.transfers, "rclone_elapsed_s": stats.elapsed_s},
+    )
 
 
-def _run(host: Node, argv: list[str], timeout: float,
-         env: Mapping[str, str] | None = None) -> tuple[str, str, int]:
+def _run(host: Node, argv: list[str], timeout: float, env: Mapping[str, str] | None = None) -> tuple[str, str, int]:
     from .services import clean_env
 
-    proc = host.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                      env=dict(env) if env is not None else clean_env())
+    proc = host.popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env) if env is not None else clean_env()
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -23,6 +23,7 @@ with ``LabPKI.serve_args()``; ``tls=False`` (``tcp:``) only for a controller tha
 runs ``--insecure-tcp``.
 ``python -m viplanes.lab.net clean`` removes bridges of runs whose process died.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -34,9 +35,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from mininet.log import setLogLevel
 from mininet.net import Mininet
@@ -114,7 +116,7 @@ class LabNetwork:
             _LIVE.pop(self.run_id, None)
             _tearing_down -= 1
 
-    def __enter__(self) -> "LabNetwork":
+    def __enter__(self) -> LabNetwork:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -124,10 +126,17 @@ class LabNetwork:
 _LIVE: dict[str, LabNetwork] = {}
 
 
-def build_network(topo: Topology, controller_host: str = "127.0.0.1",
-                  controller_port: int = 6653, *, run_id: str | None = None, shape: bool = True,
-                  wait_connected: float = 15.0, log_level: str = "warning",
-                  tls: bool = True) -> LabNetwork:
+def build_network(
+    topo: Topology,
+    controller_host: str = "127.0.0.1",
+    controller_port: int = 6653,
+    *,
+    run_id: str | None = None,
+    shape: bool = True,
+    wait_connected: float = 15.0,
+    log_level: str = "warning",
+    tls: bool = True,
+) -> LabNetwork:
     """Create, start and return the lab network; on any failure everything made is removed."""
     if os.geteuid() != 0:
         raise PermissionError("the lab needs root (network namespaces, OVS bridges)")
@@ -141,13 +150,17 @@ def build_network(topo: Topology, controller_host: str = "127.0.0.1",
     bridges = [mn_topo.names[s.name] for s in topo.switches]
     _registry_add(run_id, owner=os.getpid(), bridges=bridges)
     Mininet.inited = True  # Mininet.init() would raise machine-wide sysctls (fixLimits)
-    net = Mininet(topo=None, controller=None, build=False, autoSetMacs=False,
-                  autoStaticArp=False, waitConnected=False)
+    net = Mininet(topo=None, controller=None, build=False, autoSetMacs=False, autoStaticArp=False, waitConnected=False)
     lab = LabNetwork(topo, net, run_id, dict(mn_topo.names))
     _LIVE[run_id] = lab
     try:
-        net.addController(f"{prefix}c0", controller=RemoteController, ip=controller_host,
-                          port=controller_port, protocol="ssl" if tls else "tcp")
+        net.addController(
+            f"{prefix}c0",
+            controller=RemoteController,
+            ip=controller_host,
+            port=controller_port,
+            protocol="ssl" if tls else "tcp",
+        )
         net.topo = mn_topo
         net.build()
         _registry_add(run_id, pids=[n.pid for n in net.hosts if n.pid])
@@ -171,8 +184,7 @@ def _wait_connected(switches: list[OVSSwitch], timeout: float) -> None:
             time.sleep(0.2)
     if pending:
         names = ", ".join(sw.name for sw in pending)
-        raise RuntimeError(f"switches {names} did not connect to the controller "
-                           f"within {timeout:.0f}s")
+        raise RuntimeError(f"switches {names} did not connect to the controller within {timeout:.0f}s")
 
 
 # --- teardown on signals and exit -------------------------------------------------------------
@@ -209,6 +221,7 @@ def _install_signal_handlers() -> None:
 
 # --- run registry and stale-run cleanup -------------------------------------------------------
 
+
 def _registry_path(run_id: str) -> Path:
     return RUN_DIR / f"{run_id}.json"
 
@@ -220,8 +233,9 @@ def _registry_read(run_id: str) -> dict[str, Any]:
         return {}
 
 
-def _registry_add(run_id: str, owner: int | None = None, bridges: list[str] | None = None,
-                  pids: list[int] | None = None) -> None:
+def _registry_add(
+    run_id: str, owner: int | None = None, bridges: list[str] | None = None, pids: list[int] | None = None
+) -> None:
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     data = _registry_read(run_id)
     if owner is not None:

@@ -4,9 +4,11 @@ Every class sets itself up in ``config()`` and undoes it in ``terminate()``. All
 the node's own network namespace (``self.cmd``), so the machine's own network is never touched.
 Interfaces are configured explicitly by name because middleboxes have two legs.
 """
+
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from mininet.node import Host, Node, OVSSwitch
 
@@ -36,8 +38,7 @@ def static_ipv6(node: Node, intf: str, ip6: str) -> None:
 class LabHost(Host):
     """An end host (desktop, server, DTN, cloud): MAC, IP and default route from the topology."""
 
-    def config(self, ip6: str | None = None, gateway6: str | None = None,
-               **params: Any) -> dict:
+    def config(self, ip6: str | None = None, gateway6: str | None = None, **params: Any) -> dict:
         result = super().config(**params)
         quiet_ipv6(self)
         for intf in self.intfNames():
@@ -53,9 +54,14 @@ class LabHost(Host):
 class Router(Node):
     """A node that forwards between its legs. ``legs`` is ((intf, mac, ip/prefix), ...)."""
 
-    def config(self, legs: Sequence[tuple[str, str, str]] = (),
-               routes: Sequence[tuple[str, str]] = (), legs6: Sequence[tuple[str, str]] = (),
-               routes6: Sequence[tuple[str, str]] = (), **params: Any) -> dict:
+    def config(
+        self,
+        legs: Sequence[tuple[str, str, str]] = (),
+        routes: Sequence[tuple[str, str]] = (),
+        legs6: Sequence[tuple[str, str]] = (),
+        routes6: Sequence[tuple[str, str]] = (),
+        **params: Any,
+    ) -> dict:
         params.pop("ip", None)
         params.pop("mac", None)
         result = super().config(**params)
@@ -77,8 +83,7 @@ class Router(Node):
             self.cmd("sysctl -qw net.ipv6.conf.all.forwarding=1")
         self.cmd("sysctl -qw net.ipv4.ip_forward=1")
         # Routers in one L2 domain would otherwise send redirects that shortcut the middleboxes.
-        self.cmd("sysctl -qw net.ipv4.conf.all.send_redirects=0 "
-                 "net.ipv4.conf.default.send_redirects=0")
+        self.cmd("sysctl -qw net.ipv4.conf.all.send_redirects=0 net.ipv4.conf.default.send_redirects=0")
         return result
 
     def terminate(self) -> None:
@@ -94,8 +99,7 @@ def _cap(node: Node, intf: str, mbps: float) -> None:
     """Shape egress of one leg with htb at ``mbps``; a short queue, as a busy DPI box has."""
     node.cmd(f"tc qdisc del dev {intf} root >/dev/null 2>&1")
     node.cmd(f"tc qdisc add dev {intf} root handle 1: htb default 1")
-    node.cmd(f"tc class add dev {intf} parent 1: classid 1:1 htb rate {mbps}mbit "
-             f"ceil {mbps}mbit burst 15k")
+    node.cmd(f"tc class add dev {intf} parent 1: classid 1:1 htb rate {mbps}mbit ceil {mbps}mbit burst 15k")
     node.cmd(f"tc qdisc add dev {intf} parent 1:1 handle 10: pfifo limit 100")
 
 
@@ -106,8 +110,7 @@ class Firewall(Router):
     state; everything else is dropped. ``mbps`` caps both legs (upload and download).
     """
 
-    def config(self, inside: str = "", outside: str = "", mbps: float | None = None,
-               **params: Any) -> dict:
+    def config(self, inside: str = "", outside: str = "", mbps: float | None = None, **params: Any) -> dict:
         result = super().config(**params)
         self.inside_intf, self.outside_intf = inside, outside
         for rule in (

@@ -4,6 +4,7 @@ Numbers are copied from the papers' text and tables (Mbit/s). `fidelity.py` hold
 against them. The lab runs at 1:10, so a lab number is multiplied by `SCALE` before it is
 compared.
 """
+
 from __future__ import annotations
 
 SCALE = 10  # 1 lab Mbit/s stands for 10 real Mbit/s (topologies/campus.yaml)
@@ -35,12 +36,50 @@ SERVER_MAX_BY_TRANSFERS = {4: 617, 8: 1013, 16: 1608, 32: 2164}
 
 # Seed 004, Table 1: iperf aggregate Mbit/s by parallel streams over a 1 Gbit/s path.
 STREAMS_LINK = 1000
-STREAMS_IN = {1: 55.3, 2: 107, 3: 156, 4: 204, 5: 259, 6: 295, 7: 303, 8: 385, 9: 438,
-              10: 501, 11: 528, 12: 602, 13: 677, 14: 704, 15: 731, 16: 729, 17: 724,
-              18: 737, 19: 741, 20: 760}  # Edinburgh to HPCx
-STREAMS_OUT = {1: 36.9, 2: 72.4, 3: 108, 4: 146, 5: 183, 6: 218, 7: 255, 8: 152, 9: 324,
-               10: 362, 11: 397, 12: 432, 13: 467, 14: 501, 15: 533, 16: 561, 17: 595,
-               18: 622, 19: 655, 20: 621}  # HPCx to Edinburgh
+STREAMS_IN = {
+    1: 55.3,
+    2: 107,
+    3: 156,
+    4: 204,
+    5: 259,
+    6: 295,
+    7: 303,
+    8: 385,
+    9: 438,
+    10: 501,
+    11: 528,
+    12: 602,
+    13: 677,
+    14: 704,
+    15: 731,
+    16: 729,
+    17: 724,
+    18: 737,
+    19: 741,
+    20: 760,
+}  # Edinburgh to HPCx
+STREAMS_OUT = {
+    1: 36.9,
+    2: 72.4,
+    3: 108,
+    4: 146,
+    5: 183,
+    6: 218,
+    7: 255,
+    8: 152,
+    9: 324,
+    10: 362,
+    11: 397,
+    12: 432,
+    13: 467,
+    14: 501,
+    15: 533,
+    16: 561,
+    17: 595,
+    18: 622,
+    19: 655,
+    20: 621,
+}  # HPCx to Edinburgh
 
 
 def spread(series: dict[int, float]) -> float:

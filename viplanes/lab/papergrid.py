@@ -15,6 +15,7 @@ A file's parts go one after another (``--s3-upload-concurrency 1``), as Google D
 paper's cloud, takes them: so a chunk size changes request sizes, not the number of connections.
 `paper_plan` is pure; `--full` crosses everything instead (hours).
 """
+
 from __future__ import annotations
 
 from .experiments import DIRECTIONS, NO_LANE, PLACEMENTS, RunSpec, Sweep
@@ -36,12 +37,26 @@ BASELINE_PARALLEL = 16
 def paper_sweep(full: bool = False) -> Sweep:
     """The sweep whose datasets, size and options `--paper` uses (the whole cross with full)."""
     if full:
-        return Sweep(streams=STREAMS, transfers=TRANSFERS, chunks_mb=CHUNKS_MB,
-                     datasets=("one", "split10", "split50"), size_mb=SIZE_MB, seconds=SECONDS,
-                     reps=4, upload_concurrency=UPLOAD_CONCURRENCY)
-    return Sweep(streams=STREAMS, transfers=TRANSFERS, chunks_mb=CHUNKS_MB,
-                 datasets=(ONE, SPLIT), size_mb=SIZE_MB, seconds=SECONDS,
-                 upload_concurrency=UPLOAD_CONCURRENCY, dataset_mb=((ONE, ONE_MB),))
+        return Sweep(
+            streams=STREAMS,
+            transfers=TRANSFERS,
+            chunks_mb=CHUNKS_MB,
+            datasets=("one", "split10", "split50"),
+            size_mb=SIZE_MB,
+            seconds=SECONDS,
+            reps=4,
+            upload_concurrency=UPLOAD_CONCURRENCY,
+        )
+    return Sweep(
+        streams=STREAMS,
+        transfers=TRANSFERS,
+        chunks_mb=CHUNKS_MB,
+        datasets=(ONE, SPLIT),
+        size_mb=SIZE_MB,
+        seconds=SECONDS,
+        upload_concurrency=UPLOAD_CONCURRENCY,
+        dataset_mb=((ONE, ONE_MB),),
+    )
 
 
 def paper_plan(placements: tuple[str, ...] = PLACEMENTS, reps: int = 1) -> list[RunSpec]:
@@ -62,25 +77,60 @@ def paper_plan(placements: tuple[str, ...] = PLACEMENTS, reps: int = 1) -> list[
 def _baseline(placement: str, rep: int) -> list[RunSpec]:
     out = []
     for direction in DIRECTIONS:
-        out.append(RunSpec(placement, direction, "default", "iperf3", 4, rep, seconds=SECONDS,
-                           series="baseline"))
+        out.append(RunSpec(placement, direction, "default", "iperf3", 4, rep, seconds=SECONDS, series="baseline"))
         if placement != "desktop":  # the paper's 5-7x is the desktop's; rclone at 15 is slow
             continue
-        out.append(RunSpec(placement, direction, "default", "rclone", BASELINE_PARALLEL, rep,
-                           chunk_mb=FIXED_CHUNK_MB, dataset=SPLIT,
-                           upload_concurrency=UPLOAD_CONCURRENCY, series="baseline"))
+        out.append(
+            RunSpec(
+                placement,
+                direction,
+                "default",
+                "rclone",
+                BASELINE_PARALLEL,
+                rep,
+                chunk_mb=FIXED_CHUNK_MB,
+                dataset=SPLIT,
+                upload_concurrency=UPLOAD_CONCURRENCY,
+                series="baseline",
+            )
+        )
     return out
 
 
 def _one_factor(placement: str, path: str, rep: int) -> list[RunSpec]:
     out = []
     for direction in DIRECTIONS:
-        out += [RunSpec(placement, direction, path, "iperf3", p, rep, seconds=SECONDS,
-                        series="streams") for p in STREAMS]
-        out += [RunSpec(placement, direction, path, "rclone", t, rep, chunk_mb=FIXED_CHUNK_MB,
-                        dataset=SPLIT, upload_concurrency=UPLOAD_CONCURRENCY, series="transfers")
-                for t in TRANSFERS]
-    out += [RunSpec(placement, "upload", path, "rclone", FIXED_TRANSFERS, rep, chunk_mb=c,
-                    dataset=ONE, upload_concurrency=UPLOAD_CONCURRENCY, series="chunks")
-            for c in CHUNKS_MB]
+        out += [
+            RunSpec(placement, direction, path, "iperf3", p, rep, seconds=SECONDS, series="streams") for p in STREAMS
+        ]
+        out += [
+            RunSpec(
+                placement,
+                direction,
+                path,
+                "rclone",
+                t,
+                rep,
+                chunk_mb=FIXED_CHUNK_MB,
+                dataset=SPLIT,
+                upload_concurrency=UPLOAD_CONCURRENCY,
+                series="transfers",
+            )
+            for t in TRANSFERS
+        ]
+    out += [
+        RunSpec(
+            placement,
+            "upload",
+            path,
+            "rclone",
+            FIXED_TRANSFERS,
+            rep,
+            chunk_mb=c,
+            dataset=ONE,
+            upload_concurrency=UPLOAD_CONCURRENCY,
+            series="chunks",
+        )
+        for c in CHUNKS_MB
+    ]
     return out

@@ -1,15 +1,17 @@
 """PNG figures of a lab run (matplotlib, Agg: no display needed). Each returns False if empty."""
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from .report import Row, series  # noqa: E402
+from .report import Row, series
 
 COLORS = {"default": "#c0504d", "lane": "#2e75b6"}
 PLACEMENT_COLORS = {"desktop": "#1f77b4", "server": "#9467bd", "dtn": "#2ca02c"}
@@ -27,9 +29,15 @@ def by_placement(records: list[dict[str, Any]], rows: Sequence[Row], path: Path)
         width = 0.38
         for offset, kind in ((-width / 2, "default"), (width / 2, "lane")):
             st = [getattr(r, kind) for r in mine]
-            ax.bar([x + offset for x in xs], [s.mean if s else 0 for s in st], width,
-                   yerr=[s.std if s else 0 for s in st], capsize=3, color=COLORS[kind],
-                   label="campus default path" if kind == "default" else "VIP lane")
+            ax.bar(
+                [x + offset for x in xs],
+                [s.mean if s else 0 for s in st],
+                width,
+                yerr=[s.std if s else 0 for s in st],
+                capsize=3,
+                color=COLORS[kind],
+                label="campus default path" if kind == "default" else "VIP lane",
+            )
         for x, r in zip(xs, mine):
             if r.ratio:
                 top = max(s.mean + s.std for s in (r.default, r.lane) if s)
@@ -50,8 +58,14 @@ def _lines(ax: Any, data: dict[str, dict[int, list[float]]], xlabel: str, title:
         xs = sorted(data[label])
         means = [sum(data[label][x]) / len(data[label][x]) for x in xs]
         placement, _, path = label.partition(" ")
-        ax.plot(xs, means, "-" if path == "lane" else "--", marker="o" if path == "lane" else "s",
-                color=PLACEMENT_COLORS.get(placement), label=label)
+        ax.plot(
+            xs,
+            means,
+            "-" if path == "lane" else "--",
+            marker="o" if path == "lane" else "s",
+            color=PLACEMENT_COLORS.get(placement),
+            label=label,
+        )
     ax.set_xscale("log", base=2)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("mean throughput (Mbit/s)")

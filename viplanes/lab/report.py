@@ -3,15 +3,17 @@
 Aggregation is pure (records in, rows out); rendering writes a rich table, Markdown, CSV and PNGs.
 Only successful runs count; failed ones are reported by number.
 """
+
 from __future__ import annotations
 
 import csv
 import json
 import statistics
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 ORDER = {"desktop": 0, "server": 1, "dtn": 2}
 DIRS = {"upload": "up", "download": "down"}
@@ -77,10 +79,11 @@ def table2(records: Iterable[dict[str, Any]]) -> list[Row]:
     for r in records:
         if r.get("ok"):
             groups[(r["tool"], r["placement"], r["direction"], r["path"])].append(float(r["mbps"]))
-    keys = sorted({k[:3] for k in groups},
-                  key=lambda k: (k[0], ORDER.get(k[1], 9), k[1], k[2] != "upload"))
-    return [Row(tool, pl, d, stats(groups.get((tool, pl, d, "default"), [])),
-                stats(groups.get((tool, pl, d, "lane"), []))) for tool, pl, d in keys]
+    keys = sorted({k[:3] for k in groups}, key=lambda k: (k[0], ORDER.get(k[1], 9), k[1], k[2] != "upload"))
+    return [
+        Row(tool, pl, d, stats(groups.get((tool, pl, d, "default"), [])), stats(groups.get((tool, pl, d, "lane"), [])))
+        for tool, pl, d in keys
+    ]
 
 
 def _cells(s: Stats | None) -> list[str]:
@@ -88,12 +91,10 @@ def _cells(s: Stats | None) -> list[str]:
 
 
 def table_rows(rows: Sequence[Row]) -> list[list[str]]:
-    return [[r.tool, r.label, *_cells(r.default), *_cells(r.lane),
-             f"{r.ratio:.1f}x" if r.ratio else "-"] for r in rows]
+    return [[r.tool, r.label, *_cells(r.default), *_cells(r.lane), f"{r.ratio:.1f}x" if r.ratio else "-"] for r in rows]
 
 
-HEADER = ["tool", "location-dir", "default mean", "sd", "max", "n", "lane mean", "sd", "max", "n",
-          "ratio"]
+HEADER = ["tool", "location-dir", "default mean", "sd", "max", "n", "lane mean", "sd", "max", "n", "ratio"]
 
 
 def markdown(rows: Sequence[Row]) -> str:
@@ -105,14 +106,34 @@ def markdown(rows: Sequence[Row]) -> str:
 def write_csv(rows: Sequence[Row], path: Path) -> None:
     with path.open("w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["tool", "placement", "direction", "default_mean", "default_std",
-                    "default_max", "default_n", "lane_mean", "lane_std", "lane_max", "lane_n",
-                    "ratio"])
+        w.writerow(
+            [
+                "tool",
+                "placement",
+                "direction",
+                "default_mean",
+                "default_std",
+                "default_max",
+                "default_n",
+                "lane_mean",
+                "lane_std",
+                "lane_max",
+                "lane_n",
+                "ratio",
+            ]
+        )
         for r in rows:
             d, lane = r.default, r.lane
-            w.writerow([r.tool, r.placement, r.direction,
-                        *(_num(d) if d else [""] * 4), *(_num(lane) if lane else [""] * 4),
-                        f"{r.ratio:.3f}" if r.ratio else ""])
+            w.writerow(
+                [
+                    r.tool,
+                    r.placement,
+                    r.direction,
+                    *(_num(d) if d else [""] * 4),
+                    *(_num(lane) if lane else [""] * 4),
+                    f"{r.ratio:.3f}" if r.ratio else "",
+                ]
+            )
 
 
 def _num(s: Stats) -> list[str]:
@@ -124,20 +145,26 @@ def rich_table(rows: Sequence[Row], title: str = "Table 2 (lab): throughput by l
 
     table = Table(title=title, padding=(0, 1))
     for i, name in enumerate(HEADER):
-        table.add_column(name, justify="left" if i < 2 else "right", no_wrap=True,
-                         style="cyan" if 6 <= i <= 9 else None)
+        table.add_column(
+            name, justify="left" if i < 2 else "right", no_wrap=True, style="cyan" if 6 <= i <= 9 else None
+        )
     for cells in table_rows(rows):
         table.add_row(*cells)
     return table
 
 
-def series(records: Iterable[dict[str, Any]], tool: str, key: str,
-           direction: str | None = None) -> dict[str, dict[int, list[float]]]:
+def series(
+    records: Iterable[dict[str, Any]], tool: str, key: str, direction: str | None = None
+) -> dict[str, dict[int, list[float]]]:
     """mbps by (placement/path) label and by a numeric parameter (parallel or chunk_mb)."""
     out: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
-        if r.get("ok") and r["tool"] == tool and r.get(key) is not None \
-                and (direction is None or r["direction"] == direction):
+        if (
+            r.get("ok")
+            and r["tool"] == tool
+            and r.get(key) is not None
+            and (direction is None or r["direction"] == direction)
+        ):
             out[f"{r['placement']} {r['path']}"][int(r[key])].append(float(r["mbps"]))
     return out
 
@@ -151,8 +178,7 @@ def write_report(records: list[dict[str, Any]], out_dir: Path) -> dict[str, Path
     write_csv(rows, files["csv"])
     from .plots import by_chunk, by_parallel, by_placement
 
-    for name, fn in (("by_placement", by_placement), ("by_parallel", by_parallel),
-                     ("by_chunk", by_chunk)):
+    for name, fn in (("by_placement", by_placement), ("by_parallel", by_parallel), ("by_chunk", by_chunk)):
         path = out_dir / f"{name}.png"
         if fn(records, rows, path):
             files[name] = path

@@ -6,6 +6,7 @@ file is written anywhere. With a `wan:` section in the topology, both listen on 
 loopback and the WAN model's pacing proxy (`wanproxy.py`) owns their public ports, so every
 connection to them is capped at ``wan.per_connection_mbps``.
 """
+
 from __future__ import annotations
 
 import os
@@ -51,8 +52,7 @@ def _help(binary: str) -> str:
 
 def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for lab tools: ours, minus AWS_CA_BUNDLE (it breaks rclone's S3 backend)."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("AWS_CA_BUNDLE",) and not k.startswith("RCLONE_")}
+    env = {k: v for k, v in os.environ.items() if k not in ("AWS_CA_BUNDLE",) and not k.startswith("RCLONE_")}
     env.update(extra or {})
     return env
 
@@ -74,18 +74,21 @@ class CloudServices:
 
     def rclone_env(self) -> dict[str, str]:
         """Environment defining the rclone remote ``cloud:`` for a client host."""
-        return clean_env({
-            "RCLONE_CONFIG_CLOUD_TYPE": "s3",
-            "RCLONE_CONFIG_CLOUD_PROVIDER": "Rclone",
-            "RCLONE_CONFIG_CLOUD_ACCESS_KEY_ID": ACCESS_KEY,
-            "RCLONE_CONFIG_CLOUD_SECRET_ACCESS_KEY": SECRET_KEY,
-            "RCLONE_CONFIG_CLOUD_ENDPOINT": self.endpoint,
-            "RCLONE_CONFIG_CLOUD_FORCE_PATH_STYLE": "true",
-        })
+        return clean_env(
+            {
+                "RCLONE_CONFIG_CLOUD_TYPE": "s3",
+                "RCLONE_CONFIG_CLOUD_PROVIDER": "Rclone",
+                "RCLONE_CONFIG_CLOUD_ACCESS_KEY_ID": ACCESS_KEY,
+                "RCLONE_CONFIG_CLOUD_SECRET_ACCESS_KEY": SECRET_KEY,
+                "RCLONE_CONFIG_CLOUD_ENDPOINT": self.endpoint,
+                "RCLONE_CONFIG_CLOUD_FORCE_PATH_STYLE": "true",
+            }
+        )
 
 
-def start_cloud_services(lab: LabNetwork, work_dir: Path, host_name: str | None = None,
-                         iperf_port: int = IPERF_PORT, s3_port: int = S3_PORT) -> CloudServices:
+def start_cloud_services(
+    lab: LabNetwork, work_dir: Path, host_name: str | None = None, iperf_port: int = IPERF_PORT, s3_port: int = S3_PORT
+) -> CloudServices:
     """Start iperf3 and S3 on the cloud host (behind the WAN proxy if the topology has a `wan`);
     they stop with the lab."""
     name = host_name or next(h.name for h in lab.topology.hosts if h.role == "cloud")
@@ -101,25 +104,47 @@ def start_cloud_services(lab: LabNetwork, work_dir: Path, host_name: str | None 
     logs = work_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     procs = [
-        _spawn(lab, host, ["iperf3", "-s", "-B", bind, "-p", str(iperf_port)],
-               logs / "iperf3-server.log"),
-        _spawn(lab, host, [rclone_binary(), "serve", "s3", "--addr", f"{bind}:{s3_port}",
-                           "--auth-key", f"{ACCESS_KEY},{SECRET_KEY}",
-                           str(data_dir)], logs / "rclone-serve-s3.log"),
+        _spawn(lab, host, ["iperf3", "-s", "-B", bind, "-p", str(iperf_port)], logs / "iperf3-server.log"),
+        _spawn(
+            lab,
+            host,
+            [
+                rclone_binary(),
+                "serve",
+                "s3",
+                "--addr",
+                f"{bind}:{s3_port}",
+                "--auth-key",
+                f"{ACCESS_KEY},{SECRET_KEY}",
+                str(data_dir),
+            ],
+            logs / "rclone-serve-s3.log",
+        ),
     ]
     for port in (iperf_port, s3_port):
         _wait_listening(host, bind, port, procs)
     if wan is not None:
-        proxy = _spawn(lab, host, [sys.executable, "-m", "viplanes.lab.wanproxy",
-                                   "--mbps", f"{wan.per_connection_mbps:g}",
-                                   "--burst-kb", f"{wan.burst_kb:g}", "--verbose",
-                                   *(a for port in (iperf_port, s3_port) for a in (
-                                       "--forward", f"{ip}:{port}={bind}:{port}"))],
-                       logs / "wanproxy.log")
+        proxy = _spawn(
+            lab,
+            host,
+            [
+                sys.executable,
+                "-m",
+                "viplanes.lab.wanproxy",
+                "--mbps",
+                f"{wan.per_connection_mbps:g}",
+                "--burst-kb",
+                f"{wan.burst_kb:g}",
+                "--verbose",
+                *(a for port in (iperf_port, s3_port) for a in ("--forward", f"{ip}:{port}={bind}:{port}")),
+            ],
+            logs / "wanproxy.log",
+        )
         for port in (iperf_port, s3_port):
             _wait_listening(host, ip, port, [proxy])
-    return CloudServices(ip, iperf_port, s3_port, BUCKET, data_dir,
-                         wan.per_connection_mbps if wan is not None else None)
+    return CloudServices(
+        ip, iperf_port, s3_port, BUCKET, data_dir, wan.per_connection_mbps if wan is not None else None
+    )
 
 
 def _spawn(lab: LabNetwork, host: Node, argv: list[str], log: Path) -> subprocess.Popen:
@@ -135,8 +160,7 @@ def _spawn(lab: LabNetwork, host: Node, argv: list[str], log: Path) -> subproces
     return proc
 
 
-def _wait_listening(host: Node, ip: str, port: int, procs: list[subprocess.Popen],
-                    timeout: float = 10.0) -> None:
+def _wait_listening(host: Node, ip: str, port: int, procs: list[subprocess.Popen], timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for proc in procs:

@@ -4,15 +4,17 @@ The lab uses the product as its users do: an operator is bootstrapped on the dat
 CLI, creates a researcher and a grant over the REST API, and the researcher requests and releases
 lanes over the REST API with their own token.
 """
+
 from __future__ import annotations
 
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from viplanes.client.http import ApiClient, ApiError
 from viplanes.config import ClientConfig
@@ -50,15 +52,29 @@ class Stack:
     def client(self, token: str | None = None) -> ApiClient:
         return ApiClient(ClientConfig(api_url=self.api_url, token=token or self.researcher_token))
 
-    def request_lane(self, src_ip: str, dst_ip: str, dst_port: int, duration_s: int,
-                     purpose: str, protocol: str = "tcp",
-                     timeout_s: float = 20.0) -> dict[str, Any]:
+    def request_lane(
+        self,
+        src_ip: str,
+        dst_ip: str,
+        dst_port: int,
+        duration_s: int,
+        purpose: str,
+        protocol: str = "tcp",
+        timeout_s: float = 20.0,
+    ) -> dict[str, Any]:
         """Ask for a lane as the researcher and wait until it is active (StackError otherwise)."""
         api = self.client()
         try:
-            lane = api.request_lane({"src_ip": src_ip, "dst_ip": dst_ip, "protocol": protocol,
-                                     "dst_port": dst_port, "duration_s": duration_s,
-                                     "purpose": purpose})
+            lane = api.request_lane(
+                {
+                    "src_ip": src_ip,
+                    "dst_ip": dst_ip,
+                    "protocol": protocol,
+                    "dst_port": dst_port,
+                    "duration_s": duration_s,
+                    "purpose": purpose,
+                }
+            )
             self._lanes.append(int(lane["id"]))
             lane = api.wait_lane(lane, timeout_s)
         except ApiError as exc:
@@ -84,7 +100,7 @@ class Stack:
                 pass
         stop_process(self.proc, grace_s=10)
 
-    def __enter__(self) -> "Stack":
+    def __enter__(self) -> Stack:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -95,9 +111,15 @@ def _viplanes(*args: str) -> list[str]:
     return [sys.executable, "-m", "viplanes.cli.main", *args]
 
 
-def start_stack(topology_path: Path, work_dir: Path, src_prefixes: Sequence[str],
-                dst_prefixes: Sequence[str], ports: Sequence[str],
-                max_duration_s: int = 3600, max_lanes: int = 8) -> Stack:
+def start_stack(
+    topology_path: Path,
+    work_dir: Path,
+    src_prefixes: Sequence[str],
+    dst_prefixes: Sequence[str],
+    ports: Sequence[str],
+    max_duration_s: int = 3600,
+    max_lanes: int = 8,
+) -> Stack:
     """Start `viplanes serve` on free local ports with a fresh SQLite database, and bootstrap
     an operator, a researcher and the researcher's grant."""
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -107,8 +129,12 @@ def start_stack(topology_path: Path, work_dir: Path, src_prefixes: Sequence[str]
     env = clean_env({"VIPLANES_DB_URL": db_url})
     env.pop("VIPLANES_TOKEN", None)
     env.pop("VIPLANES_API_URL", None)
-    boot = subprocess.run(_viplanes("principal", "add", OPERATOR, "--role", "operator",
-                                    "--db", db_url), capture_output=True, text=True, env=env)
+    boot = subprocess.run(
+        _viplanes("principal", "add", OPERATOR, "--role", "operator", "--db", db_url),
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     if boot.returncode != 0 or not boot.stdout.strip():
         why = (boot.stderr or boot.stdout).strip()[-300:]
         raise StackError(f"operator bootstrap failed: {why}")
@@ -118,23 +144,43 @@ def start_stack(topology_path: Path, work_dir: Path, src_prefixes: Sequence[str]
     lab_pki = _lab_pki()
     log_path = work_dir / "serve.log"
     log = log_path.open("ab")
-    proc = subprocess.Popen(_viplanes("serve", "--topology", str(topology_path), "--db", db_url,
-                                      "--api", f"127.0.0.1:{api_port}",
-                                      "--openflow", f"127.0.0.1:{of_port}",
-                                      *lab_pki.serve_args()),
-                            stdout=log, stderr=subprocess.STDOUT, env=env)
+    proc = subprocess.Popen(
+        _viplanes(
+            "serve",
+            "--topology",
+            str(topology_path),
+            "--db",
+            db_url,
+            "--api",
+            f"127.0.0.1:{api_port}",
+            "--openflow",
+            f"127.0.0.1:{of_port}",
+            *lab_pki.serve_args(),
+        ),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
     log.close()
-    stack = Stack(f"http://127.0.0.1:{api_port}", ("127.0.0.1", of_port), "", operator_token,
-                  proc, log_path)
+    stack = Stack(f"http://127.0.0.1:{api_port}", ("127.0.0.1", of_port), "", operator_token, proc, log_path)
     try:
         _wait_api(stack, proc, log_path)
         op = stack.client(operator_token)
         researcher = op.call("POST", "/principals", json={"name": RESEARCHER, "role": "researcher"})
         stack.researcher_token = researcher["token"]
-        op.call("POST", "/grants", json={
-            "principal": RESEARCHER, "src_prefixes": list(src_prefixes),
-            "dst_prefixes": list(dst_prefixes), "protocols": ["tcp"], "ports": list(ports),
-            "max_duration_s": max_duration_s, "max_lanes": max_lanes})
+        op.call(
+            "POST",
+            "/grants",
+            json={
+                "principal": RESEARCHER,
+                "src_prefixes": list(src_prefixes),
+                "dst_prefixes": list(dst_prefixes),
+                "protocols": ["tcp"],
+                "ports": list(ports),
+                "max_duration_s": max_duration_s,
+                "max_lanes": max_lanes,
+            },
+        )
     except BaseException as exc:
         stack.stop()
         if isinstance(exc, ApiError):
@@ -172,15 +218,17 @@ def start_controller_only(work_dir: Path) -> tuple[subprocess.Popen, tuple[str, 
     port = free_port()
     lab_pki = _lab_pki()
     log = (work_dir / "controller.log").open("ab")
-    proc = subprocess.Popen([sys.executable, "-m", "viplanes.cli.osken", "--listen",
-                             f"127.0.0.1:{port}", *lab_pki.serve_args()], stdout=log,
-                            stderr=subprocess.STDOUT, env=clean_env())
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "viplanes.cli.osken", "--listen", f"127.0.0.1:{port}", *lab_pki.serve_args()],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=clean_env(),
+    )
     log.close()
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise StackError(f"controller exited ({proc.returncode}); "
-                             f"see {work_dir}/controller.log")
+            raise StackError(f"controller exited ({proc.returncode}); see {work_dir}/controller.log")
         try:
             socket.create_connection(("127.0.0.1", port), 0.3).close()
             return proc, ("127.0.0.1", port)
@@ -188,6 +236,3 @@ def start_controller_only(work_dir: Path) -> tuple[subprocess.Popen, tuple[str, 
             time.sleep(0.2)
     proc.kill()
     raise StackError("controller did not listen within 20s")
-
-
-

@@ -5,6 +5,7 @@ Switch ports are the topology's real OpenFlow port numbers. Switches get a run p
 runs (or another test's bridges) must never collide; hosts and middleboxes live in their own
 namespaces and keep their topology names.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -33,7 +34,7 @@ def switch_name(prefix: str, name: str, index: int, max_port: int) -> str:
 
 def leg_name(node: str, leg: str) -> str:
     """Interface name of a middlebox/router leg inside its namespace, e.g. ``fw-in``."""
-    return f"{node[:IFNAMSIZ - len(leg) - 1]}-{leg}"
+    return f"{node[: IFNAMSIZ - len(leg) - 1]}-{leg}"
 
 
 class ShapedIntf(TCIntf):
@@ -49,8 +50,9 @@ class ShapedLink(Link):
 
     def __init__(self, node1: str, node2: str, **params: Any) -> None:
         shaping = {k: params.pop(k) for k in ("bw", "txo", "rxo", "gro") if k in params}
-        super().__init__(node1, node2, cls1=ShapedIntf, cls2=ShapedIntf,
-                         params1=dict(shaping), params2=dict(shaping), **params)
+        super().__init__(
+            node1, node2, cls1=ShapedIntf, cls2=ShapedIntf, params1=dict(shaping), params2=dict(shaping), **params
+        )
 
 
 def _link_opts(mbps: float | None) -> dict[str, Any]:
@@ -77,26 +79,46 @@ class LabTopo(Topo):
             return _link_opts(mbps if shape else None)
 
         for link in topology.links:
-            self.addLink(self.names[link.a.switch], self.names[link.b.switch],
-                         port1=link.a.port, port2=link.b.port, **bw(link.mbps))
+            self.addLink(
+                self.names[link.a.switch],
+                self.names[link.b.switch],
+                port1=link.a.port,
+                port2=link.b.port,
+                **bw(link.mbps),
+            )
 
         for host in topology.hosts:
             self.names[host.name] = host.name
             v6 = {"ip6": str(host.iface.ip6), "gateway6": str(host.gateway6)} if host.iface.ip6 else {}
-            self.addHost(host.name, cls=LabHost, ip=str(host.iface.ip), mac=host.iface.mac,
-                         defaultRoute=f"via {host.gateway}", **v6)
+            self.addHost(
+                host.name,
+                cls=LabHost,
+                ip=str(host.iface.ip),
+                mac=host.iface.mac,
+                defaultRoute=f"via {host.gateway}",
+                **v6,
+            )
             att = host.iface.attach
             assert att is not None, f"host {host.name} is not attached to a switch"
-            self.addLink(host.name, self.names[att.switch], port2=att.port,
-                         intfName1=f"{host.name[:10]}-eth0", **bw(host.nic_mbps))
+            self.addLink(
+                host.name,
+                self.names[att.switch],
+                port2=att.port,
+                intfName1=f"{host.name[:10]}-eth0",
+                **bw(host.nic_mbps),
+            )
 
         for box in topology.middleboxes:
             self.names[box.name] = box.name
             cls = Firewall if box.kind == "firewall" else Nat
             legs = [_leg(box.name, "in", box.inside), _leg(box.name, "out", box.outside)]
-            opts: dict[str, Any] = {"cls": cls, "legs": legs, "routes": _routes(box.routes),
-                                    "legs6": _legs6(box.name, box.inside, box.outside),
-                                    "routes6": routes6(topology, box.routes)}
+            opts: dict[str, Any] = {
+                "cls": cls,
+                "legs": legs,
+                "routes": _routes(box.routes),
+                "legs6": _legs6(box.name, box.inside, box.outside),
+                "routes6": routes6(topology, box.routes),
+            }
             if box.kind == "firewall":
                 opts.update(inside=legs[0][0], outside=legs[1][0], mbps=box.mbps if shape else None)
             else:
@@ -105,11 +127,14 @@ class LabTopo(Topo):
 
         edge = topology.edge
         self.names[edge.name] = edge.name
-        self.addHost(edge.name, cls=EdgeRouter, routes=_routes(edge.routes),
-                     legs=[_leg(edge.name, "in", edge.inside),
-                           _leg(edge.name, "out", edge.outside)],
-                     legs6=_legs6(edge.name, edge.inside, edge.outside),
-                     routes6=edge_routes6(topology))
+        self.addHost(
+            edge.name,
+            cls=EdgeRouter,
+            routes=_routes(edge.routes),
+            legs=[_leg(edge.name, "in", edge.inside), _leg(edge.name, "out", edge.outside)],
+            legs6=_legs6(edge.name, edge.inside, edge.outside),
+            routes6=edge_routes6(topology),
+        )
 
         self._cable_legs(topology)
 
@@ -117,25 +142,29 @@ class LabTopo(Topo):
         """Cable every router leg to its switch port, or to the leg on the same subnet."""
         legs = [(box.name, "in", box.inside) for box in topology.middleboxes]
         legs += [(box.name, "out", box.outside) for box in topology.middleboxes]
-        legs += [(topology.edge.name, "in", topology.edge.inside),
-                 (topology.edge.name, "out", topology.edge.outside)]
+        legs += [(topology.edge.name, "in", topology.edge.inside), (topology.edge.name, "out", topology.edge.outside)]
         loose = []
         for node, leg, iface in legs:
             if iface.attach is None:
                 loose.append((node, leg, iface))
                 continue
-            self.addLink(node, self.names[iface.attach.switch], port2=iface.attach.port,
-                         intfName1=leg_name(node, leg), **_link_opts(None))
+            self.addLink(
+                node,
+                self.names[iface.attach.switch],
+                port2=iface.attach.port,
+                intfName1=leg_name(node, leg),
+                **_link_opts(None),
+            )
         # Legs without a switch port are cabled pairwise to the leg that shares their subnet.
         while loose:
             node, leg, iface = loose.pop(0)
             peer = next((x for x in loose if x[2].ip.network == iface.ip.network), None)
             if peer is None:
-                raise ValueError(f"{node} leg {leg} has no switch port and no peer on "
-                                 f"{iface.ip.network}")
+                raise ValueError(f"{node} leg {leg} has no switch port and no peer on {iface.ip.network}")
             loose.remove(peer)
-            self.addLink(node, peer[0], intfName1=leg_name(node, leg),
-                         intfName2=leg_name(peer[0], peer[1]), **_link_opts(None))
+            self.addLink(
+                node, peer[0], intfName1=leg_name(node, leg), intfName2=leg_name(peer[0], peer[1]), **_link_opts(None)
+            )
 
 
 def _leg(node: str, leg: str, iface: Interface) -> tuple[str, str, str]:
@@ -143,8 +172,11 @@ def _leg(node: str, leg: str, iface: Interface) -> tuple[str, str, str]:
 
 
 def _legs6(node: str, inside: Interface, outside: Interface) -> list[tuple[str, str]]:
-    return [(leg_name(node, leg), str(iface.ip6)) for leg, iface in (("in", inside), ("out", outside))
-            if iface.ip6 is not None]
+    return [
+        (leg_name(node, leg), str(iface.ip6))
+        for leg, iface in (("in", inside), ("out", outside))
+        if iface.ip6 is not None
+    ]
 
 
 def _ifaces(topology: Topology) -> list[Interface]:
@@ -162,8 +194,11 @@ def routes6(topology: Topology, routes: tuple) -> list[tuple[str, str]]:
         hop = next((i for i in _ifaces(topology) if i.ip.ip == via and i.ip6 is not None), None)
         if hop is None:
             continue
-        nets = {"::/0"} if dst.prefixlen == 0 else {
-            str(i.ip6.network) for i in _ifaces(topology) if i.ip6 is not None and i.ip.network == dst}
+        nets = (
+            {"::/0"}
+            if dst.prefixlen == 0
+            else {str(i.ip6.network) for i in _ifaces(topology) if i.ip6 is not None and i.ip.network == dst}
+        )
         out += [(net, str(hop.ip6.ip)) for net in sorted(nets)]
     return out
 
@@ -174,13 +209,23 @@ def edge_routes6(topology: Topology) -> list[tuple[str, str]]:
     inside = topology.edge.inside.ip6
     if inside is None:
         return []
-    hop = next((i for box in topology.middleboxes for i in (box.inside, box.outside)
-                if i.ip6 is not None and i.ip6.network == inside.network), None)
+    hop = next(
+        (
+            i
+            for box in topology.middleboxes
+            for i in (box.inside, box.outside)
+            if i.ip6 is not None and i.ip6.network == inside.network
+        ),
+        None,
+    )
     if hop is None:
         return []
     on_link = {inside.network} | ({topology.edge.outside.ip6.network} if topology.edge.outside.ip6 else set())
-    nets = {str(h.iface.ip6.network) for h in topology.hosts
-            if h.iface.ip6 is not None and h.role != "cloud" and h.iface.ip6.network not in on_link}
+    nets = {
+        str(h.iface.ip6.network)
+        for h in topology.hosts
+        if h.iface.ip6 is not None and h.role != "cloud" and h.iface.ip6.network not in on_link
+    }
     return [(net, str(hop.ip6.ip)) for net in sorted(nets)]
 
 

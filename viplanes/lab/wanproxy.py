@@ -12,6 +12,7 @@ sender: a client sees a slow connection, never an error.
 
 `TokenBucket` is pure (the clock is passed in); the asyncio glue only reads, waits and writes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,8 +62,7 @@ def parse_forward(text: str) -> tuple[str, int, str, int]:
     return lhost, ports[0], thost, ports[1]
 
 
-async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                bucket: TokenBucket) -> int:
+async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, bucket: TokenBucket) -> int:
     """Copy one direction at the bucket's rate until EOF; pass the EOF on. Bytes copied.
 
     Reads are at most one burst, so what leaves at once is never more than a burst either."""
@@ -87,8 +87,7 @@ async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
 class Proxy:
     """Accepts on the public address, connects to the service, paces both directions."""
 
-    def __init__(self, target: tuple[str, int], rate_bps: float, burst_bytes: float,
-                 verbose: bool = False) -> None:
+    def __init__(self, target: tuple[str, int], rate_bps: float, burst_bytes: float, verbose: bool = False) -> None:
         self.target = target
         self.verbose = verbose
         self.rate_bps = rate_bps
@@ -105,11 +104,11 @@ class Proxy:
         try:
             up, down = await asyncio.gather(
                 _pump(c_reader, s_writer, TokenBucket(self.rate_bps, self.burst_bytes)),
-                _pump(s_reader, c_writer, TokenBucket(self.rate_bps, self.burst_bytes)))
+                _pump(s_reader, c_writer, TokenBucket(self.rate_bps, self.burst_bytes)),
+            )
             if self.verbose:
                 peer = c_writer.get_extra_info("peername")
-                print(f"{peer} -> {self.target[1]}: {up} B in, {down} B out, "
-                      f"{loop.time() - started:.2f} s", flush=True)
+                print(f"{peer} -> {self.target[1]}: {up} B in, {down} B out, {loop.time() - started:.2f} s", flush=True)
         finally:
             for w in (c_writer, s_writer):
                 w.close()
@@ -131,15 +130,18 @@ def listening_socket(host: str, port: int, rcvbuf: int) -> socket.socket:
     return sock
 
 
-async def serve(forwards: list[tuple[str, int, str, int]], mbps: float, burst_kb: float,
-                verbose: bool = False) -> None:
+async def serve(forwards: list[tuple[str, int, str, int]], mbps: float, burst_kb: float, verbose: bool = False) -> None:
     servers = []
     for lhost, lport, thost, tport in forwards:
         proxy = Proxy((thost, tport), mbps * 1e6, burst_kb * 1024, verbose)
-        servers.append(await asyncio.start_server(
-            proxy.handle, sock=listening_socket(lhost, lport, int(burst_kb * 1024))))
-    print(f"wanproxy: {mbps:g} Mbit/s per connection each way, burst {burst_kb:g} KB: "
-          + ", ".join(f"{a}:{b} -> {c}:{d}" for a, b, c, d in forwards), flush=True)
+        servers.append(
+            await asyncio.start_server(proxy.handle, sock=listening_socket(lhost, lport, int(burst_kb * 1024)))
+        )
+    print(
+        f"wanproxy: {mbps:g} Mbit/s per connection each way, burst {burst_kb:g} KB: "
+        + ", ".join(f"{a}:{b} -> {c}:{d}" for a, b, c, d in forwards),
+        flush=True,
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -150,10 +152,8 @@ async def serve(forwards: list[tuple[str, int, str, int]], mbps: float, burst_kb
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m viplanes.lab.wanproxy",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--forward", action="append", required=True,
-                        metavar="LISTEN_IP:PORT=TARGET_IP:PORT")
+    parser = argparse.ArgumentParser(prog="python -m viplanes.lab.wanproxy", description=__doc__.splitlines()[0])
+    parser.add_argument("--forward", action="append", required=True, metavar="LISTEN_IP:PORT=TARGET_IP:PORT")
     parser.add_argument("--mbps", type=float, required=True, help="per connection, each way")
     parser.add_argument("--burst-kb", type=float, default=64.0)
     parser.add_argument("--verbose", action="store_true", help="one line per closed connection")

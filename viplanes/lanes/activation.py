@@ -6,27 +6,35 @@ the clock-driven part (start due lanes, expire ended ones, recover stuck ones).
 lanes.py so each file does one thing: lanes.py decides and stores requests, this module carries
 them out over time.
 """
+
 from __future__ import annotations
 
 import ipaddress
 import logging
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy import Connection, select
 
+from viplanes.authz.tokens import Caller
 from viplanes.dataplane.base import Dataplane, is_transient
-from viplanes.store.db import Database
 from viplanes.domain.values import ActivationResult, LaneSpec, lane_shape_refusal
 from viplanes.errors import Conflict
-from viplanes.authz.tokens import Caller
-from viplanes.lanes.owners import ActiveOwners
 from viplanes.lanes.overlap import row_nets
+from viplanes.lanes.owners import ActiveOwners
 from viplanes.lanes.pool import LanePool, needs_pool_address
 from viplanes.lanes.specs import SPEC_COLUMNS, spec_from_row, spec_of
-from viplanes.store.lanesql.core import (add_audit, installing_lanes, lane_for_change, lanes_due, owner_and_state,
-                               record_activation)
+from viplanes.store.db import Database
+from viplanes.store.lanesql.core import (
+    add_audit,
+    installing_lanes,
+    lane_for_change,
+    lanes_due,
+    owner_and_state,
+    record_activation,
+)
 from viplanes.store.lanesql.postgres import RECORD_MAX, end_in_one, record_in_one
 from viplanes.store.models import LIVE_STATES, Lane
 from viplanes.store.records import audit
@@ -117,9 +125,18 @@ class LaneActivation:
         (nothing written) unless the lane was live and the caller's: ``end`` then says why."""
         channel = self._wake_channel()  # the split's NOTIFY channel
         with self.db.statement_connection() as conn:
-            ended = end_in_one(conn, lane_id, to, f"{to} by {caller.name}", now, caller.name,
-                               END_ACTIONS[to], caller.id,
-                               caller.is_operator, channel)
+            ended = end_in_one(
+                conn,
+                lane_id,
+                to,
+                f"{to} by {caller.name}",
+                now,
+                caller.name,
+                END_ACTIONS[to],
+                caller.id,
+                caller.is_operator,
+                channel,
+            )
         if ended is None:
             return None
         lane, was, woken = ended
@@ -313,8 +330,9 @@ class LaneActivation:
                 return {"started": 0, "expired": 0}
         with self.db.write() as s:
             # FOR UPDATE (PostgreSQL): a lane released meanwhile is re-checked and skipped, not revived
-            due = s.scalars(select(Lane).where(Lane.state == "scheduled", Lane.starts_at <= now)
-                            .with_for_update(of=Lane)).all()
+            due = s.scalars(
+                select(Lane).where(Lane.state == "scheduled", Lane.starts_at <= now).with_for_update(of=Lane)
+            ).all()
             starting = []
             for lane in due:
                 if lane.expires_at <= now:
@@ -330,8 +348,11 @@ class LaneActivation:
                     move_lane(lane, "installing")  # not before its switches are back: no failed start
                     audit(s, now, "system", "lane.start", f"lane:{lane.id}", "done")
                     starting.append(lane)
-            ending = s.scalars(select(Lane).where(Lane.state.in_(("installing", "active")),
-                                                  Lane.expires_at <= now).with_for_update(of=Lane)).all()
+            ending = s.scalars(
+                select(Lane)
+                .where(Lane.state.in_(("installing", "active")), Lane.expires_at <= now)
+                .with_for_update(of=Lane)
+            ).all()
             for lane in ending:
                 move_lane(lane, "expired", "duration ended")
                 lane.ended_at = now

@@ -6,6 +6,7 @@ dropped connection, a restart) the retry finds the lane, in whatever state it is
 ``409 duplicate_lane``. The same key with another body is ``422 idempotency_key_reused``. Keys
 are per principal: nobody can fetch another principal's lane by guessing its key.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,11 +16,10 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, select
 
-from viplanes.store.lanesql import sqlite as rawsql
 from viplanes.errors import Invalid
+from viplanes.store.lanesql import sqlite as rawsql
 from viplanes.store.lanesql.core import LANES, lane_from_row
 from viplanes.store.models import Lane
-
 
 # fields added after keys were first stored: left out while unset, so an old request's hash holds
 _ADDED_LATER = frozenset({"dst_prefix", "dst_host", "dst_ports"})
@@ -32,8 +32,9 @@ def request_digest(body: Any) -> str:
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-_BY_KEY = select(LANES).where(LANES.c.principal_id == bindparam("principal_id"),
-                              LANES.c.idempotency_key == bindparam("key"))
+_BY_KEY = select(LANES).where(
+    LANES.c.principal_id == bindparam("principal_id"), LANES.c.idempotency_key == bindparam("key")
+)
 
 
 def find_replay(conn: Connection, principal_id: int, key: str, digest: str) -> Lane | None:
@@ -42,6 +43,9 @@ def find_replay(conn: Connection, principal_id: int, key: str, digest: str) -> L
     row = rawsql.first_mapping(conn, _BY_KEY, {"principal_id": principal_id, "key": key})
     first = lane_from_row(dict(row)) if row is not None else None
     if first is not None and first.request_hash is not None and first.request_hash != digest:
-        raise Invalid("this Idempotency-Key was already used with a different request",
-                      {"lane_id": first.id}, code="idempotency_key_reused")
+        raise Invalid(
+            "this Idempotency-Key was already used with a different request",
+            {"lane_id": first.id},
+            code="idempotency_key_reused",
+        )
     return first

@@ -13,6 +13,7 @@ lane ``installing`` with reason ``waiting for the data plane: ...``. ``recover``
 calls it every few seconds) activates every ``installing`` lane nobody in this process is
 activating, whoever left it so; a lane whose window ends first becomes ``expired``.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -20,7 +21,8 @@ import ipaddress
 import logging
 import threading
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from sqlalchemy import Connection, func, select
 from sqlalchemy.exc import IntegrityError
@@ -28,28 +30,36 @@ from sqlalchemy.orm import Session
 
 from viplanes.authz.tokens import Caller, sees_lane
 from viplanes.dataplane.base import Dataplane
-from viplanes.store.db import Database
 from viplanes.domain.values import LaneCounters, LaneSpec
 from viplanes.errors import Conflict, Forbidden, Invalid, NotFound, Unavailable, VipError
+from viplanes.lanes.activation import END_ACTIONS, TERMINAL, TRANSITIONS, LaneActivation, can_move  # noqa: F401 - state machine re-exported
+from viplanes.lanes.activation import move_lane as _move
 from viplanes.lanes.idempotency import find_replay, request_digest
-from viplanes.lanes.activation import (  # noqa: F401 - state machine re-exported
-    END_ACTIONS, TERMINAL, TRANSITIONS, LaneActivation, can_move, move_lane as _move)
-from viplanes.lanes.owners import ActiveOwners
 from viplanes.lanes.overlap import overlapping_lane, row_nets, row_ports, source_aliases
-from viplanes.store.lanesql.postgres import insert_in_one
+from viplanes.lanes.owners import ActiveOwners
 from viplanes.lanes.pool import NAT_LOCK_KEY, LanePool, needs_pool_address
-from viplanes.lanes.specs import SPEC_COLUMNS, spec_from_row
-from viplanes.lanes.targets import (  # noqa: F401 - LaneInput, LaneLimits re-exported
-    LaneInput, LaneLimits, LaneTarget, clamp_ttl, target_for_request)
 from viplanes.lanes.resolver import Resolver, default_resolver
-from viplanes.store.models import LIVE_STATES, Lane, Principal
+from viplanes.lanes.specs import SPEC_COLUMNS, spec_from_row
+from viplanes.lanes.targets import LaneInput, LaneLimits, LaneTarget, clamp_ttl, target_for_request
 from viplanes.policy.rules import START_SLACK_S, Decision, LaneRequest, check_grant, decide, lane_sources
-from viplanes.store.lanesql.core import (add_audit, end_lane, insert_lane, lane_from_row, lane_row_for_change, live_counts,
-                                owner_and_state, usable_grant_rules)
+from viplanes.store.db import Database
+from viplanes.store.lanesql.core import (
+    add_audit,
+    end_lane,
+    insert_lane,
+    lane_from_row,
+    lane_row_for_change,
+    live_counts,
+    owner_and_state,
+    usable_grant_rules,
+)
+from viplanes.store.lanesql.postgres import insert_in_one
+from viplanes.store.models import LIVE_STATES, Lane, Principal
 from viplanes.store.records import audit, get_grant, rule_of
 from viplanes.topologies.model import Topology
 
 log = logging.getLogger(__name__)
+
 
 def _noop(*_args: object) -> None:
     return None
@@ -64,11 +74,17 @@ BOOKINGS_PER_LANE = 10  # lanes a grant may book ahead, per lane of its max_lane
 class LaneManager(LaneActivation):
     """Requests, extends, ends and schedules lanes. Thread-safe: all state is in the database."""
 
-    def __init__(self, db: Database, dataplane: Dataplane, topology: Topology,
-                 clock: Callable[[], float] = time.time,
-                 on_decision: Callable[[str], None] = _noop,
-                 on_activation: Callable[[float, bool], None] = _noop,
-                 resolver: Resolver | None = None, limits: LaneLimits | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        dataplane: Dataplane,
+        topology: Topology,
+        clock: Callable[[], float] = time.time,
+        on_decision: Callable[[str], None] = _noop,
+        on_activation: Callable[[float, bool], None] = _noop,
+        resolver: Resolver | None = None,
+        limits: LaneLimits | None = None,
+    ) -> None:
         self.db = db
         self.resolver = resolver or default_resolver()
         self.limits = limits or LaneLimits()
@@ -103,11 +119,17 @@ class LaneManager(LaneActivation):
 
     def target_of(self, body: LaneInput) -> LaneTarget:
         """Destination set and ports, a name resolved before any database lock is held."""
-        return target_for_request(body, self.topology, self.resolver, self.limits.max_matches,
-                                  getattr(self.dataplane, "carries_lane_sets", False))
+        return target_for_request(
+            body,
+            self.topology,
+            self.resolver,
+            self.limits.max_matches,
+            getattr(self.dataplane, "carries_lane_sets", False),
+        )
 
-    def _request(self, caller: Caller, body: LaneInput, target: LaneTarget, idempotency_key: str | None,
-                 digest: str) -> tuple[Lane, bool]:
+    def _request(
+        self, caller: Caller, body: LaneInput, target: LaneTarget, idempotency_key: str | None, digest: str
+    ) -> tuple[Lane, bool]:
         now = self.clock()
         denial: VipError | None = None
         lane: Lane | None = None
@@ -122,21 +144,27 @@ class LaneManager(LaneActivation):
                 # Quota is the last check of a grant, so only grants that pass every other check need
                 # their live lanes counted (one GROUP BY over fewer grants); the rest fail the same
                 # way whatever the count.
-                countable = [r.grant_id for r in rules
-                             if check_grant(req, r, now, 0).code in ("allowed", "quota")]
-                decision = decide(req, rules, self.topology, now,
-                                  self._live_counts(conn, countable, req.starts_at, req.expires_at))
+                countable = [r.grant_id for r in rules if check_grant(req, r, now, 0).code in ("allowed", "quota")]
+                decision = decide(
+                    req, rules, self.topology, now, self._live_counts(conn, countable, req.starts_at, req.expires_at)
+                )
                 if decision.allowed and req.starts_at > now:
                     decision = self._within_bookings(conn, decision, rules)
                 if decision.allowed:
-                    lane, denial = self._insert(conn, caller, body, target, req, decision, now,
-                                                 idempotency_key, digest)
+                    lane, denial = self._insert(conn, caller, body, target, req, decision, now, idempotency_key, digest)
                 else:
                     denial = self._denial(decision)
                 self.on_decision(denial.code if denial is not None else decision.code)
                 if lane is None or self.db.is_sqlite:
-                    add_audit(conn, now, caller.name, "lane.request", f"lane:{lane.id}" if lane else "",
-                              "allow" if denial is None else "deny", denial.message if denial else decision.reason)
+                    add_audit(
+                        conn,
+                        now,
+                        caller.name,
+                        "lane.request",
+                        f"lane:{lane.id}" if lane else "",
+                        "allow" if denial is None else "deny",
+                        denial.message if denial else decision.reason,
+                    )
                     if lane is not None and lane.state == "installing":
                         self._wake_in(conn, f"lane:{lane.id}")
                 elif lane.state == "installing" and self._wake_channel() is not None:
@@ -171,10 +199,19 @@ class LaneManager(LaneActivation):
             # the first's) and a second lane-pool address got through.
             sources = lane_sources(host, target.nets)
             src = sources[0] if len(sources) == 1 else (host.address_for(4) or src)
-        return LaneRequest(src_ip=src, dst_ip=None, protocol=body.protocol, dst_port=None,
-                           src_port=body.src_port, duration_s=body.duration_s, starts_at=start,
-                           rate_mbps=body.rate_mbps, dst_nets=target.nets, dst_ports=target.ports,
-                           src_addrs=sources)
+        return LaneRequest(
+            src_ip=src,
+            dst_ip=None,
+            protocol=body.protocol,
+            dst_port=None,
+            src_port=body.src_port,
+            duration_s=body.duration_s,
+            starts_at=start,
+            rate_mbps=body.rate_mbps,
+            dst_nets=target.nets,
+            dst_ports=target.ports,
+            src_addrs=sources,
+        )
 
     @staticmethod
     def _within_bookings(conn: Connection, decision: Decision, rules: Sequence[Any]) -> Decision:
@@ -183,12 +220,23 @@ class LaneManager(LaneActivation):
         windows of their own (a year of 1-second lanes: 31 million rows for the scheduler)."""
         rule = next(r for r in rules if r.grant_id == decision.grant_id)
         cap = BOOKINGS_PER_LANE * rule.max_lanes
-        booked = conn.scalar(select(func.count()).select_from(Lane).where(
-            Lane.grant_id == decision.grant_id, Lane.state == "scheduled")) or 0
+        booked = (
+            conn.scalar(
+                select(func.count())
+                .select_from(Lane)
+                .where(Lane.grant_id == decision.grant_id, Lane.state == "scheduled")
+            )
+            or 0
+        )
         if booked < cap:
             return decision
-        return Decision(False, "too_many_bookings", f"grant {decision.grant_id} already has {booked} lanes booked "
-                        f"ahead, its most ({BOOKINGS_PER_LANE} x max_lanes {rule.max_lanes})", decision.grant_id)
+        return Decision(
+            False,
+            "too_many_bookings",
+            f"grant {decision.grant_id} already has {booked} lanes booked "
+            f"ahead, its most ({BOOKINGS_PER_LANE} x max_lanes {rule.max_lanes})",
+            decision.grant_id,
+        )
 
     @staticmethod
     def _denial(decision: Decision) -> VipError:
@@ -198,27 +246,49 @@ class LaneManager(LaneActivation):
             return Conflict(decision.reason, {"grant_id": decision.grant_id}, code="too_many_bookings")
         return Forbidden(decision.reason, {"grant_id": decision.grant_id}, code=decision.code)
 
-    def _live_counts(self, conn: Connection, grant_ids: Sequence[int], start: float, end: float,
-                     exclude: int | None = None) -> dict[int, int]:
+    def _live_counts(
+        self, conn: Connection, grant_ids: Sequence[int], start: float, end: float, exclude: int | None = None
+    ) -> dict[int, int]:
         """Live lanes per grant whose time window overlaps [start, end): one GROUP BY."""
         return live_counts(conn, grant_ids, start, end, exclude)
 
-    def _insert(self, conn: Connection, caller: Caller, body: LaneInput, target: LaneTarget, req: LaneRequest,
-                decision: Decision, now: float, idempotency_key: str | None,
-                digest: str) -> tuple[Lane | None, VipError | None]:
+    def _insert(
+        self,
+        conn: Connection,
+        caller: Caller,
+        body: LaneInput,
+        target: LaneTarget,
+        req: LaneRequest,
+        decision: Decision,
+        now: float,
+        idempotency_key: str | None,
+        digest: str,
+    ) -> tuple[Lane | None, VipError | None]:
         src = str(req.src_ip)
         host = self.topology.host_by_ip(req.src_ip)
         immediate = req.starts_at <= now
         # a booked lane takes its lane-pool address when it starts (``tick``), not now
         nat = immediate and needs_pool_address(host, target.nets)
         # the lane pool's lock rides with the overlap lock: one round trip (same order as before)
-        dup = overlapping_lane(conn, self.db, source_aliases(self.topology, src), req.protocol, target.nets,
-                               target.ports, req.src_port,
-                               req.starts_at, req.expires_at, then_lock=NAT_LOCK_KEY if nat else None)
+        dup = overlapping_lane(
+            conn,
+            self.db,
+            source_aliases(self.topology, src),
+            req.protocol,
+            target.nets,
+            target.ports,
+            req.src_port,
+            req.starts_at,
+            req.expires_at,
+            then_lock=NAT_LOCK_KEY if nat else None,
+        )
         if dup is not None:  # another researcher's lane id stays hidden, like its 404
             own = conn.scalar(select(Lane.principal_id).where(Lane.id == dup)) == caller.id or caller.is_operator
-            return None, Conflict("an identical lane is already live for this time" + (f" (lane {dup})" if own else ""),
-                                  {"lane_id": dup} if own else {}, code="duplicate_lane")
+            return None, Conflict(
+                "an identical lane is already live for this time" + (f" (lane {dup})" if own else ""),
+                {"lane_id": dup} if own else {},
+                code="duplicate_lane",
+            )
         nat_ip = None
         if nat:
             # One lane-pool address per host, shared by all its live lanes: the translation is
@@ -226,40 +296,74 @@ class LaneManager(LaneActivation):
             # the pool bounds concurrent hosts, not concurrent lanes.
             nat_ip = self.lane_pool.address_for(self.db, conn, src, locked=True)
             if nat_ip is None:
-                return None, Unavailable("the lane address pool is exhausted; try again when a lane ends",
-                                         {"pool": str(self.topology.lane_pool.prefix)}, code="lane_pool_exhausted")
+                return None, Unavailable(
+                    "the lane address pool is exhausted; try again when a lane ends",
+                    {"pool": str(self.topology.lane_pool.prefix)},
+                    code="lane_pool_exhausted",
+                )
         if immediate:
-            waiting = self._unready(LaneSpec(0, src, target.single_address(), req.protocol,  # type: ignore[arg-type]
-                                             target.single_port(), req.src_port, nat_ip,
-                                             req.expires_at, req.rate_mbps))
+            waiting = self._unready(
+                LaneSpec(
+                    0,
+                    src,
+                    target.single_address(),
+                    req.protocol,  # type: ignore[arg-type]
+                    target.single_port(),
+                    req.src_port,
+                    nat_ip,
+                    req.expires_at,
+                    req.rate_mbps,
+                )
+            )
             if waiting:
-                return None, Unavailable(f"the data plane is not ready ({', '.join(waiting)}); try again",
-                                         {"switches": waiting, "retry_after_s": NOT_READY_RETRY_S},
-                                         code="switches_not_ready", retry_after=NOT_READY_RETRY_S)
+                return None, Unavailable(
+                    f"the data plane is not ready ({', '.join(waiting)}); try again",
+                    {"switches": waiting, "retry_after_s": NOT_READY_RETRY_S},
+                    code="switches_not_ready",
+                    retry_after=NOT_READY_RETRY_S,
+                )
         # a plain lane (one address, one port, no name) keeps today's row; every other shape has
         # dst_ip/dst_port NULL and its set in dst_nets/dst_ports (the overlap check's index relies on it)
         plain = target.single_address() is not None and target.single_port() is not None and not target.host
         refresh = now + clamp_ttl(target.ttl_s, self.limits.ttl_floor_s, self.limits.ttl_cap_s) if target.host else None
-        reason = decision.reason + (f"; {target.host} also has {', '.join(target.dropped)} (no address of "
-                                    "that family on the source)" if target.dropped else "")
+        reason = decision.reason + (
+            f"; {target.host} also has {', '.join(target.dropped)} (no address of that family on the source)"
+            if target.dropped
+            else ""
+        )
         values = dict(
-            principal_id=caller.id, grant_id=decision.grant_id, src_ip=src,
-            dst_ip=target.single_address() if plain else None, protocol=req.protocol,
-            dst_port=target.single_port() if plain else None, src_port=req.src_port,
+            principal_id=caller.id,
+            grant_id=decision.grant_id,
+            src_ip=src,
+            dst_ip=target.single_address() if plain else None,
+            protocol=req.protocol,
+            dst_port=target.single_port() if plain else None,
+            src_port=req.src_port,
             dst_nets=None if plain else target.net_strings(),
             dst_ports=None if plain else [list(r) for r in target.ports],
-            dst_host=target.host, dst_refresh_at=refresh,
-            duration_s=req.duration_s, rate_mbps=req.rate_mbps, purpose=body.purpose,
-            state="installing" if immediate else "scheduled", reason=reason,
-            nat_ip=nat_ip, idempotency_key=idempotency_key,
-            request_hash=digest if idempotency_key else None, created_at=now,
-            starts_at=req.starts_at, expires_at=req.expires_at, activated_at=None, ended_at=None,
-            activation_ms=None)
+            dst_host=target.host,
+            dst_refresh_at=refresh,
+            duration_s=req.duration_s,
+            rate_mbps=req.rate_mbps,
+            purpose=body.purpose,
+            state="installing" if immediate else "scheduled",
+            reason=reason,
+            nat_ip=nat_ip,
+            idempotency_key=idempotency_key,
+            request_hash=digest if idempotency_key else None,
+            created_at=now,
+            starts_at=req.starts_at,
+            expires_at=req.expires_at,
+            activated_at=None,
+            ended_at=None,
+            activation_ms=None,
+        )
         if self.db.is_sqlite:
             lane = insert_lane(conn, values)
         else:  # PostgreSQL: the audit row and the controllers' wake-up ride in the INSERT
-            lane = insert_in_one(conn, values, now, caller.name, decision.reason,
-                                 self._wake_channel() if immediate else None)
+            lane = insert_in_one(
+                conn, values, now, caller.name, decision.reason, self._wake_channel() if immediate else None
+            )
         if immediate:  # before commit: recover() must not pick it up meanwhile
             self._claim(lane.id)
         return lane, None
@@ -279,8 +383,16 @@ class LaneManager(LaneActivation):
             raise NotFound(f"no lane {lane_id}")
         return lane
 
-    def list(self, caller: Caller, state: str | None = None, principal: str | None = None,
-             src_ip: str | None = None, dst_ip: str | None = None, limit: int = 100, offset: int = 0) -> Sequence[Lane]:
+    def list(
+        self,
+        caller: Caller,
+        state: str | None = None,
+        principal: str | None = None,
+        src_ip: str | None = None,
+        dst_ip: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> Sequence[Lane]:
         q = select(Lane)
         if not caller.is_operator:
             q = q.where(Lane.principal_id == caller.id)
@@ -305,8 +417,9 @@ class LaneManager(LaneActivation):
         """What the data plane should carry right now (the controller's reconcile source)."""
         now = self.clock()
         with self.db.read() as s:  # plain columns: no ORM identity map for 10,000 rows
-            rows = s.execute(select(*SPEC_COLUMNS).where(Lane.state.in_(("installing", "active")),
-                                                          Lane.expires_at > now)).all()
+            rows = s.execute(
+                select(*SPEC_COLUMNS).where(Lane.state.in_(("installing", "active")), Lane.expires_at > now)
+            ).all()
         return [spec_from_row(r) for r in rows]
 
     def counts_by_state(self) -> dict[str, int]:
@@ -345,10 +458,8 @@ class LaneManager(LaneActivation):
                 _move(lane, to, f"{to} by {caller.name}")
                 lane.ended_at = now
                 end_lane(conn, lane_id, lane.state, lane.reason, now)
-                add_audit(conn, now, caller.name, END_ACTIONS[to],
-                          f"lane:{lane_id}", "done")
-                woken = was in ("installing", "active") and removal is None and \
-                    self._wake_in(conn, f"ended:{lane_id}")
+                add_audit(conn, now, caller.name, END_ACTIONS[to], f"lane:{lane_id}", "done")
+                woken = was in ("installing", "active") and removal is None and self._wake_in(conn, f"ended:{lane_id}")
         finally:
             if removal is not None:  # the barriers, after the commit (or its failure)
                 removal()
@@ -373,8 +484,10 @@ class LaneManager(LaneActivation):
     def _removes_early(self) -> bool:
         """An in-process controller that can send a lane's deletes before its end is committed
         (a data plane woken by the commit, ``wake_in``, removes the lane itself)."""
-        return (getattr(self.dataplane, "begin_deactivate", None) is not None
-                and getattr(self.dataplane, "wake_in", None) is None)
+        return (
+            getattr(self.dataplane, "begin_deactivate", None) is not None
+            and getattr(self.dataplane, "wake_in", None) is None
+        )
 
     def _begin_removal(self, lane_id: int) -> Callable[[], None] | None:
         """Send an active lane's deletes now (``_removes_early``); the function to wait, or None."""
@@ -399,25 +512,56 @@ class LaneManager(LaneActivation):
             new_end = lane.expires_at + add_s
             nets = tuple(ipaddress.ip_network(n) for n in row_nets(lane.dst_ip, lane.dst_nets))
             host = self.topology.host_by_ip(lane.src_ip)
-            req = LaneRequest(ipaddress.ip_address(lane.src_ip), None, lane.protocol, None, lane.src_port,
-                              lane.duration_s + add_s, lane.starts_at, lane.rate_mbps, dst_nets=nets,
-                              dst_ports=tuple(row_ports(lane.dst_port, lane.dst_ports)),
-                              src_addrs=lane_sources(host, nets) if host is not None else ())
-            live = self._live_counts(s.connection(), [grant.id], lane.starts_at, new_end, exclude=lane.id).get(grant.id, 0)
+            req = LaneRequest(
+                ipaddress.ip_address(lane.src_ip),
+                None,
+                lane.protocol,
+                None,
+                lane.src_port,
+                lane.duration_s + add_s,
+                lane.starts_at,
+                lane.rate_mbps,
+                dst_nets=nets,
+                dst_ports=tuple(row_ports(lane.dst_port, lane.dst_ports)),
+                src_addrs=lane_sources(host, nets) if host is not None else (),
+            )
+            live = self._live_counts(s.connection(), [grant.id], lane.starts_at, new_end, exclude=lane.id).get(
+                grant.id, 0
+            )
             decision = check_grant(req, rule_of(grant), now, live)
-            dup = overlapping_lane(s, self.db, source_aliases(self.topology, lane.src_ip), lane.protocol, nets, req.dst_ports, lane.src_port,
-                                   lane.starts_at, new_end, exclude=lane.id)
+            dup = overlapping_lane(
+                s,
+                self.db,
+                source_aliases(self.topology, lane.src_ip),
+                lane.protocol,
+                nets,
+                req.dst_ports,
+                lane.src_port,
+                lane.starts_at,
+                new_end,
+                exclude=lane.id,
+            )
             if decision.allowed and dup is not None:
                 decision = Decision(False, "duplicate_lane", "an identical lane uses this flow later", grant.id)
             self.on_decision(decision.code)
             if decision.allowed:
                 lane.duration_s += add_s
                 lane.expires_at = new_end
-            audit(s, now, caller.name, "lane.extend", f"lane:{lane_id}",
-                  "allow" if decision.allowed else "deny", decision.reason)
+            audit(
+                s,
+                now,
+                caller.name,
+                "lane.extend",
+                f"lane:{lane_id}",
+                "allow" if decision.allowed else "deny",
+                decision.reason,
+            )
         if not decision.allowed:
-            raise self._denial(decision) if decision.code != "duplicate_lane" else \
-                Conflict(decision.reason, code="duplicate_lane")
+            raise (
+                self._denial(decision)
+                if decision.code != "duplicate_lane"
+                else Conflict(decision.reason, code="duplicate_lane")
+            )
         if lane.state == "active":  # refresh hard_timeout on the switches
             self._owners.add(lane_id, lane.principal_id, lane.expires_at, now)
             self._resend(lane_id)

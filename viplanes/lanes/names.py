@@ -19,6 +19,7 @@ When the set changed:
 A name that fails to resolve keeps the lane's set and is retried after the TTL floor. The next
 resolution is due after the record's TTL, raised to ``ttl_floor_s`` and cut at ``ttl_cap_s``.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -28,15 +29,15 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import select, update
 
-from viplanes.store.db import updated_rows
-from viplanes.domain.values import ActivationResult, lane_shape_refusal
-from viplanes.lanes.specs import spec_of
-from viplanes.lanes.overlap import IPNet, overlapping_lane, row_ports, source_aliases
-from viplanes.lanes.targets import clamp_ttl, sort_nets, usable_nets
-from viplanes.store.models import LIVE_STATES, Lane
-from viplanes.policy.rules import destination_refusals
 from viplanes.domain.portmasks import mask_count
+from viplanes.domain.values import ActivationResult, lane_shape_refusal
+from viplanes.lanes.overlap import IPNet, overlapping_lane, row_ports, source_aliases
 from viplanes.lanes.resolver import ResolveError
+from viplanes.lanes.specs import spec_of
+from viplanes.lanes.targets import clamp_ttl, sort_nets, usable_nets
+from viplanes.policy.rules import destination_refusals
+from viplanes.store.db import updated_rows
+from viplanes.store.models import LIVE_STATES, Lane
 from viplanes.store.records import audit, get_grant, rule_of
 
 if TYPE_CHECKING:
@@ -55,8 +56,13 @@ class NameRefresher:
 
     def due(self, now: float) -> list[int]:
         with self.manager.db.read() as s:
-            return list(s.scalars(select(Lane.id).where(
-                Lane.dst_refresh_at <= now, Lane.dst_host.is_not(None), Lane.state.in_(LIVE_STATES))))
+            return list(
+                s.scalars(
+                    select(Lane.id).where(
+                        Lane.dst_refresh_at <= now, Lane.dst_host.is_not(None), Lane.state.in_(LIVE_STATES)
+                    )
+                )
+            )
 
     def refresh_due(self) -> int:
         """Re-resolve every lane whose name is due; returns how many lanes changed their set."""
@@ -68,8 +74,9 @@ class NameRefresher:
                 log.exception("re-resolving lane %s", lane_id)
         return changed
 
-    def _retry_later(self, lane_id: int, at: float, action: str = "", reason: str = "",
-                     decision: str = "failed") -> None:
+    def _retry_later(
+        self, lane_id: int, at: float, action: str = "", reason: str = "", decision: str = "failed"
+    ) -> None:
         m = self.manager
         with m.db.write() as s:
             s.execute(update(Lane).where(Lane.id == lane_id).values(dst_refresh_at=at))
@@ -89,8 +96,9 @@ class NameRefresher:
         try:
             found = m.resolver.resolve(lane.dst_host)
         except ResolveError as exc:
-            self._retry_later(lane_id, now + floor, "lane.resolve", f"{exc}; keeping {len(lane.dst_nets or [])} "
-                              "address(es)")
+            self._retry_later(
+                lane_id, now + floor, "lane.resolve", f"{exc}; keeping {len(lane.dst_nets or [])} address(es)"
+            )
             return False
         next_at = now + clamp_ttl(found.ttl_s, floor, cap)
         nets, _ = usable_nets(found.addresses, m.topology.host_by_ip(lane.src_ip))
@@ -101,13 +109,20 @@ class NameRefresher:
         kept, over_budget = within_match_budget(usable, old, mask_count(ports), m.limits.max_matches)
         left_out = [f"{_short(str(n))}: {why}" for n, why in refused.items()]
         if over_budget:
-            left_out.append(f"{len(over_budget)} address(es) over the lane's match budget "
-                            f"({m.limits.max_matches}): {', '.join(_short(str(n)) for n in over_budget[:8])}"
-                            + (" ..." if len(over_budget) > 8 else ""))
+            left_out.append(
+                f"{len(over_budget)} address(es) over the lane's match budget "
+                f"({m.limits.max_matches}): {', '.join(_short(str(n)) for n in over_budget[:8])}"
+                + (" ..." if len(over_budget) > 8 else "")
+            )
         if not usable:
-            self._retry_later(lane_id, now + floor, "lane.destinations",
-                              f"{lane.dst_host} now resolves only to refused addresses ({'; '.join(left_out)}); "
-                              "the lane keeps its set", "deny")
+            self._retry_later(
+                lane_id,
+                now + floor,
+                "lane.destinations",
+                f"{lane.dst_host} now resolves only to refused addresses ({'; '.join(left_out)}); "
+                "the lane keeps its set",
+                "deny",
+            )
             return False
         if [str(n) for n in kept] == old:
             self._retry_later(lane_id, next_at)
@@ -119,13 +134,23 @@ class NameRefresher:
             allowed, clashes = reserved
             left_out += [f"{_short(str(n))}: lane {other} of this source carries it" for n, other in clashes.items()]
             if not allowed:  # every address it resolves to is another lane's
-                self._retry_later(lane_id, now + floor, "lane.destinations",
-                                  f"{lane.dst_host} now resolves only to addresses this lane cannot have "
-                                  f"({'; '.join(left_out)}); the lane keeps its set", "deny")
+                self._retry_later(
+                    lane_id,
+                    now + floor,
+                    "lane.destinations",
+                    f"{lane.dst_host} now resolves only to addresses this lane cannot have "
+                    f"({'; '.join(left_out)}); the lane keeps its set",
+                    "deny",
+                )
                 return False
             if allowed == old:
-                self._retry_later(lane_id, next_at, "lane.destinations",
-                                  f"{lane.dst_host}: no change kept; left out {'; '.join(left_out)}", "deny")
+                self._retry_later(
+                    lane_id,
+                    next_at,
+                    "lane.destinations",
+                    f"{lane.dst_host}: no change kept; left out {'; '.join(left_out)}",
+                    "deny",
+                )
                 return False
             spec = spec_of(lane, dst_nets=allowed)
             result: ActivationResult | None = None
@@ -136,21 +161,34 @@ class NameRefresher:
                 except Exception as exc:
                     result = ActivationResult(False, f"data plane error: {exc}", 0.0)
                 if not result.ok:
-                    self._write_set(lane_id, old, now + floor, "lane.destinations",
-                                    f"{lane.dst_host} moved to {', '.join(map(_short, allowed))} but the data "
-                                    f"plane refused: {result.reason}; the lane keeps its set", "failed")
+                    self._write_set(
+                        lane_id,
+                        old,
+                        now + floor,
+                        "lane.destinations",
+                        f"{lane.dst_host} moved to {', '.join(map(_short, allowed))} but the data "
+                        f"plane refused: {result.reason}; the lane keeps its set",
+                        "failed",
+                    )
                     return False
             added = [_short(n) for n in allowed if n not in old]
             removed = [_short(n) for n in old if n not in allowed]
-            moved = self._write_set(lane_id, allowed, next_at, "lane.destinations",
-                                    f"{lane.dst_host}: +{', '.join(added) or '-'} -{', '.join(removed) or '-'}"
-                                    + (f"; left out {'; '.join(left_out)}" if left_out else ""), "done")
+            moved = self._write_set(
+                lane_id,
+                allowed,
+                next_at,
+                "lane.destinations",
+                f"{lane.dst_host}: +{', '.join(added) or '-'} -{', '.join(removed) or '-'}"
+                + (f"; left out {'; '.join(left_out)}" if left_out else ""),
+                "done",
+            )
         if not moved and result is not None and result.ok:
             m._deactivate(lane_id)  # ended while we re-sent it: take the flows down again
         return moved
 
-    def _reserve(self, lane_id: int, kept: list[IPNet], old: list[str],
-                 ports: list[tuple[int, int]]) -> tuple[list[str], dict[IPNet, int]] | None:
+    def _reserve(
+        self, lane_id: int, kept: list[IPNet], old: list[str], ports: list[tuple[int, int]]
+    ) -> tuple[list[str], dict[IPNet, int]] | None:
         """Leave out the new addresses another live lane of this source already carries, and
         store the old set plus the rest before the data plane hears of them.
 
@@ -170,8 +208,18 @@ class NameRefresher:
             for net in kept:
                 if str(net) in old:
                     continue
-                other = overlapping_lane(s, m.db, source_aliases(m.topology, row.src_ip), row.protocol, [net], ports, row.src_port,
-                                         row.starts_at, row.expires_at, exclude=lane_id)
+                other = overlapping_lane(
+                    s,
+                    m.db,
+                    source_aliases(m.topology, row.src_ip),
+                    row.protocol,
+                    [net],
+                    ports,
+                    row.src_port,
+                    row.starts_at,
+                    row.expires_at,
+                    exclude=lane_id,
+                )
                 if other is not None:
                     clashes[net] = other
             allowed = [str(n) for n in sort_nets([n for n in kept if n not in clashes])]
@@ -180,20 +228,29 @@ class NameRefresher:
                 row.dst_nets = union
         return allowed, clashes
 
-    def _write_set(self, lane_id: int, nets: list[str], next_at: float, action: str, reason: str,
-                   decision: str) -> bool:
+    def _write_set(
+        self, lane_id: int, nets: list[str], next_at: float, action: str, reason: str, decision: str
+    ) -> bool:
         """Store the lane's set (a conditional UPDATE: False when the lane ended meanwhile)."""
         m = self.manager
         with m.db.write() as s:
-            moved = updated_rows(s, update(Lane).where(Lane.id == lane_id, Lane.state.in_(LIVE_STATES)).values(
-                dst_nets=nets, dst_refresh_at=next_at)) == 1
+            moved = (
+                updated_rows(
+                    s,
+                    update(Lane)
+                    .where(Lane.id == lane_id, Lane.state.in_(LIVE_STATES))
+                    .values(dst_nets=nets, dst_refresh_at=next_at),
+                )
+                == 1
+            )
             if moved or decision != "done":
                 audit(s, m.clock(), "system", action, f"lane:{lane_id}", decision, reason)
         return moved
 
 
-def within_match_budget(usable: list[IPNet], old: list[str], masks: int,
-                        max_matches: int) -> tuple[list[IPNet], list[IPNet]]:
+def within_match_budget(
+    usable: list[IPNet], old: list[str], masks: int, max_matches: int
+) -> tuple[list[IPNet], list[IPNet]]:
     """The addresses a lane keeps when its name resolves to more than its match budget allows
     (the request was refused beyond it; a refresh must not grow past it either): the ones the
     lane already carries first (their connections keep their rules), then the new ones in order.

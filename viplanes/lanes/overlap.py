@@ -5,19 +5,21 @@ port entries of one priority) each other, and the lane whose counters grow would
 With destination sets a request overlaps an existing lane when some destination network of each
 intersects and some port range of each intersects (same protocol, same source, windows overlap).
 """
+
 from __future__ import annotations
 
 import functools
 import ipaddress
 import zlib
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from sqlalchemy import CompoundSelect, Connection, Select, bindparam, literal_column, select, union_all
 from sqlalchemy.orm import Session
 
-from viplanes.store.lanesql import sqlite as rawsql
-from viplanes.store.db import Database
 from viplanes.domain.values import host_net
+from viplanes.store.db import Database
+from viplanes.store.lanesql import sqlite as rawsql
 from viplanes.store.lanesql.core import LANES, LIVE
 from viplanes.store.models import LIVE_STATES
 from viplanes.topologies.model import Topology
@@ -63,8 +65,11 @@ def _overlap_query(single: bool, with_sport: bool, with_exclude: bool) -> Compou
     base = select(LANES.c.id, LANES.c.dst_ip, LANES.c.dst_port, LANES.c.dst_nets, LANES.c.dst_ports).where(
         # a host has at most two addresses (v4, v6): two fixed parameters, not an expanding IN, so
         # the statement stays one compiled text (``rawsql``'s fast path)
-        LANES.c.src_ip.in_([bindparam("src"), bindparam("src2")]), LANES.c.protocol == bindparam("proto"),
-        LANES.c.starts_at < bindparam("end"), LANES.c.expires_at > bindparam("start"))
+        LANES.c.src_ip.in_([bindparam("src"), bindparam("src2")]),
+        LANES.c.protocol == bindparam("proto"),
+        LANES.c.starts_at < bindparam("end"),
+        LANES.c.expires_at > bindparam("start"),
+    )
     if with_sport:  # a lane without src_port covers every source port
         base = base.where(LANES.c.src_port.is_(None) | (LANES.c.src_port == bindparam("sport")))
     if with_exclude:
@@ -78,13 +83,25 @@ def _overlap_query(single: bool, with_sport: bool, with_exclude: bool) -> Compou
     # cannot use an index, which leaves it ix_lanes_flow (EXPLAIN QUERY PLAN: "SEARCH lanes USING
     # INDEX ix_lanes_flow (src_ip=? AND dst_ip=?)").
     unindexed_state = LANES.c.state.concat("").in_([literal_column(f"'{s}'") for s in LIVE_STATES])
-    return union_all(base.where(LIVE, LANES.c.dst_ip == bindparam("dst"), LANES.c.dst_port == bindparam("dport")),
-                     base.where(unindexed_state, LANES.c.dst_ip.is_(None)))
+    return union_all(
+        base.where(LIVE, LANES.c.dst_ip == bindparam("dst"), LANES.c.dst_port == bindparam("dport")),
+        base.where(unindexed_state, LANES.c.dst_ip.is_(None)),
+    )
 
 
-def overlapping_lane(s: Session | Connection, db: Database, src: str | Sequence[str], proto: str, nets: Sequence[IPNet],
-                     ports: PortRanges, sport: int | None, start: float, end: float,
-                     exclude: int | None = None, then_lock: int | None = None) -> int | None:
+def overlapping_lane(
+    s: Session | Connection,
+    db: Database,
+    src: str | Sequence[str],
+    proto: str,
+    nets: Sequence[IPNet],
+    ports: PortRanges,
+    sport: int | None,
+    start: float,
+    end: float,
+    exclude: int | None = None,
+    then_lock: int | None = None,
+) -> int | None:
     """The id of a live lane that would carry some packet this one carries, or None.
 
     Serialised per (source, protocol) by an advisory lock (PostgreSQL; SQLite writes are serial).

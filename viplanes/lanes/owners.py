@@ -12,6 +12,7 @@ ends the lane, and ignored once the lane's window has passed (an expired, extend
 then takes the read in ``LaneManager.end``). The table stays bounded: when it has doubled since
 the last sweep, entries whose window has passed are swept out (amortised O(1) per lane).
 """
+
 from __future__ import annotations
 
 import threading

@@ -5,27 +5,42 @@ One lane-pool address per host, shared by all its live lanes: the translation is
 hosts, not concurrent lanes. Kept apart from the lane state machine because it is the only
 part of lane creation that serialises (one allocation at a time, under an advisory lock).
 """
+
 from __future__ import annotations
 
 import ipaddress
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
-from sqlalchemy import (Connection, Integer, Select, String, bindparam, column, exists, func, literal_column, select,
-                        text, union_all)
+from sqlalchemy import (
+    Connection,
+    Integer,
+    Select,
+    String,
+    bindparam,
+    column,
+    exists,
+    func,
+    literal_column,
+    select,
+    text,
+    union_all,
+)
 from sqlalchemy.orm import Session
 
-from viplanes.store.lanesql import sqlite as rawsql
+from viplanes.policy.rules import allocate_nat
 from viplanes.store.db import Database
+from viplanes.store.lanesql import sqlite as rawsql
 from viplanes.store.lanesql.core import LANES, LIVE
 from viplanes.store.models import LIVE_STATES, Lane
-from viplanes.policy.rules import allocate_nat
 from viplanes.topologies.model import Host
 
 MAX_POOL_PROBES = 256  # lane-pool addresses probed one by one (indexed EXISTS) per allocation
 NAT_LOCK_KEY = 0x56495031  # pg advisory lock: one lane-pool allocation at a time
 # the address a host's live lanes already use (built once: see viplanes/store/lanesql/core.py)
-_HOST_ADDRESS = (select(LANES.c.nat_ip)
-                 .where(LANES.c.src_ip == bindparam("src"), LIVE, LANES.c.nat_ip.is_not(None)).limit(1))
+_HOST_ADDRESS = (
+    select(LANES.c.nat_ip).where(LANES.c.src_ip == bindparam("src"), LIVE, LANES.c.nat_ip.is_not(None)).limit(1)
+)
 
 
 def needs_pool_address(host: Host | None, nets: Iterable[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> bool:
@@ -42,8 +57,11 @@ class LanePool:
         # Built once: building the pool's EXISTS probes costs more than running them. A pool too
         # large for one row of probes (not the campus /27) falls back to reading live nat_ips.
         self._addresses = [str(a) for a in prefix.hosts()]
-        probes = [exists().where(LANES.c.nat_ip == a, LIVE)
-                  for a in self._addresses] if 0 < len(self._addresses) <= MAX_POOL_PROBES else []
+        probes = (
+            [exists().where(LANES.c.nat_ip == a, LIVE) for a in self._addresses]
+            if 0 < len(self._addresses) <= MAX_POOL_PROBES
+            else []
+        )
         self._probe = select(*probes) if probes else None
         self._lookup = _one_statement_lookup(self._addresses) if probes else None
         self._lookup_pg = _one_statement_lookup(self._addresses, as_values=True) if probes else None
@@ -55,8 +73,9 @@ class LanePool:
         cost does not grow with the number of live lanes (scanning their nat_ip did).
         """
         if self._probe is None:
-            return list(s.scalars(select(Lane.nat_ip).where(Lane.nat_ip.is_not(None),
-                                                            Lane.state.in_(LIVE_STATES)).distinct()))
+            return list(
+                s.scalars(select(Lane.nat_ip).where(Lane.nat_ip.is_not(None), Lane.state.in_(LIVE_STATES)).distinct())
+            )
         return [a for a, taken in zip(self._addresses, s.execute(self._probe).one()) if taken]
 
     def address_for(self, db: Database, s: Session | Connection, src_ip: str, locked: bool = False) -> str | None:
@@ -90,14 +109,25 @@ def _one_statement_lookup(addresses: list[str], as_values: bool = False) -> Sele
     if as_values:  # as text: a ``values()`` construct with literal rows has no cache key, so
         # SQLAlchemy would compile the whole statement again at every request (~0.5 ms of Python)
         rows_sql = ", ".join(f"('{a}', {i})" for i, a in enumerate(addresses))
-        pool = (text(f"SELECT * FROM (VALUES {rows_sql}) AS v (address, rank)")
-                .columns(column("address", String), column("rank", Integer)).subquery("pool"))
+        pool = (
+            text(f"SELECT * FROM (VALUES {rows_sql}) AS v (address, rank)")
+            .columns(column("address", String), column("rank", Integer))
+            .subquery("pool")
+        )
     else:
-        rows: list[Select[Any]] = [select(literal_column(f"'{a}'").label("address"),  # type: ignore[misc]
-                                          literal_column(str(i)).label("rank"))
-                                   for i, a in enumerate(addresses)]
+        rows: list[Select[Any]] = [
+            select(
+                literal_column(f"'{a}'").label("address"),  # type: ignore[misc]
+                literal_column(str(i)).label("rank"),
+            )
+            for i, a in enumerate(addresses)
+        ]
         pool = (union_all(*rows) if len(rows) > 1 else rows[0]).subquery("pool")
-    free = (select(pool.c.address).where(~exists().where(LANES.c.nat_ip == pool.c.address, LIVE))
-            .order_by(pool.c.rank).limit(1).scalar_subquery())
+    free = (
+        select(pool.c.address)
+        .where(~exists().where(LANES.c.nat_ip == pool.c.address, LIVE))
+        .order_by(pool.c.rank)
+        .limit(1)
+        .scalar_subquery()
+    )
     return select(func.coalesce(_HOST_ADDRESS.scalar_subquery(), free))
-

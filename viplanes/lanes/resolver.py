@@ -6,6 +6,7 @@ and again whenever the TTL runs out (see ``viplanes.lanes.names``). Injectable: 
 :class:`StaticResolver`. dnspython gives the TTL; without it ``getaddrinfo`` is used with a fixed
 TTL, since the system resolver does not report one.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -17,8 +18,10 @@ from typing import Protocol
 
 FALLBACK_TTL_S = 60.0
 # RFC 1123 host name: labels of letters, digits and inner hyphens; at most 253 characters
-HOST_NAME = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)"
-                       r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$")
+HOST_NAME = re.compile(
+    r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)"
+    r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$"
+)
 
 
 class ResolveError(Exception):
@@ -61,8 +64,9 @@ class DnsResolver:
         server = os.environ.get("VIPLANES_DNS_SERVER", "").strip()
         self.resolver = dns.resolver.Resolver(configure=not server)
         if server:  # "HOST" or "HOST:PORT" ("[v6]:PORT"): the lab's DNS server, not the machine's
-            host, _, port = server.rpartition(":") if server.count(":") == 1 or server.startswith("[") \
-                else (server, "", "")
+            host, _, port = (
+                server.rpartition(":") if server.count(":") == 1 or server.startswith("[") else (server, "", "")
+            )
             self.resolver.nameservers = [host.strip("[]") or server]
             self.resolver.port = int(port) if port else 53
         self.resolver.lifetime = timeout_s

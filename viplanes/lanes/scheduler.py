@@ -6,6 +6,7 @@ database outage between the insert and the state update, a switch that was away)
 the next round once its switches are connected and reconciled, so within ``recover_every_s`` plus
 an activation. Lanes whose switches are not ready are skipped, so a round never waits on them.
 """
+
 from __future__ import annotations
 
 import logging
@@ -20,8 +21,7 @@ RECOVER_EVERY_S = 2.0
 
 
 class Scheduler:
-    def __init__(self, manager: LaneManager, interval_s: float = 0.5,
-                 recover_every_s: float = RECOVER_EVERY_S) -> None:
+    def __init__(self, manager: LaneManager, interval_s: float = 0.5, recover_every_s: float = RECOVER_EVERY_S) -> None:
         self.manager = manager
         self.interval_s = interval_s
         self.recover_every_s = recover_every_s

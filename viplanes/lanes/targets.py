@@ -7,6 +7,7 @@ range "50000-51000" or a list ``[5201, "9000-9100"]``). Addresses of a family th
 lacks are left out of a name's set (a v4-only desktop cannot use the name's AAAA records); the
 answer to the request says so in its reason. The policy decides afterwards; this module only reads.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -14,9 +15,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from viplanes.domain.portmasks import PortRangeError, format_port_ranges, mask_count, parse_port_ranges
 from viplanes.domain.values import host_net
 from viplanes.errors import Invalid, VipError
-from viplanes.domain.portmasks import PortRangeError, format_port_ranges, mask_count, parse_port_ranges
 from viplanes.lanes.resolver import ResolveError, Resolver, is_host_name
 from viplanes.topologies.model import Host, Topology
 from viplanes.topologies.paths import lane_path
@@ -95,14 +96,22 @@ def parse_ports(dst_port: int | None, dst_ports: Any) -> PortRanges:
         raise Invalid(str(exc), {"dst_ports": [str(exc)]}, code="invalid_ports") from None
 
 
-def resolve_target(dst_ip: str | None, dst_prefix: str | None, dst_host: str | None,
-                   dst_port: int | None, dst_ports: Any, source: Host | None,
-                   resolver: Resolver) -> LaneTarget:
+def resolve_target(
+    dst_ip: str | None,
+    dst_prefix: str | None,
+    dst_host: str | None,
+    dst_port: int | None,
+    dst_ports: Any,
+    source: Host | None,
+    resolver: Resolver,
+) -> LaneTarget:
     """Read the request's destination fields; resolve a name. Invalid when they do not add up."""
     given = [k for k, v in (("dst_ip", dst_ip), ("dst_prefix", dst_prefix), ("dst_host", dst_host)) if v is not None]
     if len(given) != 1:
-        raise Invalid("give exactly one of dst_ip, dst_prefix and dst_host"
-                      + (f" (got {', '.join(given)})" if given else ""), code="invalid_destination")
+        raise Invalid(
+            "give exactly one of dst_ip, dst_prefix and dst_host" + (f" (got {', '.join(given)})" if given else ""),
+            code="invalid_destination",
+        )
     ports = parse_ports(dst_port, dst_ports)
     for text in (dst_ip, dst_prefix):
         if text is not None and "%" in text:  # a zone id survives str() and breaks lookups by text
@@ -129,12 +138,16 @@ def resolve_target(dst_ip: str | None, dst_prefix: str | None, dst_host: str | N
         raise NameUnresolvable(f"cannot resolve {name}: {exc}", {"dst_host": name}) from None
     nets, dropped = usable_nets(found.addresses, source)
     if not nets:
-        raise NameUnresolvable(f"{name} resolves to {', '.join(found.addresses)}, none of a family the "
-                               "source has an address of", {"dst_host": name, "addresses": list(found.addresses)})
+        raise NameUnresolvable(
+            f"{name} resolves to {', '.join(found.addresses)}, none of a family the source has an address of",
+            {"dst_host": name, "addresses": list(found.addresses)},
+        )
     return LaneTarget(nets, ports, name, found.ttl_s, dropped)
 
 
-def usable_nets(addresses: tuple[str, ...] | list[str], source: Host | None) -> tuple[tuple[IPNet, ...], tuple[str, ...]]:
+def usable_nets(
+    addresses: tuple[str, ...] | list[str], source: Host | None
+) -> tuple[tuple[IPNet, ...], tuple[str, ...]]:
     """(one-address networks the source can reach, addresses of a family it lacks)."""
     keep: list[IPNet] = []
     dropped: list[str] = []
@@ -151,26 +164,34 @@ def clamp_ttl(ttl_s: float | None, floor_s: float, cap_s: float) -> float:
     return min(cap_s, max(floor_s, ttl_s if ttl_s is not None else floor_s))
 
 
-def target_for_request(body: Any, topology: Topology, resolver: Resolver, max_matches: int,
-                       carries_sets: bool) -> LaneTarget:
+def target_for_request(
+    body: Any, topology: Topology, resolver: Resolver, max_matches: int, carries_sets: bool
+) -> LaneTarget:
     """The target of a ``LaneInput``; refused when it needs more matches than the operator allows
     (VIPLANES_MAX_LANE_MATCHES) or a shape the data plane cannot carry yet."""
     try:
         source = topology.host_by_ip(body.src_ip)
     except ValueError:
         raise Invalid(f"not an IPv4 or IPv6 address: {body.src_ip!r}", code="invalid_address") from None
-    target = resolve_target(body.dst_ip, body.dst_prefix, body.dst_host, body.dst_port, body.dst_ports,
-                            source, resolver)
+    target = resolve_target(
+        body.dst_ip, body.dst_prefix, body.dst_host, body.dst_port, body.dst_ports, source, resolver
+    )
     if target.match_count > max_matches:
-        raise Invalid(f"this lane needs {target.match_count} matches per direction ({len(target.nets)} "
-                      f"destination(s) x {mask_count(target.ports)} masked port entries); the limit is "
-                      f"{max_matches}", {"match_count": target.match_count, "limit": max_matches},
-                      code="too_many_matches")
+        raise Invalid(
+            f"this lane needs {target.match_count} matches per direction ({len(target.nets)} "
+            f"destination(s) x {mask_count(target.ports)} masked port entries); the limit is "
+            f"{max_matches}",
+            {"match_count": target.match_count, "limit": max_matches},
+            code="too_many_matches",
+        )
     v6 = any(n.version == 6 for n in target.nets) or ":" in body.src_ip
     if not carries_sets and (target.single_address() is None or target.single_port() is None or v6):
-        raise Invalid("this controller carries only one IPv4 destination address and one port per lane "
-                      f"(this request has {len(target.nets)} destination(s) and ports "
-                      f"{', '.join(format_port_ranges(target.ports))})", code="lane_shape_unsupported")
+        raise Invalid(
+            "this controller carries only one IPv4 destination address and one port per lane "
+            f"(this request has {len(target.nets)} destination(s) and ports "
+            f"{', '.join(format_port_ranges(target.ports))})",
+            code="lane_shape_unsupported",
+        )
     return target
 
 
@@ -198,8 +219,14 @@ def _families(dst_ip: str | None, dst_nets: list[str] | None) -> int:
     return max(1, len({":" in t for t in texts}))
 
 
-def lane_budget(src_ip: str, dst_ip: str | None, dst_port: int | None, dst_nets: list[str] | None,
-                dst_ports: list[Any] | None, topology: Topology | None) -> tuple[int, int | None]:
+def lane_budget(
+    src_ip: str,
+    dst_ip: str | None,
+    dst_port: int | None,
+    dst_nets: list[str] | None,
+    dst_ports: list[Any] | None,
+    topology: Topology | None,
+) -> tuple[int, int | None]:
     """(match_count, flow_count) of a lane row: matches = destinations x masked port entries;
     flows = matches x PER_HOP_FACTOR x hops of its path, + CT_REPLY_FLOWS_PER_FAMILY per address
     family at a conntrack border (None when the path is unknown): exactly what

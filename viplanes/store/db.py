@@ -19,14 +19,16 @@ cluster behind one frozen API worker (kill -9 does not: the socket closes and Po
 back at once). No transaction of ours waits on anything but the database while open (names are
 resolved and switches written outside them), so 10 s is far above any legitimate idle spell.
 """
+
 from __future__ import annotations
 
 import contextlib
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator, cast
+from typing import Any, cast
 
 from sqlalchemy import Connection, CursorResult, Engine, Executable, create_engine, event, text
 from sqlalchemy.exc import DisconnectionError
@@ -51,19 +53,29 @@ def resolve_db_url(url: str | None = None) -> str:
     for plain in ("postgres://", "postgresql://"):
         # SQLAlchemy 2.1 picks psycopg 3 for a bare postgresql:// URL; we ship psycopg2
         if url.startswith(plain):
-            url = "postgresql+psycopg2://" + url[len(plain):]
+            url = "postgresql+psycopg2://" + url[len(plain) :]
     return url
 
 
 def make_engine(url: str, pool_size: int = 10, idle_in_transaction_s: float = IDLE_IN_TRANSACTION_S) -> Engine:
     url = resolve_db_url(url)
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 60},
-                               pool_size=pool_size, max_overflow=20, pool_timeout=60)
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 60},
+            pool_size=pool_size,
+            max_overflow=20,
+            pool_timeout=60,
+        )
         _sqlite_setup(engine)
         return engine
-    engine = create_engine(url, pool_size=pool_size, max_overflow=30, pool_timeout=60,
-                           connect_args=_pg_session_options(url, idle_in_transaction_s))
+    engine = create_engine(
+        url,
+        pool_size=pool_size,
+        max_overflow=30,
+        pool_timeout=60,
+        connect_args=_pg_session_options(url, idle_in_transaction_s),
+    )
     _ping_idle_connections(engine)
     if engine.dialect.driver == "psycopg2":
         pg_prepare.install(engine)  # PostgreSQL stops parsing and planning the hot statements
@@ -99,7 +111,7 @@ def _ping_idle_connections(engine: Engine) -> None:
             return
         try:  # the dialect's ping: psycopg2's runs in autocommit, leaving no transaction open
             engine.dialect.do_ping(dbapi_conn)
-        except Exception as exc:  # noqa: BLE001 - any failure: a fresh connection instead
+        except Exception as exc:
             raise DisconnectionError(str(exc)) from exc
 
 
@@ -131,8 +143,9 @@ def updated_rows(session: Session | Connection, statement: Executable) -> int:
 class Database:
     """One engine, one session factory; ``read()`` and ``write()`` are single transactions."""
 
-    def __init__(self, url: str | None = None, pool_size: int = 10,
-                 idle_in_transaction_s: float = IDLE_IN_TRANSACTION_S) -> None:
+    def __init__(
+        self, url: str | None = None, pool_size: int = 10, idle_in_transaction_s: float = IDLE_IN_TRANSACTION_S
+    ) -> None:
         self.url = resolve_db_url(url)
         self.engine = make_engine(self.url, pool_size=pool_size, idle_in_transaction_s=idle_in_transaction_s)
         self.is_sqlite = self.engine.dialect.name == "sqlite"
@@ -146,9 +159,8 @@ class Database:
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Session]:
-        with self._sessions() as session:
-            with session.begin():
-                yield session
+        with self._sessions() as session, session.begin():
+            yield session
 
     @contextlib.contextmanager
     def read_connection(self) -> Iterator[Connection]:
@@ -213,11 +225,10 @@ class Database:
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[Session]:
-        with self._sessions() as session:
-            with session.begin():
-                if self.is_sqlite:  # procure the connection now so its BEGIN is IMMEDIATE
-                    session.connection(execution_options={"sqlite_immediate": True})
-                yield session
+        with self._sessions() as session, session.begin():
+            if self.is_sqlite:  # procure the connection now so its BEGIN is IMMEDIATE
+                session.connection(execution_options={"sqlite_immediate": True})
+            yield session
 
     def create_all(self) -> None:
         """Bring the schema to the newest migration (alembic), creating it if needed."""

@@ -3,10 +3,22 @@
 Times are unix seconds (float) so the injectable clock, the policy and the data plane share one
 unit; the API renders them as ISO 8601. Lists (prefixes, ports) are JSON.
 """
+
 from __future__ import annotations
 
-from sqlalchemy import (JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text,
-                        UniqueConstraint, text)
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 ROLES = ("operator", "researcher")

@@ -18,14 +18,16 @@ is remembered in memory until its window ends, so a flood of bad tokens costs no
 after the budget is spent; old windows are pruned now and then. The token lookup itself stays
 one indexed query (tokens are 256-bit random: the limit is about load, not about guessing odds).
 """
+
 from __future__ import annotations
 
 import ipaddress
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from sqlalchemy import delete, select
 from sqlalchemy.exc import SQLAlchemyError
@@ -55,8 +57,7 @@ def scopes_of(client: str) -> list[str]:
 class FailedAuthLimiter:
     """Shared, database-backed failure counts with an in-memory "blocked until" cache."""
 
-    def __init__(self, db: Any, budgets: Budgets | None = None,
-                 clock: Callable[[], float] | None = None) -> None:
+    def __init__(self, db: Any, budgets: Budgets | None = None, clock: Callable[[], float] | None = None) -> None:
         self.db = db
         self.budgets = budgets or Budgets()
         self._clock = clock or time.time
@@ -85,8 +86,11 @@ class FailedAuthLimiter:
         window = self._window(now)
         try:
             with self.db.read() as s:
-                counts = dict(s.execute(select(Row.scope, Row.count)
-                                        .where(Row.scope.in_(scopes), Row.window_start == window)).all())
+                counts = dict(
+                    s.execute(
+                        select(Row.scope, Row.count).where(Row.scope.in_(scopes), Row.window_start == window)
+                    ).all()
+                )
         except SQLAlchemyError:
             log.warning("auth-failure counts unavailable; not limiting", exc_info=True)
             return 0.0
@@ -130,6 +134,7 @@ def _increment(s: Any, row: Any, scope: str, window: int) -> int:
 
     insert = postgresql.insert if s.get_bind().dialect.name == "postgresql" else sqlite.insert
     stmt: Any = insert(row).values(scope=scope, window_start=window, count=1)
-    stmt = stmt.on_conflict_do_update(index_elements=["scope", "window_start"],
-                                      set_={"count": row.count + 1}).returning(row.count)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["scope", "window_start"], set_={"count": row.count + 1}
+    ).returning(row.count)
     return int(s.execute(stmt).scalar_one())

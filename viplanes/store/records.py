@@ -3,10 +3,12 @@
 Every function works inside the caller's transaction (``Database.read()``/``write()``) so one
 API request is one transaction.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
@@ -15,15 +17,14 @@ from sqlalchemy.orm import Session
 from viplanes.authz.tokencache import TOKENS
 from viplanes.authz.tokens import Caller, hash_token, new_token
 from viplanes.errors import Conflict, Invalid, NotFound
+from viplanes.policy.destinations import prefix_refusal
+from viplanes.policy.rules import GrantRule, PolicyInputError, format_ports, parse_ports, parse_prefix
 from viplanes.store.lanesql.core import add_audit
 from viplanes.store.models import LIVE_STATES, ApiToken, AuditEvent, Grant, Lane, Principal
-from viplanes.policy.destinations import prefix_refusal
-from viplanes.policy.rules import (GrantRule, PolicyInputError, format_ports, parse_ports,
-                                   parse_prefix)
 from viplanes.topologies.model import Topology
 
-
 # --- principals and tokens -------------------------------------------------------------------
+
 
 def _same_name(name: str):  # type: ignore[no-untyped-def]
     """Names compare ignoring case ("alice" is "ALICE"); the unique index on lower(name) agrees."""
@@ -86,14 +87,15 @@ def _keep_an_operator(s: Session, leaving: Principal) -> None:
     transactions are already serial), so two operators disabling each other at once queue here
     and the second sees the first's change: one operator always remains.
     """
-    q = (select(Principal.id).where(Principal.role == "operator", Principal.disabled.is_(False))
-         .order_by(Principal.id))
+    q = select(Principal.id).where(Principal.role == "operator", Principal.disabled.is_(False)).order_by(Principal.id)
     if s.get_bind().dialect.name != "sqlite":
         q = q.with_for_update()
     enabled = set(s.scalars(q))
     if not enabled - {leaving.id}:
-        raise Conflict(f"{leaving.name} is the last enabled operator; create or enable another operator first",
-                       code="last_operator")
+        raise Conflict(
+            f"{leaving.name} is the last enabled operator; create or enable another operator first",
+            code="last_operator",
+        )
 
 
 def caller_for_token(s: Session, token: str) -> Caller | None:
@@ -108,6 +110,7 @@ def caller_for_token(s: Session, token: str) -> Caller | None:
 
 
 # --- grants ----------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class GrantInput:
@@ -140,17 +143,34 @@ def create_grant(s: Session, g: GrantInput, actor: str, now: float, topology: To
             raise Invalid("; ".join(refusals), {"dst_prefixes": refusals}, code="invalid_grant")
     if g.valid_from is not None and g.valid_until is not None and g.valid_until <= g.valid_from:
         raise Invalid("valid_until must be after valid_from", code="invalid_grant")
-    grant = Grant(principal_id=p.id, src_prefixes=src, dst_prefixes=dst,
-                  protocols=sorted(set(g.protocols)), ports=ports, max_duration_s=g.max_duration_s,
-                  max_rate_mbps=g.max_rate_mbps, max_lanes=g.max_lanes, valid_from=g.valid_from,
-                  valid_until=g.valid_until, revoked_at=None, created_at=now, created_by=actor)
+    grant = Grant(
+        principal_id=p.id,
+        src_prefixes=src,
+        dst_prefixes=dst,
+        protocols=sorted(set(g.protocols)),
+        ports=ports,
+        max_duration_s=g.max_duration_s,
+        max_rate_mbps=g.max_rate_mbps,
+        max_lanes=g.max_lanes,
+        valid_from=g.valid_from,
+        valid_until=g.valid_until,
+        revoked_at=None,
+        created_at=now,
+        created_by=actor,
+    )
     s.add(grant)
     s.flush()
     return grant
 
 
-def update_grant_limits(s: Session, grant_id: int, max_duration_s: int, max_rate_mbps: float | None,
-                        max_lanes: int, valid_until: float | None) -> Grant:
+def update_grant_limits(
+    s: Session,
+    grant_id: int,
+    max_duration_s: int,
+    max_rate_mbps: float | None,
+    max_lanes: int,
+    valid_until: float | None,
+) -> Grant:
     """Change a live grant's limits. Lanes already granted keep theirs; new requests and
     extensions meet the new ones."""
     g = get_grant(s, grant_id, lock=True)  # waits for lane requests deciding on this grant
@@ -158,8 +178,12 @@ def update_grant_limits(s: Session, grant_id: int, max_duration_s: int, max_rate
         raise Conflict(f"grant {grant_id} is revoked", code="already_revoked")
     if valid_until is not None and g.valid_from is not None and valid_until <= g.valid_from:
         raise Invalid("valid_until must be after valid_from", code="invalid_grant")
-    g.max_duration_s, g.max_rate_mbps, g.max_lanes, g.valid_until = (max_duration_s, max_rate_mbps,
-                                                                     max_lanes, valid_until)
+    g.max_duration_s, g.max_rate_mbps, g.max_lanes, g.valid_until = (
+        max_duration_s,
+        max_rate_mbps,
+        max_lanes,
+        valid_until,
+    )
     return g
 
 
@@ -171,14 +195,14 @@ def get_grant(s: Session, grant_id: int, lock: bool = False) -> Grant:
     return g
 
 
-def list_grants(s: Session, principal_id: int | None = None, active_at: float | None = None,
-                limit: int = 100, offset: int = 0) -> Sequence[Grant]:
+def list_grants(
+    s: Session, principal_id: int | None = None, active_at: float | None = None, limit: int = 100, offset: int = 0
+) -> Sequence[Grant]:
     q = select(Grant).order_by(Grant.id)
     if principal_id is not None:
         q = q.where(Grant.principal_id == principal_id)
     if active_at is not None:
-        q = q.where(Grant.revoked_at.is_(None),
-                    (Grant.valid_until.is_(None)) | (Grant.valid_until > active_at))
+        q = q.where(Grant.revoked_at.is_(None), (Grant.valid_until.is_(None)) | (Grant.valid_until > active_at))
     return s.scalars(q.limit(limit).offset(offset)).all()
 
 
@@ -197,9 +221,15 @@ def lock_usable_grants(s: Session, principal_id: int, now: float, for_update: bo
 
     Locking in id order keeps two transactions from deadlocking on each other's grants.
     """
-    q = (select(Grant).where(Grant.principal_id == principal_id, Grant.revoked_at.is_(None),
-                             (Grant.valid_until.is_(None)) | (Grant.valid_until > now))
-         .order_by(Grant.id))
+    q = (
+        select(Grant)
+        .where(
+            Grant.principal_id == principal_id,
+            Grant.revoked_at.is_(None),
+            (Grant.valid_until.is_(None)) | (Grant.valid_until > now),
+        )
+        .order_by(Grant.id)
+    )
     if for_update:
         q = q.with_for_update(of=Grant)
     return s.scalars(q).all()
@@ -210,9 +240,15 @@ def rule_of(g: Grant) -> GrantRule:
         grant_id=g.id,
         src_prefixes=tuple(parse_prefix(x) for x in g.src_prefixes),
         dst_prefixes=tuple(parse_prefix(x) for x in g.dst_prefixes),
-        protocols=frozenset(g.protocols), ports=parse_ports(g.ports),
-        max_duration_s=g.max_duration_s, max_rate_mbps=g.max_rate_mbps, max_lanes=g.max_lanes,
-        valid_from=g.valid_from, valid_until=g.valid_until, revoked=g.revoked_at is not None)
+        protocols=frozenset(g.protocols),
+        ports=parse_ports(g.ports),
+        max_duration_s=g.max_duration_s,
+        max_rate_mbps=g.max_rate_mbps,
+        max_lanes=g.max_lanes,
+        valid_from=g.valid_from,
+        valid_until=g.valid_until,
+        revoked=g.revoked_at is not None,
+    )
 
 
 def revoke_grant(s: Session, grant_id: int, now: float) -> list[int]:
@@ -223,22 +259,33 @@ def revoke_grant(s: Session, grant_id: int, now: float) -> list[int]:
     g.revoked_at = now
     ids = list(s.scalars(select(Lane.id).where(Lane.grant_id == grant_id, Lane.state.in_(LIVE_STATES))))
     if ids:
-        s.execute(update(Lane).where(Lane.id.in_(ids), Lane.state.in_(LIVE_STATES))
-                  .values(state="revoked", reason=f"grant {grant_id} revoked", ended_at=now))
+        s.execute(
+            update(Lane)
+            .where(Lane.id.in_(ids), Lane.state.in_(LIVE_STATES))
+            .values(state="revoked", reason=f"grant {grant_id} revoked", ended_at=now)
+        )
     return ids
 
 
 # --- audit -----------------------------------------------------------------------------------
 
-def audit(s: Session, now: float, actor: str, action: str, target: str, decision: str,
-          reason: str = "") -> None:
+
+def audit(s: Session, now: float, actor: str, action: str, target: str, decision: str, reason: str = "") -> None:
     """One audit row, inserted now in ``s``'s transaction (a Core INSERT: no unit-of-work flush)."""
     add_audit(s.connection(), now, actor, action, target, decision, reason)
 
 
-def query_audit(s: Session, actor: str | None = None, action: str | None = None,
-                decision: str | None = None, target: str | None = None, since: float | None = None,
-                until: float | None = None, limit: int = 100, offset: int = 0) -> Sequence[AuditEvent]:
+def query_audit(
+    s: Session,
+    actor: str | None = None,
+    action: str | None = None,
+    decision: str | None = None,
+    target: str | None = None,
+    since: float | None = None,
+    until: float | None = None,
+    limit: int = 100,
+    offset: int = 0,
+) -> Sequence[AuditEvent]:
     q = select(AuditEvent)
     filters: dict[str, Any] = {"actor": actor, "action": action, "decision": decision, "target": target}
     for col, val in filters.items():

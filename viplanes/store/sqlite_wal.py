@@ -19,6 +19,7 @@ at a checkpoint, so this thread bounds the window to about ``INTERVAL_S``; with 
 automatic checkpoint it was "the last <1,000 pages", which at a quiet hour could be hours of
 commits. ``synchronous=FULL`` (an fsync per commit) would close the window at a few ms per commit.
 """
+
 from __future__ import annotations
 
 import logging
@@ -66,7 +67,7 @@ class WalCheckpointer:
             self._dirty.clear()
             try:
                 self.checkpoint(engine)
-            except Exception as exc:  # noqa: BLE001 - the backstop still checkpoints inline
+            except Exception as exc:
                 log.warning("WAL checkpoint failed: %s", str(exc).splitlines()[0])
             del engine
 

@@ -11,18 +11,19 @@ The answers are still ``Lane`` instances (transient: built from the values writt
 attached to a session), so everything above (views, ``spec_of``, the activation) reads them as
 before.
 """
+
 from __future__ import annotations
 
 import functools
-from typing import Any, Sequence, cast
+from collections.abc import Sequence
+from typing import Any, cast
 
-from sqlalchemy import (Connection, Select, Table, bindparam, exists, func, insert, literal_column, or_,
-                        select, update)
+from sqlalchemy import Connection, Select, Table, bindparam, exists, func, insert, literal_column, or_, select, update
 from sqlalchemy.orm import attributes
 
+from viplanes.policy.rules import GrantRule, parse_ports, parse_prefix
 from viplanes.store.lanesql import sqlite as rawsql
 from viplanes.store.models import LIVE_STATES, AuditEvent, Grant, Lane, Principal
-from viplanes.policy.rules import GrantRule, parse_ports, parse_prefix
 
 # ``__table__`` is typed as a FromClause; for a mapped class it is the Table itself.
 LANES = cast(Table, Lane.__table__)
@@ -43,22 +44,43 @@ def _state_in(*states: str) -> Any:
 
 LIVE = _state_in(*LIVE_STATES)
 
-_GRANT_COLUMNS = (GRANTS.c.id, GRANTS.c.src_prefixes, GRANTS.c.dst_prefixes, GRANTS.c.protocols,
-                  GRANTS.c.ports, GRANTS.c.max_duration_s, GRANTS.c.max_rate_mbps, GRANTS.c.max_lanes,
-                  GRANTS.c.valid_from, GRANTS.c.valid_until, GRANTS.c.revoked_at)
-_USABLE_GRANTS = (select(*_GRANT_COLUMNS)
-                  .where(GRANTS.c.principal_id == bindparam("principal_id"), GRANTS.c.revoked_at.is_(None),
-                         GRANTS.c.valid_until.is_(None) | (GRANTS.c.valid_until > bindparam("now")))
-                  .order_by(GRANTS.c.id))
+_GRANT_COLUMNS = (
+    GRANTS.c.id,
+    GRANTS.c.src_prefixes,
+    GRANTS.c.dst_prefixes,
+    GRANTS.c.protocols,
+    GRANTS.c.ports,
+    GRANTS.c.max_duration_s,
+    GRANTS.c.max_rate_mbps,
+    GRANTS.c.max_lanes,
+    GRANTS.c.valid_from,
+    GRANTS.c.valid_until,
+    GRANTS.c.revoked_at,
+)
+_USABLE_GRANTS = (
+    select(*_GRANT_COLUMNS)
+    .where(
+        GRANTS.c.principal_id == bindparam("principal_id"),
+        GRANTS.c.revoked_at.is_(None),
+        GRANTS.c.valid_until.is_(None) | (GRANTS.c.valid_until > bindparam("now")),
+    )
+    .order_by(GRANTS.c.id)
+)
 _USABLE_GRANTS_LOCKED = _USABLE_GRANTS.with_for_update()
 
 
 def _live_counts_select(grant_ids: Any) -> Select[Any]:
     """Live lanes per grant in ``grant_ids`` (an IN list) whose window overlaps [start, end)."""
-    return (select(LANES.c.grant_id, func.count())
-            .where(LANES.c.grant_id.in_(grant_ids), LIVE,
-                   LANES.c.starts_at < bindparam("end"), LANES.c.expires_at > bindparam("start"))
-            .group_by(LANES.c.grant_id))
+    return (
+        select(LANES.c.grant_id, func.count())
+        .where(
+            LANES.c.grant_id.in_(grant_ids),
+            LIVE,
+            LANES.c.starts_at < bindparam("end"),
+            LANES.c.expires_at > bindparam("start"),
+        )
+        .group_by(LANES.c.grant_id)
+    )
 
 
 _LIVE_COUNTS = _live_counts_select(bindparam("grant_ids", expanding=True))
@@ -76,32 +98,50 @@ _INSERT_LANE = insert(LANES)
 _INSERT_AUDIT = insert(AUDIT)
 _RECORD_ACTIVATION = update(LANES).where(LANES.c.id == bindparam("lane_id_"), LANES.c.state == "installing")
 _END_LANE = update(LANES).where(LANES.c.id == bindparam("lane_id_"))
-_LANE_WITH_OWNER = (select(LANES, PRINCIPALS.c.name.label("owner_name"))
-                    .join(PRINCIPALS, PRINCIPALS.c.id == LANES.c.principal_id)
-                    .where(LANES.c.id == bindparam("lane_id_")))
+_LANE_WITH_OWNER = (
+    select(LANES, PRINCIPALS.c.name.label("owner_name"))
+    .join(PRINCIPALS, PRINCIPALS.c.id == LANES.c.principal_id)
+    .where(LANES.c.id == bindparam("lane_id_"))
+)
 _OWNER_AND_STATE = select(LANES.c.principal_id, LANES.c.state).where(LANES.c.id == bindparam("lane_id_"))
 _LANE_WITH_OWNER_LOCKED = _LANE_WITH_OWNER.with_for_update(of=LANES)
 _INSTALLING = select(LANES).where(LANES.c.state == "installing", LANES.c.expires_at > bindparam("now"))
 # what ``tick`` may have to do: a scheduled lane whose start has come, a carried lane whose end has
-_TICK_DUE = select(or_(
-    exists().where(LANES.c.state == "scheduled", LANES.c.starts_at <= bindparam("now")),
-    exists().where(_state_in("installing", "active"), LANES.c.expires_at <= bindparam("now"))))
+_TICK_DUE = select(
+    or_(
+        exists().where(LANES.c.state == "scheduled", LANES.c.starts_at <= bindparam("now")),
+        exists().where(_state_in("installing", "active"), LANES.c.expires_at <= bindparam("now")),
+    )
+)
 
 
 def usable_grant_rules(conn: Connection, principal_id: int, now: float, for_update: bool) -> list[GrantRule]:
     """The principal's grants that could allow a lane now or later, as rules, row-locked in id
     order on PostgreSQL (two requests never deadlock on each other's grants)."""
-    rows = rawsql.rows(conn, _USABLE_GRANTS_LOCKED if for_update else _USABLE_GRANTS,
-                       {"principal_id": principal_id, "now": now})
-    return [GrantRule(grant_id=r[0], src_prefixes=tuple(parse_prefix(x) for x in r[1]),
-                      dst_prefixes=tuple(parse_prefix(x) for x in r[2]), protocols=frozenset(r[3]),
-                      ports=parse_ports(r[4]), max_duration_s=r[5], max_rate_mbps=r[6], max_lanes=r[7],
-                      valid_from=r[8], valid_until=r[9], revoked=r[10] is not None)
-            for r in rows]
+    rows = rawsql.rows(
+        conn, _USABLE_GRANTS_LOCKED if for_update else _USABLE_GRANTS, {"principal_id": principal_id, "now": now}
+    )
+    return [
+        GrantRule(
+            grant_id=r[0],
+            src_prefixes=tuple(parse_prefix(x) for x in r[1]),
+            dst_prefixes=tuple(parse_prefix(x) for x in r[2]),
+            protocols=frozenset(r[3]),
+            ports=parse_ports(r[4]),
+            max_duration_s=r[5],
+            max_rate_mbps=r[6],
+            max_lanes=r[7],
+            valid_from=r[8],
+            valid_until=r[9],
+            revoked=r[10] is not None,
+        )
+        for r in rows
+    ]
 
 
-def live_counts(conn: Connection, grant_ids: Sequence[int], start: float, end: float,
-                exclude: int | None = None) -> dict[int, int]:
+def live_counts(
+    conn: Connection, grant_ids: Sequence[int], start: float, end: float, exclude: int | None = None
+) -> dict[int, int]:
     """Live lanes per grant whose time window overlaps [start, end): one GROUP BY."""
     if not grant_ids:
         return {}
@@ -145,10 +185,14 @@ def lane_from_row(values: dict[str, Any], owner_name: str | None = None) -> Lane
     return lane
 
 
-def add_audit(conn: Connection, now: float, actor: str, action: str, target: str, decision: str,
-              reason: str = "") -> None:
-    rawsql.write(conn, _INSERT_AUDIT, {"at": now, "actor": actor, "action": action, "target": target,
-                                 "decision": decision, "reason": reason[:2000]})
+def add_audit(
+    conn: Connection, now: float, actor: str, action: str, target: str, decision: str, reason: str = ""
+) -> None:
+    rawsql.write(
+        conn,
+        _INSERT_AUDIT,
+        {"at": now, "actor": actor, "action": action, "target": target, "decision": decision, "reason": reason[:2000]},
+    )
 
 
 def record_activation(conn: Connection, lane_id: int, values: dict[str, object]) -> bool:

@@ -12,6 +12,7 @@ round trips, now 1. Anything but the plain success (no such lane, not the caller
 returns None and the caller takes the general path, which says why with the same errors as
 before; nothing was written then (the CTE's UPDATE matched no row, so neither did the rest).
 """
+
 from __future__ import annotations
 
 import functools
@@ -47,13 +48,38 @@ FROM moved JOIN principals ON principals.id = moved.principal_id
 """)
 
 
-def end_in_one(conn: Connection, lane_id: int, to: str, reason: str, now: float, actor: str, action: str,
-               caller_id: int, operator: bool, channel: str | None) -> tuple[Lane, str, bool] | None:
+def end_in_one(
+    conn: Connection,
+    lane_id: int,
+    to: str,
+    reason: str,
+    now: float,
+    actor: str,
+    action: str,
+    caller_id: int,
+    operator: bool,
+    channel: str | None,
+) -> tuple[Lane, str, bool] | None:
     """End a live lane the caller may see: (the lane as ended, its state before, woken). ``channel``:
     NOTIFY ``ended:<id>`` there if it was installing or active. None: nothing changed."""
-    row = conn.execute(_END, {"lane_id": lane_id, "to": to, "reason": reason, "now": now, "actor": actor,
-                              "action": action, "caller_id": caller_id, "operator": operator,
-                              "channel": channel or ""}).mappings().first()
+    row = (
+        conn.execute(
+            _END,
+            {
+                "lane_id": lane_id,
+                "to": to,
+                "reason": reason,
+                "now": now,
+                "actor": actor,
+                "action": action,
+                "caller_id": caller_id,
+                "operator": operator,
+                "channel": channel or "",
+            },
+        )
+        .mappings()
+        .first()
+    )
     if row is None:
         return None
     values = dict(row)
@@ -91,21 +117,33 @@ SELECT id, state, (SELECT count(*) FROM woken) AS woken FROM moved
 RECORD_MAX = 150  # lanes per statement: the NOTIFY payload (~35 bytes a lane) stays below 8000
 
 
-def record_in_one(conn: Connection, outcomes: list[tuple[int, dict[str, object], str, str]], now: float,
-                  channel: str) -> dict[int, str]:
+def record_in_one(
+    conn: Connection, outcomes: list[tuple[int, dict[str, object], str, str]], now: float, channel: str
+) -> dict[int, str]:
     """Record a round's outcomes, audit them and NOTIFY ``channel`` at once (autocommit: its own
     transaction). ``outcomes``: (lane id, the columns to set, audit decision, audit reason), at
     most ``RECORD_MAX``. Returns lane id -> new state for the rows that moved (still installing
     when they did not: ended meanwhile)."""
+
     def column(key: str) -> list[object]:
         return [values.get(key) for _, values, _, _ in outcomes]
 
-    rows = conn.execute(_RECORD, {
-        "ids": [lane_id for lane_id, _, _, _ in outcomes], "states": column("state"),
-        "reasons": column("reason"), "activated": column("activated_at"), "ended": column("ended_at"),
-        "ms": column("activation_ms"), "outcomes": [o for _, _, o, _ in outcomes],
-        "whys": [why[:2000] for _, _, _, why in outcomes], "now": now, "channel": channel,
-        "at": f"@{now!r}"}).all()
+    rows = conn.execute(
+        _RECORD,
+        {
+            "ids": [lane_id for lane_id, _, _, _ in outcomes],
+            "states": column("state"),
+            "reasons": column("reason"),
+            "activated": column("activated_at"),
+            "ended": column("ended_at"),
+            "ms": column("activation_ms"),
+            "outcomes": [o for _, _, o, _ in outcomes],
+            "whys": [why[:2000] for _, _, _, why in outcomes],
+            "now": now,
+            "channel": channel,
+            "at": f"@{now!r}",
+        },
+    ).all()
     return {int(row[0]): str(row[1]) for row in rows}
 
 
@@ -130,14 +168,17 @@ SELECT id, (SELECT count(*) FROM woken) AS woken FROM lane
     return stmt.bindparams(*json_columns) if json_columns else stmt
 
 
-def insert_in_one(conn: Connection, values: dict[str, Any], now: float, actor: str, reason: str,
-                  channel: str | None) -> Lane:
+def insert_in_one(
+    conn: Connection, values: dict[str, Any], now: float, actor: str, reason: str, channel: str | None
+) -> Lane:
     """``insert_lane`` + ``add_audit(..., "lane.request", ..., "allow", reason)`` + the wake-up
     NOTIFY on ``channel`` (if any) as one statement of the caller's transaction: a transient
     ``Lane`` holding what was written."""
     columns = tuple(sorted(values))
-    row = conn.execute(_insert_statement(columns), {**values, "audit_at": now, "audit_actor": actor,
-                                                    "audit_reason": reason[:2000], "channel": channel or ""}).one()
+    row = conn.execute(
+        _insert_statement(columns),
+        {**values, "audit_at": now, "audit_actor": actor, "audit_reason": reason[:2000], "channel": channel or ""},
+    ).one()
     lane = Lane(**values)
     lane.id = int(row[0])
     return lane

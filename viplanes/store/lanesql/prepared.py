@@ -21,6 +21,7 @@ A prepared statement whose result columns change under it (``RETURNING *`` and a
 a lost connection: the pool drops its connections and with them every stale plan, the one
 statement fails (the API answers 503, try again) and the next runs prepared afresh.
 """
+
 from __future__ import annotations
 
 import re
@@ -68,15 +69,20 @@ def _prepare(cursor: Any, statement: str, name: str, parameters: dict[str, Any])
     autocommit = bool(cursor.connection.autocommit)
     types = f"SELECT parameter_types::text[] FROM pg_prepared_statements WHERE name = '{name}'"
     try:
-        cursor.execute(f"{prepare}; {types}" if autocommit else
-                       f"SAVEPOINT viplanes_prepare; {prepare}; RELEASE SAVEPOINT viplanes_prepare; {types}")
+        cursor.execute(
+            f"{prepare}; {types}"
+            if autocommit
+            else f"SAVEPOINT viplanes_prepare; {prepare}; RELEASE SAVEPOINT viplanes_prepare; {types}"
+        )
         inferred = cursor.fetchone()[0]
-    except Exception:  # noqa: BLE001 - not preparable: run it as text, as before
+    except Exception:
         if not autocommit:
             cursor.execute("ROLLBACK TO SAVEPOINT viplanes_prepare; RELEASE SAVEPOINT viplanes_prepare")
         return None
-    if any(pg_type in _UNTYPED and not isinstance(parameters.get(n), (str, type(None)))
-           for n, pg_type in zip(names, inferred)):
+    if any(
+        pg_type in _UNTYPED and not isinstance(parameters.get(n), (str, type(None)))
+        for n, pg_type in zip(names, inferred)
+    ):
         # ``SELECT $1`` takes text where the inlined literal ``2`` was an integer: answers differ
         cursor.execute(f"DEALLOCATE {name}")
         return None
@@ -116,6 +122,5 @@ def install(engine: Engine) -> None:
         if seen < PREPARE_AFTER or len(state.executes) >= MAX_PREPARED:
             return statement, parameters
         del state.seen[statement]
-        execute = state.executes[statement] = _prepare(cursor, statement, f"vl_{len(state.executes)}",
-                                                               parameters)
+        execute = state.executes[statement] = _prepare(cursor, statement, f"vl_{len(state.executes)}", parameters)
         return (execute, parameters) if execute is not None else (statement, parameters)

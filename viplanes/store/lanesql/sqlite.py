@@ -19,9 +19,11 @@ The plain Core path is kept, and taken, whenever the raw one could differ:
   column defaults, RETURNING.
 ``tests/unit/test_rawsql.py`` runs every hot statement both ways and compares rows and results.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Sequence, cast
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, cast
 
 from sqlalchemy import Connection, exc
 from sqlalchemy.orm import Session
@@ -50,9 +52,14 @@ stats = {"raw": 0, "core": 0}  # executions per path, for tests and benchmarks
 def _compile(stmt: Executable, conn: Connection, column_keys: tuple[str, ...] | None) -> Compiled | None:
     dialect = conn.dialect
     comp: Any = cast(Any, stmt).compile(dialect=dialect, column_keys=list(column_keys) if column_keys else None)
-    if comp.positiontup is None or comp.post_compile_params or comp.literal_execute_params or \
-            getattr(comp, "insert_prefetch", None) or getattr(comp, "update_prefetch", None) or \
-            getattr(comp, "effective_returning", None):
+    if (
+        comp.positiontup is None
+        or comp.post_compile_params
+        or comp.literal_execute_params
+        or getattr(comp, "insert_prefetch", None)
+        or getattr(comp, "update_prefetch", None)
+        or getattr(comp, "effective_returning", None)
+    ):
         return None  # needs SQLAlchemy at execution time: Core
     names = tuple(comp.positiontup)
     lookups, static, binds = [], [], []

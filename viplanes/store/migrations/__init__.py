@@ -1,4 +1,5 @@
 """Alembic migrations of the VIP Lanes store, run programmatically (no alembic.ini needed)."""
+
 from __future__ import annotations
 
 from pathlib import Path

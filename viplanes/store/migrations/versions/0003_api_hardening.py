@@ -9,9 +9,9 @@ such rows the upgrade stops, names them, and changes nothing: which of two princ
 alice" is an operator's decision (rename or disable one in the database, then upgrade again), not
 one a migration should guess. Renaming silently would change who the audit log names.
 """
-from alembic import op
-import sqlalchemy as sa
 
+import sqlalchemy as sa
+from alembic import op
 
 revision = '0003'
 down_revision = '0002'
@@ -24,16 +24,33 @@ class DuplicatePrincipalNames(RuntimeError):
 
 
 def _refuse_case_duplicates() -> None:
-    rows = op.get_bind().execute(sa.text(
-        "SELECT lower(name) AS folded, count(*) AS n FROM principals GROUP BY lower(name) HAVING count(*) > 1"
-        " ORDER BY folded")).all()
+    rows = (
+        op.get_bind()
+        .execute(
+            sa.text(
+                "SELECT lower(name) AS folded, count(*) AS n FROM principals GROUP BY lower(name) HAVING count(*) > 1"
+                " ORDER BY folded"
+            )
+        )
+        .all()
+    )
     if rows:
-        names = op.get_bind().execute(sa.text(
-            "SELECT name FROM principals WHERE lower(name) IN :folded ORDER BY lower(name), id")
-            .bindparams(sa.bindparam("folded", expanding=True)), {"folded": [r[0] for r in rows]}).scalars().all()
+        names = (
+            op.get_bind()
+            .execute(
+                sa.text("SELECT name FROM principals WHERE lower(name) IN :folded ORDER BY lower(name), id").bindparams(
+                    sa.bindparam("folded", expanding=True)
+                ),
+                {"folded": [r[0] for r in rows]},
+            )
+            .scalars()
+            .all()
+        )
         raise DuplicatePrincipalNames(
             "principal names must be unique ignoring case, but these differ only in case: "
-            + ", ".join(names) + ". Rename or remove all but one of each group, then run `viplanes db upgrade` again.")
+            + ", ".join(names)
+            + ". Rename or remove all but one of each group, then run `viplanes db upgrade` again."
+        )
 
 
 def upgrade() -> None:
@@ -41,11 +58,12 @@ def upgrade() -> None:
     op.create_index('uq_principals_name_ci', 'principals', [sa.text('lower(name)')], unique=True)
     with op.batch_alter_table('lanes', schema=None) as batch_op:
         batch_op.add_column(sa.Column('request_hash', sa.String(length=64), nullable=True))
-    op.create_table('auth_failures',
-    sa.Column('scope', sa.String(length=64), nullable=False),
-    sa.Column('window_start', sa.Integer(), nullable=False),
-    sa.Column('count', sa.Integer(), nullable=False),
-    sa.PrimaryKeyConstraint('scope', 'window_start')
+    op.create_table(
+        'auth_failures',
+        sa.Column('scope', sa.String(length=64), nullable=False),
+        sa.Column('window_start', sa.Integer(), nullable=False),
+        sa.Column('count', sa.Integer(), nullable=False),
+        sa.PrimaryKeyConstraint('scope', 'window_start'),
     )
 
 

@@ -8,9 +8,9 @@ Existing lanes keep their one ``dst_ip``/``dst_port`` and get NULL sets, which m
 address and port", so nothing is rewritten. ``dst_ip``/``dst_port`` become nullable (a lane with a
 set has no single destination) and address columns widen to 45 characters for IPv6.
 """
-from alembic import op
-import sqlalchemy as sa
 
+import sqlalchemy as sa
+from alembic import op
 
 revision = '0004'
 down_revision = '0003'
@@ -20,10 +20,10 @@ depends_on = None
 
 def upgrade() -> None:
     with op.batch_alter_table('lanes', schema=None) as batch_op:
-        batch_op.alter_column('src_ip', existing_type=sa.String(length=15), type_=sa.String(length=45),
-                              existing_nullable=False)
-        batch_op.alter_column('dst_ip', existing_type=sa.String(length=15), type_=sa.String(length=45),
-                              nullable=True)
+        batch_op.alter_column(
+            'src_ip', existing_type=sa.String(length=15), type_=sa.String(length=45), existing_nullable=False
+        )
+        batch_op.alter_column('dst_ip', existing_type=sa.String(length=15), type_=sa.String(length=45), nullable=True)
         batch_op.alter_column('dst_port', existing_type=sa.Integer(), nullable=True)
         batch_op.add_column(sa.Column('dst_nets', sa.JSON(none_as_null=True), nullable=True))
         batch_op.add_column(sa.Column('dst_ports', sa.JSON(none_as_null=True), nullable=True))
@@ -34,8 +34,10 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     # lanes with a set have no single destination to fall back to: end them first
-    op.execute("UPDATE lanes SET state = 'revoked', reason = 'schema downgrade: destination sets removed'"
-               " WHERE dst_ip IS NULL OR dst_port IS NULL")
+    op.execute(
+        "UPDATE lanes SET state = 'revoked', reason = 'schema downgrade: destination sets removed'"
+        " WHERE dst_ip IS NULL OR dst_port IS NULL"
+    )
     op.execute("UPDATE lanes SET dst_ip = '0.0.0.0' WHERE dst_ip IS NULL")
     op.execute("UPDATE lanes SET dst_port = 0 WHERE dst_port IS NULL")
     with op.batch_alter_table('lanes', schema=None) as batch_op:
@@ -45,7 +47,7 @@ def downgrade() -> None:
         batch_op.drop_column('dst_ports')
         batch_op.drop_column('dst_nets')
         batch_op.alter_column('dst_port', existing_type=sa.Integer(), nullable=False)
-        batch_op.alter_column('dst_ip', existing_type=sa.String(length=45), type_=sa.String(length=15),
-                              nullable=False)
-        batch_op.alter_column('src_ip', existing_type=sa.String(length=45), type_=sa.String(length=15),
-                              existing_nullable=False)
+        batch_op.alter_column('dst_ip', existing_type=sa.String(length=45), type_=sa.String(length=15), nullable=False)
+        batch_op.alter_column(
+            'src_ip', existing_type=sa.String(length=45), type_=sa.String(length=15), existing_nullable=False
+        )
