@@ -1,1 +1,4 @@
-"""authz component of VIP Lanes."""
+"""Who may do what: API token format and hashing, the verified-token cache. Pure; imports nothing
+of ours (failed sign-in counts, which need the database, live in
+``viplanes.store.ratelimit``).
+"""

@@ -1,1 +1,4 @@
-"""policy component of VIP Lanes."""
+"""Grants and the pure decision "is this lane request inside a grant?" (``rules.decide``: a machine
+code plus a human reason), and which destinations a campus may name. Imports only ``topologies``:
+no store, no controller, no API.
+"""
