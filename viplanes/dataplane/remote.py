@@ -17,7 +17,8 @@ from sqlalchemy import Connection, text
 from sqlalchemy import select as sql_select
 
 from viplanes.cluster.handoff import CHANNEL, DoneListener, DoneWaiter, Notifier
-from viplanes.dataplane.base import DesiredLanes
+from viplanes.cluster.reports import read_lane_counters, read_readiness
+from viplanes.dataplane.base import DataplaneDefaults, DesiredLanes
 from viplanes.domain.values import ActivationResult, LaneCounters, LaneSpec
 from viplanes.store.db import Database
 from viplanes.store.models import Lane
@@ -25,11 +26,10 @@ from viplanes.store.models import Lane
 ALIVE_CACHE_S = 0.25  # how long the API trusts "a controller holds the lease" without asking
 
 
-class RemoteDataplane:
+class RemoteDataplane(DataplaneDefaults):
     """The API process's data plane: the controller is another process, reached via the database."""
 
-    wake_channel = CHANNEL  # an ended lane's NOTIFY may ride in the statement that ends it
-    carries_lane_sets = True  # the controller's compiler carries every shape the manager accepts
+    wake_channel: str | None = CHANNEL  # an ended lane's NOTIFY may ride in the statement that ends it
     records_outcome = True  # an ok answer means the controller already committed the lane active
 
     def __init__(self, db: Database, poll_s: float = 0.01, max_poll_s: float = 0.05, recheck_s: float = 0.5) -> None:
@@ -123,8 +123,6 @@ class RemoteDataplane:
 
     def counters(self, lane_id: int) -> LaneCounters | None:
         """What the master last published (every few seconds), with its age."""
-        from viplanes.cluster.reports import read_lane_counters
-
         return read_lane_counters(self.db, lane_id)
 
     def _master_alive(self) -> bool:
@@ -155,6 +153,4 @@ class RemoteDataplane:
 
     def readiness(self) -> dict[str, Any]:
         """A master holds the lease and reports every switch connected and reconciled."""
-        from viplanes.cluster.reports import read_readiness
-
         return read_readiness(self.db)
