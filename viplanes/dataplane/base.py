@@ -104,7 +104,7 @@ class DataplaneDefaults:
     wake_channel: str | None = None
 
     def activate(self, lane: LaneSpec, timeout_s: float = 5.0) -> ActivationResult:
-        raise NotImplementedError
+        raise NotImplementedError  # every plane carries lanes its own way; here for activate_many
 
     def activate_many(self, lanes: list[LaneSpec], timeout_s: float = 5.0) -> dict[int, ActivationResult]:
         """No round of its own: one lane after the other."""
