@@ -10,6 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from viplanes.dataplane.base import Dataplane
 from viplanes.store.models import LANE_STATES
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -66,13 +67,13 @@ class Metrics:
 bp = Blueprint("meta", __name__)
 
 
-def openflow_transport(dataplane: Any) -> dict[str, Any]:
+def openflow_transport(dataplane: Dataplane) -> dict[str, Any]:
     """How switches reach the controller, for /healthz: an operator (or a monitor) must see a
     serve running with ``--insecure-tcp`` without reading its log. Empty without OpenFlow."""
-    security = getattr(dataplane, "security", None)
-    if security is None or not hasattr(security, "tls"):
+    transport = dataplane.openflow_transport()
+    if transport is None:
         return {}
-    if security.tls is None:
+    if transport == "insecure-tcp":
         return {
             "openflow": "insecure-tcp",
             "warnings": [

@@ -7,13 +7,13 @@ from typing import Any
 
 from .web import ctx
 
-_NEEDED = ("connected", "reconciled", "desired", "flow_stats", "reconcile_switch")
-
 
 def inspector() -> Any | None:
     plane = ctx().dataplane
-    if not all(hasattr(plane, a) for a in _NEEDED):
-        return None
-    from viplanes.controller.runtime.inspect import ControllerInspector  # only with a controller
+    # only with a controller (os-ken is imported once, by the first page that asks)
+    from viplanes.controller.runtime.inspect import ControllerInspector
+    from viplanes.controller.runtime.lane_runtime import LaneRuntime
 
+    if not isinstance(plane, LaneRuntime):
+        return None
     return ControllerInspector(plane)

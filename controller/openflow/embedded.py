@@ -56,6 +56,10 @@ class EmbeddedController(LaneRuntime):
         self._stop = threading.Event()
         self.handshakes = HandshakeGauge()  # the listener counts, reconciles wait (``Resync``)
 
+    def openflow_transport(self) -> str | None:
+        """``insecure-tcp`` when switches are neither authenticated nor encrypted, for /healthz."""
+        return "insecure-tcp" if self.security.tls is None else "tls"
+
     def start(self) -> None:
         from viplanes.controller.openflow.launcher import start_apps
 

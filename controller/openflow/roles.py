@@ -54,6 +54,10 @@ class RoleController(EmbeddedController):
         self.on_deposed = on_deposed
         self._role_lock = threading.Lock()
 
+    def openflow_role(self) -> str:
+        """MASTER while the lease is ours and no switch deposed us, else SLAVE (``set_role``)."""
+        return "master" if self.is_master else "slave"
+
     # ---- the lease says ---------------------------------------------------------------------
     def set_role(self, master: bool, epoch: int) -> None:
         """MASTER: claim every switch with ``epoch``, then reconcile them; SLAVE: stop writing."""

@@ -96,9 +96,7 @@ class ControllerInspector:
                 else f"kept {plan.kept}, added {len(plan.adds)}, deleted {len(plan.deletes)}, "
                 f"refreshed {len(plan.refreshes)}, meters {len(plan.meters)}"
             )
-            # no role request is ever sent, so every switch treats us as EQUAL (OpenFlow 1.3's
-            # default) until the HA work gives the runtime a role of its own
-            of_role = str(getattr(self.runtime, "role", None) or "equal") if up else "—"
+            of_role = self.runtime.openflow_role() if up else "—"
             out.append(SwitchFacts(dpid, name, role, of_role, up, None if flows is None else len(flows), last))
         return out
 

@@ -44,7 +44,7 @@ from viplanes.controller.runtime.drift import DriftWatch
 from viplanes.controller.runtime.pending import Batch, Tracker
 from viplanes.controller.runtime.readiness import SwitchReadiness
 from viplanes.controller.runtime.resync import RECONCILES_AT_ONCE, LaneRead, Resync, meter_errors_only
-from viplanes.dataplane.base import DesiredLanes
+from viplanes.dataplane.base import DataplaneDefaults, DesiredLanes
 from viplanes.domain.values import ActivationResult, LaneCounters, LaneSpec
 from viplanes.topologies.model import Topology
 
@@ -65,9 +65,10 @@ def error_reason(err_type: int, code: int) -> str:
     return f"{names.get(err_type, f'type {err_type}')} code {code}"
 
 
-class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
+class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges, DataplaneDefaults):
     switch_wait_s: float = SWITCH_WAIT_S
-    carries_lane_sets = True  # issue 11: destination sets, port ranges and IPv6 compile
+    activates_in_batches = True  # ``activate_many``: one barrier per switch for a whole round
+    removes_early = True  # ``begin_deactivate`` sends the deletes before the end is committed
     is_master: bool = True  # False: a standby controller (roles.py) that must not write
 
     def __init__(
@@ -111,6 +112,11 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
     def switch_name(self, dpid: int) -> str:
         sw = self.topology.switch_by_dpid(dpid) if self.topology else None
         return f"switch {sw.name} (dpid {dpid})" if sw else f"switch dpid {dpid}"
+
+    def openflow_role(self) -> str:
+        """Our OpenFlow role on the switches, for the console: no role request is sent here, so
+        every switch treats us as EQUAL (OpenFlow 1.3's default); ``RoleController`` says more."""
+        return "equal"
 
     def _xid(self) -> int:
         return next(self._xids) & 0xFFFFFFFF

@@ -21,13 +21,15 @@ class BatchPlane(MemoryDataplane):
     """``activate_many`` as the controller's runtime has it; lane ``refuse`` fails for good, and
     lane ``ends`` is released by its owner while it installs."""
 
+    activates_in_batches = True
+
     def __init__(self) -> None:
         super().__init__()
         self.refuse: int | None = None
         self.ends: int | None = None
         self.end_it = lambda lane_id: None
 
-    def activate_many(self, specs: list[LaneSpec]) -> dict[int, ActivationResult]:
+    def activate_many(self, specs: list[LaneSpec], timeout_s: float = 5.0) -> dict[int, ActivationResult]:
         out = {}
         for spec in specs:
             if spec.lane_id == self.ends:

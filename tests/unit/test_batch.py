@@ -15,6 +15,7 @@ from tests.unit.fake_switches import Clock, FakeSwitches, clock, inline_runtime,
 from tests.unit.test_runtime import lane_flows, spec
 from viplanes.controller.compile.cookies import lane_cookie
 from viplanes.controller.runtime.batch import SwitchAnswer, lane_failures, merge
+from viplanes.dataplane.base import DataplaneDefaults
 from viplanes.domain.values import ActivationResult, LaneSpec
 from viplanes.store.models import Lane
 
@@ -122,11 +123,11 @@ def test_deactivate_many_removes_the_batch_and_keeps_the_others(topo, clock, swi
     assert set(rt.lanes) == {2}
 
 
-class BatchPlane:
+class BatchPlane(DataplaneDefaults):
     """A data plane with ``activate_many``: requests leave lanes installing (busy); a batch then
     answers from ``outcomes`` (lane id -> reason, None = installed)."""
 
-    carries_lane_sets = True
+    activates_in_batches = True
 
     def __init__(self) -> None:
         self.outcomes: dict[int, str | None] = {}

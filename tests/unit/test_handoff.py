@@ -6,9 +6,9 @@ from __future__ import annotations
 import threading
 
 from tests.unit.conftest import make_world
-from viplanes.cluster.handoff import RemoteDataplane
 from viplanes.cluster.leader import LeaderLease
 from viplanes.dataplane.memory import MemoryDataplane
+from viplanes.dataplane.remote import RemoteDataplane
 from viplanes.lanes.manager import LaneManager
 from viplanes.store.db import Database
 

@@ -194,33 +194,6 @@ def test_v6_grant_prefix_refused_in_forbidden_space(w: World) -> None:
     assert w.client.post("/api/v1/grants", json=body, headers=w.h("root")).status_code == 201
 
 
-class SingleOnlyPlane(MemoryDataplane):
-    carries_lane_sets = False  # the compiler before issue 11
-
-
-def test_old_compiler_refuses_sets_cleanly(
-    sqlite_url: str, clock: FakeClock, dual: Topology, resolver: StaticResolver
-) -> None:
-    world = make(sqlite_url, clock, SingleOnlyPlane(), dual, resolver)
-    assert ask(world, dst_ip="203.0.113.10", dst_port=9000).status_code == 201
-    r = ask(world, dst_ip="203.0.113.10", dst_ports="9001-9010")
-    assert r.status_code == 422 and r.get_json()["error"] == "lane_shape_unsupported"
-    r = ask(world, src_ip="2001:db8:1::10", dst_ip="2001:db8:ff::10", dst_port=5201)  # v6 waits for the compiler too
-    assert r.status_code == 422 and r.get_json()["error"] == "lane_shape_unsupported"
-    resolver.set("one.example", ["203.0.113.40"])
-    lane = ask(world, dst_host="one.example", dst_port=9000).get_json()
-    assert lane["state"] == "active" and world.dataplane.active[lane["id"]].dst_ip == "203.0.113.40"
-    # the name grows to two addresses: the old data plane cannot carry it, so the lane keeps its set
-    resolver.set("one.example", ["203.0.113.40", "203.0.113.41"], 60)
-    clock.advance(120)
-    refresher = NameRefresher(world.app.extensions["viplanes"].manager)
-    assert refresher.refresh_due() == 0
-    assert world.dataplane.active[lane["id"]].dst_nets == ("203.0.113.40/32",)
-    audit = world.client.get("/api/v1/audit?action=lane.destinations", headers=world.h("root")).get_json()
-    assert audit[0]["decision"] == "failed" and "one IPv4 destination" in audit[0]["reason"]
-    world.app.extensions["viplanes"].db.dispose()
-
-
 def test_reresolution_follows_the_name(w: World, resolver: StaticResolver, clock: FakeClock) -> None:
     resolver.set("rot.example", ["203.0.113.50", "203.0.113.51"], 10)  # below the 30 s floor
     lane = ask(w, src_ip="198.51.100.30", dst_host="rot.example", dst_port=9000).get_json()

@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from viplanes.cluster.handoff import RemoteDataplane
 from viplanes.cluster.leader import LeaderLease
 from viplanes.cluster.reports import StatusReporter
 from viplanes.controller.compile.cookies import BASE_COOKIE, lane_cookie
 from viplanes.controller.runtime.lanestats import sum_lane_counters
+from viplanes.dataplane.remote import RemoteDataplane
 from viplanes.domain.values import LaneCounters
 from viplanes.store.db import Database
 

@@ -7,7 +7,7 @@ master in the data path. The parent only forks the workers and starts a new one 
 (a kill -9 under load loses that worker's in-flight requests, never a committed lane: the lane
 rows and the hand-off are in the database).
 
-The data plane of every worker is ``handoff.RemoteDataplane``: the controllers are other
+The data plane of every worker is ``dataplane.remote.RemoteDataplane``: the controllers are other
 processes (``viplanes controller cluster``), reached through the database.
 """
 
@@ -48,8 +48,8 @@ def worker_app(db_url: str, topology_path: str | None) -> Any:
     later collections; reference counting still frees them."""
     from viplanes.api.app import create_app
     from viplanes.cli.serve import _load_topology
-    from viplanes.cluster.handoff import RemoteDataplane
     from viplanes.config import AppConfig
+    from viplanes.dataplane.remote import RemoteDataplane
     from viplanes.store.db import Database
 
     topology = _load_topology(topology_path)

@@ -17,6 +17,7 @@ import click
 
 from viplanes.cli.openflow_options import openflow_security_options
 from viplanes.cli.options import hostport_option
+from viplanes.dataplane.base import Dataplane
 
 log = logging.getLogger("viplanes.cli.serve")
 
@@ -36,7 +37,7 @@ def _load_topology(path: str | None) -> Any:
         raise click.ClickException(f"topology: {exc}") from None
 
 
-def _make_dataplane(kind: str, topology: Any, openflow: tuple[str, int], security: Any) -> Any:
+def _make_dataplane(kind: str, topology: Any, openflow: tuple[str, int], security: Any) -> Dataplane:
     if kind == "memory":
         from viplanes.dataplane.memory import MemoryDataplane
 
@@ -137,11 +138,10 @@ def serve(
     server = None
     started = False
     try:
-        if hasattr(plane, "start"):
-            try:
-                plane.start()
-            except (RuntimeError, OSError) as exc:
-                raise click.ClickException(str(exc)) from None
+        try:
+            plane.start()  # the memory data plane has nothing to start
+        except (RuntimeError, OSError) as exc:
+            raise click.ClickException(str(exc)) from None
         started = True
         scheduler.start()
         names.start()
@@ -163,6 +163,6 @@ def serve(
             server.close()
         scheduler.stop()
         names.stop()
-        if started and hasattr(plane, "stop"):
+        if started:
             plane.stop()
         ctx.db.dispose()

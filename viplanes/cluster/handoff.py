@@ -1,8 +1,8 @@
 """API -> controller hand-off through the shared database (issue 12, split deployment).
 
 The API process commits the lane ``installing`` (the lane manager does that before it calls the
-data plane) and ``RemoteDataplane.activate`` then wakes the controller and waits until the row
-leaves ``installing``: the master controller's lane manager activates it (``recover``), confirms
+data plane) and ``RemoteDataplane.activate`` (``viplanes.dataplane.remote``) then wakes the
+controller and waits until the row leaves ``installing``: the master controller's lane manager activates it (``recover``), confirms
 with barriers and commits ``active`` or ``failed``. So the answer still means "installed on every
 switch". If either side dies in between, the row stays ``installing`` and whichever controller is
 master picks it up in its next recovery round; nothing lives only in a process.
@@ -26,18 +26,14 @@ import time
 from typing import Any
 
 from sqlalchemy import Connection, text
-from sqlalchemy import select as sql_select
 from sqlalchemy.orm import Session
 
-from viplanes.dataplane.base import DesiredLanes
-from viplanes.domain.values import ActivationResult, LaneCounters, LaneSpec, is_decimal
+from viplanes.domain.values import is_decimal
 from viplanes.store.db import Database
-from viplanes.store.models import Lane
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "viplanes_lanes"  # API -> controllers: "lane:<id>" (installing), "ended:<id>"
-ALIVE_CACHE_S = 0.25  # how long the API trusts "a controller holds the lease" without asking
 DONE_CHANNEL = "viplanes_done"  # master -> API processes: "<id>=<state>,..." once committed
 
 
@@ -260,138 +256,3 @@ class Waker:
     def close(self) -> None:
         close_quietly(self._conn)
         self._conn = None
-
-
-class RemoteDataplane:
-    """The API process's data plane: the controller is another process, reached via the database."""
-
-    wake_channel = CHANNEL  # an ended lane's NOTIFY may ride in the statement that ends it
-    carries_lane_sets = True  # the controller's compiler carries every shape the manager accepts
-    records_outcome = True  # an ok answer means the controller already committed the lane active
-
-    def __init__(self, db: Database, poll_s: float = 0.01, max_poll_s: float = 0.05, recheck_s: float = 0.5) -> None:
-        self.db = db
-        self.poll_s = poll_s
-        self.max_poll_s = max_poll_s
-        self.recheck_s = recheck_s  # listening: read the row if no word came within this
-        self.listener = DoneListener(db)
-        self.listener.start()
-        self.notify = Notifier(db)
-        self._alive_until = 0.0  # monotonic: a master was seen holding the lease until then
-        # lane id -> (monotonic, waiter): woken by ``wake_in`` inside the request's transaction
-        self._woken: dict[int, tuple[float, DoneWaiter | None]] = {}
-        self._woken_lock = threading.Lock()
-
-    def wake_in(self, conn: Connection, payload: str, sent: bool = False) -> bool:
-        """NOTIFY the controllers inside the transaction that commits the lane (``lane:<id>``)
-        or its end (``ended:<id>``): PostgreSQL delivers it at the commit, so the wake-up costs
-        no round trip of its own and can never run ahead of the row. For ``lane:<id>`` the
-        waiter is registered first (the controller's answer may come right after the commit);
-        ``activate`` takes it over and sends nothing. False on SQLite: nothing was sent.
-        ``sent``: the caller's statement NOTIFYed already (``insert_in_one``): register only."""
-        if self.db.is_sqlite:
-            return False
-        if payload.startswith("lane:"):
-            lane_id = int(payload[5:])
-            waiter = self.listener.expect(lane_id) if self.listener.ready.is_set() else None
-            now = time.monotonic()
-            with self._woken_lock:
-                for old_id, (at, old) in list(self._woken.items()):
-                    if now - at > 60.0:  # its transaction rolled back: nobody will activate it
-                        del self._woken[old_id]
-                        if old is not None:
-                            self.listener.forget(old_id, old)
-                self._woken[lane_id] = (now, waiter)
-        if not sent:
-            conn.execute(text("SELECT pg_notify(:ch, :p)"), {"ch": CHANNEL, "p": payload})
-        return True
-
-    def attach_source(self, desired_lanes: DesiredLanes) -> None:
-        return None  # the controller reads the database itself
-
-    def _row_state(self, lane_id: int) -> tuple[str, str | None] | None:
-        with self.db.read() as s:
-            row = s.execute(sql_select(Lane.state, Lane.reason).where(Lane.id == lane_id)).first()
-        return None if row is None else (row[0], row[1])
-
-    def activate(self, lane: LaneSpec, timeout_s: float = 5.0) -> ActivationResult:
-        t0 = time.perf_counter()
-        deadline = time.monotonic() + timeout_s
-        with self._woken_lock:
-            woken = self._woken.pop(lane.lane_id, None)
-        if woken is not None:  # notified inside the request's transaction (``wake_in``)
-            waiter = woken[1]
-        else:
-            listening = self.listener.ready.is_set()
-            waiter = self.listener.expect(lane.lane_id) if listening else None  # before the wake-up
-        try:
-            if woken is None:
-                self.notify(f"lane:{lane.lane_id}")
-            wait = self.poll_s
-            while True:
-                if waiter is not None and self.listener.ready.is_set():
-                    heard = waiter.event.wait(max(0.0, min(self.recheck_s, deadline - time.monotonic())))
-                    if heard and waiter.state == "active":  # committed: no need to read it back
-                        return ActivationResult(
-                            True, "active", time.perf_counter() - t0, committed_at=waiter.activated_at
-                        )
-                    waiter.event.clear()
-                row = self._row_state(lane.lane_id)
-                if row is None:
-                    return ActivationResult(False, "lane vanished", time.perf_counter() - t0)
-                state, reason = row
-                if state != "installing":  # active (or an extension re-send), failed, ended
-                    return ActivationResult(state == "active", reason or state, time.perf_counter() - t0)
-                if time.monotonic() >= deadline:
-                    return ActivationResult(
-                        False,
-                        f"data plane busy: no controller confirmed within {timeout_s:g} s",
-                        time.perf_counter() - t0,
-                    )
-                if waiter is None or not self.listener.ready.is_set():
-                    time.sleep(wait)
-                    wait = min(wait * 2, self.max_poll_s)
-        finally:
-            if waiter is not None:
-                self.listener.forget(lane.lane_id, waiter)
-
-    def deactivate(self, lane_id: int, timeout_s: float = 5.0) -> None:
-        self.notify(f"ended:{lane_id}")  # the row is already ended; the master removes flows
-
-    def counters(self, lane_id: int) -> LaneCounters | None:
-        """What the master last published (every few seconds), with its age."""
-        from viplanes.cluster.reports import read_lane_counters
-
-        return read_lane_counters(self.db, lane_id)
-
-    def _master_alive(self) -> bool:
-        """Some controller holds an unexpired lease. A yes is remembered for at most
-        ``ALIVE_CACHE_S`` and never past that lease's own expiry: one query per request saved."""
-        if time.monotonic() < self._alive_until:
-            return True
-        now = (
-            "extract(epoch from clock_timestamp())"
-            if not self.db.is_sqlite
-            else "((julianday('now') - 2440587.5) * 86400.0)"
-        )
-        try:
-            with self.db.read() as s:
-                left = s.execute(
-                    text(f"SELECT max(expires_at) - {now} FROM controller_lease WHERE holder <> ''")
-                ).scalar()
-        except Exception:
-            return True
-        if left is None or left <= 0:
-            return False
-        self._alive_until = time.monotonic() + min(float(left), ALIVE_CACHE_S)
-        return True
-
-    def unready(self, lane: LaneSpec) -> list[str]:
-        """No controller holds the lease (a failover under way): 503, try again."""
-        return [] if self._master_alive() else ["controller (no master right now)"]
-
-    def readiness(self) -> dict[str, Any]:
-        """A master holds the lease and reports every switch connected and reconciled."""
-        from viplanes.cluster.reports import read_readiness
-
-        return read_readiness(self.db)

@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import text
 
@@ -35,13 +35,22 @@ COUNTERS_EVERY_S = 5.0
 STALE_S = 5.0
 
 
+class ReportedPlane(Protocol):
+    """What the reporter reads of the controller's data plane (a ``RoleController``)."""
+
+    is_master: bool  # only the master publishes
+    epoch: int  # the OpenFlow role generation it claimed the switches with
+
+    def readiness(self) -> dict[str, Any]: ...
+
+
 class StatusReporter:
     """The controller node's publishing thread; writes only while ``plane.is_master``."""
 
     def __init__(
         self,
         db: Database,
-        plane: Any,
+        plane: ReportedPlane,
         holder: str,
         read_counters: Callable[[Any], dict[int, LaneCounters]] | None = None,
         status_every_s: float = STATUS_EVERY_S,
@@ -50,7 +59,7 @@ class StatusReporter:
         from viplanes.controller.runtime.lanestats import read_all_lane_counters
 
         self.db, self.plane, self.holder = db, plane, holder
-        self.read_counters = read_counters or read_all_lane_counters
+        self.read_counters: Callable[[Any], dict[int, LaneCounters]] = read_counters or read_all_lane_counters
         self.status_every_s, self.counters_every_s = status_every_s, counters_every_s
         self._published: dict[int, tuple[int, int]] = {}  # lane -> (packets, bytes) last written
         self._next_counters = 0.0
@@ -71,7 +80,7 @@ class StatusReporter:
                 {
                     "name": LEASE_NAME,
                     "holder": self.holder,
-                    "epoch": int(getattr(self.plane, "epoch", 0)),
+                    "epoch": self.plane.epoch,
                     "switches": json.dumps(switches),
                 },
             )

@@ -4,14 +4,22 @@ The API and the lane scheduler talk only to a :class:`Dataplane`. In the embedde
 (`viplanes serve`) it is the in-process os-ken controller; tests may pass their own. The database
 stays the source of truth: the controller asks ``desired_lanes`` whenever it reconciles (controller
 start, switch connect), so a restarted controller rebuilds everything from the store.
+
+``Dataplane`` declares every member the service calls, so no caller asks an implementation what
+it can do (no ``getattr``). ``DataplaneDefaults`` gives the members an implementation may have
+nothing to do for an explicit no-op or False; the implementations (``memory``, ``remote``, the
+controller's ``LaneRuntime``) and the tests' doubles inherit it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from viplanes.domain.values import ActivationResult, LaneCounters, LaneSpec
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 DesiredLanes = Callable[[], list[LaneSpec]]
 
@@ -27,10 +35,21 @@ def is_transient(reason: str) -> bool:
 
 
 class Dataplane(Protocol):
-    """``carries_lane_sets`` (optional class attribute, default False): True once the data plane
-    compiles destination sets, port ranges and IPv6 (``LaneSpec.dst_nets``/``dst_ports``). Until then
-    the lane manager refuses such lanes itself (422 ``lane_shape_unsupported``) and never sends
-    them, so an old compiler never sees a lane it would silently narrow to one flow."""
+    """Everything the lane service, the API and the entry points ask of a data plane."""
+
+    # True: ``activate_many`` sends a whole round with one barrier per switch, so the lane service
+    # hands it every due lane at once and records the outcomes in one transaction; False: the
+    # service activates due lanes one by one.
+    activates_in_batches: bool
+    # True: ``begin_deactivate`` sends a lane's deletes before its end is committed (the
+    # in-process controller), so a release fails closed and its answer waits for the barriers.
+    removes_early: bool
+    # True: an ok ``activate`` means the plane already committed the lane active (the split
+    # deployment's controller did); the service writes nothing and reads the row back.
+    records_outcome: bool
+    # The channel a data plane in another process listens on (PostgreSQL NOTIFY), or None: an
+    # ended lane's wake-up may then ride in the very statement that ends it.
+    wake_channel: str | None
 
     def attach_source(self, desired_lanes: DesiredLanes) -> None:
         """Tell the controller where to read the lanes that should be active (for reconcile)."""
@@ -38,8 +57,20 @@ class Dataplane(Protocol):
     def activate(self, lane: LaneSpec, timeout_s: float = 5.0) -> ActivationResult:
         """Install the lane on every switch of its path; return once all barriers answered."""
 
+    def activate_many(self, lanes: list[LaneSpec], timeout_s: float = 5.0) -> dict[int, ActivationResult]:
+        """Install several lanes; each keeps its own result (lane id -> result)."""
+
     def deactivate(self, lane_id: int, timeout_s: float = 5.0) -> None:
         """Delete the lane's flows (by cookie) from every switch."""
+
+    def begin_deactivate(self, lane_id: int, timeout_s: float = 5.0) -> Callable[[], None] | None:
+        """Send the lane's deletes now; the function that waits for them (call it exactly once),
+        or None when nothing was sent (the service then calls ``deactivate`` after the commit)."""
+
+    def wake_in(self, conn: Connection, payload: str, sent: bool = False) -> bool:
+        """Wake a data plane in another process inside the transaction that commits the lane
+        (``lane:<id>``) or its end (``ended:<id>``); False: not woken, use ``activate``/
+        ``deactivate`` as usual. ``sent``: the NOTIFY rode in the caller's statement already."""
 
     def counters(self, lane_id: int) -> LaneCounters | None:
         """Packets/bytes the lane carried so far, or None when the controller has no stats."""
@@ -50,3 +81,46 @@ class Dataplane(Protocol):
 
     def readiness(self) -> dict[str, Any]:
         """``{"ready": bool, "switches": [{name, dpid, connected, reconciled}, ...]}`` for /readyz."""
+
+    def openflow_transport(self) -> str | None:
+        """How switches reach this process's OpenFlow listener, for /healthz: ``"tls"``,
+        ``"insecure-tcp"``, or None when this process has no listener."""
+
+    def start(self) -> None:
+        """Begin serving switches (the embedded controller opens its listener); ``serve`` calls it."""
+
+    def stop(self) -> None:
+        """Stop serving switches; ``serve`` calls it on the way out."""
+
+
+class DataplaneDefaults:
+    """What a data plane with nothing to do for an optional member answers: inherit it and
+    override only what the plane really does. The required calls (``activate`` and the rest
+    of :class:`Dataplane` without a body here) are each implementation's own."""
+
+    activates_in_batches = False
+    removes_early = False
+    records_outcome = False
+    wake_channel: str | None = None
+
+    def activate(self, lane: LaneSpec, timeout_s: float = 5.0) -> ActivationResult:
+        raise NotImplementedError  # every plane carries lanes its own way; here for activate_many
+
+    def activate_many(self, lanes: list[LaneSpec], timeout_s: float = 5.0) -> dict[int, ActivationResult]:
+        """No round of its own: one lane after the other."""
+        return {lane.lane_id: self.activate(lane, timeout_s) for lane in lanes}
+
+    def begin_deactivate(self, lane_id: int, timeout_s: float = 5.0) -> Callable[[], None] | None:
+        return None  # nothing sent early: ``deactivate`` after the commit removes the lane
+
+    def wake_in(self, conn: Connection, payload: str, sent: bool = False) -> bool:
+        return False  # nothing listens in another process
+
+    def openflow_transport(self) -> str | None:
+        return None  # no OpenFlow listener in this process
+
+    def start(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None

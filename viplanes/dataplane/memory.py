@@ -11,12 +11,12 @@ import threading
 import time
 from typing import Any
 
-from viplanes.dataplane.base import DesiredLanes
+from viplanes.dataplane.base import DataplaneDefaults, DesiredLanes
 from viplanes.domain.values import ActivationResult, LaneCounters, LaneSpec
 
 
-class MemoryDataplane:
-    carries_lane_sets = True  # it only remembers specs, so every destination shape is "carried"
+class MemoryDataplane(DataplaneDefaults):
+    """Remembers the lanes it carries; nothing is sent early, batched or woken elsewhere."""
 
     def __init__(self, delay_s: float = 0.0) -> None:
         self.delay_s = delay_s

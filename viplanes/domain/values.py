@@ -19,8 +19,8 @@ A lane carries ``src -> every destination in dst_nets x every port in dst_ports`
   same ``lane_id`` and the new ``dst_nets``: the data plane must make the lane's flows equal the
   new spec (add the new, delete the gone), exactly as it already does for a re-sent lane.
 - ``dst_ip``/``dst_port``: the old single-destination fields. They are filled exactly when the lane
-  is one address (of either family) and one port, so the single-flow compiler keeps working
-  unchanged; otherwise they are None. Old constructors that pass only ``dst_ip``/``dst_port`` get
+  is one address (of either family) and one port, so code that reads one address and one port
+  keeps working; otherwise they are None. Old constructors that pass only ``dst_ip``/``dst_port`` get
   ``dst_nets``/``dst_ports`` filled from them, so both views always agree.
 - Source addressing per family: an IPv4 destination is reached from the source host's IPv4
   address (translated to ``nat_ip`` when set); an IPv6 destination from the host's ``ip6`` (never
@@ -92,20 +92,8 @@ class LaneSpec:
 
     @property
     def is_single(self) -> bool:
-        """One address and one port: the shape the single-flow compiler carries."""
+        """One address and one port: the plainest lane (``dst_ip``/``dst_port`` are set)."""
         return self.dst_ip is not None and self.dst_port is not None
-
-
-def lane_shape_refusal(spec: LaneSpec) -> str | None:
-    """Why a data plane that carries only single-flow IPv4 lanes (the compiler before issue 11)
-    cannot carry ``spec``; None if it can."""
-    if spec.is_single and ":" not in (spec.dst_ip or "") and ":" not in spec.src_ip:
-        return None
-    return (
-        f"lane {spec.lane_id} has {len(spec.dst_nets)} destination(s) and "
-        f"{len(spec.dst_ports)} port range(s); this controller carries only one IPv4 destination "
-        "address and one port per lane"
-    )
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from sqlalchemy import Connection, select
 
 from viplanes.authz.tokens import Caller
 from viplanes.dataplane.base import Dataplane, is_transient
-from viplanes.domain.values import ActivationResult, LaneSpec, lane_shape_refusal
+from viplanes.domain.values import ActivationResult, LaneSpec
 from viplanes.errors import Conflict
 from viplanes.lanes.overlap import row_nets
 from viplanes.lanes.owners import ActiveOwners
@@ -111,14 +111,11 @@ class LaneActivation:
         deployment's NOTIFY, no round trip of its own). False when it is not: the caller then
         goes through ``activate``/``deactivate`` as usual. ``sent``: the NOTIFY on
         ``_wake_channel()`` rode in a statement already; only the data plane's bookkeeping."""
-        wake = getattr(self.dataplane, "wake_in", None)
-        if wake is None:
-            return False
-        return bool(wake(conn, payload, sent=True) if sent else wake(conn, payload))
+        return self.dataplane.wake_in(conn, payload, sent=sent)
 
     def _wake_channel(self) -> str | None:
         """The channel the data plane listens on in another process (the split's), or None."""
-        return getattr(self.dataplane, "wake_channel", None)
+        return self.dataplane.wake_channel
 
     def _end_in_one(self, caller: Caller, lane_id: int, to: str, now: float) -> Lane | None:
         """PostgreSQL: ``end``'s lock, move, audit and wake-up as one autocommit statement. None
@@ -177,14 +174,13 @@ class LaneActivation:
         spec = spec_of(lane)
         t0 = time.perf_counter()
         try:
-            refusal = None if getattr(self.dataplane, "carries_lane_sets", False) else lane_shape_refusal(spec)
-            result = ActivationResult(False, refusal, 0.0) if refusal else self.dataplane.activate(spec)
+            result = self.dataplane.activate(spec)
         except Exception as exc:  # a broken controller must fail the lane, not the request
             log.exception("activate lane %s", lane.id)
             result = ActivationResult(False, f"data plane error: {exc}", time.perf_counter() - t0)
         latency = time.perf_counter() - t0
         self.on_activation(latency, result.ok)
-        if result.ok and getattr(self.dataplane, "records_outcome", False):
+        if result.ok and self.dataplane.records_outcome:
             # the split deployment's controller committed it active: write nothing; its NOTIFY
             # said when (then the conditional UPDATE moved it installing -> active: still live)
             if result.committed_at is not None:
@@ -244,9 +240,9 @@ class LaneActivation:
         """Activate claimed installing lanes together: the data plane's ``activate_many`` (one
         barrier per switch for all of them) and one transaction for every outcome. Each lane keeps
         its own result: one refused lane fails alone, one unconfirmed switch leaves the lanes that
-        cross it installing. Without ``activate_many``, one lane after the other as ``_activate``."""
-        activate_many = getattr(self.dataplane, "activate_many", None)
-        if activate_many is None or not getattr(self.dataplane, "carries_lane_sets", False):
+        cross it installing. A data plane that does not activate in batches gets one lane after
+        the other, as ``_activate``."""
+        if not self.dataplane.activates_in_batches:
             for lane in lanes:
                 self._activate(lane)
             return
@@ -255,7 +251,7 @@ class LaneActivation:
             missing = ActivationResult(False, "data plane busy: no result for this lane", 0.0)
             failed = missing
             try:
-                results: dict[int, ActivationResult] = activate_many([spec_of(ln) for ln in lanes])
+                results = self.dataplane.activate_many([spec_of(ln) for ln in lanes])
             except Exception as exc:  # a broken controller must fail the lanes, not the round
                 log.exception("activate %d lanes", len(lanes))
                 results = {}

@@ -119,13 +119,7 @@ class LaneManager(LaneActivation):
 
     def target_of(self, body: LaneInput) -> LaneTarget:
         """Destination set and ports, a name resolved before any database lock is held."""
-        return target_for_request(
-            body,
-            self.topology,
-            self.resolver,
-            self.limits.max_matches,
-            getattr(self.dataplane, "carries_lane_sets", False),
-        )
+        return target_for_request(body, self.topology, self.resolver, self.limits.max_matches)
 
     def _request(
         self, caller: Caller, body: LaneInput, target: LaneTarget, idempotency_key: str | None, digest: str
@@ -438,7 +432,7 @@ class LaneManager(LaneActivation):
         before the write transaction, never inside it (one lock order). The answer waits for the
         commit and the barriers."""
         now = self.clock()
-        early = self._removes_early()
+        early = self.dataplane.removes_early
         if not self.db.is_sqlite and not early:
             # the plain success in one statement (viplanes/store/lanesql/postgres.py); an in-process
             # controller takes the path below instead, which sends the deletes first
@@ -481,20 +475,13 @@ class LaneManager(LaneActivation):
             owner = row[0]
         return sees_lane(caller, owner)
 
-    def _removes_early(self) -> bool:
-        """An in-process controller that can send a lane's deletes before its end is committed
-        (a data plane woken by the commit, ``wake_in``, removes the lane itself)."""
-        return (
-            getattr(self.dataplane, "begin_deactivate", None) is not None
-            and getattr(self.dataplane, "wake_in", None) is None
-        )
-
     def _begin_removal(self, lane_id: int) -> Callable[[], None] | None:
-        """Send an active lane's deletes now (``_removes_early``); the function to wait, or None."""
-        if not self._removes_early():
+        """Send an active lane's deletes now (``Dataplane.removes_early``); the function to wait,
+        or None."""
+        if not self.dataplane.removes_early:
             return None
         try:
-            return self.dataplane.begin_deactivate(lane_id)  # type: ignore[attr-defined]
+            return self.dataplane.begin_deactivate(lane_id)
         except Exception:  # fall back to the removal after the commit
             log.exception("deactivate lane %s", lane_id)
             return None

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select, update
 
 from viplanes.domain.portmasks import mask_count
-from viplanes.domain.values import ActivationResult, lane_shape_refusal
+from viplanes.domain.values import ActivationResult
 from viplanes.lanes.overlap import IPNet, overlapping_lane, row_ports, source_aliases
 from viplanes.lanes.resolver import ResolveError
 from viplanes.lanes.specs import spec_of
@@ -155,9 +155,8 @@ class NameRefresher:
             spec = spec_of(lane, dst_nets=allowed)
             result: ActivationResult | None = None
             if lane.state == "active":
-                refusal = None if getattr(m.dataplane, "carries_lane_sets", False) else lane_shape_refusal(spec)
                 try:
-                    result = ActivationResult(False, refusal, 0.0) if refusal else m.dataplane.activate(spec)
+                    result = m.dataplane.activate(spec)
                 except Exception as exc:
                     result = ActivationResult(False, f"data plane error: {exc}", 0.0)
                 if not result.ok:

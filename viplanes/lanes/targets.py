@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from viplanes.domain.portmasks import PortRangeError, format_port_ranges, mask_count, parse_port_ranges
+from viplanes.domain.portmasks import PortRangeError, mask_count, parse_port_ranges
 from viplanes.domain.values import host_net
 from viplanes.errors import Invalid, VipError
 from viplanes.lanes.resolver import ResolveError, Resolver, is_host_name
@@ -164,11 +164,9 @@ def clamp_ttl(ttl_s: float | None, floor_s: float, cap_s: float) -> float:
     return min(cap_s, max(floor_s, ttl_s if ttl_s is not None else floor_s))
 
 
-def target_for_request(
-    body: Any, topology: Topology, resolver: Resolver, max_matches: int, carries_sets: bool
-) -> LaneTarget:
+def target_for_request(body: Any, topology: Topology, resolver: Resolver, max_matches: int) -> LaneTarget:
     """The target of a ``LaneInput``; refused when it needs more matches than the operator allows
-    (VIPLANES_MAX_LANE_MATCHES) or a shape the data plane cannot carry yet."""
+    (VIPLANES_MAX_LANE_MATCHES)."""
     try:
         source = topology.host_by_ip(body.src_ip)
     except ValueError:
@@ -183,14 +181,6 @@ def target_for_request(
             f"{max_matches}",
             {"match_count": target.match_count, "limit": max_matches},
             code="too_many_matches",
-        )
-    v6 = any(n.version == 6 for n in target.nets) or ":" in body.src_ip
-    if not carries_sets and (target.single_address() is None or target.single_port() is None or v6):
-        raise Invalid(
-            "this controller carries only one IPv4 destination address and one port per lane "
-            f"(this request has {len(target.nets)} destination(s) and ports "
-            f"{', '.join(format_port_ranges(target.ports))})",
-            code="lane_shape_unsupported",
         )
     return target
 
