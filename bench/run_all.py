@@ -16,16 +16,16 @@ import sys
 import time
 import traceback
 
-from bench.report import Result, print_table, write_json
+from bench.harness.report import Result, print_table, write_json
 
 BENCHMARKS = {  # name -> module with run(**options) -> Result
-    "activation": "bench.activation",
-    "churn": "bench.churn",
-    "scale": "bench.scale",
-    "policy": "bench.policy_bench",
-    "failover": "bench.failover",  # kill -9 of the master controller, split deployment (issue 12)
-    "switches": "bench.switches",  # 4/32/128 synthetic access switches (issue 13)
-    "peers": "bench.peers",  # os-ken 1.4.1 ofctl_rest and Faucet 1.10, in venvs under bench/
+    "activation": "bench.suite.activation",
+    "churn": "bench.suite.churn",
+    "scale": "bench.suite.scale",
+    "policy": "bench.suite.policy_bench",
+    "failover": "bench.suite.failover",  # kill -9 of the master controller, split deployment (issue 12)
+    "switches": "bench.suite.switches",  # 4/32/128 synthetic access switches (issue 13)
+    "peers": "bench.suite.peers",  # os-ken 1.4.1 ofctl_rest and Faucet 1.10, in venvs under bench/
 }
 
 

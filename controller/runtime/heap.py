@@ -62,8 +62,8 @@ def gc_held() -> Iterator[None]:
     """The cyclic GC off while any thread is inside (counted), back as it was after the last.
 
     Why: a restart reconciles 140 switches, 8 at a time, and each reads back thousands of flows;
-    those young objects triggered ~300 collections, ~0.45 s of a 3 s restart (``bench.serve_patched``
-    ``gc_log``). Reference counting still frees them; only cycle detection waits for the last
+    those young objects triggered ~300 collections, ~0.45 s of a 3 s restart (counted with a
+    ``gc.callbacks`` hook in serve). Reference counting still frees them; only cycle detection waits for the last
     holder. ``compiler.compile_desired`` holds it too (one bulk compile), so a compile and
     reconciles that overlap never turn the GC back on under each other."""
     global _held, _enabled_before

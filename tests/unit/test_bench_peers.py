@@ -6,10 +6,10 @@ import time
 
 import yaml
 
-from bench.flowwatch import FlowEvent, completion_time, cookie_marker, parse_monitor_line, port_marker
-from bench.peer_rules import IDLE_ACL, faucet_acls, faucet_config, ofctl_rest_bodies, ofctl_rest_delete_bodies
-from bench.table_format import markdown_rows
-from bench.workload import flows, lane_spec
+from bench.harness.flowwatch import FlowEvent, completion_time, cookie_marker, parse_monitor_line, port_marker
+from bench.harness.peer_rules import IDLE_ACL, faucet_acls, faucet_config, ofctl_rest_bodies, ofctl_rest_delete_bodies
+from bench.harness.table_format import markdown_rows
+from bench.harness.workload import flows, lane_spec
 
 ADDED = (
     " event=ADDED table=1 hard_timeout=3600 cookie=0x5650000000000005 "

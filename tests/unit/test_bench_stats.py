@@ -6,10 +6,10 @@ import random
 
 import pytest
 
-from bench.ovs import FlowLine, compare_dumps, parse_dump_flows
-from bench.report import Result, Target, format_number, table_rows
-from bench.stats import percentile, ratio, summarize_ms, within
-from bench.workload import flows
+from bench.harness.ovs import FlowLine, compare_dumps, parse_dump_flows
+from bench.harness.report import Result, Target, format_number, table_rows
+from bench.harness.stats import percentile, ratio, summarize_ms, within
+from bench.harness.workload import flows
 
 
 def test_percentile_matches_linear_interpolation() -> None:
@@ -113,7 +113,7 @@ def test_workload_flows_are_distinct_and_bounded() -> None:
 
 
 def test_reconcile_lines_pair_connect_and_reconcile_per_switch() -> None:
-    from bench.scale import reconcile_lines
+    from bench.suite.scale import reconcile_lines
 
     log = (
         "2026-11-22 00:12:35,100 viplanes.controller INFO switch connected dpid=3\n"
@@ -133,14 +133,14 @@ def test_reconcile_lines_pair_connect_and_reconcile_per_switch() -> None:
 
 
 def test_per_second_buckets() -> None:
-    from bench.churn import per_second
+    from bench.suite.churn import per_second
 
     assert per_second([]) == []
     assert per_second([0.1, 0.9, 1.0, 2.5, 2.7, 2.99]) == [2, 1, 3]
 
 
 def test_py_spy_summary_skips_idle_frames() -> None:
-    from bench.spy import summarize
+    from bench.harness.spy import summarize
 
     raw = (
         "thread (0x1);run (threading.py:1);request (viplanes/lanes/manager.py:96);do_execute "
@@ -155,7 +155,7 @@ def test_py_spy_summary_skips_idle_frames() -> None:
 
 
 def test_markdown_rows_from_saved_json() -> None:
-    from bench.report import markdown_rows
+    from bench.harness.report import markdown_rows
 
     res = Result("churn")
     res.add("activations/s", 103.4, "/s", Target(">=", 300))
@@ -168,8 +168,8 @@ def test_markdown_rows_from_saved_json() -> None:
 
 
 def test_ports_by_switch_covers_every_port_the_campus_uses() -> None:
-    from bench.ovs import ports_by_switch
-    from bench.workload import flows, lane_spec
+    from bench.harness.ovs import ports_by_switch
+    from bench.harness.workload import flows, lane_spec
     from viplanes.api.app import default_topology
     from viplanes.controller.compile.lane import compile_base, compile_lane
 

@@ -1,5 +1,5 @@
 """Cost per switch count (issue 13): work a lane or a restart does must not grow with switches
-the lane does not cross. Synthetic campuses from ``bench.synth_campus`` (every lane crosses 5
+the lane does not cross. Synthetic campuses from ``bench.harness.synth_campus`` (every lane crosses 5
 switches), fake switches (``fake_switches``), counting doubles."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bench.synth_campus import PATH_SWITCHES, campus_data, host_ip
+from bench.harness.synth_campus import PATH_SWITCHES, campus_data, host_ip
 from tests.unit.fake_switches import Clock, FakeSwitches
 from viplanes.controller.compile import base as guardflows
 from viplanes.controller.runtime.lane_runtime import LaneRuntime

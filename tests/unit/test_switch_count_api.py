@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bench.synth_campus import PATH_SWITCHES, campus_data, host_ip
+from bench.harness.synth_campus import PATH_SWITCHES, campus_data, host_ip
 from tests.unit.fake_switches import Clock, FakeSwitches, inline_runtime
 from tests.unit.test_switch_count import TEST_DOUBLES
 from viplanes.api.app import create_app

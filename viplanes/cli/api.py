@@ -43,7 +43,7 @@ def worker_app(db_url: str, topology_path: str | None) -> Any:
 
     Why freeze: the app and every module it imported are ~135,000 objects the cyclic collector
     tracks, and a full collection walks them all: 60-86 ms inside whichever request triggers it,
-    the first one within a worker's first few thousand requests (``bench.worker_gc``;
+    the first one within a worker's first few thousand requests (``bench.probes.worker_gc``;
     docs/benchmarks.md, "The API workers' startup heap"). ``gc.freeze()`` exempts them from
     later collections; reference counting still frees them."""
     from viplanes.api.app import create_app

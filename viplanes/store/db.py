@@ -207,7 +207,7 @@ class Database:
 
         SQLite: one Connection kept for these transactions. They run one at a time under the
         writer lock anyway, and a pool checkout + checkin (events, reset) cost ~0.1-0.2 ms of each
-        (``bench.timeline``: "write connection asked" -> "transaction open" 0.28 ms). A
+        (perf_counter stamps: "write connection asked" -> "transaction open" 0.28 ms). A
         connection that was invalidated or closed is replaced at the next transaction."""
         if self._writer_lock is None:
             with self.engine.connect() as conn, conn.begin():

@@ -14,7 +14,7 @@ The plain Core path is kept, and taken, whenever the raw one could differ:
 - not SQLite (PostgreSQL keeps Core: ``viplanes/store/lanesql/prepared.py`` prepares its statements through
   SQLAlchemy's cursor events);
 - anyone listens to ``before_cursor_execute`` on the engine (tests that count statements,
-  ``bench.profile_request --sql``): they see every statement as before;
+  ``bench.probes.profile_request --sql``): they see every statement as before;
 - a statement that needs SQLAlchemy at execution time: expanding ``IN`` lists, Python-side
   column defaults, RETURNING.
 ``tests/unit/test_rawsql.py`` runs every hot statement both ways and compares rows and results.

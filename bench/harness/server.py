@@ -1,0 +1,282 @@
+"""A real ``viplanes serve`` child process for benchmarks, and a lean keep-alive API client.
+
+The client is ``http.client`` on one persistent connection per thread: ``requests`` costs about a
+millisecond of client CPU per call, which on two cores would be charged to the server's numbers.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.harness.ovs import serve_security_args
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds a process has used so far (from /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def vswitchd_pid() -> int | None:
+    """The ovs-vswitchd the bench's ovs-vsctl talks to ($OVS_RUNDIR: a private one, see pinned_ovs)."""
+    rundir = os.environ.get("OVS_RUNDIR") or "/var/run/openvswitch"
+    try:
+        return int(Path(rundir, "ovs-vswitchd.pid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def cpu_detail(pid: int) -> dict[str, float]:
+    """User and system CPU seconds, and voluntary/involuntary context switches summed over every
+    thread (a process's own status counts its main thread only)."""
+    out = {"user_s": 0.0, "sys_s": 0.0, "voluntary_cs": 0.0, "involuntary_cs": 0.0}
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        out["user_s"], out["sys_s"] = int(fields[11]) / tick, int(fields[12]) / tick
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            for line in (task / "status").read_text().splitlines():
+                if line.startswith("voluntary_ctxt_switches:"):
+                    out["voluntary_cs"] += int(line.split()[1])
+                elif line.startswith("nonvoluntary_ctxt_switches:"):
+                    out["involuntary_cs"] += int(line.split()[1])
+    except (OSError, IndexError, ValueError):
+        pass
+    return out
+
+
+class CpuMeter:
+    """CPU seconds used between ``__init__`` and ``stop`` by serve, ovs-vswitchd and this process;
+    for serve also user vs system time and context switches (``serve_detail``)."""
+
+    def __init__(self, serve_pid: int | None) -> None:
+        self.pids = {"serve": serve_pid, "ovs-vswitchd": vswitchd_pid(), "bench clients": os.getpid()}
+        self.start = {k: cpu_seconds(p) if p else None for k, p in self.pids.items()}
+        self.detail0 = cpu_detail(serve_pid) if serve_pid else None
+        self.t0 = time.perf_counter()
+
+    def stop(self) -> dict[str, Any]:
+        wall = time.perf_counter() - self.t0
+        out: dict[str, Any] = {"wall_s": wall}
+        for k, pid in self.pids.items():
+            now = cpu_seconds(pid) if pid else None
+            before = self.start[k]
+            out[f"{k}_cpu_s"] = None if now is None or before is None else now - before
+        serve_pid = self.pids["serve"]
+        if serve_pid and self.detail0 is not None:
+            after = cpu_detail(serve_pid)
+            out["serve_detail"] = {k: after[k] - self.detail0[k] for k in after}
+        return out
+
+
+class ApiError(RuntimeError):
+    def __init__(self, status: int, body: Any) -> None:
+        super().__init__(f"HTTP {status}: {body}")
+        self.status, self.body = status, body
+
+
+class Api:
+    """One keep-alive connection; not thread-safe (give each client thread its own)."""
+
+    def __init__(self, port: int, token: str | None = None, timeout_s: float = 60.0) -> None:
+        self.port, self.token, self.timeout_s = port, token, timeout_s
+        self._conn: http.client.HTTPConnection | None = None
+
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        headers = {"Content-Type": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        data = json.dumps(body) if body is not None else None
+        for attempt in (1, 2):  # one retry on a connection the server closed while idle
+            if self._conn is None:
+                self._conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout_s)
+            try:
+                self._conn.request(method, path, body=data, headers=headers)
+                resp = self._conn.getresponse()
+                raw = resp.read()
+                return resp.status, (json.loads(raw) if raw else None)
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                self.close()
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def ok(self, method: str, path: str, body: Any = None) -> Any:
+        status, out = self.call(method, path, body)
+        if status >= 400:
+            raise ApiError(status, out)
+        return out
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+class Serve:
+    """``python -m viplanes.cli.main serve`` with its log in ``workdir``; SIGTERM then SIGKILL on stop."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        of_port: int,
+        dataplane: str = "openflow",
+        threads: int = 8,
+        db_url: str | None = None,
+        repo: Path | None = None,
+        extra_args: list[str] | None = None,
+        of_host: str = "127.0.0.1",
+    ) -> None:
+        self.workdir = workdir
+        self.of_host = of_host  # where the bridges reach the controller (a veth for pinned_ovs)
+        # another checkout with its own .venv (bench.probes.ab runs old and new code side by side)
+        self.repo = repo or REPO
+        self.python = sys.executable if self.repo == REPO else str(self.repo / ".venv" / "bin" / "python")
+        self.extra_args = list(extra_args or [])  # e.g. ["--topology", path]
+        self.db_url = db_url or f"sqlite:///{workdir / 'bench.db'}"
+        self.api_port = free_port()
+        self.of_port = of_port
+        self.dataplane = dataplane
+        self.threads = threads
+        self.log = workdir / "serve.log"
+        self.proc: subprocess.Popen | None = None
+        self.started_at = 0.0
+        self._of_port_used = False
+
+    def start(self, timeout_s: float = 60.0) -> Serve:
+        """Start and wait until /healthz answers. A port taken between ``free_port`` and the bind
+        (another process on this shared machine) costs one retry on fresh ports."""
+        try:
+            return self._start(timeout_s)
+        except RuntimeError as exc:
+            if "in use" not in str(exc) and "busy" not in str(exc):
+                raise
+            self.api_port = free_port()
+            if self.of_port_is_free:
+                self.of_port = free_port()
+            return self._start(timeout_s)
+
+    @property
+    def of_port_is_free(self) -> bool:
+        """Whether the OpenFlow port may change (not once bridges point at it)."""
+        return not self._of_port_used
+
+    def _start(self, timeout_s: float) -> Serve:
+        cmd = [
+            self.python,
+            "-m",
+            "viplanes.cli.main",
+            "serve",
+            "--db",
+            self.db_url,
+            "--api",
+            f"127.0.0.1:{self.api_port}",
+            "--openflow",
+            f"{self.of_host}:{self.of_port}",
+            "--dataplane",
+            self.dataplane,
+            "--threads",
+            str(self.threads),
+            "--tick",
+            "0.5",
+            *serve_security_args(),
+            *self.extra_args,
+        ]
+        with open(self.log, "ab") as log:
+            self.started_at = time.perf_counter()
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=self.repo, env=dict(os.environ))
+        deadline = time.monotonic() + timeout_s
+        api = Api(self.api_port)
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"serve exited ({self.proc.returncode}):\n{self.tail()}")
+            try:
+                if api.call("GET", "/healthz")[0] == 200:
+                    api.close()
+                    self._of_port_used = True  # bridges may point at it from now on
+                    return self
+            except OSError:
+                api.close()
+            time.sleep(0.05)
+        raise TimeoutError(f"serve not healthy after {timeout_s} s:\n{self.tail()}")
+
+    def tail(self, chars: int = 3000) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def rss_mb(self) -> float | None:
+        """Resident memory of the serve process (controller + API + store), MiB."""
+        if self.proc is None:
+            return None
+        try:
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+        except OSError:
+            return None
+        return None
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+    def add_operator(self, name: str = "benchop") -> str:
+        """Bootstrap an operator straight in the database (as an operator would); its token."""
+        out = subprocess.run(
+            [
+                self.python,
+                "-m",
+                "viplanes.cli.main",
+                "principal",
+                "add",
+                name,
+                "--role",
+                "operator",
+                "--db",
+                self.db_url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=self.repo,
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"principal add: {out.stderr.strip()}")
+        return out.stdout.strip().splitlines()[-1]
+
+
+def researcher(serve: Serve, op_token: str, name: str, grants: list[dict[str, Any]]) -> tuple[str, list[int]]:
+    """Create a researcher over the API and give it ``grants``; returns (token, grant ids)."""
+    op = Api(serve.api_port, op_token)
+    token = op.ok("POST", "/api/v1/principals", {"name": name, "role": "researcher"})["token"]
+    ids = [op.ok("POST", "/api/v1/grants", {**g, "principal": name})["id"] for g in grants]
+    op.close()
+    return token, ids

@@ -1,0 +1,148 @@
+"""Failover benchmark (issue 12): time from kill -9 of the master controller to the first lane
+activated through the API by the new one, over ``--kills`` kills.
+
+Set-up as ``tests/integration/test_scaleout.py`` (whose helpers it reuses): a throwaway
+PostgreSQL, four userspace OVS bridges connected over TLS to two ``viplanes controller cluster``
+processes, ``viplanes api --workers 2``. Each round kills the master, requests lanes until one is
+active, then restarts the killed controller on its address as the new standby. The first lanes'
+flows are checked after every round: same flows, durations never reset (no delete, no re-add).
+
+    sudo .venv/bin/python -m bench.suite.failover --kills 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import tempfile
+import time
+from functools import partial
+from pathlib import Path
+
+from bench.harness.pg import throwaway_postgres
+from bench.harness.report import Result, Target
+from tests.integration.procs import free_port, lab_security_args, wait_healthy
+from tests.integration.scaleout_kit import (
+    Proc,
+    controller_roles,
+    lane_flows,
+    lease_holder_pid,
+    request_active,
+    vsctl,
+    wait_for,
+)
+from tests.integration.test_serve import bootstrap, setup_researcher
+
+
+def all_slave(bridges: list[str], target: str) -> bool:
+    """Whether every bridge sees the controller at ``target`` as SLAVE (a restarted standby)."""
+    return all(controller_roles(b).get(target) == "slave" for b in bridges)
+
+
+def measure(kills: int) -> dict[str, float]:
+    work = Path(tempfile.mkdtemp(prefix="viplanes-failover-"))
+    prefix = f"vlfo{os.getpid() % 100000}"
+    bridges = [f"{prefix}-s{n}" for n in (1, 2, 3, 4)]
+    procs: list[Proc] = []
+    security = lab_security_args()
+    with throwaway_postgres() as db:
+
+        def controller(name: str, port: int) -> Proc:
+            p = Proc(
+                name,
+                ["controller", "cluster", "--db", db, "--openflow", f"127.0.0.1:{port}", "--tick", "0.2", *security],
+                work / f"{name}.log",
+            )
+            procs.append(p)
+            return p
+
+        try:
+            op = bootstrap(db)
+            ports = [free_port(), free_port()]
+            by_port = {port: controller(f"ctl-{port}", port) for port in ports}
+            time.sleep(1.5)
+            for n, br in enumerate(bridges, start=1):
+                vsctl(
+                    "--may-exist",
+                    "add-br",
+                    br,
+                    "--",
+                    "set",
+                    "bridge",
+                    br,
+                    "datapath_type=netdev",
+                    f"other-config:datapath-id={n:016x}",
+                    "fail_mode=secure",
+                    "protocols=OpenFlow13",
+                    "--",
+                    "set-controller",
+                    br,
+                    *[f"ssl:127.0.0.1:{p}" for p in ports],
+                )
+            api_port = free_port()
+            api = Proc(
+                "api", ["api", "--db", db, "--listen", f"127.0.0.1:{api_port}", "--workers", "2"], work / "api.log"
+            )
+            procs.append(api)
+            url = f"http://127.0.0.1:{api_port}"
+            wait_healthy(api.proc, url, api.log, timeout=30)
+            h = {"Authorization": f"Bearer {setup_researcher(url, op, max_lanes=kills + 10)}"}
+            first = [request_active(url, h, 9000 + i, within_s=40) for i in range(3)]
+            before = {ln["id"]: lane_flows(bridges[0], ln["id"]) for ln in first}
+            times = []
+            for k in range(kills):
+                master = lease_holder_pid(db)
+                port, proc = next((p, c) for p, c in by_port.items() if c.proc.pid == master)
+                t0 = time.monotonic()
+                os.kill(master, signal.SIGKILL)
+                proc.proc.wait(5)
+                request_active(url, h, 9100 + k, within_s=20)
+                times.append(time.monotonic() - t0)
+                for ln in first:
+                    assert set(lane_flows(bridges[0], ln["id"])) == set(before[ln["id"]]), "a lane flow changed"
+                by_port[port] = controller(f"ctl-{port}-{k}", port)
+                assert wait_for(partial(all_slave, bridges, f"ssl:127.0.0.1:{port}"), 20)
+                print(f"kill {k + 1}: {times[-1]:.2f} s", flush=True)
+            elapsed_ok = all(
+                min(lane_flows(bridges[0], ln["id"]).values()) > min(before[ln["id"]].values()) for ln in first
+            )
+            times.sort()
+            return {
+                "kills": kills,
+                "p50_s": statistics.median(times),
+                "p99_s": times[min(len(times) - 1, int(round(0.99 * (len(times) - 1))))],
+                "max_s": times[-1],
+                "flows_untouched": float(elapsed_ok),
+            }
+        finally:
+            for br in bridges:
+                subprocess.run(
+                    ["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", br], capture_output=True, timeout=20
+                )
+            for p in procs:
+                p.stop()
+
+
+def run(quick: bool = False, **_options: object) -> Result:
+    """For ``make bench`` (bench.run_all): 20 kills, 5 with --quick."""
+    m = measure(5 if quick else 20)
+    result = Result("failover")
+    result.add("kill -9 -> lane active, p50", m["p50_s"], "s")
+    result.add("kill -9 -> lane active, p99", m["p99_s"], "s", Target("<=", 3.0))
+    result.add("lane flows touched", 0.0 if m["flows_untouched"] else 1.0, "", Target("<=", 0.0))
+    result.details.update(m)
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kills", type=int, default=10)
+    result = measure(ap.parse_args().kills)
+    print(" ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in result.items()))
+
+
+if __name__ == "__main__":
+    main()
