@@ -1,4 +1,5 @@
-"""Principals, tokens, grants and audit events on a Session. Lanes live in ``lanes.py``.
+"""Principals, tokens, grants and audit events on a Session. Lanes live in ``viplanes.lanes``;
+a grant's revoke ends them through the state table (``viplanes.lanes.states``).
 
 Every function works inside the caller's transaction (``Database.read()``/``write()``) so one
 API request is one transaction.
