@@ -1,5 +1,6 @@
-"""How lanes reach the data plane: the state machine, activation with its per-process claim, and
-the clock-driven part (start due lanes, expire ended ones, recover stuck ones).
+"""How lanes reach the data plane: activation with its per-process claim, and the clock-driven
+part (start due lanes, expire ended ones, recover stuck ones). Every state change it makes is
+one of ``viplanes.lanes.states``'s.
 
 ``LaneManager`` (viplanes/lanes/manager.py) mixes this in; it holds ``db``, ``dataplane``, ``clock``,
 ``on_activation`` and the claim set (``_activating`` under ``_activating_lock``). Split from
@@ -21,7 +22,7 @@ from sqlalchemy import Connection, select
 from viplanes.authz.tokens import Caller
 from viplanes.dataplane.base import Dataplane, is_transient
 from viplanes.domain.values import ActivationResult, LaneSpec
-from viplanes.errors import Conflict
+from viplanes.lanes import states
 from viplanes.lanes.overlap import row_nets
 from viplanes.lanes.owners import ActiveOwners
 from viplanes.lanes.pool import LanePool, needs_pool_address
@@ -42,43 +43,19 @@ from viplanes.topologies.model import Topology
 
 log = logging.getLogger("viplanes.lanes.manager")
 
-# the audit action of a lane ended by a caller (``LaneManager.end``, both of its paths)
-END_ACTIONS = {"released": "lane.release", "revoked": "lane.revoke"}
-TERMINAL = frozenset({"expired", "released", "revoked", "failed"})
-TRANSITIONS: dict[str, frozenset[str]] = {
-    "requested": frozenset({"scheduled", "installing", "failed", "released", "revoked"}),
-    "scheduled": frozenset({"installing", "expired", "failed", "released", "revoked"}),
-    "installing": frozenset({"active", "expired", "failed", "released", "revoked"}),
-    "active": frozenset({"expired", "released", "revoked", "failed"}),
-    **{t: frozenset() for t in TERMINAL},
-}
-
-
-def can_move(src: str, dst: str) -> bool:
-    return dst in TRANSITIONS.get(src, frozenset())
-
-
-def move_lane(lane: Lane, dst: str, reason: str | None = None) -> None:
-    """Change a lane's state if the state machine allows it; Conflict otherwise."""
-    if not can_move(lane.state, dst):
-        raise Conflict(f"lane {lane.id} is {lane.state}; cannot become {dst}", code="bad_transition")
-    lane.state = dst
-    if reason is not None:
-        lane.reason = reason
-
 
 def outcome_of(lane: Lane, result: ActivationResult, latency: float, now: float) -> tuple[dict[str, object], str, str]:
     """What an activation result writes: the lane's columns (active, failed, or, for a transient
     reason, still installing for ``recover``), the audit decision and the audit reason."""
     if result.ok:
-        values: dict[str, object] = {"state": "active", "activated_at": now}
+        values = states.change(states.INSTALLING, states.ACTIVE, at=now)
         outcome = "done"
     elif is_transient(result.reason) and lane.expires_at > now:
         outcome = "retry"
         values = {"reason": f"waiting for the data plane: {result.reason}"}
     else:
         outcome = "failed"
-        values = {"state": "failed", "reason": f"activation failed: {result.reason}", "ended_at": now}
+        values = states.change(states.INSTALLING, states.FAILED, f"activation failed: {result.reason}", now)
     values["activation_ms"] = latency * 1000.0
     return values, outcome, "installed" if result.ok else result.reason
 
@@ -129,7 +106,7 @@ class LaneActivation:
                 f"{to} by {caller.name}",
                 now,
                 caller.name,
-                END_ACTIONS[to],
+                states.END_ACTIONS[to],
                 caller.id,
                 caller.is_operator,
                 channel,
@@ -184,7 +161,7 @@ class LaneActivation:
             # the split deployment's controller committed it active: write nothing; its NOTIFY
             # said when (then the conditional UPDATE moved it installing -> active: still live)
             if result.committed_at is not None:
-                lane.state, lane.activated_at = "active", result.committed_at
+                states.apply(lane, states.values(states.ACTIVE, at=result.committed_at))
                 return lane
             with self.db.read() as s:  # an older controller's NOTIFY, or no NOTIFY: read it back
                 lane = s.get(Lane, lane.id) or lane
@@ -210,8 +187,7 @@ class LaneActivation:
         moved = record_activation(conn, lane.id, values)  # Core, not the ORM: viplanes/store/lanesql/core.py
         if moved:
             add_audit(conn, now, "system", "lane.activate", f"lane:{lane.id}", outcome, why)
-            for key, value in values.items():
-                setattr(lane, key, value)
+            states.apply(lane, values)
             if lane.state == "active":  # a hint until the commit: ``end`` re-checks in its transaction
                 self._owners.add(lane.id, lane.principal_id, lane.expires_at, now)
         return moved
@@ -230,8 +206,7 @@ class LaneActivation:
             moved = record_in_one(conn, outcomes, now, self.done_channel)
         for lane, (_, values, _, _) in zip(lanes, outcomes):
             if lane.id in moved:
-                for key, value in values.items():
-                    setattr(lane, key, value)
+                states.apply(lane, values)
         if moved and self.announced_hook is not None:
             self.announced_hook(moved)
         return {lane.id for lane in lanes if lane.id not in moved}
@@ -332,16 +307,16 @@ class LaneActivation:
             starting = []
             for lane in due:
                 if lane.expires_at <= now:
-                    move_lane(lane, "expired", "ended before it could start")
-                    lane.ended_at = now
+                    states.move(lane, states.EXPIRED, "ended before it could start", now)
                     audit(s, now, "system", "lane.expire", f"lane:{lane.id}", "done", lane.reason)
                 elif lane.id not in self._activating and not self._unready(spec_of(lane)):
                     if not self._take_pool_address(s, lane):
-                        move_lane(lane, "failed", "the lane address pool was exhausted when the lane was due")
-                        lane.ended_at = now
+                        states.move(
+                            lane, states.FAILED, "the lane address pool was exhausted when the lane was due", now
+                        )
                         audit(s, now, "system", "lane.start", f"lane:{lane.id}", "failed", lane.reason)
                         continue
-                    move_lane(lane, "installing")  # not before its switches are back: no failed start
+                    states.move(lane, states.INSTALLING)  # not before its switches are back: no failed start
                     audit(s, now, "system", "lane.start", f"lane:{lane.id}", "done")
                     starting.append(lane)
             ending = s.scalars(
@@ -350,8 +325,7 @@ class LaneActivation:
                 .with_for_update(of=Lane)
             ).all()
             for lane in ending:
-                move_lane(lane, "expired", "duration ended")
-                lane.ended_at = now
+                states.move(lane, states.EXPIRED, "duration ended", now)
                 audit(s, now, "system", "lane.expire", f"lane:{lane.id}", "done")
             ended_ids = [lane.id for lane in ending]
         starting = [lane for lane in starting if self._claim(lane.id)]  # after commit: never leaked

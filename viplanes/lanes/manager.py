@@ -1,7 +1,8 @@
-"""Lane lifecycle: the state machine and the manager that moves lanes through it.
+"""Lane lifecycle: the manager that moves lanes through their states.
 
 requested -> scheduled -> installing -> active -> expired | released | revoked, or failed with a
-reason. The manager is the only code that changes a lane's state (each change is audited); it
+reason: the table and the columns of each move are ``viplanes.lanes.states``. The manager (with
+its activation part) is the only code that changes a lane's state (each change is audited); it
 talks to the database (source of truth) and to a :class:`~viplanes.dataplane.base.Dataplane`, never
 to a switch.
 
@@ -32,14 +33,15 @@ from viplanes.authz.tokens import Caller, sees_lane
 from viplanes.dataplane.base import Dataplane
 from viplanes.domain.values import LaneCounters, LaneSpec
 from viplanes.errors import Conflict, Forbidden, Invalid, NotFound, Unavailable, VipError
-from viplanes.lanes.activation import END_ACTIONS, TERMINAL, TRANSITIONS, LaneActivation, can_move  # noqa: F401 - state machine re-exported
-from viplanes.lanes.activation import move_lane as _move
+from viplanes.lanes import states
+from viplanes.lanes.activation import LaneActivation
 from viplanes.lanes.idempotency import find_replay, request_digest
 from viplanes.lanes.overlap import overlapping_lane, row_nets, row_ports, source_aliases
 from viplanes.lanes.owners import ActiveOwners
 from viplanes.lanes.pool import NAT_LOCK_KEY, LanePool, needs_pool_address
 from viplanes.lanes.resolver import Resolver, default_resolver
 from viplanes.lanes.specs import SPEC_COLUMNS, spec_from_row
+from viplanes.lanes.states import END_ACTIONS, TERMINAL, TRANSITIONS, can_move  # noqa: F401 - re-exported
 from viplanes.lanes.targets import LaneInput, LaneLimits, LaneTarget, clamp_ttl, target_for_request
 from viplanes.policy.rules import START_SLACK_S, Decision, LaneRequest, check_grant, decide, lane_sources
 from viplanes.store.db import Database
@@ -340,7 +342,7 @@ class LaneManager(LaneActivation):
             duration_s=req.duration_s,
             rate_mbps=req.rate_mbps,
             purpose=body.purpose,
-            state="installing" if immediate else "scheduled",
+            **states.change(states.REQUESTED, states.INSTALLING if immediate else states.SCHEDULED),
             reason=reason,
             nat_ip=nat_ip,
             idempotency_key=idempotency_key,
@@ -449,9 +451,7 @@ class LaneManager(LaneActivation):
                 if was not in LIVE_STATES:
                     raise Conflict(f"lane {lane_id} is already {was}", code="lane_not_live")
                 lane = lane_from_row(row, row.pop("owner_name"))
-                _move(lane, to, f"{to} by {caller.name}")
-                lane.ended_at = now
-                end_lane(conn, lane_id, lane.state, lane.reason, now)
+                end_lane(conn, lane_id, states.move(lane, to, f"{to} by {caller.name}", now))
                 add_audit(conn, now, caller.name, END_ACTIONS[to], f"lane:{lane_id}", "done")
                 woken = was in ("installing", "active") and removal is None and self._wake_in(conn, f"ended:{lane_id}")
         finally:

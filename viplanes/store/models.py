@@ -21,10 +21,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from viplanes.lanes import states
+
 ROLES = ("operator", "researcher")
-LANE_STATES = ("requested", "scheduled", "installing", "active", "expired", "released", "revoked", "failed")
-# A lane in one of these holds quota, a lane-pool address and its flow.
-LIVE_STATES = ("requested", "scheduled", "installing", "active")
+# The lane states are declared once, with their transitions, in viplanes/lanes/states.py.
+LANE_STATES = states.STATES
+LIVE_STATES = states.LIVE  # a lane in one of these holds quota, a lane-pool address and its flows
 
 
 class Base(DeclarativeBase):

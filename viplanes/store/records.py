@@ -1,4 +1,5 @@
-"""Principals, tokens, grants and audit events on a Session. Lanes live in ``lanes.py``.
+"""Principals, tokens, grants and audit events on a Session. Lanes live in ``viplanes.lanes``;
+a grant's revoke ends them through the state table (``viplanes.lanes.states``).
 
 Every function works inside the caller's transaction (``Database.read()``/``write()``) so one
 API request is one transaction.
@@ -10,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -19,8 +20,8 @@ from viplanes.authz.tokens import Caller, hash_token, new_token
 from viplanes.errors import Conflict, Invalid, NotFound
 from viplanes.policy.destinations import prefix_refusal
 from viplanes.policy.rules import GrantRule, PolicyInputError, format_ports, parse_ports, parse_prefix
-from viplanes.store.lanesql.core import add_audit
-from viplanes.store.models import LIVE_STATES, ApiToken, AuditEvent, Grant, Lane, Principal
+from viplanes.store.lanesql.core import add_audit, end_grant_lanes
+from viplanes.store.models import ApiToken, AuditEvent, Grant, Principal
 from viplanes.topologies.model import Topology
 
 # --- principals and tokens -------------------------------------------------------------------
@@ -257,14 +258,8 @@ def revoke_grant(s: Session, grant_id: int, now: float) -> list[int]:
     if g.revoked_at is not None:
         raise Conflict(f"grant {grant_id} is already revoked", code="already_revoked")
     g.revoked_at = now
-    ids = list(s.scalars(select(Lane.id).where(Lane.grant_id == grant_id, Lane.state.in_(LIVE_STATES))))
-    if ids:
-        s.execute(
-            update(Lane)
-            .where(Lane.id.in_(ids), Lane.state.in_(LIVE_STATES))
-            .values(state="revoked", reason=f"grant {grant_id} revoked", ended_at=now)
-        )
-    return ids
+    # the lanes move as the state table says (viplanes/lanes/states.py: revoke, from a live state)
+    return end_grant_lanes(s, grant_id, f"grant {grant_id} revoked", now)
 
 
 # --- audit -----------------------------------------------------------------------------------

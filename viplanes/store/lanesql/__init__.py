@@ -2,5 +2,6 @@
 
 ``core``: SQLAlchemy Core statements every database runs; ``postgres``: the same change as one
 statement; ``sqlite``: the hot statements on SQLite's own cursor; ``prepared``: server-side
-prepared statements for psycopg2. Imports only ``store.models`` and ``policy``.
+prepared statements for psycopg2. Imports only ``store.models``, ``policy`` and
+``lanes.states``, whose table every state in these statements comes from.
 """

@@ -19,11 +19,12 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from sqlalchemy import Connection, Select, Table, bindparam, exists, func, insert, literal_column, or_, select, update
-from sqlalchemy.orm import attributes
+from sqlalchemy.orm import Session, attributes
 
+from viplanes.lanes import states
 from viplanes.policy.rules import GrantRule, parse_ports, parse_prefix
 from viplanes.store.lanesql import sqlite as rawsql
-from viplanes.store.models import LIVE_STATES, AuditEvent, Grant, Lane, Principal
+from viplanes.store.models import AuditEvent, Grant, Lane, Principal
 
 # ``__table__`` is typed as a FromClause; for a mapped class it is the Table itself.
 LANES = cast(Table, Lane.__table__)
@@ -34,15 +35,18 @@ PRINCIPALS = cast(Table, Principal.__table__)
 # Statements are built once, with bind parameters: building one costs 0.2-0.3 ms of Python
 # (operator overloading, coercion, cache key) against ~0.05 ms to execute a built one. The live
 # states are inlined (``state IN ('requested', ...)``), not an expanding parameter list that is
-# re-rendered on every execution.
+# re-rendered on every execution. Every state in a statement comes from viplanes/lanes/states.py.
 
 
-def _state_in(*states: str) -> Any:
-    """``state IN ('a', ...)`` with the states inlined: built once, no parameter list to render."""
-    return LANES.c.state.in_([literal_column(f"'{state}'") for state in states])
+def state_in(names: Sequence[str]) -> Any:
+    """``state IN ('a', ...)`` (``state = 'a'`` for one) with the states inlined: built once, no
+    parameter list to render."""
+    if len(names) == 1:
+        return LANES.c.state == literal_column(f"'{names[0]}'")
+    return LANES.c.state.in_([literal_column(f"'{name}'") for name in names])
 
 
-LIVE = _state_in(*LIVE_STATES)
+LIVE = state_in(states.LIVE)
 
 _GRANT_COLUMNS = (
     GRANTS.c.id,
@@ -96,8 +100,14 @@ def _live_counts_of(n: int, excluding: bool) -> Select[Any]:
 
 _INSERT_LANE = insert(LANES)
 _INSERT_AUDIT = insert(AUDIT)
-_RECORD_ACTIVATION = update(LANES).where(LANES.c.id == bindparam("lane_id_"), LANES.c.state == "installing")
-_END_LANE = update(LANES).where(LANES.c.id == bindparam("lane_id_"))
+# the statements that move a lane: each guarded by the states its event leaves (states.sources)
+_RECORD_ACTIVATION = update(LANES).where(LANES.c.id == bindparam("lane_id_"), state_in(states.RECORD_FROM))
+_END_LANE = update(LANES).where(LANES.c.id == bindparam("lane_id_"), state_in(states.END_FROM))
+# ``Lane.id``, an ORM entity: the Session flushes its pending changes (the grant's revoked_at) first
+_GRANT_LANES = select(Lane.id).where(Lane.grant_id == bindparam("grant_id"), state_in(states.sources(states.REVOKE)))
+_END_LANES = update(LANES).where(
+    LANES.c.id.in_(bindparam("ids", expanding=True)), state_in(states.sources(states.REVOKE))
+)
 _LANE_WITH_OWNER = (
     select(LANES, PRINCIPALS.c.name.label("owner_name"))
     .join(PRINCIPALS, PRINCIPALS.c.id == LANES.c.principal_id)
@@ -105,12 +115,12 @@ _LANE_WITH_OWNER = (
 )
 _OWNER_AND_STATE = select(LANES.c.principal_id, LANES.c.state).where(LANES.c.id == bindparam("lane_id_"))
 _LANE_WITH_OWNER_LOCKED = _LANE_WITH_OWNER.with_for_update(of=LANES)
-_INSTALLING = select(LANES).where(LANES.c.state == "installing", LANES.c.expires_at > bindparam("now"))
+_INSTALLING = select(LANES).where(state_in((states.INSTALLING,)), LANES.c.expires_at > bindparam("now"))
 # what ``tick`` may have to do: a scheduled lane whose start has come, a carried lane whose end has
 _TICK_DUE = select(
     or_(
-        exists().where(LANES.c.state == "scheduled", LANES.c.starts_at <= bindparam("now")),
-        exists().where(_state_in("installing", "active"), LANES.c.expires_at <= bindparam("now")),
+        exists().where(state_in((states.SCHEDULED,)), LANES.c.starts_at <= bindparam("now")),
+        exists().where(state_in(states.CARRIED), LANES.c.expires_at <= bindparam("now")),
     )
 )
 
@@ -196,7 +206,8 @@ def add_audit(
 
 
 def record_activation(conn: Connection, lane_id: int, values: dict[str, object]) -> bool:
-    """One conditional UPDATE: the lane moves only if nobody ended it while it was installing."""
+    """One conditional UPDATE of an activation's outcome (``values``: ``states.change`` from
+    installing): the lane moves only if nobody ended it while it was installing."""
     return rawsql.write(conn, _RECORD_ACTIVATION, {**values, "lane_id_": lane_id})[0] == 1
 
 
@@ -220,8 +231,18 @@ def lane_for_change(conn: Connection, lane_id: int, lock: bool) -> Lane | None:
     return lane_from_row(values, values.pop("owner_name"))
 
 
-def end_lane(conn: Connection, lane_id: int, state: str, reason: str, now: float) -> None:
-    rawsql.write(conn, _END_LANE, {"state": state, "reason": reason, "ended_at": now, "lane_id_": lane_id})
+def end_lane(conn: Connection, lane_id: int, values: dict[str, object]) -> bool:
+    """End a live lane (``values``: ``states.move`` to released or revoked); False if it was not."""
+    return rawsql.write(conn, _END_LANE, {**values, "lane_id_": lane_id})[0] == 1
+
+
+def end_grant_lanes(s: Session, grant_id: int, reason: str, now: float) -> list[int]:
+    """Revoke the live lanes of a grant in ``s``'s transaction (after its pending changes are
+    flushed, as any statement of a Session): the ids of the lanes it ended."""
+    ids = [row[0] for row in s.execute(_GRANT_LANES, {"grant_id": grant_id})]
+    if ids:
+        s.execute(_END_LANES, {**states.ending(states.REVOKED, reason, now), "ids": ids})
+    return ids
 
 
 def installing_lanes(conn: Connection, now: float) -> list[Lane]:

@@ -20,10 +20,20 @@ from typing import Any
 
 from sqlalchemy import JSON, Connection, TextClause, bindparam, text
 
+from viplanes.lanes import states
 from viplanes.store.lanesql.core import lane_from_row
-from viplanes.store.models import LIVE_STATES, Lane
+from viplanes.store.models import Lane
 
-_LIVE = ", ".join(f"'{state}'" for state in sorted(LIVE_STATES))
+
+def _sql_list(names: tuple[str, ...]) -> str:
+    """``'a', 'b'``: a state list inlined into the text, taken from viplanes/lanes/states.py."""
+    return ", ".join(f"'{name}'" for name in names)
+
+
+_END_FROM = _sql_list(states.END_FROM)  # a caller's end: only a live lane moves
+_CARRIED = _sql_list(states.CARRIED)  # its flows go: the controllers are woken
+_RECORD_FROM = _sql_list(states.RECORD_FROM)  # an outcome is written only over installing
+_ACTIVE = _sql_list((states.ACTIVE,))
 
 # FOR UPDATE in ``locked``: the row as the last committed change left it (READ COMMITTED re-reads
 # a row it had to wait for), the same lock ``lane_for_change(lock=True)`` took.
@@ -31,9 +41,9 @@ _END = text(f"""
 WITH locked AS (
     SELECT id, state FROM lanes WHERE id = :lane_id FOR UPDATE
 ), moved AS (
-    UPDATE lanes SET state = :to, reason = :reason, ended_at = :now
+    UPDATE lanes SET state = :state, reason = :reason, ended_at = :ended_at
     FROM locked
-    WHERE lanes.id = locked.id AND locked.state IN ({_LIVE})
+    WHERE lanes.id = locked.id AND locked.state IN ({_END_FROM})
       AND (CAST(:operator AS boolean) OR lanes.principal_id = :caller_id)
     RETURNING lanes.*, locked.state AS was
 ), audited AS (
@@ -41,7 +51,7 @@ WITH locked AS (
     SELECT :now, :actor, :action, 'lane:' || id, 'done', '' FROM moved
 ), woken AS (
     SELECT pg_notify(:channel, 'ended:' || id) FROM moved
-    WHERE was IN ('installing', 'active') AND :channel <> ''
+    WHERE was IN ({_CARRIED}) AND :channel <> ''
 )
 SELECT moved.*, principals.name AS owner_name, (SELECT count(*) FROM woken) AS woken
 FROM moved JOIN principals ON principals.id = moved.principal_id
@@ -60,15 +70,15 @@ def end_in_one(
     operator: bool,
     channel: str | None,
 ) -> tuple[Lane, str, bool] | None:
-    """End a live lane the caller may see: (the lane as ended, its state before, woken). ``channel``:
-    NOTIFY ``ended:<id>`` there if it was installing or active. None: nothing changed."""
+    """End a live lane the caller may see: (the lane as ended, its state before, woken). ``to``:
+    released or revoked (``states.ending``); ``channel``: NOTIFY ``ended:<id>`` there if it was
+    installing or active. None: nothing changed."""
     row = (
         conn.execute(
             _END,
             {
+                **states.ending(to, reason, now),
                 "lane_id": lane_id,
-                "to": to,
-                "reason": reason,
                 "now": now,
                 "actor": actor,
                 "action": action,
@@ -91,7 +101,7 @@ def end_in_one(
 # ``installing`` row moves, as ``record_activation``), its audit row and the API processes'
 # done-NOTIFY (``viplanes.cluster.handoff.notify_done``'s payload, built here from what moved) as one
 # statement over arrays, one element per lane. A NULL element leaves that column as it was.
-_RECORD = text("""
+_RECORD = text(f"""
 WITH v AS (
     SELECT * FROM unnest(CAST(:ids AS integer[]), CAST(:states AS text[]), CAST(:reasons AS text[]),
                          CAST(:activated AS double precision[]), CAST(:ended AS double precision[]),
@@ -102,14 +112,14 @@ WITH v AS (
         activated_at = coalesce(v.activated_at, lanes.activated_at),
         ended_at = coalesce(v.ended_at, lanes.ended_at), activation_ms = v.ms
     FROM v
-    WHERE lanes.id = v.id AND lanes.state = 'installing'
+    WHERE lanes.id = v.id AND lanes.state IN ({_RECORD_FROM})
     RETURNING lanes.id, lanes.state, v.outcome, v.why
 ), audited AS (
     INSERT INTO audit_events (at, actor, action, target, decision, reason)
     SELECT :now, 'system', 'lane.activate', 'lane:' || id, outcome, why FROM moved ORDER BY id
 ), woken AS (
     SELECT pg_notify(:channel, string_agg(id || '=' || state
-                                          || CASE WHEN state = 'active' THEN :at ELSE '' END, ','))
+                                          || CASE WHEN state = {_ACTIVE} THEN :at ELSE '' END, ','))
     FROM moved HAVING count(*) > 0
 )
 SELECT id, state, (SELECT count(*) FROM woken) AS woken FROM moved
