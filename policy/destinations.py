@@ -83,8 +83,8 @@ def forbidden_space(topo: Topology) -> ForbiddenSpace:
         net = iface.ip.network
         if net.prefixlen <= 30:  # /31 and /32 have no network or broadcast address
             edges |= {net.network_address, net.broadcast_address}
-    v6_campus = [i.ip6 for i in campus if getattr(i, "ip6", None) is not None]
-    v6_edge_out = getattr(topo.edge.outside, "ip6", None)
+    v6_campus = [i.ip6 for i in campus if i.ip6 is not None]
+    v6_edge_out = topo.edge.outside.ip6
     return ForbiddenSpace(
         pool=topo.lane_pool.prefix,
         campus_nets=tuple(sorted({i.ip.network for i in campus})),
@@ -147,7 +147,7 @@ def lane_net_refusal(net: IPNet, topo: Topology) -> tuple[str, str] | None:
         return destination_refusal(net.network_address, topo)
     space = forbidden_space(topo)
     for bad, what in _forbidden_nets(net, space):
-        if net.overlaps(bad):  # type: ignore[arg-type]
+        if net.overlaps(bad):
             code = {"multicast": "dst_multicast", "the lane pool": "dst_lane_pool"}.get(what, "dst_campus")
             if what == "reserved":
                 code = "dst_reserved"
