@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "setup.py").is_file())  # wherever tests move
 BIN = Path(sys.executable).parent  # the venv's ruff and mypy (setup.py extras "dev")
 
 
