@@ -56,6 +56,15 @@ RESERVED6 = (
 UNIQUE_LOCAL6 = IPv6Network("fc00::/7")
 
 
+def within(net: IPNet, other: IPNet) -> bool:
+    """``net`` lies inside ``other``; False across IP versions (where ``subnet_of`` raises)."""
+    if isinstance(net, IPv4Network) and isinstance(other, IPv4Network):
+        return net.subnet_of(other)
+    if isinstance(net, IPv6Network) and isinstance(other, IPv6Network):
+        return net.subnet_of(other)
+    return False
+
+
 @dataclass(frozen=True)
 class ForbiddenSpace:
     pool: IPv4Network
@@ -172,6 +181,6 @@ def prefix_refusal(net: IPNet, topo: Topology) -> str | None:
         refusal = destination_refusal(net.network_address, topo)
         return refusal[1] if refusal else None
     for bad, what in _forbidden_nets(net, space):
-        if net.subnet_of(bad):  # type: ignore[arg-type]
+        if within(net, bad):
             return f"destination prefix {net} lies inside {what} ({bad})"
     return None
