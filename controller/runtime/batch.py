@@ -246,7 +246,7 @@ class BatchChanges:
                     answers[dpid] = SwitchAnswer(not_sent=ready)
                 else:
                     staged.append(ready)
-            for (dpid, _, _), batch in zip(staged, self._write_staged(staged), strict=True):
+            for (dpid, _, _), batch in zip(staged, self._write_staged(staged)):
                 if isinstance(batch, str):
                     answers[dpid] = SwitchAnswer(not_sent=batch)
                 else:

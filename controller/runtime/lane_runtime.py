@@ -148,7 +148,7 @@ class LaneRuntime(SwitchReadiness, Resync, DriftWatch, BatchChanges):
         else:
             written = [self.send(dpid, msgs) for dpid, msgs in pairs]
         out: list[Batch | str] = []
-        for (dpid, _, batch), ok in zip(staged, written, strict=True):
+        for (dpid, _, batch), ok in zip(staged, written):
             if ok:
                 out.append(batch)
             else:
