@@ -4,8 +4,9 @@ PY := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
 export PATH := $(CURDIR)/tools/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 
-# scripts/lint-imports checks the layer contracts in .importlinter (README, Folders);
-# scripts/typecheck runs mypy on the modules mypy.ini lists.
+# Before the tests, `make test` runs the static checks: scripts/lint (ruff: lint and format check
+# on every Python file), scripts/lint-imports (the layer contracts in .importlinter) and
+# scripts/typecheck (mypy on every product module, mypy.ini).
 .PHONY: setup test test-unit test-integration demo bench ovs-up clean
 
 setup:
@@ -16,6 +17,7 @@ ovs-up:
 
 # pytest exits 5 when it collected nothing; make treats every non-zero code as failure.
 test: setup
+	scripts/lint
 	scripts/lint-imports
 	scripts/typecheck
 	$(PYTEST) -q -m "not integration" tests

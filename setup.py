@@ -57,6 +57,9 @@ setup(
             "selenium>=4.20",
             "import-linter>=2.0",
             "mypy>=1.8",
+            # scripts/lint; the tree is formatted by 0.17.6, and the formatter's style may change
+            # with a minor version, which would fail `ruff format --check`
+            "ruff>=0.17.6,<0.18",
         ]
     },
     entry_points={"console_scripts": ["viplanes=viplanes.cli.main:main"]},

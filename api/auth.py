@@ -59,7 +59,7 @@ def _load_caller(db: Any, token: str) -> Caller | None:
 
 
 def caller() -> Caller:
-    return g.caller  # type: ignore[no-any-return]
+    return g.caller
 
 
 def require(action: str) -> Caller:

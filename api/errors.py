@@ -53,7 +53,7 @@ class VipApi(Api):
 
     ERROR_SCHEMA = ErrorSchema
 
-    def handle_http_exception(self, error: HTTPException) -> ResponseReturnValue:  # type: ignore[override]
+    def handle_http_exception(self, error: HTTPException) -> ResponseReturnValue:
         status = error.code or 500
         data = getattr(error, "data", None) or {}
         details = data.get("errors") or data.get("messages") or {}

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import re
 import unicodedata
-from typing import Any
+from typing import Any, overload
 
 import marshmallow as ma
 from marshmallow import fields as f
@@ -20,6 +21,8 @@ from viplanes.store.models import LANE_STATES
 class FullMatch(v.Regexp):
     """``v.Regexp`` matches with ``re.match``, so ``^...$`` let "alice\\n" through (``$`` matches
     before a trailing newline). The whole value must match."""
+
+    regex: re.Pattern[str]  # every pattern here is a str (marshmallow types it str or bytes)
 
     def __call__(self, value: Any) -> Any:
         if not isinstance(value, str) or self.regex.fullmatch(value) is None:
@@ -105,6 +108,12 @@ def to_ts(value: dt.datetime | None) -> float | None:
     return ts
 
 
+@overload
+def from_ts(value: float) -> dt.datetime: ...
+@overload
+def from_ts(value: None) -> None: ...
+@overload
+def from_ts(value: float | None) -> dt.datetime | None: ...
 def from_ts(value: float | None) -> dt.datetime | None:
     return None if value is None else dt.datetime.fromtimestamp(value, dt.UTC)
 

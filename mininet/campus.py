@@ -24,7 +24,10 @@ import site
 import sys
 
 # `mn --custom` exec()s this file without __file__; the code object still knows its file name.
-HERE = os.path.dirname(os.path.abspath(inspect.currentframe().f_code.co_filename))
+_frame = inspect.currentframe()
+if _frame is None:  # a Python without stack frames; `mn` runs CPython, which has them
+    raise RuntimeError("mininet/campus.py finds its own path from its frame: run it with CPython")
+HERE = os.path.dirname(os.path.abspath(_frame.f_code.co_filename))
 REPO = os.path.dirname(HERE)
 
 try:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 from viplanes.topologies.model import Host, Topology
 
-from .destinations import lane_net_refusal
+from .destinations import lane_net_refusal, within
 
 IPv4Net = ipaddress.IPv4Network
 IPNet = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -135,7 +135,7 @@ def _in_any(addr: IPAddr, nets: Sequence[IPNet]) -> bool:
 
 
 def _net_in_any(net: IPNet, nets: Sequence[IPNet]) -> bool:
-    return any(net.version == g.version and net.subnet_of(g) for g in nets)  # type: ignore[arg-type]
+    return any(within(net, g) for g in nets)
 
 
 def _ranges_inside(wanted: Sequence[PortRange], granted: Sequence[PortRange]) -> list[PortRange]:
@@ -274,12 +274,13 @@ def destination_refusals(
     host = topology.host_by_ip(src_ip)
     out: dict[IPNet, str] = {}
     for net in nets:
-        if host is not None and host.address_for(net.version) is None:
+        source = host.address_for(net.version) if host is not None else None
+        if host is not None and source is None:
             out[net] = f"source {host.name} has no IPv{net.version} address"
         elif (refusal := lane_net_refusal(net, topology)) is not None:
             out[net] = refusal[1]
         elif not _net_in_any(net, rule.dst_prefixes):
             out[net] = f"outside grant {rule.grant_id}"
-        elif host is not None and not _in_any(host.address_for(net.version), rule.src_prefixes):  # type: ignore[arg-type]
-            out[net] = f"its source {host.address_for(net.version)} is outside grant {rule.grant_id}"
+        elif source is not None and not _in_any(source, rule.src_prefixes):
+            out[net] = f"its source {source} is outside grant {rule.grant_id}"
     return out

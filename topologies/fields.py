@@ -11,9 +11,11 @@ import ipaddress
 import math
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from viplanes.topologies.model import PortRef
+
+_Option = TypeVar("_Option", bound=str)
 
 OFPP_MAX = 0xFFFFFF00  # highest physical OpenFlow 1.3 port number
 # Mininet names interfaces NAME-ethN and Linux allows 15 characters.
@@ -75,11 +77,13 @@ class FieldReader:
             return None
         return float(value)
 
-    def choice(self, value: Any, where: str, options: tuple[str, ...]) -> str | None:
-        if value not in options:
-            self.bad(where, f"{value!r} is not one of {', '.join(options)}")
-            return None
-        return value
+    def choice(self, value: Any, where: str, options: tuple[_Option, ...]) -> _Option | None:
+        """The option ``value`` equals, typed as the options are (a Literal for roles and kinds)."""
+        for option in options:
+            if value == option:
+                return option
+        self.bad(where, f"{value!r} is not one of {', '.join(options)}")
+        return None
 
     def name(self, value: Any, where: str) -> str | None:
         if not isinstance(value, str) or not NAME_RE.match(value):

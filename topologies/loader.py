@@ -17,17 +17,19 @@ from viplanes.topologies.fields import FieldReader, kind_of
 from viplanes.topologies.model import (
     EdgeRouter,
     Host,
+    HostRole,
     Interface,
     LanePool,
     Link,
     Middlebox,
+    MiddleboxKind,
     Switch,
     Topology,
     Wan,
 )
 
-HOST_ROLES = ("desktop", "server", "dtn", "cloud")
-MIDDLEBOX_KINDS = ("firewall", "nat")
+HOST_ROLES: tuple[HostRole, ...] = ("desktop", "server", "dtn", "cloud")
+MIDDLEBOX_KINDS: tuple[MiddleboxKind, ...] = ("firewall", "nat")
 DPID_MAX = 2**64 - 1
 
 Route = tuple[ipaddress.IPv4Network, ipaddress.IPv4Address]
@@ -239,17 +241,12 @@ class _Parser(FieldReader):
         if inside is not None and outside is not None and not (inside.attach or outside.attach):
             self.bad(where, "neither leg is attached to a switch")
             return None
-        if None in (name, kind, inside, outside) or (m.get("mbps") is not None and mbps is None):
+        if name is None or kind is None or inside is None or outside is None:
             return None
-        self.mb_where[name] = where  # type: ignore[index]
-        return Middlebox(
-            name=name,
-            kind=kind,
-            inside=inside,  # type: ignore[arg-type]
-            outside=outside,
-            mbps=mbps,
-            routes=routes,
-        )  # type: ignore[arg-type]
+        if m.get("mbps") is not None and mbps is None:
+            return None
+        self.mb_where[name] = where
+        return Middlebox(name=name, kind=kind, inside=inside, outside=outside, mbps=mbps, routes=routes)
 
     def edge(self, item: Any) -> EdgeRouter | None:
         m = self.mapping(item, "edge", ("name", "inside", "outside"), ("routes",))
@@ -283,19 +280,12 @@ class _Parser(FieldReader):
             elif gateway == iface.ip.ip:
                 self.bad(f"{where}.gateway", "the gateway is the host's own address")
                 gateway = None
-        if None in (name, role, iface, gateway, nic):
+        if name is None or role is None or iface is None or gateway is None or nic is None:
             return None
-        self.host_where[name] = where  # type: ignore[index]
-        if (iface.ip6 is None) != (gateway6 is None):  # type: ignore[union-attr]
+        self.host_where[name] = where
+        if (iface.ip6 is None) != (gateway6 is None):
             return None  # reported by gateway6()
-        return Host(
-            name=name,
-            role=role,
-            iface=iface,  # type: ignore[arg-type]
-            gateway=gateway,
-            nic_mbps=nic,
-            gateway6=gateway6,
-        )  # type: ignore[arg-type]
+        return Host(name=name, role=role, iface=iface, gateway=gateway, nic_mbps=nic, gateway6=gateway6)
 
     def gateway6(self, m: dict[str, Any], where: str, iface: Interface | None) -> ipaddress.IPv6Address | None:
         """``gateway6`` comes with ``ip6`` (and only with it), inside its subnet, not the host itself."""

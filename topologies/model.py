@@ -242,6 +242,6 @@ class _Index:
         nets: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = [topo.lane_pool.prefix]
         for iface in ifaces:
             nets.append(iface.ip.network)
-            if getattr(iface, "ip6", None) is not None:
+            if iface.ip6 is not None:
                 nets.append(iface.ip6.network)
         self.campus_networks = tuple(dict.fromkeys(nets))

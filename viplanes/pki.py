@@ -135,7 +135,9 @@ def _load_ca(pki_dir: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKe
             f"{pki_dir / CA_KEY}: missing; the CA key is needed to issue "
             f"certificates (viplanes pki init --dir {pki_dir})"
         ) from None
-    return cert, key  # type: ignore[return-value]
+    if not isinstance(key, ec.EllipticCurvePrivateKey):  # `pki init` writes an EC key
+        raise PKIError(f"{pki_dir / CA_KEY}: not an elliptic-curve private key")
+    return cert, key
 
 
 def init_ca(pki_dir: Path, name: str = "VIP Lanes campus CA") -> Issued:

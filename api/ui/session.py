@@ -97,7 +97,9 @@ class Sessions:
 
 
 def same_secret(given: str | None, expected: str) -> bool:
-    return bool(given) and bool(expected) and hmac.compare_digest(given.encode(), expected.encode())
+    if not given or not expected:
+        return False
+    return hmac.compare_digest(given.encode(), expected.encode())
 
 
 def server_secret(configured: str | None) -> bytes:

@@ -41,7 +41,7 @@ class UiState:
 
 
 def ui_state() -> UiState:
-    return current_app.extensions["viplanes_ui"]  # type: ignore[no-any-return]
+    return current_app.extensions["viplanes_ui"]
 
 
 def ctx() -> Any:
@@ -49,7 +49,7 @@ def ctx() -> Any:
 
 
 def caller() -> Caller:
-    return g.ui.caller  # type: ignore[no-any-return]
+    return g.ui.caller
 
 
 def need(action: str) -> Caller:
@@ -195,10 +195,10 @@ def sign_in() -> ResponseReturnValue:
         resp.set_cookie(PRE_COOKIE, pre, **cookie_args(600))
         return resp
     value, session = issued
-    resp = redirect(safe_next(nxt))
-    resp.set_cookie(COOKIE, value, **cookie_args(ui_state().sessions.ttl_s))
-    resp.delete_cookie(PRE_COOKIE, path="/ui")
-    return resp
+    signed_in = redirect(safe_next(nxt))
+    signed_in.set_cookie(COOKIE, value, **cookie_args(ui_state().sessions.ttl_s))
+    signed_in.delete_cookie(PRE_COOKIE, path="/ui")
+    return signed_in
 
 
 @bp.route("/logout", methods=["POST"], endpoint="sign_out")

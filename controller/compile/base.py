@@ -138,7 +138,7 @@ def _guard(port: int, address: str, kind: str, build: Callable[[], Any]) -> Any:
 
 def dual_stack(topo: Topology) -> bool:
     """The edge router routes IPv6 (so v6 lanes, and their ICMPv6 errors, exist)."""
-    return getattr(topo.edge.inside, "ip6", None) is not None
+    return topo.edge.inside.ip6 is not None
 
 
 def border_switch(topo: Topology) -> Switch | None:
@@ -183,7 +183,9 @@ def guard_flows(topo: Topology, outside: bool = False) -> OFMsgs:
 
 
 def _border_flows(topo: Topology, sw: Switch) -> OFMsgs:
-    edge_port = topo.edge.inside.attach.port  # type: ignore[union-attr]
+    at = topo.edge.inside.attach
+    assert at is not None, "the border switch is where the edge's inside leg attaches"
+    edge_port = at.port
     pool = _pool(topo)
     band = parser.OFPMeterBandDrop(rate=ARP_PUNT_PPS, burst_size=ARP_PUNT_PPS)
     ofmsgs: OFMsgs = [

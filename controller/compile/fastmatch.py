@@ -57,7 +57,7 @@ def _oxm(name: str, value: Any) -> bytes:
 _UNUSED_WILDCARDS = parser.FlowWildcards().__dict__
 
 
-class PackedMatch(parser.OFPMatch):  # type: ignore[misc]
+class PackedMatch(parser.OFPMatch):
     """An OFPMatch whose fields serialise from ``_oxm``'s cache: the same bytes as os-ken's
     (``tests/unit/test_fastmatch.py`` compares them on every lane shape and campus).
 
@@ -69,7 +69,7 @@ class PackedMatch(parser.OFPMatch):  # type: ignore[misc]
     def __init__(self, _ordered_fields: list[tuple[str, Any]]) -> None:
         self.fields: list[Any] = []
         self.type = ofp.OFPMT_OXM
-        self.length = None
+        self.length: int | None = None  # set by serialize, as os-ken's own
         self._fields2 = _ordered_fields
 
     def __getattr__(self, name: str) -> Any:
@@ -97,7 +97,7 @@ class PackedMatch(parser.OFPMatch):  # type: ignore[misc]
         return length + pad
 
 
-class PackedSetField(parser.OFPActionSetField):  # type: ignore[misc]
+class PackedSetField(parser.OFPActionSetField):
     """A set-field action whose field serialises from ``_oxm``'s cache: a lane's rewrites (the
     edge router's MAC, the lane MAC, the NAT address) repeat across lanes, and os-ken's generic
     encoder (netaddr MAC parsing included) was the largest part of serialising an activation.

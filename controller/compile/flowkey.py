@@ -158,7 +158,7 @@ def instructions_key(instructions: Iterable[Any] | None) -> tuple[Hashable, ...]
     kinds = [_instruction_order(item) for item in out]
     if len(set(kinds)) < len(kinds):
         return tuple(sorted(out, key=repr))
-    return tuple(item for _, item in sorted(zip(kinds, out), key=lambda pair: pair[0]))
+    return tuple(item for _, item in sorted(zip(kinds, out, strict=True), key=lambda pair: pair[0]))
 
 
 def _instruction_order(item: Any) -> tuple[str, int]:

@@ -282,8 +282,8 @@ def compile_lane(
         raise LaneCompileError(str(exc)) from None
     out: dict[int, OFMsgs] = {h.dpid: [] for h in hops}
 
-    if meter is not None:  # on a one-switch lane both directions share the one meter
-        kbps = max(1, int(lane.rate_mbps * 1000))  # type: ignore[operator]
+    if meter is not None and lane.rate_mbps:  # on a one-switch lane both directions share the one meter
+        kbps = max(1, int(lane.rate_mbps * 1000))
         for dpid in {hops[0].dpid, hops[-1].dpid}:
             band = parser.OFPMeterBandDrop(rate=kbps, burst_size=0)
             out[dpid].append(

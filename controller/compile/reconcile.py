@@ -24,7 +24,7 @@ periodic refresh sends nothing most of the time.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -187,7 +187,7 @@ def plan_switch(
     )
 
 
-def without_lanes(plan: Plan, lane_ids: set[int], addresses: set[str] = frozenset()) -> Plan:
+def without_lanes(plan: Plan, lane_ids: set[int], addresses: Set[str] = frozenset()) -> Plan:
     """The plan minus everything that concerns these lanes and the shared flows of these
     addresses (changed while the plan was made)."""
 

@@ -69,7 +69,7 @@ class VipLanesApp(app_manager.OSKenApp):
             serialize = getattr(dp, "serialize_batch", None)
             staged.append((dp, serialize(ofmsgs) if serialize is not None else None))
         sent = []
-        for (dpid, ofmsgs), (dp, data) in zip(batches, staged):
+        for (dpid, ofmsgs), (dp, data) in zip(batches, staged, strict=True):
             if dp is None:
                 sent.append(False)
             elif data is None:  # not one of our connections (tests): message by message
@@ -103,10 +103,11 @@ class VipLanesApp(app_manager.OSKenApp):
     @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
     def _state_change(self, ev: Any) -> None:
         dp = ev.datapath
-        if ev.state == DEAD_DISPATCHER and dp.id is not None and self.datapaths.get(dp.id) is dp:
-            del self.datapaths[dp.id]
-            LOG.info("switch disconnected dpid=%d", dp.id)
-            self.runtime.switch_down(dp.id)
+        dpid = dp.id
+        if ev.state == DEAD_DISPATCHER and dpid is not None and self.datapaths.get(dpid) is dp:
+            del self.datapaths[dpid]
+            LOG.info("switch disconnected dpid=%d", dpid)
+            self.runtime.switch_down(dpid)
 
     # replies to what the runtime sent at connect time may come before os-ken moves to MAIN
     @set_ev_cls(ofp_event.EventOFPBarrierReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])

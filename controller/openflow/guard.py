@@ -26,6 +26,7 @@ module walks every length field the parser will walk, using the same arithmetic,
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from os_ken.ofproto import nicira_ext, ofproto_common
@@ -169,14 +170,18 @@ def check_flow_stats(buf: bytes, off: int, end: int) -> None:
         pos += length
 
 
-def _fixed_entries(size: int):
+# a multipart body check: (buffer, body offset, body end); raises on a malformed body
+BodyCheck = Callable[[bytes, int, int], None]
+
+
+def _fixed_entries(size: int) -> BodyCheck:
     def check(buf: bytes, off: int, end: int) -> None:
         _need((end - off) % size == 0, f"body of {end - off} bytes is not a multiple of {size}")
 
     return check
 
 
-def _exactly_one(size: int):
+def _exactly_one(size: int) -> BodyCheck:
     def check(buf: bytes, off: int, end: int) -> None:
         _need(end - off >= size, f"body of {end - off} bytes, expected {size}")
 
@@ -184,7 +189,7 @@ def _exactly_one(size: int):
 
 
 # multipart replies we ask for (or os-ken asks for on connect); anything else is dropped unparsed
-_MULTIPART = {
+_MULTIPART: dict[int, BodyCheck] = {
     ofp.OFPMP_DESC: _exactly_one(ofp.OFP_DESC_SIZE),
     ofp.OFPMP_FLOW: check_flow_stats,
     ofp.OFPMP_AGGREGATE: _exactly_one(ofp.OFP_AGGREGATE_STATS_REPLY_SIZE),

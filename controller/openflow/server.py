@@ -80,6 +80,8 @@ class GuardedDatapath(BatchWriter, Datapath):
     """One switch connection whose reader refuses messages the guard rejects (its writes:
     ``ofwrite.BatchWriter``)."""
 
+    max_unreplied_echo_requests: int  # os-ken's Datapath sets it from its config (0: never)
+
     def __init__(
         self,
         sock: Any,

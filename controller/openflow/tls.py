@@ -106,7 +106,7 @@ class TLSChannel:
                 except TimeoutError:
                     raise TimeoutError("TLS handshake timed out") from None
                 if not data:
-                    raise ConnectionError("peer closed during the TLS handshake")
+                    raise ConnectionError("peer closed during the TLS handshake") from None  # want-read is no cause
                 self._in.write(data)
             except ssl.SSLError:
                 self._flush_quietly()  # let the peer see the alert

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from viplanes.store.db import Database
 
 
 @click.group()
@@ -12,7 +16,7 @@ def db() -> None:
     """The database (SQLite file by default, PostgreSQL via VIPLANES_DB_URL)."""
 
 
-def _database(url: str | None):  # type: ignore[no-untyped-def]
+def _database(url: str | None) -> Database:
     from viplanes.store.db import Database
 
     return Database(url)

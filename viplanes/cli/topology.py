@@ -24,18 +24,12 @@ def check(file: str) -> None:
             click.echo(problem, err=True)
         raise SystemExit(1) from None
     bypass = bypass_ports(topo)
+    names = {s.dpid: s.name for s in topo.switches}
     click.echo(f"{topo.source}: topology {topo.name!r} is valid")
     click.echo(f"  switches ({len(topo.switches)}): " + ", ".join(f"{s.name}(dpid {s.dpid})" for s in topo.switches))
     click.echo(
         f"  links: {len(topo.links)}, bypass ports: "
-        + (
-            ", ".join(
-                f"{topo.switch_by_dpid(d).name}:{p}"  # type: ignore[union-attr]
-                for d in sorted(bypass)
-                for p in sorted(bypass[d])
-            )
-            or "none"
-        )
+        + (", ".join(f"{names[d]}:{p}" for d in sorted(bypass) for p in sorted(bypass[d])) or "none")
     )
     click.echo("  middleboxes: " + (", ".join(f"{m.name}({m.kind})" for m in topo.middleboxes) or "none"))
     click.echo(f"  edge router: {topo.edge.name} at {topo.edge.inside.attach}; lane pool {topo.lane_pool.prefix}")

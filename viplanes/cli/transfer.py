@@ -149,7 +149,12 @@ def lane_body(
         raise NoDestination("no destination port: give --dst-ports")
     if rate is not None:
         body["rate_mbps"] = rate
-    body["src_ip"] = src or local_source(host or dst_prefix.split("/")[0], port or 9)  # type: ignore[union-attr]
+    if not src:
+        towards = host or (dst_prefix.split("/")[0] if dst_prefix else None)
+        if towards is None:  # (no source was found this far without a destination: a crash before)
+            raise NoDestination("no destination address: give --dst or --dst-prefix")
+        src = local_source(towards, port or 9)
+    body["src_ip"] = src
     return body
 
 

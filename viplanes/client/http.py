@@ -6,8 +6,8 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from contextlib import nullcontext
-from typing import Any, ContextManager
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
 
 import requests
 
@@ -133,7 +133,7 @@ class LaneLease:
     def id(self) -> int | None:
         return self.lane["id"] if self.lane else None
 
-    def start(self, request_guard: Callable[[], ContextManager[Any]] = nullcontext) -> dict[str, Any]:
+    def start(self, request_guard: Callable[[], AbstractContextManager[Any]] = nullcontext) -> dict[str, Any]:
         """Request and wait until active; LaneRefused otherwise (nothing is left behind).
 
         ``request_guard`` wraps the request alone: a caller that turns signals into exceptions

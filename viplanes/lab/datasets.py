@@ -33,11 +33,11 @@ def make_dataset(root: Path, shape: str, total_mb: int) -> Dataset:
     path = root / f"{total_mb}M" / shape
     sizes = [total // files + (1 if i < total % files else 0) for i in range(files)]
     names = ["data.bin"] if files == 1 else [f"part{i:02d}" for i in range(files)]
-    if not all((path / n).is_file() and (path / n).stat().st_size == s for n, s in zip(names, sizes)):
+    if not all((path / n).is_file() and (path / n).stat().st_size == s for n, s in zip(names, sizes, strict=True)):
         path.mkdir(parents=True, exist_ok=True)
         for old in path.iterdir():
             old.unlink()
-        for name, size in zip(names, sizes):
+        for name, size in zip(names, sizes, strict=True):
             _random_file(path / name, size)
     return Dataset(shape, path, files, total)
 

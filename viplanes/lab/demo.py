@@ -14,7 +14,9 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -41,7 +43,7 @@ def demo_specs() -> list[RunSpec]:
     return runs
 
 
-def _print_result(console: Console):
+def _print_result(console: Console) -> Callable[[RunSpec, dict[str, Any]], None]:
     def on_result(spec: RunSpec, rec: dict) -> None:
         what = (
             f"iperf3 -P {spec.parallel} -t {spec.seconds:g}"
@@ -55,7 +57,7 @@ def _print_result(console: Console):
     return on_result
 
 
-def _print_lane(console: Console):
+def _print_lane(console: Console) -> Callable[[str, dict[str, Any]], None]:
     def on_lane(event: str, lane: dict) -> None:
         if event == "granted":
             console.print(

@@ -280,11 +280,14 @@ class Runner:
         margin = estimate_s(spec, self.sess.size_of(spec.dataset)) + 60
         for key in [k for k in self.lanes if k not in wanted or _left_s(self.lanes[k]) < margin]:
             self._release(self.lanes.pop(key))  # not needed any more, or about to expire
-        if wanted and self.sess.stack is None:
+        if not wanted:
+            return
+        stack = self.sess.stack
+        if stack is None:
             raise StackError("lane runs need viplanes serve (it did not start)")
         for key in sorted(wanted - set(self.lanes)):
             src_ip = str(self.sess.topology.host(key[0]).iface.ip.ip)
-            self.lanes[key] = self.sess.stack.request_lane(  # type: ignore[union-attr]
+            self.lanes[key] = stack.request_lane(
                 src_ip,
                 self.sess.services.ip,
                 key[1],

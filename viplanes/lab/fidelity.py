@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from . import paper as P
@@ -59,20 +60,20 @@ def by_value(
     return {k: agg(v) for k, v in sorted(groups.items())}
 
 
-def rises(series: dict[int, float], min_gain: float, slack: float = 0.9) -> bool:
+def rises(series: Mapping[int, float], min_gain: float, slack: float = 0.9) -> bool:
     """Throughput grows from the first value to the last by ``min_gain`` and no step falls by
     more than noise (``slack``): a rise, possibly to a ceiling."""
     ys = [series[k] for k in sorted(series)]
     if len(ys) < 2 or ys[0] <= 0:
         return False
-    return ys[-1] >= min_gain * ys[0] and all(b >= slack * a for a, b in zip(ys, ys[1:]))
+    return ys[-1] >= min_gain * ys[0] and all(b >= slack * a for a, b in pairwise(ys))
 
 
-def _fmt(series: dict[int, float]) -> str:
+def _fmt(series: Mapping[int, float]) -> str:
     return " -> ".join(f"{v:.0f}" for v in series.values())
 
 
-def _curve(series: dict[int, float]) -> str:
+def _curve(series: Mapping[int, float]) -> str:
     return f"{'/'.join(str(k) for k in series)}: {_fmt(series)}"
 
 

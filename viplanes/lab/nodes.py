@@ -54,8 +54,9 @@ class LabHost(Host):
 class Router(Node):
     """A node that forwards between its legs. ``legs`` is ((intf, mac, ip/prefix), ...)."""
 
-    def config(
+    def config(  # keyword-only, as Mininet passes them, so subclasses take their own
         self,
+        *,
         legs: Sequence[tuple[str, str, str]] = (),
         routes: Sequence[tuple[str, str]] = (),
         legs6: Sequence[tuple[str, str]] = (),
@@ -110,7 +111,7 @@ class Firewall(Router):
     state; everything else is dropped. ``mbps`` caps both legs (upload and download).
     """
 
-    def config(self, inside: str = "", outside: str = "", mbps: float | None = None, **params: Any) -> dict:
+    def config(self, *, inside: str = "", outside: str = "", mbps: float | None = None, **params: Any) -> dict:
         result = super().config(**params)
         self.inside_intf, self.outside_intf = inside, outside
         for rule in (
@@ -139,7 +140,7 @@ class Firewall(Router):
 class Nat(Router):
     """Source NAT: everything leaving the outside leg takes the outside leg's address."""
 
-    def config(self, outside: str = "", **params: Any) -> dict:
+    def config(self, *, outside: str = "", **params: Any) -> dict:
         result = super().config(**params)
         self.outside_intf = outside
         self.cmd(f"iptables -t nat -A POSTROUTING -o {outside} -j MASQUERADE")

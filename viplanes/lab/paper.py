@@ -7,6 +7,8 @@ compared.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 SCALE = 10  # 1 lab Mbit/s stands for 10 real Mbit/s (topologies/campus.yaml)
 
 # Table 2: upload and download speeds by location, Mbit/s: (mean, std dev, maximum)
@@ -82,7 +84,7 @@ STREAMS_OUT = {
 }  # HPCx to Edinburgh
 
 
-def spread(series: dict[int, float]) -> float:
+def spread(series: Mapping[int, float]) -> float:
     """Largest over smallest mean of a sweep: how much the parameter moved throughput."""
     values = [v for v in series.values() if v > 0]
     return max(values) / min(values) if values else 0.0

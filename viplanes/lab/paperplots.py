@@ -7,7 +7,7 @@ so no label covers a bar or a legend. Every figure says the lab scale in its tit
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,7 @@ def _log2_x(ax: Any, ticks: list[int]) -> None:
     ax.minorticks_off()
 
 
-def _line(ax: Any, series: dict[int, float], label: str, color: str | None, style: str = "-o") -> None:
+def _line(ax: Any, series: Mapping[int, float], label: str, color: str | None, style: str = "-o") -> None:
     if series:
         ax.plot(list(series), list(series.values()), style, color=color, label=label)
 
@@ -82,9 +82,9 @@ def table2(records: list[Record], path: Path) -> bool:
     labels = [f"{p}-{'up' if d == 'upload' else 'down'}" for p, d in keys]
     lab = []
     for placement, direction in keys:
-        xs = [float(r["mbps"]) * P.SCALE for r in rc if r["placement"] == placement and r["direction"] == direction]
-        mean = sum(xs) / len(xs) if xs else 0.0
-        sd = (sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5 if len(xs) > 1 else 0.0
+        got = [float(r["mbps"]) * P.SCALE for r in rc if r["placement"] == placement and r["direction"] == direction]
+        mean = sum(got) / len(got) if got else 0.0
+        sd = (sum((x - mean) ** 2 for x in got) / (len(got) - 1)) ** 0.5 if len(got) > 1 else 0.0
         lab.append((mean, sd))
     fig, left, right = _pair(
         "Table 2: throughput by location (rclone; lanes for desktop and server)",
@@ -97,7 +97,7 @@ def table2(records: list[Record], path: Path) -> bool:
     for ax, values, color in ((left, [(m, s) for m, s, _ in P.TABLE2.values()], "#7f7f7f"), (right, lab, "#2e75b6")):
         xs = range(len(values))
         ax.bar(xs, [m for m, _ in values], 0.6, yerr=[s for _, s in values], capsize=3, color=color)
-        for x, (m, s) in zip(xs, values):
+        for x, (m, s) in zip(xs, values, strict=True):
             if m <= 0:
                 ax.annotate(
                     "no runs",

@@ -23,7 +23,7 @@ def by_placement(records: list[dict[str, Any]], rows: Sequence[Row], path: Path)
     if not tools:
         return False
     fig, axes = plt.subplots(1, len(tools), figsize=(6.5 * len(tools), 4.5), squeeze=False)
-    for ax, tool in zip(axes[0], tools):
+    for ax, tool in zip(axes[0], tools, strict=True):
         mine = [r for r in rows if r.tool == tool]
         xs = range(len(mine))
         width = 0.38
@@ -38,7 +38,7 @@ def by_placement(records: list[dict[str, Any]], rows: Sequence[Row], path: Path)
                 color=COLORS[kind],
                 label="campus default path" if kind == "default" else "VIP lane",
             )
-        for x, r in zip(xs, mine):
+        for x, r in zip(xs, mine, strict=True):
             if r.ratio:
                 top = max(s.mean + s.std for s in (r.default, r.lane) if s)
                 ax.annotate(f"{r.ratio:.1f}x", (x, top), ha="center", va="bottom", fontsize=9)
@@ -81,7 +81,7 @@ def by_parallel(records: list[dict[str, Any]], rows: Sequence[Row], path: Path) 
     if not panels:
         return False
     fig, axes = plt.subplots(1, len(panels), figsize=(7.5 * len(panels), 4.5), squeeze=False)
-    for ax, (tool, data) in zip(axes[0], panels):
+    for ax, (tool, data) in zip(axes[0], panels, strict=True):
         what = "parallel streams (-P)" if tool == "iperf3" else "parallel transfers (--transfers)"
         _lines(ax, data, what, f"{tool}: throughput by {what.split(' (')[0]}")
         ax.set_xticks(sorted({x for d in data.values() for x in d}))

@@ -13,7 +13,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 ORDER = {"desktop": 0, "server": 1, "dtn": 2}
 DIRS = {"upload": "up", "download": "down"}
@@ -140,7 +143,7 @@ def _num(s: Stats) -> list[str]:
     return [f"{s.mean:.3f}", f"{s.std:.3f}", f"{s.max:.3f}", str(s.n)]
 
 
-def rich_table(rows: Sequence[Row], title: str = "Table 2 (lab): throughput by location, Mbit/s"):
+def rich_table(rows: Sequence[Row], title: str = "Table 2 (lab): throughput by location, Mbit/s") -> Table:
     from rich.table import Table
 
     table = Table(title=title, padding=(0, 1))

@@ -165,7 +165,9 @@ def _wait_listening(host: Node, ip: str, port: int, procs: list[subprocess.Popen
     while time.monotonic() < deadline:
         for proc in procs:
             if proc.poll() is not None:
-                raise RuntimeError(f"cloud service {proc.args[3:]} exited with {proc.returncode}")
+                # Mininet's popen runs ``mnexec -cda PID argv...``: show the argv
+                argv = proc.args[3:] if isinstance(proc.args, list) else proc.args
+                raise RuntimeError(f"cloud service {argv!r} exited with {proc.returncode}")
         if f"{ip}:{port}" in host.cmd(f"ss -Hltn 'sport = :{port}'"):
             return
         time.sleep(0.2)

@@ -191,7 +191,7 @@ def routes6(topology: Topology, routes: tuple) -> list[tuple[str, str]]:
     interfaces on the v4 destination (``::/0`` for a default route). Legs without ip6: no twin."""
     out = []
     for dst, via in routes:
-        hop = next((i for i in _ifaces(topology) if i.ip.ip == via and i.ip6 is not None), None)
+        hop = next((i.ip6 for i in _ifaces(topology) if i.ip.ip == via and i.ip6 is not None), None)
         if hop is None:
             continue
         nets = (
@@ -199,7 +199,7 @@ def routes6(topology: Topology, routes: tuple) -> list[tuple[str, str]]:
             if dst.prefixlen == 0
             else {str(i.ip6.network) for i in _ifaces(topology) if i.ip6 is not None and i.ip.network == dst}
         )
-        out += [(net, str(hop.ip6.ip)) for net in sorted(nets)]
+        out += [(net, str(hop.ip)) for net in sorted(nets)]
     return out
 
 
@@ -211,7 +211,7 @@ def edge_routes6(topology: Topology) -> list[tuple[str, str]]:
         return []
     hop = next(
         (
-            i
+            i.ip6
             for box in topology.middleboxes
             for i in (box.inside, box.outside)
             if i.ip6 is not None and i.ip6.network == inside.network
@@ -226,7 +226,7 @@ def edge_routes6(topology: Topology) -> list[tuple[str, str]]:
         for h in topology.hosts
         if h.iface.ip6 is not None and h.role != "cloud" and h.iface.ip6.network not in on_link
     }
-    return [(net, str(hop.ip6.ip)) for net in sorted(nets)]
+    return [(net, str(hop.ip)) for net in sorted(nets)]
 
 
 def _routes(routes: tuple) -> list[tuple[str, str]]:

@@ -199,12 +199,12 @@ class LaneActivation:
         move (ended while installing)."""
         assert self.done_channel is not None
         outcomes = []
-        for lane, result in zip(lanes, results):
+        for lane, result in zip(lanes, results, strict=True):
             values, outcome, why = outcome_of(lane, result, result.latency_s, now)
             outcomes.append((lane.id, values, outcome, why))
         with self.db.statement_connection() as conn:
             moved = record_in_one(conn, outcomes, now, self.done_channel)
-        for lane, (_, values, _, _) in zip(lanes, outcomes):
+        for lane, (_, values, _, _) in zip(lanes, outcomes, strict=True):
             if lane.id in moved:
                 states.apply(lane, values)
         if moved and self.announced_hook is not None:
@@ -238,7 +238,9 @@ class LaneActivation:
                 for result in chosen:
                     self.on_activation(result.latency_s, result.ok)
                 unmoved = self._record_in_one(lanes, chosen, now)
-                ok_unmoved = [lane for lane, result in zip(lanes, chosen) if lane.id in unmoved and result.ok]
+                ok_unmoved = [
+                    lane for lane, result in zip(lanes, chosen, strict=True) if lane.id in unmoved and result.ok
+                ]
                 if ok_unmoved:
                     with self.db.read_connection() as conn:
                         for lane in ok_unmoved:

@@ -76,7 +76,7 @@ class LanePool:
             return list(
                 s.scalars(select(Lane.nat_ip).where(Lane.nat_ip.is_not(None), Lane.state.in_(LIVE_STATES)).distinct())
             )
-        return [a for a, taken in zip(self._addresses, s.execute(self._probe).one()) if taken]
+        return [a for a, taken in zip(self._addresses, s.execute(self._probe).one(), strict=True) if taken]
 
     def address_for(self, db: Database, s: Session | Connection, src_ip: str, locked: bool = False) -> str | None:
         """The address ``src_ip``'s live lanes already use, else the lowest free one; None if exhausted.

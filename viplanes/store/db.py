@@ -33,6 +33,7 @@ from typing import Any, cast
 from sqlalchemy import Connection, CursorResult, Engine, Executable, create_engine, event, text
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
 from viplanes.store.lanesql import prepared as pg_prepare
 from viplanes.store.lanesql import sqlite as rawsql
@@ -101,11 +102,11 @@ def _ping_idle_connections(engine: Engine) -> None:
     failed ping makes the pool replace the connection (``DisconnectionError``), as pre-ping did."""
 
     @event.listens_for(engine, "checkin")
-    def _on_checkin(_dbapi_conn, record) -> None:  # type: ignore[no-untyped-def]
+    def _on_checkin(_dbapi_conn: Any, record: ConnectionPoolEntry) -> None:
         record.info["checked_in_at"] = time.monotonic()
 
     @event.listens_for(engine, "checkout")
-    def _on_checkout(dbapi_conn, record, _proxy) -> None:  # type: ignore[no-untyped-def]
+    def _on_checkout(dbapi_conn: Any, record: ConnectionPoolEntry, _proxy: PoolProxiedConnection) -> None:
         last = record.info.get("checked_in_at")
         if last is not None and time.monotonic() - last < PING_IDLE_S:
             return
@@ -117,7 +118,7 @@ def _ping_idle_connections(engine: Engine) -> None:
 
 def _sqlite_setup(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+    def _on_connect(dbapi_conn: Any, _record: ConnectionPoolEntry) -> None:  # pysqlite's connection
         dbapi_conn.isolation_level = None  # pysqlite must not BEGIN on its own; we do below
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA journal_mode=WAL")
@@ -129,7 +130,7 @@ def _sqlite_setup(engine: Engine) -> None:
         cur.close()
 
     @event.listens_for(engine, "begin")
-    def _on_begin(conn) -> None:  # type: ignore[no-untyped-def]
+    def _on_begin(conn: Connection) -> None:
         immediate = conn.get_execution_options().get("sqlite_immediate", False)
         rawsql.execute_text(conn, "BEGIN IMMEDIATE" if immediate else "BEGIN")
 

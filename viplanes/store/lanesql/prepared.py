@@ -81,7 +81,7 @@ def _prepare(cursor: Any, statement: str, name: str, parameters: dict[str, Any])
         return None
     if any(
         pg_type in _UNTYPED and not isinstance(parameters.get(n), (str, type(None)))
-        for n, pg_type in zip(names, inferred)
+        for n, pg_type in zip(names, inferred, strict=True)
     ):
         # ``SELECT $1`` takes text where the inlined literal ``2`` was an integer: answers differ
         cursor.execute(f"DEALLOCATE {name}")

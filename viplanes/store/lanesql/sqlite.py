@@ -99,7 +99,7 @@ def compiled_for(conn: Executor, stmt: Executable, params: dict[str, Any]) -> Co
 def _run(executor: Executor, c: Compiled, params: dict[str, Any]) -> Any:
     conn = cast(Connection, executor)  # ``compiled_for`` gives a raw form only for a Connection
     values = []
-    for name, lookup, static, bind in zip(c.names, c.lookups, c.static, c.binds):
+    for name, lookup, static, bind in zip(c.names, c.lookups, c.static, c.binds, strict=True):
         if lookup in params:
             value = params[lookup]
         elif name in params or static is _REQUIRED:
@@ -116,7 +116,7 @@ def _run(executor: Executor, c: Compiled, params: dict[str, Any]) -> Any:
 
 
 def _processed(c: Compiled, row: Sequence[Any]) -> tuple[Any, ...]:
-    return tuple(p(v) if p is not None else v for p, v in zip(c.results, row))
+    return tuple(p(v) if p is not None else v for p, v in zip(c.results, row, strict=True))
 
 
 def rows(conn: Executor, stmt: Executable, params: dict[str, Any]) -> list[tuple[Any, ...]]:
@@ -138,7 +138,7 @@ def first_mapping(conn: Executor, stmt: Executable, params: dict[str, Any]) -> d
         return None if row is None else dict(row)
     stats["raw"] += 1
     found = _run(conn, c, params).fetchone()
-    return None if found is None else dict(zip(c.keys, _processed(c, found)))
+    return None if found is None else dict(zip(c.keys, _processed(c, found), strict=True))
 
 
 def scalar(conn: Executor, stmt: Executable, params: dict[str, Any]) -> Any:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 HERE = Path(__file__).resolve().parent
 
 
-def alembic_config(engine: Engine | None = None):  # type: ignore[no-untyped-def]
+def alembic_config(engine: Engine | None = None) -> Config:
     from alembic.config import Config
 
     cfg = Config()

@@ -14,7 +14,10 @@ target_metadata = Base.metadata
 def run() -> None:
     engine = config.attributes.get("engine")
     if engine is None:
-        engine = create_engine(config.get_main_option("sqlalchemy.url"))
+        url = config.get_main_option("sqlalchemy.url")
+        if url is None:
+            raise RuntimeError("alembic: neither an engine handed in nor sqlalchemy.url set")
+        engine = create_engine(url)
     with engine.connect() as conn:
         context.configure(
             connection=conn, target_metadata=target_metadata, render_as_batch=conn.dialect.name == "sqlite"
