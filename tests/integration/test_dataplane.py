@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.integration.labcampus import ServeProcess, lab_campus
+from tests.support.labcampus import ServeProcess, lab_campus
 
 pytestmark = pytest.mark.integration
 CLOUD = "203.0.113.10"

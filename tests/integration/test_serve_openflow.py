@@ -16,8 +16,8 @@ import time
 import pytest
 import requests
 
-from tests.integration.procs import free_port, lab_security_args
-from tests.integration.test_serve import Serve, bootstrap, setup_researcher
+from tests.support.procs import free_port, lab_security_args
+from tests.support.serve import Serve, bootstrap, setup_researcher
 
 pytestmark = pytest.mark.integration
 PREFIX = f"vlsrv{os.getpid() % 100000}"

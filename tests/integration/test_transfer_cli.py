@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.integration.test_serve import VIPLANES, Serve, bootstrap, setup_researcher
+from tests.support.serve import VIPLANES, Serve, bootstrap, setup_researcher
 
 pytestmark = pytest.mark.integration
 

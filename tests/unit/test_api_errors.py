@@ -71,7 +71,7 @@ def test_json_that_is_not_an_object(world):
 def test_naive_start_at_is_utc(world):
     import datetime as dt
 
-    from tests.unit.conftest import T0
+    from tests.support.clock import T0
 
     naive = dt.datetime.fromtimestamp(T0 + 60, dt.UTC).replace(tzinfo=None).isoformat()
     r = world.client.post("/api/v1/lanes", json={**LANE, "start_at": naive}, headers=world.h("alice"))

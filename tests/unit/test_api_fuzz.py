@@ -13,14 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.unit.conftest import make_world
+from tests.support.world import make_world
 
 MAX_DEPTH = 32  # viplanes.api.bodies.MAX_DEPTH (imported lazily below, so this file runs on older code)
 
 
 @pytest.fixture(scope="module")
 def fuzz_world(tmp_path_factory, topo):
-    from tests.unit.conftest import FakeClock
+    from tests.support.clock import FakeClock
     from viplanes.dataplane.memory import MemoryDataplane
 
     w = make_world(f"sqlite:///{tmp_path_factory.mktemp('fuzz') / 'f.db'}", FakeClock(), MemoryDataplane(), topo)

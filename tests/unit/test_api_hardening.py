@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.exc import OperationalError
 
-from tests.unit.conftest import T0
+from tests.support.clock import T0
 from tests.unit.test_store import lane_input, principals
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.errors import Conflict, Invalid
@@ -20,15 +20,6 @@ from viplanes.lanes.manager import LaneManager
 from viplanes.store import records as store
 from viplanes.store.db import Database
 from viplanes.store.models import Lane, Principal
-
-
-@pytest.fixture
-def db(db_url):
-    d = Database(db_url, pool_size=20)
-    d.create_all()
-    yield d
-    d.dispose()
-
 
 # --- the last operator -------------------------------------------------------------------------
 
@@ -156,7 +147,7 @@ def test_migration_refuses_names_that_differ_only_in_case(tmp_path):
 
 
 def _manager(db) -> LaneManager:
-    from tests.unit.conftest import CAMPUS
+    from tests.support.paths import CAMPUS_YAML as CAMPUS
     from viplanes.topologies.loader import load_topology
 
     return LaneManager(db, MemoryDataplane(), load_topology(CAMPUS), clock=lambda: T0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from tests.unit.conftest import T0
+from tests.support.clock import T0
 
 
 def iso(t: float) -> str:
@@ -54,7 +54,7 @@ def test_nat_pool_exhaustion_is_503_not_500(world, tmp_path, clock, dataplane):
     import ipaddress
     from dataclasses import replace
 
-    from tests.unit.conftest import make_world
+    from tests.support.world import make_world
 
     topo = world.app.extensions["viplanes"].topology
     small = replace(topo, lane_pool=replace(topo.lane_pool, prefix=ipaddress.IPv4Network("198.51.100.192/32")))
@@ -72,7 +72,7 @@ def test_nat_pool_exhaustion_is_503_not_500(world, tmp_path, clock, dataplane):
 
 def test_routable_source_gets_no_nat(world):
     with world.app.extensions["viplanes"].db.write() as s:
-        from tests.unit.conftest import GRANT
+        from tests.support.world import GRANT
         from viplanes.store import records as store
 
         store.create_grant(

@@ -17,7 +17,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.unit.conftest import make_world
+from tests.support.world import make_world
 
 
 @pytest.fixture

@@ -16,9 +16,10 @@ from os_ken.lib.packet import arp, packet
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
+from tests.support.clock import FakeClock
+from tests.support.fake_switches import arp_request
 from tests.support.flowsim import FlowSimError
 from tests.support.netsim import Network
-from tests.unit.fake_switches import Clock, arp_request
 from viplanes.controller.compile.lane import lane_cookie
 from viplanes.controller.openflow.app import VipLanesApp
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
@@ -100,8 +101,8 @@ def packet_in(dp: FakeDatapath, in_port: int, data: bytes):
 
 
 @pytest.fixture
-def campus(topo: Topology):
-    clock = Clock()
+def app_campus(topo: Topology):
+    clock = FakeClock()
     runtime = LaneRuntime(topo, clock=clock, spawn=lambda fn: fn())
     app = VipLanesApp(lane_runtime=runtime)
     net = Network(topo)
@@ -109,8 +110,8 @@ def campus(topo: Topology):
     return app, runtime, net, dps, clock
 
 
-def test_every_handler(campus, topo: Topology, caplog: pytest.LogCaptureFixture) -> None:
-    app, runtime, net, dps, clock = campus
+def test_every_handler(app_campus, topo: Topology, caplog: pytest.LogCaptureFixture) -> None:
+    app, runtime, net, dps, clock = app_campus
     caplog.set_level(logging.INFO, logger="viplanes")
     # connect: registry, the log line procs.py greps, base flows reconciled in
     for dp in dps.values():
@@ -211,10 +212,10 @@ def test_standalone_app_installs_table_miss_only(topo: Topology) -> None:
     assert [(m.priority, m.instructions[0].actions[0].port) for m in mods] == [(0, ofp.OFPP_NORMAL)]
 
 
-def test_features_before_os_kens_handler_set_the_dpid(campus) -> None:
+def test_features_before_os_kens_handler_set_the_dpid(app_campus) -> None:
     """os-ken's handshake app sets ``dp.id`` on its own event thread; ours may handle the same
     features reply first. The switch must still be registered under its dpid, and be ready."""
-    app, runtime, net, dps, _ = campus
+    app, runtime, net, dps, _ = app_campus
     dp = dps[3]
     event = features(dp)
     dp.id = None  # os-ken's thread has not run yet

@@ -24,9 +24,9 @@ from os_ken.ofproto import ofproto_parser, ofproto_protocol
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
+from tests.support.paths import REPO
+from tests.support.procs import free_port, stop_process
 from viplanes.controller.openflow.guard import DROP, OK, REJECT, check_message
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def msg(msg_type: int, body: bytes, version: int = 4, xid: int = 1) -> bytes:
@@ -315,12 +315,6 @@ def test_whatever_the_guard_lets_through_parses_in_bounded_time(base: str, edits
 
 
 # ---- a live controller against hostile peers --------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class Peer:
     """A bare-bytes OpenFlow 1.3 switch: enough handshake to be a connected switch."""
 
@@ -396,8 +390,8 @@ class Peer:
 
 
 @pytest.fixture
-def controller(tmp_path: Path):
-    port = _free_port()
+def osken_controller(tmp_path: Path):
+    port = free_port()
     log = tmp_path / "controller.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
@@ -423,12 +417,7 @@ def controller(tmp_path: Path):
             time.sleep(0.05)
         yield proc, port, log
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop_process(proc, 10)
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -436,8 +425,8 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def test_hostile_peers_cost_only_their_own_connection(controller) -> None:
-    proc, port, log = controller
+def test_hostile_peers_cost_only_their_own_connection(osken_controller) -> None:
+    proc, port, log = osken_controller
     good = Peer(port, dpid=77)
     good.handshake()
     assert good.serve_until(ofp.OFPT_FLOW_MOD) is not None  # reconciled: table-miss arrives

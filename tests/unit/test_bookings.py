@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-from pathlib import Path
 
 import pytest
 
-from tests.unit.conftest import GRANT, FakeClock, World, make_world
+from tests.support.clock import FakeClock
+from tests.support.paths import REPO
+from tests.support.world import GRANT, World, make_world
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.lanes.manager import BOOKINGS_PER_LANE
 from viplanes.topologies.loader import load_topology
 
-CAMPUS = Path(__file__).resolve().parents[2] / "topologies" / "campus.yaml"
+CAMPUS = REPO / "topologies" / "campus.yaml"
 
 
 @pytest.fixture

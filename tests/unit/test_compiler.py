@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 from os_ken.ofproto import ofproto_v1_3 as ofp
@@ -33,17 +32,11 @@ from viplanes.controller.compile.lane import (
     lane_ingress_ports,
 )
 from viplanes.domain.values import LaneSpec
-from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import PortRef, Topology
 
 NOW = 1_700_000_000.0
 NAT_IP = "198.51.100.200"
 CLOUD = "203.0.113.10"
-
-
-@pytest.fixture
-def topo(campus_yaml: Path) -> Topology:
-    return load_topology(campus_yaml)
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 import ipaddress
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -15,6 +14,7 @@ from hypothesis import strategies as st
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
+from tests.support.paths import REPO
 from viplanes.controller.compile.lane import (
     compile_base,
     compile_flow_delete,
@@ -26,7 +26,7 @@ from viplanes.topologies.loader import load_topology
 
 OFCTL = shutil.which("ovs-ofctl")
 pytestmark = pytest.mark.skipif(OFCTL is None, reason="ovs-ofctl (openvswitch-common) not installed")
-CAMPUS = load_topology(Path(__file__).resolve().parents[2] / "topologies" / "campus.yaml")
+CAMPUS = load_topology(REPO / "topologies" / "campus.yaml")
 NOW = 1000.0
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import struct
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -14,6 +13,7 @@ from os_ken.lib.packet import arp, ether_types, ethernet, packet
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
+from tests.support.paths import REPO
 from viplanes.controller.compile import cookies
 from viplanes.controller.compile.flowkey import flow_key_of, match_key
 from viplanes.controller.compile.lane import (
@@ -30,11 +30,6 @@ from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import Topology
 
 NOW = 1000.0
-
-
-@pytest.fixture(scope="module")
-def topo() -> Topology:
-    return load_topology(Path(__file__).resolve().parents[2] / "topologies" / "campus.yaml")
 
 
 def all_messages(topo: Topology) -> list:
@@ -282,7 +277,7 @@ _TOPO: list[Topology] = []
 
 def load_topology_cached() -> Topology:
     if not _TOPO:
-        _TOPO.append(load_topology(Path(__file__).resolve().parents[2] / "topologies" / "campus.yaml"))
+        _TOPO.append(load_topology(REPO / "topologies" / "campus.yaml"))
     return _TOPO[0]
 
 

@@ -10,7 +10,8 @@ import pytest
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from tests.unit.fake_switches import Clock, FakeSwitches, clock, inline_runtime, switches  # noqa: F401 (fixtures)
+from tests.support.clock import FakeClock
+from tests.support.fake_switches import FakeSwitches, inline_runtime
 from tests.unit.test_runtime import lane_flows, spec
 from viplanes.controller.compile.cookies import EXACT_MASK, lane_cookie
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
@@ -19,7 +20,7 @@ from viplanes.topologies.model import Topology
 
 
 @pytest.fixture
-def carried(topo: Topology, clock: Clock, switches: FakeSwitches) -> tuple[LaneRuntime, list[LaneSpec]]:
+def carried(topo: Topology, clock: FakeClock, switches: FakeSwitches) -> tuple[LaneRuntime, list[LaneSpec]]:
     """A runtime with base flows and two active lanes that the source (database) also lists."""
     lanes = [spec(1, now=clock.now), spec(2, dst_port=5202, now=clock.now)]
     rt = inline_runtime(topo, clock, switches, base_flows=True)

@@ -8,7 +8,7 @@ import threading
 import pytest
 from sqlalchemy import event
 
-from tests.unit.conftest import T0
+from tests.support.clock import T0
 from viplanes.authz.tokencache import TOKENS, TokenCache
 from viplanes.authz.tokens import Caller
 from viplanes.lanes.manager import LaneManager
@@ -287,7 +287,8 @@ def test_freeze_survivors_collects_garbage_first_and_freezes_the_rest(monkeypatc
 def test_bulk_warm_up_and_reconcile_freeze_what_they_built(topo, monkeypatch):
     """A bulk of newly compiled lanes is frozen once; a restart's 140 switch reconciles of the
     same lanes do not each run a full collection again."""
-    from tests.unit.fake_switches import Clock, FakeSwitches
+    from tests.support.clock import FakeClock
+    from tests.support.fake_switches import FakeSwitches
     from viplanes.controller.runtime import heap
     from viplanes.controller.runtime.lane_runtime import LaneRuntime
 
@@ -297,7 +298,7 @@ def test_bulk_warm_up_and_reconcile_freeze_what_they_built(topo, monkeypatch):
     monkeypatch.setattr(heap.gc, "unfreeze", lambda: None)
     monkeypatch.setattr(heap, "BULK_LANES", 2)
     monkeypatch.setattr(heap, "_frozen_lanes", None)
-    clock = Clock()
+    clock = FakeClock()
     switches = FakeSwitches(topo, clock)
     rt = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
     lanes = [_spec(1, clock())]
@@ -322,7 +323,8 @@ def test_bulk_warm_up_and_reconcile_freeze_what_they_built(topo, monkeypatch):
 def test_a_warm_up_with_few_lanes_still_lets_the_first_bulk_freeze(topo, monkeypatch):
     """The warm-up's freeze of the base flows does not count as a bulk of lanes: 1,000 lanes
     made later are still frozen when they arrive."""
-    from tests.unit.fake_switches import Clock, FakeSwitches
+    from tests.support.clock import FakeClock
+    from tests.support.fake_switches import FakeSwitches
     from viplanes.controller.runtime import heap
     from viplanes.controller.runtime.lane_runtime import LaneRuntime
 
@@ -331,7 +333,7 @@ def test_a_warm_up_with_few_lanes_still_lets_the_first_bulk_freeze(topo, monkeyp
     monkeypatch.setattr(heap.gc, "unfreeze", lambda: None)
     monkeypatch.setattr(heap, "BULK_LANES", 3)
     monkeypatch.setattr(heap, "_frozen_lanes", None)
-    clock = Clock()
+    clock = FakeClock()
     rt = FakeSwitches(topo, clock).attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
     rt.attach_source(lambda: [_spec(1, clock()), _spec(2, clock())])
     rt.warm_up()

@@ -5,12 +5,11 @@ ranges, source ports, meters) and with the cache cold, warm and cleared."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
+from tests.support.paths import REPO
 from viplanes.controller.compile import fastmatch
 from viplanes.controller.compile.lane import compile_base, compile_lane
 from viplanes.controller.compile.shared import lane_addresses
@@ -18,10 +17,7 @@ from viplanes.domain.values import LaneSpec
 from viplanes.topologies.loader import load_topology
 
 NOW = 1000.0
-TOPOLOGIES = {
-    name: load_topology(Path(__file__).resolve().parents[2] / "topologies" / f"{name}.yaml")
-    for name in ("campus", "campus-dualstack")
-}
+TOPOLOGIES = {name: load_topology(REPO / "topologies" / f"{name}.yaml") for name in ("campus", "campus-dualstack")}
 
 
 class _Datapath:  # what serialize() reads of a datapath

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from tests.unit.conftest import T0
-from tests.unit.test_store import _topo, db, lane_input, principals  # noqa: F401  (fixture)
+from tests.support.clock import T0
+from tests.unit.test_store import _topo, lane_input, principals
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.lanes.manager import LaneManager
 from viplanes.store.models import AuditEvent, Lane

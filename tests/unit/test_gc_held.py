@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import threading
 
-from tests.unit.fake_switches import Clock
+from tests.support.clock import FakeClock
 from tests.unit.test_switch_count import lane, restarted, synth
 from viplanes.controller.runtime import heap
 
@@ -45,7 +45,7 @@ def test_a_gc_that_was_off_stays_off():
 
 def test_a_switch_reconcile_runs_with_the_gc_held_and_gives_it_back(monkeypatch):
     topo = synth(4)
-    runtime, switches, _source = restarted(topo, [lane(1, 0, Clock()())])
+    runtime, switches, _source = restarted(topo, [lane(1, 0, FakeClock()())])
     seen: list[bool] = []
     real = runtime.flow_stats
 

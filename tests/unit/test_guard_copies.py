@@ -5,17 +5,16 @@ message: sending it to one switch (xid, buffer, datapath) leaves every other cop
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from tests.support.paths import REPO
 from tests.unit.test_fastmatch import _Datapath
 from viplanes.controller.compile import base as guardflows
 from viplanes.controller.compile.flowkey import cached_key, flow_key_of
 from viplanes.controller.compile.lane import compile_base
 from viplanes.topologies.loader import load_topology
 
-TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
+TOPOLOGIES = REPO / "topologies"
 
 
 def _wire(msg) -> bytes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from tests.unit.conftest import make_world
+from tests.support.world import make_world
 from viplanes.cluster.handoff import RemoteDataplane
 from viplanes.cluster.leader import LeaderLease
 from viplanes.dataplane.memory import MemoryDataplane

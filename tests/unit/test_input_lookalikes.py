@@ -10,26 +10,21 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.conftest import FakeClock, World
-from tests.unit.test_lane_sets import DUAL, ask, make
+from tests.support.clock import FakeClock
+from tests.support.world import World
+from tests.unit.test_lane_sets import ask, make
 from viplanes.controller.compile.lane import compile_desired
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.domain.portmasks import PortRangeError, parse_port_ranges
 from viplanes.domain.values import LaneSpec, is_decimal
 from viplanes.lanes.resolver import StaticResolver
-from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import Topology
 
 DTN6 = "2001:db8:3::30"
 
 
-@pytest.fixture(scope="module")
-def dual() -> Topology:
-    return load_topology(DUAL)
-
-
 @pytest.fixture
-def w(sqlite_url: str, clock: FakeClock, dual: Topology) -> World:
+def plain_w(sqlite_url: str, clock: FakeClock, dual: Topology) -> World:
     return make(sqlite_url, clock, MemoryDataplane(), dual, StaticResolver({}))
 
 
@@ -41,18 +36,18 @@ def w(sqlite_url: str, clock: FakeClock, dual: Topology) -> World:
         ("dst_prefix", "2001:db8:ff::%1/64"),
     ],
 )
-def test_a_zone_id_in_a_destination_is_refused(w: World, field: str, value: str) -> None:
-    r = ask(w, src_ip=DTN6, dst_port=443, **{field: value})
+def test_a_zone_id_in_a_destination_is_refused(plain_w: World, field: str, value: str) -> None:
+    r = ask(plain_w, src_ip=DTN6, dst_port=443, **{field: value})
     body = r.get_json()
     assert r.status_code == 422 and "zone id" in str(body["details"]), body
 
 
-def test_a_zone_id_in_the_source_is_refused(w: World) -> None:
-    r = ask(w, src_ip=DTN6 + "%1", dst_ip="2001:db8:ff::10", dst_port=443)
+def test_a_zone_id_in_the_source_is_refused(plain_w: World) -> None:
+    r = ask(plain_w, src_ip=DTN6 + "%1", dst_ip="2001:db8:ff::10", dst_port=443)
     assert r.status_code == 422 and "zone id" in str(r.get_json()["details"])
 
 
-def test_a_zone_id_in_a_grant_prefix_is_refused(w: World) -> None:
+def test_a_zone_id_in_a_grant_prefix_is_refused(plain_w: World) -> None:
     body = {
         "principal": "alice",
         "src_prefixes": ["2001:db8:3::%1/64"],
@@ -62,7 +57,7 @@ def test_a_zone_id_in_a_grant_prefix_is_refused(w: World) -> None:
         "max_duration_s": 600,
         "max_lanes": 1,
     }
-    r = w.client.post("/api/v1/grants", json=body, headers=w.h("root"))
+    r = plain_w.client.post("/api/v1/grants", json=body, headers=plain_w.h("root"))
     assert r.status_code == 422 and "zone id" in str(r.get_json()["details"])
 
 
@@ -83,9 +78,10 @@ def test_one_lane_the_compiler_cannot_build_does_not_stop_the_others(dual: Topol
 
 
 def test_a_batch_with_a_lane_that_cannot_be_built_activates_the_rest(dual: Topology) -> None:
-    from tests.unit.fake_switches import Clock, FakeSwitches, inline_runtime
+    from tests.support.clock import FakeClock
+    from tests.support.fake_switches import FakeSwitches, inline_runtime
 
-    clock = Clock(1.8e9)
+    clock = FakeClock(1.8e9)
     runtime = inline_runtime(dual, clock, FakeSwitches(dual, clock), base_flows=True)
     good = LaneSpec(1, "10.1.0.20", "203.0.113.10", "tcp", 443, None, "198.51.100.200", 1.8e9 + 600)
     bad = LaneSpec(
@@ -106,17 +102,17 @@ def test_a_batch_with_a_lane_that_cannot_be_built_activates_the_rest(dual: Topol
 
 
 @pytest.mark.parametrize("ports", ["²", ["9000", "¹"], "9000-9²", "١٢"])
-def test_lookalike_digits_in_ports_are_a_422(w: World, ports: object) -> None:
-    r = ask(w, src_ip="198.51.100.30", dst_ip="203.0.113.10", dst_ports=ports)
+def test_lookalike_digits_in_ports_are_a_422(plain_w: World, ports: object) -> None:
+    r = ask(plain_w, src_ip="198.51.100.30", dst_ip="203.0.113.10", dst_ports=ports)
     assert r.status_code == 422, r.get_json()
     with pytest.raises(PortRangeError):
         parse_port_ranges(ports)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("cookie", ["².x", "¹²³.payload", "١.x"])
-def test_a_session_cookie_with_lookalike_digits_is_no_session(w: World, cookie: str) -> None:
-    w.client.set_cookie("vl_session", cookie, path="/ui")
-    r = w.client.get("/ui/lanes")
+def test_a_session_cookie_with_lookalike_digits_is_no_session(plain_w: World, cookie: str) -> None:
+    plain_w.client.set_cookie("vl_session", cookie, path="/ui")
+    r = plain_w.client.get("/ui/lanes")
     assert r.status_code == 302 and "/ui/login" in r.headers["Location"]
 
 

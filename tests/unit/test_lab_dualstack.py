@@ -3,13 +3,10 @@ v4 ones, the edge's route back to campus v6 networks, and the dnsmasq command li
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from tests.support.paths import REPO
 from viplanes.lab.dns import _args
 from viplanes.lab.topo import edge_routes6, routes6
 from viplanes.topologies.loader import load_topology
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_v6_routes_mirror_the_v4_routes() -> None:

@@ -8,21 +8,14 @@ reads. The edited copies show each verdict can come out the other way.
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
+from tests.support.paths import UNIT_FIXTURES
 from viplanes.lab import fidelity
 from viplanes.lab.fidelity import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED, Finding, findings, markdown, rises
 
-FIXTURE = Path(__file__).parent / "fixtures" / "lab" / "paper_results.jsonl"
-
-
-@pytest.fixture(scope="module")
-def recorded() -> list[dict[str, Any]]:
-    return [json.loads(line) for line in FIXTURE.read_text().splitlines() if line.strip()]
+FIXTURE = UNIT_FIXTURES / "lab" / "paper_results.jsonl"
 
 
 def by_claim(items: list[Finding], words: str) -> Finding:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -10,14 +9,10 @@ import matplotlib.pyplot as plt
 import pytest
 from matplotlib.patches import Rectangle
 
+from tests.support.paths import UNIT_FIXTURES
 from viplanes.lab import paperplots
 
-FIXTURE = Path(__file__).parent / "fixtures" / "lab" / "paper_results.jsonl"
-
-
-@pytest.fixture(scope="module")
-def recorded() -> list[dict[str, Any]]:
-    return [json.loads(line) for line in FIXTURE.read_text().splitlines() if line.strip()]
+FIXTURE = UNIT_FIXTURES / "lab" / "paper_results.jsonl"
 
 
 @pytest.fixture

@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from tests.support.paths import REPO
 from viplanes.lab.measure import rclone_argv
 from viplanes.lab.wanproxy import TokenBucket, main, parse_forward
 from viplanes.topologies.loader import TopologyError, load_topology, parse_topology
 from viplanes.topologies.model import Wan
 
-REPO = Path(__file__).resolve().parents[2]
 CAMPUS = REPO / "topologies" / "campus.yaml"
-
-
-@pytest.fixture
-def campus_data() -> dict[str, Any]:
-    return yaml.safe_load(CAMPUS.read_text())
 
 
 def test_campus_models_the_wan() -> None:

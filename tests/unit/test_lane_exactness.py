@@ -4,7 +4,6 @@ no second door, switch-side ARP, and the stateless fallback's stated limits."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -12,6 +11,7 @@ from hypothesis import strategies as st
 
 from tests.support.flowsim import icmp_error, ip_packet, make_packet
 from tests.support.netsim import Network
+from tests.support.paths import REPO
 from viplanes.controller.compile.lane import compile_base, compile_desired, compile_lane
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.loader import load_topology
@@ -23,7 +23,7 @@ FW_MAC = "02:00:00:02:00:01"
 
 
 def campus(conntrack: bool = True) -> Topology:
-    topo = load_topology(Path(__file__).resolve().parents[2] / "topologies" / "campus.yaml")
+    topo = load_topology(REPO / "topologies" / "campus.yaml")
     if conntrack:
         return topo
     switches = tuple(dataclasses.replace(s, conntrack=False) for s in topo.switches)

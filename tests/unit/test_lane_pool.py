@@ -26,7 +26,7 @@ def test_large_pool_falls_back_to_reading_live_addresses(world, tmp_path, clock,
     import ipaddress
     from dataclasses import replace
 
-    from tests.unit.conftest import make_world
+    from tests.support.world import make_world
 
     topo = world.app.extensions["viplanes"].topology
     big = replace(topo, lane_pool=replace(topo.lane_pool, prefix=ipaddress.IPv4Network("100.64.0.0/22")))

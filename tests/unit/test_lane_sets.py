@@ -3,26 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.unit.conftest import GRANT, FakeClock, World
+from tests.support.clock import FakeClock
+from tests.support.paths import REPO
+from tests.support.world import GRANT, World
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.lanes.names import NameRefresher
 from viplanes.lanes.resolver import StaticResolver
 from viplanes.store import records as store
-from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import Topology
 
-DUAL = Path(__file__).resolve().parents[2] / "topologies" / "campus-dualstack.yaml"
+DUAL = REPO / "topologies" / "campus-dualstack.yaml"
 NAME = "s3.cloud.example"
-
-
-@pytest.fixture(scope="module")
-def dual() -> Topology:
-    return load_topology(DUAL)
 
 
 @pytest.fixture

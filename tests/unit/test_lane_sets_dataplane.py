@@ -14,9 +14,11 @@ from hypothesis import strategies as st
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
+from tests.support.clock import FakeClock
+from tests.support.fake_switches import FakeSwitches, inline_runtime
 from tests.support.flowsim import icmp6_error, ip6_packet, ip_packet, make_packet
 from tests.support.netsim import Network
-from tests.unit.fake_switches import Clock, FakeSwitches, clock, inline_runtime  # noqa: F401
+from tests.support.paths import REPO
 from viplanes.controller.compile import base as guardflows
 from viplanes.controller.compile.lane import compile_base, compile_desired, compile_lane
 from viplanes.domain.values import LaneSpec
@@ -28,12 +30,7 @@ NOW = 1_700_000_000.0
 NAT_IP = "198.51.100.200"
 CLOUDS = ("203.0.113.10", "203.0.113.11", "203.0.113.12")
 DESKTOP6, CLOUD6 = "2001:db8:1::10", "2001:db8:ff::10"
-DUALSTACK = Path(__file__).resolve().parents[2] / "topologies" / "campus-dualstack.yaml"
-
-
-@pytest.fixture
-def topo() -> Topology:
-    return load_topology(DUALSTACK)
+DUALSTACK = REPO / "topologies" / "campus-dualstack.yaml"
 
 
 def stateless_topo(tmp_path: Path) -> Topology:
@@ -67,9 +64,9 @@ def set_lane(
     )
 
 
-def network(topo: Topology, *lanes: LaneSpec) -> Network:
-    net = Network(topo)
-    net.install(compile_desired(topo, lanes, NOW)[0])
+def network(dual: Topology, *lanes: LaneSpec) -> Network:
+    net = Network(dual)
+    net.install(compile_desired(dual, lanes, NOW)[0])
     return net
 
 
@@ -78,16 +75,16 @@ def only(outcomes: list) -> Any:
     return outcomes[0]
 
 
-def v4_out(topo: Topology, dst: str, port: int) -> dict:
+def v4_out(dual: Topology, dst: str, port: int) -> dict:
     return ip_packet(
-        topo.host("desktop").iface.mac, topo.middleboxes[0].inside.mac, "10.1.0.10", dst, "tcp", 40000, port
+        dual.host("desktop").iface.mac, dual.middleboxes[0].inside.mac, "10.1.0.10", dst, "tcp", 40000, port
     )
 
 
-def v6_out(topo: Topology, dst: str = CLOUD6, port: int | None = 5201, **change: Any) -> dict:
+def v6_out(dual: Topology, dst: str = CLOUD6, port: int | None = 5201, **change: Any) -> dict:
     pkt = ip6_packet(
-        topo.host("desktop").iface.mac,
-        topo.middleboxes[0].inside.mac,
+        dual.host("desktop").iface.mac,
+        dual.middleboxes[0].inside.mac,
         DESKTOP6,
         dst,
         "tcp",
@@ -98,82 +95,82 @@ def v6_out(topo: Topology, dst: str = CLOUD6, port: int | None = 5201, **change:
     return pkt
 
 
-def v6_back(topo: Topology, port: int = 5201) -> dict:
-    return ip6_packet(topo.edge.inside.mac, topo.host("desktop").iface.mac, CLOUD6, DESKTOP6, "tcp", port, 40000)
+def v6_back(dual: Topology, port: int = 5201) -> dict:
+    return ip6_packet(dual.edge.inside.mac, dual.host("desktop").iface.mac, CLOUD6, DESKTOP6, "tcp", port, 40000)
 
 
 # ---- several destinations, port ranges ------------------------------------------------------
-def test_every_destination_and_port_of_the_set_takes_the_lane(topo: Topology) -> None:
-    net = network(topo, set_lane())
+def test_every_destination_and_port_of_the_set_takes_the_lane(dual: Topology) -> None:
+    net = network(dual, set_lane())
     for dst in CLOUDS:
         for port in (5201, 5202, 5203):
-            out = only(net.send_from_host("desktop", v4_out(topo, dst, port)))
+            out = only(net.send_from_host("desktop", v4_out(dual, dst, port)))
             assert out.kind == "edge" and out.left_by("s2", 3), (dst, port)
             assert out.packet["ipv4_src"] == NAT_IP
-            back = ip_packet(topo.edge.inside.mac, topo.lane_pool.mac, dst, NAT_IP, "tcp", port, 40000)
+            back = ip_packet(dual.edge.inside.mac, dual.lane_pool.mac, dst, NAT_IP, "tcp", port, 40000)
             home = only(net.send_from_edge(back))
             assert (home.kind, home.node, home.packet["ipv4_dst"]) == ("host", "desktop", "10.1.0.10")
 
 
 @pytest.mark.parametrize("dst,port", [(CLOUDS[0], 5200), (CLOUDS[0], 5204), ("203.0.113.13", 5201)])
-def test_outside_the_set_takes_the_normal_path(topo: Topology, dst: str, port: int) -> None:
-    net = network(topo, set_lane())
-    assert only(net.send_from_host("desktop", v4_out(topo, dst, port))).kind == "NORMAL"
+def test_outside_the_set_takes_the_normal_path(dual: Topology, dst: str, port: int) -> None:
+    net = network(dual, set_lane())
+    assert only(net.send_from_host("desktop", v4_out(dual, dst, port))).kind == "NORMAL"
 
 
-def test_a_prefix_lane_carries_its_whole_network(topo: Topology) -> None:
-    net = network(topo, set_lane(nets=("203.0.113.16/28",), ports=((50000, 51000),)))
+def test_a_prefix_lane_carries_its_whole_network(dual: Topology) -> None:
+    net = network(dual, set_lane(nets=("203.0.113.16/28",), ports=((50000, 51000),)))
     for dst, port in (("203.0.113.16", 50000), ("203.0.113.31", 51000), ("203.0.113.20", 50511)):
-        assert only(net.send_from_host("desktop", v4_out(topo, dst, port))).kind == "edge"
+        assert only(net.send_from_host("desktop", v4_out(dual, dst, port))).kind == "edge"
     for dst, port in (("203.0.113.32", 50000), ("203.0.113.20", 51001), ("203.0.113.20", 49999)):
-        assert only(net.send_from_host("desktop", v4_out(topo, dst, port))).kind == "NORMAL"
+        assert only(net.send_from_host("desktop", v4_out(dual, dst, port))).kind == "NORMAL"
 
 
 # ---- IPv6 ------------------------------------------------------------------------------------
 @pytest.fixture
-def v6_net(topo: Topology) -> Network:
-    return network(topo, set_lane(nets=(f"{CLOUD6}/128",), ports=((5201, 5201),), src_ip=DESKTOP6, nat_ip=None))
+def v6_net(dual: Topology) -> Network:
+    return network(dual, set_lane(nets=(f"{CLOUD6}/128",), ports=((5201, 5201),), src_ip=DESKTOP6, nat_ip=None))
 
 
-def test_v6_lane_forward_untranslated_and_replies_come_back(v6_net: Network, topo: Topology) -> None:
-    out = only(v6_net.send_from_host("desktop", v6_out(topo)))
+def test_v6_lane_forward_untranslated_and_replies_come_back(v6_net: Network, dual: Topology) -> None:
+    out = only(v6_net.send_from_host("desktop", v6_out(dual)))
     assert (out.kind, out.leg) == ("edge", "inside") and out.left_by("s2", 3)
     assert (out.packet["ipv6_src"], out.packet["ipv6_dst"]) == (DESKTOP6, CLOUD6)
-    assert out.packet["eth_src"] == topo.host("desktop").iface.mac  # no lane address on v6
-    home = only(v6_net.send_from_edge(v6_back(topo)))
+    assert out.packet["eth_src"] == dual.host("desktop").iface.mac  # no lane address on v6
+    home = only(v6_net.send_from_edge(v6_back(dual)))
     assert (home.kind, home.node) == ("host", "desktop") and home.left_by("s2", 1)
-    assert home.packet["eth_src"] == topo.middleboxes[0].inside.mac  # its v6 gateway's MAC
+    assert home.packet["eth_src"] == dual.middleboxes[0].inside.mac  # its v6 gateway's MAC
 
 
-def test_v6_inbound_connection_is_not_a_lane_reply(v6_net: Network, topo: Topology) -> None:
-    syn = dict(v6_back(topo), tcp_flags=0x002)  # nothing went out first: conntrack says +new
+def test_v6_inbound_connection_is_not_a_lane_reply(v6_net: Network, dual: Topology) -> None:
+    syn = dict(v6_back(dual), tcp_flags=0x002)  # nothing went out first: conntrack says +new
     out = only(v6_net.send_from_edge(syn))
     assert out.kind == "NORMAL" and not out.left_by("s3", 3)  # the normal path, never the bypass
 
 
-def test_v6_wrong_source_or_mac_is_not_steered(v6_net: Network, topo: Topology) -> None:
+def test_v6_wrong_source_or_mac_is_not_steered(v6_net: Network, dual: Topology) -> None:
     for change in ({"ipv6_src": "2001:db8:1::11"}, {"eth_src": "02:00:00:01:00:99"}, {"tcp_dst": 5202}):
-        assert only(v6_net.send_from_host("desktop", v6_out(topo, **change))).kind == "NORMAL"
+        assert only(v6_net.send_from_host("desktop", v6_out(dual, **change))).kind == "NORMAL"
 
 
-def test_v6_packet_too_big_for_a_lane_connection_reaches_the_host(v6_net: Network, topo: Topology) -> None:
-    sent = only(v6_net.send_from_host("desktop", v6_out(topo))).packet
-    ptb = icmp6_error(topo.edge.inside.mac, topo.host("desktop").iface.mac, "2001:db8:3::1", DESKTOP6, sent)
+def test_v6_packet_too_big_for_a_lane_connection_reaches_the_host(v6_net: Network, dual: Topology) -> None:
+    sent = only(v6_net.send_from_host("desktop", v6_out(dual))).packet
+    ptb = icmp6_error(dual.edge.inside.mac, dual.host("desktop").iface.mac, "2001:db8:3::1", DESKTOP6, sent)
     home = only(v6_net.send_from_edge(ptb))
     assert (home.kind, home.node) == ("host", "desktop") and home.left_by("s2", 1)
     assert home.packet["icmpv6_type"] == 2
 
 
-def test_v6_packet_too_big_for_no_lane_connection_takes_the_normal_path(v6_net: Network, topo: Topology) -> None:
-    other = v6_out(topo, port=443)  # never sent on the lane: conntrack knows no such connection
-    ptb = icmp6_error(topo.edge.inside.mac, topo.host("desktop").iface.mac, "2001:db8:3::1", DESKTOP6, other)
+def test_v6_packet_too_big_for_no_lane_connection_takes_the_normal_path(v6_net: Network, dual: Topology) -> None:
+    other = v6_out(dual, port=443)  # never sent on the lane: conntrack knows no such connection
+    ptb = icmp6_error(dual.edge.inside.mac, dual.host("desktop").iface.mac, "2001:db8:3::1", DESKTOP6, other)
     assert only(v6_net.send_from_edge(ptb)).kind == "NORMAL"
 
 
 @pytest.mark.parametrize("icmp_type", [133, 134, 135, 136])
-def test_neighbour_discovery_keeps_the_normal_path(v6_net: Network, topo: Topology, icmp_type: int) -> None:
+def test_neighbour_discovery_keeps_the_normal_path(v6_net: Network, dual: Topology, icmp_type: int) -> None:
     nd = make_packet(
-        eth_src=topo.host("desktop").iface.mac,
+        eth_src=dual.host("desktop").iface.mac,
         eth_dst="33:33:ff:00:00:01",
         eth_type=0x86DD,
         ip_proto=58,
@@ -183,21 +180,21 @@ def test_neighbour_discovery_keeps_the_normal_path(v6_net: Network, topo: Topolo
         icmpv6_code=0,
     )
     assert only(v6_net.send_from_host("desktop", nd)).kind == "NORMAL"
-    from_edge = dict(nd, eth_src=topo.edge.inside.mac, ipv6_src="2001:db8:3::1")
+    from_edge = dict(nd, eth_src=dual.edge.inside.mac, ipv6_src="2001:db8:3::1")
     assert only(v6_net.send_from_edge(from_edge)).kind == "NORMAL"  # not through conntrack
 
 
-def test_v6_non_first_fragments_take_the_normal_path(v6_net: Network, topo: Topology) -> None:
+def test_v6_non_first_fragments_take_the_normal_path(v6_net: Network, dual: Topology) -> None:
     """No L4 header (OVS reports ports 0): no lane rule matches; the first fragment does."""
-    assert only(v6_net.send_from_host("desktop", v6_out(topo, port=None))).kind == "NORMAL"
-    assert only(v6_net.send_from_host("desktop", v6_out(topo))).kind == "edge"
+    assert only(v6_net.send_from_host("desktop", v6_out(dual, port=None))).kind == "NORMAL"
+    assert only(v6_net.send_from_host("desktop", v6_out(dual))).kind == "edge"
 
 
-def test_v4_non_first_fragments_take_the_normal_path(topo: Topology) -> None:
-    net = network(topo, set_lane())
+def test_v4_non_first_fragments_take_the_normal_path(dual: Topology) -> None:
+    net = network(dual, set_lane())
     frag = make_packet(
-        eth_src=topo.host("desktop").iface.mac,
-        eth_dst=topo.middleboxes[0].inside.mac,
+        eth_src=dual.host("desktop").iface.mac,
+        eth_dst=dual.middleboxes[0].inside.mac,
         eth_type=0x0800,
         ip_proto=6,
         ipv4_src="10.1.0.10",
@@ -206,22 +203,22 @@ def test_v4_non_first_fragments_take_the_normal_path(topo: Topology) -> None:
     assert only(net.send_from_host("desktop", frag)).kind == "NORMAL"
 
 
-def test_dual_stack_lane_carries_both_families(topo: Topology) -> None:
+def test_dual_stack_lane_carries_both_families(dual: Topology) -> None:
     lane = set_lane(nets=(f"{CLOUDS[0]}/32", f"{CLOUD6}/128"), ports=((5201, 5201),))
-    net = network(topo, lane)
-    assert only(net.send_from_host("desktop", v4_out(topo, CLOUDS[0], 5201))).packet["ipv4_src"] == NAT_IP
-    assert only(net.send_from_host("desktop", v6_out(topo))).packet["ipv6_src"] == DESKTOP6
-    assert only(net.send_from_edge(v6_back(topo))).node == "desktop"
+    net = network(dual, lane)
+    assert only(net.send_from_host("desktop", v4_out(dual, CLOUDS[0], 5201))).packet["ipv4_src"] == NAT_IP
+    assert only(net.send_from_host("desktop", v6_out(dual))).packet["ipv6_src"] == DESKTOP6
+    assert only(net.send_from_edge(v6_back(dual))).node == "desktop"
 
 
-def test_v6_lane_from_a_host_without_ip6_is_refused(topo: Topology) -> None:
+def test_v6_lane_from_a_host_without_ip6_is_refused(dual: Topology) -> None:
     with pytest.raises(ValueError, match="no IPv6 address"):
-        compile_lane(set_lane(nets=(f"{CLOUD6}/128",), src_ip="10.1.0.20", nat_ip=NAT_IP), topo, NOW)
+        compile_lane(set_lane(nets=(f"{CLOUD6}/128",), src_ip="10.1.0.20", nat_ip=NAT_IP), dual, NOW)
 
 
-def test_v6_destination_inside_the_campus_is_refused(topo: Topology) -> None:
+def test_v6_destination_inside_the_campus_is_refused(dual: Topology) -> None:
     with pytest.raises(ValueError, match="inside the campus"):
-        compile_lane(set_lane(nets=("2001:db8:3::30/128",), src_ip=DESKTOP6, nat_ip=None), topo, NOW)
+        compile_lane(set_lane(nets=("2001:db8:3::30/128",), src_ip=DESKTOP6, nat_ip=None), dual, NOW)
 
 
 # ---- the flow-count formula ------------------------------------------------------------------
@@ -259,8 +256,8 @@ def test_flow_count_formula_equals_the_compiled_flows(
 class Recorder:
     """Wraps the fake switches' send: keeps every batch as sent."""
 
-    def __init__(self, switches: FakeSwitches) -> None:
-        self.inner, self.batches = switches.send, []
+    def __init__(self, dual_switches: FakeSwitches) -> None:
+        self.inner, self.batches = dual_switches.send, []
 
     def __call__(self, dpid: int, ofmsgs: list[Any]) -> bool:
         self.batches.append((dpid, list(ofmsgs)))
@@ -268,25 +265,25 @@ class Recorder:
 
 
 @pytest.fixture
-def switches(topo: Topology, clock: Clock) -> FakeSwitches:  # noqa: F811
-    return FakeSwitches(topo, clock)
+def dual_switches(dual: Topology, clock: FakeClock) -> FakeSwitches:
+    return FakeSwitches(dual, clock)
 
 
 def test_reactivation_with_a_smaller_set_deletes_only_the_dropped_destination(
-    topo: Topology, clock: Clock, switches: FakeSwitches
-) -> None:  # noqa: F811
-    rt = inline_runtime(topo, clock, switches, base_flows=True)
+    dual: Topology, clock: FakeClock, dual_switches: FakeSwitches
+) -> None:
+    rt = inline_runtime(dual, clock, dual_switches, base_flows=True)
     clock.now = NOW
     first = set_lane()
     assert rt.activate(first).ok
     smaller = dataclasses.replace(first, dst_nets=tuple(f"{c}/32" for c in CLOUDS[:2]))
-    rec = Recorder(switches)
+    rec = Recorder(dual_switches)
     rt.send = rec
     assert rt.activate(smaller).ok
-    net = switches.net
+    net = dual_switches.net
     for dst in CLOUDS[:2]:
-        assert only(net.send_from_host("desktop", v4_out(topo, dst, 5202))).kind == "edge"
-    assert only(net.send_from_host("desktop", v4_out(topo, CLOUDS[2], 5202))).kind == "NORMAL"
+        assert only(net.send_from_host("desktop", v4_out(dual, dst, 5202))).kind == "edge"
+    assert only(net.send_from_host("desktop", v4_out(dual, CLOUDS[2], 5202))).kind == "NORMAL"
     deletes = 0
     for _, msgs in rec.batches:  # in each batch every delete comes after every add
         kinds = [m.command for m in msgs if isinstance(m, parser.OFPFlowMod)]
@@ -300,13 +297,13 @@ def test_reactivation_with_a_smaller_set_deletes_only_the_dropped_destination(
 
 
 def test_reactivation_with_a_larger_set_adds_and_deletes_nothing(
-    topo: Topology, clock: Clock, switches: FakeSwitches
-) -> None:  # noqa: F811
-    rt = inline_runtime(topo, clock, switches, base_flows=True)
+    dual: Topology, clock: FakeClock, dual_switches: FakeSwitches
+) -> None:
+    rt = inline_runtime(dual, clock, dual_switches, base_flows=True)
     clock.now = NOW
     first = set_lane(nets=(f"{CLOUDS[0]}/32",))
     assert rt.activate(first).ok
-    rec = Recorder(switches)
+    rec = Recorder(dual_switches)
     rt.send = rec
     assert rt.activate(dataclasses.replace(first, dst_nets=tuple(f"{c}/32" for c in CLOUDS))).ok
     assert not any(
@@ -316,11 +313,11 @@ def test_reactivation_with_a_larger_set_adds_and_deletes_nothing(
         if isinstance(m, parser.OFPFlowMod)
     )
     for dst in CLOUDS:
-        assert only(switches.net.send_from_host("desktop", v4_out(topo, dst, 5201))).kind == "edge"
+        assert only(dual_switches.net.send_from_host("desktop", v4_out(dual, dst, 5201))).kind == "edge"
 
 
-def test_base_flows_of_a_dual_stack_border_relate_icmpv6_errors(topo: Topology) -> None:
-    border = compile_base(topo)[3]
+def test_base_flows_of_a_dual_stack_border_relate_icmpv6_errors(dual: Topology) -> None:
+    border = compile_base(dual)[3]
     icmpv6 = [m for m in border if isinstance(m, parser.OFPFlowMod) and "icmpv6_type" in m.match]
     related = sorted(m.match["icmpv6_type"] for m in icmpv6 if m.priority == guardflows.PRIORITY_RELATED)
     assert related == [1, 2, 3]  # never ND (133..137)

@@ -5,13 +5,13 @@ exactly what they name. Marked integration: needs root and a running ovs-vswitch
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from tests.unit.test_compiler_ovs import RawOpenFlow, bridge, install  # noqa: F401 (fixture)
+from tests.support.paths import REPO
+from tests.support.rawof import RawOpenFlow, install
 from viplanes.controller.compile import lanediff
 from viplanes.controller.compile.flowkey import flow_key_of
 from viplanes.controller.compile.lane import ALL_APP_FLOWS, compile_base, compile_lane
@@ -20,7 +20,7 @@ from viplanes.domain.values import LaneSpec
 from viplanes.topologies.loader import load_topology
 
 pytestmark = pytest.mark.integration
-DUALSTACK = load_topology(Path(__file__).resolve().parents[2] / "topologies" / "campus-dualstack.yaml")
+DUALSTACK = load_topology(REPO / "topologies" / "campus-dualstack.yaml")
 NOW = 1000.0
 SET4 = LaneSpec(
     7,
@@ -55,7 +55,7 @@ def keys(msgs: list[Any]) -> set[Any]:
 
 @pytest.mark.parametrize("dpid", [1, 2, 3])
 def test_set_range_and_v6_lanes_are_accepted_and_echoed(
-    bridge: tuple[str, RawOpenFlow],  # noqa: F811
+    bridge: tuple[str, RawOpenFlow],
     dpid: int,
 ) -> None:
     _, conn = bridge
@@ -69,7 +69,7 @@ def test_set_range_and_v6_lanes_are_accepted_and_echoed(
     assert {flow_key_of(s) for s in conn.flow_stats(*ALL_APP_FLOWS)} == keys(msgs)
 
 
-def test_reactivation_strict_deletes_remove_only_the_dropped_destination(bridge: tuple[str, RawOpenFlow]) -> None:  # noqa: F811
+def test_reactivation_strict_deletes_remove_only_the_dropped_destination(bridge: tuple[str, RawOpenFlow]) -> None:
     _, conn = bridge
     dpid = 3
     base = compile_base(DUALSTACK)[dpid]
@@ -111,7 +111,7 @@ V6_FLOW = (
     ],
 )
 def test_access_switch_steers_only_the_lane_v6_traffic(
-    bridge: tuple[str, RawOpenFlow],  # noqa: F811
+    bridge: tuple[str, RawOpenFlow],
     flow: str,
     on_lane: bool,
 ) -> None:
@@ -154,7 +154,7 @@ SPOOF_NA = (
     ],
 )
 def test_a_host_port_cannot_claim_another_hosts_v6_address(
-    bridge: tuple[str, RawOpenFlow],  # noqa: F811
+    bridge: tuple[str, RawOpenFlow],
     flow: str,
     dropped: bool,
 ) -> None:

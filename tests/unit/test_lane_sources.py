@@ -16,83 +16,80 @@ from typing import Any
 
 import pytest
 
-from tests.unit.conftest import GRANT, FakeClock, World
-from tests.unit.test_lane_sets import DUAL, NAME, ask, make
+from tests.support.clock import FakeClock
+from tests.support.world import GRANT, World
+from tests.unit.test_lane_sets import NAME, ask, make
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.lanes.names import NameRefresher
 from viplanes.lanes.resolver import StaticResolver
 from viplanes.store import records as store
-from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import Topology
 
 DESKTOP4, DESKTOP6 = "10.1.0.10", "2001:db8:1::10"
 
 
-@pytest.fixture(scope="module")
-def dual() -> Topology:
-    return load_topology(DUAL)
-
-
 @pytest.fixture
-def w(db_url: str, clock: FakeClock, dual: Topology) -> Iterator[World]:
+def named_w(db_url: str, clock: FakeClock, dual: Topology) -> Iterator[World]:
     resolver = StaticResolver({NAME: (["203.0.113.10", "2001:db8:ff::10"], 120.0)})
     world = make(db_url, clock, MemoryDataplane(), dual, resolver)
     yield world
     world.app.extensions["viplanes"].db.dispose()
 
 
-def add_researcher(w: World, name: str, **grant: Any) -> None:
-    db = w.app.extensions["viplanes"].db
+def add_researcher(named_w: World, name: str, **grant: Any) -> None:
+    db = named_w.app.extensions["viplanes"].db
     with db.write() as s:
-        w.tokens[name] = store.create_principal(s, name, "researcher", w.clock())[1]
-        w.grants[name] = store.create_grant(
-            s, store.GrantInput(principal=name, **{**GRANT, **grant}), "root", w.clock()
+        named_w.tokens[name] = store.create_principal(s, name, "researcher", named_w.clock())[1]
+        named_w.grants[name] = store.create_grant(
+            s, store.GrantInput(principal=name, **{**GRANT, **grant}), "root", named_w.clock()
         ).id
 
 
-def ask_as(w: World, who: str, **body: Any) -> Any:
-    return w.client.post(
-        "/api/v1/lanes", json={"protocol": "tcp", "duration_s": 600, "purpose": "t", **body}, headers=w.h(who)
+def ask_as(named_w: World, who: str, **body: Any) -> Any:
+    return named_w.client.post(
+        "/api/v1/lanes", json={"protocol": "tcp", "duration_s": 600, "purpose": "t", **body}, headers=named_w.h(who)
     )
 
 
-def test_the_same_flow_under_the_hosts_other_address_is_a_duplicate(w: World) -> None:
+def test_the_same_flow_under_the_hosts_other_address_is_a_duplicate(named_w: World) -> None:
     add_researcher(
-        w,
+        named_w,
         "bob",
         src_prefixes=[f"{DESKTOP4}/32", f"{DESKTOP6}/128"],
         dst_prefixes=["203.0.113.0/24", "2001:db8:ff::/48"],
     )
-    alice = ask(w, src_ip=DESKTOP4, dst_ip="203.0.113.10", dst_port=9001).get_json()
+    alice = ask(named_w, src_ip=DESKTOP4, dst_ip="203.0.113.10", dst_port=9001).get_json()
     assert alice["state"] == "active"
-    r = ask_as(w, "bob", src_ip=DESKTOP6, dst_ip="203.0.113.10", dst_port=9001)
+    r = ask_as(named_w, "bob", src_ip=DESKTOP6, dst_ip="203.0.113.10", dst_port=9001)
     assert r.status_code == 409 and r.get_json()["error"] == "duplicate_lane"
     # and the other way round, for an IPv6 flow
-    v6 = ask_as(w, "bob", src_ip=DESKTOP6, dst_ip="2001:db8:ff::10", dst_port=9002).get_json()
+    v6 = ask_as(named_w, "bob", src_ip=DESKTOP6, dst_ip="2001:db8:ff::10", dst_port=9002).get_json()
     assert v6["state"] == "active" and v6["src_ip"] == DESKTOP6  # stored as the address it leaves from
-    r = ask(w, src_ip=DESKTOP4, dst_ip="2001:db8:ff::10", dst_port=9002)
+    r = ask(named_w, src_ip=DESKTOP4, dst_ip="2001:db8:ff::10", dst_port=9002)
     assert r.status_code == 409 and r.get_json()["error"] == "duplicate_lane"
 
 
-def test_a_name_of_both_families_overlaps_a_lane_of_either(w: World) -> None:
-    v6 = ask(w, src_ip=DESKTOP6, dst_ip="2001:db8:ff::10", dst_port=9000).get_json()
+def test_a_name_of_both_families_overlaps_a_lane_of_either(named_w: World) -> None:
+    v6 = ask(named_w, src_ip=DESKTOP6, dst_ip="2001:db8:ff::10", dst_port=9000).get_json()
     assert v6["state"] == "active"
-    r = ask(w, src_ip=DESKTOP4, dst_host=NAME, dst_port=9000)  # its AAAA is that lane's address
+    r = ask(named_w, src_ip=DESKTOP4, dst_host=NAME, dst_port=9000)  # its AAAA is that lane's address
     assert r.status_code == 409 and r.get_json()["error"] == "duplicate_lane"
 
 
-def test_a_grant_for_the_v6_address_alone_gives_no_v4_lane(w: World) -> None:
-    add_researcher(w, "bob", src_prefixes=[f"{DESKTOP6}/128"], dst_prefixes=["203.0.113.0/24", "2001:db8:ff::/48"])
-    r = ask_as(w, "bob", src_ip=DESKTOP6, dst_ip="203.0.113.11", dst_port=9001)
+def test_a_grant_for_the_v6_address_alone_gives_no_v4_lane(named_w: World) -> None:
+    add_researcher(
+        named_w, "bob", src_prefixes=[f"{DESKTOP6}/128"], dst_prefixes=["203.0.113.0/24", "2001:db8:ff::/48"]
+    )
+    r = ask_as(named_w, "bob", src_ip=DESKTOP6, dst_ip="203.0.113.11", dst_port=9001)
     body = r.get_json()
     assert r.status_code == 403 and body["error"] == "src_not_granted" and DESKTOP4 in body["message"]
-    ok = ask_as(w, "bob", src_ip=DESKTOP6, dst_ip="2001:db8:ff::11", dst_port=9001)
+    ok = ask_as(named_w, "bob", src_ip=DESKTOP6, dst_ip="2001:db8:ff::11", dst_port=9001)
     assert ok.status_code == 201
 
 
-def test_one_lane_pool_address_per_host_whichever_address_named_it(w: World) -> None:
-    first = ask(w, src_ip=DESKTOP4, dst_ip="203.0.113.10", dst_port=5201).get_json()
-    second = ask(w, src_ip=DESKTOP6, dst_ip="203.0.113.10", dst_port=5202).get_json()
+def test_one_lane_pool_address_per_host_whichever_address_named_it(named_w: World) -> None:
+    first = ask(named_w, src_ip=DESKTOP4, dst_ip="203.0.113.10", dst_port=5201).get_json()
+    second = ask(named_w, src_ip=DESKTOP6, dst_ip="203.0.113.10", dst_port=5202).get_json()
     assert first["nat_ip"] is not None and second["nat_ip"] == first["nat_ip"]
     assert second["src_ip"] == DESKTOP4  # an IPv4 lane leaves from the IPv4 address
 

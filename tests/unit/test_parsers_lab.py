@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
+from tests.support.paths import UNIT_FIXTURES
 from viplanes.lab.measure import (
     MeasureError,
     iperf3_argv,
@@ -17,7 +17,7 @@ from viplanes.lab.measure import (
     rclone_messages,
 )
 
-FIX = Path(__file__).parent / "fixtures" / "lab"
+FIX = UNIT_FIXTURES / "lab"
 
 
 def fixture(name: str) -> str:

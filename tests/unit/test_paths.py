@@ -7,15 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from viplanes.topologies.loader import load_topology, parse_topology
 from viplanes.topologies.paths import Hop, NoLanePath, bypass_ports, lane_path, lane_paths
-
-
-@pytest.fixture
-def campus_data(campus_yaml: Path) -> dict[str, Any]:
-    return yaml.safe_load(campus_yaml.read_text())
 
 
 def test_desktop_path_uses_bypass(campus_yaml: Path) -> None:

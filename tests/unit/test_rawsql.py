@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import event, select
 from sqlalchemy.exc import IntegrityError
 
-from tests.unit.conftest import T0
+from tests.support.clock import T0
 from tests.unit.test_store import _topo, lane_input, principals
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.lanes.manager import LaneManager
@@ -23,7 +23,7 @@ from viplanes.store.lanesql import sqlite as rawsql
 
 
 @pytest.fixture
-def world(sqlite_url):
+def sql_world(sqlite_url):
     db = Database(sqlite_url)
     db.create_all()
     topo = _topo()
@@ -46,8 +46,8 @@ def _both(db: Database, run: Any, core: Any) -> tuple[Any, Any]:
         return raw, core(conn)
 
 
-def test_selects_give_the_rows_core_gives(world):
-    db, mgr, alice, ids = world
+def test_selects_give_the_rows_core_gives(sql_world):
+    db, mgr, alice, ids = sql_world
     grants_params = {"principal_id": alice.id, "now": T0}
     raw, core = _both(
         db,
@@ -80,8 +80,8 @@ def test_selects_give_the_rows_core_gives(world):
         assert raw == core
 
 
-def test_live_counts_by_one_bind_per_grant_match_the_expanding_list(world):
-    db, mgr, alice, ids = world
+def test_live_counts_by_one_bind_per_grant_match_the_expanding_list(sql_world):
+    db, mgr, alice, ids = sql_world
     with db.engine.connect() as conn, conn.begin():
         for grant_ids in ([1], [1, 2, 3], list(range(1, 12))):  # the last: more than _FIXED_IN_MAX
             for exclude in (None, ids[0]):
@@ -94,9 +94,9 @@ def test_live_counts_by_one_bind_per_grant_match_the_expanding_list(world):
                 assert expected.get(1) == (3 if exclude is None else 2)
 
 
-def test_writes_store_what_core_stores(world):
+def test_writes_store_what_core_stores(sql_world):
     """The same INSERT, UPDATE and audit row through both paths: the stored rows are equal."""
-    db, mgr, alice, ids = world
+    db, mgr, alice, ids = sql_world
     with db.engine.connect() as conn, conn.begin():
         row = lane_sql.lane_row_for_change(conn, ids[0], lock=False)
         assert row is not None
@@ -125,8 +125,8 @@ def test_writes_store_what_core_stores(world):
         assert audit["action"] == "lane.test" and len(audit["reason"]) == 2000
 
 
-def test_a_driver_error_is_the_sqlalchemy_exception_core_raises(world):
-    db, mgr, alice, ids = world
+def test_a_driver_error_is_the_sqlalchemy_exception_core_raises(sql_world):
+    db, mgr, alice, ids = sql_world
     with db.engine.connect() as conn, conn.begin(), pytest.raises(IntegrityError):  # NOT NULL actor
         rawsql.write(
             conn,
@@ -135,8 +135,8 @@ def test_a_driver_error_is_the_sqlalchemy_exception_core_raises(world):
         )
 
 
-def test_anyone_listening_to_statements_gets_core_and_sees_them(world):
-    db, mgr, alice, ids = world
+def test_anyone_listening_to_statements_gets_core_and_sees_them(sql_world):
+    db, mgr, alice, ids = sql_world
     seen: list[str] = []
 
     def grab(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:

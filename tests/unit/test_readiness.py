@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from tests.unit.fake_switches import clock, inline_runtime, switches  # noqa: F401 (fixtures)
+from tests.support.fake_switches import inline_runtime
 from tests.unit.test_runtime import spec
 
 

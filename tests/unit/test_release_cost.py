@@ -8,7 +8,8 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from tests.unit.fake_switches import Clock, FakeSwitches
+from tests.support.clock import FakeClock
+from tests.support.fake_switches import FakeSwitches
 from tests.unit.test_switch_count import calls_during, lane, reconciled_runtime, synth
 from viplanes.controller.compile import shared as sharedflows
 from viplanes.controller.compile.cookies import shared_cookie
@@ -17,7 +18,7 @@ from viplanes.controller.runtime.lane_runtime import LaneRuntime
 ACCESS = 8
 
 
-def carrying(others: int) -> tuple[LaneRuntime, FakeSwitches, Clock]:
+def carrying(others: int) -> tuple[LaneRuntime, FakeSwitches, FakeClock]:
     """A runtime on reconciled fake switches that carries ``others`` live lanes of hosts a0..a6
     (set straight into ``runtime.lanes``: what a reconcile or earlier activations leave)."""
     runtime, switches, clock = reconciled_runtime(synth(ACCESS))

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from tests.unit.conftest import T0
-from tests.unit.fake_switches import Clock, FakeSwitches, inline_runtime
-from tests.unit.test_store import _topo, db, lane_input, principals  # noqa: F401  (fixture)
+from tests.support.clock import T0, FakeClock
+from tests.support.fake_switches import FakeSwitches, inline_runtime
+from tests.unit.test_store import _topo, lane_input, principals
 from viplanes.controller.compile.cookies import EXACT_MASK, lane_cookie
 from viplanes.errors import NotFound
 from viplanes.lanes import manager as lanes_module
@@ -17,8 +17,8 @@ from viplanes.lanes.manager import LaneManager
 from viplanes.store.models import Lane
 
 
-def _world(db):  # noqa: F811 - the fixture
-    topo, clock = _topo(), Clock(T0)
+def _world(db):
+    topo, clock = _topo(), FakeClock(T0)
     switches = FakeSwitches(topo, clock)
     runtime = inline_runtime(topo, clock, switches, base_flows=True)
     mgr = LaneManager(db, runtime, topo, clock=clock)
@@ -33,12 +33,12 @@ def _flows_on_switches(switches: FakeSwitches, lane_id: int) -> int:
     return sum(len(t.stats(lane_cookie(lane_id), EXACT_MASK, T0)) for t in switches.net.tables.values())
 
 
-def _committed_state(db, lane_id: int) -> str:  # noqa: F811 - the fixture
+def _committed_state(db, lane_id: int) -> str:
     with db.read() as s:  # another connection: sees only what is committed
         return s.get(Lane, lane_id).state
 
 
-def test_release_sends_the_deletes_before_the_end_is_committed(db):  # noqa: F811
+def test_release_sends_the_deletes_before_the_end_is_committed(db):
     mgr, runtime, switches, callers, lane = _world(db)
     assert _flows_on_switches(switches, lane.id) > 0
     committed_when_sent: list[str] = []
@@ -57,7 +57,7 @@ def test_release_sends_the_deletes_before_the_end_is_committed(db):  # noqa: F81
     assert _flows_on_switches(switches, lane.id) == 0  # and were confirmed before the answer
 
 
-def test_someone_elses_release_touches_no_switch(db):  # noqa: F811
+def test_someone_elses_release_touches_no_switch(db):
     mgr, runtime, switches, callers, lane = _world(db)
     switches.sent.clear()
     with pytest.raises(NotFound):
@@ -66,7 +66,7 @@ def test_someone_elses_release_touches_no_switch(db):  # noqa: F811
     assert _committed_state(db, lane.id) == "active"
 
 
-def test_a_failed_commit_leaves_the_flows_removed_and_the_runtime_usable(db, monkeypatch):  # noqa: F811
+def test_a_failed_commit_leaves_the_flows_removed_and_the_runtime_usable(db, monkeypatch):
     mgr, runtime, switches, callers, lane = _world(db)
 
     def broken_audit(*_args, **_kwargs):
@@ -104,7 +104,7 @@ def _order_of_deletes_and_writes(mgr, runtime, switches, lane_id: int) -> list[s
 
 
 @pytest.mark.parametrize("fresh_manager", [False, True], ids=["owner-from-memory", "owner-from-a-read"])
-def test_the_deletes_leave_before_the_write_transaction_starts(db, fresh_manager):  # noqa: F811
+def test_the_deletes_leave_before_the_write_transaction_starts(db, fresh_manager):
     """From memory (the lane was made active by this manager) or from one committed read (a
     manager that did not, e.g. after a restart): the owner is known before BEGIN IMMEDIATE."""
     mgr, runtime, switches, callers, lane = _world(db)
@@ -123,7 +123,7 @@ def test_the_deletes_leave_before_the_write_transaction_starts(db, fresh_manager
 
 
 @pytest.mark.parametrize("fresh_manager", [False, True], ids=["owner-from-memory", "owner-from-a-read"])
-def test_a_researcher_cannot_take_down_someone_elses_lane_early(db, fresh_manager):  # noqa: F811
+def test_a_researcher_cannot_take_down_someone_elses_lane_early(db, fresh_manager):
     """The attack on the early deletes: Bob guesses Alice's lane id. Nothing reaches a switch."""
     mgr, runtime, switches, callers, lane = _world(db)
     if fresh_manager:
@@ -135,7 +135,7 @@ def test_a_researcher_cannot_take_down_someone_elses_lane_early(db, fresh_manage
     assert _committed_state(db, lane.id) == "active"
 
 
-def test_an_operator_ends_anyones_lane_with_the_early_deletes(db):  # noqa: F811
+def test_an_operator_ends_anyones_lane_with_the_early_deletes(db):
     mgr, runtime, switches, callers, lane = _world(db)
     op = principals(db, ("olga", "operator"))["olga"]
     events = _order_of_deletes_and_writes(mgr, runtime, switches, lane.id)
@@ -147,7 +147,7 @@ def test_an_operator_ends_anyones_lane_with_the_early_deletes(db):  # noqa: F811
     assert _flows_on_switches(switches, lane.id) == 0
 
 
-def test_a_lane_ended_elsewhere_answers_409_and_leaves_the_runtime_free(db):  # noqa: F811
+def test_a_lane_ended_elsewhere_answers_409_and_leaves_the_runtime_free(db):
     """The memory says active, the row says revoked (another process ended it): the deletes that
     went out are what an ended lane wants; the answer comes from the row."""
     from viplanes.errors import Conflict
@@ -164,7 +164,7 @@ def test_a_lane_ended_elsewhere_answers_409_and_leaves_the_runtime_free(db):  # 
     runtime._change.release()
 
 
-def test_an_extension_racing_a_release_does_not_leave_the_flows_behind(db):  # noqa: F811
+def test_an_extension_racing_a_release_does_not_leave_the_flows_behind(db):
     """Extend re-sends the lane from its row; a release that commits between that read and the
     send must not be undone by it: the state is read again after the send."""
     mgr, runtime, switches, callers, lane = _world(db)

@@ -9,8 +9,9 @@ import pytest
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
+from tests.support.clock import T0, FakeClock
+from tests.support.fake_switches import FakeSwitches, inline_runtime
 from tests.support.flowsim import ip_packet
-from tests.unit.fake_switches import Clock, FakeSwitches, clock, inline_runtime, switches  # noqa: F401 (fixtures)
 from viplanes.controller.compile.cookies import ALL_APP_FLOWS
 from viplanes.controller.compile.lane import lane_cookie
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
@@ -21,7 +22,7 @@ CLOUD = "203.0.113.10"
 NAT_IP = "198.51.100.200"
 
 
-def spec(lane_id: int = 1, expires_in: float = 3600.0, now: float = 1_000_000.0, **kw) -> LaneSpec:
+def spec(lane_id: int = 1, expires_in: float = 3600.0, now: float = T0, **kw) -> LaneSpec:
     fields = dict(
         lane_id=lane_id,
         src_ip="10.1.0.10",
@@ -37,7 +38,7 @@ def spec(lane_id: int = 1, expires_in: float = 3600.0, now: float = 1_000_000.0,
 
 
 @pytest.fixture
-def rt(topo: Topology, clock: Clock, switches: FakeSwitches) -> LaneRuntime:
+def rt(topo: Topology, clock: FakeClock, switches: FakeSwitches) -> LaneRuntime:
     return inline_runtime(topo, clock, switches)
 
 

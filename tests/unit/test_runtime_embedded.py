@@ -12,7 +12,8 @@ import time
 import pytest
 from os_ken.ofproto import ofproto_v1_3 as ofp
 
-from tests.unit.test_app_guard import Peer, _free_port, msg
+from tests.support.procs import free_port
+from tests.unit.test_app_guard import Peer, msg
 from viplanes.controller.openflow.launcher import SWITCH_INTERVAL_S
 from viplanes.controller.runtime.lane_runtime import EmbeddedController
 from viplanes.domain.values import LaneSpec
@@ -39,7 +40,7 @@ def _port_free(port: int) -> bool:
 
 
 def test_start_connect_reconcile_stop_restart(topo: Topology) -> None:
-    port = _free_port()
+    port = free_port()
     baseline = threading.active_count()
     ctl = EmbeddedController(topo, port=port, refresh_period_s=3600)
     ctl.attach_source(lambda: [])
@@ -98,7 +99,7 @@ def test_silent_peers_are_dropped_and_connections_capped(topo: Topology, monkeyp
 
     monkeypatch.setattr(ofserver, "HANDSHAKE_TIMEOUT_S", 0.3)
     monkeypatch.setattr(oflistener, "MAX_CONNECTIONS", 2)
-    port = _free_port()
+    port = free_port()
     ctl = EmbeddedController(topo, port=port, refresh_period_s=3600)
     ctl.start()
     try:
@@ -128,7 +129,7 @@ def test_start_compiles_the_desired_lanes_before_it_listens(topo: Topology) -> N
         LaneSpec(i, "10.1.0.10", "203.0.113.10", "tcp", 1000 + i, None, "198.51.100.200", time.time() + 600)
         for i in range(1, 301)
     ]
-    ctl = EmbeddedController(topo, port=_free_port(), refresh_period_s=3600)
+    ctl = EmbeddedController(topo, port=free_port(), refresh_period_s=3600)
     ctl.attach_source(lambda: lanes)
     ctl.start()
     try:
@@ -150,7 +151,7 @@ def test_stop_ends_a_reconcile_waiting_on_a_silent_switch(topo: Topology) -> Non
         return [t for t in threading.enumerate() if t.name == WORKER_THREAD]
 
     assert not workers() and gc.isenabled()
-    port = _free_port()
+    port = free_port()
     ctl = EmbeddedController(topo, port=port, refresh_period_s=3600)
     ctl.attach_source(lambda: [])
     ctl.start()

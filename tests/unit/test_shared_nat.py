@@ -13,8 +13,9 @@ import itertools
 import pytest
 from os_ken.lib.packet import arp, packet
 
+from tests.support.clock import T0, FakeClock
+from tests.support.fake_switches import FakeSwitches, arp_request, inline_runtime
 from tests.support.flowsim import ip_packet, make_packet
-from tests.unit.fake_switches import Clock, FakeSwitches, arp_request, clock, inline_runtime, switches  # noqa: F401 (fixtures)
 from viplanes.controller.compile import lane as compiler
 from viplanes.controller.compile.lane import lane_cookie
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
@@ -40,12 +41,12 @@ def lane(lane_id: int, dst_port: int, now: float, dst_ip: str = CLOUD) -> LaneSp
 
 
 @pytest.fixture
-def rt(topo: Topology, clock: Clock, switches: FakeSwitches) -> LaneRuntime:
+def based_rt(topo: Topology, clock: FakeClock, switches: FakeSwitches) -> LaneRuntime:
     return inline_runtime(topo, clock, switches, base_flows=True)
 
 
-def answered(rt: LaneRuntime, topo: Topology, target: str) -> bool:
-    reply = rt.arp_reply(arp_request(topo, target))
+def answered(based_rt: LaneRuntime, topo: Topology, target: str) -> bool:
+    reply = based_rt.arp_reply(arp_request(topo, target))
     if reply is None:
         return False
     got = packet.Packet(reply).get_protocol(arp.arp)
@@ -121,7 +122,7 @@ def overlap(a, b) -> bool:
     "second", [dict(dst_port=5202), dict(dst_port=5201, dst_ip="203.0.113.11")], ids=["other-port", "other-dst"]
 )
 def test_lanes_sharing_a_nat_ip_never_overlap(topo: Topology, second: dict) -> None:
-    now = 1_000_000.0
+    now = T0
     one = compiler.compile_lane(lane(1, 5201, now), topo, now)
     two = compiler.compile_lane(lane(2, now=now, **second), topo, now)
     assert one.keys() == two.keys()
@@ -142,31 +143,31 @@ def test_lanes_sharing_a_nat_ip_never_overlap(topo: Topology, second: dict) -> N
     }
 
 
-def test_release_one_lane_keeps_the_other_and_its_arp(rt, switches, topo, clock) -> None:
-    assert rt.activate(lane(1, 5201, clock.now)).ok
-    assert rt.activate(lane(2, 5202, clock.now)).ok
+def test_release_one_lane_keeps_the_other_and_its_arp(based_rt, switches, topo, clock) -> None:
+    assert based_rt.activate(lane(1, 5201, clock.now)).ok
+    assert based_rt.activate(lane(2, 5202, clock.now)).ok
     assert lane_delivers(switches, topo, 5201) and lane_delivers(switches, topo, 5202)
-    assert answered(rt, topo, SHARED) and switch_answers_arp(switches, topo)
+    assert answered(based_rt, topo, SHARED) and switch_answers_arp(switches, topo)
 
-    rt.deactivate(1)
+    based_rt.deactivate(1)
     assert all(e.cookie != lane_cookie(1) for t in switches.net.tables.values() for e in t.flows)
     assert lane_delivers(switches, topo, 5202)  # forward and reverse, still on the lane
     assert not lane_delivers(switches, topo, 5201)  # back on the default path
-    assert answered(rt, topo, SHARED) and switch_answers_arp(switches, topo)
+    assert answered(based_rt, topo, SHARED) and switch_answers_arp(switches, topo)
 
-    rt.deactivate(2)
-    assert not answered(rt, topo, SHARED)  # no lane holds the address any more
+    based_rt.deactivate(2)
+    assert not answered(based_rt, topo, SHARED)  # no lane holds the address any more
     assert arp_punted(switches, topo)  # the switch's own answer went with the last lane
 
 
-def test_reconcile_dropping_one_lane_keeps_the_other_and_its_arp(rt, switches, topo, clock) -> None:
+def test_reconcile_dropping_one_lane_keeps_the_other_and_its_arp(based_rt, switches, topo, clock) -> None:
     first, second = lane(1, 5201, clock.now), lane(2, 5202, clock.now)
-    assert rt.activate(first).ok and rt.activate(second).ok
-    rt.attach_source(lambda: [second])  # lane 1 released in the database, switch not told
-    rt.reconcile_all()
-    assert 1 not in rt.lanes and 2 in rt.lanes
+    assert based_rt.activate(first).ok and based_rt.activate(second).ok
+    based_rt.attach_source(lambda: [second])  # lane 1 released in the database, switch not told
+    based_rt.reconcile_all()
+    assert 1 not in based_rt.lanes and 2 in based_rt.lanes
     assert lane_delivers(switches, topo, 5202) and not lane_delivers(switches, topo, 5201)
-    assert answered(rt, topo, SHARED) and switch_answers_arp(switches, topo)
-    rt.attach_source(lambda: [])
-    rt.reconcile_all()
+    assert answered(based_rt, topo, SHARED) and switch_answers_arp(switches, topo)
+    based_rt.attach_source(lambda: [])
+    based_rt.reconcile_all()
     assert arp_punted(switches, topo)  # reconcile removed the shared flow with the last lane

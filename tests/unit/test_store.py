@@ -11,8 +11,10 @@ import time
 import pytest
 from sqlalchemy import select
 
-from tests.concurrency import run_together
-from tests.unit.conftest import GRANT, T0
+from tests.support.clock import T0
+from tests.support.concurrency import run_together
+from tests.support.paths import REPO
+from tests.support.world import GRANT
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.errors import Conflict, Invalid, NotFound, VipError
 from viplanes.lanes.manager import LaneInput, LaneManager, can_move
@@ -20,14 +22,6 @@ from viplanes.store import records as store
 from viplanes.store.db import Database
 from viplanes.store.migrations import current
 from viplanes.store.models import Lane
-
-
-@pytest.fixture
-def db(db_url):
-    d = Database(db_url, pool_size=20)
-    d.create_all()
-    yield d
-    d.dispose()
 
 
 def principals(db, *specs, max_lanes=3, ports=("443", "9000-9100")):
@@ -117,11 +111,10 @@ def test_lane_lifecycle_and_transitions(db):
 
 
 def _topo():
-    from pathlib import Path
 
     from viplanes.topologies.loader import load_topology
 
-    return load_topology(Path(__file__).resolve().parents[2] / "topologies" / "campus.yaml")
+    return load_topology(REPO / "topologies" / "campus.yaml")
 
 
 def test_accepted_lanes_survive_a_restart(db_url):

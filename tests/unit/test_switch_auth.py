@@ -16,14 +16,13 @@ import yaml
 from click.testing import CliRunner
 from cryptography import x509
 
+from tests.support.paths import REPO
 from viplanes import pki
 from viplanes.cli.main import main
 from viplanes.controller.openflow.admission import Admission
 from viplanes.controller.openflow.peerauth import SwitchTrust, TokenBucket, authorize, normalize_pins
 from viplanes.controller.openflow.tls import ContextSource, TLSChannel, TLSFiles
 from viplanes.topologies.loader import TopologyError, parse_topology
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def der(path: Path) -> bytes:
@@ -246,7 +245,7 @@ def test_connection_screen_admits_once_and_limits_packet_ins():
 
     from os_ken.ofproto import ofproto_v1_3 as ofp
 
-    from tests.integration.fakeswitch import arp_request_packet_in, message
+    from tests.support.fakeswitch import arp_request_packet_in, message
     from viplanes.controller.openflow.admission import Limits
     from viplanes.controller.openflow.server import GuardedDatapath
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from bench.synth_campus import PATH_SWITCHES, campus_data, host_ip
-from tests.unit.fake_switches import Clock, FakeSwitches
+from tests.support.clock import FakeClock
+from tests.support.fake_switches import FakeSwitches
 from viplanes.controller.compile import base as guardflows
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
 from viplanes.domain.values import LaneSpec
@@ -48,7 +49,7 @@ class CountingSource:
 
 def restarted(topo: Topology, lanes: list[LaneSpec]) -> tuple[LaneRuntime, FakeSwitches, CountingSource]:
     """A runtime coming up against switches that already hold every lane's flows."""
-    clock = Clock()
+    clock = FakeClock()
     switches = FakeSwitches(topo, clock)
     first = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
     first.attach_source(lambda: lanes)
@@ -72,7 +73,7 @@ def base_compiles(monkeypatch) -> list[int]:
 
 def test_a_restart_reads_the_lanes_once_and_touches_no_flow(monkeypatch):
     topo = synth(8)
-    lanes = [lane(i, i % 8, Clock()()) for i in range(1, 41)]
+    lanes = [lane(i, i % 8, FakeClock()()) for i in range(1, 41)]
     runtime, switches, source = restarted(topo, lanes)
     compiled = base_compiles(monkeypatch)
     for dpid in sorted(switches.net.tables):  # every switch reconnects, one after the other
@@ -91,7 +92,7 @@ def test_warm_up_compiles_every_switchs_base_flows_before_the_switches_reconnect
     """After a restart the reconciles only read back and compare: the base flows (host guards:
     hundreds per access switch) and their identities are ready before the listener opens."""
     topo = synth(8)
-    lanes = [lane(i, i % 8, Clock()()) for i in range(1, 41)]
+    lanes = [lane(i, i % 8, FakeClock()()) for i in range(1, 41)]
     runtime, switches, _source = restarted(topo, lanes)
     compiled = base_compiles(monkeypatch)
     runtime.warm_up()
@@ -110,7 +111,7 @@ def test_warm_up_compiles_with_the_cyclic_gc_held_and_gives_it_back(monkeypatch)
     from viplanes.controller.compile.desired import DesiredFlows
 
     topo = synth(4)
-    lanes = [lane(i, i % 4, Clock()()) for i in range(1, 9)]
+    lanes = [lane(i, i % 4, FakeClock()()) for i in range(1, 9)]
     runtime, _switches, _source = restarted(topo, lanes)
     runtime._flows = DesiredFlows(topo)  # nothing compiled yet, as in a fresh process
     seen: list[bool] = []
@@ -125,12 +126,12 @@ def test_warm_up_compiles_with_the_cyclic_gc_held_and_gives_it_back(monkeypatch)
 
 def test_a_lane_changed_since_the_read_makes_the_next_reconcile_read_again():
     topo = synth(4)
-    lanes = [lane(1, 0, Clock()())]
+    lanes = [lane(1, 0, FakeClock()())]
     runtime, switches, source = restarted(topo, lanes)
     for dpid in sorted(switches.net.tables):
         runtime.switch_up(dpid)
     assert source.reads == 1
-    extra = lane(2, 1, Clock()())
+    extra = lane(2, 1, FakeClock()())
     lanes.append(extra)
     assert runtime.activate(extra).ok
     runtime.reconcile_switch(sorted(switches.net.tables)[0])
@@ -142,7 +143,7 @@ def test_a_lane_changed_since_the_read_makes_the_next_reconcile_read_again():
 
 def test_a_failed_read_is_not_reused_and_keeps_the_switch_as_it_is():
     topo = synth(4)
-    runtime, switches, source = restarted(topo, [lane(1, 0, Clock()())])
+    runtime, switches, source = restarted(topo, [lane(1, 0, FakeClock()())])
 
     def broken() -> list[LaneSpec]:
         raise RuntimeError("database away")
@@ -179,9 +180,9 @@ def calls_during(work: Any) -> int:
     return count
 
 
-def reconciled_runtime(topo: Topology) -> tuple[LaneRuntime, FakeSwitches, Clock]:
+def reconciled_runtime(topo: Topology) -> tuple[LaneRuntime, FakeSwitches, FakeClock]:
     """A runtime whose source is its own carried lanes, every fake switch reconciled (empty)."""
-    clock = Clock()
+    clock = FakeClock()
     switches = FakeSwitches(topo, clock)
     runtime = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
     runtime.attach_source(lambda: list(runtime.lanes.values()))
@@ -319,7 +320,7 @@ def test_one_switchs_build_lists_and_re_times_only_that_switchs_flows():
     from viplanes.controller.compile.desired import DesiredFlows
 
     topo = synth(4)
-    now = Clock()()
+    now = FakeClock()()
     flows = DesiredFlows(topo)
     one = lane(1, 0, now)
     first, second = flows.dpids_of(one)[:2]

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from bench.synth_campus import PATH_SWITCHES, campus_data, host_ip
-from tests.unit.fake_switches import Clock, FakeSwitches, inline_runtime
+from tests.support.clock import FakeClock
+from tests.support.fake_switches import FakeSwitches, inline_runtime
 from tests.unit.test_switch_count import TEST_DOUBLES
 from viplanes.api.app import create_app
 from viplanes.store import records as store
@@ -48,7 +49,7 @@ def api_cycle_calls(tmp_path: Any, access: int) -> tuple[Counter[str], set[int]]
     """Calls of one POST /lanes + DELETE /lanes/N (after two warm-up cycles) on a synthetic
     campus of ``access`` access switches, from the last access switch's desktop."""
     topo = parse_topology(campus_data(access, hosts_per_access=1))
-    clock = Clock()
+    clock = FakeClock()
     switches = FakeSwitches(topo, clock)
     runtime = inline_runtime(topo, clock, switches, base_flows=True)
     app = create_app(

@@ -5,26 +5,15 @@ locks) in front of a request; a tick with something due still does all of it."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from sqlalchemy import event, update
 
-from tests.unit.conftest import T0
+from tests.support.clock import T0
 from tests.unit.test_store import _topo, lane_input, principals
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.lanes.manager import LaneManager
-from viplanes.store.db import Database
 from viplanes.store.lanesql.core import LANES, lanes_due
-
-
-@pytest.fixture
-def db(db_url: str) -> Iterator[Database]:
-    d = Database(db_url)
-    d.create_all()
-    yield d
-    d.dispose()
 
 
 def _statements(db: Any) -> tuple[list[str], Any]:

@@ -19,11 +19,6 @@ from viplanes.topologies.loader import TopologyError, load_topology, parse_topol
 from viplanes.topologies.model import PortRef
 
 
-@pytest.fixture
-def campus_data(campus_yaml: Path) -> dict[str, Any]:
-    return yaml.safe_load(campus_yaml.read_text())
-
-
 def test_campus_loads(campus_yaml: Path) -> None:
     topo = load_topology(campus_yaml)
     assert topo.name == "campus"

@@ -8,10 +8,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from tests.support.paths import REPO
 from viplanes.cli.topology import topology
 from viplanes.topologies.loader import TopologyError, parse_topology
 
-DUAL = Path(__file__).resolve().parents[2] / "topologies" / "campus-dualstack.yaml"
+DUAL = REPO / "topologies" / "campus-dualstack.yaml"
 
 
 def data() -> dict:

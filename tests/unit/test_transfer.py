@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from tests.unit.conftest import LiveServer, World
+from tests.support.live import LiveServer
+from tests.support.world import World
 from viplanes.cli.transfer import transfer
 from viplanes.client.http import ApiClient, LaneLease, LaneRefused, lane
 from viplanes.client.targets import Destination, NoDestination, derive, rclone_advice

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from tests.unit.conftest import LiveServer, World
+from tests.support.live import LiveServer
+from tests.support.world import World
 from viplanes.cli import transfer as transfer_mod
 from viplanes.client.http import ApiClient
 

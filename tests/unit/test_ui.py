@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from tests.unit.conftest import World
-from tests.unit.ui_helpers import csrf_of, post, sign_in
+from tests.support.ui import csrf_of, post, sign_in
+from tests.support.world import World
 from viplanes.store import records as store
 
 OPERATOR_PAGES = [
@@ -182,7 +182,7 @@ def test_session_works_in_another_api_process_with_the_same_secret(world: World,
 
 def test_every_form_on_every_page_carries_the_session_csrf_token(world: World):
     """Not only the first form of a page: a macro without the context once rendered empty tokens."""
-    from tests.unit.ui_helpers import CSRF
+    from tests.support.ui import CSRF
 
     for who, pages in (
         (

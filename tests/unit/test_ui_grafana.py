@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
-from tests.unit.conftest import World
+from tests.support.paths import REPO
+from tests.support.world import World
 
-DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "viplanes.json"
+DASHBOARD = REPO / "docs" / "grafana" / "viplanes.json"
 BOUNDED_LABELS = {"state", "outcome", "decision", "code", "le"}
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import csv
 import io
 
-from tests.unit.conftest import World
-from tests.unit.ui_helpers import post, sign_in
+from tests.support.ui import post, sign_in
+from tests.support.world import World
 from viplanes.store import records as store
 from viplanes.store.models import Lane
 

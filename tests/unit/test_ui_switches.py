@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from tests.unit.conftest import FakeClock, make_world
-from tests.unit.fake_switches import FakeSwitches, inline_runtime
-from tests.unit.ui_helpers import post, sign_in
+from tests.support.clock import FakeClock
+from tests.support.fake_switches import FakeSwitches, inline_runtime
+from tests.support.ui import post, sign_in
+from tests.support.world import make_world
 from viplanes.controller.compile import lane as compiler
 from viplanes.store.models import Lane
 

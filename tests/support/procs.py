@@ -1,4 +1,5 @@
-"""Helpers for integration tests: a controller subprocess and free ports. Cleans up what it starts."""
+"""Processes and ports for tests: the one ``free_port`` (the lab's), the one ``wait_for``, the
+one ``stop_process`` (the product's), a controller subprocess. Cleans up what it starts."""
 
 from __future__ import annotations
 
@@ -8,9 +9,15 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO
+from viplanes.lab.stack import free_port as free_port
+from viplanes.lifecycle import stop_process as stop_process
+
+T = TypeVar("T")
 
 
 def wait_healthy(proc: subprocess.Popen, url: str, log: Path, timeout: float) -> None:
@@ -46,10 +53,30 @@ def lab_security(topology: object) -> object:
     return listener_security(lab.dir, False, [lab.vswitchd_pin], topology)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def wait_for(
+    check: Callable[[], T],
+    timeout: float,
+    step: float = 0.05,
+    *,
+    what: str = "",
+    ignore: tuple[type[Exception], ...] = (),
+) -> T | None:
+    """Poll ``check()`` until it returns something truthy and return that value; None when
+    ``timeout`` runs out, or an AssertionError naming ``what`` when the caller gave one.
+    Exceptions of the ``ignore`` types count as "not yet" (a page mid-reload, a port not open)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = check()
+        except ignore:
+            value = None
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            if what:
+                raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+            return None
+        time.sleep(step)
 
 
 class ControllerProcess:
@@ -61,15 +88,21 @@ class ControllerProcess:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> ControllerProcess:
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "viplanes.cli.osken", "--listen", f"127.0.0.1:{self.port}", *lab_security_args()],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=REPO,
-            env=dict(os.environ),
-        )
-        log.close()
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "viplanes.cli.osken",
+                    "--listen",
+                    f"127.0.0.1:{self.port}",
+                    *lab_security_args(),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+                env=dict(os.environ),
+            )
         self._wait_listening(10.0)
         return self
 
@@ -102,10 +135,4 @@ class ControllerProcess:
         return False
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc, 5)

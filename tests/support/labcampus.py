@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 import requests
 
-from tests.integration.conftest import ovs_problem
-from tests.integration.procs import free_port, lab_security_args, wait_healthy
+from tests.support.ovs import ovs_problem
+from tests.support.paths import REPO
+from tests.support.procs import free_port, lab_security_args, stop_process, wait_healthy
 
-REPO = Path(__file__).resolve().parents[2]
 VIPLANES = [sys.executable, "-m", "viplanes.cli.main"]
 CAMPUS_YAML = REPO / "topologies" / "campus.yaml"
 
@@ -71,13 +71,7 @@ class ServeProcess:
             self.proc.wait(10)
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc, 15)
 
 
 def fast_reconnect(of_port: int) -> None:

@@ -12,37 +12,18 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-import pytest
 from os_ken.lib.packet import arp, ether_types, ethernet, packet
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
+from tests.support.clock import FakeClock
 from tests.support.flowsim import FlowSimError
 from tests.support.netsim import Network
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
 from viplanes.topologies.model import Topology
 
 
-class Clock:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> Clock:
-    """A test module imports this fixture to get a settable clock (it shadows conftest's)."""
-    return Clock()
-
-
-@pytest.fixture
-def switches(topo: Topology, clock: Clock) -> FakeSwitches:
-    return FakeSwitches(topo, clock)
-
-
-def inline_runtime(topo: Topology, clock: Clock, switches: FakeSwitches, base_flows: bool = False) -> LaneRuntime:
+def inline_runtime(topo: Topology, clock: FakeClock, switches: FakeSwitches, base_flows: bool = False) -> LaneRuntime:
     """A runtime wired to ``switches`` that runs spawned work inline, so a test sees its effects at once.
 
     ``base_flows`` reconciles every switch first (NORMAL, bypass drops, the ARP punt).
@@ -69,7 +50,7 @@ def arp_request(topo: Topology, target: str) -> bytes:
 
 
 class FakeSwitches:
-    def __init__(self, topo: Topology, clock: Clock, network: Network | None = None) -> None:
+    def __init__(self, topo: Topology, clock: FakeClock, network: Network | None = None) -> None:
         self.net = network or Network(topo)
         self.clock = clock
         self.mute: set[int] = set()  # switches that never answer barriers

@@ -1,8 +1,8 @@
 """A throwaway PostgreSQL 15 cluster for the test session (never the system cluster).
 
 initdb + pg_ctl run as the ``postgres`` OS user in a temporary directory owned by it, listening on
-127.0.0.1 on a free port with its socket in that directory. One cluster per pytest process, shared
-by every fixture that asks (reference-counted), stopped and removed when the last one tears down.
+127.0.0.1 on a free port with its socket in that directory. One cluster per pytest session (the
+``pg_cluster`` fixture in tests/conftest.py), stopped and removed at its end.
 Each test gets its own database cloned from a migrated template.
 """
 
@@ -11,29 +11,24 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
-import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from tests.support.procs import free_port
+
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class PgCluster:
     def __init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="viplanes-pg-"))
         self.data = self.dir / "data"
-        self.port = _free_port()
+        self.port = free_port()
         self._names = itertools.count(1)
         self.template_ready = False
 
@@ -111,40 +106,16 @@ class PgCluster:
         return self.url(name)
 
 
-_lock = threading.Lock()
-_cluster: PgCluster | None = None
-_users = 0
-
-
-@pytest.fixture(scope="session")
-def pg_cluster() -> Iterator[PgCluster]:
-    """The session's cluster; importing this fixture in several conftests still starts one."""
-    global _cluster, _users
+@contextmanager
+def session_cluster() -> Iterator[PgCluster]:
+    """A started cluster, stopped and removed on exit; skips where PostgreSQL 15 or root is missing."""
     if not (PG_BIN / "pg_ctl").exists():
         pytest.skip("PostgreSQL 15 binaries not installed")
     if os.geteuid() != 0:
         pytest.skip("starting a PostgreSQL cluster as user postgres needs root")
-    with _lock:
-        if _cluster is None:
-            cluster = PgCluster()
-            try:
-                cluster.start()
-            except Exception:
-                cluster.stop()
-                raise
-            _cluster = cluster
-        _users += 1
-        cluster = _cluster
+    cluster = PgCluster()
     try:
+        cluster.start()
         yield cluster
     finally:
-        with _lock:
-            _users -= 1
-            if _users == 0 and _cluster is not None:
-                _cluster.stop()
-                _cluster = None
-
-
-@pytest.fixture
-def pg_url(pg_cluster: PgCluster) -> str:
-    return pg_cluster.new_database()
+        cluster.stop()

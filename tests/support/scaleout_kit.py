@@ -16,7 +16,8 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,8 @@ from typing import Any
 import pytest
 import requests
 
-from tests.integration.procs import free_port, lab_security_args, wait_healthy
-from tests.integration.test_serve import bootstrap, lane_body
+from tests.support.procs import free_port, lab_security_args, stop_process, wait_for, wait_healthy
+from tests.support.serve import bootstrap, lane_body
 
 PREFIX = f"vlso{os.getpid() % 100000}"
 VIPLANES = [sys.executable, "-m", "viplanes.cli.main"]
@@ -122,13 +123,8 @@ class Proc:
 
     def stop(self) -> None:
         if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGCONT)
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+            os.kill(self.proc.pid, signal.SIGCONT)  # a paused process could not act on SIGTERM
+            stop_process(self.proc, 10)
 
 
 def print_log_tails(procs: list[Proc], lines: int = 60) -> None:
@@ -141,8 +137,9 @@ def print_log_tails(procs: list[Proc], lines: int = 60) -> None:
         print(f"----- {p.name} ({p.log}), last {len(tail)} lines -----", *tail, sep="\n")
 
 
-@pytest.fixture
-def cluster(pg_cluster: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[dict]:
+@contextmanager
+def scaleout_cluster(pg_cluster: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[dict]:
+    """Two cluster controllers, an API server with two workers and four bridges on one PostgreSQL database."""
     db = pg_cluster.new_database()
     op = bootstrap(db)
     security = lab_security_args()
@@ -285,12 +282,3 @@ def bridge_roles(bridge: str) -> list[str]:
         *vsctl("get", "bridge", bridge, "controller").strip("[]\n").replace(",", "").split(),
     )
     return [line.strip('"') for line in out.split()]
-
-
-def wait_for(cond: Callable[[], Any], timeout_s: float, step_s: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(step_s)
-    return False

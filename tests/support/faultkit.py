@@ -1,7 +1,7 @@
 """What the fault tests share: `viplanes serve` on a private OVS, iperf3 through a lane, gaps.
 
 ``Served`` runs the real ``viplanes serve`` (subprocess, SQLite file, campus topology) with its
-OpenFlow listener on the controller link of a :class:`~tests.integration.privovs.PrivateOvs`;
+OpenFlow listener on the controller link of a :class:`~tests.support.privovs.PrivateOvs`;
 it can be killed (-9 or SIGTERM) and started again on the same database and ports.
 """
 
@@ -12,13 +12,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import requests
 
-from tests.integration.privovs import PrivateOvs
-from tests.integration.procs import free_port
+from tests.support.privovs import PrivateOvs
+from tests.support.procs import free_port, wait_for
 
 VIPLANES = [sys.executable, "-m", "viplanes.cli.main"]
 LANE_PORT = 9000
@@ -181,11 +182,7 @@ def gaps(report: dict[str, Any], at_least_s: float = 0.2) -> list[tuple[float, f
     return found
 
 
-def wait_for(predicate: Any, timeout: float, step: float = 0.1) -> float | None:
-    """Seconds until ``predicate()`` held, or None."""
+def seconds_until(check: Callable[[], Any], timeout: float, step: float = 0.1) -> float | None:
+    """How long ``check()`` took to hold (the fault tests report it), or None after ``timeout``."""
     t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if predicate():
-            return time.monotonic() - t0
-        time.sleep(step)
-    return None
+    return time.monotonic() - t0 if wait_for(check, timeout, step) else None
