@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from os_ken.ofproto import ofproto_v1_3 as ofp
 
-from tests.unit.test_reconcile_wire import NOW, flowmods, reply, stats_entry
+from tests.unit.controller.compile.test_reconcile_wire import NOW, flowmods, reply, stats_entry
 from viplanes.controller.compile.lane import compile_base, compile_lane
 from viplanes.controller.openflow import flowstats
 from viplanes.controller.openflow.guard import REJECT, check_message

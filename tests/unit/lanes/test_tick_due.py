@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import event, update
 
 from tests.support.clock import T0
-from tests.unit.test_store import _topo, lane_input, principals
+from tests.unit.store.test_records import _topo, lane_input, principals
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.lanes.manager import LaneManager
 from viplanes.store.lanesql.core import LANES, lanes_due

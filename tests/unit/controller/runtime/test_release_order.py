@@ -9,7 +9,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.support.clock import T0, FakeClock
 from tests.support.fake_switches import FakeSwitches, inline_runtime
-from tests.unit.test_store import _topo, lane_input, principals
+from tests.unit.store.test_records import _topo, lane_input, principals
 from viplanes.controller.compile.cookies import EXACT_MASK, lane_cookie
 from viplanes.errors import NotFound
 from viplanes.lanes import manager as lanes_module

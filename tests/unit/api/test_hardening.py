@@ -13,7 +13,7 @@ from sqlalchemy import select, text
 from sqlalchemy.exc import OperationalError
 
 from tests.support.clock import T0
-from tests.unit.test_store import lane_input, principals
+from tests.unit.store.test_records import lane_input, principals
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.errors import Conflict, Invalid
 from viplanes.lanes.manager import LaneManager

@@ -12,7 +12,7 @@ from sqlalchemy import event, select
 from sqlalchemy.exc import IntegrityError
 
 from tests.support.clock import T0
-from tests.unit.test_store import _topo, lane_input, principals
+from tests.unit.store.test_records import _topo, lane_input, principals
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.lanes.manager import LaneManager
 from viplanes.lanes.overlap import _overlap_query

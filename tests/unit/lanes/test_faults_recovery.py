@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy import select
 
 from tests.support.clock import T0
-from tests.unit.test_store import _topo, lane_input, principals
+from tests.unit.store.test_records import _topo, lane_input, principals
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.lanes.manager import LaneManager
 from viplanes.store.models import AuditEvent, Lane

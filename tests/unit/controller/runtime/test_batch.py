@@ -12,7 +12,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.support.fake_switches import FakeSwitches, inline_runtime
 from tests.support.world import make_world
-from tests.unit.test_runtime import lane_flows, spec
+from tests.unit.controller.runtime.test_lane_runtime import lane_flows, spec
 from viplanes.controller.compile.cookies import lane_cookie
 from viplanes.controller.runtime.batch import SwitchAnswer, lane_failures, merge
 from viplanes.domain.values import ActivationResult, LaneSpec

@@ -18,7 +18,7 @@ import pytest
 
 from tests.support.clock import FakeClock
 from tests.support.world import GRANT, World
-from tests.unit.test_lane_sets import NAME, ask, make
+from tests.unit.lanes.test_lane_sets import NAME, ask, make
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.lanes.names import NameRefresher
 from viplanes.lanes.resolver import StaticResolver

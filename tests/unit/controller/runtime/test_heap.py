@@ -7,7 +7,7 @@ import gc
 import threading
 
 from tests.support.clock import FakeClock
-from tests.unit.test_switch_count import lane, restarted, synth
+from tests.unit.controller.runtime.test_switch_count import lane, restarted, synth
 from viplanes.controller.runtime import heap
 
 

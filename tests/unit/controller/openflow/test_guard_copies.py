@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.paths import REPO
-from tests.unit.test_fastmatch import _Datapath
+from tests.unit.controller.compile.test_fastmatch import _Datapath
 from viplanes.controller.compile import base as guardflows
 from viplanes.controller.compile.flowkey import cached_key, flow_key_of
 from viplanes.controller.compile.lane import compile_base

@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.clock import FakeClock
 from tests.support.world import World
-from tests.unit.test_lane_sets import ask, make
+from tests.unit.lanes.test_lane_sets import ask, make
 from viplanes.controller.compile.lane import compile_desired
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.domain.portmasks import PortRangeError, parse_port_ranges
