@@ -23,8 +23,7 @@ from pathlib import Path
 
 from bench.pg import throwaway_postgres
 from bench.report import Result, Target
-from tests.support.procs import free_port, lab_security_args, wait_healthy
-from tests.support.procs import wait_for
+from tests.support.procs import free_port, lab_security_args, wait_for, wait_healthy
 from tests.support.scaleout_kit import (
     Proc,
     controller_roles,
@@ -99,7 +98,9 @@ def measure(kills: int) -> dict[str, float]:
                     assert set(lane_flows(bridges[0], ln["id"])) == set(before[ln["id"]]), "a lane flow changed"
                 by_port[port] = controller(f"ctl-{port}-{k}", port)
                 target = f"ssl:127.0.0.1:{port}"
-                assert wait_for(lambda: all(controller_roles(b).get(target) == "slave" for b in bridges), 20)
+                assert wait_for(
+                    lambda target=target: all(controller_roles(b).get(target) == "slave" for b in bridges), 20
+                )
                 print(f"kill {k + 1}: {times[-1]:.2f} s", flush=True)
             elapsed_ok = all(
                 min(lane_flows(bridges[0], ln["id"]).values()) > min(before[ln["id"]].values()) for ln in first

@@ -200,7 +200,7 @@ def test_last_operator_cannot_be_disabled(tmp_path):
             ]
             results: dict[str, int] = {}
 
-            def disable(who: str, token: str, target: str) -> None:
+            def disable(who: str, token: str, target: str, results: dict[str, int] = results) -> None:
                 results[who] = api.call("POST", f"/principals/{target}/disable", token).status_code
 
             threads = [

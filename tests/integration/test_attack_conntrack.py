@@ -21,8 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests import support
-from tests.integration.test_dataplane import CLOUD, Campus
-from tests.support.labcampus import lab_campus
+from tests.support.labcampus import CLOUD, Campus, lab_campus
 
 pytestmark = pytest.mark.integration
 TOOL = str(Path(support.__file__).with_name("attack_tool.py"))

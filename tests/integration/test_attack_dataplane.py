@@ -20,8 +20,7 @@ from typing import Any
 import pytest
 
 from tests import support
-from tests.integration.test_dataplane import Campus
-from tests.support.labcampus import lab_campus
+from tests.support.labcampus import Campus, lab_campus
 
 pytestmark = pytest.mark.integration
 TOOL = str(Path(support.__file__).with_name("attack_tool.py"))

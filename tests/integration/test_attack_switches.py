@@ -28,10 +28,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.integration.test_serve_openflow import _start_with_openflow, lane_flows, vsctl
 from tests.support.fakeswitch import FakeSwitch, arp_request_packet_in, client_context
+from tests.support.ovs import lane_flows, vsctl
 from tests.support.procs import free_port
-from tests.support.serve import Serve, bootstrap, setup_researcher
+from tests.support.serve import Serve, bootstrap, setup_researcher, start_with_openflow
 
 pytestmark = pytest.mark.integration
 PREFIX = f"vlatk{os.getpid() % 100000}"
@@ -111,7 +111,7 @@ def switch_campus(tmp_path_factory):
     target = "tcp" if PLAIN else "ssl"
     try:
         plain = [] if PLAIN_ARGS in (None, "none") else shlex.split(PLAIN_ARGS)
-        _start_with_openflow(serve, of_port, plain if PLAIN else None)
+        start_with_openflow(serve, of_port, plain if PLAIN else None)
         for n, br in enumerate(bridges, start=1):
             vsctl(
                 "--may-exist",

@@ -56,7 +56,7 @@ def _assert_untouched(before: dict, after: dict, elapsed: float) -> None:
     """Same flows (by cookie and match), not re-added (duration went on), counters never fell."""
     for br in before:
         assert [f["match"] for f in after[br]] == [f["match"] for f in before[br]], br
-        for b, a in zip(before[br], after[br]):
+        for b, a in zip(before[br], after[br], strict=True):
             assert a["duration"] >= b["duration"] + elapsed - 1.0, (br, b, a)
             assert a["n_packets"] >= b["n_packets"] and a["n_bytes"] >= b["n_bytes"], (br, b, a)
 
@@ -245,7 +245,7 @@ def test_flows_deleted_behind_the_controllers_back_come_back_within_seconds(faul
         before = ovs.cookies(br)
         ovs.ofctl("del-flows", br, spec)
         assert cookie not in ovs.cookies(br)
-        took = seconds_until(lambda: ovs.cookies(br) >= before, 15)
+        took = seconds_until(lambda br=br, before=before: ovs.cookies(br) >= before, 15)
         assert took is not None, f"{br}: flows not restored ({before - ovs.cookies(br)} missing)"
         back.append(round(took, 2))
     record_property("flows_back_s", back)

@@ -49,7 +49,7 @@ def test_serve_lifecycle_and_restart_loses_nothing(serve_db, tmp_path):
     second = Serve(serve_db, tmp_path).start()
     try:
         lanes = requests.get(f"{second.url}/api/v1/lanes?state=active", headers=h, timeout=10).json()
-        assert sorted(l["id"] for l in lanes) == sorted(ids)  # nothing accepted was lost
+        assert sorted(ln["id"] for ln in lanes) == sorted(ids)  # nothing accepted was lost
         r = requests.post(f"{second.url}/api/v1/lanes", json=lane_body(9000), headers=h, timeout=10)
         assert r.status_code == 409 and r.json()["error"] == "duplicate_lane"
     finally:

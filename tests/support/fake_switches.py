@@ -16,11 +16,16 @@ from os_ken.lib.packet import arp, ether_types, ethernet, packet
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from tests.support.clock import FakeClock
+from tests.support.clock import T0, FakeClock
 from tests.support.flowsim import FlowSimError
 from tests.support.netsim import Network
+from viplanes.controller.compile.lane import lane_cookie
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
+from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Topology
+
+CLOUD = "203.0.113.10"  # the cloud host every runtime test sends to
+NAT_IP = "198.51.100.200"  # the NAT address of its lanes
 
 
 def inline_runtime(topo: Topology, clock: FakeClock, switches: FakeSwitches, base_flows: bool = False) -> LaneRuntime:
@@ -96,3 +101,24 @@ class FakeSwitches:
 
     def sent_types(self, dpid: int | None = None) -> list[str]:
         return [type(m).__name__ for d, m in self.sent if dpid is None or d == dpid]
+
+
+def spec(lane_id: int = 1, expires_in: float = 3600.0, now: float = T0, **kw: Any) -> LaneSpec:
+    """Desktop to the cloud host on tcp/5201 through the NAT pool, ``expires_in`` from ``now``."""
+    fields = dict(
+        lane_id=lane_id,
+        src_ip="10.1.0.10",
+        dst_ip=CLOUD,
+        protocol="tcp",
+        dst_port=5201,
+        src_port=None,
+        nat_ip=NAT_IP,
+        expires_at=now + expires_in,
+    )
+    fields.update(kw)
+    return LaneSpec(**fields)
+
+
+def lane_flows(switches: FakeSwitches, dpid: int, lane_id: int, table_id: int = 0) -> list:
+    """The lane's flows in one table (table 0: forward + reverse; 1: conntrack replies)."""
+    return [e for e in switches.net.tables[dpid].flows if e.cookie == lane_cookie(lane_id) and e.table_id == table_id]

@@ -24,3 +24,19 @@ def ovs_problem() -> str | None:
         detail = getattr(exc, "stderr", "") or ""
         return f"Open vSwitch is not running (run scripts/ovs-up): {detail.strip()[:200]}"
     return None
+
+
+def vsctl(*args: str) -> str:
+    """ovs-vsctl with a timeout (a dead ovsdb-server must fail the test, not hang it)."""
+    return subprocess.run(
+        ["ovs-vsctl", "--timeout=20", *args], check=True, capture_output=True, text=True, timeout=30
+    ).stdout
+
+
+def lane_flows(bridge: str, lane_id: int) -> list[str]:
+    out = subprocess.run(
+        ["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge], check=True, capture_output=True, text=True, timeout=20
+    ).stdout
+    from viplanes.controller.compile.cookies import lane_cookie
+
+    return [line for line in out.splitlines() if line.split()[0] == f"cookie={lane_cookie(lane_id):#x},"]

@@ -13,17 +13,20 @@ from typing import Any
 
 import pytest
 from os_ken.ofproto import ofproto_parser as ofproto_parser_mod
+from os_ken.ofproto import ofproto_protocol
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from tests.support.ovs import ovs_problem
+from tests.support.ovs import ovs_problem, vsctl
 from tests.support.procs import free_port
 
 
-class FakeDatapath:
-    ofproto = ofp
-    ofproto_parser = parser
-    id = 0
+class FakeDatapath(ofproto_protocol.ProtocolDesc):
+    """Just enough of an os-ken Datapath to serialise a message or parse a reply (OpenFlow 1.3)."""
+
+    def __init__(self) -> None:
+        super().__init__(ofp.OFP_VERSION)
+        self.id = 1
 
 
 class RawOpenFlow:
@@ -87,12 +90,6 @@ class RawOpenFlow:
 
     def close(self) -> None:
         self.sock.close()
-
-
-def vsctl(*args: str) -> str:
-    return subprocess.run(
-        ["ovs-vsctl", "--timeout=20", *args], check=True, capture_output=True, text=True, timeout=30
-    ).stdout
 
 
 @contextmanager

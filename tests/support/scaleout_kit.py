@@ -25,18 +25,13 @@ from typing import Any
 import pytest
 import requests
 
+from tests.support.ovs import vsctl
 from tests.support.procs import free_port, lab_security_args, stop_process, wait_for, wait_healthy
 from tests.support.serve import bootstrap, lane_body
 
 PREFIX = f"vlso{os.getpid() % 100000}"
 VIPLANES = [sys.executable, "-m", "viplanes.cli.main"]
 _STAT = re.compile(r"(duration|n_packets|n_bytes|hard_age|idle_age)=[^ ,]+,? ?")
-
-
-def vsctl(*args: str) -> str:
-    return subprocess.run(
-        ["ovs-vsctl", "--timeout=10", *args], check=True, capture_output=True, text=True, timeout=20
-    ).stdout
 
 
 @dataclass(frozen=True)
@@ -161,7 +156,7 @@ def scaleout_cluster(pg_cluster: Any, tmp_path: Path, request: pytest.FixtureReq
     try:
         ctl = [controller("ctl-a"), controller("ctl-b")]
         for c in ctl:  # both listening before the switches try (OVS backs off after a refusal)
-            assert wait_for(lambda: "OpenFlow listening" in c.log.read_text(errors="replace"), 30), (
+            assert wait_for(lambda c=c: "OpenFlow listening" in c.log.read_text(errors="replace"), 30), (
                 f"{c.name} not listening on {c.of_port}"
             )
         targets = [f"ssl:127.0.0.1:{c.of_port}" for c in ctl]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import requests
 
-from tests.support.procs import free_port, stop_process, wait_healthy
+from tests.support.procs import free_port, lab_security_args, stop_process, wait_healthy
 
 VIPLANES = [sys.executable, "-m", "viplanes.cli.main"]
 
@@ -103,3 +103,28 @@ def lane_body(port: int, duration: int = 600) -> dict:
         "duration_s": duration,
         "purpose": "integration",
     }
+
+
+def start_with_openflow(serve: Serve, of_port: int, security: list[str] | None = None) -> None:
+    """Start ``serve`` driving real switches on ``of_port``: TLS with the lab PKI unless
+    ``security`` gives other options (``[]``: plain TCP)."""
+    security = lab_security_args() if security is None else security
+    with open(serve.log, "ab") as log:
+        serve.proc = subprocess.Popen(
+            [
+                *VIPLANES,
+                "serve",
+                "--db",
+                serve.db_url,
+                "--api",
+                f"127.0.0.1:{serve.port}",
+                "--openflow",
+                f"127.0.0.1:{of_port}",
+                "--tick",
+                "0.2",
+                *security,
+            ],
+            stdout=log,
+            stderr=log,
+        )
+    wait_healthy(serve.proc, serve.url, serve.log, timeout=20)

@@ -68,10 +68,10 @@ def test_matrix(world, who, method, path, body, expected):
 def test_researcher_lists_only_their_own(world):
     world.lane("alice")
     world.lane("bob")
-    assert {l["principal"] for l in world.client.get("/api/v1/lanes", headers=world.h("bob")).json} == {"bob"}
-    assert {l["principal"] for l in world.client.get("/api/v1/lanes?principal=alice", headers=world.h("bob")).json} == {
-        "bob"
-    }
+    assert {ln["principal"] for ln in world.client.get("/api/v1/lanes", headers=world.h("bob")).json} == {"bob"}
+    assert {
+        ln["principal"] for ln in world.client.get("/api/v1/lanes?principal=alice", headers=world.h("bob")).json
+    } == {"bob"}
     assert len(world.client.get("/api/v1/lanes", headers=world.h("root")).json) == 2
     grants = world.client.get("/api/v1/grants", headers=world.h("bob")).json
     assert [g["principal"] for g in grants] == ["bob"]

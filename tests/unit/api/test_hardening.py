@@ -13,7 +13,7 @@ from sqlalchemy import select, text
 from sqlalchemy.exc import OperationalError
 
 from tests.support.clock import T0
-from tests.unit.store.test_records import lane_input, principals
+from tests.support.store import lane_input, principals
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.errors import Conflict, Invalid
 from viplanes.lanes.manager import LaneManager
@@ -51,7 +51,7 @@ def test_two_operators_disabling_each_other_at_once_leave_one(db):
         barrier = threading.Barrier(2)
         outcomes: list[str] = []
 
-        def disable(target: str) -> None:
+        def disable(target: str, barrier: threading.Barrier = barrier, outcomes: list[str] = outcomes) -> None:
             barrier.wait()
             try:
                 with db.write() as s:

@@ -126,7 +126,7 @@ def test_revoking_a_grant_ends_its_lanes(world):
     assert r.json["grant"]["state"] == "revoked"
     assert set(world.dataplane.active) == {bob}
     assert world.lane(dst_port=9005).status_code == 403  # no usable grant left
-    states = {l["id"]: l["state"] for l in world.client.get("/api/v1/lanes", headers=world.h("root")).json}
+    states = {ln["id"]: ln["state"] for ln in world.client.get("/api/v1/lanes", headers=world.h("root")).json}
     assert states == {ids[0]: "revoked", ids[1]: "revoked", bob: "active"}
 
 
@@ -154,7 +154,7 @@ def test_list_filters(world):
     world.lane(dst_port=9001)
     world.lane("bob")
     r = world.client.get("/api/v1/lanes?state=active&principal=bob", headers=world.h("root"))
-    assert [l["principal"] for l in r.json] == ["bob"]
+    assert [ln["principal"] for ln in r.json] == ["bob"]
     assert len(world.client.get("/api/v1/lanes?limit=1", headers=world.h("root")).json) == 1
     assert world.client.get("/api/v1/lanes?state=bogus", headers=world.h("root")).status_code == 422
 

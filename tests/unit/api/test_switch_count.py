@@ -15,7 +15,7 @@ import pytest
 from bench.synth_campus import PATH_SWITCHES, campus_data, host_ip
 from tests.support.clock import FakeClock
 from tests.support.fake_switches import FakeSwitches, inline_runtime
-from tests.unit.controller.runtime.test_switch_count import TEST_DOUBLES
+from tests.support.switch_cost import TEST_DOUBLES
 from viplanes.api.app import create_app
 from viplanes.store import records as store
 from viplanes.topologies.loader import parse_topology

@@ -111,6 +111,8 @@ def test_iperf3_does_not_retry_other_errors_or_a_run_that_measured(monkeypatch):
     broke_midway["error"] = "control socket has closed unexpectedly"
     for out in (fixture("iperf3_refused.json"), json.dumps(broke_midway)):
         calls: list[int] = []
-        monkeypatch.setattr(measure, "_run", lambda host, argv, timeout, o=out: (calls.append(1) or o, "", 0))
+        monkeypatch.setattr(
+            measure, "_run", lambda host, argv, timeout, o=out, calls=calls: (calls.append(1) or o, "", 0)
+        )
         got = measure.run_iperf3(None, "203.0.113.10", 5201, 1, 3, False)
         assert not got.ok and got.error and len(calls) == 1

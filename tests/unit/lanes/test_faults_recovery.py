@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy import select
 
 from tests.support.clock import T0
-from tests.unit.store.test_records import _topo, lane_input, principals
+from tests.support.store import campus_topology, lane_input, principals
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.lanes.manager import LaneManager
 from viplanes.store.models import AuditEvent, Lane
@@ -55,7 +55,7 @@ def test_scheduled_lane_whose_window_passed_in_an_outage_expires_with_reason(wor
 def test_transient_activation_failure_stays_installing_and_is_recovered(db):
     callers = principals(db, ("alice", "researcher"))
     dp = MemoryDataplane()
-    mgr = LaneManager(db, dp, _topo(), clock=lambda: T0)
+    mgr = LaneManager(db, dp, campus_topology(), clock=lambda: T0)
     dp.fail_next = "switch s2 (dpid 2) not connected"
     lane, created = mgr.request(callers["alice"], lane_input())
     assert created and lane.state == "installing"
@@ -71,7 +71,7 @@ def test_permanent_activation_failure_still_fails(db):
     callers = principals(db, ("alice", "researcher"))
     dp = MemoryDataplane()
     dp.fail_next = "switch s3 (dpid 3) refused: OFPET_BAD_MATCH code 3"
-    lane, _ = LaneManager(db, dp, _topo(), clock=lambda: T0).request(callers["alice"], lane_input())
+    lane, _ = LaneManager(db, dp, campus_topology(), clock=lambda: T0).request(callers["alice"], lane_input())
     assert lane.state == "failed" and "refused" in lane.reason
 
 
@@ -81,7 +81,7 @@ def test_lane_left_installing_by_a_failed_state_update_is_recovered(db, monkeypa
     callers = principals(db, ("alice", "researcher"))
     dp = MemoryDataplane()
     clock = [T0]
-    mgr = LaneManager(db, dp, _topo(), clock=lambda: clock[0])
+    mgr = LaneManager(db, dp, campus_topology(), clock=lambda: clock[0])
     clock[0] += 1  # the lane is newer than the process: not a start-up leftover
     real_write = db.write_connection  # the lane hot path's transactions (viplanes/store/lanesql/core.py)
     calls = {"n": 0}
@@ -108,7 +108,7 @@ def test_recover_skips_lanes_whose_switches_are_away_and_lanes_past_their_window
     callers = principals(db, ("alice", "researcher"))
     dp = MemoryDataplane()
     clock = [T0]
-    mgr = LaneManager(db, dp, _topo(), clock=lambda: clock[0])
+    mgr = LaneManager(db, dp, campus_topology(), clock=lambda: clock[0])
     lane, _ = mgr.request(callers["alice"], lane_input(duration_s=60))
     with db.write() as s:
         s.get(Lane, lane.id).state = "installing"

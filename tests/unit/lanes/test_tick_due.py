@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import event, update
 
 from tests.support.clock import T0
-from tests.unit.store.test_records import _topo, lane_input, principals
+from tests.support.store import campus_topology, lane_input, principals
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.lanes.manager import LaneManager
 from viplanes.store.lanesql.core import LANES, lanes_due
@@ -30,7 +30,7 @@ def test_an_idle_tick_reads_once_and_a_due_tick_still_starts_and_expires(db):
     callers = principals(db, ("alice", "researcher"))
     clock = [T0]
     dp = MemoryDataplane()
-    mgr = LaneManager(db, dp, _topo(), clock=lambda: clock[0])
+    mgr = LaneManager(db, dp, campus_topology(), clock=lambda: clock[0])
     now_lane, _ = mgr.request(callers["alice"], lane_input())
     later, _ = mgr.request(callers["alice"], lane_input(port=9001, start_at=T0 + 30))
     seen, stop = _statements(db)
@@ -58,7 +58,7 @@ def test_lanes_due_agrees_with_what_tick_would_do(db):
     """Every state against start and end times before, at and after ``now``: due exactly when a
     scheduled lane's start has come or a carried (installing/active) lane's end has."""
     callers = principals(db, ("alice", "researcher"), max_lanes=50, ports=("1-65535",))
-    mgr = LaneManager(db, MemoryDataplane(), _topo(), clock=lambda: T0)
+    mgr = LaneManager(db, MemoryDataplane(), campus_topology(), clock=lambda: T0)
     lane, _ = mgr.request(callers["alice"], lane_input(port=7000))
     states = ("scheduled", "installing", "active", "released", "expired", "revoked", "failed")
     offsets = (-1.0, 0.0, 1.0)

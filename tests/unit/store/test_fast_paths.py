@@ -418,7 +418,7 @@ def test_a_change_on_several_switches_is_serialised_whole_before_the_first_write
         kinds = [e[0] for e in events]
         assert kinds == ["serialize"] * 3 + ["write"] * 3, events
         assert all(e[2] == 3 for e in events if e[0] == "write")  # all barriers expected first
-        for (a, b), d in zip(pairs, (1, 2, 3)):
+        for _, b in pairs:  # one pair per switch 1, 2, 3
             b.settimeout(2.0)
             assert len(b.recv(65536)) > 0  # each switch got its bytes
         assert wait is not None

@@ -12,7 +12,7 @@ from sqlalchemy import event, select
 from sqlalchemy.exc import IntegrityError
 
 from tests.support.clock import T0
-from tests.unit.store.test_records import _topo, lane_input, principals
+from tests.support.store import campus_topology, lane_input, principals
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.lanes.manager import LaneManager
 from viplanes.lanes.overlap import _overlap_query
@@ -26,7 +26,7 @@ from viplanes.store.lanesql import sqlite as rawsql
 def sql_world(sqlite_url):
     db = Database(sqlite_url)
     db.create_all()
-    topo = _topo()
+    topo = campus_topology()
     mgr = LaneManager(db, MemoryDataplane(), topo, clock=lambda: T0)
     alice = principals(db, ("alice", "researcher"), max_lanes=50, ports=("1-65535",))["alice"]
     ids = [mgr.request(alice, lane_input(port=port))[0].id for port in (9000, 9001, 9002)]
@@ -59,8 +59,8 @@ def test_selects_give_the_rows_core_gives(sql_world):
         params = {"lane_id_": lane_id}
         raw, core = _both(
             db,
-            lambda c: rawsql.first_mapping(c, lane_sql._LANE_WITH_OWNER, params),
-            lambda c: dict(c.execute(lane_sql._LANE_WITH_OWNER, params).mappings().one()),
+            lambda c, params=params: rawsql.first_mapping(c, lane_sql._LANE_WITH_OWNER, params),
+            lambda c, params=params: dict(c.execute(lane_sql._LANE_WITH_OWNER, params).mappings().one()),
         )
         assert raw == core and raw["owner_name"] == "alice"
     for single in (True, False):
@@ -69,13 +69,17 @@ def test_selects_give_the_rows_core_gives(sql_world):
             params.update(dst="203.0.113.10", dport=9000)
         query = _overlap_query(single, False, False)
         raw, core = _both(
-            db, lambda c: rawsql.rows(c, query, params), lambda c: [tuple(r) for r in c.execute(query, params)]
+            db,
+            lambda c, query=query, params=params: rawsql.rows(c, query, params),
+            lambda c, query=query, params=params: [tuple(r) for r in c.execute(query, params)],
         )
         assert raw == core and raw
     pool = LanePool(ipaddress.ip_network("100.64.0.0/27"))
     for src in ("10.1.0.10", "10.1.0.99"):
         raw, core = _both(
-            db, lambda c: rawsql.scalar(c, pool._lookup, {"src": src}), lambda c: c.scalar(pool._lookup, {"src": src})
+            db,
+            lambda c, src=src: rawsql.scalar(c, pool._lookup, {"src": src}),
+            lambda c, src=src: c.scalar(pool._lookup, {"src": src}),
         )
         assert raw == core
 

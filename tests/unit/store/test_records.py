@@ -13,45 +13,15 @@ from sqlalchemy import select
 
 from tests.support.clock import T0
 from tests.support.concurrency import run_together
-from tests.support.paths import REPO
+from tests.support.store import campus_topology, lane_input, principals
 from tests.support.world import GRANT
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.errors import Conflict, Invalid, NotFound, VipError
-from viplanes.lanes.manager import LaneInput, LaneManager, can_move
+from viplanes.lanes.manager import LaneManager, can_move
 from viplanes.store import records as store
 from viplanes.store.db import Database
 from viplanes.store.migrations import current
 from viplanes.store.models import Lane
-
-
-def principals(db, *specs, max_lanes=3, ports=("443", "9000-9100")):
-    out = {}
-    with db.write() as s:
-        for name, role in specs:
-            p, token = store.create_principal(s, name, role, T0)
-            out[name] = store.caller_for_token(s, token)
-            if role == "researcher":
-                store.create_grant(
-                    s,
-                    store.GrantInput(principal=name, **{**GRANT, "max_lanes": max_lanes, "ports": list(ports)}),
-                    "root",
-                    T0,
-                )
-    return out
-
-
-def lane_input(src="10.1.0.10", port=9000, **over):
-    return LaneInput(
-        **{
-            "src_ip": src,
-            "dst_ip": "203.0.113.10",
-            "protocol": "tcp",
-            "dst_port": port,
-            "duration_s": 600,
-            "purpose": "test",
-            **over,
-        }
-    )
 
 
 def test_schema_is_migrated(db):
@@ -96,7 +66,7 @@ def test_lane_lifecycle_and_transitions(db):
     callers = principals(db, ("alice", "researcher"))
     dp = MemoryDataplane()
     clock = [T0]
-    mgr = LaneManager(db, dp, _topo(), clock=lambda: clock[0])
+    mgr = LaneManager(db, dp, campus_topology(), clock=lambda: clock[0])
     lane, created = mgr.request(callers["alice"], lane_input())
     assert created and lane.state == "active" and lane.nat_ip == "198.51.100.193"
     later, _ = mgr.request(callers["alice"], lane_input(port=9001, start_at=T0 + 30))
@@ -110,23 +80,16 @@ def test_lane_lifecycle_and_transitions(db):
     assert can_move("active", "expired") and not can_move("expired", "active") and not can_move("failed", "active")
 
 
-def _topo():
-
-    from viplanes.topologies.loader import load_topology
-
-    return load_topology(REPO / "topologies" / "campus.yaml")
-
-
 def test_accepted_lanes_survive_a_restart(db_url):
     db = Database(db_url)
     db.create_all()
     callers = principals(db, ("alice", "researcher"))
-    mgr = LaneManager(db, MemoryDataplane(), _topo(), clock=lambda: T0)
+    mgr = LaneManager(db, MemoryDataplane(), campus_topology(), clock=lambda: T0)
     ids = {mgr.request(callers["alice"], lane_input(port=p))[0].id for p in (9000, 9001, 9002)}
     db.dispose()  # the API process ends
     db2 = Database(db_url)
     dp2 = MemoryDataplane()
-    mgr2 = LaneManager(db2, dp2, _topo(), clock=lambda: T0 + 1)
+    mgr2 = LaneManager(db2, dp2, campus_topology(), clock=lambda: T0 + 1)
     dp2.attach_source(mgr2.desired_lanes)
     dp2.reconcile()
     assert set(dp2.active) == ids
@@ -135,18 +98,18 @@ def test_accepted_lanes_survive_a_restart(db_url):
 
 def test_installing_lanes_are_recovered(db):
     callers = principals(db, ("alice", "researcher"))
-    mgr = LaneManager(db, MemoryDataplane(), _topo(), clock=lambda: T0)
+    mgr = LaneManager(db, MemoryDataplane(), campus_topology(), clock=lambda: T0)
     lane, _ = mgr.request(callers["alice"], lane_input())
     with db.write() as s:  # as if the process died between decision and activation
         s.get(Lane, lane.id).state = "installing"
     dp = MemoryDataplane()
-    assert LaneManager(db, dp, _topo(), clock=lambda: T0).recover() == 1
+    assert LaneManager(db, dp, campus_topology(), clock=lambda: T0).recover() == 1
     assert lane.id in dp.active
 
 
 def _storm(db, callers, n, max_lanes):
     """``n`` threads request lanes at once; returns (created lanes, refusal codes, seconds)."""
-    mgr = LaneManager(db, MemoryDataplane(), _topo(), clock=lambda: T0)
+    mgr = LaneManager(db, MemoryDataplane(), campus_topology(), clock=lambda: T0)
     names = list(callers)
     barrier = threading.Barrier(n)
     created, refused, errors = [], [], []
@@ -177,7 +140,7 @@ def test_200_simultaneous_requests_against_quota_5(db, record_property):
     created, refused, elapsed = _storm(db, callers, 200, 5)
     record_property("seconds", round(elapsed, 3))
     print(f"\n200 concurrent requests, quota 5, {db.engine.dialect.name}: {elapsed:.2f}s")
-    assert len(created) == 5 and all(l.state == "active" for l in created)
+    assert len(created) == 5 and all(ln.state == "active" for ln in created)
     assert len(refused) == 195 and set(refused) == {"quota_exceeded"}
     with db.read() as s:
         assert len(s.scalars(select(Lane)).all()) == 5
@@ -188,8 +151,8 @@ def test_two_principals_race_for_lane_pool_addresses(db):
     created, refused, _ = _storm(db, callers, 100, 5)
     assert len(created) == 10 and set(refused) == {"quota_exceeded"}
     by_host: dict[str, set[str]] = {}
-    for l in created:
-        by_host.setdefault(l.src_ip, set()).add(l.nat_ip)
+    for ln in created:
+        by_host.setdefault(ln.src_ip, set()).add(ln.nat_ip)
     # one address per host, shared by its lanes; two hosts never share one
     assert {h: len(a) for h, a in by_host.items()} == {"10.1.0.10": 1, "10.1.0.20": 1}
     assert by_host["10.1.0.10"].isdisjoint(by_host["10.1.0.20"])
@@ -208,7 +171,7 @@ def test_models_and_migrations_agree(db):
 def test_extend_release_and_revoke_grant(db):
     callers = principals(db, ("alice", "researcher"), ("root", "operator"))
     dp = MemoryDataplane()
-    mgr = LaneManager(db, dp, _topo(), clock=lambda: T0)
+    mgr = LaneManager(db, dp, campus_topology(), clock=lambda: T0)
     a, _ = mgr.request(callers["alice"], lane_input(port=9000))
     b, _ = mgr.request(callers["alice"], lane_input(port=9001))
     assert mgr.extend(callers["alice"], a.id, 600).expires_at == T0 + 1200
@@ -229,7 +192,7 @@ def test_extend_release_and_revoke_grant(db):
 
 def test_concurrent_release_ends_a_lane_once(db):
     callers = principals(db, ("alice", "researcher"))
-    mgr = LaneManager(db, MemoryDataplane(), _topo(), clock=lambda: T0)
+    mgr = LaneManager(db, MemoryDataplane(), campus_topology(), clock=lambda: T0)
     lane, _ = mgr.request(callers["alice"], lane_input())
     barrier = threading.Barrier(8)
     outcomes = []
@@ -256,7 +219,7 @@ def test_scheduler_thread_ticks_and_recovers_after_grace(db):
     callers = principals(db, ("alice", "researcher"))
     clock = [T0]
     dp = MemoryDataplane()
-    mgr = LaneManager(db, dp, _topo(), clock=lambda: clock[0])
+    mgr = LaneManager(db, dp, campus_topology(), clock=lambda: clock[0])
     stuck, _ = mgr.request(callers["alice"], lane_input(port=9000))
     short, _ = mgr.request(callers["alice"], lane_input(port=9001, duration_s=5))
     with db.write() as s:
@@ -278,7 +241,7 @@ def test_scheduler_thread_ticks_and_recovers_after_grace(db):
 
 def test_simultaneous_retries_with_one_idempotency_key_make_one_lane(db):
     callers = principals(db, ("alice", "researcher"), max_lanes=5)
-    mgr = LaneManager(db, MemoryDataplane(), _topo(), clock=lambda: T0)
+    mgr = LaneManager(db, MemoryDataplane(), campus_topology(), clock=lambda: T0)
     barrier = threading.Barrier(20)
     answers = []
 

@@ -185,7 +185,7 @@ def test_removal_deletes_only_that_lane(net: Network, topo: Topology, lane: Lane
 def test_base_flows(topo: Topology) -> None:
     base = compile_base(topo)
     assert set(base) == {1, 2, 3, 4}
-    for dpid, ofmsgs in base.items():
+    for ofmsgs in base.values():
         assert ofmsgs[0].priority == PRIORITY_TABLE_MISS and not ofmsgs[0].match.items()
     guards = [PRIORITY_GUARD] * (4 + 3 * 2)  # marker, pool (IPv4, ARP x2); 3 hosts (IPv4, ARP) at fw
     assert [m.priority for m in base[2]] == [PRIORITY_TABLE_MISS, PRIORITY_BYPASS_DROP, *guards]

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from os_ken.ofproto import ofproto_v1_3 as ofp
-from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.support.paths import REPO
+from tests.support.rawof import FakeDatapath
 from viplanes.controller.compile.lane import (
     compile_base,
     compile_flow_delete,
@@ -28,12 +28,6 @@ OFCTL = shutil.which("ovs-ofctl")
 pytestmark = pytest.mark.skipif(OFCTL is None, reason="ovs-ofctl (openvswitch-common) not installed")
 CAMPUS = load_topology(REPO / "topologies" / "campus.yaml")
 NOW = 1000.0
-
-
-class FakeDatapath:
-    ofproto = ofp
-    ofproto_parser = parser
-    id = 1
 
 
 def ovs_view(ofmsgs: list) -> list[str]:

@@ -187,7 +187,7 @@ def _other(draw: st.DrawFn, value: int, lo: int, hi: int) -> int:
 def _deviate(draw: st.DrawFn, pkt: dict[str, Any], what: str, proto: str, sport: str, dport: str) -> dict[str, Any]:
     pkt = dict(pkt)
     if what == "eth_src":
-        pkt["eth_src"] = "02:00:00:99:%02x:%02x" % (draw(st.integers(0, 255)), draw(st.integers(0, 255)))
+        pkt["eth_src"] = f"02:00:00:99:{draw(st.integers(0, 255)):02x}:{draw(st.integers(0, 255)):02x}"
     elif what in ("ipv4_src", "ipv4_dst"):
         ip = int(ipaddress.IPv4Address(pkt[what]))
         pkt[what] = str(ipaddress.IPv4Address(_other(draw, ip, 1, 2**32 - 2)))

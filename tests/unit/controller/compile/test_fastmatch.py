@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.support.paths import REPO
+from tests.support.rawof import FakeDatapath
 from viplanes.controller.compile import fastmatch
 from viplanes.controller.compile.lane import compile_base, compile_lane
 from viplanes.controller.compile.shared import lane_addresses
@@ -18,11 +19,6 @@ from viplanes.topologies.loader import load_topology
 
 NOW = 1000.0
 TOPOLOGIES = {name: load_topology(REPO / "topologies" / f"{name}.yaml") for name in ("campus", "campus-dualstack")}
-
-
-class _Datapath:  # what serialize() reads of a datapath
-    ofproto = __import__("os_ken.ofproto.ofproto_v1_3", fromlist=["x"])
-    ofproto_parser = parser
 
 
 def wire(msg: parser.OFPFlowMod, plain: bool) -> bytes:
@@ -43,7 +39,7 @@ def wire(msg: parser.OFPFlowMod, plain: bool) -> bytes:
         match=(parser.OFPMatch(_ordered_fields=list(msg.match._fields2)) if plain else msg.match),
         instructions=[_plain(i) for i in msg.instructions] if plain else msg.instructions,
     )
-    copy.datapath = _Datapath()
+    copy.datapath = FakeDatapath()
     copy.set_xid(77)
     copy.serialize()
     return bytes(copy.buf)
@@ -177,7 +173,7 @@ def test_every_lane_match_has_os_kens_fields_in_os_kens_order(case: tuple[str, L
 
 def test_base_matches_and_experimenter_fields_keep_os_kens_order(monkeypatch) -> None:
     for topo in TOPOLOGIES.values():
-        for fields in _fields_passed(monkeypatch, lambda: compile_base(topo)):
+        for fields in _fields_passed(monkeypatch, lambda topo=topo: compile_base(topo)):
             assert fastmatch.exact_match(fields)._fields2 == parser.OFPMatch(**fields)._fields2
     # experimenter fields of one experimenter share a sort key (ONF's tcp_flags, pbb_uca): os-ken
     # keeps them in the order given, and so must the cache; conntrack, masked values and a list

@@ -7,11 +7,13 @@ import struct
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from os_ken.ofproto import ofproto_parser, ofproto_protocol
+from os_ken.ofproto import ofproto_parser
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.support.flowsim import FlowTable
+from tests.support.flowstats import NOW, flowmods, reply, stats_entry
+from tests.support.rawof import FakeDatapath
 from viplanes.controller.compile.cookies import ALL_APP_FLOWS
 from viplanes.controller.compile.flowkey import cached_key, flow_key_of
 from viplanes.controller.compile.lane import compile_base, compile_lane
@@ -20,50 +22,6 @@ from viplanes.controller.openflow.flowstats import decode_flow_stats_reply
 from viplanes.controller.openflow.guard import OK, check_message
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Topology
-
-NOW = 3_000_000.0
-
-
-class _Dp(ofproto_protocol.ProtocolDesc):
-    def __init__(self) -> None:
-        super().__init__(ofp.OFP_VERSION)
-        self.id = 1
-
-
-def stats_entry(mod: parser.OFPFlowMod, packets: int = 0, octets: int = 0) -> bytes:
-    """The flow-stats entry a switch would report for a FlowMod we sent (same match/instructions)."""
-    mod.datapath = _Dp()
-    mod.xid = 1
-    mod.serialize()
-    body = bytes(mod.buf[48:])  # ofp_flow_mod's match and instructions
-    return (
-        struct.pack(
-            "!HBxIIHHHH4xQQQ",
-            48 + len(body),
-            mod.table_id,
-            0,
-            5,
-            mod.priority,
-            0,
-            mod.hard_timeout,
-            mod.flags,
-            mod.cookie,
-            packets,
-            octets,
-        )
-        + body
-    )
-
-
-def reply(entries: list[bytes], more: bool = False) -> bytes:
-    body = struct.pack("!HH4x", ofp.OFPMP_FLOW, ofp.OFPMPF_REPLY_MORE if more else 0)
-    body += b"".join(entries)
-    return struct.pack("!BBHI", 4, ofp.OFPT_MULTIPART_REPLY, 8 + len(body), 9) + body
-
-
-def flowmods(ofmsgs_by_dpid: dict) -> list:
-    return [m for msgs in ofmsgs_by_dpid.values() for m in msgs if isinstance(m, parser.OFPFlowMod)]
-
 
 LANES = st.builds(
     lambda i, host, proto, dport, sport, rate: LaneSpec(
@@ -95,7 +53,7 @@ def test_wire_decode_equals_os_ken_and_the_compiled_flows(topo: Topology, lane: 
     entries, more = decode_flow_stats_reply(raw)
     assert not more
     version, msg_type, length, xid = struct.unpack_from("!BBHI", raw)
-    theirs = ofproto_parser.msg(_Dp(), version, msg_type, length, xid, raw).body
+    theirs = ofproto_parser.msg(FakeDatapath(), version, msg_type, length, xid, raw).body
     assert [flow_key_of(e) for e in entries] == [flow_key_of(s) for s in theirs]
     assert [flow_key_of(e) for e in entries] == [flow_key_of(m) for m in mods]
     assert [(e.cookie, e.packet_count, e.byte_count, e.duration_sec, e.hard_timeout) for e in entries] == [
@@ -116,7 +74,7 @@ def test_the_key_a_decoded_entry_comes_with_is_the_one_its_attributes_give(topo:
     for entries in (first, again):
         assert [cached_key(e) for e in entries] == [flow_key_of(e) for e in entries]
         assert [cached_key(e) for e in entries] == [flow_key_of(m) for m in mods]
-    for a, b in zip(first, again):  # each entry has its own containers
+    for a, b in zip(first, again, strict=True):  # each entry has its own containers
         assert a.match is not b.match and a.instructions is not b.instructions
     first[0].instructions.clear()
     first[0].match.clear()

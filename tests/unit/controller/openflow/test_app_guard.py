@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -20,17 +19,15 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from os_ken.ofproto import ofproto_parser, ofproto_protocol
+from os_ken.ofproto import ofproto_parser
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.support.paths import REPO
+from tests.support.peer import Peer, msg
 from tests.support.procs import free_port, stop_process
+from tests.support.rawof import FakeDatapath
 from viplanes.controller.openflow.guard import DROP, OK, REJECT, check_message
-
-
-def msg(msg_type: int, body: bytes, version: int = 4, xid: int = 1) -> bytes:
-    return struct.pack("!BBHI", version, msg_type, 8 + len(body), xid) + body
 
 
 def match_bytes(**fields) -> bytes:
@@ -183,12 +180,6 @@ HOSTILE = {
 }
 
 
-class _Dp(ofproto_protocol.ProtocolDesc):
-    def __init__(self) -> None:
-        super().__init__(ofp.OFP_VERSION)
-        self.id = 1
-
-
 class _TooLong(BaseException):
     pass
 
@@ -211,7 +202,7 @@ def parses_in_time(raw: bytes, seconds: float = 1.0) -> bool:
     signal.setitimer(signal.ITIMER_REAL, seconds, 0.05)
     try:
         try:
-            ofproto_parser.msg(_Dp(), version, msg_type, length, xid, raw)
+            ofproto_parser.msg(FakeDatapath(), version, msg_type, length, xid, raw)
         finally:
             state["done"] = True
             signal.setitimer(signal.ITIMER_REAL, 0)
@@ -252,7 +243,7 @@ def test_valid_messages_pass_and_parse(name: str) -> None:
 
 def test_flow_stats_reach_os_ken_intact() -> None:
     version, msg_type, length, xid = struct.unpack_from("!BBHI", VALID["flow stats"])
-    reply = ofproto_parser.msg(_Dp(), version, msg_type, length, xid, VALID["flow stats"])
+    reply = ofproto_parser.msg(FakeDatapath(), version, msg_type, length, xid, VALID["flow stats"])
     assert [s.cookie for s in reply.body] == [0x5650000000000001] * 2
     assert reply.body[0].match["ipv4_dst"] == "203.0.113.10"
 
@@ -312,81 +303,6 @@ def test_whatever_the_guard_lets_through_parses_in_bounded_time(base: str, edits
     assert verdict.action in (OK, DROP, REJECT)
     if verdict.action == OK:
         assert parses_in_time(bytes(raw)), f"guard passed a message that hangs os-ken: {raw.hex()}"
-
-
-# ---- a live controller against hostile peers --------------------------------------------------
-class Peer:
-    """A bare-bytes OpenFlow 1.3 switch: enough handshake to be a connected switch."""
-
-    def __init__(self, port: int, dpid: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
-        self.dpid = dpid
-        self.buf = b""
-
-    def read(self, timeout: float = 5.0) -> tuple[int, int, bytes] | None:
-        """(type, xid, whole message), or None when the controller closed the connection."""
-        self.sock.settimeout(timeout)
-        while len(self.buf) < 8 or len(self.buf) < struct.unpack_from("!H", self.buf, 2)[0]:
-            try:
-                chunk = self.sock.recv(65536)
-            except TimeoutError:
-                raise
-            except OSError:  # reset, or closed by the test meanwhile
-                return None
-            if not chunk:
-                return None
-            self.buf += chunk
-        length = struct.unpack_from("!H", self.buf, 2)[0]
-        raw, self.buf = self.buf[:length], self.buf[length:]
-        return raw[1], struct.unpack_from("!I", raw, 4)[0], raw
-
-    def handshake(self) -> None:
-        self.sock.sendall(VALID["hello"])
-        while True:
-            got = self.read()
-            assert got is not None, "controller closed a well-behaved switch"
-            msg_type, xid, _ = got
-            if msg_type == ofp.OFPT_FEATURES_REQUEST:
-                self.sock.sendall(
-                    msg(ofp.OFPT_FEATURES_REPLY, struct.pack("!QIBB2xII", self.dpid, 0, 254, 0, 0, 0), xid=xid)
-                )
-                return
-
-    def serve_until(self, want_type: int, timeout: float = 5.0) -> bytes | None:
-        """Answer what a switch must answer until a message of ``want_type`` arrives."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                got = self.read(max(0.1, deadline - time.monotonic()))
-            except TimeoutError:
-                continue
-            if got is None:
-                return None
-            msg_type, xid, raw = got
-            if msg_type == want_type:
-                return raw
-            if msg_type == ofp.OFPT_ECHO_REQUEST:
-                self.sock.sendall(msg(ofp.OFPT_ECHO_REPLY, raw[8:], xid=xid))
-            elif msg_type == ofp.OFPT_BARRIER_REQUEST:
-                self.sock.sendall(msg(ofp.OFPT_BARRIER_REPLY, b"", xid=xid))
-            elif msg_type == ofp.OFPT_MULTIPART_REQUEST:
-                mp_type = struct.unpack_from("!H", raw, 8)[0]
-                self.sock.sendall(msg(ofp.OFPT_MULTIPART_REPLY, struct.pack("!HH4x", mp_type, 0), xid=xid))
-        return None
-
-    def closed_by_controller(self, timeout: float = 5.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                got = self.read(max(0.1, deadline - time.monotonic()))
-            except TimeoutError:
-                return False
-            if got is None:
-                return True
-        return False
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @pytest.fixture

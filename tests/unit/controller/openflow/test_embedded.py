@@ -12,8 +12,8 @@ import time
 import pytest
 from os_ken.ofproto import ofproto_v1_3 as ofp
 
+from tests.support.peer import Peer, msg
 from tests.support.procs import free_port
-from tests.unit.controller.openflow.test_app_guard import Peer, msg
 from viplanes.controller.openflow.launcher import SWITCH_INTERVAL_S
 from viplanes.controller.runtime.lane_runtime import EmbeddedController
 from viplanes.domain.values import LaneSpec

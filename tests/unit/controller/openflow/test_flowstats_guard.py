@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from os_ken.ofproto import ofproto_v1_3 as ofp
 
-from tests.unit.controller.compile.test_reconcile_wire import NOW, flowmods, reply, stats_entry
+from tests.support.flowstats import NOW, flowmods, reply, stats_entry
 from viplanes.controller.compile.lane import compile_base, compile_lane
 from viplanes.controller.openflow import flowstats
 from viplanes.controller.openflow.guard import REJECT, check_message
@@ -138,7 +138,9 @@ def test_what_the_decoder_accepts_the_guard_accepts(entries: list[bytes], data) 
             if at + size > len(body):
                 continue
             old = int.from_bytes(body[at : at + size], "big")
-            new = data.draw(st.sampled_from([0, 1, 4, 8, 0xFF, 0xFFFF]) | st.integers(-16, 16).map(lambda d: old + d))
+            new = data.draw(
+                st.sampled_from([0, 1, 4, 8, 0xFF, 0xFFFF]) | st.integers(-16, 16).map(lambda d, old=old: old + d)
+            )
             body[at : at + size] = (new % (1 << (8 * size))).to_bytes(size, "big")
         elif not body:
             break

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.paths import REPO
-from tests.unit.controller.compile.test_fastmatch import _Datapath
+from tests.support.rawof import FakeDatapath
 from viplanes.controller.compile import base as guardflows
 from viplanes.controller.compile.flowkey import cached_key, flow_key_of
 from viplanes.controller.compile.lane import compile_base
@@ -18,7 +18,7 @@ TOPOLOGIES = REPO / "topologies"
 
 
 def _wire(msg) -> bytes:
-    msg.datapath = _Datapath()
+    msg.datapath = FakeDatapath()
     msg.set_xid(77)
     msg.serialize()
     return bytes(msg.buf)
@@ -35,7 +35,7 @@ def test_copied_guards_are_what_a_fresh_build_gives(name: str, monkeypatch) -> N
     assert sorted(copied) == sorted(fresh) == sorted(again)
     for dpid in fresh:
         assert len(copied[dpid]) == len(fresh[dpid]) == len(again[dpid])
-        for a, b, c in zip(copied[dpid], again[dpid], fresh[dpid]):
+        for a, b, c in zip(copied[dpid], again[dpid], fresh[dpid], strict=True):
             if hasattr(c, "priority"):  # flow-mods (a border's meter has no flow key)
                 assert cached_key(a) == cached_key(b) == flow_key_of(c)
             assert _wire(a) == _wire(b) == _wire(c)

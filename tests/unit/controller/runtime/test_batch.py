@@ -10,9 +10,8 @@ from typing import Any
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from tests.support.fake_switches import FakeSwitches, inline_runtime
+from tests.support.fake_switches import FakeSwitches, inline_runtime, lane_flows, spec
 from tests.support.world import make_world
-from tests.unit.controller.runtime.test_lane_runtime import lane_flows, spec
 from viplanes.controller.compile.cookies import lane_cookie
 from viplanes.controller.runtime.batch import SwitchAnswer, lane_failures, merge
 from viplanes.domain.values import ActivationResult, LaneSpec

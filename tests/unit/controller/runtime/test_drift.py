@@ -11,8 +11,7 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.support.clock import FakeClock
-from tests.support.fake_switches import FakeSwitches, inline_runtime
-from tests.unit.controller.runtime.test_lane_runtime import lane_flows, spec
+from tests.support.fake_switches import FakeSwitches, inline_runtime, lane_flows, spec
 from viplanes.controller.compile.cookies import EXACT_MASK, lane_cookie
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
 from viplanes.domain.values import LaneSpec

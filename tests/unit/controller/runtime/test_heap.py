@@ -7,7 +7,7 @@ import gc
 import threading
 
 from tests.support.clock import FakeClock
-from tests.unit.controller.runtime.test_switch_count import lane, restarted, synth
+from tests.support.switch_cost import lane, restarted, synth
 from viplanes.controller.runtime import heap
 
 

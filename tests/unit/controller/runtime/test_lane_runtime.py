@@ -9,42 +9,18 @@ import pytest
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from tests.support.clock import T0, FakeClock
-from tests.support.fake_switches import FakeSwitches, inline_runtime
+from tests.support.clock import FakeClock
+from tests.support.fake_switches import CLOUD, NAT_IP, FakeSwitches, inline_runtime, lane_flows, spec
 from tests.support.flowsim import ip_packet
 from viplanes.controller.compile.cookies import ALL_APP_FLOWS
 from viplanes.controller.compile.lane import lane_cookie
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
-from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Topology
-
-CLOUD = "203.0.113.10"
-NAT_IP = "198.51.100.200"
-
-
-def spec(lane_id: int = 1, expires_in: float = 3600.0, now: float = T0, **kw) -> LaneSpec:
-    fields = dict(
-        lane_id=lane_id,
-        src_ip="10.1.0.10",
-        dst_ip=CLOUD,
-        protocol="tcp",
-        dst_port=5201,
-        src_port=None,
-        nat_ip=NAT_IP,
-        expires_at=now + expires_in,
-    )
-    fields.update(kw)
-    return LaneSpec(**fields)
 
 
 @pytest.fixture
 def rt(topo: Topology, clock: FakeClock, switches: FakeSwitches) -> LaneRuntime:
     return inline_runtime(topo, clock, switches)
-
-
-def lane_flows(switches: FakeSwitches, dpid: int, lane_id: int, table_id: int = 0) -> list:
-    """The lane's flows in one table (table 0: forward + reverse; 1: conntrack replies)."""
-    return [e for e in switches.net.tables[dpid].flows if e.cookie == lane_cookie(lane_id) and e.table_id == table_id]
 
 
 def desktop_to_cloud(topo: Topology, dst_port: int = 5201) -> dict:

@@ -6,8 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from tests.support.fake_switches import inline_runtime
-from tests.unit.controller.runtime.test_lane_runtime import spec
+from tests.support.fake_switches import inline_runtime, spec
 
 
 def test_ready_only_after_connect_and_reconcile_and_not_after_a_disconnect(topo, clock, switches):

@@ -10,7 +10,7 @@ import random
 
 from tests.support.clock import FakeClock
 from tests.support.fake_switches import FakeSwitches
-from tests.unit.controller.runtime.test_switch_count import calls_during, lane, reconciled_runtime, synth
+from tests.support.switch_cost import calls_during, lane, reconciled_runtime, synth
 from viplanes.controller.compile import shared as sharedflows
 from viplanes.controller.compile.cookies import shared_cookie
 from viplanes.controller.runtime.lane_runtime import LaneRuntime

@@ -9,7 +9,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.support.clock import T0, FakeClock
 from tests.support.fake_switches import FakeSwitches, inline_runtime
-from tests.unit.store.test_records import _topo, lane_input, principals
+from tests.support.store import campus_topology, lane_input, principals
 from viplanes.controller.compile.cookies import EXACT_MASK, lane_cookie
 from viplanes.errors import NotFound
 from viplanes.lanes import manager as lanes_module
@@ -18,7 +18,7 @@ from viplanes.store.models import Lane
 
 
 def _world(db):
-    topo, clock = _topo(), FakeClock(T0)
+    topo, clock = campus_topology(), FakeClock(T0)
     switches = FakeSwitches(topo, clock)
     runtime = inline_runtime(topo, clock, switches, base_flows=True)
     mgr = LaneManager(db, runtime, topo, clock=clock)
@@ -109,7 +109,7 @@ def test_the_deletes_leave_before_the_write_transaction_starts(db, fresh_manager
     manager that did not, e.g. after a restart): the owner is known before BEGIN IMMEDIATE."""
     mgr, runtime, switches, callers, lane = _world(db)
     if fresh_manager:
-        mgr = LaneManager(db, runtime, _topo(), clock=mgr.clock)
+        mgr = LaneManager(db, runtime, campus_topology(), clock=mgr.clock)
         assert mgr._owners.owner(lane.id, T0) is None
     events = _order_of_deletes_and_writes(mgr, runtime, switches, lane.id)
     try:
@@ -127,7 +127,7 @@ def test_a_researcher_cannot_take_down_someone_elses_lane_early(db, fresh_manage
     """The attack on the early deletes: Bob guesses Alice's lane id. Nothing reaches a switch."""
     mgr, runtime, switches, callers, lane = _world(db)
     if fresh_manager:
-        mgr = LaneManager(db, runtime, _topo(), clock=mgr.clock)
+        mgr = LaneManager(db, runtime, campus_topology(), clock=mgr.clock)
     switches.sent.clear()
     with pytest.raises(NotFound):
         mgr.end(callers["bob"], lane.id, "revoked")
@@ -153,7 +153,7 @@ def test_a_lane_ended_elsewhere_answers_409_and_leaves_the_runtime_free(db):
     from viplanes.errors import Conflict
 
     mgr, runtime, switches, callers, lane = _world(db)
-    other = LaneManager(db, runtime, _topo(), clock=mgr.clock)
+    other = LaneManager(db, runtime, campus_topology(), clock=mgr.clock)
     op = principals(db, ("olga", "operator"))["olga"]
     other.end(op, lane.id, "revoked")
     assert mgr._owners.owner(lane.id, T0) == callers["alice"].id  # stale hint
@@ -168,7 +168,7 @@ def test_an_extension_racing_a_release_does_not_leave_the_flows_behind(db):
     """Extend re-sends the lane from its row; a release that commits between that read and the
     send must not be undone by it: the state is read again after the send."""
     mgr, runtime, switches, callers, lane = _world(db)
-    other = LaneManager(db, runtime, _topo(), clock=mgr.clock)
+    other = LaneManager(db, runtime, campus_topology(), clock=mgr.clock)
     activate = runtime.activate
     raced: list[int] = []
 
