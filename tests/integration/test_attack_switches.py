@@ -29,7 +29,7 @@ import pytest
 import requests
 
 from tests.support.fakeswitch import FakeSwitch, arp_request_packet_in, client_context
-from tests.support.ovs import lane_flows, vsctl
+from tests.support.ovs import add_bridge, lane_flows
 from tests.support.procs import free_port
 from tests.support.serve import Serve, bootstrap, setup_researcher, start_with_openflow
 
@@ -113,27 +113,8 @@ def switch_campus(tmp_path_factory):
         plain = [] if PLAIN_ARGS in (None, "none") else shlex.split(PLAIN_ARGS)
         start_with_openflow(serve, of_port, plain if PLAIN else None)
         for n, br in enumerate(bridges, start=1):
-            vsctl(
-                "--may-exist",
-                "add-br",
-                br,
-                "--",
-                "set",
-                "bridge",
-                br,
-                "datapath_type=netdev",
-                f"other-config:datapath-id={n:016x}",
-                "fail_mode=secure",
-                "protocols=OpenFlow13",
-                "--",
-                "set-controller",
-                br,
-                f"{target}:127.0.0.1:{of_port}",
-                "--",
-                "set",
-                "controller",
-                br,
-                "max_backoff=1000",
+            add_bridge(
+                br, n, f"{target}:127.0.0.1:{of_port}", extra=("--", "set", "controller", br, "max_backoff=1000")
             )
         c = Campus(serve, of_port, bridges, setup_researcher(serve.url, op, max_lanes=60), certs, ca)
         deadline = time.monotonic() + 20

@@ -16,7 +16,7 @@ import time
 import pytest
 import requests
 
-from tests.support.ovs import lane_flows, vsctl
+from tests.support.ovs import add_bridge, lane_flows
 from tests.support.procs import free_port
 from tests.support.serve import Serve, bootstrap, setup_researcher, start_with_openflow
 
@@ -33,23 +33,7 @@ def served_campus(tmp_path):
     try:
         start_with_openflow(serve, of_port)
         for n, br in enumerate(bridges, start=1):
-            vsctl(
-                "--may-exist",
-                "add-br",
-                br,
-                "--",
-                "set",
-                "bridge",
-                br,
-                "datapath_type=netdev",
-                f"other-config:datapath-id={n:016x}",
-                "fail_mode=secure",
-                "protocols=OpenFlow13",
-                "--",
-                "set-controller",
-                br,
-                f"ssl:127.0.0.1:{of_port}",
-            )
+            add_bridge(br, n, f"ssl:127.0.0.1:{of_port}")
         yield serve, op, bridges
     finally:
         for br in bridges:

@@ -40,3 +40,13 @@ def lane_flows(bridge: str, lane_id: int) -> list[str]:
     from viplanes.controller.compile.cookies import lane_cookie
 
     return [line for line in out.splitlines() if line.split()[0] == f"cookie={lane_cookie(lane_id):#x},"]
+
+
+def add_bridge(name: str, dpid: int, *controllers: str, extra: tuple[str, ...] = ()) -> None:
+    """A userspace (netdev) bridge with ``dpid``, fail-secure, OpenFlow 1.3 only, pointed at
+    ``controllers``; ``extra``: more ovs-vsctl commands in the same transaction."""
+    args = ["--may-exist", "add-br", name, "--", "set", "bridge", name, "datapath_type=netdev"]
+    args += [f"other-config:datapath-id={dpid:016x}", "fail_mode=secure", "protocols=OpenFlow13"]
+    if controllers:
+        args += ["--", "set-controller", name, *controllers]
+    vsctl(*args, *extra)

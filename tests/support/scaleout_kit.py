@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.support.ovs import vsctl
+from tests.support.ovs import add_bridge, vsctl
 from tests.support.procs import free_port, lab_security_args, stop_process, wait_for, wait_healthy
 from tests.support.serve import bootstrap, lane_body
 
@@ -161,23 +161,7 @@ def scaleout_cluster(pg_cluster: Any, tmp_path: Path, request: pytest.FixtureReq
             )
         targets = [f"ssl:127.0.0.1:{c.of_port}" for c in ctl]
         for n, br in enumerate(bridges, start=1):
-            vsctl(
-                "--may-exist",
-                "add-br",
-                br,
-                "--",
-                "set",
-                "bridge",
-                br,
-                "datapath_type=netdev",
-                f"other-config:datapath-id={n:016x}",
-                "fail_mode=secure",
-                "protocols=OpenFlow13",
-                "--",
-                "set-controller",
-                br,
-                *targets,
-            )
+            add_bridge(br, n, *targets)
         api = Proc(
             "api", ["api", "--db", db, "--listen", f"127.0.0.1:{api_port}", "--workers", "2"], tmp_path / "api.log"
         )
