@@ -10,7 +10,7 @@ import time
 import pytest
 from sqlalchemy import event
 
-from tests.unit.cluster.test_leader import contenders_take_turns, reclaim_only_while_ours
+from tests.support.leases import contenders_take_turns, reclaim_only_while_ours
 from viplanes.cluster.leader import LeaderLease
 from viplanes.store.db import Database
 

@@ -22,7 +22,7 @@ def pg_world(pg_cluster, topo):
 
 
 def test_schemathesis_on_postgres(pg_world):
-    from tests.unit.api.test_schemathesis import run_all_operations
+    from tests.support.schema import run_all_operations
 
     pg_world.lane()
     run_all_operations(pg_world)
@@ -45,9 +45,9 @@ def test_lane_lifecycle_on_postgres(pg_world):
 
 def test_lane_pool_lookup_on_postgres(pg_world):
     """PostgreSQL runs the VALUES form of the pool lookup (SQLite the UNION ALL): same answers."""
-    from tests.unit.lanes.test_pool import test_distinct_hosts_lowest_free_address_and_sharing
+    from tests.support.pool import distinct_hosts_lowest_free_address_and_sharing
 
-    test_distinct_hosts_lowest_free_address_and_sharing(pg_world)
+    distinct_hosts_lowest_free_address_and_sharing(pg_world)
 
 
 def test_idle_ping_leaves_no_transaction_open(pg_cluster, monkeypatch):

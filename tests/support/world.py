@@ -1,5 +1,5 @@
-"""An app on a database with one operator and two researchers, each with a grant: the starting
-point of the API, UI and lane-service tests (the ``world`` fixture builds one per test)."""
+"""An app on a database with its principals and grants: the starting point of the API, UI and
+lane-service tests (the ``world`` fixture builds one per test; ``make`` the lane-set tests' one)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from typing import Any
 
 from tests.support.clock import FakeClock
 from viplanes.dataplane.memory import MemoryDataplane
+from viplanes.lanes.resolver import StaticResolver
+from viplanes.store import records as store
 from viplanes.topologies.model import Topology
 
 
@@ -64,3 +66,33 @@ def make_world(url: str, clock: FakeClock, dataplane: MemoryDataplane, topo: Top
         for name in ("alice", "bob"):
             grants[name] = store.create_grant(s, store.GrantInput(principal=name, **GRANT), "root", clock()).id
     return World(app, app.test_client(), clock, dataplane, tokens, grants)
+
+
+NAME = "s3.cloud.example"  # the DNS name the lane-set tests resolve
+
+
+def make(url: str, clock: FakeClock, plane: Any, topo: Topology, resolver: StaticResolver, **config: Any) -> World:
+    """An app with ``resolver``: root, and alice with a grant wide enough for destination sets
+    (IPv4 and IPv6 prefixes, port ranges); the lane-set tests' world."""
+    from viplanes.api.app import create_app
+
+    app = create_app({"db_url": url, **config}, dataplane=plane, topology=topo, clock=clock, resolver=resolver)
+    db = app.extensions["viplanes"].db
+    tokens, grants = {}, {}
+    with db.write() as s:
+        for name, role in (("root", "operator"), ("alice", "researcher")):
+            tokens[name] = store.create_principal(s, name, role, clock())[1]
+        grant = {
+            **GRANT,
+            "src_prefixes": ["10.1.0.0/24", "198.51.100.30/32", "2001:db8:1::/64", "2001:db8:3::/64"],
+            "dst_prefixes": ["203.0.113.0/24", "2001:db8:ff::/48"],
+            "ports": [443, "5201-5210", "9000-9100", "50000-51000"],
+        }
+        grants["alice"] = store.create_grant(s, store.GrantInput(principal="alice", **grant), "root", clock()).id
+    return World(app, app.test_client(), clock, plane, tokens, grants)
+
+
+def ask(w: World, **over: Any) -> Any:
+    """alice asks for a lane; ``over`` names the destination (address, prefix, name, ports)."""
+    body = {"src_ip": "10.1.0.10", "protocol": "tcp", "duration_s": 600, "purpose": "transfer", **over}
+    return w.client.post("/api/v1/lanes", json=body, headers=w.h("alice"))

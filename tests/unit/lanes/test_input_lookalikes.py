@@ -11,8 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.clock import FakeClock
-from tests.support.world import World
-from tests.unit.lanes.test_lane_sets import ask, make
+from tests.support.world import World, ask, make
 from viplanes.controller.compile.lane import compile_desired
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.domain.portmasks import PortRangeError, parse_port_ranges

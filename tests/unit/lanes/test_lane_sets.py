@@ -9,39 +9,18 @@ import pytest
 
 from tests.support.clock import FakeClock
 from tests.support.paths import REPO
-from tests.support.world import GRANT, World
+from tests.support.world import GRANT, NAME, World, ask, make
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.lanes.names import NameRefresher
 from viplanes.lanes.resolver import StaticResolver
-from viplanes.store import records as store
 from viplanes.topologies.model import Topology
 
 DUAL = REPO / "topologies" / "campus-dualstack.yaml"
-NAME = "s3.cloud.example"
 
 
 @pytest.fixture
 def resolver() -> StaticResolver:
     return StaticResolver({NAME: (["203.0.113.10", "203.0.113.11", "203.0.113.12", "2001:db8:ff::10"], 120.0)})
-
-
-def make(url: str, clock: FakeClock, plane: Any, topo: Topology, resolver: StaticResolver, **config: Any) -> World:
-    from viplanes.api.app import create_app
-
-    app = create_app({"db_url": url, **config}, dataplane=plane, topology=topo, clock=clock, resolver=resolver)
-    db = app.extensions["viplanes"].db
-    tokens, grants = {}, {}
-    with db.write() as s:
-        for name, role in (("root", "operator"), ("alice", "researcher")):
-            tokens[name] = store.create_principal(s, name, role, clock())[1]
-        grant = {
-            **GRANT,
-            "src_prefixes": ["10.1.0.0/24", "198.51.100.30/32", "2001:db8:1::/64", "2001:db8:3::/64"],
-            "dst_prefixes": ["203.0.113.0/24", "2001:db8:ff::/48"],
-            "ports": [443, "5201-5210", "9000-9100", "50000-51000"],
-        }
-        grants["alice"] = store.create_grant(s, store.GrantInput(principal="alice", **grant), "root", clock()).id
-    return World(app, app.test_client(), clock, plane, tokens, grants)
 
 
 @pytest.fixture
@@ -51,11 +30,6 @@ def w(
     world = make(sqlite_url, clock, dataplane, dual, resolver)
     yield world
     world.app.extensions["viplanes"].db.dispose()
-
-
-def ask(w: World, **over: Any) -> Any:
-    body = {"src_ip": "10.1.0.10", "protocol": "tcp", "duration_s": 600, "purpose": "transfer", **over}
-    return w.client.post("/api/v1/lanes", json=body, headers=w.h("alice"))
 
 
 def test_single_lane_keeps_the_old_fields(w: World) -> None:

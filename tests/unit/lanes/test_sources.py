@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 
 from tests.support.clock import FakeClock
-from tests.support.world import GRANT, World
-from tests.unit.lanes.test_lane_sets import NAME, ask, make
+from tests.support.world import GRANT, NAME, World, ask, make
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.lanes.names import NameRefresher
 from viplanes.lanes.resolver import StaticResolver

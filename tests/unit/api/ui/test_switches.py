@@ -1,5 +1,5 @@
 """Switches, a lane's flows and drift in the console, over a real LaneRuntime whose switches are
-the flow-table simulator (tests/unit/fake_switches.py)."""
+the flow-table simulator (tests/support/fake_switches.py)."""
 
 from __future__ import annotations
 
