@@ -58,8 +58,8 @@ def ct_campus(tmp_path_factory: pytest.TempPathFactory):
         yield Campus(lab, serve, token)
 
 
-def lane(ct_campus: Campus, src: str) -> dict:
-    r = ct_campus.api(
+def lane(campus: Campus, src: str) -> dict:
+    r = campus.api(
         "POST",
         "/lanes",
         json={

@@ -49,18 +49,14 @@ def attack_campus(tmp_path_factory: pytest.TempPathFactory):
         yield Campus(lab, serve, token)
 
 
-def lane_packets(attack_campus: Campus, switches: tuple[str, ...] = ("s1", "s2")) -> dict[str, int]:
+def lane_packets(campus: Campus, switches: tuple[str, ...] = ("s1", "s2")) -> dict[str, int]:
     """Packets counted by each of the desktop lane's rules on these switches."""
-    assert attack_campus.lane is not None
-    return {
-        f"{sw} {f['match']}": f["packets"]
-        for sw in switches
-        for f in attack_campus.lane_flows(sw, attack_campus.lane["id"])
-    }
+    assert campus.lane is not None
+    return {f"{sw} {f['match']}": f["packets"] for sw in switches for f in campus.lane_flows(sw, campus.lane["id"])}
 
 
-def sniffer(attack_campus: Campus, host: str, iface: str, seconds: float, kind: str = "sniff") -> Any:
-    proc = attack_campus.lab.host(host).popen(
+def sniffer(campus: Campus, host: str, iface: str, seconds: float, kind: str = "sniff") -> Any:
+    proc = campus.lab.host(host).popen(
         ["python3", TOOL, kind, iface, str(seconds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
@@ -74,7 +70,7 @@ def sniffed(proc: Any) -> Any:
 
 
 def forge(
-    attack_campus: Campus,
+    campus: Campus,
     host: str,
     iface: str,
     src_mac: str,
@@ -87,7 +83,7 @@ def forge(
     flags: str,
     tag: str,
 ) -> None:
-    out = attack_campus.lab.host(host).cmd(
+    out = campus.lab.host(host).cmd(
         f"python3 {TOOL} send {iface} {src_mac} {dst_mac} {vlan} "
         f"{src_ip} {dst_ip} {sport} {dport} {flags} {COUNT} {tag}"
     )
@@ -199,19 +195,19 @@ def test_forged_lane_packets_from_every_host_never_ride_a_lane(attack_campus: Ca
     assert not moved, f"forged packets matched lane rules on s1/s2: {moved}"
 
 
-def _listen(attack_campus: Campus, port: int) -> Any:
+def _listen(campus: Campus, port: int) -> Any:
     code = (
         "import socket,sys;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,"
         f"socket.SO_REUSEADDR,1);s.bind(('0.0.0.0',{port}));s.listen();s.settimeout(12)\n"
         "try:\n c,a=s.accept();print('accepted',a,flush=True)\n"
         "except socket.timeout:\n print('none',flush=True)"
     )
-    return attack_campus.lab.host("desktop").popen(
+    return campus.lab.host("desktop").popen(
         ["python3", "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
 
 
-def _connect_from_lane_port(attack_campus: Campus, dst: str, port: int) -> str:
+def _connect_from_lane_port(campus: Campus, dst: str, port: int) -> str:
     code = (
         "import socket;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)"
         f";s.bind(('{CLOUD}',5201));s.settimeout(2)\n"
@@ -219,7 +215,7 @@ def _connect_from_lane_port(attack_campus: Campus, dst: str, port: int) -> str:
         "except ConnectionRefusedError:\n print('REFUSED')\n"
         "except OSError as e:\n print('timeout' if 'timed out' in str(e) else repr(e))"
     )
-    return attack_campus.lab.host("cloud").cmd(f"python3 -c \"{code}\"").split()[-1]
+    return campus.lab.host("cloud").cmd(f"python3 -c \"{code}\"").split()[-1]
 
 
 def test_inbound_connections_from_the_lane_port_fail(attack_campus: Campus) -> None:

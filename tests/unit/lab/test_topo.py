@@ -15,8 +15,8 @@ def lab_topo(campus_yaml):
     return LabTopo(topology=load_topology(campus_yaml), prefix="vlab12")
 
 
-def links(lab_topo):
-    return [info for _, _, info in lab_topo.links(withInfo=True)]
+def links(topo):
+    return [info for _, _, info in topo.links(withInfo=True)]
 
 
 def test_switches_are_prefixed_with_yaml_dpids(lab_topo):

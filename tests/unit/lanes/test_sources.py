@@ -35,18 +35,18 @@ def named_w(db_url: str, clock: FakeClock, dual: Topology) -> Iterator[World]:
     world.app.extensions["viplanes"].db.dispose()
 
 
-def add_researcher(named_w: World, name: str, **grant: Any) -> None:
-    db = named_w.app.extensions["viplanes"].db
+def add_researcher(w: World, name: str, **grant: Any) -> None:
+    db = w.app.extensions["viplanes"].db
     with db.write() as s:
-        named_w.tokens[name] = store.create_principal(s, name, "researcher", named_w.clock())[1]
-        named_w.grants[name] = store.create_grant(
-            s, store.GrantInput(principal=name, **{**GRANT, **grant}), "root", named_w.clock()
+        w.tokens[name] = store.create_principal(s, name, "researcher", w.clock())[1]
+        w.grants[name] = store.create_grant(
+            s, store.GrantInput(principal=name, **{**GRANT, **grant}), "root", w.clock()
         ).id
 
 
-def ask_as(named_w: World, who: str, **body: Any) -> Any:
-    return named_w.client.post(
-        "/api/v1/lanes", json={"protocol": "tcp", "duration_s": 600, "purpose": "t", **body}, headers=named_w.h(who)
+def ask_as(w: World, who: str, **body: Any) -> Any:
+    return w.client.post(
+        "/api/v1/lanes", json={"protocol": "tcp", "duration_s": 600, "purpose": "t", **body}, headers=w.h(who)
     )
 
 

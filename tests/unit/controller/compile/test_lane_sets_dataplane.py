@@ -64,9 +64,9 @@ def set_lane(
     )
 
 
-def network(dual: Topology, *lanes: LaneSpec) -> Network:
-    net = Network(dual)
-    net.install(compile_desired(dual, lanes, NOW)[0])
+def network(topo: Topology, *lanes: LaneSpec) -> Network:
+    net = Network(topo)
+    net.install(compile_desired(topo, lanes, NOW)[0])
     return net
 
 
@@ -75,16 +75,16 @@ def only(outcomes: list) -> Any:
     return outcomes[0]
 
 
-def v4_out(dual: Topology, dst: str, port: int) -> dict:
+def v4_out(topo: Topology, dst: str, port: int) -> dict:
     return ip_packet(
-        dual.host("desktop").iface.mac, dual.middleboxes[0].inside.mac, "10.1.0.10", dst, "tcp", 40000, port
+        topo.host("desktop").iface.mac, topo.middleboxes[0].inside.mac, "10.1.0.10", dst, "tcp", 40000, port
     )
 
 
-def v6_out(dual: Topology, dst: str = CLOUD6, port: int | None = 5201, **change: Any) -> dict:
+def v6_out(topo: Topology, dst: str = CLOUD6, port: int | None = 5201, **change: Any) -> dict:
     pkt = ip6_packet(
-        dual.host("desktop").iface.mac,
-        dual.middleboxes[0].inside.mac,
+        topo.host("desktop").iface.mac,
+        topo.middleboxes[0].inside.mac,
         DESKTOP6,
         dst,
         "tcp",
@@ -95,8 +95,8 @@ def v6_out(dual: Topology, dst: str = CLOUD6, port: int | None = 5201, **change:
     return pkt
 
 
-def v6_back(dual: Topology, port: int = 5201) -> dict:
-    return ip6_packet(dual.edge.inside.mac, dual.host("desktop").iface.mac, CLOUD6, DESKTOP6, "tcp", port, 40000)
+def v6_back(topo: Topology, port: int = 5201) -> dict:
+    return ip6_packet(topo.edge.inside.mac, topo.host("desktop").iface.mac, CLOUD6, DESKTOP6, "tcp", port, 40000)
 
 
 # ---- several destinations, port ranges ------------------------------------------------------
@@ -256,8 +256,8 @@ def test_flow_count_formula_equals_the_compiled_flows(
 class Recorder:
     """Wraps the fake switches' send: keeps every batch as sent."""
 
-    def __init__(self, dual_switches: FakeSwitches) -> None:
-        self.inner, self.batches = dual_switches.send, []
+    def __init__(self, switches: FakeSwitches) -> None:
+        self.inner, self.batches = switches.send, []
 
     def __call__(self, dpid: int, ofmsgs: list[Any]) -> bool:
         self.batches.append((dpid, list(ofmsgs)))

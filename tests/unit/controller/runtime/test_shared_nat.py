@@ -45,8 +45,8 @@ def based_rt(topo: Topology, clock: FakeClock, switches: FakeSwitches) -> LaneRu
     return inline_runtime(topo, clock, switches, base_flows=True)
 
 
-def answered(based_rt: LaneRuntime, topo: Topology, target: str) -> bool:
-    reply = based_rt.arp_reply(arp_request(topo, target))
+def answered(rt: LaneRuntime, topo: Topology, target: str) -> bool:
+    reply = rt.arp_reply(arp_request(topo, target))
     if reply is None:
         return False
     got = packet.Packet(reply).get_protocol(arp.arp)
