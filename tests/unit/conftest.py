@@ -10,13 +10,16 @@ from typing import Any
 
 import pytest
 
-from tests.support.clock import FakeClock
-from tests.support.fake_switches import FakeSwitches
+from tests.support.clock import T0, FakeClock
+from tests.support.fake_switches import FakeSwitches, spec
 from tests.support.live import LiveServer
+from tests.support.netsim import Network
 from tests.support.paths import DUALSTACK_YAML, REPO
 from tests.support.rawof import RawOpenFlow, ovs_bridge
 from tests.support.world import World, make_world
+from viplanes.controller.compile.lane import compile_base, compile_lane
 from viplanes.dataplane.memory import MemoryDataplane
+from viplanes.domain.values import LaneSpec
 from viplanes.store.db import Database
 from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import Topology
@@ -121,3 +124,18 @@ def recorded() -> list[dict[str, Any]]:
     """The lab's recorded paper results (a JSON line per run), read once per module."""
     path = REPO / "tests" / "unit" / "fixtures" / "lab" / "paper_results.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def lane() -> LaneSpec:
+    """The desktop's lane to the cloud host (tcp/5201 through the NAT pool), an hour from T0."""
+    return spec(7)
+
+
+@pytest.fixture
+def net(topo: Topology, lane: LaneSpec) -> Network:
+    """The campus's simulated flow tables with the base flows and ``lane`` installed (compiled at T0)."""
+    network = Network(topo)
+    network.install(compile_base(topo))
+    network.install(compile_lane(lane, topo, T0))
+    return network

@@ -8,6 +8,7 @@ import pytest
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
+from tests.support.clock import T0 as NOW  # the compile tests' now
 from tests.support.flowsim import ip_packet, make_packet
 from tests.support.netsim import Network
 from viplanes.controller.compile.lane import (
@@ -34,31 +35,8 @@ from viplanes.controller.compile.lane import (
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import PortRef, Topology
 
-NOW = 1_700_000_000.0
 NAT_IP = "198.51.100.200"
 CLOUD = "203.0.113.10"
-
-
-@pytest.fixture
-def lane() -> LaneSpec:
-    return LaneSpec(
-        lane_id=7,
-        src_ip="10.1.0.10",
-        dst_ip=CLOUD,
-        protocol="tcp",
-        dst_port=5201,
-        src_port=None,
-        nat_ip=NAT_IP,
-        expires_at=NOW + 3600,
-    )
-
-
-@pytest.fixture
-def net(topo: Topology, lane: LaneSpec) -> Network:
-    network = Network(topo)
-    network.install(compile_base(topo))
-    network.install(compile_lane(lane, topo, NOW))
-    return network
 
 
 def desktop_packet(topo: Topology, **change: object) -> dict:

@@ -5,44 +5,20 @@ leaves with a lane identity. Simulator (flowsim/netsim) over the compiled flows.
 
 from __future__ import annotations
 
-import pytest
-
 from tests.support.flowsim import ip_packet, make_packet
-from tests.support.netsim import Network
-from viplanes.controller.compile.lane import compile_base, compile_lane
-from viplanes.domain.values import LaneSpec
-from viplanes.topologies.model import PortRef, Topology
+from viplanes.topologies.model import PortRef
 
-NOW = 1_700_000_000.0
 CLOUD = "203.0.113.10"
 NAT_IP = "198.51.100.200"
 FREE_PORT = PortRef("s1", 9)  # on the desktop's access switch, in no link and no attachment
-
-
-@pytest.fixture
-def guarded_net(topo: Topology) -> Network:
-    lane = LaneSpec(
-        lane_id=7,
-        src_ip="10.1.0.10",
-        dst_ip=CLOUD,
-        protocol="tcp",
-        dst_port=5201,
-        src_port=None,
-        nat_ip=NAT_IP,
-        expires_at=NOW + 3600,
-    )
-    network = Network(topo)
-    network.install(compile_base(topo))
-    network.install(compile_lane(lane, topo, NOW))
-    return network
 
 
 def kinds(outcomes) -> list[str]:
     return sorted(o.kind for o in outcomes)
 
 
-def test_a_free_port_cannot_use_the_lane_mac_or_the_pool(topo, guarded_net) -> None:
-    assert topo.switch("s1") and all(p != FREE_PORT for p in guarded_net.behind)
+def test_a_free_port_cannot_use_the_lane_mac_or_the_pool(topo, net) -> None:
+    assert topo.switch("s1") and all(p != FREE_PORT for p in net.behind)
     gw = topo.middleboxes[0].inside.mac
     lane_mac, desktop = topo.lane_pool.mac, topo.host("desktop").iface
     forged = {
@@ -68,15 +44,15 @@ def test_a_free_port_cannot_use_the_lane_mac_or_the_pool(topo, guarded_net) -> N
         ),
     }
     for what, pkt in forged.items():
-        assert kinds(guarded_net.inject(FREE_PORT, pkt)) == ["drop"], what
+        assert kinds(net.inject(FREE_PORT, pkt)) == ["drop"], what
     # the lane's exact tuple with the desktop's own MAC and address: not the lane (its rules pin
     # the desktop's port), only the campus path any host gets
     spoof = ip_packet(str(desktop.mac), gw, "10.1.0.10", CLOUD, "tcp", 40000, 5201)
-    assert kinds(guarded_net.inject(FREE_PORT, spoof)) == ["NORMAL"]
-    assert kinds(guarded_net.send_from_host("desktop", spoof)) == ["edge"]  # ...which the desktop has
+    assert kinds(net.inject(FREE_PORT, spoof)) == ["NORMAL"]
+    assert kinds(net.send_from_host("desktop", spoof)) == ["edge"]  # ...which the desktop has
 
 
-def test_arp_claiming_a_campus_host_is_dropped_off_its_own_port(topo, guarded_net) -> None:
+def test_arp_claiming_a_campus_host_is_dropped_off_its_own_port(topo, net) -> None:
     desktop, dtn = topo.host("desktop").iface, topo.host("dtn").iface
     claim = make_packet(
         eth_src=str(dtn.mac),
@@ -86,13 +62,13 @@ def test_arp_claiming_a_campus_host_is_dropped_off_its_own_port(topo, guarded_ne
         arp_spa=str(desktop.ip.ip),
         arp_sha=str(dtn.mac),
     )
-    assert kinds(guarded_net.send_from_host("dtn", claim)) == ["drop"]
-    assert kinds(guarded_net.send_from_host("dtn", dict(claim, arp_spa=str(dtn.ip.ip)))) == ["NORMAL"]
+    assert kinds(net.send_from_host("dtn", claim)) == ["drop"]
+    assert kinds(net.send_from_host("dtn", dict(claim, arp_spa=str(dtn.ip.ip)))) == ["NORMAL"]
     own = dict(claim, eth_src=str(desktop.mac), arp_sha=str(desktop.mac))
-    assert kinds(guarded_net.send_from_host("desktop", own)) == ["NORMAL"]
+    assert kinds(net.send_from_host("desktop", own)) == ["NORMAL"]
 
 
-def test_non_first_fragments_of_a_lane_flow_do_not_ride_it(topo, guarded_net) -> None:
+def test_non_first_fragments_of_a_lane_flow_do_not_ride_it(topo, net) -> None:
     """OVS (frag handling "normal") gives a later fragment no L4 ports; lane rules match ports,
     so it takes the campus path like any host's packet, never the lane."""
     desktop = topo.host("desktop").iface
@@ -100,4 +76,4 @@ def test_non_first_fragments_of_a_lane_flow_do_not_ride_it(topo, guarded_net) ->
     later = make_packet(
         eth_src=str(desktop.mac), eth_dst=gw, eth_type=0x0800, ip_proto=6, ipv4_src="10.1.0.10", ipv4_dst=CLOUD
     )
-    assert kinds(guarded_net.send_from_host("desktop", later)) == ["NORMAL"]
+    assert kinds(net.send_from_host("desktop", later)) == ["NORMAL"]
