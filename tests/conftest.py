@@ -3,17 +3,41 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
-REPO = Path(__file__).resolve().parent.parent
-CAMPUS_YAML = REPO / "topologies" / "campus.yaml"
+from tests.support.paths import CAMPUS_YAML
+from tests.support.postgres import PgCluster, session_cluster
+from viplanes.topologies.loader import load_topology
+from viplanes.topologies.model import Topology
 
 
 @pytest.fixture
 def campus_yaml() -> Path:
     return CAMPUS_YAML
+
+
+@pytest.fixture(scope="session")
+def topo() -> Topology:
+    """The campus topology, loaded once (tests only read it)."""
+    return load_topology(CAMPUS_YAML)
+
+
+@pytest.fixture
+def campus_data(campus_yaml: Path) -> dict[str, Any]:
+    """The campus YAML as plain data, fresh per test (tests edit it to build bad topologies)."""
+    return yaml.safe_load(campus_yaml.read_text())
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[PgCluster]:
+    """The session's throwaway PostgreSQL cluster (skips without PostgreSQL 15 or root)."""
+    with session_cluster() as cluster:
+        yield cluster
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -4,7 +4,7 @@
 
 The switches bench sees serve's CPU per activation grow from 4 to 128 access switches while
 the controller's own work stays flat in-process (``bench.probes.profile_switches``) and the calls of
-one request are equal (``tests/unit/test_switch_count_api.py``); what does grow is
+one request are equal (``tests/unit/api/test_switch_count.py``); what does grow is
 ovs-vswitchd, which at 140 bridges keeps one of this VM's two vCPUs busy. This measures that
 effect alone: the in-process activation + release cycle of ``bench.probes.profile_switches`` (4 access
 switches, no sockets), pinned to CPU 0, timed in process CPU time, while CPU 1 is

@@ -24,17 +24,16 @@ from pathlib import Path
 
 from bench.harness.pg import throwaway_postgres
 from bench.harness.report import Result, Target
-from tests.integration.procs import free_port, lab_security_args, wait_healthy
-from tests.integration.scaleout_kit import (
+from tests.support.procs import free_port, lab_security_args, wait_for, wait_healthy
+from tests.support.scaleout_kit import (
     Proc,
     controller_roles,
     lane_flows,
     lease_holder_pid,
     request_active,
     vsctl,
-    wait_for,
 )
-from tests.integration.test_serve import bootstrap, setup_researcher
+from tests.support.serve import bootstrap, setup_researcher
 
 
 def all_slave(bridges: list[str], target: str) -> bool:

@@ -5,7 +5,7 @@ field); lanes (thousands) and the host source guards (hosts x host ports per swi
 thousands of matches on a campus of 128 access switches) repeat the same few values, so the
 conversion is kept per (field, value) and the match is built in os-ken's own field order.
 Serialising reuses os-ken's OXM bytes the same way. Pure; shared by ``compiler`` (lanes) and
-``guardflows`` (base flows); ``tests/unit/test_fastmatch.py`` holds both to os-ken's output.
+``guardflows`` (base flows); ``tests/unit/controller/compile/test_fastmatch.py`` holds both to os-ken's output.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ _UNUSED_WILDCARDS = parser.FlowWildcards().__dict__
 
 class PackedMatch(parser.OFPMatch):
     """An OFPMatch whose fields serialise from ``_oxm``'s cache: the same bytes as os-ken's
-    (``tests/unit/test_fastmatch.py`` compares them on every lane shape and campus).
+    (``tests/unit/controller/compile/test_fastmatch.py`` compares them on every lane shape and campus).
 
     Built without os-ken's ``__init__``, whose old-API state (a ``FlowWildcards`` and a ``Flow``
     of ~40 attributes, made for every match and again at every serialise to test whether the old
@@ -101,7 +101,7 @@ class PackedSetField(parser.OFPActionSetField):
     """A set-field action whose field serialises from ``_oxm``'s cache: a lane's rewrites (the
     edge router's MAC, the lane MAC, the NAT address) repeat across lanes, and os-ken's generic
     encoder (netaddr MAC parsing included) was the largest part of serialising an activation.
-    Same bytes as os-ken's (``tests/unit/test_fastmatch.py``); an ``OFPActionSetField`` to
+    Same bytes as os-ken's (``tests/unit/controller/compile/test_fastmatch.py``); an ``OFPActionSetField`` to
     everything that inspects actions."""
 
     def serialize(self, buf: bytearray, offset: int) -> None:

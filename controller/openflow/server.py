@@ -282,7 +282,7 @@ class GuardedDatapath(BatchWriter, Datapath):
     def _fast_flow_stats(self, raw: bytes) -> bool:
         """Hand a flow-stats reply to the hook, decoded by us; False: the guard, then os-ken's
         parser, decide. The decoder checks every length it walks with the guard's rules, so a
-        reply it accepts is one the guard accepts (``tests/unit/test_flowstats_guard.py``)."""
+        reply it accepts is one the guard accepts (``tests/unit/controller/openflow/test_flowstats_guard.py``)."""
         hook = _flow_stats_hook
         if hook is None or raw[1] != ofp_v13.OFPT_MULTIPART_REPLY or self.id is None:
             return False

@@ -6,11 +6,15 @@ every integration test checks OVS first (`make test` starts it via scripts/ovs-u
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.ovs import ovs_problem
+from tests.support.postgres import PgCluster
+from tests.support.scaleout_kit import scaleout_cluster
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -22,28 +26,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
         item.failed_call = True  # type: ignore[attr-defined]
 
 
-def ovs_problem() -> str | None:
-    """None when ovsdb-server and ovs-vswitchd answer, else a one-line reason."""
-    try:
-        subprocess.run(["ovs-vsctl", "--timeout=5", "show"], check=True, capture_output=True, text=True, timeout=10)
-        subprocess.run(
-            ["ovs-appctl", "--timeout=5", "-t", "ovs-vswitchd", "version"],
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except FileNotFoundError:
-        return "Open vSwitch is not installed (run `make setup`)"
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-        detail = getattr(exc, "stderr", "") or ""
-        return f"Open vSwitch is not running (run scripts/ovs-up): {detail.strip()[:200]}"
-    return None
-
-
 @pytest.fixture(autouse=True)
 def _require_ovs(request: pytest.FixtureRequest) -> None:
     if "integration" in request.keywords and "postgres" not in request.keywords:
         problem = ovs_problem()
         if problem:
             pytest.fail(problem, pytrace=False)
+
+
+@pytest.fixture
+def cluster(pg_cluster: PgCluster, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[dict]:
+    """The scale-out cluster of tests/support/scaleout_kit.py on a fresh database."""
+    with scaleout_cluster(pg_cluster, tmp_path, request) as running:
+        yield running

@@ -11,83 +11,29 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
 import requests
 
-from tests.integration.conftest_pg import pg_cluster  # noqa: F401  (session fixture)
-from tests.integration.procs import free_port, wait_healthy
+from tests.support.serve import Serve, bootstrap
 
 pytestmark = pytest.mark.integration
-VIPLANES = [sys.executable, "-m", "viplanes.cli.main"]
+
 MAX_FAILURES = 4  # per address per window (a day: no window boundary falls inside a test), env below
 
 
-class Serve:
-    """One `viplanes serve --dataplane memory` child on ``db_url``; SIGTERM (then SIGKILL) on stop."""
-
-    def __init__(self, db_url: str, workdir: Path) -> None:
-        self.db_url, self.port = db_url, free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = workdir / f"serve-{self.port}.log"
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> Serve:
-        env = {
-            **os.environ,
-            "VIPLANES_AUTH_MAX_FAILURES": str(MAX_FAILURES),
-            "VIPLANES_AUTH_WINDOW_S": "86400",
-            "VIPLANES_TOKEN_CACHE_TTL": "0",
-        }
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [
-                    *VIPLANES,
-                    "serve",
-                    "--dataplane",
-                    "memory",
-                    "--db",
-                    self.db_url,
-                    "--api",
-                    f"127.0.0.1:{self.port}",
-                    "--openflow",
-                    f"127.0.0.1:{free_port()}",
-                    "--tick",
-                    "0.2",
-                ],
-                stdout=log,
-                stderr=log,
-                env=env,
-            )
-        wait_healthy(self.proc, self.url, self.log, timeout=30)
-        return self
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-
-
-def add_operator(db_url: str, name: str = "root") -> str:
-    out = subprocess.run(
-        [*VIPLANES, "principal", "add", name, "--role", "operator", "--db", db_url],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return out.stdout.strip().splitlines()[-1]
+def attack_serve(db_url: str, workdir: Path) -> Serve:
+    """serve with a small failure limit over a day-long window and no token cache (each guess counts)."""
+    env = {
+        **os.environ,
+        "VIPLANES_AUTH_MAX_FAILURES": str(MAX_FAILURES),
+        "VIPLANES_AUTH_WINDOW_S": "86400",
+        "VIPLANES_TOKEN_CACHE_TTL": "0",
+    }
+    return Serve(db_url, workdir, env=env, tick=0.2, ready_s=30)
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -104,12 +50,12 @@ class Api:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def attack_world(tmp_path_factory):
     """One serve on SQLite with an operator, a researcher and a wide grant (0.0.0.0/0 tcp)."""
     tmp = tmp_path_factory.mktemp("attack")
     db_url = f"sqlite:///{tmp / 'attack.db'}"
-    root = add_operator(db_url)
-    serve = Serve(db_url, tmp).start()
+    root = bootstrap(db_url)
+    serve = attack_serve(db_url, tmp).start()
     try:
         api = Api(serve.url)
         alice = api.call("POST", "/principals", root, json={"name": "alice", "role": "researcher"}).json()["token"]
@@ -151,8 +97,8 @@ BODY_ENDPOINTS = [("POST", "/lanes"), ("POST", "/grants"), ("POST", "/principals
 
 
 @pytest.mark.parametrize("method,path", BODY_ENDPOINTS)
-def test_malformed_bodies_are_4xx(world, method, path):
-    api, root = world["api"], world["root"]
+def test_malformed_bodies_are_4xx(attack_world, method, path):
+    api, root = attack_world["api"], attack_world["root"]
     raw = {
         "lone surrogate": b'{"purpose": "\\ud800", "name": "x\\udfff"}',
         "deep array": b"[" * 30000 + b"]" * 30000,
@@ -168,78 +114,80 @@ def test_malformed_bodies_are_4xx(world, method, path):
         assert "error" in r.json(), what
 
 
-def test_lone_surrogate_in_purpose_is_422_for_a_researcher(world):
-    r = world["api"].call(
+def test_lone_surrogate_in_purpose_is_422_for_a_researcher(attack_world):
+    r = attack_world["api"].call(
         "POST",
         "/lanes",
-        world["alice"],
+        attack_world["alice"],
         data=json.dumps(lane(purpose="\ud800x")),
         headers={"Content-Type": "application/json"},
     )
     assert 400 <= r.status_code < 500, r.text[:300]
 
 
-def test_oversized_body_is_413(world):
-    r = world["api"].call(
+def test_oversized_body_is_413(attack_world):
+    r = attack_world["api"].call(
         "POST",
         "/lanes",
-        world["alice"],
+        attack_world["alice"],
         data=b'{"purpose": "' + b"a" * 200_000 + b'"}',
         headers={"Content-Type": "application/json"},
     )
     assert r.status_code == 413 and r.json()["error"] == "too_large"
 
 
-def test_oversized_chunked_body_is_413(world):
+def test_oversized_chunked_body_is_413(attack_world):
     def chunks():
         for _ in range(50):
             yield b"a" * 4096
 
-    r = world["api"].call("POST", "/lanes", world["alice"], data=chunks(), headers={"Content-Type": "application/json"})
+    r = attack_world["api"].call(
+        "POST", "/lanes", attack_world["alice"], data=chunks(), headers={"Content-Type": "application/json"}
+    )
     assert r.status_code == 413, r.text[:200]
 
 
-def test_duplicate_keys_are_refused_and_answers_not_cached(world):
-    r = world["api"].call(
+def test_duplicate_keys_are_refused_and_answers_not_cached(attack_world):
+    r = attack_world["api"].call(
         "POST",
         "/lanes",
-        world["alice"],
+        attack_world["alice"],
         headers={"Content-Type": "application/json"},
         data=b'{"dst_ip": "203.0.113.10", "dst_ip": "10.1.0.20"}',
     )
     assert r.status_code == 400 and "duplicate key" in r.json()["message"]
-    r = world["api"].call("GET", "/whoami", world["alice"])
+    r = attack_world["api"].call("GET", "/whoami", attack_world["alice"])
     assert r.headers.get("Cache-Control") == "no-store" and r.headers.get("X-Content-Type-Options") == "nosniff"
 
 
-def test_control_and_bidi_characters_are_refused(world):
-    api = world["api"]
-    r = api.call("POST", "/principals", world["root"], json={"name": "mallory\n", "role": "operator"})
+def test_control_and_bidi_characters_are_refused(attack_world):
+    api = attack_world["api"]
+    r = api.call("POST", "/principals", attack_world["root"], json={"name": "mallory\n", "role": "operator"})
     assert r.status_code == 422, r.text  # a trailing newline used to pass the ^...$ pattern
-    r = api.call("POST", "/lanes", world["alice"], json=lane(port=7001, purpose="ok\n"))
+    r = api.call("POST", "/lanes", attack_world["alice"], json=lane(port=7001, purpose="ok\n"))
     assert r.status_code == 422, r.text
-    r = api.call("POST", "/lanes", world["alice"], json=lane(port=7002, purpose="evil\u202etxt.exe"))
+    r = api.call("POST", "/lanes", attack_world["alice"], json=lane(port=7002, purpose="evil\u202etxt.exe"))
     assert r.status_code == 422, r.text
 
 
-def test_token_in_query_string_is_not_accepted(world):
-    r = requests.get(f"{world['api'].url}/api/v1/whoami?access_token={world['alice']}", timeout=10)
+def test_token_in_query_string_is_not_accepted(attack_world):
+    r = requests.get(f"{attack_world['api'].url}/api/v1/whoami?access_token={attack_world['alice']}", timeout=10)
     assert r.status_code == 401
 
 
 # --- principals --------------------------------------------------------------------------------
 
 
-def test_principal_names_are_unique_case_insensitively(world):
-    api, root = world["api"], world["root"]
+def test_principal_names_are_unique_case_insensitively(attack_world):
+    api, root = attack_world["api"], attack_world["root"]
     r = api.call("POST", "/principals", root, json={"name": "ALICE", "role": "operator"})
     assert r.status_code == 409 and r.json()["error"] == "principal_exists", r.text
 
 
 def test_last_operator_cannot_be_disabled(tmp_path):
     db_url = f"sqlite:///{tmp_path / 'ops.db'}"
-    root = add_operator(db_url, "root")
-    serve = Serve(db_url, tmp_path).start()
+    root = bootstrap(db_url, "root")
+    serve = attack_serve(db_url, tmp_path).start()
     try:
         api = Api(serve.url)
         r = api.call("POST", "/principals/root/disable", root)
@@ -252,7 +200,7 @@ def test_last_operator_cannot_be_disabled(tmp_path):
             ]
             results: dict[str, int] = {}
 
-            def disable(who: str, token: str, target: str) -> None:
+            def disable(who: str, token: str, target: str, results: dict[str, int] = results) -> None:
                 results[who] = api.call("POST", f"/principals/{target}/disable", token).status_code
 
             threads = [
@@ -277,8 +225,8 @@ def test_last_operator_cannot_be_disabled(tmp_path):
 # --- Idempotency-Key ---------------------------------------------------------------------------
 
 
-def test_idempotency_key_reuse_with_another_body_is_422(world):
-    api, alice = world["api"], world["alice"]
+def test_idempotency_key_reuse_with_another_body_is_422(attack_world):
+    api, alice = attack_world["api"], attack_world["alice"]
     key = {"Idempotency-Key": "attack-key-1"}
     first = api.call("POST", "/lanes", alice, json=lane(port=6001), headers=key)
     assert first.status_code == 201, first.text
@@ -288,8 +236,8 @@ def test_idempotency_key_reuse_with_another_body_is_422(world):
     assert other.status_code == 422 and other.json()["error"] == "idempotency_key_reused", other.text
 
 
-def test_retry_after_a_dropped_connection_gets_the_same_lane(world):
-    api, alice = world["api"], world["alice"]
+def test_retry_after_a_dropped_connection_gets_the_same_lane(attack_world):
+    api, alice = attack_world["api"], attack_world["alice"]
     body = json.dumps(lane(port=6101)).encode()
     host, port = api.url.removeprefix("http://").split(":")
     head = (
@@ -310,8 +258,8 @@ def test_retry_after_a_dropped_connection_gets_the_same_lane(world):
     assert len(mine) == 1
 
 
-def test_idempotency_keys_are_per_principal(world):
-    api, root = world["api"], world["root"]
+def test_idempotency_keys_are_per_principal(attack_world):
+    api, root = attack_world["api"], attack_world["root"]
     bob = api.call("POST", "/principals", root, json={"name": "bob", "role": "researcher"}).json()["token"]
     r = api.call("POST", "/lanes", bob, json=lane(port=6001), headers={"Idempotency-Key": "attack-key-1"})
     assert r.status_code == 403 and "id" not in r.json()  # bob has no grant; alice's lane stays hers
@@ -337,8 +285,8 @@ def test_idempotency_keys_are_per_principal(world):
         ("198.51.100.200", "dst_lane_pool"),
     ],
 )
-def test_forbidden_destinations_are_refused_by_policy(world, dst, code):
-    r = world["api"].call("POST", "/lanes", world["alice"], json=lane(dst=dst, port=5300))
+def test_forbidden_destinations_are_refused_by_policy(attack_world, dst, code):
+    r = attack_world["api"].call("POST", "/lanes", attack_world["alice"], json=lane(dst=dst, port=5300))
     assert r.status_code == 403 and r.json()["error"] == code, r.text
 
 
@@ -346,11 +294,11 @@ def test_forbidden_destinations_are_refused_by_policy(world, dst, code):
     "prefix",
     ["198.51.100.192/27", "198.51.100.200/32", "10.1.0.0/24", "224.0.0.0/4", "255.255.255.255/32", "127.0.0.0/8"],
 )
-def test_grants_into_forbidden_space_are_refused(world, prefix):
-    r = world["api"].call(
+def test_grants_into_forbidden_space_are_refused(attack_world, prefix):
+    r = attack_world["api"].call(
         "POST",
         "/grants",
-        world["root"],
+        attack_world["root"],
         json={
             "principal": "alice",
             "src_prefixes": ["10.1.0.0/24"],
@@ -372,9 +320,9 @@ def _fail_until_limited(api: Api, tries: int) -> list[int]:
 
 def test_failed_auth_limit_is_shared_by_processes_and_never_refuses_a_valid_token(tmp_path):
     db_url = f"sqlite:///{tmp_path / 'auth.db'}"
-    root = add_operator(db_url)
-    a = Serve(db_url, tmp_path).start()
-    b = Serve(db_url, tmp_path).start()
+    root = bootstrap(db_url)
+    a = attack_serve(db_url, tmp_path).start()
+    b = attack_serve(db_url, tmp_path).start()
     try:
         api_a, api_b = Api(a.url), Api(b.url)
         assert _fail_until_limited(api_a, MAX_FAILURES - 1) == [401] * (MAX_FAILURES - 1)
@@ -387,7 +335,7 @@ def test_failed_auth_limit_is_shared_by_processes_and_never_refuses_a_valid_toke
         _fail_until_limited(api_a, 12)
         assert api_a.call("GET", "/whoami", root).status_code == 200
         a.stop()
-        a = Serve(db_url, tmp_path).start()  # a restart does not reset the count
+        a = attack_serve(db_url, tmp_path).start()  # a restart does not reset the count
         assert Api(a.url).call("GET", "/whoami", "vl_wrong-again").status_code == 429
         assert Api(a.url).call("GET", "/whoami", root).status_code == 200
     finally:
@@ -396,10 +344,10 @@ def test_failed_auth_limit_is_shared_by_processes_and_never_refuses_a_valid_toke
 
 
 @pytest.mark.postgres
-def test_postgres_limit_operator_and_names(pg_cluster, tmp_path):  # noqa: F811
+def test_postgres_limit_operator_and_names(pg_cluster, tmp_path):
     db_url = pg_cluster.new_database()
-    root = add_operator(db_url)
-    a, b = Serve(db_url, tmp_path).start(), Serve(db_url, tmp_path).start()
+    root = bootstrap(db_url)
+    a, b = attack_serve(db_url, tmp_path).start(), Serve(db_url, tmp_path).start()
     try:
         api_a, api_b = Api(a.url), Api(b.url)
         _fail_until_limited(api_a, MAX_FAILURES - 1)

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.labcampus import lab_campus
-from tests.integration.test_dataplane import CLOUD, Campus
+from tests import support
+from tests.support.labcampus import CLOUD, Campus, lab_campus
 
 pytestmark = pytest.mark.integration
-TOOL = str(Path(__file__).with_name("attack_tool.py"))
+TOOL = str(Path(support.__file__).with_name("attack_tool.py"))
 DESKTOP_IP, SERVER_IP, OLD_PORT = "10.1.0.10", "10.1.0.20", 40100
 
 _SERVER = (
@@ -42,7 +42,7 @@ _CLIENT = (
 
 
 @pytest.fixture(scope="module")
-def campus(tmp_path_factory: pytest.TempPathFactory):
+def ct_campus(tmp_path_factory: pytest.TempPathFactory):
     with lab_campus(
         tmp_path_factory.mktemp("ctreuse"),
         "erin",
@@ -75,9 +75,9 @@ def lane(campus: Campus, src: str) -> dict:
     return r.json()
 
 
-def test_an_old_connection_never_leaves_under_another_hosts_lane_address(campus: Campus) -> None:
-    cloud, desktop = campus.lab.host("cloud"), campus.lab.host("desktop")
-    first = lane(campus, DESKTOP_IP)
+def test_an_old_connection_never_leaves_under_another_hosts_lane_address(ct_campus: Campus) -> None:
+    cloud, desktop = ct_campus.lab.host("cloud"), ct_campus.lab.host("desktop")
+    first = lane(ct_campus, DESKTOP_IP)
     server = cloud.popen(["python3", "-c", _SERVER], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     client = None
     try:
@@ -92,11 +92,11 @@ def test_an_old_connection_never_leaves_under_another_hosts_lane_address(campus:
         assert client.stdout is not None and client.stdout.readline().strip() == "sent"
         assert server.stdout is not None and server.stdout.readline().strip() == first["nat_ip"]
 
-        r = campus.api("POST", f"/lanes/{first['id']}/release")
+        r = ct_campus.api("POST", f"/lanes/{first['id']}/release")
         assert r.status_code == 200 and r.json()["state"] == "released", r.text
-        taken = lane(campus, SERVER_IP)
+        taken = lane(ct_campus, SERVER_IP)
         assert taken["nat_ip"] == first["nat_ip"], "the pool no longer hands out the lowest free address"
-        again = lane(campus, DESKTOP_IP)
+        again = lane(ct_campus, DESKTOP_IP)
         assert again["nat_ip"] != first["nat_ip"]
 
         assert client.stdin is not None
@@ -111,9 +111,9 @@ def test_an_old_connection_never_leaves_under_another_hosts_lane_address(campus:
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait(5)
-        for ln in campus.api("GET", "/lanes").json():
+        for ln in ct_campus.api("GET", "/lanes").json():
             if ln["state"] == "active":
-                campus.api("POST", f"/lanes/{ln['id']}/release")
+                ct_campus.api("POST", f"/lanes/{ln['id']}/release")
     print(f"\ncloud saw: {seen}; first lane {first['nat_ip']}, the desktop's new lane {again['nat_ip']}")
     assert seen["ph1"][1] == first["nat_ip"], seen
     assert "ph2" in seen, seen  # the old connection's next segment reached the cloud ...

@@ -19,12 +19,11 @@ from typing import Any
 
 import pytest
 
-from tests.integration.labcampus import lab_campus
-from tests.integration.test_dataplane import Campus
+from tests import support
+from tests.support.labcampus import Campus, lab_campus
 
 pytestmark = pytest.mark.integration
-REPO = Path(__file__).resolve().parents[2]
-TOOL = str(Path(__file__).with_name("attack_tool.py"))
+TOOL = str(Path(support.__file__).with_name("attack_tool.py"))
 CLOUD, DESKTOP_IP, DTN_IP = "203.0.113.10", "10.1.0.10", "198.51.100.30"
 LANE_MAC, FW_MAC = "02:ff:00:00:00:01", "02:00:00:02:00:01"
 EDGE_IN_MAC, EDGE_OUT_MAC = "02:00:00:03:00:01", "02:00:00:04:00:01"
@@ -34,7 +33,7 @@ COUNT = 15
 
 
 @pytest.fixture(scope="module")
-def campus(tmp_path_factory: pytest.TempPathFactory):
+def attack_campus(tmp_path_factory: pytest.TempPathFactory):
     with lab_campus(
         tmp_path_factory.mktemp("attack"),
         "mallory",
@@ -91,11 +90,11 @@ def forge(
     assert "Error" not in out, out
 
 
-def test_lanes_carry_their_own_transfer(campus: Campus) -> None:
-    lane = campus.request_lane(5201)
+def test_lanes_carry_their_own_transfer(attack_campus: Campus) -> None:
+    lane = attack_campus.request_lane(5201)
     assert lane["state"] == "active", lane
-    campus.lane = lane
-    r = campus.api(
+    attack_campus.lane = lane
+    r = attack_campus.api(
         "POST",
         "/lanes",
         json={
@@ -108,9 +107,9 @@ def test_lanes_carry_their_own_transfer(campus: Campus) -> None:
         },
     )
     assert r.status_code == 201 and r.json()["state"] == "active", r.text
-    fw0 = campus.fw_rx_bytes()
-    mbps, seen, sent = campus.iperf(5201, seconds=1)
-    assert seen == lane["nat_ip"] and campus.fw_rx_bytes() - fw0 < 0.01 * sent
+    fw0 = attack_campus.fw_rx_bytes()
+    mbps, seen, sent = attack_campus.iperf(5201, seconds=1)
+    assert seen == lane["nat_ip"] and attack_campus.fw_rx_bytes() - fw0 < 0.01 * sent
     assert mbps > 20  # well above the firewall's 15 Mbit/s cap
 
 
@@ -173,25 +172,25 @@ def reverse_cases(nat_ip: str) -> list[tuple]:
     return out
 
 
-def test_forged_lane_packets_from_every_host_never_ride_a_lane(campus: Campus) -> None:
-    assert campus.lane is not None
-    nat_ip = campus.lane["nat_ip"]
+def test_forged_lane_packets_from_every_host_never_ride_a_lane(attack_campus: Campus) -> None:
+    assert attack_campus.lane is not None
+    nat_ip = attack_campus.lane["nat_ip"]
     fwd, rev = forward_cases(nat_ip), reverse_cases(nat_ip)
     time.sleep(1)  # the last transfer's stragglers
-    before = lane_packets(campus)
+    before = lane_packets(attack_campus)
     seconds = 4 + 0.15 * (len(fwd) + len(rev))
-    at_cloud = sniffer(campus, "cloud", "cloud-eth0", seconds)
-    at_desktop = sniffer(campus, "desktop", "desktop-eth0", seconds)
+    at_cloud = sniffer(attack_campus, "cloud", "cloud-eth0", seconds)
+    at_desktop = sniffer(attack_campus, "desktop", "desktop-eth0", seconds)
     for case in fwd + rev:
         tag, host, iface, *rest = case
-        forge(campus, host, iface, *rest, tag)
+        forge(attack_campus, host, iface, *rest, tag)
     cloud_saw, desktop_saw = sniffed(at_cloud), sniffed(at_desktop)
     # at the cloud, only the campus NAT's address may show up (the firewall path), never the
     # desktop's or the lane's
     leaked = {t: v for t, v in cloud_saw.items() if v[1] in (DESKTOP_IP, nat_ip)}
     assert not leaked, f"forged packets reached the cloud through a lane: {leaked}"
     assert not desktop_saw, f"forged replies reached the desktop: {desktop_saw}"
-    after = lane_packets(campus)
+    after = lane_packets(attack_campus)
     moved = {rule: after[rule] - before.get(rule, 0) for rule in after if after[rule] != before.get(rule, 0)}
     assert not moved, f"forged packets matched lane rules on s1/s2: {moved}"
 
@@ -219,22 +218,22 @@ def _connect_from_lane_port(campus: Campus, dst: str, port: int) -> str:
     return campus.lab.host("cloud").cmd(f"python3 -c \"{code}\"").split()[-1]
 
 
-def test_inbound_connections_from_the_lane_port_fail(campus: Campus) -> None:
-    assert campus.lane is not None
-    listener = _listen(campus, 2222)
+def test_inbound_connections_from_the_lane_port_fail(attack_campus: Campus) -> None:
+    assert attack_campus.lane is not None
+    listener = _listen(attack_campus, 2222)
     time.sleep(0.3)
     try:
         for port in (2222, 22):
-            assert _connect_from_lane_port(campus, campus.lane["nat_ip"], port) == "timeout"
+            assert _connect_from_lane_port(attack_campus, attack_campus.lane["nat_ip"], port) == "timeout"
     finally:
         listener.terminate()
         out, _ = listener.communicate(timeout=15)
     assert "accepted" not in out
 
 
-def test_frag_needed_for_a_lane_connection_reaches_the_desktop_un_natted(campus: Campus) -> None:
-    assert campus.lane is not None
-    cloud, desktop = campus.lab.host("cloud"), campus.lab.host("desktop")
+def test_frag_needed_for_a_lane_connection_reaches_the_desktop_un_natted(attack_campus: Campus) -> None:
+    assert attack_campus.lane is not None
+    cloud, desktop = attack_campus.lab.host("cloud"), attack_campus.lab.host("desktop")
     server = cloud.popen(
         [
             "python3",
@@ -259,8 +258,10 @@ def test_frag_needed_for_a_lane_connection_reaches_the_desktop_un_natted(campus:
             ]
         )
         time.sleep(0.8)
-        watch = sniffer(campus, "desktop", "desktop-eth0", 3, kind="sniff_icmp")
-        cloud.cmd(f"python3 {TOOL} icmp {campus.lane['nat_ip']} {campus.lane['nat_ip']} {CLOUD} 41000 5201")
+        watch = sniffer(attack_campus, "desktop", "desktop-eth0", 3, kind="sniff_icmp")
+        cloud.cmd(
+            f"python3 {TOOL} icmp {attack_campus.lane['nat_ip']} {attack_campus.lane['nat_ip']} {CLOUD} 41000 5201"
+        )
         seen = sniffed(watch)
     finally:
         for proc in (client, server):
@@ -270,16 +271,16 @@ def test_frag_needed_for_a_lane_connection_reaches_the_desktop_un_natted(campus:
     assert [DESKTOP_IP, DESKTOP_IP, CLOUD, 41000] in seen, seen
 
 
-def test_a_port_the_topology_does_not_know_gets_no_lane(campus: Campus) -> None:
+def test_a_port_the_topology_does_not_know_gets_no_lane(attack_campus: Campus) -> None:
     """An attacker plugs into a free port of the desktop's access switch (s1:9, in no link and
     no attachment of the topology) and forges the lane's tuple: with the desktop's MAC and
     address, with the lane MAC, from the lane address. None reaches the cloud as the desktop or
     the lane, and no lane rule counts a packet."""
-    assert campus.lane is not None
-    nat_ip = campus.lane["nat_ip"]
+    assert attack_campus.lane is not None
+    nat_ip = attack_campus.lane["nat_ip"]
     tag = f"{os.getpid() % 100000}"
     ns, outer, inner = f"vlrogue{tag}", f"vlr{tag}a", f"vlr{tag}b"
-    bridge = campus.lab.bridge("s1")
+    bridge = attack_campus.lab.bridge("s1")
 
     def sh(*args: str) -> None:
         subprocess.run(args, check=True, capture_output=True, timeout=20)
@@ -292,7 +293,7 @@ def test_a_port_the_topology_does_not_know_gets_no_lane(campus: Campus) -> None:
         sh("ip", "netns", "exec", ns, "ip", "link", "set", inner, "up")
         sh("ovs-vsctl", "add-port", bridge, outer, "--", "set", "interface", outer, "ofport_request=9")
         time.sleep(1)
-        before = lane_packets(campus)
+        before = lane_packets(attack_campus)
         cases = [
             (DESKTOP_MAC, DESKTOP_IP, 0),
             (DESKTOP_MAC, DESKTOP_IP, 10),
@@ -300,7 +301,7 @@ def test_a_port_the_topology_does_not_know_gets_no_lane(campus: Campus) -> None:
             (LANE_MAC, nat_ip, 0),
             ("02:00:00:09:00:09", nat_ip, 0),
         ]
-        at_cloud = sniffer(campus, "cloud", "cloud-eth0", 4 + 0.15 * len(cases))
+        at_cloud = sniffer(attack_campus, "cloud", "cloud-eth0", 4 + 0.15 * len(cases))
         for i, (mac, src, vlan) in enumerate(cases):
             out = subprocess.run(
                 [
@@ -331,7 +332,7 @@ def test_a_port_the_topology_does_not_know_gets_no_lane(campus: Campus) -> None:
         cloud_saw = sniffed(at_cloud)
         leaked = {t: v for t, v in cloud_saw.items() if v[1] in (DESKTOP_IP, nat_ip)}
         assert not leaked, f"forged packets from a free port reached the cloud: {leaked}"
-        after = lane_packets(campus)
+        after = lane_packets(attack_campus)
         moved = {rule: after[rule] - before.get(rule, 0) for rule in after if after[rule] != before.get(rule, 0)}
         assert not moved, f"packets from a free port matched lane rules: {moved}"
     finally:
@@ -343,17 +344,30 @@ def test_a_port_the_topology_does_not_know_gets_no_lane(campus: Campus) -> None:
 INVALID_FLAGS = {"sf": "0x03", "fin": "0x01", "null": "0x00", "psh": "0x08", "sr": "0x06", "sa": "0x12", "fpu": "0x29"}
 
 
-def test_packets_conntrack_will_not_track_never_leave_with_the_desktops_address(campus: Campus) -> None:
+def test_packets_conntrack_will_not_track_never_leave_with_the_desktops_address(attack_campus: Campus) -> None:
     """TCP segments with the lane's tuple that conntrack finds invalid (SYN+FIN, a bare FIN, no
     flags, PSH alone, SYN+RST, a SYN-ACK, FIN+PSH+URG), each from a source port with no
     connection: it neither commits nor translates them, so they must not leave at all. Before the
     egress table they reached the cloud with 10.1.0.10. A SYN and an ACK still leave, translated."""
-    assert campus.lane is not None
-    nat_ip = campus.lane["nat_ip"]
+    assert attack_campus.lane is not None
+    nat_ip = attack_campus.lane["nat_ip"]
     cases = {**INVALID_FLAGS, "syn": SYN, "ack": ACK}
-    watch = sniffer(campus, "cloud", "cloud-eth0", 4 + 0.5 * len(cases))  # slack for a loaded CI
+    watch = sniffer(attack_campus, "cloud", "cloud-eth0", 4 + 0.5 * len(cases))  # slack for a loaded CI
     for i, (tag, flags) in enumerate(cases.items()):
-        forge(campus, "desktop", "desktop-eth0", DESKTOP_MAC, FW_MAC, 0, DESKTOP_IP, CLOUD, 42000 + i, 5201, flags, tag)
+        forge(
+            attack_campus,
+            "desktop",
+            "desktop-eth0",
+            DESKTOP_MAC,
+            FW_MAC,
+            0,
+            DESKTOP_IP,
+            CLOUD,
+            42000 + i,
+            5201,
+            flags,
+            tag,
+        )
     seen = sniffed(watch)
     leaked = {tag: entry for tag, entry in seen.items() if entry[1] != nat_ip}
     assert not leaked, f"left untranslated: {leaked}"

@@ -28,10 +28,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.integration.fakeswitch import FakeSwitch, arp_request_packet_in, client_context
-from tests.integration.procs import free_port
-from tests.integration.test_serve import Serve, bootstrap, setup_researcher
-from tests.integration.test_serve_openflow import _start_with_openflow, lane_flows, vsctl
+from tests.support.fakeswitch import FakeSwitch, arp_request_packet_in, client_context
+from tests.support.ovs import add_bridge, lane_flows
+from tests.support.procs import free_port
+from tests.support.serve import Serve, bootstrap, setup_researcher, start_with_openflow
 
 pytestmark = pytest.mark.integration
 PREFIX = f"vlatk{os.getpid() % 100000}"
@@ -101,7 +101,7 @@ def _issue_certs(work: Path) -> tuple[Path, Path | None]:
 
 
 @pytest.fixture(scope="module")
-def campus(tmp_path_factory):
+def switch_campus(tmp_path_factory):
     work = tmp_path_factory.mktemp("attack")
     certs, ca = _issue_certs(work)
     of_port = free_port()
@@ -111,29 +111,10 @@ def campus(tmp_path_factory):
     target = "tcp" if PLAIN else "ssl"
     try:
         plain = [] if PLAIN_ARGS in (None, "none") else shlex.split(PLAIN_ARGS)
-        _start_with_openflow(serve, of_port, plain if PLAIN else None)
+        start_with_openflow(serve, of_port, plain if PLAIN else None)
         for n, br in enumerate(bridges, start=1):
-            vsctl(
-                "--may-exist",
-                "add-br",
-                br,
-                "--",
-                "set",
-                "bridge",
-                br,
-                "datapath_type=netdev",
-                f"other-config:datapath-id={n:016x}",
-                "fail_mode=secure",
-                "protocols=OpenFlow13",
-                "--",
-                "set-controller",
-                br,
-                f"{target}:127.0.0.1:{of_port}",
-                "--",
-                "set",
-                "controller",
-                br,
-                "max_backoff=1000",
+            add_bridge(
+                br, n, f"{target}:127.0.0.1:{of_port}", extra=("--", "set", "controller", br, "max_backoff=1000")
             )
         c = Campus(serve, of_port, bridges, setup_researcher(serve.url, op, max_lanes=60), certs, ca)
         deadline = time.monotonic() + 20
@@ -169,12 +150,16 @@ def _refused(c: Campus, dpid: int, ctx: ssl.SSLContext | None) -> FakeSwitch | N
 
 @pytest.mark.skipif(PLAIN, reason="TLS only")
 @pytest.mark.parametrize("who", ["no certificate", "another CA"])
-def test_peer_without_a_campus_certificate_never_speaks_openflow(campus, who):
-    ctx = campus.ctx(None) if who == "no certificate" else campus.ctx("evil", campus.certs.parent / "other")
-    fake = _refused(campus, 1, ctx)
+def test_peer_without_a_campus_certificate_never_speaks_openflow(switch_campus, who):
+    ctx = (
+        switch_campus.ctx(None)
+        if who == "no certificate"
+        else switch_campus.ctx("evil", switch_campus.certs.parent / "other")
+    )
+    fake = _refused(switch_campus, 1, ctx)
     if fake is not None:  # TLS 1.3: the client learns of the refused certificate on its first read
         assert fake.closed and not fake.received, fake.received
-    assert _logged(campus, "TLS handshake failed")
+    assert _logged(switch_campus, "TLS handshake failed")
 
 
 @pytest.mark.skipif(PLAIN, reason="TLS only")
@@ -185,12 +170,12 @@ def test_peer_without_a_campus_certificate_never_speaks_openflow(campus, who):
         ("unknown", 0x77, "dpid 119 (0x0000000000000077) is not in topology"),
     ],
 )
-def test_campus_certificate_for_another_or_unknown_dpid_is_closed(campus, cert, dpid, why):
-    fake = _refused(campus, dpid, campus.ctx(cert))
+def test_campus_certificate_for_another_or_unknown_dpid_is_closed(switch_campus, cert, dpid, why):
+    fake = _refused(switch_campus, dpid, switch_campus.ctx(cert))
     assert fake is not None and fake.closed, "the controller kept the connection"
     assert fake.flow_mods == 0 and fake.received.get(20, 0) == 0  # no flow-mod, no barrier
-    assert _logged(campus, why)
-    assert "switch disconnected dpid=2" not in campus.log()
+    assert _logged(switch_campus, why)
+    assert "switch disconnected dpid=2" not in switch_campus.log()
 
 
 def _impostor_loop(c: Campus, stop: threading.Event, stats: dict) -> None:
@@ -209,21 +194,21 @@ def _impostor_loop(c: Campus, stop: threading.Event, stats: dict) -> None:
         fake.close()
 
 
-def test_impostor_with_a_valid_certificate_never_displaces_the_live_switch(campus):
+def test_impostor_with_a_valid_certificate_never_displaces_the_live_switch(switch_campus):
     stop, stats = threading.Event(), {"connections": 0, "flow_mods": 0, "barriers": 0, "closed": 0}
-    impostor = threading.Thread(target=_impostor_loop, args=(campus, stop, stats), daemon=True)
+    impostor = threading.Thread(target=_impostor_loop, args=(switch_campus, stop, stats), daemon=True)
     impostor.start()
     lanes = []
     try:
         time.sleep(1.0)
         for port in range(9100, 9112):
-            lanes.append(campus.lane(port))
+            lanes.append(switch_campus.lane(port))
             time.sleep(0.25)
     finally:
         stop.set()
         impostor.join(10)
     active = [ln for ln in lanes if ln.get("state") == "active"]
-    without_flows = [ln["id"] for ln in active if not lane_flows(campus.bridges[0], ln["id"])]
+    without_flows = [ln["id"] for ln in active if not lane_flows(switch_campus.bridges[0], ln["id"])]
     print(
         f"\nimpostor: {stats}; lanes {len(lanes)}, active {len(active)}, active without a "
         f"flow on the real s1 {len(without_flows)}"
@@ -232,8 +217,8 @@ def test_impostor_with_a_valid_certificate_never_displaces_the_live_switch(campu
     assert stats["flow_mods"] == 0 and stats["barriers"] == 0, stats
     assert not without_flows, f"lanes reported active with no flow on the real s1: {without_flows}"
     assert len(active) == len(lanes), [ln.get("reason") for ln in lanes if ln not in active]
-    assert "switch disconnected dpid=1" not in campus.log()
-    assert not _dropped_by_vswitchd(campus.bridges[0])
+    assert "switch disconnected dpid=1" not in switch_campus.log()
+    assert not _dropped_by_vswitchd(switch_campus.bridges[0])
 
 
 VSWITCHD_LOG = Path("/var/log/openvswitch/ovs-vswitchd.log")
@@ -257,17 +242,17 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def test_packet_in_flood_is_bounded_and_the_good_switches_stay_served(campus, record_property):
-    lane = campus.lane(9200)
+def test_packet_in_flood_is_bounded_and_the_good_switches_stay_served(switch_campus, record_property):
+    lane = switch_campus.lane(9200)
     assert lane["state"] == "active", lane
     frame = arp_request_packet_in(lane["nat_ip"]) * 200  # asks for an active lane address
-    pid = campus.serve.proc.pid
+    pid = switch_campus.serve.proc.pid
     cpu0, t0 = _cpu_seconds(pid), time.monotonic()
     sent = answers = connections = 0
     during = []
     t_end = t0 + 6.0
     while time.monotonic() < t_end:
-        fake = FakeSwitch(campus.of_port, 4, campus.ctx("flooder"))
+        fake = FakeSwitch(switch_campus.of_port, 4, switch_campus.ctx("flooder"))
         connections += 1
         fake.pump(0.3)  # handshake, port desc, reconcile: now it is a served switch
         while not fake.closed and time.monotonic() < t_end:
@@ -275,7 +260,7 @@ def test_packet_in_flood_is_bounded_and_the_good_switches_stay_served(campus, re
                 sent += 200
             fake.pump(0.001)
             if not during and time.monotonic() > t0 + 2:
-                during.append(campus.lane(9201))  # a lane while the flood runs
+                during.append(switch_campus.lane(9201))  # a lane while the flood runs
         answers += fake.received.get(13, 0)  # OFPT_PACKET_OUT: proxy-ARP answers
         fake.close()
     elapsed = time.monotonic() - t0
@@ -286,9 +271,9 @@ def test_packet_in_flood_is_bounded_and_the_good_switches_stay_served(campus, re
         f"{answers} ARP answers, serve CPU {cpu:.0%} of one core"
     )
     assert during and during[0]["state"] == "active", during
-    assert lane_flows(campus.bridges[0], during[0]["id"])
+    assert lane_flows(switch_campus.bridges[0], during[0]["id"])
     assert answers <= connections * 100 + 50 * elapsed + 10
     assert answers < sent / 20
     assert cpu < 0.6, f"serve used {cpu:.0%} of a core under the flood"
-    assert re.search(r"PACKET_IN flood", campus.log())
-    assert not _dropped_by_vswitchd(campus.bridges[0])
+    assert re.search(r"PACKET_IN flood", switch_campus.log())
+    assert not _dropped_by_vswitchd(switch_campus.bridges[0])

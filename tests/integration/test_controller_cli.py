@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ovs_problem
-from tests.integration.procs import free_port, lab_security_args
+from tests.support.ovs import ovs_problem
+from tests.support.paths import REPO
+from tests.support.procs import free_port, lab_security_args
 
 pytestmark = pytest.mark.integration
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _flows(lab, switch: str) -> str:

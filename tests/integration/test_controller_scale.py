@@ -8,15 +8,14 @@ from __future__ import annotations
 import os
 import re
 import time
-from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ovs_problem
-from tests.integration.procs import free_port, lab_security
+from tests.support.ovs import ovs_problem
+from tests.support.paths import REPO
+from tests.support.procs import free_port, lab_security
 
 pytestmark = pytest.mark.integration
-REPO = Path(__file__).resolve().parents[2]
 N_LANES = int(os.environ.get("VIPLANES_SCALE_LANES", "2000"))
 
 

@@ -11,108 +11,17 @@ other: default path, lane, spoofing, controller kill/restart, release, activatio
 
 from __future__ import annotations
 
-import json
 import re
 import statistics
-import subprocess
 import time
-from typing import Any
 
 import pytest
-import requests
 
-from tests.integration.labcampus import ServeProcess, lab_campus
+from tests.support.labcampus import CLOUD, Campus, lab_campus
 
 pytestmark = pytest.mark.integration
-CLOUD = "203.0.113.10"
 NAT_OUTSIDE = "198.51.100.2"  # what the cloud sees on the default path
 LANE_PORT, DEFAULT_PORT = 5201, 5202
-
-
-class Campus:
-    def __init__(self, lab: Any, serve: ServeProcess, token: str) -> None:
-        self.lab, self.serve, self.token = lab, serve, token
-        self.lane: dict | None = None
-        self.results: dict[str, float] = {}
-
-    # --- API ---
-    def api(self, method: str, path: str, **kw: Any) -> requests.Response:
-        return requests.request(
-            method,
-            f"{self.serve.url}/api/v1{path}",
-            timeout=15,
-            headers={"Authorization": f"Bearer {self.token}"},
-            **kw,
-        )
-
-    def request_lane(self, port: int, duration: int = 900) -> dict:
-        r = self.api(
-            "POST",
-            "/lanes",
-            json={
-                "src_ip": "10.1.0.10",
-                "dst_ip": CLOUD,
-                "protocol": "tcp",
-                "dst_port": port,
-                "duration_s": duration,
-                "purpose": "dataplane test",
-            },
-        )
-        assert r.status_code == 201, r.text
-        return r.json()
-
-    # --- measurements ---
-    def fw_rx_bytes(self) -> int:
-        return int(self.lab.host("fw").cmd("cat /sys/class/net/fw-in/statistics/rx_bytes"))
-
-    def fw_rx_packets(self) -> int:
-        return int(self.lab.host("fw").cmd("cat /sys/class/net/fw-in/statistics/rx_packets"))
-
-    def iperf(self, port: int, seconds: float = 2) -> tuple[float, str, int]:
-        """desktop -> cloud TCP: (Mbit/s received, source address the cloud saw, bytes)."""
-        cloud, desktop = self.lab.host("cloud"), self.lab.host("desktop")
-        server = cloud.popen(
-            ["iperf3", "-s", "-1", "-J", "-p", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        try:
-            for _ in range(50):
-                if f":{port} " in cloud.cmd("ss -ltn"):
-                    break
-                time.sleep(0.05)
-            client = json.loads(desktop.cmd(f"iperf3 -c {CLOUD} -p {port} -t {seconds} -J"))
-            assert not client.get("error"), client.get("error")
-            out, _ = server.communicate(timeout=15)
-        finally:
-            if server.poll() is None:
-                server.kill()
-                server.wait(5)
-        seen = json.loads(out)["start"]["connected"][0]["remote_host"]
-        received = client["end"]["sum_received"]
-        return received["bits_per_second"] / 1e6, seen, int(received["bytes"])
-
-    def lane_flows(self, switch: str, lane_id: int) -> list[dict]:
-        cookie = 0x5650 << 48 | lane_id
-        out = self.lab.switch(switch).cmd(
-            f"ovs-ofctl -O OpenFlow13 dump-flows {self.lab.bridge(switch)} cookie={cookie:#x}/-1"
-        )
-        flows = []
-        for line in out.splitlines():
-            m = re.search(
-                r"cookie=(0x[0-9a-f]+), duration=([\d.]+)s.*n_packets=(\d+), "
-                r"n_bytes=(\d+).*?(priority=\S+)",
-                line,
-            )
-            if m:
-                flows.append(
-                    {
-                        "cookie": int(m[1], 16),
-                        "duration": float(m[2]),
-                        "packets": int(m[3]),
-                        "bytes": int(m[4]),
-                        "match": m[5],
-                    }
-                )
-        return sorted(flows, key=lambda f: f["match"])
 
 
 @pytest.fixture(scope="module")
@@ -245,7 +154,7 @@ def test_controller_kill_and_restart_leaves_lane_flows_untouched(campus: Campus)
         after = campus.lane_flows(sw, lane["id"])
         assert [f["cookie"] for f in after] == [f["cookie"] for f in before]
         assert [f["match"] for f in after] == [f["match"] for f in before]
-        for b, a in zip(before, after):
+        for b, a in zip(before, after, strict=True):
             assert a["duration"] >= b["duration"] + elapsed - 1.5, (sw, b, a)  # not re-added
             assert a["packets"] >= b["packets"]  # never reset by the restart
         # and they kept counting (table 1's "related" flow only counts ICMP errors)

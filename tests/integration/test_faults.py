@@ -20,10 +20,10 @@ import time
 import pytest
 import requests
 
-from tests.integration.faultkit import Iperf, Served, gaps, lane_body, longest_gap_s, wait_for
-from tests.integration.privovs import PrivateOvs
-from tests.integration.procs import free_port
-from tests.integration.test_serve import bootstrap, setup_researcher
+from tests.support.faultkit import Iperf, Served, gaps, lane_body, longest_gap_s, seconds_until
+from tests.support.privovs import PrivateOvs
+from tests.support.procs import free_port
+from tests.support.serve import bootstrap, setup_researcher
 from viplanes.controller.compile.cookies import lane_cookie
 
 pytestmark = pytest.mark.integration
@@ -31,7 +31,7 @@ OUTAGE_S = float(os.environ.get("VIPLANES_FAULTS_OUTAGE_S", "40"))
 
 
 @pytest.fixture
-def lab(tmp_path):
+def fault_lab(tmp_path):
     ovs = PrivateOvs()
     of_port = free_port()
     served = Served(ovs, tmp_path, of_port)
@@ -56,14 +56,14 @@ def _assert_untouched(before: dict, after: dict, elapsed: float) -> None:
     """Same flows (by cookie and match), not re-added (duration went on), counters never fell."""
     for br in before:
         assert [f["match"] for f in after[br]] == [f["match"] for f in before[br]], br
-        for b, a in zip(before[br], after[br]):
+        for b, a in zip(before[br], after[br], strict=True):
             assert a["duration"] >= b["duration"] + elapsed - 1.0, (br, b, a)
             assert a["n_packets"] >= b["n_packets"] and a["n_bytes"] >= b["n_bytes"], (br, b, a)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "sigterm"])
-def test_killing_serve_never_touches_lane_flows_or_traffic(lab, sig, record_property):
-    ovs, served, token = lab
+def test_killing_serve_never_touches_lane_flows_or_traffic(fault_lab, sig, record_property):
+    ovs, served, token = fault_lab
     lane = _active_lane(served, token)
     cookie = lane_cookie(lane["id"])
     iperf = Iperf(ovs, seconds=12)
@@ -88,8 +88,8 @@ def test_killing_serve_never_touches_lane_flows_or_traffic(lab, sig, record_prop
     assert served.api("GET", f"/lanes/{lane['id']}", token).json()["state"] == "active"
 
 
-def test_ovs_vswitchd_restart_restores_lane_flows(lab, record_property):
-    ovs, served, token = lab
+def test_ovs_vswitchd_restart_restores_lane_flows(fault_lab, record_property):
+    ovs, served, token = fault_lab
     lane = _active_lane(served, token)
     cookie = lane_cookie(lane["id"])
     iperf = Iperf(ovs, seconds=14)
@@ -98,7 +98,7 @@ def test_ovs_vswitchd_restart_restores_lane_flows(lab, record_property):
         ovs.kill_vswitchd()
         t0 = time.monotonic()
         ovs.start_vswitchd()
-        flows_s = wait_for(lambda: all(ovs.lane_flows(cookie)[br] for br in ("s1", "s2", "s3")), 20)
+        flows_s = seconds_until(lambda: all(ovs.lane_flows(cookie)[br] for br in ("s1", "s2", "s3")), 20)
         report = iperf.result(timeout=40)
     finally:
         iperf.stop()
@@ -114,11 +114,11 @@ def test_ovs_vswitchd_restart_restores_lane_flows(lab, record_property):
     assert served.api("GET", f"/lanes/{lane['id']}", token).json()["state"] == "active"
 
 
-def test_restart_answers_503_until_ready_and_starts_a_scheduled_lane_it_missed(lab, record_property):
+def test_restart_answers_503_until_ready_and_starts_a_scheduled_lane_it_missed(fault_lab, record_property):
     """Issue 10 items 2 and 3: a lane whose start passed while serve was down becomes active when
     its switches are back (not failed with "not connected"), and lane requests before readiness
     get 503 + Retry-After, never 201 with state failed."""
-    ovs, served, token = lab
+    ovs, served, token = fault_lab
     start = time.time() + 4
     r = served.api(
         "POST",
@@ -152,7 +152,7 @@ def test_restart_answers_503_until_ready_and_starts_a_scheduled_lane_it_missed(l
     print(f"\nafter restart: {refused} requests answered 503 before the first 201 ({time.monotonic() - t0:.2f} s)")
     record_property("refused_before_ready", refused)
     assert answers and answers[-1] == (201, "active"), answers
-    became = wait_for(
+    became = seconds_until(
         lambda: served.api("GET", f"/lanes/{scheduled}", token).json()["state"] in ("active", "failed", "expired"), 10
     )
     lane = served.api("GET", f"/lanes/{scheduled}", token).json()
@@ -160,10 +160,10 @@ def test_restart_answers_503_until_ready_and_starts_a_scheduled_lane_it_missed(l
     assert ovs.lane_flows(lane_cookie(scheduled))["s1"]
 
 
-def test_switch_disconnect_keeps_flows_and_gates_requests(lab, record_property):
+def test_switch_disconnect_keeps_flows_and_gates_requests(fault_lab, record_property):
     """s1 loses the controller (pointed at a dead port: del-controller would flush its flows):
     its lane flows and traffic stay, /readyz and lane requests through s1 say 503 meanwhile."""
-    ovs, served, token = lab
+    ovs, served, token = fault_lab
     lane = _active_lane(served, token)
     cookie = lane_cookie(lane["id"])
     iperf = Iperf(ovs, seconds=10)
@@ -171,7 +171,7 @@ def test_switch_disconnect_keeps_flows_and_gates_requests(lab, record_property):
         time.sleep(1.5)
         before, t_before = ovs.lane_flows(cookie), time.monotonic()
         ovs.vsctl("set-controller", "s1", f"ssl:{ovs.controller_ip}:{free_port()}")
-        assert wait_for(lambda: requests.get(f"{served.url}/readyz", timeout=5).status_code == 503, 10) is not None
+        assert seconds_until(lambda: requests.get(f"{served.url}/readyz", timeout=5).status_code == 503, 10) is not None
         refused = served.api("POST", "/lanes", token, json=lane_body(port=9001))
         assert refused.status_code == 503 and refused.json()["error"] == "switches_not_ready"
         ready = requests.get(f"{served.url}/readyz", timeout=5)
@@ -179,7 +179,7 @@ def test_switch_disconnect_keeps_flows_and_gates_requests(lab, record_property):
         assert ready.status_code == 503 and not s1["connected"], ready.json()
         time.sleep(2)
         ovs.vsctl("set-controller", "s1", f"ssl:{ovs.controller_ip}:{served.of_port}")
-        back = wait_for(lambda: requests.get(f"{served.url}/readyz", timeout=5).status_code == 200, 15)
+        back = seconds_until(lambda: requests.get(f"{served.url}/readyz", timeout=5).status_code == 200, 15)
         _assert_untouched(before, ovs.lane_flows(cookie), time.monotonic() - t_before)
         report = iperf.result(timeout=30)
     finally:
@@ -190,23 +190,23 @@ def test_switch_disconnect_keeps_flows_and_gates_requests(lab, record_property):
     assert back is not None and gap <= 1.0
 
 
-def test_lane_expiring_during_an_outage_is_removed_by_hard_timeout_and_marked_expired(lab):
-    ovs, served, token = lab
+def test_lane_expiring_during_an_outage_is_removed_by_hard_timeout_and_marked_expired(fault_lab):
+    ovs, served, token = fault_lab
     lane = _active_lane(served, token, duration=6)
     cookie = lane_cookie(lane["id"])
     served.kill(signal.SIGKILL)
-    gone = wait_for(lambda: not any(ovs.lane_flows(cookie).values()), 15, 0.5)
+    gone = seconds_until(lambda: not any(ovs.lane_flows(cookie).values()), 15, 0.5)
     assert gone is not None, "hard_timeout did not remove the lane's flows"
     served.start()
-    marked = wait_for(lambda: served.api("GET", f"/lanes/{lane['id']}", token).json()["state"] == "expired", 5)
+    marked = seconds_until(lambda: served.api("GET", f"/lanes/{lane['id']}", token).json()["state"] == "expired", 5)
     assert marked is not None
     print(f"\nexpiry while serve was down: marked expired {marked:.2f} s after ready")
 
 
-def test_controller_outage_does_not_stop_lane_traffic(lab, record_property):
+def test_controller_outage_does_not_stop_lane_traffic(fault_lab, record_property):
     """With serve away for OUTAGE_S (40 s here, 60 s in the bench soak) lane traffic shows no gap
     longer than 1 s: the edge router's ARP for the lane address must be answered by flows."""
-    ovs, served, token = lab
+    ovs, served, token = fault_lab
     _active_lane(served, token)
     iperf = Iperf(ovs, seconds=OUTAGE_S + 8)
     try:
@@ -230,10 +230,10 @@ def test_controller_outage_does_not_stop_lane_traffic(lab, record_property):
     assert gap <= 1.0
 
 
-def test_flows_deleted_behind_the_controllers_back_come_back_within_seconds(lab, record_property):
+def test_flows_deleted_behind_the_controllers_back_come_back_within_seconds(fault_lab, record_property):
     """Issue 10: flows that disagree with the database are put right within seconds, whoever
     deleted them, on a switch that never disconnected (the drift check, controller/runtime/drift.py)."""
-    ovs, served, token = lab
+    ovs, served, token = fault_lab
     lane = _active_lane(served, token)
     cookie = lane_cookie(lane["id"])
     back = []
@@ -245,7 +245,7 @@ def test_flows_deleted_behind_the_controllers_back_come_back_within_seconds(lab,
         before = ovs.cookies(br)
         ovs.ofctl("del-flows", br, spec)
         assert cookie not in ovs.cookies(br)
-        took = wait_for(lambda: ovs.cookies(br) >= before, 15)
+        took = seconds_until(lambda br=br, before=before: ovs.cookies(br) >= before, 15)
         assert took is not None, f"{br}: flows not restored ({before - ovs.cookies(br)} missing)"
         back.append(round(took, 2))
     record_property("flows_back_s", back)

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 import pytest
 import requests
 
-from tests.integration.conftest_pg import PG_BIN, pg_cluster  # noqa: F401  (session fixture)
-from tests.integration.faultkit import Served, lane_body, wait_for
-from tests.integration.privovs import PrivateOvs
-from tests.integration.procs import free_port
-from tests.integration.test_serve import bootstrap, setup_researcher
+from tests.support.faultkit import Served, lane_body, seconds_until
+from tests.support.postgres import PG_BIN
+from tests.support.privovs import PrivateOvs
+from tests.support.procs import free_port
+from tests.support.serve import bootstrap, setup_researcher
 from viplanes.controller.compile.cookies import lane_cookie
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
@@ -126,7 +126,7 @@ def test_no_lane_lost_stuck_or_doubled_under_load(fault, pg_cluster, tmp_path, r
         for t in threads:
             t.join(120)
         first_after = min((t for t in load.answered_at if t > t_back), default=None)
-        settled = wait_for(lambda: not served.api("GET", "/lanes?state=installing", op).json(), 15, 0.2)
+        settled = seconds_until(lambda: not served.api("GET", "/lanes?state=installing", op).json(), 15, 0.2)
         lanes = {ln["id"]: ln for ln in served.api("GET", "/lanes?limit=1000", op).json()}
         cookies = ovs.cookies("s1")
     finally:

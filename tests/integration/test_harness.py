@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.procs import ControllerProcess
+from tests.support.procs import ControllerProcess
 
 pytestmark = pytest.mark.integration
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import REPO
 from viplanes.lab.datasets import digests
 from viplanes.lab.experiments import Runner, RunSpec, session
 from viplanes.lab.measure import run_rclone
@@ -19,7 +20,6 @@ from viplanes.lab.services import rclone_binary
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
 TOPOLOGY = REPO / "topologies" / "campus.yaml"
 # Measured here: firewall path ~14 Mbit/s (15 Mbit/s DPI cap), lane ~85-90 (100 Mbit/s NIC): ~6x.
 # The floor leaves room for a busy 2-core machine. The WAN model caps each connection at 10 Mbit/s

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import REPO
+
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
 
 SCRIPT = textwrap.dedent("""
     import sys, time

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import REPO
 from viplanes.lab.experiments import Runner, RunSpec, session
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
 TOPOLOGY = REPO / "topologies" / "campus.yaml"
 
 

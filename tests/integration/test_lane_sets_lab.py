@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.integration.labcampus import REPO, VIPLANES, ServeProcess, lab_campus
+from tests.support.labcampus import REPO, VIPLANES, ServeProcess, lab_campus
 
 pytestmark = pytest.mark.integration
 CLOUDS = ("203.0.113.10", "203.0.113.11", "203.0.113.12")

@@ -10,8 +10,7 @@ import time
 import pytest
 from sqlalchemy import event
 
-from tests.integration.conftest_pg import pg_cluster  # noqa: F401  (session fixture)
-from tests.unit.test_leader import contenders_take_turns, reclaim_only_while_ours
+from tests.support.leases import contenders_take_turns, reclaim_only_while_ours
 from viplanes.cluster.leader import LeaderLease
 from viplanes.store.db import Database
 
@@ -19,7 +18,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
 
 @pytest.fixture
-def two_engines(pg_cluster):  # noqa: F811
+def two_engines(pg_cluster):
     url = pg_cluster.new_database()
     a, b = Database(url, pool_size=2), Database(url, pool_size=2)
     yield a, b

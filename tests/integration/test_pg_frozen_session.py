@@ -10,14 +10,13 @@ import time
 import pytest
 from sqlalchemy import text
 
-from tests.integration.conftest_pg import pg_cluster  # noqa: F401  (session fixture)
 from viplanes.store.db import IDLE_IN_TRANSACTION_S, Database
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 GRANT_LOCK = 0x5650_0001
 
 
-def test_every_connection_carries_the_backstop(pg_cluster) -> None:  # noqa: F811
+def test_every_connection_carries_the_backstop(pg_cluster) -> None:
     db = Database(pg_cluster.new_database(), pool_size=1)
     try:
         with db.read() as s:
@@ -27,7 +26,7 @@ def test_every_connection_carries_the_backstop(pg_cluster) -> None:  # noqa: F81
         db.dispose()
 
 
-def test_a_frozen_transaction_gives_its_locks_back(pg_cluster) -> None:  # noqa: F811
+def test_a_frozen_transaction_gives_its_locks_back(pg_cluster) -> None:
     url = pg_cluster.new_database()
     frozen_db, other = Database(url, pool_size=1, idle_in_transaction_s=0.5), Database(url, pool_size=1)
     with other.write() as s:

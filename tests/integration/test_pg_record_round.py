@@ -8,8 +8,8 @@ import psycopg2
 import pytest
 from sqlalchemy import event, text
 
-from tests.integration.conftest_pg import pg_cluster  # noqa: F401  (session fixture)
-from tests.unit.conftest import FakeClock, make_world
+from tests.support.clock import FakeClock
+from tests.support.world import make_world
 from viplanes.cluster.handoff import DONE_CHANNEL, parse_done
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.domain.values import ActivationResult, LaneSpec
@@ -43,22 +43,14 @@ class BatchPlane(MemoryDataplane):
 
 
 @pytest.fixture
-def world(pg_cluster, topo):  # noqa: F811
+def batch_world(pg_cluster, topo):
     w = make_world(pg_cluster.new_database(), FakeClock(), BatchPlane(), topo)
     yield w
     w.app.extensions["viplanes"].db.dispose()
 
 
-@pytest.fixture(scope="session")
-def topo():
-    from tests.unit.conftest import CAMPUS
-    from viplanes.topologies.loader import load_topology
-
-    return load_topology(CAMPUS)
-
-
-def test_a_round_is_recorded_audited_and_announced_in_one_statement(world):
-    w = world
+def test_a_round_is_recorded_audited_and_announced_in_one_statement(batch_world):
+    w = batch_world
     ext = w.app.extensions["viplanes"]
     db, manager, plane = ext.db, ext.manager, w.dataplane
     ok, refused, ended = (w.lane(dst_port=port).json["id"] for port in (9001, 9002, 9003))
@@ -107,12 +99,12 @@ def test_a_round_is_recorded_audited_and_announced_in_one_statement(world):
     assert ended not in plane.active and ok in plane.active
 
 
-def test_a_request_inserts_audits_and_wakes_in_one_statement(world):
+def test_a_request_inserts_audits_and_wakes_in_one_statement(batch_world):
     """The request transaction on PostgreSQL: both advisory locks in one SELECT, and the lane's
     INSERT, its audit row and the controllers' wake-up as one statement (was 3 + 2)."""
     from viplanes.cluster.handoff import CHANNEL
 
-    w = world
+    w = batch_world
     db = w.app.extensions["viplanes"].db
     w.dataplane.wake_channel = CHANNEL  # type: ignore[attr-defined]  # the split's, as RemoteDataplane
     statements: list[str] = []

@@ -7,30 +7,22 @@ import time
 
 import pytest
 
-from tests.integration.conftest_pg import pg_cluster  # noqa: F401  (session fixture)
-from tests.unit.conftest import FakeClock, make_world
+from tests.support.clock import FakeClock
+from tests.support.world import make_world
 from viplanes.dataplane.memory import MemoryDataplane
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
 
 @pytest.fixture
-def pg_world(pg_cluster, topo):  # noqa: F811
+def pg_world(pg_cluster, topo):
     w = make_world(pg_cluster.new_database(), FakeClock(), MemoryDataplane(), topo)
     yield w
     w.app.extensions["viplanes"].db.dispose()
 
 
-@pytest.fixture(scope="session")
-def topo():
-    from tests.unit.conftest import CAMPUS
-    from viplanes.topologies.loader import load_topology
-
-    return load_topology(CAMPUS)
-
-
 def test_schemathesis_on_postgres(pg_world):
-    from tests.unit.test_api_schemathesis import run_all_operations
+    from tests.support.schema import run_all_operations
 
     pg_world.lane()
     run_all_operations(pg_world)
@@ -53,12 +45,12 @@ def test_lane_lifecycle_on_postgres(pg_world):
 
 def test_lane_pool_lookup_on_postgres(pg_world):
     """PostgreSQL runs the VALUES form of the pool lookup (SQLite the UNION ALL): same answers."""
-    from tests.unit.test_lane_pool import test_distinct_hosts_lowest_free_address_and_sharing
+    from tests.support.pool import distinct_hosts_lowest_free_address_and_sharing
 
-    test_distinct_hosts_lowest_free_address_and_sharing(pg_world)
+    distinct_hosts_lowest_free_address_and_sharing(pg_world)
 
 
-def test_idle_ping_leaves_no_transaction_open(pg_cluster, monkeypatch):  # noqa: F811
+def test_idle_ping_leaves_no_transaction_open(pg_cluster, monkeypatch):
     """A pinged connection is lent outside any transaction: ``read_connection`` can switch it
     to autocommit (a ping in a transaction made psycopg2 refuse: "set_session cannot be used
     inside a transaction")."""
@@ -129,7 +121,7 @@ def test_release_in_one_statement_wakes_the_controllers_at_commit(pg_world):
         listener.close()
 
 
-def test_repeated_statements_run_prepared_with_the_same_answers(pg_cluster):  # noqa: F811
+def test_repeated_statements_run_prepared_with_the_same_answers(pg_cluster):
     """psycopg2 + viplanes/store/lanesql/prepared.py: the second run of a text PREPAREs it, later runs EXECUTE
     it; rowcount and RETURNING are unchanged; a text PostgreSQL cannot prepare (``$1 IS NULL``)
     or would answer differently (``SELECT $1``: text) runs as before, and a failed PREPARE inside
@@ -161,7 +153,7 @@ def test_repeated_statements_run_prepared_with_the_same_answers(pg_cluster):  # 
         db.dispose()
 
 
-def test_a_prepared_statement_whose_columns_change_fails_once_then_runs_again(pg_cluster):  # noqa: F811
+def test_a_prepared_statement_whose_columns_change_fails_once_then_runs_again(pg_cluster):
     """An online ``ADD COLUMN`` under a prepared ``RETURNING *``: PostgreSQL refuses the old plan
     ("cached plan must not change result type"). That one statement fails as a dropped connection
     (the API's 503, try again), the pool's stale plans go with their connections, and the next

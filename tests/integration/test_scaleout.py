@@ -19,17 +19,15 @@ import time
 import pytest
 import requests
 
-from tests.integration.conftest_pg import pg_cluster  # noqa: F401  (session fixture)
-from tests.integration.scaleout_kit import (  # noqa: F401  (cluster: fixture)
+from tests.support.procs import wait_for
+from tests.support.scaleout_kit import (
     api_workers,
-    cluster,
     controller_roles,
     lane_flows,
     lease_holder_pid,
     request_active,
-    wait_for,
 )
-from tests.integration.test_serve import setup_researcher
+from tests.support.serve import setup_researcher
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 

@@ -30,21 +30,19 @@ from typing import Any
 import pytest
 import requests
 
-from tests.integration.conftest_pg import pg_cluster  # noqa: F401  (session fixture)
-from tests.integration.scaleout_kit import (  # noqa: F401  (cluster: fixture)
+from tests.support.procs import wait_for
+from tests.support.scaleout_kit import (
     FlowStat,
     api_workers,
     bridge_roles,
-    cluster,
     db_rows,
     lane_cookies,
     lane_flow_stats,
     lease_holder_pid,
     request_active,
     send_lane_traffic,
-    wait_for,
 )
-from tests.integration.test_serve import lane_body, setup_researcher
+from tests.support.serve import lane_body, setup_researcher
 from viplanes.controller.compile.cookies import lane_cookie
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
@@ -219,7 +217,7 @@ def test_kill_master_while_clients_request_lanes(cluster, record_property) -> No
         os.kill(master, signal.SIGKILL)
         ctl[master].proc.wait(5)
         standby = next(pid for pid in ctl if pid != master)
-        assert wait_for(lambda: lease_holder_pid(db) == standby, 10, step_s=0.02), "the standby took no lease"
+        assert wait_for(lambda: lease_holder_pid(db) == standby, 10, step=0.02), "the standby took no lease"
         t_master = time.monotonic()
         # the switches' own view (ovs-vswitchd refreshes the controller table's role every few seconds)
         assert wait_for(lambda: one_master(db, cluster["ctl"], bridges), 20), "no switch-side master"
@@ -313,7 +311,7 @@ def test_postgres_restart_keeps_lanes_and_one_master(cluster, record_property) -
     finally:
         cluster["pg"].start_server()
     t_start = time.monotonic()
-    assert wait_for(lambda: lease_holder_pid(db) in {c.proc.pid for c in ctl}, 20, step_s=0.02)
+    assert wait_for(lambda: lease_holder_pid(db) in {c.proc.pid for c in ctl}, 20, step=0.02)
     t_lease = time.monotonic()
     fresh = request_active(url, h, 9281, within_s=20)  # lanes can be requested again
     t_lane = time.monotonic()

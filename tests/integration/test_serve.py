@@ -6,111 +6,17 @@ exercised by the controller's own integration tests.
 
 from __future__ import annotations
 
-import signal
 import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 import requests
 
-from tests.concurrency import run_together
-from tests.integration.conftest_pg import pg_cluster  # noqa: F401  (session fixture)
-from tests.integration.procs import free_port, wait_healthy
+from tests.support.concurrency import run_together
+from tests.support.serve import VIPLANES, Serve, bootstrap, lane_body, setup_researcher
 
 pytestmark = pytest.mark.integration
-VIPLANES = [sys.executable, "-m", "viplanes.cli.main"]
-
-
-class Serve:
-    """One `viplanes serve` child process; stopped with SIGTERM (then SIGKILL) in teardown."""
-
-    def __init__(self, db_url: str, workdir: Path) -> None:
-        self.db_url = db_url
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = workdir / f"serve-{self.port}.log"
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> Serve:
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [
-                    *VIPLANES,
-                    "serve",
-                    "--dataplane",
-                    "memory",
-                    "--db",
-                    self.db_url,
-                    "--api",
-                    f"127.0.0.1:{self.port}",
-                    "--openflow",
-                    f"127.0.0.1:{free_port()}",
-                    "--tick",
-                    "0.1",
-                ],
-                stdout=log,
-                stderr=log,
-            )
-        wait_healthy(self.proc, self.url, self.log, timeout=20)
-        return self
-
-    def stop(self) -> int | None:
-        if self.proc is None or self.proc.poll() is not None:
-            return self.proc.returncode if self.proc else None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait(5)
-
-
-def bootstrap(db_url: str) -> str:
-    out = subprocess.run(
-        [*VIPLANES, "principal", "add", "root", "--role", "operator", "--db", db_url],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return out.stdout.strip().splitlines()[-1]
-
-
-def setup_researcher(url: str, op: str, max_lanes: int) -> str:
-    h = {"Authorization": f"Bearer {op}"}
-    tok = requests.post(
-        f"{url}/api/v1/principals", json={"name": "alice", "role": "researcher"}, headers=h, timeout=10
-    ).json()["token"]
-    r = requests.post(
-        f"{url}/api/v1/grants",
-        headers=h,
-        timeout=10,
-        json={
-            "principal": "alice",
-            "src_prefixes": ["10.1.0.0/24"],
-            "dst_prefixes": ["203.0.113.0/24"],
-            "protocols": ["tcp"],
-            "ports": ["9000-9300"],
-            "max_duration_s": 3600,
-            "max_lanes": max_lanes,
-        },
-    )
-    assert r.status_code == 201, r.text
-    return tok
-
-
-def lane_body(port: int, duration: int = 600) -> dict:
-    return {
-        "src_ip": "10.1.0.10",
-        "dst_ip": "203.0.113.10",
-        "protocol": "tcp",
-        "dst_port": port,
-        "duration_s": duration,
-        "purpose": "integration",
-    }
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -143,7 +49,7 @@ def test_serve_lifecycle_and_restart_loses_nothing(serve_db, tmp_path):
     second = Serve(serve_db, tmp_path).start()
     try:
         lanes = requests.get(f"{second.url}/api/v1/lanes?state=active", headers=h, timeout=10).json()
-        assert sorted(l["id"] for l in lanes) == sorted(ids)  # nothing accepted was lost
+        assert sorted(ln["id"] for ln in lanes) == sorted(ids)  # nothing accepted was lost
         r = requests.post(f"{second.url}/api/v1/lanes", json=lane_body(9000), headers=h, timeout=10)
         assert r.status_code == 409 and r.json()["error"] == "duplicate_lane"
     finally:
@@ -173,7 +79,7 @@ def test_serve_refuses_bad_options(tmp_path):
 
 def test_200_simultaneous_http_requests_quota_5(serve_db, tmp_path, record_property):
     """Through a real threaded waitress server: exactly 5 lanes, every other answer a 409."""
-    from tests.unit.conftest import LiveServer
+    from tests.support.live import LiveServer
     from viplanes.api.app import create_app
     from viplanes.dataplane.memory import MemoryDataplane
 

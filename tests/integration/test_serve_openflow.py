@@ -16,26 +16,12 @@ import time
 import pytest
 import requests
 
-from tests.integration.procs import free_port, lab_security_args
-from tests.integration.test_serve import Serve, bootstrap, setup_researcher
+from tests.support.ovs import add_bridge, lane_flows
+from tests.support.procs import free_port
+from tests.support.serve import Serve, bootstrap, setup_researcher, start_with_openflow
 
 pytestmark = pytest.mark.integration
 PREFIX = f"vlsrv{os.getpid() % 100000}"
-
-
-def vsctl(*args: str) -> str:
-    return subprocess.run(
-        ["ovs-vsctl", "--timeout=10", *args], check=True, capture_output=True, text=True, timeout=20
-    ).stdout
-
-
-def lane_flows(bridge: str, lane_id: int) -> list[str]:
-    out = subprocess.run(
-        ["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge], check=True, capture_output=True, text=True, timeout=20
-    ).stdout
-    from viplanes.controller.compile.cookies import lane_cookie
-
-    return [line for line in out.splitlines() if line.split()[0] == f"cookie={lane_cookie(lane_id):#x},"]
 
 
 @pytest.fixture
@@ -45,64 +31,14 @@ def served_campus(tmp_path):
     op = bootstrap(serve.db_url)
     bridges = [f"{PREFIX}-s{n}" for n in (1, 2, 3, 4)]
     try:
-        _start_with_openflow(serve, of_port)
+        start_with_openflow(serve, of_port)
         for n, br in enumerate(bridges, start=1):
-            vsctl(
-                "--may-exist",
-                "add-br",
-                br,
-                "--",
-                "set",
-                "bridge",
-                br,
-                "datapath_type=netdev",
-                f"other-config:datapath-id={n:016x}",
-                "fail_mode=secure",
-                "protocols=OpenFlow13",
-                "--",
-                "set-controller",
-                br,
-                f"ssl:127.0.0.1:{of_port}",
-            )
+            add_bridge(br, n, f"ssl:127.0.0.1:{of_port}")
         yield serve, op, bridges
     finally:
         for br in bridges:
             subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", br], capture_output=True, timeout=20)
         serve.stop()
-
-
-def _start_with_openflow(serve: Serve, of_port: int, security: list[str] | None = None) -> None:
-    import sys
-
-    security = lab_security_args() if security is None else security
-    with open(serve.log, "ab") as log:
-        serve.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "viplanes.cli.main",
-                "serve",
-                "--db",
-                serve.db_url,
-                "--api",
-                f"127.0.0.1:{serve.port}",
-                "--openflow",
-                f"127.0.0.1:{of_port}",
-                "--tick",
-                "0.2",
-                *security,
-            ],
-            stdout=log,
-            stderr=log,
-        )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            if requests.get(f"{serve.url}/healthz", timeout=1).ok:
-                return
-        except requests.ConnectionError:
-            time.sleep(0.1)
-    raise AssertionError(serve.log.read_text()[-2000:])
 
 
 def test_lane_through_serve_reaches_the_switches(served_campus, record_property):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.integration.test_serve import VIPLANES, Serve, bootstrap, setup_researcher
+from tests.support.serve import VIPLANES, Serve, bootstrap, setup_researcher
 
 pytestmark = pytest.mark.integration
 
@@ -63,7 +63,7 @@ def wrapper(serve: Serve, token: str, port: int | str, *cmd: str, lease: int = 6
 
 def lane_of(serve: Serve, token: str, port: int | str) -> dict:
     lanes = requests.get(f"{serve.url}/api/v1/lanes", headers={"Authorization": f"Bearer {token}"}, timeout=10).json()
-    return next(l for l in lanes if l["dst_ports"] == [str(port)])
+    return next(ln for ln in lanes if ln["dst_ports"] == [str(port)])
 
 
 def wait_active(serve: Serve, token: str, port: int, proc: subprocess.Popen, timeout: float = 20) -> dict:

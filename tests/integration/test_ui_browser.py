@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -22,11 +21,11 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import ovs_problem
-from tests.integration.procs import free_port, wait_healthy
+from tests.support.ovs import ovs_problem
+from tests.support.paths import REPO
+from tests.support.procs import free_port, stop_process, wait_for, wait_healthy
 
 pytestmark = pytest.mark.integration
-REPO = Path(__file__).resolve().parents[2]
 # screenshots land in a scratch folder; VIPLANES_UI_SCREENSHOTS=docs/img refreshes the README's
 IMG = REPO / os.environ.get("VIPLANES_UI_SCREENSHOTS", "lab-results/ui-screenshots")
 VIPLANES = [sys.executable, "-m", "viplanes.cli.main"]
@@ -37,7 +36,7 @@ LANE_PORT = 5201
 def serve_command(db_url: str, api_port: int, of_port: int) -> list[str]:
     """The one place this test says how `viplanes serve` starts: OpenFlow over TLS with the
     machine-wide lab PKI, which the lab's switches present."""
-    from tests.integration.procs import lab_security_args
+    from tests.support.procs import lab_security_args
 
     return [
         *VIPLANES,
@@ -111,12 +110,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             if lab is not None:
                 lab.stop()
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+            stop_process(proc, 15)
 
 
 def _chrome(width: int = 1280, height: int = 800) -> Any:
@@ -152,17 +146,9 @@ def browsers() -> Iterator[tuple[Any, Any]]:
         researcher.quit()
 
 
-def wait_for(check: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-        except Exception:
-            value = None
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+def browser_wait(check: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
+    """``wait_for`` as a browser needs it: the driver raises while a page reloads, and a timeout fails."""
+    return wait_for(check, timeout, 0.2, what=what, ignore=(Exception,))
 
 
 def shot(driver: Any, name: str) -> None:
@@ -179,7 +165,7 @@ def sign_in_by_keyboard(driver: Any, url: str, token: str) -> None:
     driver.get(f"{url}/ui/login")
     assert driver.switch_to.active_element.get_attribute("id") == "token"
     ActionChains(driver).send_keys(token, Keys.ENTER).perform()
-    wait_for(
+    browser_wait(
         lambda: (
             "/ui/login" not in driver.current_url and driver.execute_script("return document.readyState") == "complete"
         ),
@@ -300,14 +286,14 @@ def test_grant_request_watch_revoke_in_two_browsers(stack: Stack, browsers: tupl
     assert state == "active", text(res, By.TAG_NAME, "main")
 
     # both see it live; bytes rise while iperf3 runs through the lane
-    wait_for(lambda: f"Lane {lane_id}" in text(op, By.ID, "live-rows"), 10, "the poll to show the lane")
+    browser_wait(lambda: f"Lane {lane_id}" in text(op, By.ID, "live-rows"), 10, "the poll to show the lane")
     res.get(f"{stack.url}/ui/mine")
     server, client = iperf_in_background(stack, seconds=8)
     try:
-        first = wait_for(lambda: row_bytes(op, lane_id), 10, "bytes on the operator's page")
-        rising = wait_for(lambda: (row_bytes(op, lane_id) or 0) > first + 100_000, 12, "bytes to rise")
+        first = browser_wait(lambda: row_bytes(op, lane_id), 10, "bytes on the operator's page")
+        rising = browser_wait(lambda: (row_bytes(op, lane_id) or 0) > first + 100_000, 12, "bytes to rise")
         assert rising
-        wait_for(lambda: (row_bytes(res, lane_id) or 0) > first, 10, "bytes on the researcher's page")
+        browser_wait(lambda: (row_bytes(res, lane_id) or 0) > first, 10, "bytes on the researcher's page")
         shot(op, "lanes")
         shot(res, "mine")
         op.get(f"{stack.url}/ui/grants")
@@ -351,7 +337,7 @@ def test_grant_request_watch_revoke_in_two_browsers(stack: Stack, browsers: tupl
     assert text(op, By.CSS_SELECTOR, "h1 .state") == "revoked"
     op.get(f"{stack.url}/ui/lanes")
     assert f"Lane {lane_id}" not in text(op, By.ID, "live-rows")
-    wait_for(
+    browser_wait(
         lambda: f"Lane {lane_id}" not in text(res, By.ID, "live-rows"), 10, "the researcher's poll to drop the lane"
     )
     assert stack.lane_flows_on_switches(lane_id) == 0

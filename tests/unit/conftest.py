@@ -3,31 +3,26 @@ a temporary SQLite file per test (PostgreSQL too, for tests that take ``db_url``
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.conftest_pg import pg_cluster  # noqa: F401  (session fixture)
+from tests.support.clock import T0, FakeClock
+from tests.support.fake_switches import FakeSwitches, spec
+from tests.support.live import LiveServer
+from tests.support.netsim import Network
+from tests.support.paths import DUALSTACK_YAML, REPO
+from tests.support.rawof import RawOpenFlow, ovs_bridge
+from tests.support.world import World, make_world
+from viplanes.controller.compile.lane import compile_base, compile_lane
 from viplanes.dataplane.memory import MemoryDataplane
+from viplanes.domain.values import LaneSpec
+from viplanes.store.db import Database
 from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import Topology
-
-CAMPUS = Path(__file__).resolve().parents[2] / "topologies" / "campus.yaml"
-T0 = 1_800_000_000.0  # a fixed "now": 2027-01-15
-
-
-class FakeClock:
-    def __init__(self, t: float = T0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-    def advance(self, seconds: float) -> None:
-        self.t += seconds
 
 
 @pytest.fixture(autouse=True)
@@ -47,14 +42,21 @@ def gc_given_back() -> Iterator[None]:
         pytest.fail("the cyclic GC was still off 2 s after the test: a thread inside heap.gc_held outlived it")
 
 
-@pytest.fixture(scope="session")
-def topo() -> Topology:
-    return load_topology(CAMPUS)
-
-
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
+
+
+@pytest.fixture(scope="module")
+def dual() -> Topology:
+    """The dual-stack campus (IPv4 and IPv6 on every subnet)."""
+    return load_topology(DUALSTACK_YAML)
+
+
+@pytest.fixture
+def switches(topo: Topology, clock: FakeClock) -> FakeSwitches:
+    """The campus's flow tables answering like OVS (``inline_runtime`` wires a runtime to them)."""
+    return FakeSwitches(topo, clock)
 
 
 @pytest.fixture
@@ -75,59 +77,13 @@ def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'vl.db'}"
 
 
-@dataclass
-class World:
-    """An app with one operator and two researchers, each researcher with one grant."""
-
-    app: Any
-    client: Any
-    clock: FakeClock
-    dataplane: MemoryDataplane
-    tokens: dict[str, str]
-    grants: dict[str, int]
-
-    def h(self, who: str) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.tokens[who]}"}
-
-    def lane(self, who: str = "alice", **over: Any) -> Any:
-        body = {
-            "src_ip": "10.1.0.10",
-            "dst_ip": "203.0.113.10",
-            "protocol": "tcp",
-            "dst_port": 9000,
-            "duration_s": 600,
-            "purpose": "nightly sync",
-        }
-        if who == "bob":
-            body["src_ip"] = "10.1.0.20"
-        body.update(over)
-        return self.client.post("/api/v1/lanes", json=body, headers=self.h(who))
-
-
-GRANT = {
-    "src_prefixes": ["10.1.0.0/24"],
-    "dst_prefixes": ["203.0.113.0/24"],
-    "protocols": ["tcp", "udp"],
-    "ports": [443, "9000-9100"],
-    "max_duration_s": 3600,
-    "max_lanes": 3,
-}
-
-
-def make_world(url: str, clock: FakeClock, dataplane: MemoryDataplane, topo: Topology) -> World:
-    from viplanes.api.app import create_app
-    from viplanes.store import records as store
-
-    app = create_app({"db_url": url}, dataplane=dataplane, topology=topo, clock=clock)
-    db = app.extensions["viplanes"].db
-    tokens: dict[str, str] = {}
-    grants: dict[str, int] = {}
-    with db.write() as s:
-        for name, role in (("root", "operator"), ("alice", "researcher"), ("bob", "researcher")):
-            tokens[name] = store.create_principal(s, name, role, clock())[1]
-        for name in ("alice", "bob"):
-            grants[name] = store.create_grant(s, store.GrantInput(principal=name, **GRANT), "root", clock()).id
-    return World(app, app.test_client(), clock, dataplane, tokens, grants)
+@pytest.fixture
+def db(db_url: str) -> Iterator[Database]:
+    """A migrated-from-models database on ``db_url`` (SQLite and PostgreSQL)."""
+    d = Database(db_url, pool_size=20)
+    d.create_all()
+    yield d
+    d.dispose()
 
 
 @pytest.fixture
@@ -135,38 +91,6 @@ def world(sqlite_url: str, clock: FakeClock, dataplane: MemoryDataplane, topo: T
     w = make_world(sqlite_url, clock, dataplane, topo)
     yield w
     w.app.extensions["viplanes"].db.dispose()
-
-
-class LiveServer:
-    """The app served by a real threaded waitress server on a free port, in this process."""
-
-    def __init__(self, app: Any, threads: int = 8) -> None:
-        import threading
-
-        from waitress import create_server
-
-        self.server = create_server(app, host="127.0.0.1", port=0, threads=threads, connection_limit=1000, backlog=1024)
-        self.url = f"http://127.0.0.1:{self.server.effective_port}"
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        server = self.server
-
-        def close_all() -> None:  # runs inside the server's own loop thread: no select() race
-            for channel in list(server._map.values()):  # listener, keep-alive connections, trigger
-                try:
-                    channel.close()
-                except OSError:
-                    pass
-            server._map.clear()  # the run loop ends once its socket map is empty
-
-        try:
-            server.trigger.pull_trigger(close_all)
-        except OSError:  # the trigger's pipe is already closed (the loop ended): close the rest here
-            close_all()
-        self.thread.join(5)
-        server.task_dispatcher.shutdown()
 
 
 @pytest.fixture
@@ -186,3 +110,32 @@ def campus_pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pki.issue_switch(d, "host1", [1, 2])
     pki.issue_switch(d, "host3", [3])
     return d
+
+
+@pytest.fixture
+def bridge() -> Iterator[tuple[str, RawOpenFlow]]:
+    """A fresh userspace OVS bridge with ports 1-4 and a raw OpenFlow connection to it (root only)."""
+    with ovs_bridge() as named_conn:
+        yield named_conn
+
+
+@pytest.fixture(scope="module")
+def recorded() -> list[dict[str, Any]]:
+    """The lab's recorded paper results (a JSON line per run), read once per module."""
+    path = REPO / "tests" / "unit" / "fixtures" / "lab" / "paper_results.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def lane() -> LaneSpec:
+    """The desktop's lane to the cloud host (tcp/5201 through the NAT pool), an hour from T0."""
+    return spec(7)
+
+
+@pytest.fixture
+def net(topo: Topology, lane: LaneSpec) -> Network:
+    """The campus's simulated flow tables with the base flows and ``lane`` installed (compiled at T0)."""
+    network = Network(topo)
+    network.install(compile_base(topo))
+    network.install(compile_lane(lane, topo, T0))
+    return network

@@ -17,7 +17,7 @@ The plain Core path is kept, and taken, whenever the raw one could differ:
   ``bench.probes.profile_request --sql``): they see every statement as before;
 - a statement that needs SQLAlchemy at execution time: expanding ``IN`` lists, Python-side
   column defaults, RETURNING.
-``tests/unit/test_rawsql.py`` runs every hot statement both ways and compares rows and results.
+``tests/unit/store/test_rawsql.py`` runs every hot statement both ways and compares rows and results.
 """
 
 from __future__ import annotations

@@ -1,0 +1,227 @@
+"""One lab campus for the Mininet-based integration modules: a real `viplanes serve` (TLS
+OpenFlow, SQLite), the Mininet network of a topology file and a researcher with one grant.
+
+test_dataplane, test_attack_dataplane and test_lane_sets_lab each need exactly this set-up with
+their own topology, researcher and grant; it lives here once so a change (a new serve flag, a
+different reconnect back-off) reaches all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from tests.support.ovs import ovs_problem
+from tests.support.paths import REPO
+from tests.support.procs import free_port, lab_security_args, stop_process, wait_healthy
+
+VIPLANES = [sys.executable, "-m", "viplanes.cli.main"]
+CLOUD = "203.0.113.10"
+CAMPUS_YAML = REPO / "topologies" / "campus.yaml"
+
+
+class ServeProcess:
+    """`viplanes serve` with the OpenFlow data plane; the OpenFlow port survives restarts."""
+
+    def __init__(self, db_url: str, workdir: Path, of_port: int, topology: Path | None = None) -> None:
+        self.db_url, self.of_port, self.topology = db_url, of_port, topology
+        self.api_port = free_port()
+        self.url = f"http://127.0.0.1:{self.api_port}"
+        self.log = workdir / "serve.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> ServeProcess:
+        topology = ["--topology", str(self.topology)] if self.topology else []
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [
+                    *VIPLANES,
+                    "serve",
+                    "--db",
+                    self.db_url,
+                    "--api",
+                    f"127.0.0.1:{self.api_port}",
+                    "--openflow",
+                    f"127.0.0.1:{self.of_port}",
+                    "--tick",
+                    "0.2",
+                    *topology,
+                    *lab_security_args(),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+                env=dict(os.environ),
+            )
+        wait_healthy(self.proc, self.url, self.log, timeout=30)
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: no goodbye to the switches, like a crash."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        stop_process(self.proc, 15)
+
+
+def fast_reconnect(of_port: int) -> None:
+    """OVS retries a lost controller with backoff up to 8 s; 1 s keeps the restart tests short."""
+    uuids = subprocess.run(
+        ["ovs-vsctl", "--bare", "--columns=_uuid", "find", "Controller", f"target=\"ssl:127.0.0.1:{of_port}\""],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    ).stdout.split()
+    for uuid in uuids:
+        subprocess.run(["ovs-vsctl", "set", "Controller", uuid, "max_backoff=1000"], timeout=10)
+
+
+@contextmanager
+def lab_campus(
+    workdir: Path,
+    researcher: str,
+    grant: dict[str, Any],
+    topology: Path = CAMPUS_YAML,
+    prepare: Callable[[Any, ServeProcess], None] | None = None,
+) -> Iterator[tuple[Any, ServeProcess, str]]:
+    """Yield (network, serve, researcher token); `prepare(net, serve)` runs before the grant."""
+    problem = ovs_problem()
+    if problem:
+        pytest.fail(problem, pytrace=False)
+    from viplanes.lab.net import build_network
+    from viplanes.topologies.loader import load_topology
+
+    db_url = f"sqlite:///{workdir / 'viplanes.db'}"
+    op = subprocess.run(
+        [*VIPLANES, "principal", "add", "root", "--role", "operator", "--db", db_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    op_token = op.stdout.strip().splitlines()[-1]
+    serve = ServeProcess(db_url, workdir, free_port(), topology=None if topology == CAMPUS_YAML else topology).start()
+    net = None
+    try:
+        net = build_network(load_topology(topology), "127.0.0.1", serve.of_port, shape=True)
+        fast_reconnect(serve.of_port)
+        if prepare is not None:
+            prepare(net, serve)
+        h = {"Authorization": f"Bearer {op_token}"}
+        r = requests.post(
+            f"{serve.url}/api/v1/principals", headers=h, timeout=10, json={"name": researcher, "role": "researcher"}
+        )
+        assert r.status_code == 201, r.text
+        token = r.json()["token"]
+        r = requests.post(f"{serve.url}/api/v1/grants", headers=h, timeout=10, json={"principal": researcher, **grant})
+        assert r.status_code == 201, r.text
+        yield net, serve, token
+    finally:
+        try:
+            if net is not None:
+                net.stop()
+        finally:
+            serve.stop()
+
+
+class Campus:
+    """The lab network, its serve process and a researcher's token, with the API and traffic steps
+    the data-plane modules share."""
+
+    def __init__(self, lab: Any, serve: ServeProcess, token: str) -> None:
+        self.lab, self.serve, self.token = lab, serve, token
+        self.lane: dict | None = None
+        self.results: dict[str, float] = {}
+
+    # --- API ---
+    def api(self, method: str, path: str, **kw: Any) -> requests.Response:
+        return requests.request(
+            method,
+            f"{self.serve.url}/api/v1{path}",
+            timeout=15,
+            headers={"Authorization": f"Bearer {self.token}"},
+            **kw,
+        )
+
+    def request_lane(self, port: int, duration: int = 900) -> dict:
+        r = self.api(
+            "POST",
+            "/lanes",
+            json={
+                "src_ip": "10.1.0.10",
+                "dst_ip": CLOUD,
+                "protocol": "tcp",
+                "dst_port": port,
+                "duration_s": duration,
+                "purpose": "dataplane test",
+            },
+        )
+        assert r.status_code == 201, r.text
+        return r.json()
+
+    # --- measurements ---
+    def fw_rx_bytes(self) -> int:
+        return int(self.lab.host("fw").cmd("cat /sys/class/net/fw-in/statistics/rx_bytes"))
+
+    def fw_rx_packets(self) -> int:
+        return int(self.lab.host("fw").cmd("cat /sys/class/net/fw-in/statistics/rx_packets"))
+
+    def iperf(self, port: int, seconds: float = 2) -> tuple[float, str, int]:
+        """desktop -> cloud TCP: (Mbit/s received, source address the cloud saw, bytes)."""
+        cloud, desktop = self.lab.host("cloud"), self.lab.host("desktop")
+        server = cloud.popen(
+            ["iperf3", "-s", "-1", "-J", "-p", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            for _ in range(50):
+                if f":{port} " in cloud.cmd("ss -ltn"):
+                    break
+                time.sleep(0.05)
+            client = json.loads(desktop.cmd(f"iperf3 -c {CLOUD} -p {port} -t {seconds} -J"))
+            assert not client.get("error"), client.get("error")
+            out, _ = server.communicate(timeout=15)
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.wait(5)
+        seen = json.loads(out)["start"]["connected"][0]["remote_host"]
+        received = client["end"]["sum_received"]
+        return received["bits_per_second"] / 1e6, seen, int(received["bytes"])
+
+    def lane_flows(self, switch: str, lane_id: int) -> list[dict]:
+        cookie = 0x5650 << 48 | lane_id
+        out = self.lab.switch(switch).cmd(
+            f"ovs-ofctl -O OpenFlow13 dump-flows {self.lab.bridge(switch)} cookie={cookie:#x}/-1"
+        )
+        flows = []
+        for line in out.splitlines():
+            m = re.search(
+                r"cookie=(0x[0-9a-f]+), duration=([\d.]+)s.*n_packets=(\d+), "
+                r"n_bytes=(\d+).*?(priority=\S+)",
+                line,
+            )
+            if m:
+                flows.append(
+                    {
+                        "cookie": int(m[1], 16),
+                        "duration": float(m[2]),
+                        "packets": int(m[3]),
+                        "bytes": int(m[4]),
+                        "match": m[5],
+                    }
+                )
+        return sorted(flows, key=lambda f: f["match"])
