@@ -83,5 +83,5 @@ def revoke_grant(grant_id: int) -> Any:
             s, now, who.name, "grant.revoke", f"grant:{grant_id}", "done", f"ended lanes {lane_ids}" if lane_ids else ""
         )
         out = {"grant": grant_dict(store.get_grant(s, grant_id), now), "revoked_lanes": lane_ids}
-    ctx.manager.revoke_grant_lanes(lane_ids)
+    ctx.manager.revoke_lanes(lane_ids)
     return out

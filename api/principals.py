@@ -10,7 +10,14 @@ from flask_smorest import Blueprint
 from viplanes.store import records as store
 
 from .auth import caller, require
-from .schemas import NAME, PrincipalCreateSchema, PrincipalSchema, PrincipalTokenSchema, WhoAmISchema
+from .schemas import (
+    NAME,
+    PrincipalCreateSchema,
+    PrincipalDisabledSchema,
+    PrincipalSchema,
+    PrincipalTokenSchema,
+    WhoAmISchema,
+)
 from .views import principal_dict
 
 bp = Blueprint("principals", __name__, url_prefix="/api/v1", description="Principals and tokens")
@@ -65,15 +72,19 @@ def rotate_token(name: str) -> Any:
 
 
 @bp.route("/principals/<name>/disable", methods=["POST"])
-@bp.response(200, PrincipalSchema)
+@bp.response(200, PrincipalDisabledSchema)
 def disable_principal(name: str) -> Any:
+    """Disable a principal: its tokens and sessions stop working and its live lanes are revoked."""
     who = require("principal.disable")
     ctx = _ctx()
     now = ctx.clock()
     with ctx.db.write() as s:
-        p = store.set_disabled(s, _name(name), True)
-        store.audit(s, now, who.name, "principal.disable", f"principal:{p.name}", "done")
-        return principal_dict(p)
+        p, lane_ids = store.disable_principal(s, _name(name), now)
+        reason = f"ended lanes {lane_ids}" if lane_ids else ""
+        store.audit(s, now, who.name, "principal.disable", f"principal:{p.name}", "done", reason)
+        out = {**principal_dict(p), "revoked_lanes": lane_ids}
+    ctx.manager.revoke_lanes(lane_ids)
+    return out
 
 
 @bp.route("/whoami", methods=["GET"])

@@ -341,6 +341,10 @@ class PrincipalSchema(ma.Schema):
     created_at = f.DateTime(required=True)
 
 
+class PrincipalDisabledSchema(PrincipalSchema):
+    revoked_lanes = f.List(f.Integer(), required=True, metadata={"description": "its live lanes, now revoked"})
+
+
 class PrincipalTokenSchema(PrincipalSchema):
     token = f.String(required=True, metadata={"description": "shown once; store it now"})
 

@@ -149,7 +149,7 @@ def grant_revoke(grant_id: int) -> ResponseReturnValue:
         store.audit(
             s, now, who.name, "grant.revoke", f"grant:{grant_id}", "done", f"ended lanes {lane_ids}" if lane_ids else ""
         )
-    c.manager.revoke_grant_lanes(lane_ids)
+    c.manager.revoke_lanes(lane_ids)
     return redirect(url_for("ui.grant", grant_id=grant_id))
 
 
@@ -186,7 +186,7 @@ def principal_action(name: str, action: str) -> ResponseReturnValue:
         name = store.get_principal(s, name).name
     if request.method == "GET":
         text = (
-            f"{name} can no longer sign in or use the API; their console sessions end now."
+            f"{name} can no longer sign in or use the API; their console sessions and live lanes end now."
             if action == "disable"
             else f"{name}'s current token stops working at once and their console sessions end; "
             "a new token is shown once."
@@ -200,12 +200,15 @@ def principal_action(name: str, action: str) -> ResponseReturnValue:
             cancel=url_for("ui.principals"),
         )
     now = c.clock()
+    lane_ids: list[int] = []
     with c.db.write() as s:
         if action == "disable":
-            store.set_disabled(s, name, True)
+            _, lane_ids = store.disable_principal(s, name, now)
         else:
             token = store.rotate_token(s, name, now)
-        store.audit(s, now, who.name, f"principal.{action}", f"principal:{name}", "done")
+        reason = f"ended lanes {lane_ids}" if lane_ids else ""
+        store.audit(s, now, who.name, f"principal.{action}", f"principal:{name}", "done", reason)
     if action == "disable":
+        c.manager.revoke_lanes(lane_ids)
         return redirect(url_for("ui.principals"))
     return render_template("ui/token.html", name=name, token=token, created=False)

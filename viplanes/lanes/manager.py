@@ -554,6 +554,7 @@ class LaneManager(LaneActivation):
             self._resend(lane_id)
         return lane
 
-    def revoke_grant_lanes(self, lane_ids: Sequence[int]) -> None:
+    def revoke_lanes(self, lane_ids: Sequence[int]) -> None:
+        """Take lanes the store already ended (a grant revoked, a principal disabled) off the switches."""
         for lane_id in lane_ids:
             self._deactivate(lane_id)

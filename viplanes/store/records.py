@@ -20,7 +20,7 @@ from viplanes.authz.tokens import Caller, hash_token, new_token
 from viplanes.errors import Conflict, Invalid, NotFound
 from viplanes.policy.destinations import prefix_refusal
 from viplanes.policy.rules import GrantRule, PolicyInputError, format_ports, parse_ports, parse_prefix
-from viplanes.store.lanesql.core import add_audit, end_grant_lanes
+from viplanes.store.lanesql.core import add_audit, end_grant_lanes, end_principal_lanes
 from viplanes.store.models import ApiToken, AuditEvent, Grant, Principal
 from viplanes.topologies.model import Topology
 
@@ -79,6 +79,14 @@ def set_disabled(s: Session, name: str, disabled: bool = True) -> Principal:
     TOKENS.invalidate_with(s)
     p.disabled = disabled
     return p
+
+
+def disable_principal(s: Session, name: str, now: float) -> tuple[Principal, list[int]]:
+    """Disable ``name`` and revoke every live lane it owns (a lane is a hole in the firewall kept
+    open for a person the campus no longer trusts); returns the lanes to take off the switches."""
+    p = set_disabled(s, name, True)
+    s.flush()
+    return p, end_principal_lanes(s, p.id, f"principal {p.name} disabled", now)
 
 
 def _keep_an_operator(s: Session, leaving: Principal) -> None:

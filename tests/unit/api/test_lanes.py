@@ -189,3 +189,18 @@ def test_identical_lane_of_another_researcher_is_409_without_its_id(world):
     assert own.json["details"] == {"lane_id": mine}
     other_port = world.lane("bob", src_ip="10.1.0.10", src_port=40000, dst_port=9001)
     assert other_port.status_code == 201  # a different flow is fine
+
+
+def test_disabling_a_principal_revokes_its_lanes(world):
+    ids = [world.lane(dst_port=p).json["id"] for p in (9000, 9001)]
+    bob = world.lane("bob").json["id"]
+    r = world.client.post("/api/v1/principals/alice/disable", headers=world.h("root"))
+    assert r.status_code == 200 and r.json["disabled"] and sorted(r.json["revoked_lanes"]) == sorted(ids)
+    assert set(world.dataplane.active) == {bob}  # alice's flows are gone, bob's stay
+    rows = {ln["id"]: ln for ln in world.client.get("/api/v1/lanes", headers=world.h("root")).json}
+    assert {i: rows[i]["state"] for i in (*ids, bob)} == {ids[0]: "revoked", ids[1]: "revoked", bob: "active"}
+    assert rows[ids[0]]["reason"] == "principal alice disabled"
+    audit = world.client.get("/api/v1/audit?action=principal.disable", headers=world.h("root")).json
+    assert audit[0]["reason"] == f"ended lanes {r.json['revoked_lanes']}"
+    again = world.client.post("/api/v1/principals/alice/disable", headers=world.h("root"))
+    assert again.status_code == 200 and again.json["revoked_lanes"] == []

@@ -133,7 +133,7 @@ def test_extend_release_and_revoke_grant(db):
         mgr.end(callers["root"], a.id, "revoked")
     with db.write() as s:
         ended = store.revoke_grant(s, b.grant_id, T0)
-    mgr.revoke_grant_lanes(ended)
+    mgr.revoke_lanes(ended)
     assert ended == [b.id] and dp.active == {}
     with pytest.raises(VipError) as exc:
         mgr.request(callers["alice"], lane_input(port=9002))

@@ -197,7 +197,7 @@ def test_a_grant_revoke_ends_only_live_lanes_through_the_table(db: Database) -> 
         assert not core.end_lane(conn, released.id, states.ending("revoked", "again", T0 + 1))
     with db.write() as s:
         assert store.revoke_grant(s, grant_id, T0 + 2) == [live.id]
-    mgr.revoke_grant_lanes([live.id])
+    mgr.revoke_lanes([live.id])
     with db.read() as s:
         first, ended = s.get(Lane, released.id), s.get(Lane, live.id)
         assert first is not None and ended is not None

@@ -105,6 +105,9 @@ _RECORD_ACTIVATION = update(LANES).where(LANES.c.id == bindparam("lane_id_"), st
 _END_LANE = update(LANES).where(LANES.c.id == bindparam("lane_id_"), state_in(states.END_FROM))
 # ``Lane.id``, an ORM entity: the Session flushes its pending changes (the grant's revoked_at) first
 _GRANT_LANES = select(Lane.id).where(Lane.grant_id == bindparam("grant_id"), state_in(states.sources(states.REVOKE)))
+_PRINCIPAL_LANES = select(Lane.id).where(
+    Lane.principal_id == bindparam("principal_id"), state_in(states.sources(states.REVOKE))
+)
 _END_LANES = update(LANES).where(
     LANES.c.id.in_(bindparam("ids", expanding=True)), state_in(states.sources(states.REVOKE))
 )
@@ -240,6 +243,14 @@ def end_grant_lanes(s: Session, grant_id: int, reason: str, now: float) -> list[
     """Revoke the live lanes of a grant in ``s``'s transaction (after its pending changes are
     flushed, as any statement of a Session): the ids of the lanes it ended."""
     ids = [row[0] for row in s.execute(_GRANT_LANES, {"grant_id": grant_id})]
+    if ids:
+        s.execute(_END_LANES, {**states.ending(states.REVOKED, reason, now), "ids": ids})
+    return ids
+
+
+def end_principal_lanes(s: Session, principal_id: int, reason: str, now: float) -> list[int]:
+    """Revoke the live lanes a principal owns (it is being disabled), like ``end_grant_lanes``."""
+    ids = [row[0] for row in s.execute(_PRINCIPAL_LANES, {"principal_id": principal_id})]
     if ids:
         s.execute(_END_LANES, {**states.ending(states.REVOKED, reason, now), "ids": ids})
     return ids

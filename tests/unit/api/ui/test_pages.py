@@ -214,3 +214,14 @@ def test_an_operators_own_page_lists_only_their_own_lanes(world: World):
     assert f"Lane {lane_id}<" in world.client.get("/ui/lanes/rows").text
     assert f"Lane {lane_id}<" not in world.client.get("/ui/mine").text
     assert f"Lane {lane_id}<" not in world.client.get("/ui/lanes/rows?back=mine").text
+
+
+def test_disabling_a_principal_from_the_console_revokes_its_lanes(world: World):
+    alice = world.app.test_client()
+    sign_in(alice, world.tokens["alice"])
+    lane_id = _request(world, alice)
+    assert lane_id in world.dataplane.active
+    sign_in(world.client, world.tokens["root"])
+    assert "live lanes end now" in world.client.get("/ui/principals/alice/disable").text  # confirmation first
+    post(world.client, "/ui/principals/alice/disable")
+    assert _lane(world, lane_id).state == "revoked" and lane_id not in world.dataplane.active
