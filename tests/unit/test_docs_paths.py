@@ -73,7 +73,7 @@ def test_the_readme_answers_the_newcomers_questions() -> None:
     for question, answer in [
         ("where a lane becomes flow rules", "`controller/compile/lane.py:compile_lane`"),
         ("where a lane request is authorized", "`policy/rules.py:decide`"),
-        ("where lane state changes", "`viplanes/lanes/states.py`"),
+        ("where lane state changes", "`viplanes/lanes/states.py:change`"),
     ]:
         row = next((line for line in readme.splitlines() if line.startswith(f"| {question} |")), "")
         assert answer in row, f"README: '{question}' should point at {answer}"
