@@ -47,6 +47,7 @@ def install() -> None:
     from viplanes.api import lanes as api_lanes
     from viplanes.controller.openflow import tls as oftls
     from viplanes.controller.openflow.server import GuardedDatapath
+    from viplanes.controller.runtime import batch, switches, wire
     from viplanes.controller.runtime import lane_runtime as runtime
     from viplanes.lanes import activation as lane_activation
     from viplanes.lanes import manager as lanes
@@ -69,11 +70,12 @@ def install() -> None:
     _wrap(lanes.LaneManager, "_begin_removal", "owner checked", "deletes sent (before commit)")
     _wrap(lanes, "end_lane", None, "released written (before commit)")
     _wrap(runtime.LaneRuntime, "activate", "runtime activate", None)
-    _wrap(runtime.LaneRuntime, "_compile_to_send", "change lock taken", "compiled")
-    _wrap(runtime.LaneRuntime, "_touch", "change lock taken (removal)", None)
-    _wrap(runtime.LaneRuntime, "_apply", "apply start", "barriers all answered")
+    _wrap(batch.Changes, "_compile_to_send", "change lock taken", "compiled")
+    _wrap(switches.SwitchState, "touch", "change lock taken (removal)", None)
+    _wrap(batch.Changes, "_send", "apply start", None)
+    _wrap(batch.Changes, "_finish", None, "barriers all answered")
     _wrap(runtime.compiler, "compile_lane_removal", None, "removal compiled")
-    _wrap(runtime.LaneRuntime, "_stage_batch", None, "batch staged")
+    _wrap(wire.Wire, "stage", None, "batch staged")
     _wrap(GuardedDatapath, "serialize_batch", "batch serialise", None)
     _wrap(oftls.TLSChannel, "sendall", "tls write", "tls written")
     _wrap(runtime.LaneRuntime, "on_barrier_reply", "barrier reply (app thread)", None)
