@@ -19,8 +19,9 @@ import copy
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from os_ken.ofproto import ofproto_v1_3 as ofp
@@ -35,32 +36,38 @@ from viplanes.domain.values import ActivationResult, LaneSpec
 
 LOG = logging.getLogger("viplanes.controller.runtime.lane_runtime")
 
-Tagged = list[tuple[int, Any]]  # (lane id, ofmsg) in send order
+_NO_ERRORS: Mapping[int, str] = MappingProxyType({})  # the usual ``refused``: none, not allocated
 Outcome = tuple[dict[int, ActivationResult], str | None]  # per lane; why a removal failed
 
 
-@dataclass
+@dataclass(frozen=True)
 class SwitchAnswer:
     """What one switch did with its part of a batch."""
 
     not_sent: str | None = None  # why it was not sent or lost (not connected, not master, disconnected)
     confirmed: bool = False  # its barrier reply arrived in time
-    refused: dict[int, str] = field(default_factory=dict)  # xid -> the switch's error
+    refused: Mapping[int, str] = field(default_factory=dict)  # xid -> the switch's error
 
 
-def merge(per_lane: dict[int, dict[int, list[Any]]], xids: Iterator[int]) -> tuple[dict[int, Tagged], dict[int, int]]:
-    """Per-lane per-switch messages -> per-switch (lane, message) lists with fresh xids, and
-    xid -> lane. A message that already carries an xid (a cached one) is sent as a copy."""
-    per_dpid: dict[int, Tagged] = {}
+_CONFIRMED = SwitchAnswer(confirmed=True, refused=_NO_ERRORS)  # the usual answer, shared
+
+
+def merge(
+    per_lane: dict[int, dict[int, list[Any]]], xid: Callable[[], int]
+) -> tuple[dict[int, list[Any]], dict[int, int]]:
+    """Per-lane per-switch messages -> per-switch message lists with fresh xids, and xid ->
+    lane. A message that already carries an xid (a cached one) is sent as a copy."""
+    per_dpid: dict[int, list[Any]] = {}
     owner: dict[int, int] = {}
     for lane_id, by_dpid in per_lane.items():
         for dpid, msgs in by_dpid.items():
+            out = per_dpid.setdefault(dpid, [])
             for msg in msgs:
                 msg = copy.copy(msg) if msg.xid is not None else msg
                 msg.xid = None
-                msg.set_xid(next(xids))
+                msg.set_xid(xid())
                 owner[msg.xid] = lane_id
-                per_dpid.setdefault(dpid, []).append((lane_id, msg))
+                out.append(msg)
     return per_dpid, owner
 
 
@@ -77,14 +84,16 @@ def lane_failures(
     for lane_id, dpids in lane_dpids.items():
         failure = None
         for dpid in sorted(dpids):
-            answer = answers.get(dpid, SwitchAnswer(not_sent=f"{name(dpid)} not connected"))
-            if answer.not_sent:
+            answer = answers.get(dpid)
+            if answer is None:
+                failure = f"{name(dpid)} not connected"
+            elif answer.not_sent:
                 failure = answer.not_sent
             elif not answer.confirmed:
                 failure = f"{name(dpid)} did not confirm within {timeout_s:g} s"
             else:
-                mine = [err for xid, err in answer.refused.items() if owner.get(xid) == lane_id]
-                failure = f"{name(dpid)} refused: {mine[0]}" if mine else None
+                mine = next((err for xid, err in answer.refused.items() if owner.get(xid) == lane_id), None)
+                failure = f"{name(dpid)} refused: {mine}" if mine else None
             if failure:
                 break
         out[lane_id] = failure
@@ -218,12 +227,12 @@ class Changes:
                 )
             else:
                 per_lane[lane.lane_id] = compiled
-        per_dpid, owner = merge(per_lane, iter(state.xid, None))
+        per_dpid, owner = merge(per_lane, state.xid)
         deadline = time.monotonic() + timeout_s
         answers: dict[int, SwitchAnswer] = {}
         staged: list[Staged] = []
-        for dpid, tagged in per_dpid.items():
-            ready = self.wire.stage(dpid, [m for _, m in tagged])
+        for dpid, msgs in per_dpid.items():
+            ready = self.wire.stage(dpid, msgs)
             if isinstance(ready, str):
                 answers[dpid] = SwitchAnswer(not_sent=ready)
             else:
@@ -247,32 +256,36 @@ class Changes:
             flight.answers,
             flight.results,
         )
-        deadline = flight.deadline
         removal_failure = None
         for batch in flight.sent:
-            confirmed = batch.wait(deadline) and batch.lost is None
+            confirmed = batch.wait(flight.deadline) and batch.lost is None
             if not confirmed:  # no reply in time, or the switch went away
                 state.tracker.forget(batch)
                 removal_failure = removal_failure or f"{state.switch_name(batch.dpid)} did not confirm"
             # a removal's meter already gone is no failure
-            refused = {
-                xid: error_reason(t, c)
-                for xid, t, c in batch.errors
-                if not (owner.get(xid) in removing and t == ofp.OFPET_METER_MOD_FAILED)
-            }
-            answers[batch.dpid] = (
-                SwitchAnswer(not_sent=batch.lost)
-                if batch.lost is not None
-                else SwitchAnswer(confirmed=confirmed, refused=refused)
+            refused = (
+                {
+                    xid: error_reason(t, c)
+                    for xid, t, c in batch.errors
+                    if not (owner.get(xid) in removing and t == ofp.OFPET_METER_MOD_FAILED)
+                }
+                if batch.errors
+                else _NO_ERRORS
             )
+            if batch.lost is not None:
+                answers[batch.dpid] = SwitchAnswer(not_sent=batch.lost)
+            else:
+                answers[batch.dpid] = (
+                    _CONFIRMED if confirmed and not refused else SwitchAnswer(confirmed=confirmed, refused=refused)
+                )
             if not confirmed or refused:
                 state.mark_suspect([batch.dpid])
-            if any(owner.get(xid) in removing for xid in refused):
+            if refused and any(owner.get(xid) in removing for xid in refused):
                 removal_failure = removal_failure or f"{state.switch_name(batch.dpid)} refused a removal"
         if not lanes:
             return results, removal_failure
         failures = lane_failures(
-            {lid: list(d) for lid, d in per_lane.items() if lid not in removing},
+            {lid: d.keys() for lid, d in per_lane.items() if lid not in removing},
             answers,
             owner,
             state.switch_name,

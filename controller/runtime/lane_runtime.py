@@ -254,23 +254,23 @@ class LaneRuntime:
 
     # ---- events reported by the app ----------------------------------------------------------
     def switch_up(self, dpid: int) -> None:
-        self.connected.add(dpid)
+        self.state.connected.add(dpid)
         self.spawn(lambda: self.reconcile_switch(dpid))
 
     def switch_down(self, dpid: int) -> None:
-        self.connected.discard(dpid)
-        self.reconciled.pop(dpid, None)  # not ready again until its next reconcile
-        self.tracker.disconnected(dpid, f"{self.switch_name(dpid)} disconnected")
+        self.state.connected.discard(dpid)
+        self.state.reconciled.pop(dpid, None)  # not ready again until its next reconcile
+        self.state.tracker.disconnected(dpid, f"{self.switch_name(dpid)} disconnected")
 
     def on_barrier_reply(self, dpid: int, xid: int) -> None:
-        self.tracker.barrier_reply(dpid, xid)
+        self.state.tracker.barrier_reply(dpid, xid)
 
     def on_error(self, dpid: int, xid: int, err_type: int, code: int) -> None:
-        if not self.tracker.error(dpid, xid, err_type, code, error_reason(err_type, code)):
+        if not self.state.tracker.error(dpid, xid, err_type, code, error_reason(err_type, code)):
             LOG.warning("%s sent error %s for xid %d", self.switch_name(dpid), error_reason(err_type, code), xid)
 
     def on_flow_stats(self, dpid: int, xid: int, body: list[Any], more: bool) -> None:
-        self.tracker.stats_reply(dpid, xid, body, more)
+        self.state.tracker.stats_reply(dpid, xid, body, more)
 
     def on_flow_removed(self, dpid: int, cookie: int, reason: int) -> None:
         lane_id = lane_id_from_cookie(cookie)
