@@ -174,8 +174,10 @@ class Changes:
 
     def wait_for_switches(self, lane: LaneSpec) -> None:
         """Give the switches of the lane's path ``state.switch_wait_s`` to (re)connect."""
+        if self.state.topology is None:
+            return  # the activation fails: no topology
         try:
-            needed = compiler.lane_dpids(lane, self.state.topology)  # type: ignore[arg-type]
+            needed = compiler.lane_dpids(lane, self.state.topology)
         except ValueError:
             return  # the activation reports the compile error
         self.state.wait_until_connected(needed, self.state.switch_wait_s)
@@ -185,9 +187,6 @@ class Changes:
         """Take the change lock, compile and send; the returned function waits for the barriers,
         records the outcome and gives the lock back (call it exactly once, on the same thread)."""
         state = self.state
-        if state.topology is None:
-            fail = ActivationResult(False, "controller has no topology", 0.0)
-            return lambda: ({ln.lane_id: fail for ln in lanes}, None)
         state.change.acquire()
         try:
             sending = self._send(lanes, removals, timeout_s, t0)
@@ -212,6 +211,9 @@ class Changes:
         per_lane = self._removal_messages([i for i in removals if i not in wanted], lanes)
         removing = set(per_lane)
         for lane in lanes:
+            if state.topology is None:  # removals still go out: by cookie, to every switch
+                results[lane.lane_id] = ActivationResult(False, "controller has no topology", 0.0)
+                continue
             try:
                 compiled = self._compile_to_send(lane)
             except Exception as exc:

@@ -130,3 +130,26 @@ def test_the_handshake_app_routes_decoded_flow_stats_to_the_lane_runtime(topo) -
     handler = GuardedOFPHandler(lane_runtime=rt)
     assert handler.flow_stats_hook == rt.on_flow_stats
     assert GuardedOFPHandler().flow_stats_hook is None
+
+
+def test_without_a_topology_activations_fail_and_removals_still_go_out() -> None:
+    """One path for both: before, ``activate_many`` raised here and ``deactivate_many`` sent
+    nothing while ``deactivate`` removed the lane's cookie from every switch."""
+    rt = LaneRuntime(None)
+    sent: list[tuple[int, str]] = []
+
+    def send(dpid: int, msgs: list[Any]) -> bool:
+        for msg in msgs:
+            sent.append((dpid, type(msg).__name__))
+            if isinstance(msg, parser.OFPBarrierRequest):
+                rt.on_barrier_reply(dpid, msg.xid)
+        return True
+
+    rt.send = send
+    rt.connected.update({1, 2})
+    assert rt.activate(spec(1)).reason == "controller has no topology"
+    assert rt.activate_many([spec(2)])[2].reason == "controller has no topology"
+    assert sent == []
+    rt.deactivate(5)
+    assert rt.deactivate_many([6]) is None
+    assert sent == [(d, kind) for _ in (5, 6) for d in (1, 2) for kind in ("OFPFlowMod", "OFPBarrierRequest")]
