@@ -35,8 +35,8 @@ def run(lanes: int, rounds: int) -> dict[str, float]:
         rt.lanes[spec.lane_id] = spec
         for dpid, n in flow_mod_counts(per_dpid).items():
             expected[dpid] = expected.get(dpid, 0) + n
-    with rt._compile_lock:
-        for dpid, msgs in rt._flows.shared(specs).items():  # type: ignore[union-attr]
+    with rt.state.compile_lock:
+        for dpid, msgs in rt.state.flows.shared(specs).items():  # type: ignore[union-attr]
             expected[dpid] += len(msgs)
 
     def send(dpid: int, msgs: list[Any]) -> bool:  # a switch that answers at once, correctly

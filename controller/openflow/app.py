@@ -21,7 +21,6 @@ from os_ken.controller import ofp_event
 from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
 from os_ken.ofproto import ofproto_v1_3
 
-from viplanes.controller.openflow import server as ofserver
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
 
 LOG = logging.getLogger("viplanes.controller")
@@ -36,11 +35,8 @@ class VipLanesApp(app_manager.OSKenApp):
         self.runtime = lane_runtime if lane_runtime is not None else LaneRuntime(None)
         self.runtime.send = self.send_ofmsgs
         self.runtime.send_many = self.send_many
-        ofserver.set_flow_stats_hook(self._decoded_flow_stats)
-
-    def _decoded_flow_stats(self, dp: Any, xid: int, entries: list[Any], more: bool) -> None:
-        """Flow stats decoded by ``flowstats`` on the connection's thread (no os-ken parse)."""
-        self.runtime.on_flow_stats(dp.id, xid, entries, more)
+        # flow stats decoded on the connection's thread reach ``runtime.on_flow_stats`` through
+        # the listener (``handler.py``), not through this app
 
     def send_ofmsgs(self, dpid: int, ofmsgs: list[Any]) -> bool:
         """Bind and queue messages built with datapath=None; False when the switch is gone.

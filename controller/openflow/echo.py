@@ -3,7 +3,7 @@
 os-ken runs an echo loop per connection: a thread per switch, and an echo round trip per switch
 per ``echo_request_interval`` whether or not the switch talks. On a campus of 140 switches that is
 140 threads waking and ~10 round trips a second, background CPU that grows with the campus. Here
-one daemon thread looks at every registered connection once per ``TICK_S`` and calls its
+one daemon thread per listener looks at every registered connection once per ``TICK_S`` and calls its
 ``echo_tick``, which sends an echo only when the peer has been silent for the interval (OVS sends
 its own echo request after 5 s without a message from us, so a live OVS switch never needs one)
 and drops a peer that leaves too many unanswered.
@@ -32,6 +32,7 @@ class EchoSweeper:
         self._peers: set[EchoPeer] = set()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
 
     def add(self, peer: EchoPeer) -> None:
         with self._lock:
@@ -56,9 +57,9 @@ class EchoSweeper:
                 LOG.exception("echo check of %r failed", peer)
 
     def _run(self) -> None:
-        while True:
-            time.sleep(self.tick_s)
+        while not self._stop.wait(self.tick_s):
             self.sweep()
 
-
-SWEEPER = EchoSweeper()
+    def stop(self) -> None:
+        """End the thread (the listener closed); it does not start again."""
+        self._stop.set()

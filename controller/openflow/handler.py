@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from os_ken import cfg
 from os_ken.base import app_manager
@@ -18,6 +18,10 @@ from os_ken.lib import hub
 from viplanes.controller.openflow.admission import ListenerSecurity
 from viplanes.controller.openflow.handshakes import HandshakeGauge
 from viplanes.controller.openflow.listener import OpenFlowServer
+from viplanes.controller.openflow.server import FlowStatsHook
+
+if TYPE_CHECKING:
+    from viplanes.controller.runtime.lane_runtime import LaneRuntime
 
 LOG = logging.getLogger("viplanes.controller.openflow.server")
 
@@ -33,9 +37,12 @@ class GuardedOFPHandler(OFPHandler):
         *args: Any,
         of_security: ListenerSecurity | None = None,
         of_handshakes: HandshakeGauge | None = None,
+        lane_runtime: LaneRuntime | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
+        # flow-stats replies decoded on the connection's thread go straight to the runtime
+        self.flow_stats_hook: FlowStatsHook | None = lane_runtime.on_flow_stats if lane_runtime is not None else None
         self.server: OpenFlowServer | None = None
         self.security = of_security or ListenerSecurity(tls=None)
         self.handshakes = of_handshakes  # the runtime's: its reconciles wait for handshakes
@@ -44,7 +51,9 @@ class GuardedOFPHandler(OFPHandler):
         app_manager.OSKenApp.start(self)
         conf = cfg.CONF
         host = conf.ofp_listen_host or "127.0.0.1"
-        self.server = OpenFlowServer(host, conf.ofp_tcp_listen_port or 6653, self.security, self.handshakes)
+        self.server = OpenFlowServer(
+            host, conf.ofp_tcp_listen_port or 6653, self.security, self.handshakes, self.flow_stats_hook
+        )
         if self.security.tls is None:
             LOG.warning(
                 "INSECURE: OpenFlow listening on %s:%d over plain TCP (--insecure-tcp): switches are not authenticated",
@@ -57,7 +66,9 @@ class GuardedOFPHandler(OFPHandler):
                 *self.server.address,
                 self.security.tls.ca,
             )
-        return hub.spawn(self.server.serve_forever)
+        listener = hub.spawn(self.server.serve_forever)
+        listener.name = "viplanes-of-listener"
+        return listener
 
     def stop(self) -> None:
         if self.server is not None:

@@ -71,4 +71,7 @@ def start_apps(
     except BaseException:
         manager.close()  # apps already started would keep the process alive
         raise
+    for app in manager.applications.values():  # os-ken's event loops, named after their app
+        for thread in app.threads:
+            thread.name = f"osken-events-{app.name}"
     return RunningApps(manager=manager, apps=dict(manager.applications), threads=threads)

@@ -17,9 +17,10 @@ from typing import Any
 from os_ken.lib import hub
 
 from viplanes.controller.openflow.admission import Admission, ListenerSecurity
+from viplanes.controller.openflow.echo import EchoSweeper
 from viplanes.controller.openflow.handshakes import HandshakeGauge
 from viplanes.controller.openflow.peerauth import SourceLimiter
-from viplanes.controller.openflow.server import GuardedDatapath
+from viplanes.controller.openflow.server import FlowStatsHook, GuardedDatapath
 from viplanes.controller.openflow.tls import ContextSource, TLSChannel
 
 LOG = logging.getLogger("viplanes.controller.openflow.server")
@@ -31,9 +32,16 @@ class OpenFlowServer:
     """Accepts switch connections on (host, port); ``close`` stops accepting and drops them all."""
 
     def __init__(
-        self, host: str, port: int, security: ListenerSecurity | None = None, handshakes: HandshakeGauge | None = None
+        self,
+        host: str,
+        port: int,
+        security: ListenerSecurity | None = None,
+        handshakes: HandshakeGauge | None = None,
+        flow_stats_hook: FlowStatsHook | None = None,
     ) -> None:
         self.security = security or ListenerSecurity(tls=None)
+        self.flow_stats_hook = flow_stats_hook  # flow-stats replies decoded on each connection's thread
+        self.echo_sweeper = EchoSweeper()  # one thread for every connection's echo checks
         # connections accepted and not through their TLS handshake yet (reconciles wait for them)
         self.in_handshake = handshakes or HandshakeGauge()
         # fails here (at start) when the certificate files are unusable
@@ -86,14 +94,14 @@ class OpenFlowServer:
                 )
                 conn.close()
                 continue
-            hub.spawn(self._serve_connection, conn, addr, queued_at)
+            hub.spawn(self._serve_connection, conn, addr, queued_at).name = f"viplanes-of-conn-{addr[0]}"
 
     def _handshake_done(self, source: str) -> None:
         """Pass the finished handshake's place to the next connection waiting from ``source``."""
         with self._lock:
             nxt = None if self._closed.is_set() else self.handshakes.done(source)
         if nxt is not None:
-            hub.spawn(self._serve_connection, *nxt)
+            hub.spawn(self._serve_connection, *nxt).name = f"viplanes-of-conn-{source}"
 
     def _secure(self, conn: socket.socket, addr: Any, queued_at: float) -> tuple[Any, bytes | None] | None:
         """The TLS channel and the peer's verified certificate (DER); None: refused."""
@@ -131,7 +139,15 @@ class OpenFlowServer:
             return
         channel, cert_der = secured
         try:
-            dp = GuardedDatapath(channel, addr, self.admission, self.security.limits, cert_der)
+            dp = GuardedDatapath(
+                channel,
+                addr,
+                self.admission,
+                self.security.limits,
+                cert_der,
+                echo_sweeper=self.echo_sweeper,
+                flow_stats_hook=self.flow_stats_hook,
+            )
         except OSError:
             conn.close()
             return
@@ -148,6 +164,7 @@ class OpenFlowServer:
 
     def close(self) -> None:
         self._closed.set()
+        self.echo_sweeper.stop()
         try:
             self.sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked in accept()
         except OSError:

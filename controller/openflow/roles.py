@@ -46,10 +46,9 @@ def deposes(err_type: int, code: int) -> bool:
 class RoleController(EmbeddedController):
     """An EmbeddedController that writes to switches only while it is master."""
 
-    is_master = False  # LaneRuntime._send_batch refuses flow-mods while False
-
     def __init__(self, *args: Any, on_deposed: Callable[[int], None] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.is_master = False  # the wire (``Wire.stage``) refuses flow-mods while False
         self.epoch = 0
         self.on_deposed = on_deposed
         self._role_lock = threading.Lock()
@@ -123,16 +122,6 @@ class RoleController(EmbeddedController):
         if deposes(err_type, code) and self.is_master:
             self._step_down()
         super().on_error(dpid, xid, err_type, code)
-
-    def _apply(
-        self, per_dpid: dict[int, list[Any]], timeout_s: float, tolerate: Callable[[Any], bool] = lambda b: False
-    ) -> str | None:
-        """A refusal because another controller leads is transient for the lane: say so, so the
-        lane manager leaves it ``installing`` for the master instead of failing it."""
-        failure = super()._apply(per_dpid, timeout_s, tolerate)
-        if failure and not self.is_master and "not master" not in failure:
-            failure = f"{failure} (this controller is not master any more)"
-        return failure
 
     def check_drift(self, timeout_s: float = 2.0) -> list[int]:
         return super().check_drift(timeout_s) if self.is_master else []

@@ -65,15 +65,10 @@ _PRE_AUTH = {
 }
 
 
-# (datapath, xid, entries, more) for flow-stats replies decoded without os-ken (flowstats.py);
-# set by the app. None: every reply goes through os-ken's parser and the app's event handler.
-FlowStatsHook = Callable[[Any, int, list, bool], None]
-_flow_stats_hook: FlowStatsHook | None = None
-
-
-def set_flow_stats_hook(hook: FlowStatsHook | None) -> None:
-    global _flow_stats_hook
-    _flow_stats_hook = hook
+# (dpid, xid, entries, more) for flow-stats replies decoded without os-ken (flowstats.py): the
+# runtime's ``on_flow_stats``, given by the listener. None: every reply goes through os-ken's
+# parser and the app's event handler.
+FlowStatsHook = Callable[[int, int, list, bool], None]
 
 
 class GuardedDatapath(BatchWriter, Datapath):
@@ -89,8 +84,13 @@ class GuardedDatapath(BatchWriter, Datapath):
         admission: Admission | None = None,
         limits: Limits | None = None,
         cert_der: bytes | None = None,
+        *,
+        echo_sweeper: echo.EchoSweeper | None = None,
+        flow_stats_hook: FlowStatsHook | None = None,
     ) -> None:
         self._stopping = threading.Event()
+        self.echo_sweeper = echo_sweeper  # the listener's; None: no echo checks (tests)
+        self.flow_stats_hook = flow_stats_hook
         self._write_lock = threading.Lock()  # one writer on the socket at a time (see send_msgs)
         super().__init__(sock, address)
         self.rejected: str | None = None
@@ -113,6 +113,7 @@ class GuardedDatapath(BatchWriter, Datapath):
         self.max_unreplied_echo_requests = self.max_unreplied_echo_requests or ECHO_MAX_UNREPLIED
         self._handshake_timer = threading.Timer(HANDSHAKE_TIMEOUT_S, self._handshake_expired)
         self._handshake_timer.daemon = True
+        self._handshake_timer.name = "viplanes-of-handshake-timer"
 
     def peer_cert_der(self) -> bytes | None:
         return self.cert_der
@@ -283,14 +284,14 @@ class GuardedDatapath(BatchWriter, Datapath):
         """Hand a flow-stats reply to the hook, decoded by us; False: the guard, then os-ken's
         parser, decide. The decoder checks every length it walks with the guard's rules, so a
         reply it accepts is one the guard accepts (``tests/unit/controller/openflow/test_flowstats_guard.py``)."""
-        hook = _flow_stats_hook
+        hook = self.flow_stats_hook
         if hook is None or raw[1] != ofp_v13.OFPT_MULTIPART_REPLY or self.id is None:
             return False
         decoded = flowstats.decode_flow_stats_reply(raw)
         if decoded is None:
             return False
         entries, more = decoded
-        hook(self, struct.unpack_from("!I", raw, 4)[0], entries, more)
+        hook(self.id, struct.unpack_from("!I", raw, 4)[0], entries, more)
         return True
 
     def _reject(self, reason: str) -> None:
@@ -301,7 +302,7 @@ class GuardedDatapath(BatchWriter, Datapath):
 
     def echo_tick(self, now: float) -> None:
         """Ask a *silent* peer whether it is still there; drop it after too many unanswered asks
-        (called by ``echo.SWEEPER`` about once a second).
+        (called by the listener's ``echo.EchoSweeper`` about once a second).
 
         Anything heard within ``echo_request_interval`` proves the peer alive, so no echo goes to
         a peer that talks (OVS sends its own echo request after 5 s without a message from us).
@@ -335,9 +336,10 @@ class GuardedDatapath(BatchWriter, Datapath):
     def serve(self) -> None:
         self._handshake_timer.start()
         send_thread = hub.spawn(self._send_loop)
+        send_thread.name = f"{threading.current_thread().name}-send"
         self.send_msg(self.ofproto_parser.OFPHello(self))
-        if self.max_unreplied_echo_requests:
-            echo.SWEEPER.add(self)  # one thread for every connection's echo (echo.py)
+        if self.max_unreplied_echo_requests and self.echo_sweeper is not None:
+            self.echo_sweeper.add(self)  # one thread for every connection's echo (echo.py)
         try:
             self._recv_loop()
         finally:
@@ -345,7 +347,8 @@ class GuardedDatapath(BatchWriter, Datapath):
             self._stopping.set()
             if self.send_q is not None:
                 self.send(b"", close_socket=True)  # wakes the send loop so it ends
-            echo.SWEEPER.discard(self)
+            if self.echo_sweeper is not None:
+                self.echo_sweeper.discard(self)
             send_thread.join(5)
             self.is_active = False
 

@@ -1,4 +1,19 @@
 """The controller's state about live switches and lanes, and the threads that keep it true.
 
-I/O (send, barriers) is passed in. May import ``compile``, domain, dataplane.base, topologies.
+One ``SwitchState`` (``switches.py``) per runtime, shared by plain parts that each get it:
+    lane_runtime.py  LaneRuntime: the Dataplane; wires the parts together, answers the app's events
+    switches.py      SwitchState: switches, carried lanes, I/O functions, the change/compile locks
+    wire.py          Wire: stage, write and wait for barriers; flow and aggregate stats requests
+    batch.py         Changes: the one path that activates and removes lanes (one lane = a batch of one)
+    resync.py        Resync: reconcile a switch (or all) against the desired lanes; warm-up
+    drift.py         DriftWatch: the periodic flow count that reconciles a switch whose count is off
+    readiness.py     SwitchReadiness: connected and reconciled, for /readyz and the 503 gate
+    carried.py       CarriedLanes: the carried lanes with a count per shared flow
+    pending.py       Tracker: outstanding barriers and stats requests (replies set events)
+    heap.py          HeapFreezer (per runtime) and gc_held (process-wide: the GC is)
+    lanestats.py     every carried lane's counters in one request per switch
+    inspect.py       read-only facts for the operator console
+
+I/O (send, barriers) is passed in. May import ``compile``, ``openflow.handshakes``, domain,
+dataplane.base, topologies.
 """

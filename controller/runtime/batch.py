@@ -1,6 +1,7 @@
-"""Several lane changes in one round trip per switch (issue 12, the split deployment's churn).
+"""Lane changes: the one path by which lanes are activated and removed on the switches.
 
-The master controller takes every lane waiting for it at once: it compiles them all, sends every
+One lane (``activate``, ``begin_deactivate``) is a batch of one. The split deployment's master
+(issue 12) takes every lane waiting for it at once: it compiles them all, sends every
 switch its share of their flow-mods followed by ONE barrier, and waits for all barriers together.
 A lane counts as installed only when every switch of its path confirmed the barrier and no error
 named one of its own messages; a switch that refuses one lane's flow-mod fails that lane alone,
@@ -8,7 +9,8 @@ and a switch that does not confirm leaves the lanes crossing it with a transient
 manager keeps them ``installing`` for the next round). Lanes that ended meanwhile are removed in
 the same messages (``queue_removals``): their deletes come first in each switch's list, so one
 round costs one barrier per switch whatever it adds and removes. Deciding the outcome is pure
-(``lane_failures``); ``BatchChanges`` is the LaneRuntime mixin that compiles, sends and waits.
+(``lane_failures``); ``Changes`` compiles, sends and waits, holding ``state.change`` from the
+first compile to the last barrier (``SwitchState``).
 """
 
 from __future__ import annotations
@@ -17,51 +19,55 @@ import copy
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import Any
 
 from os_ken.ofproto import ofproto_v1_3 as ofp
-from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller.compile import lane as compiler
 from viplanes.controller.compile import lanediff
 from viplanes.controller.compile import shared as sharedflows
-from viplanes.controller.runtime.carried import CarriedLanes
-from viplanes.controller.runtime.pending import Batch, Tracker
+from viplanes.controller.runtime.pending import Batch
+from viplanes.controller.runtime.switches import SwitchState
+from viplanes.controller.runtime.wire import Staged, Wire, error_reason, meter_errors_only
 from viplanes.domain.values import ActivationResult, LaneSpec
-from viplanes.topologies.model import Topology
 
 LOG = logging.getLogger("viplanes.controller.runtime.lane_runtime")
 
-Staged = tuple[int, list[Any], Batch]  # (dpid, ofmsgs + barrier, the batch the tracker expects)
-
-Tagged = list[tuple[int, Any]]  # (lane id, ofmsg) in send order
-_QUEUE_LOCK = threading.Lock()  # the queued removals (one runtime per process; never held long)
+_NO_ERRORS: Mapping[int, str] = MappingProxyType({})  # the usual ``refused``: none, not allocated
+Outcome = tuple[dict[int, ActivationResult], str | None]  # per lane; why a removal failed
 
 
-@dataclass
+@dataclass(frozen=True)
 class SwitchAnswer:
     """What one switch did with its part of a batch."""
 
-    not_sent: str | None = None  # why it was not sent (not connected, not master)
+    not_sent: str | None = None  # why it was not sent or lost (not connected, not master, disconnected)
     confirmed: bool = False  # its barrier reply arrived in time
-    refused: dict[int, str] = field(default_factory=dict)  # xid -> the switch's error
+    refused: Mapping[int, str] = field(default_factory=dict)  # xid -> the switch's error
 
 
-def merge(per_lane: dict[int, dict[int, list[Any]]], xids: Iterator[int]) -> tuple[dict[int, Tagged], dict[int, int]]:
-    """Per-lane per-switch messages -> per-switch (lane, message) lists with fresh xids, and
-    xid -> lane. A message that already carries an xid (a cached one) is sent as a copy."""
-    per_dpid: dict[int, Tagged] = {}
+_CONFIRMED = SwitchAnswer(confirmed=True, refused=_NO_ERRORS)  # the usual answer, shared
+
+
+def merge(
+    per_lane: dict[int, dict[int, list[Any]]], xid: Callable[[], int]
+) -> tuple[dict[int, list[Any]], dict[int, int]]:
+    """Per-lane per-switch messages -> per-switch message lists with fresh xids, and xid ->
+    lane. A message that already carries an xid (a cached one) is sent as a copy."""
+    per_dpid: dict[int, list[Any]] = {}
     owner: dict[int, int] = {}
     for lane_id, by_dpid in per_lane.items():
         for dpid, msgs in by_dpid.items():
+            out = per_dpid.setdefault(dpid, [])
             for msg in msgs:
                 msg = copy.copy(msg) if msg.xid is not None else msg
                 msg.xid = None
-                msg.set_xid(next(xids))
+                msg.set_xid(xid())
                 owner[msg.xid] = lane_id
-                per_dpid.setdefault(dpid, []).append((lane_id, msg))
+                out.append(msg)
     return per_dpid, owner
 
 
@@ -78,229 +84,297 @@ def lane_failures(
     for lane_id, dpids in lane_dpids.items():
         failure = None
         for dpid in sorted(dpids):
-            answer = answers.get(dpid, SwitchAnswer(not_sent=f"{name(dpid)} not connected"))
-            if answer.not_sent:
+            answer = answers.get(dpid)
+            if answer is None:
+                failure = f"{name(dpid)} not connected"
+            elif answer.not_sent:
                 failure = answer.not_sent
             elif not answer.confirmed:
                 failure = f"{name(dpid)} did not confirm within {timeout_s:g} s"
             else:
-                mine = [err for xid, err in answer.refused.items() if owner.get(xid) == lane_id]
-                failure = f"{name(dpid)} refused: {mine[0]}" if mine else None
+                mine = next((err for xid, err in answer.refused.items() if owner.get(xid) == lane_id), None)
+                failure = f"{name(dpid)} refused: {mine}" if mine else None
             if failure:
                 break
         out[lane_id] = failure
     return out
 
 
-class BatchChanges:
-    """``activate_many`` / ``deactivate_many`` for LaneRuntime (which supplies the rest)."""
+@dataclass
+class InFlight:
+    """A change sent and not yet judged (``Changes._send`` -> ``Changes._finish``)."""
 
-    topology: Topology | None
-    connected: set[int]
-    lanes: CarriedLanes
-    tracker: Tracker
-    is_master: bool
-    clock: Callable[[], float]
-    send: Callable[[int, list[Any]], bool]
-    _change: threading.RLock
-    switch_wait_s: float
+    per_lane: dict[int, dict[int, list[Any]]]  # lane id -> dpid -> its messages
+    removing: set[int]  # lane ids of the removals among them
+    owner: dict[int, int]  # xid -> lane id
+    sent: list[Batch]  # the barriers to wait for
+    answers: dict[int, SwitchAnswer]  # dpid -> why it was not sent, so far
+    results: dict[int, ActivationResult]  # lanes already judged (not compiled, switch away)
+    deadline: float  # time.monotonic()
 
-    if TYPE_CHECKING:  # LaneRuntime's (never defined here: they would shadow the mixins')
 
-        def switch_name(self, dpid: int) -> str: ...
-        def _xid(self) -> int: ...
-        def _touch(self, lane_id: int, lane: LaneSpec | None = None) -> None: ...
-        def note_lane_flows(self, lane: LaneSpec, per_dpid: dict[int, list[Any]]) -> None: ...
-        def mark_suspect(self, dpids: list[int]) -> None: ...
-        def _wait_for_switches(self, lane: LaneSpec, timeout_s: float) -> None: ...
-        def _remove(
-            self,
-            lane_id: int,
-            dpids: list[int],
-            with_meter: bool,
-            timeout_s: float,
-            addresses: dict[int, set[str]] | None = None,
-        ) -> str | None: ...
-        def _orphaned_addresses(self, lane: LaneSpec) -> dict[int, set[str]]: ...
-        def _write_staged(self, staged: list[Staged]) -> list[Batch | str]: ...
-        def _apply(
-            self, per_dpid: dict[int, list[Any]], timeout_s: float, tolerate: Callable[[Batch], bool] = lambda b: False
-        ) -> str | None: ...
+class Changes:
+    """Activate and remove lanes: alone (a batch of one) or many at once, one barrier per switch."""
 
-    def _compile_to_send(self, lane: LaneSpec) -> dict[int, list[Any]]:
-        """What an activation sends for one lane, alone (``LaneRuntime.activate``) or in a batch:
-        its flows, the shared flows of its addresses (ADD is idempotent when another live lane
-        already installed them) and, for a re-sent lane whose destinations or ports changed, the
-        deletes of what its new spec no longer has (after the ADDs, issue 11). Under the change
-        lock; ValueError: it cannot be compiled."""
-        assert self.topology is not None
-        self._touch(lane.lane_id, lane)
-        meters_exist = lane.lane_id in self.lanes and bool(lane.rate_mbps)
-        per_dpid = compiler.compile_lane(
-            lane, self.topology, self.clock(), meter_command=ofp.OFPMC_MODIFY if meters_exist else ofp.OFPMC_ADD
-        )
-        self.note_lane_flows(lane, per_dpid)
-        for address_flows in self.lanes.shared_flows(lane).values():
-            for dpid, msgs in address_flows.items():
-                per_dpid.setdefault(dpid, []).extend(msgs)
-        carried = self.lanes.get(lane.lane_id)
-        if carried is not None and carried != lane:
-            for dpid, msgs in lanediff.stale_deletes(carried, per_dpid, self.topology, self.clock()).items():
-                per_dpid.setdefault(dpid, []).extend(msgs)
-        return per_dpid
+    def __init__(self, state: SwitchState, wire: Wire) -> None:
+        self.state = state
+        self.wire = wire
+        self._queue_lock = threading.Lock()  # the queued removals (never held long)
+        self._queued: set[int] = set()
 
-    def _stage_tagged(self, dpid: int, tagged: Tagged) -> Staged | str:
-        if dpid not in self.connected:
-            return f"{self.switch_name(dpid)} not connected"
-        if not self.is_master:
-            return f"{self.switch_name(dpid)} not changed: this controller is not master"
-        barrier = parser.OFPBarrierRequest(None)
-        barrier.set_xid(self._xid())
-        msgs = [m for _, m in tagged]
-        batch = self.tracker.expect_barrier(dpid, [m.xid for m in msgs], barrier.xid)
-        return dpid, [*msgs, barrier], batch
-
-    def queue_removals(self, lane_ids: Iterable[int]) -> None:
-        """Lanes whose flows must go: sent with the next batch of activations (one barrier per
-        switch for both), or by ``deactivate_many`` when no activation comes."""
-        with _QUEUE_LOCK:
-            self.__dict__.setdefault("_queued_removals", set()).update(lane_ids)
-
-    def _take_removals(self) -> list[int]:
-        with _QUEUE_LOCK:
-            queued = self.__dict__.pop("_queued_removals", set())
-        return sorted(queued)
+    # ---- the entry points ---------------------------------------------------------------------
+    def activate(self, lane: LaneSpec, timeout_s: float = 5.0) -> ActivationResult:
+        """One lane: ``activate_many([lane])`` without taking the queued removals."""
+        t0 = time.perf_counter()
+        if self.state.topology is None:
+            return ActivationResult(False, "controller has no topology", 0.0)
+        self.wait_for_switches(lane)  # outside the lock: reconciles go on
+        return self._begin([lane], [], timeout_s, t0)()[0][lane.lane_id]
 
     def activate_many(self, lanes: list[LaneSpec], timeout_s: float = 5.0) -> dict[int, ActivationResult]:
         """Install every lane (and remove the queued ones) with one barrier per switch; each lane
         gets its own result."""
         for lane in lanes:
-            self._wait_for_switches(lane, self.switch_wait_s)  # returns at once when connected
-        return self._change_many(lanes, self._take_removals(), timeout_s)[0]
+            self.wait_for_switches(lane)  # returns at once when connected
+        return self._begin(lanes, self._take_removals(), timeout_s, time.perf_counter())()[0]
+
+    def begin_deactivate(self, lane_id: int, timeout_s: float = 5.0) -> Callable[[], None]:
+        """Send the lane's deletes now and return the function that waits for their barriers;
+        the caller (the same thread) must call it exactly once, even on error. Lets a release
+        commit its state while the switches work; the change lock is held until it is called."""
+        wait = self._begin([], [lane_id], timeout_s, time.perf_counter())
+
+        def finish() -> None:
+            failure = wait()[1]
+            if failure:
+                LOG.warning(
+                    "lane %d: removal not confirmed (%s); the next drift check reconciles its switches",
+                    lane_id,
+                    failure,
+                )
+
+        return finish
 
     def deactivate_many(self, lane_ids: list[int], timeout_s: float = 5.0) -> str | None:
         """Delete several lanes' flows (and the queued ones') and the shared flows no remaining
         lane needs, one barrier per switch. None, or why a switch did not confirm (the drift
         check then reconciles it)."""
-        return self._change_many([], sorted({*lane_ids, *self._take_removals()}), timeout_s)[1]
+        return self._begin([], sorted({*lane_ids, *self._take_removals()}), timeout_s, time.perf_counter())()[1]
 
-    def _removal_messages(self, lane_ids: list[int], keep: list[LaneSpec]) -> dict[int, dict[int, list[Any]]]:
-        """Under the change lock: forget the lanes, and compile their removal plus that of the
-        shared flows that neither a carried lane nor one of ``keep`` (being activated) needs."""
-        gone: list[tuple[int, LaneSpec | None]] = []
-        for lane_id in lane_ids:
-            self._touch(lane_id, self.lanes.get(lane_id))
-            gone.append((lane_id, self.lanes.pop(lane_id, None)))
-        out: dict[int, dict[int, list[Any]]] = {}
-        for lane_id, lane in gone:
-            msgs = compiler.compile_lane_removal(
-                lane_id,
-                [d for d in self._batch_lane_dpids(lane) if d in self.connected],
-                with_meter=bool(lane and lane.rate_mbps),
-            )
-            if lane is not None and self.topology is not None:
-                addresses = self.lanes.orphaned(lane, keep)  # O(its own flows)
-                for dpid, extra in sharedflows.compile_shared_removal(addresses).items():
-                    if dpid in self.connected:
-                        msgs.setdefault(dpid, []).extend(extra)
-            out[lane_id] = msgs
-        return out
+    def queue_removals(self, lane_ids: Iterable[int]) -> None:
+        """Lanes whose flows must go: sent with the next batch of activations (one barrier per
+        switch for both), or by ``deactivate_many`` when no activation comes."""
+        with self._queue_lock:
+            self._queued.update(lane_ids)
 
-    def _change_many(
-        self, lanes: list[LaneSpec], removals: list[int], timeout_s: float
-    ) -> tuple[dict[int, ActivationResult], str | None]:
-        from viplanes.controller.runtime.lane_runtime import error_reason  # runtime imports this module
+    def _take_removals(self) -> list[int]:
+        with self._queue_lock:
+            queued, self._queued = self._queued, set()
+        return sorted(queued)
 
-        t0 = time.perf_counter()
-        if self.topology is None:
-            return {ln.lane_id: ActivationResult(False, "controller has no topology", 0.0) for ln in lanes}, None
+    def wait_for_switches(self, lane: LaneSpec) -> None:
+        """Give the switches of the lane's path ``state.switch_wait_s`` to (re)connect."""
+        if self.state.topology is None:
+            return  # the activation fails: no topology
+        try:
+            needed = compiler.lane_dpids(lane, self.state.topology)
+        except ValueError:
+            return  # the activation reports the compile error
+        self.state.wait_until_connected(needed, self.state.switch_wait_s)
+
+    # ---- the one path -------------------------------------------------------------------------
+    def _begin(self, lanes: list[LaneSpec], removals: list[int], timeout_s: float, t0: float) -> Callable[[], Outcome]:
+        """Take the change lock, compile and send; the returned function waits for the barriers,
+        records the outcome and gives the lock back (call it exactly once, on the same thread)."""
+        state = self.state
+        state.change.acquire()
+        try:
+            sending = self._send(lanes, removals, timeout_s, t0)
+        except BaseException:
+            state.change.release()
+            raise
+
+        def finish() -> Outcome:
+            try:
+                return self._finish(lanes, timeout_s, t0, sending)
+            finally:
+                state.change.release()
+
+        return finish
+
+    def _send(self, lanes: list[LaneSpec], removals: list[int], timeout_s: float, t0: float) -> InFlight:
+        """Under the change lock: compile every change, send each switch its share + one barrier."""
+        state = self.state
         results: dict[int, ActivationResult] = {}
         wanted = {ln.lane_id for ln in lanes}
-        with self._change:
-            # removals first in each switch's list: a new lane's shared flows are re-added after
-            per_lane = self._removal_messages([i for i in removals if i not in wanted], lanes)
-            removing = set(per_lane)
-            for lane in lanes:
-                try:
-                    compiled = self._compile_to_send(lane)
-                except Exception as exc:
-                    if not isinstance(exc, ValueError):
-                        LOG.exception("lane %d could not be compiled", lane.lane_id)
-                    results[lane.lane_id] = ActivationResult(False, str(exc), time.perf_counter() - t0)
-                    continue
-                missing = [d for d in compiled if d not in self.connected]
-                if missing:  # as activate: nothing sent for a lane whose path is not all there
-                    results[lane.lane_id] = ActivationResult(
-                        False, f"{self.switch_name(missing[0])} not connected", time.perf_counter() - t0
-                    )
-                else:
-                    per_lane[lane.lane_id] = compiled
-            per_dpid, owner = merge(per_lane, iter(self._xid, None))
-            deadline = time.monotonic() + timeout_s
-            answers: dict[int, SwitchAnswer] = {}
-            sent: list[Batch] = []
-            staged = []
-            for dpid, tagged in per_dpid.items():
-                ready = self._stage_tagged(dpid, tagged)
-                if isinstance(ready, str):
-                    answers[dpid] = SwitchAnswer(not_sent=ready)
-                else:
-                    staged.append(ready)
-            for (dpid, _, _), batch in zip(staged, self._write_staged(staged)):
-                if isinstance(batch, str):
-                    answers[dpid] = SwitchAnswer(not_sent=batch)
-                else:
-                    sent.append(batch)
-            removal_failure = None
-            for batch in sent:
-                confirmed = batch.wait(deadline) and not (batch.error and not batch.errors)
-                if not confirmed:  # no reply, or the switch went away (disconnected sets error)
-                    self.tracker.forget(batch)
-                    removal_failure = removal_failure or f"{self.switch_name(batch.dpid)} did not confirm"
-                # a removal's meter already gone is no failure (as LaneRuntime.deactivate)
-                refused = {
+        # removals first in each switch's list: a new lane's shared flows are re-added after
+        per_lane = self._removal_messages([i for i in removals if i not in wanted], lanes)
+        removing = set(per_lane)
+        for lane in lanes:
+            if state.topology is None:  # removals still go out: by cookie, to every switch
+                results[lane.lane_id] = ActivationResult(False, "controller has no topology", 0.0)
+                continue
+            try:
+                compiled = self._compile_to_send(lane)
+            except Exception as exc:
+                if not isinstance(exc, ValueError):
+                    LOG.exception("lane %d could not be compiled", lane.lane_id)
+                results[lane.lane_id] = ActivationResult(False, str(exc), time.perf_counter() - t0)
+                continue
+            state.note_changed(compiled)  # for the drift probe: only these switches change
+            missing = [d for d in compiled if d not in state.connected]
+            if missing:  # nothing sent for a lane whose path is not all there
+                results[lane.lane_id] = ActivationResult(
+                    False, f"{state.switch_name(missing[0])} not connected", time.perf_counter() - t0
+                )
+            else:
+                per_lane[lane.lane_id] = compiled
+        per_dpid, owner = merge(per_lane, state.xid)
+        deadline = time.monotonic() + timeout_s
+        answers: dict[int, SwitchAnswer] = {}
+        staged: list[Staged] = []
+        for dpid, msgs in per_dpid.items():
+            ready = self.wire.stage(dpid, msgs)
+            if isinstance(ready, str):
+                answers[dpid] = SwitchAnswer(not_sent=ready)
+            else:
+                staged.append(ready)
+        sent: list[Batch] = []
+        for (dpid, _, _), batch in zip(staged, self.wire.write(staged), strict=True):
+            if isinstance(batch, str):
+                answers[dpid] = SwitchAnswer(not_sent=batch)
+            else:
+                sent.append(batch)
+        return InFlight(per_lane, removing, owner, sent, answers, results, deadline)
+
+    def _finish(self, lanes: list[LaneSpec], timeout_s: float, t0: float, flight: InFlight) -> Outcome:
+        """Under the change lock: wait for the barriers, judge each lane, carry the installed
+        ones and remove what a failed new lane left behind (fail closed)."""
+        state = self.state
+        per_lane, removing, owner, answers, results = (
+            flight.per_lane,
+            flight.removing,
+            flight.owner,
+            flight.answers,
+            flight.results,
+        )
+        removal_failure = None
+        for batch in flight.sent:
+            confirmed = batch.wait(flight.deadline) and batch.lost is None
+            if not confirmed:  # no reply in time, or the switch went away
+                state.tracker.forget(batch)
+                removal_failure = removal_failure or f"{state.switch_name(batch.dpid)} did not confirm"
+            # a removal's meter already gone is no failure
+            refused = (
+                {
                     xid: error_reason(t, c)
                     for xid, t, c in batch.errors
                     if not (owner.get(xid) in removing and t == ofp.OFPET_METER_MOD_FAILED)
                 }
-                answers[batch.dpid] = SwitchAnswer(confirmed=confirmed, refused=refused)
-                if not confirmed or refused:
-                    self.mark_suspect([batch.dpid])
-                if any(owner.get(xid) in removing for xid in refused):
-                    removal_failure = removal_failure or f"{self.switch_name(batch.dpid)} refused a removal"
-            failures = lane_failures(
-                {lid: list(d) for lid, d in per_lane.items() if lid not in removing},
-                answers,
-                owner,
-                self.switch_name,
-                timeout_s,
+                if batch.errors
+                else _NO_ERRORS
             )
-            by_id = {ln.lane_id: ln for ln in lanes}
-            for lane_id, failure in failures.items():  # carried first: a failed lane's removal
-                if failure is None:  # keeps the shared flows they need
-                    self.lanes[lane_id] = by_id[lane_id]
-                    results[lane_id] = ActivationResult(True, "installed", time.perf_counter() - t0)
-            for lane_id, failure in failures.items():
-                if failure is None:
-                    continue
-                lane = by_id[lane_id]
-                if not self.is_master and "not master" not in failure:
-                    failure = f"{failure} (this controller is not master any more)"
-                if lane_id not in self.lanes:  # fail closed, as activate: no half-installed lane
-                    self._remove(
-                        lane_id,
-                        list(per_lane[lane_id]),
-                        bool(lane.rate_mbps),
-                        timeout_s,
-                        self._orphaned_addresses(lane),
-                    )
-                results[lane_id] = ActivationResult(False, failure, time.perf_counter() - t0)
+            if batch.lost is not None:
+                answers[batch.dpid] = SwitchAnswer(not_sent=batch.lost)
+            else:
+                answers[batch.dpid] = (
+                    _CONFIRMED if confirmed and not refused else SwitchAnswer(confirmed=confirmed, refused=refused)
+                )
+            if not confirmed or refused:
+                state.mark_suspect([batch.dpid])
+            if refused and any(owner.get(xid) in removing for xid in refused):
+                removal_failure = removal_failure or f"{state.switch_name(batch.dpid)} refused a removal"
+        if not lanes:
+            return results, removal_failure
+        failures = lane_failures(
+            {lid: d.keys() for lid, d in per_lane.items() if lid not in removing},
+            answers,
+            owner,
+            state.switch_name,
+            timeout_s,
+        )
+        by_id = {ln.lane_id: ln for ln in lanes}
+        for lane_id, failure in failures.items():  # carried first: a failed lane's removal
+            if failure is None:  # keeps the shared flows they need
+                state.lanes[lane_id] = by_id[lane_id]
+                results[lane_id] = ActivationResult(True, "installed", time.perf_counter() - t0)
+        for lane_id, failure in failures.items():
+            if failure is None:
+                continue
+            lane = by_id[lane_id]
+            if not state.is_master and "not master" not in failure:
+                failure = f"{failure} (this controller is not master any more)"
+            if lane_id not in state.lanes:
+                # fail closed: no half-installed lane stays behind. A lane already carried
+                # (re-sent after an extension) keeps its flows and their old deadline.
+                self._remove(
+                    lane_id, list(per_lane[lane_id]), bool(lane.rate_mbps), timeout_s, state.lanes.orphaned(lane)
+                )
+            results[lane_id] = ActivationResult(False, failure, time.perf_counter() - t0)
         return results, removal_failure
 
-    def _batch_lane_dpids(self, lane: LaneSpec | None) -> list[int]:
-        if lane is None or self.topology is None:
-            return sorted(self.connected)
+    # ---- what is sent -------------------------------------------------------------------------
+    def _compile_to_send(self, lane: LaneSpec) -> dict[int, list[Any]]:
+        """What an activation sends for one lane: its flows, the shared flows of its addresses
+        (ADD is idempotent when another live lane already installed them) and, for a re-sent
+        lane whose destinations or ports changed, the deletes of what its new spec no longer
+        has (after the ADDs, issue 11). Under the change lock; ValueError: it cannot be compiled."""
+        state = self.state
+        assert state.topology is not None
+        state.touch(lane.lane_id, lane)
+        meters_exist = lane.lane_id in state.lanes and bool(lane.rate_mbps)
+        per_dpid = compiler.compile_lane(
+            lane, state.topology, state.clock(), meter_command=ofp.OFPMC_MODIFY if meters_exist else ofp.OFPMC_ADD
+        )
+        state.note_lane_flows(lane, per_dpid)  # the drift probe's expectation
+        for address_flows in state.lanes.shared_flows(lane).values():
+            for dpid, msgs in address_flows.items():
+                per_dpid.setdefault(dpid, []).extend(msgs)
+        carried = state.lanes.get(lane.lane_id)
+        if carried is not None and carried != lane:
+            for dpid, msgs in lanediff.stale_deletes(carried, per_dpid, state.topology, state.clock()).items():
+                per_dpid.setdefault(dpid, []).extend(msgs)
+        return per_dpid
+
+    def _removal_messages(self, lane_ids: list[int], keep: list[LaneSpec]) -> dict[int, dict[int, list[Any]]]:
+        """Under the change lock: forget the lanes, and compile their removal plus that of the
+        shared flows that neither a carried lane nor one of ``keep`` (being activated) needs."""
+        state = self.state
+        gone: list[tuple[int, LaneSpec | None]] = []
+        for lane_id in lane_ids:
+            state.touch(lane_id, state.lanes.get(lane_id))
+            gone.append((lane_id, state.lanes.pop(lane_id, None)))
+        out: dict[int, dict[int, list[Any]]] = {}
+        for lane_id, lane in gone:
+            dpids = self._lane_dpids(lane)
+            state.note_changed(dpids)
+            msgs = compiler.compile_lane_removal(
+                lane_id, [d for d in dpids if d in state.connected], with_meter=bool(lane and lane.rate_mbps)
+            )
+            if lane is not None:
+                addresses = state.lanes.orphaned(lane, keep)  # O(its own flows)
+                for dpid, extra in sharedflows.compile_shared_removal(addresses).items():
+                    if dpid in state.connected:
+                        msgs.setdefault(dpid, []).extend(extra)
+            out[lane_id] = msgs
+        return out
+
+    def _remove(
+        self, lane_id: int, dpids: list[int], with_meter: bool, timeout_s: float, addresses: dict[int, set[str]]
+    ) -> str | None:
+        """Delete a failed new lane's flows and the shared flows of ``addresses`` (dpid ->
+        addresses no carried lane uses), in one batch per switch; a second round trip."""
+        state = self.state
+        msgs = compiler.compile_lane_removal(lane_id, [d for d in dpids if d in state.connected], with_meter=with_meter)
+        for dpid, extra in sharedflows.compile_shared_removal(addresses).items():
+            if dpid in state.connected:
+                msgs.setdefault(dpid, []).extend(extra)
+        return self.wire.send_all(msgs, timeout_s, tolerate=meter_errors_only)()
+
+    def _lane_dpids(self, lane: LaneSpec | None) -> list[int]:
+        if lane is None or self.state.topology is None:
+            return sorted(self.state.connected)
         try:
-            return list(compiler.lane_dpids(lane, self.topology))
+            return list(compiler.lane_dpids(lane, self.state.topology))
         except ValueError:
-            return sorted(self.connected)
+            return sorted(self.state.connected)

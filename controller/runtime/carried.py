@@ -12,7 +12,7 @@ the source of truth: it rebuilds the desired flows from the database's lane set,
 
 Each lane's shared flows depend only on its source and its lane address, so they are compiled
 once per (source, lane address) pair and the messages reused: ADD of the same flow is idempotent
-and a cached message that already carries an xid is sent as a copy (``_send_batch``, ``merge``).
+and a cached message that already carries an xid is sent as a copy (``wire.with_xids``, ``batch.merge``).
 Not thread-safe by itself: the runtime changes it under its change lock.
 """
 

@@ -1,6 +1,6 @@
 """Drift within seconds: a cheap periodic count of each switch's app flows.
 
-A mixin of :class:`~viplanes.controller.runtime.lane_runtime.LaneRuntime`. Flows deleted behind the
+A part of :class:`~viplanes.controller.runtime.lane_runtime.LaneRuntime`. Flows deleted behind the
 controller's back on a switch that stays connected (``ovs-ofctl del-flows``, a removal or an
 activation that was never confirmed), and a switch whose reconcile did not complete (so it is not
 ready and lanes through it wait), would otherwise come back only at the periodic full
@@ -10,7 +10,7 @@ a round, round robin) one OFPMP_AGGREGATE request over the app's cookie range (t
 with the number of flows the runtime expects there; a count outside the expected range, or a
 switch marked *suspect* (a change to it was not confirmed), gets ``reconcile_switch``.
 
-The expected count is computed from the lanes the runtime carries (``self.lanes``): base flows
+The expected count is computed from the lanes the runtime carries (``state.lanes``): base flows
 plus, per lane, the FlowMods it compiles to on that switch (counted once per lane, from the
 activation's own compile or the desired-flows cache) plus the shared per-address flows, each
 once. Hard timeouts make it a range: flows of a lane within ``EXPIRY_SLACK_S`` of its end may or
@@ -26,21 +26,17 @@ while it waits for the reply: it would compare against a moving target.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller.compile import reconcile
 from viplanes.controller.compile.cookies import ALL_APP_FLOWS
-from viplanes.controller.compile.desired import DesiredFlows
-from viplanes.controller.runtime.carried import CarriedLanes
-from viplanes.controller.runtime.pending import Tracker
+from viplanes.controller.runtime.switches import SwitchState, flow_mod_counts
+from viplanes.controller.runtime.wire import Wire
 from viplanes.domain.values import LaneSpec
-from viplanes.topologies.model import Topology
 
 LOG = logging.getLogger("viplanes.controller.runtime.lane_runtime")
 DRIFT_PERIOD_S = 2.0  # how often each connected switch's flows are counted
@@ -53,77 +49,32 @@ EXPIRY_SLACK_S = 5.0  # around a lane's end its flows may or may not be there (O
 Range = tuple[int, float]  # (fewest, most) flows a switch may hold; most may be inf
 
 
-def flow_mod_counts(per_dpid: dict[int, list[Any]]) -> dict[int, int]:
-    """dpid -> number of flows these messages add (FlowMod ADDs; meters are not flows)."""
-    return {
-        dpid: sum(1 for m in msgs if isinstance(m, parser.OFPFlowMod) and m.command == ofp.OFPFC_ADD)
-        for dpid, msgs in per_dpid.items()
-    }
-
-
 class DriftWatch:
     """Count each switch's app flows now and then; reconcile a switch whose count is off."""
 
-    topology: Topology | None
-    connected: set[int]
-    lanes: CarriedLanes  # LaneRuntime.lanes: a dict with a shared-flow index
-    reconciled: dict[int, reconcile.Plan]
-    clock: Callable[[], float]
-    tracker: Tracker
-    _change: threading.RLock
-    _compile_lock: threading.Lock
-    _flows: DesiredFlows | None
-    _applied: int
-    # LaneRuntime's and Resync's (annotations only: a stub here would shadow them in the MRO)
-    switch_name: Callable[[int], str]
-    _xid: Callable[[], int]
-    send: Callable[[int, list[Any]], bool]
-    reconcile_switch: Callable[..., reconcile.Plan | None]
-
-    def _init_drift(self) -> None:
-        self._suspect: set[int] = set()  # switches a change was not confirmed on
-        self._lane_flow_counts: dict[LaneSpec, dict[int, int]] = {}
+    def __init__(
+        self, state: SwitchState, wire: Wire, reconcile_switch: Callable[[int], reconcile.Plan | None]
+    ) -> None:
+        self.state = state
+        self.wire = wire
+        self.reconcile_switch = reconcile_switch  # Resync's
         self._base_counts: dict[int, int] = {}  # dpid -> its base flows, counted on first probe
         self._muted: dict[int, tuple[int, float, int]] = {}  # dpid -> (lo, hi, actual)
         self.drift_reconciles = 0  # reconciles the probe started (tests, metrics)
         self._calm: dict[int, tuple[float, float]] = {}  # dpid -> (not before, next delay)
-        # the epoch (``_applied``) of each switch's latest change, and of the latest change that
-        # may move any switch's count: a round computes the expected counts once, and a probe
-        # stays good while only other switches change (issue 13: activations on one path must
-        # not make the round recompute for, or drop the answers of, the 100 switches off it)
-        self._changed_at: dict[int, int] = {}
-        self._any_changed_at = 0
         self._probed_last = -1  # dpid of the last count probe (rounds go on from there)
 
-    # ---- bookkeeping called by the runtime ---------------------------------------------------
-    def mark_suspect(self, dpids: Any) -> None:
-        """A change to these switches was not confirmed: reconcile them at the next check."""
-        self._suspect.update(dpids)
-
-    def note_lane_flows(self, lane: LaneSpec, per_dpid: dict[int, list[Any]]) -> None:
-        """Remember how many flows ``lane`` puts on each switch (its compiled messages)."""
-        self._lane_flow_counts[lane] = flow_mod_counts(per_dpid)
-
-    def note_changed(self, dpids: Any = None) -> None:
-        """Call with the change lock held, after bumping ``_applied``: these switches' flows
-        or expected counts (None: possibly any switch's) changed at this epoch."""
-        if dpids is None:
-            self._any_changed_at = self._applied
-        else:
-            for dpid in dpids:
-                self._changed_at[dpid] = self._applied
-
     def _unchanged_since(self, dpid: int, epoch: int) -> bool:
-        return max(self._changed_at.get(dpid, 0), self._any_changed_at) <= epoch
+        return max(self.state.changed_at.get(dpid, 0), self.state.any_changed_at) <= epoch
 
     # ---- expected counts ---------------------------------------------------------------------
     def _lane_counts(self, lane: LaneSpec, now: float) -> dict[int, int] | None:
-        counts = self._lane_flow_counts.get(lane)
-        if counts is None and self._flows is not None and lane.expires_at > now:
-            with self._compile_lock:
-                per_dpid = self._flows.lane(lane, now)
+        counts = self.state.lane_flow_counts.get(lane)
+        if counts is None and self.state.flows is not None and lane.expires_at > now:
+            with self.state.compile_lock:
+                per_dpid = self.state.flows.lane(lane, now)
             if per_dpid is not None:
-                counts = self._lane_flow_counts[lane] = flow_mod_counts(per_dpid)
+                counts = self.state.lane_flow_counts[lane] = flow_mod_counts(per_dpid)
         return counts
 
     def _base_count(self, dpid: int) -> int:
@@ -132,24 +83,24 @@ class DriftWatch:
         the whole campus (140 switches x ~1,000 host guards: 2.4 s) in the middle of a restart."""
         count = self._base_counts.get(dpid)
         if count is None:
-            assert self._flows is not None
-            with self._compile_lock:
-                count = self._base_counts[dpid] = flow_mod_counts({dpid: self._flows.base(dpid)})[dpid]
+            assert self.state.flows is not None
+            with self.state.compile_lock:
+                count = self._base_counts[dpid] = flow_mod_counts({dpid: self.state.flows.base(dpid)})[dpid]
         return count
 
     def expected_flow_counts(self, now: float, dpids: Iterable[int] | None = None) -> dict[int, Range]:
         """dpid -> (fewest, most) app flows it should hold now: for ``dpids``, or every switch."""
-        if self.topology is None or self._flows is None:
+        if self.state.topology is None or self.state.flows is None:
             return {}
-        wanted = [sw.dpid for sw in self.topology.switches] if dpids is None else list(dpids)
+        wanted = [sw.dpid for sw in self.state.topology.switches] if dpids is None else list(dpids)
         lo: dict[int, int] = {dpid: self._base_count(dpid) for dpid in wanted}
         hi: dict[int, float] = dict(lo)
         certain: list[LaneSpec] = []
         maybe: list[LaneSpec] = []
-        lanes = list(self.lanes.values())
+        lanes = list(self.state.lanes.values())
         live = set(lanes)
-        for lane in [ln for ln in self._lane_flow_counts if ln not in live]:
-            del self._lane_flow_counts[lane]
+        for lane in [ln for ln in self.state.lane_flow_counts if ln not in live]:
+            del self.state.lane_flow_counts[lane]
         for lane in lanes:
             sure = lane.expires_at > now + EXPIRY_SLACK_S
             (certain if sure else maybe).append(lane)  # its shared flows have no hard timeout
@@ -157,14 +108,14 @@ class DriftWatch:
                 continue  # its hard timeout has removed its own flows
             counts = self._lane_counts(lane, now)
             if counts is None:  # could not count it (it ends now): any number will do
-                for dpid in self._flows.dpids_of(lane):
+                for dpid in self.state.flows.dpids_of(lane):
                     hi[dpid] = float("inf")
                 continue
             for dpid, n in counts.items():
                 hi[dpid] = hi.get(dpid, 0) + n
                 if sure:
                     lo[dpid] = lo.get(dpid, 0) + n
-        with self._compile_lock:
+        with self.state.compile_lock:
             shared_lo = self._shared_keys(certain)
             shared_hi = self._shared_keys(certain + maybe)
         for dpid, keys in shared_lo.items():
@@ -177,44 +128,33 @@ class DriftWatch:
     def _shared_keys(self, lanes: list[LaneSpec]) -> dict[int, set[Any]]:
         """dpid -> identities of the shared flows these lanes need (two lanes of one lane
         address need its ARP reply once)."""
-        assert self._flows is not None
+        assert self.state.flows is not None
         return {
             dpid: {reconcile.cached_key(m) for m in msgs if isinstance(m, parser.OFPFlowMod)}
-            for dpid, msgs in self._flows.shared(lanes).items()
+            for dpid, msgs in self.state.flows.shared(lanes).items()
         }
 
     # ---- the probe ---------------------------------------------------------------------------
     def flow_count(self, dpid: int, timeout_s: float = 2.0) -> int | None:
         """How many app flows the switch holds (one aggregate-stats request), or None."""
-        req = parser.OFPAggregateStatsRequest(
-            None, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY, *ALL_APP_FLOWS, parser.OFPMatch()
-        )
-        req.set_xid(self._xid())
-        waiting = self.tracker.expect_stats(dpid, req.xid)
-        if dpid not in self.connected or not self.send(dpid, [req]):
-            self.tracker.forget(waiting)
-            return None
-        if not waiting.done.wait(timeout_s) or waiting.error or not waiting.body:
-            self.tracker.forget(waiting)
-            return None
-        return int(waiting.body[0].flow_count)
+        return self.wire.flow_count(dpid, *ALL_APP_FLOWS, timeout_s=timeout_s)
 
     def check_drift(self, timeout_s: float = 2.0) -> list[int]:
         """One round over the connected switches; the dpids it reconciled. Suspect switches
         are all handled; counts are probed on at most ``PROBES_PER_ROUND`` switches, round
         robin, so a campus of hundreds of switches costs what one of 32 does (issue 13)."""
         fixed = []
-        ready = [dpid for dpid in sorted(self.connected) if dpid in self.reconciled]
+        ready = [dpid for dpid in sorted(self.state.connected) if dpid in self.state.reconciled]
         # suspects include connected switches whose reconcile did not complete (no flow stats
         # in time, a database error): not ready until one does
-        for dpid in [d for d in sorted(self.connected) if d in self._suspect]:
+        for dpid in [d for d in sorted(self.state.connected) if d in self.state.suspect]:
             if self._backing_off(dpid):
                 continue
-            self._suspect.discard(dpid)
-            LOG.info("%s: a change was not confirmed; reconciling", self.switch_name(dpid))
+            self.state.suspect.discard(dpid)
+            LOG.info("%s: a change was not confirmed; reconciling", self.state.switch_name(dpid))
             self._drift_reconcile(dpid)
             fixed.append(dpid)
-        due = [d for d in ready if d not in fixed and d not in self._suspect]
+        due = [d for d in ready if d not in fixed and d not in self.state.suspect]
         if len(due) > PROBES_PER_ROUND:  # the next ones after where the last round stopped
             start = next((i for i, d in enumerate(due) if d > self._probed_last), 0)
             due = (due[start:] + due[:start])[:PROBES_PER_ROUND]
@@ -231,15 +171,15 @@ class DriftWatch:
 
     def _expectation(self, dpids: list[int]) -> tuple[int, dict[int, Range]] | None:
         """(epoch, expected range of each of ``dpids``), or None while a change holds the change lock."""
-        now = self.clock()
-        for lane in list(self.lanes.values()):  # compile what must be, outside the change lock
+        now = self.state.clock()
+        for lane in list(self.state.lanes.values()):  # compile what must be, outside the change lock
             self._lane_counts(lane, now)
-        if not self._change.acquire(blocking=False):
+        if not self.state.change.acquire(blocking=False):
             return None
         try:
-            return self._applied, self.expected_flow_counts(now, dpids)
+            return self.state.applied, self.expected_flow_counts(now, dpids)
         finally:
-            self._change.release()
+            self.state.change.release()
 
     def _probe(self, dpid: int, epoch: int, expected: dict[int, Range], timeout_s: float) -> bool:
         lo, hi = expected.get(dpid, (0, 0))
@@ -254,7 +194,7 @@ class DriftWatch:
             return False
         LOG.warning(
             "%s holds %d app flows, expected %s: reconciling",
-            self.switch_name(dpid),
+            self.state.switch_name(dpid),
             actual,
             lo if lo == hi else f"{lo}..{hi:g}",
         )

@@ -21,37 +21,40 @@ from collections.abc import Callable, Iterator
 BULK_LANES = 1000  # below this a full collection is cheap enough: no freeze
 REFREEZE_EVERY_S = 3600.0
 
-_lock = threading.Lock()
-_last_unfreeze: float | None = None
+
+class HeapFreezer:
+    """When the runtime's long-lived state was last frozen (one per runtime, its ``state.heap``)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()  # one freeze at a time (reconciles run 8 at once)
+        self._last_unfreeze: float | None = None
+        self.frozen_lanes: int | None = None  # lanes carried at the last freeze
+
+    def grew_by_a_bulk(self, lanes: int) -> bool:
+        """Whether ``lanes`` carried lanes are a bulk more than at the last freeze. A restart
+        reconciles every switch with the same lanes, compiled (and frozen) once by the warm-up: a
+        full collection after each of 140 switch reconciles found nothing new to freeze."""
+        if lanes < BULK_LANES:
+            return False
+        return self.frozen_lanes is None or abs(lanes - self.frozen_lanes) >= BULK_LANES
+
+    def freeze_survivors(self, lanes: int | None = None) -> None:
+        """Collect cyclic garbage, then exempt every survivor from later collections. ``lanes``:
+        how many lanes are carried now (``grew_by_a_bulk`` compares with it)."""
+        with self._lock:
+            if lanes is not None:
+                self.frozen_lanes = lanes
+            now = self._clock()
+            if self._last_unfreeze is None or now - self._last_unfreeze >= REFREEZE_EVERY_S:
+                gc.unfreeze()  # let the collector see (and free) old cycles once in a while
+                self._last_unfreeze = now
+            gc.collect()
+            gc.freeze()
 
 
-_frozen_lanes: int | None = None  # lanes carried at the last freeze
-
-
-def grew_by_a_bulk(lanes: int) -> bool:
-    """Whether ``lanes`` carried lanes are a bulk more than at the last freeze. A restart
-    reconciles every switch with the same lanes, compiled (and frozen) once by the warm-up: a
-    full collection after each of 140 switch reconciles found nothing new to freeze."""
-    if lanes < BULK_LANES:
-        return False
-    return _frozen_lanes is None or abs(lanes - _frozen_lanes) >= BULK_LANES
-
-
-def freeze_survivors(clock: Callable[[], float] = time.monotonic, lanes: int | None = None) -> None:
-    """Collect cyclic garbage, then exempt every survivor from later collections. ``lanes``: how
-    many lanes are carried now (``grew_by_a_bulk`` compares with it)."""
-    global _last_unfreeze, _frozen_lanes
-    with _lock:
-        if lanes is not None:
-            _frozen_lanes = lanes
-        now = clock()
-        if _last_unfreeze is None or now - _last_unfreeze >= REFREEZE_EVERY_S:
-            gc.unfreeze()  # let the collector see (and free) old cycles once in a while
-            _last_unfreeze = now
-        gc.collect()
-        gc.freeze()
-
-
+# The one process-wide state here, because the collector it switches is process-wide: how many
+# threads are inside ``gc_held`` (of any runtime) and whether the GC was on before the first.
 _held = 0  # threads inside ``gc_held``
 _held_lock = threading.Lock()
 _enabled_before = True

@@ -22,6 +22,7 @@ class Batch:
     done: threading.Event = field(default_factory=threading.Event)
     error: str | None = None
     errors: list[tuple[int, int, int]] = field(default_factory=list)  # (xid, type, code)
+    lost: str | None = None  # the switch went away before the barrier reply: why
 
     def wait(self, deadline: float) -> bool:
         return self.done.wait(max(0.0, deadline - time.monotonic()))
@@ -110,6 +111,7 @@ class Tracker:
             for key in [k for k in self._stats if k[0] == dpid]:
                 del self._stats[key]
         for batch in batches.values():
+            batch.lost = reason
             batch.error = batch.error or reason
             batch.done.set()
         for req in stats:

@@ -1,18 +1,20 @@
-"""Reconcile and refresh: a mixin of :class:`~viplanes.controller.runtime.lane_runtime.LaneRuntime`.
+"""Reconcile and refresh: each switch's app flows made equal to the desired lanes.
 
-Kept apart so the runtime stays one room: this half reads the desired lanes (the database) and
-each switch's app flows and sends only the difference (``reconcile.plan_switch``); the runtime
-half changes one lane at a time. Both share the runtime's change lock: a reconcile reads and
-compares without it and applies its plan under it, minus the lanes changed meanwhile.
+Reads the desired lanes (the database) and each switch's app flows and sends only the
+difference (``reconcile.plan_switch``); ``batch.Changes`` changes lanes one batch at a time. Both
+share ``state.change``: a reconcile reads and compares without it and applies its plan under
+it, minus the lanes changed meanwhile (``SwitchState.touch`` / ``changed_since``).
+
+Locks: ``_reconcile_slots`` (at most ``RECONCILES_AT_ONCE`` switches read back at once), then
+``_read_lock`` (one read of the desired lanes at a time), then ``state.change`` /
+``state.compile_lock`` briefly; never the other way round.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,14 +23,11 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller.compile import reconcile
 from viplanes.controller.compile.cookies import ALL_APP_FLOWS
-from viplanes.controller.compile.desired import DesiredFlows
-from viplanes.controller.openflow.handshakes import ADMISSION_FIRST_S, HandshakeGauge
+from viplanes.controller.openflow.handshakes import ADMISSION_FIRST_S
 from viplanes.controller.runtime import heap
-from viplanes.controller.runtime.carried import CarriedLanes
-from viplanes.controller.runtime.pending import Batch
-from viplanes.dataplane.base import DesiredLanes
+from viplanes.controller.runtime.switches import SwitchState
+from viplanes.controller.runtime.wire import Wire, meter_errors_only
 from viplanes.domain.values import LaneSpec
-from viplanes.topologies.model import Topology
 
 LOG = logging.getLogger("viplanes.controller.runtime.lane_runtime")
 
@@ -55,34 +54,16 @@ class LaneRead:
 
 
 class Resync:
-    """Reconcile one switch or all of them against the desired lanes (LaneRuntime's half)."""
+    """Reconcile one switch or all of them against the desired lanes."""
 
-    topology: Topology | None
-    source: DesiredLanes | None
-    connected: set[int]
-    lanes: CarriedLanes  # LaneRuntime.lanes: a dict with a shared-flow index
-    reconciled: dict[int, reconcile.Plan]
-    clock: Callable[[], float]
-    _change: threading.RLock
-    _compile_lock: threading.Lock
-    _generation: int
-    _touched: dict[int, int]
-    _touched_addresses: dict[str, int]
-    _inflight: int
-    _flows: DesiredFlows | None
-    _restarted: dict[int, dict[Any, float]]
-    _applied: int  # bumped whenever a plan or a change was applied (the drift probe's epoch)
-    _read_lock: threading.Lock  # one read of the desired lanes at a time (``_read_lanes``)
-    _reconcile_slots: threading.BoundedSemaphore  # RECONCILES_AT_ONCE
-    handshakes: HandshakeGauge | None  # connections in their TLS handshake (the listener's)
-    _last_read: LaneRead | None
-    lane_reads: int  # reads of the desired lanes so far (tests, metrics)
-    # LaneRuntime's (annotations only: a stub here would shadow them in the MRO)
-    switch_name: Callable[[int], str]
-    flow_stats: Callable[..., list[Any] | None]
-    _apply: Callable[..., str | None]
-    note_changed: Callable[..., None]
-    mark_suspect: Callable[[Any], None]  # DriftWatch's
+    def __init__(self, state: SwitchState, wire: Wire) -> None:
+        self.state = state
+        self.wire = wire
+        self._restarted: dict[int, dict[Any, float]] = {}  # dpid -> flow_key -> MODIFY refresh time
+        self._read_lock = threading.Lock()  # one read of the desired lanes at a time
+        self._reconcile_slots = threading.BoundedSemaphore(RECONCILES_AT_ONCE)
+        self._last_read: LaneRead | None = None  # shared by the reconciles of a round
+        self.lane_reads = 0  # reads of the desired lanes so far (tests, metrics)
 
     def desired(
         self,
@@ -92,14 +73,14 @@ class Resync:
     ) -> tuple[dict[int, list[Any]], dict[int, LaneSpec]]:
         """Desired ofmsgs per dpid (all lanes, or those crossing ``dpid``) and the lanes they
         carry. Raises when the source fails: a failed read must never look like "no lanes"
-        (that would delete every lane). ``generation``: the caller's ``_reading`` generation."""
-        if self._flows is None:
+        (that would delete every lane). ``generation``: the caller's ``state.reading`` generation."""
+        if self.state.flows is None:
             return {}, {}
         read = self._read_lanes(generation)
         lanes = read.lanes if dpid is None else read.by_dpid.get(dpid, ())
         self._compile(lanes, now, dpid)
-        with self._compile_lock:
-            return self._flows.build(lanes, now, dpid)  # all compiled: re-time and collect
+        with self.state.compile_lock:
+            return self.state.flows.build(lanes, now, dpid)  # all compiled: re-time and collect
 
     def _read_lanes(self, generation: int | None = None, fresh: bool = False) -> LaneRead:
         """The desired lanes, indexed by switch; read once for every switch that reconciles
@@ -108,8 +89,8 @@ class Resync:
         ``fresh``: read now (warm-up and the periodic round, which look for what changed in the
         database behind this controller's back); the switches after it reuse that read."""
         with self._read_lock:
-            with self._change:
-                current = self._generation
+            with self.state.change:
+                current = self.state.generation
             last = self._last_read
             if (
                 not fresh
@@ -119,14 +100,14 @@ class Resync:
                 and time.monotonic() - last.at < READ_REUSE_S
             ):
                 return last
-            # anything changed after ``current`` is left out by ``_changed_since`` of every
+            # anything changed after ``current`` is left out by ``changed_since`` of every
             # reconcile using this read (their generation is <= current)
-            lanes = tuple(self.source()) if self.source is not None else tuple(self.lanes.values())
+            lanes = tuple(self.state.source()) if self.state.source is not None else tuple(self.state.lanes.values())
             self.lane_reads += 1
-            assert self._flows is not None
-            with self._compile_lock:
-                self._flows.forget_all_but(lanes)
-                by_dpid = {d: tuple(ls) for d, ls in self._flows.by_switch(lanes).items()}
+            assert self.state.flows is not None
+            with self.state.compile_lock:
+                self.state.flows.forget_all_but(lanes)
+                by_dpid = {d: tuple(ls) for d, ls in self.state.flows.by_switch(lanes).items()}
             self._last_read = LaneRead(current, time.monotonic(), lanes, by_dpid)
             return self._last_read
 
@@ -142,12 +123,12 @@ class Resync:
         """Compile (and key) what is not compiled yet, a chunk per hold of the compile lock:
         locks are not fair, and a switch that needs nothing new should not wait for thousands
         of lanes compiled for another one."""
-        assert self._flows is not None
-        flows = self._flows
-        with self._compile_lock:
+        assert self.state.flows is not None
+        flows = self.state.flows
+        with self.state.compile_lock:
             todo = [ln for ln in lanes if not flows.compiled(ln)]
         for i in range(0, len(todo), chunk):
-            with self._compile_lock:
+            with self.state.compile_lock:
                 for lane in todo[i : i + chunk]:
                     if flows.compiled(lane):
                         continue  # warm-up or another switch's reconcile got there first
@@ -161,11 +142,11 @@ class Resync:
         """Every switch's base flows and their identities, a few switches per hold of the
         compile lock: after a restart each switch's reconcile then only reads back and compares
         (the host guards of 140 switches were ~0.3 s of a restart's reconciles)."""
-        assert self._flows is not None and self.topology is not None
-        flows = self._flows
-        dpids = [sw.dpid for sw in self.topology.switches]
+        assert self.state.flows is not None and self.state.topology is not None
+        flows = self.state.flows
+        dpids = [sw.dpid for sw in self.state.topology.switches]
         for i in range(0, len(dpids), chunk):
-            with self._compile_lock:
+            with self.state.compile_lock:
                 for dpid in dpids[i : i + chunk]:
                     for msg in flows.base(dpid):
                         if isinstance(msg, parser.OFPFlowMod):
@@ -176,7 +157,7 @@ class Resync:
     def warm_up(self) -> None:
         """Compile the desired lanes and their flow identities now, while switches are still
         (re)connecting, so their reconciles only read back and compare."""
-        if self._flows is None or self.source is None:
+        if self.state.flows is None or self.state.source is None:
             return
         t0 = time.perf_counter()
         try:
@@ -188,7 +169,7 @@ class Resync:
         # (430 collections, 0.8 of 1.6 s for 1,000 lanes on 140 switches); one full collection
         # follows (the freeze below)
         with heap.gc_held():
-            self._compile(lanes, self.clock(), None)
+            self._compile(lanes, self.state.clock(), None)
             switches = self._compile_base()
         LOG.info(
             "compiled %d desired lanes and the base flows of %d switches in %.0f ms",
@@ -200,7 +181,7 @@ class Resync:
         # messages at 140 switches) and everything imported live as long as the process. Left
         # in the young heap, each full collection walked them: 310,000 objects, 176 ms of CPU
         # inside one activation at 128 access switches, against 207,000 at 4
-        heap.freeze_survivors(lanes=len(lanes) if len(lanes) >= heap.BULK_LANES else None)
+        self.state.heap.freeze_survivors(lanes=len(lanes) if len(lanes) >= heap.BULK_LANES else None)
 
     def reconcile_switch(self, dpid: int, timeout_s: float = 10.0) -> reconcile.Plan | None:
         """Diff the switch's app flows against the desired ones and send only the difference.
@@ -209,65 +190,47 @@ class Resync:
         activations go on meanwhile; lanes activated or removed since the desired lanes were
         read are left out of the plan (their own change already did the right thing)."""
         t0 = time.perf_counter()
-        if self.topology is not None and self.topology.switch_by_dpid(dpid) is None:
-            LOG.warning("%s is not in topology %s: nothing installed", self.switch_name(dpid), self.topology.name)
+        if self.state.topology is not None and self.state.topology.switch_by_dpid(dpid) is None:
+            LOG.warning(
+                "%s is not in topology %s: nothing installed", self.state.switch_name(dpid), self.state.topology.name
+            )
             return None
         plan = None
-        if self.handshakes is not None:
+        if self.state.handshakes is not None:
             # switches still connecting go first: a reconcile slowed their handshakes past
             # OVS's connect timeout, and a dropped switch comes back only after its backoff
-            self.handshakes.wait_idle(ADMISSION_FIRST_S)
+            self.state.handshakes.wait_idle(ADMISSION_FIRST_S)
         try:
-            with self._reconcile_slots, self._reading() as generation, heap.gc_held():
+            with self._reconcile_slots, self.state.reading() as generation, heap.gc_held():
                 plan = self._reconcile(dpid, generation, t0, timeout_s)  # t0 before: waits count
         finally:
-            if plan is None and dpid in self.connected:
+            if plan is None and dpid in self.state.connected:
                 # not reconciled, so not ready: lanes through it would wait for the periodic
                 # round (minutes). The drift round retries it, with its back-off.
-                self.mark_suspect([dpid])
-        if plan is not None and heap.grew_by_a_bulk(len(self.lanes)):
-            heap.freeze_survivors(lanes=len(self.lanes))  # a bulk reconcile's lanes are long-lived
+                self.state.mark_suspect([dpid])
+        if plan is not None and self.state.heap.grew_by_a_bulk(len(self.state.lanes)):
+            self.state.heap.freeze_survivors(lanes=len(self.state.lanes))  # a bulk reconcile's lanes are long-lived
         return plan
-
-    @contextlib.contextmanager
-    def _reading(self) -> Iterator[int]:
-        """A read of the desired lanes that may race with activations: yields the generation
-        to compare against with ``_changed_since``."""
-        with self._change:
-            generation = self._generation
-            self._inflight += 1
-        try:
-            yield generation
-        finally:
-            with self._change:
-                self._inflight -= 1
-                if not self._inflight:
-                    self._touched.clear()
-                    self._touched_addresses.clear()
-
-    def _changed_since(self, generation: int) -> set[int]:
-        """Lanes activated or removed after ``generation`` (call with the change lock held)."""
-        return {lid for lid, gen in self._touched.items() if gen > generation}
 
     def _reconcile(self, dpid: int, generation: int, t0: float, timeout_s: float) -> reconcile.Plan | None:
         lanes: dict[int, LaneSpec] = {}
-        desired_at = self.clock()
-        if self.topology is None:
+        desired_at = self.state.clock()
+        if self.state.topology is None:
             wanted: list[Any] = [reconcile.default_forwarding()]
         else:
             try:
                 per_dpid, lanes = self.desired(desired_at, dpid, generation)
             except Exception:
-                LOG.exception("reading the desired lanes failed; %s left as it is", self.switch_name(dpid))
+                LOG.exception("reading the desired lanes failed; %s left as it is", self.state.switch_name(dpid))
                 return None
             wanted = per_dpid.get(dpid, [])
         t_desired = time.perf_counter()
-        actual = self.flow_stats(dpid, *ALL_APP_FLOWS, timeout_s=timeout_s)
+        actual = self.wire.flow_stats(dpid, *ALL_APP_FLOWS, timeout_s=timeout_s)
         if actual is None:
-            LOG.warning("%s: no flow stats, reconcile skipped", self.switch_name(dpid))
+            LOG.warning("%s: no flow stats, reconcile skipped", self.state.switch_name(dpid))
             return None
         t_read = time.perf_counter()
-        now = self.clock()
+        now = self.state.clock()
         restarted = self._restarted.setdefault(dpid, {})
         plan = reconcile.plan_switch(wanted, actual, now, restarted, desired_at)
         phases = (
@@ -275,17 +238,17 @@ class Resync:
             f"compared {(time.perf_counter() - t_read) * 1000:.0f} ms"
         )
         wait = time.perf_counter()
-        with self._change:
+        with self.state.change:
             wait = time.perf_counter() - wait
-            self._applied += 1
-            touched = self._changed_since(generation)
+            self.state.applied += 1
+            touched = self.state.changed_since(generation)
             if touched:
-                addresses = {a for a, gen in self._touched_addresses.items() if gen > generation}
+                addresses = {a for a, gen in self.state.touched_addresses.items() if gen > generation}
                 plan = reconcile.without_lanes(plan, touched, addresses)
-            news = {lid: ln for lid, ln in lanes.items() if lid not in touched and self.lanes.get(lid) != ln}
-            self.lanes.update(news)
+            news = {lid: ln for lid, ln in lanes.items() if lid not in touched and self.state.lanes.get(lid) != ln}
+            self.state.lanes.update(news)
             # lanes new to the runtime move the counts of every switch on their paths
-            self.note_changed(None if news else [dpid])
+            self.state.note_changed(None if news else [dpid])
             if restarted:  # empty after a restart: no set of every wanted flow under the lock
                 live = {reconcile.cached_key(m) for m in wanted if hasattr(m, "match")}
                 for key in [k for k in restarted if k not in live]:
@@ -294,14 +257,14 @@ class Resync:
                 if msg.command == ofp.OFPFC_MODIFY_STRICT:
                     restarted[reconcile.cached_key(msg)] = now
             if not plan.empty:
-                failure = self._apply({dpid: plan.ofmsgs}, timeout_s, tolerate=meter_errors_only)
+                failure = self.wire.apply({dpid: plan.ofmsgs}, timeout_s, tolerate=meter_errors_only)
                 if failure:
-                    LOG.warning("reconcile of %s: %s", self.switch_name(dpid), failure)
-            self.reconciled[dpid] = plan
+                    LOG.warning("reconcile of %s: %s", self.state.switch_name(dpid), failure)
+            self.state.reconciled[dpid] = plan
         LOG.info(
             "reconciled %s: kept %d, added %d, deleted %d, refreshed %d in %.1f ms "
             "(%.1f ms of it waiting for other changes; %s)",
-            self.switch_name(dpid),
+            self.state.switch_name(dpid),
             plan.kept,
             len(plan.adds),
             len(plan.deletes),
@@ -314,23 +277,18 @@ class Resync:
 
     def reconcile_all(self) -> None:
         """Every switch, and forget lanes the source no longer wants (the periodic round)."""
-        if self.source is not None and self.topology is not None:
-            with self._reading() as generation:
+        if self.state.source is not None and self.state.topology is not None:
+            with self.state.reading() as generation:
                 try:
                     live = {ln.lane_id for ln in self._read_lanes(generation, fresh=True).lanes}
                 except Exception:
                     LOG.exception("reading the desired lanes failed")
                     return
-                with self._change:
-                    keep = live | self._changed_since(generation)
-                    self._applied += 1
-                    for lane_id in [lid for lid in self.lanes if lid not in keep]:
-                        del self.lanes[lane_id]
-                    self.note_changed(None)
-        for dpid in sorted(self.connected):
+                with self.state.change:
+                    keep = live | self.state.changed_since(generation)
+                    self.state.applied += 1
+                    for lane_id in [lid for lid in self.state.lanes if lid not in keep]:
+                        del self.state.lanes[lane_id]
+                    self.state.note_changed(None)
+        for dpid in sorted(self.state.connected):
             self.reconcile_switch(dpid)
-
-
-def meter_errors_only(batch: Batch) -> bool:
-    """Meter adds/deletes that find the meter already there (or gone) are not failures."""
-    return all(t == ofp.OFPET_METER_MOD_FAILED for _, t, _ in batch.errors)

@@ -157,7 +157,7 @@ class LaneLease:
             self.release()
             raise LaneRefused(f"lane {lane['id']} is {lane['state']}: {lane.get('reason', '')}")
         self.active_at = time.monotonic()
-        self._thread = threading.Thread(target=self._renew, name="viplanes-lease", daemon=True)
+        self._thread = threading.Thread(target=self._renew, name="viplanes-lane-renew", daemon=True)
         self._thread.start()
         return lane
 

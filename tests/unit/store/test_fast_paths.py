@@ -261,24 +261,24 @@ def test_freeze_survivors_collects_garbage_first_and_freezes_the_rest(monkeypatc
 
     from viplanes.controller.runtime import heap
 
-    monkeypatch.setattr(heap, "_last_unfreeze", None)
     now = [0.0]
+    freezer = heap.HeapFreezer(clock=lambda: now[0])
     try:
         garbage = _Node()
         dead = weakref.ref(garbage)
         del garbage
         kept = _Node()
-        heap.freeze_survivors(clock=lambda: now[0])
+        freezer.freeze_survivors()
         assert dead() is None  # cyclic garbage was collected, not frozen forever
         assert gc.get_freeze_count() > 0
         frozen = gc.get_freeze_count()
         old = weakref.ref(kept)
         del kept  # now garbage, but frozen: only the hourly restart can free it
         now[0] += 10
-        heap.freeze_survivors(clock=lambda: now[0])
+        freezer.freeze_survivors()
         assert old() is not None and gc.get_freeze_count() >= frozen
         now[0] += heap.REFREEZE_EVERY_S
-        heap.freeze_survivors(clock=lambda: now[0])
+        freezer.freeze_survivors()
         assert old() is None
     finally:
         gc.unfreeze()
@@ -297,7 +297,6 @@ def test_bulk_warm_up_and_reconcile_freeze_what_they_built(topo, monkeypatch):
     monkeypatch.setattr(heap.gc, "freeze", lambda: None)
     monkeypatch.setattr(heap.gc, "unfreeze", lambda: None)
     monkeypatch.setattr(heap, "BULK_LANES", 2)
-    monkeypatch.setattr(heap, "_frozen_lanes", None)
     clock = FakeClock()
     switches = FakeSwitches(topo, clock)
     rt = switches.attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
@@ -332,12 +331,11 @@ def test_a_warm_up_with_few_lanes_still_lets_the_first_bulk_freeze(topo, monkeyp
     monkeypatch.setattr(heap.gc, "freeze", lambda: None)
     monkeypatch.setattr(heap.gc, "unfreeze", lambda: None)
     monkeypatch.setattr(heap, "BULK_LANES", 3)
-    monkeypatch.setattr(heap, "_frozen_lanes", None)
     clock = FakeClock()
     rt = FakeSwitches(topo, clock).attach(LaneRuntime(topo, clock=clock, spawn=lambda fn: fn()))
     rt.attach_source(lambda: [_spec(1, clock()), _spec(2, clock())])
     rt.warm_up()
-    assert heap.grew_by_a_bulk(3)
+    assert rt.state.heap.grew_by_a_bulk(3)
 
 
 def _spec(lane_id: int, now: float):
@@ -414,7 +412,7 @@ def test_a_change_on_several_switches_is_serialised_whole_before_the_first_write
         per_dpid = {
             d: [parser.OFPFlowMod(None, cookie=d, priority=100, match=parser.OFPMatch(in_port=d))] for d in (1, 2, 3)
         }
-        wait = runtime._send_all(per_dpid, 1.0)
+        wait = runtime.wire.send_all(per_dpid, 1.0)
         kinds = [e[0] for e in events]
         assert kinds == ["serialize"] * 3 + ["write"] * 3, events
         assert all(e[2] == 3 for e in events if e[0] == "write")  # all barriers expected first

@@ -24,7 +24,7 @@ def _runtime_reading_flows() -> tuple[LaneRuntime, int, list[float]]:
         reads.append(time.monotonic())
         return None  # no answer: the reconcile ends there (and the switch is retried later)
 
-    rt.flow_stats = flow_stats  # type: ignore[method-assign]
+    rt.wire.flow_stats = flow_stats  # type: ignore[method-assign]
     rt.handshakes = HandshakeGauge()
     return rt, dpid, reads
 

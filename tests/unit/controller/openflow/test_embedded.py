@@ -133,8 +133,8 @@ def test_start_compiles_the_desired_lanes_before_it_listens(topo: Topology) -> N
     ctl.attach_source(lambda: lanes)
     ctl.start()
     try:
-        assert ctl._flows is not None
-        assert all(ctl._flows.compiled(lane) for lane in lanes)  # when start() returns
+        assert ctl.state.flows is not None
+        assert all(ctl.state.flows.compiled(lane) for lane in lanes)  # when start() returns
     finally:
         ctl.stop()
 

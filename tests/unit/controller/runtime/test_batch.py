@@ -48,13 +48,13 @@ def test_merge_gives_fresh_xids_and_remembers_whose_message_it_is() -> None:
     used.set_xid(5)  # a cached message sent before: must go out as a copy
     fresh = parser.OFPBarrierRequest(None)
     per_dpid, owner = merge(
-        {1: {10: [used]}, 2: {10: [fresh], 11: [parser.OFPBarrierRequest(None)]}}, iter(range(100, 200))
+        {1: {10: [used]}, 2: {10: [fresh], 11: [parser.OFPBarrierRequest(None)]}}, iter(range(100, 200)).__next__
     )
-    assert [lane for lane, _ in per_dpid[10]] == [1, 2]
-    assert [lane for lane, _ in per_dpid[11]] == [2]
-    xids = [m.xid for tagged in per_dpid.values() for _, m in tagged]
+    assert [owner[m.xid] for m in per_dpid[10]] == [1, 2]
+    assert [owner[m.xid] for m in per_dpid[11]] == [2]
+    xids = [m.xid for msgs in per_dpid.values() for m in msgs]
     assert sorted(xids) == [100, 101, 102] and owner == {100: 1, 101: 2, 102: 2}
-    assert used.xid == 5 and per_dpid[10][0][1] is not used
+    assert used.xid == 5 and per_dpid[10][0] is not used
 
 
 def three_lanes(now: float) -> list[LaneSpec]:

@@ -102,7 +102,7 @@ def test_a_miscount_is_muted_instead_of_reconciled_in_a_loop(carried, switches) 
 def test_a_probe_that_races_a_change_compares_nothing(carried, switches) -> None:
     rt, _ = carried
     delete_behind_back(switches, 1, 2)
-    with rt._change:  # an activation is being applied on another thread: no count this round
+    with rt.state.change:  # an activation is being applied on another thread: no count this round
         done: list = []
         worker = threading.Thread(target=lambda: done.append(rt.check_drift()))
         worker.start()
@@ -156,7 +156,7 @@ def test_a_switch_whose_reconcile_failed_is_retried_until_it_is_ready(topo, cloc
 
     rt = inline_runtime(topo, clock, switches)
     rt.attach_source(source)
-    real_stats = rt.flow_stats
+    real_stats = rt.wire.flow_stats
 
     def stats(dpid: int, *args: object, **kwargs: object) -> object:
         if dpid in failing["stats"]:
@@ -164,7 +164,7 @@ def test_a_switch_whose_reconcile_failed_is_retried_until_it_is_ready(topo, cloc
             return None  # no answer within the timeout
         return real_stats(dpid, *args, **kwargs)
 
-    rt.flow_stats = stats  # type: ignore[method-assign]
+    rt.wire.flow_stats = stats  # type: ignore[method-assign]
     assert rt.reconcile_switch(1) is None  # the read failed
     for dpid in sorted(switches.net.tables)[1:]:
         rt.reconcile_switch(dpid)

@@ -47,13 +47,13 @@ def test_a_switch_reconcile_runs_with_the_gc_held_and_gives_it_back(monkeypatch)
     topo = synth(4)
     runtime, switches, _source = restarted(topo, [lane(1, 0, FakeClock()())])
     seen: list[bool] = []
-    real = runtime.flow_stats
+    real = runtime.wire.flow_stats
 
     def flow_stats(*args, **kwargs):
         seen.append(gc.isenabled())
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(runtime, "flow_stats", flow_stats)
+    monkeypatch.setattr(runtime.wire, "flow_stats", flow_stats)
     for dpid in sorted(switches.net.tables):
         runtime.switch_up(dpid)
     assert seen == [False] * len(topo.switches)

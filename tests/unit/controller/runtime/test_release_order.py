@@ -77,8 +77,8 @@ def test_a_failed_commit_leaves_the_flows_removed_and_the_runtime_usable(db, mon
         mgr.end(callers["alice"], lane.id, "released")
     assert _committed_state(db, lane.id) == "active"  # rolled back...
     assert _flows_on_switches(switches, lane.id) == 0  # ...but the flows are gone: fail closed
-    assert runtime._change.acquire(blocking=False)  # the change lock was given back
-    runtime._change.release()
+    assert runtime.state.change.acquire(blocking=False)  # the change lock was given back
+    runtime.state.change.release()
     monkeypatch.undo()
     second, _ = mgr.request(callers["alice"], lane_input(port=9001))
     assert second.state == "active" and _flows_on_switches(switches, second.id) > 0
@@ -160,8 +160,8 @@ def test_a_lane_ended_elsewhere_answers_409_and_leaves_the_runtime_free(db):
     with pytest.raises(Conflict):
         mgr.end(callers["alice"], lane.id, "released")
     assert _committed_state(db, lane.id) == "revoked" and _flows_on_switches(switches, lane.id) == 0
-    assert runtime._change.acquire(blocking=False)
-    runtime._change.release()
+    assert runtime.state.change.acquire(blocking=False)
+    runtime.state.change.release()
 
 
 def test_an_extension_racing_a_release_does_not_leave_the_flows_behind(db):

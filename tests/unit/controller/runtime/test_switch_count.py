@@ -55,7 +55,7 @@ def test_warm_up_compiles_every_switchs_base_flows_before_the_switches_reconnect
     compiled = base_compiles(monkeypatch)
     runtime.warm_up()
     assert sorted(compiled) == sorted(sw.dpid for sw in topo.switches)
-    keyed = [m for sw in topo.switches for m in runtime._flows.base(sw.dpid) if type(m).__name__ == "OFPFlowMod"]
+    keyed = [m for sw in topo.switches for m in runtime.state.flows.base(sw.dpid) if type(m).__name__ == "OFPFlowMod"]
     assert keyed and all("_vl_flow_key" in vars(m) for m in keyed)
     for dpid in sorted(switches.net.tables):
         runtime.switch_up(dpid)
@@ -71,7 +71,7 @@ def test_warm_up_compiles_with_the_cyclic_gc_held_and_gives_it_back(monkeypatch)
     topo = synth(4)
     lanes = [lane(i, i % 4, FakeClock()()) for i in range(1, 9)]
     runtime, _switches, _source = restarted(topo, lanes)
-    runtime._flows = DesiredFlows(topo)  # nothing compiled yet, as in a fresh process
+    runtime.state.flows = DesiredFlows(topo)  # nothing compiled yet, as in a fresh process
     seen: list[bool] = []
     real_lane, real_base = DesiredFlows.lane, DesiredFlows.base
     monkeypatch.setattr(DesiredFlows, "lane", lambda self, *a: seen.append(gc.isenabled()) or real_lane(self, *a))
@@ -154,8 +154,8 @@ def test_a_drift_round_counts_once_and_keeps_probes_of_switches_off_the_changing
     held = len(table.stats(0, 0, clock()))
     table.apply(compile_flow_delete(compile_base(topo)[far][-1]), clock())  # behind our back
     computed = []
-    real_expected = runtime.expected_flow_counts
-    runtime.expected_flow_counts = lambda now, dpids=None: computed.append(now) or real_expected(now, dpids)
+    real_expected = runtime.drift.expected_flow_counts
+    runtime.drift.expected_flow_counts = lambda now, dpids=None: computed.append(now) or real_expected(now, dpids)
     real_send, lane_ids = runtime.send, iter(range(100, 200))
 
     def send(dpid: int, ofmsgs: list[Any]) -> bool:  # a lane lands on a0's path at every probe
@@ -194,8 +194,8 @@ def test_a_drift_round_counts_the_base_flows_of_the_switches_it_probes_only(monk
     far = [sw.dpid for sw in topo.switches][-3:]
     for dpid in far:
         runtime.switch_down(dpid)
-    runtime._flows = type(runtime._flows)(topo)  # as after a restart: nothing compiled yet
-    runtime._base_counts.clear()
+    runtime.state.flows = type(runtime.state.flows)(topo)  # as after a restart: nothing compiled yet
+    runtime.drift._base_counts.clear()
     compiled = base_compiles(monkeypatch)
     assert runtime.check_drift() == []
     probed = sorted(d for d in runtime.connected if d in runtime.reconciled)
@@ -213,7 +213,7 @@ def test_a_restart_reads_back_at_most_reconciles_at_once_switches_together() -> 
 
     topo = synth(24)
     runtime, switches, clock = reconciled_runtime(topo)
-    real_stats = runtime.flow_stats
+    real_stats = runtime.wire.flow_stats
     lock = threading.Lock()
     now_in, most = [0], [0]
 
@@ -228,7 +228,7 @@ def test_a_restart_reads_back_at_most_reconciles_at_once_switches_together() -> 
             with lock:
                 now_in[0] -= 1
 
-    runtime.flow_stats = slow_stats
+    runtime.wire.flow_stats = slow_stats
     threads = [threading.Thread(target=runtime.reconcile_switch, args=(sw.dpid,)) for sw in topo.switches]
     for t in threads:
         t.start()
