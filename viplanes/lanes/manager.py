@@ -23,7 +23,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from sqlalchemy import Connection, func, select
 from sqlalchemy.exc import IntegrityError
@@ -32,18 +31,19 @@ from sqlalchemy.orm import Session
 from viplanes.authz.tokens import Caller, sees_lane
 from viplanes.dataplane.base import Dataplane
 from viplanes.domain.values import LaneCounters, LaneSpec
-from viplanes.errors import Conflict, Forbidden, Invalid, NotFound, Unavailable, VipError
+from viplanes.errors import Conflict, NotFound, Unavailable, VipError
 from viplanes.lanes import states
 from viplanes.lanes.activation import LaneActivation
 from viplanes.lanes.idempotency import find_replay, request_digest
 from viplanes.lanes.overlap import overlapping_lane, row_nets, row_ports, source_aliases
 from viplanes.lanes.owners import ActiveOwners
 from viplanes.lanes.pool import NAT_LOCK_KEY, LanePool, needs_pool_address
+from viplanes.lanes.requests import lane_row, refusal, to_request, within_bookings
 from viplanes.lanes.resolver import Resolver, default_resolver
 from viplanes.lanes.specs import SPEC_COLUMNS, spec_from_row
 from viplanes.lanes.states import END_ACTIONS, TERMINAL, TRANSITIONS, can_move  # noqa: F401 - re-exported
 from viplanes.lanes.targets import LaneInput, LaneLimits, LaneTarget, clamp_ttl, target_for_request
-from viplanes.policy.rules import START_SLACK_S, Decision, LaneRequest, check_grant, decide, lane_sources
+from viplanes.policy.rules import Decision, LaneRequest, check_grant, decide, lane_sources
 from viplanes.store.db import Database
 from viplanes.store.lanesql.core import (
     add_audit,
@@ -70,7 +70,6 @@ def _noop(*_args: object) -> None:
 # Retry-After for a request refused because its switches are not ready: OVS retries a lost
 # controller every max_backoff (1 s in the lab) and a reconcile takes well under a second.
 NOT_READY_RETRY_S = 2
-BOOKINGS_PER_LANE = 10  # lanes a grant may book ahead, per lane of its max_lanes
 
 
 class LaneManager(LaneActivation):
@@ -136,7 +135,7 @@ class LaneManager(LaneActivation):
                     first = find_replay(conn, caller.id, idempotency_key, digest)
                     if first is not None:
                         return first, False
-                req = self._to_request(body, target, now)
+                req = to_request(body, target, self.topology, now)
                 # Quota is the last check of a grant, so only grants that pass every other check need
                 # their live lanes counted (one GROUP BY over fewer grants); the rest fail the same
                 # way whatever the count.
@@ -145,11 +144,11 @@ class LaneManager(LaneActivation):
                     req, rules, self.topology, now, self._live_counts(conn, countable, req.starts_at, req.expires_at)
                 )
                 if decision.allowed and req.starts_at > now:
-                    decision = self._within_bookings(conn, decision, rules)
+                    decision = within_bookings(conn, decision, rules)
                 if decision.allowed:
                     lane, denial = self._insert(conn, caller, body, target, req, decision, now, idempotency_key, digest)
                 else:
-                    denial = self._denial(decision)
+                    denial = refusal(decision)
                 self.on_decision(denial.code if denial is not None else decision.code)
                 if lane is None or self.db.is_sqlite:
                     add_audit(
@@ -175,72 +174,6 @@ class LaneManager(LaneActivation):
         if lane.state == "installing":
             lane = self._activate(lane)
         return lane, True
-
-    def _to_request(self, body: LaneInput, target: LaneTarget, now: float) -> LaneRequest:
-        try:
-            src = ipaddress.ip_address(body.src_ip)
-        except ValueError as exc:
-            raise Invalid(str(exc), code="invalid_address") from None
-        start = now if body.start_at is None or body.start_at <= now else body.start_at
-        if body.start_at is not None and body.start_at < now - START_SLACK_S:
-            start = body.start_at  # let the policy refuse it with its reason
-        host = self.topology.host_by_ip(src)
-        sources: tuple[Any, ...] = ()
-        if host is not None:
-            # ``src_ip`` names a host; its packets leave from the host's address of each destination
-            # family, and the grant must cover those. Stored: the address the packets leave from
-            # (the IPv4 one for a lane of both families), and the duplicate check compares every
-            # address of the host (``source_aliases``): a dual-stack host asked for under its other
-            # address was another source to it, so a second lane with the same flows (overwriting
-            # the first's) and a second lane-pool address got through.
-            sources = lane_sources(host, target.nets)
-            src = sources[0] if len(sources) == 1 else (host.address_for(4) or src)
-        return LaneRequest(
-            src_ip=src,
-            dst_ip=None,
-            protocol=body.protocol,
-            dst_port=None,
-            src_port=body.src_port,
-            duration_s=body.duration_s,
-            starts_at=start,
-            rate_mbps=body.rate_mbps,
-            dst_nets=target.nets,
-            dst_ports=target.ports,
-            src_addrs=sources,
-        )
-
-    @staticmethod
-    def _within_bookings(conn: Connection, decision: Decision, rules: Sequence[Any]) -> Decision:
-        """A grant books at most ``BOOKINGS_PER_LANE`` x max_lanes lanes ahead. max_lanes counts
-        lanes whose windows overlap, so without this one grant could book any number of lanes in
-        windows of their own (a year of 1-second lanes: 31 million rows for the scheduler)."""
-        rule = next(r for r in rules if r.grant_id == decision.grant_id)
-        cap = BOOKINGS_PER_LANE * rule.max_lanes
-        booked = (
-            conn.scalar(
-                select(func.count())
-                .select_from(Lane)
-                .where(Lane.grant_id == decision.grant_id, Lane.state == "scheduled")
-            )
-            or 0
-        )
-        if booked < cap:
-            return decision
-        return Decision(
-            False,
-            "too_many_bookings",
-            f"grant {decision.grant_id} already has {booked} lanes booked "
-            f"ahead, its most ({BOOKINGS_PER_LANE} x max_lanes {rule.max_lanes})",
-            decision.grant_id,
-        )
-
-    @staticmethod
-    def _denial(decision: Decision) -> VipError:
-        if decision.code == "quota":
-            return Conflict(decision.reason, {"grant_id": decision.grant_id}, code="quota_exceeded")
-        if decision.code == "too_many_bookings":
-            return Conflict(decision.reason, {"grant_id": decision.grant_id}, code="too_many_bookings")
-        return Forbidden(decision.reason, {"grant_id": decision.grant_id}, code=decision.code)
 
     def _live_counts(
         self, conn: Connection, grant_ids: Sequence[int], start: float, end: float, exclude: int | None = None
@@ -318,42 +251,8 @@ class LaneManager(LaneActivation):
                     code="switches_not_ready",
                     retry_after=NOT_READY_RETRY_S,
                 )
-        # a plain lane (one address, one port, no name) keeps today's row; every other shape has
-        # dst_ip/dst_port NULL and its set in dst_nets/dst_ports (the overlap check's index relies on it)
-        plain = target.single_address() is not None and target.single_port() is not None and not target.host
-        refresh = now + clamp_ttl(target.ttl_s, self.limits.ttl_floor_s, self.limits.ttl_cap_s) if target.host else None
-        reason = decision.reason + (
-            f"; {target.host} also has {', '.join(target.dropped)} (no address of that family on the source)"
-            if target.dropped
-            else ""
-        )
-        values = dict(
-            principal_id=caller.id,
-            grant_id=decision.grant_id,
-            src_ip=src,
-            dst_ip=target.single_address() if plain else None,
-            protocol=req.protocol,
-            dst_port=target.single_port() if plain else None,
-            src_port=req.src_port,
-            dst_nets=None if plain else target.net_strings(),
-            dst_ports=None if plain else [list(r) for r in target.ports],
-            dst_host=target.host,
-            dst_refresh_at=refresh,
-            duration_s=req.duration_s,
-            rate_mbps=req.rate_mbps,
-            purpose=body.purpose,
-            **states.change(states.REQUESTED, states.INSTALLING if immediate else states.SCHEDULED),
-            reason=reason,
-            nat_ip=nat_ip,
-            idempotency_key=idempotency_key,
-            request_hash=digest if idempotency_key else None,
-            created_at=now,
-            starts_at=req.starts_at,
-            expires_at=req.expires_at,
-            activated_at=None,
-            ended_at=None,
-            activation_ms=None,
-        )
+        ttl = clamp_ttl(target.ttl_s, self.limits.ttl_floor_s, self.limits.ttl_cap_s) if target.host else None
+        values = lane_row(caller, body, target, req, decision, now, nat_ip, ttl, idempotency_key, digest)
         if self.db.is_sqlite:
             lane = insert_lane(conn, values)
         else:  # PostgreSQL: the audit row and the controllers' wake-up ride in the INSERT
@@ -545,7 +444,7 @@ class LaneManager(LaneActivation):
             )
         if not decision.allowed:
             raise (
-                self._denial(decision)
+                refusal(decision)
                 if decision.code != "duplicate_lane"
                 else Conflict(decision.reason, code="duplicate_lane")
             )

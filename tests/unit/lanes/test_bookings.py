@@ -17,7 +17,7 @@ from tests.support.clock import FakeClock
 from tests.support.paths import REPO
 from tests.support.world import GRANT, World, make_world
 from viplanes.dataplane.memory import MemoryDataplane
-from viplanes.lanes.manager import BOOKINGS_PER_LANE
+from viplanes.lanes.requests import BOOKINGS_PER_LANE
 from viplanes.topologies.loader import load_topology
 
 CAMPUS = REPO / "topologies" / "campus.yaml"
