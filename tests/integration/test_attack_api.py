@@ -347,7 +347,7 @@ def test_failed_auth_limit_is_shared_by_processes_and_never_refuses_a_valid_toke
 def test_postgres_limit_operator_and_names(pg_cluster, tmp_path):
     db_url = pg_cluster.new_database()
     root = bootstrap(db_url)
-    a, b = attack_serve(db_url, tmp_path).start(), Serve(db_url, tmp_path).start()
+    a, b = attack_serve(db_url, tmp_path).start(), attack_serve(db_url, tmp_path).start()
     try:
         api_a, api_b = Api(a.url), Api(b.url)
         _fail_until_limited(api_a, MAX_FAILURES - 1)
