@@ -79,9 +79,7 @@ def revoke_grant(grant_id: int) -> Any:
     now = ctx.clock()
     with ctx.db.write() as s:
         lane_ids = store.revoke_grant(s, grant_id, now)
-        store.audit(
-            s, now, who.name, "grant.revoke", f"grant:{grant_id}", "done", f"ended lanes {lane_ids}" if lane_ids else ""
-        )
+        store.audit(s, now, who.name, "grant.revoke", f"grant:{grant_id}", "done", store.ended_lanes_reason(lane_ids))
         out = {"grant": grant_dict(store.get_grant(s, grant_id), now), "revoked_lanes": lane_ids}
     ctx.manager.revoke_lanes(lane_ids)
     return out

@@ -80,7 +80,7 @@ def disable_principal(name: str) -> Any:
     now = ctx.clock()
     with ctx.db.write() as s:
         p, lane_ids = store.disable_principal(s, _name(name), now)
-        reason = f"ended lanes {lane_ids}" if lane_ids else ""
+        reason = store.ended_lanes_reason(lane_ids)
         store.audit(s, now, who.name, "principal.disable", f"principal:{p.name}", "done", reason)
         out = {**principal_dict(p), "revoked_lanes": lane_ids}
     ctx.manager.revoke_lanes(lane_ids)

@@ -146,9 +146,7 @@ def grant_revoke(grant_id: int) -> ResponseReturnValue:
     now = c.clock()
     with c.db.write() as s:
         lane_ids = store.revoke_grant(s, grant_id, now)
-        store.audit(
-            s, now, who.name, "grant.revoke", f"grant:{grant_id}", "done", f"ended lanes {lane_ids}" if lane_ids else ""
-        )
+        store.audit(s, now, who.name, "grant.revoke", f"grant:{grant_id}", "done", store.ended_lanes_reason(lane_ids))
     c.manager.revoke_lanes(lane_ids)
     return redirect(url_for("ui.grant", grant_id=grant_id))
 
@@ -206,7 +204,7 @@ def principal_action(name: str, action: str) -> ResponseReturnValue:
             _, lane_ids = store.disable_principal(s, name, now)
         else:
             token = store.rotate_token(s, name, now)
-        reason = f"ended lanes {lane_ids}" if lane_ids else ""
+        reason = store.ended_lanes_reason(lane_ids)
         store.audit(s, now, who.name, f"principal.{action}", f"principal:{name}", "done", reason)
     if action == "disable":
         c.manager.revoke_lanes(lane_ids)

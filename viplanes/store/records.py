@@ -84,9 +84,13 @@ def set_disabled(s: Session, name: str, disabled: bool = True) -> Principal:
 def disable_principal(s: Session, name: str, now: float) -> tuple[Principal, list[int]]:
     """Disable ``name`` and revoke every live lane it owns (a lane is a hole in the firewall kept
     open for a person the campus no longer trusts); returns the lanes to take off the switches."""
-    p = set_disabled(s, name, True)
-    s.flush()
+    p = set_disabled(s, name, True)  # flushed by the next statement, as a grant's revoked_at is
     return p, end_principal_lanes(s, p.id, f"principal {p.name} disabled", now)
+
+
+def ended_lanes_reason(lane_ids: Sequence[int]) -> str:
+    """The audit reason of a grant revoke or a principal disable: the lanes it ended, if any."""
+    return f"ended lanes {list(lane_ids)}" if lane_ids else ""
 
 
 def _keep_an_operator(s: Session, leaving: Principal) -> None:

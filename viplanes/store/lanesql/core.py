@@ -242,15 +242,16 @@ def end_lane(conn: Connection, lane_id: int, values: dict[str, object]) -> bool:
 def end_grant_lanes(s: Session, grant_id: int, reason: str, now: float) -> list[int]:
     """Revoke the live lanes of a grant in ``s``'s transaction (after its pending changes are
     flushed, as any statement of a Session): the ids of the lanes it ended."""
-    ids = [row[0] for row in s.execute(_GRANT_LANES, {"grant_id": grant_id})]
-    if ids:
-        s.execute(_END_LANES, {**states.ending(states.REVOKED, reason, now), "ids": ids})
-    return ids
+    return _revoke_selected(s, _GRANT_LANES, {"grant_id": grant_id}, reason, now)
 
 
 def end_principal_lanes(s: Session, principal_id: int, reason: str, now: float) -> list[int]:
-    """Revoke the live lanes a principal owns (it is being disabled), like ``end_grant_lanes``."""
-    ids = [row[0] for row in s.execute(_PRINCIPAL_LANES, {"principal_id": principal_id})]
+    """Revoke the live lanes a principal owns (it is being disabled), as ``end_grant_lanes``."""
+    return _revoke_selected(s, _PRINCIPAL_LANES, {"principal_id": principal_id}, reason, now)
+
+
+def _revoke_selected(s: Session, select_ids: Any, params: dict[str, Any], reason: str, now: float) -> list[int]:
+    ids = [row[0] for row in s.execute(select_ids, params)]
     if ids:
         s.execute(_END_LANES, {**states.ending(states.REVOKED, reason, now), "ids": ids})
     return ids
