@@ -11,10 +11,16 @@ Wake-up both ways: PostgreSQL ``NOTIFY viplanes_lanes`` wakes the controllers (`
 master's lane manager NOTIFYs ``viplanes_done`` with ``id=state,...`` inside the very transaction
 that records the outcomes (``notify_done``, delivered at commit), and each API process has ONE
 listening connection (``DoneListener``) whose thread wakes the request threads waiting for those
-lanes: a waiting request costs no query and answers as soon as the commit is done. A lane not
-heard of within ``recheck_s`` (a lost notification, a listener reconnecting) is read from its row,
-and without PostgreSQL (or while the listener is down) the API polls the row as before (10 ms,
-backing off to 50 ms); the controller then polls too (``Waker.wait`` returns on its timeout).
+lanes. A lane not heard of within ``recheck_s`` (a lost notification, a listener reconnecting)
+is read from its row, and without PostgreSQL (or while the listener is down) the API polls the
+row as before (10 ms, backing off to 50 ms); the controller then polls too (``Waker.wait``
+returns on its timeout).
+
+A wake-up carries no authority (issue 28): PostgreSQL checks no privilege for NOTIFY, so any
+role that can log in can send any payload on either channel. A payload only says "look": its
+ids at most narrow which rows are read first. The master removes a lane's flows only when its
+committed row says it ended (``viplanes.cluster.wakeups``) and the API answers a waiting request
+from the lane's row read back, never from the payload's state.
 """
 
 from __future__ import annotations
@@ -87,10 +93,10 @@ def close_quietly(conn: Any) -> None:
 
 
 def notify_done(s: Session | Connection, states: dict[int, str], activated_at: float | None = None) -> None:
-    """Inside the transaction that recorded activations: tell the API processes at its commit
+    """Inside the transaction that recorded activations: wake the API processes at its commit
     (the lane manager's ``committed_hook`` on the controller). PostgreSQL only. An active lane
-    carries its ``activated_at`` (``12=active@1795419573.97``): the API answers without reading
-    the row back."""
+    carries its ``activated_at`` (``12=active@1795419573.97``) for log readers; the API reads
+    the row back whatever the payload says (anyone may NOTIFY)."""
     dialect = s.get_bind().dialect if isinstance(s, Session) else s.dialect
     if dialect.name != "postgresql" or not states:
         return
@@ -105,7 +111,7 @@ def notify_done(s: Session | Connection, states: dict[int, str], activated_at: f
 
 def parse_done(payload: str) -> dict[int, str]:
     """``"12=active,13=failed"`` -> {12: "active", 13: "failed"}; junk is skipped. A state may
-    carry ``@<activated_at>`` (``DoneListener.deliver`` splits it off)."""
+    carry ``@<activated_at>`` (``DoneListener.deliver`` drops it). Which waiters to wake, no more."""
     out: dict[int, str] = {}
     for part in payload.split(","):
         lane_id, _, state = part.partition("=")
@@ -136,8 +142,7 @@ class DoneWaiter:
 
     def __init__(self) -> None:
         self.event = threading.Event()
-        self.state: str | None = None
-        self.activated_at: float | None = None  # from the payload, when the controller sent it
+        self.state: str | None = None  # what the payload claimed: a hint, never an answer
 
 
 class DoneListener:
@@ -176,12 +181,7 @@ class DoneListener:
         with self._lock:
             woken = [(w, st) for lane_id, st in states.items() for w in self._waiting.get(lane_id, ())]
         for waiter, state in woken:
-            state, _, at = state.partition("@")
-            try:
-                waiter.activated_at = float(at) if at else None
-            except ValueError:
-                waiter.activated_at = None
-            waiter.state = state
+            waiter.state = state.partition("@")[0]  # an active lane's ``@activated_at`` is not used
             waiter.event.set()
 
     def _wake_all(self) -> None:

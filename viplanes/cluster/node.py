@@ -9,9 +9,13 @@ Hand-off (``viplanes.cluster.handoff``): an API process commits a lane ``install
 master's hand-off round takes every lane waiting at that moment (``recover``: one batch, one
 barrier per switch, one transaction for all outcomes) and NOTIFYs the API processes in that
 transaction. An ended lane (released, revoked) is NOTIFYed too; its flows go in the same round
-(every ended lane of the round in one batch). ``sweep`` (at most once a second) catches what a
-lost notification missed and re-sends a lane whose spec changed (an extension's new hard
-timeout, a name's new addresses).
+(every ended lane of the round in one batch), once its committed row says it ended: a payload is
+only a wake-up, anyone who can log in may send one (``viplanes.cluster.wakeups``). ``sweep`` (at
+most once a second) re-derives the lanes to carry from the committed rows: it removes what they
+no longer list, sends again every ``active`` lane the runtime does not carry (lost from memory by
+whatever path) and re-sends a lane whose spec changed (an extension's new hard timeout, a
+name's new addresses). A carried lane whose flows vanished from a switch is the drift check's
+(``controller/runtime/drift.py``, every 2 s).
 """
 
 from __future__ import annotations
@@ -21,10 +25,11 @@ import threading
 import time
 from typing import Any
 
-from viplanes.domain.values import is_decimal
+from viplanes.cluster.wakeups import missing_live, not_carried, payload_ids
 
 log = logging.getLogger("viplanes.cluster.node")
 SWEEP_EVERY_S = 1.0
+UNHEARD_MAX = 256  # "check" answers per round for wake-ups no round recorded
 
 
 class ControllerNode:
@@ -39,6 +44,7 @@ class ControllerNode:
         self.scheduler: Any = None
         self.names: Any = None
         self._swept_at = 0.0
+        self._retry_at: dict[int, tuple[float, float]] = {}  # lost lane -> (next try, last wait)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.waker = Waker(db)
@@ -83,18 +89,46 @@ class ControllerNode:
                 self.scheduler = None
 
     def sweep(self) -> None:
-        """Remove flows of lanes that ended elsewhere; re-send lanes whose spec changed."""
+        """Make the carried lanes those the committed rows list: remove flows of lanes that
+        ended elsewhere, send again the active lanes the runtime lost, re-send lanes whose spec
+        changed."""
         if not self.plane.is_master:
             return
         carried = dict(self.plane.lanes)  # before the read: a lane activated after it stays
         desired = {spec.lane_id: spec for spec in self.manager.desired_lanes()}
         self.remove_ended({lane_id for lane_id in carried if lane_id not in desired})
+        self.restore_lost(desired, carried)
         for lane_id, spec in desired.items():
             old = carried.get(lane_id)
             if old is not None and old != spec:
                 result = self.plane.activate(spec)
                 if not result.ok:
                     log.warning("lane %d: re-send failed (%s)", lane_id, result.reason)
+
+    def restore_lost(self, desired: dict[Any, Any], carried: dict[Any, Any]) -> None:
+        """Send again every lane the database holds ``active`` that the runtime does not carry
+        (a removal it should not have made, a restart of its memory): back within one sweep.
+        Lanes through a switch not reconciled yet are its reconcile's (a new master's)."""
+        missing = [lane_id for lane_id in desired if lane_id not in carried]
+        lost = missing_live(self.db, missing) if missing else set()
+        now = time.monotonic()
+        for lane_id in [i for i in self._retry_at if i not in lost]:
+            del self._retry_at[lane_id]  # carried again, or ended
+        specs = [
+            desired[lane_id]
+            for lane_id in sorted(lost)
+            if lane_id not in self.plane.lanes
+            and self._retry_at.get(lane_id, (0.0, 0.0))[0] <= now
+            and not self.plane.unready(desired[lane_id])
+        ]
+        if not specs:
+            return
+        log.warning("%d active lanes were not carried (%s): sending them again", len(specs), [s.lane_id for s in specs])
+        for lane_id, result in self.plane.activate_many(specs).items():
+            if not result.ok:  # a switch refusing it: try again later, backing off to a minute
+                wait = min(60.0, max(SWEEP_EVERY_S, 2 * self._retry_at.get(lane_id, (0.0, 0.0))[1]))
+                self._retry_at[lane_id] = (now + wait, wait)
+                log.warning("lane %d: sending again failed (%s); next try in %.0f s", lane_id, result.reason, wait)
 
     def _committed(self, s: Any, states: dict[int, str], activated_at: float | None = None) -> None:
         """The lane manager recorded outcomes: the API processes hear it at the commit."""
@@ -123,6 +157,9 @@ class ControllerNode:
                     break
                 del self._recent[oldest]
             unheard = {lane_id: "check" for lane_id in lane_ids if lane_id not in self._recent}
+        # a forged flood of "lane:<id>" must not make the master NOTIFY without bound: a waiter
+        # left out reads its row after ``recheck_s`` anyway
+        unheard = dict(sorted(unheard.items())[:UNHEARD_MAX])
         if unheard:
             from viplanes.cluster.handoff import notify_done
 
@@ -130,8 +167,8 @@ class ControllerNode:
                 notify_done(s, unheard)
 
     def remove_ended(self, lane_ids: set[int]) -> None:
-        """Flows of lanes whose end an API process committed and NOTIFYed (never revived: an
-        ended state is terminal), all in one batch."""
+        """Flows of lanes whose committed rows say they ended (never revived: an ended state is
+        terminal), all in one batch."""
         carried = [lane_id for lane_id in sorted(lane_ids) if lane_id in self.plane.lanes]
         failure = self.plane.deactivate_many(carried)  # and any queued removal left over
         if failure:
@@ -139,9 +176,11 @@ class ControllerNode:
 
     def handoff_round(self, woken: list[str]) -> None:
         """One round of the master: activate every waiting lane, remove every ended one."""
-        wanted = {int(p[5:]) for p in woken if p.startswith("lane:") and is_decimal(p[5:])}
-        ended = {int(p[6:]) for p in woken if p.startswith("ended:") and is_decimal(p[6:])}
-        carried = [lane_id for lane_id in sorted(ended) if lane_id in self.plane.lanes]
+        wanted = payload_ids(woken, "lane:")  # recover reads the installing rows itself
+        ended = payload_ids(woken, "ended:")
+        named = [lane_id for lane_id in ended if lane_id in self.plane.lanes]
+        # only the rows decide: a forged "ended:<id>" of a live lane reads "active" and stays
+        carried = sorted(not_carried(self.db, named, self.manager.clock()))
         if carried:  # sent with this round's activations: one barrier per switch for both
             self.plane.queue_removals(carried)
         if wanted:

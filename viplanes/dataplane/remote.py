@@ -3,6 +3,7 @@
 ``RemoteDataplane.activate`` wakes the controllers and waits until the lane's row leaves
 ``installing``: the master controller's lane manager activates it, confirms with barriers and
 commits ``active`` or ``failed``, so the answer still means "installed on every switch". The
+answer is always the committed row read back: a notification only ends the wait early. The
 wake-ups both ways (NOTIFY, the one listening connection per API process) are
 ``viplanes.cluster.handoff``'s; its docstring tells the whole hand-off.
 """
@@ -72,10 +73,12 @@ class RemoteDataplane(DataplaneDefaults):
     def attach_source(self, desired_lanes: DesiredLanes) -> None:
         return None  # the controller reads the database itself
 
-    def _row_state(self, lane_id: int) -> tuple[str, str | None] | None:
-        with self.db.read() as s:
-            row = s.execute(sql_select(Lane.state, Lane.reason).where(Lane.id == lane_id)).first()
-        return None if row is None else (row[0], row[1])
+    def _row_state(self, lane_id: int) -> tuple[str, str | None, float | None] | None:
+        """(state, reason, activated_at) of the committed row: the only thing an answer rests on.
+        One statement in autocommit (PostgreSQL): one round trip on the answer's path."""
+        with self.db.read_connection() as conn:
+            row = conn.execute(sql_select(Lane.state, Lane.reason, Lane.activated_at).where(Lane.id == lane_id)).first()
+        return None if row is None else (row[0], row[1], row[2])
 
     def activate(self, lane: LaneSpec, timeout_s: float = 5.0) -> ActivationResult:
         t0 = time.perf_counter()
@@ -93,18 +96,20 @@ class RemoteDataplane(DataplaneDefaults):
             wait = self.poll_s
             while True:
                 if waiter is not None and self.listener.ready.is_set():
-                    heard = waiter.event.wait(max(0.0, min(self.recheck_s, deadline - time.monotonic())))
-                    if heard and waiter.state == "active":  # committed: no need to read it back
-                        return ActivationResult(
-                            True, "active", time.perf_counter() - t0, committed_at=waiter.activated_at
-                        )
+                    # a notification only says "look": anyone who can log in may send one
+                    waiter.event.wait(max(0.0, min(self.recheck_s, deadline - time.monotonic())))
                     waiter.event.clear()
                 row = self._row_state(lane.lane_id)
                 if row is None:
                     return ActivationResult(False, "lane vanished", time.perf_counter() - t0)
-                state, reason = row
+                state, reason, activated_at = row
                 if state != "installing":  # active (or an extension re-send), failed, ended
-                    return ActivationResult(state == "active", reason or state, time.perf_counter() - t0)
+                    return ActivationResult(
+                        state == "active",
+                        reason or state,
+                        time.perf_counter() - t0,
+                        committed_at=activated_at if state == "active" else None,
+                    )
                 if time.monotonic() >= deadline:
                     return ActivationResult(
                         False,

@@ -1,0 +1,30 @@
+"""A master controller's data plane without switches, for the split deployment's node tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from viplanes.dataplane.memory import MemoryDataplane
+
+
+class MasterPlane(MemoryDataplane):
+    """What the node needs of ``RoleController``: the carried lanes, master, batch removals."""
+
+    is_master = True
+    on_deposed: Any = None
+
+    @property
+    def lanes(self) -> dict[int, Any]:
+        return self.active
+
+    def queue_removals(self, lane_ids: Any) -> None:
+        for lane_id in lane_ids:
+            self.deactivate(lane_id)
+
+    def deactivate_many(self, lane_ids: list[int], timeout_s: float = 5.0) -> str | None:
+        for lane_id in lane_ids:
+            self.deactivate(lane_id)
+        return None
+
+    def set_role(self, master: bool, epoch: int) -> None:
+        return None
