@@ -78,7 +78,7 @@ def revoke_grant(grant_id: int) -> Any:
     ctx = _ctx()
     now = ctx.clock()
     with ctx.db.write() as s:
-        lane_ids = store.revoke_grant(s, grant_id, now)
+        lane_ids = store.revoke_grant(s, grant_id, now, actor=who.name)
         store.audit(s, now, who.name, "grant.revoke", f"grant:{grant_id}", "done", store.ended_lanes_reason(lane_ids))
         out = {"grant": grant_dict(store.get_grant(s, grant_id), now), "revoked_lanes": lane_ids}
     ctx.manager.revoke_lanes(lane_ids)

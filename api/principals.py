@@ -79,7 +79,7 @@ def disable_principal(name: str) -> Any:
     ctx = _ctx()
     now = ctx.clock()
     with ctx.db.write() as s:
-        p, lane_ids = store.disable_principal(s, _name(name), now)
+        p, lane_ids = store.disable_principal(s, _name(name), now, actor=who.name)
         reason = store.ended_lanes_reason(lane_ids)
         store.audit(s, now, who.name, "principal.disable", f"principal:{p.name}", "done", reason)
         out = {**principal_dict(p), "revoked_lanes": lane_ids}

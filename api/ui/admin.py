@@ -145,7 +145,7 @@ def grant_revoke(grant_id: int) -> ResponseReturnValue:
             )
     now = c.clock()
     with c.db.write() as s:
-        lane_ids = store.revoke_grant(s, grant_id, now)
+        lane_ids = store.revoke_grant(s, grant_id, now, actor=who.name)
         store.audit(s, now, who.name, "grant.revoke", f"grant:{grant_id}", "done", store.ended_lanes_reason(lane_ids))
     c.manager.revoke_lanes(lane_ids)
     return redirect(url_for("ui.grant", grant_id=grant_id))
@@ -184,7 +184,8 @@ def principal_action(name: str, action: str) -> ResponseReturnValue:
         name = store.get_principal(s, name).name
     if request.method == "GET":
         text = (
-            f"{name} can no longer sign in or use the API; their console sessions and live lanes end now."
+            f"{name} can no longer sign in or use the API; their console sessions and live lanes end "
+            "now and their bookings are cancelled."
             if action == "disable"
             else f"{name}'s current token stops working at once and their console sessions end; "
             "a new token is shown once."
@@ -201,7 +202,7 @@ def principal_action(name: str, action: str) -> ResponseReturnValue:
     lane_ids: list[int] = []
     with c.db.write() as s:
         if action == "disable":
-            _, lane_ids = store.disable_principal(s, name, now)
+            _, lane_ids = store.disable_principal(s, name, now, actor=who.name)
         else:
             token = store.rotate_token(s, name, now)
         reason = store.ended_lanes_reason(lane_ids)

@@ -81,11 +81,12 @@ def set_disabled(s: Session, name: str, disabled: bool = True) -> Principal:
     return p
 
 
-def disable_principal(s: Session, name: str, now: float) -> tuple[Principal, list[int]]:
-    """Disable ``name`` and revoke every live lane it owns (a lane is a hole in the firewall kept
-    open for a person the campus no longer trusts); returns the lanes to take off the switches."""
+def disable_principal(s: Session, name: str, now: float, actor: str = "system") -> tuple[Principal, list[int]]:
+    """Disable ``name`` and revoke every live lane it owns, bookings included (a lane is a hole
+    in the firewall kept open for a person the campus no longer trusts); each lane's revoke is
+    audited as ``actor``'s. Returns the lanes to take off the switches."""
     p = set_disabled(s, name, True)  # flushed by the next statement, as a grant's revoked_at is
-    return p, end_principal_lanes(s, p.id, f"principal {p.name} disabled", now)
+    return p, end_principal_lanes(s, p.id, f"principal {p.name} disabled", now, actor)
 
 
 def ended_lanes_reason(lane_ids: Sequence[int]) -> str:
@@ -264,14 +265,15 @@ def rule_of(g: Grant) -> GrantRule:
     )
 
 
-def revoke_grant(s: Session, grant_id: int, now: float) -> list[int]:
-    """Revoke the grant and end its live lanes; returns the ids of lanes to take down."""
+def revoke_grant(s: Session, grant_id: int, now: float, actor: str = "system") -> list[int]:
+    """Revoke the grant and end its live lanes, bookings included (each audited as ``actor``'s);
+    returns the ids of lanes to take down."""
     g = get_grant(s, grant_id, lock=True)  # waits for lane requests deciding on this grant
     if g.revoked_at is not None:
         raise Conflict(f"grant {grant_id} is already revoked", code="already_revoked")
     g.revoked_at = now
     # the lanes move as the state table says (viplanes/lanes/states.py: revoke, from a live state)
-    return end_grant_lanes(s, grant_id, f"grant {grant_id} revoked", now)
+    return end_grant_lanes(s, grant_id, f"grant {grant_id} revoked", now, actor)
 
 
 # --- audit -----------------------------------------------------------------------------------

@@ -239,21 +239,29 @@ def end_lane(conn: Connection, lane_id: int, values: dict[str, object]) -> bool:
     return rawsql.write(conn, _END_LANE, {**values, "lane_id_": lane_id})[0] == 1
 
 
-def end_grant_lanes(s: Session, grant_id: int, reason: str, now: float) -> list[int]:
+def end_grant_lanes(s: Session, grant_id: int, reason: str, now: float, actor: str = "system") -> list[int]:
     """Revoke the live lanes of a grant in ``s``'s transaction (after its pending changes are
     flushed, as any statement of a Session): the ids of the lanes it ended."""
-    return _revoke_selected(s, _GRANT_LANES, {"grant_id": grant_id}, reason, now)
+    return _revoke_selected(s, _GRANT_LANES, {"grant_id": grant_id}, reason, now, actor)
 
 
-def end_principal_lanes(s: Session, principal_id: int, reason: str, now: float) -> list[int]:
+def end_principal_lanes(s: Session, principal_id: int, reason: str, now: float, actor: str = "system") -> list[int]:
     """Revoke the live lanes a principal owns (it is being disabled), as ``end_grant_lanes``."""
-    return _revoke_selected(s, _PRINCIPAL_LANES, {"principal_id": principal_id}, reason, now)
+    return _revoke_selected(s, _PRINCIPAL_LANES, {"principal_id": principal_id}, reason, now, actor)
 
 
-def _revoke_selected(s: Session, select_ids: Any, params: dict[str, Any], reason: str, now: float) -> list[int]:
+def _revoke_selected(
+    s: Session, select_ids: Any, params: dict[str, Any], reason: str, now: float, actor: str
+) -> list[int]:
+    """End the selected lanes (bookings too: ``scheduled`` is live) with one audit row each, by
+    ``actor``, so every lane's own history says why it ended."""
     ids = [row[0] for row in s.execute(select_ids, params)]
     if ids:
         s.execute(_END_LANES, {**states.ending(states.REVOKED, reason, now), "ids": ids})
+        rows = [
+            {"at": now, "actor": actor, "action": "lane.revoke", "target": f"lane:{i}", "decision": "done"} for i in ids
+        ]
+        s.execute(_INSERT_AUDIT, [{**row, "reason": reason[:2000]} for row in rows])
     return ids
 
 
