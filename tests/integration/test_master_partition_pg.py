@@ -118,11 +118,11 @@ def test_a_master_cut_off_from_the_database_stops_writing_at_its_deadline(pg_clu
             time.sleep(1.5)
             late = [round(t - deadline, 3) for t in counted.flow_mods if t >= deadline]
             down_s = round(t_down - t_freeze, 2)
+            down = f"+{down_s:.2f} s" if stepped_down else "never (before the thaw)"
+            led = f"+{t_standby - t_freeze:.2f} s" if standby_led else "never"
             print(
-                f"\nfrozen at 0: deadline +{deadline - t_freeze:.2f} s, master stepped down "
-                f"{'+%.2f s' % down_s if stepped_down else 'never (before the thaw)'}, standby led "
-                f"{'+%.2f s' % (t_standby - t_freeze) if standby_led else 'never'}, thaw +{t_thaw - t_freeze:.2f} s; "
-                f"flow-mods after the deadline: {len(late)}"
+                f"\nfrozen at 0: deadline +{deadline - t_freeze:.2f} s, master stepped down {down}, "
+                f"standby led {led}, thaw +{t_thaw - t_freeze:.2f} s; flow-mods after the deadline: {len(late)}"
             )
             record_property("step_down_after_freeze_s", down_s)
             assert stepped_down and t_down <= deadline + 0.5, (down_s, deadline - t_freeze)
