@@ -185,11 +185,13 @@ class LeaderLease:
         return None if row is None else int(row[0])
 
     def release(self) -> None:
-        """Give the lease back at once (clean shutdown): a standby need not wait for expiry."""
+        """Give the lease back at once (clean shutdown): a standby need not wait for expiry. It
+        ends *now* on the database's clock, not at 0, so the API processes can tell a hand-over
+        under way from no controller at all (``RemoteDataplane.HANDOVER_GRACE_S``)."""
         self._deadline = 0.0
         with self.db.write() as s:
             s.execute(
-                text("UPDATE controller_lease SET expires_at = 0 WHERE name = :name AND holder = :me"),
+                text(f"UPDATE controller_lease SET expires_at = {self._now} WHERE name = :name AND holder = :me"),
                 {"name": self.name, "me": self.holder},
             )
 
