@@ -10,7 +10,7 @@ from pathlib import Path
 from sqlalchemy import text
 
 from viplanes.cluster.leader import LeaderLease
-from viplanes.dataplane.remote import HANDOVER_GRACE_S, RemoteDataplane
+from viplanes.dataplane.remote import RemoteDataplane
 from viplanes.store.db import Database
 from viplanes.store.migrations import upgrade
 
@@ -29,7 +29,9 @@ def test_a_released_lease_is_a_hand_over_for_the_grace_only(tmp_path: Path) -> N
         plane._alive_until = 0.0
         assert plane.unready(None) == []  # type: ignore[arg-type]  # accepted; the new master installs it
         with db.write() as s:  # the grace ran out and nobody took the lease
-            s.execute(text("UPDATE controller_lease SET expires_at = expires_at - :g"), {"g": HANDOVER_GRACE_S + 0.1})
+            s.execute(
+                text("UPDATE controller_lease SET expires_at = expires_at - :g"), {"g": 2.6}
+            )  # HANDOVER_GRACE_S is 2.5
         plane._alive_until = 0.0
         assert plane.unready(None) == NO_MASTER  # type: ignore[arg-type]
     finally:
