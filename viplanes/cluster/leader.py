@@ -61,7 +61,7 @@ _NOW = {"postgresql": "extract(epoch from clock_timestamp())", "sqlite": "((juli
 
 OnChange = Callable[[bool, int], None]  # (is_leader, epoch)
 
-# one round trip: both settings end with the transaction (set_config(..., is_local => true))
+# one round trip: the three settings end with the transaction (set_config(..., is_local => true))
 _GUARD_PG = text(
     "SELECT set_config('idle_in_transaction_session_timeout', :idle, true), set_config('lock_timeout', :lock, true), "
     "set_config('statement_timeout', :stmt, true)"
@@ -191,7 +191,10 @@ class LeaderLease:
         self._deadline = 0.0
         with self.db.write() as s:
             s.execute(
-                text(f"UPDATE controller_lease SET expires_at = {self._now} WHERE name = :name AND holder = :me"),
+                # 10 ms in the past: taking needs ``expires_at < now``, and SQLite's clock has ms steps
+                text(
+                    f"UPDATE controller_lease SET expires_at = {self._now} - 0.01 WHERE name = :name AND holder = :me"
+                ),
                 {"name": self.name, "me": self.holder},
             )
 
