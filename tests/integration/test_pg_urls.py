@@ -31,8 +31,10 @@ def empty_database(pg_cluster, name: str) -> str:
 
 def url_forms(pg_cluster, db: str) -> dict[str, str]:
     dead = free_port()
-    pg_cluster._admin("DROP ROLE IF EXISTS vl_pct")
-    pg_cluster._admin("CREATE ROLE vl_pct LOGIN SUPERUSER PASSWORD 'p%w@rd:50%'")
+    pg_cluster._admin(  # once per cluster (it owns what the tests migrate)
+        "DO $$ BEGIN CREATE ROLE vl_pct LOGIN SUPERUSER PASSWORD 'p%w@rd:50%'; "
+        "EXCEPTION WHEN duplicate_object THEN NULL; END $$"
+    )
     return {
         "multi-host": f"postgresql://postgres@127.0.0.1:{dead},127.0.0.1:{pg_cluster.port}/{db}"
         "?target_session_attrs=read-write",
@@ -92,3 +94,21 @@ def test_every_connection_carries_keepalives_and_timeouts(pg_cluster) -> None:
             assert got.get("tcp_user_timeout") == "10000" and got.get("connect_timeout") == "5", got
     finally:
         db.dispose()
+
+
+def test_the_cli_migrates_with_an_encoded_password(pg_cluster) -> None:
+    """What ``controller cluster`` and ``db upgrade`` do at start-up, as a process: on main the
+    migration runner crashed on the '%' (alembic's ConfigParser interpolation)."""
+    import subprocess
+    import sys
+
+    name = empty_database(pg_cluster, "vl_url_cli")
+    url = url_forms(pg_cluster, name)["percent-password"]
+    out = subprocess.run(
+        [sys.executable, "-m", "viplanes.cli.main", "db", "upgrade", "--db", url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0 and "schema at" in out.stdout, (out.stdout, out.stderr)
+    assert "vl_pct:***@" in out.stdout and "p%25w" not in out.stdout + out.stderr
