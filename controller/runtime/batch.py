@@ -302,7 +302,7 @@ class Changes:
             if failure is None:
                 continue
             lane = by_id[lane_id]
-            if not state.is_master and "not master" not in failure:
+            if not state.may_write() and "not master" not in failure:
                 failure = f"{failure} (this controller is not master any more)"
             if lane_id not in state.lanes:
                 # fail closed: no half-installed lane stays behind. A lane already carried

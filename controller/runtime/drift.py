@@ -143,7 +143,9 @@ class DriftWatch:
         """One round over the connected switches; the dpids it reconciled. Suspect switches
         are all handled; counts are probed on at most ``PROBES_PER_ROUND`` switches, round
         robin, so a campus of hundreds of switches costs what one of 32 does (issue 13)."""
-        fixed = []
+        fixed: list[int] = []
+        if not self.state.may_write():  # a deposed master plans no repair (its view may be stale)
+            return fixed
         ready = [dpid for dpid in sorted(self.state.connected) if dpid in self.state.reconciled]
         # suspects include connected switches whose reconcile did not complete (no flow stats
         # in time, a database error): not ready until one does
@@ -212,6 +214,8 @@ class DriftWatch:
         return time.monotonic() < not_before
 
     def _drift_reconcile(self, dpid: int) -> reconcile.Plan | None:
+        if not self.state.may_write():  # the lease ran out during this round's probes
+            return None
         self.drift_reconciles += 1
         _, delay = self._calm.get(dpid, (0.0, 0.0))
         self._calm[dpid] = (time.monotonic() + delay, min(BACKOFF_MAX_S, max(DRIFT_PERIOD_S, delay * 2)))

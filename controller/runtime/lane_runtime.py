@@ -133,12 +133,18 @@ class LaneRuntime(DataplaneDefaults):
 
     @property
     def is_master(self) -> bool:
-        """False: a standby controller (roles.py) that must not write."""
-        return self.state.is_master
+        """False: a standby controller (roles.py), or a master whose lease ran out on its own
+        clock (``gate_writes``): it must not write."""
+        return self.state.may_write()
 
     @is_master.setter
     def is_master(self, master: bool) -> None:
         self.state.is_master = master
+
+    def gate_writes(self, lease_valid: Callable[[], bool]) -> None:
+        """Writes (and ``is_master``) also need ``lease_valid()``: a cluster node passes its
+        lease's deadline check, which reads no database (``viplanes.cluster.leader``)."""
+        self.state.write_gate = lease_valid
 
     @property
     def switch_wait_s(self) -> float:

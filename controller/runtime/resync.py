@@ -190,6 +190,9 @@ class Resync:
         activations go on meanwhile; lanes activated or removed since the desired lanes were
         read are left out of the plan (their own change already did the right thing)."""
         t0 = time.perf_counter()
+        if not self.state.may_write():  # not master (any more): it would plan from a stale view
+            LOG.info("%s: not reconciled, this controller may not write", self.state.switch_name(dpid))
+            return None
         if self.state.topology is not None and self.state.topology.switch_by_dpid(dpid) is None:
             LOG.warning(
                 "%s is not in topology %s: nothing installed", self.state.switch_name(dpid), self.state.topology.name
@@ -277,6 +280,8 @@ class Resync:
 
     def reconcile_all(self) -> None:
         """Every switch, and forget lanes the source no longer wants (the periodic round)."""
+        if not self.state.may_write():
+            return
         if self.state.source is not None and self.state.topology is not None:
             with self.state.reading() as generation:
                 try:

@@ -71,6 +71,9 @@ class SwitchState:
         self.source: DesiredLanes | None = None  # the lane service's desired lanes (reconcile)
         self.handshakes: HandshakeGauge | None = None  # the listener's (EmbeddedController)
         self.is_master = True  # False: a standby controller (roles.py) that must not write
+        # the lease's own clock (``LaneRuntime.gate_writes``): False once its deadline passed,
+        # whatever the role bit says; None (one controller, no lease) never closes
+        self.write_gate: Callable[[], bool] | None = None
         self.switch_wait_s = SWITCH_WAIT_S
         # the switches and what they carry
         self.connected: set[int] = set()
@@ -99,6 +102,12 @@ class SwitchState:
         # switches a change was not confirmed on: the drift round reconciles them (set.update
         # and set.discard are atomic; no lock)
         self.suspect: set[int] = set()
+
+    def may_write(self) -> bool:
+        """Master, and (in a cluster) the lease still ours on its local deadline: every path
+        that writes to a switch asks this, so a master cut off from the database stops writing
+        at its deadline, not when a switch refuses it (issue 28)."""
+        return self.is_master and (self.write_gate is None or self.write_gate())
 
     def switch_name(self, dpid: int) -> str:
         sw = self.topology.switch_by_dpid(dpid) if self.topology else None

@@ -61,7 +61,7 @@ class Wire:
         state = self.state
         if dpid not in state.connected:
             return f"{state.switch_name(dpid)} not connected"
-        if not state.is_master:
+        if not state.may_write():
             return f"{state.switch_name(dpid)} not changed: this controller is not master"
         barrier = parser.OFPBarrierRequest(None)
         barrier.set_xid(state.xid())
@@ -90,7 +90,7 @@ class Wire:
         """Send to every switch at once, then wait for all barriers. None, or the first failure
         (a standby says so: the lane manager then leaves the lane to the master)."""
         failure = self.send_all(per_dpid, timeout_s, tolerate)()
-        if failure and not self.state.is_master and "not master" not in failure:
+        if failure and not self.state.may_write() and "not master" not in failure:
             failure = f"{failure} (this controller is not master any more)"
         return failure
 

@@ -114,8 +114,7 @@ def api(db_url: str, listen: str, workers: int, threads: int, topology_path: str
     except OSError as exc:
         raise click.ClickException(f"--listen {listen}: {exc.strerror or exc}") from None
     click.echo(
-        f"viplanes api: http://{host}:{port}  {workers} processes x {threads} threads  "
-        f"db {db.engine.url.render_as_string(hide_password=True)}",
+        f"viplanes api: http://{host}:{port}  {workers} processes x {threads} threads  db {db.display_url}",
         err=True,
     )
     sys.stderr.flush()

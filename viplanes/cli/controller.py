@@ -137,8 +137,7 @@ def cluster(
     except (RuntimeError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(
-        f"viplanes controller: OpenFlow {host}:{port}  holder {node.lease.holder}  "
-        f"db {db.engine.url.render_as_string(hide_password=True)}",
+        f"viplanes controller: OpenFlow {host}:{port}  holder {node.lease.holder}  db {db.display_url}",
         err=True,
     )
     try:

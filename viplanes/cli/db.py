@@ -34,7 +34,7 @@ def upgrade(db_url: str | None, revision: str) -> None:
     try:
         d = _database(db_url)
         run(d.engine, revision)
-        click.echo(f"{d.engine.url.render_as_string(hide_password=True)}: schema at {current(d.engine)}")
+        click.echo(f"{d.display_url}: schema at {current(d.engine)}")
         d.dispose()
     except Exception as exc:  # SQLAlchemy, and alembic's plain exceptions for bad revisions
         click.echo(f"error: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", err=True)

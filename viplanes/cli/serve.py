@@ -151,7 +151,7 @@ def serve(
             raise click.ClickException(f"--api {api_addr}: {exc.strerror or exc}") from None
         click.echo(
             f"viplanes: API http://{api_host}:{api_port}  OpenFlow {of[0]}:{of[1]} ({_of_mode(dataplane, security)})  "
-            f"topology {topology.name}  db {ctx.db.engine.url.render_as_string(hide_password=True)}",
+            f"topology {topology.name}  db {ctx.db.display_url}",
             err=True,
         )
         sys.stderr.flush()

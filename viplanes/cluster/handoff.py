@@ -122,10 +122,7 @@ def parse_done(payload: str) -> dict[int, str]:
 
 def raw_connection(db: Database) -> Any:
     """A psycopg2 connection of its own (never one the pool lends to other threads), autocommit."""
-    import psycopg2
-
-    url = db.engine.url.set(drivername="postgresql")
-    conn = psycopg2.connect(url.render_as_string(hide_password=False))
+    conn = db.raw_connection()  # the URL as given to libpq, with keepalives and timeouts
     conn.autocommit = True
     return conn
 

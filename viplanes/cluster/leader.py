@@ -21,7 +21,17 @@ freeze lasts: no failover at all (a CI run caught it: 14 s with the master stopp
 resumed). So on PostgreSQL each lease transaction first sets, for itself only,
 ``idle_in_transaction_session_timeout`` (half a lease: the server ends a session that sits in the
 transaction that long, which rolls the renewal back and frees the row) and ``lock_timeout`` (one
-renewal period: a standby's round reports an error instead of hanging, and tries again).
+renewal period: a standby's round reports an error instead of hanging, and tries again), and
+``statement_timeout`` (one lease: no renewal statement runs past the lease it would renew).
+
+The deadline is kept by a thread of its own (``_watch``) that never touches the database: a
+master cut off from PostgreSQL had its renewal thread blocked inside the hung query (the
+connection's packets dropped: nothing returns, whatever the server-side timeouts) and stayed
+master until the partition healed, 12 s later. The watchdog steps it down at its local deadline
+(``on_change(False, ...)``: SLAVE to the switches, the scheduler stopped), and the plane's writes
+are gated on ``is_leader`` itself (``LaneRuntime.gate_writes``), so not one flow-mod leaves after
+the deadline even before the watchdog has run. A renewal that answers only after the deadline it
+would have extended does not count (the next round, if the lease is still ours, takes it again).
 
 Works on SQLite too (one controller, ``viplanes serve``-style runs and unit tests).
 """
@@ -51,9 +61,10 @@ _NOW = {"postgresql": "extract(epoch from clock_timestamp())", "sqlite": "((juli
 
 OnChange = Callable[[bool, int], None]  # (is_leader, epoch)
 
-# one round trip: both settings end with the transaction (set_config(..., is_local => true))
+# one round trip: the three settings end with the transaction (set_config(..., is_local => true))
 _GUARD_PG = text(
-    "SELECT set_config('idle_in_transaction_session_timeout', :idle, true), set_config('lock_timeout', :lock, true)"
+    "SELECT set_config('idle_in_transaction_session_timeout', :idle, true), set_config('lock_timeout', :lock, true), "
+    "set_config('statement_timeout', :stmt, true)"
 )
 
 
@@ -93,9 +104,16 @@ class LeaderLease:
         self._leading = False
         self._now = now_sql(db)
         self._pg = db.engine.dialect.name == "postgresql"
-        self._guard = {"idle": str(max(1, int(lease_s * 500))), "lock": str(max(1, int(renew_s * 1000)))}
+        self._guard = {
+            "idle": str(max(1, int(lease_s * 500))),
+            "lock": str(max(1, int(renew_s * 1000))),
+            "stmt": str(max(1, int(lease_s * 1000))),
+        }
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._watchdog: threading.Thread | None = None
+        # one gain or loss at a time: the renewal thread and the deadline watchdog both decide
+        self._transition = threading.RLock()
         self._reclaim = threading.Event()
         self._ensure_row()
 
@@ -167,11 +185,16 @@ class LeaderLease:
         return None if row is None else int(row[0])
 
     def release(self) -> None:
-        """Give the lease back at once (clean shutdown): a standby need not wait for expiry."""
+        """Give the lease back at once (clean shutdown): a standby need not wait for expiry. It
+        ends *now* on the database's clock, not at 0, so the API processes can tell a hand-over
+        under way from no controller at all (``RemoteDataplane.HANDOVER_GRACE_S``)."""
         self._deadline = 0.0
         with self.db.write() as s:
             s.execute(
-                text("UPDATE controller_lease SET expires_at = 0 WHERE name = :name AND holder = :me"),
+                # 10 ms in the past: taking needs ``expires_at < now``, and SQLite's clock has ms steps
+                text(
+                    f"UPDATE controller_lease SET expires_at = {self._now} - 0.01 WHERE name = :name AND holder = :me"
+                ),
                 {"name": self.name, "me": self.holder},
             )
 
@@ -207,14 +230,22 @@ class LeaderLease:
         except Exception as exc:
             log.warning("lease %s: database error (%s)", self.name, str(exc).splitlines()[0])
             epoch = self.epoch if self.is_leader else None
-        if epoch is not None and (not self._leading or epoch != self.epoch):
-            self._set(True, epoch)
-        elif epoch is None and (self._leading or self.seen_epoch != self.epoch):
-            self._set(False, self.seen_epoch if not self._leading else max(self.epoch, self.seen_epoch))
+        with self._transition:
+            if epoch is not None and time.monotonic() >= self._deadline:
+                log.warning("lease %s: the renewal answered after its own deadline; not counted", self.name)
+                epoch = None
+            if epoch is not None and (not self._leading or epoch != self.epoch):
+                self._set(True, epoch)
+            elif epoch is None and (self._leading or self.seen_epoch != self.epoch):
+                self._set(False, self.seen_epoch if not self._leading else max(self.epoch, self.seen_epoch))
         return self.is_leader
 
     def _set(self, leading: bool, epoch: int) -> None:
         """A gain, a loss, or (not leading) a new epoch someone else took: on_change hears all."""
+        with self._transition:
+            self._change(leading, epoch)
+
+    def _change(self, leading: bool, epoch: int) -> None:
         was, self._leading, self.epoch = self._leading, leading, epoch
         state = "now MASTER" if leading else "lost, now SLAVE" if was else "standby"
         log.info("lease %s: %s (epoch %d, holder %s)", self.name, state, epoch, self.holder)
@@ -228,21 +259,37 @@ class LeaderLease:
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="viplanes-lease", daemon=True)
         self._thread.start()
+        self._watchdog = threading.Thread(target=self._watch, name="viplanes-lease-deadline", daemon=True)
+        self._watchdog.start()
 
     def _run(self) -> None:
         while True:
             self.round()
-            # a holder whose renewals stopped answering steps down at its deadline, not later
-            wait = self.renew_s
-            if self._leading:
-                wait = max(0.0, min(wait, self._deadline - time.monotonic()))
-            if self._stop.wait(wait):
+            if self._stop.wait(self.renew_s):
                 return
+
+    def expire_if_due(self) -> bool:
+        """Step down if the lease we lead on has passed its local deadline (no database)."""
+        with self._transition:
             if self._leading and time.monotonic() >= self._deadline:
+                log.warning("lease %s: no renewal answered before the deadline; stepping down", self.name)
                 self._set(False, self.epoch)
+                return True
+        return False
+
+    def _watch(self) -> None:
+        """Sleeps until the current deadline (it only moves later), then checks again: the
+        step-down lands at the deadline itself however long a renewal hangs."""
+        while True:
+            self.expire_if_due()
+            wait = self._deadline - time.monotonic() if self._leading else self.renew_s
+            if self._stop.wait(min(max(0.0, wait), self.renew_s)):
+                return
 
     def stop(self, release: bool = True) -> None:
         self._stop.set()
+        if self._watchdog is not None:
+            self._watchdog.join(2.0)
         if self._thread is not None:
             self._thread.join(5.0)
         if release and self._leading:

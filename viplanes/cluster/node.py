@@ -61,6 +61,7 @@ class ControllerNode:
             manager.announced_hook = self._announced
         self.lease = LeaderLease(db, on_change=self._on_lease)
         plane.on_deposed = self._deposed
+        plane.gate_writes(lambda: self.lease.is_leader)  # no flow-mod past the lease's own deadline
         self.reporter = StatusReporter(db, plane, self.lease.holder)  # switch readiness, lane counters
 
     def _on_lease(self, master: bool, epoch: int) -> None:

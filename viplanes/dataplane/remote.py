@@ -25,6 +25,12 @@ from viplanes.store.db import Database
 from viplanes.store.models import Lane
 
 ALIVE_CACHE_S = 0.25  # how long the API trusts "a controller holds the lease" without asking
+# a lease that ended less than this ago still counts as a master: a standby takes a released or
+# expired lease within one renewal period (0.5 s) and then recovers every lane left
+# ``installing``, so a request in that gap is accepted and waits (``activate``) instead of a 503.
+# A graceful stop of the master gave clients 2.4-6.8 s of 503 without it (issue 28); a crash gave
+# none only because its lease ran on for 2 s. Past the grace, no controller: 503 as before.
+HANDOVER_GRACE_S = 2.5  # LEASE_S + RENEW_S of viplanes.cluster.leader
 
 
 class RemoteDataplane(DataplaneDefaults):
@@ -131,8 +137,9 @@ class RemoteDataplane(DataplaneDefaults):
         return read_lane_counters(self.db, lane_id)
 
     def _master_alive(self) -> bool:
-        """Some controller holds an unexpired lease. A yes is remembered for at most
-        ``ALIVE_CACHE_S`` and never past that lease's own expiry: one query per request saved."""
+        """Some controller holds an unexpired lease, or held one until less than
+        ``HANDOVER_GRACE_S`` ago (a hand-over under way). A yes is remembered for at most
+        ``ALIVE_CACHE_S`` and never past that grace: one query per request saved."""
         if time.monotonic() < self._alive_until:
             return True
         now = (
@@ -147,9 +154,9 @@ class RemoteDataplane(DataplaneDefaults):
                 ).scalar()
         except Exception:
             return True
-        if left is None or left <= 0:
+        if left is None or float(left) + HANDOVER_GRACE_S <= 0:
             return False
-        self._alive_until = time.monotonic() + min(float(left), ALIVE_CACHE_S)
+        self._alive_until = time.monotonic() + min(float(left) + HANDOVER_GRACE_S, ALIVE_CACHE_S)
         return True
 
     def unready(self, lane: LaneSpec) -> list[str]:

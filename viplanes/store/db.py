@@ -23,6 +23,7 @@ resolved and switches written outside them), so 10 s is far above any legitimate
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 import time
@@ -30,13 +31,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
-from sqlalchemy import Connection, CursorResult, Engine, Executable, create_engine, event, text
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy import URL, Connection, CursorResult, Engine, Executable, create_engine, event, make_url, text
+from sqlalchemy.exc import ArgumentError, DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
+from viplanes.store import pgconnect
 from viplanes.store.lanesql import prepared as pg_prepare
 from viplanes.store.lanesql import sqlite as rawsql
+from viplanes.store.pgconnect import PgSettings
 from viplanes.store.sqlite_wal import BACKSTOP_PAGES, WalCheckpointer
 
 DEFAULT_DB_URL = "sqlite:///viplanes.db"  # ./viplanes.db, relative to the working directory
@@ -58,7 +61,13 @@ def resolve_db_url(url: str | None = None) -> str:
     return url
 
 
-def make_engine(url: str, pool_size: int = 10, idle_in_transaction_s: float = IDLE_IN_TRANSACTION_S) -> Engine:
+def make_engine(
+    url: str,
+    pool_size: int = 10,
+    idle_in_transaction_s: float = IDLE_IN_TRANSACTION_S,
+    settings: PgSettings | None = None,
+) -> Engine:
+    """SQLite, or PostgreSQL through ``pgconnect`` (``settings``: its per-connection bounds)."""
     url = resolve_db_url(url)
     if url.startswith("sqlite"):
         engine = create_engine(
@@ -70,12 +79,14 @@ def make_engine(url: str, pool_size: int = 10, idle_in_transaction_s: float = ID
         )
         _sqlite_setup(engine)
         return engine
+    settings = settings or PgSettings(idle_in_transaction_s=idle_in_transaction_s)
+    # libpq parses the URL (multi-host, target_session_attrs, %-escapes): ``pgconnect``
     engine = create_engine(
-        url,
+        _engine_url(url),
+        creator=functools.partial(pgconnect.connect, url, settings),
         pool_size=pool_size,
         max_overflow=30,
         pool_timeout=60,
-        connect_args=_pg_session_options(url, idle_in_transaction_s),
     )
     _ping_idle_connections(engine)
     if engine.dialect.driver == "psycopg2":
@@ -83,12 +94,13 @@ def make_engine(url: str, pool_size: int = 10, idle_in_transaction_s: float = ID
     return engine
 
 
-def _pg_session_options(url: str, idle_in_transaction_s: float) -> dict[str, str]:
-    """libpq ``options`` for every pooled connection (no round trip of its own); a URL that
-    already sets ``options`` keeps its own."""
-    if "options=" in url:
-        return {}
-    return {"options": f"-c idle_in_transaction_session_timeout={max(1, int(idle_in_transaction_s * 1000))}"}
+def _engine_url(url: str) -> str | URL:
+    """What SQLAlchemy keeps as ``engine.url`` (its dialect, logs, tools): the URL where it can
+    parse it, else the bare driver (a multi-host URL). Connections never use it (``creator``)."""
+    try:
+        return make_url(url)
+    except (ValueError, ArgumentError):
+        return "postgresql+psycopg2://"
 
 
 PING_IDLE_S = 0.5  # a pooled connection idle longer than this is pinged before it is lent
@@ -145,10 +157,15 @@ class Database:
     """One engine, one session factory; ``read()`` and ``write()`` are single transactions."""
 
     def __init__(
-        self, url: str | None = None, pool_size: int = 10, idle_in_transaction_s: float = IDLE_IN_TRANSACTION_S
+        self,
+        url: str | None = None,
+        pool_size: int = 10,
+        idle_in_transaction_s: float = IDLE_IN_TRANSACTION_S,
+        settings: PgSettings | None = None,
     ) -> None:
         self.url = resolve_db_url(url)
-        self.engine = make_engine(self.url, pool_size=pool_size, idle_in_transaction_s=idle_in_transaction_s)
+        self.pg_settings = settings or PgSettings(idle_in_transaction_s=idle_in_transaction_s)
+        self.engine = make_engine(self.url, pool_size=pool_size, settings=self.pg_settings)
         self.is_sqlite = self.engine.dialect.name == "sqlite"
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         # re-entrant: a nested write in the same thread would otherwise deadlock on this lock
@@ -245,6 +262,18 @@ class Database:
                 session.execute(_ADVISORY_LOCK, {"k": key})
             else:
                 session.execute(_ADVISORY_LOCKS_2, {"k": key, "k2": then})
+
+    @property
+    def display_url(self) -> str:
+        """The URL for logs and status lines, password hidden."""
+        return pgconnect.redact(self.url)
+
+    def raw_connection(self) -> Any:
+        """PostgreSQL: a psycopg2 connection of its own, outside the pool (LISTEN, NOTIFY), with
+        the pool's bounds and the URL as given."""
+        if self.is_sqlite:
+            raise RuntimeError("raw_connection is for PostgreSQL")
+        return pgconnect.connect(self.url, self.pg_settings)
 
     def dispose(self) -> None:
         if self._checkpointer is not None:

@@ -62,7 +62,7 @@ def test_a_deposed_node_holding_the_lease_claims_the_switches_again(lease_db) ->
     from viplanes.cluster.node import ControllerNode
 
     roles: list[tuple[bool, int]] = []
-    plane = SimpleNamespace(is_master=False, lanes={}, on_deposed=None)
+    plane = SimpleNamespace(is_master=False, lanes={}, on_deposed=None, gate_writes=lambda gate: None)
 
     def set_role(master: bool, epoch: int) -> None:
         roles.append((master, epoch))

@@ -19,8 +19,9 @@ def alembic_config(engine: Engine | None = None) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(HERE))
     if engine is not None:
+        # the engine only: a URL in the ConfigParser would be %-interpolated (an encoded
+        # password crashed start-up) and a multi-host URL cannot be parsed by SQLAlchemy
         cfg.attributes["engine"] = engine
-        cfg.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
     return cfg
 
 
