@@ -39,10 +39,10 @@ def _listener(campus_pki: Path):
 def _switch_gets_hello(port: int, ctx: ssl.SSLContext, timeout_s: float = 2.0) -> bool:
     """One connect as a switch: TLS with a campus certificate, then the controller's OFPT_HELLO."""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as raw:
-            with ctx.wrap_socket(raw) as tls:
-                data = tls.recv(8)
-                return len(data) >= 2 and data[1] == 0  # OFPT_HELLO
+        raw = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
+        with raw, ctx.wrap_socket(raw) as tls:
+            data = tls.recv(8)
+            return len(data) >= 2 and data[1] == 0  # OFPT_HELLO
     except (ssl.SSLError, OSError):
         return False
 
@@ -147,9 +147,9 @@ def test_many_hosts_of_one_slash24_share_its_budget_of_unfinished_handshakes(cam
 
 def _switch_gets_hello_from(port: int, ctx: ssl.SSLContext, source: str) -> bool:
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=2, source_address=(source, 0)) as raw:
-            with ctx.wrap_socket(raw) as tls:
-                data = tls.recv(8)
-                return len(data) >= 2 and data[1] == 0
+        raw = socket.create_connection(("127.0.0.1", port), timeout=2, source_address=(source, 0))
+        with raw, ctx.wrap_socket(raw) as tls:
+            data = tls.recv(8)
+            return len(data) >= 2 and data[1] == 0
     except (ssl.SSLError, OSError):
         return False
