@@ -90,6 +90,8 @@ def admitted(tmp_path) -> Iterator[Admitted]:
                     "--tick",
                     "0.5",
                     *ovs.security_args,
+                    # the defaults, over the lab's lifted caps (its switches share 127.0.0.1)
+                    *("--of-unfinished-per-prefix", "64", "--of-unfinished-total", "128"),
                 ],
                 stdout=out,
                 stderr=out,
