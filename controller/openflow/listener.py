@@ -24,7 +24,7 @@ from viplanes.controller.openflow.denylist import DenyList
 from viplanes.controller.openflow.echo import EchoSweeper
 from viplanes.controller.openflow.handshakes import HandshakeGauge
 from viplanes.controller.openflow.peerauth import SourceLimiter
-from viplanes.controller.openflow.preadmit import Ticket, Unfinished
+from viplanes.controller.openflow.preadmit import LogBudget, Ticket, Unfinished
 from viplanes.controller.openflow.server import FlowStatsHook, GuardedDatapath
 from viplanes.controller.openflow.tls import ContextSource, TLSChannel
 from viplanes.pki import cert_sha256
@@ -71,6 +71,7 @@ class OpenFlowServer:
         # every connection before the end of its TLS handshake holds a place here (preadmit)
         self.unfinished = Unfinished(limits.unfinished_total, limits.unfinished_per_prefix)
         self._unfinished_socks: dict[int, socket.socket] = {}  # ticket seq -> its connection
+        self._refusal_log = LogBudget()
         self.tls_failures = 0
         self._closed = threading.Event()
         self._lock = threading.Lock()
@@ -112,8 +113,7 @@ class OpenFlowServer:
             LOG.debug("OpenFlow connection from %s waits for a handshake place", addr)
             return
         if not admitted:
-            LOG.warning(
-                "refusing OpenFlow connection from %s: %s",
+            self._refused(
                 addr,
                 entry.reason
                 or f"{self.handshakes.limit} handshakes from {addr[0]} in progress and "
@@ -123,11 +123,18 @@ class OpenFlowServer:
             return
         hub.spawn(self._serve_connection, conn, addr, queued_at, ticket).name = f"viplanes-of-conn-{addr[0]}"
 
+    def _refused(self, addr: Any, reason: str) -> None:
+        """Log a refusal before a certificate was shown, within ``LogBudget`` (a flood's refusals
+        are counted, not each logged)."""
+        log, suppressed = self._refusal_log.take()
+        if log:
+            more = f" ({suppressed} more refusals not logged)" if suppressed else ""
+            LOG.warning("refusing OpenFlow connection from %s: %s%s", addr, reason, more)
+
     def _displace(self, victim: Ticket) -> socket.socket | None:
         """(Holding the lock.) End an evicted connection: a waiting one is taken out of its queue
         and returned for the caller to close; a running handshake is shut down (its thread ends
         it)."""
-        LOG.info("OpenFlow connection from %s gives its unfinished handshake place to a newcomer", victim.source)
         conn = self._unfinished_socks.pop(victim.seq, None)
         item = self.handshakes.withdraw(victim.source, lambda it: it[3] is victim)
         if item is not None:
@@ -157,9 +164,7 @@ class OpenFlowServer:
                 return None
             if time.monotonic() - queued_at > timeout_s:  # waited its whole deadline for a place
                 self.tls_failures += 1
-                LOG.warning(
-                    "refusing OpenFlow connection from %s: waited %.0f s for a handshake place", addr, timeout_s
-                )
+                self._refused(addr, f"waited {timeout_s:.0f} s for a handshake place")
                 conn.close()
                 return None
             if self.contexts is None:
@@ -169,11 +174,7 @@ class OpenFlowServer:
                 channel.handshake(timeout_s)
             except (ssl.SSLError, OSError) as exc:
                 self.tls_failures += 1
-                LOG.warning(
-                    "refusing OpenFlow connection from %s: TLS handshake failed: %s",
-                    addr,
-                    getattr(exc, "reason", None) or exc,
-                )
+                self._refused(addr, f"TLS handshake failed: {getattr(exc, 'reason', None) or exc}")
                 conn.close()
                 return None
             return channel, channel.peer_cert_der()

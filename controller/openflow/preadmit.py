@@ -22,6 +22,9 @@ from __future__ import annotations
 import collections
 import ipaddress
 import itertools
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 V4_PREFIX = 24
@@ -122,3 +125,29 @@ class Unfinished:
     def leave(self, ticket: Ticket) -> None:
         """The connection finished its handshake or closed (idempotent; a no-op once evicted)."""
         self._remove(ticket)
+
+
+class LogBudget:
+    """At most ``per_window`` log lines per ``window_s``; the rest are counted and the count goes
+    with the next line allowed. Why: every refused connection of a flood logged a WARNING (40,000
+    lines in 40 s, a disk filled by whoever can reach the port)."""
+
+    def __init__(self, per_window: int = 20, window_s: float = 10.0, clock: Callable[[], float] = time.monotonic):
+        self.per_window, self.window_s, self.clock = per_window, window_s, clock
+        self._start = clock()
+        self._logged = 0
+        self._suppressed = 0
+        self._lock = threading.Lock()
+
+    def take(self) -> tuple[bool, int]:
+        """(log this one?, how many were not logged since the last line that was)."""
+        with self._lock:
+            now = self.clock()
+            if now - self._start >= self.window_s:
+                self._start, self._logged = now, 0
+            if self._logged >= self.per_window:
+                self._suppressed += 1
+                return False, 0
+            self._logged += 1
+            suppressed, self._suppressed = self._suppressed, 0
+            return True, suppressed

@@ -77,3 +77,14 @@ def test_ties_between_big_prefixes_evict_the_oldest():
     b = [budget.enter("127.2.0.1").ticket for _ in range(2)]
     entry = budget.enter("10.1.0.2")
     assert entry.evict == (a[0],) and not b[0].evicted  # type: ignore[union-attr]
+
+
+def test_log_budget_counts_what_it_does_not_log():
+    from viplanes.controller.openflow.preadmit import LogBudget
+
+    now = [0.0]
+    budget = LogBudget(per_window=2, window_s=10.0, clock=lambda: now[0])
+    assert [budget.take() for _ in range(5)] == [(True, 0), (True, 0), (False, 0), (False, 0), (False, 0)]
+    now[0] = 10.0
+    assert budget.take() == (True, 3)  # the next line says how many went unlogged
+    assert budget.take() == (True, 0)
