@@ -158,3 +158,37 @@ def _switch_gets_hello_from(port: int, ctx: ssl.SSLContext, source: str) -> bool
             return len(data) >= 2 and data[1] == 0
     except (ssl.SSLError, OSError):
         return False
+
+
+def test_ipv6_sources_share_their_slash64_on_a_dual_stack_listener(campus_pki):
+    """100 idle connections from ::1 (its /64) on a listener bound to "::": at most 64 stay open,
+    and an IPv4 switch (seen as ::ffff:127.0.0.1, counted as 127.0.0.0/24) still gets in."""
+    from os_ken.lib import hub
+
+    from viplanes.controller.openflow.admission import ListenerSecurity
+    from viplanes.controller.openflow.server import OpenFlowServer
+
+    files = TLSFiles(campus_pki / "ca.crt", campus_pki / "controller.crt", campus_pki / "controller.key")
+    server = OpenFlowServer("::", 0, ListenerSecurity(tls=files))
+    hub.spawn(server.serve_forever)
+    port = server.address[1]
+    ctx = client_context(campus_pki / "ca.crt", campus_pki / "switch-host1.crt", campus_pki / "switch-host1.key")
+    conns = [socket.create_connection(("::1", port)) for _ in range(100)]
+    try:
+        time.sleep(1.0)
+        open_ = 0
+        for s in conns:
+            s.settimeout(0.01)
+            try:
+                open_ += s.recv(1) != b""
+            except TimeoutError:
+                open_ += 1
+            except OSError:
+                pass
+        print(f"::1, 100 idle connections: {open_} still open after 1 s")
+        assert open_ <= 64, open_
+        assert _switch_gets_hello(port, ctx)
+    finally:
+        for s in conns:
+            s.close()
+        server.close()
