@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import threading
 from pathlib import Path
 
@@ -72,6 +73,8 @@ class DenyList:
         except OSError as exc:
             LOG.error("switch deny-list %s unreadable (%s): keeping the last list read", self.path, exc)
             return None
+        if stat.S_IMODE(os.stat(self.path).st_mode) & 0o022:  # whoever can write it can undeny
+            LOG.error("switch deny-list %s is writable by group or others: make it 0600", self.path)
         entries, bad = pki_denylist.parse(text)
         for line in bad:
             LOG.error("switch deny-list %s: %r is no SHA-256 fingerprint; skipped", self.path, line)

@@ -88,3 +88,15 @@ def test_log_budget_counts_what_it_does_not_log():
     now[0] = 10.0
     assert budget.take() == (True, 3)  # the next line says how many went unlogged
     assert budget.take() == (True, 0)
+
+
+def test_a_displaced_waiting_connection_leaves_its_address_queue():
+    from viplanes.controller.openflow.peerauth import SourceLimiter
+
+    limiter = SourceLimiter(1, queue_limit=3)
+    assert limiter.admit("10.0.0.1")
+    for name in ("a", "b", "c"):
+        assert limiter.wait("10.0.0.1", name)
+    assert limiter.withdraw("10.0.0.1", lambda item: item == "b") == "b"
+    assert limiter.withdraw("10.0.0.1", lambda item: item == "zz") is None
+    assert list(limiter.waiting["10.0.0.1"]) == ["a", "c"] and limiter.wait("10.0.0.1", "d")

@@ -136,3 +136,12 @@ def test_a_connected_switch_is_dropped_within_seconds_of_its_denial_and_cannot_r
             conn.close()
     finally:
         server.close()
+
+
+def test_a_deny_list_others_may_write_is_reported(tmp_path, caplog):
+    path = tmp_path / "denied"
+    pki_denylist.deny(path, "ab" * 32, "test")
+    path.chmod(0o666)
+    with caplog.at_level("ERROR", logger="viplanes.controller.openflow.admission"):
+        assert DenyList(path).refresh() == {"ab" * 32}
+    assert "writable by group or others" in caplog.text
