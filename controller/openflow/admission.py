@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from viplanes.controller.openflow.peerauth import SwitchTrust, authorize
@@ -33,7 +34,12 @@ class Limits:
     # connections per address waiting for one of those places (each up to the handshake timeout,
     # then the handshake has its own); beyond, closed at once
     queued_per_source: int = 256
-    tls_handshake_timeout_s: float = 5.0
+    tls_handshake_timeout_s: float = 5.0  # from accept, waiting for a place included
+    # connections not through their TLS handshake (running or waiting), per source /24 or /64 and
+    # in all: peers without a certificate never take the places of admitted switches (preadmit)
+    unfinished_per_prefix: int = 64
+    unfinished_total: int = 128
+    max_switches: int = 512  # connections through TLS (certificate verified) at once
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,8 @@ class ListenerSecurity:
     tls: TLSFiles | None
     trust: SwitchTrust = field(default_factory=SwitchTrust)
     limits: Limits = field(default_factory=Limits)
+    # the switch-certificate deny-list file (``viplanes pki deny``); None: none
+    deny_list: Path | None = None
 
 
 class Connection(Protocol):
@@ -66,7 +74,7 @@ class Admission:
         self._lock = threading.Lock()
         self._dpid_locks: dict[int, threading.Lock] = {}
 
-    def _count(self, kind: str) -> None:
+    def count(self, kind: str) -> None:
         with self._lock:
             self.refused[kind] = self.refused.get(kind, 0) + 1
 
@@ -74,7 +82,7 @@ class Admission:
         """True: ``conn`` now holds ``dpid``. False: close it (the reason is logged)."""
         decision = authorize(conn.peer_cert_der(), dpid, self.trust)
         if not decision.ok:
-            self._count("unauthorized")
+            self.count("unauthorized")
             LOG.warning(
                 "refusing OpenFlow connection from %s claiming dpid %d: %s", conn.address, dpid, decision.reason
             )
@@ -86,7 +94,7 @@ class Admission:
                 old = self.live.get(dpid)
             if old is not None and old is not conn:
                 if old.probe(self.probe_timeout_s):
-                    self._count("takeover")
+                    self.count("takeover")
                     LOG.warning(
                         "refusing OpenFlow connection from %s claiming dpid %d: the "
                         "connection from %s holds it and answers echo",

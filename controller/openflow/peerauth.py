@@ -159,6 +159,17 @@ class SourceLimiter:
         self.waiting.setdefault(source, collections.deque()).append(item)
         return True
 
+    def withdraw(self, source: str, match: Callable[[Any], bool]) -> Any | None:
+        """Take the first waiting item of ``source`` that ``match``es out of its queue (None: none)."""
+        queue = self.waiting.get(source)
+        for item in queue or ():
+            if match(item):
+                queue.remove(item)  # type: ignore[union-attr]
+                if not queue:
+                    del self.waiting[source]
+                return item
+        return None
+
     def waiting_count(self) -> int:
         return sum(len(q) for q in self.waiting.values())
 

@@ -9,14 +9,57 @@ from typing import Any
 
 import click
 
-from viplanes.controller.openflow.admission import ListenerSecurity
+from viplanes.controller.openflow.admission import Limits, ListenerSecurity
 from viplanes.controller.openflow.peerauth import SwitchTrust, normalize_pins
 from viplanes.controller.openflow.tls import TLSFiles
 from viplanes.topologies.model import Topology
 
+_ADMISSION = "viplanes.openflow_admission"  # ctx.meta key: the admission options given
+
+
+def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Keep an admission option in ``ctx.meta`` (read by ``listener_security``), so that the
+    commands sharing these options need no parameter of their own for each."""
+    if value is not None and param.name is not None:
+        ctx.meta.setdefault(_ADMISSION, {})[param.name] = value
+    return value
+
+
+# (option, Limits field, type, help): the listener's admission caps (docs/switch-auth.md)
+_LIMIT_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
+    (
+        "--of-unfinished-per-prefix",
+        "unfinished_per_prefix",
+        click.IntRange(1),
+        "connections not through TLS yet per source /24 (IPv4) or /64 (IPv6) [default: 64]",
+    ),
+    ("--of-unfinished-total", "unfinished_total", click.IntRange(1), "the same, in all [default: 128]"),
+    ("--of-max-switches", "max_switches", click.IntRange(1), "switch connections through TLS at once [default: 512]"),
+    (
+        "--of-handshake-timeout",
+        "tls_handshake_timeout_s",
+        click.FloatRange(0.1),
+        "seconds a connection may wait for, then spend in, its TLS handshake [default: 5]",
+    ),
+)
+
 
 def openflow_security_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``--pki``, ``--insecure-tcp``, ``--switch-cert-pin`` on a click command."""
+    """``--pki``, ``--insecure-tcp``, ``--switch-cert-pin``, ``--switch-deny-list`` and the
+    admission caps on a click command."""
+    for flag, name, kind, text in reversed(_LIMIT_OPTIONS):  # click lists the last applied first
+        fn = click.option(flag, name, type=kind, default=None, expose_value=False, callback=_remember, help=text)(fn)
+    fn = click.option(
+        "--switch-deny-list",
+        "switch_deny_list",
+        envvar="VIPLANES_SWITCH_DENY_LIST",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        expose_value=False,
+        callback=_remember,
+        help="file of denied switch certificate fingerprints (viplanes pki deny), re-read when it "
+        "changes [default: PKI_DIR/denied-switches]; env VIPLANES_SWITCH_DENY_LIST",
+    )(fn)
     fn = click.option(
         "--switch-cert-pin",
         "switch_cert_pins",
@@ -46,7 +89,12 @@ def listener_security(
     pki_dir: Path | None, insecure_tcp: bool, pins: Iterable[str], topology: Topology | None
 ) -> ListenerSecurity:
     """The listener's security from the options, or a one-line ClickException with the fix."""
-    from viplanes import pki
+    from viplanes import pki, pki_denylist
+
+    ctx = click.get_current_context(silent=True)
+    given: dict[str, Any] = dict(ctx.meta.get(_ADMISSION, {})) if ctx is not None else {}
+    deny_list = given.pop("switch_deny_list", None)
+    limits = Limits(**given)
 
     try:
         fleet = normalize_pins(pins)
@@ -56,7 +104,7 @@ def listener_security(
     if insecure_tcp:
         if pki_dir is not None:
             raise click.UsageError("--insecure-tcp and --pki exclude each other")
-        return ListenerSecurity(tls=None, trust=trust)
+        return ListenerSecurity(tls=None, trust=trust, limits=limits)
     if pki_dir is None:
         raise click.ClickException(
             "OpenFlow runs over TLS: give --pki DIR with ca.crt, controller.crt, controller.key "
@@ -74,4 +122,9 @@ def listener_security(
         server_context(files)
     except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
         raise click.ClickException(f"--pki {pki_dir}: {exc}") from None
-    return ListenerSecurity(tls=files, trust=trust)
+    deny_path = deny_list or pki_denylist.default_path(pki_dir)
+    try:
+        pki_denylist.read(deny_path)  # unreadable: say so now, not at the first switch
+    except pki.PKIError as exc:
+        raise click.ClickException(f"--switch-deny-list {exc}") from None
+    return ListenerSecurity(tls=files, trust=trust, limits=limits, deny_list=deny_path)

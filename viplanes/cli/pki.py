@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from viplanes import pki
+from viplanes import pki, pki_denylist
 
 _DIR = click.option(
     "--dir",
@@ -125,3 +125,91 @@ def rotate_switch(pki_dir: Path, name: str, dpids: tuple[str, ...]) -> None:
         _fail(exc)
     _switch_instructions(pki_dir, name, issued, values)
     click.echo(f"rotation window pin: cert_sha256: [{old}, {issued.sha256}]")
+
+
+# exit codes of the deny-list commands (1: any other PKI error, 2: click usage)
+EXIT_BAD_ARGUMENT = 3  # neither a fingerprint nor a certificate file
+EXIT_NOT_DENIED = 4  # `pki undeny` of a fingerprint not on the list
+
+_DENY_FILE = click.option(
+    "--file",
+    "deny_file",
+    envvar="VIPLANES_SWITCH_DENY_LIST",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="the deny-list (default: DIR/denied-switches, what `serve --pki DIR` reads); env VIPLANES_SWITCH_DENY_LIST",
+)
+_DENY_DIR = click.option(
+    "--dir",
+    "pki_dir",
+    envvar="VIPLANES_PKI",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="PKI directory holding the deny-list; env VIPLANES_PKI",
+)
+
+
+def _deny_path(pki_dir: Path | None, deny_file: Path | None) -> Path:
+    if deny_file is not None:
+        return deny_file
+    if pki_dir is None:
+        raise click.UsageError("give --dir PKI_DIR (or --file DENY_LIST)")
+    return pki_denylist.default_path(pki_dir)
+
+
+def _exit(message: str, code: int) -> None:
+    click.echo(f"Error: {message}", err=True)
+    raise SystemExit(code)
+
+
+@pki_group.command("deny")
+@_DENY_DIR
+@_DENY_FILE
+@click.argument("target", metavar="FINGERPRINT|CERTFILE")
+def deny_cmd(pki_dir: Path | None, deny_file: Path | None, target: str) -> None:
+    """Deny a switch certificate: the controller refuses it and drops a switch using it within
+    seconds, without a restart."""
+    path = _deny_path(pki_dir, deny_file)
+    try:
+        fp, what = pki_denylist.fingerprint_of(target)
+    except pki.PKIError as exc:
+        _exit(str(exc), EXIT_BAD_ARGUMENT)
+    try:
+        added = pki_denylist.deny(path, fp, what)
+    except (pki.PKIError, OSError) as exc:
+        _fail(exc)
+    click.echo(f"{'denied' if added else 'already denied'}: {fp} ({path})")
+
+
+@pki_group.command("undeny")
+@_DENY_DIR
+@_DENY_FILE
+@click.argument("target", metavar="FINGERPRINT|CERTFILE")
+def undeny_cmd(pki_dir: Path | None, deny_file: Path | None, target: str) -> None:
+    """Take a certificate off the deny-list (its switch may connect again)."""
+    path = _deny_path(pki_dir, deny_file)
+    try:
+        fp, _ = pki_denylist.fingerprint_of(target)
+    except pki.PKIError as exc:
+        _exit(str(exc), EXIT_BAD_ARGUMENT)
+    try:
+        removed = pki_denylist.undeny(path, fp)
+    except (pki.PKIError, OSError) as exc:
+        _fail(exc)
+    if not removed:
+        _exit(f"{fp} is not on the deny-list {path}", EXIT_NOT_DENIED)
+    click.echo(f"no longer denied: {fp} ({path})")
+
+
+@pki_group.command("denied")
+@_DENY_DIR
+@_DENY_FILE
+def denied_cmd(pki_dir: Path | None, deny_file: Path | None) -> None:
+    """List the denied certificate fingerprints, one a line with its note."""
+    path = _deny_path(pki_dir, deny_file)
+    try:
+        entries = pki_denylist.read(path)
+    except pki.PKIError as exc:
+        _fail(exc)
+    for fp, note in entries.items():
+        click.echo(f"{fp}  {note}".rstrip())

@@ -94,13 +94,14 @@ def test_start_on_a_busy_port_says_so(topo: Topology) -> None:
 
 
 def test_silent_peers_are_dropped_and_connections_capped(topo: Topology, monkeypatch) -> None:
-    from viplanes.controller.openflow import listener as oflistener
     from viplanes.controller.openflow import server as ofserver
+    from viplanes.controller.openflow.admission import Limits, ListenerSecurity
+    from viplanes.controller.openflow.peerauth import SwitchTrust
 
     monkeypatch.setattr(ofserver, "HANDSHAKE_TIMEOUT_S", 0.3)
-    monkeypatch.setattr(oflistener, "MAX_CONNECTIONS", 2)
+    security = ListenerSecurity(tls=None, trust=SwitchTrust(topo), limits=Limits(max_switches=2))
     port = free_port()
-    ctl = EmbeddedController(topo, port=port, refresh_period_s=3600)
+    ctl = EmbeddedController(topo, port=port, refresh_period_s=3600, security=security)
     ctl.start()
     try:
         silent = Peer(port, dpid=0)  # connects, never says hello
