@@ -108,7 +108,9 @@ def prune_cmd(db_url: str | None, export_dir: str, lanes_days: float | None, aud
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_EXPORT)
     except OSError as exc:
-        click.echo(f"error: export: {exc.strerror or exc} ({exc.filename or export_dir}); unexported rows kept", err=True)
+        click.echo(
+            f"error: export: {exc.strerror or exc} ({exc.filename or export_dir}); unexported rows kept", err=True
+        )
         sys.exit(EXIT_EXPORT)
     except SQLAlchemyError as exc:
         click.echo(f"error: database: {str(exc).splitlines()[0]}", err=True)
