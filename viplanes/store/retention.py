@@ -107,6 +107,7 @@ class _Export:
 
     def write(self, rows: list[dict[str, Any]]) -> None:
         if self._file is None:
+            export_directory(self.path.parent)  # made on the first row: a quiet run leaves no trace
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_APPEND
             self._file = os.fdopen(os.open(self.path, flags, 0o600), "w", encoding="utf-8")
             _fsync_dir(self.path.parent)
@@ -129,14 +130,16 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def export_directory(path: str | os.PathLike[str]) -> Path:
-    """The export directory, made 0700 if missing; RetentionError if it is not a directory."""
+def export_directory(path: str | os.PathLike[str], create: bool = True) -> Path:
+    """The export directory (``create``: made 0700 if missing); RetentionError if a file is in
+    the way or it cannot be made."""
     d = Path(path)
-    try:
-        d.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError as exc:
-        raise RetentionError(f"export directory {d}: {exc.strerror or exc}") from None
-    if not d.is_dir():
+    if create:
+        try:
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RetentionError(f"export directory {d}: {exc.strerror or exc}") from None
+    if (create or d.exists()) and not d.is_dir():
         raise RetentionError(f"export directory {d} is not a directory")
     return d
 
@@ -164,7 +167,7 @@ def _prune_table(db: Database, table: Table, where: list[Any], order: Any, out: 
 def prune(db: Database, config: RetentionConfig, now: float, actor: str = "system") -> PruneResult:
     """Export, then delete, what ``config`` says has aged out; audited when anything went."""
     config.check()
-    directory = export_directory(config.export_dir)
+    directory = export_directory(config.export_dir, create=False)  # a file in the way fails before any row
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
     result = PruneResult()
     lanes = Lane.__table__

@@ -212,6 +212,29 @@ def test_cli_prune(seeded: Database, tmp_path: Path) -> None:
     assert r.output.startswith("pruned 1 ended lanes and 0 audit events; exported to ")
     r = CliRunner().invoke(main, ["db", "prune", "--db", url, "--export", str(tmp_path / "o"), "--lanes-days", "0.1"])
     assert r.exit_code == 2 and "at least 1 day" in r.output
+    _lane(db, "expired", 100 + (NOW - time.time()) / DAY_S)
+    _lane(db, "active", 0, ended=False)
     (tmp_path / "file").write_text("x")
     r = CliRunner().invoke(main, ["db", "prune", "--db", url, "--export", str(tmp_path / "file" / "sub")])
     assert r.exit_code == 3 and r.output.startswith("error: export directory"), r.output
+
+
+def test_a_run_with_nothing_to_prune_leaves_no_directory(seeded: Database, tmp_path: Path) -> None:
+    _lane(seeded, "expired", 1)
+    result = prune(seeded, _config(tmp_path), NOW)
+    assert (result.lanes, result.files) == (0, []) and not (tmp_path / "archive").exists()
+
+
+@pytest.mark.parametrize("value", ["0.5", "ninety"])
+def test_serve_refuses_a_bad_retention_setting(sqlite_url: str, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    import click
+
+    from viplanes.cli.serve import _retention_runner
+
+    monkeypatch.setenv("VIPLANES_LANE_RETENTION_DAYS", value)
+    d = Database(sqlite_url)
+    try:
+        with pytest.raises(click.ClickException, match="retention: .*VIPLANES_LANE_RETENTION_DAYS|at least 1 day"):
+            _retention_runner(d)
+    finally:
+        d.dispose()
