@@ -93,6 +93,12 @@ class PruneResult:
     audit_events: int = 0
     files: list[str] = field(default_factory=list)
 
+    def add_lanes(self, n: int) -> None:
+        self.lanes += n
+
+    def add_audit(self, n: int) -> None:
+        self.audit_events += n
+
     def line(self) -> str:
         where = f"; exported to {', '.join(self.files)}" if self.files else ""
         return f"pruned {self.lanes} ended lanes and {self.audit_events} audit events{where}"
@@ -104,12 +110,14 @@ class _Export:
     def __init__(self, directory: Path, table: str, stamp: str) -> None:
         self.path = directory / f"{table}-{stamp}-{os.getpid()}.jsonl"
         self._file: IO[str] | None = None
+        self.opened = False  # this run created the file (a planted one at the name is not ours)
 
     def write(self, rows: list[dict[str, Any]]) -> None:
         if self._file is None:
             export_directory(self.path.parent)  # made on the first row: a quiet run leaves no trace
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_APPEND
             self._file = os.fdopen(os.open(self.path, flags, 0o600), "w", encoding="utf-8")
+            self.opened = True
             _fsync_dir(self.path.parent)
         self._file.write("".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in rows))
         self._file.flush()
@@ -144,24 +152,25 @@ def export_directory(path: str | os.PathLike[str], create: bool = True) -> Path:
     return d
 
 
-def _prune_table(db: Database, table: Table, where: list[Any], order: Any, out: _Export, batch: int) -> int:
-    """Select, export, delete ``batch`` rows at a time; the count deleted."""
-    done = 0
+def _prune_table(
+    db: Database, table: Table, where: list[Any], order: Any, out: _Export, batch: int, counted: Callable[[int], None]
+) -> None:
+    """Select, export, delete ``batch`` rows at a time; ``counted`` hears each committed batch."""
     while True:
         with db.write() as s:
             db.advisory_lock(s, _PRUNE_LOCK)
             newest = select(func.max(table.c.id)).scalar_subquery()
             rows = s.execute(select(table).where(*where, table.c.id < newest).order_by(order).limit(batch)).all()
             if not rows:
-                return done
+                return
             out.write([{"table": table.name, **r._asdict()} for r in rows])
             ids = [r.id for r in rows]
             if table.name == "lanes":
                 s.execute(delete(LaneCounterRow).where(LaneCounterRow.lane_id.in_(ids)))
             s.execute(delete(table).where(table.c.id.in_(ids), *where))
-            done += len(rows)
+        counted(len(rows))
         if len(rows) < batch:
-            return done
+            return
 
 
 def prune(db: Database, config: RetentionConfig, now: float, actor: str = "system") -> PruneResult:
@@ -173,31 +182,33 @@ def prune(db: Database, config: RetentionConfig, now: float, actor: str = "syste
     lanes = Lane.__table__
     events = AuditEvent.__table__
     assert isinstance(lanes, Table) and isinstance(events, Table)
-    exports = []
-    if config.lane_days:
-        out = _Export(directory, "lanes", stamp)
-        exports.append(out)
-        ended = [
-            lanes.c.state.in_(sorted(states.TERMINAL)),
-            lanes.c.ended_at.is_not(None),
-            lanes.c.ended_at < now - config.lane_days * DAY_S,
-        ]
-        try:
-            result.lanes = _prune_table(db, lanes, ended, lanes.c.ended_at, out, config.batch)
-        finally:
-            out.close()
-    if config.audit_days:
-        out = _Export(directory, "audit", stamp)
-        exports.append(out)
-        try:
-            old = [events.c.at < now - config.audit_days * DAY_S]
-            result.audit_events = _prune_table(db, events, old, events.c.at, out, config.batch)
-        finally:
-            out.close()
-    result.files = [str(e.path) for e in exports if e.path.exists()]
-    if result.lanes or result.audit_events:
-        with db.write() as s:
-            audit(s, now, actor, "db.prune", "lanes+audit", "done", result.line()[:2000])
+    exports: list[_Export] = []
+    try:
+        if config.lane_days:
+            out = _Export(directory, "lanes", stamp)
+            exports.append(out)
+            ended = [
+                lanes.c.state.in_(sorted(states.TERMINAL)),
+                lanes.c.ended_at.is_not(None),
+                lanes.c.ended_at < now - config.lane_days * DAY_S,
+            ]
+            try:
+                _prune_table(db, lanes, ended, lanes.c.ended_at, out, config.batch, result.add_lanes)
+            finally:
+                out.close()
+        if config.audit_days:
+            out = _Export(directory, "audit", stamp)
+            exports.append(out)
+            try:
+                old = [events.c.at < now - config.audit_days * DAY_S]
+                _prune_table(db, events, old, events.c.at, out, config.batch, result.add_audit)
+            finally:
+                out.close()
+    finally:  # what went is audited even when a later batch failed
+        result.files = [str(e.path) for e in exports if e.opened]
+        if result.lanes or result.audit_events:
+            with db.write() as s:
+                audit(s, now, actor, "db.prune", "lanes+audit", "done", result.line()[:2000])
     return result
 
 

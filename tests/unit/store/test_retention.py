@@ -238,3 +238,22 @@ def test_serve_refuses_a_bad_retention_setting(sqlite_url: str, monkeypatch: pyt
             _retention_runner(d)
     finally:
         d.dispose()
+
+
+def test_a_failed_audit_export_keeps_its_rows_and_audits_the_lanes_that_went(seeded: Database, tmp_path: Path) -> None:
+    db = seeded
+    _lane(db, "expired", 100)
+    _lane(db, "active", 0, ended=False)
+    _event(db, 400)
+    _event(db, 10)  # the newest row always stays: a newer one lets the old one go
+    archive = tmp_path / "archive"
+    archive.mkdir(mode=0o700)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(NOW))
+    (archive / f"audit-{stamp}-{os.getpid()}.jsonl").write_text("planted\n")
+    with pytest.raises(FileExistsError):
+        prune(db, _config(tmp_path), NOW)
+    with db.read() as s:
+        events = s.scalars(select(AuditEvent)).all()
+    assert any(e.at == NOW - 400 * DAY_S for e in events)  # the old event stayed
+    done = [e for e in events if e.action == "db.prune"]
+    assert len(done) == 1 and done[0].reason.startswith("pruned 1 ended lanes and 0 audit events")
