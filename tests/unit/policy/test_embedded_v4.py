@@ -127,3 +127,13 @@ def test_store_refuses_the_grant_too(w: World, dual: Topology, clock: FakeClock)
         "dst_prefixes": ["destination prefix 2002:cb00:7100::/40 lies inside IPv4-embedding space (2002::/16)"],
         "codes": ["dst_embeds_ipv4"],
     }
+
+
+def test_a_dns64_answer_for_a_campus_host_is_refused(w: World) -> None:
+    """A DNS64 resolver synthesises 64:ff9b::/96 answers for IPv4-only names: a name whose AAAA
+    is the NAT64 form of a campus host must not open a lane to it."""
+    resolver = w.app.extensions["viplanes"].manager.resolver
+    resolver.set("sneaky.example", ["64:ff9b::a01:a", "2001:db8:ff::10"], 120)
+    r = ask(w, src_ip="2001:db8:1::10", dst_host="sneaky.example", dst_port=9000)
+    assert r.status_code == 403 and r.get_json()["error"] == "dst_embeds_ipv4", r.get_json()
+    assert not w.dataplane.active
