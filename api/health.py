@@ -4,17 +4,37 @@ Ready means the database answers and every switch of the topology is connected a
 since its latest connect (``Dataplane.readiness``). Until then it answers 503 with Retry-After,
 and so does a lane request whose own switches are not ready (the lane manager's
 ``switches_not_ready``), so a restarted server never answers 201 with a lane it could not install.
+
+"The database answers" includes "it takes writes": a read-only file or mount, a full disk, a
+PostgreSQL standby or read-only transactions make it 503 with ``database_writes`` saying why
+(``viplanes/store/writeprobe.py``: a rolled-back write, cached for two seconds per process);
+the key is absent while writes work.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from flask import Blueprint, current_app, jsonify
 
 from viplanes.lanes.manager import NOT_READY_RETRY_S
+from viplanes.store.writeprobe import OK, WriteProbe
 
 bp = Blueprint("health", __name__)
+_PROBE_KEY = "viplanes.writeprobe"
+_probe_lock = threading.Lock()
+
+
+def write_probe() -> WriteProbe:
+    """This app's probe, made on first use (one per app: its cache is the app's)."""
+    probe = current_app.extensions.get(_PROBE_KEY)
+    if probe is None:
+        with _probe_lock:
+            probe = current_app.extensions.get(_PROBE_KEY)
+            if probe is None:
+                probe = current_app.extensions[_PROBE_KEY] = WriteProbe(current_app.extensions["viplanes"].db)
+    return probe
 
 
 @bp.route("/readyz")
@@ -27,11 +47,13 @@ def readyz() -> Any:
         report["database"] = "ok"
     except Exception as exc:
         report["database"] = str(exc).splitlines()[0][:200]
+    if report["database"] == "ok" and (writes := write_probe().check()) != OK:
+        report["database_writes"] = writes  # named only when refused: the ready body stays as it was
     try:
         plane = ctx.dataplane.readiness()
     except Exception as exc:
         plane = {"ready": False, "switches": [], "error": str(exc)[:200]}
-    ready = report["database"] == "ok" and bool(plane.get("ready"))
+    ready = report["database"] == "ok" and "database_writes" not in report and bool(plane.get("ready"))
     body = {"status": "ready" if ready else "not_ready", **report, **plane, "ready": ready}
     resp = jsonify(body)
     if not ready:

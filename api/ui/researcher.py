@@ -11,6 +11,7 @@ from flask import redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
 from viplanes.lanes.manager import LaneInput
+from viplanes.policy.destinations import destination_refusal
 from viplanes.policy.rules import parse_ports, parse_prefix
 from viplanes.store import records as store
 from viplanes.store.models import LIVE_STATES
@@ -27,28 +28,41 @@ class GrantChoice:
 
     grant: Any
     sources: list[tuple[str, str]]  # (ip, "desktop 10.1.0.10")
-    destinations: list[str]  # hosts of the topology inside the grant, as suggestions
+    destinations: list[str]  # addresses inside the grant a lane may reach, as suggestions
     port_min: int
     port_max: int
     max_minutes: int
+
+
+def _sort_key(addr: str) -> tuple[int, int]:
+    """IPv4 before IPv6, each in address order (a grant may name both families)."""
+    ip = ipaddress.ip_address(addr)
+    return ip.version, int(ip)
 
 
 def _choice(g: Any) -> GrantChoice:
     topo = ctx().topology
     src_nets = [parse_prefix(p) for p in g.src_prefixes]
     dst_nets = [parse_prefix(p) for p in g.dst_prefixes]
-    sources = [
-        (str(h.iface.ip.ip), f"{h.name} {h.iface.ip.ip}")
-        for h in topo.hosts
-        if any(h.iface.ip.ip in n for n in src_nets)
-    ]
-    dests = [str(h.iface.ip.ip) for h in topo.hosts if any(h.iface.ip.ip in n for n in dst_nets)]
-    dests += [str(n.network_address) for n in dst_nets if n.prefixlen == 32]
+    sources: list[tuple[str, str]] = []
+    dests: list[str] = []
+    for h in topo.hosts:
+        for addr in (h.iface.ip.ip, h.ip6):
+            if addr is None:
+                continue
+            if h.role != "cloud" and any(addr in n for n in src_nets):
+                sources.append((str(addr), f"{h.name} {addr}"))
+            if any(addr in n for n in dst_nets):
+                dests.append(str(addr))
+    # a single-address destination of either family (IPv4 /32, IPv6 /128) is a suggestion too
+    dests += [str(n.network_address) for n in dst_nets if n.num_addresses == 1]
+    # suggest only what the destination policy lets a lane reach (no campus host of a wide grant)
+    dests = [d for d in set(dests) if destination_refusal(ipaddress.ip_address(d), topo) is None]
     ranges = parse_ports(g.ports)
     return GrantChoice(
         g,
         sources,
-        sorted(set(dests), key=ipaddress.IPv4Address),
+        sorted(dests, key=_sort_key),
         min(lo for lo, _ in ranges),
         max(hi for _, hi in ranges),
         max(1, g.max_duration_s // 60),

@@ -112,7 +112,7 @@ def cluster(
     """A controller of a cluster: master of every switch while it holds the lease, else standby."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from viplanes.cli.serve import _load_topology
+    from viplanes.cli.serve import _load_topology, _retention_runner
     from viplanes.cluster.node import ControllerNode
     from viplanes.controller.openflow.roles import RoleController
     from viplanes.lanes.manager import LaneManager
@@ -132,6 +132,7 @@ def cluster(
     manager = LaneManager(db, plane, topology)
     plane.attach_source(manager.desired_lanes)
     node = ControllerNode(db, plane, manager, tick_s)
+    retention = _retention_runner(db)
     try:
         node.start()
     except (RuntimeError, OSError) as exc:
@@ -140,8 +141,10 @@ def cluster(
         f"viplanes controller: OpenFlow {host}:{port}  holder {node.lease.holder}  db {db.display_url}",
         err=True,
     )
+    retention.start()
     try:
         wait_until_stopped()
     finally:
+        retention.stop()
         node.stop()
         db.dispose()

@@ -57,6 +57,16 @@ def _of_mode(dataplane: str, security: Any) -> str:
     return "TLS" if security.tls is not None else "INSECURE plain TCP"
 
 
+def _retention_runner(db: Any) -> Any:
+    """Ended lanes and audit events pruned (exported first) every hour; VIPLANES_*RETENTION*."""
+    from viplanes.store.retention import RetentionConfig, RetentionError, RetentionRunner
+
+    try:
+        return RetentionRunner(db, RetentionConfig())
+    except RetentionError as exc:
+        raise click.ClickException(f"retention: {exc}") from None
+
+
 def _stop_on_sigterm() -> None:
     def handler(signum: int, _frame: Any) -> None:
         raise SystemExit(128 + signum)
@@ -135,6 +145,7 @@ def serve(
     _stop_on_sigterm()
     scheduler = Scheduler(ctx.manager, interval_s=tick_s)
     names = NameWatcher(ctx.manager)
+    retention = _retention_runner(ctx.db)
     server = None
     started = False
     try:
@@ -145,6 +156,7 @@ def serve(
         started = True
         scheduler.start()
         names.start()
+        retention.start()
         try:
             server = create_server(app, host=api_host, port=api_port, threads=threads, ident="viplanes")
         except OSError as exc:
@@ -163,6 +175,7 @@ def serve(
             server.close()
         scheduler.stop()
         names.stop()
+        retention.stop()
         if started:
             plane.stop()
         ctx.db.dispose()

@@ -40,7 +40,7 @@ from viplanes.store import pgconnect
 from viplanes.store.lanesql import prepared as pg_prepare
 from viplanes.store.lanesql import sqlite as rawsql
 from viplanes.store.pgconnect import PgSettings
-from viplanes.store.sqlite_wal import BACKSTOP_PAGES, WalCheckpointer
+from viplanes.store.sqlite_wal import BACKSTOP_PAGES, BUSY_TIMEOUT_MS, JOURNAL_SIZE_LIMIT, WalCheckpointer
 
 DEFAULT_DB_URL = "sqlite:///viplanes.db"  # ./viplanes.db, relative to the working directory
 _ADVISORY_LOCK = text("SELECT pg_advisory_xact_lock(:k)")
@@ -137,8 +137,9 @@ def _sqlite_setup(engine: Engine) -> None:
         cur.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across app crashes
         # checkpoints run in WalCheckpointer's thread; a commit checkpoints only past this backstop
         cur.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
+        cur.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")  # the -wal file shrinks back
         cur.execute("PRAGMA foreign_keys=ON")
-        cur.execute("PRAGMA busy_timeout=60000")
+        cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         cur.close()
 
     @event.listens_for(engine, "begin")

@@ -94,6 +94,8 @@ class Lane(Base):
         Index("ix_lanes_nat_state", "nat_ip", "state"),
         # the name watcher's "which lanes' DNS answers ran out" (migration 0004)
         Index("ix_lanes_dst_refresh", "dst_refresh_at"),
+        # retention: ended lanes by age (viplanes/store/retention.py, migration 0007)
+        Index("ix_lanes_ended_at", "ended_at"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from viplanes.authz.tokencache import TOKENS
 from viplanes.authz.tokens import Caller, hash_token, new_token
 from viplanes.errors import Conflict, Invalid, NotFound
-from viplanes.policy.destinations import prefix_refusal
+from viplanes.policy.destinations import grant_prefix_refusal
 from viplanes.policy.rules import GrantRule, PolicyInputError, format_ports, parse_ports, parse_prefix
 from viplanes.store.lanesql.core import add_audit, end_grant_lanes, end_principal_lanes
 from viplanes.store.models import ApiToken, AuditEvent, Grant, Principal
@@ -152,9 +152,11 @@ def create_grant(s: Session, g: GrantInput, actor: str, now: float, topology: To
         raise Invalid(str(exc), code="invalid_grant") from None
     dst = [str(x) for x in dst_nets]
     if topology is not None:
-        refusals = [r for r in (prefix_refusal(net, topology) for net in dst_nets) if r]
-        if refusals:
-            raise Invalid("; ".join(refusals), {"dst_prefixes": refusals}, code="invalid_grant")
+        refused = [r for r in (grant_prefix_refusal(net, topology) for net in dst_nets) if r]
+        if refused:
+            reasons = [why for _, why in refused]
+            codes = sorted({code for code, _ in refused})
+            raise Invalid("; ".join(reasons), {"dst_prefixes": reasons, "codes": codes}, code="invalid_grant")
     if g.valid_from is not None and g.valid_until is not None and g.valid_until <= g.valid_from:
         raise Invalid("valid_until must be after valid_from", code="invalid_grant")
     grant = Grant(
