@@ -18,6 +18,15 @@ from viplanes.cli.openflow_options import listener_security, openflow_security_o
 from viplanes.cli.options import hostport_option
 from viplanes.lifecycle import wait_until_stopped
 
+# exit code of a controller refused for its clock (1 is every other start-up error)
+CLOCK_SKEW_EXIT = 3
+
+
+class ClockSkewExit(click.ClickException):
+    """One line, and an exit code a supervisor can tell from a bad URL or a busy port."""
+
+    exit_code = CLOCK_SKEW_EXIT
+
 
 @click.group()
 def controller() -> None:
@@ -99,12 +108,21 @@ def run(
     show_default=True,
     help="scheduler period while master, seconds",
 )
+@click.option(
+    "--max-clock-skew",
+    "max_skew_s",
+    type=click.FloatRange(0, 3600),
+    default=5.0,
+    show_default=True,
+    help="refuse to start when this clock and the database's differ by more, seconds (0: no check)",
+)
 @openflow_security_options
 def cluster(
     db_url: str,
     of_addr: str,
     topology_path: str | None,
     tick_s: float,
+    max_skew_s: float,
     pki_dir: Path | None,
     insecure_tcp: bool,
     switch_cert_pins: tuple[str, ...],
@@ -113,8 +131,10 @@ def cluster(
     from sqlalchemy.exc import SQLAlchemyError
 
     from viplanes.cli.serve import _load_topology
+    from viplanes.cluster.clockcheck import ClockSkewError, check_clock
     from viplanes.cluster.node import ControllerNode
     from viplanes.controller.openflow.roles import RoleController
+    from viplanes.domain.clock import SteadyClock
     from viplanes.lanes.manager import LaneManager
     from viplanes.store.db import Database
 
@@ -126,10 +146,14 @@ def cluster(
     try:
         db = Database(db_url)
         db.create_all()
+        check_clock(db, max_skew_s)
     except SQLAlchemyError as exc:
         raise click.ClickException(f"database: {str(exc).splitlines()[0]}") from None
-    plane = RoleController(topology, host=host, port=port, security=security)
-    manager = LaneManager(db, plane, topology)
+    except ClockSkewError as exc:
+        raise ClockSkewExit(str(exc)) from None
+    clock = SteadyClock()  # lane windows and hard timeouts on one clock a step cannot move
+    plane = RoleController(topology, host=host, port=port, security=security, clock=clock)
+    manager = LaneManager(db, plane, topology, clock)
     plane.attach_source(manager.desired_lanes)
     node = ControllerNode(db, plane, manager, tick_s)
     try:
