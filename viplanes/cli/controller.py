@@ -14,18 +14,10 @@ from pathlib import Path
 
 import click
 
+from viplanes.cli.clockopt import max_clock_skew_option, refuse_skewed_clock
 from viplanes.cli.openflow_options import listener_security, openflow_security_options
 from viplanes.cli.options import hostport_option
 from viplanes.lifecycle import wait_until_stopped
-
-# exit code of a controller refused for its clock (1 is every other start-up error)
-CLOCK_SKEW_EXIT = 3
-
-
-class ClockSkewExit(click.ClickException):
-    """One line, and an exit code a supervisor can tell from a bad URL or a busy port."""
-
-    exit_code = CLOCK_SKEW_EXIT
 
 
 @click.group()
@@ -108,14 +100,7 @@ def run(
     show_default=True,
     help="scheduler period while master, seconds",
 )
-@click.option(
-    "--max-clock-skew",
-    "max_skew_s",
-    type=click.FloatRange(0, 3600),
-    default=5.0,
-    show_default=True,
-    help="refuse to start when this clock and the database's differ by more, seconds (0: no check)",
-)
+@max_clock_skew_option
 @openflow_security_options
 def cluster(
     db_url: str,
@@ -131,7 +116,6 @@ def cluster(
     from sqlalchemy.exc import SQLAlchemyError
 
     from viplanes.cli.serve import _load_topology
-    from viplanes.cluster.clockcheck import ClockSkewError, check_clock
     from viplanes.cluster.node import ControllerNode
     from viplanes.controller.openflow.roles import RoleController
     from viplanes.domain.clock import SteadyClock
@@ -146,11 +130,9 @@ def cluster(
     try:
         db = Database(db_url)
         db.create_all()
-        check_clock(db, max_skew_s)
+        refuse_skewed_clock(db, max_skew_s)
     except SQLAlchemyError as exc:
         raise click.ClickException(f"database: {str(exc).splitlines()[0]}") from None
-    except ClockSkewError as exc:
-        raise ClockSkewExit(str(exc)) from None
     clock = SteadyClock()  # lane windows and hard timeouts on one clock a step cannot move
     plane = RoleController(topology, host=host, port=port, security=security, clock=clock)
     manager = LaneManager(db, plane, topology, clock)

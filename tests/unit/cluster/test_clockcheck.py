@@ -58,3 +58,13 @@ def test_controller_cluster_exits_3_with_one_line(tmp_path, monkeypatch) -> None
     assert result.exit_code == 3, result.output
     errors = [ln for ln in result.output.splitlines() if ln.startswith("Error:")]  # not SQLAlchemy's warnings
     assert len(errors) == 1 and "3600.0 s ahead of the database's" in errors[0], result.output
+
+
+def test_the_api_command_exits_3_too(tmp_path, monkeypatch) -> None:
+    """API processes write lane windows on their clock: the same refusal before any worker forks."""
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() - 3600)
+    result = CliRunner().invoke(main, ["api", "--db", f"sqlite:///{tmp_path / 'a.db'}", "--listen", "127.0.0.1:1"])
+    assert result.exit_code == 3, result.output
+    errors = [ln for ln in result.output.splitlines() if ln.startswith("Error:")]
+    assert len(errors) == 1 and "3600.0 s behind the database's" in errors[0], result.output
