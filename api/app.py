@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +12,7 @@ from flask import Flask
 
 from viplanes.config import AppConfig
 from viplanes.dataplane.base import Dataplane
+from viplanes.domain.clock import SteadyClock
 from viplanes.lanes.manager import LaneLimits, LaneManager
 from viplanes.lanes.resolver import Resolver
 from viplanes.store.db import Database
@@ -56,7 +56,7 @@ def create_app(
         config = AppConfig()
     elif isinstance(config, dict):
         config = AppConfig(**config)
-    clock = clock or time.time
+    clock = clock or SteadyClock()  # lane windows: viplanes/domain/clock.py
     if topology is None:
         topology = default_topology()
     if dataplane is None:

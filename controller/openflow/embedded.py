@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -42,7 +41,7 @@ class EmbeddedController(LaneRuntime):
         port: int = 6653,
         *,
         security: ListenerSecurity | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         refresh_period_s: float = REFRESH_PERIOD_S,
         drift_period_s: float = DRIFT_PERIOD_S,
     ) -> None:

@@ -8,7 +8,6 @@ differ from the database). Uses only LaneRuntime's public surface (``connected``
 from __future__ import annotations
 
 import ipaddress
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,7 +123,7 @@ class ControllerInspector:
     def drift(self) -> DriftReport:
         """Compare every connected switch with the database, the way reconcile would (no change)."""
         report = DriftReport()
-        now = time.time()
+        now = self.runtime.clock()  # the runtime's lane clock, as reconcile reads it
         self.runtime.forget_lane_read()  # read the database now, once for every switch
         for dpid in sorted(self.runtime.connected):
             name = self._name(dpid)[0]

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -45,6 +44,7 @@ from viplanes.controller.runtime.resync import Resync
 from viplanes.controller.runtime.switches import SWITCH_WAIT_S, Send, SendMany, SwitchState
 from viplanes.controller.runtime.wire import Tolerate, Wire, error_reason, never
 from viplanes.dataplane.base import DataplaneDefaults, DesiredLanes
+from viplanes.domain.clock import SteadyClock
 from viplanes.domain.values import ActivationResult, LaneCounters, LaneSpec
 from viplanes.topologies.model import Topology
 
@@ -62,10 +62,10 @@ class LaneRuntime(DataplaneDefaults):
         topology: Topology | None,
         send: Send | None = None,
         *,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         spawn: Callable[[Callable[[], object]], Any] | None = None,
     ) -> None:
-        self.state = SwitchState(topology, send or (lambda dpid, ofmsgs: False), clock)
+        self.state = SwitchState(topology, send or (lambda dpid, ofmsgs: False), clock or SteadyClock())
         self.wire = Wire(self.state)
         self.changes = Changes(self.state, self.wire)
         self.resync = Resync(self.state, self.wire)

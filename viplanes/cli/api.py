@@ -24,6 +24,7 @@ from typing import Any
 
 import click
 
+from viplanes.cli.clockopt import max_clock_skew_option, refuse_skewed_clock
 from viplanes.cli.options import hostport_option
 
 log = logging.getLogger("viplanes.cli.api")
@@ -94,7 +95,8 @@ def _worker(db_url: str, host: str, port: int, threads: int, topology_path: str 
     default=None,
     help="topology YAML (default: the campus)",
 )
-def api(db_url: str, listen: str, workers: int, threads: int, topology_path: str | None) -> None:
+@max_clock_skew_option
+def api(db_url: str, listen: str, workers: int, threads: int, topology_path: str | None, max_skew_s: float) -> None:
     """The API alone, in N processes; lanes are installed by `viplanes controller cluster`."""
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -106,6 +108,7 @@ def api(db_url: str, listen: str, workers: int, threads: int, topology_path: str
     try:
         db = Database(db_url, pool_size=1)
         db.create_all()  # migrate once, before the workers race for it
+        refuse_skewed_clock(db, max_skew_s)  # lane windows are written on this clock
         db.dispose()
     except SQLAlchemyError as exc:
         raise click.ClickException(f"database: {str(exc).splitlines()[0]}") from None

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from viplanes.cli.clockopt import max_clock_skew_option, refuse_skewed_clock
 from viplanes.cli.openflow_options import listener_security, openflow_security_options
 from viplanes.cli.options import hostport_option
 from viplanes.lifecycle import wait_until_stopped
@@ -99,12 +100,14 @@ def run(
     show_default=True,
     help="scheduler period while master, seconds",
 )
+@max_clock_skew_option
 @openflow_security_options
 def cluster(
     db_url: str,
     of_addr: str,
     topology_path: str | None,
     tick_s: float,
+    max_skew_s: float,
     pki_dir: Path | None,
     insecure_tcp: bool,
     switch_cert_pins: tuple[str, ...],
@@ -115,6 +118,7 @@ def cluster(
     from viplanes.cli.serve import _load_topology, _retention_runner
     from viplanes.cluster.node import ControllerNode
     from viplanes.controller.openflow.roles import RoleController
+    from viplanes.domain.clock import SteadyClock
     from viplanes.lanes.manager import LaneManager
     from viplanes.store.db import Database
 
@@ -126,10 +130,12 @@ def cluster(
     try:
         db = Database(db_url)
         db.create_all()
+        refuse_skewed_clock(db, max_skew_s)
     except SQLAlchemyError as exc:
         raise click.ClickException(f"database: {str(exc).splitlines()[0]}") from None
-    plane = RoleController(topology, host=host, port=port, security=security)
-    manager = LaneManager(db, plane, topology)
+    clock = SteadyClock()  # lane windows and hard timeouts on one clock a step cannot move
+    plane = RoleController(topology, host=host, port=port, security=security, clock=clock)
+    manager = LaneManager(db, plane, topology, clock)
     plane.attach_source(manager.desired_lanes)
     node = ControllerNode(db, plane, manager, tick_s)
     retention = _retention_runner(db)

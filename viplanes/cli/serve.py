@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import click
 from viplanes.cli.openflow_options import openflow_security_options
 from viplanes.cli.options import hostport_option
 from viplanes.dataplane.base import Dataplane
+from viplanes.domain.clock import SteadyClock
 
 log = logging.getLogger("viplanes.cli.serve")
 
@@ -37,7 +39,9 @@ def _load_topology(path: str | None) -> Any:
         raise click.ClickException(f"topology: {exc}") from None
 
 
-def _make_dataplane(kind: str, topology: Any, openflow: tuple[str, int], security: Any) -> Dataplane:
+def _make_dataplane(
+    kind: str, topology: Any, openflow: tuple[str, int], security: Any, clock: Callable[[], float]
+) -> Dataplane:
     if kind == "memory":
         from viplanes.dataplane.memory import MemoryDataplane
 
@@ -48,7 +52,7 @@ def _make_dataplane(kind: str, topology: Any, openflow: tuple[str, int], securit
         raise click.ClickException(
             f"the embedded controller is not available ({exc}); use --dataplane memory for an API-only server"
         ) from None
-    return EmbeddedController(topology, host=openflow[0], port=openflow[1], security=security)
+    return EmbeddedController(topology, host=openflow[0], port=openflow[1], security=security, clock=clock)
 
 
 def _of_mode(dataplane: str, security: Any) -> str:
@@ -135,9 +139,12 @@ def serve(
         from viplanes.cli.openflow_options import listener_security
 
         security = listener_security(pki_dir, insecure_tcp, switch_cert_pins, topology)
-    plane = _make_dataplane(dataplane, topology, of, security)
+    # one clock for the lane service and the controller: lane windows and hard timeouts agree,
+    # and a wall-clock step moves neither (viplanes/domain/clock.py)
+    clock = SteadyClock()
+    plane = _make_dataplane(dataplane, topology, of, security, clock)
     try:
-        app = create_app(AppConfig(db_url=db_url or ""), dataplane=plane, topology=topology)
+        app = create_app(AppConfig(db_url=db_url or ""), dataplane=plane, topology=topology, clock=clock)
     except SQLAlchemyError as exc:
         raise click.ClickException(f"database: {str(exc).splitlines()[0]}") from None
     ctx = app.extensions["viplanes"]

@@ -115,6 +115,10 @@ class LeaderLease:
         # one gain or loss at a time: the renewal thread and the deadline watchdog both decide
         self._transition = threading.RLock()
         self._reclaim = threading.Event()
+        # a standby's own view of the holder's renewals: the row as last read and the local
+        # monotonic time it first read it so (see ``_stale_row``)
+        self._seen: tuple[str, int, float] | None = None
+        self._seen_at = 0.0
         self._ensure_row()
 
     def _ensure_row(self) -> None:
@@ -139,6 +143,7 @@ class LeaderLease:
     def try_acquire(self) -> int | None:
         """One round: take or renew. The epoch while we hold the lease, else None."""
         sent_at = time.monotonic()
+        stale = self._stale_row()
         with self.db.write() as s:
             self._guard_transaction(s)
             row = s.execute(
@@ -146,23 +151,47 @@ class LeaderLease:
                     f"UPDATE controller_lease SET "
                     f"epoch = CASE WHEN holder = :me THEN epoch ELSE epoch + 1 END, "
                     f"holder = :me, expires_at = {self._now} + :lease "
-                    f"WHERE name = :name AND (holder = :me OR expires_at < {self._now}) "
+                    f"WHERE name = :name AND (holder = :me OR expires_at < {self._now} "
+                    f"OR (holder = :sh AND epoch = :se AND expires_at = :sx)) "
                     f"RETURNING epoch"
                 ),
-                {"me": self.holder, "name": self.name, "lease": self.lease_s},
+                {
+                    "me": self.holder,
+                    "name": self.name,
+                    "lease": self.lease_s,
+                    "sh": stale[0] if stale else None,  # NULL: compares true with nothing
+                    "se": stale[1] if stale else None,
+                    "sx": stale[2] if stale else None,
+                },
             ).first()
         if row is None:
             with self.db.read() as s:  # a standby's SLAVE role requests need the current generation
-                self.seen_epoch = int(
-                    s.execute(
-                        text("SELECT epoch FROM controller_lease WHERE name = :name"), {"name": self.name}
-                    ).scalar()
-                    or 0
-                )
+                seen = s.execute(
+                    text("SELECT holder, epoch, expires_at FROM controller_lease WHERE name = :name"),
+                    {"name": self.name},
+                ).first()
+            self.seen_epoch = int(seen[1]) if seen is not None else 0
+            self._observe(None if seen is None else (str(seen[0]), int(seen[1]), float(seen[2])))
             return None
+        self._seen = None
         self.seen_epoch = int(row[0])
         self._deadline = sent_at + self.lease_s
         return int(row[0])
+
+    def _observe(self, row: tuple[str, int, float] | None) -> None:
+        if row != self._seen:
+            self._seen, self._seen_at = row, time.monotonic()
+
+    def _stale_row(self) -> tuple[str, int, float] | None:
+        """The lease row as last read, if it has not changed for a whole lease on *our* monotonic
+        clock: its holder stopped renewing (every renewal writes a new ``expires_at``), whatever
+        the database's clock says. A database clock stepped back kept a dead holder's lease
+        "unexpired" for the size of the step; with this a standby takes over within
+        ``lease_s + renew_s`` all the same. The holder's own deadline (local, from before its
+        statement) has passed by then, so the two never lead at once (clock rates aside)."""
+        if self._seen is None or time.monotonic() - self._seen_at < self.lease_s:
+            return None
+        return self._seen
 
     def reclaim(self) -> None:
         """A switch refused us while we hold the lease (it had seen our generation or a later

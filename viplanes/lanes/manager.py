@@ -21,7 +21,6 @@ import builtins
 import ipaddress
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 
 from sqlalchemy import Connection, func, select
@@ -30,6 +29,7 @@ from sqlalchemy.orm import Session
 
 from viplanes.authz.tokens import Caller, sees_lane
 from viplanes.dataplane.base import Dataplane
+from viplanes.domain.clock import SteadyClock
 from viplanes.domain.values import LaneCounters, LaneSpec
 from viplanes.errors import Conflict, NotFound, Unavailable, VipError
 from viplanes.lanes import states
@@ -80,7 +80,7 @@ class LaneManager(LaneActivation):
         db: Database,
         dataplane: Dataplane,
         topology: Topology,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         on_decision: Callable[[str], None] = _noop,
         on_activation: Callable[[float, bool], None] = _noop,
         resolver: Resolver | None = None,
@@ -92,7 +92,8 @@ class LaneManager(LaneActivation):
         self.resend_lock = threading.Lock()  # an extension and a re-resolved name re-send one at a time
         self.dataplane = dataplane
         self.topology = topology
-        self.clock = clock
+        # lane windows are judged on a clock a wall-clock step cannot move (viplanes/domain/clock.py)
+        self.clock = clock or SteadyClock()
         self.on_decision = on_decision
         self.on_activation = on_activation
         self.lane_pool = LanePool(topology.lane_pool.prefix)
