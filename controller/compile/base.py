@@ -63,6 +63,7 @@ from viplanes.controller.compile import conntrack
 from viplanes.controller.compile.cookies import BASE_COOKIE
 from viplanes.controller.compile.fastmatch import exact_match
 from viplanes.controller.compile.flowkey import cached_key
+from viplanes.controller.compile.ndguard import nd_guard_flows
 from viplanes.topologies.model import Switch, Topology
 from viplanes.topologies.paths import bypass_ports
 
@@ -391,6 +392,7 @@ def base_flows(topo: Topology, sw: Switch) -> OFMsgs:
     ofmsgs += guard_flows(topo, outside=outside)
     if not outside:
         ofmsgs += host_source_guards(topo, sw.name)
+        ofmsgs += nd_guard_flows(topo, sw.name, dual_stack(topo))
     if border is not None and sw.name == border.name:
         ofmsgs += _border_flows(topo, sw)
     return ofmsgs
