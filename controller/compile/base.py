@@ -32,9 +32,9 @@ Bands (table 0 unless said otherwise), lowest first:
   look up ``conntrack.CT_ZONE``, where lanes without NAT keep their connections; an error for
   a lane-pool address goes through that address's own zone instead (``PRIORITY_RELATED_NAT``,
   951, a shared flow of the address: ``sharedflows``).
-  Neighbour discovery keeps the normal path everywhere: no lane rule matches ICMPv6 (lanes are
-  tcp/udp), no guard drops it, and the bypass drop only stops copies that NORMAL floods onto a
-  bypass link (like ARP broadcasts), never the normal path's ND.
+  Neighbour discovery is never steered (lanes are tcp/udp); what may claim or route is checked
+  by the RA guard and ND inspection (``ndguard``, priorities 850-890, between the guards and the
+  table-miss), then NORMAL.
 - ``PRIORITY_LANE`` (1000, +1 when the source port is pinned): the lanes (``compiler``).
 
 Table 1 (border switch with conntrack; packets arrive there only after ``ct(nat, table=1)``):
