@@ -42,6 +42,7 @@ internet side) get none of this, like the other source guards.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller.compile.cookies import BASE_COOKIE
+from viplanes.controller.compile.flowkey import cached_key
 from viplanes.topologies.model import Interface, PortRef, Topology
 
 PRIORITY_ND_TRUSTED = 890
@@ -67,6 +69,7 @@ LINK_LOCAL = ("fe80::", "ffc0::")  # fe80::/10
 UNSPECIFIED = "::"
 
 OFMsgs = list[Any]
+Fields = dict[str, Any]  # OpenFlow match fields, as OFPMatch takes them
 
 
 @dataclass(frozen=True)
@@ -107,8 +110,10 @@ def host_ports(topo: Topology) -> dict[PortRef, Interface]:
     return {h.iface.attach: h.iface for h in topo.hosts if h.role != "cloud" and h.iface.attach}
 
 
-def protected(topo: Topology) -> list[Claimed]:
-    """Every topology v6 address a claim could steal, once, with its owner's port."""
+@functools.lru_cache(maxsize=8)
+def protected(topo: Topology) -> tuple[Claimed, ...]:
+    """Every topology v6 address a claim could steal, once, with its owner's port (once per
+    topology: every switch's flows need it)."""
     out: dict[str, Claimed] = {}
     devices = _legs(topo) + list(host_ports(topo).values())
     for iface in devices:
@@ -119,29 +124,46 @@ def protected(topo: Topology) -> list[Claimed]:
     for host in topo.hosts:
         if host.gateway6 is not None and host.role != "cloud":
             out.setdefault(str(host.gateway6), Claimed(str(host.gateway6), None, held=False))
-    return list(out.values())
+    return tuple(out.values())
 
 
-def _flow(priority: int, match: Any, forward: bool) -> Any:
-    actions = [parser.OFPActionOutput(ofp.OFPP_NORMAL)] if forward else []
-    inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)] if actions else []
-    return parser.OFPFlowMod(
-        None,
-        table_id=0,
-        cookie=BASE_COOKIE,
-        command=ofp.OFPFC_ADD,
-        priority=priority,
-        match=match,
-        instructions=inst,
-        buffer_id=ofp.OFP_NO_BUFFER,
-    )
+# Built once per process and copied per switch, as base.py's host guards: every switch of a
+# dual-stack campus drops the same claims (a 16-access-switch campus of 260 v6 hosts: 24,613
+# flow-mods, 3.8 s to build each afresh).
+_KEPT: dict[tuple[int, bool, tuple[tuple[str, Any], ...]], Any] = {}
+_KEPT_MAX = 200_000
 
 
-def _icmp6(icmp_type: int, **fields: Any) -> Any:
-    return parser.OFPMatch(eth_type=ETH_TYPE_IPV6, ip_proto=IP_PROTO_ICMPV6, icmpv6_type=icmp_type, **fields)
+def _flow(priority: int, fields: Fields, forward: bool) -> Any:
+    """A fresh ADD (NORMAL, or drop): a shallow copy of the kept one, its flow key included."""
+    key = (priority, forward, tuple(sorted(fields.items())))
+    kept = _KEPT.get(key)
+    if kept is None:
+        if len(_KEPT) >= _KEPT_MAX:
+            _KEPT.clear()
+        actions = [parser.OFPActionOutput(ofp.OFPP_NORMAL)] if forward else []
+        kept = parser.OFPFlowMod(
+            None,
+            table_id=0,
+            cookie=BASE_COOKIE,
+            command=ofp.OFPFC_ADD,
+            priority=priority,
+            match=parser.OFPMatch(**fields),
+            instructions=[parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)] if actions else [],
+            buffer_id=ofp.OFP_NO_BUFFER,
+        )
+        cached_key(kept)
+        _KEPT[key] = kept
+    msg = object.__new__(type(kept))
+    msg.__dict__.update(kept.__dict__)
+    return msg
 
 
-def _claims(address: str, **where: Any) -> list[Any]:
+def _icmp6(icmp_type: int, **fields: Any) -> Fields:
+    return dict(eth_type=ETH_TYPE_IPV6, ip_proto=IP_PROTO_ICMPV6, icmpv6_type=icmp_type, **fields)
+
+
+def _claims(address: str, **where: Any) -> list[Fields]:
     """The matches of every claim of ``address`` (see the module docstring)."""
     return [
         _icmp6(ND_NA, ipv6_nd_target=address, **where),
@@ -151,7 +173,7 @@ def _claims(address: str, **where: Any) -> list[Any]:
 
 def _own_sources(iface: Interface) -> list[Any]:
     """ipv6_src / nd_target values a host may use for itself: its address, any link-local."""
-    own: list[Any] = [LINK_LOCAL]
+    own: list[Any] = [LINK_LOCAL]  # (value, mask)
     if iface.ip6 is not None:
         own.insert(0, str(iface.ip6.ip))
     return own
@@ -187,7 +209,5 @@ def nd_guard_flows(topo: Topology, switch: str, dual_stack: bool) -> OFMsgs:
         for port in sorted(hosts):
             ofmsgs += _host_flows(port, hosts[port])
     ofmsgs += [_flow(PRIORITY_RA_DROP, _icmp6(t), forward=False) for t in ROUTER_ONLY]
-    ofmsgs.append(
-        _flow(PRIORITY_RA_DROP, parser.OFPMatch(eth_type=ETH_TYPE_IPV6, ip_proto=IP_PROTO_UNWALKED), forward=False)
-    )
+    ofmsgs.append(_flow(PRIORITY_RA_DROP, dict(eth_type=ETH_TYPE_IPV6, ip_proto=IP_PROTO_UNWALKED), forward=False))
     return ofmsgs
