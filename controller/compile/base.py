@@ -33,8 +33,8 @@ Bands (table 0 unless said otherwise), lowest first:
   a lane-pool address goes through that address's own zone instead (``PRIORITY_RELATED_NAT``,
   951, a shared flow of the address: ``sharedflows``).
   Neighbour discovery is never steered (lanes are tcp/udp); what may claim or route is checked
-  by the RA guard and ND inspection (``ndguard``, priorities 850-890, between the guards and the
-  table-miss), then NORMAL.
+  by the RA guard and ND inspection (``ndguard``, 850-890), then NORMAL; a router leg's MAC as
+  source from another host-facing port is dropped (``macguard``, 895).
 - ``PRIORITY_LANE`` (1000, +1 when the source port is pinned): the lanes (``compiler``).
 
 Table 1 (border switch with conntrack; packets arrive there only after ``ct(nat, table=1)``):
@@ -63,6 +63,7 @@ from viplanes.controller.compile import conntrack
 from viplanes.controller.compile.cookies import BASE_COOKIE
 from viplanes.controller.compile.fastmatch import exact_match
 from viplanes.controller.compile.flowkey import cached_key
+from viplanes.controller.compile.macguard import mac_guard_flows
 from viplanes.controller.compile.ndguard import nd_guard_flows
 from viplanes.topologies.model import Switch, Topology
 from viplanes.topologies.paths import bypass_ports
@@ -393,6 +394,7 @@ def base_flows(topo: Topology, sw: Switch) -> OFMsgs:
     if not outside:
         ofmsgs += host_source_guards(topo, sw.name)
         ofmsgs += nd_guard_flows(topo, sw.name, dual_stack(topo))
+        ofmsgs += mac_guard_flows(topo, sw.name)
     if border is not None and sw.name == border.name:
         ofmsgs += _border_flows(topo, sw)
     return ofmsgs

@@ -111,6 +111,24 @@ def test_a_host_cannot_take_the_desktops_gateway(lab: V6Lab) -> None:
     )
 
 
+def test_a_host_cannot_take_the_gateways_mac(lab: V6Lab) -> None:
+    """The same theft without ND: frames with the firewall's MAC as source from the server's
+    port. On the old flows the switches learned that MAC on the server's port and the desktop's
+    pings through the firewall, v4 and v6, went to the server (0 of 3 answered each)."""
+    fw_mac = "02:00:00:02:00:01"
+    spoof = nf.mac_bytes("ff:ff:ff:ff:ff:ff") + nf.mac_bytes(fw_mac) + b"\x88\xb5" + bytes(50)
+    assert lab.pings("desktop", CLOUD6) == 3
+    server = lab.node("server")
+    # the attacker keeps re-asserting the MAC (every 20 ms for 4 s) while the desktop pings
+    server.cmd(nf.send_command("server-eth0", [spoof], repeat=200, every=0.02) + " &")
+    time.sleep(0.3)
+    v4 = re.search(r"(\d+) received", lab.node("desktop").cmd("ping -c 3 -i 0.2 -W 1 203.0.113.10"))
+    harm = (int(v4[1]) if v4 else 0, lab.pings("desktop", CLOUD6))
+    server.cmd("wait")
+    lab.node("fw").cmd("ping -c 1 -W 1 10.1.0.10 >/dev/null; ping -6 -c 1 -W 1 2001:db8:1::10 >/dev/null")
+    assert harm == (3, 3), f"(v4, v6) echo replies of 3 after the spoof: {harm}"
+
+
 def test_the_dtn_cannot_take_the_edges_inbound_v6(lab: V6Lab) -> None:
     nat_mac = lab.node("nat").cmd("cat /sys/class/net/nat-out/address").strip()
     # the edge resolved the NAT box, its next hop back to the campus (inbound echo requests

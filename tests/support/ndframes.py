@@ -118,14 +118,18 @@ def fragmented(
 
 
 SENDER = (
-    "import socket,sys\n"
+    "import socket,sys,time\n"
     "s=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\n"
     "s.bind((sys.argv[1],0))\n"
-    "[s.send(bytes.fromhex(h)) for h in sys.argv[2:]]\n"
+    "n,dt=int(sys.argv[2]),float(sys.argv[3])\n"
+    "for i in range(n):\n"
+    " [s.send(bytes.fromhex(h)) for h in sys.argv[4:]]\n"
+    " time.sleep(dt if i+1<n else 0)\n"
 )
 
 
-def send_command(iface: str, frames: list[bytes]) -> str:
-    """A shell command that sends ``frames`` out of ``iface`` (run inside the sending host)."""
+def send_command(iface: str, frames: list[bytes], repeat: int = 1, every: float = 0.0) -> str:
+    """A shell command that sends ``frames`` out of ``iface`` (run inside the sending host),
+    ``repeat`` times ``every`` seconds apart (an attacker re-asserting a claim)."""
     hexes = " ".join(f.hex() for f in frames)
-    return f"{sys.executable} -c '{SENDER}' {iface} {hexes}"
+    return f"{sys.executable} -c '{SENDER}' {iface} {repeat} {every} {hexes}"
