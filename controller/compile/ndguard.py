@@ -4,7 +4,7 @@ IPv6's ARP is ICMPv6, so the IPv4 source guards (``base.host_source_guards``) le
 campus host's neighbour advertisement or solicitation claiming the desktop's v6 gateway moves
 the desktop's traffic to that host, and a router advertisement from any host installs a default
 route on every host that accepts RAs. These flows close that on every campus switch (table 0,
-between the source guards at ``PRIORITY_GUARD`` and the lanes' table-miss NORMAL):
+between the source guards at ``PRIORITY_GUARD`` and the table-miss NORMAL):
 
 - ``PRIORITY_ND_TRUSTED`` (890, NORMAL): router advertisements (134) and redirects (137) from
   router ports (the middlebox legs and the edge router's inside leg attached here); every ND
@@ -12,15 +12,14 @@ between the source guards at ``PRIORITY_GUARD`` and the lanes' table-miss NORMAL
   is inspected on the switch where it entered); and a protected address's own claims (below)
   from its owner's port.
 - ``PRIORITY_ND_CLAIM`` (880, drop): a claim of a protected address from any other port. A claim
-  is an NA whose target is the address, or an NS whose source is it (the source's
-  link-layer option would bind it in the receiver's cache); an NA's own source binds nothing, so
-  the host rules below check it. Protected: every v6 address of a
-  router leg, a middlebox leg, the edge router and a campus host in the topology, and the
-  link-local address Linux derives from each one's MAC (EUI-64; a device using other
-  link-local addresses is covered by its global ones only). A leg cabled straight to another
-  node (no switch port) claims nothing on a switch, so its addresses are dropped everywhere. A
-  host's ``gateway6`` that is no device's address has no known port: its claims are dropped on
-  the campus hosts' ports.
+  is an NA whose target is the address, or an NS whose source is it (the source's link-layer
+  option would bind it in the receiver's cache); an NA's own source binds nothing, so only the
+  host rules below check it. Protected: every v6 address of a middlebox leg, the edge router's
+  inside leg and a campus host in the topology, and the link-local address Linux derives from
+  each one's MAC (EUI-64; a device using other link-local addresses is covered by its global
+  ones only). A leg cabled straight to another node (no switch port) makes no claim on a
+  switch, so claims of its addresses are dropped everywhere. A host's ``gateway6`` that is no
+  device's address has no known port: its claims are dropped on the campus hosts' ports.
 - ``PRIORITY_ND_HOST`` (870, NORMAL) / ``PRIORITY_ND_HOST_DROP`` (860, drop), dual-stack
   campuses: a host may claim only its own addresses. From a campus host's port an NS passes when
   its source is the host's v6 address, a link-local address or ``::`` (duplicate address
