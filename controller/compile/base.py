@@ -32,9 +32,9 @@ Bands (table 0 unless said otherwise), lowest first:
   look up ``conntrack.CT_ZONE``, where lanes without NAT keep their connections; an error for
   a lane-pool address goes through that address's own zone instead (``PRIORITY_RELATED_NAT``,
   951, a shared flow of the address: ``sharedflows``).
-  Neighbour discovery keeps the normal path everywhere: no lane rule matches ICMPv6 (lanes are
-  tcp/udp), no guard drops it, and the bypass drop only stops copies that NORMAL floods onto a
-  bypass link (like ARP broadcasts), never the normal path's ND.
+  Neighbour discovery is never steered (lanes are tcp/udp); what may claim or route is checked
+  by the RA guard and ND inspection (``ndguard``, 850-890), then NORMAL; a router leg's MAC as
+  source from another host-facing port is dropped (``macguard``, 895).
 - ``PRIORITY_LANE`` (1000, +1 when the source port is pinned): the lanes (``compiler``).
 
 Table 1 (border switch with conntrack; packets arrive there only after ``ct(nat, table=1)``):
@@ -63,6 +63,8 @@ from viplanes.controller.compile import conntrack
 from viplanes.controller.compile.cookies import BASE_COOKIE
 from viplanes.controller.compile.fastmatch import exact_match
 from viplanes.controller.compile.flowkey import cached_key
+from viplanes.controller.compile.macguard import mac_guard_flows
+from viplanes.controller.compile.ndguard import nd_guard_flows
 from viplanes.topologies.model import Switch, Topology
 from viplanes.topologies.paths import bypass_ports
 
@@ -391,6 +393,8 @@ def base_flows(topo: Topology, sw: Switch) -> OFMsgs:
     ofmsgs += guard_flows(topo, outside=outside)
     if not outside:
         ofmsgs += host_source_guards(topo, sw.name)
+        ofmsgs += nd_guard_flows(topo, sw.name, dual_stack(topo))
+        ofmsgs += mac_guard_flows(topo, sw.name)
     if border is not None and sw.name == border.name:
         ofmsgs += _border_flows(topo, sw)
     return ofmsgs

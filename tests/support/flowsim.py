@@ -71,6 +71,7 @@ PREREQS: dict[str, tuple[str, tuple[int, ...]]] = {
     **{f: ("ip_proto", (1,)) for f in ("icmpv4_type", "icmpv4_code")},
     **{f: ("eth_type", (0x86DD,)) for f in ("ipv6_src", "ipv6_dst")},
     **{f: ("ip_proto", (58,)) for f in ("icmpv6_type", "icmpv6_code")},
+    "ipv6_nd_target": ("icmpv6_type", (135, 136)),
 }
 # what a packet that does not carry the field matches as
 DEFAULTS = {"vlan_vid": 0, "ct_state": 0, "ct_mark": 0}

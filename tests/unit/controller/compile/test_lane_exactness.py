@@ -245,8 +245,11 @@ def test_border_switch_answers_arp_for_an_active_lane_address_itself() -> None:
     )
     # an address no lane uses is only punted (metered) to the controller
     assert [o.kind for o in net.send_from_edge(dict(req, arp_tpa="198.51.100.201"))] == ["CONTROLLER"]
-    # nobody but the edge router gets the switch's answer
-    assert [o.kind for o in net.inject(PortRef("s3", 1), req)] == ["CONTROLLER"]
+    # nobody but the edge router gets the switch's answer (sent as the edge, from another
+    # port, the request is the router-MAC guard's: test_macguard.py)
+    nat_mac = topo.middleboxes[1].outside.mac
+    assert [o.kind for o in net.inject(PortRef("s3", 1), dict(req, eth_src=nat_mac))] == ["CONTROLLER"]
+    assert [o.kind for o in net.inject(PortRef("s3", 1), req)] == ["drop"]
 
 
 # ---- stateless fallback ------------------------------------------------------------------

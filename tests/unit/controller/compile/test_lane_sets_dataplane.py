@@ -20,6 +20,7 @@ from tests.support.flowsim import icmp6_error, ip6_packet, ip_packet, make_packe
 from tests.support.netsim import Network
 from tests.support.paths import REPO
 from viplanes.controller.compile import base as guardflows
+from viplanes.controller.compile import ndguard
 from viplanes.controller.compile.lane import compile_base, compile_desired, compile_lane
 from viplanes.domain.values import LaneSpec
 from viplanes.lanes.targets import lane_budget
@@ -178,9 +179,13 @@ def test_neighbour_discovery_keeps_the_normal_path(v6_net: Network, dual: Topolo
         ipv6_dst="ff02::1:ff00:1",
         icmpv6_type=icmp_type,
         icmpv6_code=0,
+        ipv6_nd_target=DESKTOP6 if icmp_type in (135, 136) else None,
     )
-    assert only(v6_net.send_from_host("desktop", nd)).kind == "NORMAL"
+    # an RA from a host is the RA guard's (test_ndguard.py): dropped; the rest keeps NORMAL
+    assert only(v6_net.send_from_host("desktop", nd)).kind == ("drop" if icmp_type == 134 else "NORMAL")
     from_edge = dict(nd, eth_src=dual.edge.inside.mac, ipv6_src="2001:db8:3::1")
+    if icmp_type == 136:
+        from_edge["ipv6_nd_target"] = "2001:db8:3::1"  # the edge advertises itself, not the desktop
     assert only(v6_net.send_from_edge(from_edge)).kind == "NORMAL"  # not through conntrack
 
 
@@ -321,9 +326,11 @@ def test_base_flows_of_a_dual_stack_border_relate_icmpv6_errors(dual: Topology) 
     icmpv6 = [m for m in border if isinstance(m, parser.OFPFlowMod) and "icmpv6_type" in m.match]
     related = sorted(m.match["icmpv6_type"] for m in icmpv6 if m.priority == guardflows.PRIORITY_RELATED)
     assert related == [1, 2, 3]  # never ND (133..137)
-    # the only ND flows are the host source guards' drops of a spoofed neighbour advertisement
+    # the other ND flows are the host source guards' drops of a spoofed neighbour advertisement
+    # and the ND guard's band (test_ndguard.py), never conntrack
+    nd_band = range(ndguard.PRIORITY_RA_DROP, ndguard.PRIORITY_ND_TRUSTED + 1)
     assert all(
         m.priority == guardflows.PRIORITY_GUARD and not m.instructions
         for m in icmpv6
-        if m.priority != guardflows.PRIORITY_RELATED
+        if m.priority != guardflows.PRIORITY_RELATED and m.priority not in nd_band
     )
