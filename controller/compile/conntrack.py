@@ -29,7 +29,8 @@ CT_ZONE = 0x5650
 HOST_ZONE_BASE = 0x1000
 HOST_ZONE_COUNT = 0x4000  # 0x1000-0x4FFF, below CT_ZONE
 # A NAT'd lane's connections live in the zone of its lane-pool address (lane_zone). Entries
-# outlive their lane (OVS keeps an established TCP entry for a day; nothing flushes them), and in
+# outlive their lane (OVS keeps an established TCP entry for a day; the zone is flushed only when
+# the address's last lane ends and the border is there to hear it: shared.py), and in
 # one shared zone a host's old connection kept its old translation: after its address went to
 # another host's lane, a new lane of the first host sent that connection out under the other
 # host's address. With a zone per address, a new lane's address starts from no old entries.
@@ -85,7 +86,7 @@ def lookup(zone: int) -> Any:
     return parser.NXActionCT(
         flags=0,
         zone_src="",
-        zone_ofs_nbits=lane_zone(nat_ip) if zone is None else zone,
+        zone_ofs_nbits=zone,
         recirc_table=CT_COMMIT_TABLE,
         alg=0,
         actions=[],
@@ -124,7 +125,7 @@ def track_reply(zone: int = CT_ZONE) -> Any:
     return parser.NXActionCT(
         flags=0,
         zone_src="",
-        zone_ofs_nbits=lane_zone(nat_ip) if zone is None else zone,
+        zone_ofs_nbits=zone,
         recirc_table=CT_TABLE,
         alg=0,
         actions=[parser.NXActionNAT(flags=0)],

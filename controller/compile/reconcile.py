@@ -32,9 +32,9 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller.compile.cookies import BASE_COOKIE, address_from_cookie, lane_id_from_cookie
+from viplanes.controller.compile.ctlane import NEWCONN_METER_BASE
 from viplanes.controller.compile.flowkey import cached_key
 from viplanes.controller.compile.lane import MAX_HARD_TIMEOUT, PRIORITY_TABLE_MISS, compile_flow_delete
-from viplanes.controller.compile.ctlane import NEWCONN_METER_BASE
 
 REFRESH_MARGIN_S = 3600  # refresh when a flow has less than this left and its lane needs more
 SLACK_S = 5  # timeouts are whole seconds and the read-back is a little old

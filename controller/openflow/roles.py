@@ -24,8 +24,8 @@ from typing import Any
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller.runtime import ctlimits
 from viplanes.controller.openflow.embedded import EmbeddedController
+from viplanes.controller.runtime import ctlimits
 
 LOG = logging.getLogger("viplanes.controller.openflow.roles")
 ROLE_WAIT_S = 2.0

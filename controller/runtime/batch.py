@@ -26,10 +26,9 @@ from typing import Any
 
 from os_ken.ofproto import ofproto_v1_3 as ofp
 
+from viplanes.controller.compile import ctlane, lanediff
 from viplanes.controller.compile import lane as compiler
-from viplanes.controller.compile import lanediff
 from viplanes.controller.compile import shared as sharedflows
-from viplanes.controller.compile import ctlane
 from viplanes.controller.runtime.pending import Batch
 from viplanes.controller.runtime.switches import SwitchState
 from viplanes.controller.runtime.wire import Staged, Wire, error_reason, meter_errors_only

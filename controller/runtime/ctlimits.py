@@ -1,8 +1,8 @@
 """Per-zone conntrack limits at the border: switch configuration, not OpenFlow (issue 28).
 
 Open vSwitch 3.1 takes a zone's connection limit only through ``ovs-appctl dpctl/ct-set-limits``
-on the switch's own host (its OVSDB has no limit column before 3.3, and OpenFlow has no such
-message). The border declares whether the controller can reach it that way: ``ct_appctl`` in the
+on the switch's own host: OpenFlow has no such message, and its OVSDB ``CT_Zone`` has only a
+timeout policy. The border declares whether the controller can reach it that way: ``ct_appctl`` in the
 topology ("<target> [<datapath>]", e.g. "ovs-vswitchd netdev@ovs-netdev"); empty means it
 cannot, and the controller logs once per connection that the zones there have no limit (each
 lane's new-connection meter, an OpenFlow meter, still bounds how fast they fill).
@@ -57,7 +57,9 @@ def apply_zone_limits(topo: Topology | None, dpid: int, run: Run = subprocess.ru
         return None
     commands = set_limits_commands(topo)
     if not commands:
-        why = f"{border.name}: no per-zone conntrack limit (ct_appctl not set); lanes' new-connection meters still apply"
+        why = (
+            f"{border.name}: no per-zone conntrack limit (ct_appctl not set); lanes' new-connection meters still apply"
+        )
         LOG.warning("%s", why)
         return why
     for argv in commands:

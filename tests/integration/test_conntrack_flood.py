@@ -36,7 +36,7 @@ ZONE_LIMIT = 5000
 _LISTEN = (
     "import socket;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);"
     "s.bind(('0.0.0.0',5201));s.listen(4096);print('ready',flush=True)\n"
-    "while True:\n c,a=s.accept();c.close()"
+    "while True:\n c,a=s.accept();print(a[0],flush=True);c.close()"
 )
 # one short connection every 0.2 s for SECONDS; prints how many were set up and how many failed
 _CONNECTS = (
@@ -82,7 +82,14 @@ def lane(campus: Campus, src: str) -> dict:
     r = campus.api(
         "POST",
         "/lanes",
-        json={"src_ip": src, "dst_ip": CLOUD, "protocol": "tcp", "dst_port": 5201, "duration_s": 600, "purpose": "flood"},
+        json={
+            "src_ip": src,
+            "dst_ip": CLOUD,
+            "protocol": "tcp",
+            "dst_port": 5201,
+            "duration_s": 600,
+            "purpose": "flood",
+        },
     )
     assert r.status_code == 201 and r.json()["state"] == "active", r.text
     return r.json()
@@ -137,6 +144,8 @@ def test_a_syn_flood_through_one_lane_leaves_another_lanes_connections_working(f
         f_out, f_err = flood.communicate(timeout=60)
         during = zone_entries(zone)
         limits = zone_limit(zone)
+        listener.kill()
+        peers = listener.communicate(timeout=10)[0].split()
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -152,6 +161,7 @@ def test_a_syn_flood_through_one_lane_leaves_another_lanes_connections_working(f
     )
     assert sent["sent"] > 10_000, (sent, f_err)
     assert second["ok"] >= 20 and second["failed"] == 0, (second, c_err)
+    assert peers.count(victim["nat_ip"]) >= second["ok"], peers[-5:]  # through the server's lane
     # only what the lane's new-connection meter let through became an entry (burst + rate x time)
     assert during - before <= NEW_PER_S * (FLOOD_S + 2) + NEW_PER_S, during
     assert f"zone={zone},limit={ZONE_LIMIT}" in limits, limits

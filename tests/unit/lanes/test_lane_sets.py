@@ -40,7 +40,9 @@ def test_single_lane_keeps_the_old_fields(w: World) -> None:
     assert lane["dst_nets"] == ["203.0.113.10/32"] and lane["dst_ports"] == ["9000"]
     spec = w.dataplane.active[lane["id"]]
     assert spec.dst_ip == "203.0.113.10" and spec.dst_port == 9000 and spec.is_single
-    assert lane["match_count"] == 1 and lane["flow_count"] == 2 * 3 + 4  # 3 hops desktop -> edge, 2 ct reply + 2 commit rules
+    assert (
+        lane["match_count"] == 1 and lane["flow_count"] == 2 * 3 + 4
+    )  # 3 hops desktop -> edge, 2 ct reply + 2 commit rules
 
 
 def test_port_range_counts_masked_matches(w: World) -> None:

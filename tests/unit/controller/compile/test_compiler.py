@@ -11,6 +11,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 from tests.support.clock import T0 as NOW  # the compile tests' now
 from tests.support.flowsim import ip_packet, make_packet
 from tests.support.netsim import Network
+from viplanes.controller.compile import ctlane
 from viplanes.controller.compile.lane import (
     ARP_PUNT_METER,
     PRIORITY_ARP_PROXY,
@@ -32,7 +33,6 @@ from viplanes.controller.compile.lane import (
     lane_dpids,
     lane_ingress_ports,
 )
-from viplanes.controller.compile import ctlane
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import PortRef, Topology
 
@@ -142,9 +142,7 @@ def test_pinned_source_port(topo: Topology, lane: LaneSpec) -> None:
     assert only(net.send_from_edge(reply_packet(topo))).kind == "host"
     assert only(net.send_from_edge(reply_packet(topo, tcp_dst=40001))).kind == "drop"
     flows = [m for msgs in compile_lane(pinned, topo, NOW).values() for m in msgs if isinstance(m, parser.OFPFlowMod)]
-    assert {m.priority for m in flows if m.table_id == 0} == {
-        PRIORITY_LANE + 1
-    }
+    assert {m.priority for m in flows if m.table_id == 0} == {PRIORITY_LANE + 1}
 
 
 def test_removal_deletes_only_that_lane(net: Network, topo: Topology, lane: LaneSpec) -> None:
@@ -342,7 +340,9 @@ def test_desired_state_and_a_reconcile_by_flow_key(topo: Topology, lane: LaneSpe
         want = {flow_key_of(m): m for m in desired.get(dpid, []) if isinstance(m, parser.OFPFlowMod)}
         have = {flow_key_of(s): s for s in table.stats(*ALL_APP_FLOWS)}
         table.apply_all([compile_flow_delete(have[k]) for k in have.keys() - want.keys()])
-        meters = [m for m in desired.get(dpid, []) if isinstance(m, parser.OFPMeterMod) and m.meter_id not in table.meters]
+        meters = [
+            m for m in desired.get(dpid, []) if isinstance(m, parser.OFPMeterMod) and m.meter_id not in table.meters
+        ]
         table.apply_all([*meters, *(want[k] for k in want.keys() - have.keys())])
         assert {flow_key_of(s) for s in table.stats(*ALL_APP_FLOWS)} == set(want)
     assert any(f.cookie == 0x42 for f in net.table("s1").flows)

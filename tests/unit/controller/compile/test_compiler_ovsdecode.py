@@ -11,7 +11,6 @@ import subprocess
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from os_ken.ofproto import ofproto_v1_3 as ofp
 
 from tests.support.paths import REPO
 from tests.support.rawof import FakeDatapath

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from tests.support.flowsim import ip_packet
 from tests.support.netsim import Network, Outcome
 from viplanes.controller.compile.ctlane import NEWCONN_MAX_LANE_ID
-from viplanes.controller.compile.path import stateful
 from viplanes.controller.compile.lane import compile_base, compile_lane, compile_lane_removal, lane_dpids
+from viplanes.controller.compile.path import stateful
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.loader import parse_topology
 from viplanes.topologies.model import PortRef, Topology

@@ -14,8 +14,8 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.support.paths import REPO
-from viplanes.controller.compile.ctlane import NEWCONN_MAX_LANE_ID
 from viplanes.controller.compile import cookies
+from viplanes.controller.compile.ctlane import NEWCONN_MAX_LANE_ID
 from viplanes.controller.compile.flowkey import flow_key_of, match_key
 from viplanes.controller.compile.lane import (
     compile_base,

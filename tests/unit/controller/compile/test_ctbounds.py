@@ -188,9 +188,7 @@ def test_zone_limits_cover_every_lane_zone_and_say_so_where_they_cannot_be_set(
     local = dataclasses.replace(
         topo,
         switches=tuple(
-            dataclasses.replace(s, ct_appctl="ovs-vswitchd netdev@ovs-netdev", ct_zone_limit=500)
-            if s is border
-            else s
+            dataclasses.replace(s, ct_appctl="ovs-vswitchd netdev@ovs-netdev", ct_zone_limit=500) if s is border else s
             for s in topo.switches
         ),
     )
@@ -205,7 +203,14 @@ def test_zone_limits_cover_every_lane_zone_and_say_so_where_they_cannot_be_set(
 
     assert ctlimits.apply_zone_limits(local, 3, run=run) is None
     args = [a for argv in calls for a in argv]
-    assert calls[0][:6] == ["ovs-appctl", "-t", "ovs-vswitchd", "--timeout=10", "dpctl/ct-set-limits", "netdev@ovs-netdev"]
+    assert calls[0][:6] == [
+        "ovs-appctl",
+        "-t",
+        "ovs-vswitchd",
+        "--timeout=10",
+        "dpctl/ct-set-limits",
+        "netdev@ovs-netdev",
+    ]
     for addr in topo.lane_addresses():
         assert f"zone={conntrack.nat_zone(str(addr))},limit=500" in args
     for i, _host in enumerate(topo.hosts):

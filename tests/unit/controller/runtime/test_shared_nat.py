@@ -11,8 +11,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from os_ken.ofproto.ofproto_v1_3_parser import OFPFlowMod
 from os_ken.lib.packet import arp, packet
+from os_ken.ofproto.ofproto_v1_3_parser import OFPFlowMod
 
 from tests.support.clock import T0, FakeClock
 from tests.support.fake_switches import FakeSwitches, arp_request, inline_runtime
