@@ -144,6 +144,12 @@ def test_a_syn_flood_through_one_lane_leaves_another_lanes_connections_working(f
         f_out, f_err = flood.communicate(timeout=60)
         during = zone_entries(zone)
         limits = zone_limit(zone)
+        maxconns = subprocess.run(
+            ["ovs-appctl", "--timeout=20", "dpctl/ct-get-maxconns", DATAPATH],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.strip()
         listener.kill()
         peers = listener.communicate(timeout=10)[0].split()
     finally:
@@ -157,7 +163,7 @@ def test_a_syn_flood_through_one_lane_leaves_another_lanes_connections_working(f
     sent, second = json.loads(f_out), json.loads(c_out)
     print(
         f"\nflood: {sent}; desktop zone {zone}: {before} -> {during} entries; limits: {limits!r}; "
-        f"server's connects during the flood: {second}"
+        f"server's connects during the flood: {second}; the datapath's table: {maxconns} entries"
     )
     assert sent["sent"] > 10_000, (sent, f_err)
     assert second["ok"] >= 20 and second["failed"] == 0, (second, c_err)
