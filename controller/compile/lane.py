@@ -68,7 +68,6 @@ from viplanes.controller.compile.cookies import (
     APP_COOKIE,
     APP_COOKIE_MASK,
     BASE_COOKIE,
-    EXACT_MASK,
     lane_cookie,
     lane_id_from_cookie,
 )
@@ -83,6 +82,12 @@ from viplanes.controller.compile.path import (  # noqa: F401 - re-exported
     stateful,
 )
 from viplanes.controller.compile.proxyarp import lane_pool_arp_reply
+from viplanes.controller.compile.removal import (  # noqa: F401 - re-exported
+    compile_flow_delete,
+    compile_lane_removal,
+    meter_id_for,
+    newconn_border,
+)
 from viplanes.controller.compile.shared import compile_shared
 from viplanes.domain.matches import ETH_TYPE, LaneMatch, lane_matches
 from viplanes.domain.values import LaneSpec
@@ -113,13 +118,6 @@ def lane_ingress_ports(lane: LaneSpec, topo: Topology) -> frozenset[tuple[int, i
     (transit rules see the same packets again)."""
     hops = lane_hops(lane, topo)
     return frozenset({(hops[0].dpid, hops[0].in_port), (hops[-1].dpid, hops[-1].out_port)})
-
-
-def meter_id_for(lane_id: int) -> int:
-    """A rate-capped lane's meter id is its lane id; ``ARP_PUNT_METER`` is reserved."""
-    if not 1 <= lane_id < ARP_PUNT_METER:
-        raise LaneCompileError(f"lane id {lane_id} has no meter id (1..{ARP_PUNT_METER - 1})")
-    return lane_id
 
 
 def hard_timeout_for(expires_at: float, now: float) -> int:
@@ -164,12 +162,6 @@ def _lane_flow(
 def _border_ct_new_per_s(topo: Topology) -> int:
     border = border_switch(topo)
     return border.ct_new_per_s if border is not None else 1
-
-
-def newconn_border(topo: Topology | None) -> int | None:
-    """The dpid holding lanes' new-connection meters (a conntrack border), if any."""
-    border = border_switch(topo) if topo is not None else None
-    return border.dpid if border is not None and border.conntrack else None
 
 
 def flows_per_lane(hops: int, matches: int, families: int, with_ct: bool) -> int:
@@ -344,35 +336,6 @@ def _compile_pair(
         )
 
 
-def compile_lane_removal(
-    lane_id: int, dpids: Iterable[int], *, with_meter: bool = True, newconn_at: int | None = None
-) -> dict[int, OFMsgs]:
-    """Delete every flow of the lane (by exact cookie, all tables), then its meter, and on
-    ``newconn_at`` (its conntrack border) its new-connection meter."""
-    cookie = lane_cookie(lane_id)
-    out: dict[int, OFMsgs] = {}
-    for dpid in dict.fromkeys(dpids):
-        ofmsgs: OFMsgs = [
-            parser.OFPFlowMod(
-                None,
-                cookie=cookie,
-                cookie_mask=EXACT_MASK,
-                table_id=ofp.OFPTT_ALL,
-                command=ofp.OFPFC_DELETE,
-                out_port=ofp.OFPP_ANY,
-                out_group=ofp.OFPG_ANY,
-                match=parser.OFPMatch(),
-            )
-        ]
-        if with_meter and lane_id <= ofp.OFPM_MAX:
-            ofmsgs.append(parser.OFPMeterMod(None, command=ofp.OFPMC_DELETE, meter_id=meter_id_for(lane_id)))
-        if dpid == newconn_at and lane_id <= ctlane.NEWCONN_MAX_LANE_ID:
-            meter_id = ctlane.newconn_meter_id(lane_id)
-            ofmsgs.append(parser.OFPMeterMod(None, command=ofp.OFPMC_DELETE, meter_id=meter_id))
-        out[dpid] = ofmsgs
-    return out
-
-
 def compile_desired(topo: Topology, lanes: Iterable[LaneSpec], now: float) -> tuple[dict[int, OFMsgs], dict[int, str]]:
     """All the app's messages that should be on the switches now: base flows, every live
     lane, and the shared flows of the addresses live lanes use. Lanes that cannot be built
@@ -392,22 +355,6 @@ def compile_desired(topo: Topology, lanes: Iterable[LaneSpec], now: float) -> tu
     for dpid, msgs in compile_shared(topo, carried).items():
         out.setdefault(dpid, []).extend(msgs)
     return out, refused
-
-
-def compile_flow_delete(flow: Any) -> Any:
-    """A DELETE_STRICT for exactly one flow (a stale OFPFlowStats entry, or a FlowMod we sent):
-    same table, priority, match and cookie; nothing else on the switch is touched."""
-    return parser.OFPFlowMod(
-        None,
-        table_id=flow.table_id,
-        command=ofp.OFPFC_DELETE_STRICT,
-        priority=flow.priority,
-        cookie=flow.cookie,
-        cookie_mask=EXACT_MASK,
-        out_port=ofp.OFPP_ANY,
-        out_group=ofp.OFPG_ANY,
-        match=flow.match,
-    )
 
 
 __all__ = [
