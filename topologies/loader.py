@@ -31,6 +31,8 @@ from viplanes.topologies.model import (
 HOST_ROLES: tuple[HostRole, ...] = ("desktop", "server", "dtn", "cloud")
 MIDDLEBOX_KINDS: tuple[MiddleboxKind, ...] = ("firewall", "nat")
 DPID_MAX = 2**64 - 1
+CT_FIELDS = ("ct_new_per_s", "ct_zone_limit", "ct_appctl")  # Switch: conntrack bounds per lane
+CT_VALUE_MAX = 2**31 - 1
 
 Route = tuple[ipaddress.IPv4Network, ipaddress.IPv4Address]
 
@@ -142,7 +144,7 @@ class _Parser(FieldReader):
         )
 
     def switch(self, item: Any, where: str) -> Switch | None:
-        m = self.mapping(item, where, ("name", "dpid"), ("role", "cert_sha256", "conntrack"))
+        m = self.mapping(item, where, ("name", "dpid"), ("role", "cert_sha256", "conntrack", *CT_FIELDS))
         if m is None:
             return None
         name = self.name(m.get("name"), f"{where}.name") if "name" in m else None
@@ -164,9 +166,27 @@ class _Parser(FieldReader):
         if name is None or dpid is None or not isinstance(role, str) or not isinstance(conntrack, bool):
             return None
         pins = self._pins(m.get("cert_sha256"), f"{where}.cert_sha256")
-        sw = Switch(name=name, dpid=dpid, role=role, cert_sha256=pins, conntrack=conntrack)
+        ct = self._ct_settings(m, where)
+        sw = Switch(name=name, dpid=dpid, role=role, cert_sha256=pins, conntrack=conntrack, **ct)
         self._switches.append(sw)
         return sw
+
+    def _ct_settings(self, m: dict[str, Any], where: str) -> dict[str, Any]:
+        """``ct_new_per_s`` / ``ct_zone_limit`` (positive integers), ``ct_appctl`` (a string)."""
+        out: dict[str, Any] = {}
+        for key in ("ct_new_per_s", "ct_zone_limit"):
+            if key in m:
+                value = m[key]
+                if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= CT_VALUE_MAX:
+                    self.bad(f"{where}.{key}", f"expected an integer 1..{CT_VALUE_MAX}, got {value!r}")
+                else:
+                    out[key] = value
+        if "ct_appctl" in m:
+            if not isinstance(m["ct_appctl"], str):
+                self.bad(f"{where}.ct_appctl", f"expected a string, got {kind_of(m['ct_appctl'])}")
+            else:
+                out["ct_appctl"] = m["ct_appctl"]
+        return out
 
     def _pins(self, value: Any, where: str) -> tuple[str, ...]:
         """``cert_sha256``: one hex SHA-256 or a list of them (a rotation window)."""

@@ -30,6 +30,16 @@ class Switch:
     # lanes ending here keep connection state (OVS ct); False: the stateless fallback
     # (see controller/compile/lane.py). Only the border switch's value matters today.
     conntrack: bool = True
+    # Per lane at a conntrack border: new connections (``+new`` packets) per second its meter
+    # lets through to the commit; the rest are dropped before they take a table entry.
+    ct_new_per_s: int = 100
+    # Per conntrack zone (one per lane address: dataplane.md) at a conntrack border: entries
+    # allowed. Switch configuration, not OpenFlow: set by the runtime through ``ct_appctl``.
+    ct_zone_limit: int = 10000
+    # The ovs-appctl target (vswitchd control socket) through which the controller can set zone
+    # limits, when it runs next to this switch's vswitchd; "" declares that it cannot (the limit
+    # is then not set, and the log says so once per connection).
+    ct_appctl: str = ""
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,7 @@ def measure(
 ) -> dict:
     from viplanes.api.app import default_topology
     from viplanes.controller.compile.cookies import lane_cookie
-    from viplanes.controller.compile.lane import compile_base, compile_lane, compile_lane_removal
+    from viplanes.controller.compile.lane import compile_base, compile_lane, compile_lane_removal, newconn_border
     from viplanes.controller.openflow.launcher import start_apps
 
     topo = default_topology()
@@ -91,7 +91,7 @@ def measure(
         if watched:
             sync("add", i=i, cookie=lane_cookie(spec.lane_id), counts=counts, sent=t0, barriers=t2)
             t2 = time.perf_counter()
-        removal = compile_lane_removal(spec.lane_id, ofmsgs.keys(), with_meter=False)
+        removal = compile_lane_removal(spec.lane_id, ofmsgs.keys(), with_meter=False, newconn_at=newconn_border(topo))
         app.send_with_barriers(removal)
         t3 = time.perf_counter()
         if watched:
@@ -106,7 +106,9 @@ def measure(
         check = compile_lane(lane_spec(topo, 99_999, src_host, next(flows(1))), topo, time.time())
         app.send_with_barriers(check)
         present = {dpid: _count_cookie(name_of[dpid], 99_999) for dpid in check}
-        app.send_with_barriers(compile_lane_removal(99_999, check.keys(), with_meter=False))
+        app.send_with_barriers(
+            compile_lane_removal(99_999, check.keys(), with_meter=False, newconn_at=newconn_border(topo))
+        )
     else:
         present = None
     return {

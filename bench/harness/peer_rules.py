@@ -49,6 +49,8 @@ def ofctl_rest_bodies(lane_msgs: dict[int, list[Any]], cookie: int) -> dict[int,
         seen: set[tuple[int, int, str]] = set()
         bodies = []
         for msg in msgs:
+            if type(msg).__name__ != "OFPFlowMod":  # meters: the peers compared carry none
+                continue
             match = _match_dict(msg.match)
             table = msg.table_id
             while (table, msg.priority, repr(sorted(match.items()))) in seen:
@@ -89,6 +91,8 @@ def faucet_acls(
     out: dict[tuple[int, int], tuple[str, list[dict]]] = {}
     for dpid, msgs in lane_msgs.items():
         for msg in msgs:
+            if type(msg).__name__ != "OFPFlowMod":  # meters: the peers compared carry none
+                continue
             match = _match_dict(msg.match)
             port = int(match.get("in_port", 1))
             rule = {k: match[k] for k in _FAUCET_FIELDS if k in match}

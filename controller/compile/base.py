@@ -29,9 +29,9 @@ Bands (table 0 unless said otherwise), lowest first:
   connection (fragmentation needed) reach the host with their inner header un-NATed. On a
   dual-stack edge, ICMPv6 destination-unreachable / packet-too-big / time-exceeded likewise
   (``+rel`` of a v6 lane connection, no NAT); neighbour discovery is not matched here. These
-  look up ``conntrack.CT_ZONE``, where lanes without NAT keep their connections; an error for
-  a lane-pool address goes through that address's own zone instead (``PRIORITY_RELATED_NAT``,
-  951, a shared flow of the address: ``sharedflows``).
+  look up ``conntrack.CT_ZONE``, where no lane commits: an error for a lane address (a pool
+  address, or a host's own address of untranslated lanes) goes through that address's own zone
+  instead (``PRIORITY_RELATED_NAT``, 951, a shared flow of the address: ``sharedflows``).
   Neighbour discovery is never steered (lanes are tcp/udp); what may claim or route is checked
   by the RA guard and ND inspection (``ndguard``, 850-890), then NORMAL; a router leg's MAC as
   source from another host-facing port is dropped (``macguard``, 895).
@@ -42,6 +42,10 @@ per-lane flows for ``+est+rpl`` / ``+rel+rpl`` replies marked with the lane id (
 ``PRIORITY_CT_POOL_DROP`` (100) drops anything else for a lane-pool address and anything sent
 to the lane MAC (a reply an ended lane's stale entry un-NATed), and the table-miss
 (0) hands the rest to NORMAL: a reply that is no lane's gets what it would get without lanes.
+
+Table 3 (border switch with conntrack): a conntrack lane's outbound packets after their
+uncommitted lookup; per-lane commit flows (``ctlane``: ``+new`` through the lane's
+new-connection meter), and the table-miss drops what none takes (invalid packets).
 
 Table 2 (border switch with conntrack; a NAT'd lane's outbound packet arrives there after its
 ``ct(commit, nat, table=2)``): ``PRIORITY_CT_EGRESS`` (100) sends a tracked, valid packet whose
@@ -286,6 +290,8 @@ def _border_flows(topo: Topology, sw: Switch) -> OFMsgs:
             )
         )
         ofmsgs.append(flow(PRIORITY_TABLE_MISS, BASE_COOKIE, parser.OFPMatch(), [], table_id=conntrack.CT_EGRESS_TABLE))
+        # Lanes' commit table (``ctlane``): what no lane's commit flow takes (+inv) is dropped.
+        ofmsgs.append(flow(PRIORITY_TABLE_MISS, BASE_COOKIE, parser.OFPMatch(), [], table_id=conntrack.CT_COMMIT_TABLE))
     return ofmsgs
 
 

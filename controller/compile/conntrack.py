@@ -20,11 +20,17 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 # ct_state bits (OVS's CS_* values; os-ken 4.2 names none of them)
 CT_NEW, CT_EST, CT_REL, CT_RPL, CT_INV, CT_TRK = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
 NX_NAT_F_SRC = 1 << 0
-# The zone of lanes without NAT (IPv6, hosts with their own public address): lanes never share
-# a 5-tuple (policy refuses identical matches). "VP".
+# The zone the base related-ICMP flows look up (errors for no lane address); no lane commits
+# there any more. "VP".
 CT_ZONE = 0x5650
+# Lanes without NAT (IPv6, hosts with their own public address) commit in their host's own zone,
+# HOST_ZONE_BASE + the host's index in the topology: one host's lanes cannot fill a table other
+# hosts share, and related ICMP errors for the host's addresses find their lane in one lookup.
+HOST_ZONE_BASE = 0x1000
+HOST_ZONE_COUNT = 0x4000  # 0x1000-0x4FFF, below CT_ZONE
 # A NAT'd lane's connections live in the zone of its lane-pool address (lane_zone). Entries
-# outlive their lane (OVS keeps an established TCP entry for a day; nothing flushes them), and in
+# outlive their lane (OVS keeps an established TCP entry for a day; the zone is flushed only when
+# the address's last lane ends and the border is there to hear it: shared.py), and in
 # one shared zone a host's old connection kept its old translation: after its address went to
 # another host's lane, a new lane of the first host sent that connection out under the other
 # host's address. With a zone per address, a new lane's address starts from no old entries.
@@ -36,6 +42,13 @@ CT_TABLE = 1  # where replies come back after ct(nat) recirculation
 # campus with the host's private address. The egress table forwards only what was translated.
 CT_EGRESS_TABLE = 2
 CT_MARK_MAX = 0xFFFFFFFF  # ct_mark is 32 bits: the lane id lives there
+# Where a conntrack lane's outbound packet goes after its first, uncommitted lookup (``lookup``):
+# ``reg0`` carries the lane id there, ``+new`` passes the lane's new-connection meter before its
+# commit, anything else (established, related) is committed unmetered, +inv is dropped.
+CT_COMMIT_TABLE = 3
+LANE_REG = "reg0"
+NXT_CT_FLUSH_ZONE = 29  # Nicira extension message: delete every conntrack entry of one zone
+NX_VENDOR_ID = 0x00002320
 
 
 def ct_state(on: int, off: int = 0) -> tuple[int, int]:
@@ -47,14 +60,48 @@ REPLY_ESTABLISHED = ct_state(CT_TRK | CT_EST | CT_RPL, CT_INV)
 REPLY_RELATED = ct_state(CT_TRK | CT_REL | CT_RPL, CT_INV)
 
 
-def lane_zone(nat_ip: str | None) -> int:
-    """The conntrack zone of a lane's connections: its pool address's own when it is NAT'd."""
-    if nat_ip is None:
-        return CT_ZONE
+def nat_zone(nat_ip: str) -> int:
+    """The zone of a lane-pool address's connections (every lane of the host it is lent to)."""
     return NAT_ZONE_BASE | (int(ipaddress.IPv4Address(nat_ip)) & 0x7FFF)
 
 
-def commit(mark: int, nat_ip: str | None) -> Any:
+def host_zone(host_index: int) -> int:
+    """The zone of a host's untranslated lane connections (its public IPv4 and its IPv6)."""
+    if not 0 <= host_index < HOST_ZONE_COUNT:
+        raise ValueError(f"host index {host_index} has no conntrack zone (0..{HOST_ZONE_COUNT - 1})")
+    return HOST_ZONE_BASE + host_index
+
+
+def lane_zone(nat_ip: str | None, host_index: int | None = None) -> int:
+    """The conntrack zone of a lane's connections of one address family: its pool address's own
+    when it is NAT'd, else its host's own. Never shared between hosts, so one zone's limit
+    bounds one host (``dataplane.md``: zone reuse). Without a host: ``CT_ZONE``."""
+    if nat_ip is not None:
+        return nat_zone(nat_ip)
+    return CT_ZONE if host_index is None else host_zone(host_index)
+
+
+def lookup(zone: int) -> Any:
+    """ct(zone, table=CT_COMMIT_TABLE): no commit, no NAT; only tells ``+new`` from the rest."""
+    return parser.NXActionCT(
+        flags=0,
+        zone_src="",
+        zone_ofs_nbits=zone,
+        recirc_table=CT_COMMIT_TABLE,
+        alg=0,
+        actions=[],
+    )
+
+
+def flush_zone(zone: int) -> Any:
+    """NXT_CT_FLUSH_ZONE: the switch deletes every conntrack entry of ``zone`` (sent when the last
+    lane of an address leaves, so its next holder starts from an empty zone and its limit)."""
+    return parser.OFPExperimenter(
+        None, experimenter=NX_VENDOR_ID, exp_type=NXT_CT_FLUSH_ZONE, data=bytes(6) + zone.to_bytes(2, "big")
+    )
+
+
+def commit(mark: int, nat_ip: str | None, zone: int | None = None) -> Any:
     """ct(commit, zone, [nat(src=nat_ip)], exec(set ct_mark)): opens the connection (and its
     replies and related ICMP errors) for one lane; the NAT, if any, applies to the packet too,
     which then goes on in ``CT_EGRESS_TABLE`` (see there) instead of to the lane's output."""
@@ -66,7 +113,7 @@ def commit(mark: int, nat_ip: str | None) -> Any:
     return parser.NXActionCT(
         flags=nicira_ext.NX_CT_F_COMMIT,
         zone_src="",
-        zone_ofs_nbits=lane_zone(nat_ip),
+        zone_ofs_nbits=lane_zone(nat_ip) if zone is None else zone,
         recirc_table=recirc,
         alg=0,
         actions=actions,
@@ -76,5 +123,10 @@ def commit(mark: int, nat_ip: str | None) -> Any:
 def track_reply(zone: int = CT_ZONE) -> Any:
     """ct(zone, nat, table=CT_TABLE): look the packet up, undo the lane's NAT, continue there."""
     return parser.NXActionCT(
-        flags=0, zone_src="", zone_ofs_nbits=zone, recirc_table=CT_TABLE, alg=0, actions=[parser.NXActionNAT(flags=0)]
+        flags=0,
+        zone_src="",
+        zone_ofs_nbits=zone,
+        recirc_table=CT_TABLE,
+        alg=0,
+        actions=[parser.NXActionNAT(flags=0)],
     )

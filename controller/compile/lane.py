@@ -43,7 +43,7 @@ from typing import Any
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller.compile import conntrack
+from viplanes.controller.compile import conntrack, ctlane
 from viplanes.controller.compile.base import (  # noqa: F401 - re-exported
     ARP_PUNT_METER,
     ETH_TYPE_ARP,
@@ -68,7 +68,6 @@ from viplanes.controller.compile.cookies import (
     APP_COOKIE,
     APP_COOKIE_MASK,
     BASE_COOKIE,
-    EXACT_MASK,
     lane_cookie,
     lane_id_from_cookie,
 )
@@ -83,6 +82,12 @@ from viplanes.controller.compile.path import (  # noqa: F401 - re-exported
     stateful,
 )
 from viplanes.controller.compile.proxyarp import lane_pool_arp_reply
+from viplanes.controller.compile.removal import (  # noqa: F401 - re-exported
+    compile_flow_delete,
+    compile_lane_removal,
+    meter_id_for,
+    newconn_border,
+)
 from viplanes.controller.compile.shared import compile_shared
 from viplanes.domain.matches import ETH_TYPE, LaneMatch, lane_matches
 from viplanes.domain.values import LaneSpec
@@ -113,13 +118,6 @@ def lane_ingress_ports(lane: LaneSpec, topo: Topology) -> frozenset[tuple[int, i
     (transit rules see the same packets again)."""
     hops = lane_hops(lane, topo)
     return frozenset({(hops[0].dpid, hops[0].in_port), (hops[-1].dpid, hops[-1].out_port)})
-
-
-def meter_id_for(lane_id: int) -> int:
-    """A rate-capped lane's meter id is its lane id; ``ARP_PUNT_METER`` is reserved."""
-    if not 1 <= lane_id < ARP_PUNT_METER:
-        raise LaneCompileError(f"lane id {lane_id} has no meter id (1..{ARP_PUNT_METER - 1})")
-    return lane_id
 
 
 def hard_timeout_for(expires_at: float, now: float) -> int:
@@ -161,15 +159,26 @@ def _lane_flow(
     )
 
 
+def _border_ct_new_per_s(topo: Topology) -> int:
+    border = border_switch(topo)
+    return border.ct_new_per_s if border is not None else 1
+
+
 def flows_per_lane(hops: int, matches: int, families: int, with_ct: bool) -> int:
     """The number of flows ``compile_lane`` emits (meters and shared flows not counted): a
     forward and a reverse rule per hop and match, plus, at a conntrack border, the two table-1
-    reply rules (established, related) per address family the lane uses."""
-    return 2 * hops * matches + (2 * families if with_ct else 0)
+    reply rules (established, related) and the two commit rules (``ctlane``) per address family
+    the lane uses."""
+    return 2 * hops * matches + (4 * families if with_ct else 0)
 
 
 def compile_lane(
-    lane: LaneSpec, topo: Topology, now: float, *, meter_command: int = ofp.OFPMC_ADD
+    lane: LaneSpec,
+    topo: Topology,
+    now: float,
+    *,
+    meter_command: int = ofp.OFPMC_ADD,
+    newconn_command: int = ofp.OFPMC_ADD,
 ) -> dict[int, OFMsgs]:
     """Per dpid on the lane's path: its meter (if rate-capped) then its forward and reverse flows
     for every (destination, masked port entry) of the lane (``lane_matches``), and, at a border
@@ -187,7 +196,12 @@ def compile_lane(
     reach the host, see ``guardflows``); a fragmented UDP datagram would be split across the two
     paths, so UDP lane users keep datagrams below the path MTU.
 
-    Pass ``meter_command=OFPMC_MODIFY`` when re-sending a lane whose meters already exist.
+    At a conntrack border the lane's commit is bounded (``ctlane``): its forward rule looks the
+    packet up in the lane address's zone, and ``CT_COMMIT_TABLE`` meters ``+new`` with the lane's
+    new-connection meter (sent first) before committing.
+
+    Pass ``meter_command=OFPMC_MODIFY`` when re-sending a lane whose rate meters already exist,
+    ``newconn_command=OFPMC_MODIFY`` when its new-connection meter does (any carried lane).
     Raises LaneCompileError / NoLanePath (both ValueError) for lanes that cannot be built, and
     ValueError when the lane has already expired.
     """
@@ -199,6 +213,8 @@ def compile_lane(
     with_ct = stateful(topo)
     if with_ct and lane.lane_id > conntrack.CT_MARK_MAX:
         raise LaneCompileError(f"lane id {lane.lane_id} does not fit ct_mark (32 bits)")
+    if with_ct:
+        ctlane.newconn_meter_id(lane.lane_id)  # validates the id before anything is built
     meter = meter_id_for(lane.lane_id) if lane.rate_mbps else None
     priority = PRIORITY_LANE + (1 if lane.src_port is not None else 0)
     host_ip = str(host.iface.ip.ip)
@@ -221,8 +237,18 @@ def compile_lane(
             lane, topo, host, hops, pair, nat_ip if pair.version == 4 else None, priority, hard, meter, with_ct, out
         )
     if with_ct:
-        border = hops[-1]
+        border = hops[-1]  # the meter before the commit flows that use it
+        out[border.dpid].append(ctlane.newconn_meter(lane.lane_id, _border_ct_new_per_s(topo), newconn_command))
         for version in sorted({p.version for p in pairs}):
+            family_nat = nat_ip if version == 4 else None
+            out[border.dpid] += ctlane.commit_flows(
+                lane.lane_id,
+                version,
+                ctlane.zone_for(topo, host, family_nat),
+                family_nat,
+                ctlane.untranslated_egress(topo, host, border.out_port),
+                hard,
+            )
             for state in (conntrack.REPLY_ESTABLISHED, conntrack.REPLY_RELATED):
                 ct_match = {
                     "in_port": border.out_port,
@@ -271,13 +297,12 @@ def _compile_pair(
             match = {"in_port": hop.in_port, "eth_src": lane_mac, **fwd}
         actions: list[Any] = []
         if i == last:
-            if with_ct:
-                actions.append(conntrack.commit(lane.lane_id, nat_ip))
+            if with_ct:  # committed (metered when +new) in CT_COMMIT_TABLE: ctlane
+                actions += ctlane.lookup_actions(lane.lane_id, ctlane.zone_for(topo, host, nat_ip))
             elif nat_ip is not None:
                 actions.append(PackedSetField(ipv4_src=nat_ip))
-            # a NAT'd commit goes on in the egress table (a base flow: guardflows), which sends on
-            # only what was translated; otherwise the edge router sees the host's own MAC
-            if not (with_ct and nat_ip is not None):
+            # stateless: the edge router sees the lane MAC when translated, else the host's own
+            if not with_ct:
                 actions += [
                     PackedSetField(eth_src=lane_mac if nat_ip else host_mac),
                     PackedSetField(eth_dst=topo.edge.inside.mac),
@@ -298,7 +323,9 @@ def _compile_pair(
         match = {"in_port": hop.out_port, **rev, f"{key}_dst": nat_ip or host_addr}
         if with_ct:
             out[hop.dpid].append(
-                _lane_flow(lane, priority, hard, match, [conntrack.track_reply(conntrack.lane_zone(nat_ip))], meter)
+                _lane_flow(
+                    lane, priority, hard, match, [conntrack.track_reply(ctlane.zone_for(topo, host, nat_ip))], meter
+                )
             )
             continue
         if lane.protocol == "tcp":  # stateless: no inbound connection set-up (a bare SYN never passes)
@@ -307,29 +334,6 @@ def _compile_pair(
         out[hop.dpid].append(
             _lane_flow(lane, priority, hard, match, actions + deliver_to_host(topo, host, hops, i, pair.version), meter)
         )
-
-
-def compile_lane_removal(lane_id: int, dpids: Iterable[int], *, with_meter: bool = True) -> dict[int, OFMsgs]:
-    """Delete every flow of the lane (by exact cookie, all tables), then its meter."""
-    cookie = lane_cookie(lane_id)
-    out: dict[int, OFMsgs] = {}
-    for dpid in dict.fromkeys(dpids):
-        ofmsgs: OFMsgs = [
-            parser.OFPFlowMod(
-                None,
-                cookie=cookie,
-                cookie_mask=EXACT_MASK,
-                table_id=ofp.OFPTT_ALL,
-                command=ofp.OFPFC_DELETE,
-                out_port=ofp.OFPP_ANY,
-                out_group=ofp.OFPG_ANY,
-                match=parser.OFPMatch(),
-            )
-        ]
-        if with_meter and lane_id <= ofp.OFPM_MAX:
-            ofmsgs.append(parser.OFPMeterMod(None, command=ofp.OFPMC_DELETE, meter_id=meter_id_for(lane_id)))
-        out[dpid] = ofmsgs
-    return out
 
 
 def compile_desired(topo: Topology, lanes: Iterable[LaneSpec], now: float) -> tuple[dict[int, OFMsgs], dict[int, str]]:
@@ -351,22 +355,6 @@ def compile_desired(topo: Topology, lanes: Iterable[LaneSpec], now: float) -> tu
     for dpid, msgs in compile_shared(topo, carried).items():
         out.setdefault(dpid, []).extend(msgs)
     return out, refused
-
-
-def compile_flow_delete(flow: Any) -> Any:
-    """A DELETE_STRICT for exactly one flow (a stale OFPFlowStats entry, or a FlowMod we sent):
-    same table, priority, match and cookie; nothing else on the switch is touched."""
-    return parser.OFPFlowMod(
-        None,
-        table_id=flow.table_id,
-        command=ofp.OFPFC_DELETE_STRICT,
-        priority=flow.priority,
-        cookie=flow.cookie,
-        cookie_mask=EXACT_MASK,
-        out_port=ofp.OFPP_ANY,
-        out_group=ofp.OFPG_ANY,
-        match=flow.match,
-    )
 
 
 __all__ = [

@@ -32,6 +32,7 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller.compile.cookies import BASE_COOKIE, address_from_cookie, lane_id_from_cookie
+from viplanes.controller.compile.ctlane import NEWCONN_METER_BASE
 from viplanes.controller.compile.flowkey import cached_key
 from viplanes.controller.compile.lane import MAX_HARD_TIMEOUT, PRIORITY_TABLE_MISS, compile_flow_delete
 
@@ -131,6 +132,12 @@ def _meters_of(flow: Any) -> set[int]:
     return {inst.meter_id for inst in flow.instructions or () if isinstance(inst, parser.OFPInstructionMeter)}
 
 
+def _modify(meter: Any) -> Any:
+    return parser.OFPMeterMod(
+        None, command=ofp.OFPMC_MODIFY, flags=meter.flags, meter_id=meter.meter_id, bands=meter.bands
+    )
+
+
 def plan_switch(
     desired: Sequence[Any],
     actual: Iterable[Any],
@@ -177,7 +184,10 @@ def plan_switch(
     in_use = set().union(*(_meters_of(m) for m in wanted)) if stale_meters else set()
     # a stale lane's meter goes with its flows (OVS would keep it forever otherwise)
     meters = [parser.OFPMeterMod(None, command=ofp.OFPMC_DELETE, meter_id=m) for m in sorted(stale_meters - in_use)]
-    meters += [meter_mods[m] for m in sorted(needed) if m in meter_mods]
+    # a needed meter a deleted flow used exists already: MODIFY it (an ADD would be refused)
+    meters += [
+        _modify(meter_mods[m]) if m in stale_meters else meter_mods[m] for m in sorted(needed) if m in meter_mods
+    ]
     return Plan(
         deletes=tuple(deletes),
         meters=tuple(meters),
@@ -185,6 +195,11 @@ def plan_switch(
         refreshes=tuple(refreshes),
         kept=len(kept) - len(refreshes),
     )
+
+
+def meter_lane(meter_id: int) -> int:
+    """The lane a meter belongs to: its rate cap (the lane id) or its new-connection meter."""
+    return meter_id - NEWCONN_METER_BASE if meter_id > NEWCONN_METER_BASE else meter_id
 
 
 def without_lanes(plan: Plan, lane_ids: set[int], addresses: Set[str] = frozenset()) -> Plan:
@@ -198,7 +213,7 @@ def without_lanes(plan: Plan, lane_ids: set[int], addresses: Set[str] = frozense
 
     return Plan(
         deletes=tuple(filter(keep, plan.deletes)),
-        meters=tuple(m for m in plan.meters if m.meter_id not in lane_ids),
+        meters=tuple(m for m in plan.meters if meter_lane(m.meter_id) not in lane_ids),
         adds=tuple(filter(keep, plan.adds)),
         refreshes=tuple(filter(keep, plan.refreshes)),
         kept=plan.kept,

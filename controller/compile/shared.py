@@ -5,9 +5,11 @@ address (and its path), so these are installed with the first live lane using th
 - Switch-side ARP reply (issue 10), border switch, ``PRIORITY_ARP_REPLY``: the edge router's
   ARP request for an active lane-pool address is turned into the reply with set-field actions
   and sent back out the port it came in, so a lane keeps working while the controller is away.
-- Related ICMP errors for a lane-pool address (border with conntrack), ``PRIORITY_RELATED_NAT``:
-  destination-unreachable and time-exceeded from the edge for the address go through conntrack
-  in the address's own zone (``conntrack.lane_zone``), where its lanes' connections live.
+- Related ICMP errors for a lane address (border with conntrack), ``PRIORITY_RELATED_NAT``:
+  destination-unreachable and time-exceeded (ICMPv6: also packet-too-big) from the edge for a
+  lane-pool address, or for the host's own public IPv4 / IPv6 address of untranslated lanes, go
+  through conntrack in that address's zone (``conntrack.lane_zone``), where its lanes'
+  connections live. When a pool address's last lane ends its zone is flushed (``flush_zone``).
 - ICMP errors between switches (lanes longer than one switch): at every non-border switch of
   the path, an ICMP packet marked with the lane MAC for the host goes on towards the host (the
   border only ever marks ICMP errors that conntrack related to a lane, or, stateless, a
@@ -24,24 +26,27 @@ them when no live lane uses the address.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterable
 from typing import Any
 
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller.compile import conntrack
+from viplanes.controller.compile import conntrack, ctlane
 from viplanes.controller.compile import path as lanepath
 from viplanes.controller.compile.base import (
     ETH_TYPE_ARP,
     ETH_TYPE_IPV4,
     ETH_TYPE_IPV6,
     ICMP_ERRORS,
+    ICMPV6_ERRORS,
     IP_PROTO_ICMP,
     IP_PROTO_ICMPV6,
     PRIORITY_ARP_REPLY,
     PRIORITY_LANE,
     PRIORITY_RELATED_NAT,
+    border_switch,
     dual_stack,
     flow,
 )
@@ -55,6 +60,10 @@ from viplanes.topologies.model import Topology
 def _match(**fields: Any) -> Any:
     """``OFPMatch(**fields)``, from fastmatch's per-field cache (same fields, same order)."""
     return exact_match(fields)
+
+
+def _track(zone: int) -> Any:
+    return conntrack.track_reply(zone)
 
 
 OFMsgs = list[Any]
@@ -115,9 +124,31 @@ def lane_addresses(lane: LaneSpec, topo: Topology) -> dict[str, dict[int, OFMsgs
                             icmpv4_type=icmp_type,
                             ipv4_dst=nat,
                         ),
-                        [conntrack.track_reply(conntrack.lane_zone(nat))],
+                        [_track(conntrack.nat_zone(nat))],
                     ),
                 )
+    if lanepath.stateful(topo):  # errors for the host's own addresses: in its own zone (ctlane)
+        zone = ctlane.zone_for(topo, host, None)
+        if not lane.nat_ip:
+            for icmp_type in ICMP_ERRORS:
+                match = _match(
+                    in_port=border.out_port,
+                    eth_type=ETH_TYPE_IPV4,
+                    ip_proto=IP_PROTO_ICMP,
+                    icmpv4_type=icmp_type,
+                    ipv4_dst=host_ip,
+                )
+                add(host_ip, border.dpid, flow(PRIORITY_RELATED_NAT, shared_cookie(host_ip), match, [_track(zone)]))
+        if host_ip6 is not None:
+            for icmp_type in ICMPV6_ERRORS:
+                match = _match(
+                    in_port=border.out_port,
+                    eth_type=ETH_TYPE_IPV6,
+                    ip_proto=IP_PROTO_ICMPV6,
+                    icmpv6_type=icmp_type,
+                    ipv6_dst=host_ip6,
+                )
+                add(host_ip, border.dpid, flow(PRIORITY_RELATED_NAT, shared_cookie(host_ip), match, [_track(zone)]))
     for i, hop in enumerate(hops[:-1]):
         add(
             host_ip,
@@ -207,9 +238,13 @@ def compile_shared(topo: Topology, lanes: Iterable[LaneSpec]) -> dict[int, OFMsg
     return out
 
 
-def compile_shared_removal(addresses_by_dpid: dict[int, set[str]]) -> dict[int, OFMsgs]:
-    """Delete every shared flow of these addresses (exact cookie, all tables) on these switches."""
-    return {
+def compile_shared_removal(addresses_by_dpid: dict[int, set[str]], topo: Topology | None = None) -> dict[int, OFMsgs]:
+    """Delete every shared flow of these addresses (exact cookie, all tables) on these switches;
+    with ``topo``, at a conntrack border also flush the zone of each lane-pool address (after
+    the deletes): its next holder, another host maybe, starts from an empty zone, so nothing the
+    last one left counts against its limit (a zone is reused only after this flush or, if the
+    border was away, once the old entries time out)."""
+    out = {
         dpid: [
             parser.OFPFlowMod(
                 None,
@@ -226,3 +261,10 @@ def compile_shared_removal(addresses_by_dpid: dict[int, set[str]]) -> dict[int, 
         for dpid, addrs in addresses_by_dpid.items()
         if addrs
     }
+    border = border_switch(topo) if topo is not None else None
+    if border is not None and border.conntrack and border.dpid in out:
+        pool = topo.lane_pool.prefix if topo is not None else None
+        for addr in sorted(addresses_by_dpid[border.dpid]):
+            if pool is not None and ipaddress.ip_address(addr) in pool:
+                out[border.dpid].append(conntrack.flush_zone(conntrack.nat_zone(addr)))
+    return out

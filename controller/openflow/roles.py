@@ -25,6 +25,7 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller.openflow.embedded import EmbeddedController
+from viplanes.controller.runtime import ctlimits
 
 LOG = logging.getLogger("viplanes.controller.openflow.roles")
 ROLE_WAIT_S = 2.0
@@ -105,6 +106,7 @@ class RoleController(EmbeddedController):
     def switch_up(self, dpid: int) -> None:
         self.connected.add(dpid)
         self.spawn(lambda: self._greet(dpid))
+        self.spawn(lambda: ctlimits.apply_zone_limits(self.topology, dpid))  # beside OpenFlow
 
     def _greet(self, dpid: int) -> None:
         """A new connection learns our role first; only the master then reconciles it."""

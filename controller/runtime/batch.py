@@ -26,8 +26,8 @@ from typing import Any
 
 from os_ken.ofproto import ofproto_v1_3 as ofp
 
+from viplanes.controller.compile import ctlane, lanediff
 from viplanes.controller.compile import lane as compiler
-from viplanes.controller.compile import lanediff
 from viplanes.controller.compile import shared as sharedflows
 from viplanes.controller.runtime.pending import Batch
 from viplanes.controller.runtime.switches import SwitchState
@@ -53,10 +53,12 @@ _CONFIRMED = SwitchAnswer(confirmed=True, refused=_NO_ERRORS)  # the usual answe
 
 
 def merge(
-    per_lane: dict[int, dict[int, list[Any]]], xid: Callable[[], int]
+    per_lane: dict[int, dict[int, list[Any]]], xid: Callable[[], int], lenient: set[int] | None = None
 ) -> tuple[dict[int, list[Any]], dict[int, int]]:
     """Per-lane per-switch messages -> per-switch message lists with fresh xids, and xid ->
-    lane. A message that already carries an xid (a cached one) is sent as a copy."""
+    lane. A message that already carries an xid (a cached one) is sent as a copy. ``lenient``
+    gets the xids of new-connection meter ADDs: one that finds its meter there (a re-sent lane,
+    a restarted controller) is no failure; a meter really missing fails the flows using it."""
     per_dpid: dict[int, list[Any]] = {}
     owner: dict[int, int] = {}
     for lane_id, by_dpid in per_lane.items():
@@ -67,6 +69,8 @@ def merge(
                 msg.xid = None
                 msg.set_xid(xid())
                 owner[msg.xid] = lane_id
+                if lenient is not None and ctlane.is_newconn_meter_add(msg):
+                    lenient.add(msg.xid)
                 out.append(msg)
     return per_dpid, owner
 
@@ -111,6 +115,7 @@ class InFlight:
     answers: dict[int, SwitchAnswer]  # dpid -> why it was not sent, so far
     results: dict[int, ActivationResult]  # lanes already judged (not compiled, switch away)
     deadline: float  # time.monotonic()
+    lenient: frozenset[int] = frozenset()  # xids whose meter errors are no failure (``merge``)
 
 
 class Changes:
@@ -229,7 +234,8 @@ class Changes:
                 )
             else:
                 per_lane[lane.lane_id] = compiled
-        per_dpid, owner = merge(per_lane, state.xid)
+        lenient: set[int] = set()
+        per_dpid, owner = merge(per_lane, state.xid, lenient)
         deadline = time.monotonic() + timeout_s
         answers: dict[int, SwitchAnswer] = {}
         staged: list[Staged] = []
@@ -245,7 +251,7 @@ class Changes:
                 answers[dpid] = SwitchAnswer(not_sent=batch)
             else:
                 sent.append(batch)
-        return InFlight(per_lane, removing, owner, sent, answers, results, deadline)
+        return InFlight(per_lane, removing, owner, sent, answers, results, deadline, frozenset(lenient))
 
     def _finish(self, lanes: list[LaneSpec], timeout_s: float, t0: float, flight: InFlight) -> Outcome:
         """Under the change lock: wait for the barriers, judge each lane, carry the installed
@@ -269,7 +275,7 @@ class Changes:
                 {
                     xid: error_reason(t, c)
                     for xid, t, c in batch.errors
-                    if not (owner.get(xid) in removing and t == ofp.OFPET_METER_MOD_FAILED)
+                    if not ((owner.get(xid) in removing or xid in flight.lenient) and t == ofp.OFPET_METER_MOD_FAILED)
                 }
                 if batch.errors
                 else _NO_ERRORS
@@ -324,7 +330,10 @@ class Changes:
         state.touch(lane.lane_id, lane)
         meters_exist = lane.lane_id in state.lanes and bool(lane.rate_mbps)
         per_dpid = compiler.compile_lane(
-            lane, state.topology, state.clock(), meter_command=ofp.OFPMC_MODIFY if meters_exist else ofp.OFPMC_ADD
+            lane,
+            state.topology,
+            state.clock(),
+            meter_command=ofp.OFPMC_MODIFY if meters_exist else ofp.OFPMC_ADD,
         )
         state.note_lane_flows(lane, per_dpid)  # the drift probe's expectation
         for address_flows in state.lanes.shared_flows(lane).values():
@@ -349,11 +358,14 @@ class Changes:
             dpids = self._lane_dpids(lane)
             state.note_changed(dpids)
             msgs = compiler.compile_lane_removal(
-                lane_id, [d for d in dpids if d in state.connected], with_meter=bool(lane and lane.rate_mbps)
+                lane_id,
+                [d for d in dpids if d in state.connected],
+                with_meter=bool(lane and lane.rate_mbps),
+                newconn_at=compiler.newconn_border(state.topology),
             )
             if lane is not None:
                 addresses = state.lanes.orphaned(lane, keep)  # O(its own flows)
-                for dpid, extra in sharedflows.compile_shared_removal(addresses).items():
+                for dpid, extra in sharedflows.compile_shared_removal(addresses, state.topology).items():
                     if dpid in state.connected:
                         msgs.setdefault(dpid, []).extend(extra)
             out[lane_id] = msgs
@@ -365,8 +377,13 @@ class Changes:
         """Delete a failed new lane's flows and the shared flows of ``addresses`` (dpid ->
         addresses no carried lane uses), in one batch per switch; a second round trip."""
         state = self.state
-        msgs = compiler.compile_lane_removal(lane_id, [d for d in dpids if d in state.connected], with_meter=with_meter)
-        for dpid, extra in sharedflows.compile_shared_removal(addresses).items():
+        msgs = compiler.compile_lane_removal(
+            lane_id,
+            [d for d in dpids if d in state.connected],
+            with_meter=with_meter,
+            newconn_at=compiler.newconn_border(state.topology),
+        )
+        for dpid, extra in sharedflows.compile_shared_removal(addresses, state.topology).items():
             if dpid in state.connected:
                 msgs.setdefault(dpid, []).extend(extra)
         return self.wire.send_all(msgs, timeout_s, tolerate=meter_errors_only)()

@@ -35,6 +35,7 @@ from viplanes.controller.compile import lane as compiler
 from viplanes.controller.compile import proxyarp, reconcile
 from viplanes.controller.compile.cookies import EXACT_MASK, lane_cookie, lane_id_from_cookie
 from viplanes.controller.openflow.handshakes import HandshakeGauge
+from viplanes.controller.runtime import ctlimits
 from viplanes.controller.runtime.batch import Changes
 from viplanes.controller.runtime.carried import CarriedLanes
 from viplanes.controller.runtime.drift import DriftWatch, Range
@@ -268,6 +269,7 @@ class LaneRuntime(DataplaneDefaults):
     def switch_up(self, dpid: int) -> None:
         self.state.connected.add(dpid)
         self.spawn(lambda: self.reconcile_switch(dpid))
+        self.spawn(lambda: ctlimits.apply_zone_limits(self.topology, dpid))  # beside OpenFlow
 
     def switch_down(self, dpid: int) -> None:
         self.state.connected.discard(dpid)

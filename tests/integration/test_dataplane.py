@@ -124,7 +124,7 @@ def test_controller_kill_and_restart_leaves_lane_flows_untouched(campus: Campus)
     lane = campus.lane
     assert lane is not None
     flows0 = {sw: campus.lane_flows(sw, lane["id"]) for sw in ("s1", "s2", "s3")}
-    assert {sw: len(f) for sw, f in flows0.items()} == {"s1": 2, "s2": 2, "s3": 4}, flows0
+    assert {sw: len(f) for sw, f in flows0.items()} == {"s1": 2, "s2": 2, "s3": 6}, flows0
     t0 = time.monotonic()
     campus.serve.kill()
     # controller gone: fail_mode=secure keeps the lane carrying traffic around the firewall, and
@@ -183,7 +183,7 @@ def test_hard_timeout_ends_a_lane_while_the_controller_is_down(campus: Campus) -
     """The safety net: every lane flow carries hard_timeout = the lane's remaining lifetime."""
     lane = campus.request_lane(5203, duration=3)
     assert lane["state"] == "active"
-    assert [len(campus.lane_flows(sw, lane["id"])) for sw in ("s1", "s2", "s3")] == [2, 2, 4]
+    assert [len(campus.lane_flows(sw, lane["id"])) for sw in ("s1", "s2", "s3")] == [2, 2, 6]
     campus.serve.kill()
     try:
         deadline = time.monotonic() + 10

@@ -50,6 +50,16 @@ class Connection:
 @dataclass
 class Conntrack:
     connections: list[Connection] = field(default_factory=list)
+    # zone -> most entries it may hold (``ovs-appctl dpctl/ct-set-limits``): a commit beyond it
+    # creates nothing, the packet stays ``+new`` untranslated with ct_mark 0, as in OVS
+    limits: dict[int, int] = field(default_factory=dict)
+
+    def flush(self, zone: int) -> None:
+        """NXT_CT_FLUSH_ZONE: every entry of the zone goes."""
+        self.connections = [c for c in self.connections if c.zone != zone]
+
+    def count(self, zone: int) -> int:
+        return sum(1 for c in self.connections if c.zone == zone)
 
     def _find(self, zone: int, t: Tuple5) -> tuple[Connection | None, bool]:
         for conn in self.connections:
@@ -89,6 +99,9 @@ class Conntrack:
             return {**out, "ct_state": CT_TRK | CT_INV, "ct_mark": 0}  # no commit, no NAT
         else:
             state = CT_TRK | CT_NEW
+        full = zone in self.limits and self.count(zone) >= self.limits[zone]
+        if commit and conn is None and related is None and full:
+            return {**out, "ct_state": state, "ct_mark": 0}
         if commit and conn is None and related is None:
             snat = nat.range_ipv4_min if nat is not None and nat.flags & 1 else None
             after = (snat or t[0],) + t[1:]

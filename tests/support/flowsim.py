@@ -76,7 +76,8 @@ PREREQS: dict[str, tuple[str, tuple[int, ...]]] = {
 # what a packet that does not carry the field matches as
 DEFAULTS = {"vlan_vid": 0, "ct_state": 0, "ct_mark": 0}
 TCP_ACK = 0x010
-METADATA = ("ct_state", "ct_mark")  # per switch: never leaves it
+METADATA = ("ct_state", "ct_mark", "reg0")  # per switch: never leaves it
+NX_VENDOR_ID, NXT_CT_FLUSH_ZONE = 0x00002320, 29
 NX_CT_RECIRC_NONE = 0xFF
 
 
@@ -281,6 +282,8 @@ class FlowTable:
     meters: dict[int, Any] = field(default_factory=dict)
     removed: list[tuple[FlowEntry, str]] = field(default_factory=list)  # (entry, reason)
     conntrack: Conntrack = field(default_factory=Conntrack)
+    # meters out of tokens: a flow using one drops the packet (a meter band's drop)
+    exhausted: set[int] = field(default_factory=set)
 
     # ---- messages -----------------------------------------------------------------------
     def apply(self, msg: Any, now: float = 0.0) -> None:
@@ -290,6 +293,12 @@ class FlowTable:
             self._meter_mod(msg)
         elif isinstance(msg, parser.OFPBarrierRequest):
             pass
+        elif (
+            isinstance(msg, parser.OFPExperimenter)
+            and (msg.experimenter, msg.exp_type) == (NX_VENDOR_ID, NXT_CT_FLUSH_ZONE)
+            and len(msg.data) == 8
+        ):
+            self.conntrack.flush(int.from_bytes(msg.data[6:8], "big"))
         else:
             raise FlowSimError(f"unsupported message {type(msg).__name__}")
 
@@ -437,6 +446,8 @@ class FlowTable:
         in table N with the tracked packet (actions after it are not simulated)."""
         entry = self.lookup(dict(pkt), in_port, table_id)
         if entry is None:
+            return []
+        if self._meter_of(entry) in self.exhausted:
             return []
         entry.packet_count += 1
         entry.byte_count += size

@@ -28,3 +28,7 @@ class MasterPlane(MemoryDataplane):
 
     def set_role(self, master: bool, epoch: int) -> None:
         return None
+
+    def gate_writes(self, lease_valid: Any) -> None:
+        """The node hands over its lease check; nothing here writes to a switch."""
+        return None

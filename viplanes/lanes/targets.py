@@ -186,7 +186,9 @@ def target_for_request(body: Any, topology: Topology, resolver: Resolver, max_ma
 
 
 PER_HOP_FACTOR = 2  # a forward and a reverse rule per hop and (destination, masked port) match
-CT_REPLY_FLOWS_PER_FAMILY = 2  # table-1 reply rules at a conntrack border: established, related
+# at a conntrack border, per address family: the table-1 reply rules (established, related) and
+# the table-3 commit rules (new through the new-connection meter, the rest: compile/ctlane.py)
+CT_REPLY_FLOWS_PER_FAMILY = 4
 
 
 @lru_cache(maxsize=1024)

@@ -202,7 +202,7 @@ def test_lane_request_ranges_prefixes_and_names(run):
     )
     assert r.exit_code == 0, r.stderr
     lane = json.loads(r.stdout)
-    assert lane["dst_ports"] == ["9010-9020"] and lane["match_count"] == 4 and lane["flow_count"] == 4 * 2 * 3 + 2
+    assert lane["dst_ports"] == ["9010-9020"] and lane["match_count"] == 4 and lane["flow_count"] == 4 * 2 * 3 + 4
     r = run(
         "alice",
         "lane",

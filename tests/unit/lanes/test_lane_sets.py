@@ -40,13 +40,15 @@ def test_single_lane_keeps_the_old_fields(w: World) -> None:
     assert lane["dst_nets"] == ["203.0.113.10/32"] and lane["dst_ports"] == ["9000"]
     spec = w.dataplane.active[lane["id"]]
     assert spec.dst_ip == "203.0.113.10" and spec.dst_port == 9000 and spec.is_single
-    assert lane["match_count"] == 1 and lane["flow_count"] == 2 * 3 + 2  # 3 hops desktop -> edge, 2 ct reply rules
+    assert (
+        lane["match_count"] == 1 and lane["flow_count"] == 2 * 3 + 4
+    )  # 3 hops desktop -> edge, 2 ct reply + 2 commit rules
 
 
 def test_port_range_counts_masked_matches(w: World) -> None:
     lane = ask(w, dst_ip="203.0.113.10", dst_ports="50000-51000").get_json()
     assert lane["state"] == "active" and lane["dst_port"] is None and lane["dst_ports"] == ["50000-51000"]
-    assert lane["match_count"] == 9 and lane["flow_count"] == 9 * 2 * 3 + 2
+    assert lane["match_count"] == 9 and lane["flow_count"] == 9 * 2 * 3 + 4
     spec = w.dataplane.active[lane["id"]]
     assert spec.dst_ports == ((50000, 51000),) and spec.dst_ip == "203.0.113.10" and not spec.is_single
 

@@ -11,7 +11,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 from tests.support.clock import T0 as NOW  # the compile tests' now
 from tests.support.flowsim import ip_packet, make_packet
 from tests.support.netsim import Network
-from viplanes.controller.compile import macguard, ndguard
+from viplanes.controller.compile import ctlane, macguard, ndguard
 from viplanes.controller.compile.lane import (
     ARP_PUNT_METER,
     PRIORITY_ARP_PROXY,
@@ -141,9 +141,8 @@ def test_pinned_source_port(topo: Topology, lane: LaneSpec) -> None:
     assert only(net.send_from_host("desktop", desktop_packet(topo, tcp_src=40001))).kind == "NORMAL"
     assert only(net.send_from_edge(reply_packet(topo))).kind == "host"
     assert only(net.send_from_edge(reply_packet(topo, tcp_dst=40001))).kind == "drop"
-    assert {m.priority for msgs in compile_lane(pinned, topo, NOW).values() for m in msgs if m.table_id == 0} == {
-        PRIORITY_LANE + 1
-    }
+    flows = [m for msgs in compile_lane(pinned, topo, NOW).values() for m in msgs if isinstance(m, parser.OFPFlowMod)]
+    assert {m.priority for m in flows if m.table_id == 0} == {PRIORITY_LANE + 1}
 
 
 def test_removal_deletes_only_that_lane(net: Network, topo: Topology, lane: LaneSpec) -> None:
@@ -158,7 +157,7 @@ def test_removal_deletes_only_that_lane(net: Network, topo: Topology, lane: Lane
     assert (out.kind, out.packet["ipv4_src"]) == ("edge", "198.51.100.201")
     for dpid, table in net.tables.items():
         assert all(f.cookie != lane_cookie(lane.lane_id) for f in table.flows)
-        assert len(table.flows) == base_counts[dpid] - {1: 2, 2: 2, 3: 4}.get(dpid, 0)
+        assert len(table.flows) == base_counts[dpid] - {1: 2, 2: 2, 3: 6}.get(dpid, 0)  # border: + 2 commit flows
 
 
 def test_base_flows(topo: Topology) -> None:
@@ -188,6 +187,7 @@ def test_base_flows(topo: Topology) -> None:
         (1, PRIORITY_TABLE_MISS),
         (2, PRIORITY_CT_EGRESS),
         (2, PRIORITY_TABLE_MISS),
+        (3, PRIORITY_TABLE_MISS),
     ]
     net = Network(topo)
     net.install(base)
@@ -211,6 +211,8 @@ def test_flow_attributes(topo: Topology, lane: LaneSpec) -> None:
     for ofmsgs in compile_lane(lane, topo, NOW).values():
         for msg in ofmsgs:
             assert msg.datapath is None
+            if isinstance(msg, parser.OFPMeterMod):  # the border's new-connection meter (ctlane)
+                continue
             assert msg.cookie == lane_cookie(7)
             assert msg.flags == ofp.OFPFF_SEND_FLOW_REM
             assert (msg.idle_timeout, msg.hard_timeout) == (0, 3600)
@@ -224,7 +226,8 @@ def test_hard_timeout_capped_and_expiry(topo: Topology, lane: LaneSpec) -> None:
     with pytest.raises(ValueError):
         hard_timeout_for(float("nan"), NOW)
     long_lane = dataclasses.replace(lane, expires_at=NOW + 200_000)
-    assert {m.hard_timeout for ms in compile_lane(long_lane, topo, NOW).values() for m in ms} == {65535}
+    flows = [m for ms in compile_lane(long_lane, topo, NOW).values() for m in ms if isinstance(m, parser.OFPFlowMod)]
+    assert {m.hard_timeout for m in flows} == {65535}
     with pytest.raises(ValueError, match="expired"):
         compile_lane(dataclasses.replace(lane, expires_at=NOW - 1), topo, NOW)
     # the switch drops the lane by itself when the timeout passes (controller away)
@@ -244,7 +247,8 @@ def test_rate_cap_meter(topo: Topology, lane: LaneSpec) -> None:
         meter = ofmsgs[dpid][0]
         assert isinstance(meter, parser.OFPMeterMod)  # meters come before the flows using them
         assert (meter.command, meter.flags, meter.bands[0].rate) == (ofp.OFPMC_ADD, ofp.OFPMF_KBPS, 50_000)
-        assert all(isinstance(m, parser.OFPFlowMod) for m in ofmsgs[dpid][1:])
+        newconn = [m.meter_id for m in ofmsgs[dpid][1:] if isinstance(m, parser.OFPMeterMod)]
+        assert newconn == ([ctlane.newconn_meter_id(7)] if dpid == 3 else [])  # the border's (ctlane)
     assert not any(isinstance(m, parser.OFPMeterMod) for m in ofmsgs[2])
     metered = [
         m
@@ -252,12 +256,13 @@ def test_rate_cap_meter(topo: Topology, lane: LaneSpec) -> None:
         for m in ms
         if isinstance(m, parser.OFPFlowMod) and any(isinstance(i, parser.OFPInstructionMeter) for i in m.instructions)
     ]
-    assert sorted(m.match["in_port"] for m in metered) == [1, 2]  # host port and edge port only
+    rate_metered = [m for m in metered if ctlane.newconn_meter_id(7) not in {i.meter_id for i in m.instructions[:1]}]
+    assert sorted(m.match["in_port"] for m in rate_metered) == [1, 2]  # host port and edge port only
     net = Network(topo)
     net.install(compile_base(topo))
     net.install(ofmsgs)  # the simulator refuses a meter instruction without its meter
     assert only(net.send_from_host("desktop", desktop_packet(topo))).kind == "edge"
-    net.install(compile_lane_removal(7, lane_dpids(capped, topo)))
+    net.install(compile_lane_removal(7, lane_dpids(capped, topo), newconn_at=3))
     assert all(set(t.meters) <= {ARP_PUNT_METER} for t in net.tables.values())
     assert only(net.send_from_host("desktop", desktop_packet(topo))).kind == "NORMAL"
     refresh = compile_lane(capped, topo, NOW, meter_command=ofp.OFPMC_MODIFY)
@@ -340,7 +345,10 @@ def test_desired_state_and_a_reconcile_by_flow_key(topo: Topology, lane: LaneSpe
         want = {flow_key_of(m): m for m in desired.get(dpid, []) if isinstance(m, parser.OFPFlowMod)}
         have = {flow_key_of(s): s for s in table.stats(*ALL_APP_FLOWS)}
         table.apply_all([compile_flow_delete(have[k]) for k in have.keys() - want.keys()])
-        table.apply_all([want[k] for k in want.keys() - have.keys()])
+        meters = [
+            m for m in desired.get(dpid, []) if isinstance(m, parser.OFPMeterMod) and m.meter_id not in table.meters
+        ]
+        table.apply_all([*meters, *(want[k] for k in want.keys() - have.keys())])
         assert {flow_key_of(s) for s in table.stats(*ALL_APP_FLOWS)} == set(want)
     assert any(f.cookie == 0x42 for f in net.table("s1").flows)
     desktop_ingress = [f for f in net.table("s1").flows if f.cookie == lane_cookie(7) and f.match["in_port"] == 1]

@@ -11,10 +11,10 @@ import subprocess
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from os_ken.ofproto import ofproto_v1_3 as ofp
 
 from tests.support.paths import REPO
 from tests.support.rawof import FakeDatapath
+from viplanes.controller.compile.ctlane import NEWCONN_MAX_LANE_ID
 from viplanes.controller.compile.lane import (
     compile_base,
     compile_flow_delete,
@@ -40,7 +40,7 @@ def ovs_view(ofmsgs: list) -> list[str]:
     out = subprocess.run(
         [OFCTL, "ofp-parse", "-"], input=wire, capture_output=True, timeout=10, check=True
     ).stdout.decode()
-    lines = [line for line in out.splitlines() if line.startswith("OFPT_")]
+    lines = [line for line in out.splitlines() if line.startswith(("OFPT_", "NXT_"))]
     assert len(lines) == len(ofmsgs), out
     return lines
 
@@ -72,11 +72,18 @@ def test_ovs_decodes_base_and_lane_as_intended() -> None:
     ):
         assert piece in ingress
     border = next(
-        line for line in lines if "in_port=3,dl_src=02:ff:00:00:00:01,nw_src=10.1.0.10" in line and "ct(commit" in line
+        line for line in lines if "in_port=3,dl_src=02:ff:00:00:00:01,nw_src=10.1.0.10" in line and "ct(" in line
     )
-    assert border.endswith(
-        "actions=ct(commit,table=2,zone=58568,nat(src=198.51.100.200),exec(set_field:0x7->ct_mark))"
-    ), border
+    # the border looks up first (ctlane), and commits in table 3: +new through the lane's
+    # new-connection meter, the rest unmetered
+    assert border.endswith("actions=set_field:0x7->reg0,ct(table=3,zone=58568)"), border
+    commit = "ct(commit,table=2,zone=58568,nat(src=198.51.100.200),exec(set_field:0x7->ct_mark))"
+    [new] = [line for line in lines if "table:3 priority=100,ct_state=+new-inv+trk,ip,reg0=0x7" in line]
+    assert new.endswith(f"actions=meter:2147483655,{commit}"), new
+    [rest] = [line for line in lines if "table:3 priority=100,ct_state=-new-inv+trk,ip,reg0=0x7" in line]
+    assert rest.endswith(f"actions={commit}"), rest
+    assert "ADD meter=2147483655 pktps burst bands=" in "\n".join(lines)
+    assert any("table:3 priority=0" in line and line.endswith("actions=drop") for line in lines)
     # the egress table sends on only what conntrack tracked as valid and translated
     [egress] = [line for line in lines if "table:2 priority=100" in line]
     for piece in (
@@ -121,7 +128,7 @@ def test_ovs_decodes_strict_delete() -> None:
 def lanes(draw: st.DrawFn) -> LaneSpec:
     host = draw(st.sampled_from([h for h in CAMPUS.hosts if h.role != "cloud"]))
     return LaneSpec(
-        lane_id=draw(st.integers(1, ofp.OFPM_MAX - 1)),
+        lane_id=draw(st.integers(1, NEWCONN_MAX_LANE_ID)),  # a conntrack border (ctlane)
         src_ip=str(host.iface.ip.ip),
         dst_ip=str(
             draw(
@@ -145,7 +152,13 @@ def test_ovs_accepts_every_random_lane(lane: LaneSpec) -> None:
     ofmsgs = flat(compile_lane(lane, CAMPUS, NOW))
     lines = ovs_view(ofmsgs + flat(compile_lane_removal(lane.lane_id, [1])))
     assert not [line for line in lines if "error" in line], lines
-    adds = [line for line in lines if "OFPT_FLOW_MOD" in line and " ADD " in line and "table:1" not in line]
+    adds = [
+        line
+        for line in lines
+        if "OFPT_FLOW_MOD" in line and " ADD " in line and "table:1" not in line and "table:3" not in line
+    ]
+    commits = [line for line in lines if "table:3" in line]  # +new (metered) and the rest: ctlane
+    assert len(commits) == 2 and all(f"reg0={lane.lane_id:#x}" in c for c in commits)
     replies = [line for line in lines if "table:1" in line]
     assert len(adds) == 2 * len(compile_lane(lane, CAMPUS, NOW))  # forward + reverse per switch
     assert len(replies) == 2 and all(f"ct_mark={lane.lane_id:#x}" in r for r in replies)

@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 
 from tests.support.flowsim import ip_packet
 from tests.support.netsim import Network, Outcome
+from viplanes.controller.compile.ctlane import NEWCONN_MAX_LANE_ID
 from viplanes.controller.compile.lane import compile_base, compile_lane, compile_lane_removal, lane_dpids
+from viplanes.controller.compile.path import stateful
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.loader import parse_topology
 from viplanes.topologies.model import PortRef, Topology
@@ -107,7 +109,8 @@ def scenarios(draw: st.DrawFn) -> tuple[Topology, LaneSpec]:
     host = topo.host(draw(st.sampled_from(candidates)))
     rate = draw(st.one_of(st.none(), st.floats(0.5, 1000)))
     lane = LaneSpec(
-        lane_id=draw(st.integers(1, 0xFFFF0000 - 8 if rate else 2**32 - 1)),
+        # a conntrack border needs a new-connection meter id per lane (ctlane)
+        lane_id=draw(st.integers(1, NEWCONN_MAX_LANE_ID if stateful(topo) else 0xFFFF0000 - 8 if rate else 2**32 - 1)),
         src_ip=str(host.iface.ip.ip),
         dst_ip=str(ipaddress.IPv4Address(draw(st.integers(0x01000000, 0xDFFFFFFF)))),
         protocol=draw(st.sampled_from(["tcp", "udp"])),
@@ -232,10 +235,11 @@ def test_removing_one_lane_leaves_the_others(
     scenario: tuple[Topology, LaneSpec], count: int, data: st.DataObject
 ) -> None:
     topo, first = scenario
+    top = NEWCONN_MAX_LANE_ID if stateful(topo) else 0xFFFF0000 - 9
     lanes = [
         dataclasses.replace(
             first,
-            lane_id=first.lane_id + i if first.lane_id + i < 0xFFFF0000 - 8 else first.lane_id - i,
+            lane_id=first.lane_id + i if first.lane_id + i <= top else first.lane_id - i,
             dst_port=(first.dst_port + i - 1) % 65535 + 1,
             dst_ports=(),
         )

@@ -15,6 +15,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.support.paths import REPO
 from viplanes.controller.compile import cookies
+from viplanes.controller.compile.ctlane import NEWCONN_MAX_LANE_ID
 from viplanes.controller.compile.flowkey import flow_key_of, match_key
 from viplanes.controller.compile.lane import (
     compile_base,
@@ -286,7 +287,7 @@ def campus_lanes(draw: st.DrawFn) -> LaneSpec:
     topo = load_topology_cached()
     host = draw(st.sampled_from([h for h in topo.hosts if h.role != "cloud"]))
     return LaneSpec(
-        lane_id=draw(st.integers(1, 2**32 - 2**16 - 1)),
+        lane_id=draw(st.integers(1, NEWCONN_MAX_LANE_ID)),  # a conntrack border: ctlane
         src_ip=str(host.iface.ip.ip),
         dst_ip=draw(st.sampled_from(["203.0.113.10", "192.0.2.1", "8.8.8.8", "100.0.0.1"])),
         protocol=draw(st.sampled_from(["tcp", "udp"])),
