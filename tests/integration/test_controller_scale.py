@@ -56,11 +56,19 @@ def test_restarted_controller_keeps_thousands_of_flows(record_property) -> None:
         install_s = time.perf_counter() - t0
         from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-        from viplanes.controller.compile.lane import compile_base
+        from viplanes.controller.compile.lane import compile_base, compile_lane
+        from viplanes.controller.compile.shared import compile_shared
 
-        base = sum(isinstance(m, parser.OFPFlowMod) for m in compile_base(topo)[3])
-        # 4 flows per lane at the border: forward, reverse, two conntrack replies (table 1)
-        assert len(first.reconciled[3].adds) == 4 * N_LANES + base
+        def flows(msgs: list) -> int:
+            return sum(isinstance(m, parser.OFPFlowMod) for m in msgs)
+
+        base = flows(compile_base(topo)[3])
+        # per lane at the border: forward, reverse, conntrack replies (table 1) and the commits of
+        # new and established connections (table 3); once per address: its related-ICMP flows
+        per_lane = flows(compile_lane(lanes[0], topo, now)[3])
+        shared = flows(compile_shared(topo, lanes[:1]).get(3, []))
+        assert per_lane == 6
+        assert len(first.reconciled[3].adds) == per_lane * N_LANES + base + shared
         s3 = lab.switch("s3")
         dump = f"ovs-ofctl -O OpenFlow13 dump-flows {lab.bridge('s3')}"
         before = s3.cmd(f"{dump} cookie=0x5650000000000001/-1")
@@ -73,13 +81,13 @@ def test_restarted_controller_keeps_thousands_of_flows(record_property) -> None:
         assert _wait(lambda: len(second.reconciled) == 4, 120)
         restart_s = time.perf_counter() - t0
         plan = second.reconciled[3]
-        assert plan.kept == 4 * N_LANES + base
+        assert plan.kept == per_lane * N_LANES + base + shared
         assert not (plan.adds or plan.deletes or plan.refreshes)
         after = s3.cmd(f"{dump} cookie=0x5650000000000001/-1")
         age = [float(x) for x in re.findall(r"duration=([\d.]+)s", before + after)]
-        assert len(age) == 8 and all(age[i + 4] > age[i] for i in range(4))  # never re-added
+        assert len(age) == 2 * per_lane and all(age[i + per_lane] > age[i] for i in range(per_lane))  # never re-added
         print(
-            f"\n{N_LANES} lanes ({4 * N_LANES} flows on s3): first connect to all reconciled "
+            f"\n{N_LANES} lanes ({per_lane * N_LANES} flows on s3): first connect to all reconciled "
             f"{install_s:.1f} s; controller restart to all reconciled {restart_s:.1f} s "
             "(incl. OVS reconnect backoff)"
         )

@@ -96,7 +96,9 @@ def trace(bridge_name: str, pkt: dict[str, Any], in_port: int) -> tuple[str, lis
     text = done.stdout
     rule = re.search(r"^ 0\. .*?priority (\d+)(?:, cookie (0x[0-9a-f]+))?$", text, re.M)
     matched = f"{rule.group(1)}/{int(rule.group(2) or '0', 16):#x}" if rule else "none"
-    actions = re.search(r"^Datapath actions: (.*)$", text, re.M).group(1)  # type: ignore[union-attr]
+    # a conntrack border recirculates (ct(table=3)): the trace resumes the packet with
+    # ct_state=trk|new and the last "Datapath actions" / "Final flow" are where it ends up
+    actions = re.findall(r"^Datapath actions: (.*)$", text, re.M)[-1]
     while re.search(r"\([^()]*\)", actions):  # drop set(...), meter(...), keep top-level ports
         actions = re.sub(r"(\w+)\([^()]*\)", lambda m: m.group(1), actions)
     dp_to_of = dp_ports(bridge_name)
@@ -107,7 +109,7 @@ def trace(bridge_name: str, pkt: dict[str, Any], in_port: int) -> tuple[str, lis
         elif token.startswith("userspace") or token.startswith("controller"):
             outs.append("CONTROLLER")
     final = dict(pkt)
-    line = re.search(r"^Final flow: (.*)$", text, re.M).group(1)  # type: ignore[union-attr]
+    line = re.findall(r"^Final flow: (.*)$", text, re.M)[-1]
     if line != "unchanged":
         kv = dict(p.split("=", 1) for p in line.split(",") if "=" in p)
         for key, name in TRACE_NAMES.items():
