@@ -6,7 +6,8 @@ export PATH := $(CURDIR)/tools/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 
 # Before the tests, `make test` runs the static checks: scripts/lint (ruff: lint and format check
 # on every Python file), scripts/lint-imports (the layer contracts in .importlinter) and
-# scripts/typecheck (mypy on every product module, mypy.ini).
+# scripts/typecheck (mypy on every product module, mypy.ini); scripts/check-units (the systemd units
+# under deploy/systemd, verified and scored offline by systemd-analyze).
 .PHONY: setup test test-unit test-integration demo bench ovs-up clean
 
 setup:
@@ -20,6 +21,7 @@ test: setup
 	scripts/lint
 	scripts/lint-imports
 	scripts/typecheck
+	scripts/check-units
 	$(PYTEST) -q -m "not integration" tests
 	$(PYTEST) -q -m integration tests
 

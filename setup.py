@@ -1,6 +1,6 @@
 """One distribution, ``viplanes``; the component folders map into the ``viplanes.*`` namespace."""
 
-from setuptools import setup
+from setuptools import find_packages, setup
 
 COMPONENTS = {
     "viplanes.topologies": "topologies",
@@ -15,13 +15,15 @@ setup(
     version="0.1.0",
     description="SDN VIP lanes: pre-authorized big-data flows that bypass campus middleboxes",
     python_requires=">=3.11",
+    # every package under viplanes/ and under each component folder: a hand-kept list left
+    # viplanes.cli out of the wheel (a non-editable install had no `viplanes` command)
     packages=[
-        "viplanes",
-        "viplanes.lab",
-        "viplanes.store.migrations",
-        "viplanes.store.migrations.versions",
-        *COMPONENTS,
-        "viplanes.api.ui",
+        *find_packages(include=["viplanes", "viplanes.*"]),
+        *(
+            f"{name}.{sub}" if sub else name
+            for name, folder in COMPONENTS.items()
+            for sub in ["", *find_packages(folder)]
+        ),
     ],
     package_dir={"viplanes": "viplanes", **COMPONENTS},
     package_data={

@@ -19,7 +19,7 @@ from viplanes.store.db import Database
 from viplanes.store.ratelimit import Budgets, FailedAuthLimiter
 from viplanes.topologies.model import Topology
 
-from . import audit, auth, bodies, errors, grants, health, lanes, metrics, principals
+from . import audit, auth, bodies, errors, grants, health, lanes, metrics, principals, requestid
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +120,7 @@ def create_app(
         ),
         m,
     )
+    requestid.register(app)  # first hook: every answer and log line of a request carries its id
     api = errors.VipApi(app)
     for bp in (lanes.bp, grants.bp, principals.bp, audit.bp):
         api.register_blueprint(bp)
@@ -130,5 +131,6 @@ def create_app(
     ui.register(app)
     errors.register(app)
     auth.register(app)
+    requestid.register_principal(app)
     bodies.register(app)  # after auth: bodies of unauthenticated requests are never parsed
     return app

@@ -39,7 +39,7 @@ def _recipe(target: str) -> list[str]:
 
 def test_make_test_runs_every_static_check_before_pytest() -> None:
     recipe = _recipe("test")
-    checks = ["scripts/lint", "scripts/lint-imports", "scripts/typecheck"]
+    checks = ["scripts/lint", "scripts/lint-imports", "scripts/typecheck", "scripts/check-units"]
     assert recipe[: len(checks)] == checks, recipe
     assert all("PYTEST" in line for line in recipe[len(checks) :]), recipe
     for script in checks:

@@ -25,6 +25,7 @@ from typing import Any
 import click
 
 from viplanes.cli.clockopt import max_clock_skew_option, refuse_skewed_clock
+from viplanes.cli.logopts import configure, log_options
 from viplanes.cli.options import hostport_option
 
 log = logging.getLogger("viplanes.cli.api")
@@ -96,13 +97,24 @@ def _worker(db_url: str, host: str, port: int, threads: int, topology_path: str 
     help="topology YAML (default: the campus)",
 )
 @max_clock_skew_option
-def api(db_url: str, listen: str, workers: int, threads: int, topology_path: str | None, max_skew_s: float) -> None:
+@log_options
+def api(
+    db_url: str,
+    listen: str,
+    workers: int,
+    threads: int,
+    topology_path: str | None,
+    max_skew_s: float,
+    log_format: str,
+    log_level: str,
+) -> None:
     """The API alone, in N processes; lanes are installed by `viplanes controller cluster`."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from viplanes.cli.serve import _load_topology
     from viplanes.store.db import Database
 
+    configure(log_format, log_level)  # before the fork: every worker inherits the handler
     host, port = hostport_option(listen, "--listen")
     _load_topology(topology_path)  # a bad file is one line here, not N worker tracebacks
     try:

@@ -8,13 +8,13 @@ without one every switch gets table-miss -> NORMAL only. Lanes come from the API
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
 
 import click
 
 from viplanes.cli.clockopt import max_clock_skew_option, refuse_skewed_clock
+from viplanes.cli.logopts import configure, log_options
 from viplanes.cli.openflow_options import listener_security, openflow_security_options
 from viplanes.cli.options import hostport_option
 from viplanes.lifecycle import wait_until_stopped
@@ -34,20 +34,16 @@ def controller() -> None:
     default=None,
     help="topology YAML; without it switches only get table-miss -> NORMAL",
 )
-@click.option(
-    "--log-level",
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-    default="INFO",
-    show_default=True,
-)
 @openflow_security_options
+@log_options
 def run(
     listen: str,
     topology_path: str | None,
-    log_level: str,
     pki_dir: Path | None,
     insecure_tcp: bool,
     switch_cert_pins: tuple[str, ...],
+    log_format: str,
+    log_level: str,
 ) -> None:
     """Run the controller in the foreground until SIGTERM/SIGINT."""
     host, port = hostport_option(listen, "--listen", 6653)
@@ -60,9 +56,7 @@ def run(
         except (TopologyError, OSError) as exc:
             raise click.ClickException(f"topology: {str(exc).splitlines()[0]}") from None
     security = listener_security(pki_dir, insecure_tcp, switch_cert_pins, topology)
-    logging.basicConfig(
-        level=log_level.upper(), stream=sys.stdout, format="%(asctime)s %(name)s %(levelname)s %(message)s"
-    )
+    configure(log_format, log_level, sys.stdout)
     from viplanes.controller.openflow.embedded import EmbeddedController
 
     plane = EmbeddedController(topology, host=host, port=port, security=security)
@@ -102,6 +96,7 @@ def run(
 )
 @max_clock_skew_option
 @openflow_security_options
+@log_options
 def cluster(
     db_url: str,
     of_addr: str,
@@ -111,6 +106,8 @@ def cluster(
     pki_dir: Path | None,
     insecure_tcp: bool,
     switch_cert_pins: tuple[str, ...],
+    log_format: str,
+    log_level: str,
 ) -> None:
     """A controller of a cluster: master of every switch while it holds the lease, else standby."""
     from sqlalchemy.exc import SQLAlchemyError
@@ -122,8 +119,7 @@ def cluster(
     from viplanes.lanes.manager import LaneManager
     from viplanes.store.db import Database
 
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    configure(log_format, log_level)
     host, port = hostport_option(of_addr, "--openflow", 6653)
     topology = _load_topology(topology_path)
     security = listener_security(pki_dir, insecure_tcp, switch_cert_pins, topology)

@@ -3,13 +3,13 @@ default-path runs and tests that need a controller without lanes."""
 
 from __future__ import annotations
 
-import logging
 import signal
 import sys
 from typing import Any
 
 import click
 
+from viplanes.cli.logopts import configure, log_options
 from viplanes.cli.openflow_options import listener_security, openflow_security_options
 from viplanes.cli.options import hostport_option
 from viplanes.controller.openflow.launcher import DEFAULT_APPS, start_apps
@@ -25,22 +25,21 @@ from viplanes.controller.openflow.launcher import DEFAULT_APPS, start_apps
     show_default=True,
     help="os-ken app module to load (repeatable).",
 )
-@click.option("--log-level", default="INFO", show_default=True)
 @openflow_security_options
+@log_options
 def run(
     listen: str,
     apps: tuple[str, ...],
-    log_level: str,
     pki_dir: Any,
     insecure_tcp: bool,
     switch_cert_pins: tuple[str, ...],
+    log_format: str,
+    log_level: str,
 ) -> None:
     """Run os-ken apps in the foreground until SIGTERM/SIGINT (no topology: any dpid)."""
     host, port = hostport_option(listen, "--listen", 6653)
     security = listener_security(pki_dir, insecure_tcp, switch_cert_pins, None)
-    logging.basicConfig(
-        level=log_level.upper(), stream=sys.stdout, format="%(asctime)s %(name)s %(levelname)s %(message)s"
-    )
+    configure(log_format, log_level, sys.stdout)
     from os_ken.lib import hub
 
     running = start_apps(apps, host, port, of_security=security)

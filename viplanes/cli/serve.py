@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from viplanes.cli.logopts import configure, log_options
 from viplanes.cli.openflow_options import openflow_security_options
 from viplanes.cli.options import hostport_option
 from viplanes.dataplane.base import Dataplane
@@ -108,6 +109,7 @@ def _stop_on_sigterm() -> None:
     help="scheduler period, seconds",
 )
 @openflow_security_options
+@log_options
 def serve(
     topology_path: str | None,
     db_url: str | None,
@@ -119,6 +121,8 @@ def serve(
     pki_dir: Path | None,
     insecure_tcp: bool,
     switch_cert_pins: tuple[str, ...],
+    log_format: str,
+    log_level: str,
 ) -> None:
     """Run the controller and the API in one process until SIGINT/SIGTERM."""
     from sqlalchemy.exc import SQLAlchemyError
@@ -129,8 +133,7 @@ def serve(
     from viplanes.lanes.names import NameWatcher
     from viplanes.lanes.scheduler import Scheduler
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    configure(log_format, log_level)
     api_host, api_port = hostport_option(api_addr, "--api")
     of = hostport_option(of_addr, "--openflow")
     topology = _load_topology(topology_path)

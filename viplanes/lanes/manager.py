@@ -43,6 +43,7 @@ from viplanes.lanes.resolver import Resolver, default_resolver
 from viplanes.lanes.specs import SPEC_COLUMNS, spec_from_row
 from viplanes.lanes.states import END_ACTIONS, TERMINAL, TRANSITIONS, can_move  # noqa: F401 - re-exported
 from viplanes.lanes.targets import LaneInput, LaneLimits, LaneTarget, clamp_ttl, target_for_request
+from viplanes.logs import lane_scope
 from viplanes.policy.rules import Decision, LaneRequest, check_grant, decide, lane_sources
 from viplanes.store.db import Database
 from viplanes.store.lanesql.core import (
@@ -172,8 +173,10 @@ class LaneManager(LaneActivation):
         if denial is not None:
             raise denial
         assert lane is not None
-        if lane.state == "installing":
-            lane = self._activate(lane)
+        with lane_scope(lane.id):  # activation's log lines name the lane (and the request, if any)
+            log.info("lane %d granted to %s: %s", lane.id, caller.name, lane.state)
+            if lane.state == "installing":
+                lane = self._activate(lane)
         return lane, True
 
     def _live_counts(
