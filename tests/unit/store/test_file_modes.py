@@ -61,13 +61,3 @@ def test_an_existing_database_keeps_its_mode_and_doctor_names_it(tmp_path: Path)
     assert mode(path) == 0o644
     problem = private_mode_problem(path)
     assert problem is not None and "chmod 600" in problem
-
-
-def test_a_planted_symlink_is_not_followed(tmp_path: Path) -> None:
-    """Another local user pre-plants the database name as a link to a file of their choosing."""
-    victim = tmp_path / "elsewhere"
-    (tmp_path / "viplanes.db").symlink_to(victim)
-    with pytest.raises(FileExistsError):  # O_EXCL on a symlink: refused, not followed
-        os.close(os.open(tmp_path / "viplanes.db", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
-    assert not create_private(tmp_path / "viplanes.db")
-    assert not victim.exists()
