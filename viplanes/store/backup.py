@@ -20,6 +20,7 @@ import sqlite3
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from sqlalchemy import inspect, text
 
@@ -214,7 +215,7 @@ def _pg_restore(url: str, src: Path) -> None:
     _run([_tool("pg_restore"), *args, f"--dbname={dsn}", str(src)], env)
 
 
-def _run(argv: list[str], env: dict[str, str] | None, stdout: object = None) -> bytes:
+def _run(argv: list[str], env: dict[str, str] | None, stdout: IO[bytes] | None = None) -> bytes:
     try:
         done = subprocess.run(
             argv,
