@@ -61,6 +61,11 @@ def known_revisions() -> set[str]:
     return {script.revision for script in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
 
 
+def max_revision() -> str:
+    """This code's head (revisions are numbered ``NNNN_...``, so the largest is the newest)."""
+    return max(known_revisions())
+
+
 def backup(database: Database, dest: Path) -> BackupResult:
     """Write a backup of ``database`` to ``dest`` (created 0600, replaced atomically)."""
     dest = Path(dest)
@@ -96,7 +101,8 @@ def restore(database: Database, src: Path, force: bool = False) -> BackupResult:
     if database.is_sqlite:
         _sqlite_restore(src, _sqlite_path(database))
     else:
-        _pg_restore(database.url, src)
+        database.engine.dispose()  # no pooled connection of ours holds a lock psql must wait for
+        _pg_restore(database, src)
     return BackupResult(src, revision, src.stat().st_size)
 
 
@@ -208,18 +214,54 @@ def _pg_dump(url: str, tmp: Path) -> None:
         os.fsync(out.fileno())
 
 
-def _pg_restore(url: str, src: Path) -> None:
-    dsn, env = _conninfo(url)
-    # --clean --if-exists: the backup's tables replace the target's; one transaction: all or nothing
-    args = ["--clean", "--if-exists", "--no-owner", "--no-privileges", "--single-transaction", "--exit-on-error"]
-    _run([_tool("pg_restore"), *args, f"--dbname={dsn}", str(src)], env)
+def _pg_restore(database: Database, src: Path) -> None:
+    """The backup's SQL through psql in one transaction (all or nothing), after dropping the
+    target's tables that the backup lacks: an older backup restored over a newer schema must not
+    leave a newer table behind for the next migration to trip over ("already exists")."""
+    dsn, env = _conninfo(database.url)
+    in_dump = set(_dump_tables(src))
+    with database.engine.connect() as conn:
+        extra = sorted(set(inspect(conn).get_table_names(schema="public")) - in_dump)
+    drops = [f'--command=DROP TABLE IF EXISTS public."{name}" CASCADE' for name in extra]
+    script = [_tool("pg_restore"), "--clean", "--if-exists", "--no-owner", "--no-privileges", "--file=-", str(src)]
+    psql = [_tool("psql"), "--no-psqlrc", "--single-transaction", "--set=ON_ERROR_STOP=1", "--quiet"]
+    try:
+        producer = subprocess.Popen(script, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as exc:
+        raise BackupError(f"pg_restore: {exc}") from None
+    try:
+        _run([*psql, *drops, "--file=-", f"--dbname={dsn}"], env, stdin=producer.stdout)
+    finally:
+        if producer.stdout is not None:
+            producer.stdout.close()
+        errors = producer.stderr.read() if producer.stderr is not None else b""
+        code = producer.wait(TOOL_TIMEOUT_S)
+    if code != 0:
+        lines = errors.decode("utf-8", "replace").strip().splitlines()
+        raise BackupError(f"pg_restore: {lines[0] if lines else f'exit {code}'}")
 
 
-def _run(argv: list[str], env: dict[str, str] | None, stdout: IO[bytes] | None = None) -> bytes:
+def _dump_tables(src: Path) -> list[str]:
+    """The tables of a custom-format dump, from its table of contents (``pg_restore --list``)."""
+    listing = _run([_tool("pg_restore"), "--list", str(src)], None).decode("utf-8", "replace")
+    out = []
+    for line in listing.splitlines():
+        parts = line.split()
+        if not line.startswith(";") and "TABLE" in parts and parts.index("TABLE") + 2 < len(parts):
+            i = parts.index("TABLE")
+            if parts[i + 1] == "public":  # "TABLE DATA public x" is the rows, not the table
+                out.append(parts[i + 2])
+    return out
+
+
+def _run(
+    argv: list[str], env: dict[str, str] | None, stdout: IO[bytes] | None = None, stdin: IO[bytes] | None = None
+) -> bytes:
     try:
         done = subprocess.run(
             argv,
             env=env,
+            stdin=stdin,
             stdout=stdout if stdout is not None else subprocess.PIPE,
             stderr=subprocess.PIPE,
             timeout=TOOL_TIMEOUT_S,

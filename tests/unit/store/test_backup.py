@@ -162,3 +162,37 @@ def test_pg_password_stays_off_the_command_line() -> None:
     dsn, env = bk._conninfo("postgresql+psycopg2://vl:s3cret@db.example:5432/viplanes")
     assert "s3cret" not in dsn and "db.example" in dsn
     assert env["PGPASSWORD"] == "s3cret"
+
+
+def test_an_older_backup_over_a_newer_schema_upgrades_after(
+    db_url: str, tmp_path: Path, request: Any, topo: Topology
+) -> None:
+    """Restored over a database at head, a backup made at 0005 leaves no newer table behind
+    (0006 would fail "table already exists") and upgrades to head with its rows."""
+    from viplanes.store.migrations import current, upgrade
+
+    old_url = other_database(db_url, tmp_path, request)
+    if not old_url.startswith("sqlite"):
+        old_url = str(request.getfixturevalue("pg_cluster").empty_database())
+    old = Database(old_url)
+    upgrade(old.engine, "0005")
+    with old.engine.begin() as conn:
+        conn.execute(
+            text("INSERT INTO principals (name, role, disabled, created_at) VALUES ('old', 'operator', false, 1)")
+        )
+    file = tmp_path / "0005.backup"
+    bk.backup(old, file)
+    old.dispose()
+    w = make_world(db_url, FakeClock(), MemoryDataplane(), topo)  # at head, with lanes
+    assert w.lane().status_code == 201
+    d: Database = w.app.extensions["viplanes"].db
+    try:
+        bk.restore(d, file, force=True)
+        assert current(d.engine) == "0005"
+        upgrade(d.engine)
+        assert current(d.engine) == bk.max_revision()
+        with d.engine.connect() as conn:
+            assert [n for (n,) in conn.execute(text("SELECT name FROM principals"))] == ["old"]
+            assert bk.lane_count(d) == 0
+    finally:
+        d.dispose()
