@@ -69,6 +69,9 @@ def max_revision() -> str:
 def backup(database: Database, dest: Path) -> BackupResult:
     """Write a backup of ``database`` to ``dest`` (created 0600, replaced atomically)."""
     dest = Path(dest)
+    if database.is_sqlite and _same_file(dest, _sqlite_path(database)):
+        # replaced under a running serve, its writes would go on into the unlinked old file
+        raise BackupError(f"{dest} is the database itself; write the backup elsewhere")
     tmp = dest.with_name(f".{dest.name}.partial")
     try:
         if database.is_sqlite:
@@ -151,6 +154,11 @@ def _sqlite_path(database: Database) -> Path:
     if name in (None, "", ":memory:"):
         raise BackupError("an in-memory SQLite database has nothing to back up")
     return Path(str(name))
+
+
+def _same_file(dest: Path, db_path: Path) -> bool:
+    names = {db_path.resolve(), Path(f"{db_path}-wal").resolve(), Path(f"{db_path}-shm").resolve()}
+    return dest.resolve() in names
 
 
 def _sqlite_backup(src_path: Path, tmp: Path) -> None:

@@ -196,3 +196,18 @@ def test_an_older_backup_over_a_newer_schema_upgrades_after(
             assert bk.lane_count(d) == 0
     finally:
         d.dispose()
+
+
+def test_a_backup_onto_the_database_itself_is_refused(tmp_path: Path) -> None:
+    """`db backup viplanes.db` by a slip would swap the file under a running serve, whose writes
+    then go on into the unlinked old one."""
+    path = tmp_path / "viplanes.db"
+    d = Database(f"sqlite:///{path}")
+    d.create_all()
+    inode = path.stat().st_ino
+    try:
+        result = CliRunner().invoke(main, ["db", "backup", "--db", f"sqlite:///{path}", str(path)])
+        assert result.exit_code == 5 and "the database itself" in result.output
+        assert path.stat().st_ino == inode
+    finally:
+        d.dispose()
