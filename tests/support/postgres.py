@@ -87,6 +87,12 @@ class PgCluster:
         finally:
             conn.close()
 
+    def empty_database(self) -> str:
+        """A fresh database with no schema at all (the upgrade tests migrate it step by step)."""
+        name = f"vl_empty_{os.getpid()}_{next(self._names)}"
+        self._admin(f"CREATE DATABASE {name}")
+        return self.url(name)
+
     def new_database(self) -> str:
         """A fresh database with the schema at head (cloned from a template migrated once)."""
         if not self.template_ready:

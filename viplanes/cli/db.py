@@ -118,3 +118,9 @@ def prune_cmd(db_url: str | None, export_dir: str, lanes_days: float | None, aud
     finally:
         if d is not None:
             d.dispose()
+
+
+from viplanes.cli.backup import backup_cmd, restore_cmd  # noqa: E402  (its own module: issue 29)
+
+db.add_command(backup_cmd)
+db.add_command(restore_cmd)

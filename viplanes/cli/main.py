@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "audit": "viplanes.cli.client:audit",
     "transfer": "viplanes.cli.transfer:transfer",
     "db": "viplanes.cli.db:db",
+    "doctor": "viplanes.cli.doctor:doctor",
     "lab": "viplanes.cli.lab:lab",
     "pki": "viplanes.cli.pki:pki_group",
 }

@@ -37,6 +37,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
 from viplanes.store import pgconnect
+from viplanes.store.filemode import create_private, sqlite_file
 from viplanes.store.lanesql import prepared as pg_prepare
 from viplanes.store.lanesql import sqlite as rawsql
 from viplanes.store.pgconnect import PgSettings
@@ -70,6 +71,7 @@ def make_engine(
     """SQLite, or PostgreSQL through ``pgconnect`` (``settings``: its per-connection bounds)."""
     url = resolve_db_url(url)
     if url.startswith("sqlite"):
+        _create_private_file(url)
         engine = create_engine(
             url,
             connect_args={"check_same_thread": False, "timeout": 60},
@@ -92,6 +94,14 @@ def make_engine(
     if engine.dialect.driver == "psycopg2":
         pg_prepare.install(engine)  # PostgreSQL stops parsing and planning the hot statements
     return engine
+
+
+def _create_private_file(url: str) -> None:
+    """The SQLite file made 0600 before SQLite creates it 0644 (``viplanes.store.filemode``)."""
+    path = sqlite_file(make_url(url).database)
+    if path is not None:
+        with contextlib.suppress(FileNotFoundError):  # no such directory: SQLite's own error says so
+            create_private(path)
 
 
 def _engine_url(url: str) -> str | URL:

@@ -1,0 +1,96 @@
+"""`viplanes doctor`: after an install, one command that says what works and what to fix.
+
+One line per check (ok / warn / FAIL, and the fix); ``--json`` for machines. Exit 0 when every
+check is ok, 1 when only warnings remain, 4 when something FAILs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from viplanes.cli.doctor_checks import FAIL, OK, WARN, Finding
+
+EXIT_OK, EXIT_WARN, EXIT_FAIL = 0, 1, 4
+DEFAULT_API = "http://127.0.0.1:8080"
+
+
+def run_checks(
+    db_url: str | None,
+    pki_dir: Path | None,
+    pins: tuple[str, ...],
+    topology_path: str | None,
+    api_url: str,
+    max_skew_s: float,
+    now: dt.datetime,
+) -> list[Finding]:
+    """Every check, in the order an operator fixes things (database, PKI, topology, switches, clock)."""
+    from viplanes.cli import doctor_checks as checks
+    from viplanes.store.db import Database
+
+    missing = checks.missing_sqlite_file(db_url)  # opening it would create an empty one
+    db = Database(db_url, pool_size=2) if missing is None else None
+    try:
+        found = checks.check_database(db) if db is not None else [missing] if missing is not None else []
+        live = db if db is not None and found[0].status == OK else None
+        topology, loaded = checks.load_topology_checked(topology_path)
+        found += checks.check_pki(pki_dir, pins, topology, now)
+        found.append(loaded)
+        if topology is not None:
+            report, source = checks.fetch_readiness(api_url, live)
+            found += checks.check_switches(topology, report, source)
+        if live is not None:
+            found.append(checks.check_clock(live, max_skew_s))
+        return found
+    finally:
+        if db is not None:
+            db.dispose()
+
+
+def exit_code(found: list[Finding]) -> int:
+    statuses = {f.status for f in found}
+    return EXIT_FAIL if FAIL in statuses else EXIT_WARN if WARN in statuses else EXIT_OK
+
+
+@click.command("doctor")
+@click.option("--db", "db_url", envvar="VIPLANES_DB_URL", default=None, help="database URL (default ./viplanes.db)")
+@click.option(
+    "--pki",
+    "pki_dir",
+    envvar="VIPLANES_PKI",
+    default=None,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="the controller's PKI directory, as given to serve; env VIPLANES_PKI",
+)
+@click.option("--switch-cert-pin", "pins", multiple=True, metavar="SHA256", help="serve's fleet pins (repeatable)")
+@click.option("--topology", "topology_path", default=None, help="campus YAML (default: the bundled campus)")
+@click.option(
+    "--api", "api_url", envvar="VIPLANES_API_URL", default=DEFAULT_API, show_default=True, help="API base URL"
+)
+@click.option(
+    "--max-clock-skew", type=click.FloatRange(0), default=5.0, show_default=True, help="seconds of skew that FAIL"
+)
+@click.option("--json", "as_json", is_flag=True, help="one JSON document instead of lines")
+def doctor(
+    db_url: str | None,
+    pki_dir: Path | None,
+    pins: tuple[str, ...],
+    topology_path: str | None,
+    api_url: str,
+    max_clock_skew: float,
+    as_json: bool,
+) -> None:
+    """Check the database, PKI, topology, switches and clock; print what to fix."""
+    found = run_checks(db_url, pki_dir, pins, topology_path, api_url, max_clock_skew, dt.datetime.now(dt.UTC))
+    code = exit_code(found)
+    if as_json:
+        status = {EXIT_OK: "ok", EXIT_WARN: "warn", EXIT_FAIL: "fail"}[code]
+        click.echo(json.dumps({"status": status, "checks": [f.as_dict() for f in found]}, indent=2))
+    else:
+        for f in found:
+            click.echo(f.line())
+    sys.exit(code)
