@@ -25,7 +25,6 @@ from viplanes.cli.configsettings import CONFIG_ENV, ENV_SETTINGS, EnvSetting, ho
 
 DEFAULT_PATH = Path("/etc/viplanes/viplanes.toml")
 CONFIG_EXIT = 78  # sysexits EX_CONFIG: the configuration is wrong or unsafe; distinct from 1 and 2
-CLIENT_KEYS = {"api_url", "token", "ca_file"}  # the former flat client file's keys, still accepted
 
 
 class ConfigFileError(click.ClickException):
@@ -85,8 +84,8 @@ def read(explicit: str | None = None) -> LoadedConfig:
     for name, value in data.items():
         if isinstance(value, dict):
             tables[name] = value
-        elif name in CLIENT_KEYS:  # api_url = "..." at the top: the client file of earlier versions
-            tables.setdefault("client", {})[name] = value
+        elif not any(isinstance(v, dict) for v in data.values()):
+            continue  # a flat file is the per-user client file (api_url, token), ClientConfig's own
         else:
             raise ConfigFileError(f"{path}: {name}: unknown key (settings go in tables such as [serve])")
     loaded = LoadedConfig(path=path, tables=tables)

@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from viplanes.cli.https import api_tls_options, create_api_server, listen_socket, listen_tls
 from viplanes.cli.openflow_options import openflow_security_options
 from viplanes.cli.options import hostport_option
 from viplanes.dataplane.base import Dataplane
@@ -108,6 +109,7 @@ def _stop_on_sigterm() -> None:
     help="scheduler period, seconds",
 )
 @openflow_security_options
+@api_tls_options
 def serve(
     topology_path: str | None,
     db_url: str | None,
@@ -122,7 +124,6 @@ def serve(
 ) -> None:
     """Run the controller and the API in one process until SIGINT/SIGTERM."""
     from sqlalchemy.exc import SQLAlchemyError
-    from waitress import create_server
 
     from viplanes.api.app import create_app
     from viplanes.config import AppConfig
@@ -132,6 +133,7 @@ def serve(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     api_host, api_port = hostport_option(api_addr, "--api")
+    tls = listen_tls(api_host, "--api")
     of = hostport_option(of_addr, "--openflow")
     topology = _load_topology(topology_path)
     security = None
@@ -165,11 +167,11 @@ def serve(
         names.start()
         retention.start()
         try:
-            server = create_server(app, host=api_host, port=api_port, threads=threads, ident="viplanes")
+            server = create_api_server(app, listen_socket(api_host, api_port), tls, threads)
         except OSError as exc:
             raise click.ClickException(f"--api {api_addr}: {exc.strerror or exc}") from None
         click.echo(
-            f"viplanes: API http://{api_host}:{api_port}  OpenFlow {of[0]}:{of[1]} ({_of_mode(dataplane, security)})  "
+            f"viplanes: API {'https' if tls else 'http'}://{api_host}:{api_port}  OpenFlow {of[0]}:{of[1]} ({_of_mode(dataplane, security)})  "
             f"topology {topology.name}  db {ctx.db.display_url}",
             err=True,
         )
