@@ -48,7 +48,7 @@ def _shared_lines(loaded: LoadedConfig) -> list[tuple[str, str, str, str]]:
         env = os.environ.get(s.env)
         if env and s.env not in loaded.exported:
             source = f"env {s.env}" + (" (overrides the file)" if in_file else "")
-            value: str = mask(env, s.secret)
+            value: str = _toml(mask(env, s.secret))
         elif in_file:
             raw = loaded.tables[s.table][s.key]
             source, value = f"file {loaded.path}", _toml(mask(raw, True) if s.secret else raw)

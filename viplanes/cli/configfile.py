@@ -112,9 +112,12 @@ def _check_shared(loaded: LoadedConfig) -> None:
                 if table not in COMMANDS:
                     raise ConfigFileError(f"{loaded.where(table, key)}: unknown key")
                 continue  # an option of the command: checked when that command runs
-            if isinstance(value, bool) or not isinstance(value, setting.kind):
-                if not (setting.kind is float and isinstance(value, int) and not isinstance(value, bool)):
-                    raise ConfigFileError(f"{loaded.where(table, key)}: {expected(setting.kind, value)}")
+            is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            fits = (
+                is_number if setting.kind is float else isinstance(value, setting.kind) and not isinstance(value, bool)
+            )
+            if not fits:
+                raise ConfigFileError(f"{loaded.where(table, key)}: {expected(setting.kind, value)}")
             if setting.kind in (int, float) and value < 0:
                 raise ConfigFileError(f"{loaded.where(table, key)}: must be 0 or more, got {value}")
 
