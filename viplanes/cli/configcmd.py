@@ -21,7 +21,7 @@ def _loaded(ctx: click.Context) -> LoadedConfig:
     return ctx.find_root().meta[CONFIG_META]
 
 
-def _command(name: str) -> click.Command:
+def command_named(name: str) -> click.Command:
     from viplanes.cli.main import main
 
     ctx = click.Context(main)
@@ -59,7 +59,7 @@ def _shared_lines(loaded: LoadedConfig) -> list[tuple[str, str, str, str]]:
 
 
 def _command_lines(loaded: LoadedConfig, name: str) -> list[tuple[str, str, str, str]]:
-    cmd = _command(name)
+    cmd = command_named(name)
     in_file = loaded.tables.get(name, {})
     command_defaults(loaded, name, cmd)  # the table checked with the options' own types
     rows = []
@@ -118,7 +118,7 @@ def check(ctx: click.Context) -> None:
 
     loaded = _loaded(ctx)
     for name in sorted(set(loaded.tables) & set(COMMANDS)):
-        command_defaults(loaded, name, _command(name))
+        command_defaults(loaded, name, command_named(name))
     click.echo(f"{loaded.path or 'no configuration file'}: ok")
 
 
@@ -134,5 +134,5 @@ def keys(table: str) -> None:
 
 
 def _keys_of_command(table: str) -> None:
-    for key, places in sorted(keys_of(_command(table)).items()):
+    for key, places in sorted(keys_of(command_named(table)).items()):
         click.echo(f"{key}  {places[0][1].help or ''}")

@@ -4,7 +4,7 @@ fails when a key is missing from the doc)."""
 
 from __future__ import annotations
 
-from viplanes.cli.configcmd import _command
+from viplanes.cli.configcmd import command_named
 from viplanes.cli.configoptions import keys_of
 from viplanes.cli.configsettings import ENV_SETTINGS
 
@@ -91,7 +91,7 @@ def render() -> str:
     out.append("\n`VIPLANES_CONFIG` names the file itself.\n")
     for name in (*DOC_COMMANDS, *CLIENT_COMMANDS):
         out += [f"## [{name}]\n", "| key | env | default | meaning |", "|---|---|---|---|"]
-        for key, places in sorted(keys_of(_command(name)).items()):
+        for key, places in sorted(keys_of(command_named(name)).items()):
             param = places[0][1]
             env = f"`{param.envvar}`" if isinstance(param.envvar, str) else ""
             subs = sorted({" ".join(p) for p, _ in places if p})
@@ -107,7 +107,7 @@ def documented_keys() -> set[tuple[str, str]]:
     """Every (table, key) the doc must list."""
     keys = {(s.table, s.key) for s in ENV_SETTINGS}
     for name in (*DOC_COMMANDS, *CLIENT_COMMANDS):
-        keys |= {(name, k) for k in keys_of(_command(name))}
+        keys |= {(name, k) for k in keys_of(command_named(name))}
     return keys
 
 
