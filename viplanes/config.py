@@ -62,13 +62,16 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class ClientConfig:
-    """The CLI's API URL and token: flags > $VIPLANES_API_URL/$VIPLANES_TOKEN > config file."""
+    """The CLI's API URL, token and CA: flags > $VIPLANES_API_URL/$VIPLANES_TOKEN/$VIPLANES_CA_FILE >
+    config file (flat keys, or the [client] table of viplanes.toml). ``ca_file`` None: the
+    system's trust store (docs/configuration.md)."""
 
     api_url: str = "http://127.0.0.1:8080"
     token: str | None = None
+    ca_file: str | None = None
 
     @classmethod
-    def load(cls, api_url: str | None = None, token: str | None = None) -> ClientConfig:
+    def load(cls, api_url: str | None = None, token: str | None = None, ca_file: str | None = None) -> ClientConfig:
         path = _config_path()
         data: dict[str, object] = {}
         if path.exists():
@@ -76,12 +79,17 @@ class ClientConfig:
                 data = tomllib.loads(path.read_text())
             except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
                 raise ConfigError(f"{path}: {exc}") from None
-            unknown = set(data) - {"api_url", "token"}
+            client = data.get("client")
+            if isinstance(client, dict):  # viplanes.toml: its other tables are not the client's
+                data = {**{k: v for k, v in data.items() if not isinstance(v, dict)}, **client}
+            data = {k: v for k, v in data.items() if not isinstance(v, dict)}
+            unknown = set(data) - {"api_url", "token", "ca_file"}
             if unknown:
-                raise ConfigError(f"{path}: unknown keys {sorted(unknown)} (allowed: api_url, token)")
-            for key in ("api_url", "token"):
+                raise ConfigError(f"{path}: unknown keys {sorted(unknown)} (allowed: api_url, token, ca_file)")
+            for key in ("api_url", "token", "ca_file"):
                 if key in data and not isinstance(data[key], str):
                     raise ConfigError(f"{path}: {key} must be a string")
         url = api_url or os.environ.get("VIPLANES_API_URL") or data.get("api_url") or cls.api_url
         tok = token or os.environ.get("VIPLANES_TOKEN") or data.get("token")
-        return cls(api_url=str(url).rstrip("/"), token=str(tok) if tok else None)
+        ca = ca_file or os.environ.get("VIPLANES_CA_FILE") or data.get("ca_file")
+        return cls(api_url=str(url).rstrip("/"), token=str(tok) if tok else None, ca_file=str(ca) if ca else None)

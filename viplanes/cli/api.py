@@ -18,6 +18,7 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import sys
 import time
 from typing import Any
@@ -26,6 +27,7 @@ import click
 
 from viplanes.cli.clockopt import max_clock_skew_option, refuse_skewed_clock
 from viplanes.cli.logopts import configure, log_options
+from viplanes.cli.https import api_tls_options, create_api_server, listen_tls
 from viplanes.cli.options import hostport_option
 
 log = logging.getLogger("viplanes.cli.api")
@@ -62,13 +64,13 @@ def worker_app(db_url: str, topology_path: str | None) -> Any:
     return app
 
 
-def _worker(db_url: str, host: str, port: int, threads: int, topology_path: str | None) -> None:
+def _worker(
+    db_url: str, host: str, port: int, threads: int, topology_path: str | None, tls: ssl.SSLContext | None = None
+) -> None:
     """One API process: its own engine (never shared across fork), its own listening socket."""
-    from waitress import create_server
-
     signal.signal(signal.SIGTERM, lambda signum, _f: sys.exit(128 + signum))
     app = worker_app(db_url, topology_path)
-    server = create_server(app, sockets=[_reuseport_socket(host, port)], threads=threads, ident="viplanes")
+    server = create_api_server(app, _reuseport_socket(host, port), tls, threads)
     server.run()
 
 
@@ -97,6 +99,7 @@ def _worker(db_url: str, host: str, port: int, threads: int, topology_path: str 
     help="topology YAML (default: the campus)",
 )
 @max_clock_skew_option
+@api_tls_options
 @log_options
 def api(
     db_url: str,
@@ -116,6 +119,7 @@ def api(
 
     configure(log_format, log_level)  # before the fork: every worker inherits the handler
     host, port = hostport_option(listen, "--listen")
+    tls = listen_tls(host, "--listen")
     _load_topology(topology_path)  # a bad file is one line here, not N worker tracebacks
     try:
         db = Database(db_url, pool_size=1)
@@ -129,7 +133,7 @@ def api(
     except OSError as exc:
         raise click.ClickException(f"--listen {listen}: {exc.strerror or exc}") from None
     click.echo(
-        f"viplanes api: http://{host}:{port}  {workers} processes x {threads} threads  db {db.display_url}",
+        f"viplanes api: {'https' if tls else 'http'}://{host}:{port}  {workers} processes x {threads} threads  db {db.display_url}",
         err=True,
     )
     sys.stderr.flush()
@@ -140,7 +144,7 @@ def api(
         pid = os.fork()
         if pid == 0:
             try:
-                _worker(db_url, host, port, threads, topology_path)
+                _worker(db_url, host, port, threads, topology_path, tls)
             finally:
                 os._exit(0)
         children[pid] = slot

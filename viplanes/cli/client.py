@@ -21,6 +21,8 @@ from viplanes.config import ClientConfig, ConfigError
 from viplanes.domain.hostport import is_address
 from viplanes.domain.values import is_decimal
 
+TLS_VERIFY_EXIT = 76  # the API's certificate did not verify: not "unreachable" (3), a trust problem
+
 LANE_COLUMNS = (
     "id",
     "principal",
@@ -77,10 +79,16 @@ def api_command(fn: Callable[..., Any]) -> Callable[..., Any]:
     )
     @click.option("--token", envvar="VIPLANES_TOKEN", default=None, help="bearer token (default: config file)")
     @click.option("--json", "as_json", is_flag=True, help="print the raw JSON answer")
+    @click.option(
+        "--ca-file",
+        envvar="VIPLANES_CA_FILE",
+        default=None,
+        help="CA the API's certificate must chain to [default: system]",
+    )
     @functools.wraps(fn)
-    def wrapper(api_url: str | None, token: str | None, as_json: bool, **kwargs: Any) -> None:
+    def wrapper(api_url: str | None, token: str | None, as_json: bool, ca_file: str | None, **kwargs: Any) -> None:
         try:
-            cfg = ClientConfig.load(api_url, token)
+            cfg = ClientConfig.load(api_url, token, ca_file)
         except ConfigError as exc:
             _fail(str(exc), 3)
         if not cfg.token:
@@ -89,6 +97,8 @@ def api_command(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             out = fn(client, **kwargs)
         except ApiError as exc:
+            if exc.error == "tls_verify":
+                _fail(str(exc), TLS_VERIFY_EXIT)
             _fail(str(exc), 3 if exc.status == 0 else 1)
         finally:
             client.session.close()

@@ -24,7 +24,9 @@ COMMANDS: dict[str, str] = {
     "doctor": "viplanes.cli.doctor:doctor",
     "lab": "viplanes.cli.lab:lab",
     "pki": "viplanes.cli.pki:pki_group",
+    "config": "viplanes.cli.configcmd:config",
 }
+CONFIG_META = "viplanes.config_file"  # ctx.meta key of the LoadedConfig
 
 
 class LazyGroup(click.Group):
@@ -46,11 +48,37 @@ class LazyGroup(click.Group):
             raise
         return getattr(module, attr)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Read the configuration file before any command module is imported (some read their
+        env-var settings at import); its env-var settings last as long as the command."""
+        from viplanes.cli.configfile import export_env, read, restore_env
+
+        rest = super().parse_args(ctx, args)
+        loaded = read(ctx.params.get("config_path"))
+        ctx.meta[CONFIG_META] = loaded
+        before = export_env(loaded)
+        ctx.call_on_close(lambda: restore_env(before))
+        return rest
+
 
 @click.group(cls=LazyGroup)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="configuration file [default: $VIPLANES_CONFIG, else /etc/viplanes/viplanes.toml if present]",
+)
 @click.version_option(package_name="viplanes")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context, config_path: str | None) -> None:
     """VIP Lanes: pre-authorized big-data flows that bypass campus middleboxes."""
+    from viplanes.cli.configoptions import command_defaults
+
+    name = ctx.invoked_subcommand
+    command = ctx.command.get_command(ctx, name) if name else None  # type: ignore[attr-defined]
+    if name and command is not None:
+        ctx.default_map = {name: command_defaults(ctx.meta[CONFIG_META], name, command)}
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from viplanes.cli.logopts import configure, log_options
+from viplanes.cli.https import api_tls_options, create_api_server, listen_socket, listen_tls
 from viplanes.cli.openflow_options import openflow_security_options
 from viplanes.cli.options import hostport_option
 from viplanes.dataplane.base import Dataplane
@@ -110,6 +111,7 @@ def _stop_on_sigterm() -> None:
 )
 @openflow_security_options
 @log_options
+@api_tls_options
 def serve(
     topology_path: str | None,
     db_url: str | None,
@@ -126,7 +128,6 @@ def serve(
 ) -> None:
     """Run the controller and the API in one process until SIGINT/SIGTERM."""
     from sqlalchemy.exc import SQLAlchemyError
-    from waitress import create_server
 
     from viplanes.api.app import create_app
     from viplanes.config import AppConfig
@@ -135,6 +136,7 @@ def serve(
 
     configure(log_format, log_level)
     api_host, api_port = hostport_option(api_addr, "--api")
+    tls = listen_tls(api_host, "--api")
     of = hostport_option(of_addr, "--openflow")
     topology = _load_topology(topology_path)
     security = None
@@ -168,11 +170,11 @@ def serve(
         names.start()
         retention.start()
         try:
-            server = create_server(app, host=api_host, port=api_port, threads=threads, ident="viplanes")
+            server = create_api_server(app, listen_socket(api_host, api_port), tls, threads)
         except OSError as exc:
             raise click.ClickException(f"--api {api_addr}: {exc.strerror or exc}") from None
         click.echo(
-            f"viplanes: API http://{api_host}:{api_port}  OpenFlow {of[0]}:{of[1]} ({_of_mode(dataplane, security)})  "
+            f"viplanes: API {'https' if tls else 'http'}://{api_host}:{api_port}  OpenFlow {of[0]}:{of[1]} ({_of_mode(dataplane, security)})  "
             f"topology {topology.name}  db {ctx.db.display_url}",
             err=True,
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import ssl
 import threading
 import time
 import uuid
@@ -41,11 +43,27 @@ def _field_errors(details: Any, prefix: str = "") -> str:
     return str(details)
 
 
+def system_ca_bundle() -> str | bool:
+    """The operating system's trust store (where a campus adds its CA with update-ca-certificates),
+    rather than the bundle shipped with requests; True (that bundle) where the system has none."""
+    paths = ssl.get_default_verify_paths()
+    return paths.cafile or paths.capath or True
+
+
+def tls_failure(url: str, exc: Exception) -> str:
+    """requests' nested SSLError text cut to its reason and the fix, on one line."""
+    text = str(exc)
+    reason = re.search(r"certificate verify failed: ([^(']+)", text) or re.search(r"\[SSL[^]]*\] ([^(']+)", text)
+    why = reason.group(1).strip() if reason else exc.__class__.__name__
+    return f"cannot verify {url}: {why} (give the API's CA with --ca-file or [client] ca_file)"
+
+
 class ApiClient:
     def __init__(self, config: ClientConfig | None = None, timeout_s: float = 30.0) -> None:
         self.config = config or ClientConfig.load()
         self.timeout_s = timeout_s
         self.session = requests.Session()
+        self.session.verify = system_ca_bundle()  # $REQUESTS_CA_BUNDLE still overrides it
         if self.config.token:
             self.session.headers["Authorization"] = f"Bearer {self.config.token}"
 
@@ -65,8 +83,11 @@ class ApiClient:
                 json=json,
                 timeout=self.timeout_s,
                 headers=headers,
+                verify=self.config.ca_file,  # given: it wins over $REQUESTS_CA_BUNDLE too
                 params={k: v for k, v in (params or {}).items() if v is not None},
             )
+        except requests.exceptions.SSLError as exc:
+            raise ApiError(0, "tls_verify", tls_failure(self.config.api_url, exc)) from None
         except requests.RequestException as exc:
             raise ApiError(0, "unreachable", f"cannot reach {self.config.api_url}: {exc.__class__.__name__}") from None
         if r.status_code >= 400:

@@ -1,0 +1,83 @@
+"""The configuration file's settings that are environment variables: one key for a value that
+several commands (or no command option at all) read from the environment.
+
+Why environment variables: the modules that read them (retention, rate limits, DNS, the lab)
+stay the single source of truth for their defaults and checks; the file only supplies a value
+where the environment has none, so an env var still overrides the file (docs/configuration.md).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EnvSetting:
+    """``[table] key`` of the file, exported as ``env`` when the environment does not set it."""
+
+    table: str
+    key: str
+    env: str
+    kind: type  # str, int or float: what the TOML value must be
+    default: str  # shown by `config show` and the docs; the reading module owns the real one
+    help: str
+    secret: bool = False
+
+
+ENV_SETTINGS: tuple[EnvSetting, ...] = (
+    EnvSetting(
+        "db", "url", "VIPLANES_DB_URL", str, "sqlite:///./viplanes.db", "database of every command", secret=True
+    ),
+    EnvSetting("pki", "dir", "VIPLANES_PKI", str, "", "OpenFlow PKI directory (ca.crt, controller.crt/.key)"),
+    EnvSetting("pki", "deny_list", "VIPLANES_SWITCH_DENY_LIST", str, "PKI_DIR/denied-switches", "switch deny-list"),
+    EnvSetting("client", "api_url", "VIPLANES_API_URL", str, "http://127.0.0.1:8080", "API the CLI talks to"),
+    EnvSetting("client", "token", "VIPLANES_TOKEN", str, "", "the CLI's bearer token", secret=True),
+    EnvSetting(
+        "client", "ca_file", "VIPLANES_CA_FILE", str, "the system store", "CA bundle the CLI checks the API against"
+    ),
+    EnvSetting("retention", "lane_days", "VIPLANES_LANE_RETENTION_DAYS", float, "90", "keep ended lanes (0: keep)"),
+    EnvSetting("retention", "audit_days", "VIPLANES_AUDIT_RETENTION_DAYS", float, "365", "keep audit events"),
+    EnvSetting("retention", "export_dir", "VIPLANES_RETENTION_EXPORT_DIR", str, "./viplanes-archive", "export dir"),
+    EnvSetting("retention", "every_s", "VIPLANES_PRUNE_EVERY_S", float, "3600", "prune period, seconds (0: off)"),
+    EnvSetting("auth", "max_failures", "VIPLANES_AUTH_MAX_FAILURES", int, "10", "failed logins per address"),
+    EnvSetting("auth", "net_max_failures", "VIPLANES_AUTH_NET_MAX_FAILURES", int, "50", "per /24 or /64"),
+    EnvSetting("auth", "global_max_failures", "VIPLANES_AUTH_GLOBAL_MAX_FAILURES", int, "500", "in all"),
+    EnvSetting("auth", "window_s", "VIPLANES_AUTH_WINDOW_S", int, "60", "failure window, seconds"),
+    EnvSetting("auth", "token_cache_ttl_s", "VIPLANES_TOKEN_CACHE_TTL", float, "5", "token cache, seconds (0: off)"),
+    EnvSetting("ui", "secret", "VIPLANES_UI_SECRET", str, "a per-process secret", "signs console cookies", secret=True),
+    EnvSetting("ui", "session_s", "VIPLANES_UI_SESSION_S", int, "28800", "console sign-in lifetime, seconds"),
+    EnvSetting("lanes", "max_matches", "VIPLANES_MAX_LANE_MATCHES", int, "64", "matches one lane may need"),
+    EnvSetting("dns", "server", "VIPLANES_DNS_SERVER", str, "the system resolver", "resolver for lane names"),
+    EnvSetting("dns", "ttl_floor_s", "VIPLANES_DNS_TTL_FLOOR_S", int, "30", "shortest re-resolve window"),
+    EnvSetting("dns", "ttl_cap_s", "VIPLANES_DNS_TTL_CAP_S", int, "3600", "longest re-resolve window"),
+    EnvSetting("lab", "pki", "VIPLANES_LAB_PKI", str, "/var/lib/viplanes/lab-pki", "the lab's PKI"),
+    EnvSetting("lab", "run_dir", "VIPLANES_LAB_RUN_DIR", str, "/run/viplanes-lab", "the lab's run files"),
+    EnvSetting("lab", "demo_dir", "VIPLANES_DEMO_DIR", str, "a new temporary directory", "`make demo` output"),
+)
+
+# the file itself: named by --config or this variable (documented, not a key)
+CONFIG_ENV = "VIPLANES_CONFIG"
+
+_SECRET_WORDS = ("token", "secret", "password", "db_url", "db")
+_URL_PASSWORD = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://[^:/@]*):([^@]*)@")
+
+
+def is_secret_name(name: str) -> bool:
+    """A command option whose value may be a credential (a token, a database URL)."""
+    return any(name == w or name.endswith(f"_{w}") or name.startswith(f"{w}_") for w in _SECRET_WORDS)
+
+
+def mask(value: object, secret: bool) -> str:
+    """How a value is shown: a URL keeps its host and loses its password; other secrets are ***."""
+    text = str(value)
+    if not secret or text == "":
+        return text
+    if "://" in text:
+        return _URL_PASSWORD.sub(r"\1:***@", text)
+    return "***"
+
+
+def holds_secret(value: object, secret: bool) -> bool:
+    """A value that masking would change: a token, or a URL with a password."""
+    return secret and mask(value, secret) != str(value)
