@@ -11,6 +11,7 @@ from typing import Any
 from flask import Flask
 
 from viplanes.config import AppConfig
+from viplanes.controller.compile.budget import flow_costs_for
 from viplanes.dataplane.base import Dataplane
 from viplanes.domain.clock import SteadyClock
 from viplanes.lanes.manager import LaneLimits, LaneManager
@@ -83,6 +84,7 @@ def create_app(
         on_activation=m.activation,
         resolver=resolver,
         limits=limits,
+        flow_costs=flow_costs_for(topology),  # only when a switch has max_flows
     )
     m.watch_lanes(manager.counts_by_state)
 

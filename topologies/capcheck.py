@@ -13,6 +13,11 @@ from viplanes.topologies.model import Switch, Topology
 from viplanes.topologies.paths import NoLanePath, lane_paths
 
 
+def budgeted(topo: Topology) -> bool:
+    """Some switch declares ``max_flows``: lane requests are then checked against budgets."""
+    return any(sw.caps.max_flows.limited for sw in topo.switches)
+
+
 def lane_problems(topo: Topology) -> list[str]:
     """One readable line per host whose lanes cannot be carried as the profiles stand."""
     problems: list[str] = []

@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from viplanes.topologies.fields import FieldReader, kind_of
 from viplanes.topologies.capfields import read_capabilities, read_nat_router
+from viplanes.topologies.fields import FieldReader, kind_of
 from viplanes.topologies.model import (
     EdgeRouter,
     Host,
@@ -171,7 +171,7 @@ class _Parser(FieldReader):
         conntrack = m.get("conntrack", True)
         if not isinstance(conntrack, bool):
             self.bad(f"{where}.conntrack", f"expected true or false, got {kind_of(conntrack)}")
-        caps = read_capabilities(self, m, where)
+        caps = read_capabilities(self, m, f"{where} ({name})" if name else where)  # a file has many switches
         if caps is None or name is None or dpid is None or not isinstance(role, str) or not isinstance(conntrack, bool):
             return None
         pins = self._pins(m.get("cert_sha256"), f"{where}.cert_sha256")

@@ -30,10 +30,12 @@ from sqlalchemy.orm import Session
 from viplanes.authz.tokens import Caller, sees_lane
 from viplanes.dataplane.base import Dataplane
 from viplanes.domain.clock import SteadyClock
+from viplanes.domain.flowcost import FlowCoster
 from viplanes.domain.values import LaneCounters, LaneSpec
 from viplanes.errors import Conflict, NotFound, Unavailable, VipError
 from viplanes.lanes import states
 from viplanes.lanes.activation import LaneActivation
+from viplanes.lanes.budgets import check_budget
 from viplanes.lanes.idempotency import find_replay, request_digest
 from viplanes.lanes.overlap import overlapping_lane, row_nets, row_ports, source_aliases
 from viplanes.lanes.owners import ActiveOwners
@@ -85,8 +87,11 @@ class LaneManager(LaneActivation):
         on_activation: Callable[[float, bool], None] = _noop,
         resolver: Resolver | None = None,
         limits: LaneLimits | None = None,
+        flow_costs: FlowCoster | None = None,
     ) -> None:
         self.db = db
+        # the compiler's flow counts (controller/compile/budget.py), for switches with max_flows
+        self.flow_costs = flow_costs
         self.resolver = resolver or default_resolver()
         self.limits = limits or LaneLimits()
         self.resend_lock = threading.Lock()  # an extension and a re-resolved name re-send one at a time
@@ -231,6 +236,23 @@ class LaneManager(LaneActivation):
                     {"pool": str(self.topology.lane_pool.prefix)},
                     code="lane_pool_exhausted",
                 )
+        if self.flow_costs is not None:
+            spec = LaneSpec(
+                0,
+                src,
+                target.single_address(),
+                req.protocol,  # type: ignore[arg-type]
+                target.single_port(),
+                req.src_port,
+                nat_ip,
+                req.expires_at,
+                req.rate_mbps,
+                tuple(target.net_strings()),
+                target.ports,
+            )
+            full = check_budget(conn, self.db, self.topology, self.flow_costs, spec, req.starts_at, req.expires_at)
+            if full is not None:
+                return None, full
         if immediate:
             waiting = self._unready(
                 LaneSpec(
