@@ -87,6 +87,8 @@ def create_app(
         flow_costs=flow_costs_for(topology),  # only when a switch has max_flows
     )
     m.watch_lanes(manager.counts_by_state)
+    if manager.flow_costs is not None:
+        m.watch_budgets(manager.flow_budgets)
 
     app = Flask("viplanes")
     app.config.update(

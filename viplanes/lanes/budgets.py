@@ -123,3 +123,10 @@ def report(topo: Topology, costs: FlowCoster, live: list[LaneSpec]) -> list[tupl
     """(switch, max_flows total or None, entries in use) per switch: /metrics and the console."""
     used = usage(costs.base(), [costs.lane(s) for s in live])
     return [(sw.name, sw.caps.max_flows.total, _total(used, sw.name)) for sw in topo.switches]
+
+
+def budgets_now(db: Database, topo: Topology, costs: FlowCoster, now: float) -> list[tuple[str, int | None, int]]:
+    """``report`` for the lanes live at ``now``: what /metrics and the switches page show."""
+    with db.read() as s:
+        live = live_specs(s.connection(), now, now + 0.001)
+    return report(topo, costs, live)

@@ -35,7 +35,7 @@ from viplanes.domain.values import LaneCounters, LaneSpec
 from viplanes.errors import Conflict, NotFound, Unavailable, VipError
 from viplanes.lanes import states
 from viplanes.lanes.activation import LaneActivation
-from viplanes.lanes.budgets import check_budget
+from viplanes.lanes.budgets import budgets_now, check_budget
 from viplanes.lanes.idempotency import find_replay, request_digest
 from viplanes.lanes.overlap import overlapping_lane, row_nets, row_ports, source_aliases
 from viplanes.lanes.owners import ActiveOwners
@@ -339,6 +339,12 @@ class LaneManager(LaneActivation):
                 select(*SPEC_COLUMNS).where(Lane.state.in_(("installing", "active")), Lane.expires_at > now)
             ).all()
         return [spec_from_row(r) for r in rows]
+
+    def flow_budgets(self) -> builtins.list[tuple[str, int | None, int]]:
+        """(switch, max_flows total, entries in use) per switch; empty without budgets."""
+        if self.flow_costs is None:
+            return []
+        return budgets_now(self.db, self.topology, self.flow_costs, self.clock())
 
     def counts_by_state(self) -> dict[str, int]:
         with self.db.read() as s:
