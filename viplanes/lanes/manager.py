@@ -36,6 +36,7 @@ from viplanes.errors import Conflict, NotFound, Unavailable, VipError
 from viplanes.lanes import states
 from viplanes.lanes.activation import LaneActivation
 from viplanes.lanes.budgets import budgets_now, check_budget
+from viplanes.lanes.features import feature_refusal
 from viplanes.lanes.idempotency import find_replay, request_digest
 from viplanes.lanes.overlap import overlapping_lane, row_nets, row_ports, source_aliases
 from viplanes.lanes.owners import ActiveOwners
@@ -236,6 +237,9 @@ class LaneManager(LaneActivation):
                     {"pool": str(self.topology.lane_pool.prefix)},
                     code="lane_pool_exhausted",
                 )
+        lacking = feature_refusal(self.topology, src, req.rate_mbps, target.ports)
+        if lacking is not None:
+            return None, lacking
         if self.flow_costs is not None:
             spec = LaneSpec(
                 0,

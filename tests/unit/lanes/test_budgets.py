@@ -181,3 +181,40 @@ def test_parallel_requests_never_overrun_the_budget(db):
         live = live_specs(s.connection(), T0, T0 + 10_000)
     used = usage(costs.base(), [costs.lane(spec) for spec in live])
     assert sum(n for (sw, _), n in used.items() if sw == "s1") <= s1_base + 12
+
+
+# ---- features the profile lacks ---------------------------------------------------------------
+
+
+def with_profile(switch: str, **keys: Any) -> Topology:
+    data = yaml.safe_load(Path(CAMPUS_YAML).read_text())
+    for sw in data["switches"]:
+        if sw["name"] == switch:
+            sw.update(keys)
+    return parse_topology(data, "profile.yaml")
+
+
+def test_a_rate_cap_on_a_switch_without_meters_is_refused_before_anything_is_written(db):
+    """The attack (or the accident): a rate-capped lane on a meterless switch would half-install
+    (flows without their meter) or run uncapped. Refused, naming the switch."""
+    topo = with_profile("s1", profile="single_table")
+    callers = principals(db, ("alice", "researcher"), max_lanes=5)
+    dp = MemoryDataplane()
+    mgr = LaneManager(db, dp, topo, clock=lambda: T0)
+    with pytest.raises(Conflict) as exc:
+        mgr.request(callers["alice"], lane_input(rate_mbps=50.0))
+    assert exc.value.code == "switch_lacks_feature"
+    assert exc.value.details == {"switch": "s1", "feature": "meters"} and "s1 (profile single_table)" in str(exc.value)
+    assert dp.active == {}
+    assert mgr.request(callers["alice"], lane_input())[0].state == "active"  # uncapped: fine
+
+
+def test_a_port_range_on_a_switch_without_masks_is_refused(db):
+    topo = with_profile("s2", profile="multi_table", features={"masked_ports": False})
+    callers = principals(db, ("alice", "researcher"), max_lanes=5)
+    mgr = LaneManager(db, MemoryDataplane(), topo, clock=lambda: T0)
+    with pytest.raises(Conflict) as exc:
+        mgr.request(callers["alice"], lane_input(port=None, dst_ports="9000-9010"))
+    assert exc.value.details == {"switch": "s2", "feature": "masked_ports"}
+    with db.read() as s:
+        assert s.scalar(select(func.count()).select_from(Lane)) == 0
