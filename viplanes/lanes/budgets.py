@@ -21,7 +21,10 @@ from viplanes.domain.flowcost import FlowCost, FlowCoster, Slot
 from viplanes.domain.values import LaneSpec
 from viplanes.errors import Conflict, VipError
 from viplanes.lanes import states
+from viplanes.lanes.features import feature_refusal
 from viplanes.lanes.specs import SPEC_COLUMNS, spec_from_row
+from viplanes.lanes.targets import LaneTarget
+from viplanes.policy.rules import LaneRequest
 from viplanes.store.db import Database
 from viplanes.store.models import Lane
 from viplanes.topologies.capcheck import budgeted
@@ -105,6 +108,36 @@ def refusal(short: Shortfall) -> VipError:
         {"switch": short.switch, "table": short.table, "needed": short.needed, "left": short.left},
         code="switch_full",
     )
+
+
+def fits_switches(
+    conn: Connection,
+    db: Database,
+    topo: Topology,
+    costs: FlowCoster | None,
+    req: LaneRequest,
+    target: LaneTarget,
+    nat_ip: str | None,
+) -> VipError | None:
+    """The request's refusal when a switch on its path lacks a feature it needs or has no room
+    for its entries (``costs`` None: no switch has a budget); None when it fits."""
+    lacking = feature_refusal(topo, str(req.src_ip), req.rate_mbps, target.ports)
+    if lacking is not None or costs is None:
+        return lacking
+    spec = LaneSpec(
+        0,
+        str(req.src_ip),
+        target.single_address(),
+        req.protocol,  # type: ignore[arg-type]
+        target.single_port(),
+        req.src_port,
+        nat_ip,
+        req.expires_at,
+        req.rate_mbps,
+        tuple(target.net_strings()),
+        target.ports,
+    )
+    return check_budget(conn, db, topo, costs, spec, req.starts_at, req.expires_at)
 
 
 def check_budget(

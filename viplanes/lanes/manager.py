@@ -35,8 +35,7 @@ from viplanes.domain.values import LaneCounters, LaneSpec
 from viplanes.errors import Conflict, NotFound, Unavailable, VipError
 from viplanes.lanes import states
 from viplanes.lanes.activation import LaneActivation
-from viplanes.lanes.budgets import budgets_now, check_budget
-from viplanes.lanes.features import feature_refusal
+from viplanes.lanes.budgets import budgets_now, fits_switches
 from viplanes.lanes.idempotency import find_replay, request_digest
 from viplanes.lanes.overlap import overlapping_lane, row_nets, row_ports, source_aliases
 from viplanes.lanes.owners import ActiveOwners
@@ -237,26 +236,9 @@ class LaneManager(LaneActivation):
                     {"pool": str(self.topology.lane_pool.prefix)},
                     code="lane_pool_exhausted",
                 )
-        lacking = feature_refusal(self.topology, src, req.rate_mbps, target.ports)
-        if lacking is not None:
-            return None, lacking
-        if self.flow_costs is not None:
-            spec = LaneSpec(
-                0,
-                src,
-                target.single_address(),
-                req.protocol,  # type: ignore[arg-type]
-                target.single_port(),
-                req.src_port,
-                nat_ip,
-                req.expires_at,
-                req.rate_mbps,
-                tuple(target.net_strings()),
-                target.ports,
-            )
-            full = check_budget(conn, self.db, self.topology, self.flow_costs, spec, req.starts_at, req.expires_at)
-            if full is not None:
-                return None, full
+        refused = fits_switches(conn, self.db, self.topology, self.flow_costs, req, target, nat_ip)
+        if refused is not None:  # before the row is written and anything is sent
+            return None, refused
         if immediate:
             waiting = self._unready(
                 LaneSpec(
