@@ -40,6 +40,10 @@ def read_capabilities(reader: FieldReader, m: dict[str, Any], where: str) -> Cap
             reader.bad(f"{where}.conntrack", "contradicts features.conntrack; keep one of them")
             ok = False
         features = replace(features, conntrack=m["conntrack"])
+    if ok and features.conntrack and not features.meters:
+        # a conntrack border meters each lane's new connections (controller/compile/ctlane.py)
+        reader.bad(f"{where}.features", "conntrack needs meters (new connections are metered); set conntrack: false")
+        ok = False
     limit = _flow_limit(reader, m.get("max_flows"), f"{where}.max_flows") if "max_flows" in m else FlowLimit()
     if limit is None or not ok:
         return None

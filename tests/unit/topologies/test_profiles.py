@@ -73,6 +73,11 @@ def test_profiles_features_and_limits_load():
             "without multi_table has only table 0",
         ),
         (
+            {"profile": "single_table", "features": {"conntrack": True}},
+            "switches[2] (s3).features",
+            "conntrack needs meters",
+        ),
+        (
             {"conntrack": True, "features": {"conntrack": False}},
             "switches[2] (s3).conntrack",
             "contradicts features.conntrack",
