@@ -35,14 +35,14 @@ from viplanes.domain.values import LaneCounters, LaneSpec
 from viplanes.errors import Conflict, NotFound, Unavailable, VipError
 from viplanes.lanes import states
 from viplanes.lanes.activation import LaneActivation
-from viplanes.lanes.budgets import budgets_now, fits_switches
+from viplanes.lanes.budgets import budgets_now, check_budget, fits_switches
 from viplanes.lanes.idempotency import find_replay, request_digest
 from viplanes.lanes.overlap import overlapping_lane, row_nets, row_ports, source_aliases
 from viplanes.lanes.owners import ActiveOwners
 from viplanes.lanes.pool import NAT_LOCK_KEY, LanePool, needs_pool_address
 from viplanes.lanes.requests import lane_row, refusal, to_request, within_bookings
 from viplanes.lanes.resolver import Resolver, default_resolver
-from viplanes.lanes.specs import SPEC_COLUMNS, spec_from_row
+from viplanes.lanes.specs import SPEC_COLUMNS, spec_from_row, spec_of
 from viplanes.lanes.states import END_ACTIONS, TERMINAL, TRANSITIONS, can_move  # noqa: F401 - re-exported
 from viplanes.lanes.targets import LaneInput, LaneLimits, LaneTarget, clamp_ttl, target_for_request
 from viplanes.policy.rules import Decision, LaneRequest, check_grant, decide, lane_sources
@@ -444,6 +444,12 @@ class LaneManager(LaneActivation):
             )
             if decision.allowed and dup is not None:
                 decision = Decision(False, "duplicate_lane", "an identical lane uses this flow later", grant.id)
+            full = None  # the longer window may overlap bookings that fill a switch
+            if decision.allowed and self.flow_costs is not None:
+                full = check_budget(
+                    s.connection(), self.db, self.topology, self.flow_costs, spec_of(lane), lane.expires_at, new_end
+                )
+                decision = decision if full is None else Decision(False, "switch_full", full.message, grant.id)
             self.on_decision(decision.code)
             if decision.allowed:
                 lane.duration_s += add_s
@@ -457,6 +463,8 @@ class LaneManager(LaneActivation):
                 "allow" if decision.allowed else "deny",
                 decision.reason,
             )
+        if full is not None:
+            raise full
         if not decision.allowed:
             raise (
                 refusal(decision)

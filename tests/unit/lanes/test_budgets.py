@@ -218,3 +218,22 @@ def test_a_port_range_on_a_switch_without_masks_is_refused(db):
     assert exc.value.details == {"switch": "s2", "feature": "masked_ports"}
     with db.read() as s:
         assert s.scalar(select(func.count()).select_from(Lane)) == 0
+
+
+def test_extending_into_a_booking_that_fills_the_switch_is_refused(db):
+    """The attack: book a lane that fits after mine ends, then extend mine into the booking's
+    window: both would be live on a switch that holds only one."""
+    base = CompiledCosts(load_topology(CAMPUS_YAML)).base()
+    s3_base = sum(n for (sw, _), n in base.items() if sw == "s3")
+    topo = with_limit("s3", s3_base + 9)  # exactly one desktop lane
+    callers = principals(db, ("alice", "researcher"), max_lanes=20)
+    mgr = _manager(db, topo, MemoryDataplane(), [T0])
+    mine, _ = mgr.request(callers["alice"], lane_input(port=9000))  # until T0 + 600
+    booked, _ = mgr.request(callers["alice"], lane_input(port=9001, start_at=T0 + 700))
+    assert booked.state == "scheduled"
+    assert mgr.extend(callers["alice"], mine.id, 60).expires_at == T0 + 660  # still clear of it
+    with pytest.raises(Conflict) as exc:
+        mgr.extend(callers["alice"], mine.id, 300)
+    assert exc.value.code == "switch_full" and exc.value.details["switch"] == "s3"
+    with db.read() as s:
+        assert s.get(Lane, mine.id).expires_at == T0 + 660
