@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
-from viplanes.topologies.capcheck import carries, lane_problems
+from viplanes.topologies.capcheck import budgeted, carries, lane_problems
 from viplanes.topologies.loader import TopologyError, load_topology
+from viplanes.topologies.model import Topology
 from viplanes.topologies.paths import NoLanePath, bypass_ports, format_path, lane_paths
 
 
@@ -50,8 +51,27 @@ def check(file: str) -> None:
             lane = f"lane {format_path(path)}{nat}"
         v6 = f" {host.iface.ip6} (no NAT)" if host.iface.ip6 is not None else ""
         click.echo(f"    {host.name:<10} {host.role:<8} {host.iface.ip!s:<18}{v6} at {host.iface.attach}  {lane}")
-    problems = lane_problems(topo)
+    problems = lane_problems(topo) + _budget_lines(topo)
     for problem in problems:
         click.echo(problem, err=True)
     if problems:
         raise SystemExit(3)
+
+
+def _budget_lines(topo: Topology) -> list[str]:
+    """Per budgeted switch, its base flows against ``max_flows``; a problem when no lane fits."""
+    if not budgeted(topo):
+        return []
+    from viplanes.controller.compile.budget import CompiledCosts  # os-ken's parser: only with budgets
+
+    base = CompiledCosts(topo).base()
+    problems = []
+    for sw in topo.switches:
+        cap = sw.caps.max_flows.total
+        if cap is None:
+            continue
+        used = sum(n for (name, _), n in base.items() if name == sw.name)
+        click.echo(f"  {sw.name}: {used} base flows of max_flows {cap}, {cap - used} left for lanes")
+        if used >= cap:
+            problems.append(f"{topo.source}: {sw.name}: max_flows {cap} does not even hold its {used} base flows")
+    return problems

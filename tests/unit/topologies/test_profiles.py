@@ -118,3 +118,21 @@ def test_check_reports_each_switch_profile(tmp_path):
     path.write_text(yaml.safe_dump(campus(profile="multi_table", max_flows=300)))
     out = CliRunner().invoke(topology_cli, ["check", str(path)]).output
     assert "profile multi_table" in out and "max 300 flows" in out and "profile ovs" in out
+
+
+def test_check_shows_budgets_and_refuses_one_below_the_base_flows(tmp_path):
+    """A budget below the base flows refuses every lane forever: caught before the controller runs."""
+    path = tmp_path / "campus.yaml"
+    path.write_text(yaml.safe_dump(campus(max_flows=100)))
+    result = CliRunner().invoke(topology_cli, ["check", str(path)])
+    assert result.exit_code == 0 and "s3: 52 base flows of max_flows 100, 48 left for lanes" in result.output
+    path.write_text(yaml.safe_dump(campus(max_flows=40)))
+    result = CliRunner().invoke(topology_cli, ["check", str(path)])
+    assert result.exit_code == 3 and "s3: max_flows 40 does not even hold its 52 base flows" in result.output
+
+
+def test_v6_lanes_need_ipv6_on_their_path():
+    data = yaml.safe_load((Path(CAMPUS_YAML).parent / "campus-dualstack.yaml").read_text())
+    data["switches"][1]["features"] = {"ipv6": False}  # s2, on the desktop's path
+    problems = lane_problems(parse_topology(data, "ds.yaml"))
+    assert any("its IPv6 lanes cross s2" in p for p in problems), problems
