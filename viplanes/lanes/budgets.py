@@ -3,7 +3,8 @@ anything is written or sent (HTTP 409 ``switch_full``).
 
 Used entries on a switch = its base flows + the own flows of every live lane (requested,
 scheduled, installing, active) whose window overlaps the new lane's + the shared flows of each
-address those lanes use, once per address. Bookings count for their whole window, so a booking
+address those lanes use, once per address (an upper bound: two of those lanes need not overlap
+each other, and a request may be refused that a peak-by-peak count would let in). Bookings count for their whole window, so a booking
 can never find its switch full when it starts; lanes whose windows do not overlap the request's
 do not count against it. Costs come from the compiler (``FlowCoster``). Decisions are serialised
 by one advisory lock (PostgreSQL; SQLite writes are serial), taken only when a switch has a limit.
@@ -31,7 +32,6 @@ from viplanes.topologies.capcheck import budgeted
 from viplanes.topologies.model import Topology
 
 BUDGET_LOCK_KEY = (3 << 32) + 0xB0D6E7  # one key: budgets span every source and grant
-ALL_TABLES = -1  # the slot table id of a switch's total
 
 
 @dataclass(frozen=True)
