@@ -11,6 +11,7 @@ from typing import Any
 from flask import Flask
 
 from viplanes.config import AppConfig
+from viplanes.controller.compile.budget import flow_costs_for
 from viplanes.dataplane.base import Dataplane
 from viplanes.domain.clock import SteadyClock
 from viplanes.lanes.manager import LaneLimits, LaneManager
@@ -83,8 +84,11 @@ def create_app(
         on_activation=m.activation,
         resolver=resolver,
         limits=limits,
+        flow_costs=flow_costs_for(topology),  # only when a switch has max_flows
     )
     m.watch_lanes(manager.counts_by_state)
+    if manager.flow_costs is not None:
+        m.watch_budgets(manager.flow_budgets)
 
     app = Flask("viplanes")
     app.config.update(

@@ -33,6 +33,27 @@ class _LanesByState(Collector):
         yield fam
 
 
+class _FlowBudgets(Collector):
+    """Flow entries in use and allowed per switch (topologies: ``max_flows``), at scrape time."""
+
+    def __init__(self, budgets: Callable[[], list[tuple[str, int | None, int]]]) -> None:
+        self._budgets = budgets
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        used = GaugeMetricFamily("viplanes_switch_flows_used", "Flow entries base + live lanes need", labels=["switch"])
+        limit = GaugeMetricFamily("viplanes_switch_flows_max", "The switch's max_flows", labels=["switch"])
+        try:
+            rows = self._budgets()
+        except Exception:  # a scrape must not fail because the database is busy
+            rows = []
+        for switch, cap, n in rows:
+            used.add_metric([switch], n)
+            if cap is not None:
+                limit.add_metric([switch], cap)
+        yield used
+        yield limit
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -56,6 +77,9 @@ class Metrics:
 
     def watch_lanes(self, counts: Callable[[], dict[str, int]]) -> None:
         self.registry.register(_LanesByState(counts))
+
+    def watch_budgets(self, budgets: Callable[[], list[tuple[str, int | None, int]]]) -> None:
+        self.registry.register(_FlowBudgets(budgets))
 
     def decision(self, code: str) -> None:
         self.decisions.labels("allow" if code == "allowed" else "deny", code).inc()

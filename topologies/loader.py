@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from viplanes.topologies.capfields import read_capabilities, read_nat_router
 from viplanes.topologies.fields import FieldReader, kind_of
 from viplanes.topologies.model import (
     EdgeRouter,
@@ -33,6 +34,7 @@ MIDDLEBOX_KINDS: tuple[MiddleboxKind, ...] = ("firewall", "nat")
 DPID_MAX = 2**64 - 1
 CT_FIELDS = ("ct_new_per_s", "ct_zone_limit", "ct_appctl")  # Switch: conntrack bounds per lane
 CT_VALUE_MAX = 2**31 - 1
+CAP_FIELDS = ("profile", "features", "max_flows")  # Switch: what it can hold (profiles.py)
 
 Route = tuple[ipaddress.IPv4Network, ipaddress.IPv4Address]
 
@@ -107,7 +109,10 @@ class _Parser(FieldReader):
     # ---- the model --------------------------------------------------------------------------
     def topology(self, data: Any) -> Topology:
         top = self.mapping(
-            data, "", ("name", "lane_pool", "switches", "hosts", "edge"), ("description", "links", "middleboxes", "wan")
+            data,
+            "",
+            ("name", "lane_pool", "switches", "hosts", "edge"),
+            ("description", "links", "middleboxes", "wan", "nat_router"),
         )
         if top is None:
             raise TopologyError(self.problems)
@@ -127,6 +132,8 @@ class _Parser(FieldReader):
         if edge is not None:
             self.check_gateways(hosts, middleboxes, edge)
             self.check_direct_cables(middleboxes, edge)
+        translators = ([edge.name] if edge is not None else []) + [mb.name for mb in middleboxes if mb.kind == "nat"]
+        nat_router = read_nat_router(self, top["nat_router"], translators) if "nat_router" in top else ""
         if self.problems or name is None or edge is None or pool is None:
             # every None above comes with a problem; the fallback keeps the error readable
             raise TopologyError(self.problems or [f"{self.source}: incomplete topology"])
@@ -140,11 +147,12 @@ class _Parser(FieldReader):
             lane_pool=pool,
             description=description.strip() if isinstance(description, str) else "",
             wan=wan,
+            nat_router=nat_router,
             source=self.source,
         )
 
     def switch(self, item: Any, where: str) -> Switch | None:
-        m = self.mapping(item, where, ("name", "dpid"), ("role", "cert_sha256", "conntrack", *CT_FIELDS))
+        m = self.mapping(item, where, ("name", "dpid"), ("role", "cert_sha256", "conntrack", *CT_FIELDS, *CAP_FIELDS))
         if m is None:
             return None
         name = self.name(m.get("name"), f"{where}.name") if "name" in m else None
@@ -163,11 +171,20 @@ class _Parser(FieldReader):
         conntrack = m.get("conntrack", True)
         if not isinstance(conntrack, bool):
             self.bad(f"{where}.conntrack", f"expected true or false, got {kind_of(conntrack)}")
-        if name is None or dpid is None or not isinstance(role, str) or not isinstance(conntrack, bool):
+        caps = read_capabilities(self, m, f"{where} ({name})" if name else where)  # a file has many switches
+        if caps is None or name is None or dpid is None or not isinstance(role, str) or not isinstance(conntrack, bool):
             return None
         pins = self._pins(m.get("cert_sha256"), f"{where}.cert_sha256")
         ct = self._ct_settings(m, where)
-        sw = Switch(name=name, dpid=dpid, role=role, cert_sha256=pins, conntrack=conntrack, **ct)
+        sw = Switch(
+            name=name,
+            dpid=dpid,
+            role=role,
+            cert_sha256=pins,
+            conntrack=caps.features.conntrack,
+            caps=caps,
+            **ct,
+        )
         self._switches.append(sw)
         return sw
 

@@ -10,6 +10,8 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Literal
 
+from viplanes.topologies.profiles import Capabilities
+
 # Source addresses that only exist behind the campus NAT.
 NAT_PREFIXES = tuple(
     ipaddress.IPv4Network(p) for p in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
@@ -40,6 +42,9 @@ class Switch:
     # limits, when it runs next to this switch's vswitchd; "" declares that it cannot (the limit
     # is then not set, and the log says so once per connection).
     ct_appctl: str = ""
+    # profile, features and flow-table budget (topologies/profiles.py); ``conntrack`` above
+    # always equals ``caps.features.conntrack``
+    caps: Capabilities = Capabilities()
 
 
 @dataclass(frozen=True)
@@ -157,6 +162,8 @@ class Topology:
     lane_pool: LanePool
     description: str = ""
     wan: Wan | None = None  # None: no per-connection limit (the lab's links only)
+    # the router that translates NAT'd lanes when no switch on their path can ("": a switch does)
+    nat_router: str = ""
     source: str = field(default="<memory>", compare=False)  # file it came from, for messages
 
     def __hash__(self) -> int:
@@ -176,6 +183,7 @@ class Topology:
                     self.lane_pool,
                     self.description,
                     self.wan,
+                    self.nat_router,
                 )
             )
             object.__setattr__(self, "_hash", cached)  # frozen dataclass: not a field

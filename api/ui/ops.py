@@ -15,7 +15,8 @@ from .web import bp, ctx, operator_only
 def switches_page() -> ResponseReturnValue:
     operator_only()
     insp = inspector()
-    return render_template("ui/switches.html", switches=insp.switches() if insp else None)
+    budgets = ctx().manager.flow_budgets()  # per switch: max_flows, entries in use
+    return render_template("ui/switches.html", switches=insp.switches() if insp else None, budgets=budgets)
 
 
 @bp.route("/drift", methods=["GET", "POST"], endpoint="drift")

@@ -188,23 +188,35 @@ def guard_flows(topo: Topology, outside: bool = False) -> OFMsgs:
     return [flow(PRIORITY_GUARD, BASE_COOKIE, m, []) for m in matches]
 
 
-def _border_flows(topo: Topology, sw: Switch) -> OFMsgs:
-    at = topo.edge.inside.attach
-    assert at is not None, "the border switch is where the edge's inside leg attaches"
-    edge_port = at.port
-    pool = _pool(topo)
+def _arp_punt(pool: tuple[str, str], meters: bool) -> OFMsgs:
+    """ARP for a lane-pool address no reply flow answered: to the controller through a meter.
+    A switch without meters (its profile, docs/hardware.md) drops it instead: an unmetered punt
+    would let anyone on the edge link flood the controller. The per-address reply flows, which
+    answer every live lane's address on the switch itself, are unaffected."""
+    match = parser.OFPMatch(eth_type=ETH_TYPE_ARP, arp_op=1, arp_tpa=pool)
+    if not meters:
+        return [flow(PRIORITY_ARP_PROXY, BASE_COOKIE, match, [])]
     band = parser.OFPMeterBandDrop(rate=ARP_PUNT_PPS, burst_size=ARP_PUNT_PPS)
-    ofmsgs: OFMsgs = [
+    return [
         parser.OFPMeterMod(
             None, command=ofp.OFPMC_ADD, flags=ofp.OFPMF_PKTPS | ofp.OFPMF_BURST, meter_id=ARP_PUNT_METER, bands=[band]
         ),
         flow(
             PRIORITY_ARP_PROXY,
             BASE_COOKIE,
-            parser.OFPMatch(eth_type=ETH_TYPE_ARP, arp_op=1, arp_tpa=pool),
+            match,
             [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)],
             meter=ARP_PUNT_METER,
         ),
+    ]
+
+
+def _border_flows(topo: Topology, sw: Switch) -> OFMsgs:
+    at = topo.edge.inside.attach
+    assert at is not None, "the border switch is where the edge's inside leg attaches"
+    edge_port = at.port
+    pool = _pool(topo)
+    ofmsgs: OFMsgs = _arp_punt(pool, sw.caps.features.meters) + [
         # Anything from the internet for a lane address that no lane's reverse rule (or the
         # related-ICMP rule) took: a probe, another port, a later fragment. NORMAL would flood it
         # (no switch ever learns the lane MAC) to the NAT box, the DTN and the bypass.

@@ -273,7 +273,7 @@ class Changes:
             # a removal's meter already gone is no failure
             refused = (
                 {
-                    xid: error_reason(t, c)
+                    xid: error_reason(t, c, state.short_name(batch.dpid))
                     for xid, t, c in batch.errors
                     if not ((owner.get(xid) in removing or xid in flight.lenient) and t == ofp.OFPET_METER_MOD_FAILED)
                 }

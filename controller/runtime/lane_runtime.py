@@ -280,8 +280,9 @@ class LaneRuntime(DataplaneDefaults):
         self.state.tracker.barrier_reply(dpid, xid)
 
     def on_error(self, dpid: int, xid: int, err_type: int, code: int) -> None:
-        if not self.state.tracker.error(dpid, xid, err_type, code, error_reason(err_type, code)):
-            LOG.warning("%s sent error %s for xid %d", self.switch_name(dpid), error_reason(err_type, code), xid)
+        reason = error_reason(err_type, code, self.state.short_name(dpid))
+        if not self.state.tracker.error(dpid, xid, err_type, code, reason):
+            LOG.warning("%s sent error %s for xid %d", self.switch_name(dpid), reason, xid)
 
     def on_flow_stats(self, dpid: int, xid: int, body: list[Any], more: bool) -> None:
         self.state.tracker.stats_reply(dpid, xid, body, more)

@@ -109,6 +109,11 @@ class SwitchState:
         at its deadline, not when a switch refuses it (issue 28)."""
         return self.is_master and (self.write_gate is None or self.write_gate())
 
+    def short_name(self, dpid: int) -> str:
+        """The switch's name in the topology (``s1``), for reasons in operator words."""
+        sw = self.topology.switch_by_dpid(dpid) if self.topology else None
+        return sw.name if sw else f"dpid {dpid}"
+
     def switch_name(self, dpid: int) -> str:
         sw = self.topology.switch_by_dpid(dpid) if self.topology else None
         return f"switch {sw.name} (dpid {dpid})" if sw else f"switch dpid {dpid}"

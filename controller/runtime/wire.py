@@ -33,9 +33,38 @@ def meter_errors_only(batch: Batch) -> bool:
     return all(t == ofp.OFPET_METER_MOD_FAILED for _, t, _ in batch.errors)
 
 
-def error_reason(err_type: int, code: int) -> str:
+# An OpenFlow error in an operator's words: what the switch lacks, and what to do (docs/hardware.md).
+# Keyed by (type, code); the code's own name follows the words so it can be looked up.
+_WORDS: dict[tuple[int, int], tuple[str, str]] = {
+    (ofp.OFPET_FLOW_MOD_FAILED, ofp.OFPFMFC_TABLE_FULL): ("flow table is full", "OFPFMFC_TABLE_FULL"),
+    (ofp.OFPET_FLOW_MOD_FAILED, ofp.OFPFMFC_BAD_TABLE_ID): (
+        "pipeline has no such table (a single-table switch?)",
+        "OFPFMFC_BAD_TABLE_ID",
+    ),
+    (ofp.OFPET_FLOW_MOD_FAILED, ofp.OFPFMFC_EPERM): ("configuration forbids this flow", "OFPFMFC_EPERM"),
+    (ofp.OFPET_METER_MOD_FAILED, ofp.OFPMMFC_OUT_OF_METERS): ("meter table is full", "OFPMMFC_OUT_OF_METERS"),
+    (ofp.OFPET_METER_MOD_FAILED, ofp.OFPMMFC_INVALID_METER): ("meters cannot take this meter", "OFPMMFC_INVALID_METER"),
+    (ofp.OFPET_METER_MOD_FAILED, ofp.OFPMMFC_OUT_OF_BANDS): ("meters have no band left", "OFPMMFC_OUT_OF_BANDS"),
+}
+_KIND_WORDS = {  # a whole error type the profile should have ruled out
+    ofp.OFPET_BAD_MATCH: "hardware does not support a match field of this lane",
+    ofp.OFPET_BAD_ACTION: "hardware does not support an action of this lane",
+    ofp.OFPET_BAD_INSTRUCTION: "hardware does not support an instruction of this lane (goto-table, meter?)",
+}
+
+
+def error_reason(err_type: int, code: int, switch: str = "") -> str:
+    """``OFPET_... code N``, then, for the errors an operator can act on, what it means:
+    ``OFPET_FLOW_MOD_FAILED code 1: s1's flow table is full (OFPFMFC_TABLE_FULL)``."""
     names = {v: k for k, v in vars(ofp).items() if k.startswith("OFPET_") and isinstance(v, int)}
-    return f"{names.get(err_type, f'type {err_type}')} code {code}"
+    raw = f"{names.get(err_type, f'type {err_type}')} code {code}"
+    whose = f"{switch}'s" if switch else "the switch's"
+    if (err_type, code) in _WORDS:
+        words, name = _WORDS[(err_type, code)]
+        return f"{raw}: {whose} {words} ({name})"
+    if err_type in _KIND_WORDS:
+        return f"{raw}: {whose} {_KIND_WORDS[err_type]}"
+    return raw
 
 
 def with_xids(ofmsgs: list[Any], xid: Callable[[], int]) -> list[Any]:

@@ -114,6 +114,7 @@ def cluster(
 
     from viplanes.cli.serve import _load_topology, _retention_runner
     from viplanes.cluster.node import ControllerNode
+    from viplanes.controller.compile.budget import flow_costs_for
     from viplanes.controller.openflow.roles import RoleController
     from viplanes.domain.clock import SteadyClock
     from viplanes.lanes.manager import LaneManager
@@ -131,7 +132,7 @@ def cluster(
         raise click.ClickException(f"database: {str(exc).splitlines()[0]}") from None
     clock = SteadyClock()  # lane windows and hard timeouts on one clock a step cannot move
     plane = RoleController(topology, host=host, port=port, security=security, clock=clock)
-    manager = LaneManager(db, plane, topology, clock)
+    manager = LaneManager(db, plane, topology, clock, flow_costs=flow_costs_for(topology))
     plane.attach_source(manager.desired_lanes)
     node = ControllerNode(db, plane, manager, tick_s)
     retention = _retention_runner(db)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import click
 
+from viplanes.topologies.capcheck import budgeted, carries, lane_problems
 from viplanes.topologies.loader import TopologyError, load_topology
+from viplanes.topologies.model import Topology
 from viplanes.topologies.paths import NoLanePath, bypass_ports, format_path, lane_paths
 
 
@@ -16,7 +18,10 @@ def topology() -> None:
 @topology.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 def check(file: str) -> None:
-    """Validate FILE and show its switches, hosts and lane paths."""
+    """Validate FILE and show its switches (profile, what lanes they carry), hosts and lane paths.
+
+    Exit 1: the file is invalid; exit 3: valid, but a lane it must carry needs a feature no
+    switch on its path has (topologies/capcheck.py)."""
     try:
         topo = load_topology(file)
     except TopologyError as exc:
@@ -26,7 +31,9 @@ def check(file: str) -> None:
     bypass = bypass_ports(topo)
     names = {s.dpid: s.name for s in topo.switches}
     click.echo(f"{topo.source}: topology {topo.name!r} is valid")
-    click.echo(f"  switches ({len(topo.switches)}): " + ", ".join(f"{s.name}(dpid {s.dpid})" for s in topo.switches))
+    click.echo(f"  switches ({len(topo.switches)}):")
+    for sw in topo.switches:
+        click.echo(f"    {sw.name:<10} dpid {sw.dpid:<6} profile {sw.caps.profile:<12} {carries(topo, sw)}")
     click.echo(
         f"  links: {len(topo.links)}, bypass ports: "
         + (", ".join(f"{names[d]}:{p}" for d in sorted(bypass) for p in sorted(bypass[d])) or "none")
@@ -44,3 +51,27 @@ def check(file: str) -> None:
             lane = f"lane {format_path(path)}{nat}"
         v6 = f" {host.iface.ip6} (no NAT)" if host.iface.ip6 is not None else ""
         click.echo(f"    {host.name:<10} {host.role:<8} {host.iface.ip!s:<18}{v6} at {host.iface.attach}  {lane}")
+    problems = lane_problems(topo) + _budget_lines(topo)
+    for problem in problems:
+        click.echo(problem, err=True)
+    if problems:
+        raise SystemExit(3)
+
+
+def _budget_lines(topo: Topology) -> list[str]:
+    """Per budgeted switch, its base flows against ``max_flows``; a problem when no lane fits."""
+    if not budgeted(topo):
+        return []
+    from viplanes.controller.compile.budget import CompiledCosts  # os-ken's parser: only with budgets
+
+    base = CompiledCosts(topo).base()
+    problems = []
+    for sw in topo.switches:
+        cap = sw.caps.max_flows.total
+        if cap is None:
+            continue
+        used = sum(n for (name, _), n in base.items() if name == sw.name)
+        click.echo(f"  {sw.name}: {used} base flows of max_flows {cap}, {cap - used} left for lanes")
+        if used >= cap:
+            problems.append(f"{topo.source}: {sw.name}: max_flows {cap} does not even hold its {used} base flows")
+    return problems

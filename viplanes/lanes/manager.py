@@ -30,17 +30,19 @@ from sqlalchemy.orm import Session
 from viplanes.authz.tokens import Caller, sees_lane
 from viplanes.dataplane.base import Dataplane
 from viplanes.domain.clock import SteadyClock
+from viplanes.domain.flowcost import FlowCoster
 from viplanes.domain.values import LaneCounters, LaneSpec
 from viplanes.errors import Conflict, NotFound, Unavailable, VipError
 from viplanes.lanes import states
 from viplanes.lanes.activation import LaneActivation
+from viplanes.lanes.budgets import budgets_now, check_budget, fits_switches
 from viplanes.lanes.idempotency import find_replay, request_digest
 from viplanes.lanes.overlap import overlapping_lane, row_nets, row_ports, source_aliases
 from viplanes.lanes.owners import ActiveOwners
 from viplanes.lanes.pool import NAT_LOCK_KEY, LanePool, needs_pool_address
 from viplanes.lanes.requests import lane_row, refusal, to_request, within_bookings
 from viplanes.lanes.resolver import Resolver, default_resolver
-from viplanes.lanes.specs import SPEC_COLUMNS, spec_from_row
+from viplanes.lanes.specs import SPEC_COLUMNS, spec_from_row, spec_of
 from viplanes.lanes.states import END_ACTIONS, TERMINAL, TRANSITIONS, can_move  # noqa: F401 - re-exported
 from viplanes.lanes.targets import LaneInput, LaneLimits, LaneTarget, clamp_ttl, target_for_request
 from viplanes.logs import lane_scope
@@ -86,8 +88,11 @@ class LaneManager(LaneActivation):
         on_activation: Callable[[float, bool], None] = _noop,
         resolver: Resolver | None = None,
         limits: LaneLimits | None = None,
+        flow_costs: FlowCoster | None = None,
     ) -> None:
         self.db = db
+        # the compiler's flow counts (controller/compile/budget.py), for switches with max_flows
+        self.flow_costs = flow_costs
         self.resolver = resolver or default_resolver()
         self.limits = limits or LaneLimits()
         self.resend_lock = threading.Lock()  # an extension and a re-resolved name re-send one at a time
@@ -234,6 +239,9 @@ class LaneManager(LaneActivation):
                     {"pool": str(self.topology.lane_pool.prefix)},
                     code="lane_pool_exhausted",
                 )
+        refused = fits_switches(conn, self.db, self.topology, self.flow_costs, req, target, nat_ip)
+        if refused is not None:  # before the row is written and anything is sent
+            return None, refused
         if immediate:
             waiting = self._unready(
                 LaneSpec(
@@ -320,6 +328,12 @@ class LaneManager(LaneActivation):
                 select(*SPEC_COLUMNS).where(Lane.state.in_(("installing", "active")), Lane.expires_at > now)
             ).all()
         return [spec_from_row(r) for r in rows]
+
+    def flow_budgets(self) -> builtins.list[tuple[str, int | None, int]]:
+        """(switch, max_flows total, entries in use) per switch; empty without budgets."""
+        if self.flow_costs is None:
+            return []
+        return budgets_now(self.db, self.topology, self.flow_costs, self.clock())
 
     def counts_by_state(self) -> dict[str, int]:
         with self.db.read() as s:
@@ -433,6 +447,12 @@ class LaneManager(LaneActivation):
             )
             if decision.allowed and dup is not None:
                 decision = Decision(False, "duplicate_lane", "an identical lane uses this flow later", grant.id)
+            full = None  # the longer window may overlap bookings that fill a switch
+            if decision.allowed and self.flow_costs is not None:
+                full = check_budget(
+                    s.connection(), self.db, self.topology, self.flow_costs, spec_of(lane), lane.expires_at, new_end
+                )
+                decision = decision if full is None else Decision(False, "switch_full", full.message, grant.id)
             self.on_decision(decision.code)
             if decision.allowed:
                 lane.duration_s += add_s
@@ -446,6 +466,8 @@ class LaneManager(LaneActivation):
                 "allow" if decision.allowed else "deny",
                 decision.reason,
             )
+        if full is not None:
+            raise full
         if not decision.allowed:
             raise (
                 refusal(decision)

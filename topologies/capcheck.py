@@ -1,0 +1,64 @@
+"""Does every lane the topology must carry find the features it needs on its path?
+
+Today's compiler translates a NAT'd lane (``nat(src=...)`` or set_field) at the border switch,
+where the edge router attaches, so a NAT'd host needs a border that can translate: ``nat`` and
+``set_field``. A topology may instead declare ``nat_router:`` (the edge router or a NAT
+middlebox that translates lane traffic itself). A dual-stack host's v6 lanes need ``ipv6`` on
+every switch of its path. ``viplanes topology check`` refuses the file when anything is missing.
+"""
+
+from __future__ import annotations
+
+from viplanes.topologies.model import Switch, Topology
+from viplanes.topologies.paths import NoLanePath, lane_paths
+
+
+def budgeted(topo: Topology) -> bool:
+    """Some switch declares ``max_flows``: lane requests are then checked against budgets."""
+    return any(sw.caps.max_flows.limited for sw in topo.switches)
+
+
+def lane_problems(topo: Topology) -> list[str]:
+    """One readable line per host whose lanes cannot be carried as the profiles stand."""
+    problems: list[str] = []
+    for host, path in lane_paths(topo).items():
+        if isinstance(path, NoLanePath):
+            continue
+        border = topo.switch(path[-1].switch)
+        if topo.host(host).needs_nat and not topo.nat_router:
+            lacking = [f for f in ("nat", "set_field") if not getattr(border.caps.features, f)]
+            if lacking:
+                problems.append(
+                    f"{topo.source}: hosts.{host}: its lanes are NAT'd at {border.name} (the border, profile "
+                    f"{border.caps.profile}), which lacks {' and '.join(lacking)}; give {border.name} that "
+                    "feature or name the translating router in nat_router"
+                )
+        if topo.host(host).ip6 is not None:
+            no_v6 = [h.switch for h in path if not topo.switch(h.switch).caps.features.ipv6]
+            if no_v6:
+                problems.append(f"{topo.source}: hosts.{host}: its IPv6 lanes cross {', '.join(no_v6)}, without ipv6")
+    return problems
+
+
+def carries(topo: Topology, sw: Switch) -> str:
+    """What lanes this switch can carry, in the operator's words (``topology check``)."""
+    f = sw.caps.features
+    parts = ["tcp/udp lanes"]
+    if f.ipv6:
+        parts.append("IPv6")
+    at_border = topo.edge.inside.attach is not None and topo.edge.inside.attach.switch == sw.name
+    if at_border:
+        parts.append("stateful border (conntrack)" if f.conntrack else "stateless border (ACK-only replies)")
+        if f.nat and f.set_field:
+            parts.append("NAT")
+        else:
+            parts.append("no NAT" + (f" (done by {topo.nat_router})" if topo.nat_router else ""))
+    parts.append("rate caps" if f.meters else "no rate caps (no meters)")
+    if not f.multi_table:
+        parts.append("single table")
+    limit = sw.caps.max_flows
+    if limit.total is not None:
+        parts.append(f"max {limit.total} flows")
+    for table, n in limit.tables:
+        parts.append(f"max {n} flows in table {table}")
+    return ", ".join(parts)
