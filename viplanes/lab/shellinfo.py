@@ -72,10 +72,10 @@ def banner(topo: Topology, api_url: str | None, researcher: str | None, operator
     dst = cloud.iface.ip.ip
     lines = [
         "try a lane from the mininet> prompt (the token is already in this shell's environment):",
-        f"  mininet> {desk.name} iperf3 -c {dst} -p 5201 -t 5      # the normal path: firewall and NAT",
+        f"  mininet> {desk.name} iperf3 -c {dst} -p 5201 -P 10 -t 5     # the normal path: firewall and NAT",
         f"  mininet> sh {cli} lane request --src {desk.iface.ip.ip} --dst {dst} --dst-port 5201 "
         "--duration 10m --purpose try --wait",
-        f"  mininet> {desk.name} iperf3 -c {dst} -p 5201 -t 5      # through the lane",
+        f"  mininet> {desk.name} iperf3 -c {dst} -p 5201 -P 10 -t 5     # through the lane",
         f"  mininet> sh {cli} lane list",
     ]
     if api_url:

@@ -112,4 +112,4 @@ def test_the_shell_prints_tokens_and_console_last():
         "operator token: OTOKEN",
     ]
     assert any("mininet> sh " in x and "lane request --src 10.1.0.10 --dst 203.0.113.10" in x for x in lines)
-    assert any(x.startswith("  mininet> desktop iperf3 -c 203.0.113.10 -p 5201") for x in lines)
+    assert any(x.startswith("  mininet> desktop iperf3 -c 203.0.113.10 -p 5201 -P 10") for x in lines)
