@@ -5,17 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-import marshmallow as ma
 from flask import redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from sqlalchemy import select
 
-from viplanes.errors import Invalid, NotFound, VipError
+from viplanes.errors import Conflict, Invalid, NotFound
 from viplanes.store import records as store
 from viplanes.store.models import LIVE_STATES, Lane
 
 from ..schemas import GrantCreateSchema, PrincipalCreateSchema, to_ts
-from .forms import as_datetime, as_number, field_messages, load, split_list
+from .forms import as_number, checked, split_list
 from .web import bp, ctx, need, operator_only
 
 
@@ -38,7 +37,10 @@ def grants_page() -> ResponseReturnValue:
 
 
 def _grants_view(
-    form: dict[str, Any], errors: dict[str, str] | None = None, form_error: str | None = None, status: int = 200
+    form: dict[str, Any],
+    errors: dict[str, str] | None = None,
+    form_error: dict[str, str] | None = None,
+    status: int = 200,
 ) -> ResponseReturnValue:
     """The grants list and the new-grant form, filled with ``form`` and its errors."""
     c = ctx()
@@ -86,36 +88,11 @@ def _grant_form() -> dict[str, Any]:
     }
 
 
-def _dates(body: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
-    """datetime-local values -> ISO 8601; a bad one becomes its field's error."""
-    out = dict(body)
-    for key in ("valid_from", "valid_until"):
-        if key in out:
-            try:
-                out[key] = as_datetime(out[key])
-            except VipError as exc:
-                errors[key] = exc.message
-    return out
-
-
-def checked(schema: ma.Schema, data: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, str]]:
-    """(valid body, {}) or (None, {form field: one sentence}) - the form is shown again."""
-    errors: dict[str, str] = {}
-    data = _dates(data, errors)
-    try:
-        body = load(schema, data)
-    except VipError as exc:
-        fields = exc.details.get("fields") if isinstance(exc.details, dict) else None
-        errors.update(field_messages(fields, data, FORM_NAMES))
-        return None, errors
-    return (None, errors) if errors else (body, errors)
-
-
 @bp.route("/grants", methods=["POST"], endpoint="grant_create")
 def grant_create() -> ResponseReturnValue:
     who = need("grant.create")
     form = {**request.form, "protocols": request.form.getlist("protocols")}
-    body, errors = checked(GrantCreateSchema(), _grant_form())
+    body, errors = checked(GrantCreateSchema(), _grant_form(), FORM_NAMES)
     if body is None:
         return _grants_view(form, errors, status=422)
     c = ctx()
@@ -129,7 +106,7 @@ def grant_create() -> ResponseReturnValue:
             store.audit(s, now, who.name, "grant.create", f"grant:{g.id}", "done", f"for {gi.principal}")
             grant_id = g.id
     except (Invalid, NotFound) as exc:  # refused by the campus model (e.g. a campus destination)
-        return _grants_view(form, {}, f"{exc.message} ({exc.code})", status=exc.status)
+        return _grants_view(form, {}, {"code": exc.code, "message": exc.message}, status=exc.status)
     return redirect(url_for("ui.grant", grant_id=grant_id, created=1))
 
 
@@ -153,6 +130,7 @@ def grant_page(grant_id: int) -> ResponseReturnValue:
         body, errors = checked(
             GrantCreateSchema(),
             {**base, **{k: form[k] for k in ("max_duration_s", "max_rate_mbps", "max_lanes", "valid_until")}},
+            FORM_NAMES,
         )
         if body is None:
             return _grant_view(grant_id, dict(request.form), errors, 422)
@@ -232,22 +210,42 @@ def grant_revoke(grant_id: int) -> ResponseReturnValue:
 @bp.route("/principals", endpoint="principals")
 def principals_page() -> ResponseReturnValue:
     need("principal.list")
+    return _principals_view({})
+
+
+def _principals_view(
+    form: dict[str, Any],
+    errors: dict[str, str] | None = None,
+    form_error: dict[str, str] | None = None,
+    status: int = 200,
+) -> ResponseReturnValue:
     with ctx().db.read() as s:
-        return render_template("ui/principals.html", principals=store.list_principals(s))
+        page = render_template(
+            "ui/principals.html",
+            principals=store.list_principals(s),
+            form=form,
+            errors=errors or {},
+            form_error=form_error,
+        )
+    return page, status
 
 
 @bp.route("/principals", methods=["POST"], endpoint="principal_create")
 def principal_create() -> ResponseReturnValue:
     who = need("principal.create")
-    body = load(
-        PrincipalCreateSchema(), {"name": request.form.get("name", "").strip(), "role": request.form.get("role", "")}
-    )
+    form = {"name": request.form.get("name", "").strip(), "role": request.form.get("role", "")}
+    body, errors = checked(PrincipalCreateSchema(), form)
+    if body is None:
+        return _principals_view(form, errors, status=422)
     c = ctx()
     now = c.clock()
-    with c.db.write() as s:
-        p, token = store.create_principal(s, body["name"], body["role"], now)
-        store.audit(s, now, who.name, "principal.create", f"principal:{p.name}", "done", p.role)
-        name = p.name
+    try:
+        with c.db.write() as s:
+            p, token = store.create_principal(s, body["name"], body["role"], now)
+            store.audit(s, now, who.name, "principal.create", f"principal:{p.name}", "done", p.role)
+            name = p.name
+    except (Invalid, Conflict) as exc:  # e.g. the name is taken
+        return _principals_view(form, {"name": exc.message}, status=exc.status)
     return render_template("ui/token.html", name=name, token=token, created=True)
 
 

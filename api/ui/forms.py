@@ -86,3 +86,33 @@ def _sentence(msgs: Any, value: Any) -> str:
     if isinstance(msgs, (list, tuple)):
         return " ".join(_sentence(m, value) for m in msgs)
     return str(msgs)
+
+
+def _dates(body: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
+    """datetime-local values -> ISO 8601; a bad one becomes its field's error."""
+    out = dict(body)
+    for key in ("valid_from", "valid_until", "start_at"):
+        if isinstance(out.get(key), str):
+            try:
+                out[key] = as_datetime(out[key])
+            except Invalid as exc:
+                errors[key] = exc.message
+    return out
+
+
+def checked(
+    schema: ma.Schema, data: dict[str, Any], names: Mapping[str, str] | None = None
+) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """(valid body, {}) or (None, {form field: one sentence}): the caller shows the form again
+    with the user's values and each error beside its field, instead of an error page."""
+    errors: dict[str, str] = {}
+    data = _dates(data, errors)
+    try:
+        body = load(schema, data)
+    except Invalid as exc:
+        fields = exc.details.get("fields") if isinstance(exc.details, dict) else None
+        errors.update(field_messages(fields, data, names))
+        if not errors:
+            errors[""] = exc.message
+        return None, errors
+    return (None, errors) if errors else (body, errors)
