@@ -248,7 +248,7 @@ def rclone_advice(argv: Sequence[str], cores: int | None = None) -> str | None:
     more = (
         f"Consider --transfers {cores} and, for large files,"
         if cores > RCLONE_DEFAULT_TRANSFERS
-        else f"Its default of {RCLONE_DEFAULT_TRANSFERS} already covers them; for large files, consider"
+        else f"Its default (--transfers {RCLONE_DEFAULT_TRANSFERS}) already covers them; for large files, consider"
     )
     return (
         f"rclone runs {RCLONE_DEFAULT_TRANSFERS} parallel transfers unless told otherwise. Measured (PEARC'18, "
