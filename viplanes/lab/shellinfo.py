@@ -71,7 +71,12 @@ def banner(topo: Topology, api_url: str | None, researcher: str | None, operator
     cli = Path(sys.executable).parent / "viplanes"
     dst = cloud.iface.ip.ip
     lines = [
-        "try a lane from the mininet> prompt (the token is already in this shell's environment):",
+        "try a lane from the mininet> prompt"
+        + (
+            " (the token is already in this shell's environment):"
+            if api_url
+            else " (export VIPLANES_API_URL and VIPLANES_TOKEN first):"
+        ),
         f"  mininet> {desk.name} iperf3 -c {dst} -p 5201 -P 10 -t 5     # the normal path: firewall and NAT",
         f"  mininet> sh {cli} lane request --src {desk.iface.ip.ip} --dst {dst} --dst-port 5201 "
         "--duration 10m --purpose try --wait",
@@ -85,5 +90,5 @@ def banner(topo: Topology, api_url: str | None, researcher: str | None, operator
             f"operator token: {operator}",
         ]
     else:
-        lines.append("console: the one of the controller given with --controller (set VIPLANES_TOKEN first)")
+        lines.append("console: the one of the controller given with --controller")
     return "\n".join(lines)

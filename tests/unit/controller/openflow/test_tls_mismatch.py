@@ -113,3 +113,11 @@ def test_the_shell_prints_tokens_and_console_last():
     ]
     assert any("mininet> sh " in x and "lane request --src 10.1.0.10 --dst 203.0.113.10" in x for x in lines)
     assert any(x.startswith("  mininet> desktop iperf3 -c 203.0.113.10 -p 5201 -P 10") for x in lines)
+
+
+def test_with_someone_elses_controller_the_shell_does_not_claim_a_token():
+    from viplanes.topologies.loader import load_topology
+
+    topo = load_topology(Path(__file__).resolve().parents[4] / "topologies/campus.yaml")
+    text = banner(topo, None, None, None)
+    assert "already in this shell" not in text and "export VIPLANES_API_URL and VIPLANES_TOKEN first" in text
