@@ -10,6 +10,7 @@ from typing import Any
 from flask import redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
+from viplanes.errors import VipError
 from viplanes.lanes.manager import LaneInput
 from viplanes.policy.destinations import destination_refusal
 from viplanes.policy.rules import parse_ports, parse_prefix
@@ -17,7 +18,7 @@ from viplanes.store import records as store
 from viplanes.store.models import LIVE_STATES
 
 from ..schemas import LaneRequestSchema
-from .forms import as_number, load
+from .forms import as_number, checked
 from .lanes_pages import live_lanes, with_counters
 from .web import bp, caller, ctx
 
@@ -71,6 +72,17 @@ def _choice(g: Any) -> GrantChoice:
 
 @bp.route("/mine", endpoint="mine")
 def mine() -> ResponseReturnValue:
+    return _mine_view(request.args.get("grant", type=int))
+
+
+def _mine_view(
+    picked: int | None,
+    form: dict[str, Any] | None = None,
+    errors: dict[str, str] | None = None,
+    form_error: dict[str, str] | None = None,
+    status: int = 200,
+) -> ResponseReturnValue:
+    """The page; ``form``/``errors`` refill grant ``picked``'s form after a refusal."""
     who = caller()
     c = ctx()
     now = c.clock()
@@ -78,24 +90,38 @@ def mine() -> ResponseReturnValue:
         grants = [g for g in store.list_grants(s, who.id, now, 100, 0) if store.grant_state(g, now) == "active"]
         choices = [_choice(g) for g in grants]
     recent = [ln for ln in c.manager.list(who, principal=who.name, limit=50) if ln.principal_id == who.id]
-    return render_template(
+    if form is not None and choices and picked not in {ch.grant.id for ch in choices}:
+        picked = choices[0].grant.id  # a form posted without its grant: refill the first
+    page = render_template(
         "ui/mine.html",
         choices=choices,
         rows=with_counters(live_lanes(own=True)),
         back="mine",
         ended=[ln for ln in recent if ln.state not in LIVE_STATES][:20],
         now=now,
-        picked=request.args.get("grant", type=int),
+        picked=picked,
+        form=form,
+        errors=errors or {},
+        form_error=form_error,
     )
+    return page, status
+
+
+# schema field -> the form field showing it
+FORM_NAMES = {"duration_s": "duration_min"}
 
 
 @bp.route("/mine/request", methods=["POST"], endpoint="mine_request")
 def mine_request() -> ResponseReturnValue:
-    """The same call as POST /api/v1/lanes: policy decides, the manager activates."""
+    """The same call as POST /api/v1/lanes: policy decides, the manager activates. A refusal
+    shows the page again with the researcher's values and the reason beside the field."""
     who = caller()
     f = request.form
+    form = dict(f)
+    picked = as_number(f.get("grant"))
+    picked = picked if isinstance(picked, int) else None
     minutes = as_number(f.get("duration_min"))
-    body = load(
+    body, errors = checked(
         LaneRequestSchema(),
         {
             "src_ip": f.get("src_ip", "").strip(),
@@ -106,19 +132,25 @@ def mine_request() -> ResponseReturnValue:
             "rate_mbps": as_number(f.get("rate_mbps")),
             "purpose": f.get("purpose", "").strip(),
         },
+        FORM_NAMES,
     )
-    lane, _ = ctx().manager.request(
-        who,
-        LaneInput(
-            src_ip=body["src_ip"],
-            dst_ip=body["dst_ip"],
-            protocol=body["protocol"],
-            dst_port=body["dst_port"],
-            duration_s=body["duration_s"],
-            purpose=body["purpose"],
-            src_port=None,
-            start_at=None,
-            rate_mbps=body.get("rate_mbps"),
-        ),
-    )
+    if body is None:
+        return _mine_view(picked, form, errors, status=422)
+    try:
+        lane, _ = ctx().manager.request(
+            who,
+            LaneInput(
+                src_ip=body["src_ip"],
+                dst_ip=body["dst_ip"],
+                protocol=body["protocol"],
+                dst_port=body["dst_port"],
+                duration_s=body["duration_s"],
+                purpose=body["purpose"],
+                src_port=None,
+                start_at=None,
+                rate_mbps=body.get("rate_mbps"),
+            ),
+        )
+    except VipError as exc:  # refused by policy, a duplicate, switches not ready: say why, keep values
+        return _mine_view(picked, form, {}, {"code": exc.code, "message": exc.message}, status=exc.status)
     return redirect(url_for("ui.lane", lane_id=lane.id))

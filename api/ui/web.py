@@ -17,6 +17,7 @@ from werkzeug.exceptions import HTTPException
 from viplanes.authz.tokens import Caller, may
 from viplanes.errors import Forbidden, VipError
 
+from .forms import field_messages
 from .session import COOKIE, PRE_COOKIE, Sessions, UiSession, same_secret
 
 log = logging.getLogger(__name__)
@@ -123,7 +124,31 @@ def _template_globals() -> dict[str, Any]:
 
 
 def error_page(status: int, code: str, message: str, details: Any = None) -> ResponseReturnValue:
-    return render_template("ui/error.html", status=status, code=code, message=message, details=details or {}), status
+    details = details or {}
+    fields = details.get("fields") if isinstance(details, dict) else None
+    readable = field_messages(fields, {}) if isinstance(fields, dict) else {}
+    other = {k: _plain(v) for k, v in details.items() if k != "fields"} if isinstance(details, dict) else {}
+    page = render_template(
+        "ui/error.html", status=status, code=code, message=message, fields=readable, other=other, back=_came_from()
+    )
+    return page, status
+
+
+def _plain(value: Any) -> str:
+    """A detail as words: lists joined, nothing of Python's repr (no brackets, no quotes)."""
+    if isinstance(value, (list, tuple, set)):
+        return ", ".join(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {_plain(v)}" for k, v in value.items())
+    return str(value)
+
+
+def _came_from() -> str | None:
+    """The console page that led here (same origin, under /ui/), for a "return" link."""
+    ref = urlsplit(request.referrer or "")
+    if ref.scheme not in ("http", "https") or ref.netloc != request.host or not ref.path.startswith("/ui/"):
+        return None
+    return ref.path + (f"?{ref.query}" if ref.query else "")
 
 
 @bp.errorhandler(VipError)

@@ -18,6 +18,7 @@ from typing import Any
 
 from os_ken.lib import hub
 
+from viplanes.controller.openflow import tlsdiag
 from viplanes.controller.openflow.admission import Admission, ListenerSecurity
 from viplanes.controller.openflow.denylist import CHECK_S as DENY_CHECK_S
 from viplanes.controller.openflow.denylist import DenyList
@@ -174,7 +175,9 @@ class OpenFlowServer:
                 channel.handshake(timeout_s)
             except (ssl.SSLError, OSError) as exc:
                 self.tls_failures += 1
-                self._refused(addr, f"TLS handshake failed: {getattr(exc, 'reason', None) or exc}")
+                reason = str(getattr(exc, "reason", None) or exc)
+                why = tlsdiag.explain(reason)  # the cause and its fix, beside OpenSSL's word
+                self._refused(addr, f"TLS handshake failed: {reason}" + (f" ({why})" if why else ""))
                 conn.close()
                 return None
             return channel, channel.peer_cert_der()

@@ -268,7 +268,14 @@ def test_grant_request_watch_revoke_in_two_browsers(stack: Stack, browsers: tupl
     op.get(f"{stack.url}/ui/grants")
     Select(op.find_element(By.ID, "g-principal")).select_by_visible_text("alice")
     fill(
-        op, {"g-src": "10.1.0.0/24", "g-dst": "203.0.113.0/24", "g-ports": "5201-5299", "g-lanes": "2", "g-dur": "3600"}
+        op,
+        {
+            "g-src": "10.1.0.0/24",
+            "g-dst": "203.0.113.0/24",
+            "g-ports": "5201-5299",
+            "g-lanes": "2",
+            "g-dur": "60",
+        },  # minutes
     )
     click_and_load(op, By.CSS_SELECTOR, "form[aria-labelledby=new-grant] button")
     assert "Grant 1" in text(op, By.TAG_NAME, "h1")

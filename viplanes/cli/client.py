@@ -1,7 +1,7 @@
 """`viplanes principal|grant|lane|audit`: the API for people, with tables and exit codes.
 
-Exit codes: 0 done (lane active or scheduled), 1 refused or failed (API error, lane failed),
-3 the API could not be reached or no token is configured. Usage errors are click's 2.
+Exit codes (``viplanes.cli.exitcodes``, one table in docs/operating.md): 0 done, 1 refused or
+failed, 2 usage, 3 the API could not be reached, 4 no token, 5 the client config file is unusable.
 ``principal add`` talks to the database directly so the first operator can be bootstrapped.
 """
 
@@ -11,17 +11,16 @@ import functools
 import json
 import re
 import sys
+import time
 from collections.abc import Callable
 from typing import Any, NoReturn
 
 import click
 
+from viplanes.cli import exitcodes
 from viplanes.client.http import ApiClient, ApiError
 from viplanes.config import ClientConfig, ConfigError
-from viplanes.domain.hostport import is_address
 from viplanes.domain.values import is_decimal
-
-TLS_VERIFY_EXIT = 76  # the API's certificate did not verify: not "unreachable" (3), a trust problem
 
 LANE_COLUMNS = (
     "id",
@@ -90,16 +89,16 @@ def api_command(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             cfg = ClientConfig.load(api_url, token, ca_file)
         except ConfigError as exc:
-            _fail(str(exc), 3)
+            _fail(str(exc), exitcodes.BAD_CONFIG)
         if not cfg.token:
-            _fail("no token: set VIPLANES_TOKEN or token in ~/.config/viplanes/config.toml", 3)
+            _fail("no token: set VIPLANES_TOKEN or token in ~/.config/viplanes/config.toml", exitcodes.NO_TOKEN)
         client = ApiClient(cfg)
         try:
             out = fn(client, **kwargs)
         except ApiError as exc:
             if exc.error == "tls_verify":
-                _fail(str(exc), TLS_VERIFY_EXIT)
-            _fail(str(exc), 3 if exc.status == 0 else 1)
+                _fail(str(exc), exitcodes.TLS_VERIFY)
+            _fail(str(exc), exitcodes.UNREACHABLE if exc.status == 0 else exitcodes.REFUSED)
         finally:
             client.session.close()
         if out is None:
@@ -133,8 +132,6 @@ def principal() -> None:
 @click.option("--db", "db_url", envvar="VIPLANES_DB_URL", default=None, help="database URL (default ./viplanes.db)")
 def principal_add(name: str, role: str, db_url: str | None) -> None:
     """Create a principal straight in the database (bootstrap); prints its token last."""
-    import time
-
     from sqlalchemy.exc import SQLAlchemyError
 
     from viplanes.errors import VipError
@@ -177,6 +174,7 @@ def principal_create(api: ApiClient, name: str, role: str) -> Any:
 @principal.command("list")
 @api_command
 def principal_list(api: ApiClient) -> Any:
+    """List principals (operators)."""
     return api.call("GET", "/principals"), _rows(("name", "role", "disabled", "created_at"))
 
 
@@ -192,12 +190,14 @@ def principal_rotate(api: ApiClient, name: str) -> Any:
 @click.argument("name")
 @api_command
 def principal_disable(api: ApiClient, name: str) -> Any:
+    """Disable NAME: its tokens stop working, its lanes end (operators)."""
     return api.call("POST", f"/principals/{name}/disable"), _record
 
 
 @principal.command("whoami")
 @api_command
 def principal_whoami(api: ApiClient) -> Any:
+    """Print who the token belongs to, and its role."""
     return api.call("GET", "/whoami"), lambda d: click.echo(f"{d['name']} ({d['role']})")
 
 
@@ -228,18 +228,31 @@ def grant() -> None:
 
 
 @grant.command("create")
-@click.option("--principal", required=True)
+@click.option("--principal", required=True, help="who may request the lanes")
 @click.option("--src", "src_prefixes", multiple=True, required=True, help="source host or prefix (repeat)")
 @click.option("--dst", "dst_prefixes", multiple=True, required=True, help="destination prefix (repeat)")
-@click.option("--protocol", "protocols", multiple=True, type=click.Choice(["tcp", "udp"]), default=("tcp",))
+@click.option(
+    "--protocol", "protocols", multiple=True, type=click.Choice(["tcp", "udp"]), default=("tcp",), help="(repeat)"
+)
 @click.option("--ports", required=True, help='e.g. "443,9000-9100"')
-@click.option("--max-duration", "max_duration_s", type=click.IntRange(1), required=True, help="seconds")
-@click.option("--max-rate", "max_rate_mbps", type=click.FloatRange(0, min_open=True), default=None)
-@click.option("--max-lanes", type=click.IntRange(1), default=1)
+@click.option(
+    "--max-duration", "max_duration_s", type=click.IntRange(1), required=True, help="longest lane, in seconds"
+)
+@click.option(
+    "--max-rate", "max_rate_mbps", type=click.FloatRange(0, min_open=True), default=None, help="Mbit/s cap per lane"
+)
+@click.option("--max-lanes", type=click.IntRange(1), default=1, help="live lanes at once")
 @click.option("--valid-from", default=None, help="ISO 8601")
 @click.option("--valid-until", default=None, help="ISO 8601")
 @api_command
 def grant_create(api: ApiClient, ports: str, **body: Any) -> Any:
+    """Allow a principal to request lanes from SRC to DST on PORTS (operators).
+
+    Every lane the principal asks for must lie inside one grant: its source, destination,
+    protocol, ports, duration (--max-duration, seconds) and count (--max-lanes live at once).
+    Example: grant create --principal bob --src 10.1.0.10/32 --dst 203.0.113.0/24 --ports 5201
+    --max-duration 7200 --max-lanes 2
+    """
     body["ports"] = [int(p) if is_decimal(p.strip()) else p.strip() for p in ports.split(",") if p.strip()]
     for key in ("src_prefixes", "dst_prefixes", "protocols"):
         body[key] = list(body[key])
@@ -248,10 +261,11 @@ def grant_create(api: ApiClient, ports: str, **body: Any) -> Any:
 
 
 @grant.command("list")
-@click.option("--principal", default=None)
+@click.option("--principal", default=None, help="only this principal's grants")
 @click.option("--active", is_flag=True, help="only grants that can still allow lanes")
 @api_command
 def grant_list(api: ApiClient, principal: str | None, active: bool) -> Any:
+    """List grants (operators: all, or one principal's; researchers: their own)."""
     rows = api.call("GET", "/grants", params={"principal": principal, "active": "true" if active else None})
     return rows, _grant_rows
 
@@ -260,6 +274,7 @@ def grant_list(api: ApiClient, principal: str | None, active: bool) -> Any:
 @click.argument("grant_id", type=int)
 @api_command
 def grant_show(api: ApiClient, grant_id: int) -> Any:
+    """Show one grant."""
     return api.call("GET", f"/grants/{grant_id}"), _record
 
 
@@ -270,122 +285,6 @@ def grant_revoke(api: ApiClient, grant_id: int) -> Any:
     """Revoke a grant; its live lanes end."""
     out = api.call("POST", f"/grants/{grant_id}/revoke")
     return out, lambda d: click.echo(f"grant {grant_id} revoked; lanes ended: {d['revoked_lanes'] or 'none'}")
-
-
-# --- lane ------------------------------------------------------------------------------------
-
-
-def _duration(value: str) -> int:
-    m = re.fullmatch(r"\s*(\d+)\s*([smhd]?)\s*", value)
-    if not m:
-        raise click.BadParameter("a number of seconds, or with a unit: 90s, 10m, 2h, 1d")
-    return int(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
-
-
-def _duration_of(value: str, option: str) -> int:
-    """:func:`_duration` for an option parsed in the command body: one readable line, exit 2."""
-    try:
-        return _duration(value)
-    except click.BadParameter as exc:
-        _fail(f"{option}: {exc.message}", 2)
-
-
-@click.group()
-def lane() -> None:
-    """VIP lanes: request one before a big transfer."""
-
-
-@lane.command("request")
-@click.option("--src", "src_ip", required=True, help="source host address (IPv4 or IPv6)")
-@click.option(
-    "--dst",
-    "dst",
-    default=None,
-    help="destination address, or a host name (all its addresses, followed while the lane lives)",
-)
-@click.option("--dst-prefix", default=None, help="every address of this prefix")
-@click.option("--protocol", type=click.Choice(["tcp", "udp"]), default="tcp")
-@click.option("--dst-port", type=click.IntRange(1, 65535), default=None)
-@click.option("--dst-ports", default=None, help="a range or list: 50000-51000 or 5201,9000-9100")
-@click.option("--src-port", type=click.IntRange(1, 65535), default=None)
-@click.option("--duration", "duration", default="3600", help="seconds or 10m/2h/1d")
-@click.option("--start-at", default=None, help="ISO 8601 start (advance reservation)")
-@click.option("--rate", "rate_mbps", type=click.FloatRange(0, min_open=True), default=None, help="Mbit/s cap")
-@click.option("--purpose", required=True)
-@click.option("--idempotency-key", default=None, help="retry-safe: the same key returns the first answer")
-@click.option("--wait", is_flag=True, help="return when the lane is active or failed")
-@click.option("--wait-timeout", type=float, default=None, help="seconds to wait (default: until start + 30 s)")
-@api_command
-def lane_request(
-    api: ApiClient, duration: str, wait: bool, wait_timeout: float | None, idempotency_key: str | None, **body: Any
-) -> Any:
-    body["duration_s"] = _duration_of(duration, "--duration")
-    dst = body.pop("dst")
-    if dst is not None:
-        body["dst_ip" if is_address(dst) else "dst_host"] = dst
-    if body.get("dst_ports") is not None:
-        items = [int(p) if is_decimal(p.strip()) else p.strip() for p in body["dst_ports"].split(",")]
-        body["dst_ports"] = items if len(items) > 1 else items[0]
-    body = {k: v for k, v in body.items() if v is not None}
-    out = api.request_lane(body, idempotency_key)
-    if wait and out["state"] not in ("active", "failed"):
-        out = api.wait_lane(out, wait_timeout if wait_timeout is not None else _until_start(out) + 30.0)
-    return out, _record, 1 if out["state"] in ("failed", "expired", "released", "revoked") else 0
-
-
-def _until_start(lane: dict[str, Any]) -> float:
-    import datetime as dt
-
-    start = dt.datetime.fromisoformat(lane["starts_at"]).timestamp()
-    return max(0.0, start - dt.datetime.now(dt.UTC).timestamp())
-
-
-@lane.command("list")
-@click.option("--state", default=None)
-@click.option("--principal", default=None, help="(operators) only this principal's lanes")
-@click.option("--limit", type=click.IntRange(1, 1000), default=100)
-@api_command
-def lane_list(api: ApiClient, state: str | None, principal: str | None, limit: int) -> Any:
-    rows = api.call("GET", "/lanes", params={"state": state, "principal": principal, "limit": limit})
-    return rows, _rows(LANE_COLUMNS)
-
-
-@lane.command("show")
-@click.argument("lane_id", type=int)
-@api_command
-def lane_show(api: ApiClient, lane_id: int) -> Any:
-    return api.lane(lane_id), _record
-
-
-@lane.command("extend")
-@click.argument("lane_id", type=int)
-@click.option("--by", "by", required=True, help="extra time: seconds or 10m/2h")
-@api_command
-def lane_extend(api: ApiClient, lane_id: int, by: str) -> Any:
-    add = _duration_of(by, "--by")
-    return api.call("POST", f"/lanes/{lane_id}/extend", json={"add_s": add}), _record
-
-
-@lane.command("release")
-@click.argument("lane_id", type=int)
-@api_command
-def lane_release(api: ApiClient, lane_id: int) -> Any:
-    return api.call("POST", f"/lanes/{lane_id}/release"), _record
-
-
-@lane.command("revoke")
-@click.argument("lane_id", type=int)
-@api_command
-def lane_revoke(api: ApiClient, lane_id: int) -> Any:
-    """(operators) end someone's lane."""
-    return api.call("POST", f"/lanes/{lane_id}/revoke"), _record
-
-
-@lane.command("stats")
-@click.argument("lane_id", type=int)
-@api_command
-def lane_stats(api: ApiClient, lane_id: int) -> Any:
-    return api.call("GET", f"/lanes/{lane_id}/stats"), _record
 
 
 # --- audit -----------------------------------------------------------------------------------

@@ -333,13 +333,17 @@ def _against_paper(records: list[dict[str, Any]], out_dir: Path, console: Any) -
     show_default=True,
 )
 def shell(topology_path: Path, controller: str | None, work_dir: Path) -> None:
-    """The campus with Mininet's CLI, torn down safely on exit (unlike `mn`, no global cleanup)."""
+    """The campus with Mininet's CLI, torn down safely on exit (unlike `mn`, no global cleanup).
+
+    Prints, last, a lane to try from the mininet> prompt, the console's address and the tokens.
+    When switches do not connect, names the TLS cause and its fix."""
     _need_root()
     from mininet.cli import CLI
 
     from viplanes.lab.experiments import lab_grant_prefixes
     from viplanes.lab.net import build_network, clean_stale
     from viplanes.lab.services import IPERF_PORT, S3_PORT, start_cloud_services
+    from viplanes.lab.shellinfo import banner, explain_unconnected
     from viplanes.lab.stack import StackError, start_stack
     from viplanes.topologies.loader import TopologyError, load_topology
 
@@ -349,6 +353,7 @@ def shell(topology_path: Path, controller: str | None, work_dir: Path) -> None:
         raise click.ClickException(str(exc).splitlines()[0]) from None
     clean_stale()
     stack = None
+    openflow = ("127.0.0.1", 0)
     try:
         if controller:
             host, _, port = controller.rpartition(":")
@@ -359,11 +364,8 @@ def shell(topology_path: Path, controller: str | None, work_dir: Path) -> None:
             src, dst = lab_grant_prefixes(topo)
             stack = start_stack(topology_path, work_dir / "service", src, dst, [str(IPERF_PORT), str(S3_PORT)])
             openflow = stack.openflow
-            click.echo(
-                f"viplanes serve: {stack.api_url}\n  researcher: export VIPLANES_API_URL="
-                f"{stack.api_url} VIPLANES_TOKEN={stack.researcher_token}\n  operator "
-                f"token: {stack.operator_token}"
-            )
+            # `sh viplanes lane ...` at the mininet> prompt inherits these
+            os.environ.update(VIPLANES_API_URL=stack.api_url, VIPLANES_TOKEN=stack.researcher_token)
         with build_network(topo, *openflow, log_level="info") as lab:
             svc = start_cloud_services(lab, work_dir / "cloud")
             click.echo(
@@ -371,8 +373,13 @@ def shell(topology_path: Path, controller: str | None, work_dir: Path) -> None:
                 f"(bucket {svc.bucket}); bridges "
                 f"{', '.join(lab.bridge(s.name) for s in topo.switches)}"
             )
+            click.echo(
+                banner(topo, *((stack.api_url, stack.researcher_token, stack.operator_token) if stack else (None,) * 3))
+            )
             CLI(lab.net)
     except (StackError, RuntimeError) as exc:
+        for line in explain_unconnected(str(exc), stack.log_path if stack else None, openflow):
+            click.echo(f"cause: {line}", err=True)
         raise click.ClickException(str(exc).splitlines()[0]) from None
     finally:
         if stack is not None:

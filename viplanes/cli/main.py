@@ -17,7 +17,7 @@ COMMANDS: dict[str, str] = {
     "serve": "viplanes.cli.serve:serve",
     "principal": "viplanes.cli.client:principal",
     "grant": "viplanes.cli.client:grant",
-    "lane": "viplanes.cli.client:lane",
+    "lane": "viplanes.cli.lanecmd:lane",
     "audit": "viplanes.cli.client:audit",
     "transfer": "viplanes.cli.transfer:transfer",
     "db": "viplanes.cli.db:db",

@@ -35,8 +35,12 @@ def _switch_instructions(pki_dir: Path, name: str, issued: pki.Issued, dpids: li
     click.echo("topology pin (optional; without it the dpids in the certificate authorize it):")
     click.echo(f"  cert_sha256: {issued.sha256}")
     click.echo(f"on the switch host (copy {name}'s key and cert and ca.crt there first):")
+    click.echo("  ovs-vsctl get-ssl   # set-ssl REPLACES this vswitchd's one SSL setting, for every bridge:")
+    click.echo("                      # run the next line only when it prints nothing (or these files)")
     click.echo(f"  ovs-vsctl set-ssl {d / f'switch-{name}.key'} {d / f'switch-{name}.crt'} {d / pki.CA_CERT}")
     click.echo("  ovs-vsctl set-controller BRIDGE ssl:CONTROLLER_HOST:6653")
+    click.echo("when get-ssl names other files, another controller on this host uses TLS: do not replace")
+    click.echo("them (its switches would fail); see docs/switch-auth.md, 'A vswitchd shared with others'")
 
 
 def _fail(exc: Exception) -> None:

@@ -22,11 +22,23 @@ TERMINAL_OR_ACTIVE = ENDED | {"active"}
 class ApiError(Exception):
     """The API answered with an error (``status`` >= 400) or could not be reached (status 0)."""
 
-    def __init__(self, status: int, error: str, message: str, details: Any = None) -> None:
+    def __init__(
+        self, status: int, error: str, message: str, details: Any = None, retry_after_s: float | None = None
+    ) -> None:
         fields = _field_errors(details) if status == 422 else ""
         text = f"{message}: {fields}" if fields else message
         super().__init__(f"{text} ({error})" if error else text)
         self.status, self.error, self.message, self.details = status, error, message, details or {}
+        self.retry_after_s = retry_after_s  # the server's Retry-After (seconds form), if it sent one
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Retry-After in seconds; None when absent or not a small number (an HTTP date is ignored)."""
+    try:
+        seconds = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return seconds if seconds is not None and 0 <= seconds <= 3600 else None
 
 
 def _field_errors(details: Any, prefix: str = "") -> str:
@@ -56,6 +68,15 @@ def tls_failure(url: str, exc: Exception) -> str:
     reason = re.search(r"certificate verify failed: ([^(']+)", text) or re.search(r"\[SSL[^]]*\] ([^(']+)", text)
     why = reason.group(1).strip() if reason else exc.__class__.__name__
     return f"cannot verify {url}: {why} (give the API's CA with --ca-file or [client] ca_file)"
+
+
+def retry_delay(exc: ApiError, deadline: float) -> float:
+    """Seconds to wait before asking again after ``exc``: a 503 with Retry-After, capped by what
+    is left until ``deadline`` (monotonic). Re-raises ``exc`` when there is nothing to wait for."""
+    left = deadline - time.monotonic()
+    if exc.status != 503 or exc.retry_after_s is None or left <= 0:
+        raise exc
+    return min(max(exc.retry_after_s, 0.1), left)
 
 
 class ApiClient:
@@ -91,17 +112,35 @@ class ApiClient:
         except requests.RequestException as exc:
             raise ApiError(0, "unreachable", f"cannot reach {self.config.api_url}: {exc.__class__.__name__}") from None
         if r.status_code >= 400:
+            retry = _retry_after(r.headers.get("Retry-After"))
             try:
                 body = r.json()
-                raise ApiError(r.status_code, body.get("error", ""), body.get("message", r.reason), body.get("details"))
             except ValueError:
-                raise ApiError(r.status_code, "", f"HTTP {r.status_code} {r.reason}") from None
+                raise ApiError(r.status_code, "", f"HTTP {r.status_code} {r.reason}", None, retry) from None
+            raise ApiError(
+                r.status_code, body.get("error", ""), body.get("message", r.reason), body.get("details"), retry
+            )
         return r.json() if r.content else None
 
     # --- lanes ---
-    def request_lane(self, body: dict[str, Any], idempotency_key: str | None = None) -> dict[str, Any]:
-        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
-        return self.call("POST", "/lanes", json=body, headers=headers)
+    def request_lane(
+        self,
+        body: dict[str, Any],
+        idempotency_key: str | None = None,
+        retry_for_s: float = 0.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> dict[str, Any]:
+        """POST /lanes. With ``retry_for_s`` > 0, a 503 carrying Retry-After (switches not ready,
+        database away) is asked again after that many seconds, with one Idempotency-Key so a
+        retry never makes a second lane, until ``retry_for_s`` in total has passed."""
+        key = idempotency_key or (f"wait-{uuid.uuid4()}" if retry_for_s > 0 else None)
+        headers = {"Idempotency-Key": key} if key else None
+        deadline = time.monotonic() + retry_for_s
+        while True:
+            try:
+                return self.call("POST", "/lanes", json=body, headers=headers)
+            except ApiError as exc:
+                sleep(retry_delay(exc, deadline))  # re-raises when not to retry
 
     def lane(self, lane_id: int) -> dict[str, Any]:
         return self.call("GET", f"/lanes/{lane_id}")
@@ -162,9 +201,14 @@ class LaneLease:
         exception while waiting (KeyboardInterrupt too) releases the lane before it propagates.
         """
         try:
-            with request_guard():
-                self.lane = self.api.request_lane(self.body, self.key)
-            lane = self.api.wait_lane(self.lane, self.wait_s)
+            deadline = time.monotonic() + self.wait_s  # one budget: Retry-After answers, then activation
+            while self.lane is None:
+                try:
+                    with request_guard():  # the guard holds signals for one request, never a sleep
+                        self.lane = self.api.request_lane(self.body, self.key)
+                except ApiError as exc:
+                    time.sleep(retry_delay(exc, deadline))  # re-raises when not to retry
+            lane = self.api.wait_lane(self.lane, max(0.0, deadline - time.monotonic()))
         except ApiError as exc:
             if self.lane is not None:
                 self.release()

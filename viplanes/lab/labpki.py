@@ -6,9 +6,14 @@ does not touch). So every lab run uses the same files, created once under a file
 vswitchd's SSL config is set only when it is empty; a different SSL config found there is never
 replaced (``LabPKIError`` says what to do).
 
-How the lab's controller trusts its switches: the lab bridges carry random dpids, so the lab
-vswitchd certificate names none; ``viplanes serve`` gets ``--switch-cert-pin <its sha256>``
-(every dpid of the topology may be served by that one vswitchd, as on a single-host site).
+How the lab's controller trusts its switches: the lab bridges carry the topology's dpids, all
+on the one shared vswitchd, so the lab vswitchd certificate names none; ``viplanes serve`` gets
+``--switch-cert-pin <its sha256>`` (every dpid of the topology may be served by that one
+vswitchd, as on a single-host site).
+
+To run your own `serve` for the lab's switches (``viplanes lab shell --controller``)::
+
+    viplanes serve --topology topologies/campus.yaml $(python -m viplanes.lab.labpki)
 The attack tests issue their own certificates with dpid SANs from the same CA.
 """
 
@@ -116,5 +121,5 @@ def _configure_vswitchd(lab: LabPKI) -> None:
         raise LabPKIError(f"ovs-vsctl ssl config failed: {exc}") from None
 
 
-if __name__ == "__main__":  # `viplanes serve ... $(python -m viplanes.lab.labpki)`
+if __name__ == "__main__":  # `viplanes serve ... $(python -m viplanes.lab.labpki)`: README, "Try it"
     print(" ".join(ensure_lab_pki().serve_args()))

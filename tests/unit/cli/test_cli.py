@@ -170,7 +170,7 @@ def test_bad_input_is_one_line_not_a_traceback(run, tmp_path):
     r = run("alice", "lane", "list", env={"VIPLANES_API_URL": "http://127.0.0.1:1"})
     assert r.exit_code == 3 and "cannot reach" in r.stderr
     r = run("", "lane", "list", env={"VIPLANES_TOKEN": ""})
-    assert r.exit_code == 3 and "no token" in r.stderr
+    assert r.exit_code == 4 and "no token" in r.stderr  # 3 is "unreachable" (exitcodes.py)
 
 
 def test_config_file(live, world, tmp_path):
@@ -182,7 +182,7 @@ def test_config_file(live, world, tmp_path):
     assert r.exit_code == 0 and r.stdout.strip() == "alice (researcher)"
     cfg.write_text('api_url = "x"\ncolour = "blue"\n')
     r = CliRunner().invoke(main, ["principal", "whoami"], env={"VIPLANES_CONFIG": str(cfg)})
-    assert r.exit_code == 3 and "unknown keys ['colour']" in r.stderr
+    assert r.exit_code == 5 and "unknown keys ['colour']" in r.stderr
 
 
 def test_lane_request_ranges_prefixes_and_names(run):

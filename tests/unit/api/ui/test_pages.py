@@ -119,13 +119,13 @@ def test_grant_create_edit_revoke(world: World):
             "dst_prefixes": "203.0.113.0/24",
             "protocols": ["tcp"],
             "ports": "5201, 9000-9010",
-            "max_duration_s": "600",
+            "max_duration_min": "10",  # minutes on every page
             "max_lanes": "2",
             "max_rate_mbps": "",
         },
     )
     assert r.status_code == 302, r.text
-    gid = int(r.headers["Location"].rsplit("/", 1)[1])
+    gid = int(r.headers["Location"].split("?")[0].rsplit("/", 1)[1])  # ?created=1: the banner
     with world.app.extensions["viplanes"].db.read() as s:
         g = store.get_grant(s, gid)
         assert g.ports == ["5201", "9000-9010"] and g.max_lanes == 2 and g.created_by == "root"
@@ -138,14 +138,14 @@ def test_grant_create_edit_revoke(world: World):
             "dst_prefixes": "10.1.0.0/24",
             "protocols": ["tcp"],
             "ports": "1",
-            "max_duration_s": "60",
+            "max_duration_min": "1",
         },
     )
     assert bad.status_code == 422 and "invalid_grant" in bad.text  # a campus destination
     r = post(
         world.client,
         f"/ui/grants/{gid}",
-        {"max_duration_s": "1200", "max_lanes": "1", "max_rate_mbps": "50", "valid_until": ""},
+        {"max_duration_min": "20", "max_lanes": "1", "max_rate_mbps": "50", "valid_until": ""},
     )
     assert r.status_code == 302 and "Limits saved" in world.client.get(r.headers["Location"]).text
     with world.app.extensions["viplanes"].db.read() as s:
