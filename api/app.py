@@ -20,6 +20,7 @@ from viplanes.store.ratelimit import Budgets, FailedAuthLimiter
 from viplanes.topologies.model import Topology
 
 from . import audit, auth, bodies, errors, grants, health, lanes, metrics, principals
+from .oidc import OidcAuth
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,7 @@ class AppContext:
     clock: Callable[[], float]
     limiter: FailedAuthLimiter
     metrics: metrics.Metrics
+    oidc: OidcAuth | None = None  # the campus provider's tokens (issue 30), when configured
 
 
 def default_topology() -> Topology:
@@ -119,6 +121,7 @@ def create_app(
             clock,
         ),
         m,
+        OidcAuth(config.oidc) if config.oidc is not None else None,
     )
     api = errors.VipApi(app)
     for bp in (lanes.bp, grants.bp, principals.bp, audit.bp):
