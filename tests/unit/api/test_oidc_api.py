@@ -55,6 +55,9 @@ def test_groups_decide_the_role_at_every_sign_in(world: World, idp: FakeIssuer) 
     assert get(world, idp.token(groups=["netops"])).json["role"] == "operator"
     assert get(world, idp.token(groups=["hpc-users"])).json["role"] == "researcher"
     assert get(world, idp.token(groups=["hpc-users"]), "/api/v1/audit").status_code == 403
+    listed = world.client.get("/api/v1/principals", headers=world.h("root")).json
+    items = listed["items"] if isinstance(listed, dict) else listed
+    assert [p["role"] for p in items if p["name"] == "rita"] == ["researcher"]  # the stored role follows too
 
 
 def test_no_mapped_group_is_403_no_role(world: World, idp: FakeIssuer) -> None:
