@@ -89,7 +89,7 @@ def test_a_user_in_no_mapped_group_is_refused(keycloak: Keycloak, serve: tuple[S
 def test_a_token_for_another_client_is_wrong_audience(keycloak: Keycloak, serve: tuple[Serve, str]) -> None:
     s, _ = serve
     r = call(s, keycloak.password_token("rita", "rita-test-pass", client_id="other-app"))
-    assert (r.status_code, r.json()["error"]) == (401, "missing_claim")  # Keycloak sends no aud at all here
+    assert (r.status_code, r.json()["error"]) == (401, "wrong_audience")  # aud: other-api
 
 
 def test_a_tampered_keycloak_token_is_bad_signature(keycloak: Keycloak, serve: tuple[Serve, str]) -> None:
