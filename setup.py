@@ -48,6 +48,8 @@ setup(
         "matplotlib>=3.7",
         "prometheus-client>=0.19",
         "requests>=2.31",
+        "Authlib>=1.6",  # OpenID Connect; its JOSE layer joserfc verifies provider JWTs (authz/oidc.py)
+        "joserfc>=1.0",
         "dnspython>=2.6",  # lane dst_host: A/AAAA with their TTLs (viplanes/lanes/resolver.py)
     ],
     extras_require={

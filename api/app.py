@@ -21,6 +21,7 @@ from viplanes.store.ratelimit import Budgets, FailedAuthLimiter
 from viplanes.topologies.model import Topology
 
 from . import audit, auth, bodies, errors, grants, health, lanes, metrics, principals, requestid
+from .oidc import OidcAuth
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,7 @@ class AppContext:
     clock: Callable[[], float]
     limiter: FailedAuthLimiter
     metrics: metrics.Metrics
+    oidc: OidcAuth | None = None  # the campus provider's tokens (issue 30), when configured
 
 
 def default_topology() -> Topology:
@@ -123,6 +125,7 @@ def create_app(
             clock,
         ),
         m,
+        OidcAuth(config.oidc) if config.oidc is not None else None,
     )
     requestid.register(app)  # first hook: every answer and log line of a request carries its id
     api = errors.VipApi(app)

@@ -39,13 +39,14 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def parse_bearer(header: str | None) -> str | None:
-    """``Authorization: Bearer <token>`` -> token; anything else -> None."""
+def parse_bearer(header: str | None, max_len: int = 256) -> str | None:
+    """``Authorization: Bearer <token>`` -> token; anything else -> None. Our tokens are short;
+    the API passes a larger ``max_len`` when it also accepts a provider's JWTs."""
     if not header:
         return None
     scheme, _, value = header.partition(" ")
     value = value.strip()
-    if scheme.lower() != "bearer" or not value or len(value) > 256:
+    if scheme.lower() != "bearer" or not value or len(value) > max_len:
         return None
     return value
 

@@ -8,7 +8,7 @@ export DEBIAN_FRONTEND=noninteractive
 
 APT_PKGS=(openvswitch-switch mininet iperf3 dnsmasq-base iptables iputils-ping ethtool iproute2 procps psmisc
           python3-venv python3-pip postgresql postgresql-client golang-go git ca-certificates
-          chromium chromium-driver faketime systemd)
+          chromium chromium-driver faketime systemd maven)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -44,6 +44,13 @@ if ! tools/bin/rclone version 2>/dev/null | grep -q "rclone ${RCLONE_VERSION}"; 
   mkdir -p tools/bin
   GOBIN="$ROOT/tools/bin" GOFLAGS=-mod=mod "$GO" install "github.com/rclone/rclone@${RCLONE_VERSION}" \
     >/tmp/viplanes-rclone.log 2>&1 || { tail -20 /tmp/viplanes-rclone.log; exit 1; }
+fi
+
+# Keycloak for the OpenID Connect tests (issue 30): from Maven Central, once, into /var/cache.
+if [ ! -x /var/cache/viplanes/keycloak/keycloak-26.7.3/bin/kc.sh ]; then
+  echo "setup: fetching Keycloak 26.7.3 (~170 MB, once)"
+  .venv/bin/python -m tests.support.keycloak >/tmp/viplanes-keycloak.log 2>&1 \
+    || { tail -20 /tmp/viplanes-keycloak.log; exit 1; }
 fi
 
 scripts/ovs-up

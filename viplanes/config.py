@@ -8,6 +8,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from viplanes.authz.oidc import OidcSettings
 from viplanes.store.db import resolve_db_url
 
 
@@ -43,6 +44,8 @@ class AppConfig:
     max_lane_matches: int = field(default_factory=lambda: _env_int("VIPLANES_MAX_LANE_MATCHES", 64))
     dns_ttl_floor_s: int = field(default_factory=lambda: _env_int("VIPLANES_DNS_TTL_FLOOR_S", 30))
     dns_ttl_cap_s: int = field(default_factory=lambda: _env_int("VIPLANES_DNS_TTL_CAP_S", 3600))
+    # issue 30: accept the campus identity provider's access tokens (docs/identity.md); None = off
+    oidc: OidcSettings | None = field(default_factory=OidcSettings.from_env)
 
     def resolved_db_url(self) -> str:
         return resolve_db_url(self.db_url or None)

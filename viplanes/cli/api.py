@@ -114,6 +114,7 @@ def api(
     """The API alone, in N processes; lanes are installed by `viplanes controller cluster`."""
     from sqlalchemy.exc import SQLAlchemyError
 
+    from viplanes.authz.oidc import OidcSettings
     from viplanes.cli.serve import _load_topology
     from viplanes.store.db import Database
 
@@ -121,6 +122,10 @@ def api(
     host, port = hostport_option(listen, "--listen")
     tls = listen_tls(host, "--listen")
     _load_topology(topology_path)  # a bad file is one line here, not N worker tracebacks
+    try:
+        OidcSettings.from_env()  # the workers read VIPLANES_OIDC_* too: refuse a bad value once, here
+    except ValueError as exc:
+        raise click.ClickException(f"settings: {exc}") from None
     try:
         db = Database(db_url, pool_size=1)
         db.create_all()  # migrate once, before the workers race for it

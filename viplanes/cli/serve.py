@@ -138,6 +138,10 @@ def serve(
     api_host, api_port = hostport_option(api_addr, "--api")
     tls = listen_tls(api_host, "--api")
     of = hostport_option(of_addr, "--openflow")
+    try:  # VIPLANES_OIDC_* are read here: a bad value is one line, not a traceback
+        config = AppConfig(db_url=db_url or "")
+    except ValueError as exc:
+        raise click.ClickException(f"settings: {exc}") from None
     topology = _load_topology(topology_path)
     security = None
     if dataplane == "openflow":
@@ -149,7 +153,7 @@ def serve(
     clock = SteadyClock()
     plane = _make_dataplane(dataplane, topology, of, security, clock)
     try:
-        app = create_app(AppConfig(db_url=db_url or ""), dataplane=plane, topology=topology, clock=clock)
+        app = create_app(config, dataplane=plane, topology=topology, clock=clock)
     except SQLAlchemyError as exc:
         raise click.ClickException(f"database: {str(exc).splitlines()[0]}") from None
     ctx = app.extensions["viplanes"]

@@ -48,6 +48,20 @@ class Principal(Base):
     tokens: Mapped[list[ApiToken]] = relationship(back_populates="principal", cascade="all, delete-orphan")
 
 
+class PrincipalIdentity(Base):
+    """A person at an OpenID Connect provider, by (issuer, sub): the only key a provider's token
+    is matched on (names change and are reused; ``sub`` is neither). See authz/oidcclaims.py."""
+
+    __tablename__ = "principal_identities"
+    __table_args__ = (UniqueConstraint("issuer", "subject", name="uq_principal_identities_issuer_subject"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    principal_id: Mapped[int] = mapped_column(ForeignKey("principals.id", ondelete="CASCADE"), index=True)
+    issuer: Mapped[str] = mapped_column(String(512))
+    subject: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[float] = mapped_column(Float)
+
+
 class ApiToken(Base):
     __tablename__ = "api_tokens"
 

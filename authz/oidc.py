@@ -1,0 +1,245 @@
+"""Access tokens from the campus identity provider (OpenID Connect): settings and JWT checks.
+
+The API accepts the provider's signed access tokens (JWTs) next to its own ``vl_`` tokens. A JWT
+is trusted only when every check below holds; each refusal names its reason so a person (or the
+CLI) can tell an expired token from a misconfigured client:
+
+- the header's ``alg`` is on the allow-list (RS256, ES256, PS256 by default). ``none`` and every
+  HMAC algorithm are refused before any key is touched: with HS256 an attacker who knows our
+  *public* key could sign tokens with it as the shared secret.
+- the ``kid`` names a key of the issuer's JWKS (fetched from its discovery document); an unknown
+  ``kid`` triggers one refetch (the provider rotated its keys), at most once per
+  ``jwks_refetch_s`` so a stream of made-up ``kid`` values cannot make us hammer the provider;
+- the signature verifies (joserfc, the JOSE layer of Authlib);
+- ``iss`` equals the configured issuer, ``aud`` contains the configured audience, ``exp`` is in
+  the future and ``nbf``/``iat`` not, within ``leeway_s`` of clock skew; ``sub`` is present.
+
+No network or database here: the JWKS and discovery documents come through an injected
+``fetch_json`` (``viplanes.api.oidc`` passes one that uses HTTP), so the checks are unit-tested
+with locally made keys.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from joserfc import jwt
+from joserfc.errors import (
+    BadSignatureError,
+    ExpiredTokenError,
+    InvalidClaimError,
+    JoseError,
+    MissingClaimError,
+)
+from joserfc.jwk import ECKey, KeySet, RSAKey
+
+DEFAULT_ALGORITHMS: tuple[str, ...] = ("RS256", "ES256", "PS256")
+_NEVER = frozenset({"none", "HS256", "HS384", "HS512"})
+MAX_JWT_LEN = 8192  # a Keycloak access token with a few groups is ~1.5 KB
+
+
+class OidcRefused(Exception):
+    """A token that is not accepted; ``code`` is the API's error code (401 unless said)."""
+
+    def __init__(self, code: str, message: str, status: int = 401) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.status = status
+
+
+@dataclass(frozen=True)
+class OidcSettings:
+    """What the API needs to trust one issuer. A plain object: env vars fill it today
+    (:meth:`from_env`); the config file can build it the same way.
+
+    ``group_roles`` maps a group name (as the provider sends it in ``groups_claim``) to a role;
+    a person in no mapped group is refused (403 ``no_role``)."""
+
+    issuer: str
+    audience: str
+    groups_claim: str = "groups"
+    group_roles: Mapping[str, str] = field(default_factory=dict)
+    algorithms: tuple[str, ...] = DEFAULT_ALGORITHMS
+    leeway_s: int = 30
+    jwks_refetch_s: float = 30.0  # the shortest gap between two JWKS fetches
+    jwks_max_age_s: float = 3600.0  # keys are fetched again after this even without a new kid
+
+    def __post_init__(self) -> None:
+        if not self.issuer or not self.audience:
+            raise ValueError("OIDC needs both an issuer URL and an audience")
+        bad = sorted(set(self.algorithms) & _NEVER | {a for a in self.algorithms if a[:2] not in ("RS", "ES", "PS")})
+        if bad:
+            raise ValueError(f"OIDC algorithms {bad} are not allowed (asymmetric RS/ES/PS only)")
+        unknown = sorted(set(self.group_roles.values()) - {"operator", "researcher"})
+        if unknown:
+            raise ValueError(f"OIDC group roles {unknown} are not roles (operator, researcher)")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> OidcSettings | None:
+        """``VIPLANES_OIDC_ISSUER``, ``_AUDIENCE``, ``_GROUPS_CLAIM``, ``_GROUP_ROLES``
+        (``netops=operator,hpc-users=researcher``); None when no issuer is set (OIDC off)."""
+        env = os.environ if env is None else env
+        issuer = env.get("VIPLANES_OIDC_ISSUER", "").strip()
+        if not issuer:
+            return None
+        return cls(
+            issuer=issuer.rstrip("/"),
+            audience=env.get("VIPLANES_OIDC_AUDIENCE", "").strip(),
+            groups_claim=env.get("VIPLANES_OIDC_GROUPS_CLAIM", "groups").strip() or "groups",
+            group_roles=parse_group_roles(env.get("VIPLANES_OIDC_GROUP_ROLES", "")),
+        )
+
+
+def parse_group_roles(text: str) -> dict[str, str]:
+    """``"netops=operator, hpc-users=researcher"`` -> ``{"netops": "operator", ...}``."""
+    out: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        group, sep, role = item.partition("=")
+        if not sep or not group.strip() or not role.strip():
+            raise ValueError(f"OIDC group role {item!r} is not GROUP=ROLE")
+        out[group.strip()] = role.strip()
+    return out
+
+
+def looks_like_jwt(token: str) -> bool:
+    """Our own tokens are ``vl_`` + url-safe base64 with no dots; a JWS has exactly two."""
+    return token.count(".") == 2 and not token.startswith("vl_")
+
+
+def _header(token: str) -> dict[str, Any]:
+    try:
+        raw = token.split(".", 1)[0]
+        header = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+    except (ValueError, UnicodeDecodeError):
+        raise OidcRefused("malformed_token", "the token is not a JWT") from None
+    if not isinstance(header, dict):
+        raise OidcRefused("malformed_token", "the token's header is not a JSON object")
+    return header
+
+
+class KeyCache:
+    """The issuer's signing keys by ``kid``: fetched on first use, again when an unknown ``kid``
+    arrives (rate-limited) or when they are older than ``jwks_max_age_s``. Thread-safe."""
+
+    def __init__(
+        self,
+        settings: OidcSettings,
+        fetch_json: Callable[[str], Any],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.fetch_json = fetch_json
+        self.clock = clock
+        self.fetches = 0
+        self._lock = threading.Lock()
+        self._keys: dict[str, RSAKey | ECKey] = {}
+        self._fetched_at: float | None = None
+        self._jwks_uri: str | None = None
+
+    def key(self, kid: str) -> RSAKey | ECKey:
+        with self._lock:
+            now = self.clock()
+            stale = self._fetched_at is None or now - self._fetched_at >= self.settings.jwks_max_age_s
+            may_refetch = self._fetched_at is None or now - self._fetched_at >= self.settings.jwks_refetch_s
+            if stale or (kid not in self._keys and may_refetch):
+                self._refresh(now)
+            found = self._keys.get(kid)
+        if found is None:
+            raise OidcRefused("unknown_key", f"the issuer has no signing key {kid!r}")
+        return found
+
+    def _refresh(self, now: float) -> None:
+        self._fetched_at = now  # a failed fetch also waits out the gap: no retry storm
+        self.fetches += 1
+        try:
+            if self._jwks_uri is None:
+                doc = self.fetch_json(self.settings.issuer + "/.well-known/openid-configuration")
+                if doc.get("issuer", "").rstrip("/") != self.settings.issuer:
+                    raise OidcRefused("issuer_unavailable", "the discovery document names another issuer", 503)
+                self._jwks_uri = str(doc["jwks_uri"])
+            keyset = KeySet.import_key_set(
+                {"keys": [k for k in self.fetch_json(self._jwks_uri)["keys"] if _signing_key(k)]}
+            )
+        except OidcRefused:
+            raise
+        except Exception as exc:  # network, JSON, key import: keep the keys we had
+            if not self._keys:
+                raise OidcRefused("issuer_unavailable", f"cannot fetch the issuer's keys: {exc}", 503) from None
+            return
+        self._keys = {str(k.kid): k for k in keyset.keys if isinstance(k, RSAKey | ECKey) and k.kid}
+
+
+def _signing_key(jwk: Any) -> bool:
+    return isinstance(jwk, dict) and jwk.get("use", "sig") == "sig" and jwk.get("kty") in ("RSA", "EC")
+
+
+class Verifier:
+    """``verify(token)`` -> the claims of a token that passed every check, else :class:`OidcRefused`."""
+
+    def __init__(self, settings: OidcSettings, keys: KeyCache, now: Callable[[], float] = time.time) -> None:
+        self.settings = settings
+        self.keys = keys
+        self.now = now
+
+    def verify(self, token: str) -> dict[str, Any]:
+        if len(token) > MAX_JWT_LEN:
+            raise OidcRefused("malformed_token", f"the token is longer than {MAX_JWT_LEN} bytes")
+        header = _header(token)
+        alg = header.get("alg")
+        if not isinstance(alg, str) or alg not in self.settings.algorithms:
+            raise OidcRefused(
+                "bad_algorithm", f"algorithm {alg!r} is not accepted ({', '.join(self.settings.algorithms)})"
+            )
+        kid = header.get("kid")
+        if not isinstance(kid, str) or not kid:
+            raise OidcRefused("unknown_key", "the token names no key (kid)")
+        key = self.keys.key(kid)
+        try:
+            decoded = jwt.decode(token, key, algorithms=[alg])
+        except BadSignatureError:
+            raise OidcRefused("bad_signature", "the token's signature does not verify") from None
+        except JoseError as exc:
+            raise OidcRefused("malformed_token", f"the token cannot be decoded: {exc.error}") from None
+        except ValueError:
+            raise OidcRefused("malformed_token", "the token cannot be decoded") from None
+        self._check_claims(decoded.claims)
+        return dict(decoded.claims)
+
+    def _check_claims(self, claims: dict[str, Any]) -> None:
+        s = self.settings
+        registry = jwt.JWTClaimsRegistry(
+            now=lambda: int(self.now()),
+            leeway=s.leeway_s,
+            iss={"essential": True, "value": s.issuer},
+            aud={"essential": True, "value": s.audience},
+            exp={"essential": True},
+            sub={"essential": True},
+        )
+        try:
+            registry.validate(claims)
+        except ExpiredTokenError:
+            raise OidcRefused("token_expired", "the token has expired; sign in again") from None
+        except MissingClaimError as exc:
+            raise OidcRefused("missing_claim", str(exc.description)) from None
+        except InvalidClaimError as exc:
+            raise _claim_refusal(exc) from None
+        except JoseError as exc:
+            raise OidcRefused("invalid_claims", str(exc.description)) from None
+
+
+def _claim_refusal(exc: InvalidClaimError) -> OidcRefused:
+    if exc.claim == "iss":
+        return OidcRefused("wrong_issuer", "the token was issued by another issuer")
+    if exc.claim == "aud":
+        return OidcRefused("wrong_audience", "the token is meant for another audience (aud)")
+    if exc.claim in ("nbf", "iat"):
+        return OidcRefused("token_not_yet_valid", "the token is not valid yet (nbf/iat in the future)")
+    return OidcRefused("invalid_claims", str(exc.description))
