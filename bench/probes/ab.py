@@ -29,7 +29,7 @@ from bench.harness.spy import Sampler
 from bench.harness.stats import summarize_ms
 from bench.harness.workload import flows, grant_body, lane_body
 from bench.suite.activation import SRC
-from bench.suite.peers import clear_flows, lane_messages
+from bench.suite.peers import clear_flows, flow_counts, lane_messages
 
 WAIT_S = 10.0
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -54,7 +54,7 @@ def one_round(
 
     workdir = c.workdir / f"r{offset}"
     workdir.mkdir()
-    counts = {d: len(m) for d, m in lane_messages(c, 1, next(flows(1))).items()}
+    counts = flow_counts(lane_messages(c, 1, next(flows(1))))
     out: dict[str, list[float]] = {
         k: [] for k in ("visible", "answer", "gone", "release_answer", "cpu_activation_ms", "cpu_release_ms")
     }

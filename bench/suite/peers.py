@@ -62,6 +62,13 @@ def lane_messages(c: Campus, lane_id: int, flow: Flow) -> dict[int, list[Any]]:
     return compile_lane(lane_spec(c.topo, lane_id, SRC, flow), c.topo, time.time())
 
 
+def flow_counts(msgs: dict[int, list[Any]]) -> dict[int, int]:
+    """Flows per switch a watcher will see: a border lane's new-connection meter is no flow."""
+    from os_ken.ofproto.ofproto_v1_3_parser import OFPFlowMod
+
+    return {d: sum(isinstance(x, OFPFlowMod) for x in m) for d, m in msgs.items()}
+
+
 def watched_floor(c: Campus, n: int, watch: FlowWatch) -> dict[str, Any]:
     """One half of the ratios' floor (see ``pooled``)."""
     floor = run_floor(c, n, watch=watch)
@@ -134,7 +141,7 @@ def measure_ours(c: Campus, watch: FlowWatch, n: int, warmup: int, db: str) -> S
                 serve, serve.add_operator(), "alice", [grant_body("alice", c.host_ip(SRC), max_lanes=20)]
             )
             api = Api(serve.api_port, token)
-            counts = {d: len(m) for d, m in lane_messages(c, 1, next(flows(1))).items()}
+            counts = flow_counts(lane_messages(c, 1, next(flows(1))))
             from viplanes.controller.compile.cookies import lane_cookie
 
             def one(i: int, flow: Flow) -> tuple[float, float, float] | str:
