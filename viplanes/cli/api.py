@@ -26,8 +26,8 @@ from typing import Any
 import click
 
 from viplanes.cli.clockopt import max_clock_skew_option, refuse_skewed_clock
-from viplanes.cli.logopts import configure, log_options
 from viplanes.cli.https import api_tls_options, create_api_server, listen_tls
+from viplanes.cli.logopts import configure, log_options
 from viplanes.cli.options import hostport_option
 
 log = logging.getLogger("viplanes.cli.api")

@@ -16,8 +16,8 @@ from typing import Any
 
 import click
 
-from viplanes.cli.logopts import configure, log_options
 from viplanes.cli.https import api_tls_options, create_api_server, listen_socket, listen_tls
+from viplanes.cli.logopts import configure, log_options
 from viplanes.cli.openflow_options import openflow_security_options
 from viplanes.cli.options import hostport_option
 from viplanes.dataplane.base import Dataplane

@@ -12,7 +12,7 @@ def test_pki_switch_says_check_get_ssl_before_set_ssl(tmp_path):
     runner = CliRunner()
     d = tmp_path / "p"
     assert runner.invoke(main, ["pki", "init", "--dir", str(d)]).exit_code == 0
-    r = runner.invoke(main, ["pki", "switch", "--dir", str(d), "--name", "h", *("--dpid 1 --dpid 2".split())])
+    r = runner.invoke(main, ["pki", "switch", "--dir", str(d), "--name", "h", *(["--dpid", "1", "--dpid", "2"])])
     assert r.exit_code == 0, r.output
     lines = r.output.splitlines()
     get = next(i for i, x in enumerate(lines) if x.strip().startswith("ovs-vsctl get-ssl"))
