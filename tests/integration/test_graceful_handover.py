@@ -51,9 +51,13 @@ def test_sigterm_of_the_master_gives_clients_no_503(cluster, record_property) ->
     print(
         f"\nSIGTERM of the master: it exited {t_gone - t_term:.2f} s after, the standby held the lease "
         f"{t_master - t_term:.2f} s after; {served} lanes served since, {load.in_flight_at(t_term)} POSTs in "
-        f"flight at the signal, slowest answer {load.slowest_from(t_term):.2f} s; failed answers "
+        f"flight at the signal, {sum(1 for s, d in load.spans if s < t_master and d > t_term)} met the hand-over, slowest answer {load.slowest_from(t_term):.2f} s; failed answers "
         f"(s after the signal, status): {len(failed)} {failed[:20]}"
     )
-    assert load.in_flight_at(t_term) + load.in_flight_at(t_gone) >= 1, "no request met the hand-over"
+    # requests that overlapped the hand-over (from the signal until the standby held the lease): the
+    # old code answered those 503; an instant (the signal, the exit) is too narrow on a quiet machine,
+    # where a POST takes a few ms and the master exits within tens of ms
+    met = sum(1 for sent, done in load.spans if sent < t_master and done > t_term)
+    assert met >= 1, "no request met the hand-over"
     assert failed == [], f"{len(failed)} failed answers during a graceful hand-over"
     check_no_lane_lost_or_duplicated(db, bridges, load)
