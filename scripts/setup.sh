@@ -8,7 +8,7 @@ export DEBIAN_FRONTEND=noninteractive
 
 APT_PKGS=(openvswitch-switch mininet iperf3 dnsmasq-base iptables iputils-ping ethtool iproute2 procps psmisc
           python3-venv python3-pip postgresql postgresql-client golang-go git ca-certificates
-          chromium chromium-driver faketime systemd maven)
+          chromium chromium-driver faketime systemd maven podman runc debootstrap)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
