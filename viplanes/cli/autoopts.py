@@ -1,0 +1,42 @@
+"""The automation options of `grant create` and `grant update` (issue 32), and the body they make."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+POLICY_KEYS = (
+    "enabled",
+    "min_rate_mbps",
+    "window_s",
+    "min_bytes",
+    "idle_s",
+    "max_auto_lanes",
+    "fireflies",
+    "max_duration_s",
+)
+
+
+def auto_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--auto and its knobs; every one defaults to "not given" (None) so update changes only those."""
+    opts = [
+        click.option("--auto/--no-auto", "enabled", default=None, help="allow automatic lanes (off by default)"),
+        click.option("--auto-rate", "min_rate_mbps", type=click.FloatRange(0, min_open=True), help="Mbit/s threshold"),
+        click.option("--auto-window", "window_s", type=click.FloatRange(0.1, 3600), help="threshold window, s"),
+        click.option("--auto-bytes", "min_bytes", type=click.IntRange(1), help="bytes within the window"),
+        click.option("--auto-idle", "idle_s", type=click.IntRange(1, 86400), help="end after S idle seconds"),
+        click.option("--auto-max", "max_auto_lanes", type=click.IntRange(1, 1000), help="automatic lanes at once"),
+        click.option("--auto-fireflies/--no-auto-fireflies", "fireflies", default=None, help="scitags marks suffice"),
+        click.option("--auto-max-duration", "max_duration_s", type=click.IntRange(10), help="automatic lane length"),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+def split_auto(body: dict[str, Any]) -> dict[str, Any]:
+    """Pop the automation options out of a command's keyword arguments: those given."""
+    given = {k: body.pop(k) for k in POLICY_KEYS if k in body}
+    return {k: v for k, v in given.items() if v is not None}
