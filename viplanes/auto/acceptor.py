@@ -129,7 +129,7 @@ class Acceptor:
 
     def run_pending(self) -> list[int | None]:
         """Decide every queued sighting on the calling thread (tests, and the bench without a worker)."""
-        out = []
+        out: list[int | None] = []
         while True:
             try:
                 item = self._queue.get_nowait()
