@@ -137,10 +137,29 @@ def test_a_firefly_end_ends_only_the_automatic_lane_of_that_flow(world, acceptor
     set_policy(world, max_auto_lanes=2)
     acceptor.refresh()
     requested = world.lane().get_json()["id"]  # alice's own lane for 9000 from any port
-    auto_id = acceptor.handle(sighting(dst_port=9001))
-    assert acceptor.handle(sighting(dst_port=9001, state=SightingState.END)) == auto_id
-    assert auto_id not in world.dataplane.active and requested in world.dataplane.active
+    auto_id = acceptor.handle(sighting(dst_port=9001, src_port=40000))
+    sibling = acceptor.handle(sighting(dst_port=9001, src_port=40001))  # same host and port, another flow
+    assert acceptor.handle(sighting(dst_port=9001, src_port=40000, state=SightingState.END)) == auto_id
+    assert auto_id not in world.dataplane.active
+    assert sibling in world.dataplane.active and requested in world.dataplane.active
     assert acceptor.handle(sighting(dst_port=9000, src_port=None, state=SightingState.END)) is None
+
+
+def test_the_automatic_lane_belongs_to_the_grant_that_allowed_it(world, acceptor):
+    """alice holds an older grant covering the same flow without automation: the automatic lane
+    is decided by (and counts against) the automatic grant only."""
+    from viplanes.store import records
+
+    with world.app.extensions["viplanes"].db.write() as s:
+        body = {"src_prefixes": ["10.1.0.10/32"], "dst_prefixes": ["203.0.113.0/24"], "protocols": ["tcp"]}
+        body |= {"ports": ["9000-9100"], "max_duration_s": 3600, "max_lanes": 3}
+        auto_grant = records.create_grant(s, records.GrantInput(principal="alice", **body), "root", 0).id
+    world.grants["alice-auto"] = auto_grant
+    set_policy(world, "alice-auto")
+    acceptor.refresh()
+    lane_id = acceptor.handle(sighting())
+    got = world.client.get(f"/api/v1/lanes/{lane_id}", headers=world.h("alice")).get_json()
+    assert got["grant_id"] == auto_grant == got["trigger"]["grant_id"]
 
 
 def test_offer_never_raises_and_a_full_queue_drops(world, mono):
