@@ -96,3 +96,15 @@ def test_the_listener_counts_bad_datagrams_and_offers_good_ones():
         listener.stop()
     assert len(got) == 1 and got[0].reporter == ip_address("127.0.0.1")
     assert listener.counts["bad_json"] == 2 and listener.counts["too_big"] == 1
+
+
+def test_fireflies_made_by_flowd_parse():
+    """Two datagrams built by flowd 1.1.4's own encoder (``scitags.backends.udp_firefly``: its
+    syslog header and ``firefly_json``), start and end, kept as a fixture."""
+    from tests.support.paths import REPO
+
+    path = REPO / "tests" / "unit" / "fixtures" / "auto" / "flowd-1.1.4-fireflies.txt"
+    start, end = (parse_firefly(line.encode(), "198.51.100.30", 0) for line in path.read_text().splitlines())
+    assert (start.state, end.state) == (SightingState.START, SightingState.END)
+    assert (start.src_port, start.dst_port, str(start.dst_ip)) == (45000, 5201, "203.0.113.10")
+    assert start.evidence == {"experiment": "3", "activity": "1", "application": "flowd v1.1.4"}
