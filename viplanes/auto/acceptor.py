@@ -31,6 +31,8 @@ from viplanes.lanes.targets import LaneInput
 log = logging.getLogger(__name__)
 
 THREAD_NAME = "viplanes-auto-acceptor"
+REPEAT_S = 2.0  # a flow queued once is not queued again for this long
+RECENT_MAX = 4096  # flows remembered for that; the memory is dropped when full
 
 
 def system_caller(why: str) -> Caller:
@@ -56,6 +58,7 @@ class Acceptor:
         self._queue: queue.Queue[Sighting | None] = queue.Queue(maxsize=queue_size)
         self._bound = SourceBound(firefly_rate, firefly_burst)
         self._index = GrantIndex([])
+        self._queued: dict[tuple[object, ...], float] = {}  # flow -> when it was last queued
         self._refresh_s = refresh_s
         self._refreshed = -1e18
         self._clock = clock  # the monotonic clock the rate bound and the refresh read
@@ -83,10 +86,25 @@ class Acceptor:
             if not self._bound.allow(s.reporter, self._clock()):
                 self.counts["firefly_rate_bound"] += 1
                 return
+        if s.state is not SightingState.END and self._recent(s):
+            self.counts["repeated"] += 1
+            return
         try:
             self._queue.put_nowait(s)
         except queue.Full:
             self.counts["queue_full"] += 1
+
+    def _recent(self, s: Sighting) -> bool:
+        """The same flow was queued less than ``REPEAT_S`` ago: a sampled elephant is seen many
+        times a second, and one lane request per flow is enough (a refused one may ask again)."""
+        now = self._clock()
+        key = (s.src_ip, s.dst_ip, s.protocol, s.src_port, s.dst_port)
+        if self._queued.get(key, -1e18) > now - REPEAT_S:
+            return True
+        if len(self._queued) >= RECENT_MAX:
+            self._queued.clear()
+        self._queued[key] = now
+        return False
 
     # --- the worker ----------------------------------------------------------------------------
 

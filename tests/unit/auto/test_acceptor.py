@@ -188,3 +188,15 @@ def test_the_worker_thread_makes_the_lane(world, acceptor):
     finally:
         acceptor.stop()
     assert acceptor.counts["lanes"] == 1
+
+
+def test_a_flow_seen_again_within_two_seconds_is_queued_once(world, acceptor, mono):
+    set_policy(world, max_auto_lanes=2)
+    acceptor.refresh()
+    sampled = sighting(kind=SightingKind.SFLOW, state=SightingState.ONGOING, reporter="10.1.0.1", rate_bps=2e8)
+    for _ in range(50):  # a sampled elephant, seen many times a second
+        acceptor.offer(sampled)
+    assert acceptor.counts["repeated"] == 49 and len(acceptor.run_pending()) == 1
+    mono.now += 2.5
+    acceptor.offer(sampled)
+    assert acceptor.run_pending() == [None] and acceptor.counts["refused_duplicate_lane"] == 1
