@@ -22,7 +22,7 @@ def _env(name: str, default: str, kind: type) -> float:
     try:
         value = kind(raw)
     except ValueError:
-        raise SettingError(f"{name}={raw!r} is not a {kind.__name__}") from None
+        raise SettingError(f"{name}={raw!r} is not a number") from None
     if value < 0:
         raise SettingError(f"{name} must not be negative")
     return float(value)
