@@ -114,6 +114,12 @@ def test_a_firefly_from_another_host_for_the_dtns_flow_gets_no_lane(lab: Lab) ->
     assert lab.lane_of(47000, timeout=1.5) is None
 
 
+def test_the_refusals_are_on_metrics(lab: Lab) -> None:
+    text = requests.get(f"{lab.serve.url}/metrics", timeout=10).text
+    assert 'viplanes_auto_sightings_total{outcome="spoofed_firefly"} 1.0' in text, text[-2000:]
+    assert 'viplanes_firefly_datagrams_total{outcome="accepted"}' in text
+
+
 def test_a_firefly_end_ends_its_lane(lab: Lab) -> None:
     lab.fire("start", 48000)
     lane = lab.lane_of(48000)

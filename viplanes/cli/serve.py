@@ -175,6 +175,9 @@ def serve(
     names = NameWatcher(ctx.manager)
     retention = _retention_runner(ctx.db)
     automation = _automation(ctx.manager, clock)
+    from viplanes.auto.metrics import AutomationCollector
+
+    ctx.metrics.registry.register(AutomationCollector(automation))  # /metrics: viplanes_auto_*
     server = None
     started = False
     try:

@@ -41,3 +41,18 @@ def test_serve_wires_a_listener_only_when_a_port_is_set(world):
         assert on.listener is not None and on.listener.address[0] == "127.0.0.1"
     finally:
         on.stop()
+
+
+def test_the_counters_are_prometheus_metrics(world, mono):
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from tests.unit.auto.conftest import sighting
+    from viplanes.auto.metrics import AutomationCollector
+
+    auto = Automation(world.app.extensions["viplanes"].manager, AutoSettings(), world.clock)
+    auto.acceptor.offer(sighting(src="10.9.9.9"))
+    registry = CollectorRegistry()
+    registry.register(AutomationCollector(auto))
+    text = generate_latest(registry).decode()
+    assert 'viplanes_auto_sightings_total{outcome="outside_grant"} 1.0' in text
+    assert "viplanes_auto_ended_total 0.0" in text
