@@ -20,7 +20,7 @@ from viplanes.store.db import Database
 from viplanes.store.ratelimit import Budgets, FailedAuthLimiter
 from viplanes.topologies.model import Topology
 
-from . import audit, auth, bodies, errors, grants, health, lanes, metrics, principals, requestid
+from . import audit, auth, automation, bodies, errors, grants, health, lanes, metrics, principals, requestid
 from .oidc import OidcAuth
 
 log = logging.getLogger(__name__)
@@ -129,7 +129,7 @@ def create_app(
     )
     requestid.register(app)  # first hook: every answer and log line of a request carries its id
     api = errors.VipApi(app)
-    for bp in (lanes.bp, grants.bp, principals.bp, audit.bp):
+    for bp in (lanes.bp, grants.bp, principals.bp, audit.bp, automation.bp):
         api.register_blueprint(bp)
     app.register_blueprint(metrics.bp)
     app.register_blueprint(health.bp)

@@ -251,6 +251,13 @@ class LaneSchema(ma.Schema):
     activated_at = f.DateTime(required=True, allow_none=True)
     ended_at = f.DateTime(required=True, allow_none=True)
     activation_ms = f.Float(required=True, allow_none=True)
+    trigger = f.Dict(
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": "automatic lanes: kind (sflow, firefly), grant_id and the evidence; null if requested"
+        },
+    )
 
 
 class LaneQuerySchema(Strict):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from viplanes.authz.tokens import Caller
@@ -57,7 +58,16 @@ def lane_dict(lane: Lane, caller: Caller, topology: Topology | None = None) -> d
         "dst_refresh_at": from_ts(lane.dst_refresh_at),
         "match_count": matches,
         "flow_count": flows,
+        "trigger": _trigger(lane),
     }
+
+
+def _trigger(lane: Lane) -> dict[str, Any] | None:
+    """What made an automatic lane (issue 32); None for a requested one."""
+    if lane.trigger_kind is None:
+        return None
+    detail = json.loads(lane.trigger_detail) if lane.trigger_detail else {}
+    return {"kind": lane.trigger_kind, "grant_id": lane.trigger_grant_id, **detail}
 
 
 def grant_dict(g: Grant, now: float, principal: str | None = None) -> dict[str, Any]:

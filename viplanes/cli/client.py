@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 import click
 
 from viplanes.cli import exitcodes
+from viplanes.cli.autoopts import auto_options, split_auto
 from viplanes.client.http import ApiClient, ApiError
 from viplanes.config import ClientConfig, ConfigError
 from viplanes.domain.values import is_decimal
@@ -35,6 +36,7 @@ LANE_COLUMNS = (
     "starts_at",
     "expires_at",
     "reason",
+    "trigger",
 )
 
 
@@ -44,6 +46,8 @@ def _fail(message: str, code: int = 1) -> NoReturn:
 
 
 def _short_time(value: Any) -> str:
+    if isinstance(value, dict) and "kind" in value:  # an automatic lane's trigger
+        return f"{value['kind']} (grant {value.get('grant_id')})"
     if isinstance(value, list):
         return ", ".join(map(str, value))
     if isinstance(value, str) and re.match(r"^\d{4}-\d\d-\d\dT", value):
@@ -244,6 +248,7 @@ def grant() -> None:
 @click.option("--max-lanes", type=click.IntRange(1), default=1, help="live lanes at once")
 @click.option("--valid-from", default=None, help="ISO 8601")
 @click.option("--valid-until", default=None, help="ISO 8601")
+@auto_options
 @api_command
 def grant_create(api: ApiClient, ports: str, **body: Any) -> Any:
     """Allow a principal to request lanes from SRC to DST on PORTS (operators).
@@ -256,8 +261,12 @@ def grant_create(api: ApiClient, ports: str, **body: Any) -> Any:
     body["ports"] = [int(p) if is_decimal(p.strip()) else p.strip() for p in ports.split(",") if p.strip()]
     for key in ("src_prefixes", "dst_prefixes", "protocols"):
         body[key] = list(body[key])
+    auto = split_auto(body)
     body = {k: v for k, v in body.items() if v is not None}
-    return api.call("POST", "/grants", json=body), _record
+    made = api.call("POST", "/grants", json=body)
+    if auto:  # a second call: the grant exists even if its automation policy is refused
+        made["auto"] = api.call("PUT", f"/grants/{made['id']}/auto", json={"enabled": False, **auto})
+    return made, _record
 
 
 @grant.command("list")

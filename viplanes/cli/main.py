@@ -16,7 +16,8 @@ COMMANDS: dict[str, str] = {
     "api": "viplanes.cli.api:api",
     "serve": "viplanes.cli.serve:serve",
     "principal": "viplanes.cli.client:principal",
-    "grant": "viplanes.cli.client:grant",
+    "grant": "viplanes.cli.autocmd:grant",  # the client's group plus `grant update`
+    "auto": "viplanes.cli.autocmd:auto",
     "lane": "viplanes.cli.lanecmd:lane",
     "audit": "viplanes.cli.client:audit",
     "transfer": "viplanes.cli.transfer:transfer",

@@ -73,6 +73,18 @@ def _retention_runner(db: Any) -> Any:
         raise click.ClickException(f"retention: {exc}") from None
 
 
+def _automation(manager: Any, clock: Callable[[], float]) -> Any:
+    """Automatic lanes (viplanes/auto): acceptor, idle ends, firefly listener if VIPLANES_FIREFLY_PORT."""
+    from viplanes.auto.service import Automation, AutoSettings, SettingError
+
+    try:
+        return Automation(manager, AutoSettings.from_env(), clock)
+    except SettingError as exc:
+        raise click.ClickException(f"settings: {exc}") from None
+    except OSError as exc:
+        raise click.ClickException(f"firefly listener: {exc.strerror or exc}") from None
+
+
 def _stop_on_sigterm() -> None:
     def handler(signum: int, _frame: Any) -> None:
         raise SystemExit(128 + signum)
@@ -162,6 +174,10 @@ def serve(
     scheduler = Scheduler(ctx.manager, interval_s=tick_s)
     names = NameWatcher(ctx.manager)
     retention = _retention_runner(ctx.db)
+    automation = _automation(ctx.manager, clock)
+    from viplanes.auto.metrics import AutomationCollector
+
+    ctx.metrics.registry.register(AutomationCollector(automation))  # /metrics: viplanes_auto_*
     server = None
     started = False
     try:
@@ -173,6 +189,7 @@ def serve(
         scheduler.start()
         names.start()
         retention.start()
+        automation.start()
         try:
             server = create_api_server(app, listen_socket(api_host, api_port), tls, threads)
         except OSError as exc:
@@ -192,6 +209,7 @@ def serve(
         scheduler.stop()
         names.stop()
         retention.stop()
+        automation.stop()
         if started:
             plane.stop()
         ctx.db.dispose()

@@ -40,7 +40,7 @@ from viplanes.lanes.idempotency import find_replay, request_digest
 from viplanes.lanes.overlap import overlapping_lane, row_nets, row_ports, source_aliases
 from viplanes.lanes.owners import ActiveOwners
 from viplanes.lanes.pool import NAT_LOCK_KEY, LanePool, needs_pool_address
-from viplanes.lanes.requests import lane_row, refusal, to_request, within_bookings
+from viplanes.lanes.requests import LaneTrigger, lane_row, refusal, to_request, within_bookings
 from viplanes.lanes.resolver import Resolver, default_resolver
 from viplanes.lanes.specs import SPEC_COLUMNS, spec_from_row, spec_of
 from viplanes.lanes.states import END_ACTIONS, TERMINAL, TRANSITIONS, can_move  # noqa: F401 - re-exported
@@ -109,13 +109,16 @@ class LaneManager(LaneActivation):
 
     # --- request -----------------------------------------------------------------------------
 
-    def request(self, caller: Caller, body: LaneInput, idempotency_key: str | None = None) -> tuple[Lane, bool]:
+    def request(
+        self, caller: Caller, body: LaneInput, idempotency_key: str | None = None, trigger: LaneTrigger | None = None
+    ) -> tuple[Lane, bool]:
         """Decide, store and (for an immediate lane) activate. Returns (lane, created).
-        Retries with an Idempotency-Key: see ``viplanes.lanes.idempotency``."""
+        Retries with an Idempotency-Key: see ``viplanes.lanes.idempotency``. An automatic lane
+        (``viplanes.auto``) passes its ``trigger``: only that grant may allow it, and the row says so."""
         digest = request_digest(body)
         target = self.target_of(body)
         try:
-            return self._request(caller, body, target, idempotency_key, digest)
+            return self._request(caller, body, target, idempotency_key, digest, trigger)
         except IntegrityError:
             # two retries with one key raced past the grant lock: the unique index kept one lane
             if idempotency_key:
@@ -130,7 +133,13 @@ class LaneManager(LaneActivation):
         return target_for_request(body, self.topology, self.resolver, self.limits.max_matches)
 
     def _request(
-        self, caller: Caller, body: LaneInput, target: LaneTarget, idempotency_key: str | None, digest: str
+        self,
+        caller: Caller,
+        body: LaneInput,
+        target: LaneTarget,
+        idempotency_key: str | None,
+        digest: str,
+        trigger: LaneTrigger | None = None,
     ) -> tuple[Lane, bool]:
         now = self.clock()
         denial: VipError | None = None
@@ -138,6 +147,8 @@ class LaneManager(LaneActivation):
         try:
             with self.db.write_connection() as conn:  # Core only: viplanes/store/lanesql/core.py says why
                 rules = usable_grant_rules(conn, caller.id, now, for_update=not self.db.is_sqlite)
+                if trigger is not None:
+                    rules = [r for r in rules if r.grant_id == trigger.grant_id]
                 if idempotency_key:
                     first = find_replay(conn, caller.id, idempotency_key, digest)
                     if first is not None:
@@ -153,7 +164,9 @@ class LaneManager(LaneActivation):
                 if decision.allowed and req.starts_at > now:
                     decision = within_bookings(conn, decision, rules)
                 if decision.allowed:
-                    lane, denial = self._insert(conn, caller, body, target, req, decision, now, idempotency_key, digest)
+                    lane, denial = self._insert(
+                        conn, caller, body, target, req, decision, now, idempotency_key, digest, trigger
+                    )
                 else:
                     denial = refusal(decision)
                 self.on_decision(denial.code if denial is not None else decision.code)
@@ -201,6 +214,7 @@ class LaneManager(LaneActivation):
         now: float,
         idempotency_key: str | None,
         digest: str,
+        trigger: LaneTrigger | None = None,
     ) -> tuple[Lane | None, VipError | None]:
         src = str(req.src_ip)
         host = self.topology.host_by_ip(req.src_ip)
@@ -265,6 +279,8 @@ class LaneManager(LaneActivation):
                 )
         ttl = clamp_ttl(target.ttl_s, self.limits.ttl_floor_s, self.limits.ttl_cap_s) if target.host else None
         values = lane_row(caller, body, target, req, decision, now, nat_ip, ttl, idempotency_key, digest)
+        if trigger is not None:
+            values.update(trigger.columns())
         if self.db.is_sqlite:
             lane = insert_lane(conn, values)
         else:  # PostgreSQL: the audit row and the controllers' wake-up ride in the INSERT

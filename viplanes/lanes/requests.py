@@ -5,7 +5,9 @@ refusal answers. Pure but for one count of a grant's bookings; the manager orche
 from __future__ import annotations
 
 import ipaddress
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, func, select
@@ -140,3 +142,20 @@ def lane_row(
         ended_at=None,
         activation_ms=None,
     )
+
+
+@dataclass(frozen=True)
+class LaneTrigger:
+    """What made an automatic lane (``viplanes.auto``): the sighting's kind, the grant whose
+    automation allowed it, and the evidence (sampled rate, or the firefly's experiment/activity)."""
+
+    kind: str
+    grant_id: int
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def columns(self) -> dict[str, Any]:
+        return {
+            "trigger_kind": self.kind,
+            "trigger_grant_id": self.grant_id,
+            "trigger_detail": json.dumps(self.detail, sort_keys=True),
+        }

@@ -142,6 +142,12 @@ class Lane(Base):
     activated_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     activation_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # automatic lanes (issue 32, migration 0010): what made the lane when nobody asked for it
+    # ("sflow", "firefly"; NULL for a requested lane), the grant whose automation allowed it, and
+    # the evidence as JSON text (sampled rate, or the firefly's experiment/activity and reporter)
+    trigger_kind: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    trigger_grant_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    trigger_detail: Mapped[str | None] = mapped_column(Text, nullable=True)
 
     principal: Mapped[Principal] = relationship(lazy="joined")
 
@@ -210,3 +216,35 @@ class LaneCounterRow(Base):
     packets: Mapped[int] = mapped_column(BigInteger)
     bytes: Mapped[int] = mapped_column(BigInteger)
     read_at: Mapped[float] = mapped_column(Float)
+
+
+class GrantAuto(Base):
+    """A grant's permission for automatic lanes (issue 32; ``viplanes.auto``). No row, or
+    ``enabled`` false: the grant allows only requested lanes. The lane itself must still pass the
+    grant (``policy.rules.decide``); these columns only say when a sighting may ask for one."""
+
+    __tablename__ = "grant_auto"
+
+    grant_id: Mapped[int] = mapped_column(ForeignKey("grants.id", ondelete="CASCADE"), primary_key=True)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=False)
+    min_rate_mbps: Mapped[float | None] = mapped_column(Float, nullable=True)  # sampled rate over window_s
+    window_s: Mapped[float] = mapped_column(Float, default=2.0)
+    min_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # bytes within window_s
+    idle_s: Mapped[int] = mapped_column(Integer, default=30)  # end after this long without traffic
+    max_auto_lanes: Mapped[int] = mapped_column(Integer, default=1)  # automatic lanes at once
+    fireflies: Mapped[bool] = mapped_column(Boolean, default=False)  # a scitags mark suffices
+    max_duration_s: Mapped[int] = mapped_column(Integer, default=3600)  # an automatic lane's length
+    updated_at: Mapped[float] = mapped_column(Float)
+    updated_by: Mapped[str] = mapped_column(String(64))
+
+
+class AutomationSwitch(Base):
+    """The operators' global switch for automatic lanes: one row, ``name`` = "global". No row
+    means on (each grant still has to allow automation)."""
+
+    __tablename__ = "automation_switch"
+
+    name: Mapped[str] = mapped_column(String(16), primary_key=True)
+    enabled: Mapped[bool] = mapped_column(Boolean)
+    changed_at: Mapped[float] = mapped_column(Float)
+    changed_by: Mapped[str] = mapped_column(String(64))

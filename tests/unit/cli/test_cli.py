@@ -50,8 +50,8 @@ def test_db_upgrade_and_current(tmp_path):
     url = f"sqlite:///{tmp_path / 'm.db'}"
     assert CliRunner().invoke(main, ["db", "current", "--db", url]).stdout.strip() == "none"
     r = CliRunner().invoke(main, ["db", "upgrade", "--db", url])
-    assert r.exit_code == 0 and "schema at 0008" in r.stdout
-    assert CliRunner().invoke(main, ["db", "current", "--db", url]).stdout.strip() == "0008"
+    assert r.exit_code == 0 and "schema at 0010" in r.stdout
+    assert CliRunner().invoke(main, ["db", "current", "--db", url]).stdout.strip() == "0010"
 
 
 def test_lane_request_wait_and_exit_codes(run):

@@ -1,0 +1,230 @@
+"""The acceptor: the one ``SightingSink`` that turns a sighting into an automatic lane.
+
+``offer`` runs on a detector's receive loop, so it only does the cheap, memory-only checks (is the
+flow inside an automation-enabled grant, is a firefly from the address the lane would carry, is
+its sender within its rate) and hands the rest to one worker thread through a bounded queue (full:
+dropped and counted). The worker re-reads the switch and the grant's policy (an operator's "off"
+counts at once), checks the threshold and the per-grant count, and asks the lane manager for a
+normal lane owned by the grant's principal, with the trigger recorded. Every refusal is a counter.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+
+from viplanes.authz.tokens import Caller
+from viplanes.auto import store
+from viplanes.auto.bounds import SourceBound
+from viplanes.auto.index import AutoGrant, GrantIndex
+from viplanes.auto.policy import PROTOCOLS, evidence, trigger_refusal
+from viplanes.domain.sighting import Sighting, SightingKind, SightingState
+from viplanes.errors import VipError
+from viplanes.lanes.manager import LaneManager
+from viplanes.lanes.requests import LaneTrigger
+from viplanes.lanes.targets import LaneInput
+
+log = logging.getLogger(__name__)
+
+THREAD_NAME = "viplanes-auto-acceptor"
+REPEAT_S = 2.0  # a flow queued once is not queued again for this long
+RECENT_MAX = 4096  # flows remembered for that; the memory is dropped when full
+
+
+def system_caller(why: str) -> Caller:
+    """The actor of an end automation takes (idle, firefly end, grant maximum): audited by name."""
+    return Caller(0, f"auto:{why}", "operator")
+
+
+class Acceptor:
+    """Implements ``viplanes.domain.sighting.SightingSink``."""
+
+    def __init__(
+        self,
+        manager: LaneManager,
+        queue_size: int = 256,
+        refresh_s: float = 1.0,
+        firefly_rate: float = 5.0,
+        firefly_burst: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.manager = manager
+        self.counts: Counter[str] = Counter()
+        self.latencies_s: list[float] = []  # sighting observed -> lane answered, last 1000
+        self._queue: queue.Queue[Sighting | None] = queue.Queue(maxsize=queue_size)
+        self._bound = SourceBound(firefly_rate, firefly_burst)
+        self._index = GrantIndex([])
+        self._queued: dict[tuple[object, ...], float] = {}  # flow -> when it was last queued
+        self._refresh_s = refresh_s
+        self._refreshed = -1e18
+        self._clock = clock  # the monotonic clock the rate bound and the refresh read
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    # --- the detector's side: memory only ------------------------------------------------------
+
+    def offer(self, sighting: Sighting) -> None:
+        try:
+            self._offer(sighting)
+        except Exception:  # a detector's loop must never see our failure
+            self.counts["errors"] += 1
+            log.exception("offer")
+
+    def _offer(self, s: Sighting) -> None:
+        self.counts["offered"] += 1
+        if not self._index.candidates(s.src_ip, s.dst_ip, s.protocol, s.dst_port):
+            self.counts["outside_grant"] += 1
+            return
+        if s.kind is SightingKind.FIREFLY:
+            if s.reporter is None or s.reporter != s.src_ip:
+                self.counts["spoofed_firefly"] += 1
+                return
+            if not self._bound.allow(s.reporter, self._clock()):
+                self.counts["firefly_rate_bound"] += 1
+                return
+        if s.state is not SightingState.END and self._recent(s):
+            self.counts["repeated"] += 1
+            return
+        try:
+            self._queue.put_nowait(s)
+        except queue.Full:
+            self.counts["queue_full"] += 1
+
+    def _recent(self, s: Sighting) -> bool:
+        """The same flow was queued less than ``REPEAT_S`` ago: a sampled elephant is seen many
+        times a second, and one lane request per flow is enough (a refused one may ask again)."""
+        now = self._clock()
+        key = (s.src_ip, s.dst_ip, s.protocol, s.src_port, s.dst_port)
+        if self._queued.get(key, -1e18) > now - REPEAT_S:
+            return True
+        if len(self._queued) >= RECENT_MAX:
+            self._queued.clear()
+        self._queued[key] = now
+        return False
+
+    # --- the worker ----------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Rebuild the grant index from the database (every ``refresh_s`` on the worker)."""
+        now = self.manager.clock()
+        with self.manager.db.read() as s:
+            self._index = GrantIndex(store.auto_grants(s, now))
+        self._refreshed = self._clock()
+
+    def start(self) -> None:
+        self.refresh()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        try:
+            self._queue.put_nowait(None)
+        except queue.Full:
+            pass
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                item = self._queue.get(timeout=self._refresh_s)
+            except queue.Empty:
+                item = None
+            try:
+                if self._clock() - self._refreshed >= self._refresh_s:
+                    self.refresh()
+                if item is not None:
+                    self.handle(item)
+            except Exception:
+                self.counts["errors"] += 1
+                log.exception("automatic lane")
+
+    def run_pending(self) -> list[int | None]:
+        """Decide every queued sighting on the calling thread (tests, and the bench without a worker)."""
+        out: list[int | None] = []
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return out
+            if item is not None:
+                out.append(self.handle(item))
+
+    def handle(self, s: Sighting) -> int | None:
+        """Decide one sighting (the worker; tests call it directly). The lane's id, or None."""
+        now = self.manager.clock()
+        with self.manager.db.read() as sess:
+            if not store.automation_on(sess):
+                self.counts["automation_off"] += 1
+                return None
+            ids = [g.grant_id for g in self._index.candidates(s.src_ip, s.dst_ip, s.protocol, s.dst_port)]
+            grants = store.auto_grants(sess, now, ids) if ids else []
+        if s.state is SightingState.END:
+            return self._end_flow(s) if s.kind is SightingKind.FIREFLY else None
+        if not grants:
+            self.counts["grant_auto_off"] += 1
+            return None
+        why = "none"
+        for g in grants:
+            why = trigger_refusal(g.policy, s) or "none"
+            if why != "none":
+                continue
+            with self.manager.db.read() as sess:
+                if store.live_auto_count(sess, g.grant_id) >= g.policy.max_auto_lanes:
+                    why = "too_many_auto_lanes"
+                    continue
+            return self._make_lane(g, s)
+        self.counts[why] += 1
+        return None
+
+    def _make_lane(self, g: AutoGrant, s: Sighting) -> int | None:
+        detail = evidence(s)
+        tag = " ".join(f"{k}={detail[k]}" for k in ("experiment", "activity") if k in detail)
+        body = LaneInput(
+            src_ip=str(s.src_ip),
+            dst_ip=str(s.dst_ip),
+            protocol=PROTOCOLS[s.protocol],
+            dst_port=s.dst_port,
+            duration_s=min(g.policy.max_duration_s, g.max_duration_s),
+            purpose=f"automatic ({s.kind}{': ' + tag if tag else ''})",
+            src_port=s.src_port,
+        )
+        caller = Caller(g.principal_id, g.principal, g.role)  # type: ignore[arg-type]
+        try:
+            lane, _ = self.manager.request(caller, body, trigger=LaneTrigger(str(s.kind), g.grant_id, detail))
+        except VipError as exc:
+            self.counts[f"refused_{exc.code}"] += 1
+            log.info("automatic lane for %s refused: %s", body, exc)
+            return None
+        self.counts["lanes"] += 1
+        self.latencies_s = [*self.latencies_s[-999:], self.manager.clock() - s.observed_at]
+        log.info("automatic lane %d (%s) for grant %d", lane.id, s.kind, g.grant_id)
+        return lane.id
+
+    def _end_flow(self, s: Sighting) -> int | None:
+        """A firefly ``end``: the automatic lanes of exactly this flow end (never a requested one)."""
+        with self.manager.db.read() as sess:
+            lanes = store.live_auto_lanes(sess)
+        ended = None
+        for lane in lanes:
+            same = (
+                lane.src_ip == str(s.src_ip)
+                and lane.dst_ip == str(s.dst_ip)
+                and lane.protocol == PROTOCOLS.get(s.protocol)
+                and lane.dst_port == s.dst_port
+                and lane.src_port == s.src_port
+            )
+            if same:
+                try:
+                    self.manager.end(system_caller("firefly-end"), lane.lane_id, "released")
+                    self.counts["firefly_ends"] += 1
+                    ended = lane.lane_id
+                except VipError:
+                    pass
+        return ended

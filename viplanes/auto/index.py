@@ -1,0 +1,74 @@
+"""The cheap rejection: which automation-enabled grants could cover a flow, by source prefix.
+
+Grants are bucketed by (family, source prefix length) -> network: a lookup masks the source once
+per distinct prefix length present and probes a dict, so a sighting outside every automatic grant
+costs a few dict probes whatever the number of grants (tests/unit/auto/test_index.py measures it).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+from viplanes.auto.policy import PROTOCOLS, AutoPolicy
+
+IPAddr = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNet = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@dataclass(frozen=True)
+class AutoGrant:
+    """One automation-enabled grant, as the acceptor needs it."""
+
+    grant_id: int
+    principal_id: int
+    principal: str
+    role: str
+    src: tuple[IPNet, ...]
+    dst: tuple[IPNet, ...]
+    protocols: frozenset[str]
+    ports: tuple[tuple[int, int], ...]
+    max_duration_s: int
+    policy: AutoPolicy
+
+    def covers(self, dst: IPAddr, protocol: int, dst_port: int | None) -> bool:
+        """Destination, protocol and port inside the grant (the source matched in the index)."""
+        if PROTOCOLS.get(protocol) not in self.protocols or dst_port is None:
+            return False
+        if not any(dst.version == n.version and dst in n for n in self.dst):
+            return False
+        return any(lo <= dst_port <= hi for lo, hi in self.ports)
+
+
+class GrantIndex:
+    """Immutable: the acceptor swaps in a new one when the grants change."""
+
+    def __init__(self, grants: list[AutoGrant]) -> None:
+        self._buckets: dict[tuple[int, int], dict[int, list[AutoGrant]]] = {}
+        for g in grants:
+            for net in g.src:
+                bucket = self._buckets.setdefault((net.version, net.prefixlen), {})
+                bucket.setdefault(int(net.network_address), []).append(g)
+        self._lengths = {
+            v: [(plen, b, _mask(v, plen)) for (fam, plen), b in sorted(self._buckets.items()) if fam == v]
+            for v in (4, 6)
+        }
+        self.size = len(grants)
+
+    def candidates(self, src: IPAddr, dst: IPAddr, protocol: int, dst_port: int | None) -> list[AutoGrant]:
+        """Grants whose source prefixes hold ``src`` and that cover the destination, by id."""
+        lengths = self._lengths.get(src.version)
+        if not lengths:
+            return []
+        key = int(src)
+        found: dict[int, AutoGrant] = {}
+        for _plen, bucket, mask in lengths:
+            for g in bucket.get(key & mask, ()):
+                if g.grant_id not in found and g.covers(dst, protocol, dst_port):
+                    found[g.grant_id] = g
+        return [found[k] for k in sorted(found)]
+
+
+def _mask(version: int, plen: int) -> int:
+    bits = 32 if version == 4 else 128
+    return ((1 << plen) - 1) << (bits - plen) if plen else 0

@@ -1,0 +1,77 @@
+"""Automatic lanes in a running server: the acceptor, the idle ender and (if enabled) the firefly
+listener, with their settings read from the environment (docs/configuration.md, ``[auto]``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from viplanes.auto.acceptor import Acceptor
+from viplanes.auto.ender import IdleEnder
+from viplanes.auto.firefly import FireflyListener
+from viplanes.lanes.manager import LaneManager
+
+
+class SettingError(ValueError):
+    pass
+
+
+def _env(name: str, default: str, kind: type) -> float:
+    raw = os.environ.get(name, default)
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise SettingError(f"{name}={raw!r} is not a number") from None
+    if value < 0:
+        raise SettingError(f"{name} must not be negative")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class AutoSettings:
+    firefly_port: int = 0  # 0: no listener (the safe default); scitags uses 10514
+    firefly_host: str = "0.0.0.0"
+    queue_size: int = 256
+    firefly_rate: float = 5.0  # per source address, per second (burst 2x)
+    idle_check_s: float = 1.0
+
+    @classmethod
+    def from_env(cls) -> AutoSettings:
+        port = int(_env("VIPLANES_FIREFLY_PORT", "0", int))
+        if port > 65535:
+            raise SettingError("VIPLANES_FIREFLY_PORT must be 0-65535")
+        return cls(
+            firefly_port=port,
+            firefly_host=os.environ.get("VIPLANES_FIREFLY_HOST", "0.0.0.0"),
+            queue_size=max(1, int(_env("VIPLANES_AUTO_QUEUE", "256", int))),
+            firefly_rate=_env("VIPLANES_FIREFLY_RATE", "5", float),
+            idle_check_s=max(0.1, _env("VIPLANES_AUTO_IDLE_CHECK_S", "1", float)),
+        )
+
+
+class Automation:
+    """What `viplanes serve` starts; ``acceptor`` is the ``SightingSink`` detectors are given."""
+
+    def __init__(self, manager: LaneManager, settings: AutoSettings, clock: Callable[[], float]) -> None:
+        self.acceptor = Acceptor(
+            manager, settings.queue_size, firefly_rate=settings.firefly_rate, firefly_burst=2 * settings.firefly_rate
+        )
+        self.ender = IdleEnder(manager, settings.idle_check_s)
+        self.listener = (
+            FireflyListener(self.acceptor, settings.firefly_host, settings.firefly_port, clock)
+            if settings.firefly_port
+            else None
+        )
+
+    def start(self) -> None:
+        self.acceptor.start()
+        self.ender.start()
+        if self.listener is not None:
+            self.listener.start()
+
+    def stop(self) -> None:
+        if self.listener is not None:
+            self.listener.stop()
+        self.ender.stop()
+        self.acceptor.stop()
