@@ -206,6 +206,7 @@ def principal_whoami(api: ApiClient) -> Any:
 GRANT_COLUMNS = (
     "id",
     "principal",
+    "group",
     "state",
     "src_prefixes",
     "dst_prefixes",
@@ -224,11 +225,12 @@ def _grant_rows(rows: list[dict[str, Any]]) -> None:
 
 @click.group()
 def grant() -> None:
-    """Grants: what a principal may ask lanes for (operators create and revoke)."""
+    """Grants: what a principal or a group may ask lanes for (operators create and revoke)."""
 
 
 @grant.command("create")
-@click.option("--principal", required=True, help="who may request the lanes")
+@click.option("--principal", default=None, help="who may request the lanes")
+@click.option("--group", default=None, help="instead of --principal: every member of this provider group")
 @click.option("--src", "src_prefixes", multiple=True, required=True, help="source host or prefix (repeat)")
 @click.option("--dst", "dst_prefixes", multiple=True, required=True, help="destination prefix (repeat)")
 @click.option(
@@ -246,13 +248,17 @@ def grant() -> None:
 @click.option("--valid-until", default=None, help="ISO 8601")
 @api_command
 def grant_create(api: ApiClient, ports: str, **body: Any) -> Any:
-    """Allow a principal to request lanes from SRC to DST on PORTS (operators).
+    """Allow a principal, or every member of a provider group, to request lanes from SRC to
+    DST on PORTS (operators).
 
     Every lane the principal asks for must lie inside one grant: its source, destination,
     protocol, ports, duration (--max-duration, seconds) and count (--max-lanes live at once).
     Example: grant create --principal bob --src 10.1.0.10/32 --dst 203.0.113.0/24 --ports 5201
-    --max-duration 7200 --max-lanes 2
+    --max-duration 7200 --max-lanes 2; or --group hpc-users instead of --principal (members
+    signed in at the campus provider; docs/identity.md).
     """
+    if (body["principal"] is None) == (body["group"] is None):
+        raise click.UsageError("give exactly one of --principal and --group")
     body["ports"] = [int(p) if is_decimal(p.strip()) else p.strip() for p in ports.split(",") if p.strip()]
     for key in ("src_prefixes", "dst_prefixes", "protocols"):
         body[key] = list(body[key])

@@ -131,6 +131,7 @@ def serve(
 
     from viplanes.api.app import create_app
     from viplanes.config import AppConfig
+    from viplanes.lanes.membersweep import MembershipSweeper
     from viplanes.lanes.names import NameWatcher
     from viplanes.lanes.scheduler import Scheduler
 
@@ -161,6 +162,8 @@ def serve(
     _stop_on_sigterm()
     scheduler = Scheduler(ctx.manager, interval_s=tick_s)
     names = NameWatcher(ctx.manager)
+    # lanes under group grants end when the holder's membership evidence runs out (issue 30)
+    sweeper = MembershipSweeper(ctx.manager, config.oidc.membership_sweep_s) if config.oidc is not None else None
     retention = _retention_runner(ctx.db)
     server = None
     started = False
@@ -173,6 +176,8 @@ def serve(
         scheduler.start()
         names.start()
         retention.start()
+        if sweeper is not None:
+            sweeper.start()
         try:
             server = create_api_server(app, listen_socket(api_host, api_port), tls, threads)
         except OSError as exc:
@@ -192,6 +197,8 @@ def serve(
         scheduler.stop()
         names.stop()
         retention.stop()
+        if sweeper is not None:
+            sweeper.stop()
         if started:
             plane.stop()
         ctx.db.dispose()

@@ -139,7 +139,7 @@ def test_migration_refuses_names_that_differ_only_in_case(tmp_path):
     with d.engine.begin() as conn:
         conn.execute(text("UPDATE principals SET name = 'alice2' WHERE name = 'ALICE'"))
     upgrade(d.engine)
-    assert current(d.engine) == "0008"
+    assert current(d.engine) == "0009"
     d.dispose()
 
 

@@ -51,7 +51,7 @@ def test_db_upgrade_and_current(tmp_path):
     assert CliRunner().invoke(main, ["db", "current", "--db", url]).stdout.strip() == "none"
     r = CliRunner().invoke(main, ["db", "upgrade", "--db", url])
     assert r.exit_code == 0 and "schema at 0008" in r.stdout
-    assert CliRunner().invoke(main, ["db", "current", "--db", url]).stdout.strip() == "0008"
+    assert CliRunner().invoke(main, ["db", "current", "--db", url]).stdout.strip() == "0009"
 
 
 def test_lane_request_wait_and_exit_codes(run):

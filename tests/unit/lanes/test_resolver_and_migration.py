@@ -105,7 +105,7 @@ def test_migration_0004_keeps_old_lanes(tmp_path: Path) -> None:
             )
         )
     upgrade(d.engine)
-    assert current(d.engine) == "0008"
+    assert current(d.engine) == "0009"
     from sqlalchemy import select
 
     with d.engine.connect() as conn:

@@ -14,9 +14,9 @@ from viplanes.store.migrations import current
 
 
 def test_schema_is_migrated(db):
-    assert current(db.engine) == "0008"
+    assert current(db.engine) == "0009"
     db.create_all()  # idempotent
-    assert current(db.engine) == "0008"
+    assert current(db.engine) == "0009"
 
 
 def test_principals_and_tokens(db):
