@@ -1,7 +1,8 @@
 """`viplanes principal|grant|lane|audit`: the API for people, with tables and exit codes.
 
 Exit codes (``viplanes.cli.exitcodes``, one table in docs/operating.md): 0 done, 1 refused or
-failed, 2 usage, 3 the API could not be reached, 4 no token, 5 the client config file is unusable.
+failed, 2 usage, 3 the API could not be reached, 4 no token, 5 the client config file is unusable,
+6 the campus login failed or expired. With no API token given, the stored `viplanes login` is used.
 ``principal add`` talks to the database directly so the first operator can be bootstrapped.
 """
 
@@ -19,6 +20,7 @@ import click
 
 from viplanes.cli import exitcodes
 from viplanes.client.http import ApiClient, ApiError
+from viplanes.client.login import LoginError, bearer_for
 from viplanes.config import ClientConfig, ConfigError
 from viplanes.domain.values import is_decimal
 
@@ -90,12 +92,21 @@ def api_command(fn: Callable[..., Any]) -> Callable[..., Any]:
             cfg = ClientConfig.load(api_url, token, ca_file)
         except ConfigError as exc:
             _fail(str(exc), exitcodes.BAD_CONFIG)
-        if not cfg.token:
-            _fail("no token: set VIPLANES_TOKEN or token in ~/.config/viplanes/config.toml", exitcodes.NO_TOKEN)
-        client = ApiClient(cfg)
+        try:  # an explicit API token wins; else the stored campus login (`viplanes login`)
+            bearer = bearer_for(cfg.token)
+        except LoginError as exc:
+            _fail(str(exc), exitcodes.LOGIN)
+        if not cfg.token and bearer is None:
+            _fail(
+                "no token: run `viplanes login`, or set VIPLANES_TOKEN or token in ~/.config/viplanes/config.toml",
+                exitcodes.NO_TOKEN,
+            )
+        client = ApiClient(cfg, bearer=bearer)
         try:
             out = fn(client, **kwargs)
         except ApiError as exc:
+            if exc.error == "login_expired":
+                _fail(str(exc), exitcodes.LOGIN)
             if exc.error == "tls_verify":
                 _fail(str(exc), exitcodes.TLS_VERIFY)
             _fail(str(exc), exitcodes.UNREACHABLE if exc.status == 0 else exitcodes.REFUSED)
