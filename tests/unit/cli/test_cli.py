@@ -50,7 +50,7 @@ def test_db_upgrade_and_current(tmp_path):
     url = f"sqlite:///{tmp_path / 'm.db'}"
     assert CliRunner().invoke(main, ["db", "current", "--db", url]).stdout.strip() == "none"
     r = CliRunner().invoke(main, ["db", "upgrade", "--db", url])
-    assert r.exit_code == 0 and "schema at 0008" in r.stdout
+    assert r.exit_code == 0 and "schema at 0009" in r.stdout
     assert CliRunner().invoke(main, ["db", "current", "--db", url]).stdout.strip() == "0009"
 
 
