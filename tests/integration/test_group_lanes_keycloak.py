@@ -124,11 +124,11 @@ def test_1_device_login_then_a_lane_under_the_group_grant(world: dict[str, Any])
     )
     assert proc.stderr is not None
     shown = ""
-    while (m := re.search(r"open (\S+) and enter the code (\S+)", shown)) is None:
+    while (m := re.search(r"enter the code (\S+)\n\(or open (\S+)\)", shown)) is None:
         line = proc.stderr.readline()
         assert line, f"login printed no code: {shown}"
         shown += line
-    page = approve(m.group(1), m.group(2), "rita", "rita-test-pass")  # the second client: a person's browser
+    page = approve(m.group(2), m.group(1), "rita", "rita-test-pass")  # the second client: a person's browser
     out, err = proc.communicate(timeout=60)
     print(f"device login approved and stored in {time.monotonic() - t0:.1f} s")
     assert proc.returncode == 0, err

@@ -147,15 +147,16 @@ def test_a_login_file_others_can_read_is_refused(home: Path) -> None:
 
 
 def test_a_symlink_planted_at_the_login_path_is_not_followed(home: Path, tmp_path: Path) -> None:
-    secret = tmp_path / "other-users-file"
-    secret.write_text("{}")
-    secret.chmod(0o600)
+    """The attack: plant a link to a login of one's own (the victim's lanes then run under the
+    attacker's name) or to a file the victim's save would overwrite."""
+    planted = tmp_path / "attackers-login.json"
+    StoredLogin(ISSUER, "viplanes-cli", "r-attacker", "a-attacker", 2e9).save(planted)
     home.parent.mkdir(parents=True)
-    home.symlink_to(secret)
+    home.symlink_to(planted)
     with pytest.raises(LoginError):
         StoredLogin.load(home)
     stored().save(home)  # replaces the link, never writes through it
-    assert secret.read_text() == "{}" and not home.is_symlink()
+    assert StoredLogin.load(planted).refresh_token == "r-attacker" and not home.is_symlink()  # type: ignore[union-attr]
 
 
 def test_an_access_token_near_expiry_is_refreshed_and_the_new_refresh_token_kept(home: Path) -> None:
