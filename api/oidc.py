@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import requests
+from sqlalchemy.exc import IntegrityError
 
 from viplanes.authz.oidc import KeyCache, OidcRefused, OidcSettings, Verifier
 from viplanes.authz.oidcclaims import groups_of, identity_of
@@ -87,7 +88,11 @@ class OidcAuth:
             who = known[0].name
             if not needs_write(s, seen, self.settings.membership_grace_s):
                 return
-        with db.write() as s:
-            ended = renew(s, seen, self.settings.membership_grace_s, now, who)
+        try:
+            with db.write() as s:
+                ended = renew(s, seen, self.settings.membership_grace_s, now, who)
+        except IntegrityError:  # PostgreSQL: a concurrent request of this person recorded it first
+            with db.write() as s:
+                ended = renew(s, seen, self.settings.membership_grace_s, now, who)
         if ended and self.on_lanes_ended is not None:
             self.on_lanes_ended(ended)
