@@ -1,6 +1,6 @@
 """Issue 30 end to end against a real Keycloak: rita signs in from the CLI with the device grant
 (a second client approves the code at Keycloak's own pages), asks for a lane under the
-hpc-users group grant, and loses it when an admin removes her from the group (at once when her
+hpc-users group grant, keeps one past the bound while `viplanes transfer` runs, and loses it when an admin removes her from the group (at once when her
 next token shows it, else within the stated bound) or disables her account.
 
 The realm's access tokens live ACCESS_S here (300 s in the fixture), the membership grace is
@@ -143,7 +143,31 @@ def test_1_device_login_then_a_lane_under_the_group_grant(world: dict[str, Any])
     request_lane(w, 9001)
 
 
-def test_2_a_token_showing_the_group_gone_ends_the_lane_at_once(world: dict[str, Any]) -> None:
+def test_2_transfer_keeps_the_membership_renewed_while_it_runs(world: dict[str, Any]) -> None:
+    """Past the bound with no command of hers but `viplanes transfer`: its lease extensions
+    refresh the login, each fresh token renews the membership, the lane stays."""
+    w = world
+    run_s = BOUND_S + SLACK_S + 5
+    proc = subprocess.Popen(
+        [*VIPLANES, "transfer", "--src", "10.1.0.10", "--dst", "203.0.113.10", "--dst-ports", "9010",
+         "--protocol", "tcp", "--lease", "15", "--require-lane", "--purpose", "sync", "--", "sleep", str(run_s)],
+        env=w["env"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    shown = ""
+    while (m := re.search(r"lane (\d+) active", shown)) is None:
+        line = proc.stderr.readline()
+        assert line, f"transfer got no lane: {shown}"
+        shown += line
+    lane_id = int(m.group(1))
+    time.sleep(BOUND_S + SLACK_S)
+    assert lane_state(w, lane_id)["state"] == "active", revoke_reason(w, lane_id)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    print(f"lane {lane_id} stayed active {BOUND_S + SLACK_S} s (> bound {BOUND_S} s) under viplanes transfer")
+
+
+def test_3_a_token_showing_the_group_gone_ends_the_lane_at_once(world: dict[str, Any]) -> None:
     w = world
     lane_id = request_lane(w, 9002)
     membership(w["kc"], "rita", "hpc-users", member=False)
@@ -156,7 +180,7 @@ def test_2_a_token_showing_the_group_gone_ends_the_lane_at_once(world: dict[str,
     assert "oidc: rita is no longer in group hpc-users" in revoke_reason(w, lane_id)
 
 
-def test_3_removed_and_silent_the_lane_ends_within_the_bound(world: dict[str, Any]) -> None:
+def test_4_removed_and_silent_the_lane_ends_within_the_bound(world: dict[str, Any]) -> None:
     w = world
     membership(w["kc"], "rita", "hpc-users", member=True)
     lane_id = request_lane(w, 9003)
@@ -168,7 +192,7 @@ def test_3_removed_and_silent_the_lane_ends_within_the_bound(world: dict[str, An
     assert "not renewed" in revoke_reason(w, lane_id)
 
 
-def test_4_a_disabled_account_loses_its_lane_within_the_bound(world: dict[str, Any]) -> None:
+def test_5_a_disabled_account_loses_its_lane_within_the_bound(world: dict[str, Any]) -> None:
     w = world
     kc = w["kc"]
     membership(kc, "rita", "hpc-users", member=True)
