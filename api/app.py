@@ -125,7 +125,7 @@ def create_app(
             clock,
         ),
         m,
-        OidcAuth(config.oidc) if config.oidc is not None else None,
+        OidcAuth(config.oidc, on_lanes_ended=manager.revoke_lanes) if config.oidc is not None else None,
     )
     requestid.register(app)  # first hook: every answer and log line of a request carries its id
     api = errors.VipApi(app)

@@ -1,4 +1,5 @@
-"""/api/v1/grants: operators create, list and revoke; researchers list their own."""
+"""/api/v1/grants: operators create, list and revoke; researchers list their own and their
+groups' (those their tokens prove now)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from flask_smorest import Blueprint
 
 from viplanes.errors import NotFound
 from viplanes.store import records as store
+from viplanes.store.memberships import fresh_groups
 
 from .auth import caller, require
 from .schemas import GrantCreateSchema, GrantQuerySchema, GrantRevokedSchema, GrantSchema, to_ts
@@ -33,7 +35,7 @@ def create_grant(body: dict[str, Any]) -> Any:
     )
     with ctx.db.write() as s:
         g = store.create_grant(s, gi, who.name, now, ctx.topology)
-        store.audit(s, now, who.name, "grant.create", f"grant:{g.id}", "done", f"for {gi.principal}")
+        store.audit(s, now, who.name, "grant.create", f"grant:{g.id}", "done", f"for {g.holder}")
         return grant_dict(g, now, gi.principal)
 
 
@@ -54,7 +56,8 @@ def list_grants(args: dict[str, Any]) -> Any:
                     pid = store.get_principal(s, args["principal"]).id
                 except NotFound:
                     return []
-        rows = store.list_grants(s, pid, now if args.get("active") else None, args["limit"], args["offset"])
+        groups = fresh_groups(s, who.id, now) if pid is not None else []
+        rows = store.list_grants(s, pid, now if args.get("active") else None, args["limit"], args["offset"], groups)
         return [grant_dict(g, now) for g in rows]
 
 
@@ -65,7 +68,11 @@ def show_grant(grant_id: int) -> Any:
     ctx = _ctx()
     with ctx.db.read() as s:
         g = store.get_grant(s, grant_id)
-        if not who.is_operator and g.principal_id != who.id:
+        if (
+            not who.is_operator
+            and g.principal_id != who.id
+            and g.group_name not in fresh_groups(s, who.id, ctx.clock())
+        ):
             raise NotFound(f"no grant {grant_id}")
         return grant_dict(g, ctx.clock())
 

@@ -3,15 +3,19 @@ and turn it into a caller (creating the person's principal on first sight)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import requests
+from sqlalchemy.exc import IntegrityError
 
 from viplanes.authz.oidc import KeyCache, OidcRefused, OidcSettings, Verifier
-from viplanes.authz.oidcclaims import identity_of
+from viplanes.authz.oidcclaims import groups_of, identity_of
 from viplanes.authz.tokens import Caller
+from viplanes.domain.memberships import TokenGroups
 from viplanes.store.db import Database
 from viplanes.store.identities import caller_for_identity, find_identity
+from viplanes.store.memberships import needs_write, renew
 
 FETCH_TIMEOUT_S = 5.0
 MAX_DOC_BYTES = 512 * 1024
@@ -29,15 +33,31 @@ def fetch_json(url: str) -> Any:
 
 
 class OidcAuth:
-    """One per app: the issuer's keys are fetched once and shared by every request thread."""
+    """One per app: the issuer's keys are fetched once and shared by every request thread.
 
-    def __init__(self, settings: OidcSettings, verifier: Verifier | None = None) -> None:
+    ``on_lanes_ended`` takes lanes the store ended (a token showed a granted group gone) off the
+    switches: the app sets it to the lane manager's ``revoke_lanes``."""
+
+    def __init__(
+        self,
+        settings: OidcSettings,
+        verifier: Verifier | None = None,
+        on_lanes_ended: Callable[[Sequence[int]], None] | None = None,
+    ) -> None:
         self.settings = settings
         self.verifier = verifier or Verifier(settings, KeyCache(settings, fetch_json))
+        self.on_lanes_ended = on_lanes_ended
 
     def caller(self, db: Database, token: str, now: float) -> Caller:
-        """The caller a provider token stands for, or :class:`OidcRefused` naming why not."""
-        ident = identity_of(self.verifier.verify(token), self.settings)
+        """The caller a provider token stands for, or :class:`OidcRefused` naming why not. Group
+        evidence is renewed first, so a token that lost every mapped group (403 ``no_role``)
+        still ends the lanes its groups allowed."""
+        claims = self.verifier.verify(token)
+        try:
+            ident = identity_of(claims, self.settings)
+        except OidcRefused:
+            self._renew_groups(db, claims, now)  # e.g. removed from their only mapped group
+            raise
         found: Caller | None = None
         with db.read() as s:  # the common case, a known person with the same role: no write
             known = find_identity(s, ident.issuer, ident.subject)
@@ -49,4 +69,30 @@ class OidcAuth:
                 found = caller_for_identity(s, ident, now)
         if found is None:
             raise OidcRefused("principal_disabled", f"principal {ident.name!r} is disabled here")
+        self._renew_groups(db, claims, now)
         return found
+
+    def _renew_groups(self, db: Database, claims: dict[str, Any], now: float) -> None:
+        """Record what the token says about the person's granted groups (viplanes/domain/memberships.py)."""
+        with db.read() as s:
+            known = find_identity(s, str(claims.get("iss", self.settings.issuer)), str(claims["sub"]))
+            if known is None:
+                return  # never signed in here: no principal, no lanes
+            iat = claims.get("iat")
+            seen = TokenGroups(
+                principal_id=known[0].id,
+                groups=frozenset(groups_of(claims, self.settings.groups_claim)),
+                iat=float(iat) if isinstance(iat, int | float) else now,
+                exp=float(claims["exp"]),
+            )
+            who = known[0].name
+            if not needs_write(s, seen, self.settings.membership_grace_s):
+                return
+        try:
+            with db.write() as s:
+                ended = renew(s, seen, self.settings.membership_grace_s, now, who)
+        except IntegrityError:  # PostgreSQL: a concurrent request of this person recorded it first
+            with db.write() as s:
+                ended = renew(s, seen, self.settings.membership_grace_s, now, who)
+        if ended and self.on_lanes_ended is not None:
+            self.on_lanes_ended(ended)

@@ -288,8 +288,23 @@ class CountersSchema(ma.Schema):
 # --- grants ----------------------------------------------------------------------------------
 
 
+# a provider group as its groups claim names it: Keycloak names or paths, Entra object ids
+GROUP = FullMatch(r"^[^\x00-\x1f\x7f]{1,255}$", error="1-255 printable characters")
+
+
 class GrantCreateSchema(Strict):
-    principal = f.String(required=True, validate=NAME)
+    principal = f.String(load_default=None, validate=NAME)
+    group = f.String(
+        load_default=None,
+        validate=GROUP,
+        metadata={"description": "instead of principal: every member of this group at the identity provider"},
+    )
+
+    @ma.validates_schema
+    def _principal_or_group(self, data: dict[str, Any], **_kw: Any) -> None:
+        if (data.get("principal") is None) == (data.get("group") is None):
+            raise ma.ValidationError("give exactly one of principal and group", field_name="principal")
+
     src_prefixes = f.List(f.String(validate=_prefix, metadata=PREFIX_META), required=True, validate=v.Length(1, 64))
     dst_prefixes = f.List(f.String(validate=_prefix, metadata=PREFIX_META), required=True, validate=v.Length(1, 64))
     protocols = f.List(f.String(validate=v.OneOf(["tcp", "udp"])), required=True, validate=v.Length(1, 2))
@@ -305,7 +320,8 @@ class GrantCreateSchema(Strict):
 
 class GrantSchema(ma.Schema):
     id = f.Integer(required=True)
-    principal = f.String(required=True)
+    principal = f.String(required=True, allow_none=True)
+    group = f.String(required=True, allow_none=True)
     src_prefixes = f.List(f.String(), required=True)
     dst_prefixes = f.List(f.String(), required=True)
     protocols = f.List(f.String(), required=True)

@@ -73,7 +73,8 @@ def _trigger(lane: Lane) -> dict[str, Any] | None:
 def grant_dict(g: Grant, now: float, principal: str | None = None) -> dict[str, Any]:
     return {
         "id": g.id,
-        "principal": principal or g.principal.name,
+        "principal": principal or (g.principal.name if g.principal is not None else None),
+        "group": g.group_name,
         "src_prefixes": g.src_prefixes,
         "dst_prefixes": g.dst_prefixes,
         "protocols": g.protocols,

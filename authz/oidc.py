@@ -71,6 +71,10 @@ class OidcSettings:
     leeway_s: int = 30
     jwks_refetch_s: float = 30.0  # the shortest gap between two JWKS fetches
     jwks_max_age_s: float = 3600.0  # keys are fetched again after this even without a new kid
+    # group grants (viplanes/domain/memberships.py): a token proves membership until its exp + this,
+    # and lanes whose evidence ran out end at a sweep every membership_sweep_s
+    membership_grace_s: float = 30.0
+    membership_sweep_s: float = 10.0
 
     def __post_init__(self) -> None:
         if not self.issuer or not self.audience:
@@ -81,11 +85,14 @@ class OidcSettings:
         unknown = sorted(set(self.group_roles.values()) - {"operator", "researcher"})
         if unknown:
             raise ValueError(f"OIDC group roles {unknown} are not roles (operator, researcher)")
+        if not (0 <= self.membership_grace_s <= 3600 and 1 <= self.membership_sweep_s <= 3600):
+            raise ValueError("OIDC membership grace must be 0-3600 s and the sweep interval 1-3600 s")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OidcSettings | None:
         """``VIPLANES_OIDC_ISSUER``, ``_AUDIENCE``, ``_GROUPS_CLAIM``, ``_GROUP_ROLES``
-        (``netops=operator,hpc-users=researcher``); None when no issuer is set (OIDC off)."""
+        (``netops=operator,hpc-users=researcher``), ``_MEMBERSHIP_GRACE_S``, ``_MEMBERSHIP_SWEEP_S``;
+        None when no issuer is set (OIDC off)."""
         env = os.environ if env is None else env
         issuer = env.get("VIPLANES_OIDC_ISSUER", "").strip()
         if not issuer:
@@ -95,7 +102,19 @@ class OidcSettings:
             audience=env.get("VIPLANES_OIDC_AUDIENCE", "").strip(),
             groups_claim=env.get("VIPLANES_OIDC_GROUPS_CLAIM", "groups").strip() or "groups",
             group_roles=parse_group_roles(env.get("VIPLANES_OIDC_GROUP_ROLES", "")),
+            membership_grace_s=_seconds(env, "VIPLANES_OIDC_MEMBERSHIP_GRACE_S", 30.0),
+            membership_sweep_s=_seconds(env, "VIPLANES_OIDC_MEMBERSHIP_SWEEP_S", 10.0),
         )
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r} is not a number of seconds") from None
 
 
 def parse_group_roles(text: str) -> dict[str, str]:

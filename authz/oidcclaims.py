@@ -35,7 +35,15 @@ def groups_of(claims: Mapping[str, Any], claim: str) -> list[str]:
         raw = [raw]
     if not isinstance(raw, Sequence):
         return []
-    return [g.lstrip("/") if g.startswith("/") and g.count("/") == 1 else g for g in raw if isinstance(g, str)]
+    return [normal_group(g) for g in raw if isinstance(g, str)]
+
+
+def normal_group(name: str) -> str:
+    """A top-level group's path ``/hpc-users`` is the name ``hpc-users``; a subgroup keeps its
+    full path (``/campus/hpc-users`` is not ``hpc-users`` of another parent). Grants store names
+    the same way, so a grant for ``/hpc-users`` and one for ``hpc-users`` mean one group."""
+    name = name.strip()
+    return name[1:] if name.startswith("/") and name.count("/") == 1 else name
 
 
 def role_for(groups: Sequence[str], group_roles: Mapping[str, str]) -> Role | None:

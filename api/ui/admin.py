@@ -103,7 +103,7 @@ def grant_create() -> ResponseReturnValue:
     try:
         with c.db.write() as s:
             g = store.create_grant(s, gi, who.name, now, c.topology)
-            store.audit(s, now, who.name, "grant.create", f"grant:{g.id}", "done", f"for {gi.principal}")
+            store.audit(s, now, who.name, "grant.create", f"grant:{g.id}", "done", f"for {g.holder}")
             grant_id = g.id
     except (Invalid, NotFound) as exc:  # refused by the campus model (e.g. a campus destination)
         return _grants_view(form, {}, {"code": exc.code, "message": exc.message}, status=exc.status)
@@ -120,7 +120,8 @@ def grant_page(grant_id: int) -> ResponseReturnValue:
         with c.db.read() as s:
             g = store.get_grant(s, grant_id)
             base = {
-                "principal": g.principal.name,
+                "principal": g.principal.name if g.principal is not None else None,
+                "group": g.group_name,
                 "src_prefixes": g.src_prefixes,
                 "dst_prefixes": g.dst_prefixes,
                 "protocols": g.protocols,
@@ -190,7 +191,7 @@ def grant_revoke(grant_id: int) -> ResponseReturnValue:
             return render_template(
                 "ui/confirm.html",
                 title=f"Revoke grant {grant_id}?",
-                text=f"Grant {grant_id} of {g.principal.name} ends now, and with it "
+                text=f"Grant {grant_id} of {g.holder} ends now, and with it "
                 f"{len(covers)} live lane(s): {covers or 'none'}.",
                 action=url_for("ui.grant_revoke", grant_id=grant_id),
                 button="Revoke the grant",

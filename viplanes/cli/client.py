@@ -1,7 +1,8 @@
 """`viplanes principal|grant|lane|audit`: the API for people, with tables and exit codes.
 
 Exit codes (``viplanes.cli.exitcodes``, one table in docs/operating.md): 0 done, 1 refused or
-failed, 2 usage, 3 the API could not be reached, 4 no token, 5 the client config file is unusable.
+failed, 2 usage, 3 the API could not be reached, 4 no token, 5 the client config file is unusable,
+6 the campus login failed or expired. With no API token given, the stored `viplanes login` is used.
 ``principal add`` talks to the database directly so the first operator can be bootstrapped.
 """
 
@@ -20,6 +21,7 @@ import click
 from viplanes.cli import exitcodes
 from viplanes.cli.autoopts import auto_options, split_auto
 from viplanes.client.http import ApiClient, ApiError
+from viplanes.client.login import LoginError, bearer_for
 from viplanes.config import ClientConfig, ConfigError
 from viplanes.domain.values import is_decimal
 
@@ -94,12 +96,21 @@ def api_command(fn: Callable[..., Any]) -> Callable[..., Any]:
             cfg = ClientConfig.load(api_url, token, ca_file)
         except ConfigError as exc:
             _fail(str(exc), exitcodes.BAD_CONFIG)
-        if not cfg.token:
-            _fail("no token: set VIPLANES_TOKEN or token in ~/.config/viplanes/config.toml", exitcodes.NO_TOKEN)
-        client = ApiClient(cfg)
+        try:  # an explicit API token wins; else the stored campus login (`viplanes login`)
+            bearer = bearer_for(cfg.token)
+        except LoginError as exc:
+            _fail(str(exc), exitcodes.LOGIN)
+        if not cfg.token and bearer is None:
+            _fail(
+                "no token: run `viplanes login`, or set VIPLANES_TOKEN or token in ~/.config/viplanes/config.toml",
+                exitcodes.NO_TOKEN,
+            )
+        client = ApiClient(cfg, bearer=bearer)
         try:
             out = fn(client, **kwargs)
         except ApiError as exc:
+            if exc.error == "login_expired":
+                _fail(str(exc), exitcodes.LOGIN)
             if exc.error == "tls_verify":
                 _fail(str(exc), exitcodes.TLS_VERIFY)
             _fail(str(exc), exitcodes.UNREACHABLE if exc.status == 0 else exitcodes.REFUSED)
@@ -210,6 +221,7 @@ def principal_whoami(api: ApiClient) -> Any:
 GRANT_COLUMNS = (
     "id",
     "principal",
+    "group",
     "state",
     "src_prefixes",
     "dst_prefixes",
@@ -228,11 +240,12 @@ def _grant_rows(rows: list[dict[str, Any]]) -> None:
 
 @click.group()
 def grant() -> None:
-    """Grants: what a principal may ask lanes for (operators create and revoke)."""
+    """Grants: what a principal or a group may ask lanes for (operators create and revoke)."""
 
 
 @grant.command("create")
-@click.option("--principal", required=True, help="who may request the lanes")
+@click.option("--principal", default=None, help="who may request the lanes")
+@click.option("--group", default=None, help="instead of --principal: every member of this provider group")
 @click.option("--src", "src_prefixes", multiple=True, required=True, help="source host or prefix (repeat)")
 @click.option("--dst", "dst_prefixes", multiple=True, required=True, help="destination prefix (repeat)")
 @click.option(
@@ -251,13 +264,17 @@ def grant() -> None:
 @auto_options
 @api_command
 def grant_create(api: ApiClient, ports: str, **body: Any) -> Any:
-    """Allow a principal to request lanes from SRC to DST on PORTS (operators).
+    """Allow a principal, or every member of a provider group, to request lanes from SRC to
+    DST on PORTS (operators).
 
     Every lane the principal asks for must lie inside one grant: its source, destination,
     protocol, ports, duration (--max-duration, seconds) and count (--max-lanes live at once).
     Example: grant create --principal bob --src 10.1.0.10/32 --dst 203.0.113.0/24 --ports 5201
-    --max-duration 7200 --max-lanes 2
+    --max-duration 7200 --max-lanes 2; or --group hpc-users instead of --principal (members
+    signed in at the campus provider; docs/identity.md).
     """
+    if (body["principal"] is None) == (body["group"] is None):
+        raise click.UsageError("give exactly one of --principal and --group")
     body["ports"] = [int(p) if is_decimal(p.strip()) else p.strip() for p in ports.split(",") if p.strip()]
     for key in ("src_prefixes", "dst_prefixes", "protocols"):
         body[key] = list(body[key])

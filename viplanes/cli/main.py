@@ -21,6 +21,8 @@ COMMANDS: dict[str, str] = {
     "lane": "viplanes.cli.lanecmd:lane",
     "audit": "viplanes.cli.client:audit",
     "transfer": "viplanes.cli.transfer:transfer",
+    "login": "viplanes.cli.login:login",
+    "logout": "viplanes.cli.login:logout",
     "db": "viplanes.cli.db:db",
     "doctor": "viplanes.cli.doctor:doctor",
     "lab": "viplanes.cli.lab:lab",

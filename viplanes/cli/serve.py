@@ -143,6 +143,7 @@ def serve(
 
     from viplanes.api.app import create_app
     from viplanes.config import AppConfig
+    from viplanes.lanes.membersweep import MembershipSweeper
     from viplanes.lanes.names import NameWatcher
     from viplanes.lanes.scheduler import Scheduler
 
@@ -173,6 +174,8 @@ def serve(
     _stop_on_sigterm()
     scheduler = Scheduler(ctx.manager, interval_s=tick_s)
     names = NameWatcher(ctx.manager)
+    # lanes under group grants end when the holder's membership evidence runs out (issue 30)
+    sweeper = MembershipSweeper(ctx.manager, config.oidc.membership_sweep_s) if config.oidc is not None else None
     retention = _retention_runner(ctx.db)
     automation = _automation(ctx.manager, clock)
     from viplanes.auto.metrics import AutomationCollector
@@ -190,6 +193,8 @@ def serve(
         names.start()
         retention.start()
         automation.start()
+        if sweeper is not None:
+            sweeper.start()
         try:
             server = create_api_server(app, listen_socket(api_host, api_port), tls, threads)
         except OSError as exc:
@@ -210,6 +215,8 @@ def serve(
         names.stop()
         retention.stop()
         automation.stop()
+        if sweeper is not None:
+            sweeper.stop()
         if started:
             plane.stop()
         ctx.db.dispose()

@@ -23,6 +23,7 @@ from typing import Any
 import click
 
 from viplanes.client.http import ApiClient, LaneLease, LaneRefused
+from viplanes.client.login import LoginError, bearer_for
 from viplanes.client.targets import Destination, NoDestination, derive, rclone_advice
 from viplanes.config import ClientConfig, ConfigError
 from viplanes.domain.hostport import is_address
@@ -313,8 +314,11 @@ def _hold_lane(
         if dest is not None and not (dst or dst_prefix):
             say(f"destination {dest.host} port {dest.port}/{dest.protocol} (from {dest.how})")
         body = lane_body(dest, dst, dst_prefix, dst_ports, protocol, src, purpose, rate, argv)
-        api = ApiClient(ClientConfig.load(api_url, token))
-    except (NoDestination, ConfigError) as exc:
+        cfg = ClientConfig.load(api_url, token)
+        # the stored campus login when no API token is given: refreshed (and so the group grant's
+        # membership renewed) by the lease's own extend calls while CMD runs
+        api = ApiClient(cfg, bearer=bearer_for(cfg.token))
+    except (NoDestination, ConfigError, LoginError) as exc:
         no_lane(str(exc))
         return
     except OSError as exc:

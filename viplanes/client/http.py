@@ -80,9 +80,16 @@ def retry_delay(exc: ApiError, deadline: float) -> float:
 
 
 class ApiClient:
-    def __init__(self, config: ClientConfig | None = None, timeout_s: float = 30.0) -> None:
+    """``bearer``, when given, is asked for the token before every call: a stored campus login
+    (viplanes/client/login.py) refreshes its access token there, silently. It may raise
+    :class:`ApiError` (401 ``login_expired``) when the provider refuses the refresh."""
+
+    def __init__(
+        self, config: ClientConfig | None = None, timeout_s: float = 30.0, bearer: Callable[[], str] | None = None
+    ) -> None:
         self.config = config or ClientConfig.load()
         self.timeout_s = timeout_s
+        self.bearer = bearer
         self.session = requests.Session()
         self.session.verify = system_ca_bundle()  # $REQUESTS_CA_BUNDLE still overrides it
         if self.config.token:
@@ -97,6 +104,8 @@ class ApiClient:
         headers: dict[str, str] | None = None,
     ) -> Any:
         url = f"{self.config.api_url}/api/v1{path}"
+        if self.bearer is not None:
+            headers = {**(headers or {}), "Authorization": f"Bearer {self.bearer()}"}
         try:
             r = self.session.request(
                 method,

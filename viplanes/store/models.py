@@ -10,6 +10,7 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
+    CheckConstraint,
     Float,
     ForeignKey,
     Index,
@@ -75,9 +76,15 @@ class ApiToken(Base):
 
 class Grant(Base):
     __tablename__ = "grants"
+    __table_args__ = (
+        CheckConstraint("(principal_id IS NULL) <> (group_name IS NULL)", name="ck_grants_principal_or_group"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    principal_id: Mapped[int] = mapped_column(ForeignKey("principals.id"), index=True)
+    # a grant names one principal, or one group at the identity provider (issue 30): every member
+    # of the group, proven by a GroupMembership row that is still fresh (docs/identity.md)
+    principal_id: Mapped[int | None] = mapped_column(ForeignKey("principals.id"), index=True, nullable=True)
+    group_name: Mapped[str | None] = mapped_column(String(255), index=True, nullable=True)
     src_prefixes: Mapped[list] = mapped_column(JSON)
     dst_prefixes: Mapped[list] = mapped_column(JSON)
     protocols: Mapped[list] = mapped_column(JSON)
@@ -91,7 +98,28 @@ class Grant(Base):
     created_at: Mapped[float] = mapped_column(Float)
     created_by: Mapped[str] = mapped_column(String(64))
 
-    principal: Mapped[Principal] = relationship(lazy="joined")
+    principal: Mapped[Principal | None] = relationship(lazy="joined")
+
+    @property
+    def holder(self) -> str:
+        """Who may use the grant, for people: ``rita`` or ``group hpc-users``."""
+        if self.group_name is not None:
+            return f"group {self.group_name}"
+        return self.principal.name if self.principal is not None else "?"
+
+
+class GroupMembership(Base):
+    """Evidence that a person is in a provider group, from their verified access tokens
+    (viplanes/domain/memberships.py). ``until`` is the proving token's ``exp`` plus a grace, 0 once
+    a token showed the group gone; ``seen_iat`` is the newest token that spoke, so an older token
+    (issued before the removal) cannot bring the membership back."""
+
+    __tablename__ = "group_memberships"
+
+    principal_id: Mapped[int] = mapped_column(ForeignKey("principals.id", ondelete="CASCADE"), primary_key=True)
+    group_name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    until: Mapped[float] = mapped_column(Float)
+    seen_iat: Mapped[float] = mapped_column(Float)
 
 
 class Lane(Base):

@@ -15,6 +15,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from viplanes.authz.oidcclaims import normal_group
 from viplanes.authz.tokencache import TOKENS
 from viplanes.authz.tokens import Caller, hash_token, new_token
 from viplanes.errors import Conflict, Invalid, NotFound
@@ -128,7 +129,7 @@ def caller_for_token(s: Session, token: str) -> Caller | None:
 
 @dataclass(frozen=True)
 class GrantInput:
-    principal: str
+    principal: str | None  # exactly one of principal and group (the API's schema checks it)
     src_prefixes: list[str]
     dst_prefixes: list[str]
     protocols: list[str]
@@ -138,12 +139,16 @@ class GrantInput:
     max_lanes: int = 1
     valid_from: float | None = None
     valid_until: float | None = None
+    group: str | None = None  # a provider group: every member with fresh evidence (issue 30)
 
 
 def create_grant(s: Session, g: GrantInput, actor: str, now: float, topology: Topology | None = None) -> Grant:
     """Store a grant; with ``topology``, refuse destinations that lie wholly in forbidden space
     (campus subnets, the lane pool, multicast, reserved: see ``policy.destinations``)."""
-    p = get_principal(s, g.principal)
+    if (g.principal is None) == (g.group is None):
+        raise Invalid("a grant names a principal or a group, exactly one", code="invalid_grant")
+    principal_id = get_principal(s, g.principal).id if g.principal is not None else None
+    group = normal_group(g.group) if g.group is not None else None
     try:
         src = [str(parse_prefix(x)) for x in g.src_prefixes]
         dst_nets = [parse_prefix(x) for x in g.dst_prefixes]
@@ -160,7 +165,8 @@ def create_grant(s: Session, g: GrantInput, actor: str, now: float, topology: To
     if g.valid_from is not None and g.valid_until is not None and g.valid_until <= g.valid_from:
         raise Invalid("valid_until must be after valid_from", code="invalid_grant")
     grant = Grant(
-        principal_id=p.id,
+        principal_id=principal_id,
+        group_name=group,
         src_prefixes=src,
         dst_prefixes=dst,
         protocols=sorted(set(g.protocols)),
@@ -212,11 +218,17 @@ def get_grant(s: Session, grant_id: int, lock: bool = False) -> Grant:
 
 
 def list_grants(
-    s: Session, principal_id: int | None = None, active_at: float | None = None, limit: int = 100, offset: int = 0
+    s: Session,
+    principal_id: int | None = None,
+    active_at: float | None = None,
+    limit: int = 100,
+    offset: int = 0,
+    groups: Sequence[str] = (),
 ) -> Sequence[Grant]:
+    """Every grant, or those of ``principal_id`` and of ``groups`` (the groups it holds now)."""
     q = select(Grant).order_by(Grant.id)
     if principal_id is not None:
-        q = q.where(Grant.principal_id == principal_id)
+        q = q.where((Grant.principal_id == principal_id) | Grant.group_name.in_(list(groups)))
     if active_at is not None:
         q = q.where(Grant.revoked_at.is_(None), (Grant.valid_until.is_(None)) | (Grant.valid_until > active_at))
     return s.scalars(q.limit(limit).offset(offset)).all()

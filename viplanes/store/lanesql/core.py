@@ -24,13 +24,14 @@ from sqlalchemy.orm import Session, attributes
 from viplanes.lanes import states
 from viplanes.policy.rules import GrantRule, parse_ports, parse_prefix
 from viplanes.store.lanesql import sqlite as rawsql
-from viplanes.store.models import AuditEvent, Grant, Lane, Principal
+from viplanes.store.models import AuditEvent, Grant, GroupMembership, Lane, Principal
 
 # ``__table__`` is typed as a FromClause; for a mapped class it is the Table itself.
 LANES = cast(Table, Lane.__table__)
 GRANTS = cast(Table, Grant.__table__)
 AUDIT = cast(Table, AuditEvent.__table__)
 PRINCIPALS = cast(Table, Principal.__table__)
+MEMBERSHIPS = cast(Table, GroupMembership.__table__)
 
 # Statements are built once, with bind parameters: building one costs 0.2-0.3 ms of Python
 # (operator overloading, coercion, cache key) against ~0.05 ms to execute a built one. The live
@@ -61,10 +62,14 @@ _GRANT_COLUMNS = (
     GRANTS.c.valid_until,
     GRANTS.c.revoked_at,
 )
+# the groups the principal's tokens prove membership of right now (viplanes/domain/memberships.py)
+_FRESH_GROUPS = select(MEMBERSHIPS.c.group_name).where(
+    MEMBERSHIPS.c.principal_id == bindparam("principal_id"), MEMBERSHIPS.c.until > bindparam("now")
+)
 _USABLE_GRANTS = (
     select(*_GRANT_COLUMNS)
     .where(
-        GRANTS.c.principal_id == bindparam("principal_id"),
+        or_(GRANTS.c.principal_id == bindparam("principal_id"), GRANTS.c.group_name.in_(_FRESH_GROUPS)),
         GRANTS.c.revoked_at.is_(None),
         GRANTS.c.valid_until.is_(None) | (GRANTS.c.valid_until > bindparam("now")),
     )
@@ -282,3 +287,11 @@ def lanes_due(conn: Connection, now: float) -> bool:
     (twice a second) take no write transaction, hence never hold SQLite's writer lock (or
     PostgreSQL row locks) in front of a request."""
     return bool(rawsql.scalar(conn, _TICK_DUE, {"now": now}))
+
+
+def end_selected_lanes(
+    s: Session, select_ids: Any, params: dict[str, Any], reason: str, now: float, actor: str = "system"
+) -> list[int]:
+    """Revoke the live lanes ``select_ids`` picks (one ``Lane.id`` column), as ``end_grant_lanes``:
+    the door for other store modules (group memberships: viplanes/store/memberships.py)."""
+    return _revoke_selected(s, select_ids, params, reason, now, actor)
