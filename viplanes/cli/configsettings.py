@@ -51,6 +51,17 @@ ENV_SETTINGS: tuple[EnvSetting, ...] = (
     EnvSetting("oidc", "audience", "VIPLANES_OIDC_AUDIENCE", str, "", "the API's audience in access tokens"),
     EnvSetting("oidc", "groups_claim", "VIPLANES_OIDC_GROUPS_CLAIM", str, "groups", "claim holding the groups"),
     EnvSetting("oidc", "group_roles", "VIPLANES_OIDC_GROUP_ROLES", str, "", "group=role,... (operator, researcher)"),
+    EnvSetting(
+        "oidc", "client_id", "VIPLANES_OIDC_CLIENT_ID", str, "none (console sign-in off)", "the console's client"
+    ),
+    EnvSetting(
+        "oidc", "client_secret", "VIPLANES_OIDC_CLIENT_SECRET", str, "", "the console's client secret", secret=True
+    ),
+    EnvSetting("oidc", "client_secret_file", "VIPLANES_OIDC_CLIENT_SECRET_FILE", str, "", "file holding it (0600)"),
+    EnvSetting("oidc", "display_name", "VIPLANES_OIDC_DISPLAY_NAME", str, "campus sign-in", "\"Sign in with ...\""),
+    EnvSetting(
+        "oidc", "redirect_uri", "VIPLANES_OIDC_REDIRECT_URI", str, "from the request", "URL of /ui/login/callback"
+    ),
     EnvSetting("lanes", "max_matches", "VIPLANES_MAX_LANE_MATCHES", int, "64", "matches one lane may need"),
     EnvSetting("dns", "server", "VIPLANES_DNS_SERVER", str, "the system resolver", "resolver for lane names"),
     EnvSetting("dns", "ttl_floor_s", "VIPLANES_DNS_TTL_FLOOR_S", int, "30", "shortest re-resolve window"),
