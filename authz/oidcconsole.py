@@ -53,7 +53,7 @@ class ConsoleOidcSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ConsoleOidcSettings | None:
         """``VIPLANES_OIDC_CLIENT_ID`` and ``_CLIENT_SECRET`` or ``_CLIENT_SECRET_FILE``, plus
-        ``_DISPLAY_NAME`` and ``_REDIRECT_URI``; None when no client id is set (console sign-in off)."""
+        ``_DISPLAY_NAME``, ``_REDIRECT_URI`` and ``_SCOPE``; None when no client id is set (console sign-in off)."""
         env = os.environ if env is None else env
         client_id = env.get("VIPLANES_OIDC_CLIENT_ID", "").strip()
         if not client_id:
@@ -71,6 +71,7 @@ class ConsoleOidcSettings:
             client_secret=secret,
             display_name=env.get("VIPLANES_OIDC_DISPLAY_NAME", "").strip() or "campus sign-in",
             redirect_uri=env.get("VIPLANES_OIDC_REDIRECT_URI", "").strip() or None,
+            scope=" ".join(env.get("VIPLANES_OIDC_SCOPE", "").split()) or DEFAULT_SCOPE,
         )
 
 

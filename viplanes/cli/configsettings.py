@@ -62,6 +62,7 @@ ENV_SETTINGS: tuple[EnvSetting, ...] = (
     EnvSetting(
         "oidc", "redirect_uri", "VIPLANES_OIDC_REDIRECT_URI", str, "from the request", "URL of /ui/login/callback"
     ),
+    EnvSetting("oidc", "scope", "VIPLANES_OIDC_SCOPE", str, "openid profile email", "scopes the console asks for"),
     EnvSetting("lanes", "max_matches", "VIPLANES_MAX_LANE_MATCHES", int, "64", "matches one lane may need"),
     EnvSetting("dns", "server", "VIPLANES_DNS_SERVER", str, "the system resolver", "resolver for lane names"),
     EnvSetting("dns", "ttl_floor_s", "VIPLANES_DNS_TTL_FLOOR_S", int, "30", "shortest re-resolve window"),

@@ -57,3 +57,11 @@ def test_empty_secret_file_is_refused(tmp_path: Path) -> None:
         ConsoleOidcSettings.from_env(
             BASE | {"VIPLANES_OIDC_CLIENT_SECRET_FILE": str(secret_file(tmp_path, 0o600, " "))}
         )
+
+
+def test_scope_must_ask_for_an_id_token() -> None:
+    env = BASE | {"VIPLANES_OIDC_CLIENT_SECRET": "a", "VIPLANES_OIDC_SCOPE": "openid  email org.cilogon.userinfo"}
+    got = ConsoleOidcSettings.from_env(env)
+    assert got is not None and got.scope == "openid email org.cilogon.userinfo"
+    with pytest.raises(ValueError, match="openid"):
+        ConsoleOidcSettings.from_env(env | {"VIPLANES_OIDC_SCOPE": "email profile"})
