@@ -121,12 +121,18 @@ def campus_callback() -> ResponseReturnValue:
 @bp.route("/logout", methods=["POST"], endpoint="sign_out")
 def sign_out() -> ResponseReturnValue:
     """End the local session; for a campus sign-in, end the provider's session too when its
-    discovery document offers ``end_session_endpoint`` (RP-initiated logout)."""
+    discovery document offers ``end_session_endpoint`` (RP-initiated logout). That leg is a page
+    that moves on by itself: the console's CSP (``form-action 'self'``) stops a browser from
+    following a form's redirect to another origin."""
     campus = ui_state().campus
     target = None
     if campus is not None and g.ui.subject is not None:
         target = campus.end_session_url(request.cookies.get(IDT_COOKIE), _post_logout_uri(campus))
-    resp = redirect(target or url_for("ui.sign_in"))
+    if target is None:
+        resp = redirect(url_for("ui.sign_in"))
+    else:  # a page, not a redirect: CSP form-action 'self' forbids a form's redirect to the provider
+        g.ui = None
+        resp = make_response(render_template("ui/signing_out.html", target=target, campus=campus.display_name))
     resp.delete_cookie(COOKIE, path="/ui")
     resp.delete_cookie(IDT_COOKIE, path="/ui")
     return resp

@@ -129,11 +129,18 @@ def test_rita_signs_in_at_keycloak_requests_a_lane_and_signs_out(
 
     lane = until(rita_lane, "rita's lane active", 30)
     assert lane["dst_port"] == 9000
+    until(  # the request lands on the lane's page; sign out from there once it has loaded
+        lambda: (
+            browser.current_url == f"{s.url}/ui/lanes/{lane['id']}"
+            and browser.execute_script("return document.readyState") == "complete"
+        ),
+        "rita's lane page",
+    )
 
     # sign out: the console's session and Keycloak's
-    until(lambda: browser.find_element(By.CSS_SELECTOR, "form.signout button"), "the sign-out button")
     browser.find_element(By.CSS_SELECTOR, "form.signout button").click()
-    until(lambda: browser.current_url.startswith(f"{s.url}/ui/login"), "back on the console's sign-in page")
+    landed = wait_for(lambda: browser.current_url.startswith(f"{s.url}/ui/login"), 60, 0.2, ignore=(Exception,))
+    assert landed, f"not back on the console's sign-in page: at {browser.current_url}: {browser.page_source[:1500]}"
     assert sessions_at_keycloak(keycloak, "rita") == []
     browser.get(f"{s.url}/ui/mine")
     assert browser.current_url.startswith(f"{s.url}/ui/login")
