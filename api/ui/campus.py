@@ -128,7 +128,7 @@ def sign_out() -> ResponseReturnValue:
     target = None
     if campus is not None and g.ui.subject is not None:
         target = campus.end_session_url(request.cookies.get(IDT_COOKIE), _post_logout_uri(campus))
-    if target is None:
+    if target is None or campus is None:
         resp = redirect(url_for("ui.sign_in"))
     else:  # a page, not a redirect: CSP form-action 'self' forbids a form's redirect to the provider
         g.ui = None
