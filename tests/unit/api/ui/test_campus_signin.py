@@ -192,3 +192,11 @@ def test_campus_sign_in_off_is_a_404_page(world: World) -> None:
     r = world.client.get("/ui/login/campus")
     assert r.status_code == 404 and "campus_sign_in_off" in r.text
     assert "Sign in with" not in world.client.get("/ui/login").text
+
+
+@pytest.mark.parametrize("nxt", ["https://evil.test/ui/mine", "//evil.test/ui/", "/api/v1/principals"])
+def test_sign_in_never_lands_outside_the_console(world: World, idp: FakeCampus, nxt: str) -> None:
+    """The attack: a sign-in link whose `next` sends the freshly signed-in person to a look-alike."""
+    r = callback(world, idp.authorize(start(world, nxt)))
+    assert r.status_code == 200
+    assert 'content="0;url=/ui/"' in r.text
