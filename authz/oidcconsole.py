@@ -4,7 +4,7 @@ The console signs people in with the authorization code flow (``viplanes.api.ui.
 that it is a *confidential* client of the provider, so it holds a secret. The secret comes from
 the config file (``[oidc] client_secret``) or, better, from a file only the service can read
 (``[oidc] client_secret_file``): a secret file readable by group or others is refused at start,
-because anyone who can read it can sign tokens requests as the console.
+because anyone who can read it can redeem authorization codes as the console.
 """
 
 from __future__ import annotations
