@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from viplanes.authz.oidc import OidcSettings
+from viplanes.authz.oidcconsole import ConsoleOidcSettings
 from viplanes.store.db import resolve_db_url
 
 
@@ -46,6 +47,8 @@ class AppConfig:
     dns_ttl_cap_s: int = field(default_factory=lambda: _env_int("VIPLANES_DNS_TTL_CAP_S", 3600))
     # issue 30: accept the campus identity provider's access tokens (docs/identity.md); None = off
     oidc: OidcSettings | None = field(default_factory=OidcSettings.from_env)
+    # the console's "Sign in with <campus>" (code flow + PKCE) client; None = token sign-in only
+    oidc_console: ConsoleOidcSettings | None = field(default_factory=ConsoleOidcSettings.from_env)
 
     def resolved_db_url(self) -> str:
         return resolve_db_url(self.db_url or None)

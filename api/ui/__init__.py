@@ -21,13 +21,19 @@ DEFAULT_SESSION_S = 8 * 3600
 def register(app: Flask, secret: str | None = None, session_s: int | None = None) -> None:
     """Mount the console on ``app``. ``VIPLANES_UI_SECRET`` (shared by every API process) signs
     the session cookies; ``VIPLANES_UI_SESSION_S`` sets how long a sign-in lasts."""
-    from . import admin, audit_pages, lanes_pages, ops, researcher  # noqa: F401  (routes)
+    from . import admin, audit_pages, campus, lanes_pages, ops, researcher  # noqa: F401  (routes)
+    from .campusclient import CampusClient
 
     ctx = app.extensions["viplanes"]
     if session_s is None:
         raw = os.environ.get("VIPLANES_UI_SESSION_S", "")
         session_s = int(raw) if is_decimal(raw) and int(raw) > 0 else DEFAULT_SESSION_S
     sessions = Sessions(ctx.db, server_secret(secret or os.environ.get("VIPLANES_UI_SECRET")), session_s, ctx.clock)
-    app.extensions["viplanes_ui"] = UiState(sessions)
+    state = UiState(sessions)
+    if ctx.oidc is not None and ctx.config.oidc_console is not None:  # "Sign in with <campus>"
+        from viplanes.api.oidc import fetch_json
+
+        state.campus = CampusClient(ctx.oidc.settings, ctx.config.oidc_console, fetch_json)
+    app.extensions["viplanes_ui"] = state
     ctx.metrics.registry.register(LaneBytes(ctx.manager, ctx.dataplane))
     app.register_blueprint(bp)

@@ -8,6 +8,12 @@ with a key derived from the server secret *and that token's stored hash*. So a s
 - ends at once when the token is rotated (the row and its hash are gone: no key verifies it)
   or the principal is disabled (checked on every request, like a bearer token).
 
+A person who signed in at the campus provider has no API token: their cookie is
+``p<principal id>.<signed>``, signed with a key derived from the server secret and the
+(issuer, subject) the ID token named. It ends when the principal is disabled or that identity is
+no longer linked to it, and its role is the principal's current one (the groups at the last
+sign-in or API call).
+
 Sign-out deletes the cookie; a copy taken before sign-out stays valid until its expiry, the
 price of keeping no session table (documented in the README).
 """
@@ -27,7 +33,7 @@ from sqlalchemy import select
 
 from viplanes.authz.tokens import Caller, hash_token
 from viplanes.domain.values import is_decimal
-from viplanes.store.models import ApiToken, Principal
+from viplanes.store.models import ApiToken, Principal, PrincipalIdentity
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +47,7 @@ class UiSession:
     caller: Caller
     csrf: str
     expires_at: float
+    subject: str | None = None  # the provider's ``sub`` for a campus sign-in; None for a token
 
 
 class Sessions:
@@ -75,11 +82,63 @@ class Sessions:
         payload = {"exp": session.expires_at, "c": session.csrf}
         return f"{row.id}.{self._signer(row.token_hash).dumps(payload)}", session
 
+    def _identity_signer(self, pid: int, issuer: str, subject: str) -> URLSafeSerializer:
+        return self._signer(f"oidc\n{pid}\n{issuer}\n{subject}")
+
+    def _identity_row(self, pid: int, issuer: str, subject: str) -> Any:
+        with self.db.read() as s:
+            return s.execute(
+                select(Principal.id, Principal.name, Principal.role)
+                .join(PrincipalIdentity, PrincipalIdentity.principal_id == Principal.id)
+                .where(
+                    Principal.id == pid,
+                    Principal.disabled.is_(False),
+                    PrincipalIdentity.issuer == issuer,
+                    PrincipalIdentity.subject == subject,
+                )
+            ).first()
+
+    def issue_for_identity(self, pid: int, issuer: str, subject: str) -> tuple[str, UiSession] | None:
+        """The cookie for a person the provider just signed in (their principal linked to
+        (issuer, subject)), or None when that principal is disabled or not linked."""
+        row = self._identity_row(pid, issuer, subject)
+        if row is None:
+            return None
+        session = UiSession(
+            Caller(row.id, row.name, row.role), secrets.token_urlsafe(24), self.clock() + self.ttl_s, subject
+        )
+        payload = {"exp": session.expires_at, "c": session.csrf, "i": issuer, "s": subject}
+        return f"p{pid}.{self._identity_signer(pid, issuer, subject).dumps(payload)}", session
+
+    def _load_identity(self, pid_text: str, signed: str) -> UiSession | None:
+        if not is_decimal(pid_text) or len(pid_text) > 12:
+            return None
+        pid = int(pid_text)
+        try:  # unverified first: the payload names the identity whose key must verify it
+            _, unsafe = URLSafeSerializer(b"", salt=SALT).loads_unsafe(signed)
+        except Exception:  # any garbage is just not a session
+            return None
+        if not isinstance(unsafe, dict) or not isinstance(unsafe.get("i"), str) or not isinstance(unsafe.get("s"), str):
+            return None
+        issuer, subject = unsafe["i"], unsafe["s"]
+        try:
+            payload = self._identity_signer(pid, issuer, subject).loads(signed)
+        except BadSignature:
+            return None
+        if not isinstance(payload.get("exp"), (int, float)) or payload["exp"] <= self.clock():
+            return None
+        row = self._identity_row(pid, issuer, subject)
+        if row is None:
+            return None
+        return UiSession(Caller(row.id, row.name, row.role), str(payload.get("c", "")), payload["exp"], subject)
+
     def load(self, cookie: str | None) -> UiSession | None:
         """The live session in ``cookie``, or None (absent, forged, expired, rotated, disabled)."""
         if not cookie or len(cookie) > 1024:
             return None
         tid, _, signed = cookie.partition(".")
+        if tid.startswith("p"):
+            return self._load_identity(tid[1:], signed)
         if not is_decimal(tid) or len(tid) > 12:
             return None
         row = self._row(ApiToken.id == int(tid))

@@ -6,7 +6,7 @@ import datetime as dt
 import logging
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from flask import Blueprint, Response, current_app, g, make_response, redirect, render_template, request, url_for
@@ -20,12 +20,15 @@ from viplanes.errors import Forbidden, VipError
 from .forms import field_messages
 from .session import COOKIE, PRE_COOKIE, Sessions, UiSession, same_secret
 
+if TYPE_CHECKING:
+    from .campusclient import CampusClient
+
 log = logging.getLogger(__name__)
 bp = Blueprint(
     "ui", __name__, url_prefix="/ui", template_folder="templates", static_folder="static", static_url_path="/static"
 )
 
-OPEN_ENDPOINTS = {"ui.sign_in", "ui.static"}
+OPEN_ENDPOINTS = {"ui.sign_in", "ui.static", "ui.campus_start", "ui.campus_callback"}
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
     "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
@@ -37,6 +40,7 @@ class UiState:
     """Per-app console state: the session issuer and the last counter readings (for rates)."""
 
     sessions: Sessions
+    campus: CampusClient | None = None  # "Sign in with <campus>" when configured (campus.py)
     # lane id -> (older reading, newest reading), each (time, bytes)
     last_bytes: dict[int, tuple[Any, Any]] = field(default_factory=dict)
 
@@ -194,7 +198,14 @@ def sign_in() -> ResponseReturnValue:
     if request.method == "GET":
         pre = secrets.token_urlsafe(24)
         resp = make_response(
-            render_template("ui/login.html", pre=pre, next=nxt, error=None, expired=bool(request.args.get("expired")))
+            render_template(
+                "ui/login.html",
+                pre=pre,
+                next=nxt,
+                error=None,
+                expired=bool(request.args.get("expired")),
+                campus=_campus_name(),
+            )
         )
         resp.set_cookie(PRE_COOKIE, pre, **cookie_args(600))
         return resp
@@ -215,7 +226,8 @@ def sign_in() -> ResponseReturnValue:
         )
         pre = secrets.token_urlsafe(24)
         resp = make_response(
-            render_template("ui/login.html", pre=pre, next=nxt, error=message, expired=False), 429 if wait > 0 else 401
+            render_template("ui/login.html", pre=pre, next=nxt, error=message, expired=False, campus=_campus_name()),
+            429 if wait > 0 else 401,
         )
         resp.set_cookie(PRE_COOKIE, pre, **cookie_args(600))
         return resp
@@ -226,11 +238,9 @@ def sign_in() -> ResponseReturnValue:
     return signed_in
 
 
-@bp.route("/logout", methods=["POST"], endpoint="sign_out")
-def sign_out() -> ResponseReturnValue:
-    resp = redirect(url_for("ui.sign_in"))
-    resp.delete_cookie(COOKIE, path="/ui")
-    return resp
+def _campus_name() -> str | None:
+    campus = ui_state().campus
+    return campus.display_name if campus is not None else None
 
 
 @bp.route("/", endpoint="home")

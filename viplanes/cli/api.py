@@ -115,6 +115,7 @@ def api(
     from sqlalchemy.exc import SQLAlchemyError
 
     from viplanes.authz.oidc import OidcSettings
+    from viplanes.authz.oidcconsole import ConsoleOidcSettings
     from viplanes.cli.serve import _load_topology
     from viplanes.store.db import Database
 
@@ -124,6 +125,7 @@ def api(
     _load_topology(topology_path)  # a bad file is one line here, not N worker tracebacks
     try:
         OidcSettings.from_env()  # the workers read VIPLANES_OIDC_* too: refuse a bad value once, here
+        ConsoleOidcSettings.from_env()
     except ValueError as exc:
         raise click.ClickException(f"settings: {exc}") from None
     try:

@@ -54,6 +54,18 @@ ENV_SETTINGS: tuple[EnvSetting, ...] = (
     EnvSetting("oidc", "membership_grace_s", "VIPLANES_OIDC_MEMBERSHIP_GRACE_S", float, "30", "group proof past exp"),
     EnvSetting("oidc", "membership_sweep_s", "VIPLANES_OIDC_MEMBERSHIP_SWEEP_S", float, "10", "lapsed-group sweep, s"),
     EnvSetting("oidc", "cli_client_id", "VIPLANES_OIDC_CLI_CLIENT_ID", str, "viplanes-cli", "`viplanes login` client"),
+    EnvSetting(
+        "oidc", "client_id", "VIPLANES_OIDC_CLIENT_ID", str, "none (console sign-in off)", "the console's client"
+    ),
+    EnvSetting(
+        "oidc", "client_secret", "VIPLANES_OIDC_CLIENT_SECRET", str, "", "the console's client secret", secret=True
+    ),
+    EnvSetting("oidc", "client_secret_file", "VIPLANES_OIDC_CLIENT_SECRET_FILE", str, "", "file holding it (0600)"),
+    EnvSetting("oidc", "display_name", "VIPLANES_OIDC_DISPLAY_NAME", str, "campus sign-in", "\"Sign in with ...\""),
+    EnvSetting(
+        "oidc", "redirect_uri", "VIPLANES_OIDC_REDIRECT_URI", str, "from the request", "URL of /ui/login/callback"
+    ),
+    EnvSetting("oidc", "scope", "VIPLANES_OIDC_SCOPE", str, "openid profile email", "scopes the console asks for"),
     EnvSetting("lanes", "max_matches", "VIPLANES_MAX_LANE_MATCHES", int, "64", "matches one lane may need"),
     EnvSetting("dns", "server", "VIPLANES_DNS_SERVER", str, "the system resolver", "resolver for lane names"),
     EnvSetting("dns", "ttl_floor_s", "VIPLANES_DNS_TTL_FLOOR_S", int, "30", "shortest re-resolve window"),

@@ -1,12 +1,11 @@
 """Automatic lanes: grant_auto, automation_switch, and the trigger columns of lanes
 
 Revision ID: 0010
-Revises: 0008
+Revises: 0009
 Create Date: 2026-11-26
 
 Issue 32. A grant may allow automatic lanes (grant_auto); operators switch automation off for
-everyone at once (automation_switch); a lane records what triggered it. Lead: another branch adds
-0009; rechain down_revision when merging.
+everyone at once (automation_switch); a lane records what triggered it.
 """
 
 import sqlalchemy as sa
