@@ -73,6 +73,18 @@ def _retention_runner(db: Any) -> Any:
         raise click.ClickException(f"retention: {exc}") from None
 
 
+def _sflow_detection(clock: Callable[[], float]) -> Any:
+    """Detection from the switches (VIPLANES_SFLOW_*; off by default). Sightings are logged until
+    an acceptor takes them (docs/automatic-lanes.md)."""
+    from viplanes.sampling.service import LogSink, SflowDetection, SflowSettings
+
+    try:
+        settings = SflowSettings.from_env()
+        return SflowDetection(settings, LogSink(), clock) if settings.enabled else None
+    except ValueError as exc:
+        raise click.ClickException(f"settings: {exc}") from None
+
+
 def _stop_on_sigterm() -> None:
     def handler(signum: int, _frame: Any) -> None:
         raise SystemExit(128 + signum)
@@ -162,6 +174,7 @@ def serve(
     scheduler = Scheduler(ctx.manager, interval_s=tick_s)
     names = NameWatcher(ctx.manager)
     retention = _retention_runner(ctx.db)
+    detection = _sflow_detection(clock)
     server = None
     started = False
     try:
@@ -173,6 +186,11 @@ def serve(
         scheduler.start()
         names.start()
         retention.start()
+        if detection is not None:
+            try:
+                detection.start()
+            except OSError as exc:
+                raise click.ClickException(str(exc)) from None
         try:
             server = create_api_server(app, listen_socket(api_host, api_port), tls, threads)
         except OSError as exc:
@@ -192,6 +210,8 @@ def serve(
         scheduler.stop()
         names.stop()
         retention.stop()
+        if detection is not None:
+            detection.stop()
         if started:
             plane.stop()
         ctx.db.dispose()
