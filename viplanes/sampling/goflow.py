@@ -160,8 +160,13 @@ class CollectorProcess:
                 next_expire = now + self.settings.expire_every_s
 
     def pid(self) -> int | None:
+        """The running collector's process id (for CPU accounting)."""
         with self._lock:
             return self._proc.pid if self._proc is not None else None
+
+    def reader_tid(self) -> int | None:
+        """The reader thread's kernel id (its CPU is in /proc/self/task/TID/stat)."""
+        return self._thread.native_id if self._thread is not None else None
 
     def stop(self) -> None:
         self._stopping.set()
