@@ -17,7 +17,9 @@ from ipaddress import ip_address, ip_network
 from viplanes.domain.sighting import IPAddress, Sighting, SightingKind, SightingSink, SightingState
 from viplanes.sampling.estimator import RateWindow, relative_error
 
-FlowKey = tuple[IPAddress, IPAddress, int, int | None, int | None]  # src, dst, proto, sport, dport
+# agent, src, dst, proto, sport, dport: each switch's samples make their own estimate, so a flow
+# crossing two sampled switches is not counted twice
+FlowKey = tuple[IPAddress | None, IPAddress, IPAddress, int, int | None, int | None]
 Prefilter = Callable[[IPAddress, IPAddress], bool]
 
 
@@ -105,7 +107,7 @@ class Detector:
             self.stats.filtered += 1
             return None
         s = self.settings
-        key: FlowKey = (sample.src_ip, sample.dst_ip, sample.protocol, sample.src_port, sample.dst_port)
+        key: FlowKey = (sample.agent, sample.src_ip, sample.dst_ip, sample.protocol, sample.src_port, sample.dst_port)
         flow = self._flows.get(key)
         if flow is None:
             if len(self._flows) >= s.max_flows:
@@ -116,9 +118,9 @@ class Detector:
         else:
             self._flows.move_to_end(key)
         flow.window.add(sample.frame_bytes, sample.sampling_rate, now)
-        return self._maybe_sight(key, flow, sample.agent, now)
+        return self._maybe_sight(key, flow, now)
 
-    def _maybe_sight(self, key: FlowKey, flow: _Flow, agent: IPAddress | None, now: float) -> Sighting | None:
+    def _maybe_sight(self, key: FlowKey, flow: _Flow, now: float) -> Sighting | None:
         s = self.settings
         if flow.sighted_at is not None and now - flow.sighted_at < s.resend_s:
             return None
@@ -126,7 +128,7 @@ class Detector:
         if est.samples < s.min_samples or est.rate_bps < s.threshold_bps:
             return None
         flow.sighted_at = now
-        src, dst, proto, sport, dport = key
+        agent, src, dst, proto, sport, dport = key
         sighting = Sighting(
             kind=SightingKind.SFLOW,
             state=SightingState.ONGOING,

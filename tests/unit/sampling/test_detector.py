@@ -140,3 +140,21 @@ def test_bad_settings_are_refused() -> None:
         DetectorSettings(slots=1)
     with pytest.raises(ValueError):
         DetectorSettings(max_flows=0)
+
+
+def test_two_switches_sampling_one_flow_do_not_add_up() -> None:
+    """A flow crossing two sampled switches: each agent estimates it alone (30 + 30 is not 60)."""
+    sink = RecordingSink()
+    det = detector(sink, threshold_bps=50e6)
+    interval = 64 * 1514 * 8 / 30e6
+    t = 0.0
+    while t < 3.0:
+        det.observe(sample(), t)
+        det.observe(
+            Sample(
+                ip_address("10.1.0.10"), ip_address("203.0.113.10"), 6, 40000, 5201, 1514, 64, ip_address("192.0.2.2")
+            ),
+            t,
+        )
+        t += interval
+    assert sink.sightings == [] and len(det) == 2
