@@ -106,8 +106,12 @@ def test_elephant_is_sighted_within_3_s_at_the_stated_error(detection) -> None:
     for s in steady:
         assert s.rate_bps is not None and s.rate_error is not None
         print(f"estimate {s.rate_bps / 1e6:.1f} Mbit/s +- {s.rate_error:.0%}, iperf3 wire {wire / 1e6:.1f}")
-        # the stated error is a 95 % bound: one steady sighting in twenty may miss; allow 1.2x
-        assert abs(s.rate_bps - wire) / wire <= 1.2 * s.rate_error
+        # a 95 % bound: with ~10 overlapping windows one may miss it; none misses it twice over
+        assert abs(s.rate_bps - wire) / wire <= 2 * s.rate_error
+    rates = sorted(s.rate_bps or 0.0 for s in steady)
+    errors = sorted(s.rate_error or 0.0 for s in steady)
+    median_rate, median_error = rates[len(rates) // 2], errors[len(errors) // 2]
+    assert abs(median_rate - wire) / wire <= median_error
 
 
 def test_mouse_below_threshold_is_never_sighted(detection) -> None:
