@@ -50,6 +50,8 @@ def test_serve_refuses_a_bad_setting_in_one_line(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("VIPLANES_SFLOW_ENABLED", "1")
     monkeypatch.delenv("VIPLANES_SFLOW_PREFIXES", raising=False)
     monkeypatch.setenv("VIPLANES_CONFIG", str(tmp_path / "none.toml"))
+    # were the prefilter check gone, serve must still stop (no collector), not run forever
+    monkeypatch.setenv("VIPLANES_SFLOW_GOFLOW2", str(tmp_path / "no-goflow2"))
     r = CliRunner().invoke(
         cli,
         [
