@@ -169,7 +169,14 @@ class CollectorProcess:
         return self._thread.native_id if self._thread is not None else None
 
     def stop(self) -> None:
+        """End goflow2 and the reader; twice, for a restart that raced the stop."""
         self._stopping.set()
+        self._end_child()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._end_child()
+
+    def _end_child(self) -> None:
         with self._lock:
             proc = self._proc
         if proc is not None and proc.poll() is None:
@@ -179,5 +186,3 @@ class CollectorProcess:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
