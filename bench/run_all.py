@@ -25,8 +25,9 @@ BENCHMARKS = {  # name -> module with run(**options) -> Result
     "policy": "bench.suite.policy_bench",
     "failover": "bench.suite.failover",  # kill -9 of the master controller, split deployment (issue 12)
     "switches": "bench.suite.switches",  # 4/32/128 synthetic access switches (issue 13)
-    "peers": "bench.suite.peers",
-    "fireflies": "bench.suite.fireflies",  # scitags firefly -> automatic lane active (issue 32)  # os-ken 1.4.1 ofctl_rest and Faucet 1.10, in venvs under bench/
+    "peers": "bench.suite.peers",  # os-ken 1.4.1 ofctl_rest and Faucet 1.10, in venvs under bench/
+    "fireflies": "bench.suite.fireflies",  # scitags firefly -> automatic lane active (issue 32)
+    "sflow": "bench.suite.sflow_detect",  # first packet -> sFlow sighting, collector CPU (issue 32)
 }
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Idempotent machine set-up for VIP Lanes: apt packages, venv, the package, rclone, OVS daemons.
+# Idempotent machine set-up for VIP Lanes: apt packages, venv, the package, rclone, goflow2, OVS daemons.
 # Every step checks before it acts, so a second run costs seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +44,18 @@ if ! tools/bin/rclone version 2>/dev/null | grep -q "rclone ${RCLONE_VERSION}"; 
   mkdir -p tools/bin
   GOBIN="$ROOT/tools/bin" GOFLAGS=-mod=mod "$GO" install "github.com/rclone/rclone@${RCLONE_VERSION}" \
     >/tmp/viplanes-rclone.log 2>&1 || { tail -20 /tmp/viplanes-rclone.log; exit 1; }
+fi
+
+# goflow2, the sFlow collector of automatic lanes (issue 32), from the Go module proxy, once into
+# /var/cache (docs/automatic-lanes.md; viplanes/sampling/goflow.py names the same version).
+GOFLOW2_VERSION=v2.2.6
+GOFLOW2_DIR=/var/cache/viplanes/goflow2-${GOFLOW2_VERSION}
+if [ ! -x "$GOFLOW2_DIR/goflow2" ]; then
+  GO=$(command -v go || echo /usr/local/go/bin/go)
+  echo "setup: building goflow2 ${GOFLOW2_VERSION} (about 2 minutes, once)"
+  mkdir -p "$GOFLOW2_DIR"
+  GOBIN="$GOFLOW2_DIR" GOFLAGS=-mod=mod "$GO" install "github.com/netsampler/goflow2/v2/cmd/goflow2@${GOFLOW2_VERSION}" \
+    >/tmp/viplanes-goflow2.log 2>&1 || { tail -20 /tmp/viplanes-goflow2.log; exit 1; }
 fi
 
 # Keycloak for the OpenID Connect tests (issue 30): from Maven Central, once, into /var/cache.

@@ -22,7 +22,7 @@ from viplanes.auto import store
 from viplanes.auto.bounds import SourceBound
 from viplanes.auto.index import AutoGrant, GrantIndex
 from viplanes.auto.policy import PROTOCOLS, evidence, trigger_refusal
-from viplanes.domain.sighting import Sighting, SightingKind, SightingState
+from viplanes.domain.sighting import IPAddress, Sighting, SightingKind, SightingState
 from viplanes.errors import VipError
 from viplanes.lanes.manager import LaneManager
 from viplanes.lanes.requests import LaneTrigger
@@ -73,6 +73,11 @@ class Acceptor:
         except Exception:  # a detector's loop must never see our failure
             self.counts["errors"] += 1
             log.exception("offer")
+
+    def may_concern(self, src: IPAddress, dst: IPAddress) -> bool:
+        """The detectors' prefilter, from the same grant index (read without a lock: the index is
+        immutable and swapped whole on refresh)."""
+        return self._index.may_concern(src, dst)
 
     def _offer(self, s: Sighting) -> None:
         self.counts["offered"] += 1

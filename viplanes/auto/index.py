@@ -68,6 +68,19 @@ class GrantIndex:
                     found[g.grant_id] = g
         return [found[k] for k in sorted(found)]
 
+    def may_concern(self, src: IPAddr, dst: IPAddr) -> bool:
+        """A detector's prefilter: could a flow src -> dst (any protocol, any port) be inside some
+        automation-enabled grant? Everything else is dropped before the detector keeps state."""
+        lengths = self._lengths.get(src.version)
+        if not lengths:
+            return False
+        key = int(src)
+        for _plen, bucket, mask in lengths:
+            for g in bucket.get(key & mask, ()):
+                if any(dst.version == n.version and dst in n for n in g.dst):
+                    return True
+        return False
+
 
 def _mask(version: int, plen: int) -> int:
     bits = 32 if version == 4 else 128

@@ -75,6 +75,15 @@ ENV_SETTINGS: tuple[EnvSetting, ...] = (
     EnvSetting("auto", "firefly_rate", "VIPLANES_FIREFLY_RATE", float, "5", "fireflies per source per second"),
     EnvSetting("auto", "queue", "VIPLANES_AUTO_QUEUE", int, "256", "sightings waiting for the acceptor"),
     EnvSetting("auto", "idle_check_s", "VIPLANES_AUTO_IDLE_CHECK_S", float, "1", "idle-end check period, s"),
+    EnvSetting("sflow", "enabled", "VIPLANES_SFLOW_ENABLED", int, "0", "detect elephants from sFlow (1: on)"),
+    EnvSetting("sflow", "listen", "VIPLANES_SFLOW_LISTEN", str, "127.0.0.1:6343", "collector's UDP HOST:PORT"),
+    EnvSetting("sflow", "prefixes", "VIPLANES_SFLOW_PREFIXES", str, "", "narrow the grants' prefilter"),
+    EnvSetting("sflow", "threshold_mbps", "VIPLANES_SFLOW_THRESHOLD_MBPS", float, "50", "sighting threshold"),
+    EnvSetting("sflow", "window_s", "VIPLANES_SFLOW_WINDOW_S", float, "1", "rate window, seconds"),
+    EnvSetting("sflow", "max_flows", "VIPLANES_SFLOW_MAX_FLOWS", int, "10000", "flow table cap"),
+    EnvSetting(
+        "sflow", "goflow2", "VIPLANES_SFLOW_GOFLOW2", str, "/var/cache/viplanes/goflow2-v2.2.6/goflow2", "collector"
+    ),
     EnvSetting("lab", "pki", "VIPLANES_LAB_PKI", str, "/var/lib/viplanes/lab-pki", "the lab's PKI"),
     EnvSetting("lab", "run_dir", "VIPLANES_LAB_RUN_DIR", str, "/run/viplanes-lab", "the lab's run files"),
     EnvSetting("lab", "demo_dir", "VIPLANES_DEMO_DIR", str, "a new temporary directory", "`make demo` output"),

@@ -85,6 +85,27 @@ def _automation(manager: Any, clock: Callable[[], float]) -> Any:
         raise click.ClickException(f"firefly listener: {exc.strerror or exc}") from None
 
 
+def _sflow_detection(clock: Callable[[], float], acceptor: Any) -> Any:
+    """Detection from the switches (VIPLANES_SFLOW_*; off by default). Sightings go to the
+    acceptor; the prefilter is its own index of automation-enabled grants, narrowed further by
+    VIPLANES_SFLOW_PREFIXES when set (docs/automatic-lanes.md)."""
+    from viplanes.sampling.detector import PrefixFilter
+    from viplanes.sampling.service import SflowDetection, SflowSettings
+
+    try:
+        settings = SflowSettings.from_env()
+        if not settings.enabled:
+            return None
+        narrow = PrefixFilter(settings.prefixes) if settings.prefixes else None
+
+        def prefilter(src: Any, dst: Any) -> bool:
+            return acceptor.may_concern(src, dst) and (narrow is None or narrow(src, dst))
+
+        return SflowDetection(settings, acceptor, clock, prefilter=prefilter)
+    except ValueError as exc:
+        raise click.ClickException(f"settings: {exc}") from None
+
+
 def _stop_on_sigterm() -> None:
     def handler(signum: int, _frame: Any) -> None:
         raise SystemExit(128 + signum)
@@ -181,6 +202,7 @@ def serve(
     from viplanes.auto.metrics import AutomationCollector
 
     ctx.metrics.registry.register(AutomationCollector(automation))  # /metrics: viplanes_auto_*
+    detection = _sflow_detection(clock, automation.acceptor)
     server = None
     started = False
     try:
@@ -195,6 +217,11 @@ def serve(
         automation.start()
         if sweeper is not None:
             sweeper.start()
+        if detection is not None:
+            try:
+                detection.start()
+            except OSError as exc:
+                raise click.ClickException(str(exc)) from None
         try:
             server = create_api_server(app, listen_socket(api_host, api_port), tls, threads)
         except OSError as exc:
@@ -217,6 +244,8 @@ def serve(
         automation.stop()
         if sweeper is not None:
             sweeper.stop()
+        if detection is not None:
+            detection.stop()
         if started:
             plane.stop()
         ctx.db.dispose()

@@ -51,3 +51,16 @@ def test_a_rejected_sighting_costs_microseconds_with_a_thousand_grants():
     per_us = (time.perf_counter() - t0) / n * 1e6
     print(f"rejected sighting: {per_us:.2f} us with {len(grants)} grants")
     assert per_us < 50  # ~2 us here; a loaded 2-core machine gets 25x headroom
+
+
+def test_the_detectors_prefilter_is_the_grants_source_and_destination():
+    """sFlow detection keeps state only for flows some automatic grant could carry: a flood of
+    other flows (any source or destination outside every such grant) never reaches its table."""
+    idx = GrantIndex([grant(1, "10.1.0.0/24"), grant(3, "2001:db8:1::/64", dst="2001:db8:9::/48")])
+    assert idx.may_concern(ip("10.1.0.10"), ip("203.0.113.5"))
+    assert idx.may_concern(ip("2001:db8:1::5"), ip("2001:db8:9::1"))
+    assert not idx.may_concern(ip("10.1.0.10"), ip("198.51.100.9"))  # destination outside
+    assert not idx.may_concern(ip("10.2.0.10"), ip("203.0.113.5"))  # source outside
+    assert not idx.may_concern(ip("203.0.113.5"), ip("10.1.0.10"))  # the reverse direction
+    assert not idx.may_concern(ip("2001:db8:1::5"), ip("203.0.113.5"))  # other family
+    assert not GrantIndex([]).may_concern(ip("10.1.0.10"), ip("203.0.113.5"))

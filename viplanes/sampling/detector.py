@@ -1,0 +1,165 @@
+"""Sampled packets -> per-5-tuple rates -> a ``Sighting`` when a flow crosses the threshold.
+
+Pure: the caller passes the time. Two cheap gates come before any per-flow state, because the
+samples come from every packet of the campus and an attacker chooses how many 5-tuples it sends:
+the caller's prefilter (could this flow be inside some grant that allows automatic lanes?) and a
+capped flow table that drops the least recently sampled flow when full. Everything the detector
+says is a claim for the acceptor to re-check against the grants (viplanes/domain/sighting.py).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from ipaddress import ip_address, ip_network
+
+from viplanes.domain.sighting import IPAddress, Sighting, SightingKind, SightingSink, SightingState
+from viplanes.sampling.estimator import RateWindow, relative_error
+
+# agent, src, dst, proto, sport, dport: each switch's samples make their own estimate, so a flow
+# crossing two sampled switches is not counted twice
+FlowKey = tuple[IPAddress | None, IPAddress, IPAddress, int, int | None, int | None]
+Prefilter = Callable[[IPAddress, IPAddress], bool]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sampled packet as the collector decoded it."""
+
+    src_ip: IPAddress
+    dst_ip: IPAddress
+    protocol: int
+    src_port: int | None
+    dst_port: int | None
+    frame_bytes: int
+    sampling_rate: int
+    agent: IPAddress | None
+
+
+@dataclass(frozen=True)
+class DetectorSettings:
+    """Threshold, window and bounds; the defaults are the ones docs/automatic-lanes.md measures."""
+
+    threshold_bps: float = 50e6  # a flow at or above this rate is sighted
+    window_s: float = 1.0  # rate window (sFlow-RT's elephant rule uses 0.2 s at 100 Mbit/s)
+    slots: int = 10  # the window's buckets: memory per flow is fixed
+    min_samples: int = 16  # below this the 95 % error is above 49 %: too few to say anything
+    resend_s: float = 2.0  # while a flow stays above, say so again this often (it is alive)
+    idle_s: float = 10.0  # a flow with no sample for this long is forgotten
+    max_flows: int = 10_000  # flow table cap; the least recently sampled flow goes first
+
+    def __post_init__(self) -> None:
+        if self.threshold_bps <= 0 or self.window_s <= 0 or self.slots < 2 or self.min_samples < 1:
+            raise ValueError("sflow detector: threshold and window must be > 0, slots >= 2, min_samples >= 1")
+        if self.max_flows < 1 or self.idle_s <= 0 or self.resend_s <= 0:
+            raise ValueError("sflow detector: max_flows >= 1, idle_s > 0 and resend_s > 0")
+
+
+class PrefixFilter:
+    """The cheap gate: a flow is considered only when its source or its destination lies in one of
+    ``prefixes`` (the sources and destinations of the grants that allow automatic lanes)."""
+
+    def __init__(self, prefixes: Iterable[str]) -> None:
+        self._nets = tuple(ip_network(p, strict=False) for p in prefixes)
+
+    def __call__(self, src: IPAddress, dst: IPAddress) -> bool:
+        return any(src in net or dst in net for net in self._nets)
+
+
+@dataclass
+class _Flow:
+    window: RateWindow
+    sighted_at: float | None = None  # when the last sighting of this flow went out
+
+
+@dataclass
+class DetectorStats:
+    """What the detector did with its samples (exported by the service for operators)."""
+
+    samples: int = 0
+    filtered: int = 0  # outside the prefilter: no state kept
+    malformed: int = 0  # a sample the detector refused (sampling rate < 1, negative length)
+    evicted: int = 0  # flows dropped to keep the table under its cap
+    sightings: int = 0
+
+
+class Detector:
+    """Feed ``observe`` with samples; sightings go to ``sink`` as flows cross the threshold."""
+
+    def __init__(self, sink: SightingSink, prefilter: Prefilter, settings: DetectorSettings | None = None) -> None:
+        self.settings = settings or DetectorSettings()
+        self._sink = sink
+        self._prefilter = prefilter
+        self._flows: OrderedDict[FlowKey, _Flow] = OrderedDict()
+        self.stats = DetectorStats()
+
+    def __len__(self) -> int:
+        return len(self._flows)
+
+    def observe(self, sample: Sample, now: float) -> Sighting | None:
+        """Account one sample at ``now``; the sighting it caused (also given to the sink), if any."""
+        self.stats.samples += 1
+        if sample.sampling_rate < 1 or sample.frame_bytes < 0:
+            self.stats.malformed += 1
+            return None
+        if not self._prefilter(sample.src_ip, sample.dst_ip):
+            self.stats.filtered += 1
+            return None
+        s = self.settings
+        key: FlowKey = (sample.agent, sample.src_ip, sample.dst_ip, sample.protocol, sample.src_port, sample.dst_port)
+        flow = self._flows.get(key)
+        if flow is None:
+            if len(self._flows) >= s.max_flows:
+                self._flows.popitem(last=False)
+                self.stats.evicted += 1
+            flow = _Flow(RateWindow(s.window_s, s.slots, now))
+            self._flows[key] = flow
+        else:
+            self._flows.move_to_end(key)
+        flow.window.add(sample.frame_bytes, sample.sampling_rate, now)
+        return self._maybe_sight(key, flow, now)
+
+    def _maybe_sight(self, key: FlowKey, flow: _Flow, now: float) -> Sighting | None:
+        s = self.settings
+        if flow.sighted_at is not None and now - flow.sighted_at < s.resend_s:
+            return None
+        est = flow.window.estimate(now)
+        if est.samples < s.min_samples or est.rate_bps < s.threshold_bps:
+            return None
+        flow.sighted_at = now
+        agent, src, dst, proto, sport, dport = key
+        sighting = Sighting(
+            kind=SightingKind.SFLOW,
+            state=SightingState.ONGOING,
+            src_ip=src,
+            dst_ip=dst,
+            protocol=proto,
+            src_port=sport,
+            dst_port=dport,
+            observed_at=now,
+            reporter=agent,
+            rate_bps=est.rate_bps,
+            rate_error=relative_error(est.samples),
+            bytes_seen=est.bytes_estimated,
+            evidence={"samples": str(est.samples), "window_s": str(s.window_s)},
+        )
+        self.stats.sightings += 1
+        self._sink.offer(sighting)
+        return sighting
+
+    def expire(self, now: float) -> int:
+        """Forget flows idle for ``idle_s`` (oldest first: the table is in sampling order)."""
+        gone = 0
+        while self._flows:
+            key, flow = next(iter(self._flows.items()))
+            if now - flow.window.last_seen < self.settings.idle_s:
+                break
+            del self._flows[key]
+            gone += 1
+        return gone
+
+
+def parse_address(text: str) -> IPAddress:
+    """An address as the collector writes it (raises ValueError on anything else)."""
+    return ip_address(text)

@@ -1,0 +1,188 @@
+"""The collector: goflow2 (github.com/netsampler/goflow2) decodes the switches' sFlow v5 datagrams
+and writes one JSON line per sampled packet; we read those lines.
+
+Why goflow2 and not a decoder of our own: it is maintained (netsampler, releases through 2025),
+decodes sFlow v5, NetFlow v9 and IPFIX alike (so the same reader serves a switch that exports
+IPFIX), and runs as its own process, so a malformed datagram from the campus meets Go's decoder,
+not our process. No Python sFlow v5 decoder on PyPI is maintained. scripts/setup.sh builds it
+from the Go module proxy once into /var/cache/viplanes (docs/automatic-lanes.md).
+
+``CollectorProcess`` supervises it (restarts it with a back-off when it dies) and feeds every
+line to the detector from one reader thread, ``viplanes-sflow-reader``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from ipaddress import ip_address
+from pathlib import Path
+from typing import IO
+
+from viplanes.sampling.detector import Detector, Sample
+
+log = logging.getLogger(__name__)
+
+GOFLOW2_VERSION = "v2.2.6"
+GOFLOW2_CACHED = Path(f"/var/cache/viplanes/goflow2-{GOFLOW2_VERSION}/goflow2")
+# goflow2 names the common protocols; anything else it writes as a number
+_PROTOCOLS = {"ICMP": 1, "TCP": 6, "UDP": 17, "GRE": 47, "ESP": 50, "AH": 51, "ICMPv6": 58, "SCTP": 132}
+_PORTED = {6, 17, 132}
+MAX_LINE = 16_384  # a goflow2 line is ~1.3 kB; anything longer is not one of its lines
+
+
+def parse_line(line: bytes | str) -> Sample | None:
+    """One goflow2 JSON line -> a ``Sample``; None for anything that is not an IP flow sample."""
+    if len(line) > MAX_LINE:
+        return None
+    try:
+        msg = json.loads(line)
+        if not isinstance(msg, dict) or msg.get("type") != "SFLOW_5":
+            return None
+        proto_raw = msg.get("proto", 0)
+        proto = _PROTOCOLS.get(proto_raw) if isinstance(proto_raw, str) else int(proto_raw)
+        if proto is None:
+            proto = int(proto_raw)
+        ported = proto in _PORTED
+        agent_text = msg.get("sampler_address") or ""
+        return Sample(
+            src_ip=ip_address(msg["src_addr"]),
+            dst_ip=ip_address(msg["dst_addr"]),
+            protocol=proto,
+            src_port=int(msg.get("src_port", 0)) if ported else None,
+            dst_port=int(msg.get("dst_port", 0)) if ported else None,
+            frame_bytes=int(msg["bytes"]),
+            sampling_rate=int(msg["sampling_rate"]),
+            agent=ip_address(agent_text) if agent_text else None,
+        )
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+def goflow2_argv(binary: Path, listen: tuple[str, int]) -> list[str]:
+    """goflow2 listening for sFlow only, JSON lines on stdout, its metrics HTTP server on an
+    ephemeral loopback port (its default ``:8080`` would take the API's port on every address)."""
+    host, port = listen
+    where = f"[{host}]" if ":" in host else host
+    return [
+        str(binary),
+        "-listen",
+        f"sflow://{where}:{port}",
+        "-format",
+        "json",
+        "-transport",
+        "file",
+        "-addr",
+        "127.0.0.1:0",
+        "-loglevel",
+        "warn",
+    ]
+
+
+@dataclass(frozen=True)
+class CollectorSettings:
+    """Where goflow2 is and listens; ``wrap`` prefixes its command (tests: ``ip netns exec NS``)."""
+
+    binary: Path = GOFLOW2_CACHED
+    listen: tuple[str, int] = ("127.0.0.1", 6343)
+    expire_every_s: float = 1.0  # how often idle flows are dropped from the detector's table
+    restart_backoff_s: float = 1.0  # first wait before restarting a collector that died (doubles, max 30 s)
+    wrap: tuple[str, ...] = ()
+
+
+class CollectorProcess:
+    """goflow2 supervised, its lines read into ``detector`` on one thread; ``stop`` ends both."""
+
+    def __init__(self, detector: Detector, clock: Callable[[], float], settings: CollectorSettings) -> None:
+        self._detector = detector
+        self._clock = clock
+        self.settings = settings
+        self._stopping = threading.Event()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self.restarts = 0
+        self.lines = 0
+
+    def argv(self) -> Sequence[str]:
+        return [*self.settings.wrap, *goflow2_argv(self.settings.binary, self.settings.listen)]
+
+    def start(self) -> None:
+        """Start goflow2 now (a missing binary raises OSError here, not later in the thread)."""
+        self._spawn()
+        self._thread = threading.Thread(target=self._run, name="viplanes-sflow-reader", daemon=True)
+        self._thread.start()
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            self.argv(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL
+        )
+        with self._lock:
+            self._proc = proc
+        return proc
+
+    def _run(self) -> None:
+        backoff = self.settings.restart_backoff_s
+        while not self._stopping.is_set():
+            with self._lock:
+                proc = self._proc
+            if proc is None or proc.stdout is None:
+                return
+            self._read(proc.stdout)
+            code = proc.wait()
+            if self._stopping.is_set():
+                return
+            log.warning("sflow: collector exited (%s); restarting in %.1f s", code, backoff)
+            if self._stopping.wait(backoff):
+                return
+            backoff = min(backoff * 2, 30.0)
+            try:
+                self._spawn()
+                self.restarts += 1
+            except OSError as exc:
+                log.error("sflow: cannot restart the collector: %s", exc)
+
+    def _read(self, stream: IO[bytes]) -> None:
+        detector, clock = self._detector, self._clock
+        next_expire = clock() + self.settings.expire_every_s
+        for line in stream:
+            self.lines += 1
+            now = clock()
+            sample = parse_line(line)
+            if sample is not None:
+                detector.observe(sample, now)
+            if now >= next_expire:
+                detector.expire(now)
+                next_expire = now + self.settings.expire_every_s
+
+    def pid(self) -> int | None:
+        """The running collector's process id (for CPU accounting)."""
+        with self._lock:
+            return self._proc.pid if self._proc is not None else None
+
+    def reader_tid(self) -> int | None:
+        """The reader thread's kernel id (its CPU is in /proc/self/task/TID/stat)."""
+        return self._thread.native_id if self._thread is not None else None
+
+    def stop(self) -> None:
+        """End goflow2 and the reader; twice, for a restart that raced the stop."""
+        self._stopping.set()
+        self._end_child()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._end_child()
+
+    def _end_child(self) -> None:
+        with self._lock:
+            proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

@@ -1,0 +1,141 @@
+"""Detection from the switches as one part ``viplanes serve`` starts and stops: goflow2 supervised,
+its reader thread, the detector, settings from ``VIPLANES_SFLOW_*`` (docs/configuration.md).
+
+Off unless ``VIPLANES_SFLOW_ENABLED=1``. Enabled, it refuses to start without a prefilter: either
+the caller's (``serve`` gives the acceptor's index of the grants that allow automatic lanes) or
+``VIPLANES_SFLOW_PREFIXES``, so a switch's samples of the whole campus never become per-flow
+state by default.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from ipaddress import ip_network
+from pathlib import Path
+
+from viplanes.domain.hostport import parse_hostport
+from viplanes.domain.sighting import Sighting, SightingSink
+from viplanes.sampling.detector import Detector, DetectorSettings, DetectorStats, Prefilter, PrefixFilter
+from viplanes.sampling.goflow import GOFLOW2_CACHED, CollectorProcess, CollectorSettings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SflowSettings:
+    """Everything ``VIPLANES_SFLOW_*`` says; the defaults are safe (off, loopback)."""
+
+    enabled: bool = False
+    listen: tuple[str, int] = ("127.0.0.1", 6343)
+    goflow2: Path = GOFLOW2_CACHED
+    prefixes: tuple[str, ...] = ()
+    detector: DetectorSettings = field(default_factory=DetectorSettings)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> SflowSettings:
+        """Read ``VIPLANES_SFLOW_*``; ValueError naming the variable on a bad value."""
+        env = os.environ if env is None else env
+
+        def number(name: str, default: float, kind: type = float) -> float:
+            text = env.get(name, "")
+            if text == "":
+                return default
+            try:
+                value = kind(text)
+            except ValueError:
+                raise ValueError(f"{name}={text!r} is not a number") from None
+            if value <= 0:
+                raise ValueError(f"{name}={text!r} must be > 0")
+            return value
+
+        enabled_text = env.get("VIPLANES_SFLOW_ENABLED", "0").strip().lower()
+        if enabled_text not in ("0", "1", "false", "true", "no", "yes", "off", "on", ""):
+            raise ValueError(f"VIPLANES_SFLOW_ENABLED={enabled_text!r}: use 1 or 0")
+        prefixes = tuple(p.strip() for p in env.get("VIPLANES_SFLOW_PREFIXES", "").split(",") if p.strip())
+        for p in prefixes:
+            try:
+                ip_network(p, strict=False)
+            except ValueError:
+                raise ValueError(f"VIPLANES_SFLOW_PREFIXES: {p!r} is not a prefix") from None
+        try:
+            listen = parse_hostport(env.get("VIPLANES_SFLOW_LISTEN", "") or "127.0.0.1:6343")
+        except ValueError as exc:
+            raise ValueError(f"VIPLANES_SFLOW_LISTEN: {exc}") from None
+        detector = DetectorSettings(
+            threshold_bps=number("VIPLANES_SFLOW_THRESHOLD_MBPS", 50.0) * 1e6,
+            window_s=number("VIPLANES_SFLOW_WINDOW_S", 1.0),
+            max_flows=int(number("VIPLANES_SFLOW_MAX_FLOWS", 10_000, int)),
+        )
+        return cls(
+            enabled=enabled_text in ("1", "true", "yes", "on"),
+            listen=listen,
+            goflow2=Path(env.get("VIPLANES_SFLOW_GOFLOW2", "") or GOFLOW2_CACHED),
+            prefixes=prefixes,
+            detector=detector,
+        )
+
+
+class LogSink:
+    """Logs each sighting: what serve offers until an acceptor is given (an operator sees which
+    flows automation would consider, and nothing happens to them)."""
+
+    def offer(self, sighting: Sighting) -> None:
+        log.info(
+            "sflow: %s %s:%s -> %s:%s proto %d at %.1f Mbit/s +-%.0f%% (agent %s)",
+            sighting.kind,
+            sighting.src_ip,
+            sighting.src_port,
+            sighting.dst_ip,
+            sighting.dst_port,
+            sighting.protocol,
+            (sighting.rate_bps or 0) / 1e6,
+            (sighting.rate_error or 0) * 100,
+            sighting.reporter,
+        )
+
+
+class SflowDetection:
+    """The running part: ``start`` launches goflow2 and the reader thread, ``stop`` ends both."""
+
+    def __init__(
+        self,
+        settings: SflowSettings,
+        sink: SightingSink,
+        clock: Callable[[], float],
+        prefilter: Prefilter | None = None,
+        wrap: tuple[str, ...] = (),
+    ) -> None:
+        if prefilter is None:
+            if not settings.prefixes:
+                raise ValueError(
+                    "sflow: no prefilter: set VIPLANES_SFLOW_PREFIXES to the sources and destinations "
+                    "that automatic lanes may serve"
+                )
+            prefilter = PrefixFilter(settings.prefixes)
+        self.settings = settings
+        self.detector = Detector(sink, prefilter, settings.detector)
+        self.collector = CollectorProcess(
+            self.detector, clock, CollectorSettings(binary=settings.goflow2, listen=settings.listen, wrap=wrap)
+        )
+
+    def start(self) -> None:
+        """Raises OSError when goflow2 cannot be started (missing binary: run scripts/setup.sh)."""
+        if not self.settings.goflow2.exists() and not self.collector.settings.wrap:
+            raise OSError(f"sflow: collector {self.settings.goflow2} not found (scripts/setup.sh builds it)")
+        self.collector.start()
+        host, port = self.settings.listen
+        log.info(
+            "sflow: collector listening on %s:%d, threshold %.0f Mbit/s",
+            host,
+            port,
+            self.settings.detector.threshold_bps / 1e6,
+        )
+
+    def stats(self) -> DetectorStats:
+        return self.detector.stats
+
+    def stop(self) -> None:
+        self.collector.stop()
