@@ -15,8 +15,8 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.request import urlopen
 
@@ -124,9 +124,9 @@ def iperf(port: int, reverse: bool, seconds: int = 2, streams: int = 1) -> float
 def measure(reverse: bool, *options: str) -> float:
     """One iperf3 run through a fresh proxy in front of a fresh iperf3 server."""
     iperf_port = free_port()
-    with running(["iperf3", "-s", "-B", "127.0.0.1", "-p", str(iperf_port)], iperf_port):
-        with proxy(iperf_port, *options) as port:
-            return iperf(port, reverse)
+    server = ["iperf3", "-s", "-B", "127.0.0.1", "-p", str(iperf_port)]
+    with running(server, iperf_port), proxy(iperf_port, *options) as port:
+        return iperf(port, reverse)
 
 
 def test_upload_and_download_follow_their_own_caps_and_window_over_rtt() -> None:
@@ -143,7 +143,7 @@ def test_upload_and_download_follow_their_own_caps_and_window_over_rtt() -> None
 class _Ok(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         self.send_response(200)
         self.send_header("Content-Length", "2")
         self.end_headers()

@@ -239,7 +239,11 @@ def _execute(
                 records = runner.run_all(
                     specs,
                     lane_duration_s=int(
-                        min(3600, 120 + 2 * sum(estimate_s(s, sweep.size_of(s.dataset), wan=wan) for s in specs))
+                        min(
+                            3600,
+                            120
+                            + 2 * sum(estimate_s(s, sweep.size_of(s.dataset), wan=sess.topology.wan) for s in specs),
+                        )
                     ),
                 )
                 progress.update(task, description=f"done in {time.monotonic() - t0:.0f}s")
@@ -294,10 +298,10 @@ def _against_paper(records: list[dict[str, Any]], out_dir: Path, console: Any) -
     """The findings table (printed and as Markdown) and the paired figures."""
     from rich.table import Table
 
-    from viplanes.lab import paperplots
+    from viplanes.lab import fidelity_seeds, paperplots
     from viplanes.lab.fidelity import HEADER, REPRODUCED, findings, markdown
 
-    items = findings(records)
+    items = findings(records) + fidelity_seeds.findings(records)
     table = Table(title="The lab against the paper (lab numbers x10)", padding=(0, 1), show_lines=True)
     for name in HEADER:
         table.add_column(name, overflow="fold")
@@ -305,10 +309,7 @@ def _against_paper(records: list[dict[str, Any]], out_dir: Path, console: Any) -
         color = "green" if f.verdict == REPRODUCED else "red" if f.verdict.startswith("not r") else "yellow"
         table.add_row(f.source, f.claim, f.paper, f.lab, f"[{color}]{f.verdict}", f.reason)
     console.print(table)
-    wan = {r.get("wan_mbps") for r in records}
-    note = "WAN model: " + ", ".join(
-        f"{w:g} Mbit/s per connection (lab)" if w else "off" for w in sorted(wan, key=lambda w: w or 0)
-    )
+    note = fidelity_seeds.wan_note(records)
     console.print(note)
     path = out_dir / "against_paper.md"
     path.write_text(markdown(items) + f"\n{note}\n")

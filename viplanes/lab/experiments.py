@@ -160,6 +160,19 @@ def estimate_s(
     return size_mb * 8.4 / rate + 1.5 + extra
 
 
+def wan_record(wan: Wan | None) -> dict[str, float] | None:
+    """The WAN model a run went through, kept in its record so a report can say what it measured."""
+    if wan is None:
+        return None
+    return {
+        "up_mbps": wan.up,
+        "down_mbps": wan.down,
+        "rtt_ms": wan.rtt_ms,
+        "request_ms": wan.request_ms,
+        "storage_workers": wan.storage_workers,
+    }
+
+
 @dataclass
 class Session:
     """Everything a run needs: the network, the cloud services, the service, the datasets."""
@@ -355,6 +368,7 @@ class Runner:
             "dataset_bytes": ds.bytes if ds else None,
             "size_mb": self.sess.size_of(spec.dataset),
             "wan_mbps": wan_mbps,
+            "wan": wan_record(self.sess.topology.wan),
             "lane_id": lane["id"] if lane else None,
             "lane_nat_ip": lane.get("nat_ip") if lane else None,
             **{f"x_{k}": v for k, v in m.extra.items()},

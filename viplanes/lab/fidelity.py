@@ -213,9 +213,9 @@ def directions(records: list[Record]) -> list[Finding]:
                 paper,
                 lab,
                 _verdict(ok),
-                "downloads >= 1.5x uploads"
+                "downloads >= 1.5x uploads: the provider takes uploads slower (wan up_mbps < down_mbps)"
                 if ok
-                else "the WAN model is symmetric; the paper's gap is Google Drive taking uploads slower",
+                else "downloads under 1.5x uploads: a symmetric WAN model, or per-request costs paid alike both ways",
             )
         )
     return out
@@ -286,7 +286,11 @@ def parallel_and_chunks(records: list[Record]) -> list[Finding]:
                 _curve(dtn_ch),
                 _verdict(ok),
                 f"{P.spread(dtn_ch):.2f}x spread"
-                + ("" if ok else "; the lab has no long round trip, so fewer, bigger requests save almost nothing"),
+                + (
+                    "; each request pays a round trip and storage time, so fewer, bigger parts save time"
+                    if ok
+                    else "; without a round trip or storage time per request, bigger parts save nothing"
+                ),
             )
         )
     else:
