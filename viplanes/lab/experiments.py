@@ -154,7 +154,7 @@ def estimate_s(
         rate = min(rate, conns * wan_mbps)
     extra = 0.0
     if wan is not None:
-        files = 1 if spec.dataset == "one" else int(spec.dataset.removeprefix("split") or 1)
+        files = int((spec.dataset or "").removeprefix("split") or 1) if spec.dataset != "one" else 1
         parts = max(1, -(-size_mb // (spec.chunk_mb or size_mb))) + 2 if spec.dataset == "one" else 1
         extra = files * parts / conns * (wan.rtt_ms + wan.request_ms) / 1000 + 2.0  # + rclone's start
     return size_mb * 8.4 / rate + 1.5 + extra

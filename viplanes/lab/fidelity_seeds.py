@@ -51,7 +51,7 @@ def storage_findings(records: list[Record]) -> list[Finding]:
         out.append(Finding(src, claim, paper, lab, REPRODUCED if ok else NOT_REPRODUCED, why))
     else:
         out.append(Finding(src, claim, paper, "-", NOT_APPLICABLE, "no DTN upload transfers sweep in these results"))
-    ch = {}
+    ch: dict[int, list[float]] = {}
     for r in chunk_runs(records):
         if r["placement"] == "dtn":
             ch.setdefault(int(r["chunk_mb"]), []).append(float(r["mbps"]) * P.SCALE)
