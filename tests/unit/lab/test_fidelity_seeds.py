@@ -5,8 +5,10 @@ Every finding gets a row, with data or with the reason it has none.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from tests.support.paths import UNIT_FIXTURES
 from viplanes.lab import fidelity, fidelity_seeds
 from viplanes.lab.fidelity import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED, Finding
 
@@ -89,3 +91,25 @@ def test_wan_note_names_the_round_trip_and_caps() -> None:
     wan = {"up_mbps": 6, "down_mbps": 16, "rtt_ms": 300, "request_ms": 500, "storage_workers": 12}
     note = fidelity_seeds.wan_note([{"wan": wan, "wan_mbps": 10}, {"wan_mbps": 10}])
     assert "6 Mbit/s up / 16 down" in note and "rtt 300 ms" in note and "10 Mbit/s per connection" in note
+
+
+RTT_FIXTURE = UNIT_FIXTURES / "lab" / "paper_results_rtt.jsonl"
+
+
+def test_recorded_run_with_the_round_trip_reproduces_the_chunk_rise_and_seed_001() -> None:
+    """A real `lab run --paper` with campus.yaml's round trip, caps and storage queue (load 8-19)."""
+    records = [json.loads(line) for line in RTT_FIXTURE.read_text().splitlines() if line.strip()]
+    items = fidelity.findings(records) + fidelity_seeds.findings(records)
+    chunk = by_claim(items, "mean rises with chunk size")
+    assert chunk.verdict == REPRODUCED and "round trip" in chunk.reason, chunk
+    assert by_claim(items, "chunk size moves throughput less").verdict == REPRODUCED
+    assert by_claim(items, "concurrent users").verdict == REPRODUCED
+    assert by_claim(items, "largest possible subset").verdict == REPRODUCED
+    # the DTN at 4 transfers, where neither NIC nor machine binds: downloads well ahead of uploads
+    dtn4 = {
+        r["direction"]: r["mbps"]
+        for r in records
+        if r.get("series") == "transfers" and r["placement"] == "dtn" and r["parallel"] == 4
+    }
+    assert dtn4["download"] >= 1.5 * dtn4["upload"], dtn4
+    assert len({f.claim for f in items}) == len(items)  # one row per finding
