@@ -5,12 +5,17 @@ throttle each connection. This kernel has no netem (no delay) and no fq, and tc 
 load, so the cap is made in userspace instead: the cloud's services listen on the cloud host's
 loopback, and this proxy listens on its public address in front of them. Every accepted
 connection is forwarded in both directions, each direction through its own token bucket at
-``--mbps``. Reading stops while a bucket is empty, so TCP's own flow control pushes back on the
-sender: a client sees a slow connection, never an error.
+``--mbps`` (or ``--up-mbps`` / ``--down-mbps``). Reading stops while a bucket is empty, so TCP's
+own flow control pushes back on the sender: a client sees a slow connection, never an error.
+With ``--rtt-ms`` each direction is also a delay line (half the round trip each way, at most
+``--window-kb`` in flight), and with ``--request-ms`` the HTTP requests on ``--storage-port``
+wait for one of ``--storage-workers`` shared by every connection (`wanmodel.py`).
 
-    python -m viplanes.lab.wanproxy --mbps 10 --forward 203.0.113.10:9000=127.0.0.1:9000
+    python -m viplanes.lab.wanproxy --mbps 10 --up-mbps 6 --down-mbps 16 --rtt-ms 300 \
+        --request-ms 500 --storage-port 9000 --forward 203.0.113.10:9000=127.0.0.1:9000
 
-`TokenBucket` is pure (the clock is passed in); the asyncio glue only reads, waits and writes.
+`TokenBucket`, `DelayLine` and `RequestFramer` are pure (the clock is passed in); the asyncio
+glue only reads, waits and writes.
 """
 
 from __future__ import annotations
