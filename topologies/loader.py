@@ -39,6 +39,16 @@ CAP_FIELDS = ("profile", "features", "max_flows")  # Switch: what it can hold (p
 Route = tuple[ipaddress.IPv4Network, ipaddress.IPv4Address]
 
 
+# wan: keys with a default and a range: (default, lowest, highest, unit for messages)
+WAN_RANGES: dict[str, tuple[float, float, float, str]] = {
+    "burst_kb": (64, 4, 16384, "KB"),
+    "rtt_ms": (0, 0, 10000, "ms"),
+    "window_kb": (4096, 16, 1048576, "KB"),
+    "request_ms": (0, 0, 60000, "ms"),
+    "storage_workers": (8, 1, 1024, "workers"),
+}
+
+
 class TopologyError(ValueError):
     """The topology file is unusable; ``problems`` holds one readable line per problem."""
 
@@ -377,18 +387,39 @@ class _Parser(FieldReader):
         return LanePool(prefix=prefix, mac=mac)
 
     def wan(self, item: Any) -> Wan | None:
-        """The optional WAN model: a per-connection rate limit on the cloud's services."""
-        m = self.mapping(item, "wan", ("per_connection_mbps",), ("burst_kb",))
+        """The optional WAN model: per-connection caps, a round trip and the storage's queue."""
+        optional = ("burst_kb", "rtt_ms", "up_mbps", "down_mbps", "window_kb", "request_ms", "storage_workers")
+        m = self.mapping(item, "wan", ("per_connection_mbps",), optional)
         if m is None or "per_connection_mbps" not in m:
             return None
         rate = self.number(m["per_connection_mbps"], "wan.per_connection_mbps")
-        burst = self.number(m.get("burst_kb", 64), "wan.burst_kb")
-        if burst is not None and not 4 <= burst <= 16384:
-            self.bad("wan.burst_kb", f"expected 4..16384 KB, got {burst:g}")
-            burst = None
-        if rate is None or burst is None:
+        values: dict[str, float] = {}
+        for key, (default, lo, hi, unit) in WAN_RANGES.items():
+            value = m.get(key, default)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+                self.bad(f"wan.{key}", f"expected {lo:.0f}..{hi:.0f} {unit}, got {value!r}")
+                return None
+            if key == "storage_workers" and value != int(value):
+                self.bad(f"wan.{key}", f"expected a whole number, got {value!r}")
+                return None
+            values[key] = float(value)
+        caps: dict[str, float | None] = {}
+        for key in ("up_mbps", "down_mbps"):
+            caps[key] = self.number(m[key], f"wan.{key}") if key in m else None
+            if key in m and caps[key] is None:
+                return None
+        if rate is None:
             return None
-        return Wan(per_connection_mbps=rate, burst_kb=burst)
+        return Wan(
+            per_connection_mbps=rate,
+            burst_kb=values["burst_kb"],
+            rtt_ms=values["rtt_ms"],
+            up_mbps=caps["up_mbps"],
+            down_mbps=caps["down_mbps"],
+            window_kb=values["window_kb"],
+            request_ms=values["request_ms"],
+            storage_workers=int(values["storage_workers"]),
+        )
 
     def check_direct_cables(self, middleboxes: list[Middlebox], edge: EdgeRouter) -> None:
         """A leg without a switch port is cabled straight to another such leg (fw <-> nat), so

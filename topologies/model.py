@@ -149,6 +149,27 @@ class Wan:
 
     per_connection_mbps: float
     burst_kb: float = 64.0  # token-bucket depth: how far a connection may run ahead of its rate
+    # the round trip a connection sees beyond the edge: half of it is added in each direction
+    rtt_ms: float = 0.0
+    # asymmetric caps (a provider that takes uploads slower than it serves): None = per_connection_mbps
+    up_mbps: float | None = None  # client -> cloud
+    down_mbps: float | None = None  # cloud -> client
+    # bytes a connection may have in flight per direction (TCP's window): throughput <= window / RTT
+    window_kb: float = 4096.0
+    # the cloud's storage: every S3 request waits for one of ``storage_workers`` and holds it
+    # ``request_ms`` (0 = off) before the service sees it (seed 001's shared service queue)
+    request_ms: float = 0.0
+    storage_workers: int = 8
+
+    @property
+    def up(self) -> float:
+        """Mbit/s each connection may upload."""
+        return self.per_connection_mbps if self.up_mbps is None else self.up_mbps
+
+    @property
+    def down(self) -> float:
+        """Mbit/s each connection may download."""
+        return self.per_connection_mbps if self.down_mbps is None else self.down_mbps
 
 
 @dataclass(frozen=True)

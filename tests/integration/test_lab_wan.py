@@ -24,7 +24,7 @@ def test_each_connection_is_capped_and_parallel_connections_add_up(tmp_path: Pat
     with session(TOPOLOGY, tmp_path, ("one",), 4, need_lanes=False) as sess:
         wan = sess.topology.wan
         assert wan is not None and sess.services.per_connection_mbps == wan.per_connection_mbps
-        cap = wan.per_connection_mbps
+        cap, up, down = wan.per_connection_mbps, wan.up, wan.down
         nic = sess.topology.host("dtn").nic_mbps
         specs = [
             RunSpec("dtn", direction, "default", "iperf3", p, 1, seconds=3)
@@ -40,13 +40,15 @@ def test_each_connection_is_capped_and_parallel_connections_add_up(tmp_path: Pat
         for rec in (up1, down1, up4, up64, s3):
             assert rec["ok"], rec["error"]
             assert rec["wan_mbps"] == cap
-        # one connection: near the cap, both ways (measured 9.9-10.1 for a 10 Mbit/s cap)
-        assert 0.8 * cap <= up1["mbps"] <= 1.1 * cap, up1["mbps"]
-        assert 0.8 * cap <= down1["mbps"] <= 1.1 * cap, down1["mbps"]
+        # one connection: near its direction's cap (iperf3's 3 s include the round trips of its
+        # start, so up to 20% under)
+        assert 0.75 * up <= up1["mbps"] <= 1.1 * up, up1["mbps"]
+        assert 0.75 * down <= down1["mbps"] <= 1.1 * down, down1["mbps"]
         # four connections: near four times the cap
-        assert 0.8 * 4 * cap <= up4["mbps"] <= 1.1 * 4 * cap, up4["mbps"]
+        assert 0.75 * 4 * up <= up4["mbps"] <= 1.1 * 4 * up, up4["mbps"]
         # 64 connections could carry 64 x the cap: the NIC (and two busy cores) cap them instead
-        assert up64["mbps"] <= 1.02 * nic < 64 * cap, up64["mbps"]
+        assert up64["mbps"] <= 1.02 * nic < 64 * up, up64["mbps"]
         assert up64["mbps"] >= 2 * up4["mbps"], (up64["mbps"], up4["mbps"])
-        # the S3 endpoint is behind the same cap: one file, parts one after another
-        assert 0.4 * cap <= s3["mbps"] <= 1.1 * cap, s3["mbps"]
+        # the S3 endpoint is behind the same cap: one file, parts one after another, each request
+        # paying the round trip and the storage's service time
+        assert 0.3 * up <= s3["mbps"] <= 1.1 * up, s3["mbps"]

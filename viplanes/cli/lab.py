@@ -7,11 +7,14 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from viplanes.domain.values import is_decimal
+
+if TYPE_CHECKING:
+    from viplanes.topologies.model import Wan
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_TOPOLOGY = REPO / "topologies" / "campus.yaml"
@@ -137,8 +140,8 @@ def run(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     specs = paper_plan(sweep.placements, reps) if paper and not full else plan(sweep)
-    wan_mbps = _wan_mbps(topology_path)
-    total_s = sum(estimate_s(s, sweep.size_of(s.dataset), wan_mbps=wan_mbps) for s in specs)
+    wan = _wan(topology_path)
+    total_s = sum(estimate_s(s, sweep.size_of(s.dataset), wan=wan) for s in specs)
     click.echo(f"lab: {len(specs)} runs, about {total_s / 60:.0f} min of transfers", err=True)
     if dry_run:
         for s in specs:
@@ -165,15 +168,15 @@ def run(
     )
 
 
-def _wan_mbps(topology_path: Path) -> float | None:
-    """The topology's per-connection cap, for the time estimate (None if off or unreadable)."""
+def _wan(topology_path: Path) -> Wan | None:
+    """The topology's WAN model, for the time estimate (None if off or unreadable)."""
     from viplanes.topologies.loader import TopologyError, load_topology
 
     try:
         wan = load_topology(topology_path).wan
     except (TopologyError, OSError):
         return None
-    return wan.per_connection_mbps if wan else None
+    return wan
 
 
 def _external(api_url: str | None, token: str | None, openflow: str | None) -> Any:
@@ -236,7 +239,11 @@ def _execute(
                 records = runner.run_all(
                     specs,
                     lane_duration_s=int(
-                        min(3600, 120 + 2 * sum(estimate_s(s, sweep.size_of(s.dataset)) for s in specs))
+                        min(
+                            3600,
+                            120
+                            + 2 * sum(estimate_s(s, sweep.size_of(s.dataset), wan=sess.topology.wan) for s in specs),
+                        )
                     ),
                 )
                 progress.update(task, description=f"done in {time.monotonic() - t0:.0f}s")
@@ -291,10 +298,10 @@ def _against_paper(records: list[dict[str, Any]], out_dir: Path, console: Any) -
     """The findings table (printed and as Markdown) and the paired figures."""
     from rich.table import Table
 
-    from viplanes.lab import paperplots
+    from viplanes.lab import fidelity_seeds, paperplots
     from viplanes.lab.fidelity import HEADER, REPRODUCED, findings, markdown
 
-    items = findings(records)
+    items = findings(records) + fidelity_seeds.findings(records)
     table = Table(title="The lab against the paper (lab numbers x10)", padding=(0, 1), show_lines=True)
     for name in HEADER:
         table.add_column(name, overflow="fold")
@@ -302,10 +309,7 @@ def _against_paper(records: list[dict[str, Any]], out_dir: Path, console: Any) -
         color = "green" if f.verdict == REPRODUCED else "red" if f.verdict.startswith("not r") else "yellow"
         table.add_row(f.source, f.claim, f.paper, f.lab, f"[{color}]{f.verdict}", f.reason)
     console.print(table)
-    wan = {r.get("wan_mbps") for r in records}
-    note = "WAN model: " + ", ".join(
-        f"{w:g} Mbit/s per connection (lab)" if w else "off" for w in sorted(wan, key=lambda w: w or 0)
-    )
+    note = fidelity_seeds.wan_note(records)
     console.print(note)
     path = out_dir / "against_paper.md"
     path.write_text(markdown(items) + f"\n{note}\n")

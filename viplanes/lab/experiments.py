@@ -21,7 +21,7 @@ from typing import Any
 
 from viplanes.lifecycle import stop_process
 from viplanes.topologies.loader import load_topology
-from viplanes.topologies.model import Topology
+from viplanes.topologies.model import Topology, Wan
 
 from .datasets import SHAPES, Dataset, make_dataset, same_content, seed
 from .measure import Measurement, run_iperf3, run_rclone
@@ -133,16 +133,44 @@ def plan(sweep: Sweep) -> list[RunSpec]:
 
 
 def estimate_s(
-    spec: RunSpec, size_mb: int, default_mbps: float = 14.0, lane_mbps: float = 90.0, wan_mbps: float | None = None
+    spec: RunSpec,
+    size_mb: int,
+    default_mbps: float = 14.0,
+    lane_mbps: float = 90.0,
+    wan_mbps: float | None = None,
+    wan: Wan | None = None,
 ) -> float:
-    """A rough duration of one run, for lane lengths and the progress bar."""
+    """A rough duration of one run, for lane lengths and the progress bar.
+
+    With a `wan` (the topology's WAN model) an rclone run also pays its requests: a round trip
+    and the storage's service time for each file (and each part of a multipart file)."""
     if spec.tool == "iperf3":
-        return (spec.seconds or 0) + 1.5
+        return (spec.seconds or 0) + 1.5 + (4 * wan.rtt_ms / 1000 if wan else 0.0)
     rate = lane_mbps if spec.path == "lane" or spec.placement in NO_LANE else default_mbps
+    if wan is not None:
+        wan_mbps = wan.up if spec.direction == "upload" else wan.down
+    conns = 1 if spec.dataset == "one" else spec.parallel
     if wan_mbps:  # one connection per file (or per single multipart file)
-        conns = 1 if spec.dataset == "one" else spec.parallel
         rate = min(rate, conns * wan_mbps)
-    return size_mb * 8.4 / rate + 1.5
+    extra = 0.0
+    if wan is not None:
+        files = int((spec.dataset or "").removeprefix("split") or 1) if spec.dataset != "one" else 1
+        parts = max(1, -(-size_mb // (spec.chunk_mb or size_mb))) + 2 if spec.dataset == "one" else 1
+        extra = files * parts / conns * (wan.rtt_ms + wan.request_ms) / 1000 + 2.0  # + rclone's start
+    return size_mb * 8.4 / rate + 1.5 + extra
+
+
+def wan_record(wan: Wan | None) -> dict[str, float] | None:
+    """The WAN model a run went through, kept in its record so a report can say what it measured."""
+    if wan is None:
+        return None
+    return {
+        "up_mbps": wan.up,
+        "down_mbps": wan.down,
+        "rtt_ms": wan.rtt_ms,
+        "request_ms": wan.request_ms,
+        "storage_workers": wan.storage_workers,
+    }
 
 
 @dataclass
@@ -277,7 +305,7 @@ class Runner:
         wanted = set()
         if spec.path == "lane":  # every port this placement's lane runs need, asked for at once
             wanted = {(host, self._port(s.tool)) for s in specs if s.path == "lane" and s.placement == spec.placement}
-        margin = estimate_s(spec, self.sess.size_of(spec.dataset)) + 60
+        margin = estimate_s(spec, self.sess.size_of(spec.dataset), wan=self.sess.topology.wan) + 60
         for key in [k for k in self.lanes if k not in wanted or _left_s(self.lanes[k]) < margin]:
             self._release(self.lanes.pop(key))  # not needed any more, or about to expire
         if not wanted:
@@ -340,6 +368,7 @@ class Runner:
             "dataset_bytes": ds.bytes if ds else None,
             "size_mb": self.sess.size_of(spec.dataset),
             "wan_mbps": wan_mbps,
+            "wan": wan_record(self.sess.topology.wan),
             "lane_id": lane["id"] if lane else None,
             "lane_nat_ip": lane.get("nat_ip") if lane else None,
             **{f"x_{k}": v for k, v in m.extra.items()},

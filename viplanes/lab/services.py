@@ -20,6 +20,7 @@ from pathlib import Path
 from mininet.node import Node
 
 from viplanes.lifecycle import stop_process
+from viplanes.topologies.model import Wan
 
 from .net import LabNetwork
 
@@ -133,8 +134,7 @@ def start_cloud_services(
                 "viplanes.lab.wanproxy",
                 "--mbps",
                 f"{wan.per_connection_mbps:g}",
-                "--burst-kb",
-                f"{wan.burst_kb:g}",
+                *wan_options(wan, s3_port),
                 "--verbose",
                 *(a for port in (iperf_port, s3_port) for a in ("--forward", f"{ip}:{port}={bind}:{port}")),
             ],
@@ -145,6 +145,16 @@ def start_cloud_services(
     return CloudServices(
         ip, iperf_port, s3_port, BUCKET, data_dir, wan.per_connection_mbps if wan is not None else None
     )
+
+
+def wan_options(wan: Wan, s3_port: int) -> list[str]:
+    """The proxy's options for the topology's `wan:` section (the S3 port carries the storage model)."""
+    argv = ["--burst-kb", f"{wan.burst_kb:g}", "--up-mbps", f"{wan.up:g}", "--down-mbps", f"{wan.down:g}"]
+    argv += ["--rtt-ms", f"{wan.rtt_ms:g}", "--window-kb", f"{wan.window_kb:g}"]
+    if wan.request_ms > 0:
+        argv += ["--request-ms", f"{wan.request_ms:g}", "--storage-workers", str(wan.storage_workers)]
+        argv += ["--storage-port", str(s3_port)]
+    return argv
 
 
 def _spawn(lab: LabNetwork, host: Node, argv: list[str], log: Path) -> subprocess.Popen:

@@ -5,12 +5,17 @@ throttle each connection. This kernel has no netem (no delay) and no fq, and tc 
 load, so the cap is made in userspace instead: the cloud's services listen on the cloud host's
 loopback, and this proxy listens on its public address in front of them. Every accepted
 connection is forwarded in both directions, each direction through its own token bucket at
-``--mbps``. Reading stops while a bucket is empty, so TCP's own flow control pushes back on the
-sender: a client sees a slow connection, never an error.
+``--mbps`` (or ``--up-mbps`` / ``--down-mbps``). Reading stops while a bucket is empty, so TCP's
+own flow control pushes back on the sender: a client sees a slow connection, never an error.
+With ``--rtt-ms`` each direction is also a delay line (half the round trip each way, at most
+``--window-kb`` in flight), and with ``--request-ms`` the HTTP requests on ``--storage-port``
+wait for one of ``--storage-workers`` shared by every connection (`wanmodel.py`).
 
-    python -m viplanes.lab.wanproxy --mbps 10 --forward 203.0.113.10:9000=127.0.0.1:9000
+    python -m viplanes.lab.wanproxy --mbps 10 --up-mbps 6 --down-mbps 16 --rtt-ms 300 \
+        --request-ms 500 --storage-port 9000 --forward 203.0.113.10:9000=127.0.0.1:9000
 
-`TokenBucket` is pure (the clock is passed in); the asyncio glue only reads, waits and writes.
+`TokenBucket`, `DelayLine` and `RequestFramer` are pure (the clock is passed in); the asyncio
+glue only reads, waits and writes.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ import signal
 import socket
 import sys
 from dataclasses import dataclass
+
+from .wanmodel import DelayLine, RequestFramer
 
 READ_BYTES = 32 * 1024  # one read, at most (less with a smaller burst)
 
@@ -62,10 +69,39 @@ def parse_forward(text: str) -> tuple[str, int, str, int]:
     return lhost, ports[0], thost, ports[1]
 
 
-async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, bucket: TokenBucket) -> int:
-    """Copy one direction at the bucket's rate until EOF; pass the EOF on. Bytes copied.
+class StorageQueue:
+    """The cloud's storage: ``workers`` shared by every connection, each request holding one
+    for ``request_s`` before the service sees it (seed 001's per-request cost and shared queue)."""
 
-    Reads are at most one burst, so what leaves at once is never more than a burst either."""
+    def __init__(self, request_s: float, workers: int) -> None:
+        self.request_s = request_s
+        self._slots = asyncio.Semaphore(workers)
+
+    async def serve(self) -> None:
+        async with self._slots:
+            await asyncio.sleep(self.request_s)
+
+
+@dataclass
+class Direction:
+    """How one direction of a connection is shaped: its rate, and optionally its round trip
+    (a `DelayLine`) and the storage queue its requests wait in (client -> cloud only)."""
+
+    bucket: TokenBucket
+    line: DelayLine | None = None
+    framer: RequestFramer | None = None
+    storage: StorageQueue | None = None
+
+
+async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, how: Direction) -> int:
+    """Copy one direction at the bucket's rate until EOF; pass the EOF on. Bytes copied."""
+    if how.line is None and how.storage is None:
+        return await _pump_direct(reader, writer, how.bucket)
+    return await _pump_delayed(reader, writer, how)
+
+
+async def _pump_direct(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, bucket: TokenBucket) -> int:
+    """Reads are at most one burst, so what leaves at once is never more than a burst either."""
     loop = asyncio.get_running_loop()
     moved = 0
     chunk = int(min(READ_BYTES, bucket.burst_bytes))
@@ -84,14 +120,91 @@ async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, buck
     return moved
 
 
+async def _pump_delayed(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, how: Direction) -> int:
+    """The same through a delay line: a reader paces and stamps each piece with the time it may
+    leave; a writer waits for that time (and, for a request's first piece, a storage worker)."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[float, bytes, bool] | None] = asyncio.Queue(maxsize=256)
+    chunk = int(min(READ_BYTES, how.bucket.burst_bytes))
+
+    async def send() -> int:
+        sent = 0
+        while (item := await queue.get()) is not None:
+            due, data, starts = item
+            if (delay := due - loop.time()) > 0:
+                await asyncio.sleep(delay)
+            if starts and how.storage is not None:
+                await how.storage.serve()
+            writer.write(data)
+            await writer.drain()
+            sent += len(data)
+        if writer.can_write_eof():
+            writer.write_eof()
+        return sent
+
+    sender = asyncio.ensure_future(send())
+    try:
+        while True:
+            if how.line is not None:
+                while (wait := how.line.wait_for_room(loop.time())) > 0:
+                    await asyncio.sleep(wait)
+                room = int(how.line.room(loop.time()))
+                data = await reader.read(max(1024, min(chunk, room)))
+            else:
+                data = await reader.read(chunk)
+            if not data or sender.done():
+                break
+            pieces = how.framer.feed(data) if how.framer is not None else [(data, False)]
+            for piece, starts in pieces:
+                wait = how.bucket.take(len(piece), loop.time())
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                now = loop.time()
+                due = how.line.push(len(piece), now) if how.line is not None else now
+                await queue.put((due, piece, starts))
+        if not sender.done():
+            await queue.put(None)
+        return await sender
+    except (ConnectionError, OSError):
+        if sender.done() and not sender.cancelled():
+            sender.exception()  # retrieved: the connection is gone either way
+        sender.cancel()
+        writer.transport.abort()
+        return 0
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The WAN model's settings for one proxy (docs/lab.md, "The WAN model")."""
+
+    up_bps: float
+    down_bps: float
+    burst_bytes: float
+    rtt_s: float = 0.0
+    window_bytes: float = 4096 * 1024
+
+    def directions(self, storage: StorageQueue | None) -> tuple[Direction, Direction]:
+        """Fresh (upload, download) shaping for one new connection."""
+
+        def line() -> DelayLine | None:
+            return DelayLine(self.rtt_s, self.window_bytes) if self.rtt_s > 0 else None
+
+        up = Direction(TokenBucket(self.up_bps, self.burst_bytes), line())
+        if storage is not None:
+            up.framer, up.storage = RequestFramer(), storage
+        return up, Direction(TokenBucket(self.down_bps, self.burst_bytes), line())
+
+
 class Proxy:
     """Accepts on the public address, connects to the service, paces both directions."""
 
-    def __init__(self, target: tuple[str, int], rate_bps: float, burst_bytes: float, verbose: bool = False) -> None:
+    def __init__(
+        self, target: tuple[str, int], shape: Shape, storage: StorageQueue | None = None, verbose: bool = False
+    ) -> None:
         self.target = target
         self.verbose = verbose
-        self.rate_bps = rate_bps
-        self.burst_bytes = max(burst_bytes, 4096)
+        self.shape = Shape(shape.up_bps, shape.down_bps, max(shape.burst_bytes, 4096), shape.rtt_s, shape.window_bytes)
+        self.storage = storage
 
     async def handle(self, c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter) -> None:
         try:
@@ -101,11 +214,9 @@ class Proxy:
             return
         loop = asyncio.get_running_loop()
         started = loop.time()
+        up_how, down_how = self.shape.directions(self.storage)
         try:
-            up, down = await asyncio.gather(
-                _pump(c_reader, s_writer, TokenBucket(self.rate_bps, self.burst_bytes)),
-                _pump(s_reader, c_writer, TokenBucket(self.rate_bps, self.burst_bytes)),
-            )
+            up, down = await asyncio.gather(_pump(c_reader, s_writer, up_how), _pump(s_reader, c_writer, down_how))
             if self.verbose:
                 peer = c_writer.get_extra_info("peername")
                 print(f"{peer} -> {self.target[1]}: {up} B in, {down} B out, {loop.time() - started:.2f} s", flush=True)
@@ -130,15 +241,24 @@ def listening_socket(host: str, port: int, rcvbuf: int) -> socket.socket:
     return sock
 
 
-async def serve(forwards: list[tuple[str, int, str, int]], mbps: float, burst_kb: float, verbose: bool = False) -> None:
+async def serve(
+    forwards: list[tuple[str, int, str, int]],
+    shape: Shape,
+    storage_ports: tuple[int, ...] = (),
+    storage: StorageQueue | None = None,
+    verbose: bool = False,
+) -> None:
+    """Proxy every forward until SIGTERM or SIGINT; listen ports in ``storage_ports`` carry
+    HTTP requests that wait in the (one, shared) ``storage`` queue."""
     servers = []
     for lhost, lport, thost, tport in forwards:
-        proxy = Proxy((thost, tport), mbps * 1e6, burst_kb * 1024, verbose)
-        servers.append(
-            await asyncio.start_server(proxy.handle, sock=listening_socket(lhost, lport, int(burst_kb * 1024)))
-        )
+        proxy = Proxy((thost, tport), shape, storage if lport in storage_ports else None, verbose)
+        sock = listening_socket(lhost, lport, int(shape.burst_bytes))
+        servers.append(await asyncio.start_server(proxy.handle, sock=sock))
+    queue = f", storage {storage.request_s * 1000:g} ms a request on ports {storage_ports}" if storage else ""
     print(
-        f"wanproxy: {mbps:g} Mbit/s per connection each way, burst {burst_kb:g} KB: "
+        f"wanproxy: {shape.up_bps / 1e6:g} Mbit/s up, {shape.down_bps / 1e6:g} down per connection, "
+        f"burst {shape.burst_bytes / 1024:g} KB, rtt {shape.rtt_s * 1000:g} ms{queue}: "
         + ", ".join(f"{a}:{b} -> {c}:{d}" for a, b, c, d in forwards),
         flush=True,
     )
@@ -155,17 +275,30 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m viplanes.lab.wanproxy", description=__doc__.splitlines()[0])
     parser.add_argument("--forward", action="append", required=True, metavar="LISTEN_IP:PORT=TARGET_IP:PORT")
     parser.add_argument("--mbps", type=float, required=True, help="per connection, each way")
+    parser.add_argument("--up-mbps", type=float, help="per connection, client to service (default --mbps)")
+    parser.add_argument("--down-mbps", type=float, help="per connection, service to client (default --mbps)")
     parser.add_argument("--burst-kb", type=float, default=64.0)
+    parser.add_argument("--rtt-ms", type=float, default=0.0, help="round trip; half is added each way")
+    parser.add_argument("--window-kb", type=float, default=4096.0, help="bytes in flight per direction")
+    parser.add_argument("--request-ms", type=float, default=0.0, help="storage service time per request")
+    parser.add_argument("--storage-workers", type=int, default=8, help="requests served at once")
+    parser.add_argument("--storage-port", type=int, action="append", default=[], help="listen port carrying S3")
     parser.add_argument("--verbose", action="store_true", help="one line per closed connection")
     args = parser.parse_args(argv)
     try:
         forwards = [parse_forward(f) for f in args.forward]
     except ValueError as exc:
         parser.error(str(exc))
-    if not args.mbps > 0 or not args.burst_kb > 0:
-        parser.error("--mbps and --burst-kb must be positive")
+    up = args.mbps if args.up_mbps is None else args.up_mbps
+    down = args.mbps if args.down_mbps is None else args.down_mbps
+    if not min(args.mbps, up, down, args.burst_kb, args.window_kb, args.storage_workers) > 0:
+        parser.error("--mbps, --up-mbps, --down-mbps, --burst-kb, --window-kb and --storage-workers must be positive")
+    if not (args.rtt_ms >= 0 and args.request_ms >= 0):
+        parser.error("--rtt-ms and --request-ms must be 0 or more")
+    shape = Shape(up * 1e6, down * 1e6, args.burst_kb * 1024, args.rtt_ms / 1000, args.window_kb * 1024)
+    storage = StorageQueue(args.request_ms / 1000, args.storage_workers) if args.request_ms > 0 else None
     try:
-        asyncio.run(serve(forwards, args.mbps, args.burst_kb, args.verbose))
+        asyncio.run(serve(forwards, shape, tuple(args.storage_port), storage, args.verbose))
     except OSError as exc:
         print(f"wanproxy: {exc}", file=sys.stderr)
         return 1

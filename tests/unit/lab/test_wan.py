@@ -17,7 +17,16 @@ CAMPUS = REPO / "topologies" / "campus.yaml"
 
 
 def test_campus_models_the_wan() -> None:
-    assert load_topology(CAMPUS).wan == Wan(per_connection_mbps=10, burst_kb=64)
+    assert load_topology(CAMPUS).wan == Wan(
+        per_connection_mbps=10,
+        burst_kb=64,
+        rtt_ms=300,
+        up_mbps=6,
+        down_mbps=16,
+        window_kb=4096,
+        request_ms=500,
+        storage_workers=12,
+    )
 
 
 def test_without_the_section_the_limit_is_off(campus_data: dict[str, Any]) -> None:
@@ -41,7 +50,7 @@ def test_burst_defaults(campus_data: dict[str, Any]) -> None:
         ({"per_connection_mbps": "fast"}, "wan.per_connection_mbps: expected a positive number"),
         ({}, "wan"),
         ({"per_connection_mbps": 10, "burst_kb": 1}, "wan.burst_kb: expected 4..16384 KB, got 1"),
-        ({"per_connection_mbps": 10, "rtt_ms": 80}, "wan.rtt_ms: unknown key"),
+        ({"per_connection_mbps": 10, "latency_ms": 80}, "wan.latency_ms: unknown key"),
         ([10], "wan: expected a mapping"),
     ],
 )

@@ -1,0 +1,181 @@
+"""The WAN model's round trip, asymmetric caps and storage queue, measured through the real proxy.
+
+The proxy (`python -m viplanes.lab.wanproxy`) runs on loopback in front of an echo server,
+`iperf3 -s` and an HTTP server: no Mininet, so the numbers are the proxy's alone. Without the
+delay line a request-response loop takes well under a millisecond and both directions run at
+one cap; without the storage queue eight concurrent requests finish together.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.request import urlopen
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def listening(port: int) -> bool:
+    """Whether a socket listens on ``port``, without connecting (iperf3 would count a probe as
+    a client, and a probe through the proxy would reach the service too)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                local, state = line.split()[1], line.split()[3]
+                if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
+                    return True
+    return False
+
+
+def wait_port(port: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if listening(port):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"nothing listens on {port}")
+
+
+@contextmanager
+def running(argv: list[str], port: int) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_port(port)
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@contextmanager
+def proxy(target: int, *options: str) -> Iterator[int]:
+    port = free_port()
+    argv = [sys.executable, "-m", "viplanes.lab.wanproxy", "--forward", f"127.0.0.1:{port}=127.0.0.1:{target}"]
+    with running([*argv, *options], port):
+        yield port
+
+
+@contextmanager
+def echo_server() -> Iterator[int]:
+    srv = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            with conn:
+                while data := conn.recv(65536):
+                    conn.sendall(data)
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield int(srv.getsockname()[1])
+    finally:
+        srv.close()
+
+
+def round_trips(port: int, n: int = 5) -> list[float]:
+    out = []
+    with socket.create_connection(("127.0.0.1", port)) as c:
+        for _ in range(n):
+            started = time.monotonic()
+            c.sendall(b"ping")
+            got = b""
+            while len(got) < 4:
+                got += c.recv(4)
+            out.append(time.monotonic() - started)
+    return out
+
+
+def test_a_request_response_loop_sees_the_round_trip() -> None:
+    with echo_server() as echo, proxy(echo, "--mbps", "10", "--rtt-ms", "120") as port:
+        rtts = round_trips(port)
+    print("rtt s", [round(r, 4) for r in rtts])
+    # each exchange pays 60 ms each way: 120 ms, +25 ms for a loaded machine's scheduling
+    assert all(0.118 <= r <= 0.145 for r in rtts), rtts
+
+
+def iperf(port: int, reverse: bool, seconds: int = 2, streams: int = 1) -> float:
+    argv = ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", str(seconds), "-P", str(streams), "-J"]
+    out = subprocess.run([*argv, *(["-R"] if reverse else [])], capture_output=True, text=True, timeout=30)
+    result = json.loads(out.stdout)
+    assert "error" not in result, result["error"]
+    return float(result["end"]["sum_received"]["bits_per_second"]) / 1e6
+
+
+def measure(reverse: bool, *options: str) -> float:
+    """One iperf3 run through a fresh proxy in front of a fresh iperf3 server."""
+    iperf_port = free_port()
+    server = ["iperf3", "-s", "-B", "127.0.0.1", "-p", str(iperf_port)]
+    with running(server, iperf_port), proxy(iperf_port, *options) as port:
+        return iperf(port, reverse)
+
+
+def test_upload_and_download_follow_their_own_caps_and_window_over_rtt() -> None:
+    caps = ("--mbps", "10", "--up-mbps", "4", "--down-mbps", "12", "--rtt-ms", "40")
+    up, down = measure(False, *caps), measure(True, *caps)
+    # 32 KB in flight over a 100 ms round trip: 2.6 Mbit/s, whatever the 10 Mbit/s cap says
+    windowed = measure(False, "--mbps", "10", "--rtt-ms", "100", "--window-kb", "32")
+    print(f"up {up:.2f} down {down:.2f} windowed {windowed:.2f} Mbit/s")
+    assert 0.85 * 4 <= up <= 1.1 * 4, up
+    assert 0.85 * 12 <= down <= 1.1 * 12, down
+    assert 0.7 * 2.62 <= windowed <= 1.1 * 2.62, windowed
+
+
+class _Ok(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_concurrent_requests_queue_for_the_storage_workers() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Ok)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        target = int(server.server_address[1])
+        options = ("--mbps", "50", "--request-ms", "200", "--storage-workers", "2")
+        port = free_port()
+        argv = [sys.executable, "-m", "viplanes.lab.wanproxy", "--forward", f"127.0.0.1:{port}=127.0.0.1:{target}"]
+        with running([*argv, *options, "--storage-port", str(port)], port):
+
+            def get(_: int) -> float:
+                started = time.monotonic()
+                with urlopen(f"http://127.0.0.1:{port}/x", timeout=20) as resp:
+                    assert resp.read() == b"ok"
+                return time.monotonic() - started
+
+            one = get(0)
+            with ThreadPoolExecutor(8) as pool:
+                started = time.monotonic()
+                list(pool.map(get, range(8)))
+                eight = time.monotonic() - started
+    finally:
+        server.shutdown()
+    print(f"one request {one:.3f} s, eight at once {eight:.3f} s")
+    assert 0.19 <= one <= 0.35, one  # one service time
+    assert 0.78 <= eight <= 1.2, eight  # 8 requests / 2 workers x 200 ms
