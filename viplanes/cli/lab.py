@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_TOPOLOGY = REPO / "topologies" / "campus.yaml"
+PAPER_TOPOLOGY = REPO / "topologies" / "campus-paper.yaml"  # --paper: the round-trip WAN model
 
 
 def _words(value: str) -> tuple[str, ...]:
@@ -41,8 +42,8 @@ def lab() -> None:
     "--topology",
     "topology_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=DEFAULT_TOPOLOGY,
-    show_default=True,
+    default=None,
+    help="topology YAML [default: topologies/campus.yaml; with --paper, topologies/campus-paper.yaml]",
 )
 @click.option(
     "--results",
@@ -91,7 +92,7 @@ def lab() -> None:
     "--openflow", default=None, metavar="HOST:PORT", help="that server's OpenFlow address, for the lab's switches"
 )
 def run(
-    topology_path: Path,
+    topology_path: Path | None,
     results: Path,
     work_dir: Path,
     placements: str,
@@ -115,6 +116,9 @@ def run(
     """Build the lab, run the experiments, append results. Needs root and OVS (scripts/ovs-up)."""
     from viplanes.lab.experiments import Sweep, estimate_s, plan
     from viplanes.lab.papergrid import paper_plan, paper_sweep
+
+    if topology_path is None:
+        topology_path = PAPER_TOPOLOGY if paper else DEFAULT_TOPOLOGY
 
     if paper:  # the paper's grid; only the placements (and --reps without --full) are ours
         sweep = replace(paper_sweep(full), placements=_words(placements))

@@ -127,7 +127,7 @@ def not_run() -> list[Finding]:
             "-",
             "-",
             NOT_APPLICABLE,
-            "not measured: campus.yaml is v4-only; the v6 lane is tested in campus-dualstack.yaml (test_v6guard_lab)",
+            "not measured: campus-paper.yaml is v4-only; the v6 lane is tested in campus-dualstack.yaml (test_v6guard_lab)",
         ),
     ]
 

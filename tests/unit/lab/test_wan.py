@@ -17,7 +17,14 @@ CAMPUS = REPO / "topologies" / "campus.yaml"
 
 
 def test_campus_models_the_wan() -> None:
-    assert load_topology(CAMPUS).wan == Wan(
+    """The demo's and the lab tests' campus: the caps alone."""
+    assert load_topology(CAMPUS).wan == Wan(per_connection_mbps=10, burst_kb=64)
+
+
+def test_the_paper_campus_adds_the_round_trip_and_storage() -> None:
+    """`lab run --paper`'s campus: campus.yaml but for the WAN model."""
+    paper = load_topology(REPO / "topologies" / "campus-paper.yaml")
+    assert paper.wan == Wan(
         per_connection_mbps=10,
         burst_kb=64,
         rtt_ms=300,

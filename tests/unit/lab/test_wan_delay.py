@@ -14,10 +14,10 @@ from viplanes.lab.wanproxy import Shape, StorageQueue, main
 from viplanes.topologies.loader import TopologyError, load_topology, parse_topology
 from viplanes.topologies.model import Wan
 
-CAMPUS = REPO / "topologies" / "campus.yaml"
+CAMPUS = REPO / "topologies" / "campus-paper.yaml"  # lab run --paper's campus
 
 
-def test_campus_has_a_round_trip_slower_uploads_and_a_storage_queue() -> None:
+def test_the_paper_campus_has_a_round_trip_slower_uploads_and_a_storage_queue() -> None:
     wan = load_topology(CAMPUS).wan
     assert wan is not None
     assert wan.rtt_ms > 0 and wan.request_ms > 0
