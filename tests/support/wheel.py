@@ -42,3 +42,24 @@ def fresh_venv(where: Path, wheel: Path, extra: str) -> Path:
     done = subprocess.run(pip, capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     return where / "bin"
+
+
+def server_venv(wheel: Path) -> Path:
+    """A venv (no system site-packages) with ``wheel[server]``, kept under /var/cache/viplanes
+    per setup.py (its dependency lists): the first run installs the stack (~1 min from PyPI),
+    later runs only put this wheel in place of the last (a few seconds). Returns its bin/."""
+    import hashlib
+
+    key = hashlib.sha256((REPO / "setup.py").read_bytes()).hexdigest()[:12]
+    where = PIP_CACHE.parent / f"server-venv-{key}"
+    ready = where / ".installed"
+    if not ready.exists():
+        shutil.rmtree(where, ignore_errors=True)
+        fresh_venv(where, wheel, "server")
+        ready.touch()
+        return where / "bin"
+    env = {**os.environ, "PIP_CACHE_DIR": str(PIP_CACHE), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    pip = [str(where / "bin" / "pip"), "install", "-q", "--no-deps", "--force-reinstall", str(wheel)]
+    done = subprocess.run(pip, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return where / "bin"

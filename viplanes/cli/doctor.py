@@ -29,6 +29,7 @@ def run_checks(
     api_url: str,
     max_skew_s: float,
     now: dt.datetime,
+    ca_file: str | None = None,
 ) -> list[Finding]:
     """Every check, in the order an operator fixes things (database, PKI, topology, switches, clock)."""
     from viplanes.cli import doctor_checks as checks
@@ -43,7 +44,7 @@ def run_checks(
         found += checks.check_pki(pki_dir, pins, topology, now)
         found.append(loaded)
         if topology is not None:
-            report, source = checks.fetch_readiness(api_url, live)
+            report, source = checks.fetch_readiness(api_url, live, ca_file=ca_file)
             found += checks.check_switches(topology, report, source)
             found += check_features(topology, report)
         if live is not None:
@@ -91,6 +92,13 @@ def exit_code(found: list[Finding]) -> int:
     "--api", "api_url", envvar="VIPLANES_API_URL", default=DEFAULT_API, show_default=True, help="API base URL"
 )
 @click.option(
+    "--ca-file",
+    envvar="VIPLANES_CA_FILE",
+    default=None,
+    type=click.Path(dir_okay=False, exists=True),
+    help="CA bundle an https --api is verified against (default: the system store); env VIPLANES_CA_FILE",
+)
+@click.option(
     "--max-clock-skew", type=click.FloatRange(0), default=5.0, show_default=True, help="seconds of skew that FAIL"
 )
 @click.option("--json", "as_json", is_flag=True, help="one JSON document instead of lines")
@@ -100,13 +108,14 @@ def doctor(
     pins: tuple[str, ...],
     topology_path: str | None,
     api_url: str,
+    ca_file: str | None,
     max_clock_skew: float,
     as_json: bool,
 ) -> None:
     """Check the config file, database, PKI, topology, switches, their features and the clock;
     print what to fix."""
     found = config_findings(click.get_current_context())
-    found += run_checks(db_url, pki_dir, pins, topology_path, api_url, max_clock_skew, dt.datetime.now(dt.UTC))
+    found += run_checks(db_url, pki_dir, pins, topology_path, api_url, max_clock_skew, dt.datetime.now(dt.UTC), ca_file)
     code = exit_code(found)
     if as_json:
         status = {EXIT_OK: "ok", EXIT_WARN: "warn", EXIT_FAIL: "fail"}[code]
