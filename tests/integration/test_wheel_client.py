@@ -21,6 +21,7 @@ pytestmark = pytest.mark.integration
 def _require_ovs() -> None:
     """This module needs pip and PyPI, not Open vSwitch (overrides the conftest's check)."""
 
+
 SERVER_ONLY = ["os_ken", "flask", "sqlalchemy", "psycopg2", "matplotlib", "alembic", "joserfc"]
 
 
