@@ -54,7 +54,8 @@ def server_venv(wheel: Path) -> Path:
     where = PIP_CACHE.parent / f"server-venv-{key}"
     ready = where / ".installed"
     if not ready.exists():
-        shutil.rmtree(where, ignore_errors=True)
+        for old in PIP_CACHE.parent.glob("server-venv-*"):  # made for an earlier setup.py
+            shutil.rmtree(old, ignore_errors=True)
         fresh_venv(where, wheel, "server")
         ready.touch()
         return where / "bin"
