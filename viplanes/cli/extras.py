@@ -48,6 +48,15 @@ def extra_for(missing_module: str) -> str:
     return "lab" if missing_module.split(".")[0] in LAB_MODULES else "server"
 
 
+def require(command: str, *modules: str) -> None:
+    """For a client command with one server-side subcommand (`principal add` writes the database
+    directly): the needs-extra line and exit 69 when a module is missing."""
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            click.echo(needs_line(command, module), err=True)
+            sys.exit(NEEDS_EXTRA_EXIT)
+
+
 def needs_line(command: str, missing_module: str) -> str:
     extra = extra_for(missing_module)
     return (

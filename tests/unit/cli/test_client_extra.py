@@ -49,7 +49,12 @@ def test_client_commands_work_without_the_server_stack(args: list[str]) -> None:
 
 
 def test_a_server_command_names_the_extra_in_one_line() -> None:
-    for args in (["serve", "--pki", "/x"], ["db", "upgrade"], ["serve", "--help"]):
+    for args in (
+        ["serve", "--pki", "/x"],
+        ["db", "upgrade"],
+        ["serve", "--help"],
+        ["principal", "add", "b", "--role", "operator"],
+    ):
         out = run(*args)
         assert out.returncode == NEEDS_EXTRA_EXIT, (args, out.returncode, out.stderr)
         lines = out.stderr.strip().splitlines()
