@@ -7,10 +7,11 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from viplanes.authz.oidc import OidcSettings
-from viplanes.authz.oidcconsole import ConsoleOidcSettings
-from viplanes.store.db import resolve_db_url
+if TYPE_CHECKING:  # the API's settings; the CLI client (viplanes[client]) has no authz/store deps
+    from viplanes.authz.oidc import OidcSettings
+    from viplanes.authz.oidcconsole import ConsoleOidcSettings
 
 
 def _env_int(name: str, default: int) -> int:
@@ -46,12 +47,26 @@ class AppConfig:
     dns_ttl_floor_s: int = field(default_factory=lambda: _env_int("VIPLANES_DNS_TTL_FLOOR_S", 30))
     dns_ttl_cap_s: int = field(default_factory=lambda: _env_int("VIPLANES_DNS_TTL_CAP_S", 3600))
     # issue 30: accept the campus identity provider's access tokens (docs/identity.md); None = off
-    oidc: OidcSettings | None = field(default_factory=OidcSettings.from_env)
+    oidc: OidcSettings | None = field(default_factory=lambda: _oidc_from_env())
     # the console's "Sign in with <campus>" (code flow + PKCE) client; None = token sign-in only
-    oidc_console: ConsoleOidcSettings | None = field(default_factory=ConsoleOidcSettings.from_env)
+    oidc_console: ConsoleOidcSettings | None = field(default_factory=lambda: _console_from_env())
 
     def resolved_db_url(self) -> str:
+        from viplanes.store.db import resolve_db_url
+
         return resolve_db_url(self.db_url or None)
+
+
+def _oidc_from_env() -> OidcSettings | None:
+    from viplanes.authz.oidc import OidcSettings
+
+    return OidcSettings.from_env()
+
+
+def _console_from_env() -> ConsoleOidcSettings | None:
+    from viplanes.authz.oidcconsole import ConsoleOidcSettings
+
+    return ConsoleOidcSettings.from_env()
 
 
 def _config_path() -> Path:

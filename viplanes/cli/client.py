@@ -147,6 +147,9 @@ def principal() -> None:
 @click.option("--db", "db_url", envvar="VIPLANES_DB_URL", default=None, help="database URL (default ./viplanes.db)")
 def principal_add(name: str, role: str, db_url: str | None) -> None:
     """Create a principal straight in the database (bootstrap); prints its token last."""
+    from viplanes.cli.extras import require
+
+    require("principal add", "sqlalchemy")
     from sqlalchemy.exc import SQLAlchemyError
 
     from viplanes.errors import VipError

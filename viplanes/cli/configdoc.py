@@ -70,7 +70,7 @@ lane_days = 90
 ```
 """
 
-DOC_COMMANDS = ("serve", "api", "controller", "db", "pki", "topology", "lab", "transfer")
+DOC_COMMANDS = ("serve", "api", "controller", "db", "doctor", "pki", "topology", "lab", "transfer")
 CLIENT_COMMANDS = ("principal", "grant", "lane", "audit")
 
 

@@ -1,6 +1,7 @@
 """`viplanes doctor`: after an install, one command that says what works and what to fix.
 
-One line per check (ok / warn / FAIL, and the fix); ``--json`` for machines. Exit 0 when every
+Checks the configuration file first (doctor_config.py), then database, PKI, topology, switches
+and their features (doctor_features.py) and the clock. One line per check (ok / warn / FAIL, and the fix); ``--json`` for machines. Exit 0 when every
 check is ok, 1 when only warnings remain, 4 when something FAILs.
 """
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import click
 
 from viplanes.cli.doctor_checks import FAIL, OK, WARN, Finding
+from viplanes.cli.doctor_features import check_features
 
 EXIT_OK, EXIT_WARN, EXIT_FAIL = 0, 1, 4
 DEFAULT_API = "http://127.0.0.1:8080"
@@ -27,6 +29,7 @@ def run_checks(
     api_url: str,
     max_skew_s: float,
     now: dt.datetime,
+    ca_file: str | None = None,
 ) -> list[Finding]:
     """Every check, in the order an operator fixes things (database, PKI, topology, switches, clock)."""
     from viplanes.cli import doctor_checks as checks
@@ -41,14 +44,31 @@ def run_checks(
         found += checks.check_pki(pki_dir, pins, topology, now)
         found.append(loaded)
         if topology is not None:
-            report, source = checks.fetch_readiness(api_url, live)
+            report, source = checks.fetch_readiness(api_url, live, ca_file=ca_file)
             found += checks.check_switches(topology, report, source)
+            found += check_features(topology, report)
         if live is not None:
             found.append(checks.check_clock(live, max_skew_s))
         return found
     finally:
         if db is not None:
             db.dispose()
+
+
+def config_findings(ctx: click.Context) -> list[Finding]:
+    """The configuration file the top-level --config (or its defaults) names, every table checked."""
+    from viplanes.cli.doctor_config import check_config
+    from viplanes.cli.main import COMMANDS
+
+    root = ctx.find_root()
+    group = root.command
+    assert isinstance(group, click.Group)
+    explicit = root.params.get("config_path")
+
+    def command_of(table: str) -> click.Command | None:
+        return group.get_command(root, table) if table in COMMANDS else None
+
+    return check_config(explicit, command_of)
 
 
 def exit_code(found: list[Finding]) -> int:
@@ -72,6 +92,13 @@ def exit_code(found: list[Finding]) -> int:
     "--api", "api_url", envvar="VIPLANES_API_URL", default=DEFAULT_API, show_default=True, help="API base URL"
 )
 @click.option(
+    "--ca-file",
+    envvar="VIPLANES_CA_FILE",
+    default=None,
+    type=click.Path(dir_okay=False, exists=True),
+    help="CA bundle an https --api is verified against (default: the system store); env VIPLANES_CA_FILE",
+)
+@click.option(
     "--max-clock-skew", type=click.FloatRange(0), default=5.0, show_default=True, help="seconds of skew that FAIL"
 )
 @click.option("--json", "as_json", is_flag=True, help="one JSON document instead of lines")
@@ -81,11 +108,14 @@ def doctor(
     pins: tuple[str, ...],
     topology_path: str | None,
     api_url: str,
+    ca_file: str | None,
     max_clock_skew: float,
     as_json: bool,
 ) -> None:
-    """Check the database, PKI, topology, switches and clock; print what to fix."""
-    found = run_checks(db_url, pki_dir, pins, topology_path, api_url, max_clock_skew, dt.datetime.now(dt.UTC))
+    """Check the config file, database, PKI, topology, switches, their features and the clock;
+    print what to fix."""
+    found = config_findings(click.get_current_context())
+    found += run_checks(db_url, pki_dir, pins, topology_path, api_url, max_clock_skew, dt.datetime.now(dt.UTC), ca_file)
     code = exit_code(found)
     if as_json:
         status = {EXIT_OK: "ok", EXIT_WARN: "warn", EXIT_FAIL: "fail"}[code]

@@ -233,12 +233,15 @@ def check_switches(topology: Topology, report: dict[str, Any] | None, source: st
     return out
 
 
-def fetch_readiness(api_url: str, db: Database | None, timeout_s: float = 5.0) -> tuple[dict[str, Any] | None, str]:
-    """The API's /readyz, else the master's report in the database (split deployment)."""
+def fetch_readiness(
+    api_url: str, db: Database | None, timeout_s: float = 5.0, ca_file: str | None = None
+) -> tuple[dict[str, Any] | None, str]:
+    """The API's /readyz (an https API verified against ``ca_file``, else the system store), else
+    the master's report in the database (split deployment)."""
     import requests
 
     try:
-        r = requests.get(f"{api_url.rstrip('/')}/readyz", timeout=timeout_s)
+        r = requests.get(f"{api_url.rstrip('/')}/readyz", timeout=timeout_s, verify=ca_file or True)
         body = r.json()
         if isinstance(body, dict):
             return body, f"{api_url}/readyz"

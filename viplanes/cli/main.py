@@ -9,6 +9,8 @@ import importlib
 
 import click
 
+from viplanes import __version__
+
 # command name -> "module:attribute" of a click command or group
 COMMANDS: dict[str, str] = {
     "topology": "viplanes.cli.topology:topology",
@@ -43,11 +45,18 @@ class LazyGroup(click.Group):
         if target is None:
             return None
         module_name, attr = target.split(":")
+        from viplanes.cli.extras import missing_module, needs_extra_command
+
+        lacking = missing_module(name)
+        if lacking is not None:
+            return needs_extra_command(name, lacking)  # a client-only install (viplanes[client])
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
             if exc.name and module_name.startswith(exc.name):
                 return None  # component not built yet
+            if exc.name and not exc.name.startswith("viplanes"):
+                return needs_extra_command(name, exc.name)  # a dependency COMMAND_NEEDS does not name
             raise
         return getattr(module, attr)
 
@@ -72,7 +81,7 @@ class LazyGroup(click.Group):
     default=None,
     help="configuration file [default: $VIPLANES_CONFIG, else /etc/viplanes/viplanes.toml if present]",
 )
-@click.version_option(package_name="viplanes")
+@click.version_option(version=__version__, prog_name="viplanes")
 @click.pass_context
 def main(ctx: click.Context, config_path: str | None) -> None:
     """VIP Lanes: pre-authorized big-data flows that bypass campus middleboxes."""
@@ -80,7 +89,9 @@ def main(ctx: click.Context, config_path: str | None) -> None:
 
     name = ctx.invoked_subcommand
     command = ctx.command.get_command(ctx, name) if name else None  # type: ignore[attr-defined]
-    if name and command is not None:
+    from viplanes.cli.extras import NeedsExtra
+
+    if name and command is not None and not isinstance(command, NeedsExtra):
         ctx.default_map = {name: command_defaults(ctx.meta[CONFIG_META], name, command)}
 
 

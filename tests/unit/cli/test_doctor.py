@@ -22,7 +22,11 @@ from viplanes.store.db import Database
 from viplanes.store.migrations import upgrade
 from viplanes.topologies.model import Topology
 
-NOW = dt.datetime.now(dt.UTC)
+
+def now() -> dt.datetime:
+    """The present when a check runs: a module-level constant, taken at collection, lay minutes
+    before the certificates a fixture issued on a loaded machine ("not valid before")."""
+    return dt.datetime.now(dt.UTC)
 
 
 def by_check(found: list[Finding]) -> dict[str, Finding]:
@@ -91,19 +95,19 @@ def test_unreachable_database_fails(tmp_path: Path) -> None:
 
 
 def test_healthy_pki_is_ok(pki_dir: Path, topo: Topology) -> None:
-    found = check_pki(pki_dir, (), topo, NOW)
+    found = check_pki(pki_dir, (), topo, now())
     assert all(f.status == OK for f in found), [f.line() for f in found]
     assert "pki.switch-host1.crt" in by_check(found)
 
 
 def test_certificate_expiring_within_30_days_warns(pki_dir: Path, topo: Topology) -> None:
-    soon = NOW + dt.timedelta(days=pki.LEAF_DAYS - 10)
+    soon = now() + dt.timedelta(days=pki.LEAF_DAYS - 10)
     ctl = by_check(check_pki(pki_dir, (), topo, soon))["pki.controller.crt"]
     assert ctl.status == WARN and "expires in" in ctl.detail
 
 
 def test_expired_certificate_fails_with_its_fix(pki_dir: Path, topo: Topology) -> None:
-    later = NOW + dt.timedelta(days=pki.LEAF_DAYS + 1)
+    later = now() + dt.timedelta(days=pki.LEAF_DAYS + 1)
     found = by_check(check_pki(pki_dir, (), topo, later))
     assert found["pki.controller.crt"].status == FAIL and "expired" in found["pki.controller.crt"].detail
     assert "viplanes pki" in found["pki.controller.crt"].fix
@@ -112,22 +116,22 @@ def test_expired_certificate_fails_with_its_fix(pki_dir: Path, topo: Topology) -
 
 
 def test_missing_pki_files_fail(tmp_path: Path, topo: Topology) -> None:
-    found = check_pki(tmp_path, (), topo, NOW)
+    found = check_pki(tmp_path, (), topo, now())
     assert found[0].status == FAIL and "ca.crt" in found[0].detail and "viplanes pki init" in found[0].fix
 
 
 def test_readable_key_fails(pki_dir: Path, topo: Topology) -> None:
     os.chmod(pki_dir / "controller.key", 0o644)
-    key = by_check(check_pki(pki_dir, (), topo, NOW))["pki.key"]
+    key = by_check(check_pki(pki_dir, (), topo, now()))["pki.key"]
     assert key.status == FAIL and "chmod 600" in key.fix
 
 
 def test_pins(pki_dir: Path, topo: Topology) -> None:
     real = pki.cert_sha256(pki.load_cert(pki_dir / "switch-host1.crt"))
-    assert by_check(check_pki(pki_dir, (real,), topo, NOW))["pki.pins"].status == OK
-    stray = by_check(check_pki(pki_dir, ("ab" * 32,), topo, NOW))["pki.pins"]
+    assert by_check(check_pki(pki_dir, (real,), topo, now()))["pki.pins"].status == OK
+    stray = by_check(check_pki(pki_dir, ("ab" * 32,), topo, now()))["pki.pins"]
     assert stray.status == WARN and "abababababab" in stray.detail
-    bad = by_check(check_pki(pki_dir, ("nothex",), topo, NOW))["pki.pins"]
+    bad = by_check(check_pki(pki_dir, ("nothex",), topo, now()))["pki.pins"]
     assert bad.status == FAIL
 
 
@@ -163,6 +167,7 @@ def test_cli_on_a_missing_database_neither_creates_it_nor_passes(tmp_path: Path)
     result = CliRunner().invoke(main, ["doctor", "--db", str(path), "--api", "http://127.0.0.1:1", "--json"])
     assert result.exit_code == EXIT_FAIL
     body = json.loads(result.output)
-    assert body["status"] == "fail" and body["checks"][0]["check"] == "database"
-    assert "does not exist" in body["checks"][0]["detail"]
+    first = body["checks"][1]  # after the config file's check (doctor_config.py)
+    assert body["status"] == "fail" and body["checks"][0]["check"] == "config" and first["check"] == "database"
+    assert "does not exist" in first["detail"]
     assert not path.exists()
