@@ -118,10 +118,13 @@ def fits_switches(
     req: LaneRequest,
     target: LaneTarget,
     nat_ip: str | None,
+    max_matches: int = 64,
 ) -> VipError | None:
     """The request's refusal when a switch on its path lacks a feature it needs or has no room
     for its entries (``costs`` None: no switch has a budget); None when it fits."""
-    lacking = feature_refusal(topo, str(req.src_ip), req.rate_mbps, target.ports)
+    lacking = feature_refusal(
+        topo, str(req.src_ip), req.rate_mbps, target.ports, n_nets=len(target.nets), max_matches=max_matches
+    )
     if lacking is not None or costs is None:
         return lacking
     spec = LaneSpec(

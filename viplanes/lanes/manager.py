@@ -239,7 +239,9 @@ class LaneManager(LaneActivation):
                     {"pool": str(self.topology.lane_pool.prefix)},
                     code="lane_pool_exhausted",
                 )
-        refused = fits_switches(conn, self.db, self.topology, self.flow_costs, req, target, nat_ip)
+        refused = fits_switches(
+            conn, self.db, self.topology, self.flow_costs, req, target, nat_ip, self.limits.max_matches
+        )
         if refused is not None:  # before the row is written and anything is sent
             return None, refused
         if immediate:
