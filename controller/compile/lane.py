@@ -79,6 +79,7 @@ from viplanes.controller.compile.path import (  # noqa: F401 - re-exported
     gateway_mac,
     lane_hops,
     lane_source,
+    router_translates,
     stateful,
 )
 from viplanes.controller.compile.proxyarp import lane_pool_arp_reply
@@ -207,6 +208,8 @@ def compile_lane(
     """
     host = lane_source(lane, topo)
     nat_ip = check_lane(lane, topo, host)
+    if nat_ip is not None and router_translates(topo):
+        nat_ip = None  # the edge router translates: the border leaves the host's address alone
     hops = lane_hops(lane, topo)
     hard = hard_timeout_for(lane.expires_at, now)
     lane_cookie(lane.lane_id)  # validates the id before anything is built
