@@ -59,3 +59,16 @@ def _lacks(switch: str, profile: str, feature: str, what: str) -> VipError:
         {"switch": switch, "feature": feature},
         code="switch_lacks_feature",
     )
+
+
+def entries_per_destination(topo: Topology, src_ip: str, ports: tuple[tuple[int, int], ...]) -> int:
+    """Port entries one destination takes on the lane's costliest switch: the exact ports where
+    a switch of the path has no masked port matches, else the prefix cover (a name lane's
+    re-resolve keeps as many addresses as ``max_matches`` holds at this size)."""
+    host = topo.host_by_ip(src_ip)
+    try:
+        hops = lane_path(topo, host.name) if host is not None else ()
+    except ValueError:
+        hops = ()
+    masked = all(topo.switch(h.switch).caps.features.masked_ports for h in hops)
+    return entry_count(ports, masked=masked)
