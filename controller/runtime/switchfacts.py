@@ -107,8 +107,8 @@ def ask_features(state: SwitchState, wire: Wire, book: FactBook, dpid: int, time
     where it contradicts the topology's profile; the mismatches (empty when none or no answer)."""
     tables = wire.ask(dpid, parser.OFPTableFeaturesStatsRequest(None, 0, []), timeout_s)
     meters = wire.ask(dpid, parser.OFPMeterFeaturesStatsRequest(None, 0), timeout_s)
-    if tables is None:
-        LOG.info("%s did not answer OFPMP_TABLE_FEATURES", state.switch_name(dpid))
+    if not tables:  # no answer, or an empty one: nothing to compare
+        LOG.info("%s did not describe its tables (OFPMP_TABLE_FEATURES)", state.switch_name(dpid))
         return []
     count, max_entries = parse_table_features(tables)
     name = state.short_name(dpid)

@@ -66,3 +66,10 @@ def test_whatever_the_guard_passes_os_ken_parses_in_time(at: int, value: int) ->
     raw[at] = value
     if check_message(bytes(raw)).ok:
         assert parses_in_time(bytes(raw))
+
+
+def test_an_empty_meter_features_reply_passes() -> None:
+    """A switch without meters may answer with no body; closing its connection for that would
+    take it off the campus."""
+    assert check_message(multipart(ofp.OFPMP_METER_FEATURES, b"")).action == OK
+    assert check_message(multipart(ofp.OFPMP_METER_FEATURES, b"\0" * 10)).action == REJECT

@@ -100,3 +100,11 @@ def test_a_runtime_without_ask_features_never_asks():
     runtime = switches.attach(LaneRuntime(topo, clock=switches.clock, spawn=lambda fn: fn()), connect=False)
     runtime.switch_up(topo.switch("s1").dpid)
     assert "OFPTableFeaturesStatsRequest" not in switches.sent_types() and runtime.switch_facts() == {}
+
+
+def test_an_empty_answer_is_no_answer(caplog):
+    """A switch that answers with no table at all says nothing: no facts, no false mismatch."""
+    topo = campus()
+    with caplog.at_level(logging.WARNING, "viplanes.controller.runtime.switchfacts"):
+        runtime, _ = connect(topo, {}, meters=0)
+    assert runtime.switch_facts() == {} and not caplog.records
