@@ -18,6 +18,7 @@ from viplanes.lanes.manager import LaneLimits, LaneManager
 from viplanes.lanes.resolver import Resolver
 from viplanes.store.db import Database
 from viplanes.store.ratelimit import Budgets, FailedAuthLimiter
+from viplanes.topologies.capfacts import fact_rows
 from viplanes.topologies.model import Topology
 
 from . import audit, auth, automation, bodies, errors, grants, health, lanes, metrics, principals, requestid
@@ -91,6 +92,7 @@ def create_app(
     m.watch_lanes(manager.counts_by_state)
     if manager.flow_costs is not None:
         m.watch_budgets(manager.flow_budgets)
+    m.watch_switch_facts(lambda: fact_rows(topology, dataplane.switch_facts()))  # learned from the switches
 
     app = Flask("viplanes")
     app.config.update(

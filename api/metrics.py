@@ -11,6 +11,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from viplanes.dataplane.base import Dataplane
+from viplanes.domain.switchfacts import SwitchFacts
 from viplanes.store.models import LANE_STATES
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -54,6 +55,31 @@ class _FlowBudgets(Collector):
         yield limit
 
 
+class _SwitchFacts(Collector):
+    """What switches said about themselves (``Dataplane.switch_facts``): the entries a switch held
+    when it refused one for a full table, and how many contradictions of its profile it showed."""
+
+    def __init__(self, rows: Callable[[], list[tuple[str, SwitchFacts, list[str]]]]) -> None:
+        self._rows = rows
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        full = GaugeMetricFamily(
+            "viplanes_switch_full_at", "Our entries a switch held when it refused one (TABLE_FULL)", labels=["switch"]
+        )
+        odd = GaugeMetricFamily(
+            "viplanes_switch_profile_mismatches",
+            "Contradictions of the profile in the switch's features",
+            labels=["switch"],
+        )
+        for switch, facts, mismatches in self._rows():
+            if facts.full_at is not None:
+                full.add_metric([switch], facts.full_at)
+            if facts.tables is not None:
+                odd.add_metric([switch], len(mismatches))
+        yield full
+        yield odd
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -80,6 +106,9 @@ class Metrics:
 
     def watch_budgets(self, budgets: Callable[[], list[tuple[str, int | None, int]]]) -> None:
         self.registry.register(_FlowBudgets(budgets))
+
+    def watch_switch_facts(self, rows: Callable[[], list[tuple[str, SwitchFacts, list[str]]]]) -> None:
+        self.registry.register(_SwitchFacts(rows))
 
     def decision(self, code: str) -> None:
         self.decisions.labels("allow" if code == "allowed" else "deny", code).inc()

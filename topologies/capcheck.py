@@ -1,9 +1,11 @@
 """Does every lane the topology must carry find the features it needs on its path?
 
-Today's compiler translates a NAT'd lane (``nat(src=...)`` or set_field) at the border switch,
+The compiler translates a NAT'd lane (``nat(src=...)`` or set_field) at the border switch,
 where the edge router attaches, so a NAT'd host needs a border that can translate: ``nat`` and
-``set_field``. A topology may instead declare ``nat_router:`` (the edge router or a NAT
-middlebox that translates lane traffic itself). A dual-stack host's v6 lanes need ``ipv6`` on
+``set_field``. A topology may instead declare ``nat_router:`` naming the edge router, which then
+translates lane traffic itself: the compiler hands it the lane untranslated
+(``controller/compile/path.py:router_translates``). Naming a NAT middlebox is refused: its
+replies would return through the firewall. A dual-stack host's v6 lanes need ``ipv6`` on
 every switch of its path. ``viplanes topology check`` refuses the file when anything is missing.
 """
 
@@ -25,14 +27,18 @@ def lane_problems(topo: Topology) -> list[str]:
         if isinstance(path, NoLanePath):
             continue
         border = topo.switch(path[-1].switch)
-        if topo.host(host).needs_nat and not topo.nat_router:
-            lacking = [f for f in ("nat", "set_field") if not getattr(border.caps.features, f)]
-            if lacking:
-                problems.append(
-                    f"{topo.source}: hosts.{host}: its lanes are NAT'd at {border.name} (the border, profile "
-                    f"{border.caps.profile}), which lacks {' and '.join(lacking)}; give {border.name} that "
-                    "feature or name the translating router in nat_router"
-                )
+        lacking = [f for f in ("nat", "set_field") if not getattr(border.caps.features, f)]
+        if topo.host(host).needs_nat and lacking and not topo.nat_router:
+            problems.append(
+                f"{topo.source}: hosts.{host}: its lanes are NAT'd at {border.name} (the border, profile "
+                f"{border.caps.profile}), which lacks {' and '.join(lacking)}; give {border.name} that "
+                "feature or name the translating router in nat_router"
+            )
+        elif topo.host(host).needs_nat and lacking and topo.nat_router != topo.edge.name:
+            problems.append(
+                f"{topo.source}: hosts.{host}: nat_router {topo.nat_router} is a middlebox: lanes are handed "
+                f"untranslated only to the edge router ({topo.edge.name}); name it, or give {border.name} nat"
+            )
         if topo.host(host).ip6 is not None:
             no_v6 = [h.switch for h in path if not topo.switch(h.switch).caps.features.ipv6]
             if no_v6:

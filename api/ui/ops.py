@@ -6,6 +6,7 @@ from flask import render_template, request
 from flask.typing import ResponseReturnValue
 
 from viplanes.store import records as store
+from viplanes.topologies.capfacts import fact_rows
 
 from .switchview import inspector
 from .web import bp, ctx, operator_only
@@ -15,8 +16,10 @@ from .web import bp, ctx, operator_only
 def switches_page() -> ResponseReturnValue:
     operator_only()
     insp = inspector()
-    budgets = ctx().manager.flow_budgets()  # per switch: max_flows, entries in use
-    return render_template("ui/switches.html", switches=insp.switches() if insp else None, budgets=budgets)
+    c = ctx()
+    budgets = c.manager.flow_budgets()  # per switch: max_flows (lowered by a table-full), entries in use
+    facts = fact_rows(c.topology, c.dataplane.switch_facts())  # what the switches said about themselves
+    return render_template("ui/switches.html", switches=insp.switches() if insp else None, budgets=budgets, facts=facts)
 
 
 @bp.route("/drift", methods=["GET", "POST"], endpoint="drift")

@@ -79,6 +79,7 @@ from viplanes.controller.compile.path import (  # noqa: F401 - re-exported
     gateway_mac,
     lane_hops,
     lane_source,
+    router_translates,
     stateful,
 )
 from viplanes.controller.compile.proxyarp import lane_pool_arp_reply
@@ -207,6 +208,8 @@ def compile_lane(
     """
     host = lane_source(lane, topo)
     nat_ip = check_lane(lane, topo, host)
+    if nat_ip is not None and router_translates(topo):
+        nat_ip = None  # the edge router translates: the border leaves the host's address alone
     hops = lane_hops(lane, topo)
     hard = hard_timeout_for(lane.expires_at, now)
     lane_cookie(lane.lane_id)  # validates the id before anything is built
@@ -221,6 +224,12 @@ def compile_lane(
     host_ip6 = str(host.ip6) if host.ip6 is not None else None
     try:
         pairs = lane_matches(lane, host_ip, host_ip6)
+        # a switch without masked port matches carries a range as one entry per exact port
+        exact = (
+            lane_matches(lane, host_ip, host_ip6, masked_ports=False)
+            if not all(topo.switch(h.switch).caps.features.masked_ports for h in hops)
+            else pairs
+        )
     except ValueError as exc:
         raise LaneCompileError(str(exc)) from None
     out: dict[int, OFMsgs] = {h.dpid: [] for h in hops}
@@ -232,10 +241,10 @@ def compile_lane(
             out[dpid].append(
                 parser.OFPMeterMod(None, command=meter_command, flags=ofp.OFPMF_KBPS, meter_id=meter, bands=[band])
             )
-    for pair in pairs:
-        _compile_pair(
-            lane, topo, host, hops, pair, nat_ip if pair.version == 4 else None, priority, hard, meter, with_ct, out
-        )
+    for i, hop in enumerate(hops):
+        for pair in pairs if topo.switch(hop.switch).caps.features.masked_ports else exact:
+            family_nat = nat_ip if pair.version == 4 else None
+            _compile_hop(lane, topo, host, hops, i, pair, family_nat, priority, hard, meter, with_ct, out)
     if with_ct:
         border = hops[-1]  # the meter before the commit flows that use it
         out[border.dpid].append(ctlane.newconn_meter(lane.lane_id, _border_ct_new_per_s(topo), newconn_command))
@@ -270,11 +279,12 @@ def compile_lane(
     return out
 
 
-def _compile_pair(
+def _compile_hop(
     lane: LaneSpec,
     topo: Topology,
     host: Host,
     hops: tuple[Any, ...],
+    i: int,
     pair: LaneMatch,
     nat_ip: str | None,
     priority: int,
@@ -283,57 +293,55 @@ def _compile_pair(
     with_ct: bool,
     out: dict[int, OFMsgs],
 ) -> None:
-    """The forward and reverse rules of one (destination, masked port) match on every hop."""
+    """The forward and reverse rules of one (destination, port entry) match on hop ``i``."""
     key = f"ipv{pair.version}"
     host_mac, lane_mac = host.iface.mac, topo.lane_pool.mac
     host_addr = pair.fwd[f"{key}_src"]
     fwd, rev = pair.fwd, pair.rev
     last = len(hops) - 1
-    for i, hop in enumerate(hops):
-        # forward: host -> edge router
+    hop = hops[i]
+    # forward: host -> edge router
+    if i == 0:
+        match = {"in_port": hop.in_port, "eth_src": host_mac, "vlan_vid": OFPVID_NONE, **fwd}
+    else:
+        match = {"in_port": hop.in_port, "eth_src": lane_mac, **fwd}
+    actions: list[Any] = []
+    if i == last:
+        if with_ct:  # committed (metered when +new) in CT_COMMIT_TABLE: ctlane
+            actions += ctlane.lookup_actions(lane.lane_id, ctlane.zone_for(topo, host, nat_ip))
+        elif nat_ip is not None:
+            actions.append(PackedSetField(ipv4_src=nat_ip))
+        # stateless: the edge router sees the lane MAC when translated, else the host's own
+        if not with_ct:
+            actions += [
+                PackedSetField(eth_src=lane_mac if nat_ip else host_mac),
+                PackedSetField(eth_dst=topo.edge.inside.mac),
+                parser.OFPActionOutput(hop.out_port),
+            ]
+    else:
         if i == 0:
-            match = {"in_port": hop.in_port, "eth_src": host_mac, "vlan_vid": OFPVID_NONE, **fwd}
-        else:
-            match = {"in_port": hop.in_port, "eth_src": lane_mac, **fwd}
-        actions: list[Any] = []
-        if i == last:
-            if with_ct:  # committed (metered when +new) in CT_COMMIT_TABLE: ctlane
-                actions += ctlane.lookup_actions(lane.lane_id, ctlane.zone_for(topo, host, nat_ip))
-            elif nat_ip is not None:
-                actions.append(PackedSetField(ipv4_src=nat_ip))
-            # stateless: the edge router sees the lane MAC when translated, else the host's own
-            if not with_ct:
-                actions += [
-                    PackedSetField(eth_src=lane_mac if nat_ip else host_mac),
-                    PackedSetField(eth_dst=topo.edge.inside.mac),
-                    parser.OFPActionOutput(hop.out_port),
-                ]
-        else:
-            if i == 0:
-                actions.append(PackedSetField(eth_src=lane_mac))
-            actions.append(parser.OFPActionOutput(hop.out_port))
-        out[hop.dpid].append(_lane_flow(lane, priority, hard, match, actions, meter if i == 0 else None))
-        # reverse: edge router -> host
-        if i < last:
-            match = {"in_port": hop.out_port, "eth_src": lane_mac, **rev}
-            out[hop.dpid].append(
-                _lane_flow(lane, priority, hard, match, deliver_to_host(topo, host, hops, i, pair.version), None)
-            )
-            continue
-        match = {"in_port": hop.out_port, **rev, f"{key}_dst": nat_ip or host_addr}
-        if with_ct:
-            out[hop.dpid].append(
-                _lane_flow(
-                    lane, priority, hard, match, [conntrack.track_reply(ctlane.zone_for(topo, host, nat_ip))], meter
-                )
-            )
-            continue
-        if lane.protocol == "tcp":  # stateless: no inbound connection set-up (a bare SYN never passes)
-            match["tcp_flags"] = (TCP_ACK, TCP_ACK)
-        actions = [PackedSetField(ipv4_dst=host_addr)] if nat_ip else []
+            actions.append(PackedSetField(eth_src=lane_mac))
+        actions.append(parser.OFPActionOutput(hop.out_port))
+    out[hop.dpid].append(_lane_flow(lane, priority, hard, match, actions, meter if i == 0 else None))
+    # reverse: edge router -> host
+    if i < last:
+        match = {"in_port": hop.out_port, "eth_src": lane_mac, **rev}
         out[hop.dpid].append(
-            _lane_flow(lane, priority, hard, match, actions + deliver_to_host(topo, host, hops, i, pair.version), meter)
+            _lane_flow(lane, priority, hard, match, deliver_to_host(topo, host, hops, i, pair.version), None)
         )
+        return
+    match = {"in_port": hop.out_port, **rev, f"{key}_dst": nat_ip or host_addr}
+    if with_ct:
+        out[hop.dpid].append(
+            _lane_flow(lane, priority, hard, match, [conntrack.track_reply(ctlane.zone_for(topo, host, nat_ip))], meter)
+        )
+        return
+    if lane.protocol == "tcp":  # stateless: no inbound connection set-up (a bare SYN never passes)
+        match["tcp_flags"] = (TCP_ACK, TCP_ACK)
+    actions = [PackedSetField(ipv4_dst=host_addr)] if nat_ip else []
+    out[hop.dpid].append(
+        _lane_flow(lane, priority, hard, match, actions + deliver_to_host(topo, host, hops, i, pair.version), meter)
+    )
 
 
 def compile_desired(topo: Topology, lanes: Iterable[LaneSpec], now: float) -> tuple[dict[int, OFMsgs], dict[int, str]]:

@@ -3,6 +3,7 @@ each switch towards the host. Pure; shared by ``compiler`` and ``sharedflows``."
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from os_ken.ofproto import ofproto_v1_3_parser as parser
@@ -62,3 +63,20 @@ def deliver_to_host(topo: Topology, host: Host, hops: tuple[Hop, ...], i: int, v
 def stateful(topo: Topology) -> bool:
     border = border_switch(topo)
     return border is not None and border.conntrack
+
+
+def router_translates(topo: Topology) -> bool:
+    """The border cannot translate (no ``nat`` or ``set_field``) and the topology names the edge
+    router as ``nat_router``: NAT'd lanes leave the border with the host's own address, the
+    router translates them, and their replies come back to the host's own address as the router
+    presents them after un-translating (docs/hardware.md)."""
+    border = border_switch(topo)
+    if border is None or topo.nat_router != topo.edge.name:
+        return False
+    return not (border.caps.features.nat and border.caps.features.set_field)
+
+
+def as_compiled(lane: LaneSpec, topo: Topology) -> LaneSpec:
+    """The lane as the switches carry it: without its lane-pool address where the router
+    translates (no set-field, no ``nat()``, no ARP replies for that address at the border)."""
+    return dataclasses.replace(lane, nat_ip=None) if lane.nat_ip is not None and router_translates(topo) else lane

@@ -78,6 +78,7 @@ def lane_addresses(lane: LaneSpec, topo: Topology) -> dict[str, dict[int, OFMsgs
         hops = lanepath.lane_hops(lane, topo)
     except ValueError:
         return {}
+    lane = lanepath.as_compiled(lane, topo)  # no lane-pool address at the border when the router translates
     host_ip, lane_mac = str(host.iface.ip.ip), topo.lane_pool.mac
     # v6 ICMP errors need flows only where v6 lanes can exist
     host_ip6 = str(host.ip6) if host.ip6 is not None and dual_stack(topo) else None

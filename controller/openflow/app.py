@@ -127,6 +127,17 @@ class VipLanesApp(app_manager.OSKenApp):
         msg = ev.msg  # one body: the drift probe's flow count (``drift.py``)
         self.runtime.on_flow_stats(msg.datapath.id, msg.xid, [msg.body], False)
 
+    @set_ev_cls(ofp_event.EventOFPTableFeaturesStatsReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def _table_features(self, ev: Any) -> None:
+        msg = ev.msg  # asked at connect (``runtime/switchfacts.py``); OVS answers in several parts
+        more = bool(msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE)
+        self.runtime.on_flow_stats(msg.datapath.id, msg.xid, list(msg.body), more)
+
+    @set_ev_cls(ofp_event.EventOFPMeterFeaturesStatsReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def _meter_features(self, ev: Any) -> None:
+        msg = ev.msg
+        self.runtime.on_flow_stats(msg.datapath.id, msg.xid, list(msg.body), False)
+
     @set_ev_cls(ofp_event.EventOFPFlowRemoved, MAIN_DISPATCHER)
     def _flow_removed(self, ev: Any) -> None:
         msg = ev.msg

@@ -45,7 +45,7 @@ class EmbeddedController(LaneRuntime):
         refresh_period_s: float = REFRESH_PERIOD_S,
         drift_period_s: float = DRIFT_PERIOD_S,
     ) -> None:
-        super().__init__(topology, clock=clock)
+        super().__init__(topology, clock=clock, ask_features=True)  # tables and meters at connect
         self.host, self.port = host, port
         # None: plain TCP, every dpid of the topology admitted (unit tests, --insecure-tcp)
         self.security = security or ListenerSecurity(tls=None, trust=SwitchTrust(topology))

@@ -173,6 +173,60 @@ def check_flow_stats(buf: bytes, off: int, end: int) -> None:
 # a multipart body check: (buffer, body offset, body end); raises on a malformed body
 BodyCheck = Callable[[bytes, int, int], None]
 
+# table-feature properties whose body os-ken parses as a list of (type, length) headed ids
+_ID_LISTS = {
+    ofp.OFPTFPT_INSTRUCTIONS,
+    ofp.OFPTFPT_INSTRUCTIONS_MISS,
+    ofp.OFPTFPT_WRITE_ACTIONS,
+    ofp.OFPTFPT_WRITE_ACTIONS_MISS,
+    ofp.OFPTFPT_APPLY_ACTIONS,
+    ofp.OFPTFPT_APPLY_ACTIONS_MISS,
+}
+_OXM_LISTS = {
+    ofp.OFPTFPT_MATCH,
+    ofp.OFPTFPT_WILDCARDS,
+    ofp.OFPTFPT_WRITE_SETFIELD,
+    ofp.OFPTFPT_WRITE_SETFIELD_MISS,
+    ofp.OFPTFPT_APPLY_SETFIELD,
+    ofp.OFPTFPT_APPLY_SETFIELD_MISS,
+}
+
+
+def _check_table_feature_prop(buf: bytes, ptype: int, off: int, end: int) -> None:
+    if ptype in _ID_LISTS:
+        pos = off
+        while pos < end:
+            _need(pos + 4 <= end, f"table-feature id at {pos} runs past {end}")
+            length = _u16(buf, pos + 2)
+            _need(length >= 4 and pos + length <= end, f"table-feature id at {pos} has length {length}")
+            pos += length
+    elif ptype in _OXM_LISTS:
+        pos = off
+        while pos < end:  # a 4-byte OXM header, +4 (the experimenter id) for class 0xffff
+            _need(pos + 4 <= end, f"table-feature OXM id at {pos} runs past {end}")
+            size = 8 if _u16(buf, pos) == ofp.OFPXMC_EXPERIMENTER else 4
+            _need(pos + size <= end, f"table-feature experimenter OXM id at {pos} runs past {end}")
+            pos += size
+
+
+def check_table_features(buf: bytes, off: int, end: int) -> None:
+    """OFPMP_TABLE_FEATURES entries (asked at connect, ``runtime/switchfacts.py``): every entry
+    and property length inside its container, so os-ken's parser never reads past one."""
+    pos = off
+    while pos < end:
+        _need(pos + 2 <= end, "table-features entry header runs past the message")
+        length = _u16(buf, pos)
+        _need(length >= ofp.OFP_TABLE_FEATURES_SIZE, f"table-features entry length {length} < 64")
+        _need(pos + length <= end, f"table-features entry at {pos} (length {length}) runs past {end}")
+        prop, entry_end = pos + ofp.OFP_TABLE_FEATURES_SIZE, pos + length
+        while prop < entry_end:
+            _need(prop + 4 <= entry_end, f"table-feature property header at {prop} runs past {entry_end}")
+            ptype, plen = _u16(buf, prop), _u16(buf, prop + 2)
+            _need(plen >= 4 and prop + plen <= entry_end, f"table-feature property at {prop} has length {plen}")
+            _check_table_feature_prop(buf, ptype, prop + 4, prop + plen)
+            prop += (plen + 7) // 8 * 8
+        pos += length
+
 
 def _fixed_entries(size: int) -> BodyCheck:
     def check(buf: bytes, off: int, end: int) -> None:
@@ -196,6 +250,8 @@ _MULTIPART: dict[int, BodyCheck] = {
     ofp.OFPMP_TABLE: _fixed_entries(ofp.OFP_TABLE_STATS_SIZE),
     ofp.OFPMP_PORT_STATS: _fixed_entries(ofp.OFP_PORT_STATS_SIZE),
     ofp.OFPMP_PORT_DESC: _fixed_entries(ofp.OFP_PORT_SIZE),
+    ofp.OFPMP_TABLE_FEATURES: check_table_features,
+    ofp.OFPMP_METER_FEATURES: _fixed_entries(ofp.OFP_METER_FEATURES_SIZE),  # none: a switch without meters
 }
 
 

@@ -106,6 +106,7 @@ class RoleController(EmbeddedController):
     def switch_up(self, dpid: int) -> None:
         self.connected.add(dpid)
         self.spawn(lambda: self._greet(dpid))
+        self.learn_features(dpid)  # reading, not writing: a standby asks too
         self.spawn(lambda: ctlimits.apply_zone_limits(self.topology, dpid))  # beside OpenFlow
 
     def _greet(self, dpid: int) -> None:

@@ -31,6 +31,7 @@ from viplanes.controller.compile import lane as compiler
 from viplanes.controller.compile import shared as sharedflows
 from viplanes.controller.runtime.pending import Batch
 from viplanes.controller.runtime.switches import SwitchState
+from viplanes.controller.runtime.switchfacts import table_full_dpids
 from viplanes.controller.runtime.wire import Staged, Wire, error_reason, meter_errors_only
 from viplanes.domain.values import ActivationResult, LaneSpec
 
@@ -118,12 +119,17 @@ class InFlight:
     lenient: frozenset[int] = frozenset()  # xids whose meter errors are no failure (``merge``)
 
 
+def _none(dpids: list[int]) -> None:
+    return None
+
+
 class Changes:
     """Activate and remove lanes: alone (a batch of one) or many at once, one barrier per switch."""
 
-    def __init__(self, state: SwitchState, wire: Wire) -> None:
+    def __init__(self, state: SwitchState, wire: Wire, on_table_full: Callable[[list[int]], None] = _none) -> None:
         self.state = state
         self.wire = wire
+        self.on_table_full = on_table_full  # switches that refused for a full table: learn (switchfacts)
         self._queue_lock = threading.Lock()  # the queued removals (never held long)
         self._queued: set[int] = set()
 
@@ -290,6 +296,8 @@ class Changes:
                 state.mark_suspect([batch.dpid])
             if refused and any(owner.get(xid) in removing for xid in refused):
                 removal_failure = removal_failure or f"{state.switch_name(batch.dpid)} refused a removal"
+        if full := table_full_dpids(flight.sent):  # counted before the rollback below
+            self.on_table_full(full)
         if not lanes:
             return results, removal_failure
         failures = lane_failures(

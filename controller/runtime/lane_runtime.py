@@ -43,9 +43,11 @@ from viplanes.controller.runtime.pending import Tracker
 from viplanes.controller.runtime.readiness import SwitchReadiness
 from viplanes.controller.runtime.resync import Resync
 from viplanes.controller.runtime.switches import SWITCH_WAIT_S, Send, SendMany, SwitchState
+from viplanes.controller.runtime.switchfacts import FactBook, ask_features, learn_full
 from viplanes.controller.runtime.wire import Tolerate, Wire, error_reason, never
 from viplanes.dataplane.base import DataplaneDefaults, DesiredLanes
 from viplanes.domain.clock import SteadyClock
+from viplanes.domain.switchfacts import SwitchFacts
 from viplanes.domain.values import ActivationResult, LaneCounters, LaneSpec
 from viplanes.topologies.model import Topology
 
@@ -65,10 +67,17 @@ class LaneRuntime(DataplaneDefaults):
         *,
         clock: Callable[[], float] | None = None,
         spawn: Callable[[Callable[[], object]], Any] | None = None,
+        ask_features: bool = False,
     ) -> None:
         self.state = SwitchState(topology, send or (lambda dpid, ofmsgs: False), clock or SteadyClock())
         self.wire = Wire(self.state)
-        self.changes = Changes(self.state, self.wire)
+        self.facts = FactBook()  # what the switches said about themselves (switchfacts)
+        # True: ask each switch for its table and meter features when it connects (the embedded
+        # controller); False: tests whose fake switches do not answer them
+        self.features_on_connect = ask_features
+        self.changes = Changes(
+            self.state, self.wire, on_table_full=lambda dpids: learn_full(self.state, self.wire, self.facts, dpids)
+        )
         self.resync = Resync(self.state, self.wire)
         self.drift = DriftWatch(self.state, self.wire, self.resync.reconcile_switch)
         self.ready = SwitchReadiness(self.state)
@@ -266,9 +275,18 @@ class LaneRuntime(DataplaneDefaults):
         self.state.note_lane_flows(lane, per_dpid)
 
     # ---- events reported by the app ----------------------------------------------------------
+    def switch_facts(self) -> dict[str, SwitchFacts]:
+        return self.facts.snapshot()
+
+    def learn_features(self, dpid: int) -> None:
+        """On a switch's connect: ask its tables and meters in the background (``ask_features``)."""
+        if self.features_on_connect:
+            self.spawn(lambda: ask_features(self.state, self.wire, self.facts, dpid))
+
     def switch_up(self, dpid: int) -> None:
         self.state.connected.add(dpid)
         self.spawn(lambda: self.reconcile_switch(dpid))
+        self.learn_features(dpid)
         self.spawn(lambda: ctlimits.apply_zone_limits(self.topology, dpid))  # beside OpenFlow
 
     def switch_down(self, dpid: int) -> None:

@@ -165,7 +165,7 @@ class Wire:
         req = parser.OFPFlowStatsRequest(
             None, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY, cookie, cookie_mask, parser.OFPMatch()
         )
-        body = self._ask(dpid, req, timeout_s)
+        body = self.ask(dpid, req, timeout_s)
         return body
 
     def flow_count(self, dpid: int, cookie: int, cookie_mask: int, timeout_s: float = 2.0) -> int | None:
@@ -173,10 +173,12 @@ class Wire:
         req = parser.OFPAggregateStatsRequest(
             None, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY, cookie, cookie_mask, parser.OFPMatch()
         )
-        body = self._ask(dpid, req, timeout_s)
+        body = self.ask(dpid, req, timeout_s)
         return int(body[0].flow_count) if body else None
 
-    def _ask(self, dpid: int, req: Any, timeout_s: float) -> list[Any] | None:
+    def ask(self, dpid: int, req: Any, timeout_s: float) -> list[Any] | None:
+        """Send one multipart request and wait for its whole reply body, or None (not connected,
+        an error, no answer in ``timeout_s``)."""
         state = self.state
         req.set_xid(state.xid())
         waiting = state.tracker.expect_stats(dpid, req.xid)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from viplanes.domain.switchfacts import SwitchFacts
 from viplanes.domain.values import ActivationResult, LaneCounters, LaneSpec
 
 if TYPE_CHECKING:
@@ -82,6 +83,10 @@ class Dataplane(Protocol):
     def readiness(self) -> dict[str, Any]:
         """``{"ready": bool, "switches": [{name, dpid, connected, reconciled}, ...]}`` for /readyz."""
 
+    def switch_facts(self) -> dict[str, SwitchFacts]:
+        """Switch name -> what the controller learned from it (table and meter features, the
+        entries it held when it refused one for a full table); {} when this plane has no switches."""
+
     def openflow_transport(self) -> str | None:
         """How switches reach this process's OpenFlow listener, for /healthz: ``"tls"``,
         ``"insecure-tcp"``, or None when this process has no listener."""
@@ -118,6 +123,9 @@ class DataplaneDefaults:
 
     def openflow_transport(self) -> str | None:
         return None  # no OpenFlow listener in this process
+
+    def switch_facts(self) -> dict[str, SwitchFacts]:
+        return {}  # no switches of its own to learn from
 
     def start(self) -> None:
         return None

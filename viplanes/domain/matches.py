@@ -17,7 +17,7 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
-from viplanes.domain.portmasks import FULL_MASK, ranges_to_masks
+from viplanes.domain.portmasks import FULL_MASK, port_entries, ranges_to_masks
 from viplanes.domain.values import LaneSpec
 
 ETH_TYPE = {4: 0x0800, 6: 0x86DD}
@@ -36,12 +36,13 @@ def match_count(spec: LaneSpec) -> int:
     return len(spec.dst_nets) * len(ranges_to_masks(spec.dst_ports))
 
 
-def lane_matches(spec: LaneSpec, src4: str | None, src6: str | None) -> list[LaneMatch]:
-    """Every forward/reverse match pair of the lane; ValueError for a family without a source."""
+def lane_matches(spec: LaneSpec, src4: str | None, src6: str | None, masked_ports: bool = True) -> list[LaneMatch]:
+    """Every forward/reverse match pair of the lane; ValueError for a family without a source.
+    ``masked_ports=False`` (a switch without masked port matches): one pair per exact port."""
     proto = spec.protocol
     if proto not in IP_PROTO:
         raise ValueError(f"lane {spec.lane_id}: protocol {proto!r} is not tcp or udp")
-    ports = ranges_to_masks(spec.dst_ports)
+    ports = port_entries(spec.dst_ports, masked_ports)
     out: list[LaneMatch] = []
     for text in spec.dst_nets:
         net = ipaddress.ip_network(text)

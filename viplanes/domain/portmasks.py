@@ -90,5 +90,22 @@ def mask_count(ranges: Iterable[PortRange]) -> int:
     return len(ranges_to_masks(ranges))
 
 
+def exact_ports(ranges: Iterable[PortRange]) -> list[PortMatch]:
+    """Every port of the ranges as its own exact match: what a switch without masked port matches
+    (``masked_ports: false``, docs/hardware.md) needs to carry a range."""
+    return [(port, FULL_MASK) for lo, hi in merge_ranges(ranges) for port in range(lo, hi + 1)]
+
+
+def port_entries(ranges: Iterable[PortRange], masked: bool) -> list[PortMatch]:
+    """The port matches one switch needs: the minimal prefix cover where it has masks, else exact."""
+    return ranges_to_masks(ranges) if masked else exact_ports(ranges)
+
+
+def entry_count(ranges: Iterable[PortRange], masked: bool) -> int:
+    """``len(port_entries(...))`` without building 65,535 tuples for a wide exact range."""
+    merged = merge_ranges(ranges)
+    return mask_count(merged) if masked else sum(hi - lo + 1 for lo, hi in merged)
+
+
 def port_matches(port: int, value: int, mask: int) -> bool:
     return port & mask == value & mask

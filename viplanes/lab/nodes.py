@@ -93,7 +93,23 @@ class Router(Node):
 
 
 class EdgeRouter(Router):
-    """The campus edge router: plain forwarding; lanes end at its inside leg."""
+    """The campus edge router: plain forwarding; lanes end at its inside leg. With the topology's
+    ``nat_router`` naming it, it also translates the lanes of private hosts (``masquerade``: their
+    networks) to its outside address, as a border without NAT leaves them (docs/hardware.md)."""
+
+    masquerade: tuple[str, ...] = ()
+
+    def config(self, *, masquerade: Sequence[str] = (), **params: Any) -> dict:
+        result = super().config(**params)
+        self.masquerade = tuple(masquerade)
+        for src in self.masquerade:
+            self.cmd(f"iptables -t nat -A POSTROUTING -s {src} -j MASQUERADE")
+        return result
+
+    def terminate(self) -> None:
+        if self.masquerade:
+            self.cmd("iptables -t nat -F POSTROUTING")
+        super().terminate()
 
 
 def _cap(node: Node, intf: str, mbps: float) -> None:

@@ -134,6 +134,7 @@ class LabTopo(Topo):
             legs=[_leg(edge.name, "in", edge.inside), _leg(edge.name, "out", edge.outside)],
             legs6=_legs6(edge.name, edge.inside, edge.outside),
             routes6=edge_routes6(topology),
+            masquerade=_router_nat_sources(topology),
         )
 
         self._cable_legs(topology)
@@ -240,3 +241,10 @@ def _max_port(topology: Topology) -> int:
     ifaces += [topology.edge.inside, topology.edge.outside]
     ports += [i.attach.port for i in ifaces if i.attach is not None]
     return max(ports, default=1)
+
+
+def _router_nat_sources(topology: Topology) -> list[str]:
+    """The private host networks the edge router translates when it is the ``nat_router``."""
+    if topology.nat_router != topology.edge.name:
+        return []
+    return sorted({str(h.iface.ip.network) for h in topology.hosts if h.needs_nat})

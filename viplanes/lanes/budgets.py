@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, select
 
 from viplanes.domain.flowcost import FlowCost, FlowCoster, Slot
+from viplanes.domain.switchfacts import SwitchFacts, effective_max
 from viplanes.domain.values import LaneSpec
 from viplanes.errors import Conflict, VipError
 from viplanes.lanes import states
@@ -73,15 +74,23 @@ def _total(counts: Mapping[Slot, int], switch: str) -> int:
     return sum(n for (sw, _), n in counts.items() if sw == switch)
 
 
-def shortfall(topo: Topology, base: Mapping[Slot, int], live: list[FlowCost], cost: FlowCost) -> Shortfall | None:
-    """The first switch (path order: the topology's) where the lane does not fit, or None."""
+def shortfall(
+    topo: Topology,
+    base: Mapping[Slot, int],
+    live: list[FlowCost],
+    cost: FlowCost,
+    facts: Mapping[str, SwitchFacts] | None = None,
+) -> Shortfall | None:
+    """The first switch (path order: the topology's) where the lane does not fit, or None. A
+    switch that refused an entry for a full table counts against what it held then (``facts``)."""
     used = usage(base, live)
     need = needed_by(cost, live)
     for sw in topo.switches:
         limit = sw.caps.max_flows
-        if limit.total is not None:
+        total = effective_max(limit.total, (facts or {}).get(sw.name))
+        if total is not None:
             n = _total(need, sw.name)
-            left = limit.total - _total(used, sw.name)
+            left = total - _total(used, sw.name)
             if n > left:
                 return Shortfall(sw.name, None, n, max(0, left))
         for table, cap in limit.tables:
@@ -118,10 +127,14 @@ def fits_switches(
     req: LaneRequest,
     target: LaneTarget,
     nat_ip: str | None,
+    max_matches: int = 64,
+    facts: Mapping[str, SwitchFacts] | None = None,
 ) -> VipError | None:
     """The request's refusal when a switch on its path lacks a feature it needs or has no room
     for its entries (``costs`` None: no switch has a budget); None when it fits."""
-    lacking = feature_refusal(topo, str(req.src_ip), req.rate_mbps, target.ports)
+    lacking = feature_refusal(
+        topo, str(req.src_ip), req.rate_mbps, target.ports, n_nets=len(target.nets), max_matches=max_matches
+    )
     if lacking is not None or costs is None:
         return lacking
     spec = LaneSpec(
@@ -137,29 +150,44 @@ def fits_switches(
         tuple(target.net_strings()),
         target.ports,
     )
-    return check_budget(conn, db, topo, costs, spec, req.starts_at, req.expires_at)
+    return check_budget(conn, db, topo, costs, spec, req.starts_at, req.expires_at, facts)
 
 
 def check_budget(
-    conn: Connection, db: Database, topo: Topology, costs: FlowCoster, spec: LaneSpec, start: float, end: float
+    conn: Connection,
+    db: Database,
+    topo: Topology,
+    costs: FlowCoster,
+    spec: LaneSpec,
+    start: float,
+    end: float,
+    facts: Mapping[str, SwitchFacts] | None = None,
 ) -> VipError | None:
     """Refusal when ``spec`` (window [start, end)) does not fit; takes the budget lock first."""
     if not budgeted(topo):
         return None
     db.advisory_lock(conn, BUDGET_LOCK_KEY)
     live = [costs.lane(s) for s in live_specs(conn, start, end)]
-    short = shortfall(topo, costs.base(), live, costs.lane(spec))
+    short = shortfall(topo, costs.base(), live, costs.lane(spec), facts)
     return refusal(short) if short is not None else None
 
 
-def report(topo: Topology, costs: FlowCoster, live: list[LaneSpec]) -> list[tuple[str, int | None, int]]:
-    """(switch, max_flows total or None, entries in use) per switch: /metrics and the console."""
+def report(
+    topo: Topology, costs: FlowCoster, live: list[LaneSpec], facts: Mapping[str, SwitchFacts] | None = None
+) -> list[tuple[str, int | None, int]]:
+    """(switch, the total counted against (max_flows, lowered by a table-full) or None, entries
+    in use) per switch: /metrics and the console."""
     used = usage(costs.base(), [costs.lane(s) for s in live])
-    return [(sw.name, sw.caps.max_flows.total, _total(used, sw.name)) for sw in topo.switches]
+    return [
+        (sw.name, effective_max(sw.caps.max_flows.total, (facts or {}).get(sw.name)), _total(used, sw.name))
+        for sw in topo.switches
+    ]
 
 
-def budgets_now(db: Database, topo: Topology, costs: FlowCoster, now: float) -> list[tuple[str, int | None, int]]:
+def budgets_now(
+    db: Database, topo: Topology, costs: FlowCoster, now: float, facts: Mapping[str, SwitchFacts] | None = None
+) -> list[tuple[str, int | None, int]]:
     """``report`` for the lanes live at ``now``: what /metrics and the switches page show."""
     with db.read() as s:
         live = live_specs(s.connection(), now, now + 0.001)
-    return report(topo, costs, live)
+    return report(topo, costs, live, facts)

@@ -253,7 +253,17 @@ class LaneManager(LaneActivation):
                     {"pool": str(self.topology.lane_pool.prefix)},
                     code="lane_pool_exhausted",
                 )
-        refused = fits_switches(conn, self.db, self.topology, self.flow_costs, req, target, nat_ip)
+        refused = fits_switches(
+            conn,
+            self.db,
+            self.topology,
+            self.flow_costs,
+            req,
+            target,
+            nat_ip,
+            self.limits.max_matches,
+            self.dataplane.switch_facts(),
+        )
         if refused is not None:  # before the row is written and anything is sent
             return None, refused
         if immediate:
@@ -349,7 +359,7 @@ class LaneManager(LaneActivation):
         """(switch, max_flows total, entries in use) per switch; empty without budgets."""
         if self.flow_costs is None:
             return []
-        return budgets_now(self.db, self.topology, self.flow_costs, self.clock())
+        return budgets_now(self.db, self.topology, self.flow_costs, self.clock(), self.dataplane.switch_facts())
 
     def counts_by_state(self) -> dict[str, int]:
         with self.db.read() as s:
@@ -466,7 +476,14 @@ class LaneManager(LaneActivation):
             full = None  # the longer window may overlap bookings that fill a switch
             if decision.allowed and self.flow_costs is not None:
                 full = check_budget(
-                    s.connection(), self.db, self.topology, self.flow_costs, spec_of(lane), lane.expires_at, new_end
+                    s.connection(),
+                    self.db,
+                    self.topology,
+                    self.flow_costs,
+                    spec_of(lane),
+                    lane.expires_at,
+                    new_end,
+                    self.dataplane.switch_facts(),
                 )
                 decision = decision if full is None else Decision(False, "switch_full", full.message, grant.id)
             self.on_decision(decision.code)

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import select, update
 
-from viplanes.domain.portmasks import mask_count
 from viplanes.domain.values import ActivationResult
+from viplanes.lanes.features import entries_per_destination
 from viplanes.lanes.overlap import IPNet, overlapping_lane, row_ports, source_aliases
 from viplanes.lanes.resolver import ResolveError
 from viplanes.lanes.specs import spec_of
@@ -106,7 +106,8 @@ class NameRefresher:
         old = list(lane.dst_nets or [])
         ports = row_ports(lane.dst_port, lane.dst_ports)
         usable = [n for n in nets if n not in refused]
-        kept, over_budget = within_match_budget(usable, old, mask_count(ports), m.limits.max_matches)
+        per_dest = entries_per_destination(m.topology, lane.src_ip, tuple(ports))  # exact ports without masks
+        kept, over_budget = within_match_budget(usable, old, per_dest, m.limits.max_matches)
         left_out = [f"{_short(str(n))}: {why}" for n, why in refused.items()]
         if over_budget:
             left_out.append(

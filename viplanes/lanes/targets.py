@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from viplanes.domain.portmasks import PortRangeError, mask_count, parse_port_ranges
+from viplanes.domain.portmasks import PortRangeError, entry_count, mask_count, parse_port_ranges
 from viplanes.domain.values import host_net
 from viplanes.errors import Invalid, VipError
 from viplanes.lanes.resolver import ResolveError, Resolver, is_host_name
@@ -192,10 +192,13 @@ CT_REPLY_FLOWS_PER_FAMILY = 4
 
 
 @lru_cache(maxsize=1024)
-def _hops(topology: Topology, src_ip: str) -> int | None:
+def _hops(topology: Topology, src_ip: str) -> list[bool] | None:
+    """Per switch of the lane's path: whether it matches masked ports (else a range is exact)."""
     try:
         host = topology.host_by_ip(src_ip)
-        return len(lane_path(topology, host.name)) if host is not None else None
+        if host is None:
+            return None
+        return [topology.switch(h.switch).caps.features.masked_ports for h in lane_path(topology, host.name)]
     except ValueError:
         return None
 
@@ -220,7 +223,8 @@ def lane_budget(
     topology: Topology | None,
 ) -> tuple[int, int | None]:
     """(match_count, flow_count) of a lane row: matches = destinations x masked port entries;
-    flows = matches x PER_HOP_FACTOR x hops of its path, + CT_REPLY_FLOWS_PER_FAMILY per address
+    flows = matches x PER_HOP_FACTOR per hop of its path (destinations x exact ports on a switch
+    without masked ports), + CT_REPLY_FLOWS_PER_FAMILY per address
     family at a conntrack border (None when the path is unknown): exactly what
     ``controller.compiler.compile_lane`` emits (meters and per-address shared flows not counted)."""
     n_nets = len(dst_nets) if dst_nets else 1
@@ -230,4 +234,5 @@ def lane_budget(
     if not hops or topology is None:
         return matches, None
     ct = CT_REPLY_FLOWS_PER_FAMILY * _families(dst_ip, dst_nets) if _stateful(topology) else 0
-    return matches, matches * PER_HOP_FACTOR * hops + ct
+    per_hop = sum(n_nets * entry_count(ranges, masked) for masked in hops)
+    return matches, per_hop * PER_HOP_FACTOR + ct

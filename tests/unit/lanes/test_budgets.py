@@ -209,15 +209,7 @@ def test_a_rate_cap_on_a_switch_without_meters_is_refused_before_anything_is_wri
     assert mgr.request(callers["alice"], lane_input())[0].state == "active"  # uncapped: fine
 
 
-def test_a_port_range_on_a_switch_without_masks_is_refused(db):
-    topo = with_profile("s2", profile="multi_table", features={"masked_ports": False})
-    callers = principals(db, ("alice", "researcher"), max_lanes=5)
-    mgr = LaneManager(db, MemoryDataplane(), topo, clock=lambda: T0)
-    with pytest.raises(Conflict) as exc:
-        mgr.request(callers["alice"], lane_input(port=None, dst_ports="9000-9010"))
-    assert exc.value.details == {"switch": "s2", "feature": "masked_ports"}
-    with db.read() as s:
-        assert s.scalar(select(func.count()).select_from(Lane)) == 0
+# a port range through a switch without masks: tests/unit/lanes/test_port_expansion_budget.py
 
 
 def test_extending_into_a_booking_that_fills_the_switch_is_refused(db):

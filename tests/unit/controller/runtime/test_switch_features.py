@@ -1,0 +1,110 @@
+"""Table and meter features asked of a switch at connect (issue 31): kept per switch, compared
+with the topology's profile, every contradiction logged in an operator's words."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import yaml
+from os_ken.ofproto import ofproto_v1_3_parser as parser
+
+from tests.support.clock import T0, FakeClock
+from tests.support.fake_switches import FakeSwitches
+from tests.support.paths import CAMPUS_YAML
+from viplanes.controller.runtime.lane_runtime import LaneRuntime
+from viplanes.domain.switchfacts import SwitchFacts
+from viplanes.topologies.capfacts import mismatches
+from viplanes.topologies.loader import parse_topology
+from viplanes.topologies.model import Topology
+
+
+def campus(**s1: Any) -> Topology:
+    data = yaml.safe_load(Path(CAMPUS_YAML).read_text())
+    for sw in data["switches"]:
+        if sw["name"] == "s1":
+            sw.update(s1)
+    return parse_topology(data, "facts.yaml")
+
+
+class Answering(FakeSwitches):
+    """Fake switches that answer OFPMP_TABLE_FEATURES with ``tables`` (table id -> max_entries)
+    and OFPMP_METER_FEATURES with ``meters``."""
+
+    def __init__(self, topo: Topology, tables: dict[int, int], meters: int) -> None:
+        super().__init__(topo, FakeClock(T0))
+        self.tables, self.meters = tables, meters
+
+    def send(self, dpid: int, ofmsgs: list[Any]) -> bool:
+        rt = self.runtime
+        assert rt is not None
+        for msg in ofmsgs:
+            if isinstance(msg, (parser.OFPTableFeaturesStatsRequest, parser.OFPMeterFeaturesStatsRequest)):
+                self.sent.append((dpid, msg))
+            if isinstance(msg, parser.OFPTableFeaturesStatsRequest):
+                body = [SimpleNamespace(table_id=t, max_entries=n) for t, n in self.tables.items()]
+                rt.on_flow_stats(dpid, msg.xid, body[:1], True)  # in two parts, as OVS answers
+                rt.on_flow_stats(dpid, msg.xid, body[1:], False)
+            elif isinstance(msg, parser.OFPMeterFeaturesStatsRequest):
+                rt.on_flow_stats(dpid, msg.xid, [SimpleNamespace(max_meter=self.meters)], False)
+            elif not super().send(dpid, [msg]):
+                return False
+        return True
+
+
+def connect(topo: Topology, tables: dict[int, int], meters: int) -> tuple[LaneRuntime, Answering]:
+    switches = Answering(topo, tables, meters)
+    runtime = switches.attach(
+        LaneRuntime(topo, clock=switches.clock, spawn=lambda fn: fn(), ask_features=True), connect=False
+    )
+    runtime.switch_up(topo.switch("s1").dpid)
+    return runtime, switches
+
+
+def test_a_switch_that_matches_its_profile_is_kept_quietly(caplog):
+    topo = campus()
+    with caplog.at_level(logging.WARNING, "viplanes.controller.runtime.switchfacts"):
+        runtime, switches = connect(topo, {t: 1_000_000 for t in range(254)}, meters=200_000)
+    facts = runtime.switch_facts()["s1"]
+    assert (facts.tables, facts.max_entries[3], facts.max_meters) == (254, 1_000_000, 200_000)
+    assert not caplog.records
+    assert "OFPTableFeaturesStatsRequest" in switches.sent_types()
+
+
+def test_a_single_table_switch_declared_ovs_is_named(caplog):
+    """The operator's mistake the switch can tell: a one-table ASIC declared as the default
+    ``ovs`` profile (lanes there would fail with OFPFMFC_BAD_TABLE_ID), its meters absent, its
+    table smaller than ``max_flows``."""
+    topo = campus(max_flows=4000)
+    with caplog.at_level(logging.WARNING, "viplanes.controller.runtime.switchfacts"):
+        connect(topo, {0: 1000}, meters=0)
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "profile ovs uses tables 0, 1, 2, 3 but the switch reports 1 table(s) without 1, 2, 3" in text
+    assert "meters are declared but the switch reports 0 meters" in text
+
+
+def test_max_flows_above_what_the_switch_reports():
+    sw = campus(profile="single_table", max_flows={"total": 1500, "tables": {0: 1200}}).switch("s1")
+    found = mismatches(sw, SwitchFacts(tables=1, max_entries={0: 1000}, max_meters=0))
+    assert found == [
+        "max_flows 1500 is more than the 1000 entries the switch reports for table(s) 0: lower max_flows",
+        "max_flows for table 0 is 1200, the switch reports max_entries 1000 there: lower it",
+    ]  # no meters line: single_table declares none
+
+
+def test_a_runtime_without_ask_features_never_asks():
+    topo = campus()
+    switches = Answering(topo, {0: 1000}, meters=0)
+    runtime = switches.attach(LaneRuntime(topo, clock=switches.clock, spawn=lambda fn: fn()), connect=False)
+    runtime.switch_up(topo.switch("s1").dpid)
+    assert "OFPTableFeaturesStatsRequest" not in switches.sent_types() and runtime.switch_facts() == {}
+
+
+def test_an_empty_answer_is_no_answer(caplog):
+    """A switch that answers with no table at all says nothing: no facts, no false mismatch."""
+    topo = campus()
+    with caplog.at_level(logging.WARNING, "viplanes.controller.runtime.switchfacts"):
+        runtime, _ = connect(topo, {}, meters=0)
+    assert runtime.switch_facts() == {} and not caplog.records
