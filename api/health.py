@@ -14,10 +14,12 @@ the key is absent while writes work.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from flask import Blueprint, current_app, jsonify
 
+from viplanes.domain.switchfacts import SwitchFacts, learned_features
 from viplanes.lanes.manager import NOT_READY_RETRY_S
 from viplanes.store.writeprobe import OK, WriteProbe
 
@@ -53,6 +55,7 @@ def readyz() -> Any:
         plane = ctx.dataplane.readiness()
     except Exception as exc:
         plane = {"ready": False, "switches": [], "error": str(exc)[:200]}
+    _add_learned_features(plane, ctx.dataplane.switch_facts())
     ready = report["database"] == "ok" and "database_writes" not in report and bool(plane.get("ready"))
     body = {"status": "ready" if ready else "not_ready", **report, **plane, "ready": ready}
     resp = jsonify(body)
@@ -60,3 +63,12 @@ def readyz() -> Any:
         resp.status_code = 503
         resp.headers["Retry-After"] = str(NOT_READY_RETRY_S)
     return resp
+
+
+def _add_learned_features(plane: dict[str, Any], facts: Mapping[str, SwitchFacts]) -> None:
+    """Each switch's own answers (TABLE_FEATURES, METER_FEATURES) beside its readiness, so
+    `viplanes doctor` can hold the topology's profile against what the switch says."""
+    for sw in plane.get("switches", []):
+        known = facts.get(sw.get("name", "")) if isinstance(sw, dict) else None
+        if known is not None and (features := learned_features(known)):
+            sw["features"] = features

@@ -28,3 +28,15 @@ def effective_max(declared: int | None, facts: SwitchFacts | None) -> int | None
     if learned is None:
         return declared
     return learned if declared is None else min(declared, learned)
+
+
+def learned_features(facts: SwitchFacts) -> dict[str, bool]:
+    """The capability names (topologies/profiles.py) the switch's own answers settle: more than
+    one table is ``multi_table``, any meter is ``meters``. A fact not asked or not answered says
+    nothing, so it is left out rather than read as False."""
+    out: dict[str, bool] = {}
+    if facts.tables is not None:
+        out["multi_table"] = facts.tables > 1
+    if facts.max_meters is not None:
+        out["meters"] = facts.max_meters > 0
+    return out
