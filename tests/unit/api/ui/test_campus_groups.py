@@ -215,3 +215,14 @@ def test_the_refresh_cookie_is_bound_to_the_identity_and_the_secret() -> None:
     assert box.open(sealed, 7, ISSUER, "5f0c-sam") is None
     assert RefreshBox(b"another-secret", 3600).open(sealed, 7, ISSUER, "5f0c-rita") is None
     assert box.open(sealed[:-4] + "AAAA", 7, ISSUER, "5f0c-rita") is None
+
+
+def test_a_sign_in_refused_no_role_still_ends_the_groups_lanes(world: World, idp: FakeCampus) -> None:
+    """Removed from her only mapped group, rita signs in again: refused, and her group lane ends."""
+    campus_sign_in(world, idp)
+    request_in_console(world)
+    later = int(time.time()) + 1
+    r = campus_sign_in(world, idp, groups=[], iat=later, nbf=later - 5)
+    assert r.status_code == 403 and "no_role" in r.text
+    (lane,) = rita_lanes(world)
+    assert lane["state"] == "revoked" and lane["id"] not in world.dataplane.active
