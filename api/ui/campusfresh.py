@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 RT_COOKIE = "vl_rt"
 IDT_COOKIE = "vl_idt"
 MAX_RT_COOKIE = 3800  # a browser keeps ~4 KB a cookie; a longer one is not stored (no refresh)
+NO_REFRESH = OPEN_ENDPOINTS | {"ui.sign_out"}  # signing out must reach the provider's end-session call
 REFRESH_AHEAD_S = 60.0  # refresh this long before the ID token's exp (half its life if shorter)
 
 
@@ -119,7 +120,7 @@ def _ended(code: str, message: str) -> ResponseReturnValue:
 def _keep_fresh() -> ResponseReturnValue | None:
     """Runs after ``web._gate`` (registered later), so ``g.ui`` is the verified session."""
     campus = ui_state().campus
-    if request.endpoint in OPEN_ENDPOINTS or campus is None or g.ui.subject is None:
+    if request.endpoint in NO_REFRESH or campus is None or g.ui.subject is None:
         return None
     c = ctx()
     now = c.clock()

@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.fake_campus import CONSOLE, FakeCampus
 from tests.support.oidc_tokens import ISSUER
-from tests.support.ui import post
+from tests.support.ui import csrf_for, post
 from tests.support.world import World
 from viplanes.api.oidc import OidcAuth
 from viplanes.api.ui.campusclient import CampusClient
@@ -226,3 +226,16 @@ def test_a_sign_in_refused_no_role_still_ends_the_groups_lanes(world: World, idp
     assert r.status_code == 403 and "no_role" in r.text
     (lane,) = rita_lanes(world)
     assert lane["state"] == "revoked" and lane["id"] not in world.dataplane.active
+
+
+def test_sign_out_when_a_refresh_is_due_still_reaches_the_provider(world: World, idp: FakeCampus) -> None:
+    """Signing out must not be turned into 'session ended' by a refresh the provider refuses:
+    the person's single sign-on session at the provider has to end too."""
+    campus_sign_in(world, idp)
+    csrf = csrf_for(world.client)
+    idp.disabled = True
+    world.clock.advance(250)
+    r = world.client.post("/ui/logout", data={"csrf": csrf})
+    assert r.status_code == 200 and "/protocol/openid-connect/logout" in r.text
+    assert idp.refreshes == 0
+    assert world.client.get_cookie(RT_COOKIE, path="/ui") is None
