@@ -56,7 +56,7 @@ class OidcAuth:
         try:
             ident = identity_of(claims, self.settings)
         except OidcRefused:
-            self._renew_groups(db, claims, now)  # e.g. removed from their only mapped group
+            self.renew_groups(db, claims, now)  # e.g. removed from their only mapped group
             raise
         found: Caller | None = None
         with db.read() as s:  # the common case, a known person with the same role: no write
@@ -69,11 +69,12 @@ class OidcAuth:
                 found = caller_for_identity(s, ident, now)
         if found is None:
             raise OidcRefused("principal_disabled", f"principal {ident.name!r} is disabled here")
-        self._renew_groups(db, claims, now)
+        self.renew_groups(db, claims, now)
         return found
 
-    def _renew_groups(self, db: Database, claims: dict[str, Any], now: float) -> None:
-        """Record what the token says about the person's granted groups (viplanes/domain/memberships.py)."""
+    def renew_groups(self, db: Database, claims: dict[str, Any], now: float) -> None:
+        """Record what a verified token (an access token, or the console's ID token) says about the
+        person's granted groups (viplanes/domain/memberships.py), and take lanes it ended off the switches."""
         with db.read() as s:
             known = find_identity(s, str(claims.get("iss", self.settings.issuer)), str(claims["sub"]))
             if known is None:

@@ -15,7 +15,7 @@ The ID token rides in ``vl_idt`` (Strict) only as the ``id_token_hint`` of sign-
 from __future__ import annotations
 
 import logging
-import time
+from typing import Any
 from urllib.parse import urlsplit
 
 from flask import g, make_response, redirect, render_template, request, url_for
@@ -27,12 +27,12 @@ from viplanes.authz.oidcclaims import identity_of
 from viplanes.store.identities import caller_for_identity
 
 from .campusclient import TRANSACTION_S, CampusClient, CampusRefused, Transaction
+from .campusfresh import IDT_COOKIE, RT_COOKIE, held_cookie
 from .session import COOKIE
 from .web import bp, cookie_args, ctx, error_page, safe_next, ui_state
 
 log = logging.getLogger(__name__)
 TX_COOKIE = "vl_oidc"
-IDT_COOKIE = "vl_idt"
 TX_SALT = "viplanes-ui-oidc-transaction"
 MAX_ID_TOKEN_COOKIE = 3800  # a browser keeps ~4 KB a cookie; a longer hint is dropped, not broken
 
@@ -95,27 +95,44 @@ def campus_callback() -> ResponseReturnValue:
     try:
         campus = _campus()
         tx = _transaction()
-        claims, id_token = campus.finish(tx, {k: v for k, v in request.args.items() if isinstance(v, str)})
+        claims, id_token, refresh_token = campus.finish(
+            tx, {k: v for k, v in request.args.items() if isinstance(v, str)}
+        )
+        now = c.clock()
         try:
             ident = identity_of(claims, campus.oidc)
         except OidcRefused as exc:
+            _record_groups(claims, now)  # removed from their only mapped group: its lanes end too
             raise CampusRefused(exc.code, exc.message, exc.status) from None
         with c.db.write() as s:
-            who = caller_for_identity(s, ident, time.time())
+            who = caller_for_identity(s, ident, now)
         issued = None if who is None else ui_state().sessions.issue_for_identity(who.id, ident.issuer, ident.subject)
         if issued is None:
             raise CampusRefused("principal_disabled", f"{ident.name!r} is disabled in VIP Lanes; ask an operator.", 403)
+        _record_groups(claims, now)
     except CampusRefused as exc:
         return _refused(exc)
     assert tx is not None  # finish refused a missing transaction
-    value, _session = issued
+    value, session = issued
+    sealed = held_cookie(session.caller.id, campus, ident.subject, refresh_token, claims, now)
     target = safe_next(tx.next)
     resp = make_response(render_template("ui/signed_in.html", target=target))
     resp.set_cookie(COOKIE, value, **cookie_args(ui_state().sessions.ttl_s))
     if len(id_token) <= MAX_ID_TOKEN_COOKIE:
         resp.set_cookie(IDT_COOKIE, id_token, **cookie_args(ui_state().sessions.ttl_s))
+    if sealed is not None:
+        resp.set_cookie(RT_COOKIE, sealed, **cookie_args(ui_state().sessions.ttl_s))
     resp.delete_cookie(TX_COOKIE, path="/ui")
     return resp
+
+
+def _record_groups(claims: dict[str, Any], now: float) -> None:
+    """The ID token's groups are membership evidence, as an access token's are at the API
+    (renewed to its ``exp`` + grace; a group missing ends that group's lanes; an older token
+    changes nothing)."""
+    oidc = ctx().oidc
+    if oidc is not None:
+        oidc.renew_groups(ctx().db, claims, now)
 
 
 @bp.route("/logout", methods=["POST"], endpoint="sign_out")
@@ -133,6 +150,6 @@ def sign_out() -> ResponseReturnValue:
     else:  # a page, not a redirect: CSP form-action 'self' forbids a form's redirect to the provider
         g.ui = None
         resp = make_response(render_template("ui/signing_out.html", target=target, campus=campus.display_name))
-    resp.delete_cookie(COOKIE, path="/ui")
-    resp.delete_cookie(IDT_COOKIE, path="/ui")
+    for name in (COOKIE, IDT_COOKIE, RT_COOKIE):
+        resp.delete_cookie(name, path="/ui")
     return resp

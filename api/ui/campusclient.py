@@ -72,6 +72,19 @@ class Transaction:
 Exchange = Callable[[str, str, Transaction, ConsoleOidcSettings], dict[str, Any]]
 
 
+# (token endpoint, refresh token, settings) -> the token response (with a new id_token)
+Refresh = Callable[[str, str, ConsoleOidcSettings], dict[str, Any]]
+
+
+def authlib_refresh(token_endpoint: str, refresh_token: str, console: ConsoleOidcSettings) -> dict[str, Any]:
+    """Trade the console's refresh token for new tokens (client_secret_basic), with Authlib."""
+    with OAuth2Session(console.client_id, console.client_secret) as client:
+        token = client.refresh_token(
+            token_endpoint, refresh_token=refresh_token, timeout=TOKEN_TIMEOUT_S, allow_redirects=False
+        )
+    return dict(token)
+
+
 def authlib_exchange(token_endpoint: str, code: str, tx: Transaction, console: ConsoleOidcSettings) -> dict[str, Any]:
     """Redeem the code at the token endpoint with Authlib (client_secret_basic, PKCE verifier)."""
     with OAuth2Session(
@@ -101,8 +114,10 @@ class CampusClient:
         fetch_json: Callable[[str], Any],
         exchange: Exchange = authlib_exchange,
         clock: Callable[[], float] = time.time,
+        refresher: Refresh = authlib_refresh,
     ) -> None:
         self.oidc = oidc
+        self.refresher = refresher
         self.console = console
         self.fetch_json = fetch_json
         self.exchange = exchange
@@ -151,8 +166,9 @@ class CampusClient:
         )
         return url, tx
 
-    def finish(self, tx: Transaction | None, args: dict[str, str]) -> tuple[dict[str, Any], str]:
-        """The verified ID token's claims and the ID token itself, or :class:`CampusRefused`."""
+    def finish(self, tx: Transaction | None, args: dict[str, str]) -> tuple[dict[str, Any], str, str | None]:
+        """The verified ID token's claims, the ID token itself and the refresh token the provider
+        gave (None when it gave none), or :class:`CampusRefused`."""
         if tx is None:
             raise CampusRefused(
                 "no_sign_in_in_progress",
@@ -181,20 +197,48 @@ class CampusClient:
             ) from None
         except (requests.RequestException, ValueError) as exc:
             raise CampusRefused("provider_unavailable", f"cannot redeem the code: {exc}", 503) from None
+        claims, id_token = self._id_token(token, 400)
+        if not same_secret(claims.get("nonce") if isinstance(claims.get("nonce"), str) else None, tx.nonce):
+            raise CampusRefused("nonce_mismatch", "The ID token belongs to another sign-in (nonce mismatch).")
+        refresh = token.get("refresh_token")
+        return claims, id_token, refresh if isinstance(refresh, str) else None
+
+    def _id_token(self, token: dict[str, Any], status: int) -> tuple[dict[str, Any], str]:
+        """The verified claims of the token response's ID token (audience: our client id, ``azp`` too)."""
         id_token = token.get("id_token")
         if not isinstance(id_token, str):
-            raise CampusRefused("no_id_token", "The identity provider sent no ID token (is 'openid' in the scope?).")
+            raise CampusRefused(
+                "no_id_token", "The identity provider sent no ID token (is 'openid' in the scope?).", status
+            )
         try:
             claims = self.verifier.verify(id_token)
         except OidcRefused as exc:
-            status = 503 if exc.status == 503 else 400
-            raise CampusRefused(exc.code, f"The ID token was refused: {exc.message}", status) from None
-        if not same_secret(claims.get("nonce") if isinstance(claims.get("nonce"), str) else None, tx.nonce):
-            raise CampusRefused("nonce_mismatch", "The ID token belongs to another sign-in (nonce mismatch).")
+            raise CampusRefused(
+                exc.code, f"The ID token was refused: {exc.message}", 503 if exc.status == 503 else status
+            ) from None
         azp = claims.get("azp")
         if azp is not None and azp != self.console.client_id:
-            raise CampusRefused("wrong_audience", "The ID token was issued to another client (azp).")
+            raise CampusRefused("wrong_audience", "The ID token was issued to another client (azp).", status)
         return claims, id_token
+
+    def refresh(self, refresh_token: str, subject: str) -> tuple[dict[str, Any], str]:
+        """A console session's new ID token claims (and the rotated refresh token, else the same),
+        or :class:`CampusRefused`: 401 when the provider refuses (session ended, account disabled)
+        or the ID token is not this person's, 503 when the provider cannot be reached."""
+        meta = self.metadata()
+        try:
+            token = self.refresher(meta["token_endpoint"], refresh_token, self.console)
+        except OAuthError as exc:
+            raise CampusRefused(
+                "refresh_refused", f"The identity provider refused to renew the sign-in ({exc.error}).", 401
+            ) from None
+        except (requests.RequestException, ValueError) as exc:
+            raise CampusRefused("provider_unavailable", f"cannot renew the sign-in: {exc}", 503) from None
+        claims, _ = self._id_token(token, 401)
+        if claims.get("sub") != subject:
+            raise CampusRefused("wrong_subject", "The renewed ID token names another person.", 401)
+        rotated = token.get("refresh_token")
+        return claims, rotated if isinstance(rotated, str) else refresh_token
 
     def _redeem_once(self, code: str) -> None:
         now = self.clock()

@@ -15,6 +15,7 @@ from viplanes.lanes.manager import LaneInput
 from viplanes.policy.destinations import destination_refusal
 from viplanes.policy.rules import parse_ports, parse_prefix
 from viplanes.store import records as store
+from viplanes.store.memberships import fresh_groups
 from viplanes.store.models import LIVE_STATES
 
 from ..schemas import LaneRequestSchema
@@ -87,7 +88,8 @@ def _mine_view(
     c = ctx()
     now = c.clock()
     with c.db.read() as s:
-        grants = [g for g in store.list_grants(s, who.id, now, 100, 0) if store.grant_state(g, now) == "active"]
+        held = fresh_groups(s, who.id, now)  # group grants count only while the evidence is fresh
+        grants = [g for g in store.list_grants(s, who.id, now, 100, 0, held) if store.grant_state(g, now) == "active"]
         choices = [_choice(g) for g in grants]
     recent = [ln for ln in c.manager.list(who, principal=who.name, limit=50) if ln.principal_id == who.id]
     if form is not None and choices and picked not in {ch.grant.id for ch in choices}:

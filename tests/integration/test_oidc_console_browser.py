@@ -1,6 +1,12 @@
 """Console sign-in at a real Keycloak, in Debian's headless Chromium: rita (a researcher by her
 group) clicks "Sign in with <campus>", types her password on Keycloak's own login page, lands on
-her lanes page, requests a lane within a grant, signs out, and Keycloak's session is gone too."""
+her lanes page, requests a lane within a grant, signs out, and Keycloak's session is gone too.
+Then she requests a lane under the grant to her group hpc-users: it stays while her console is
+open (the console refreshes her ID token, renewing the membership), and ends within the bound
+once an admin removes her from the group and the console is closed.
+
+The realm's tokens live ACCESS_S here (300 s in the fixture), the membership grace is GRACE_S and
+the sweep runs every SWEEP_S: the bound is ACCESS_S + GRACE_S + SWEEP_S."""
 
 from __future__ import annotations
 
@@ -20,11 +26,15 @@ from tests.support.serve import Serve, bootstrap
 
 pytestmark = pytest.mark.integration
 DISPLAY = "Campus SSO"
+ACCESS_S, GRACE_S, SWEEP_S = 30, 5, 2
+BOUND_S = ACCESS_S + GRACE_S + SWEEP_S
+SLACK_S = 8  # a loaded 2-core machine: the sweep's own read, the poll below
 
 
 @pytest.fixture(scope="module")
 def keycloak(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Keycloak]:
     kc = Keycloak(tmp_path_factory.mktemp("keycloak")).start()
+    kc.admin("PUT", f"/{REALM}", {"accessTokenLifespan": ACCESS_S})
     print(f"keycloak ready in {kc.started_in_s:.1f} s")
     yield kc
     kc.stop()
@@ -47,6 +57,8 @@ def serve(keycloak: Keycloak, tmp_path_factory: pytest.TempPathFactory) -> Itera
         VIPLANES_OIDC_CLIENT_SECRET_FILE=str(secret),
         VIPLANES_OIDC_DISPLAY_NAME=DISPLAY,
         VIPLANES_UI_SECRET="console-browser-test",
+        VIPLANES_OIDC_MEMBERSHIP_GRACE_S=str(GRACE_S),
+        VIPLANES_OIDC_MEMBERSHIP_SWEEP_S=str(SWEEP_S),
     )
     s = Serve(db, Path(work), env=env).start()
     yield s, op
@@ -163,3 +175,76 @@ def test_a_person_in_no_mapped_group_sees_a_403_page(
     assert "403" in browser.find_element(By.TAG_NAME, "h1").text
     browser.get(f"{s.url}/ui/mine")
     assert browser.current_url.startswith(f"{s.url}/ui/login")
+
+
+def membership(kc: Keycloak, user: str, group: str, member: bool) -> None:
+    gid = next(g["id"] for g in kc.admin("GET", f"/{REALM}/groups?search={group}").json() if g["name"] == group)
+    kc.admin("PUT" if member else "DELETE", f"/{REALM}/users/{kc.user_id(user)}/groups/{gid}")
+
+
+def test_rita_requests_a_lane_under_her_groups_grant_and_loses_it_when_removed(
+    keycloak: Keycloak, serve: tuple[Serve, str], browser: Any
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    s, op = serve
+    h = {"Authorization": f"Bearer {op}"}
+    grant = {
+        "group": "hpc-users",  # not her principal: every member of the group
+        "src_prefixes": ["10.1.0.0/24"],
+        "dst_prefixes": ["203.0.113.10/32"],
+        "protocols": ["tcp"],
+        "ports": ["9400-9500"],
+        "max_duration_s": 3600,
+    }
+    r = requests.post(f"{s.url}/api/v1/grants", json=grant, headers=h, timeout=30)
+    assert r.status_code == 201, r.text
+    gid = r.json()["id"]
+
+    browser.get(f"{s.url}/ui/login")
+    browser.find_element(By.ID, "campus-sign-in").click()
+    keycloak_sign_in(browser, "rita", "rita-test-pass")
+    until(lambda: browser.current_url == f"{s.url}/ui/mine", "rita's lanes page")
+    assert "(group hpc-users)" in browser.find_element(By.ID, f"req-{gid}").text
+    browser.find_element(By.ID, f"purpose-{gid}").send_keys("group grant from the console")
+    browser.find_element(By.CSS_SELECTOR, f"form[aria-labelledby=req-{gid}] button[type=submit]").click()
+
+    def group_lane() -> Any:
+        lanes = requests.get(f"{s.url}/api/v1/lanes", headers=h, timeout=30).json()
+        items = lanes["items"] if isinstance(lanes, dict) else lanes
+        return next(x for x in items if x["grant_id"] == gid and x["state"] == "active")
+
+    lane = until(group_lane, "rita's lane under the hpc-users grant", 30)
+
+    # her console stays open (its lanes table polls every 3 s): the server refreshes her ID token
+    # with Keycloak's refresh token, so the lane outlives the first token's exp + grace + sweep
+    browser.get(f"{s.url}/ui/mine")
+    time.sleep(BOUND_S + SLACK_S)
+    assert lane_of(s, h, lane["id"])["state"] == "active"
+    print(f"lane {lane['id']} stayed active {BOUND_S + SLACK_S} s (> bound {BOUND_S} s) with the console open")
+
+    browser.get("about:blank")  # the console is closed: nothing renews her membership any more
+    membership(keycloak, "rita", "hpc-users", member=False)
+    t0 = time.monotonic()
+    try:
+        ended = wait_for(
+            lambda: lane_of(s, h, lane["id"])["state"] != "active", BOUND_S + SLACK_S, 0.5, ignore=(Exception,)
+        )
+        took = time.monotonic() - t0
+        assert ended, f"lane {lane['id']} still active {took:.0f} s after rita left hpc-users (bound {BOUND_S} s)"
+        assert lane_of(s, h, lane["id"])["state"] == "revoked"
+        audit = requests.get(
+            f"{s.url}/api/v1/audit",
+            params={"target": f"lane:{lane['id']}", "action": "lane.revoke"},
+            headers=h,
+            timeout=30,
+        ).json()
+        items = audit["items"] if isinstance(audit, dict) else audit
+        assert [e["actor"] for e in items] == ["oidc"] and "hpc-users" in items[0]["reason"], items
+        print(f"lane {lane['id']} revoked {took:.1f} s after rita left hpc-users (bound {BOUND_S} s)")
+    finally:
+        membership(keycloak, "rita", "hpc-users", member=True)
+
+
+def lane_of(s: Serve, h: dict[str, str], lane_id: int) -> dict[str, Any]:
+    return dict(requests.get(f"{s.url}/api/v1/lanes/{lane_id}", headers=h, timeout=30).json())

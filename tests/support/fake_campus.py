@@ -1,10 +1,14 @@
 """A stand-in provider for the console's code flow: it authorizes (returns a code for the
-browser's callback), redeems codes with the PKCE check a real provider makes, and signs ID tokens
-with the keys of ``FakeIssuer`` (so JWKS rotation works the same)."""
+browser's callback), redeems codes with the PKCE check a real provider makes, signs ID tokens
+with the keys of ``FakeIssuer`` (so JWKS rotation works the same) and renews them for a refresh
+token (``refresh``; ``now_groups`` plays an admin changing the person's groups, ``disabled`` an
+account disabled at the provider, which refuses every refresh)."""
 
 from __future__ import annotations
 
 import secrets
+import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -28,6 +32,11 @@ class FakeCampus(FakeIssuer):
         self.codes: dict[str, dict[str, Any]] = {}
         self.redeemed: set[str] = set()
         self.kid = "k1"
+        self.refresh_tokens: dict[str, dict[str, Any]] = {}  # refresh token -> the sign-in's claims
+        self.now_groups: list[str] | None = None  # the person's groups today, when an admin changed them
+        self.disabled = False
+        self.refreshes = 0
+        self.clock: Callable[[], float] = time.time
 
     def fetch_json(self, url: str) -> Any:
         if url.endswith("/.well-known/openid-configuration"):
@@ -64,4 +73,30 @@ class FakeCampus(FakeIssuer):
             raise OAuthError(error="invalid_grant", description="PKCE verification failed")
         self.redeemed.add(code)
         claims = {"aud": CLIENT_ID, "azp": CLIENT_ID, "nonce": rec["nonce"]} | rec["claims"]
-        return {"access_token": "at", "token_type": "Bearer", "id_token": self.token(kid=self.kid, **claims)}
+        rt = "rt-" + secrets.token_urlsafe(24)
+        self.refresh_tokens[rt] = claims
+        return {
+            "access_token": "at",
+            "token_type": "Bearer",
+            "id_token": self.token(kid=self.kid, **claims),
+            "refresh_token": rt,
+        }
+
+    def refresh(self, token_endpoint: str, refresh_token: str, console: ConsoleOidcSettings) -> dict[str, Any]:
+        """The refresh grant: a new ID token (groups as they are now) and a rotated refresh token."""
+        self.refreshes += 1
+        claims = self.refresh_tokens.pop(refresh_token, None)
+        if claims is None or self.disabled:
+            raise OAuthError(error="invalid_grant", description="Token is not active")
+        now = int(self.clock())
+        claims = claims | {"iat": now, "nbf": now, "exp": now + 300}
+        if self.now_groups is not None:
+            claims["groups"] = self.now_groups
+        rt = "rt-" + secrets.token_urlsafe(24)
+        self.refresh_tokens[rt] = claims
+        return {
+            "access_token": "at",
+            "token_type": "Bearer",
+            "id_token": self.token(kid=self.kid, **claims),
+            "refresh_token": rt,
+        }
