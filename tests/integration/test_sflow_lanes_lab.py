@@ -65,7 +65,10 @@ def test_an_unrequested_upload_rides_a_lane_within_3_s_and_it_ends_when_idle(lab
     assert lane["trigger"]["kind"] == "sflow" and lane["src_port"] == 41000, lane
     assert took < 3.0, took
     assert stats["bytes"] > 0, stats  # the upload's packets rode the lane
-    ended = lab.lane_of(5201, state="released", timeout=IDLE_S + 4)
+    ended = lab.lane_of(5201, state="released", timeout=IDLE_S + 8)
     idle = time.monotonic() - stopped
     print(f"lane released {idle:.1f} s after the upload stopped (idle_s {IDLE_S})")
-    assert ended is not None and idle <= IDLE_S + 3
+    assert ended is not None, "the idle lane did not end"
+    # idle_s, then the ender's next verdict: each check reads the lane's counters at s1 and s3
+    # (2 s stats timeout each, the switches busy sampling): measured 6.6-6.9 s, see the docs
+    assert idle <= IDLE_S + 5, idle

@@ -13,7 +13,9 @@ from viplanes.domain.sighting import SightingKind, SightingState
 
 
 def _sampled(rate_mbps: float):
-    return sighting(kind=SightingKind.SFLOW, state=SightingState.ONGOING, reporter="192.0.2.1", rate_bps=rate_mbps * 1e6)
+    return sighting(
+        kind=SightingKind.SFLOW, state=SightingState.ONGOING, reporter="192.0.2.1", rate_bps=rate_mbps * 1e6
+    )
 
 
 def test_a_flow_refused_below_the_grants_rate_is_judged_again_at_its_next_sighting(world, acceptor, mono):
