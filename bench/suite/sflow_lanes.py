@@ -2,7 +2,7 @@
 switches, in the Mininet lab (issue 32).
 
 The lab of tests/support/sflowlanes.py: a real ``viplanes serve`` with sFlow detection on, the
-access switches s1 and s3 sampling 1 in 16, a 0.5 s rate window, a desktop grant allowing
+access switches s1 and s3 sampling 1 in 8, a 0.5 s rate window, a desktop grant allowing
 automatic lanes at 8 Mbit/s (the detector's threshold too). Each flow is an iperf3 upload from the
 desktop to its own cloud port, started with no lane request; it crosses the firewall path
 (~15 Mbit/s, lab scale) until its lane is active. Measured per flow: the client's start (wall
@@ -22,7 +22,7 @@ from bench.harness.report import Result, Target
 from bench.harness.stats import summarize_ms
 from tests.support.sflowlanes import sflow_lab, stop_all, timestamp
 
-FIRST_PORT, SAMPLING, WINDOW_S, RATE_MBPS = 5210, 16, 0.5, 8
+FIRST_PORT, SAMPLING, WINDOW_S, RATE_MBPS = 5210, 8, 0.5, 8
 
 
 def run(quick: bool = False, **_: Any) -> Result:

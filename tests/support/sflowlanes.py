@@ -1,7 +1,7 @@
 """The Mininet lab with detection from the switches on, for issue 32's lab test and its bench.
 
 A real `viplanes serve` (TLS OpenFlow, userspace OVS) with sFlow detection (goflow2 on a loopback
-port the lab's bridges send to), the access switches s1 and s3 sampling 1 in ``sampling``, and a
+port the lab's bridges send to), the access switches s1 and s3 sampling 1 in ``sampling`` (8), and a
 desktop grant that allows automatic lanes at ``rate_mbps`` (the detector's threshold too:
 docs/automatic-lanes.md). Before a lane the desktop's uploads cross the firewall (~15 Mbit/s);
 on it, the bypass (~100).
@@ -96,7 +96,7 @@ def sflow_lab(
     workdir: Path,
     rate_mbps: float = 8,
     idle_s: float = 3,
-    sampling: int = 16,
+    sampling: int = 8,
     window_s: float = 0.5,
     max_auto_lanes: int = 3,
 ) -> Iterator[SflowLab]:
