@@ -47,3 +47,16 @@ def test_the_detector_sights_a_flow_above_its_threshold_again_within_half_a_seco
     feed(det, 100e6, 2.0)
     times = [s.observed_at for s in sink.sightings]
     assert len(times) >= 2 and times[1] - times[0] <= 0.55, times
+
+
+def test_a_flood_of_below_rate_sightings_of_one_flow_queues_one_at_a_time(world, acceptor, mono):
+    """Abuse: forged samples keep one flow just under the grant's rate. Forgetting a rate refusal
+    must not open the queue to every repeat: while the flow waits, its repeats are dropped."""
+    set_policy(world, fireflies=False, min_rate_mbps=100)
+    acceptor.refresh()
+    for _round in range(3):
+        for _ in range(100):
+            acceptor.offer(_sampled(60))
+        assert acceptor.run_pending() == [None]  # one judgment per round, not 100
+        mono.now += 0.1
+    assert acceptor.counts["below_threshold"] == 3 and acceptor.counts["repeated"] == 297
