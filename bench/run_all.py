@@ -28,6 +28,7 @@ BENCHMARKS = {  # name -> module with run(**options) -> Result
     "peers": "bench.suite.peers",  # os-ken 1.4.1 ofctl_rest and Faucet 1.10, in venvs under bench/
     "fireflies": "bench.suite.fireflies",  # scitags firefly -> automatic lane active (issue 32)
     "sflow": "bench.suite.sflow_detect",  # first packet -> sFlow sighting, collector CPU (issue 32)
+    "sflow_lanes": "bench.suite.sflow_lanes",  # first packet -> sFlow-made lane, Mininet lab (issue 32)
 }
 
 

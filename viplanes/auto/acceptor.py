@@ -186,7 +186,14 @@ class Acceptor:
                     continue
             return self._make_lane(g, s)
         self.counts[why] += 1
+        if why == "below_threshold":
+            self._forget(s)
         return None
+
+    def _forget(self, s: Sighting) -> None:
+        """A flow refused for its rate may ask again at its next sighting: a young flow's estimate
+        grows as its window fills, and holding it for ``REPEAT_S`` delayed its lane by seconds."""
+        self._queued.pop((s.src_ip, s.dst_ip, s.protocol, s.src_port, s.dst_port), None)
 
     def _make_lane(self, g: AutoGrant, s: Sighting) -> int | None:
         detail = evidence(s)

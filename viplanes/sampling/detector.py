@@ -45,7 +45,10 @@ class DetectorSettings:
     window_s: float = 1.0  # rate window (sFlow-RT's elephant rule uses 0.2 s at 100 Mbit/s)
     slots: int = 10  # the window's buckets: memory per flow is fixed
     min_samples: int = 16  # below this the 95 % error is above 49 %: too few to say anything
-    resend_s: float = 2.0  # while a flow stays above, say so again this often (it is alive)
+    # while a flow stays above, say so again this often: a sighting refused for the grant's rate
+    # (higher than this threshold, or a young flow's estimate still rising) is judged again soon;
+    # the acceptor keeps a queued flow from asking twice within 2 s
+    resend_s: float = 0.5
     idle_s: float = 10.0  # a flow with no sample for this long is forgotten
     max_flows: int = 10_000  # flow table cap; the least recently sampled flow goes first
 
