@@ -203,12 +203,13 @@ def _execute(
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from viplanes.lab.experiments import Runner, estimate_s, session
+    from viplanes.lab.experiments import Runner, estimate_s, needed_shapes, session
+    from viplanes.lab.filetools import FILE_TOOLS
     from viplanes.lab.stack import StackError
 
     console = Console(stderr=True)
     need_lanes = "lane" in sweep.paths
-    shapes = sweep.datasets if "rclone" in sweep.tools else ()
+    shapes = needed_shapes(sweep)
     results.parent.mkdir(parents=True, exist_ok=True)
     try:
         with Progress(
@@ -228,6 +229,7 @@ def _execute(
                 warn=lambda m: console.print(f"[yellow]{m}"),
                 external=external,
                 dataset_mb=dict(sweep.dataset_mb),
+                file_tools=any(t in FILE_TOOLS for t in sweep.tools),
             ) as sess:
 
                 def done(spec: Any, rec: dict[str, Any]) -> None:
