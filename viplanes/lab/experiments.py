@@ -21,9 +21,10 @@ from typing import Any
 
 from viplanes.lifecycle import stop_process
 from viplanes.topologies.loader import load_topology
-from viplanes.topologies.model import Topology, Wan
+from viplanes.topologies.model import Topology
 
 from .datasets import SHAPES, Dataset, make_dataset, same_content, seed
+from .estimate import NO_LANE, estimate_s, wan_record
 from .filetools import FILE_TOOLS, HTTP_PORT, MULTI_TOOLS, SSH_PORT, run_file_tool
 from .measure import Measurement, run_iperf3, run_rclone
 from .net import LabNetwork, build_network, clean_stale
@@ -35,8 +36,6 @@ DIRECTIONS = ("upload", "download")
 PATHS = ("default", "lane")
 TOOLS = ("iperf3", "rclone")
 ALL_TOOLS = TOOLS + FILE_TOOLS  # seed 003's tools download one file ("one" dataset) only
-# The DTN sits in the science DMZ: its default path is already middlebox-free (the reference).
-NO_LANE = ("dtn",)
 
 
 @dataclass(frozen=True)
@@ -147,51 +146,6 @@ def needed_shapes(sweep: Sweep) -> tuple[str, ...]:
     if any(t in FILE_TOOLS for t in sweep.tools) and "one" not in shapes:
         shapes += ("one",)
     return shapes
-
-
-def estimate_s(
-    spec: RunSpec,
-    size_mb: int,
-    default_mbps: float = 14.0,
-    lane_mbps: float = 90.0,
-    wan_mbps: float | None = None,
-    wan: Wan | None = None,
-) -> float:
-    """A rough duration of one run, for lane lengths and the progress bar.
-
-    With a `wan` (the topology's WAN model) an rclone run also pays its requests: a round trip
-    and the storage's service time for each file (and each part of a multipart file)."""
-    if spec.tool == "iperf3":
-        return (spec.seconds or 0) + 1.5 + (4 * wan.rtt_ms / 1000 if wan else 0.0)
-    rate = lane_mbps if spec.path == "lane" or spec.placement in NO_LANE else default_mbps
-    if spec.tool in FILE_TOOLS:  # one file, one connection (aria2: parallel); ssh's handshakes
-        conns = spec.parallel if spec.tool in MULTI_TOOLS else 1
-        cap = (wan.down if wan is not None else wan_mbps) or rate
-        return size_mb * 8.4 / min(rate, conns * cap) + 2.0 + (8 * wan.rtt_ms / 1000 if wan else 0.0)
-    if wan is not None:
-        wan_mbps = wan.up if spec.direction == "upload" else wan.down
-    conns = 1 if spec.dataset == "one" else spec.parallel
-    if wan_mbps:  # one connection per file (or per single multipart file)
-        rate = min(rate, conns * wan_mbps)
-    extra = 0.0
-    if wan is not None:
-        files = int((spec.dataset or "").removeprefix("split") or 1) if spec.dataset != "one" else 1
-        parts = max(1, -(-size_mb // (spec.chunk_mb or size_mb))) + 2 if spec.dataset == "one" else 1
-        extra = files * parts / conns * (wan.rtt_ms + wan.request_ms) / 1000 + 2.0  # + rclone's start
-    return size_mb * 8.4 / rate + 1.5 + extra
-
-
-def wan_record(wan: Wan | None) -> dict[str, float] | None:
-    """The WAN model a run went through, kept in its record so a report can say what it measured."""
-    if wan is None:
-        return None
-    return {
-        "up_mbps": wan.up,
-        "down_mbps": wan.down,
-        "rtt_ms": wan.rtt_ms,
-        "request_ms": wan.request_ms,
-        "storage_workers": wan.storage_workers,
-    }
 
 
 @dataclass

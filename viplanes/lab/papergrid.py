@@ -163,6 +163,7 @@ def tool_runs(placement: str, path: str, rep: int) -> list[RunSpec]:
         TOOL_CONNECTIONS,
         rep,
         chunk_mb=TOOL_CHUNK_MB,
+        upload_concurrency=UPLOAD_CONCURRENCY,
         dataset=ONE,
         series="tools",
     )
