@@ -62,7 +62,12 @@ def lab() -> None:
 @click.option("--placements", default="desktop,server,dtn", show_default=True)
 @click.option("--directions", default="upload,download", show_default=True)
 @click.option("--paths", default="default,lane", show_default=True)
-@click.option("--tools", default="iperf3,rclone", show_default=True)
+@click.option(
+    "--tools",
+    default="iperf3,rclone",
+    show_default=True,
+    help="iperf3, rclone; seed 003's downloads: scp, rsync, wget, aria2 (one file; aria2 takes --transfers)",
+)
 @click.option("--streams", default="1,4", show_default=True, help="iperf3 -P values (paper: 1,4,8,16)")
 @click.option("--transfers", default="4,16", show_default=True, help="rclone --transfers values (paper: 4,8,16,32)")
 @click.option(

@@ -102,8 +102,8 @@ def _rsync_close(m: dict[str, float]) -> tuple[bool, str]:
     if share >= CLOSE:
         return True, f"rsync at {share:.0%} of S3 (within a third)"
     return False, (
-        f"rsync at {share:.0%} of S3: one ssh connection at the WAN model's per-connection cap against "
-        "S3's four; the seed's rsync was not connection-bound, the lab's cap is per connection"
+        f"rsync at {share:.0%} of S3: one ssh connection held to the WAN model's per-connection cap "
+        "against S3's four; the seed's rsync nearly matched S3 on one connection, so its path had no such cap"
     )
 
 
@@ -112,8 +112,8 @@ def _rsync_vs_scp(m: dict[str, float]) -> tuple[bool, str]:
     if gain >= 1.2:
         return True, f"rsync {gain:.2f}x scp (paper 1.49x)"
     return False, (
-        f"rsync {gain:.2f}x scp (paper 1.49x): both are one ssh connection held to the same cap; what made "
-        "the seed's scp slow (its SFTP request window over a long round trip) is not in the model"
+        f"rsync {gain:.2f}x scp (paper 1.49x): both are one ssh connection held to the same cap; the seed "
+        "does not say why its scp was slower, and the model has no term for it"
     )
 
 
