@@ -8,7 +8,8 @@ export DEBIAN_FRONTEND=noninteractive
 
 APT_PKGS=(openvswitch-switch mininet iperf3 dnsmasq-base iptables iputils-ping ethtool iproute2 procps psmisc
           python3-venv python3-pip postgresql postgresql-client golang-go git ca-certificates
-          chromium chromium-driver faketime systemd maven podman runc debootstrap)
+          chromium chromium-driver faketime systemd maven podman runc debootstrap
+          openssh-server rsync aria2 wget)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -62,7 +62,12 @@ def lab() -> None:
 @click.option("--placements", default="desktop,server,dtn", show_default=True)
 @click.option("--directions", default="upload,download", show_default=True)
 @click.option("--paths", default="default,lane", show_default=True)
-@click.option("--tools", default="iperf3,rclone", show_default=True)
+@click.option(
+    "--tools",
+    default="iperf3,rclone",
+    show_default=True,
+    help="iperf3, rclone; seed 003's downloads: scp, rsync, wget, aria2 (one file; aria2 takes --transfers)",
+)
 @click.option("--streams", default="1,4", show_default=True, help="iperf3 -P values (paper: 1,4,8,16)")
 @click.option("--transfers", default="4,16", show_default=True, help="rclone --transfers values (paper: 4,8,16,32)")
 @click.option(
@@ -203,12 +208,13 @@ def _execute(
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from viplanes.lab.experiments import Runner, estimate_s, session
+    from viplanes.lab.experiments import Runner, estimate_s, needed_shapes, session
+    from viplanes.lab.filetools import FILE_TOOLS
     from viplanes.lab.stack import StackError
 
     console = Console(stderr=True)
     need_lanes = "lane" in sweep.paths
-    shapes = sweep.datasets if "rclone" in sweep.tools else ()
+    shapes = needed_shapes(sweep)
     results.parent.mkdir(parents=True, exist_ok=True)
     try:
         with Progress(
@@ -228,6 +234,7 @@ def _execute(
                 warn=lambda m: console.print(f"[yellow]{m}"),
                 external=external,
                 dataset_mb=dict(sweep.dataset_mb),
+                file_tools=any(t in FILE_TOOLS for t in sweep.tools),
             ) as sess:
 
                 def done(spec: Any, rec: dict[str, Any]) -> None:

@@ -21,9 +21,11 @@ from typing import Any
 
 from viplanes.lifecycle import stop_process
 from viplanes.topologies.loader import load_topology
-from viplanes.topologies.model import Topology, Wan
+from viplanes.topologies.model import Topology
 
 from .datasets import SHAPES, Dataset, make_dataset, same_content, seed
+from .estimate import NO_LANE, estimate_s, wan_record
+from .filetools import FILE_TOOLS, HTTP_PORT, MULTI_TOOLS, SSH_PORT, run_file_tool
 from .measure import Measurement, run_iperf3, run_rclone
 from .net import LabNetwork, build_network, clean_stale
 from .services import IPERF_PORT, S3_PORT, CloudServices, rclone_binary, start_cloud_services
@@ -33,8 +35,7 @@ PLACEMENTS = ("desktop", "server", "dtn")
 DIRECTIONS = ("upload", "download")
 PATHS = ("default", "lane")
 TOOLS = ("iperf3", "rclone")
-# The DTN sits in the science DMZ: its default path is already middlebox-free (the reference).
-NO_LANE = ("dtn",)
+ALL_TOOLS = TOOLS + FILE_TOOLS  # seed 003's tools download one file ("one" dataset) only
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ class Sweep:
             ("placement", self.placements, PLACEMENTS),
             ("direction", self.directions, DIRECTIONS),
             ("path", self.paths, PATHS),
-            ("tool", self.tools, TOOLS),
+            ("tool", self.tools, ALL_TOOLS),
             ("dataset", self.datasets, tuple(SHAPES)),
         ):
             bad = [v for v in values if v not in known]
@@ -129,48 +130,22 @@ def plan(sweep: Sweep) -> list[RunSpec]:
                             for t in sweep.transfers
                             for c in sweep.chunks_mb
                         ]
+                    if direction == "download":  # seed 003 fetches a file from the cloud
+                        runs += [
+                            RunSpec(placement, direction, path, tool, t, rep, dataset="one")
+                            for tool in FILE_TOOLS
+                            if tool in sweep.tools
+                            for t in (sweep.transfers if tool in MULTI_TOOLS else (1,))
+                        ]
     return runs
 
 
-def estimate_s(
-    spec: RunSpec,
-    size_mb: int,
-    default_mbps: float = 14.0,
-    lane_mbps: float = 90.0,
-    wan_mbps: float | None = None,
-    wan: Wan | None = None,
-) -> float:
-    """A rough duration of one run, for lane lengths and the progress bar.
-
-    With a `wan` (the topology's WAN model) an rclone run also pays its requests: a round trip
-    and the storage's service time for each file (and each part of a multipart file)."""
-    if spec.tool == "iperf3":
-        return (spec.seconds or 0) + 1.5 + (4 * wan.rtt_ms / 1000 if wan else 0.0)
-    rate = lane_mbps if spec.path == "lane" or spec.placement in NO_LANE else default_mbps
-    if wan is not None:
-        wan_mbps = wan.up if spec.direction == "upload" else wan.down
-    conns = 1 if spec.dataset == "one" else spec.parallel
-    if wan_mbps:  # one connection per file (or per single multipart file)
-        rate = min(rate, conns * wan_mbps)
-    extra = 0.0
-    if wan is not None:
-        files = int((spec.dataset or "").removeprefix("split") or 1) if spec.dataset != "one" else 1
-        parts = max(1, -(-size_mb // (spec.chunk_mb or size_mb))) + 2 if spec.dataset == "one" else 1
-        extra = files * parts / conns * (wan.rtt_ms + wan.request_ms) / 1000 + 2.0  # + rclone's start
-    return size_mb * 8.4 / rate + 1.5 + extra
-
-
-def wan_record(wan: Wan | None) -> dict[str, float] | None:
-    """The WAN model a run went through, kept in its record so a report can say what it measured."""
-    if wan is None:
-        return None
-    return {
-        "up_mbps": wan.up,
-        "down_mbps": wan.down,
-        "rtt_ms": wan.rtt_ms,
-        "request_ms": wan.request_ms,
-        "storage_workers": wan.storage_workers,
-    }
+def needed_shapes(sweep: Sweep) -> tuple[str, ...]:
+    """The datasets a sweep's runs read: rclone's, plus the one file seed 003's tools fetch."""
+    shapes = sweep.datasets if "rclone" in sweep.tools else ()
+    if any(t in FILE_TOOLS for t in sweep.tools) and "one" not in shapes:
+        shapes += ("one",)
+    return shapes
 
 
 @dataclass
@@ -214,12 +189,14 @@ def session(
     warn: Callable[[str], None] = print,
     external: Stack | None = None,
     dataset_mb: dict[str, int] | None = None,
+    file_tools: bool = False,
 ) -> Iterator[Session]:
     """Build the whole lab and the service around it; everything is torn down on exit.
 
     Without ``need_lanes``, a service that cannot start (no embedded controller yet) is replaced
     by the minimal controller launcher, which forwards the default path only. ``external`` is a
     `viplanes serve` someone already runs (its API, its OpenFlow address, a researcher token).
+    ``file_tools`` also starts seed 003's sshd and HTTP server on the cloud host.
     """
     topo = load_topology(topology_path)
     clean_stale()
@@ -234,7 +211,8 @@ def session(
             if external is not None:
                 stack = external
             else:
-                stack = start_stack(topology_path, work_dir / "service", src, dst, [str(IPERF_PORT), str(S3_PORT)])
+                ports = [IPERF_PORT, S3_PORT] + ([SSH_PORT, HTTP_PORT] if file_tools else [])
+                stack = start_stack(topology_path, work_dir / "service", src, dst, [str(p) for p in ports])
             openflow = stack.openflow
         except StackError as exc:
             if need_lanes:
@@ -246,7 +224,7 @@ def session(
             shutil.rmtree(s3_dir, ignore_errors=True)
             for shape, ds in datasets.items():
                 seed(ds, s3_dir / "lab" / "datasets" / f"{sizes[shape]}M" / ds.name)
-            services = start_cloud_services(lab, work_dir / "cloud")
+            services = start_cloud_services(lab, work_dir / "cloud", file_tools=file_tools)
             yield Session(
                 topo,
                 lab,
@@ -326,6 +304,8 @@ class Runner:
                 self.on_lane("granted", self.lanes[key])
 
     def _port(self, tool: str) -> int:
+        if tool in FILE_TOOLS:
+            return SSH_PORT if tool in ("scp", "rsync") else HTTP_PORT
         return self.sess.services.iperf_port if tool == "iperf3" else self.sess.services.s3_port
 
     def release_lanes(self) -> None:
@@ -348,6 +328,9 @@ class Runner:
         ds = None
         if spec.tool == "iperf3":
             m = run_iperf3(node, svc.ip, svc.iperf_port, spec.parallel, spec.seconds or 5, download)
+        elif spec.tool in FILE_TOOLS:
+            ds = self.sess.datasets["one"]
+            m, intact = self._file_tool(node, spec, ds)
         else:
             ds = self.sess.datasets[spec.dataset or "split10"]
             m, intact = self._rclone(node, spec, ds, download)
@@ -374,6 +357,17 @@ class Runner:
             **{f"x_{k}": v for k, v in m.extra.items()},
         }
 
+    def _file_tool(self, node: Any, spec: RunSpec, ds: Dataset) -> tuple[Measurement, bool | None]:
+        svc = self.sess.services
+        if svc.files is None:
+            raise StackError(f"{spec.tool} runs need the cloud's sshd and HTTP server (session(file_tools=True))")
+        remote = svc.data_dir / svc.bucket / "datasets" / f"{self.sess.size_of('one')}M" / ds.name
+        local = self.sess.work_dir / "downloads" / uuid.uuid4().hex[:12]
+        m = run_file_tool(node, spec.tool, svc.files, next(remote.iterdir()), local, spec.parallel)
+        intact = same_content(ds.path, local) if m.ok else None
+        shutil.rmtree(local, ignore_errors=True)
+        return m, intact
+
     def _rclone(self, node: Any, spec: RunSpec, ds: Dataset, download: bool) -> tuple[Measurement, bool | None]:
         svc = self.sess.services
         tag = uuid.uuid4().hex[:12]
@@ -389,6 +383,7 @@ class Runner:
                 spec.parallel,
                 spec.chunk_mb or 8,
                 spec.upload_concurrency,
+                multi_thread_streams=spec.parallel if spec.dataset == "one" else None,  # S3 multipart GETs
             )
             copy, source = local, ds.path
         else:

@@ -4,8 +4,8 @@ Pure, like `fidelity.py` (which holds seeds 000 and 004): lab records in, findin
 storage claims of seed 001 are read off the WAN model's storage queue (every S3 request waits
 for one of ``storage_workers`` for ``request_ms``): the per-file time of the transfers sweep as
 more connections share the storage, and the chunk sweep's request sizes. Seed 002's curve is the
-DTN's download transfers sweep. Seed 003's tools and the v6 path have no `--paper` runs yet; their
-rows say so rather than being left out.
+DTN's download transfers sweep. Seed 003's tools are held in `fidelity_tools.py`. The v6 path
+has no `--paper` runs yet; its row says so rather than being left out.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
+from . import fidelity_tools
 from . import paper as P
 from .fidelity import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED, Finding, Record, chunk_runs, rises, transfer_runs
 
@@ -103,24 +104,7 @@ def concurrency_finding(records: list[Record]) -> Finding:
 
 def not_run() -> list[Finding]:
     """Claims the lab has no runs for yet: a row each, so none is silently dropped."""
-    why = "not measured: --paper runs rclone and iperf3 only (scp, rsync, wget, axel and aws s3 are not in the lab)"
     return [
-        Finding(
-            "003",
-            "S3 multipart fetch is fastest, rsync over ssh close behind",
-            "scp ~114 s per GB",
-            "-",
-            NOT_APPLICABLE,
-            why,
-        ),
-        Finding(
-            "003",
-            "single-connection scp/wget far slower; multi-connection axel in between",
-            "-",
-            "-",
-            NOT_APPLICABLE,
-            why,
-        ),
         Finding(
             "lab",
             "a lane over IPv6 gains as much as over IPv4",
@@ -150,4 +134,4 @@ def wan_note(records: list[Record]) -> str:
 
 
 def findings(records: list[Record]) -> list[Finding]:
-    return storage_findings(records) + [concurrency_finding(records)] + not_run()
+    return storage_findings(records) + [concurrency_finding(records)] + fidelity_tools.findings(records) + not_run()

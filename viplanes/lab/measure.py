@@ -172,9 +172,17 @@ def run_iperf3(host: Node, server_ip: str, port: int, parallel: int, seconds: fl
 
 
 def rclone_argv(
-    binary: str, src: str, dst: str, transfers: int, chunk_mb: int, upload_concurrency: int | None = None
+    binary: str,
+    src: str,
+    dst: str,
+    transfers: int,
+    chunk_mb: int,
+    upload_concurrency: int | None = None,
+    multi_thread_streams: int | None = None,
 ) -> list[str]:
-    # Multipart from one chunk up, so the chunk size matters for lab-sized files too.
+    # Multipart from one chunk up, so the chunk size matters for lab-sized files too. A
+    # multi-thread download sets its own GET size; S3's part size must still be >= 5 MiB.
+    part_mb = max(chunk_mb, 5) if multi_thread_streams else chunk_mb
     argv = [
         binary,
         "copy",
@@ -183,9 +191,9 @@ def rclone_argv(
         "--transfers",
         str(transfers),
         "--s3-chunk-size",
-        f"{chunk_mb}M",
+        f"{part_mb}M",
         "--s3-upload-cutoff",
-        f"{chunk_mb}M",
+        f"{part_mb}M",
         "--use-json-log",
         "-v",
         "--retries",
@@ -195,6 +203,9 @@ def rclone_argv(
     ]
     if upload_concurrency:  # 1 = a file's parts one after another, as Google Drive takes them
         argv += ["--s3-upload-concurrency", str(upload_concurrency)]
+    if multi_thread_streams:  # a download in ranged GETs of one chunk each, like `aws s3 cp`
+        argv += ["--multi-thread-cutoff", f"{chunk_mb}M", "--multi-thread-streams", str(multi_thread_streams)]
+        argv += ["--multi-thread-chunk-size", f"{chunk_mb}M"]
     return argv
 
 
@@ -208,8 +219,9 @@ def run_rclone(
     chunk_mb: int,
     upload_concurrency: int | None = None,
     timeout: float = 600,
+    multi_thread_streams: int | None = None,
 ) -> Measurement:
-    argv = rclone_argv(binary, src, dst, transfers, chunk_mb, upload_concurrency)
+    argv = rclone_argv(binary, src, dst, transfers, chunk_mb, upload_concurrency, multi_thread_streams)
     started = time.monotonic()
     _, err, code = _run(host, argv, timeout=timeout, env={**env, "RCLONE_CONFIG": "/dev/null"})
     wall = time.monotonic() - started

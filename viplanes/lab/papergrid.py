@@ -10,7 +10,9 @@ sizes x 9 datasets x 4 repetitions). Its findings are read one factor at a time 
   DTN, where the paper measured it (Fig. 4; S3 refuses parts under 5 MiB, so the paper's 4 MB
   becomes 5 MiB);
 - ``baseline``: the desktop (iperf3 and rclone) and the server (iperf3) on the campus default
-  path, behind the firewall (Table 2's "5-7x").
+  path, behind the firewall (Table 2's "5-7x");
+- ``tools``: seed 003's download of one file from the DTN: S3 multipart (rclone, ranged GETs on
+  4 connections), rsync and scp over ssh, wget, aria2c on 4 connections.
 
 A file's parts go one after another (``--s3-upload-concurrency 1``), as Google Drive, the
 paper's cloud, takes them: so a chunk size changes request sizes, not the number of connections.
@@ -19,7 +21,8 @@ paper's cloud, takes them: so a chunk size changes request sizes, not the number
 
 from __future__ import annotations
 
-from .experiments import DIRECTIONS, NO_LANE, PLACEMENTS, RunSpec, Sweep
+from .experiments import DIRECTIONS, NO_LANE, PLACEMENTS, TOOLS, RunSpec, Sweep
+from .filetools import FILE_TOOLS
 
 STREAMS = (1, 4, 8, 16, 32)  # 2 left out to fit 15 minutes; seed 004 is read at 1, 4, 8 and the ceiling
 TRANSFERS = (4, 8, 16, 32)
@@ -36,6 +39,10 @@ SECONDS = 3.0
 # (a 16 MiB file at 6 Mbit/s up: ~25 s), so the chunk sweep runs there only (all with --full)
 CHUNK_PLACEMENTS = ("dtn",)
 BASELINE_PARALLEL = 16
+# seed 003: one file fetched from the cloud by each tool, from the DTN (its path is the WAN's alone)
+TOOL_PLACEMENTS = ("dtn",)
+TOOL_CONNECTIONS = 4  # S3 multipart and aria2c: 4 connections each (axel's and aws s3's defaults are 4 and 10)
+TOOL_CHUNK_MB = 4  # the 16 MiB file in 4 ranged GETs, one per connection
 
 
 def paper_sweep(full: bool = False) -> Sweep:
@@ -50,6 +57,7 @@ def paper_sweep(full: bool = False) -> Sweep:
             seconds=SECONDS,
             reps=4,
             upload_concurrency=UPLOAD_CONCURRENCY,
+            tools=TOOLS + FILE_TOOLS,
         )
     return Sweep(
         streams=STREAMS,
@@ -60,6 +68,7 @@ def paper_sweep(full: bool = False) -> Sweep:
         seconds=SECONDS,
         upload_concurrency=UPLOAD_CONCURRENCY,
         dataset_mb=((ONE, ONE_MB),),
+        tools=TOOLS + FILE_TOOLS,
     )
 
 
@@ -122,6 +131,8 @@ def _one_factor(placement: str, path: str, rep: int) -> list[RunSpec]:
             )
             for t in TRANSFERS
         ]
+    if placement in TOOL_PLACEMENTS:
+        out += tool_runs(placement, path, rep)
     if placement not in CHUNK_PLACEMENTS:
         return out
     out += [
@@ -140,3 +151,26 @@ def _one_factor(placement: str, path: str, rep: int) -> list[RunSpec]:
         for c in CHUNKS_MB
     ]
     return out
+
+
+def tool_runs(placement: str, path: str, rep: int) -> list[RunSpec]:
+    """Seed 003: the one-file dataset downloaded by S3 multipart, rsync, scp, wget and aria2c."""
+    s3 = RunSpec(
+        placement,
+        "download",
+        path,
+        "rclone",
+        TOOL_CONNECTIONS,
+        rep,
+        chunk_mb=TOOL_CHUNK_MB,
+        upload_concurrency=UPLOAD_CONCURRENCY,
+        dataset=ONE,
+        series="tools",
+    )
+    others = [
+        RunSpec(
+            placement, "download", path, t, TOOL_CONNECTIONS if t == "aria2" else 1, rep, dataset=ONE, series="tools"
+        )
+        for t in FILE_TOOLS
+    ]
+    return [s3, *others]

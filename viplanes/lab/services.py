@@ -22,6 +22,7 @@ from mininet.node import Node
 from viplanes.lifecycle import stop_process
 from viplanes.topologies.model import Wan
 
+from .filetools import FileServices, start_file_services
 from .net import LabNetwork
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,6 +69,7 @@ class CloudServices:
     bucket: str
     data_dir: Path  # the S3 backend's directory on this machine: <data_dir>/<bucket>/...
     per_connection_mbps: float | None = None  # the WAN model's cap; None: no cap
+    files: FileServices | None = None  # seed 003's sshd and HTTP server (start with file_tools=True)
 
     @property
     def endpoint(self) -> str:
@@ -88,10 +90,15 @@ class CloudServices:
 
 
 def start_cloud_services(
-    lab: LabNetwork, work_dir: Path, host_name: str | None = None, iperf_port: int = IPERF_PORT, s3_port: int = S3_PORT
+    lab: LabNetwork,
+    work_dir: Path,
+    host_name: str | None = None,
+    iperf_port: int = IPERF_PORT,
+    s3_port: int = S3_PORT,
+    file_tools: bool = False,
 ) -> CloudServices:
     """Start iperf3 and S3 on the cloud host (behind the WAN proxy if the topology has a `wan`);
-    they stop with the lab."""
+    they stop with the lab. ``file_tools`` adds seed 003's sshd and HTTP server (`filetools.py`)."""
     name = host_name or next(h.name for h in lab.topology.hosts if h.role == "cloud")
     host = lab.host(name)
     ip = str(lab.topology.host(name).iface.ip.ip)
@@ -124,6 +131,17 @@ def start_cloud_services(
     ]
     for port in (iperf_port, s3_port):
         _wait_listening(host, bind, port, procs)
+    files = None
+    if file_tools:
+
+        def spawn(argv: list[str], log: str) -> None:
+            procs.append(_spawn(lab, host, argv, logs / log))
+
+        def wait(port: int) -> None:
+            _wait_listening(host, bind, port, procs)
+
+        files = start_file_services(spawn, wait, work_dir, ip, bind, data_dir, rclone_binary())
+    ports = [iperf_port, s3_port] + ([files.ssh_port, files.http_port] if files else [])
     if wan is not None:
         proxy = _spawn(
             lab,
@@ -136,14 +154,14 @@ def start_cloud_services(
                 f"{wan.per_connection_mbps:g}",
                 *wan_options(wan, s3_port),
                 "--verbose",
-                *(a for port in (iperf_port, s3_port) for a in ("--forward", f"{ip}:{port}={bind}:{port}")),
+                *(a for port in ports for a in ("--forward", f"{ip}:{port}={bind}:{port}")),
             ],
             logs / "wanproxy.log",
         )
-        for port in (iperf_port, s3_port):
+        for port in ports:
             _wait_listening(host, ip, port, [proxy])
     return CloudServices(
-        ip, iperf_port, s3_port, BUCKET, data_dir, wan.per_connection_mbps if wan is not None else None
+        ip, iperf_port, s3_port, BUCKET, data_dir, wan.per_connection_mbps if wan is not None else None, files
     )
 
 

@@ -51,7 +51,7 @@ def test_runs_are_grouped_by_placement_then_path():
     [
         (dict(placements=("laptop",)), "placement"),
         (dict(paths=()), "path"),
-        (dict(tools=("scp",)), "tool"),
+        (dict(tools=("ftp",)), "tool"),
         (dict(datasets=("split3",)), "dataset"),
         (dict(chunks_mb=(4,)), "5 MiB"),
         (dict(transfers=(0,)), "transfers"),

@@ -1,0 +1,69 @@
+"""Seed 003's tools move a file through the lab: scp, rsync, wget, aria2c and S3 multipart.
+
+The DTN fetches the one-file dataset from the cloud host through the WAN proxy (campus.yaml: 10
+Mbit/s per connection each way), so the multi-connection tools must beat the single-connection
+ones. The cloud's sshd is the lab's own: the abuse tests show it lets in only this run's key and
+never offers a password, and that the client refuses a host whose key is not this run's.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import REPO
+from viplanes.lab.experiments import Runner, RunSpec, session
+
+pytestmark = pytest.mark.integration
+
+TOPOLOGY = REPO / "topologies" / "campus.yaml"
+
+
+def test_each_tool_fetches_the_file_and_the_sshd_lets_in_only_this_runs_key(tmp_path: Path) -> None:
+    with session(TOPOLOGY, tmp_path, ("one",), 4, need_lanes=False, file_tools=True) as sess:
+        files = sess.services.files
+        assert files is not None
+        specs = [RunSpec("dtn", "download", "default", t, 1, 1, dataset="one") for t in ("scp", "rsync", "wget")]
+        specs.append(RunSpec("dtn", "download", "default", "aria2", 4, 1, dataset="one"))
+        specs.append(RunSpec("dtn", "download", "default", "rclone", 4, 1, chunk_mb=1, dataset="one"))
+        records = Runner(sess, tmp_path / "r.jsonl").run_all(specs)
+        print({r["tool"]: r["mbps"] for r in records})
+        for rec in records:
+            assert rec["ok"], (rec["tool"], rec["error"])
+            assert rec["intact"] is True and rec["bytes"] == 4 * 2**20, rec
+        by = {r["tool"]: r["mbps"] for r in records}
+        cap = sess.topology.wan.down if sess.topology.wan else 0
+        # one connection: at most the per-connection cap (the proxy holds ssh and http too)
+        for tool in ("scp", "rsync", "wget"):
+            assert by[tool] <= 1.1 * cap, (tool, by[tool])
+        # four connections beat one
+        assert by["aria2"] >= 1.5 * by["wget"], by
+        assert by["rclone"] >= 1.5 * by["wget"], by
+
+        dtn = sess.lab.host("dtn")
+        remote = next((sess.services.data_dir / "lab" / "datasets" / "4M" / "one").iterdir())
+        target = f"{files.user}@{files.ip}:{remote}"
+
+        def scp(opts: list[str]) -> tuple[int, str]:
+            out = dtn.popen(["scp", *opts, target, str(tmp_path / "stolen")], stderr=subprocess.PIPE)
+            _, err = out.communicate(timeout=60)
+            return out.returncode, err.decode(errors="replace")
+
+        # the attack: another key (anyone's but this run's) and a password prompt
+        other = tmp_path / "other_ed25519"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+        stranger = replace(files, key=other)
+        code, err = scp(stranger.ssh_options("-P"))
+        assert code != 0 and "Permission denied" in err, err
+        code, err = scp(
+            [*files.ssh_options("-P"), "-o", "PubkeyAuthentication=no", "-o", "PreferredAuthentications=password"]
+        )
+        assert code != 0 and "Permission denied (publickey)" in err, err
+        assert not (tmp_path / "stolen").exists()
+        # a host that is not this run's cloud: its key is not pinned, so the client refuses it
+        (tmp_path / "empty_known_hosts").write_text("")
+        code, err = scp(replace(files, known_hosts=tmp_path / "empty_known_hosts").ssh_options("-P"))
+        assert code != 0 and "Host key verification failed" in err, err
