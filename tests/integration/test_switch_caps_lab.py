@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import time
@@ -51,6 +52,7 @@ def maskless_topology(workdir: Path) -> Path:
 @pytest.fixture(scope="module")
 def campus(tmp_path_factory: pytest.TempPathFactory):
     work = tmp_path_factory.mktemp("switch_caps")
+    os.environ["VIPLANES_LEARN_SWITCH_FEATURES"] = "1"  # serve inherits it: learn tables and meters
     grant = {
         "src_prefixes": ["10.1.0.0/24"],
         "dst_prefixes": ["203.0.113.0/24"],
@@ -59,8 +61,11 @@ def campus(tmp_path_factory: pytest.TempPathFactory):
         "max_duration_s": 3600,
         "max_lanes": 20,
     }
-    with lab_campus(work, "ines", grant, topology=maskless_topology(work)) as (lab, serve, token):
-        yield Campus(lab, serve, token)
+    try:
+        with lab_campus(work, "ines", grant, topology=maskless_topology(work)) as (lab, serve, token):
+            yield Campus(lab, serve, token)
+    finally:
+        del os.environ["VIPLANES_LEARN_SWITCH_FEATURES"]
 
 
 def flows(c: Campus, switch: str) -> list[str]:

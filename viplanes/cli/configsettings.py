@@ -75,6 +75,9 @@ ENV_SETTINGS: tuple[EnvSetting, ...] = (
     EnvSetting("auto", "firefly_rate", "VIPLANES_FIREFLY_RATE", float, "5", "fireflies per source per second"),
     EnvSetting("auto", "queue", "VIPLANES_AUTO_QUEUE", int, "256", "sightings waiting for the acceptor"),
     EnvSetting("auto", "idle_check_s", "VIPLANES_AUTO_IDLE_CHECK_S", float, "1", "idle-end check period, s"),
+    EnvSetting(
+        "switches", "learn_features", "VIPLANES_LEARN_SWITCH_FEATURES", int, "0", "ask TABLE/METER_FEATURES (1: on)"
+    ),
     EnvSetting("sflow", "enabled", "VIPLANES_SFLOW_ENABLED", int, "0", "detect elephants from sFlow (1: on)"),
     EnvSetting("sflow", "listen", "VIPLANES_SFLOW_LISTEN", str, "127.0.0.1:6343", "collector's UDP HOST:PORT"),
     EnvSetting("sflow", "prefixes", "VIPLANES_SFLOW_PREFIXES", str, "", "narrow the grants' prefilter"),

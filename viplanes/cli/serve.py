@@ -54,7 +54,16 @@ def _make_dataplane(
         raise click.ClickException(
             f"the embedded controller is not available ({exc}); use --dataplane memory for an API-only server"
         ) from None
-    return EmbeddedController(topology, host=openflow[0], port=openflow[1], security=security, clock=clock)
+    from viplanes.cli.openflow_options import learn_switch_features
+
+    return EmbeddedController(
+        topology,
+        host=openflow[0],
+        port=openflow[1],
+        security=security,
+        clock=clock,
+        learn_features=learn_switch_features(),
+    )
 
 
 def _of_mode(dataplane: str, security: Any) -> str:
