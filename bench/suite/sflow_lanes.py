@@ -2,10 +2,10 @@
 switches, in the Mininet lab (issue 32).
 
 The lab of tests/support/sflowlanes.py: a real ``viplanes serve`` with sFlow detection on, the
-access switches s1 and s3 sampling 1 in 8, a 0.5 s rate window, a desktop grant allowing
-automatic lanes at 8 Mbit/s (the detector's threshold too). Each flow is an iperf3 upload from the
-desktop to its own cloud port, started with no lane request; it crosses the firewall path
-(~15 Mbit/s, lab scale) until its lane is active. Measured per flow: the client's start (wall
+access switches s1 and s3 sampling 1 in 8, a 0.5 s rate window, a grant allowing automatic
+lanes at 8 Mbit/s (the detector's threshold too). Each flow is an iperf3 upload from the DTN
+(a public address: running flows through the campus NAT get no automatic lane,
+docs/automatic-lanes.md) to its own cloud port, started with no lane request. Measured per flow: the client's start (wall
 clock) -> the lane's ``activated_at`` (serve's wall clock, the same machine), the moment its exact
 flows are on the switches and the flow's next packet takes the lane. p50/p99 over ``n`` flows.
 """
@@ -39,7 +39,7 @@ def run(quick: bool = False, **_: Any) -> Result:
             servers = lab.servers(port)
             try:
                 started = time.time()
-                client = lab.upload("desktop", port, 4, cport=43000 + i)
+                client = lab.upload("dtn", port, 4, cport=43000 + i)
                 lane = lab.lane_of(port, timeout=5)
                 stop_all([client])
             finally:

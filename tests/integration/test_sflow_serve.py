@@ -14,10 +14,11 @@ import pytest
 import requests
 
 from tests.support.procs import free_port
-from tests.support.serve import Serve, bootstrap, setup_researcher
+from tests.support.serve import Serve, bootstrap
 from tests.support.sflowgen import datagram, flow_sample, send
 from viplanes.sampling.goflow import GOFLOW2_CACHED
 
+DTN = "198.51.100.30"  # the science DMZ's DTN: a public address, no campus NAT
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(not GOFLOW2_CACHED.exists(), reason="goflow2 not built (make setup)"),
@@ -44,8 +45,13 @@ def test_serve_sights_an_elephant_and_ignores_forgeries(tmp_path: Path) -> None:
     try:
         assert serve.proc is not None
         op = {"Authorization": f"Bearer {bootstrap(serve.db_url)}"}
-        setup_researcher(serve.url, op["Authorization"].split()[1], max_lanes=3)  # 10.1.0.0/24 -> 203.0.113.0/24
-        gid = requests.get(f"{serve.url}/api/v1/grants", headers=op, timeout=10).json()[0]["id"]
+        r = requests.post(f"{serve.url}/api/v1/principals", json={"name": "dana", "role": "researcher"}, headers=op)
+        assert r.status_code == 201, r.text
+        grant = {"principal": "dana", "src_prefixes": [f"{DTN}/32", "10.1.0.0/24"], "dst_prefixes": ["203.0.113.0/24"]}
+        grant |= {"protocols": ["tcp"], "ports": ["9000-9300"], "max_duration_s": 3600, "max_lanes": 3}
+        r = requests.post(f"{serve.url}/api/v1/grants", headers=op, json=grant, timeout=10)
+        assert r.status_code == 201, r.text
+        gid = r.json()["id"]
         policy = {"enabled": True, "min_rate_mbps": 50, "max_auto_lanes": 3}
         r = requests.put(f"{serve.url}/api/v1/grants/{gid}/auto", headers=op, json=policy, timeout=10)
         assert r.status_code == 200, r.text
@@ -58,11 +64,13 @@ def test_serve_sights_an_elephant_and_ignores_forgeries(tmp_path: Path) -> None:
         seq = 1
         for burst in range(40):  # 40 x 5 samples of one flow at 1 in 64 over 0.4 s: ~150 Mbit/s
             outside = [flow_sample("172.16.0.5", "198.51.100.9", 1024 + burst, 6000, 1 << 20, seq=seq)]
-            inside = [flow_sample("10.1.0.10", "203.0.113.10", 40000, 9100, 64, seq=seq + i) for i in range(5)]
-            slow = [flow_sample("10.1.0.10", "203.0.113.10", 40001, 9101, 16, seq=seq + 5)]  # ~15 Mbit/s
-            port22 = [flow_sample("10.1.0.10", "203.0.113.10", 40002, 22, 64, seq=seq + 6 + i) for i in range(5)]
-            send(target, datagram("192.0.2.1", inside + outside + slow + port22, seq=burst))
-            seq += 12
+            inside = [flow_sample(DTN, "203.0.113.10", 40000, 9100, 64, seq=seq + i) for i in range(5)]
+            slow = [flow_sample(DTN, "203.0.113.10", 40001, 9101, 16, seq=seq + 5)]  # ~15 Mbit/s
+            port22 = [flow_sample(DTN, "203.0.113.10", 40002, 22, 64, seq=seq + 6 + i) for i in range(5)]
+            # the desktop's running upload through the campus NAT: a lane would cut it
+            natd = [flow_sample("10.1.0.10", "203.0.113.10", 40003, 9102, 64, seq=seq + 11 + i) for i in range(5)]
+            send(target, datagram("192.0.2.1", inside + outside + slow + port22 + natd, seq=burst))
+            seq += 16
             time.sleep(0.01)
         deadline = time.monotonic() + 10
         lanes: list[dict] = []

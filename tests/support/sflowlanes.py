@@ -26,7 +26,7 @@ from viplanes.lab.sflowlab import sample_access_switches
 from viplanes.sampling.switchconfig import SwitchSampling
 from viplanes.topologies.loader import load_topology
 
-DESKTOP, CLOUD = "10.1.0.10", "203.0.113.10"
+DESKTOP, DTN, CLOUD = "10.1.0.10", "198.51.100.30", "203.0.113.10"
 
 
 class SflowLab:
@@ -110,7 +110,7 @@ def sflow_lab(
     }
     os.environ.update(env)  # serve inherits them
     grant = {
-        "src_prefixes": [f"{DESKTOP}/32"],
+        "src_prefixes": [f"{DESKTOP}/32", f"{DTN}/32"],
         "dst_prefixes": ["203.0.113.0/24"],
         "protocols": ["tcp"],
         "ports": ["5201-5299"],

@@ -27,6 +27,7 @@ from viplanes.errors import VipError
 from viplanes.lanes.manager import LaneManager
 from viplanes.lanes.requests import LaneTrigger
 from viplanes.lanes.targets import LaneInput
+from viplanes.topologies.model import Topology
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ class Acceptor:
         firefly_rate: float = 5.0,
         firefly_burst: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        nat_sources: frozenset[IPAddress] | None = None,
     ) -> None:
         self.manager = manager
         self.counts: Counter[str] = Counter()
@@ -64,6 +66,8 @@ class Acceptor:
         self._clock = clock  # the monotonic clock the rate bound and the refresh read
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        # sources whose running flows a lane would cut (default: the topology's NAT'd hosts)
+        self._translated = translated_sources(manager.topology) if nat_sources is None else nat_sources
 
     # --- the detector's side: memory only ------------------------------------------------------
 
@@ -77,10 +81,15 @@ class Acceptor:
     def may_concern(self, src: IPAddress, dst: IPAddress) -> bool:
         """The detectors' prefilter, from the same grant index (read without a lock: the index is
         immutable and swapped whole on refresh)."""
-        return self._index.may_concern(src, dst)
+        return src not in self._translated and self._index.may_concern(src, dst)
 
     def _offer(self, s: Sighting) -> None:
         self.counts["offered"] += 1
+        if s.src_ip in self._translated and s.src_port is not None:
+            # the flow is already under way through the campus NAT: on a lane the cloud would see
+            # it from the lane's address instead of the NAT's and reset it (docs/automatic-lanes.md)
+            self.counts["nat_in_flight"] += 1
+            return
         if not self._index.candidates(s.src_ip, s.dst_ip, s.protocol, s.dst_port):
             self.counts["outside_grant"] += 1
             return
@@ -240,3 +249,9 @@ class Acceptor:
                 except VipError:
                     pass
         return ended
+
+
+def translated_sources(topology: Topology) -> frozenset[IPAddress]:
+    """The hosts whose connections leave through the campus NAT (private IPv4 sources): a lane
+    for one of their running connections would change its public address mid-flow."""
+    return frozenset(h.iface.ip.ip for h in topology.hosts if h.needs_nat)

@@ -165,7 +165,7 @@ def test_the_automatic_lane_belongs_to_the_grant_that_allowed_it(world, acceptor
 def test_offer_never_raises_and_a_full_queue_drops(world, mono):
     from viplanes.auto.acceptor import Acceptor
 
-    acc = Acceptor(world.app.extensions["viplanes"].manager, queue_size=1, clock=mono)
+    acc = Acceptor(world.app.extensions["viplanes"].manager, queue_size=1, clock=mono, nat_sources=frozenset())
     set_policy(world)
     acc.refresh()
     acc.offer(sighting(src_port=1))
