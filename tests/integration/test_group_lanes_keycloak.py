@@ -23,6 +23,7 @@ import pytest
 import requests
 
 from tests.support.keycloak import REALM, Keycloak
+from tests.support.keycloak import running as keycloak_running
 from tests.support.keycloak_device import approve
 from tests.support.serve import VIPLANES, Serve, bootstrap
 
@@ -35,11 +36,8 @@ SLACK_S = 8  # a loaded 2-core machine: the sweep's own read, the poll below
 
 @pytest.fixture(scope="module")
 def keycloak(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Keycloak]:
-    kc = Keycloak(tmp_path_factory.mktemp("keycloak")).start()
-    kc.admin("PUT", f"/{REALM}", {"accessTokenLifespan": ACCESS_S})
-    print(f"keycloak ready in {kc.started_in_s:.1f} s")
-    yield kc
-    kc.stop()
+    with keycloak_running(tmp_path_factory.mktemp("keycloak"), access_token_s=ACCESS_S) as kc:
+        yield kc
 
 
 @pytest.fixture(scope="module")

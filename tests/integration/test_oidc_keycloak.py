@@ -11,6 +11,7 @@ import pytest
 import requests
 
 from tests.support.keycloak import Keycloak
+from tests.support.keycloak import running as keycloak_running
 from tests.support.serve import Serve, bootstrap, lane_body
 
 pytestmark = pytest.mark.integration
@@ -18,10 +19,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def keycloak(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Keycloak]:
-    kc = Keycloak(tmp_path_factory.mktemp("keycloak")).start()
-    print(f"keycloak ready in {kc.started_in_s:.1f} s")
-    yield kc
-    kc.stop()
+    with keycloak_running(tmp_path_factory.mktemp("keycloak")) as kc:
+        yield kc
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,8 @@ import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -188,3 +190,17 @@ class Keycloak:
 if __name__ == "__main__":
     print(fetch())
     sys.exit(0)
+
+
+@contextmanager
+def running(workdir: Path, access_token_s: int | None = None) -> Iterator[Keycloak]:
+    """One Keycloak for a test module, stopped on exit; ``access_token_s`` shortens the realm's
+    token lifetime (the membership tests wait out a bound built on it)."""
+    kc = Keycloak(workdir).start()
+    try:
+        if access_token_s is not None:
+            kc.admin("PUT", f"/{REALM}", {"accessTokenLifespan": access_token_s})
+        print(f"keycloak ready in {kc.started_in_s:.1f} s")
+        yield kc
+    finally:
+        kc.stop()
