@@ -17,11 +17,8 @@ from pathlib import Path
 
 import pytest
 import requests
-import yaml
 
-from tests.support.labcampus import CAMPUS_YAML, CLOUD, Campus, lab_campus
-from viplanes.controller.compile.budget import CompiledCosts
-from viplanes.topologies.loader import load_topology
+from tests.support.labcampus import CLOUD, Campus, base_flows, campus_with, lab_campus
 
 pytestmark = pytest.mark.integration
 SWITCHES = ("s1", "s2", "s3", "s4")
@@ -29,18 +26,11 @@ HEADROOM = 12
 
 
 def s1_base() -> int:
-    base = CompiledCosts(load_topology(CAMPUS_YAML)).base()
-    return sum(n for (sw, _), n in base.items() if sw == "s1")
+    return base_flows("s1")
 
 
 def budgeted_topology(workdir: Path) -> Path:
-    doc = yaml.safe_load(CAMPUS_YAML.read_text())
-    for sw in doc["switches"]:
-        if sw["name"] == "s1":
-            sw["max_flows"] = s1_base() + HEADROOM
-    path = workdir / "campus-budget.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
+    return campus_with(workdir, "campus-budget.yaml", "s1", max_flows=s1_base() + HEADROOM)
 
 
 @pytest.fixture(scope="module")

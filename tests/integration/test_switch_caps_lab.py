@@ -21,11 +21,8 @@ from pathlib import Path
 
 import pytest
 import requests
-import yaml
 
-from tests.support.labcampus import CAMPUS_YAML, CLOUD, Campus, lab_campus
-from viplanes.controller.compile.budget import CompiledCosts
-from viplanes.topologies.loader import load_topology
+from tests.support.labcampus import CLOUD, Campus, base_flows, campus_with, lab_campus
 
 pytestmark = pytest.mark.integration
 SWITCHES = ("s1", "s2", "s3", "s4")
@@ -33,20 +30,18 @@ S2_HEADROOM = 60
 
 
 def s2_base() -> int:
-    base = CompiledCosts(load_topology(CAMPUS_YAML)).base()
-    return sum(n for (sw, _), n in base.items() if sw == "s2")
+    return base_flows("s2")
 
 
 def maskless_topology(workdir: Path) -> Path:
-    doc = yaml.safe_load(CAMPUS_YAML.read_text())
-    for sw in doc["switches"]:
-        if sw["name"] == "s2":
-            sw.update(
-                {"profile": "multi_table", "features": {"masked_ports": False}, "max_flows": s2_base() + S2_HEADROOM}
-            )
-    path = workdir / "campus-maskless.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
+    return campus_with(
+        workdir,
+        "campus-maskless.yaml",
+        "s2",
+        profile="multi_table",
+        features={"masked_ports": False},
+        max_flows=s2_base() + S2_HEADROOM,
+    )
 
 
 @pytest.fixture(scope="module")

@@ -225,3 +225,26 @@ class Campus:
                     }
                 )
         return sorted(flows, key=lambda f: f["match"])
+
+
+def base_flows(switch: str) -> int:
+    """The entries the compiler counts on ``switch`` of the campus with no lane (the budgets'
+    base), so a test can set a budget a known headroom above it."""
+    from viplanes.controller.compile.budget import CompiledCosts
+    from viplanes.topologies.loader import load_topology
+
+    base = CompiledCosts(load_topology(CAMPUS_YAML)).base()
+    return sum(n for (sw, _), n in base.items() if sw == switch)
+
+
+def campus_with(workdir: Path, name: str, switch: str, **fields: Any) -> Path:
+    """The campus topology written to ``workdir/name`` with ``fields`` set on ``switch``."""
+    import yaml
+
+    doc = yaml.safe_load(CAMPUS_YAML.read_text())
+    for sw in doc["switches"]:
+        if sw["name"] == switch:
+            sw.update(fields)
+    path = workdir / name
+    path.write_text(yaml.safe_dump(doc))
+    return path
