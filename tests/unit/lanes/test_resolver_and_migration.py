@@ -20,6 +20,7 @@ from viplanes.lanes.resolver import (
     default_resolver,
     is_host_name,
 )
+from viplanes.store.backup import max_revision
 from viplanes.store.db import Database
 
 
@@ -105,7 +106,7 @@ def test_migration_0004_keeps_old_lanes(tmp_path: Path) -> None:
             )
         )
     upgrade(d.engine)
-    assert current(d.engine) == "0010"
+    assert current(d.engine) == max_revision()
     from sqlalchemy import select
 
     with d.engine.connect() as conn:
