@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests.support import keycloak
+from tests.support.keycloak import Keycloak
 from tests.support.ovs import ovs_problem
 from tests.support.postgres import PgCluster
 from tests.support.scaleout_kit import scaleout_cluster
@@ -39,3 +41,11 @@ def cluster(pg_cluster: PgCluster, tmp_path: Path, request: pytest.FixtureReques
     """The scale-out cluster of tests/support/scaleout_kit.py on a fresh database."""
     with scaleout_cluster(pg_cluster, tmp_path, request) as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def keycloak_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Keycloak]:
+    """One Keycloak for every module that signs in against it (each module imports its own realm:
+    tests.support.keycloak.realm); a start costs 14 s quiet and up to ~100 s on a loaded machine."""
+    with keycloak.server(tmp_path_factory.mktemp("keycloak")) as kc:
+        yield kc

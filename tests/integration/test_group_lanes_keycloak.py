@@ -22,8 +22,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.support.keycloak import REALM, Keycloak
-from tests.support.keycloak import running as keycloak_running
+from tests.support.keycloak import Keycloak, realm
 from tests.support.keycloak_device import approve
 from tests.support.serve import VIPLANES, Serve, bootstrap
 
@@ -35,8 +34,8 @@ SLACK_S = 8  # a loaded 2-core machine: the sweep's own read, the poll below
 
 
 @pytest.fixture(scope="module")
-def keycloak(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Keycloak]:
-    with keycloak_running(tmp_path_factory.mktemp("keycloak"), access_token_s=ACCESS_S) as kc:
+def keycloak(keycloak_server: Keycloak) -> Iterator[Keycloak]:
+    with realm(keycloak_server, "grouplanes", access_token_s=ACCESS_S) as kc:
         yield kc
 
 
@@ -92,8 +91,8 @@ def revoke_reason(w: dict[str, Any], lane_id: int) -> str:
 
 
 def membership(kc: Keycloak, user: str, group: str, member: bool) -> None:
-    gid = next(g["id"] for g in kc.admin("GET", f"/{REALM}/groups?search={group}").json() if g["name"] == group)
-    kc.admin("PUT" if member else "DELETE", f"/{REALM}/users/{kc.user_id(user)}/groups/{gid}")
+    gid = next(g["id"] for g in kc.admin("GET", f"/{kc.realm}/groups?search={group}").json() if g["name"] == group)
+    kc.admin("PUT" if member else "DELETE", f"/{kc.realm}/users/{kc.user_id(user)}/groups/{gid}")
 
 
 def request_lane(w: dict[str, Any], port: int) -> int:
@@ -195,11 +194,11 @@ def test_5_a_disabled_account_loses_its_lane_within_the_bound(world: dict[str, A
     kc = w["kc"]
     membership(kc, "rita", "hpc-users", member=True)
     lane_id = request_lane(w, 9004)
-    kc.admin("PUT", f"/{REALM}/users/{kc.user_id('rita')}", {"enabled": False})
+    kc.admin("PUT", f"/{kc.realm}/users/{kc.user_id('rita')}", {"enabled": False})
     t0 = time.monotonic()
     r = cli(w, "lane", "list")  # the refresh is refused: one line, exit code 6
     assert r.returncode == 6 and "login" in r.stderr, (r.returncode, r.stderr)
     took = wait_ended(w, lane_id, t0, BOUND_S + SLACK_S)
     print(f"lane {lane_id} revoked {took:.1f} s after the account was disabled (bound {BOUND_S} s)")
     assert "not renewed" in revoke_reason(w, lane_id)
-    kc.admin("PUT", f"/{REALM}/users/{kc.user_id('rita')}", {"enabled": True})
+    kc.admin("PUT", f"/{kc.realm}/users/{kc.user_id('rita')}", {"enabled": True})

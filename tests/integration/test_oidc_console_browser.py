@@ -20,8 +20,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.support.keycloak import REALM, Keycloak
-from tests.support.keycloak import running as keycloak_running
+from tests.support.keycloak import Keycloak, realm
 from tests.support.procs import wait_for
 from tests.support.serve import Serve, bootstrap
 
@@ -33,8 +32,8 @@ SLACK_S = 8  # a loaded 2-core machine: the sweep's own read, the poll below
 
 
 @pytest.fixture(scope="module")
-def keycloak(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Keycloak]:
-    with keycloak_running(tmp_path_factory.mktemp("keycloak"), access_token_s=ACCESS_S) as kc:
+def keycloak(keycloak_server: Keycloak) -> Iterator[Keycloak]:
+    with realm(keycloak_server, "console", access_token_s=ACCESS_S) as kc:
         yield kc
 
 
@@ -94,7 +93,7 @@ def keycloak_sign_in(driver: Any, user: str, password: str) -> None:
 
 
 def sessions_at_keycloak(kc: Keycloak, user: str) -> list[Any]:
-    return list(kc.admin("GET", f"/{REALM}/users/{kc.user_id(user)}/sessions").json())
+    return list(kc.admin("GET", f"/{kc.realm}/users/{kc.user_id(user)}/sessions").json())
 
 
 def test_rita_signs_in_at_keycloak_requests_a_lane_and_signs_out(
@@ -176,8 +175,8 @@ def test_a_person_in_no_mapped_group_sees_a_403_page(
 
 
 def membership(kc: Keycloak, user: str, group: str, member: bool) -> None:
-    gid = next(g["id"] for g in kc.admin("GET", f"/{REALM}/groups?search={group}").json() if g["name"] == group)
-    kc.admin("PUT" if member else "DELETE", f"/{REALM}/users/{kc.user_id(user)}/groups/{gid}")
+    gid = next(g["id"] for g in kc.admin("GET", f"/{kc.realm}/groups?search={group}").json() if g["name"] == group)
+    kc.admin("PUT" if member else "DELETE", f"/{kc.realm}/users/{kc.user_id(user)}/groups/{gid}")
 
 
 def test_rita_requests_a_lane_under_her_groups_grant_and_loses_it_when_removed(

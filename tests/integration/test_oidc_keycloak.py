@@ -10,16 +10,15 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support.keycloak import Keycloak
-from tests.support.keycloak import running as keycloak_running
+from tests.support.keycloak import Keycloak, realm
 from tests.support.serve import Serve, bootstrap, lane_body
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def keycloak(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Keycloak]:
-    with keycloak_running(tmp_path_factory.mktemp("keycloak")) as kc:
+def keycloak(keycloak_server: Keycloak) -> Iterator[Keycloak]:
+    with realm(keycloak_server, "oidcapi") as kc:
         yield kc
 
 

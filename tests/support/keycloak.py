@@ -13,6 +13,7 @@ Keycloak 26 needs Java 21 or newer; the machine's default is 17, so the newest J
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -87,15 +88,20 @@ def java_home() -> Path:
 class Keycloak:
     """One dev-mode Keycloak with the viplanes realm; ``stop()`` ends it."""
 
-    def __init__(self, workdir: Path, ready_s: float = 240) -> None:
+    def __init__(self, workdir: Path, ready_s: float = 240, realm: str = REALM) -> None:
         self.workdir = workdir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.issuer = f"{self.url}/realms/{REALM}"
+        self.realm = realm
         self.log = workdir / "keycloak.log"
         self.ready_s = ready_s
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_in_s = 0.0
+        self.owner = True  # False on a realm's view: stop() leaves the shared server running
+
+    @property
+    def issuer(self) -> str:
+        return f"{self.url}/realms/{self.realm}"
 
     def start(self) -> Keycloak:
         kc = fetch()
@@ -135,7 +141,7 @@ class Keycloak:
                 self.stop()
                 raise RuntimeError(f"keycloak not up after {self.ready_s:.0f} s; see {self.log}")
             time.sleep(0.5)
-        self._import_realm()
+        self.import_realm(self.realm)
         self.started_in_s = time.monotonic() - t0
         return self
 
@@ -159,8 +165,18 @@ class Keycloak:
         r.raise_for_status()
         return r
 
-    def _import_realm(self) -> None:
-        self.admin("POST", "", json.loads(REALM_FILE.read_text()))
+    def import_realm(self, name: str) -> None:
+        """The fixture realm under ``name``: each test module gets its own, so modules share one server
+        without seeing each other's users, groups and sessions."""
+        body = json.loads(REALM_FILE.read_text())
+        body["realm"] = name
+        self.admin("POST", "", body)
+
+    def view(self, realm: str) -> Keycloak:
+        """This server seen through ``realm`` (issuer, admin paths); its stop() is a no-op."""
+        v = copy.copy(self)
+        v.realm, v.owner = realm, False
+        return v
 
     def password_token(self, user: str, password: str, client_id: str = "viplanes-test") -> str:
         """An access token by the password grant (enabled only on the test-only clients)."""
@@ -173,11 +189,11 @@ class Keycloak:
         return str(r.json()["access_token"])
 
     def user_id(self, username: str) -> str:
-        users = self.admin("GET", f"/{REALM}/users?username={username}&exact=true").json()
+        users = self.admin("GET", f"/{self.realm}/users?username={username}&exact=true").json()
         return str(users[0]["id"])
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
+        if not self.owner or self.proc is None or self.proc.poll() is not None:
             return
         os.killpg(self.proc.pid, 15)
         try:
@@ -193,14 +209,25 @@ if __name__ == "__main__":
 
 
 @contextmanager
-def running(workdir: Path, access_token_s: int | None = None) -> Iterator[Keycloak]:
-    """One Keycloak for a test module, stopped on exit; ``access_token_s`` shortens the realm's
-    token lifetime (the membership tests wait out a bound built on it)."""
+def server(workdir: Path) -> Iterator[Keycloak]:
+    """One Keycloak for the whole test session (started when a module first asks), stopped on exit."""
     kc = Keycloak(workdir).start()
     try:
-        if access_token_s is not None:
-            kc.admin("PUT", f"/{REALM}", {"accessTokenLifespan": access_token_s})
         print(f"keycloak ready in {kc.started_in_s:.1f} s")
         yield kc
     finally:
         kc.stop()
+
+
+@contextmanager
+def realm(kc: Keycloak, name: str, access_token_s: int | None = None) -> Iterator[Keycloak]:
+    """A fresh copy of the fixture realm named ``name`` on the shared server, deleted on exit;
+    ``access_token_s`` shortens its token lifetime (the membership tests wait out a bound built
+    on it)."""
+    kc.import_realm(name)
+    try:
+        if access_token_s is not None:
+            kc.admin("PUT", f"/{name}", {"accessTokenLifespan": access_token_s})
+        yield kc.view(name)
+    finally:
+        kc.admin("DELETE", f"/{name}")
