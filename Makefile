@@ -16,20 +16,21 @@ setup:
 ovs-up:
 	@scripts/ovs-up
 
-# pytest exits 5 when it collected nothing; make treats every non-zero code as failure.
+# pytest exits 5 when it collected nothing; make treats every non-zero code as failure. The
+# integration run prints its 20 slowest steps: where the suite's time goes, in every CI log.
 test: setup
 	scripts/lint
 	scripts/lint-imports
 	scripts/typecheck
 	scripts/check-units
 	$(PYTEST) -q -m "not integration" tests
-	$(PYTEST) -q -m integration tests
+	$(PYTEST) -q -m integration --durations=20 tests
 
 test-unit: setup
 	$(PYTEST) -q -m "not integration" tests
 
 test-integration: setup
-	$(PYTEST) -q -m integration tests
+	$(PYTEST) -q -m integration --durations=20 tests
 
 demo: setup
 	$(PY) -m viplanes.lab.demo
