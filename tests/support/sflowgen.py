@@ -17,13 +17,13 @@ def _tcp_header(src: IPv4Address, dst: IPv4Address, sport: int, dport: int, fram
 
 
 def flow_sample(
-    src: str, dst: str, sport: int, dport: int, sampling_rate: int, frame: int = 1514, seq: int = 1
+    src: str, dst: str, sport: int, dport: int, sampling_rate: int, frame: int = 1514, seq: int = 1, in_if: int = 1
 ) -> bytes:
     header = _tcp_header(IPv4Address(src), IPv4Address(dst), sport, dport, frame)
     header += b"\0" * (-len(header) % 4)
     raw = struct.pack("!IIII", 1, frame + 4, 4, len(header) - (-len(header) % 4)) + header
     record = struct.pack("!II", 1, len(raw)) + raw  # enterprise 0, format 1: raw packet header
-    body = struct.pack("!IIIIIIII", seq, 1, sampling_rate, seq * sampling_rate, 0, 1, 2, 1) + record
+    body = struct.pack("!IIIIIIII", seq, 1, sampling_rate, seq * sampling_rate, 0, in_if, 2, 1) + record
     return struct.pack("!II", 1, len(body)) + body  # enterprise 0, format 1: flow sample
 
 
@@ -32,6 +32,9 @@ def datagram(agent: str, samples: list[bytes], seq: int = 1) -> bytes:
     return head + b"".join(samples)
 
 
-def send(target: tuple[str, int], payload: bytes) -> None:
+def send(target: tuple[str, int], payload: bytes, source: str = "") -> None:
+    """One datagram to ``target``, from ``source`` when given (a loopback alias: 127.0.0.2)."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        if source:
+            s.bind((source, 0))
         s.sendto(payload, target)

@@ -18,8 +18,10 @@ from pathlib import Path
 
 from viplanes.domain.hostport import parse_hostport
 from viplanes.domain.sighting import Sighting, SightingSink
+from viplanes.sampling.agents import SampleGuard
 from viplanes.sampling.detector import Detector, DetectorSettings, DetectorStats, Prefilter, PrefixFilter
-from viplanes.sampling.goflow import GOFLOW2_CACHED, CollectorProcess, CollectorSettings
+from viplanes.sampling.gate import SflowGate
+from viplanes.sampling.goflow import GOFLOW2_CACHED, CollectorProcess, CollectorSettings, free_udp_port
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +109,10 @@ class SflowDetection:
         clock: Callable[[], float],
         prefilter: Prefilter | None = None,
         wrap: tuple[str, ...] = (),
+        guard: SampleGuard | None = None,
     ) -> None:
+        """``guard``: only the topology's sampling switches count (viplanes/sampling/agents.py);
+        then the gate listens on ``settings.listen`` and goflow2 on a loopback port behind it."""
         if prefilter is None:
             if not settings.prefixes:
                 raise ValueError(
@@ -116,9 +121,15 @@ class SflowDetection:
                 )
             prefilter = PrefixFilter(settings.prefixes)
         self.settings = settings
+        self.guard = guard
         self.detector = Detector(sink, prefilter, settings.detector)
+        self.gate = SflowGate(guard, settings.listen, ("127.0.0.1", free_udp_port())) if guard is not None else None
+        listen = self.gate.collector if self.gate is not None else settings.listen
         self.collector = CollectorProcess(
-            self.detector, clock, CollectorSettings(binary=settings.goflow2, listen=settings.listen, wrap=wrap)
+            self.detector,
+            clock,
+            CollectorSettings(binary=settings.goflow2, listen=listen, wrap=wrap),
+            admit=guard.sample if guard is not None else None,
         )
 
     def start(self) -> None:
@@ -126,6 +137,8 @@ class SflowDetection:
         if not self.settings.goflow2.exists() and not self.collector.settings.wrap:
             raise OSError(f"sflow: collector {self.settings.goflow2} not found (scripts/setup.sh builds it)")
         self.collector.start()
+        if self.gate is not None:
+            self.gate.start()
         host, port = self.settings.listen
         log.info(
             "sflow: collector listening on %s:%d, threshold %.0f Mbit/s",
@@ -138,4 +151,6 @@ class SflowDetection:
         return self.detector.stats
 
     def stop(self) -> None:
+        if self.gate is not None:
+            self.gate.stop()
         self.collector.stop()

@@ -1,0 +1,65 @@
+"""Read a switch's ``sflow:`` mapping and the campus's ``ipv6_flow_label:`` from YAML.
+
+``sflow: {agent: ADDRESS, from: [ADDRESS, ...], ifindex: {PORT: IFINDEX, ...}}`` declares that a
+switch samples for automatic lanes. The collector accepts a datagram only when its agent address
+and its UDP source both belong to such a switch, and a sample only when it was taken on the port
+of the flow's source host (docs/automatic-lanes.md, "Whose samples count").
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+from viplanes.topologies.fields import FieldReader, kind_of
+from viplanes.topologies.model import SflowAgent
+
+IFINDEX_MAX = 2**32 - 1
+FLOW_LABEL_SCHEMES = ("scitags",)
+
+
+def _ip(reader: FieldReader, value: Any, where: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(value) if isinstance(value, str) else ipaddress.ip_address("junk")
+    except ValueError:
+        reader.bad(where, f"bad IP address {value!r}")
+        return None
+
+
+def read_sflow(reader: FieldReader, value: Any, where: str) -> SflowAgent | None:
+    """One switch's ``sflow`` mapping; None after a problem (noted on ``reader``)."""
+    m = reader.mapping(value, where, ("agent",), ("from", "ifindex"))
+    if m is None or "agent" not in m:
+        return None
+    agent = _ip(reader, m["agent"], f"{where}.agent")
+    raw_from = m.get("from", [m["agent"]])
+    sources = [_ip(reader, v, f"{where}.from[{i}]") for i, v in enumerate(reader.listing(raw_from, f"{where}.from"))]
+    if not sources and "from" in m:
+        reader.bad(f"{where}.from", "at least one address is needed")
+    ifindex: list[tuple[int, int]] = []
+    table = m.get("ifindex", {})
+    if not isinstance(table, dict):
+        reader.bad(f"{where}.ifindex", f"expected a mapping of port: ifIndex, got {kind_of(table)}")
+        table = {}
+    for port, index in table.items():
+        ok_port = isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 0xFFFFFF00
+        ok_index = isinstance(index, int) and not isinstance(index, bool) and 1 <= index <= IFINDEX_MAX
+        if not ok_port or not ok_index:
+            reader.bad(
+                f"{where}.ifindex.{port}", f"expected PORT: IFINDEX (positive integers), got {port!r}: {index!r}"
+            )
+            continue
+        ifindex.append((port, index))
+    if agent is None or any(s is None for s in sources):
+        return None
+    return SflowAgent(agent, tuple(s for s in sources if s is not None), tuple(sorted(ifindex)))
+
+
+def read_flow_label(reader: FieldReader, value: Any) -> bool:
+    """``ipv6_flow_label: scitags``: the campus's IPv6 flows carry scitags marks in the flow label."""
+    if value is None or value is False:
+        return False
+    if value not in FLOW_LABEL_SCHEMES:
+        reader.bad("ipv6_flow_label", f"expected one of {', '.join(FLOW_LABEL_SCHEMES)}, got {value!r}")
+        return False
+    return True
