@@ -160,7 +160,7 @@ class _Parser(FieldReader):
             description=description.strip() if isinstance(description, str) else "",
             wan=wan,
             nat_router=nat_router,
-            scitags_flow_label=flow_label,
+            flow_label_experiments=flow_label,
             source=self.source,
         )
 

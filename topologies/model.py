@@ -198,8 +198,9 @@ class Topology:
     wan: Wan | None = None  # None: no per-connection limit (the lab's links only)
     # the router that translates NAT'd lanes when no switch on their path can ("": a switch does)
     nat_router: str = ""
-    # the campus marks IPv6 flows with scitags in the flow label (``ipv6_flow_label: scitags``)
-    scitags_flow_label: bool = False
+    # the scitags experiment ids the campus marks in IPv6 flow labels (``ipv6_flow_label:``);
+    # empty: the flow label means nothing here (the default)
+    flow_label_experiments: tuple[int, ...] = ()
     source: str = field(default="<memory>", compare=False)  # file it came from, for messages
 
     def __hash__(self) -> int:
@@ -220,7 +221,7 @@ class Topology:
                     self.description,
                     self.wan,
                     self.nat_router,
-                    self.scitags_flow_label,
+                    self.flow_label_experiments,
                 )
             )
             object.__setattr__(self, "_hash", cached)  # frozen dataclass: not a field

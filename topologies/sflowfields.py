@@ -16,6 +16,7 @@ from viplanes.topologies.model import SflowAgent
 
 IFINDEX_MAX = 2**32 - 1
 FLOW_LABEL_SCHEMES = ("scitags",)
+EXPERIMENT_MAX = 511  # scitags: 9 bits of the flow label
 
 
 def _ip(reader: FieldReader, value: Any, where: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -55,11 +56,18 @@ def read_sflow(reader: FieldReader, value: Any, where: str) -> SflowAgent | None
     return SflowAgent(agent, tuple(s for s in sources if s is not None), tuple(sorted(ifindex)))
 
 
-def read_flow_label(reader: FieldReader, value: Any) -> bool:
-    """``ipv6_flow_label: scitags``: the campus's IPv6 flows carry scitags marks in the flow label."""
-    if value is None or value is False:
-        return False
-    if value not in FLOW_LABEL_SCHEMES:
-        reader.bad("ipv6_flow_label", f"expected one of {', '.join(FLOW_LABEL_SCHEMES)}, got {value!r}")
-        return False
-    return True
+def read_flow_label(reader: FieldReader, value: Any) -> tuple[int, ...]:
+    """``ipv6_flow_label: {scheme: scitags, experiments: [ID, ...]}``: the campus's hosts mark
+    IPv6 flows of these scitags experiments in the flow label; () when absent (the default)."""
+    if value is None:
+        return ()
+    m = reader.mapping(value, "ipv6_flow_label", ("scheme", "experiments"))
+    if m is None or "scheme" not in m or "experiments" not in m:
+        return ()
+    if m["scheme"] not in FLOW_LABEL_SCHEMES:
+        reader.bad("ipv6_flow_label.scheme", f"expected one of {', '.join(FLOW_LABEL_SCHEMES)}, got {m['scheme']!r}")
+    ids = reader.listing(m["experiments"], "ipv6_flow_label.experiments")
+    good = [i for i in ids if isinstance(i, int) and not isinstance(i, bool) and 1 <= i <= EXPERIMENT_MAX]
+    if len(good) != len(ids) or not ids:
+        reader.bad("ipv6_flow_label.experiments", f"expected a list of experiment ids 1..{EXPERIMENT_MAX}, got {ids!r}")
+    return tuple(sorted(set(good)))

@@ -13,6 +13,7 @@ from viplanes.auto.acceptor import Acceptor
 from viplanes.domain.sighting import IPAddress
 from viplanes.sampling.agents import SampleGuard, SamplingSwitch
 from viplanes.sampling.detector import PrefixFilter
+from viplanes.sampling.flowlabel import FlowLabelMarks
 from viplanes.sampling.service import SflowDetection, SflowSettings
 from viplanes.topologies.model import Topology
 
@@ -49,4 +50,6 @@ def sflow_detection(
         return acceptor.may_concern(src, dst) and (narrow is None or narrow(src, dst))
 
     guard = SampleGuard(sampling_switches(topology))
-    return SflowDetection(settings, acceptor, clock, prefilter=prefilter, guard=guard)
+    experiments = topology.flow_label_experiments
+    marks = FlowLabelMarks(acceptor, experiments, acceptor.may_concern) if experiments else None
+    return SflowDetection(settings, acceptor, clock, prefilter=prefilter, guard=guard, marks=marks)

@@ -48,8 +48,9 @@ def check(file: str) -> None:
         + (", ".join(f"{names[d]}:{p}" for d in sorted(bypass) for p in sorted(bypass[d])) or "none")
     )
     click.echo("  middleboxes: " + (", ".join(f"{m.name}({m.kind})" for m in topo.middleboxes) or "none"))
-    if topo.scitags_flow_label:
-        click.echo("  ipv6 flow label: scitags (marks may start automatic lanes)")
+    if topo.flow_label_experiments:
+        ids = ", ".join(str(i) for i in topo.flow_label_experiments)
+        click.echo(f"  ipv6 flow label: scitags, experiments {ids} (a mark may start an automatic lane)")
     click.echo(f"  edge router: {topo.edge.name} at {topo.edge.inside.attach}; lane pool {topo.lane_pool.prefix}")
     click.echo(f"  hosts ({len(topo.hosts)}):")
     paths = lane_paths(topo)

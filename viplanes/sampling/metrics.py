@@ -24,6 +24,14 @@ class SflowCollector(Collector):
         for reason, n in sorted(dict(guard.counts).items() if guard is not None else ()):
             refused.add_metric([reason], n)
         yield refused
+        marks = self._detection.marks
+        if marks is not None:
+            labels = CounterMetricFamily(
+                "viplanes_flow_label_samples", "Sampled IPv6 flow labels, by outcome", labels=["outcome"]
+            )
+            for outcome, n in sorted(dict(marks.counts).items()):
+                labels.add_metric([outcome], n)
+            yield labels
         stats = self._detection.stats()
         samples = CounterMetricFamily(
             "viplanes_sflow_samples", "Samples the detector saw, by outcome", labels=["outcome"]
