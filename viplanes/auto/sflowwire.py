@@ -19,16 +19,21 @@ from viplanes.topologies.model import Topology
 
 
 def sampling_switches(topology: Topology) -> list[SamplingSwitch]:
-    """The switches that declare ``sflow:``, with the addresses of the hosts on their ports."""
+    """The switches that declare ``sflow:``, with the addresses on their host and middlebox ports."""
     out = []
     for sw in topology.switches:
         if sw.sflow is None:
             continue
         by_port: dict[int, frozenset[IPAddress]] = {}
-        for h in topology.hosts:
-            attach = h.iface.attach
+        # where a flow can start: a host's port, or a middlebox leg's (the campus NAT's outside
+        # leg is where translated flows enter the border: what NAT pairing compares)
+        ifaces = [h.iface for h in topology.hosts]
+        ifaces += [leg for mb in topology.middleboxes for leg in (mb.inside, mb.outside)]
+        for iface in ifaces:
+            attach = iface.attach
             if attach is not None and attach.switch == sw.name:
-                by_port[attach.port] = frozenset(a for a in (h.iface.ip.ip, h.ip6) if a is not None)
+                addrs = (iface.ip.ip, iface.ip6.ip if iface.ip6 is not None else None)
+                by_port[attach.port] = frozenset(a for a in addrs if a is not None)
         ifindex = dict(sw.sflow.ifindex)
         host_ports = {ifindex[p]: addrs for p, addrs in by_port.items() if p in ifindex} if ifindex else None
         hosts = frozenset(a for addrs in by_port.values() for a in addrs)

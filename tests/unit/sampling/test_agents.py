@@ -89,6 +89,16 @@ def test_sample_claiming_an_inter_switch_port_is_refused() -> None:
     assert g.sample_refusal(sample(agent=None)) == "sflow_foreign_agent"
 
 
+def test_the_nats_translated_flows_count_at_its_border_port() -> None:
+    """The campus NAT's outside leg plugs into s3 port 1: a translated flow starts there (NAT
+    pairing compares it with the desktop's sample at s1); declared, port 1 is checked too."""
+    nat = sample(src="198.51.100.2", in_if=101)
+    assert guard(campus({"agent": "192.0.2.3"})).sample_refusal(nat) is None
+    with_port = campus({"agent": "192.0.2.3", "ifindex": {1: 101, 3: 103, 4: 104}})
+    assert guard(with_port).sample_refusal(nat) is None
+    assert guard(with_port).sample_refusal(sample(src="198.51.100.2", in_if=103)) == "sflow_link_port"
+
+
 def test_without_ifindexes_the_agent_still_decides() -> None:
     g = guard(campus({"agent": "192.0.2.3"}))
     assert g.sample_refusal(sample(in_if=103)) is None  # ports not declared: not checked
