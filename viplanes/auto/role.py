@@ -70,14 +70,17 @@ class AutomationRole:
         except OSError as exc:
             log.error("automatic lanes not started: firefly listener: %s", exc)
             return
-        detection = sflow_detection(automation.acceptor, self.topology, self.clock, self.sflow)
         automation.start()
-        if detection is not None:
-            try:
+        detection: SflowDetection | None = None
+        try:
+            detection = sflow_detection(automation.acceptor, self.topology, self.clock, self.sflow)
+            if detection is not None:
                 detection.start()
-            except OSError as exc:
-                log.error("sflow detection not started: %s", exc)
-                detection = None
+        except OSError as exc:  # the gate's port taken, goflow2 gone: lanes by firefly still work
+            log.error("sflow detection not started: %s", exc)
+            if detection is not None:
+                detection.stop()
+            detection = None
         self.automation, self.detection = automation, detection
         log.info(
             "automatic lanes running (master): firefly %s, sflow %s",

@@ -102,6 +102,8 @@ def _sflow_detection(clock: Callable[[], float], acceptor: Any, topology: Any) -
         return sflow_detection(acceptor, topology, clock)
     except ValueError as exc:
         raise click.ClickException(f"settings: {exc}") from None
+    except OSError as exc:  # the gate could not bind VIPLANES_SFLOW_LISTEN
+        raise click.ClickException(f"sflow: cannot listen: {exc.strerror or exc}") from None
 
 
 def _stop_on_sigterm() -> None:
