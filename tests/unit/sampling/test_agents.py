@@ -176,3 +176,22 @@ def test_bad_sflow_keys_are_named(sflow: dict, message: str) -> None:
     with pytest.raises(TopologyError) as exc:
         parse_topology(campus(sflow))
     assert any(message in p for p in exc.value.problems), exc.value.problems
+
+
+def test_serve_stops_in_one_line_when_the_collector_port_is_taken(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    import socket
+
+    from click.testing import CliRunner
+
+    from viplanes.cli.main import main as cli
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        monkeypatch.setenv("VIPLANES_SFLOW_ENABLED", "1")
+        monkeypatch.setenv("VIPLANES_SFLOW_LISTEN", f"127.0.0.1:{taken.getsockname()[1]}")
+        monkeypatch.setenv("VIPLANES_CONFIG", str(tmp_path / "none.toml"))
+        monkeypatch.setenv("VIPLANES_SFLOW_GOFLOW2", str(tmp_path / "no-goflow2"))  # never runs forever
+        args = ["serve", "--dataplane", "memory", "--db", f"sqlite:///{tmp_path}/v.db", "--api", "127.0.0.1:9"]
+        r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 1, r.output
+    assert r.output.strip().splitlines()[-1] == "Error: sflow: cannot listen: Address already in use", r.output
