@@ -28,6 +28,7 @@ from viplanes.topologies.model import (
     Topology,
     Wan,
 )
+from viplanes.topologies.sflowfields import read_flow_label, read_sflow
 
 HOST_ROLES: tuple[HostRole, ...] = ("desktop", "server", "dtn", "cloud")
 MIDDLEBOX_KINDS: tuple[MiddleboxKind, ...] = ("firewall", "nat")
@@ -122,7 +123,7 @@ class _Parser(FieldReader):
             data,
             "",
             ("name", "lane_pool", "switches", "hosts", "edge"),
-            ("description", "links", "middleboxes", "wan", "nat_router"),
+            ("description", "links", "middleboxes", "wan", "nat_router", "ipv6_flow_label"),
         )
         if top is None:
             raise TopologyError(self.problems)
@@ -144,6 +145,7 @@ class _Parser(FieldReader):
             self.check_direct_cables(middleboxes, edge)
         translators = ([edge.name] if edge is not None else []) + [mb.name for mb in middleboxes if mb.kind == "nat"]
         nat_router = read_nat_router(self, top["nat_router"], translators) if "nat_router" in top else ""
+        flow_label = read_flow_label(self, top.get("ipv6_flow_label"))
         if self.problems or name is None or edge is None or pool is None:
             # every None above comes with a problem; the fallback keeps the error readable
             raise TopologyError(self.problems or [f"{self.source}: incomplete topology"])
@@ -158,11 +160,14 @@ class _Parser(FieldReader):
             description=description.strip() if isinstance(description, str) else "",
             wan=wan,
             nat_router=nat_router,
+            flow_label_experiments=flow_label,
             source=self.source,
         )
 
     def switch(self, item: Any, where: str) -> Switch | None:
-        m = self.mapping(item, where, ("name", "dpid"), ("role", "cert_sha256", "conntrack", *CT_FIELDS, *CAP_FIELDS))
+        m = self.mapping(
+            item, where, ("name", "dpid"), ("role", "cert_sha256", "conntrack", "sflow", *CT_FIELDS, *CAP_FIELDS)
+        )
         if m is None:
             return None
         name = self.name(m.get("name"), f"{where}.name") if "name" in m else None
@@ -186,6 +191,7 @@ class _Parser(FieldReader):
             return None
         pins = self._pins(m.get("cert_sha256"), f"{where}.cert_sha256")
         ct = self._ct_settings(m, where)
+        sflow = read_sflow(self, m["sflow"], f"{where}.sflow") if m.get("sflow") is not None else None
         sw = Switch(
             name=name,
             dpid=dpid,
@@ -193,6 +199,7 @@ class _Parser(FieldReader):
             cert_sha256=pins,
             conntrack=caps.features.conntrack,
             caps=caps,
+            sflow=sflow,
             **ct,
         )
         self._switches.append(sw)

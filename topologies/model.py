@@ -22,6 +22,17 @@ MiddleboxKind = Literal["firewall", "nat"]
 
 
 @dataclass(frozen=True)
+class SflowAgent:
+    """A switch that samples for automatic lanes (docs/automatic-lanes.md): the agent address its
+    sFlow datagrams carry, the addresses they are sent from (default: the agent), and optionally
+    each port's sFlow ifIndex, so a sample can be traced to the port it was taken on."""
+
+    agent: ipaddress.IPv4Address | ipaddress.IPv6Address
+    sources: tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, ...]
+    ifindex: tuple[tuple[int, int], ...] = ()  # (OpenFlow port, sFlow ifIndex); () = not checked
+
+
+@dataclass(frozen=True)
 class Switch:
     name: str
     dpid: int
@@ -45,6 +56,8 @@ class Switch:
     # profile, features and flow-table budget (topologies/profiles.py); ``conntrack`` above
     # always equals ``caps.features.conntrack``
     caps: Capabilities = Capabilities()
+    # sFlow samples from this switch may start automatic lanes (None: its samples are refused)
+    sflow: SflowAgent | None = None
 
 
 @dataclass(frozen=True)
@@ -185,6 +198,9 @@ class Topology:
     wan: Wan | None = None  # None: no per-connection limit (the lab's links only)
     # the router that translates NAT'd lanes when no switch on their path can ("": a switch does)
     nat_router: str = ""
+    # the scitags experiment ids the campus marks in IPv6 flow labels (``ipv6_flow_label:``);
+    # empty: the flow label means nothing here (the default)
+    flow_label_experiments: tuple[int, ...] = ()
     source: str = field(default="<memory>", compare=False)  # file it came from, for messages
 
     def __hash__(self) -> int:
@@ -205,6 +221,7 @@ class Topology:
                     self.description,
                     self.wan,
                     self.nat_router,
+                    self.flow_label_experiments,
                 )
             )
             object.__setattr__(self, "_hash", cached)  # frozen dataclass: not a field

@@ -69,7 +69,7 @@ def test_serve_sights_an_elephant_and_ignores_forgeries(tmp_path: Path) -> None:
             port22 = [flow_sample(DTN, "203.0.113.10", 40002, 22, 64, seq=seq + 6 + i) for i in range(5)]
             # the desktop's running upload through the campus NAT: a lane would cut it
             natd = [flow_sample("10.1.0.10", "203.0.113.10", 40003, 9102, 64, seq=seq + 11 + i) for i in range(5)]
-            send(target, datagram("192.0.2.1", inside + outside + slow + port22 + natd, seq=burst))
+            send(target, datagram("127.0.0.1", inside + outside + slow + port22 + natd, seq=burst))
             seq += 16
             time.sleep(0.01)
         deadline = time.monotonic() + 10

@@ -18,8 +18,15 @@ class Serve:
     """One `viplanes serve` child process; stopped with SIGTERM (then SIGKILL) in teardown."""
 
     def __init__(
-        self, db_url: str, workdir: Path, env: dict[str, str] | None = None, tick: float = 0.1, ready_s: float = 20
+        self,
+        db_url: str,
+        workdir: Path,
+        env: dict[str, str] | None = None,
+        tick: float = 0.1,
+        ready_s: float = 20,
+        args: tuple[str, ...] = (),
     ) -> None:
+        self.args = args  # more `serve` options (e.g. --topology FILE)
         self.db_url = db_url
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -43,6 +50,7 @@ class Serve:
                     f"127.0.0.1:{free_port()}",
                     "--tick",
                     str(self.tick),
+                    *self.args,
                 ],
                 stdout=log,
                 stderr=log,

@@ -100,6 +100,9 @@ class Acceptor:
             if not self._bound.allow(s.reporter, self._clock()):
                 self.counts["firefly_rate_bound"] += 1
                 return
+        if s.kind is SightingKind.FLOW_LABEL and not self._bound.allow(s.src_ip, self._clock()):
+            self.counts["flow_label_rate_bound"] += 1  # marks, as fireflies, are bounded per source
+            return
         if s.state is not SightingState.END and self._recent(s):
             self.counts["repeated"] += 1
             return

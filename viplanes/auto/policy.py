@@ -56,6 +56,8 @@ def trigger_refusal(policy: AutoPolicy, s: Sighting) -> str | None:
         return "unsupported_flow"
     if s.kind is SightingKind.FIREFLY:
         return None if policy.fireflies else "fireflies_not_allowed"
+    if s.kind is SightingKind.FLOW_LABEL:  # a scitags mark in the IPv6 flow label: as a firefly
+        return None if policy.fireflies else "flow_label_not_allowed"
     rate_ok = policy.min_rate_mbps is not None and (s.rate_bps or 0.0) >= policy.min_rate_mbps * 1e6
     bytes_ok = policy.min_bytes is not None and (s.bytes_seen or 0) >= policy.min_bytes
     return None if rate_ok or bytes_ok else "below_threshold"

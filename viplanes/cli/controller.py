@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -137,7 +138,7 @@ def cluster(
     plane = RoleController(topology, host=host, port=port, security=security, clock=clock)
     manager = LaneManager(db, plane, topology, clock, flow_costs=flow_costs_for(topology))
     plane.attach_source(manager.desired_lanes)
-    node = ControllerNode(db, plane, manager, tick_s)
+    node = ControllerNode(db, plane, manager, tick_s, automation=_automation_role(manager, topology, clock))
     retention = _retention_runner(db)
     try:
         node.start()
@@ -153,4 +154,20 @@ def cluster(
     finally:
         retention.stop()
         node.stop()
+        node.automation.close()
         db.dispose()
+
+
+def _automation_role(manager: Any, topology: Any, clock: Any) -> Any:
+    """Automatic lanes on the master (viplanes/auto/role.py): VIPLANES_FIREFLY_*, VIPLANES_AUTO_*
+    and VIPLANES_SFLOW_* as ``serve`` reads them; a bad value stops here with one line."""
+    from viplanes.auto.role import AutomationRole
+    from viplanes.auto.service import AutoSettings, SettingError
+    from viplanes.sampling.service import SflowSettings
+
+    try:
+        return AutomationRole(manager, topology, clock, AutoSettings.from_env(), SflowSettings.from_env())
+    except (SettingError, ValueError) as exc:
+        raise click.ClickException(f"settings: {exc}") from None
+    except OSError as exc:
+        raise click.ClickException(str(exc)) from None

@@ -94,25 +94,16 @@ def _automation(manager: Any, clock: Callable[[], float]) -> Any:
         raise click.ClickException(f"firefly listener: {exc.strerror or exc}") from None
 
 
-def _sflow_detection(clock: Callable[[], float], acceptor: Any) -> Any:
-    """Detection from the switches (VIPLANES_SFLOW_*; off by default). Sightings go to the
-    acceptor; the prefilter is its own index of automation-enabled grants, narrowed further by
-    VIPLANES_SFLOW_PREFIXES when set (docs/automatic-lanes.md)."""
-    from viplanes.sampling.detector import PrefixFilter
-    from viplanes.sampling.service import SflowDetection, SflowSettings
+def _sflow_detection(clock: Callable[[], float], acceptor: Any, topology: Any) -> Any:
+    """Detection from the switches (VIPLANES_SFLOW_*; off by default): viplanes/auto/sflowwire.py."""
+    from viplanes.auto.sflowwire import sflow_detection
 
     try:
-        settings = SflowSettings.from_env()
-        if not settings.enabled:
-            return None
-        narrow = PrefixFilter(settings.prefixes) if settings.prefixes else None
-
-        def prefilter(src: Any, dst: Any) -> bool:
-            return acceptor.may_concern(src, dst) and (narrow is None or narrow(src, dst))
-
-        return SflowDetection(settings, acceptor, clock, prefilter=prefilter)
+        return sflow_detection(acceptor, topology, clock)
     except ValueError as exc:
         raise click.ClickException(f"settings: {exc}") from None
+    except OSError as exc:  # the gate could not bind VIPLANES_SFLOW_LISTEN
+        raise click.ClickException(f"sflow: cannot listen: {exc.strerror or exc}") from None
 
 
 def _stop_on_sigterm() -> None:
@@ -211,7 +202,11 @@ def serve(
     from viplanes.auto.metrics import AutomationCollector
 
     ctx.metrics.registry.register(AutomationCollector(automation))  # /metrics: viplanes_auto_*
-    detection = _sflow_detection(clock, automation.acceptor)
+    detection = _sflow_detection(clock, automation.acceptor, topology)
+    if detection is not None:
+        from viplanes.sampling.metrics import SflowCollector
+
+        ctx.metrics.registry.register(SflowCollector(detection))  # /metrics: viplanes_sflow_*
     server = None
     started = False
     try:

@@ -6,13 +6,22 @@ import click
 
 from viplanes.topologies.capcheck import budgeted, carries, lane_problems
 from viplanes.topologies.loader import TopologyError, load_topology
-from viplanes.topologies.model import Topology
+from viplanes.topologies.model import Switch, Topology
 from viplanes.topologies.paths import NoLanePath, bypass_ports, format_path, lane_paths
 
 
 @click.group()
 def topology() -> None:
     """Campus topology files."""
+
+
+def _sflow(sw: Switch) -> str:
+    """What ``topology check`` says of a sampling switch (topologies/sflowfields.py)."""
+    if sw.sflow is None:
+        return ""
+    sources = ",".join(str(a) for a in sw.sflow.sources)
+    ports = f"{len(sw.sflow.ifindex)} ifIndexes" if sw.sflow.ifindex else "input ports unchecked"
+    return f"; sflow agent {sw.sflow.agent} from {sources}, {ports}"
 
 
 @topology.command()
@@ -33,12 +42,15 @@ def check(file: str) -> None:
     click.echo(f"{topo.source}: topology {topo.name!r} is valid")
     click.echo(f"  switches ({len(topo.switches)}):")
     for sw in topo.switches:
-        click.echo(f"    {sw.name:<10} dpid {sw.dpid:<6} profile {sw.caps.profile:<12} {carries(topo, sw)}")
+        click.echo(f"    {sw.name:<10} dpid {sw.dpid:<6} profile {sw.caps.profile:<12} {carries(topo, sw)}{_sflow(sw)}")
     click.echo(
         f"  links: {len(topo.links)}, bypass ports: "
         + (", ".join(f"{names[d]}:{p}" for d in sorted(bypass) for p in sorted(bypass[d])) or "none")
     )
     click.echo("  middleboxes: " + (", ".join(f"{m.name}({m.kind})" for m in topo.middleboxes) or "none"))
+    if topo.flow_label_experiments:
+        ids = ", ".join(str(i) for i in topo.flow_label_experiments)
+        click.echo(f"  ipv6 flow label: scitags, experiments {ids} (a mark may start an automatic lane)")
     click.echo(f"  edge router: {topo.edge.name} at {topo.edge.inside.attach}; lane pool {topo.lane_pool.prefix}")
     click.echo(f"  hosts ({len(topo.hosts)}):")
     paths = lane_paths(topo)

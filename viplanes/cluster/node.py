@@ -35,12 +35,14 @@ UNHEARD_MAX = 256  # "check" answers per round for wake-ups no round recorded
 class ControllerNode:
     """Lease -> roles -> scheduler: everything a controller process does, minus the listener."""
 
-    def __init__(self, db: Any, plane: Any, manager: Any, tick_s: float = 0.5) -> None:
+    def __init__(self, db: Any, plane: Any, manager: Any, tick_s: float = 0.5, automation: Any = None) -> None:
+        """``automation``: started while master, stopped otherwise (``viplanes.auto.role``)."""
         from viplanes.cluster.handoff import Waker
         from viplanes.cluster.leader import LeaderLease
         from viplanes.cluster.reports import StatusReporter
 
         self.db, self.plane, self.manager, self.tick_s = db, plane, manager, tick_s
+        self.automation = automation
         self.scheduler: Any = None
         self.names: Any = None
         self._swept_at = 0.0
@@ -84,10 +86,14 @@ class ControllerNode:
                 self.names = NameWatcher(self.manager)  # lanes to a DNS name: re-resolved by the master
                 self.scheduler.start()
                 self.names.start()
+                if self.automation is not None:
+                    self.automation.start()  # returns at once: its own worker starts it
             elif not master and self.scheduler is not None:
                 self.scheduler.stop(timeout_s=0.1)  # never blocks the os-ken thread long
                 self.names.stop(timeout_s=0.1)
                 self.scheduler = None
+                if self.automation is not None:
+                    self.automation.stop()
 
     def sweep(self) -> None:
         """Make the carried lanes those the committed rows list: remove flows of lanes that

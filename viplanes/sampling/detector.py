@@ -35,6 +35,8 @@ class Sample:
     frame_bytes: int
     sampling_rate: int
     agent: IPAddress | None
+    in_if: int | None = None  # the sFlow ifIndex the packet came in on
+    flow_label: int | None = None  # an IPv6 packet's flow label (20 bits)
 
 
 @dataclass(frozen=True)

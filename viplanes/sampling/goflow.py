@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import subprocess
 import threading
 from collections.abc import Callable, Sequence
@@ -58,9 +59,23 @@ def parse_line(line: bytes | str) -> Sample | None:
             frame_bytes=int(msg["bytes"]),
             sampling_rate=int(msg["sampling_rate"]),
             agent=ip_address(agent_text) if agent_text else None,
+            in_if=_uint(msg.get("in_if")),
+            flow_label=_uint(msg.get("ipv6_flow_label")) if msg.get("etype") == "IPv6" else None,
         )
     except (ValueError, TypeError, KeyError):
         return None
+
+
+def free_udp_port(host: str = "127.0.0.1") -> int:
+    """A UDP port free on ``host`` now (goflow2 behind the gate listens there)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind((host, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _uint(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def goflow2_argv(binary: Path, listen: tuple[str, int]) -> list[str]:
@@ -97,8 +112,15 @@ class CollectorSettings:
 class CollectorProcess:
     """goflow2 supervised, its lines read into ``detector`` on one thread; ``stop`` ends both."""
 
-    def __init__(self, detector: Detector, clock: Callable[[], float], settings: CollectorSettings) -> None:
+    def __init__(
+        self,
+        detector: Detector,
+        clock: Callable[[], float],
+        settings: CollectorSettings,
+        admit: Callable[[Sample], bool] | None = None,
+    ) -> None:
         self._detector = detector
+        self._admit = admit  # the sample check (agents.SampleGuard.sample); None admits all
         self._clock = clock
         self.settings = settings
         self._stopping = threading.Event()
@@ -153,7 +175,7 @@ class CollectorProcess:
             self.lines += 1
             now = clock()
             sample = parse_line(line)
-            if sample is not None:
+            if sample is not None and (self._admit is None or self._admit(sample)):
                 detector.observe(sample, now)
             if now >= next_expire:
                 detector.expire(now)

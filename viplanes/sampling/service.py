@@ -18,8 +18,11 @@ from pathlib import Path
 
 from viplanes.domain.hostport import parse_hostport
 from viplanes.domain.sighting import Sighting, SightingSink
-from viplanes.sampling.detector import Detector, DetectorSettings, DetectorStats, Prefilter, PrefixFilter
-from viplanes.sampling.goflow import GOFLOW2_CACHED, CollectorProcess, CollectorSettings
+from viplanes.sampling.agents import SampleGuard
+from viplanes.sampling.detector import Detector, DetectorSettings, DetectorStats, Prefilter, PrefixFilter, Sample
+from viplanes.sampling.flowlabel import FlowLabelMarks
+from viplanes.sampling.gate import SflowGate
+from viplanes.sampling.goflow import GOFLOW2_CACHED, CollectorProcess, CollectorSettings, free_udp_port
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +110,12 @@ class SflowDetection:
         clock: Callable[[], float],
         prefilter: Prefilter | None = None,
         wrap: tuple[str, ...] = (),
+        guard: SampleGuard | None = None,
+        marks: FlowLabelMarks | None = None,
     ) -> None:
+        """``guard``: only the topology's sampling switches count (viplanes/sampling/agents.py);
+        then the gate listens on ``settings.listen`` and goflow2 on a loopback port behind it.
+        ``marks``: admitted samples with a scitags flow label become sightings (flowlabel.py)."""
         if prefilter is None:
             if not settings.prefixes:
                 raise ValueError(
@@ -116,9 +124,17 @@ class SflowDetection:
                 )
             prefilter = PrefixFilter(settings.prefixes)
         self.settings = settings
+        self.guard = guard
+        self.marks = marks
+        self._clock = clock
         self.detector = Detector(sink, prefilter, settings.detector)
+        self.gate = SflowGate(guard, settings.listen, ("127.0.0.1", free_udp_port())) if guard is not None else None
+        listen = self.gate.collector if self.gate is not None else settings.listen
         self.collector = CollectorProcess(
-            self.detector, clock, CollectorSettings(binary=settings.goflow2, listen=settings.listen, wrap=wrap)
+            self.detector,
+            clock,
+            CollectorSettings(binary=settings.goflow2, listen=listen, wrap=wrap),
+            admit=self._admit if guard is not None or marks is not None else None,
         )
 
     def start(self) -> None:
@@ -126,6 +142,8 @@ class SflowDetection:
         if not self.settings.goflow2.exists() and not self.collector.settings.wrap:
             raise OSError(f"sflow: collector {self.settings.goflow2} not found (scripts/setup.sh builds it)")
         self.collector.start()
+        if self.gate is not None:
+            self.gate.start()
         host, port = self.settings.listen
         log.info(
             "sflow: collector listening on %s:%d, threshold %.0f Mbit/s",
@@ -134,8 +152,18 @@ class SflowDetection:
             self.settings.detector.threshold_bps / 1e6,
         )
 
+    def _admit(self, sample: Sample) -> bool:
+        """The reader's per-sample hook: the sample check, then the flow label's mark."""
+        if self.guard is not None and not self.guard.sample(sample):
+            return False
+        if self.marks is not None:
+            self.marks.observe(sample, self._clock())
+        return True
+
     def stats(self) -> DetectorStats:
         return self.detector.stats
 
     def stop(self) -> None:
+        if self.gate is not None:
+            self.gate.stop()
         self.collector.stop()

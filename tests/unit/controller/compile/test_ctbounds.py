@@ -226,7 +226,7 @@ def test_the_topology_refuses_nonsense_bounds(tmp_path: Any) -> None:
     from viplanes.topologies.loader import TopologyError
 
     text = (REPO / "topologies" / "campus.yaml").read_text()
-    bad = text.replace("{name: s3, dpid: 3, role: border}", "{name: s3, dpid: 3, role: border, ct_new_per_s: 0}")
+    bad = text.replace("{name: s3, dpid: 3, role: border", "{name: s3, dpid: 3, role: border, ct_new_per_s: 0")
     path = tmp_path / "bad.yaml"
     path.write_text(bad)
     with pytest.raises(TopologyError, match="ct_new_per_s"):

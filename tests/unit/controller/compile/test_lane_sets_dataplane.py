@@ -36,7 +36,7 @@ DUALSTACK = REPO / "topologies" / "campus-dualstack.yaml"
 
 def stateless_topo(tmp_path: Path) -> Topology:
     text = DUALSTACK.read_text().replace(
-        "{name: s3, dpid: 3, role: border}", "{name: s3, dpid: 3, role: border, conntrack: false}"
+        "{name: s3, dpid: 3, role: border", "{name: s3, dpid: 3, role: border, conntrack: false"
     )
     path = tmp_path / "stateless.yaml"
     path.write_text(text)

@@ -1,0 +1,66 @@
+"""Detection with the agent checks and the flow-label marks, run for a while inside a network
+namespace (``python -m tests.support.sflowrun FACTS_JSON SECONDS``): the gate on 127.0.0.1:6343,
+goflow2 behind it; prints one JSON object: the sightings, the refusals and the sources the gate saw.
+
+FACTS_JSON: {"agent": A, "sources": [..], "hosts": {ifindex: [addresses]}, "experiments": [..]}.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+from ipaddress import ip_address
+
+from viplanes.domain.sighting import Sighting
+from viplanes.sampling.agents import SampleGuard, SamplingSwitch
+from viplanes.sampling.flowlabel import FlowLabelMarks
+from viplanes.sampling.service import SflowDetection, SflowSettings
+
+
+class Printer:
+    def __init__(self) -> None:
+        self.seen: list[dict] = []
+
+    def offer(self, s: Sighting) -> None:
+        self.seen.append({"kind": str(s.kind), "src": str(s.src_ip), "dport": s.dst_port, **s.evidence})
+
+
+class SeenGuard(SampleGuard):
+    """Records each datagram's UDP source, admitted or not (what the switch really sends from)."""
+
+    def __init__(self, switches: list[SamplingSwitch]) -> None:
+        super().__init__(switches)
+        self.sources: Counter[str] = Counter()
+
+    def datagram(self, source, payload):  # type: ignore[no-untyped-def]
+        self.sources[str(source)] += 1
+        return super().datagram(source, payload)
+
+
+def main() -> None:
+    facts, seconds = json.loads(sys.argv[1]), float(sys.argv[2])
+    ports = {int(k): frozenset(ip_address(a) for a in v) for k, v in facts["hosts"].items()}
+    switch = SamplingSwitch(
+        "br0",
+        ip_address(facts["agent"]),
+        frozenset(ip_address(a) for a in facts["sources"]),
+        frozenset(a for v in ports.values() for a in v),
+        ports,
+    )
+    guard = SeenGuard([switch])
+    sink = Printer()
+    marks = FlowLabelMarks(sink, facts["experiments"], lambda _s, _d: True)
+    settings = SflowSettings(enabled=True, listen=("127.0.0.1", 6343))
+    det = SflowDetection(settings, sink, time.monotonic, prefilter=lambda _s, _d: True, guard=guard, marks=marks)
+    det.start()
+    print("ready", flush=True)
+    time.sleep(seconds)
+    det.stop()
+    out = {"sightings": sink.seen, "refused": dict(guard.counts), "marks": dict(marks.counts)}
+    print(json.dumps({**out, "sources": dict(guard.sources)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
