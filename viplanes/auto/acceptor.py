@@ -224,9 +224,10 @@ class Acceptor:
         grows as its window fills, and holding it for ``REPEAT_S`` delayed its lane by seconds."""
         self._queued.pop((s.src_ip, s.dst_ip, s.protocol, s.src_port, s.dst_port), None)
 
-    def _takeover(self, s: Sighting) -> NatMapping | None:
+    def _takeover(self, s: Sighting) -> tuple[NatMapping, dict[str, int]] | None:
         """The NAT's mapping of this running connection, paired from the samples and confirmed by
-        two watch flows; None (counted) when there is no unique pair or the counters disagree."""
+        two watch flows, with how it was confirmed (for the lane's record); None (counted) when
+        there is no unique pair or the counters disagree."""
         self._pairing.expire(s.observed_at)
         found = self._pairing.pair(s)
         if found.mapping is None:
@@ -234,6 +235,7 @@ class Acceptor:
             self._forget(s)  # the post-NAT flow may be sampled a moment later: judge the next sighting
             return None
         watches = watches_for(self.manager.topology, s, found.mapping)
+        t0 = self.manager.clock()
         counts = self.manager.dataplane.watch_counts(watches, self._watch_s) if watches else None
         if counts is None:
             self.counts["nat_unwatched"] += 1
@@ -253,16 +255,25 @@ class Acceptor:
             )
             return None
         self.counts["nat_confirmed"] += 1
-        self.takeover_s = [*self.takeover_s[-999:], self.manager.clock() - s.observed_at]
-        return found.mapping
+        now = self.manager.clock()
+        self.takeover_s = [*self.takeover_s[-999:], now - s.observed_at]
+        how = {
+            "nat_confirm_ms": round((now - s.observed_at) * 1000),  # sighting -> confirmed
+            "nat_watch_ms": round((now - t0) * 1000),
+            "watch_pre_packets": counts[0],
+            "watch_post_packets": counts[1],
+        }
+        return found.mapping, how
 
     def _make_lane(self, g: AutoGrant, s: Sighting) -> int | None:
-        takeover = None
+        takeover: NatMapping | None = None
+        how: dict[str, int] = {}
         if s.src_ip in self._translated and s.src_port is not None:
-            takeover = self._takeover(s)
-            if takeover is None:
+            confirmed_mapping = self._takeover(s)
+            if confirmed_mapping is None:
                 return None
-        detail = evidence(s)
+            takeover, how = confirmed_mapping
+        detail = {**evidence(s), **how}  # a takeover's record says how its mapping was confirmed
         tag = " ".join(f"{k}={detail[k]}" for k in ("experiment", "activity") if k in detail)
         body = LaneInput(
             src_ip=str(s.src_ip),

@@ -55,6 +55,7 @@ def test_a_confirmed_mapping_becomes_a_takeover_lane(world: World, acceptor: Acc
         detail = json.loads(row.trigger_detail or "{}")
         assert (detail["nat_address"], detail["nat_port"]) == (NAT_BOX, NAT_PORT)
         assert f"NAT {NAT_BOX}:{NAT_PORT}" in row.purpose
+        assert (detail["watch_pre_packets"], detail["watch_post_packets"]) == (90, 88)  # how it was confirmed
     # what the researcher sees, and what the controller rebuilds from the store
     body = world.client.get(f"/api/v1/lanes/{lane_id}", headers=world.h("alice")).get_json()
     assert body["trigger"]["nat_port"] == NAT_PORT
