@@ -40,7 +40,7 @@ from viplanes.topologies.model import Topology
 log = logging.getLogger(__name__)
 
 THREAD_NAME = "viplanes-auto-acceptor"
-WATCH_S = 0.3  # how long the two watch flows count before a takeover (docs/automatic-lanes.md)
+WATCH_S = 0.8  # how long the two watch flows count before a takeover (docs/automatic-lanes.md)
 REPEAT_S = 2.0  # a flow queued once is not queued again for this long
 RECENT_MAX = 4096  # flows remembered for that; the memory is dropped when full
 

@@ -26,6 +26,8 @@ RATE_RATIO = 2.0  # the two estimates agree within a factor of 2 (each is +-30 %
 MAX_CANDIDATES = 1024  # post-NAT flows remembered; the least recently seen goes first
 TOLERANCE = 0.25  # watch counts agree when they differ by at most 25 % of the larger
 SLACK_PACKETS = 8  # plus this many packets (in flight between the two switches)
+MIN_PACKETS = 16  # each watch must count at least this many: a switch's flow counters lag (OVS
+# pushes its datapath's counts to the rules every ~0.5 s), and 1 against 1 proves nothing
 
 Outbound = tuple[IPAddress, int, int]  # (dst, dst_port, protocol) of a post-NAT flow
 
@@ -111,11 +113,17 @@ def _within(a: float, b: float, ratio: float) -> bool:
     return a > 0 and b > 0 and max(a, b) <= ratio * min(a, b)
 
 
-def confirmed(pre_packets: int, post_packets: int, tolerance: float = TOLERANCE, slack: int = SLACK_PACKETS) -> bool:
+def confirmed(
+    pre_packets: int,
+    post_packets: int,
+    tolerance: float = TOLERANCE,
+    slack: int = SLACK_PACKETS,
+    least: int = MIN_PACKETS,
+) -> bool:
     """Both watches saw the connection and about the same number of its packets: the post-NAT
     tuple carries what the pre-NAT tuple sends, so it is this connection's mapping. A port the NAT
     did not choose counts nothing; another connection to the same place counts its own packets."""
-    if pre_packets <= 0 or post_packets <= 0:
+    if pre_packets < least or post_packets < least:
         return False
     return abs(pre_packets - post_packets) <= tolerance * max(pre_packets, post_packets) + slack
 

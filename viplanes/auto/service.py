@@ -35,6 +35,9 @@ class AutoSettings:
     queue_size: int = 256
     firefly_rate: float = 5.0  # per source address, per second (burst 2x)
     idle_check_s: float = 1.0
+    # how long the two watch flows count before a running NAT'd connection is taken over: longer
+    # than the switches' counter refresh (OVS: 0.5 s), or the counts lag (natmap.MIN_PACKETS)
+    nat_watch_s: float = 0.8
 
     @classmethod
     def from_env(cls) -> AutoSettings:
@@ -47,6 +50,7 @@ class AutoSettings:
             queue_size=max(1, int(_env("VIPLANES_AUTO_QUEUE", "256", int))),
             firefly_rate=_env("VIPLANES_FIREFLY_RATE", "5", float),
             idle_check_s=max(0.1, _env("VIPLANES_AUTO_IDLE_CHECK_S", "1", float)),
+            nat_watch_s=min(2.0, max(0.1, _env("VIPLANES_AUTO_NAT_WATCH_S", "0.8", float))),
         )
 
 
@@ -55,7 +59,11 @@ class Automation:
 
     def __init__(self, manager: LaneManager, settings: AutoSettings, clock: Callable[[], float]) -> None:
         self.acceptor = Acceptor(
-            manager, settings.queue_size, firefly_rate=settings.firefly_rate, firefly_burst=2 * settings.firefly_rate
+            manager,
+            settings.queue_size,
+            firefly_rate=settings.firefly_rate,
+            firefly_burst=2 * settings.firefly_rate,
+            watch_s=settings.nat_watch_s,
         )
         self.ender = IdleEnder(manager, settings.idle_check_s)
         self.listener = (

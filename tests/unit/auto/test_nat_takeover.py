@@ -116,3 +116,16 @@ def test_post_nat_flows_pass_the_prefilter_only_towards_grant_destinations(accep
     assert not acceptor.may_concern(ip_address(NAT_BOX), ip_address("192.0.2.1"))
     acceptor.offer(sampled(NAT_BOX, NAT_PORT))  # type: ignore[arg-type]
     assert acceptor.counts["nat_candidates"] == 1 and acceptor.run_pending() == []  # never queued
+
+
+def test_the_watch_time_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from viplanes.auto.service import AutoSettings, SettingError
+
+    assert AutoSettings.from_env().nat_watch_s == 0.8
+    monkeypatch.setenv("VIPLANES_AUTO_NAT_WATCH_S", "0.5")
+    assert AutoSettings.from_env().nat_watch_s == 0.5
+    monkeypatch.setenv("VIPLANES_AUTO_NAT_WATCH_S", "30")  # longer than the watch flows' hard timeout
+    assert AutoSettings.from_env().nat_watch_s == 2.0
+    monkeypatch.setenv("VIPLANES_AUTO_NAT_WATCH_S", "soon")
+    with pytest.raises(SettingError, match="VIPLANES_AUTO_NAT_WATCH_S"):
+        AutoSettings.from_env()
