@@ -237,7 +237,7 @@ class LaneRuntime(DataplaneDefaults):
         return self.wire.flow_stats(dpid, cookie, cookie_mask, timeout_s)
 
     def watch_counts(self, watches: list[FlowWatch], seconds: float) -> list[int] | None:
-        return watch_counts(self.wire, self.topology, watches, seconds, self._xid)
+        return watch_counts(self.wire, self.topology, watches, seconds, self._xid, change=self.state.change)
 
     def unready(self, lane: LaneSpec) -> list[str]:
         return self.ready.unready(lane)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
 from viplanes.controller.compile import watch
@@ -33,9 +34,12 @@ def watch_counts(
     token: Callable[[], int],
     sleep: Callable[[float], None] = time.sleep,
     timeout_s: float = 2.0,
+    change: AbstractContextManager[Any] | None = None,
 ) -> list[int] | None:
     """Packets each watch counted over ``seconds``; None when a switch is unknown, did not take
-    a watch, or did not answer (the caller then takes nothing over)."""
+    a watch, or did not answer (the caller then takes nothing over). ``change``: the runtime's
+    change lock, held for each send (as every write is), never across the wait."""
+    lock = change if change is not None else nullcontext()
     if topology is None or not watches or not 0 < seconds <= WATCH_MAX_S:
         return None
     try:
@@ -47,7 +51,9 @@ def watch_counts(
     for dpid, w, cookie in zip(dpids, watches, cookies, strict=True):
         adds.setdefault(dpid, []).append(watch.compile_watch(w, cookie))
     try:
-        if wire.apply(adds, timeout_s) is not None:
+        with lock:
+            failed = wire.apply(adds, timeout_s)
+        if failed is not None:
             return None
         sleep(seconds)
         counts: list[int] = []
@@ -61,4 +67,5 @@ def watch_counts(
         deletes: dict[int, list[Any]] = {}
         for dpid, cookie in zip(dpids, cookies, strict=True):
             deletes.setdefault(dpid, []).append(watch.compile_watch_delete(cookie))
-        wire.apply(deletes, timeout_s)
+        with lock:
+            wire.apply(deletes, timeout_s)
