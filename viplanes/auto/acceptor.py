@@ -63,6 +63,7 @@ class Acceptor:
         clock: Callable[[], float] = time.monotonic,
         nat_sources: frozenset[IPAddress] | None = None,
         watch_s: float = WATCH_S,
+        nat_takeover: bool = True,
     ) -> None:
         self.manager = manager
         self.counts: Counter[str] = Counter()
@@ -81,6 +82,10 @@ class Acceptor:
         # the post-NAT flows the border sampled (bounded), to pair a translated source's flow with
         self._pairing = NatPairing(nat_outside_addresses(manager.topology))
         self._watch_s = watch_s
+        # False: every running NAT'd flow is refused (``nat_in_flight``), as before takeovers: for
+        # a campus whose firewall tracks TCP windows strictly, where a takeover lane's end cuts a
+        # connection that is still running (docs/automatic-lanes.md)
+        self._nat_takeover = nat_takeover
         self.takeover_s: list[float] = []  # sighting -> mapping confirmed, last 1000
 
     # --- the detector's side: memory only ------------------------------------------------------
@@ -105,7 +110,8 @@ class Acceptor:
             if self._index.may_reach(s.dst_ip) and self._pairing.note(s):
                 self.counts["nat_candidates"] += 1
             return
-        if s.src_ip in self._translated and s.src_port is not None and s.kind is not SightingKind.SFLOW:
+        takeover_kind = self._nat_takeover and s.kind is SightingKind.SFLOW
+        if s.src_ip in self._translated and s.src_port is not None and not takeover_kind:
             # the flow is already under way through the campus NAT and only a sampled one can be
             # paired with the NAT's mapping: on a lane-pool address the cloud would reset it
             self.counts["nat_in_flight"] += 1

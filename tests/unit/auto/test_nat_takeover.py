@@ -129,3 +129,20 @@ def test_the_watch_time_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VIPLANES_AUTO_NAT_WATCH_S", "soon")
     with pytest.raises(SettingError, match="VIPLANES_AUTO_NAT_WATCH_S"):
         AutoSettings.from_env()
+
+
+def test_an_operator_can_refuse_every_running_natd_flow(
+    world: World, mono: Mono, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``VIPLANES_AUTO_NAT_TAKEOVER=0`` (a campus firewall that tracks TCP windows strictly: a
+    takeover lane's end would cut the connection): sampled NAT'd flows are refused as before."""
+    from viplanes.auto.service import AutoSettings
+
+    monkeypatch.setenv("VIPLANES_AUTO_NAT_TAKEOVER", "0")
+    settings = AutoSettings.from_env()
+    acc = Acceptor(world.app.extensions["viplanes"].manager, clock=mono, nat_takeover=settings.nat_takeover)
+    set_policy(world, min_rate_mbps=1)
+    acc.refresh()
+    world.dataplane.watched = {PRE: 90, POST: 88}
+    assert offer_both(acc) == []
+    assert acc.counts["nat_in_flight"] == 1 and world.dataplane.watches == [] and world.dataplane.active == {}
