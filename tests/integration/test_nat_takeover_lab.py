@@ -6,7 +6,8 @@ port), 1 in 8, a grant for the desktop that allows automatic lanes at 8 Mbit/s
 (tests/support/sflowlanes.py). The acceptor pairs the two sampled flows, confirms the NAT's
 address and port with two watch flows over OpenFlow, and the lane rewrites the exact 5-tuple to
 them at the border: iperf3 sees its rate jump from the firewall's ~15 Mbit/s to the lane's, no
-reset, every byte arrives. The abuse: forged sFlow samples pair the desktop's running connection
+reset, every byte arrives; where the firewall and NAT track TCP loosely the connection runs on
+through them after the lane's idle end. The abuse: forged sFlow samples pair the desktop's running connection
 with a port the NAT did not choose; the border's watch counts nothing there, so no lane is made
 (``nat_unconfirmed``) and the transfer runs on, unharmed. Numbers: docs/automatic-lanes.md.
 """
