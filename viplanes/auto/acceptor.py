@@ -275,6 +275,9 @@ class Acceptor:
         takeover: NatMapping | None = None
         how: dict[str, int] = {}
         if s.src_ip in self._translated and s.src_port is not None:
+            if self._laned(s):  # sampled again on its lane: no second pairing, no watch flows
+                self.counts["refused_duplicate_lane"] += 1
+                return None
             confirmed_mapping = self._takeover(s)
             if confirmed_mapping is None:
                 return None
@@ -303,20 +306,18 @@ class Acceptor:
         log.info("automatic lane %d (%s) for grant %d", lane.id, s.kind, g.grant_id)
         return lane.id
 
+    def _laned(self, s: Sighting) -> bool:
+        """A live automatic lane carries exactly this flow already."""
+        with self.manager.db.read() as sess:
+            return any(_same_flow(lane, s) for lane in store.live_auto_lanes(sess))
+
     def _end_flow(self, s: Sighting) -> int | None:
         """A firefly ``end``: the automatic lanes of exactly this flow end (never a requested one)."""
         with self.manager.db.read() as sess:
             lanes = store.live_auto_lanes(sess)
         ended = None
         for lane in lanes:
-            same = (
-                lane.src_ip == str(s.src_ip)
-                and lane.dst_ip == str(s.dst_ip)
-                and lane.protocol == PROTOCOLS.get(s.protocol)
-                and lane.dst_port == s.dst_port
-                and lane.src_port == s.src_port
-            )
-            if same:
+            if _same_flow(lane, s):
                 try:
                     self.manager.end(system_caller("firefly-end"), lane.lane_id, "released")
                     self.counts["firefly_ends"] += 1
@@ -324,6 +325,16 @@ class Acceptor:
                 except VipError:
                     pass
         return ended
+
+
+def _same_flow(lane: store.LiveAuto, s: Sighting) -> bool:
+    return (
+        lane.src_ip == str(s.src_ip)
+        and lane.dst_ip == str(s.dst_ip)
+        and lane.protocol == PROTOCOLS.get(s.protocol)
+        and lane.dst_port == s.dst_port
+        and lane.src_port == s.src_port
+    )
 
 
 def nat_outside_addresses(topology: Topology) -> frozenset[IPAddress]:

@@ -146,3 +146,16 @@ def test_an_operator_can_refuse_every_running_natd_flow(
     world.dataplane.watched = {PRE: 90, POST: 88}
     assert offer_both(acc) == []
     assert acc.counts["nat_in_flight"] == 1 and world.dataplane.watches == [] and world.dataplane.active == {}
+
+
+def test_a_laned_flow_sampled_again_is_not_watched_again(world: World, acceptor: Acceptor, mono: Mono) -> None:
+    """On its lane the flow is still sampled at s1: the acceptor sees its lane and neither pairs
+    nor installs watch flows again (0.8 s of the worker each time)."""
+    assert set_policy(world, min_rate_mbps=1, max_auto_lanes=3).status_code == 200  # not "too many"
+    acceptor.refresh()
+    world.dataplane.watched = {PRE: 90, POST: 88}
+    (lane_id,) = offer_both(acceptor)
+    assert lane_id is not None and len(world.dataplane.watches) == 2
+    mono.now += 3  # past the acceptor's repeat memory
+    assert offer_both(acceptor) == [None]
+    assert acceptor.counts["refused_duplicate_lane"] == 1 and len(world.dataplane.watches) == 2
