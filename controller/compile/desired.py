@@ -17,7 +17,7 @@ from typing import Any
 from viplanes.controller.compile import base as guardflows
 from viplanes.controller.compile import lane as compiler
 from viplanes.controller.compile import shared as sharedflows
-from viplanes.domain.values import LaneSpec
+from viplanes.domain.values import LaneSpec, NatMapping
 from viplanes.topologies.model import Topology
 
 LOG = logging.getLogger("viplanes.controller.runtime.lane_runtime")
@@ -30,7 +30,7 @@ class DesiredFlows:
         self._compiled: dict[LaneSpec, dict[int, OFMsgs]] = {}
         self._paths: dict[str, tuple[int, ...]] = {}  # source address -> dpids of its lane path
         # (source, nat address) -> the shared per-address flows its lanes need, per dpid
-        self._shared: dict[tuple[str, str | None], dict[int, OFMsgs]] = {}
+        self._shared: dict[tuple[str, str | None, NatMapping | None], dict[int, OFMsgs]] = {}
         self._base: dict[int, OFMsgs] = {}  # dpid -> its base flows, compiled once (issue 13)
 
     def base(self, dpid: int) -> OFMsgs:
@@ -125,10 +125,10 @@ class DesiredFlows:
         """The shared per-address flows of these lanes, each once (compiled once per source and
         lane address: thousands of lanes share a handful)."""
         out: dict[int, OFMsgs] = {}
-        for key in dict.fromkeys((ln.src_ip, ln.nat_ip) for ln in lanes):
+        for key in dict.fromkeys((ln.src_ip, ln.nat_ip, ln.takeover) for ln in lanes):
             per_dpid = self._shared.get(key)
             if per_dpid is None:
-                lane = next(ln for ln in lanes if (ln.src_ip, ln.nat_ip) == key)
+                lane = next(ln for ln in lanes if (ln.src_ip, ln.nat_ip, ln.takeover) == key)
                 per_dpid = self._shared[key] = sharedflows.compile_shared(self.topology, [lane])
             for d, msgs in per_dpid.items():
                 out.setdefault(d, []).extend(msgs)

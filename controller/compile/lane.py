@@ -90,6 +90,7 @@ from viplanes.controller.compile.removal import (  # noqa: F401 - re-exported
     newconn_border,
 )
 from viplanes.controller.compile.shared import compile_shared
+from viplanes.controller.compile.takeover import compile_takeover
 from viplanes.domain.matches import ETH_TYPE, LaneMatch, lane_matches
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Host, Topology
@@ -206,6 +207,8 @@ def compile_lane(
     Raises LaneCompileError / NoLanePath (both ValueError) for lanes that cannot be built, and
     ValueError when the lane has already expired.
     """
+    if lane.takeover is not None:  # a running NAT'd connection: the NAT's own mapping, stateless
+        return compile_takeover(lane, topo, hard_timeout_for(lane.expires_at, now))
     host = lane_source(lane, topo)
     nat_ip = check_lane(lane, topo, host)
     if nat_ip is not None and router_translates(topo):

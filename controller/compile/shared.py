@@ -73,6 +73,8 @@ ICMPV6_PACKET_TOO_BIG = 2
 
 def lane_addresses(lane: LaneSpec, topo: Topology) -> dict[str, dict[int, OFMsgs]]:
     """address -> dpid -> the shared flows this lane needs (empty when it cannot be built)."""
+    if lane.takeover is not None:  # the NAT box's address stays the box's: no ARP, no ICMP flows
+        return {}
     try:
         host = lanepath.lane_source(lane, topo)
         hops = lanepath.lane_hops(lane, topo)

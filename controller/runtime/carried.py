@@ -38,11 +38,11 @@ class CarriedLanes(dict[int, LaneSpec]):
         self._topology = topology
         self._users: dict[Need, int] = {}
         self._nat_users: dict[str, int] = {}  # lane-pool address -> carried lanes using it
-        self._compiled: dict[tuple[str, Any], tuple[SharedByAddress, tuple[Need, ...]]] = {}
+        self._compiled: dict[tuple[str, Any, Any], tuple[SharedByAddress, tuple[Need, ...]]] = {}
 
     # ---- what a lane needs (compiled once per source and lane address) ----------------------
     def _entry(self, lane: LaneSpec) -> tuple[SharedByAddress, tuple[Need, ...]]:
-        key = (lane.src_ip, lane.nat_ip)
+        key = (lane.src_ip, lane.nat_ip, lane.takeover)
         entry = self._compiled.get(key)
         if entry is None:
             shared = {} if self._topology is None else sharedflows.lane_addresses(lane, self._topology)

@@ -44,11 +44,12 @@ from viplanes.controller.runtime.readiness import SwitchReadiness
 from viplanes.controller.runtime.resync import Resync
 from viplanes.controller.runtime.switches import SWITCH_WAIT_S, Send, SendMany, SwitchState
 from viplanes.controller.runtime.switchfacts import FactBook, ask_features, learn_full
+from viplanes.controller.runtime.watching import watch_counts
 from viplanes.controller.runtime.wire import Tolerate, Wire, error_reason, never
 from viplanes.dataplane.base import DataplaneDefaults, DesiredLanes
 from viplanes.domain.clock import SteadyClock
 from viplanes.domain.switchfacts import SwitchFacts
-from viplanes.domain.values import ActivationResult, LaneCounters, LaneSpec
+from viplanes.domain.values import ActivationResult, FlowWatch, LaneCounters, LaneSpec
 from viplanes.topologies.model import Topology
 
 LOG = logging.getLogger("viplanes.controller.runtime.lane_runtime")
@@ -234,6 +235,9 @@ class LaneRuntime(DataplaneDefaults):
     def flow_stats(self, dpid: int, cookie: int, cookie_mask: int, timeout_s: float = 2.0) -> list[Any] | None:
         """The switch's flows in a cookie range, or None (not connected, error, timeout)."""
         return self.wire.flow_stats(dpid, cookie, cookie_mask, timeout_s)
+
+    def watch_counts(self, watches: list[FlowWatch], seconds: float) -> list[int] | None:
+        return watch_counts(self.wire, self.topology, watches, seconds, self._xid, change=self.state.change)
 
     def unready(self, lane: LaneSpec) -> list[str]:
         return self.ready.unready(lane)

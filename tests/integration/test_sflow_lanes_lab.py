@@ -5,9 +5,8 @@ for the desktop and the DTN that allows automatic lanes at 8 Mbit/s (tests/suppo
 An upload from the DTN (a public address) started with no lane request gets a lane within 3 s of
 its start and its packets ride it, and the lane ends within its idle time after the upload stops;
 a 4 Mbit/s upload inside the grant and a full-rate upload from the server (outside the grant)
-never get one. The desktop's running upload (through the campus NAT) gets no lane and is not cut:
-on a lane the cloud would see it from the lane's address instead of the NAT box's and reset it
-(docs/automatic-lanes.md, "In the lab"). Numbers: docs/automatic-lanes.md.
+never get one. The desktop's running upload (through the campus NAT) is taken over without
+being cut: tests/integration/test_nat_takeover_lab.py. Numbers: docs/automatic-lanes.md.
 """
 
 from __future__ import annotations
@@ -82,16 +81,3 @@ def test_an_unrequested_upload_rides_a_lane_within_3_s_and_it_ends_when_idle(lab
     assert ended is not None, "the idle lane did not end"
     # idle_s, then the ender's next check (0.5 s) and a stats round, from the last growth seen
     assert idle - last <= IDLE_S + 1.5, (idle, last)
-
-
-def test_the_desktops_running_upload_through_the_nat_gets_no_lane_and_is_not_cut(lab: SflowLab) -> None:
-    servers = lab.servers(5204)
-    try:
-        upload = lab.upload("desktop", 5204, 4, cport=42000)  # inside the grant, at the firewall's rate
-        report = json.loads(upload.communicate(timeout=20)[0])
-        time.sleep(1.0)
-    finally:
-        stop_all(servers)
-    print(f"\nthe desktop's upload: {mbps(report):.1f} Mbit/s, {report.get('error', 'no error')}")
-    assert [x for x in lab.lanes() if x["dst_port"] == 5204] == []
-    assert "error" not in report and mbps(report) > RATE_MBPS, report.get("error")  # ran whole, above the rate

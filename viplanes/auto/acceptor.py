@@ -6,6 +6,12 @@ its sender within its rate) and hands the rest to one worker thread through a bo
 dropped and counted). The worker re-reads the switch and the grant's policy (an operator's "off"
 counts at once), checks the threshold and the per-grant count, and asks the lane manager for a
 normal lane owned by the grant's principal, with the trigger recorded. Every refusal is a counter.
+
+A sampled flow of a host behind the campus NAT is already running under the NAT's address and
+port: its lane must keep them (``natmap``). The worker pairs it with the post-NAT flow the border
+sampled, confirms the pair with two watch flows over OpenFlow, and asks for a takeover lane;
+anything unpaired, ambiguous or unconfirmed gets no lane, and a firefly naming such a flow is
+refused as before (``nat_in_flight``).
 """
 
 from __future__ import annotations
@@ -21,8 +27,10 @@ from viplanes.authz.tokens import Caller
 from viplanes.auto import store
 from viplanes.auto.bounds import SourceBound
 from viplanes.auto.index import AutoGrant, GrantIndex
+from viplanes.auto.natmap import NatPairing, confirmed, watches_for
 from viplanes.auto.policy import PROTOCOLS, evidence, trigger_refusal
 from viplanes.domain.sighting import IPAddress, Sighting, SightingKind, SightingState
+from viplanes.domain.values import NatMapping
 from viplanes.errors import VipError
 from viplanes.lanes.manager import LaneManager
 from viplanes.lanes.requests import LaneTrigger
@@ -32,6 +40,7 @@ from viplanes.topologies.model import Topology
 log = logging.getLogger(__name__)
 
 THREAD_NAME = "viplanes-auto-acceptor"
+WATCH_S = 0.8  # how long the two watch flows count before a takeover (docs/automatic-lanes.md)
 REPEAT_S = 2.0  # a flow queued once is not queued again for this long
 RECENT_MAX = 4096  # flows remembered for that; the memory is dropped when full
 
@@ -53,6 +62,8 @@ class Acceptor:
         firefly_burst: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
         nat_sources: frozenset[IPAddress] | None = None,
+        watch_s: float = WATCH_S,
+        nat_takeover: bool = True,
     ) -> None:
         self.manager = manager
         self.counts: Counter[str] = Counter()
@@ -68,6 +79,14 @@ class Acceptor:
         self._stop = threading.Event()
         # sources whose running flows a lane would cut (default: the topology's NAT'd hosts)
         self._translated = translated_sources(manager.topology) if nat_sources is None else nat_sources
+        # the post-NAT flows the border sampled (bounded), to pair a translated source's flow with
+        self._pairing = NatPairing(nat_outside_addresses(manager.topology))
+        self._watch_s = watch_s
+        # False: every running NAT'd flow is refused (``nat_in_flight``), as before takeovers: for
+        # a campus whose firewall tracks TCP windows strictly, where a takeover lane's end cuts a
+        # connection that is still running (docs/automatic-lanes.md)
+        self._nat_takeover = nat_takeover
+        self.takeover_s: list[float] = []  # sighting -> mapping confirmed, last 1000
 
     # --- the detector's side: memory only ------------------------------------------------------
 
@@ -81,13 +100,20 @@ class Acceptor:
     def may_concern(self, src: IPAddress, dst: IPAddress) -> bool:
         """The detectors' prefilter, from the same grant index (read without a lock: the index is
         immutable and swapped whole on refresh)."""
-        return src not in self._translated and self._index.may_concern(src, dst)
+        if src in self._pairing.nat_addresses:  # a post-NAT flow: kept only as a pairing candidate
+            return self._index.may_reach(dst)
+        return self._index.may_concern(src, dst)
 
     def _offer(self, s: Sighting) -> None:
         self.counts["offered"] += 1
-        if s.src_ip in self._translated and s.src_port is not None:
-            # the flow is already under way through the campus NAT: on a lane the cloud would see
-            # it from the lane's address instead of the NAT's and reset it (docs/automatic-lanes.md)
+        if s.kind is SightingKind.SFLOW and s.src_ip in self._pairing.nat_addresses:
+            if self._index.may_reach(s.dst_ip) and self._pairing.note(s):
+                self.counts["nat_candidates"] += 1
+            return
+        takeover_kind = self._nat_takeover and s.kind is SightingKind.SFLOW
+        if s.src_ip in self._translated and s.src_port is not None and not takeover_kind:
+            # the flow is already under way through the campus NAT and only a sampled one can be
+            # paired with the NAT's mapping: on a lane-pool address the cloud would reset it
             self.counts["nat_in_flight"] += 1
             return
         if not self._index.candidates(s.src_ip, s.dst_ip, s.protocol, s.dst_port):
@@ -207,8 +233,59 @@ class Acceptor:
         grows as its window fills, and holding it for ``REPEAT_S`` delayed its lane by seconds."""
         self._queued.pop((s.src_ip, s.dst_ip, s.protocol, s.src_port, s.dst_port), None)
 
+    def _takeover(self, s: Sighting) -> tuple[NatMapping, dict[str, int]] | None:
+        """The NAT's mapping of this running connection, paired from the samples and confirmed by
+        two watch flows, with how it was confirmed (for the lane's record); None (counted) when
+        there is no unique pair or the counters disagree."""
+        self._pairing.expire(s.observed_at)
+        found = self._pairing.pair(s)
+        if found.mapping is None:
+            self.counts[found.reason] += 1
+            self._forget(s)  # the post-NAT flow may be sampled a moment later: judge the next sighting
+            return None
+        watches = watches_for(self.manager.topology, s, found.mapping)
+        t0 = self.manager.clock()
+        counts = self.manager.dataplane.watch_counts(watches, self._watch_s) if watches else None
+        if counts is None:
+            self.counts["nat_unwatched"] += 1
+            return None
+        if not confirmed(counts[0], counts[1]):
+            self.counts["nat_unconfirmed"] += 1
+            log.warning(
+                "NAT mapping %s:%d for %s:%s -> %s:%s not confirmed (watched %d and %d packets)",
+                found.mapping.address,
+                found.mapping.port,
+                s.src_ip,
+                s.src_port,
+                s.dst_ip,
+                s.dst_port,
+                counts[0],
+                counts[1],
+            )
+            return None
+        self.counts["nat_confirmed"] += 1
+        now = self.manager.clock()
+        self.takeover_s = [*self.takeover_s[-999:], now - s.observed_at]
+        how = {
+            "nat_confirm_ms": round((now - s.observed_at) * 1000),  # sighting -> confirmed
+            "nat_watch_ms": round((now - t0) * 1000),
+            "watch_pre_packets": counts[0],
+            "watch_post_packets": counts[1],
+        }
+        return found.mapping, how
+
     def _make_lane(self, g: AutoGrant, s: Sighting) -> int | None:
-        detail = evidence(s)
+        takeover: NatMapping | None = None
+        how: dict[str, int] = {}
+        if s.src_ip in self._translated and s.src_port is not None:
+            if self._laned(s):  # sampled again on its lane: no second pairing, no watch flows
+                self.counts["refused_duplicate_lane"] += 1
+                return None
+            confirmed_mapping = self._takeover(s)
+            if confirmed_mapping is None:
+                return None
+            takeover, how = confirmed_mapping
+        detail = {**evidence(s), **how}  # a takeover's record says how its mapping was confirmed
         tag = " ".join(f"{k}={detail[k]}" for k in ("experiment", "activity") if k in detail)
         body = LaneInput(
             src_ip=str(s.src_ip),
@@ -216,12 +293,13 @@ class Acceptor:
             protocol=PROTOCOLS[s.protocol],
             dst_port=s.dst_port,
             duration_s=min(g.policy.max_duration_s, g.max_duration_s),
-            purpose=f"automatic ({s.kind}{': ' + tag if tag else ''})",
+            purpose=f"automatic ({s.kind}{': ' + tag if tag else ''})"
+            + (f", taking over NAT {takeover.address}:{takeover.port}" if takeover else ""),
             src_port=s.src_port,
         )
         caller = Caller(g.principal_id, g.principal, g.role)  # type: ignore[arg-type]
         try:
-            lane, _ = self.manager.request(caller, body, trigger=LaneTrigger(str(s.kind), g.grant_id, detail))
+            lane, _ = self.manager.request(caller, body, trigger=LaneTrigger(str(s.kind), g.grant_id, detail, takeover))
         except VipError as exc:
             self.counts[f"refused_{exc.code}"] += 1
             log.info("automatic lane for %s refused: %s", body, exc)
@@ -231,20 +309,18 @@ class Acceptor:
         log.info("automatic lane %d (%s) for grant %d", lane.id, s.kind, g.grant_id)
         return lane.id
 
+    def _laned(self, s: Sighting) -> bool:
+        """A live automatic lane carries exactly this flow already."""
+        with self.manager.db.read() as sess:
+            return any(_same_flow(lane, s) for lane in store.live_auto_lanes(sess))
+
     def _end_flow(self, s: Sighting) -> int | None:
         """A firefly ``end``: the automatic lanes of exactly this flow end (never a requested one)."""
         with self.manager.db.read() as sess:
             lanes = store.live_auto_lanes(sess)
         ended = None
         for lane in lanes:
-            same = (
-                lane.src_ip == str(s.src_ip)
-                and lane.dst_ip == str(s.dst_ip)
-                and lane.protocol == PROTOCOLS.get(s.protocol)
-                and lane.dst_port == s.dst_port
-                and lane.src_port == s.src_port
-            )
-            if same:
+            if _same_flow(lane, s):
                 try:
                     self.manager.end(system_caller("firefly-end"), lane.lane_id, "released")
                     self.counts["firefly_ends"] += 1
@@ -252,6 +328,21 @@ class Acceptor:
                 except VipError:
                     pass
         return ended
+
+
+def _same_flow(lane: store.LiveAuto, s: Sighting) -> bool:
+    return (
+        lane.src_ip == str(s.src_ip)
+        and lane.dst_ip == str(s.dst_ip)
+        and lane.protocol == PROTOCOLS.get(s.protocol)
+        and lane.dst_port == s.dst_port
+        and lane.src_port == s.src_port
+    )
+
+
+def nat_outside_addresses(topology: Topology) -> frozenset[IPAddress]:
+    """The campus NAT boxes' outside addresses: the sources of post-NAT flows."""
+    return frozenset(mb.outside.ip.ip for mb in topology.middleboxes if mb.kind == "nat")
 
 
 def translated_sources(topology: Topology) -> frozenset[IPAddress]:

@@ -54,6 +54,14 @@ class GrantIndex:
             for v in (4, 6)
         }
         self.size = len(grants)
+        # destinations alone, bucketed the same way: what a post-NAT flow may be paired for
+        dsts: dict[tuple[int, int], set[int]] = {}
+        for g in grants:
+            for net in g.dst:
+                dsts.setdefault((net.version, net.prefixlen), set()).add(int(net.network_address))
+        self._dsts = {
+            v: [(nets, _mask(v, plen)) for (fam, plen), nets in sorted(dsts.items()) if fam == v] for v in (4, 6)
+        }
 
     def candidates(self, src: IPAddr, dst: IPAddr, protocol: int, dst_port: int | None) -> list[AutoGrant]:
         """Grants whose source prefixes hold ``src`` and that cover the destination, by id."""
@@ -80,6 +88,12 @@ class GrantIndex:
                 if any(dst.version == n.version and dst in n for n in g.dst):
                     return True
         return False
+
+    def may_reach(self, dst: IPAddr) -> bool:
+        """Is ``dst`` a destination of some automation-enabled grant (whatever the source)? The
+        prefilter of a flow leaving the campus NAT box, kept only as a pairing candidate."""
+        key = int(dst)
+        return any(key & mask in nets for nets, mask in self._dsts.get(dst.version, ()))
 
 
 def _mask(version: int, plen: int) -> int:

@@ -28,6 +28,13 @@ def _env(name: str, default: str, kind: type) -> float:
     return float(value)
 
 
+def _flag(name: str, default: str) -> bool:
+    raw = os.environ.get(name, default).strip().lower()
+    if raw not in ("0", "1", "true", "false", "yes", "no", "on", "off"):
+        raise SettingError(f"{name}={raw!r}: use 1 or 0")
+    return raw in ("1", "true", "yes", "on")
+
+
 @dataclass(frozen=True)
 class AutoSettings:
     firefly_port: int = 0  # 0: no listener (the safe default); scitags uses 10514
@@ -35,6 +42,10 @@ class AutoSettings:
     queue_size: int = 256
     firefly_rate: float = 5.0  # per source address, per second (burst 2x)
     idle_check_s: float = 1.0
+    # how long the two watch flows count before a running NAT'd connection is taken over: longer
+    # than the switches' counter refresh (OVS: 0.5 s), or the counts lag (natmap.MIN_PACKETS)
+    nat_watch_s: float = 0.8
+    nat_takeover: bool = True  # take over running NAT'd connections (False: refuse them, nat_in_flight)
 
     @classmethod
     def from_env(cls) -> AutoSettings:
@@ -47,6 +58,8 @@ class AutoSettings:
             queue_size=max(1, int(_env("VIPLANES_AUTO_QUEUE", "256", int))),
             firefly_rate=_env("VIPLANES_FIREFLY_RATE", "5", float),
             idle_check_s=max(0.1, _env("VIPLANES_AUTO_IDLE_CHECK_S", "1", float)),
+            nat_watch_s=min(2.0, max(0.1, _env("VIPLANES_AUTO_NAT_WATCH_S", "0.8", float))),
+            nat_takeover=_flag("VIPLANES_AUTO_NAT_TAKEOVER", "1"),
         )
 
 
@@ -55,7 +68,12 @@ class Automation:
 
     def __init__(self, manager: LaneManager, settings: AutoSettings, clock: Callable[[], float]) -> None:
         self.acceptor = Acceptor(
-            manager, settings.queue_size, firefly_rate=settings.firefly_rate, firefly_burst=2 * settings.firefly_rate
+            manager,
+            settings.queue_size,
+            firefly_rate=settings.firefly_rate,
+            firefly_burst=2 * settings.firefly_rate,
+            watch_s=settings.nat_watch_s,
+            nat_takeover=settings.nat_takeover,
         )
         self.ender = IdleEnder(manager, settings.idle_check_s)
         self.listener = (

@@ -76,6 +76,12 @@ ENV_SETTINGS: tuple[EnvSetting, ...] = (
     EnvSetting("auto", "queue", "VIPLANES_AUTO_QUEUE", int, "256", "sightings waiting for the acceptor"),
     EnvSetting("auto", "idle_check_s", "VIPLANES_AUTO_IDLE_CHECK_S", float, "1", "idle-end check period, s"),
     EnvSetting(
+        "auto", "nat_takeover", "VIPLANES_AUTO_NAT_TAKEOVER", int, "1", "take over running NAT'd flows (0: refuse)"
+    ),
+    EnvSetting(
+        "auto", "nat_watch_s", "VIPLANES_AUTO_NAT_WATCH_S", float, "0.8", "watch before a NAT takeover, s (0.1-2)"
+    ),
+    EnvSetting(
         "switches", "learn_features", "VIPLANES_LEARN_SWITCH_FEATURES", int, "0", "ask TABLE/METER_FEATURES (1: on)"
     ),
     EnvSetting("sflow", "enabled", "VIPLANES_SFLOW_ENABLED", int, "0", "detect elephants from sFlow (1: on)"),

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from viplanes.domain.switchfacts import SwitchFacts
-from viplanes.domain.values import ActivationResult, LaneCounters, LaneSpec
+from viplanes.domain.values import ActivationResult, FlowWatch, LaneCounters, LaneSpec
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -76,6 +76,11 @@ class Dataplane(Protocol):
     def counters(self, lane_id: int) -> LaneCounters | None:
         """Packets/bytes the lane carried so far, or None when the controller has no stats."""
 
+    def watch_counts(self, watches: list[FlowWatch], seconds: float) -> list[int] | None:
+        """Packets each watch counted over about ``seconds`` (count-only flows installed and
+        removed again over OpenFlow), or None when this plane cannot watch (then no running NAT'd
+        connection is taken over: docs/automatic-lanes.md)."""
+
     def unready(self, lane: LaneSpec) -> list[str]:
         """Switches the lane needs that are not connected and reconciled yet (names); [] = ready.
         The API answers 503 instead of creating a lane that could not be installed now."""
@@ -123,6 +128,9 @@ class DataplaneDefaults:
 
     def openflow_transport(self) -> str | None:
         return None  # no OpenFlow listener in this process
+
+    def watch_counts(self, watches: list[FlowWatch], seconds: float) -> list[int] | None:
+        return None  # no switches of its own to watch: no takeover of running NAT'd connections
 
     def switch_facts(self) -> dict[str, SwitchFacts]:
         return {}  # no switches of its own to learn from

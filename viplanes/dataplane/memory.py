@@ -2,7 +2,8 @@
 
 It "carries" a lane by remembering it, so everything above the data plane can be exercised
 without Open vSwitch. ``fail_next`` makes the next activation fail with a reason; switch names in
-``away`` make it not ready (as if those switches had not reconnected yet).
+``away`` make it not ready (as if those switches had not reconnected yet); ``watched`` holds the
+packet count each watch flow would see (``watch_counts``; none given: 0).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import time
 from typing import Any
 
 from viplanes.dataplane.base import DataplaneDefaults, DesiredLanes
-from viplanes.domain.values import ActivationResult, LaneCounters, LaneSpec
+from viplanes.domain.values import ActivationResult, FlowWatch, LaneCounters, LaneSpec
 
 
 class MemoryDataplane(DataplaneDefaults):
@@ -25,6 +26,8 @@ class MemoryDataplane(DataplaneDefaults):
         self.fail_next: str | None = None
         self.away: list[str] = []
         self.calls: list[tuple[str, int]] = []
+        self.watched: dict[FlowWatch, int] = {}
+        self.watches: list[FlowWatch] = []  # every watch asked for, in order
         self._lock = threading.Lock()
 
     def attach_source(self, desired_lanes: DesiredLanes) -> None:
@@ -50,6 +53,11 @@ class MemoryDataplane(DataplaneDefaults):
     def counters(self, lane_id: int) -> LaneCounters | None:
         with self._lock:
             return LaneCounters(packets=10, bytes=10_000) if lane_id in self.active else None
+
+    def watch_counts(self, watches: list[FlowWatch], seconds: float) -> list[int] | None:
+        with self._lock:
+            self.watches += watches
+            return [self.watched.get(w, 0) for w in watches]
 
     def unready(self, lane: LaneSpec) -> list[str]:
         return list(self.away)

@@ -59,6 +59,32 @@ def single_address(net: str) -> str | None:
 
 
 @dataclass(frozen=True)
+class NatMapping:
+    """The campus NAT's own translation of one running connection (its outside address and the
+    port it chose), learned from the switches' samples and confirmed by counters: a lane that
+    takes that connection over must keep showing it to the far end under this address and port
+    (docs/automatic-lanes.md, "Taking over a running NAT'd connection")."""
+
+    address: str
+    port: int
+
+
+@dataclass(frozen=True)
+class FlowWatch:
+    """Count one exact IPv4 5-tuple entering ``switch`` on ``in_port`` for a moment, changing
+    nothing about where it goes (``Dataplane.watch_counts``): how a NAT mapping learned from
+    unauthenticated samples is confirmed over the switches' own channel."""
+
+    switch: str
+    in_port: int
+    src_ip: str
+    dst_ip: str
+    protocol: Protocol
+    src_port: int
+    dst_port: int
+
+
+@dataclass(frozen=True)
 class LaneSpec:
     """Everything the controller needs to carry one lane; built from the database row.
 
@@ -78,6 +104,8 @@ class LaneSpec:
     dst_nets: tuple[str, ...] = ()
     dst_ports: PortRanges = ()
     dst_host: str | None = None
+    # a takeover lane (exact 5-tuple, ``nat_ip`` None): translated to the NAT's own mapping
+    takeover: NatMapping | None = None
 
     def __post_init__(self) -> None:
         # keep the old and the new view of the destination in agreement, whichever was given

@@ -26,7 +26,7 @@ from viplanes.lanes import states
 from viplanes.lanes.overlap import row_nets
 from viplanes.lanes.owners import ActiveOwners
 from viplanes.lanes.pool import LanePool, needs_pool_address
-from viplanes.lanes.specs import SPEC_COLUMNS, spec_from_row, spec_of
+from viplanes.lanes.specs import SPEC_COLUMNS, spec_from_row, spec_of, takeover_of
 from viplanes.store.db import Database
 from viplanes.store.lanesql.core import (
     add_audit,
@@ -342,8 +342,8 @@ class LaneActivation:
         booked: a lane booked months ahead held an address from the booking on (and a grant
         with max_lanes=1 could book one per host of its prefix, exhausting the pool for everyone
         while none of its lanes ran). False: the pool is exhausted now."""
-        if lane.nat_ip is not None:
-            return True  # booked before this rule, or started already
+        if lane.nat_ip is not None or takeover_of(lane.trigger_detail) is not None:
+            return True  # booked before this rule, or started already; a takeover keeps the NAT's
         nets = [ipaddress.ip_network(n) for n in row_nets(lane.dst_ip, lane.dst_nets)]
         if not needs_pool_address(self.topology.host_by_ip(lane.src_ip), nets):
             return True

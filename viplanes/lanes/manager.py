@@ -220,7 +220,8 @@ class LaneManager(LaneActivation):
         host = self.topology.host_by_ip(req.src_ip)
         immediate = req.starts_at <= now
         # a booked lane takes its lane-pool address when it starts (``tick``), not now
-        nat = immediate and needs_pool_address(host, target.nets)
+        # a takeover lane keeps the campus NAT's own mapping (``LaneTrigger.takeover``): no pool address
+        nat = immediate and needs_pool_address(host, target.nets) and (trigger is None or trigger.takeover is None)
         # the lane pool's lock rides with the overlap lock: one round trip (same order as before)
         dup = overlapping_lane(
             conn,
@@ -278,6 +279,7 @@ class LaneManager(LaneActivation):
                     nat_ip,
                     req.expires_at,
                     req.rate_mbps,
+                    takeover=trigger.takeover if trigger is not None else None,
                 )
             )
             if waiting:

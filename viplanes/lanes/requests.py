@@ -13,8 +13,10 @@ from typing import Any
 from sqlalchemy import Connection, func, select
 
 from viplanes.authz.tokens import Caller
+from viplanes.domain.values import NatMapping
 from viplanes.errors import Conflict, Forbidden, Invalid, VipError
 from viplanes.lanes import states
+from viplanes.lanes.specs import NAT_ADDRESS, NAT_PORT
 from viplanes.lanes.targets import LaneInput, LaneTarget
 from viplanes.policy.rules import START_SLACK_S, Decision, LaneRequest, lane_sources
 from viplanes.store.models import Lane
@@ -152,10 +154,15 @@ class LaneTrigger:
     kind: str
     grant_id: int
     detail: dict[str, Any] = field(default_factory=dict)
+    # a running NAT'd connection taken over: the lane keeps the NAT's mapping, no lane-pool address
+    takeover: NatMapping | None = None
 
     def columns(self) -> dict[str, Any]:
+        detail = dict(self.detail)
+        if self.takeover is not None:
+            detail.update({NAT_ADDRESS: self.takeover.address, NAT_PORT: self.takeover.port})
         return {
             "trigger_kind": self.kind,
             "trigger_grant_id": self.grant_id,
-            "trigger_detail": json.dumps(self.detail, sort_keys=True),
+            "trigger_detail": json.dumps(detail, sort_keys=True),
         }

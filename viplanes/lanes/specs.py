@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
-from viplanes.domain.values import LaneSpec
+from viplanes.domain.values import LaneSpec, NatMapping
 from viplanes.store.models import Lane
 
 # the columns of ``spec_of``, in this order (``desired_lanes`` reads only these, no ORM objects)
@@ -22,7 +23,18 @@ SPEC_COLUMNS = (
     Lane.dst_nets,
     Lane.dst_ports,
     Lane.dst_host,
+    Lane.trigger_detail,
 )
+NAT_ADDRESS, NAT_PORT = "nat_address", "nat_port"  # a takeover lane's mapping, in its trigger_detail
+
+
+def takeover_of(detail: str | None) -> NatMapping | None:
+    """The NAT mapping a takeover lane's record holds (``viplanes.auto``), or None. It lives in
+    the trigger's evidence, so the audit of the lane shows which address and port it took over."""
+    if not detail or NAT_PORT not in detail:  # no JSON parse for the other lanes
+        return None
+    data = json.loads(detail)
+    return NatMapping(str(data[NAT_ADDRESS]), int(data[NAT_PORT]))
 
 
 def spec_from_row(r: Sequence[Any]) -> LaneSpec:
@@ -41,6 +53,7 @@ def spec_from_row(r: Sequence[Any]) -> LaneSpec:
         dst_nets=nets,
         dst_ports=ports,
         dst_host=r[11],
+        takeover=takeover_of(r[12]) if len(r) > 12 else None,
     )
 
 
@@ -63,5 +76,6 @@ def spec_of(lane: Lane, dst_nets: list[str] | None = None) -> LaneSpec:
             nets,
             lane.dst_ports,
             lane.dst_host,
+            lane.trigger_detail,
         )
     )
