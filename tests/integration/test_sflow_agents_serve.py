@@ -84,8 +84,11 @@ def test_only_the_topologys_agents_make_lanes(tmp_path: Path) -> None:
         got = [(x["dst_port"], (x["trigger"] or {}).get("kind")) for x in lanes]
         assert got == [(9103, "sflow")], got
         metrics = requests.get(f"{serve.url}/metrics", headers=op, timeout=10).text
+        # 40 datagrams each (a link-port datagram carries 5 samples); loopback UDP on a loaded
+        # machine may lose a few (one run counted 199 of 200), so most, not all, must be counted
         for reason in ("sflow_foreign_source", "sflow_foreign_agent", "sflow_link_port"):
             line = next((m for m in metrics.splitlines() if f'reason="{reason}"' in m), "")
-            assert line and float(line.split()[-1]) >= 40 * (5 if reason == "sflow_link_port" else 1), (reason, line)
+            sent = 40 * (5 if reason == "sflow_link_port" else 1)
+            assert line and float(line.split()[-1]) >= 0.9 * sent, (reason, line)
     finally:
         serve.stop()
