@@ -29,8 +29,8 @@ import click
     "readmes",
     multiple=True,
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="with --against-paper: rewrite the findings block(s) of this Markdown file "
-    "(between <!-- paper-findings:compact|full --> and <!-- /paper-findings -->); repeatable",
+    help="with --against-paper: rewrite this Markdown file's findings table(s) between its "
+    "paper-findings markers (docs/lab.md); repeatable",
 )
 def report(results: Path, out_dir: Path | None, against_paper: bool, readmes: tuple[Path, ...]) -> None:
     """Table 2 (mean, std dev, max Mbit/s; default vs lane; ratio) and PNG plots.

@@ -126,6 +126,8 @@ def wan_note(records: list[Record]) -> str:
                 f"{w['up_mbps']:g} Mbit/s up / {w['down_mbps']:g} down per connection, "
                 f"rtt {w['rtt_ms']:g} ms, storage {w['request_ms']:g} ms x {w['storage_workers']:g} workers (lab)"
             )
+            if w.get("read_request_ms", w["request_ms"]) != w["request_ms"] or w.get("write_rps"):
+                text += f"; reads {w['read_request_ms']:g} ms, writes at most {w.get('write_rps', 0):g}/s"
         else:
             text = f"{r['wan_mbps']:g} Mbit/s per connection (lab)" if r.get("wan_mbps") else "off"
         if text not in seen:
