@@ -344,7 +344,10 @@ def _by_placement_gain(tr: list[Record]) -> list[Finding]:
                 paper,
                 ", ".join(f"{p} {g:.1f}x" for p, g in gains.items()),
                 _verdict(ok),
-                "gain 4->32, both directions; in the lab the desktop's NIC stops it, not its cores",
+                "gain 4->32, both directions; in the lab the desktop's NIC stops it, not its cores"
+                if ok
+                else "gain 4->32, both directions: alike, as uploads from every host stop at the write quota "
+                "and downloads at the two shared cores before any NIC",
             )
         )
     else:
