@@ -47,7 +47,7 @@ TOOL_CONNECTIONS = 4  # S3 multipart and aria2c: 4 connections each (axel's and 
 TOOL_CHUNK_MB = 4  # the 16 MiB file in 4 ranged GETs, one per connection
 # seed 002: concurrent downloads of large objects, from the DTN. Its objects were large, so a
 # GET's round trip and read time were small against its transfer; 1 MiB files make them ~45% of
-# it, 9.6 MiB ones ~15% (96 MiB in 10 files; 10 processes, one object each)
+# it, 9.6 MiB ones ~7% (96 MiB in 10 files; 10 processes, one object each)
 OBJECTS = "split10"
 OBJECTS_MB = 96
 OBJECT_PROCESSES = (4, 10)
