@@ -8,7 +8,7 @@ export PATH := $(CURDIR)/tools/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 # on every Python file), scripts/lint-imports (the layer contracts in .importlinter) and
 # scripts/typecheck (mypy on every product module, mypy.ini); scripts/check-units (the systemd units
 # under deploy/systemd, verified and scored offline by systemd-analyze).
-.PHONY: setup test test-unit test-integration demo bench ovs-up clean
+.PHONY: setup test test-unit test-integration demo bench ovs-up clean paper
 
 setup:
 	@scripts/setup.sh
@@ -34,6 +34,10 @@ test-integration: setup
 
 demo: setup
 	$(PY) -m viplanes.lab.demo
+
+# the paper run (~13 min) and the README's findings table regenerated from it (docs/lab.md)
+paper: setup
+	scripts/paper-run
 
 bench: setup
 	$(PY) -m bench.run_all

@@ -47,6 +47,7 @@ WAN_RANGES: dict[str, tuple[float, float, float, str]] = {
     "window_kb": (4096, 16, 1048576, "KB"),
     "request_ms": (0, 0, 60000, "ms"),
     "storage_workers": (8, 1, 1024, "workers"),
+    "write_rps": (0, 0, 10000, "writes/s"),
 }
 
 
@@ -395,7 +396,8 @@ class _Parser(FieldReader):
 
     def wan(self, item: Any) -> Wan | None:
         """The optional WAN model: per-connection caps, a round trip and the storage's queue."""
-        optional = ("burst_kb", "rtt_ms", "up_mbps", "down_mbps", "window_kb", "request_ms", "storage_workers")
+        optional: tuple[str, ...] = ("burst_kb", "rtt_ms", "up_mbps", "down_mbps", "window_kb", "request_ms")
+        optional += ("storage_workers", "read_request_ms", "write_rps")
         m = self.mapping(item, "wan", ("per_connection_mbps",), optional)
         if m is None or "per_connection_mbps" not in m:
             return None
@@ -415,6 +417,12 @@ class _Parser(FieldReader):
             caps[key] = self.number(m[key], f"wan.{key}") if key in m else None
             if key in m and caps[key] is None:
                 return None
+        read_ms = m.get("read_request_ms")
+        if read_ms is not None:
+            lo, hi = WAN_RANGES["request_ms"][1:3]
+            if isinstance(read_ms, bool) or not isinstance(read_ms, (int, float)) or not lo <= read_ms <= hi:
+                self.bad("wan.read_request_ms", f"expected {lo:.0f}..{hi:.0f} ms, got {read_ms!r}")
+                return None
         if rate is None:
             return None
         return Wan(
@@ -426,6 +434,8 @@ class _Parser(FieldReader):
             window_kb=values["window_kb"],
             request_ms=values["request_ms"],
             storage_workers=int(values["storage_workers"]),
+            read_request_ms=None if read_ms is None else float(read_ms),
+            write_rps=values["write_rps"],
         )
 
     def check_direct_cables(self, middleboxes: list[Middlebox], edge: EdgeRouter) -> None:

@@ -173,6 +173,12 @@ class Wan:
     # ``request_ms`` (0 = off) before the service sees it (seed 001's shared service queue)
     request_ms: float = 0.0
     storage_workers: int = 8
+    # a read (GET, HEAD) is served from the provider's cache or first replica; a write is
+    # acknowledged only once durable and replicated: None = request_ms (the same both ways)
+    read_request_ms: float | None = None
+    # the provider's per-account write quota: writes (PUT, POST, DELETE) admitted a second, all
+    # connections together (0 = none); Google Drive, the paper's cloud, allows about 2 files a second
+    write_rps: float = 0.0
 
     @property
     def up(self) -> float:
@@ -183,6 +189,11 @@ class Wan:
     def down(self) -> float:
         """Mbit/s each connection may download."""
         return self.per_connection_mbps if self.down_mbps is None else self.down_mbps
+
+    @property
+    def read_ms(self) -> float:
+        """The storage's service time for a read (GET, HEAD); ``request_ms`` is a write's."""
+        return self.request_ms if self.read_request_ms is None else self.read_request_ms
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from viplanes.cli.labreport import report
 from viplanes.domain.values import is_decimal
 
 if TYPE_CHECKING:
@@ -263,70 +264,6 @@ def _execute(
         raise click.ClickException(str(exc).splitlines()[0]) from None
 
 
-@lab.command("report")
-@click.argument("results", type=click.Path(dir_okay=False, path_type=Path), default=Path("lab-results.jsonl"))
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="where table2.md/.csv and PNGs go (default: next to RESULTS)",
-)
-@click.option(
-    "--against-paper",
-    is_flag=True,
-    help="also hold the lab against the paper: one finding per row, the paper's "
-    "number, the lab's x10, a verdict (against_paper.md) and paired figures",
-)
-def report(results: Path, out_dir: Path | None, against_paper: bool) -> None:
-    """Table 2 (mean, std dev, max Mbit/s; default vs lane; ratio) and PNG plots.
-
-    RESULTS defaults to lab-results.jsonl, where `viplanes lab run` writes."""
-    from rich.console import Console
-
-    from viplanes.lab.report import load_results, rich_table, table2, write_report
-
-    if not results.is_file():
-        raise click.UsageError(f"{results}: no such file")
-    records, bad = load_results(results)
-    if not records:
-        raise click.ClickException(f"{results}: no lab results in it")
-    out_dir = out_dir or results.with_suffix("").parent / f"{results.stem}-report"
-    files = write_report(records, out_dir)
-    console = Console(width=None if sys.stdout.isatty() else 120)
-    console.print(rich_table(table2(records)))
-    failed = sum(1 for r in records if not r.get("ok"))
-    console.print(
-        f"{len(records)} runs ({failed} failed, not counted)" + (f"; {bad} unreadable lines skipped" if bad else "")
-    )
-    if against_paper:
-        files.update(_against_paper(records, out_dir, console))
-    for kind, path in files.items():
-        console.print(f"{kind}: {path}")
-
-
-def _against_paper(records: list[dict[str, Any]], out_dir: Path, console: Any) -> dict[str, Path]:
-    """The findings table (printed and as Markdown) and the paired figures."""
-    from rich.table import Table
-
-    from viplanes.lab import fidelity_seeds, paperplots
-    from viplanes.lab.fidelity import HEADER, REPRODUCED, findings, markdown
-
-    items = findings(records) + fidelity_seeds.findings(records)
-    table = Table(title="The lab against the paper (lab numbers x10)", padding=(0, 1), show_lines=True)
-    for name in HEADER:
-        table.add_column(name, overflow="fold")
-    for f in items:
-        color = "green" if f.verdict == REPRODUCED else "red" if f.verdict.startswith("not r") else "yellow"
-        table.add_row(f.source, f.claim, f.paper, f.lab, f"[{color}]{f.verdict}", f.reason)
-    console.print(table)
-    note = fidelity_seeds.wan_note(records)
-    console.print(note)
-    path = out_dir / "against_paper.md"
-    path.write_text(markdown(items) + f"\n{note}\n")
-    return {"against_paper": path, **paperplots.write_all(records, out_dir)}
-
-
 @lab.command("shell")
 @click.option(
     "--topology",
@@ -415,3 +352,6 @@ def _need_root() -> None:
     if os.geteuid() != 0:
         click.echo("Error: the lab needs root (network namespaces and OVS bridges)", err=True)
         sys.exit(1)
+
+
+lab.add_command(report)

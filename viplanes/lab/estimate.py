@@ -49,7 +49,10 @@ def estimate_s(
     if wan is not None:
         files = int((spec.dataset or "").removeprefix("split") or 1) if spec.dataset != "one" else 1
         parts = max(1, -(-size_mb // (spec.chunk_mb or size_mb))) + 2 if spec.dataset == "one" else 1
-        extra = files * parts / conns * (wan.rtt_ms + wan.request_ms) / 1000 + 2.0  # + rclone's start
+        storage_ms = wan.read_ms if spec.direction == "download" else wan.request_ms
+        extra = files * parts / conns * (wan.rtt_ms + storage_ms) / 1000 + 2.0  # + rclone's start
+        if spec.direction == "upload" and wan.write_rps > 0:  # the account's write quota
+            return max(size_mb * 8.4 / rate + 1.5 + extra, files * parts / wan.write_rps + 3.5)
     return size_mb * 8.4 / rate + 1.5 + extra
 
 
@@ -62,5 +65,7 @@ def wan_record(wan: Wan | None) -> dict[str, float] | None:
         "down_mbps": wan.down,
         "rtt_ms": wan.rtt_ms,
         "request_ms": wan.request_ms,
+        "read_request_ms": wan.read_ms,
+        "write_rps": wan.write_rps,
         "storage_workers": wan.storage_workers,
     }

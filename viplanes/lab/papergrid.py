@@ -12,7 +12,9 @@ sizes x 9 datasets x 4 repetitions). Its findings are read one factor at a time 
 - ``baseline``: the desktop (iperf3 and rclone) and the server (iperf3) on the campus default
   path, behind the firewall (Table 2's "5-7x");
 - ``tools``: seed 003's download of one file from the DTN: S3 multipart (rclone, ranged GETs on
-  4 connections), rsync and scp over ssh, wget, aria2c on 4 connections.
+  4 connections), rsync and scp over ssh, wget, aria2c on 4 connections;
+- ``objects``: seed 002's concurrent downloads of large objects, from the DTN: 10 objects of
+  9.6 MiB by 4 and 10 rclone transfers.
 
 A file's parts go one after another (``--s3-upload-concurrency 1``), as Google Drive, the
 paper's cloud, takes them: so a chunk size changes request sizes, not the number of connections.
@@ -43,6 +45,13 @@ BASELINE_PARALLEL = 16
 TOOL_PLACEMENTS = ("dtn",)
 TOOL_CONNECTIONS = 4  # S3 multipart and aria2c: 4 connections each (axel's and aws s3's defaults are 4 and 10)
 TOOL_CHUNK_MB = 4  # the 16 MiB file in 4 ranged GETs, one per connection
+# seed 002: concurrent downloads of large objects, from the DTN. Its objects were large, so a
+# GET's round trip and read time were small against its transfer; 1 MiB files make them ~45% of
+# it, 9.6 MiB ones ~7% (96 MiB in 10 files; 10 processes, one object each)
+OBJECTS = "split10"
+OBJECTS_MB = 96
+OBJECT_PROCESSES = (4, 10)
+OBJECT_PLACEMENTS = ("dtn",)
 
 
 def paper_sweep(full: bool = False) -> Sweep:
@@ -63,11 +72,11 @@ def paper_sweep(full: bool = False) -> Sweep:
         streams=STREAMS,
         transfers=TRANSFERS,
         chunks_mb=CHUNKS_MB,
-        datasets=(ONE, SPLIT),
+        datasets=(ONE, SPLIT, OBJECTS),
         size_mb=SIZE_MB,
         seconds=SECONDS,
         upload_concurrency=UPLOAD_CONCURRENCY,
-        dataset_mb=((ONE, ONE_MB),),
+        dataset_mb=((ONE, ONE_MB), (OBJECTS, OBJECTS_MB)),
         tools=TOOLS + FILE_TOOLS,
     )
 
@@ -133,6 +142,22 @@ def _one_factor(placement: str, path: str, rep: int) -> list[RunSpec]:
         ]
     if placement in TOOL_PLACEMENTS:
         out += tool_runs(placement, path, rep)
+    if placement in OBJECT_PLACEMENTS:
+        out += [
+            RunSpec(
+                placement,
+                "download",
+                path,
+                "rclone",
+                p,
+                rep,
+                chunk_mb=FIXED_CHUNK_MB,
+                dataset=OBJECTS,
+                upload_concurrency=UPLOAD_CONCURRENCY,
+                series="objects",
+            )
+            for p in OBJECT_PROCESSES
+        ]
     if placement not in CHUNK_PLACEMENTS:
         return out
     out += [

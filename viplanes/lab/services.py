@@ -169,8 +169,12 @@ def wan_options(wan: Wan, s3_port: int) -> list[str]:
     """The proxy's options for the topology's `wan:` section (the S3 port carries the storage model)."""
     argv = ["--burst-kb", f"{wan.burst_kb:g}", "--up-mbps", f"{wan.up:g}", "--down-mbps", f"{wan.down:g}"]
     argv += ["--rtt-ms", f"{wan.rtt_ms:g}", "--window-kb", f"{wan.window_kb:g}"]
-    if wan.request_ms > 0:
+    if wan.request_ms > 0 or wan.read_ms > 0 or wan.write_rps > 0:
         argv += ["--request-ms", f"{wan.request_ms:g}", "--storage-workers", str(wan.storage_workers)]
+        if wan.read_ms != wan.request_ms:
+            argv += ["--read-request-ms", f"{wan.read_ms:g}"]
+        if wan.write_rps > 0:
+            argv += ["--write-rps", f"{wan.write_rps:g}"]
         argv += ["--storage-port", str(s3_port)]
     return argv
 

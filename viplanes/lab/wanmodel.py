@@ -103,6 +103,16 @@ class RequestFramer:
         return buf
 
 
+READS = (b"GET ", b"HEAD ")
+
+
+def is_read(head: bytes) -> bool:
+    """Whether a request head is a read (GET, HEAD), which the storage serves from its cache or
+    first replica; anything else (PUT, POST, DELETE, a head the framer could not follow) is
+    charged as a write."""
+    return head.startswith(READS)
+
+
 def _body_length(head: bytes) -> int | None:
     """The body's length from a request head; None when the framer cannot follow it."""
     length = 0

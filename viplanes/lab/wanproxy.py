@@ -27,7 +27,7 @@ import socket
 import sys
 from dataclasses import dataclass
 
-from .wanmodel import DelayLine, RequestFramer
+from .wanmodel import DelayLine, RequestFramer, is_read
 
 READ_BYTES = 32 * 1024  # one read, at most (less with a smaller burst)
 
@@ -71,15 +71,27 @@ def parse_forward(text: str) -> tuple[str, int, str, int]:
 
 class StorageQueue:
     """The cloud's storage: ``workers`` shared by every connection, each request holding one
-    for ``request_s`` before the service sees it (seed 001's per-request cost and shared queue)."""
+    for ``request_s`` before the service sees it (seed 001's per-request cost and shared queue);
+    a read (GET, HEAD) holds it ``read_s`` instead (a cache or first replica, not a durable write).
+    With ``write_rps`` the account's writes are admitted at most that many a second, all
+    connections together (a provider's per-account write quota), before they queue for a worker."""
 
-    def __init__(self, request_s: float, workers: int) -> None:
+    def __init__(self, request_s: float, workers: int, read_s: float | None = None, write_rps: float = 0.0) -> None:
         self.request_s = request_s
+        self.read_s = request_s if read_s is None else read_s
+        self.write_rps = write_rps
         self._slots = asyncio.Semaphore(workers)
+        self._quota = TokenBucket(write_rps * 8, 1.0) if write_rps > 0 else None  # one "byte" per write
 
-    async def serve(self) -> None:
+    async def serve(self, head: bytes = b"") -> None:
+        """Hold a worker for the service time of the request that ``head`` begins."""
+        read = is_read(head)
+        if not read and self._quota is not None:
+            wait = self._quota.take(1, asyncio.get_running_loop().time())
+            if wait > 0:
+                await asyncio.sleep(wait)
         async with self._slots:
-            await asyncio.sleep(self.request_s)
+            await asyncio.sleep(self.read_s if read else self.request_s)
 
 
 @dataclass
@@ -134,7 +146,7 @@ async def _pump_delayed(reader: asyncio.StreamReader, writer: asyncio.StreamWrit
             if (delay := due - loop.time()) > 0:
                 await asyncio.sleep(delay)
             if starts and how.storage is not None:
-                await how.storage.serve()
+                await how.storage.serve(data)
             writer.write(data)
             await writer.drain()
             sent += len(data)
@@ -255,7 +267,12 @@ async def serve(
         proxy = Proxy((thost, tport), shape, storage if lport in storage_ports else None, verbose)
         sock = listening_socket(lhost, lport, int(shape.burst_bytes))
         servers.append(await asyncio.start_server(proxy.handle, sock=sock))
-    queue = f", storage {storage.request_s * 1000:g} ms a request on ports {storage_ports}" if storage else ""
+    queue = (
+        f", storage {storage.request_s * 1000:g} ms a write, {storage.read_s * 1000:g} ms a read, "
+        f"{storage.write_rps:g} writes/s (0: no quota) on ports {storage_ports}"
+        if storage
+        else ""
+    )
     print(
         f"wanproxy: {shape.up_bps / 1e6:g} Mbit/s up, {shape.down_bps / 1e6:g} down per connection, "
         f"burst {shape.burst_bytes / 1024:g} KB, rtt {shape.rtt_s * 1000:g} ms{queue}: "
@@ -281,7 +298,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rtt-ms", type=float, default=0.0, help="round trip; half is added each way")
     parser.add_argument("--window-kb", type=float, default=4096.0, help="bytes in flight per direction")
     parser.add_argument("--request-ms", type=float, default=0.0, help="storage service time per request")
+    parser.add_argument(
+        "--read-request-ms", type=float, default=None, help="storage service time per GET/HEAD (default --request-ms)"
+    )
     parser.add_argument("--storage-workers", type=int, default=8, help="requests served at once")
+    parser.add_argument(
+        "--write-rps", type=float, default=0.0, help="writes admitted a second, all connections (0: no quota)"
+    )
     parser.add_argument("--storage-port", type=int, action="append", default=[], help="listen port carrying S3")
     parser.add_argument("--verbose", action="store_true", help="one line per closed connection")
     args = parser.parse_args(argv)
@@ -293,10 +316,14 @@ def main(argv: list[str] | None = None) -> int:
     down = args.mbps if args.down_mbps is None else args.down_mbps
     if not min(args.mbps, up, down, args.burst_kb, args.window_kb, args.storage_workers) > 0:
         parser.error("--mbps, --up-mbps, --down-mbps, --burst-kb, --window-kb and --storage-workers must be positive")
-    if not (args.rtt_ms >= 0 and args.request_ms >= 0):
-        parser.error("--rtt-ms and --request-ms must be 0 or more")
+    read_ms = args.request_ms if args.read_request_ms is None else args.read_request_ms
+    if not (args.rtt_ms >= 0 and args.request_ms >= 0 and read_ms >= 0 and args.write_rps >= 0):
+        parser.error("--rtt-ms, --request-ms, --read-request-ms and --write-rps must be 0 or more")
     shape = Shape(up * 1e6, down * 1e6, args.burst_kb * 1024, args.rtt_ms / 1000, args.window_kb * 1024)
-    storage = StorageQueue(args.request_ms / 1000, args.storage_workers) if args.request_ms > 0 else None
+    timed = args.request_ms > 0 or read_ms > 0 or args.write_rps > 0
+    storage = (
+        StorageQueue(args.request_ms / 1000, args.storage_workers, read_ms / 1000, args.write_rps) if timed else None
+    )
     try:
         asyncio.run(serve(forwards, shape, tuple(args.storage_port), storage, args.verbose))
     except OSError as exc:

@@ -9,7 +9,17 @@ from click.testing import CliRunner
 from tests.support.paths import REPO
 from viplanes.cli.lab import lab
 from viplanes.lab.experiments import estimate_s
-from viplanes.lab.papergrid import CHUNK_PLACEMENTS, CHUNKS_MB, ONE, SPLIT, STREAMS, TRANSFERS, paper_plan, paper_sweep
+from viplanes.lab.papergrid import (
+    CHUNK_PLACEMENTS,
+    CHUNKS_MB,
+    OBJECTS,
+    ONE,
+    SPLIT,
+    STREAMS,
+    TRANSFERS,
+    paper_plan,
+    paper_sweep,
+)
 from viplanes.topologies.loader import load_topology
 
 
@@ -31,7 +41,7 @@ def test_every_factor_of_the_paper_is_swept_from_every_placement() -> None:
             continue
         assert sorted(s.chunk_mb for s in chunks) == list(CHUNKS_MB)
         assert {s.direction for s in chunks} == {"upload"}
-    assert {s.dataset for s in specs if s.tool == "rclone"} == {ONE, SPLIT}
+    assert {s.dataset for s in specs if s.tool == "rclone"} == {ONE, SPLIT, OBJECTS}
     assert min(CHUNKS_MB) == 5  # S3's minimum part; the paper's 4 MB cannot be asked for
     assert all(s.upload_concurrency == 1 for s in specs if s.tool == "rclone")
 
@@ -50,8 +60,9 @@ def test_the_scaled_grid_fits_in_fifteen_minutes() -> None:
     wan = load_topology(REPO / "topologies" / "campus-paper.yaml").wan
     assert wan is not None
     total = sum(estimate_s(s, sweep.size_of(s.dataset), wan=wan) for s in specs)
-    # leaves about two minutes to build the lab and ask for lanes (seed 003's tools series: 48 s)
-    assert total < 13 * 60 + 20
+    # the estimate runs ~9% over the wall clock (793 s estimated, 725 s measured, lab build and
+    # lanes included: docs/lab.md), so 14 min of it fits 15 (tools series 48 s, objects 30 s)
+    assert total < 14 * 60
     # the round trip and the storage queue cost time: the estimate counts them
     assert total > sum(estimate_s(s, sweep.size_of(s.dataset), wan_mbps=10) for s in specs)
     full = paper_sweep(full=True)

@@ -33,6 +33,8 @@ def test_the_paper_campus_adds_the_round_trip_and_storage() -> None:
         window_kb=4096,
         request_ms=500,
         storage_workers=12,
+        read_request_ms=100,
+        write_rps=4,
     )
 
 
