@@ -27,7 +27,7 @@ from viplanes.authz.tokens import Caller
 from viplanes.auto import store
 from viplanes.auto.bounds import SourceBound
 from viplanes.auto.index import AutoGrant, GrantIndex
-from viplanes.auto.natmap import NatPairing, confirmed, watches_for
+from viplanes.auto.natmap import NatPairing, confirmed, pick_nonce, watches_for
 from viplanes.auto.policy import PROTOCOLS, evidence, trigger_refusal
 from viplanes.domain.sighting import IPAddress, Sighting, SightingKind, SightingState
 from viplanes.domain.values import NatMapping
@@ -243,7 +243,8 @@ class Acceptor:
             self.counts[found.reason] += 1
             self._forget(s)  # the post-NAT flow may be sampled a moment later: judge the next sighting
             return None
-        watches = watches_for(self.manager.topology, s, found.mapping)
+        nonce = pick_nonce()
+        watches = watches_for(self.manager.topology, s, found.mapping, nonce)
         t0 = self.manager.clock()
         counts = self.manager.dataplane.watch_counts(watches, self._watch_s) if watches else None
         if counts is None:
@@ -252,7 +253,7 @@ class Acceptor:
         if not confirmed(counts[0], counts[1]):
             self.counts["nat_unconfirmed"] += 1
             log.warning(
-                "NAT mapping %s:%d for %s:%s -> %s:%s not confirmed (watched %d and %d packets)",
+                "NAT mapping %s:%d for %s:%s -> %s:%s not confirmed (marked %d packets, %d came out marked)",
                 found.mapping.address,
                 found.mapping.port,
                 s.src_ip,
@@ -270,7 +271,8 @@ class Acceptor:
             "nat_confirm_ms": round((now - s.observed_at) * 1000),  # sighting -> confirmed
             "nat_watch_ms": round((now - t0) * 1000),
             "watch_pre_packets": counts[0],
-            "watch_post_packets": counts[1],
+            "watch_post_packets": counts[1],  # carrying the nonce, on the proposed tuple
+            "watch_nonce_dscp": nonce,
         }
         return found.mapping, how
 
