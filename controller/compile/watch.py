@@ -2,7 +2,7 @@
 
 Used to confirm a NAT mapping before a running connection is taken over (``viplanes.auto``):
 sFlow samples are unauthenticated UDP, these counters come over the authenticated OpenFlow
-channel. A watch flow sits at ``PRIORITY_WATCH`` (1), just above the table-miss, with the
+channel. A watch flow sits at ``PRIORITY_WATCH`` (2; a sweep of any source port at 1), just above the table-miss, with the
 table-miss's own action (NORMAL), so every flow of ours above it (guards, lanes, ARP, drops)
 still wins and a packet that reaches it goes exactly where the table-miss would send it.
 
@@ -28,14 +28,15 @@ from viplanes.controller.compile.fastmatch import PackedSetField, exact_match
 from viplanes.domain.matches import ETH_TYPE, IP_PROTO
 from viplanes.domain.values import FlowWatch
 
-PRIORITY_WATCH = PRIORITY_TABLE_MISS + 1
+PRIORITY_SWEEP = PRIORITY_TABLE_MISS + 1  # a watch of any source port (FlowWatch.src_port None)
+PRIORITY_WATCH = PRIORITY_SWEEP + 1
 WATCH_TAG = 0x5657 << 48
 WATCH_MASK = 0xFFFF << 48
 EXACT = 2**64 - 1
 WATCH_HARD_TIMEOUT_S = 3  # the safety net: gone by itself if the delete never comes
 DSCP_MAX = 63
 
-assert PRIORITY_TABLE_MISS < PRIORITY_WATCH < PRIORITY_BYPASS_DROP  # below every band of ours
+assert PRIORITY_TABLE_MISS < PRIORITY_SWEEP < PRIORITY_WATCH < PRIORITY_BYPASS_DROP  # below every band of ours
 
 
 def watch_cookie(token: int) -> int:
@@ -53,9 +54,10 @@ def watch_match(w: FlowWatch) -> dict[str, Any]:
         "ip_proto": IP_PROTO[proto],
         "ipv4_src": w.src_ip,
         "ipv4_dst": w.dst_ip,
-        f"{proto}_src": w.src_port,
         f"{proto}_dst": w.dst_port,
     }
+    if w.src_port is not None:
+        match[f"{proto}_src"] = w.src_port
     if w.mark is not None:
         match["ip_dscp"] = w.mark.match_dscp
     return match
@@ -77,7 +79,7 @@ def compile_watch(w: FlowWatch, cookie: int, hard_timeout: int = WATCH_HARD_TIME
         table_id=0,
         cookie=cookie,
         command=ofp.OFPFC_ADD,
-        priority=PRIORITY_WATCH,
+        priority=PRIORITY_WATCH if w.src_port is not None else PRIORITY_SWEEP,
         idle_timeout=0,
         hard_timeout=hard_timeout,
         flags=0,

@@ -250,10 +250,11 @@ class Acceptor:
         if counts is None:
             self.counts["nat_unwatched"] += 1
             return None
-        if not confirmed(counts[0], counts[1]):
+        if not confirmed(counts[0], counts[1], strays=counts[2]):
             self.counts["nat_unconfirmed"] += 1
             log.warning(
-                "NAT mapping %s:%d for %s:%s -> %s:%s not confirmed (marked %d packets, %d came out marked)",
+                "NAT mapping %s:%d for %s:%s -> %s:%s not confirmed (marked %d packets, %d came out"
+                " marked there, %d by other ports)",
                 found.mapping.address,
                 found.mapping.port,
                 s.src_ip,
@@ -262,6 +263,7 @@ class Acceptor:
                 s.dst_port,
                 counts[0],
                 counts[1],
+                counts[2],
             )
             return None
         self.counts["nat_confirmed"] += 1
@@ -272,6 +274,7 @@ class Acceptor:
             "nat_watch_ms": round((now - t0) * 1000),
             "watch_pre_packets": counts[0],
             "watch_post_packets": counts[1],  # carrying the nonce, on the proposed tuple
+            "watch_stray_packets": counts[2],  # carrying the nonce, out of any other NAT port
             "watch_nonce_dscp": nonce,
         }
         return found.mapping, how

@@ -135,22 +135,28 @@ def confirmed(
     tolerance: float = TOLERANCE,
     slack: int = SLACK_PACKETS,
     least: int = MIN_PACKETS,
+    strays: int = 0,
 ) -> bool:
-    """The access switch marked at least ``least`` of the connection's packets and the border
-    counted about as many carrying the mark on the proposed tuple: that tuple carries what the
+    """The access switch marked at least ``least`` of the connection's packets, the border
+    counted about as many carrying the mark on the proposed tuple, and at most ``slack`` marked
+    ones came out of the NAT box by any other port (``strays``): that tuple carries what the
     pre-NAT tuple sends, so it is this connection's mapping. A port the NAT did not choose, and
-    another connection's mapping, count 0 marked packets. The agreement rule still adds one
-    thing: a host that pre-marks its own connection with a guessed nonce must also send as many
-    packets as the watched one in the same moment."""
-    if pre_packets < least or post_packets < least:
+    another connection's mapping, count 0 marked packets. A host that pre-marks its own
+    connection with a guessed nonce (1 in 16) still fails: the watched connection's marked
+    packets then leave by its real port and count as strays. The agreement rule keeps the
+    minimum and refuses a proposal that carries only part of the connection."""
+    if pre_packets < least or post_packets < least or strays > slack:
         return False
     return abs(pre_packets - post_packets) <= tolerance * max(pre_packets, post_packets) + slack
 
 
 def watches_for(topo: Topology, s: Sighting, mapping: NatMapping, nonce: int) -> list[FlowWatch] | None:
-    """The two watch flows, upstream first: the pre-NAT tuple from the host's port at its access
-    switch (DSCP ``ORIGINAL_DSCP`` -> ``nonce``), the post-NAT tuple from the NAT box's port at
-    its switch (``nonce`` -> ``ORIGINAL_DSCP``); None when the topology lacks either."""
+    """The watch flows, upstream first: the pre-NAT tuple from the host's port at its access
+    switch (DSCP ``ORIGINAL_DSCP`` -> ``nonce``), the proposed post-NAT tuple from the NAT box's
+    port at its switch (``nonce`` -> ``ORIGINAL_DSCP``, the count that confirms), and the sweep
+    below it: the same destination from the NAT box, any source port, ``nonce`` ->
+    ``ORIGINAL_DSCP`` (a wrong proposal's marked packets leave by another port: they too reach
+    the far end as they were sent; its count says how many). None when the topology lacks one."""
     host = topo.host_by_ip(s.src_ip)
     box = next((mb for mb in topo.middleboxes if mb.kind == "nat" and str(mb.outside.ip.ip) == mapping.address), None)
     proto = PROTOCOL_NAMES.get(s.protocol)
@@ -166,4 +172,5 @@ def watches_for(topo: Topology, s: Sighting, mapping: NatMapping, nonce: int) ->
     return [
         FlowWatch(at_host.switch, at_host.port, str(s.src_ip), dst, proto, s.src_port, s.dst_port, mark),
         FlowWatch(at_box.switch, at_box.port, mapping.address, dst, proto, mapping.port, s.dst_port, restore),
+        FlowWatch(at_box.switch, at_box.port, mapping.address, dst, proto, None, s.dst_port, restore),
     ]

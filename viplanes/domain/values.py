@@ -85,14 +85,16 @@ class FlowWatch:
     """Count one exact IPv4 5-tuple entering ``switch`` on ``in_port`` for a moment, changing
     nothing about where it goes (``Dataplane.watch_counts``): how a NAT mapping learned from
     unauthenticated samples is confirmed over the switches' own channel. ``mark``: also match and
-    rewrite DSCP (the mapping's proof; None: count only)."""
+    rewrite DSCP (the mapping's proof; None: count only). ``src_port`` None: any source port, one
+    priority below the exact watches (the border's sweep that restores a nonce a connection
+    carries out of another NAT port than the proposed one)."""
 
     switch: str
     in_port: int
     src_ip: str
     dst_ip: str
     protocol: Protocol
-    src_port: int
+    src_port: int | None
     dst_port: int
     mark: WatchMark | None = None
 

@@ -47,9 +47,10 @@ def test_a_confirmed_mapping_becomes_a_takeover_lane(world: World, acceptor: Acc
     world.dataplane.watched = {PRE: 90, POST: 88}
     (lane_id,) = offer_both(acceptor)
     assert lane_id is not None and acceptor.counts["nat_confirmed"] == 1
-    marked_pre, marked_post = world.dataplane.watches
+    marked_pre, marked_post, sweep = world.dataplane.watches
     assert [dataclasses.replace(w, mark=None) for w in (marked_pre, marked_post)] == [PRE, POST]
     assert marked_pre.mark is not None and marked_post.mark == WatchMark(marked_pre.mark.set_dscp, 0)
+    assert sweep == dataclasses.replace(marked_post, src_port=None)  # restores the nonce from any NAT port
     spec = world.dataplane.active[lane_id]
     assert spec.takeover == NatMapping(NAT_BOX, NAT_PORT) and spec.nat_ip is None
     assert (spec.src_port, spec.dst_ip, spec.dst_port) == (40000, CLOUD, 9000)
@@ -160,7 +161,7 @@ def test_a_laned_flow_sampled_again_is_not_watched_again(world: World, acceptor:
     acceptor.refresh()
     world.dataplane.watched = {PRE: 90, POST: 88}
     (lane_id,) = offer_both(acceptor)
-    assert lane_id is not None and len(world.dataplane.watches) == 2
+    assert lane_id is not None and len(world.dataplane.watches) == 3  # one watch: pre, post, sweep
     mono.now += 3  # past the acceptor's repeat memory
     assert offer_both(acceptor) == [None]
-    assert acceptor.counts["refused_duplicate_lane"] == 1 and len(world.dataplane.watches) == 2
+    assert acceptor.counts["refused_duplicate_lane"] == 1 and len(world.dataplane.watches) == 3

@@ -132,5 +132,6 @@ def test_the_watches_are_at_the_host_and_the_nat_box(topo: Topology) -> None:
     assert ws == [  # the access switch marks 0 -> 7, the NAT box's switch restores 7 -> 0
         FlowWatch("s1", 1, "10.1.0.10", CLOUD, "tcp", 40000, 5201, WatchMark(0, 7)),
         FlowWatch("s3", 1, NAT_BOX, CLOUD, "tcp", 51234, 5201, WatchMark(7, 0)),
+        FlowWatch("s3", 1, NAT_BOX, CLOUD, "tcp", None, 5201, WatchMark(7, 0)),  # the sweep
     ]
     assert watches_for(topo, pre(), NatMapping("198.51.100.30", 51234), nonce=7) is None  # not a NAT box

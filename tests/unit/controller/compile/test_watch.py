@@ -38,7 +38,7 @@ def test_a_watch_changes_no_forwarding_and_counts(topo: Topology) -> None:
     after = net.send_from_host("desktop", upload(topo))
     assert [(o.kind, o.node, o.packet) for o in after] == [(o.kind, o.node, o.packet) for o in before]
     (entry,) = [f for f in net.table("s1").flows if f.cookie == cookie]
-    assert entry.packet_count == 1 and entry.priority == watch.PRIORITY_WATCH == 1
+    assert entry.packet_count == 1 and entry.priority == watch.PRIORITY_WATCH == 2  # the sweep is at 1
     assert entry.hard_timeout == watch.WATCH_HARD_TIMEOUT_S
     net.install({1: [watch.compile_watch_delete(cookie)]})
     assert not [f for f in net.table("s1").flows if f.cookie == cookie]

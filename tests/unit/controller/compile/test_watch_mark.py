@@ -28,6 +28,7 @@ A_NAT_PORT, B_NAT_PORT = 51234, 52000  # what the NAT chose for the desktop (A) 
 PRE = FlowWatch("s1", 1, "10.1.0.10", CLOUD, "tcp", 40000, 5201, WatchMark(0, NONCE))
 POST_A = FlowWatch("s3", 1, NAT_BOX, CLOUD, "tcp", A_NAT_PORT, 5201, WatchMark(NONCE, 0))
 POST_B = dataclasses.replace(POST_A, src_port=B_NAT_PORT)  # the forged pairing's proposal
+SWEEP = dataclasses.replace(POST_A, src_port=None)  # restores the nonce out of any other NAT port
 
 
 def from_desktop(topo: Topology) -> Packet:
@@ -53,14 +54,17 @@ def test_the_access_switch_marks_and_the_border_restores(topo: Topology) -> None
     net.install(compile_base(topo))
     net.install({topo.switch("s1").dpid: [watch.compile_watch(PRE, watch.watch_cookie(1))]})
     net.install({topo.switch("s3").dpid: [watch.compile_watch(POST_A, watch.watch_cookie(2))]})
+    net.install({topo.switch("s3").dpid: [watch.compile_watch(SWEEP, watch.watch_cookie(3))]})
     (leaving,) = net.send_from_host("desktop", from_desktop(topo))
     assert leaving.kind == "NORMAL" and leaving.packet["ip_dscp"] == NONCE  # marked on its way to the NAT
     (out,) = inject_from_nat(net, topo, from_nat(topo, A_NAT_PORT, NONCE))
     assert out.kind == "NORMAL" and out.packet["ip_dscp"] == 0  # the cloud sees the DSCP it was sent with
     (unmarked,) = inject_from_nat(net, topo, from_nat(topo, A_NAT_PORT, 0))
     assert unmarked.kind == "NORMAL" and unmarked.packet["ip_dscp"] == 0  # not counted, not changed
+    (elsewhere,) = inject_from_nat(net, topo, from_nat(topo, 53000, NONCE))  # a wrong proposal's case
+    assert elsewhere.packet["ip_dscp"] == 0  # restored by the sweep, and counted as a stray
     counts = {f.cookie: f.packet_count for t in net.tables.values() for f in t.flows if not is_app_cookie(f.cookie)}
-    assert counts == {watch.watch_cookie(1): 1, watch.watch_cookie(2): 1}
+    assert counts == {watch.watch_cookie(1): 1, watch.watch_cookie(2): 1, watch.watch_cookie(3): 1}
 
 
 def test_the_mark_set_the_match_and_the_restore_as_data() -> None:
@@ -91,44 +95,58 @@ class Wire:
         return [f.as_stats(0) for f in self.net.tables[dpid].flows if f.cookie & cookie_mask == cookie]
 
 
-def both_uploads(net: Network, topo: Topology, packets: int) -> None:
+def both_uploads(net: Network, topo: Topology, packets: int, b_dscp: int = 0) -> None:
     """A (the desktop) and B (the server, both behind the NAT) upload to the same place at the
-    same rate: A's packets leave the NAT box with whatever DSCP the access switch gave them."""
+    same rate: A's packets leave the NAT box with whatever DSCP the access switch gave them, B's
+    with ``b_dscp`` (what B's host sent)."""
     for _ in range(packets):
         (a,) = net.send_from_host("desktop", from_desktop(topo))
         inject_from_nat(net, topo, from_nat(topo, A_NAT_PORT, a.packet.get("ip_dscp", 0)))
-        inject_from_nat(net, topo, from_nat(topo, B_NAT_PORT, 0))
+        inject_from_nat(net, topo, from_nat(topo, B_NAT_PORT, b_dscp))
 
 
-@pytest.mark.parametrize("marked", [True, False])
-def test_a_forged_pairing_with_another_connection_counts_nothing(topo: Topology, marked: bool) -> None:
-    """Marked (today): the border counts 0 of B's packets, not confirmed. Count-only (the old
-    rule, the same traffic): both watches count 40, the forged mapping was confirmed."""
+def watched(topo: Topology, watches: list[FlowWatch], b_dscp: int = 0) -> list[int] | None:
     net = Network(topo)
     net.install(compile_base(topo))
-    wire = Wire(net)
-    forged = [PRE, POST_B] if marked else [dataclasses.replace(w, mark=None) for w in (PRE, POST_B)]
     tokens = iter(range(10, 20))
-    counts = watch_counts(wire, topo, forged, 0.8, lambda: next(tokens), sleep=lambda s: both_uploads(net, topo, 40))
-    assert counts is not None
-    assert (counts, confirmed(*counts)) == (([40, 0], False) if marked else ([40, 40], True))
-    truth = watch_counts(
-        wire, topo, [PRE, POST_A], 0.8, lambda: next(tokens), sleep=lambda s: both_uploads(net, topo, 40)
+    return watch_counts(
+        Wire(net), topo, watches, 0.8, lambda: next(tokens), sleep=lambda s: both_uploads(net, topo, 40, b_dscp)
     )
-    assert truth == [40, 40] and confirmed(*truth)  # the real mapping carries A's nonce
+
+
+def test_a_forged_pairing_with_another_connection_counts_nothing(topo: Topology) -> None:
+    """Marked (today): the border counts 0 of B's packets, and A's 40 come out by A's own NAT
+    port (strays): not confirmed. Count-only (the old rule, the same traffic): both watches
+    count 40, the forged mapping was confirmed."""
+    counts = watched(topo, [PRE, POST_B, SWEEP])
+    assert counts == [40, 0, 40] and not confirmed(counts[0], counts[1], strays=counts[2])
+    old = watched(topo, [dataclasses.replace(w, mark=None) for w in (PRE, POST_B)])
+    assert old == [40, 40] and confirmed(*old)  # the hole this closes
+    truth = watched(topo, [PRE, POST_A, SWEEP])
+    assert truth == [40, 40, 0] and confirmed(truth[0], truth[1], strays=truth[2])  # A's nonce, A's port
+
+
+def test_a_host_that_guesses_the_nonce_is_caught_by_the_strays(topo: Topology) -> None:
+    """B's owner forges the samples and marks B's own packets with the nonce (a 1 in 16 guess):
+    the border counts 40 on B's tuple, but A's marked packets still leave by A's real port."""
+    counts = watched(topo, [PRE, POST_B, SWEEP], b_dscp=NONCE)
+    assert counts == [40, 40, 40]
+    assert confirmed(counts[0], counts[1]) and not confirmed(counts[0], counts[1], strays=counts[2])
 
 
 def test_the_restore_goes_in_first_and_comes_out_last(topo: Topology) -> None:
-    """A nonce must never reach the cloud: the border's watch is installed before the access
-    switch's, removed after it, and its hard timeout (should the controller die) is longer."""
+    """A nonce must never reach the cloud: the border's watches are installed before the access
+    switch's, removed after it, and their hard timeouts (should the controller die) are longer."""
     net = Network(topo)
     net.install(compile_base(topo))
     wire = Wire(net)
-    tokens = iter([1, 2])
-    assert watch_counts(wire, topo, [PRE, POST_A], 0.5, lambda: next(tokens), sleep=lambda s: None) == [0, 0]
+    tokens = iter([1, 2, 3])
+    assert watch_counts(wire, topo, [PRE, POST_A, SWEEP], 0.5, lambda: next(tokens), sleep=lambda s: None) == [0] * 3
     s1, s3 = topo.switch("s1").dpid, topo.switch("s3").dpid
-    sent = [(dpid, m.command, m.cookie & 0xFFFFFFFF, m.hard_timeout) for dpid, m in wire.sent]
-    assert sent == [(s3, 0, 2, 4), (s1, 0, 1, 3), (s1, 3, 1, 0), (s3, 3, 2, 0)]
+    sent = [(dpid, m.command, m.cookie & 0xFFFFFFFF, m.hard_timeout, m.priority) for dpid, m in wire.sent]
+    adds = [(s3, 0, 3, 5, 1), (s3, 0, 2, 4, 2), (s1, 0, 1, 3, 2)]  # the sweep one priority below the exact
+    any_priority = 0x8000  # a non-strict delete by cookie: its priority is not looked at
+    assert sent == [*adds, *[(dpid, 3, token, 0, any_priority) for dpid, token in [(s1, 1), (s3, 2), (s3, 3)]]]
     assert not [f for t in net.tables.values() for f in t.flows if not is_app_cookie(f.cookie)]
 
 
@@ -145,4 +163,4 @@ def test_the_watches_refuse_a_nonce_that_is_no_mark(topo: Topology) -> None:
     for bad in (0, 64, -1):
         with pytest.raises(ValueError):
             watches_for(topo, s, NatMapping(NAT_BOX, A_NAT_PORT), nonce=bad)
-    assert watches_for(topo, s, NatMapping(NAT_BOX, A_NAT_PORT), nonce=NONCE) == [PRE, POST_A]
+    assert watches_for(topo, s, NatMapping(NAT_BOX, A_NAT_PORT), nonce=NONCE) == [PRE, POST_A, SWEEP]
