@@ -249,3 +249,133 @@ def test_a_forged_mapping_is_not_confirmed_and_the_transfer_runs_on(lab: SflowLa
     assert "error" not in report and client.returncode == 0, report.get("error")
     assert received >= sent * 0.9 > 0, (sent, received)  # what was in flight at the end is not counted
     assert sent >= 0.9 * 4e6 * 4 / 8, sent  # it ran its 4 s at 4 Mbit/s (a wrong lane stalled it at 0.87 MB)
+
+
+TWO_SINK = """
+import hashlib, json, socket, sys, threading
+srv = socket.create_server(("0.0.0.0", int(sys.argv[1])))
+got = {}
+
+def drain(conn, port):
+    h, n = hashlib.sha256(), 0
+    while chunk := conn.recv(1 << 16):
+        h.update(chunk)
+        n += len(chunk)
+    got[port] = [n, h.hexdigest()]
+
+threads = []
+for _ in range(2):
+    conn, (_, port) = srv.accept()
+    conn.settimeout(20)
+    threads.append(threading.Thread(target=drain, args=(conn, port)))
+    threads[-1].start()
+for t in threads:
+    t.join()
+print(json.dumps(got), flush=True)
+"""
+PACED = """
+import hashlib, random, socket, sys, time
+cport, rate_bps, seconds = int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+data = random.Random(cport).randbytes(int(rate_bps * seconds / 8))
+s = socket.socket()
+s.bind(("0.0.0.0", cport))
+s.settimeout(10)
+s.connect((sys.argv[1], 5208))
+step, t0 = 8192, time.monotonic()
+try:
+    for i in range(0, len(data), step):
+        time.sleep(max(0.0, t0 + i * 8 / rate_bps - time.monotonic()))
+        s.sendall(data[i : i + step])
+    s.close()
+    print(len(data), hashlib.sha256(data).hexdigest(), flush=True)
+except OSError as e:
+    print("failed", type(e).__name__, flush=True)
+"""
+
+
+MARKED_AT_CLOUD = "INPUT -p tcp --dport 5208 -m dscp ! --dscp 0"
+
+
+@pytest.fixture
+def cloud_counts_marked_packets(lab: SflowLab) -> Iterator[None]:
+    """An iptables rule at the cloud counting arriving packets to port 5208 whose DSCP is not 0:
+    a nonce that left the campus would show there (``marked_at_cloud``)."""
+    cloud = lab.net.host("cloud")
+    cloud.cmd(f"iptables -I {MARKED_AT_CLOUD}")
+    try:
+        yield
+    finally:
+        cloud.cmd(f"iptables -D {MARKED_AT_CLOUD}")
+
+
+def marked_at_cloud(lab: SflowLab) -> int:
+    line = lab.net.host("cloud").cmd("iptables -L INPUT -v -x -n | grep 'dpt:5208'").split()
+    return int(line[0]) if line else -1
+
+
+def cloud_peers(lab: SflowLab) -> set[str]:
+    return set(lab.net.host("cloud").cmd("ss -tnH state established '( sport = :5208 )'").split())
+
+
+@pytest.mark.usefixtures("cloud_counts_marked_packets")
+def test_a_forged_pairing_with_another_connections_mapping_is_refused(lab: SflowLab) -> None:
+    """The hole the DSCP nonce closes: the desktop (A) and the server (B), both behind the NAT,
+    upload to the cloud's port 5208 at the same 4 Mbit/s. Forged samples claim A's connection
+    leaves the NAT from B's NAT port. The count-only watches counted alike there and A's lane was
+    rewritten to B's port (both transfers cut); now the border counts 0 packets carrying A's
+    nonce on B's tuple and A's marked packets come out by A's own port: ``nat_unconfirmed``,
+    and the sweep put their DSCP back (the cloud counts no marked packet)."""
+    host, port = os.environ["VIPLANES_SFLOW_LISTEN"].rsplit(":", 1)
+    nat, cloud = lab.net.host("nat"), lab.net.host("cloud")
+    masq = f"POSTROUTING -p tcp --dport 5208 -o {nat.outside_intf} -j MASQUERADE --to-ports 51000-51999"
+    nat.cmd(f"iptables -t nat -I {masq}")
+    before = outcomes(lab).get("nat_unconfirmed", 0)
+    sink = cloud.popen(["python3", "-c", TWO_SINK, "5208"], stdout=subprocess.PIPE, text=True)
+    stop = threading.Event()
+    sources: list[subprocess.Popen] = []
+
+    def source(name: str, cport: int) -> None:
+        argv = ["python3", "-c", PACED, CLOUD, str(cport), "4e6", "4"]
+        sources.append(lab.net.host(name).popen(argv, stdout=subprocess.PIPE, text=True))
+        time.sleep(0.3)
+
+    try:
+        for _ in range(60):
+            if ":5208 " in cloud.cmd("ss -ltn"):
+                break
+            time.sleep(0.05)
+        source("desktop", 42400)
+        a_peers = cloud_peers(lab)  # the NAT port the cloud sees for A; then B's is the new one
+        source("server", 42500)
+        (b_peer,) = cloud_peers(lab) - a_peers
+        b_port = int(b_peer.rsplit(":", 1)[1])
+
+        def forge() -> None:
+            seq = 1
+            while not stop.is_set():
+                pre = [flow_sample(DESKTOP, CLOUD, 42400, 5208, 64, seq=seq + i) for i in range(20)]
+                post = [flow_sample(NAT_BOX, CLOUD, b_port, 5208, 64, seq=seq + 20 + i) for i in range(20)]
+                send((host, int(port)), datagram("127.0.0.1", pre + post, seq=seq))
+                seq += 40
+                stop.wait(0.1)
+
+        forger = threading.Thread(target=forge, daemon=True)
+        forger.start()
+        sent = [p.communicate(timeout=30)[0].split() for p in sources]
+        got = json.loads(sink.communicate(timeout=25)[0] or "{}")
+    finally:
+        stop.set()
+        nat.cmd(f"iptables -t nat -D {masq}")
+        stop_all([sink, *sources])
+    time.sleep(0.3)
+    after, marked = outcomes(lab), marked_at_cloud(lab)
+    lanes = [x for x in lab.lanes() if x["dst_port"] == 5208]
+    print(f"\nB's NAT port {b_port}; sent {sent}; received {got}; marked at the cloud {marked}")
+    print(f"outcomes {after}; lanes {[(x['id'], x['trigger']) for x in lanes]}")
+    refusals = [line for line in lab.serve.log.read_text().splitlines() if f"{NAT_BOX}:{b_port} for" in line]
+    print("\n".join(refusals[-2:]))
+    assert lanes == [], lanes
+    assert after.get("nat_unconfirmed", 0) > before, after
+    assert sorted((n, h) for n, h in got.values()) == sorted((int(n), h) for n, h in sent), (sent, got)  # both whole
+    assert [int(n) for n, _ in sent] == [2_000_000, 2_000_000], sent
+    assert marked == 0  # no nonce left the campus
