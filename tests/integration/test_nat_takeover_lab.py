@@ -12,25 +12,31 @@ with a port the NAT did not choose; the border's watch counts nothing there, so 
 (``nat_unconfirmed``) and the transfer runs on, unharmed. The harder abuse: the desktop and the
 server both upload to the same place at the same rate and forged samples pair the desktop's
 connection with the server's NAT port; the watches prove mappings with a DSCP nonce the access
-switch sets, so the server's packets count 0 there: no lane, both uploads whole. Numbers:
+switch sets, so the server's packets count 0 there: no lane, both uploads whole. And the issue's
+own words: an rclone upload to an S3 endpoint, no lane request, is laned by itself. Numbers:
 docs/automatic-lanes.md.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import random
 import statistics
 import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from itertools import pairwise
+from pathlib import Path
 
 import pytest
 import requests
 
 from tests.support.sflowgen import datagram, flow_sample, send
 from tests.support.sflowlanes import CLOUD, DESKTOP, SflowLab, sflow_lab, stop_all, timestamp
+from viplanes.lab.services import clean_env, rclone_binary
 from viplanes.sampling.goflow import GOFLOW2_CACHED
 
 pytestmark = [
@@ -388,3 +394,78 @@ def test_a_forged_pairing_with_another_connections_mapping_is_refused(lab: Sflow
     assert sorted((n, h) for n, h in got.values()) == sorted((int(n), h) for n, h in sent), (sent, got)  # both whole
     assert [int(n) for n, _ in sent] == [2_000_000, 2_000_000], sent
     assert marked == 0  # no nonce left the campus
+
+
+@pytest.fixture
+def s3_in_the_grant(lab: SflowLab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """`rclone serve s3` on the cloud at port 5209 (inside the automatic grant's 5201-5299; the
+    lab's own endpoint at 9000 is not): the bucket's directory, read back after the upload."""
+    root = tmp_path_factory.mktemp("s3")
+    (root / "lab").mkdir()
+    argv = [rclone_binary(), "serve", "s3", "--addr", f"{CLOUD}:5209", "--auth-key", "lab,lab-secret", str(root)]
+    cloud = lab.net.host("cloud")
+    proc = cloud.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=clean_env())
+    try:
+        for _ in range(100):
+            if ":5209 " in cloud.cmd("ss -ltn"):
+                break
+            time.sleep(0.05)
+        yield root / "lab"
+    finally:
+        stop_all([proc])
+
+
+def rclone_progress(stderr: str) -> list[tuple[float, int]]:
+    """(elapsed s, bytes) of each stats record of an rclone ``--use-json-log -v`` run."""
+    out = []
+    for line in stderr.splitlines():
+        try:
+            stats = json.loads(line).get("stats")
+        except ValueError:
+            continue
+        if isinstance(stats, dict):
+            out.append((float(stats["elapsedTime"]), int(stats["bytes"])))
+    return out
+
+
+def test_an_rclone_upload_with_no_lane_request_is_laned_by_itself(lab: SflowLab, s3_in_the_grant: Path) -> None:
+    """Issue 32's words: an rclone upload started on the desktop with no lane request becomes
+    laned by itself (a takeover: its connection is already NAT'd) and its rate jumps to the
+    lane's; the object arrives whole (size and SHA-256)."""
+    size = 24 << 20
+    data = random.Random(32).randbytes(size)
+    src = s3_in_the_grant.parent / "upload.bin"
+    src.write_bytes(data)
+    env = clean_env(
+        {
+            "RCLONE_CONFIG": "/dev/null",
+            "RCLONE_CONFIG_CLOUD_TYPE": "s3",
+            "RCLONE_CONFIG_CLOUD_PROVIDER": "Rclone",
+            "RCLONE_CONFIG_CLOUD_ACCESS_KEY_ID": "lab",
+            "RCLONE_CONFIG_CLOUD_SECRET_ACCESS_KEY": "lab-secret",
+            "RCLONE_CONFIG_CLOUD_ENDPOINT": f"http://{CLOUD}:5209",
+            "RCLONE_CONFIG_CLOUD_FORCE_PATH_STYLE": "true",
+        }
+    )
+    argv = [rclone_binary(), "copyto", str(src), "cloud:lab/upload.bin", "--use-json-log", "-v", "--stats", "250ms"]
+    argv += ["--s3-upload-cutoff", "64M", "--retries", "1", "--low-level-retries", "1"]  # one PUT: one connection
+    started = time.time()
+    rclone = lab.net.host("desktop").popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    lane = lab.lane_of(5209, timeout=8)
+    stderr = rclone.communicate(timeout=45)[1]
+    took_all = time.time() - started
+    progress = rclone_progress(stderr)
+    arrived = (s3_in_the_grant / "upload.bin").read_bytes() if (s3_in_the_grant / "upload.bin").exists() else b""
+    assert lane is not None, f"no lane within 8 s: {outcomes(lab)}"
+    took = timestamp(lane["activated_at"]) - started
+    slopes = [(t1, (b1 - b0) * 8 / (t1 - t0) / 1e6) for (t0, b0), (t1, b1) in pairwise(progress) if t1 > t0]
+    before = [r for t, r in slopes if 0 < t <= took and r > 0]
+    after = [r for t, r in slopes if t >= took + 0.5 and r > 0]
+    print(f"\nrclone start -> takeover lane active {took * 1000:.0f} ms; trigger {lane['trigger']}")
+    print(f"rclone Mbit/s per 0.25 s before the lane {[round(r, 1) for r in before]}")
+    print(f"after it {[round(r, 1) for r in after]}; {size} B in {took_all:.1f} s, exit {rclone.returncode}")
+    assert rclone.returncode == 0, stderr[-600:]
+    assert len(arrived) == size and hashlib.sha256(arrived).digest() == hashlib.sha256(data).digest()
+    assert lane["trigger"]["kind"] == "sflow" and lane["trigger"]["nat_address"] == NAT_BOX, lane
+    assert took < 3.0, took
+    assert before and after and statistics.median(after) > max(FIREWALL_MBPS, 1.5 * statistics.median(before))
