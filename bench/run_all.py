@@ -29,6 +29,7 @@ BENCHMARKS = {  # name -> module with run(**options) -> Result
     "fireflies": "bench.suite.fireflies",  # scitags firefly -> automatic lane active (issue 32)
     "sflow": "bench.suite.sflow_detect",  # first packet -> sFlow sighting, collector CPU (issue 32)
     "sflow_lanes": "bench.suite.sflow_lanes",  # first packet -> sFlow-made lane, Mininet lab (issue 32)
+    "nat_takeover": "bench.suite.nat_takeover",  # NAT'd first packet -> takeover lane, Mininet lab (issue 32)
 }
 
 

@@ -2,6 +2,12 @@
 
 The messages are ``controller/compile/watch.py``'s; this part only sends them through the wire
 and reads the counters back. The watches are always removed, whatever happened in between.
+
+``watches`` come upstream first (the access switch's, then the border's). Marked watches rewrite
+DSCP (the first sets a nonce, the last puts the original back), so a nonce must never leave the
+campus: the watches go in downstream first and come out upstream first, one switch's barrier
+after another, and each one's hard timeout is a second longer than the one before it (should
+the controller die between install and delete, the mark still ends before its restore).
 """
 
 from __future__ import annotations
@@ -47,25 +53,25 @@ def watch_counts(
     except StopIteration:  # a switch the topology does not have
         return None
     cookies = [watch.watch_cookie(token() & 0xFFFFFFFF) for _ in watches]
-    adds: dict[int, list[Any]] = {}
-    for dpid, w, cookie in zip(dpids, watches, cookies, strict=True):
-        adds.setdefault(dpid, []).append(watch.compile_watch(w, cookie))
+    steps = list(zip(dpids, watches, cookies, strict=True))
+    installed: list[tuple[int, int]] = []  # (dpid, cookie), in the order they went in
     try:
-        with lock:
-            failed = wire.apply(adds, timeout_s)
-        if failed is not None:
-            return None
+        for i, (dpid, w, cookie) in reversed(list(enumerate(steps))):
+            flow = watch.compile_watch(w, cookie, hard_timeout=watch.WATCH_HARD_TIMEOUT_S + i)
+            installed.append((dpid, cookie))
+            with lock:
+                failed = wire.apply({dpid: [flow]}, timeout_s)
+            if failed is not None:
+                return None
         sleep(seconds)
         counts: list[int] = []
-        for dpid, cookie in zip(dpids, cookies, strict=True):
+        for dpid, _, cookie in steps:
             n = watch.packets_of(wire.flow_stats(dpid, cookie, watch.EXACT, timeout_s), cookie)
             if n is None:
                 return None
             counts.append(n)
         return counts
     finally:
-        deletes: dict[int, list[Any]] = {}
-        for dpid, cookie in zip(dpids, cookies, strict=True):
-            deletes.setdefault(dpid, []).append(watch.compile_watch_delete(cookie))
-        with lock:
-            wire.apply(deletes, timeout_s)
+        for dpid, cookie in reversed(installed):  # upstream first: no nonce left unrestored
+            with lock:
+                wire.apply({dpid: [watch.compile_watch_delete(cookie)]}, timeout_s)

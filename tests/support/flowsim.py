@@ -60,6 +60,7 @@ FIELD_BITS = {
     "icmpv6_type": 8,
     "icmpv6_code": 8,
     "tcp_flags": 16,
+    "ip_dscp": 6,
     "ct_state": 32,
     "ct_mark": 32,
     **{f: 48 for f in MAC_FIELDS},
@@ -69,6 +70,7 @@ FIELD_BITS = {
 # field -> (required field, allowed values): OVS rejects a match or set-field without them
 PREREQS: dict[str, tuple[str, tuple[int, ...]]] = {
     "ip_proto": ("eth_type", (0x0800, 0x86DD)),
+    "ip_dscp": ("eth_type", (0x0800, 0x86DD)),
     **{f: ("eth_type", (0x0800,)) for f in ("ipv4_src", "ipv4_dst")},
     **{f: ("eth_type", (0x0806,)) for f in ("arp_op", "arp_spa", "arp_tpa", "arp_sha", "arp_tha")},
     **{f: ("ip_proto", (6,)) for f in ("tcp_src", "tcp_dst")},
@@ -80,7 +82,7 @@ PREREQS: dict[str, tuple[str, tuple[int, ...]]] = {
     "ipv6_nd_target": ("icmpv6_type", (135, 136)),
 }
 # what a packet that does not carry the field matches as
-DEFAULTS = {"vlan_vid": 0, "ct_state": 0, "ct_mark": 0}
+DEFAULTS = {"vlan_vid": 0, "ct_state": 0, "ct_mark": 0, "ip_dscp": 0}
 TCP_ACK = 0x010
 METADATA = ("ct_state", "ct_mark", "reg0")  # per switch: never leaves it
 NX_VENDOR_ID, NXT_CT_FLUSH_ZONE = 0x00002320, 29

@@ -27,7 +27,7 @@ from viplanes.authz.tokens import Caller
 from viplanes.auto import store
 from viplanes.auto.bounds import SourceBound
 from viplanes.auto.index import AutoGrant, GrantIndex
-from viplanes.auto.natmap import NatPairing, confirmed, watches_for
+from viplanes.auto.natmap import NatPairing, confirmed, pick_nonce, watches_for
 from viplanes.auto.policy import PROTOCOLS, evidence, trigger_refusal
 from viplanes.domain.sighting import IPAddress, Sighting, SightingKind, SightingState
 from viplanes.domain.values import NatMapping
@@ -243,16 +243,18 @@ class Acceptor:
             self.counts[found.reason] += 1
             self._forget(s)  # the post-NAT flow may be sampled a moment later: judge the next sighting
             return None
-        watches = watches_for(self.manager.topology, s, found.mapping)
+        nonce = pick_nonce()
+        watches = watches_for(self.manager.topology, s, found.mapping, nonce)
         t0 = self.manager.clock()
         counts = self.manager.dataplane.watch_counts(watches, self._watch_s) if watches else None
         if counts is None:
             self.counts["nat_unwatched"] += 1
             return None
-        if not confirmed(counts[0], counts[1]):
+        if not confirmed(counts[0], counts[1], strays=counts[2]):
             self.counts["nat_unconfirmed"] += 1
             log.warning(
-                "NAT mapping %s:%d for %s:%s -> %s:%s not confirmed (watched %d and %d packets)",
+                "NAT mapping %s:%d for %s:%s -> %s:%s not confirmed (marked %d packets, %d came out"
+                " marked there, %d by other ports)",
                 found.mapping.address,
                 found.mapping.port,
                 s.src_ip,
@@ -261,6 +263,7 @@ class Acceptor:
                 s.dst_port,
                 counts[0],
                 counts[1],
+                counts[2],
             )
             return None
         self.counts["nat_confirmed"] += 1
@@ -270,7 +273,9 @@ class Acceptor:
             "nat_confirm_ms": round((now - s.observed_at) * 1000),  # sighting -> confirmed
             "nat_watch_ms": round((now - t0) * 1000),
             "watch_pre_packets": counts[0],
-            "watch_post_packets": counts[1],
+            "watch_post_packets": counts[1],  # carrying the nonce, on the proposed tuple
+            "watch_stray_packets": counts[2],  # carrying the nonce, out of any other NAT port
+            "watch_nonce_dscp": nonce,
         }
         return found.mapping, how
 

@@ -6,18 +6,22 @@ Pure (the caller passes the time). The access switch samples the connection befo
 (sightings whose source is a NAT box's outside address) and pairs a pre-NAT sighting with the
 post-NAT flows of the same destination, port and protocol, seen within ``window_s``, at a rate
 within ``rate_ratio`` of its own. Exactly one candidate: a proposed mapping; none or several: no
-lane yet. A proposal is only a claim (sFlow is unauthenticated UDP): ``confirmed`` judges the
-counters the controller reads over OpenFlow from two watch flows (``watches_for``) before any
-lane is made (docs/automatic-lanes.md, "Taking over a running NAT'd connection").
+lane yet. A proposal is only a claim (sFlow is unauthenticated UDP): before any lane is made two
+watch flows (``watches_for``) prove it over OpenFlow: the access switch marks the connection's
+packets with a DSCP nonce, the border counts the nonce on the proposed post-NAT tuple (and puts
+the original DSCP back), and ``confirmed`` judges the two counts (docs/automatic-lanes.md,
+"Taking over a running NAT'd connection").
 """
 
 from __future__ import annotations
 
+import secrets
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from viplanes.domain.sighting import IPAddress, Sighting
-from viplanes.domain.values import FlowWatch, NatMapping, Protocol
+from viplanes.domain.values import FlowWatch, NatMapping, Protocol, WatchMark
 from viplanes.topologies.model import Topology
 
 PROTOCOL_NAMES: dict[int, Protocol] = {6: "tcp", 17: "udp"}
@@ -28,6 +32,10 @@ TOLERANCE = 0.25  # watch counts agree when they differ by at most 25 % of the l
 SLACK_PACKETS = 8  # plus this many packets (in flight between the two switches)
 MIN_PACKETS = 16  # each watch must count at least this many: a switch's flow counters lag (OVS
 # pushes its datapath's counts to the rules every ~0.5 s), and 1 against 1 proves nothing
+
+ORIGINAL_DSCP = 0  # the only DSCP a takeover watches: best effort, what bulk transfers send
+# the nonces: RFC 2474's pool 2 (xxxx11, "experimental or local use"), never a campus class
+NONCES: tuple[int, ...] = tuple(range(3, 64, 4))
 
 Outbound = tuple[IPAddress, int, int]  # (dst, dst_port, protocol) of a post-NAT flow
 
@@ -113,24 +121,42 @@ def _within(a: float, b: float, ratio: float) -> bool:
     return a > 0 and b > 0 and max(a, b) <= ratio * min(a, b)
 
 
+def pick_nonce(original: int = ORIGINAL_DSCP, choose: Callable[[Sequence[int]], int] = secrets.choice) -> int:
+    """A DSCP nonce for one watch, at random among ``NONCES`` (not the flow's own DSCP). Knowing
+    it helps no forger: the switch sets it only on the watched connection's packets, so another
+    connection's tuple counts 0 of it; a host that pre-marks its own packets guesses right 1 time
+    in 16 and must then also match the watched connection's packet count."""
+    return choose([d for d in NONCES if d != original])
+
+
 def confirmed(
     pre_packets: int,
     post_packets: int,
     tolerance: float = TOLERANCE,
     slack: int = SLACK_PACKETS,
     least: int = MIN_PACKETS,
+    strays: int = 0,
 ) -> bool:
-    """Both watches saw the connection and about the same number of its packets: the post-NAT
-    tuple carries what the pre-NAT tuple sends, so it is this connection's mapping. A port the NAT
-    did not choose counts nothing; another connection to the same place counts its own packets."""
-    if pre_packets < least or post_packets < least:
+    """The access switch marked at least ``least`` of the connection's packets, the border
+    counted about as many carrying the mark on the proposed tuple, and at most ``slack`` marked
+    ones came out of the NAT box by any other port (``strays``): that tuple carries what the
+    pre-NAT tuple sends, so it is this connection's mapping. A port the NAT did not choose, and
+    another connection's mapping, count 0 marked packets. A host that pre-marks its own
+    connection with a guessed nonce (1 in 16) still fails: the watched connection's marked
+    packets then leave by its real port and count as strays. The agreement rule keeps the
+    minimum and refuses a proposal that carries only part of the connection."""
+    if pre_packets < least or post_packets < least or strays > slack:
         return False
     return abs(pre_packets - post_packets) <= tolerance * max(pre_packets, post_packets) + slack
 
 
-def watches_for(topo: Topology, s: Sighting, mapping: NatMapping) -> list[FlowWatch] | None:
-    """The two watch flows: the pre-NAT tuple from the host's port at its access switch, the
-    post-NAT tuple from the NAT box's port at its switch; None when the topology lacks either."""
+def watches_for(topo: Topology, s: Sighting, mapping: NatMapping, nonce: int) -> list[FlowWatch] | None:
+    """The watch flows, upstream first: the pre-NAT tuple from the host's port at its access
+    switch (DSCP ``ORIGINAL_DSCP`` -> ``nonce``), the proposed post-NAT tuple from the NAT box's
+    port at its switch (``nonce`` -> ``ORIGINAL_DSCP``, the count that confirms), and the sweep
+    below it: the same destination from the NAT box, any source port, ``nonce`` ->
+    ``ORIGINAL_DSCP`` (a wrong proposal's marked packets leave by another port: they too reach
+    the far end as they were sent; its count says how many). None when the topology lacks one."""
     host = topo.host_by_ip(s.src_ip)
     box = next((mb for mb in topo.middleboxes if mb.kind == "nat" and str(mb.outside.ip.ip) == mapping.address), None)
     proto = PROTOCOL_NAMES.get(s.protocol)
@@ -138,9 +164,13 @@ def watches_for(topo: Topology, s: Sighting, mapping: NatMapping) -> list[FlowWa
         return None
     if s.src_port is None or s.dst_port is None:
         return None
+    if nonce == ORIGINAL_DSCP or not 0 <= nonce <= 63:
+        raise ValueError(f"DSCP nonce {nonce} is not 0..63 or is the original DSCP")
+    mark, restore = WatchMark(ORIGINAL_DSCP, nonce), WatchMark(nonce, ORIGINAL_DSCP)
     dst = str(s.dst_ip)
     at_host, at_box = host.iface.attach, box.outside.attach
     return [
-        FlowWatch(at_host.switch, at_host.port, str(s.src_ip), dst, proto, s.src_port, s.dst_port),
-        FlowWatch(at_box.switch, at_box.port, mapping.address, dst, proto, mapping.port, s.dst_port),
+        FlowWatch(at_host.switch, at_host.port, str(s.src_ip), dst, proto, s.src_port, s.dst_port, mark),
+        FlowWatch(at_box.switch, at_box.port, mapping.address, dst, proto, mapping.port, s.dst_port, restore),
+        FlowWatch(at_box.switch, at_box.port, mapping.address, dst, proto, None, s.dst_port, restore),
     ]

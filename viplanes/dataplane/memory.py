@@ -3,11 +3,13 @@
 It "carries" a lane by remembering it, so everything above the data plane can be exercised
 without Open vSwitch. ``fail_next`` makes the next activation fail with a reason; switch names in
 ``away`` make it not ready (as if those switches had not reconnected yet); ``watched`` holds the
-packet count each watch flow would see (``watch_counts``; none given: 0).
+packet count each watch flow would see (``watch_counts``, keyed by the watch without its DSCP
+mark: this plane moves no packets, so it cannot tell a nonce; none given: 0).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Any
@@ -57,7 +59,7 @@ class MemoryDataplane(DataplaneDefaults):
     def watch_counts(self, watches: list[FlowWatch], seconds: float) -> list[int] | None:
         with self._lock:
             self.watches += watches
-            return [self.watched.get(w, 0) for w in watches]
+            return [self.watched.get(dataclasses.replace(w, mark=None), 0) for w in watches]
 
     def unready(self, lane: LaneSpec) -> list[str]:
         return list(self.away)

@@ -70,18 +70,33 @@ class NatMapping:
 
 
 @dataclass(frozen=True)
+class WatchMark:
+    """A watch's DSCP mark: count only packets carrying ``match_dscp`` and rewrite it to
+    ``set_dscp`` (ECN untouched). The access switch marks the pre-NAT tuple with a nonce, the
+    border counts and restores it on the proposed post-NAT tuple: only the switch can put the
+    nonce on that connection's packets, so forged samples cannot lend it another's."""
+
+    match_dscp: int
+    set_dscp: int
+
+
+@dataclass(frozen=True)
 class FlowWatch:
     """Count one exact IPv4 5-tuple entering ``switch`` on ``in_port`` for a moment, changing
     nothing about where it goes (``Dataplane.watch_counts``): how a NAT mapping learned from
-    unauthenticated samples is confirmed over the switches' own channel."""
+    unauthenticated samples is confirmed over the switches' own channel. ``mark``: also match and
+    rewrite DSCP (the mapping's proof; None: count only). ``src_port`` None: any source port, one
+    priority below the exact watches (the border's sweep that restores a nonce a connection
+    carries out of another NAT port than the proposed one)."""
 
     switch: str
     in_port: int
     src_ip: str
     dst_ip: str
     protocol: Protocol
-    src_port: int
+    src_port: int | None
     dst_port: int
+    mark: WatchMark | None = None
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ refused (``nat_in_flight``): it carries no NAT mapping."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 
@@ -13,8 +14,9 @@ import pytest
 from tests.support.world import World
 from tests.unit.auto.conftest import Mono, set_policy, sighting
 from viplanes.auto.acceptor import Acceptor
+from viplanes.auto.natmap import NONCES
 from viplanes.domain.sighting import SightingKind, SightingState
-from viplanes.domain.values import FlowWatch, NatMapping
+from viplanes.domain.values import FlowWatch, NatMapping, WatchMark
 from viplanes.store.models import Lane
 
 NAT_BOX, NAT_PORT, CLOUD = "198.51.100.2", 51234, "203.0.113.10"
@@ -45,7 +47,10 @@ def test_a_confirmed_mapping_becomes_a_takeover_lane(world: World, acceptor: Acc
     world.dataplane.watched = {PRE: 90, POST: 88}
     (lane_id,) = offer_both(acceptor)
     assert lane_id is not None and acceptor.counts["nat_confirmed"] == 1
-    assert world.dataplane.watches == [PRE, POST]
+    marked_pre, marked_post, sweep = world.dataplane.watches
+    assert [dataclasses.replace(w, mark=None) for w in (marked_pre, marked_post)] == [PRE, POST]
+    assert marked_pre.mark is not None and marked_post.mark == WatchMark(marked_pre.mark.set_dscp, 0)
+    assert sweep == dataclasses.replace(marked_post, src_port=None)  # restores the nonce from any NAT port
     spec = world.dataplane.active[lane_id]
     assert spec.takeover == NatMapping(NAT_BOX, NAT_PORT) and spec.nat_ip is None
     assert (spec.src_port, spec.dst_ip, spec.dst_port) == (40000, CLOUD, 9000)
@@ -56,6 +61,7 @@ def test_a_confirmed_mapping_becomes_a_takeover_lane(world: World, acceptor: Acc
         assert (detail["nat_address"], detail["nat_port"]) == (NAT_BOX, NAT_PORT)
         assert f"NAT {NAT_BOX}:{NAT_PORT}" in row.purpose
         assert (detail["watch_pre_packets"], detail["watch_post_packets"]) == (90, 88)  # how it was confirmed
+        assert detail["watch_nonce_dscp"] == marked_pre.mark.set_dscp in NONCES
     # what the researcher sees, and what the controller rebuilds from the store
     body = world.client.get(f"/api/v1/lanes/{lane_id}", headers=world.h("alice")).get_json()
     assert body["trigger"]["nat_port"] == NAT_PORT
@@ -155,7 +161,7 @@ def test_a_laned_flow_sampled_again_is_not_watched_again(world: World, acceptor:
     acceptor.refresh()
     world.dataplane.watched = {PRE: 90, POST: 88}
     (lane_id,) = offer_both(acceptor)
-    assert lane_id is not None and len(world.dataplane.watches) == 2
+    assert lane_id is not None and len(world.dataplane.watches) == 3  # one watch: pre, post, sweep
     mono.now += 3  # past the acceptor's repeat memory
     assert offer_both(acceptor) == [None]
-    assert acceptor.counts["refused_duplicate_lane"] == 1 and len(world.dataplane.watches) == 2
+    assert acceptor.counts["refused_duplicate_lane"] == 1 and len(world.dataplane.watches) == 3

@@ -12,7 +12,7 @@ import pytest
 
 from viplanes.auto.natmap import NatPairing, confirmed, watches_for
 from viplanes.domain.sighting import Sighting, SightingKind, SightingState
-from viplanes.domain.values import FlowWatch, NatMapping
+from viplanes.domain.values import FlowWatch, NatMapping, WatchMark
 from viplanes.topologies.model import Topology
 
 NAT_BOX = "198.51.100.2"
@@ -128,9 +128,10 @@ def test_the_confirmation_rule(pre_n: int, post_n: int, ok: bool) -> None:
 
 
 def test_the_watches_are_at_the_host_and_the_nat_box(topo: Topology) -> None:
-    ws = watches_for(topo, pre(), NatMapping(NAT_BOX, 51234))
-    assert ws == [
-        FlowWatch("s1", 1, "10.1.0.10", CLOUD, "tcp", 40000, 5201),
-        FlowWatch("s3", 1, NAT_BOX, CLOUD, "tcp", 51234, 5201),
+    ws = watches_for(topo, pre(), NatMapping(NAT_BOX, 51234), nonce=7)
+    assert ws == [  # the access switch marks 0 -> 7, the NAT box's switch restores 7 -> 0
+        FlowWatch("s1", 1, "10.1.0.10", CLOUD, "tcp", 40000, 5201, WatchMark(0, 7)),
+        FlowWatch("s3", 1, NAT_BOX, CLOUD, "tcp", 51234, 5201, WatchMark(7, 0)),
+        FlowWatch("s3", 1, NAT_BOX, CLOUD, "tcp", None, 5201, WatchMark(7, 0)),  # the sweep
     ]
-    assert watches_for(topo, pre(), NatMapping("198.51.100.30", 51234)) is None  # not a NAT box
+    assert watches_for(topo, pre(), NatMapping("198.51.100.30", 51234), nonce=7) is None  # not a NAT box

@@ -1,0 +1,166 @@
+"""The DSCP proof of a NAT mapping (issue 32): the access switch's watch marks the pre-NAT
+connection with a nonce, the border's watch counts the nonce on the proposed post-NAT tuple and
+puts the original DSCP back. The abuse: forged samples pair connection A with connection B's NAT
+mapping (same destination, port and rate); B's packets never carry A's nonce, so the border
+counts 0 and the mapping is refused, where the old count-only watches agreed and confirmed it."""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+from typing import Any
+
+import pytest
+
+from tests.support.netsim import Network
+from tests.support.packets import Packet, ip_packet
+from viplanes.auto.natmap import NONCES, confirmed, pick_nonce, watches_for
+from viplanes.controller.compile import watch
+from viplanes.controller.compile.base import compile_base
+from viplanes.controller.compile.cookies import is_app_cookie
+from viplanes.controller.runtime.watching import watch_counts
+from viplanes.domain.sighting import Sighting, SightingKind, SightingState
+from viplanes.domain.values import FlowWatch, NatMapping, WatchMark
+from viplanes.topologies.model import Topology
+
+CLOUD, NAT_BOX, NONCE = "203.0.113.10", "198.51.100.2", 11
+A_NAT_PORT, B_NAT_PORT = 51234, 52000  # what the NAT chose for the desktop (A) and the server (B)
+PRE = FlowWatch("s1", 1, "10.1.0.10", CLOUD, "tcp", 40000, 5201, WatchMark(0, NONCE))
+POST_A = FlowWatch("s3", 1, NAT_BOX, CLOUD, "tcp", A_NAT_PORT, 5201, WatchMark(NONCE, 0))
+POST_B = dataclasses.replace(POST_A, src_port=B_NAT_PORT)  # the forged pairing's proposal
+SWEEP = dataclasses.replace(POST_A, src_port=None)  # restores the nonce out of any other NAT port
+
+
+def from_desktop(topo: Topology) -> Packet:
+    fw = next(mb for mb in topo.middleboxes if mb.kind != "nat")
+    return ip_packet(topo.host("desktop").iface.mac, fw.inside.mac, "10.1.0.10", CLOUD)
+
+
+def from_nat(topo: Topology, nat_port: int, dscp: int) -> Packet:
+    """What the NAT box sends out: Linux forwarding and MASQUERADE keep the DSCP it received."""
+    box = next(mb for mb in topo.middleboxes if mb.kind == "nat")
+    pkt = ip_packet(box.outside.mac, topo.edge.inside.mac, NAT_BOX, CLOUD, src_port=nat_port)
+    return {**pkt, "ip_dscp": dscp}
+
+
+def inject_from_nat(net: Network, topo: Topology, pkt: Packet) -> list[Any]:
+    box = next(mb for mb in topo.middleboxes if mb.kind == "nat")
+    assert box.outside.attach is not None
+    return net.inject(box.outside.attach, pkt)
+
+
+def test_the_access_switch_marks_and_the_border_restores(topo: Topology) -> None:
+    net = Network(topo)
+    net.install(compile_base(topo))
+    net.install({topo.switch("s1").dpid: [watch.compile_watch(PRE, watch.watch_cookie(1))]})
+    net.install({topo.switch("s3").dpid: [watch.compile_watch(POST_A, watch.watch_cookie(2))]})
+    net.install({topo.switch("s3").dpid: [watch.compile_watch(SWEEP, watch.watch_cookie(3))]})
+    (leaving,) = net.send_from_host("desktop", from_desktop(topo))
+    assert leaving.kind == "NORMAL" and leaving.packet["ip_dscp"] == NONCE  # marked on its way to the NAT
+    (out,) = inject_from_nat(net, topo, from_nat(topo, A_NAT_PORT, NONCE))
+    assert out.kind == "NORMAL" and out.packet["ip_dscp"] == 0  # the cloud sees the DSCP it was sent with
+    (unmarked,) = inject_from_nat(net, topo, from_nat(topo, A_NAT_PORT, 0))
+    assert unmarked.kind == "NORMAL" and unmarked.packet["ip_dscp"] == 0  # not counted, not changed
+    (elsewhere,) = inject_from_nat(net, topo, from_nat(topo, 53000, NONCE))  # a wrong proposal's case
+    assert elsewhere.packet["ip_dscp"] == 0  # restored by the sweep, and counted as a stray
+    counts = {f.cookie: f.packet_count for t in net.tables.values() for f in t.flows if not is_app_cookie(f.cookie)}
+    assert counts == {watch.watch_cookie(1): 1, watch.watch_cookie(2): 1, watch.watch_cookie(3): 1}
+
+
+def test_the_mark_set_the_match_and_the_restore_as_data() -> None:
+    pre, post = watch.compile_watch(PRE, watch.watch_cookie(1)), watch.compile_watch(POST_A, watch.watch_cookie(2))
+    assert dict(pre.match.items())["ip_dscp"] == 0 and dict(post.match.items())["ip_dscp"] == NONCE
+    (pre_actions,), (post_actions,) = pre.instructions, post.instructions
+    assert [(a.key, a.value) for a in pre_actions.actions[:-1]] == [("ip_dscp", NONCE)]  # DSCP only: ECN kept
+    assert [(a.key, a.value) for a in post_actions.actions[:-1]] == [("ip_dscp", 0)]
+    unmarked = watch.compile_watch(dataclasses.replace(PRE, mark=None), 3)
+    assert "ip_dscp" not in dict(unmarked.match.items()) and len(unmarked.instructions[0].actions) == 1
+    with pytest.raises(ValueError):
+        watch.compile_watch(dataclasses.replace(PRE, mark=WatchMark(0, 64)), 4)
+
+
+class Wire:
+    """The runtime's wire over the simulated campus, recording what it sends and where."""
+
+    def __init__(self, net: Network) -> None:
+        self.net = net
+        self.sent: list[tuple[int, Any]] = []
+
+    def apply(self, per_dpid: dict[int, list[Any]], timeout_s: float) -> str | None:
+        self.sent += [(dpid, m) for dpid, msgs in per_dpid.items() for m in msgs]
+        self.net.install(per_dpid)
+        return None
+
+    def flow_stats(self, dpid: int, cookie: int, cookie_mask: int, timeout_s: float = 2.0) -> list[Any] | None:
+        return [f.as_stats(0) for f in self.net.tables[dpid].flows if f.cookie & cookie_mask == cookie]
+
+
+def both_uploads(net: Network, topo: Topology, packets: int, b_dscp: int = 0) -> None:
+    """A (the desktop) and B (the server, both behind the NAT) upload to the same place at the
+    same rate: A's packets leave the NAT box with whatever DSCP the access switch gave them, B's
+    with ``b_dscp`` (what B's host sent)."""
+    for _ in range(packets):
+        (a,) = net.send_from_host("desktop", from_desktop(topo))
+        inject_from_nat(net, topo, from_nat(topo, A_NAT_PORT, a.packet.get("ip_dscp", 0)))
+        inject_from_nat(net, topo, from_nat(topo, B_NAT_PORT, b_dscp))
+
+
+def watched(topo: Topology, watches: list[FlowWatch], b_dscp: int = 0) -> list[int] | None:
+    net = Network(topo)
+    net.install(compile_base(topo))
+    tokens = iter(range(10, 20))
+    return watch_counts(
+        Wire(net), topo, watches, 0.8, lambda: next(tokens), sleep=lambda s: both_uploads(net, topo, 40, b_dscp)
+    )
+
+
+def test_a_forged_pairing_with_another_connection_counts_nothing(topo: Topology) -> None:
+    """Marked (today): the border counts 0 of B's packets, and A's 40 come out by A's own NAT
+    port (strays): not confirmed. Count-only (the old rule, the same traffic): both watches
+    count 40, the forged mapping was confirmed."""
+    counts = watched(topo, [PRE, POST_B, SWEEP])
+    assert counts == [40, 0, 40] and not confirmed(counts[0], counts[1], strays=counts[2])
+    old = watched(topo, [dataclasses.replace(w, mark=None) for w in (PRE, POST_B)])
+    assert old == [40, 40] and confirmed(*old)  # the hole this closes
+    truth = watched(topo, [PRE, POST_A, SWEEP])
+    assert truth == [40, 40, 0] and confirmed(truth[0], truth[1], strays=truth[2])  # A's nonce, A's port
+
+
+def test_a_host_that_guesses_the_nonce_is_caught_by_the_strays(topo: Topology) -> None:
+    """B's owner forges the samples and marks B's own packets with the nonce (a 1 in 16 guess):
+    the border counts 40 on B's tuple, but A's marked packets still leave by A's real port."""
+    counts = watched(topo, [PRE, POST_B, SWEEP], b_dscp=NONCE)
+    assert counts == [40, 40, 40]
+    assert confirmed(counts[0], counts[1]) and not confirmed(counts[0], counts[1], strays=counts[2])
+
+
+def test_the_restore_goes_in_first_and_comes_out_last(topo: Topology) -> None:
+    """A nonce must never reach the cloud: the border's watches are installed before the access
+    switch's, removed after it, and their hard timeouts (should the controller die) are longer."""
+    net = Network(topo)
+    net.install(compile_base(topo))
+    wire = Wire(net)
+    tokens = iter([1, 2, 3])
+    assert watch_counts(wire, topo, [PRE, POST_A, SWEEP], 0.5, lambda: next(tokens), sleep=lambda s: None) == [0] * 3
+    s1, s3 = topo.switch("s1").dpid, topo.switch("s3").dpid
+    sent = [(dpid, m.command, m.cookie & 0xFFFFFFFF, m.hard_timeout, m.priority) for dpid, m in wire.sent]
+    adds = [(s3, 0, 3, 5, 1), (s3, 0, 2, 4, 2), (s1, 0, 1, 3, 2)]  # the sweep one priority below the exact
+    any_priority = 0x8000  # a non-strict delete by cookie: its priority is not looked at
+    assert sent == [*adds, *[(dpid, 3, token, 0, any_priority) for dpid, token in [(s1, 1), (s3, 2), (s3, 3)]]]
+    assert not [f for t in net.tables.values() for f in t.flows if not is_app_cookie(f.cookie)]
+
+
+def test_the_nonce_is_random_and_never_the_flows_own() -> None:
+    assert len(NONCES) == 16 and all(d % 4 == 3 for d in NONCES)  # RFC 2474 pool 2 (xxxx11), local use
+    assert {pick_nonce() for _ in range(400)} == set(NONCES)
+    assert 3 not in {pick_nonce(3) for _ in range(200)}
+    assert pick_nonce(0, choose=lambda xs: xs[0]) == 3 and pick_nonce(3, choose=lambda xs: xs[0]) == 7
+
+
+def test_the_watches_refuse_a_nonce_that_is_no_mark(topo: Topology) -> None:
+    desktop, cloud = ipaddress.ip_address("10.1.0.10"), ipaddress.ip_address(CLOUD)
+    s = Sighting(SightingKind.SFLOW, SightingState.ONGOING, desktop, cloud, 6, 40000, 5201, 0.0, rate_bps=8e6)
+    for bad in (0, 64, -1):
+        with pytest.raises(ValueError):
+            watches_for(topo, s, NatMapping(NAT_BOX, A_NAT_PORT), nonce=bad)
+    assert watches_for(topo, s, NatMapping(NAT_BOX, A_NAT_PORT), nonce=NONCE) == [PRE, POST_A, SWEEP]
