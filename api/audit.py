@@ -10,7 +10,8 @@ from flask_smorest import Blueprint
 from viplanes.store import records as store
 
 from .auth import require
-from .schemas import AuditEventSchema, AuditQuerySchema, to_ts
+from .schemas import AuditEventSchema, AuditQuerySchema
+from .values import to_ts
 from .views import audit_dict
 
 bp = Blueprint("audit", __name__, url_prefix="/api/v1/audit", description="Audit log")

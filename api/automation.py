@@ -22,7 +22,7 @@ from viplanes.errors import NotFound, VipError
 from viplanes.store import records
 
 from .auth import caller, require
-from .schemas import Strict
+from .values import Strict
 
 bp = Blueprint("automation", __name__, url_prefix="/api/v1", description="Automatic lanes")
 

@@ -13,7 +13,8 @@ from viplanes.store import records as store
 from viplanes.store.memberships import fresh_groups
 
 from .auth import caller, require
-from .schemas import GrantCreateSchema, GrantQuerySchema, GrantRevokedSchema, GrantSchema, to_ts
+from .schemas import GrantCreateSchema, GrantQuerySchema, GrantRevokedSchema, GrantSchema
+from .values import to_ts
 from .views import grant_dict
 
 bp = Blueprint("grants", __name__, url_prefix="/api/v1/grants", description="Grants (pre-authorizations)")

@@ -20,7 +20,7 @@ from typing import Any
 from flask import Blueprint, current_app, jsonify
 
 from viplanes.domain.switchfacts import SwitchFacts, learned_features
-from viplanes.lanes.manager import NOT_READY_RETRY_S
+from viplanes.lanes.refusals import NOT_READY_RETRY_S
 from viplanes.store.writeprobe import OK, WriteProbe
 
 bp = Blueprint("health", __name__)

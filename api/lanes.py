@@ -13,7 +13,8 @@ from viplanes.errors import Invalid
 from viplanes.lanes.manager import LaneInput
 
 from .auth import caller, require
-from .schemas import CountersSchema, ExtendSchema, LaneQuerySchema, LaneRequestSchema, LaneSchema, to_ts
+from .schemas import CountersSchema, ExtendSchema, LaneQuerySchema, LaneRequestSchema, LaneSchema
+from .values import to_ts
 from .views import lane_dict
 
 bp = Blueprint("lanes", __name__, url_prefix="/api/v1/lanes", description="VIP lanes")

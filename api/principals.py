@@ -11,13 +11,13 @@ from viplanes.store import records as store
 
 from .auth import caller, require
 from .schemas import (
-    NAME,
     PrincipalCreateSchema,
     PrincipalDisabledSchema,
     PrincipalSchema,
     PrincipalTokenSchema,
     WhoAmISchema,
 )
+from .values import NAME
 from .views import principal_dict
 
 bp = Blueprint("principals", __name__, url_prefix="/api/v1", description="Principals and tokens")

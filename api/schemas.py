@@ -1,180 +1,35 @@
-"""Request and response schemas (marshmallow). Bounds keep every value inside the database's types."""
+"""Request and response schemas (marshmallow). Bounds keep every value inside the database's types;
+the value checks and field types they share are in ``values``."""
 
 from __future__ import annotations
 
 import datetime as dt
-import ipaddress
-import re
-import unicodedata
-from typing import Any, overload
+from typing import Any
 
 import marshmallow as ma
 from marshmallow import fields as f
 from marshmallow import validate as v
 
 from viplanes.authz.tokens import ROLES
-from viplanes.errors import Invalid
 from viplanes.policy.rules import MAX_DURATION_S, MAX_RATE_MBPS
 from viplanes.store.models import LANE_STATES
 
-
-class FullMatch(v.Regexp):
-    """``v.Regexp`` matches with ``re.match``, so ``^...$`` let "alice\\n" through (``$`` matches
-    before a trailing newline). The whole value must match."""
-
-    regex: re.Pattern[str]  # every pattern here is a str (marshmallow types it str or bytes)
-
-    def __call__(self, value: Any) -> Any:
-        if not isinstance(value, str) or self.regex.fullmatch(value) is None:
-            raise ma.ValidationError(self._format_error(value))
-        return value
-
-
-# Unicode categories refused in free text: controls, format characters (bidi overrides such as
-# U+202E that make "exe.txt" read "txt.exe" in a log or a terminal), surrogates, private use,
-# unassigned, and line/paragraph separators.
-_REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
-
-
-def plain_text(value: str) -> str:
-    for ch in value:
-        if unicodedata.category(ch) in _REFUSED_CATEGORIES:
-            raise ma.ValidationError(
-                f"character U+{ord(ch):04X} is not allowed (control, format, bidi, private-use or unassigned)"
-            )
-    return value
-
-
-NAME = FullMatch(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$", error="1-64 letters, digits, _ . @ - ")
-TEXT = FullMatch(r"^[^\x00-\x1f\x7f]*$", error="no control characters")
-PORT = v.Range(1, 65535)
-MAX_LANES = 10_000
-PAGE = v.Range(1, 1000)
-
-
-ZONE_ID = "an IPv6 zone id (%...) names a link of this machine, never a lane's address"
-
-
-def _ip(value: str) -> None:
-    if "%" in value:  # ipaddress accepts "fe80::1%eth0"; the zone would follow the text everywhere
-        raise ma.ValidationError(ZONE_ID)
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
-        raise ma.ValidationError("not an IPv4 or IPv6 address") from None
-
-
-PREFIX_META = {
-    "example": "10.1.0.0/24",
-    "description": "IPv4 or IPv6 address or prefix (host bits zero)",
-    "maxLength": 43,
-}
-
-
-def _prefix(value: str) -> None:
-    if "%" in value:
-        raise ma.ValidationError(ZONE_ID)
-    try:
-        if len(value) > 43:
-            raise ValueError
-        ipaddress.ip_network(value, strict=True)
-    except ValueError:
-        raise ma.ValidationError("not an IPv4/IPv6 address or prefix (host bits must be zero)") from None
-
-
-# RFC 1123 host name (the resolver checks it again); the API bounds the length first
-HOST_NAME = FullMatch(
-    r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-    r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$",
-    error="not a host name",
+from .values import (
+    GROUP,
+    HOST_NAME,
+    MAX_LANES,
+    NAME,
+    PAGE,
+    PORT,
+    PREFIX_META,
+    TEXT,
+    PortItem,
+    PortRangesField,
+    Strict,
+    ip_address,
+    ip_prefix,
+    plain_text,
 )
-
-
-MAX_TS = dt.datetime(9999, 12, 30, tzinfo=dt.UTC).timestamp()
-
-
-def to_ts(value: dt.datetime | None) -> float | None:
-    """Aware or naive (taken as UTC) datetime -> unix seconds."""
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.UTC)
-    try:
-        ts = value.timestamp()
-    except (OverflowError, ValueError):
-        ts = -1.0
-    if not 0 <= ts <= MAX_TS:  # every stored time must render back as a date
-        raise Invalid("date out of range (1970 .. 9999)", code="invalid_date")
-    return ts
-
-
-@overload
-def from_ts(value: float) -> dt.datetime: ...
-@overload
-def from_ts(value: None) -> None: ...
-@overload
-def from_ts(value: float | None) -> dt.datetime | None: ...
-def from_ts(value: float | None) -> dt.datetime | None:
-    return None if value is None else dt.datetime.fromtimestamp(value, dt.UTC)
-
-
-class Strict(ma.Schema):
-    class Meta:
-        unknown = ma.RAISE
-
-
-class PortItem(f.Field):
-    """A port number or a "lo-hi" range string."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        meta = {
-            "oneOf": [
-                {"type": "integer", "minimum": 1, "maximum": 65535},
-                {"type": "string", "pattern": r"^[0-9]{1,5}(-[0-9]{1,5})?$"},
-            ]
-        }
-        super().__init__(metadata=meta, **kwargs)
-
-    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> int | str:
-        if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise ma.ValidationError("a port number or a range like 9000-9100")
-        if isinstance(value, int) and not 1 <= value <= 65535:
-            raise ma.ValidationError("port out of 1..65535")
-        if isinstance(value, str) and len(value) > 11:
-            raise ma.ValidationError("a port number or a range like 9000-9100")
-        return value
-
-    def _serialize(self, value: Any, attr: Any, obj: Any, **kwargs: Any) -> Any:
-        return value
-
-
-class PortRangesField(f.Field):
-    """``dst_ports``: one port, one "lo-hi" range, or a list of either (at most 64 items)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        item = {
-            "oneOf": [
-                {"type": "integer", "minimum": 1, "maximum": 65535},
-                {"type": "string", "pattern": r"^[0-9]{1,5}(-[0-9]{1,5})?$"},
-            ]
-        }
-        meta = {
-            "oneOf": [*item["oneOf"], {"type": "array", "items": item, "minItems": 1, "maxItems": 64}],
-            "example": "50000-51000",
-        }
-        super().__init__(metadata=meta, **kwargs)
-
-    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> Any:
-        from viplanes.domain.portmasks import PortRangeError, parse_port_ranges
-
-        if isinstance(value, list) and not 1 <= len(value) <= 64:
-            raise ma.ValidationError("1 to 64 ports or ranges")
-        try:
-            parse_port_ranges(value)
-        except (PortRangeError, TypeError) as exc:
-            raise ma.ValidationError(str(exc)[:200]) from None
-        return value
-
 
 # --- lanes -----------------------------------------------------------------------------------
 
@@ -182,17 +37,17 @@ class PortRangesField(f.Field):
 class LaneRequestSchema(Strict):
     """Exactly one of dst_ip / dst_prefix / dst_host, and one of dst_port / dst_ports."""
 
-    src_ip = f.String(required=True, validate=_ip, metadata={"description": "IPv4 or IPv6 address"})
+    src_ip = f.String(required=True, validate=ip_address, metadata={"description": "IPv4 or IPv6 address"})
     dst_ip = f.String(
         load_default=None,
         allow_none=True,
-        validate=_ip,
+        validate=ip_address,
         metadata={"description": "one destination address (IPv4 or IPv6)"},
     )
     dst_prefix = f.String(
         load_default=None,
         allow_none=True,
-        validate=_prefix,
+        validate=ip_prefix,
         metadata={"description": "every address of this prefix (inside the grant)"},
     )
     dst_host = f.String(
@@ -263,8 +118,8 @@ class LaneSchema(ma.Schema):
 class LaneQuerySchema(Strict):
     state = f.String(validate=v.OneOf(LANE_STATES))
     principal = f.String(validate=NAME)
-    src_ip = f.String(validate=_ip)
-    dst_ip = f.String(validate=_ip)
+    src_ip = f.String(validate=ip_address)
+    dst_ip = f.String(validate=ip_address)
     limit = f.Integer(load_default=100, validate=PAGE)
     offset = f.Integer(load_default=0, validate=v.Range(0, 10**9))
 
@@ -288,10 +143,6 @@ class CountersSchema(ma.Schema):
 # --- grants ----------------------------------------------------------------------------------
 
 
-# a provider group as its groups claim names it: Keycloak names or paths, Entra object ids
-GROUP = FullMatch(r"^[^\x00-\x1f\x7f]{1,255}$", error="1-255 printable characters")
-
-
 class GrantCreateSchema(Strict):
     principal = f.String(load_default=None, validate=NAME)
     group = f.String(
@@ -305,8 +156,8 @@ class GrantCreateSchema(Strict):
         if (data.get("principal") is None) == (data.get("group") is None):
             raise ma.ValidationError("give exactly one of principal and group", field_name="principal")
 
-    src_prefixes = f.List(f.String(validate=_prefix, metadata=PREFIX_META), required=True, validate=v.Length(1, 64))
-    dst_prefixes = f.List(f.String(validate=_prefix, metadata=PREFIX_META), required=True, validate=v.Length(1, 64))
+    src_prefixes = f.List(f.String(validate=ip_prefix, metadata=PREFIX_META), required=True, validate=v.Length(1, 64))
+    dst_prefixes = f.List(f.String(validate=ip_prefix, metadata=PREFIX_META), required=True, validate=v.Length(1, 64))
     protocols = f.List(f.String(validate=v.OneOf(["tcp", "udp"])), required=True, validate=v.Length(1, 2))
     ports = f.List(PortItem(), required=True, validate=v.Length(1, 64))
     max_duration_s = f.Integer(required=True, strict=True, validate=v.Range(1, MAX_DURATION_S))

@@ -14,7 +14,7 @@ from viplanes.store.models import AuditEvent, Grant, Lane, Principal
 from viplanes.store.records import grant_state
 from viplanes.topologies.model import Topology
 
-from .schemas import from_ts
+from .values import from_ts
 
 
 def _one_address(nets: list[str]) -> str | None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from viplanes.topologies.capfields import read_capabilities, read_nat_router
+from viplanes.topologies.capfields import read_nat_router
 from viplanes.topologies.fields import FieldReader, kind_of
 from viplanes.topologies.model import (
     EdgeRouter,
@@ -26,29 +26,15 @@ from viplanes.topologies.model import (
     MiddleboxKind,
     Switch,
     Topology,
-    Wan,
 )
-from viplanes.topologies.sflowfields import read_flow_label, read_sflow
+from viplanes.topologies.sflowfields import read_flow_label
+from viplanes.topologies.switchfields import read_switch
+from viplanes.topologies.wanfields import read_wan
 
 HOST_ROLES: tuple[HostRole, ...] = ("desktop", "server", "dtn", "cloud")
 MIDDLEBOX_KINDS: tuple[MiddleboxKind, ...] = ("firewall", "nat")
-DPID_MAX = 2**64 - 1
-CT_FIELDS = ("ct_new_per_s", "ct_zone_limit", "ct_appctl")  # Switch: conntrack bounds per lane
-CT_VALUE_MAX = 2**31 - 1
-CAP_FIELDS = ("profile", "features", "max_flows")  # Switch: what it can hold (profiles.py)
 
 Route = tuple[ipaddress.IPv4Network, ipaddress.IPv4Address]
-
-
-# wan: keys with a default and a range: (default, lowest, highest, unit for messages)
-WAN_RANGES: dict[str, tuple[float, float, float, str]] = {
-    "burst_kb": (64, 4, 16384, "KB"),
-    "rtt_ms": (0, 0, 10000, "ms"),
-    "window_kb": (4096, 16, 1048576, "KB"),
-    "request_ms": (0, 0, 60000, "ms"),
-    "storage_workers": (8, 1, 1024, "workers"),
-    "write_rps": (0, 0, 10000, "writes/s"),
-}
 
 
 class TopologyError(ValueError):
@@ -140,7 +126,7 @@ class _Parser(FieldReader):
         hosts = self.items(top, "hosts", self.host)
         links = self.items(top, "links", self.link)
         pool = self.lane_pool(top["lane_pool"], edge) if "lane_pool" in top else None
-        wan = self.wan(top["wan"]) if top.get("wan") is not None else None
+        wan = read_wan(self, top["wan"]) if top.get("wan") is not None else None
         if edge is not None:
             self.check_gateways(hosts, middleboxes, edge)
             self.check_direct_cables(middleboxes, edge)
@@ -166,76 +152,10 @@ class _Parser(FieldReader):
         )
 
     def switch(self, item: Any, where: str) -> Switch | None:
-        m = self.mapping(
-            item, where, ("name", "dpid"), ("role", "cert_sha256", "conntrack", "sflow", *CT_FIELDS, *CAP_FIELDS)
-        )
-        if m is None:
-            return None
-        name = self.name(m.get("name"), f"{where}.name") if "name" in m else None
-        if name is not None:
-            self.switch_names.add(name)  # even if its dpid is bad: avoid follow-on "unknown switch"
-        dpid = m.get("dpid")
-        if "dpid" in m and (isinstance(dpid, bool) or not isinstance(dpid, int) or not 1 <= dpid <= DPID_MAX):
-            self.bad(f"{where}.dpid", f"expected an integer 1..2**64-1, got {dpid!r}")
-            dpid = None
-        elif dpid is not None and any(getattr(s, "dpid", None) == dpid for s in self._switches):
-            self.bad(f"{where}.dpid", f"duplicate dpid {dpid}")
-            dpid = None
-        role = m.get("role", "campus")
-        if not isinstance(role, str):
-            self.bad(f"{where}.role", f"expected a string, got {kind_of(role)}")
-        conntrack = m.get("conntrack", True)
-        if not isinstance(conntrack, bool):
-            self.bad(f"{where}.conntrack", f"expected true or false, got {kind_of(conntrack)}")
-        caps = read_capabilities(self, m, f"{where} ({name})" if name else where)  # a file has many switches
-        if caps is None or name is None or dpid is None or not isinstance(role, str) or not isinstance(conntrack, bool):
-            return None
-        pins = self._pins(m.get("cert_sha256"), f"{where}.cert_sha256")
-        ct = self._ct_settings(m, where)
-        sflow = read_sflow(self, m["sflow"], f"{where}.sflow") if m.get("sflow") is not None else None
-        sw = Switch(
-            name=name,
-            dpid=dpid,
-            role=role,
-            cert_sha256=pins,
-            conntrack=caps.features.conntrack,
-            caps=caps,
-            sflow=sflow,
-            **ct,
-        )
-        self._switches.append(sw)
+        sw = read_switch(self, item, where, self._switches)
+        if sw is not None:
+            self._switches.append(sw)
         return sw
-
-    def _ct_settings(self, m: dict[str, Any], where: str) -> dict[str, Any]:
-        """``ct_new_per_s`` / ``ct_zone_limit`` (positive integers), ``ct_appctl`` (a string)."""
-        out: dict[str, Any] = {}
-        for key in ("ct_new_per_s", "ct_zone_limit"):
-            if key in m:
-                value = m[key]
-                if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= CT_VALUE_MAX:
-                    self.bad(f"{where}.{key}", f"expected an integer 1..{CT_VALUE_MAX}, got {value!r}")
-                else:
-                    out[key] = value
-        if "ct_appctl" in m:
-            if not isinstance(m["ct_appctl"], str):
-                self.bad(f"{where}.ct_appctl", f"expected a string, got {kind_of(m['ct_appctl'])}")
-            else:
-                out["ct_appctl"] = m["ct_appctl"]
-        return out
-
-    def _pins(self, value: Any, where: str) -> tuple[str, ...]:
-        """``cert_sha256``: one hex SHA-256 or a list of them (a rotation window)."""
-        if value is None:
-            return ()
-        items = value if isinstance(value, list) else [value]
-        pins = []
-        for item in items:
-            text = item.replace(":", "").lower() if isinstance(item, str) else ""
-            if len(text) != 64 or any(c not in "0123456789abcdef" for c in text):
-                self.bad(where, f"expected the hex SHA-256 of a certificate (64 hex digits), got {item!r}")
-                continue
-            pins.append(text)
-        return tuple(pins)
 
     def interface(self, value: Any, where: str, attach_required: bool) -> Interface | None:
         required = ("mac", "ip", "attach") if attach_required else ("mac", "ip")
@@ -393,50 +313,6 @@ class _Parser(FieldReader):
         if prefix is None or mac is None:
             return None
         return LanePool(prefix=prefix, mac=mac)
-
-    def wan(self, item: Any) -> Wan | None:
-        """The optional WAN model: per-connection caps, a round trip and the storage's queue."""
-        optional: tuple[str, ...] = ("burst_kb", "rtt_ms", "up_mbps", "down_mbps", "window_kb", "request_ms")
-        optional += ("storage_workers", "read_request_ms", "write_rps")
-        m = self.mapping(item, "wan", ("per_connection_mbps",), optional)
-        if m is None or "per_connection_mbps" not in m:
-            return None
-        rate = self.number(m["per_connection_mbps"], "wan.per_connection_mbps")
-        values: dict[str, float] = {}
-        for key, (default, lo, hi, unit) in WAN_RANGES.items():
-            value = m.get(key, default)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
-                self.bad(f"wan.{key}", f"expected {lo:.0f}..{hi:.0f} {unit}, got {value!r}")
-                return None
-            if key == "storage_workers" and value != int(value):
-                self.bad(f"wan.{key}", f"expected a whole number, got {value!r}")
-                return None
-            values[key] = float(value)
-        caps: dict[str, float | None] = {}
-        for key in ("up_mbps", "down_mbps"):
-            caps[key] = self.number(m[key], f"wan.{key}") if key in m else None
-            if key in m and caps[key] is None:
-                return None
-        read_ms = m.get("read_request_ms")
-        if read_ms is not None:
-            lo, hi = WAN_RANGES["request_ms"][1:3]
-            if isinstance(read_ms, bool) or not isinstance(read_ms, (int, float)) or not lo <= read_ms <= hi:
-                self.bad("wan.read_request_ms", f"expected {lo:.0f}..{hi:.0f} ms, got {read_ms!r}")
-                return None
-        if rate is None:
-            return None
-        return Wan(
-            per_connection_mbps=rate,
-            burst_kb=values["burst_kb"],
-            rtt_ms=values["rtt_ms"],
-            up_mbps=caps["up_mbps"],
-            down_mbps=caps["down_mbps"],
-            window_kb=values["window_kb"],
-            request_ms=values["request_ms"],
-            storage_workers=int(values["storage_workers"]),
-            read_request_ms=None if read_ms is None else float(read_ms),
-            write_rps=values["write_rps"],
-        )
 
     def check_direct_cables(self, middleboxes: list[Middlebox], edge: EdgeRouter) -> None:
         """A leg without a switch port is cabled straight to another such leg (fw <-> nat), so

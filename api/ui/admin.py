@@ -13,7 +13,8 @@ from viplanes.errors import Conflict, Invalid, NotFound
 from viplanes.store import records as store
 from viplanes.store.models import LIVE_STATES, Lane
 
-from ..schemas import GrantCreateSchema, PrincipalCreateSchema, to_ts
+from ..schemas import GrantCreateSchema, PrincipalCreateSchema
+from ..values import to_ts
 from .forms import as_number, checked, split_list
 from .web import bp, ctx, need, operator_only
 

@@ -13,7 +13,8 @@ from viplanes.domain.values import is_decimal
 from viplanes.errors import Invalid
 from viplanes.store import records as store
 
-from ..schemas import AuditQuerySchema, from_ts, to_ts
+from ..schemas import AuditQuerySchema
+from ..values import from_ts, to_ts
 from .forms import as_datetime, csv_safe, load
 from .web import bp, ctx, need
 

@@ -2,8 +2,9 @@
 
 The os-ken glue binds the returned ``ofmsgs`` to live datapaths and sends them. Behaviour is
 tested through ``flowsim`` (a flow-table simulator with a small conntrack model), not by
-comparing messages. The priority bands and base flows (guards, conntrack plumbing) are in
-``guardflows``; flows shared by several lanes of one address (ARP replies) in ``sharedflows``.
+comparing messages. The priority bands are in ``bands``, the base flows (guards, conntrack
+plumbing) in ``base``; one hop's forward and reverse rules in ``hopflows``; flows shared by several lanes of
+one address (ARP replies) in ``shared``.
 
 A lane, host -> edge router over the switches of its path:
 
@@ -71,8 +72,8 @@ from viplanes.controller.compile.cookies import (
     lane_cookie,
     lane_id_from_cookie,
 )
-from viplanes.controller.compile.fastmatch import PackedSetField, exact_match
 from viplanes.controller.compile.flowkey import flow_key, flow_key_of
+from viplanes.controller.compile.hopflows import compile_hop, lane_flow, lane_match
 from viplanes.controller.compile.path import (  # noqa: F401 - re-exported
     LaneCompileError,
     deliver_to_host,
@@ -91,22 +92,14 @@ from viplanes.controller.compile.removal import (  # noqa: F401 - re-exported
 )
 from viplanes.controller.compile.shared import compile_shared
 from viplanes.controller.compile.takeover import compile_takeover
-from viplanes.domain.matches import ETH_TYPE, LaneMatch, lane_matches
+from viplanes.domain.matches import ETH_TYPE, lane_matches
 from viplanes.domain.values import LaneSpec
-from viplanes.topologies.model import Host, Topology
+from viplanes.topologies.model import Topology
 from viplanes.topologies.paths import NoLanePath
 
 MAX_HARD_TIMEOUT = 65535  # OpenFlow's 16-bit limit: longer lanes are refreshed by the glue
-TCP_ACK = 0x010
-OFPVID_NONE = 0x0000  # OpenFlow 1.3: match only frames without an 802.1Q tag
 
 OFMsgs = list[Any]
-
-
-def lane_match(fields: dict[str, Any]) -> Any:
-    """An OFPMatch of exact lane fields, identical to ``OFPMatch(**fields)`` but built without
-    os-ken's per-field conversions (80% of compile time at 10,000 lanes): ``fastmatch``."""
-    return exact_match(fields)
 
 
 # ---- lanes -----------------------------------------------------------------------------------
@@ -133,32 +126,6 @@ def hard_timeout_for(expires_at: float, now: float) -> int:
     if remaining <= 0:
         raise ValueError(f"lane already expired {-remaining:.0f} s ago")
     return min(MAX_HARD_TIMEOUT, max(1, math.ceil(remaining)))
-
-
-def _lane_flow(
-    lane: LaneSpec,
-    priority: int,
-    hard: int,
-    match: dict[str, Any],
-    actions: list[Any],
-    meter: int | None,
-    table_id: int = 0,
-) -> Any:
-    inst: list[Any] = [parser.OFPInstructionMeter(meter)] if meter is not None else []
-    inst.append(parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions))
-    return parser.OFPFlowMod(
-        None,
-        table_id=table_id,
-        cookie=lane_cookie(lane.lane_id),
-        command=ofp.OFPFC_ADD,
-        priority=priority,
-        idle_timeout=0,
-        hard_timeout=hard,
-        flags=ofp.OFPFF_SEND_FLOW_REM,
-        buffer_id=ofp.OFP_NO_BUFFER,
-        match=lane_match(match),
-        instructions=inst,
-    )
 
 
 def _border_ct_new_per_s(topo: Topology) -> int:
@@ -247,7 +214,7 @@ def compile_lane(
     for i, hop in enumerate(hops):
         for pair in pairs if topo.switch(hop.switch).caps.features.masked_ports else exact:
             family_nat = nat_ip if pair.version == 4 else None
-            _compile_hop(lane, topo, host, hops, i, pair, family_nat, priority, hard, meter, with_ct, out)
+            compile_hop(lane, topo, host, hops, i, pair, family_nat, priority, hard, meter, with_ct, out)
     if with_ct:
         border = hops[-1]  # the meter before the commit flows that use it
         out[border.dpid].append(ctlane.newconn_meter(lane.lane_id, _border_ct_new_per_s(topo), newconn_command))
@@ -269,7 +236,7 @@ def compile_lane(
                     "ct_mark": lane.lane_id,
                 }
                 out[border.dpid].append(
-                    _lane_flow(
+                    lane_flow(
                         lane,
                         PRIORITY_LANE,
                         hard,
@@ -280,71 +247,6 @@ def compile_lane(
                     )
                 )
     return out
-
-
-def _compile_hop(
-    lane: LaneSpec,
-    topo: Topology,
-    host: Host,
-    hops: tuple[Any, ...],
-    i: int,
-    pair: LaneMatch,
-    nat_ip: str | None,
-    priority: int,
-    hard: int,
-    meter: int | None,
-    with_ct: bool,
-    out: dict[int, OFMsgs],
-) -> None:
-    """The forward and reverse rules of one (destination, port entry) match on hop ``i``."""
-    key = f"ipv{pair.version}"
-    host_mac, lane_mac = host.iface.mac, topo.lane_pool.mac
-    host_addr = pair.fwd[f"{key}_src"]
-    fwd, rev = pair.fwd, pair.rev
-    last = len(hops) - 1
-    hop = hops[i]
-    # forward: host -> edge router
-    if i == 0:
-        match = {"in_port": hop.in_port, "eth_src": host_mac, "vlan_vid": OFPVID_NONE, **fwd}
-    else:
-        match = {"in_port": hop.in_port, "eth_src": lane_mac, **fwd}
-    actions: list[Any] = []
-    if i == last:
-        if with_ct:  # committed (metered when +new) in CT_COMMIT_TABLE: ctlane
-            actions += ctlane.lookup_actions(lane.lane_id, ctlane.zone_for(topo, host, nat_ip))
-        elif nat_ip is not None:
-            actions.append(PackedSetField(ipv4_src=nat_ip))
-        # stateless: the edge router sees the lane MAC when translated, else the host's own
-        if not with_ct:
-            actions += [
-                PackedSetField(eth_src=lane_mac if nat_ip else host_mac),
-                PackedSetField(eth_dst=topo.edge.inside.mac),
-                parser.OFPActionOutput(hop.out_port),
-            ]
-    else:
-        if i == 0:
-            actions.append(PackedSetField(eth_src=lane_mac))
-        actions.append(parser.OFPActionOutput(hop.out_port))
-    out[hop.dpid].append(_lane_flow(lane, priority, hard, match, actions, meter if i == 0 else None))
-    # reverse: edge router -> host
-    if i < last:
-        match = {"in_port": hop.out_port, "eth_src": lane_mac, **rev}
-        out[hop.dpid].append(
-            _lane_flow(lane, priority, hard, match, deliver_to_host(topo, host, hops, i, pair.version), None)
-        )
-        return
-    match = {"in_port": hop.out_port, **rev, f"{key}_dst": nat_ip or host_addr}
-    if with_ct:
-        out[hop.dpid].append(
-            _lane_flow(lane, priority, hard, match, [conntrack.track_reply(ctlane.zone_for(topo, host, nat_ip))], meter)
-        )
-        return
-    if lane.protocol == "tcp":  # stateless: no inbound connection set-up (a bare SYN never passes)
-        match["tcp_flags"] = (TCP_ACK, TCP_ACK)
-    actions = [PackedSetField(ipv4_dst=host_addr)] if nat_ip else []
-    out[hop.dpid].append(
-        _lane_flow(lane, priority, hard, match, actions + deliver_to_host(topo, host, hops, i, pair.version), meter)
-    )
 
 
 def compile_desired(topo: Topology, lanes: Iterable[LaneSpec], now: float) -> tuple[dict[int, OFMsgs], dict[int, str]]:

@@ -1,6 +1,6 @@
 """IPv6 first-hop security from the topology: RA guard and ND inspection (RFC 6105, RFC 7113).
 
-IPv6's ARP is ICMPv6, so the IPv4 source guards (``base.host_source_guards``) leave it open: a
+IPv6's ARP is ICMPv6, so the IPv4 source guards (``hostguard.host_source_guards``) leave it open: a
 campus host's neighbour advertisement or solicitation claiming the desktop's v6 gateway moves
 the desktop's traffic to that host, and a router advertisement from any host installs a default
 route on every host that accepts RAs. These flows close that on every campus switch (table 0,

@@ -17,36 +17,34 @@ activating, whoever left it so; a lane whose window ends first becomes ``expired
 
 from __future__ import annotations
 
-import builtins
-import ipaddress
 import logging
 import threading
 from collections.abc import Callable, Sequence
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
 
 from viplanes.authz.tokens import Caller, sees_lane
 from viplanes.dataplane.base import Dataplane
 from viplanes.domain.clock import SteadyClock
 from viplanes.domain.flowcost import FlowCoster
-from viplanes.domain.values import LaneCounters, LaneSpec
-from viplanes.errors import Conflict, NotFound, Unavailable, VipError
+from viplanes.errors import Conflict, NotFound, VipError
 from viplanes.lanes import states
 from viplanes.lanes.activation import LaneActivation
-from viplanes.lanes.budgets import budgets_now, check_budget, fits_switches
+from viplanes.lanes.budgets import fits_switches
+from viplanes.lanes.extension import judge_extension
 from viplanes.lanes.idempotency import find_replay, request_digest
-from viplanes.lanes.overlap import overlapping_lane, row_nets, row_ports, source_aliases
+from viplanes.lanes.overlap import overlapping_lane, source_aliases
 from viplanes.lanes.owners import ActiveOwners
 from viplanes.lanes.pool import NAT_LOCK_KEY, LanePool, needs_pool_address
+from viplanes.lanes.reads import LaneReads
+from viplanes.lanes.refusals import duplicate_lane, not_ready, pool_exhausted, spec_to_check
 from viplanes.lanes.requests import LaneTrigger, lane_row, refusal, to_request, within_bookings
 from viplanes.lanes.resolver import Resolver, default_resolver
-from viplanes.lanes.specs import SPEC_COLUMNS, spec_from_row, spec_of
 from viplanes.lanes.states import END_ACTIONS, TERMINAL, TRANSITIONS, can_move  # noqa: F401 - re-exported
 from viplanes.lanes.targets import LaneInput, LaneLimits, LaneTarget, clamp_ttl, target_for_request
 from viplanes.logs import lane_scope
-from viplanes.policy.rules import Decision, LaneRequest, check_grant, decide, lane_sources
+from viplanes.policy.rules import Decision, LaneRequest, check_grant, decide
 from viplanes.store.db import Database
 from viplanes.store.lanesql.core import (
     add_audit,
@@ -59,7 +57,7 @@ from viplanes.store.lanesql.core import (
     usable_grant_rules,
 )
 from viplanes.store.lanesql.postgres import insert_in_one
-from viplanes.store.models import LIVE_STATES, Lane, Principal
+from viplanes.store.models import LIVE_STATES, Lane
 from viplanes.store.records import audit, get_grant, rule_of
 from viplanes.topologies.model import Topology
 
@@ -70,12 +68,7 @@ def _noop(*_args: object) -> None:
     return None
 
 
-# Retry-After for a request refused because its switches are not ready: OVS retries a lost
-# controller every max_backoff (1 s in the lab) and a reconcile takes well under a second.
-NOT_READY_RETRY_S = 2
-
-
-class LaneManager(LaneActivation):
+class LaneManager(LaneActivation, LaneReads):
     """Requests, extends, ends and schedules lanes. Thread-safe: all state is in the database."""
 
     def __init__(
@@ -235,13 +228,9 @@ class LaneManager(LaneActivation):
             req.expires_at,
             then_lock=NAT_LOCK_KEY if nat else None,
         )
-        if dup is not None:  # another researcher's lane id stays hidden, like its 404
+        if dup is not None:
             own = conn.scalar(select(Lane.principal_id).where(Lane.id == dup)) == caller.id or caller.is_operator
-            return None, Conflict(
-                "an identical lane is already live for this time" + (f" (lane {dup})" if own else ""),
-                {"lane_id": dup} if own else {},
-                code="duplicate_lane",
-            )
+            return None, duplicate_lane(dup, own)
         nat_ip = None
         if nat:
             # One lane-pool address per host, shared by all its live lanes: the translation is
@@ -249,11 +238,7 @@ class LaneManager(LaneActivation):
             # the pool bounds concurrent hosts, not concurrent lanes.
             nat_ip = self.lane_pool.address_for(self.db, conn, src, locked=True)
             if nat_ip is None:
-                return None, Unavailable(
-                    "the lane address pool is exhausted; try again when a lane ends",
-                    {"pool": str(self.topology.lane_pool.prefix)},
-                    code="lane_pool_exhausted",
-                )
+                return None, pool_exhausted(str(self.topology.lane_pool.prefix))
         refused = fits_switches(
             conn,
             self.db,
@@ -268,27 +253,9 @@ class LaneManager(LaneActivation):
         if refused is not None:  # before the row is written and anything is sent
             return None, refused
         if immediate:
-            waiting = self._unready(
-                LaneSpec(
-                    0,
-                    src,
-                    target.single_address(),
-                    req.protocol,  # type: ignore[arg-type]
-                    target.single_port(),
-                    req.src_port,
-                    nat_ip,
-                    req.expires_at,
-                    req.rate_mbps,
-                    takeover=trigger.takeover if trigger is not None else None,
-                )
-            )
+            waiting = self._unready(spec_to_check(src, target, req, nat_ip, trigger))
             if waiting:
-                return None, Unavailable(
-                    f"the data plane is not ready ({', '.join(waiting)}); try again",
-                    {"switches": waiting, "retry_after_s": NOT_READY_RETRY_S},
-                    code="switches_not_ready",
-                    retry_after=NOT_READY_RETRY_S,
-                )
+                return None, not_ready(waiting)
         ttl = clamp_ttl(target.ttl_s, self.limits.ttl_floor_s, self.limits.ttl_cap_s) if target.host else None
         values = lane_row(caller, body, target, req, decision, now, nat_ip, ttl, idempotency_key, digest)
         if trigger is not None:
@@ -302,70 +269,6 @@ class LaneManager(LaneActivation):
         if immediate:  # before commit: recover() must not pick it up meanwhile
             self._claim(lane.id)
         return lane, None
-
-    # --- reads -------------------------------------------------------------------------------
-
-    def get(self, caller: Caller, lane_id: int, s: Session | None = None, lock: bool = False) -> Lane:
-        """The lane if the caller may see it; ``lock`` row-locks it (PostgreSQL) for a change."""
-        if s is None:
-            with self.db.read() as s2:
-                return self.get(caller, lane_id, s2)
-        q = select(Lane).where(Lane.id == lane_id)
-        if lock:  # of=: the eager join to principals stays unlocked; re-read what another txn wrote
-            q = q.with_for_update(of=Lane).execution_options(populate_existing=True)
-        lane = s.scalar(q)
-        if lane is None or not sees_lane(caller, lane.principal_id):
-            raise NotFound(f"no lane {lane_id}")
-        return lane
-
-    def list(
-        self,
-        caller: Caller,
-        state: str | None = None,
-        principal: str | None = None,
-        src_ip: str | None = None,
-        dst_ip: str | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> Sequence[Lane]:
-        q = select(Lane)
-        if not caller.is_operator:
-            q = q.where(Lane.principal_id == caller.id)
-        elif principal is not None:
-            owner = select(Principal.id).where(func.lower(Principal.name) == principal.lower())  # names ignore case
-            q = q.where(Lane.principal_id == owner.scalar_subquery())
-        for col, val in (("state", state), ("src_ip", src_ip), ("dst_ip", dst_ip)):
-            if val is not None:
-                q = q.where(getattr(Lane, col) == val)
-        with self.db.read() as s:
-            return s.scalars(q.order_by(Lane.id.desc()).limit(limit).offset(offset)).all()
-
-    def counters(self, caller: Caller, lane_id: int) -> tuple[Lane, LaneCounters | None]:
-        lane = self.get(caller, lane_id)
-        try:
-            return lane, self.dataplane.counters(lane_id)
-        except Exception:
-            log.exception("counters of lane %s", lane_id)
-            return lane, None
-
-    def desired_lanes(self) -> builtins.list[LaneSpec]:  # ``list`` here is the method below
-        """What the data plane should carry right now (the controller's reconcile source)."""
-        now = self.clock()
-        with self.db.read() as s:  # plain columns: no ORM identity map for 10,000 rows
-            rows = s.execute(
-                select(*SPEC_COLUMNS).where(Lane.state.in_(("installing", "active")), Lane.expires_at > now)
-            ).all()
-        return [spec_from_row(r) for r in rows]
-
-    def flow_budgets(self) -> builtins.list[tuple[str, int | None, int]]:
-        """(switch, max_flows total, entries in use) per switch; empty without budgets."""
-        if self.flow_costs is None:
-            return []
-        return budgets_now(self.db, self.topology, self.flow_costs, self.clock(), self.dataplane.switch_facts())
-
-    def counts_by_state(self) -> dict[str, int]:
-        with self.db.read() as s:
-            return dict(s.execute(select(Lane.state, func.count()).group_by(Lane.state)).all())
 
     # --- changes -----------------------------------------------------------------------------
 
@@ -442,52 +345,21 @@ class LaneManager(LaneActivation):
             if lane.state not in LIVE_STATES:
                 raise Conflict(f"lane {lane_id} is {lane.state}", code="lane_not_live")
             new_end = lane.expires_at + add_s
-            nets = tuple(ipaddress.ip_network(n) for n in row_nets(lane.dst_ip, lane.dst_nets))
-            host = self.topology.host_by_ip(lane.src_ip)
-            req = LaneRequest(
-                ipaddress.ip_address(lane.src_ip),
-                None,
-                lane.protocol,
-                None,
-                lane.src_port,
-                lane.duration_s + add_s,
-                lane.starts_at,
-                lane.rate_mbps,
-                dst_nets=nets,
-                dst_ports=tuple(row_ports(lane.dst_port, lane.dst_ports)),
-                src_addrs=lane_sources(host, nets) if host is not None else (),
-            )
             live = self._live_counts(s.connection(), [grant.id], lane.starts_at, new_end, exclude=lane.id).get(
                 grant.id, 0
             )
-            decision = check_grant(req, rule_of(grant), now, live)
-            dup = overlapping_lane(
+            decision, full = judge_extension(
                 s,
-                self.db,
-                source_aliases(self.topology, lane.src_ip),
-                lane.protocol,
-                nets,
-                req.dst_ports,
-                lane.src_port,
-                lane.starts_at,
-                new_end,
-                exclude=lane.id,
+                db=self.db,
+                topology=self.topology,
+                dataplane=self.dataplane,
+                flow_costs=self.flow_costs,
+                lane=lane,
+                rule=rule_of(grant),
+                live=live,
+                add_s=add_s,
+                now=now,
             )
-            if decision.allowed and dup is not None:
-                decision = Decision(False, "duplicate_lane", "an identical lane uses this flow later", grant.id)
-            full = None  # the longer window may overlap bookings that fill a switch
-            if decision.allowed and self.flow_costs is not None:
-                full = check_budget(
-                    s.connection(),
-                    self.db,
-                    self.topology,
-                    self.flow_costs,
-                    spec_of(lane),
-                    lane.expires_at,
-                    new_end,
-                    self.dataplane.switch_facts(),
-                )
-                decision = decision if full is None else Decision(False, "switch_full", full.message, grant.id)
             self.on_decision(decision.code)
             if decision.allowed:
                 lane.duration_s += add_s

@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.paths import REPO
 from tests.support.rawof import FakeDatapath
-from viplanes.controller.compile import base as guardflows
+from viplanes.controller.compile import hostguard as guardflows
 from viplanes.controller.compile.flowkey import cached_key, flow_key_of
 from viplanes.controller.compile.lane import compile_base
 from viplanes.topologies.loader import load_topology

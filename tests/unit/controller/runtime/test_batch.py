@@ -13,7 +13,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 from tests.support.fake_switches import FakeSwitches, inline_runtime, lane_flows, spec
 from tests.support.world import make_world
 from viplanes.controller.compile.cookies import lane_cookie
-from viplanes.controller.runtime.batch import SwitchAnswer, lane_failures, merge
+from viplanes.controller.runtime.outcome import SwitchAnswer, lane_failures, merge
 from viplanes.dataplane.base import DataplaneDefaults
 from viplanes.domain.values import ActivationResult, LaneSpec
 from viplanes.store.models import Lane
