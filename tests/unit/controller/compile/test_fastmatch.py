@@ -137,8 +137,8 @@ def test_a_full_cache_starts_over_and_an_unhashable_value_is_still_encoded(monke
 
 def _fields_passed(monkeypatch, work) -> list[dict]:
     """Every fields dict the compiler hands to ``exact_match`` while ``work()`` runs."""
-    from viplanes.controller.compile import hostguard as guardflows
     from viplanes.controller.compile import hopflows as compiler
+    from viplanes.controller.compile import hostguard as guardflows
     from viplanes.controller.compile import shared as sharedflows
 
     seen: list[dict] = []
