@@ -141,7 +141,8 @@ def v6_finding(records: list[Record]) -> Finding:
     runs = ok_runs(v6series.v6_runs(records))
     v4, v6 = _gain(runs, 4), _gain(runs, 6)
     if v4 is None or v6 is None:
-        why = "not measured: no v6 series in these results (`lab run --paper` or `--v6-only` adds it)"
+        # results from before the series (campus-paper.yaml alone); `lab run --paper` adds it
+        why = "not measured: campus-paper.yaml is v4-only; the v6 lane is tested in campus-dualstack.yaml (test_v6guard_lab)"
         return Finding(src, claim, "-", "-", NOT_APPLICABLE, why)
     g4, g6 = v4[1] / v4[0], v6[1] / v6[0]
     lab = (
