@@ -87,7 +87,8 @@ def _against_paper(records: list[dict[str, Any]], out_dir: Path, console: Any) -
         color = "green" if f.verdict == REPRODUCED else "red" if f.verdict.startswith("not r") else "yellow"
         table.add_row(f.source, f.claim, f.paper, f.lab, f"[{color}]{f.verdict}", f.reason)
     console.print(table)
-    note = fidelity_seeds.wan_note(grid_runs(records))
+    grid = grid_runs(records)
+    note = fidelity_seeds.wan_note(grid) if grid else "WAN model: none (the v6 series only)"
     console.print(note)
     path = out_dir / "against_paper.md"
     path.write_text(markdown(items) + f"\n{note}\n")
