@@ -85,6 +85,12 @@ def lab() -> None:
     "(docs/lab.md); with --full, the whole cross (hours)",
 )
 @click.option("--full", is_flag=True, help="the paper's whole grid (hours): all values above")
+@click.option(
+    "--v6-only",
+    is_flag=True,
+    help="only the v6 series (--paper runs it last): the desktop's upload on v4/v6 default path and "
+    "lane, on topologies/campus-dualstack.yaml (docs/lab.md)",
+)
 @click.option("--dry-run", is_flag=True, help="print the plan and exit")
 @click.option(
     "--api",
@@ -114,6 +120,7 @@ def run(
     reps: int,
     paper: bool,
     full: bool,
+    v6_only: bool,
     dry_run: bool,
     api_url: str | None,
     token: str | None,
@@ -122,6 +129,7 @@ def run(
     """Build the lab, run the experiments, append results. Needs root and OVS (scripts/ovs-up)."""
     from viplanes.lab.experiments import Sweep, estimate_s, plan
     from viplanes.lab.papergrid import paper_plan, paper_sweep
+    from viplanes.lab.v6series import V6_PLACEMENT, v6_estimate_s, v6_plan
 
     if topology_path is None:
         topology_path = PAPER_TOPOLOGY if paper else DEFAULT_TOPOLOGY
@@ -149,17 +157,26 @@ def run(
         sweep.check()
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    specs = paper_plan(sweep.placements, reps) if paper and not full else plan(sweep)
+    specs = [] if v6_only else paper_plan(sweep.placements, reps) if paper and not full else plan(sweep)
+    # the v6 series: last in --paper (the desktop's; not against an external server's topology)
+    v6 = v6_only or (paper and V6_PLACEMENT in sweep.placements and not (api_url or openflow))
+    v6_runs = v6_plan() if v6 else []
     wan = _wan(topology_path)
     total_s = sum(estimate_s(s, sweep.size_of(s.dataset), wan=wan) for s in specs)
-    click.echo(f"lab: {len(specs)} runs, about {total_s / 60:.0f} min of transfers", err=True)
+    total_s += v6_estimate_s() if v6 else 0.0
+    click.echo(f"lab: {len(specs) + len(v6_runs)} runs, about {total_s / 60:.0f} min of transfers", err=True)
     if dry_run:
-        for s in specs:
+        lines = [(s, "") for s in specs] + [(r.spec(), f" family={r.family}") for r in v6_runs]
+        for s, family in lines:
             click.echo(
                 f"{s.placement:8} {s.direction:8} {s.path:7} {s.tool:6} P={s.parallel:<3} "
-                f"chunk={s.chunk_mb} dataset={s.dataset} rep={s.rep}" + (f" series={s.series}" if s.series else "")
+                f"chunk={s.chunk_mb} dataset={s.dataset} rep={s.rep}"
+                + (f" series={s.series}" if s.series else "")
+                + family
             )
         return
+    if v6_only and (api_url or openflow):
+        raise click.UsageError("--v6-only builds its own dual-stack lab and service; drop --api/--openflow")
     if not topology_path.is_file():
         raise click.UsageError(f"--topology {topology_path}: no such file")
     external = _external(api_url, token or os.environ.get("VIPLANES_TOKEN"), openflow)
@@ -170,7 +187,9 @@ def run(
             "them all (use --results NEW.jsonl to keep this run apart)",
             err=True,
         )
-    records = _execute(sweep, specs, topology_path, results, work_dir, external)
+    records = _execute(sweep, specs, topology_path, results, work_dir, external) if specs else []
+    if v6:
+        records += _execute_v6(work_dir, results)
     failed = sum(1 for r in records if not r["ok"])
     click.echo(
         f"lab: {len(records)} runs appended to {results} ({failed} failed); report: viplanes lab report {results}",
@@ -260,6 +279,23 @@ def _execute(
                 )
                 progress.update(task, description=f"done in {time.monotonic() - t0:.0f}s")
                 return records
+    except (StackError, RuntimeError, ValueError) as exc:
+        raise click.ClickException(str(exc).splitlines()[0]) from None
+
+
+def _execute_v6(work_dir: Path, results: Path) -> list[dict[str, Any]]:
+    """The v6 series on its own dual-stack lab (`viplanes/lab/v6lab.py`)."""
+    from viplanes.lab.stack import StackError
+    from viplanes.lab.v6lab import run_v6_series
+
+    def done(run: Any, rec: dict[str, Any]) -> None:
+        mark = f"{rec['mbps']:.1f} Mbit/s" if rec["ok"] else f"FAILED {rec['error']}"
+        click.echo(f"v6 series: IPv{run.family} {run.path:7} {mark}", err=True)
+
+    click.echo("lab: the v6 series on topologies/campus-dualstack.yaml", err=True)
+    results.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return run_v6_series(work_dir, results, on_result=done)
     except (StackError, RuntimeError, ValueError) as exc:
         raise click.ClickException(str(exc).splitlines()[0]) from None
 

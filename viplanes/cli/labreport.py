@@ -40,6 +40,7 @@ def report(results: Path, out_dir: Path | None, against_paper: bool, readmes: tu
     from rich.console import Console
 
     from viplanes.lab.report import load_results, rich_table, table2, write_report
+    from viplanes.lab.v6series import grid_runs
 
     if not results.is_file():
         raise click.UsageError(f"{results}: no such file")
@@ -51,9 +52,12 @@ def report(results: Path, out_dir: Path | None, against_paper: bool, readmes: tu
     if not records:
         raise click.ClickException(f"{results}: no lab results in it")
     out_dir = out_dir or results.with_suffix("").parent / f"{results.stem}-report"
-    files = write_report(records, out_dir)
+    grid = grid_runs(records)  # the v6 series is read by its own finding only
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = write_report(grid, out_dir) if grid else {}
     console = Console(width=None if sys.stdout.isatty() else 120)
-    console.print(rich_table(table2(records)))
+    if grid:
+        console.print(rich_table(table2(grid)))
     failed = sum(1 for r in records if not r.get("ok"))
     console.print(
         f"{len(records)} runs ({failed} failed, not counted)" + (f"; {bad} unreadable lines skipped" if bad else "")
@@ -73,8 +77,9 @@ def _against_paper(records: list[dict[str, Any]], out_dir: Path, console: Any) -
 
     from viplanes.lab import fidelity_seeds, paperplots
     from viplanes.lab.fidelity import HEADER, REPRODUCED, findings, markdown
+    from viplanes.lab.v6series import grid_runs
 
-    items = findings(records) + fidelity_seeds.findings(records)
+    items = findings(grid_runs(records)) + fidelity_seeds.findings(records)
     table = Table(title="The lab against the paper (lab numbers x10)", padding=(0, 1), show_lines=True)
     for name in HEADER:
         table.add_column(name, overflow="fold")
@@ -82,20 +87,22 @@ def _against_paper(records: list[dict[str, Any]], out_dir: Path, console: Any) -
         color = "green" if f.verdict == REPRODUCED else "red" if f.verdict.startswith("not r") else "yellow"
         table.add_row(f.source, f.claim, f.paper, f.lab, f"[{color}]{f.verdict}", f.reason)
     console.print(table)
-    note = fidelity_seeds.wan_note(records)
+    grid = grid_runs(records)
+    note = fidelity_seeds.wan_note(grid) if grid else "WAN model: none (the v6 series only)"
     console.print(note)
     path = out_dir / "against_paper.md"
     path.write_text(markdown(items) + f"\n{note}\n")
-    return {"against_paper": path, **paperplots.write_all(records, out_dir)}
+    return {"against_paper": path, **paperplots.write_all(grid_runs(records), out_dir)}
 
 
 def _rewrite_readme(records: list[dict[str, Any]], results: Path, readmes: tuple[Path, ...], readme: Path) -> None:
     """The findings block(s) of ``readme`` regenerated (checked by `_check_readme` first)."""
     from viplanes.lab import fidelity_seeds, findings_doc
     from viplanes.lab.fidelity import findings
+    from viplanes.lab.v6series import grid_runs
 
     cmd = findings_doc.command(results.as_posix(), [r.as_posix() for r in readmes])
-    items = findings(records) + fidelity_seeds.findings(records)
+    items = findings(grid_runs(records)) + fidelity_seeds.findings(records)
     readme.write_text(findings_doc.rewrite(readme.read_text(), items, cmd))
 
 
