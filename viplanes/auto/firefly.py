@@ -13,13 +13,12 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
-import socket
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 
 from viplanes.domain.sighting import Sighting, SightingKind, SightingSink, SightingState
+from viplanes.udplisten import UdpListener
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +92,7 @@ def parse_firefly(data: bytes, reporter: str, observed_at: float) -> Sighting:
     )
 
 
-class FireflyListener:
+class FireflyListener(UdpListener):
     """A UDP socket and one thread: each datagram parsed and offered to the sink."""
 
     def __init__(
@@ -103,38 +102,10 @@ class FireflyListener:
         port: int = DEFAULT_PORT,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        super().__init__(host, port, THREAD_NAME, MAX_DATAGRAM + 1)  # one byte more: oversize is seen
         self.sink = sink
         self.counts: Counter[str] = Counter()
         self._clock = clock
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self._sock = socket.socket(family, socket.SOCK_DGRAM)
-        self._sock.bind((host, port))
-        self._sock.settimeout(0.5)
-        self.address = self._sock.getsockname()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._sock.close()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                data, addr = self._sock.recvfrom(MAX_DATAGRAM + 1)
-            except TimeoutError:
-                continue
-            except OSError:
-                if self._stop.is_set():
-                    return
-                continue
-            self.receive(data, addr[0])
 
     def receive(self, data: bytes, reporter: str) -> None:
         try:

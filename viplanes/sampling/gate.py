@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import logging
 import socket
-import threading
 from ipaddress import ip_address
 
 from viplanes.sampling.agents import SampleGuard
+from viplanes.udplisten import UdpListener
 
 log = logging.getLogger(__name__)
 
@@ -23,44 +23,19 @@ MAX_DATAGRAM = 65_535
 THREAD_NAME = "viplanes-sflow-gate"
 
 
-class SflowGate:
+class SflowGate(UdpListener):
     """Listens on ``listen``; forwards what ``guard`` admits to ``collector`` (goflow2)."""
 
     def __init__(self, guard: SampleGuard, listen: tuple[str, int], collector: tuple[str, int]) -> None:
+        super().__init__(listen[0], listen[1], THREAD_NAME, MAX_DATAGRAM)
         self.guard = guard
         self.collector = collector
         self.forwarded = 0
-        host, port = listen
-        self._sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM)
-        self._sock.bind((host, port))
-        self._sock.settimeout(0.5)
-        self.address = self._sock.getsockname()
         self._out = socket.socket(socket.AF_INET6 if ":" in collector[0] else socket.AF_INET, socket.SOCK_DGRAM)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
-        self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._sock.close()
+        super().stop()
         self._out.close()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                data, addr = self._sock.recvfrom(MAX_DATAGRAM)
-            except TimeoutError:
-                continue
-            except OSError:
-                if self._stop.is_set():
-                    return
-                continue
-            self.receive(data, addr[0])
 
     def receive(self, data: bytes, source: str) -> bool:
         """Check one datagram from ``source``; forward it when admitted."""
