@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import Connection, text
@@ -21,7 +22,7 @@ from viplanes.cluster.handoff import CHANNEL, DoneListener, DoneWaiter, Notifier
 from viplanes.cluster.reports import read_lane_counters, read_readiness
 from viplanes.dataplane.base import DataplaneDefaults, DesiredLanes
 from viplanes.domain.values import ActivationResult, LaneCounters, LaneSpec
-from viplanes.store.db import Database
+from viplanes.store.db import Database, is_outage
 from viplanes.store.models import Lane
 
 ALIVE_CACHE_S = 0.25  # how long the API trusts "a controller holds the lease" without asking
@@ -96,20 +97,28 @@ class RemoteDataplane(DataplaneDefaults):
         else:
             listening = self.listener.ready.is_set()
             waiter = self.listener.expect(lane.lane_id) if listening else None  # before the wake-up
+        outage = ""  # the database's last error while waiting: a fail-over is waited out, not judged
         try:
             if woken is None:
-                self.notify(f"lane:{lane.lane_id}")
+                outage = self._quietly(lambda: self.notify(f"lane:{lane.lane_id}"))
             wait = self.poll_s
             while True:
-                if waiter is not None and self.listener.ready.is_set():
+                if waiter is not None and self.listener.ready.is_set() and not outage:
                     # a notification only says "look": anyone who can log in may send one
                     waiter.event.wait(max(0.0, min(self.recheck_s, deadline - time.monotonic())))
                     waiter.event.clear()
-                row = self._row_state(lane.lane_id)
-                if row is None:
-                    return ActivationResult(False, "lane vanished", time.perf_counter() - t0)
-                state, reason, activated_at = row
-                if state != "installing":  # active (or an extension re-send), failed, ended
+                try:
+                    row = self._row_state(lane.lane_id)
+                except Exception as exc:
+                    if not is_outage(exc):
+                        raise
+                    outage, row = str(exc).splitlines()[0], None
+                else:
+                    outage = ""
+                    if row is None:
+                        return ActivationResult(False, "lane vanished", time.perf_counter() - t0)
+                if row is not None and row[0] != "installing":  # active (or an extension re-send), failed, ended
+                    state, reason, activated_at = row
                     return ActivationResult(
                         state == "active",
                         reason or state,
@@ -117,17 +126,28 @@ class RemoteDataplane(DataplaneDefaults):
                         committed_at=activated_at if state == "active" else None,
                     )
                 if time.monotonic() >= deadline:
+                    why = f"database unreachable ({outage})" if outage else "no controller confirmed"
                     return ActivationResult(
-                        False,
-                        f"data plane busy: no controller confirmed within {timeout_s:g} s",
-                        time.perf_counter() - t0,
+                        False, f"data plane busy: {why} within {timeout_s:g} s", time.perf_counter() - t0
                     )
-                if waiter is None or not self.listener.ready.is_set():
+                if outage or waiter is None or not self.listener.ready.is_set():
                     time.sleep(wait)
                     wait = min(wait * 2, self.max_poll_s)
         finally:
             if waiter is not None:
                 self.listener.forget(lane.lane_id, waiter)
+
+    @staticmethod
+    def _quietly(send: Callable[[], None]) -> str:
+        """Send a wake-up; "" when sent, else the outage that stopped it (the wait reads anyway:
+        the master recovers every installing lane when it reconnects)."""
+        try:
+            send()
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            return str(exc).splitlines()[0]
+        return ""
 
     def deactivate(self, lane_id: int, timeout_s: float = 5.0) -> None:
         self.notify(f"ended:{lane_id}")  # the row is already ended; the master removes flows

@@ -27,7 +27,7 @@ from viplanes.lanes.overlap import row_nets
 from viplanes.lanes.owners import ActiveOwners
 from viplanes.lanes.pool import LanePool, needs_pool_address
 from viplanes.lanes.specs import SPEC_COLUMNS, spec_from_row, spec_of, takeover_of
-from viplanes.store.db import Database
+from viplanes.store.db import Database, is_outage
 from viplanes.store.lanesql.core import (
     add_audit,
     installing_lanes,
@@ -42,6 +42,15 @@ from viplanes.store.records import audit
 from viplanes.topologies.model import Topology
 
 log = logging.getLogger("viplanes.lanes.manager")
+
+
+def failed_by(exc: BaseException, latency: float) -> ActivationResult:
+    """The result of an activation that raised. A lost database (a crash, a fail-over) is no
+    verdict on the lane: transient, so it stays installing for ``recover``. Anything else is a
+    broken controller, which must fail the lane, not the request."""
+    if is_outage(exc):
+        return ActivationResult(False, f"data plane busy: database unreachable ({str(exc).splitlines()[0]})", latency)
+    return ActivationResult(False, f"data plane error: {exc}", latency)
 
 
 def outcome_of(lane: Lane, result: ActivationResult, latency: float, now: float) -> tuple[dict[str, object], str, str]:
@@ -154,7 +163,7 @@ class LaneActivation:
             result = self.dataplane.activate(spec)
         except Exception as exc:  # a broken controller must fail the lane, not the request
             log.exception("activate lane %s", lane.id)
-            result = ActivationResult(False, f"data plane error: {exc}", time.perf_counter() - t0)
+            result = failed_by(exc, time.perf_counter() - t0)
         latency = time.perf_counter() - t0
         self.on_activation(latency, result.ok)
         if result.ok and self.dataplane.records_outcome:
@@ -230,7 +239,7 @@ class LaneActivation:
             except Exception as exc:  # a broken controller must fail the lanes, not the round
                 log.exception("activate %d lanes", len(lanes))
                 results = {}
-                failed = ActivationResult(False, f"data plane error: {exc}", time.perf_counter() - t0)
+                failed = failed_by(exc, time.perf_counter() - t0)
             now = self.clock()
             ended: list[int] = []
             if self.done_channel is not None and not self.db.is_sqlite and len(lanes) <= RECORD_MAX:

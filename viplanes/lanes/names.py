@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select, update
 
 from viplanes.domain.values import ActivationResult
+from viplanes.lanes.activation import failed_by
 from viplanes.lanes.features import entries_per_destination
 from viplanes.lanes.overlap import IPNet, overlapping_lane, row_ports, source_aliases
 from viplanes.lanes.resolver import ResolveError
@@ -159,7 +160,7 @@ class NameRefresher:
                 try:
                     result = m.dataplane.activate(spec)
                 except Exception as exc:
-                    result = ActivationResult(False, f"data plane error: {exc}", 0.0)
+                    result = failed_by(exc, 0.0)
                 if not result.ok:
                     self._write_set(
                         lane_id,

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from sqlalchemy import URL, Connection, CursorResult, Engine, Executable, create_engine, event, make_url, text
-from sqlalchemy.exc import ArgumentError, DisconnectionError
+from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
@@ -114,6 +114,16 @@ def _engine_url(url: str) -> str | URL:
 
 
 PING_IDLE_S = 0.5  # a pooled connection idle longer than this is pinged before it is lent
+
+
+def is_outage(exc: BaseException) -> bool:
+    """A lost or unreachable database (a crash, a fail-over, a connection reset under a pooled
+    connection), not a bug and not an answer: callers wait and read again, or answer 503, and
+    judge nothing on it. A connection checked in under ``PING_IDLE_S`` ago is not pinged, so
+    the first statement after a primary's crash meets "connection already closed" here."""
+    if isinstance(exc, OperationalError | InterfaceError):
+        return True
+    return isinstance(exc, DBAPIError) and exc.connection_invalidated
 
 
 def _ping_idle_connections(engine: Engine) -> None:
