@@ -103,3 +103,13 @@ def test_a_firefly_to_the_master_controller_makes_a_lane(split) -> None:
     time.sleep(1.5)
     lanes = requests.get(f"{url}/api/v1/lanes", headers=op, timeout=10).json()
     assert [x["src_port"] for x in lanes] == [50001]
+
+    # the refusal is counted where the acceptor runs: the master controller's /metrics
+    by_pid = {c.proc.pid: c for c in split["ctl"]}
+    scraped = requests.get(f"http://127.0.0.1:{by_pid[master].metrics_port}/metrics", timeout=10).text
+    assert "viplanes_controller_master 1.0" in scraped, scraped[:400]
+    counted = [ln for ln in scraped.splitlines() if ln.startswith("viplanes_auto_sightings_total")]
+    assert any('outcome="lanes"' in ln for ln in counted), counted
+    assert any('outcome="spoofed_firefly"' in ln for ln in counted), counted
+    scraped = requests.get(f"http://127.0.0.1:{by_pid[standby[0]].metrics_port}/metrics", timeout=10).text
+    assert "viplanes_controller_master 0.0" in scraped and "viplanes_auto_sightings" not in scraped

@@ -113,6 +113,7 @@ class Proc:
     def __init__(self, name: str, args: list[str], log: Path) -> None:
         self.name, self.log = name, log
         self.of_port = 0
+        self.metrics_port = 0
         with open(log, "ab") as out:
             self.proc = subprocess.Popen([*VIPLANES, *args], stdout=out, stderr=out)
 
@@ -142,13 +143,16 @@ def scaleout_cluster(pg_cluster: Any, tmp_path: Path, request: pytest.FixtureReq
     bridges = [f"{PREFIX}-s{n}" for n in (1, 2, 3, 4)]
 
     def controller(name: str, port: int | None = None) -> Proc:
-        port = port or free_port()
+        port, metrics = port or free_port(), free_port()
         p = Proc(
             name,
-            ["controller", "cluster", "--db", db, "--openflow", f"127.0.0.1:{port}", "--tick", "0.2", *security],
+            [
+                *("controller", "cluster", "--db", db, "--openflow", f"127.0.0.1:{port}", "--tick", "0.2"),
+                *("--metrics", f"127.0.0.1:{metrics}", *security),
+            ],
             tmp_path / f"{name}.log",
         )
-        p.of_port = port
+        p.of_port, p.metrics_port = port, metrics
         procs.append(p)
         return p
 

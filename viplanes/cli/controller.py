@@ -98,6 +98,26 @@ def run(
     show_default=True,
     help="scheduler period while master, seconds",
 )
+@click.option(
+    "--metrics",
+    "metrics_addr",
+    envvar="VIPLANES_CONTROLLER_METRICS",
+    default=None,
+    help="serve Prometheus /metrics on HOST:PORT: master or standby, switches, and on the master the "
+    "automation counters (off by default; an address off loopback needs --metrics-tls-cert and -key)",
+)
+@click.option(
+    "--metrics-tls-cert",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="certificate (PEM) for --metrics",
+)
+@click.option(
+    "--metrics-tls-key",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="private key (PEM) for --metrics",
+)
 @max_clock_skew_option
 @openflow_security_options
 @log_options
@@ -106,6 +126,9 @@ def cluster(
     of_addr: str,
     topology_path: str | None,
     tick_s: float,
+    metrics_addr: str | None,
+    metrics_tls_cert: Path | None,
+    metrics_tls_key: Path | None,
     max_skew_s: float,
     pki_dir: Path | None,
     insecure_tcp: bool,
@@ -126,6 +149,7 @@ def cluster(
 
     configure(log_format, log_level)
     host, port = hostport_option(of_addr, "--openflow", 6653)
+    metrics_at = _metrics_address(metrics_addr, metrics_tls_cert, metrics_tls_key)
     topology = _load_topology(topology_path)
     security = listener_security(pki_dir, insecure_tcp, switch_cert_pins, topology)
     try:
@@ -140,9 +164,14 @@ def cluster(
     plane.attach_source(manager.desired_lanes)
     node = ControllerNode(db, plane, manager, tick_s, automation=_automation_role(manager, topology, clock))
     retention = _retention_runner(db)
+    metrics = None
     try:
+        if metrics_at is not None:
+            metrics = _serve_metrics(metrics_at, plane, node.automation, metrics_tls_cert, metrics_tls_key)
         node.start()
     except (RuntimeError, OSError) as exc:
+        if metrics is not None:
+            metrics.stop()
         raise click.ClickException(str(exc)) from None
     click.echo(
         f"viplanes controller: OpenFlow {host}:{port}  holder {node.lease.holder}  db {db.display_url}",
@@ -153,6 +182,8 @@ def cluster(
         wait_until_stopped()
     finally:
         retention.stop()
+        if metrics is not None:
+            metrics.stop()
         node.stop()
         node.automation.close()
         db.dispose()
@@ -171,3 +202,41 @@ def _automation_role(manager: Any, topology: Any, clock: Any) -> Any:
         raise click.ClickException(f"settings: {exc}") from None
     except OSError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def _metrics_address(addr: str | None, cert: Path | None, key: Path | None) -> tuple[str, int] | None:
+    """``--metrics`` checked before anything starts, as the API's listener is (viplanes/cli/https.py):
+    both TLS files or neither, files that load, and no plain HTTP off loopback (exit 78): the
+    counters name switches and the reasons forged datagrams were refused."""
+    from viplanes.cli.configfile import ConfigFileError
+    from viplanes.cli.https import is_loopback, server_context
+
+    if (cert is None) != (key is None):
+        raise click.UsageError("--metrics-tls-cert and --metrics-tls-key go together")
+    if addr is None:
+        if cert is not None:
+            raise click.UsageError("--metrics-tls-cert needs --metrics HOST:PORT")
+        return None
+    host, port = hostport_option(addr, "--metrics")
+    if cert is not None and key is not None:
+        try:
+            server_context(cert, key)
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+            raise ConfigFileError(f"--metrics-tls-cert {cert} --metrics-tls-key {key}: {exc}") from None
+    elif not is_loopback(host):
+        raise ConfigFileError(
+            f"--metrics {addr}: plain HTTP off loopback; give --metrics-tls-cert and --metrics-tls-key"
+        )
+    return host, port
+
+
+def _serve_metrics(at: tuple[str, int], plane: Any, role: Any, cert: Path | None, key: Path | None) -> Any:
+    from prometheus_client import CollectorRegistry
+
+    from viplanes.cluster.metrics import ControllerCollector, MetricsServer
+
+    registry = CollectorRegistry()
+    registry.register(ControllerCollector(plane, role))
+    server = MetricsServer(at[0], at[1], registry, cert, key)
+    click.echo(f"viplanes controller: metrics {'https' if cert else 'http'}://{at[0]}:{server.port}/metrics", err=True)
+    return server
