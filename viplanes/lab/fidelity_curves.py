@@ -7,7 +7,7 @@ per claim out; a curve prints as its sweep values and the lab's means scaled bac
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from . import paper as P
 from .finding import NO_DATA, NOT_APPLICABLE, Finding, verdict
@@ -22,68 +22,64 @@ def _curve(series: Mapping[int, float]) -> str:
     return f"{'/'.join(str(k) for k in series)}: {_fmt(series)}"
 
 
+def _rise(
+    src: str,
+    claim: str,
+    paper: Mapping[int, float],
+    lab: Mapping[int, float],
+    min_gain: float,
+    why: Callable[[bool], str],
+) -> Finding:
+    """A curve that must rise by ``min_gain`` (`rises`); no data with fewer than two sweep values."""
+    if len(lab) < 2:
+        return Finding(src, claim, _curve(paper), "-", NOT_APPLICABLE, NO_DATA)
+    ok = rises(lab, min_gain)
+    return Finding(src, claim, _curve(paper), _curve(lab), verdict(ok), why(ok))
+
+
 def parallel_and_chunks(records: list[Record]) -> list[Finding]:
     """Figures 4 and 5: transfers lift throughput; chunk size less so."""
     tr, ch = transfer_runs(records), chunk_runs(records)
-    out = []
     dtn_tr = by_value([r for r in tr if r["placement"] == "dtn" and r["direction"] == "upload"], "parallel")
-    claim = "DTN upload: mean rises with parallel transfers 4->32"
-    paper = _curve(P.DTN_BY_TRANSFERS)
-    if len(dtn_tr) >= 2:
-        ok = rises(dtn_tr, 1.5)
-        out.append(
-            Finding(
-                "000 §4.2, Fig. 5",
-                claim,
-                paper,
-                _curve(dtn_tr),
-                verdict(ok),
+    srv = by_value([r for r in tr if r["placement"] == "server" and r["direction"] == "upload"], "parallel", max)
+    dtn_ch = by_value([r for r in ch if r["placement"] == "dtn"], "chunk_mb")
+    out = [
+        _rise(
+            "000 §4.2, Fig. 5",
+            "DTN upload: mean rises with parallel transfers 4->32",
+            P.DTN_BY_TRANSFERS,
+            dtn_tr,
+            1.5,
+            lambda ok: (
                 f"{dtn_tr[max(dtn_tr)] / dtn_tr[min(dtn_tr)]:.1f}x from fewest to "
                 f"most (paper {P.spread(P.DTN_BY_TRANSFERS):.1f}x)"
-                + ("" if ok else "; needs >= 1.5x and no drop over 10%"),
-            )
-        )
-    else:
-        out.append(Finding("000 §4.2, Fig. 5", claim, paper, "-", NOT_APPLICABLE, NO_DATA))
-    srv = by_value([r for r in tr if r["placement"] == "server" and r["direction"] == "upload"], "parallel", max)
-    claim = "server upload: maximum rises with parallel transfers 4->32"
-    paper = _curve(P.SERVER_MAX_BY_TRANSFERS)
-    if len(srv) >= 2:
-        ok = rises(srv, 1.5)
-        out.append(
-            Finding(
-                "000 §4.2, Fig. 5",
-                claim,
-                paper,
-                _curve(srv),
-                verdict(ok),
+                + ("" if ok else "; needs >= 1.5x and no drop over 10%")
+            ),
+        ),
+        _rise(
+            "000 §4.2, Fig. 5",
+            "server upload: maximum rises with parallel transfers 4->32",
+            P.SERVER_MAX_BY_TRANSFERS,
+            srv,
+            1.5,
+            lambda _ok: (
                 f"{srv[max(srv)] / srv[min(srv)]:.1f}x (paper "
                 f"{P.spread(P.SERVER_MAX_BY_TRANSFERS):.1f}x); the lab server's "
-                "NIC is 2 Gbit/s, the paper's 10",
-            )
-        )
-    else:
-        out.append(Finding("000 §4.2, Fig. 5", claim, paper, "-", NOT_APPLICABLE, NO_DATA))
-    dtn_ch = by_value([r for r in ch if r["placement"] == "dtn"], "chunk_mb")
-    claim = "DTN upload: mean rises with chunk size 4->32 MB (lab: 5->32 MiB)"
-    paper = _curve(P.DTN_BY_CHUNK)
-    if len(dtn_ch) >= 2:
-        ok = rises(dtn_ch, 1.05)
-        out.append(
-            Finding(
-                "000 §4.2, Fig. 4",
-                claim,
-                paper,
-                _curve(dtn_ch),
-                verdict(ok),
+                "NIC is 2 Gbit/s, the paper's 10"
+            ),
+        ),
+        _rise(
+            "000 §4.2, Fig. 4",
+            "DTN upload: mean rises with chunk size 4->32 MB (lab: 5->32 MiB)",
+            P.DTN_BY_CHUNK,
+            dtn_ch,
+            1.05,
+            lambda ok: (
                 f"{P.spread(dtn_ch):.2f}x spread"
-                + (
-                    "; each request pays a round trip and storage time" if ok else "; no round trip per request to save"
-                ),
-            )
-        )
-    else:
-        out.append(Finding("000 §4.2, Fig. 4", claim, paper, "-", NOT_APPLICABLE, NO_DATA))
+                + ("; each request pays a round trip and storage time" if ok else "; no round trip per request to save")
+            ),
+        ),
+    ]
     out.append(_chunk_vs_parallel(tr, ch))
     out += _by_placement_gain(tr)
     return out
@@ -169,47 +165,35 @@ def streams_curve(records: list[Record]) -> list[Finding]:
     ]
     if 1 not in s or len(s) < 3:
         return [Finding(src, c, p, "-", NOT_APPLICABLE, NO_DATA) for c, p in claims]
-    out = [
-        Finding(
-            src,
-            claims[0][0],
-            claims[0][1],
-            f"{s[1]:.0f} of {nic} ({s[1] / nic:.0%}), DTN iperf3",
-            verdict(s[1] / nic < 0.25),
-            "under 25% of the NIC" if s[1] / nic < 0.25 else "one stream is near the NIC: no per-connection cap",
-        )
-    ]
+    one = s[1] / nic < 0.25
     r4, r8 = s.get(4, 0) / s[1], s.get(8, 0) / s[1]
-    ok = 2.8 <= r4 <= 4.6 and 5.2 <= r8 <= 8.7
-    out.append(
-        Finding(
-            src,
-            claims[1][0],
-            claims[1][1],
-            f"4: {r4:.1f}x, 8: {r8:.1f}x",
-            verdict(ok),
-            "within 25% of the paper's ratios" if ok else "not within 25%",
-        )
-    )
+    linear = 2.8 <= r4 <= 4.6 and 5.2 <= r8 <= 8.7
     xs = sorted(s)
     top, before = s[xs[-1]], s[xs[-2]]
     # the knee is at NIC / cap streams (20 for the DTN): between the grid's last two points
     flat, at_nic = top <= 1.2 * before, top >= 0.7 * nic
-    ok = top >= 5 * s[1] and (flat or at_nic)
-    out.append(
-        Finding(
-            src,
-            claims[2][0],
-            claims[2][1],
+    ceiling = top >= 5 * s[1] and (flat or at_nic)
+    judged = [  # (lab, ok, why), one per claim
+        (
+            f"{s[1]:.0f} of {nic} ({s[1] / nic:.0%}), DTN iperf3",
+            one,
+            "under 25% of the NIC" if one else "one stream is near the NIC: no per-connection cap",
+        ),
+        (
+            f"4: {r4:.1f}x, 8: {r8:.1f}x",
+            linear,
+            "within 25% of the paper's ratios" if linear else "not within 25%",
+        ),
+        (
             f"{_curve(s)} ({top / nic:.0%} of the NIC)",
-            verdict(ok),
+            ceiling,
             (
                 "at >= 70% of the NIC, where the knee must be"
                 if at_nic
                 else "flat at the top; the ceiling is two shared cores, below the NIC"
             )
-            if ok
+            if ceiling
             else "still rising far below the NIC, or no rise",
-        )
-    )
-    return out
+        ),
+    ]
+    return [Finding(src, c, p, lab, verdict(ok), why) for (c, p), (lab, ok, why) in zip(claims, judged, strict=True)]

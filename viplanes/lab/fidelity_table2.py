@@ -78,31 +78,20 @@ def table2_rows(records: list[Record]) -> list[Finding]:
         lab_sd = statistics.stdev(mine) if len(mine) > 1 else 0.0
         lab = f"{lab_mean:.0f} ({lab_sd:.0f}), {max(mine):.0f}"
         if placement != "desktop":
-            out.append(
-                Finding(
-                    "000 Table 2",
-                    claim,
-                    paper,
-                    lab,
-                    NOT_APPLICABLE,
-                    f"the paper's {placement} NIC is {P.PAPER_NIC[placement] // 1000} "
-                    "Gbit/s; the lab scales it to 2 Gbit/s to fit two cores",
-                )
+            judged = NOT_APPLICABLE
+            why = (
+                f"the paper's {placement} NIC is {P.PAPER_NIC[placement] // 1000} "
+                "Gbit/s; the lab scales it to 2 Gbit/s to fit two cores"
             )
-            continue
-        ok = abs(lab_mean - mean) <= sd
-        out.append(
-            Finding(
-                "000 Table 2",
-                claim,
-                paper,
-                lab,
-                verdict(ok),
+        else:
+            ok = abs(lab_mean - mean) <= sd
+            judged = verdict(ok)
+            why = (
                 "lab mean within the paper's sd of its mean"
                 if ok
-                else "lab mean more than the paper's sd away (it depends on the grid mix)",
+                else "lab mean more than the paper's sd away (it depends on the grid mix)"
             )
-        )
+        out.append(Finding("000 Table 2", claim, paper, lab, judged, why))
     return out
 
 
