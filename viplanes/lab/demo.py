@@ -20,10 +20,12 @@ from typing import Any
 
 from rich.console import Console
 
-from .experiments import Runner, RunSpec, session
 from .labpki import LAB_PKI_DIR, LabPKIError
 from .report import rich_table, table2, write_report
+from .runner import Runner
+from .session import session
 from .stack import StackError
+from .sweep import RunSpec
 
 REPO = Path(__file__).resolve().parents[2]
 TOPOLOGY = REPO / "topologies" / "campus.yaml"

@@ -1,7 +1,7 @@
 """How long a lab run takes, roughly (for lane lengths, the progress bar and `--dry-run`), and
 the WAN model a run went through, as its record keeps it.
 
-Split from `experiments.py`, which re-exports both.
+`experiments.py` re-exports both for the command line.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from viplanes.topologies.model import Wan
 from .filetools import FILE_TOOLS, MULTI_TOOLS
 
 if TYPE_CHECKING:
-    from .experiments import RunSpec
+    from .sweep import RunSpec
 
 # The DTN sits in the science DMZ: its default path is already middlebox-free (the reference).
 NO_LANE = ("dtn",)

@@ -1,6 +1,6 @@
 """The lab held against seeds 001, 002 and 003, and the v6 path: one `Finding` per claim.
 
-Pure, like `fidelity.py` (which holds seeds 000 and 004): lab records in, findings out. The
+Pure, like `fidelity.py` (which gathers seeds 000 and 004): lab records in, findings out. The
 storage claims of seed 001 are read off the WAN model's storage queue (every S3 request waits
 for one of ``storage_workers`` for ``request_ms``): the per-file time of the transfers sweep as
 more connections share the storage, and the chunk sweep's request sizes. Seed 002's curve is the
@@ -16,17 +16,8 @@ from collections import defaultdict
 
 from . import fidelity_tools, v6series
 from . import paper as P
-from .fidelity import (
-    NOT_APPLICABLE,
-    NOT_REPRODUCED,
-    REPRODUCED,
-    Finding,
-    Record,
-    chunk_runs,
-    ok_runs,
-    rises,
-    transfer_runs,
-)
+from .finding import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED, Finding
+from .records import Record, chunk_runs, ok_runs, rises, transfer_runs
 
 NIC_LAB = {"desktop": 100, "server": 200, "dtn": 200}  # lab Mbit/s (topologies/campus.yaml)
 

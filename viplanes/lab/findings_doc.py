@@ -17,7 +17,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from .fidelity import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED, Finding, markdown
+from .finding import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED, Finding, markdown, table
 
 FORMS = ("full", "compact")
 END = "<!-- /paper-findings -->"
@@ -46,11 +46,7 @@ def summary(items: Sequence[Finding]) -> str:
 
 
 def compact(items: Sequence[Finding]) -> str:
-    lines = ["| " + " | ".join(COMPACT_HEADER) + " |", "|" + "---|" * len(COMPACT_HEADER)]
-    for f in items:
-        cells = [f.source, f.claim, f.paper, f.lab, f"**{f.verdict}**"]
-        lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
-    return "\n".join(lines) + "\n"
+    return table(COMPACT_HEADER, [[f.source, f.claim, f.paper, f.lab, f"**{f.verdict}**"] for f in items])
 
 
 def block(items: Sequence[Finding], form: str, cmd: str) -> str:

@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .estimate import estimate_s
-from .experiments import RunSpec
 from .measure import Measurement
+from .sweep import RunSpec
 
 V6_SERIES = "v6"
 V6_PLACEMENT = "desktop"  # the paper's lane gain is the desktop's (behind the firewall and NAT)
