@@ -86,7 +86,8 @@ def test_a_flood_of_unpaired_sightings_is_bounded_and_delays_no_other_flow(
         offer(acceptor, sampled(sport=41000 + sport))
         offer(acceptor, sampled("10.1.0.20", sport=41000 + sport))
     assert acceptor.run_pending() == [None] * 300
-    assert acceptor.counts["nat_held"] == 32 == acceptor.nat_held  # 16 per source (nathold.MAX_PER_SOURCE)
+    assert acceptor.counts["nat_held"] == 32  # 16 per source (nathold.MAX_PER_SOURCE)
+    assert acceptor.nat_held == 32
     assert acceptor.counts["nat_hold_full"] == 268 == acceptor.counts["nat_unpaired"]
     world.dataplane.watched = {PRE: 90, POST: 88}
     offer(acceptor, sampled(NAT_BOX, NAT_PORT))  # releases the held 32 (same destination and port)
