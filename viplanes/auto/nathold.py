@@ -21,7 +21,7 @@ from typing import Literal
 from viplanes.domain.sighting import IPAddress, Sighting
 
 HOLD_S = 0.5  # at sFlow 1 in 8 and a 0.5 s window the border's sighting follows within ~0.5 s
-MAX_HELD = 256  # the acceptor's queue size: a release never brings back more than it can take
+MAX_HELD = 256  # the acceptor's default queue size (serve passes its own: VIPLANES_AUTO_QUEUE)
 MAX_PER_SOURCE = 16  # one host's many unpaired flows do not crowd out the others
 
 Held = Literal["held", "full", "again", "unholdable"]

@@ -79,6 +79,7 @@ class Automation:
             watch_s=settings.nat_watch_s,
             nat_takeover=settings.nat_takeover,
             nat_hold_s=settings.nat_hold_s,
+            nat_hold_max=settings.queue_size,  # a release never brings back more than the queue takes
         )
         self.ender = IdleEnder(manager, settings.idle_check_s)
         self.listener = (

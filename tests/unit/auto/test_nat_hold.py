@@ -147,3 +147,17 @@ def test_the_held_count_is_a_gauge(world: World, mono: Mono) -> None:
     registry.register(AutomationCollector(auto))
     text = generate_latest(registry).decode()
     assert "viplanes_auto_nat_held 1.0" in text and 'viplanes_auto_sightings_total{outcome="nat_held"} 1.0' in text
+
+
+def test_serve_holds_no_more_than_its_queue_takes(world: World, mono: Mono) -> None:
+    """A small queue (``VIPLANES_AUTO_QUEUE``) bounds the holds too: one release then never
+    brings back more sightings than the queue can take."""
+    from viplanes.auto.service import Automation
+
+    auto = Automation(world.app.extensions["viplanes"].manager, AutoSettings(queue_size=4), world.clock)
+    set_policy(world, min_rate_mbps=1)
+    auto.acceptor.refresh()
+    for sport in range(6):
+        offer(auto.acceptor, sampled(sport=41000 + sport))
+        auto.acceptor.run_pending()
+    assert auto.acceptor.nat_held == 4 and auto.acceptor.counts["nat_hold_full"] == 2
