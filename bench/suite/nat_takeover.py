@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 from bench.harness.report import Result, Target
 from bench.harness.stats import summarize_ms
-from tests.support.sflowlanes import sflow_lab, stop_all, timestamp
+from bench.suite.laneflows import upload_each
+from tests.support.sflowlanes import sflow_lab
 
 FIRST_PORT, SAMPLING, WINDOW_S, RATE_MBPS = 5240, 8, 0.5, 8
 
@@ -29,28 +29,15 @@ FIRST_PORT, SAMPLING, WINDOW_S, RATE_MBPS = 5240, 8, 0.5, 8
 def run(quick: bool = False, **_: Any) -> Result:
     n = 20 if quick else 24
     res = Result("nat_takeover")
-    delays: list[float] = []
-    watches: list[float] = []
-    missed = 0
     with (
         tempfile.TemporaryDirectory(prefix="bench-nat-takeover-") as tmp,
         sflow_lab(Path(tmp), RATE_MBPS, idle_s=600, sampling=SAMPLING, window_s=WINDOW_S, max_auto_lanes=n + 2) as lab,
     ):
-        for i in range(n):
-            port = FIRST_PORT + i
-            servers = lab.servers(port)
-            try:
-                started = time.time()
-                client = lab.upload("desktop", port, 5, cport=44000 + i)
-                lane = lab.lane_of(port, timeout=6)
-                stop_all([client])
-            finally:
-                stop_all(servers)
-            if lane is None or "nat_port" not in lane["trigger"]:
-                missed += 1
-            else:
-                delays.append(timestamp(lane["activated_at"]) - started)
-                watches.append(float(lane["trigger"]["nat_watch_ms"]) / 1000)
+        uploads = upload_each(lab, "desktop", FIRST_PORT, n, 5, first_cport=44000, timeout=6)
+    taken = [u for u in uploads if u.lane is not None and "nat_port" in u.lane["trigger"]]
+    delays = [u.delay_s for u in taken if u.delay_s is not None]
+    watches = [float(u.lane["trigger"]["nat_watch_ms"]) / 1000 for u in taken if u.lane is not None]
+    missed = n - len(taken)
     s, w = summarize_ms(delays), summarize_ms(watches)
     note = f"{len(delays)}/{n} flows through the NAT, 1 in {SAMPLING}, {WINDOW_S} s window, 0.8 s watch"
     res.add("NAT'd first packet -> riding the takeover lane p50", s.p50_ms, "ms", Target("<=", 3000.0), note)

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 from bench.harness.report import Result, Target
 from bench.harness.stats import summarize_ms
-from tests.support.sflowlanes import sflow_lab, stop_all, timestamp
+from bench.suite.laneflows import upload_each
+from tests.support.sflowlanes import sflow_lab
 
 FIRST_PORT, SAMPLING, WINDOW_S, RATE_MBPS = 5210, 8, 0.5, 8
 
@@ -28,26 +28,13 @@ FIRST_PORT, SAMPLING, WINDOW_S, RATE_MBPS = 5210, 8, 0.5, 8
 def run(quick: bool = False, **_: Any) -> Result:
     n = 20 if quick else 30
     res = Result("sflow_lanes")
-    delays: list[float] = []
-    missed = 0
     with (
         tempfile.TemporaryDirectory(prefix="bench-sflow-lanes-") as tmp,
         sflow_lab(Path(tmp), RATE_MBPS, idle_s=600, sampling=SAMPLING, window_s=WINDOW_S, max_auto_lanes=n + 2) as lab,
     ):
-        for i in range(n):
-            port = FIRST_PORT + i
-            servers = lab.servers(port)
-            try:
-                started = time.time()
-                client = lab.upload("dtn", port, 4, cport=43000 + i)
-                lane = lab.lane_of(port, timeout=5)
-                stop_all([client])
-            finally:
-                stop_all(servers)
-            if lane is None:
-                missed += 1
-            else:
-                delays.append(timestamp(lane["activated_at"]) - started)
+        uploads = upload_each(lab, "dtn", FIRST_PORT, n, 4, first_cport=43000, timeout=5)
+    delays = [u.delay_s for u in uploads if u.delay_s is not None]
+    missed = n - len(delays)
     s = summarize_ms(delays)
     note = f"{len(delays)}/{n} flows, 1 in {SAMPLING}, {WINDOW_S} s window, {RATE_MBPS} Mbit/s threshold"
     res.add("first packet -> riding the lane p50", s.p50_ms, "ms", Target("<=", 3000.0), note)

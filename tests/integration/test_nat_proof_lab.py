@@ -26,32 +26,18 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
-import requests
 
+from tests.support.natlab import FIREWALL_MBPS, MARKS, NAT_BOX, SLACK_S, TAKEOVER_S, nat_lab, outcomes
 from tests.support.sflowgen import datagram, flow_sample, send
-from tests.support.sflowlanes import CLOUD, DESKTOP, SflowLab, sflow_lab, stop_all, timestamp
+from tests.support.sflowlanes import CLOUD, DESKTOP, SflowLab, stop_all, timestamp
 from viplanes.lab.services import clean_env, rclone_binary
-from viplanes.sampling.goflow import GOFLOW2_CACHED
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(not GOFLOW2_CACHED.exists(), reason="goflow2 not built (make setup)"),
-]
-RATE_MBPS, IDLE_S, FIREWALL_MBPS = 8, 3, 15
-NAT_BOX = "198.51.100.2"
+pytestmark = MARKS
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory):
-    with sflow_lab(tmp_path_factory.mktemp("natproof"), rate_mbps=RATE_MBPS, idle_s=IDLE_S) as lab:
-        yield lab
-
-
-def outcomes(lab: SflowLab) -> dict[str, float]:
-    """The acceptor's outcome counters, from serve's /metrics."""
-    text = requests.get(f"{lab.serve.url}/metrics", timeout=10).text
-    prefix = 'viplanes_auto_sightings_total{outcome="'
-    return {line.split('"')[1]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix)}
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SflowLab]:
+    yield from nat_lab(tmp_path_factory, "natproof")
 
 
 TWO_SINK = """
@@ -260,5 +246,5 @@ def test_an_rclone_upload_with_no_lane_request_is_laned_by_itself(lab: SflowLab,
     assert rclone.returncode == 0, stderr[-600:]
     assert len(arrived) == size and hashlib.sha256(arrived).digest() == hashlib.sha256(data).digest()
     assert lane["trigger"]["kind"] == "sflow" and lane["trigger"]["nat_address"] == NAT_BOX, lane
-    assert took < 3.0, took
+    assert took < TAKEOVER_S + SLACK_S, took  # SLACK_S: tests/support/natlab.py
     assert before and after and statistics.median(after) > max(FIREWALL_MBPS, 1.5 * statistics.median(before))

@@ -11,7 +11,8 @@ A sampled flow of a host behind the campus NAT is already running under the NAT'
 port: its lane must keep them (``natmap``). The worker pairs it with the post-NAT flow the border
 sampled, confirms the pair with two watch flows over OpenFlow, and asks for a takeover lane;
 anything unpaired, ambiguous or unconfirmed gets no lane, and a firefly naming such a flow is
-refused as before (``nat_in_flight``).
+refused as before (``nat_in_flight``). A sighting with no post-NAT pair yet is held a moment
+(``nathold``) and judged again, from the start, when the border's sighting of it arrives.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from viplanes.authz.tokens import Caller
 from viplanes.auto import store
 from viplanes.auto.bounds import SourceBound
 from viplanes.auto.index import AutoGrant, GrantIndex
+from viplanes.auto.nathold import HOLD_S, MAX_HELD, HeldSightings
 from viplanes.auto.natmap import NatPairing, confirmed, pick_nonce, watches_for
 from viplanes.auto.policy import PROTOCOLS, evidence, trigger_refusal
 from viplanes.domain.sighting import IPAddress, Sighting, SightingKind, SightingState
@@ -64,6 +66,8 @@ class Acceptor:
         nat_sources: frozenset[IPAddress] | None = None,
         watch_s: float = WATCH_S,
         nat_takeover: bool = True,
+        nat_hold_s: float = HOLD_S,
+        nat_hold_max: int = MAX_HELD,
     ) -> None:
         self.manager = manager
         self.counts: Counter[str] = Counter()
@@ -81,6 +85,10 @@ class Acceptor:
         self._translated = translated_sources(manager.topology) if nat_sources is None else nat_sources
         # the post-NAT flows the border sampled (bounded), to pair a translated source's flow with
         self._pairing = NatPairing(nat_outside_addresses(manager.topology))
+        # pre-NAT sightings waiting (bounded) for their post-NAT pair; the pairing and the holds
+        # are shared by the detector's thread (``note``, ``release``) and the worker's (``pair``)
+        self._held = HeldSightings(nat_hold_s, nat_hold_max)
+        self._nat_lock = threading.Lock()
         self._watch_s = watch_s
         # False: every running NAT'd flow is refused (``nat_in_flight``), as before takeovers: for
         # a campus whose firewall tracks TCP windows strictly, where a takeover lane's end cuts a
@@ -106,9 +114,18 @@ class Acceptor:
 
     def _offer(self, s: Sighting) -> None:
         self.counts["offered"] += 1
+        self._end_holds()
         if s.kind is SightingKind.SFLOW and s.src_ip in self._pairing.nat_addresses:
-            if self._index.may_reach(s.dst_ip) and self._pairing.note(s):
+            if not self._index.may_reach(s.dst_ip):
+                return
+            with self._nat_lock:
+                noted = self._pairing.note(s)
+                released = self._held.release(s) if noted else []
+            if noted:
                 self.counts["nat_candidates"] += 1
+            for held in released:  # its pair may have come: judged again, from the start
+                self.counts["nat_released"] += 1
+                self._put(held)
             return
         takeover_kind = self._nat_takeover and s.kind is SightingKind.SFLOW
         if s.src_ip in self._translated and s.src_port is not None and not takeover_kind:
@@ -132,10 +149,28 @@ class Acceptor:
         if s.state is not SightingState.END and self._recent(s):
             self.counts["repeated"] += 1
             return
+        self._put(s)
+
+    def _put(self, s: Sighting) -> None:
         try:
             self._queue.put_nowait(s)
         except queue.Full:
             self.counts["queue_full"] += 1
+            self._forget(s)  # not judged: its next sighting may ask again
+
+    @property
+    def nat_held(self) -> int:
+        """NAT'd sightings waiting for their post-NAT pair now (bounded: ``nathold.MAX_HELD``)."""
+        return len(self._held)
+
+    def _end_holds(self) -> None:
+        """Held sightings whose hold ended with no post-NAT sighting: unpaired, as without a
+        hold; the flow's next sighting is judged afresh."""
+        with self._nat_lock:
+            due = self._held.due(self._clock())
+        for s in due:
+            self.counts["nat_unpaired"] += 1
+            self._forget(s)
 
     def _recent(self, s: Sighting) -> bool:
         """The same flow was queued less than ``REPEAT_S`` ago: a sampled elephant is seen many
@@ -182,6 +217,7 @@ class Acceptor:
             try:
                 if self._clock() - self._refreshed >= self._refresh_s:
                     self.refresh()
+                self._end_holds()
                 if item is not None:
                     self.handle(item)
             except Exception:
@@ -192,6 +228,7 @@ class Acceptor:
         """Decide every queued sighting on the calling thread (tests, and the bench without a worker)."""
         out: list[int | None] = []
         while True:
+            self._end_holds()
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
@@ -237,11 +274,18 @@ class Acceptor:
         """The NAT's mapping of this running connection, paired from the samples and confirmed by
         two watch flows, with how it was confirmed (for the lane's record); None (counted) when
         there is no unique pair or the counters disagree."""
-        self._pairing.expire(s.observed_at)
-        found = self._pairing.pair(s)
+        with self._nat_lock:  # pair and hold at once: a post-NAT note comes before or releases it
+            self._pairing.expire(s.observed_at)
+            found = self._pairing.pair(s)
+            held = self._held.hold(s, self._clock()) if found.reason == "nat_unpaired" else "unholdable"
         if found.mapping is None:
+            if held == "held":  # the border's sighting of it may be a moment behind
+                self.counts["nat_held"] += 1
+                return None
+            if held == "full":
+                self.counts["nat_hold_full"] += 1
             self.counts[found.reason] += 1
-            self._forget(s)  # the post-NAT flow may be sampled a moment later: judge the next sighting
+            self._forget(s)  # the post-NAT flow may be sampled later: judge the next sighting
             return None
         nonce = pick_nonce()
         watches = watches_for(self.manager.topology, s, found.mapping, nonce)

@@ -22,6 +22,9 @@ class AutomationCollector(Collector):
         for outcome, n in sorted(dict(self._auto.acceptor.counts).items()):
             sightings.add_metric([outcome], n)
         yield sightings
+        held = GaugeMetricFamily("viplanes_auto_nat_held", "NAT'd sightings waiting for their post-NAT pair")
+        held.add_metric([], self._auto.acceptor.nat_held)
+        yield held
         idle = CounterMetricFamily("viplanes_auto_ended", "Automatic lanes ended by the idle sweep")
         idle.add_metric([], self._auto.ender.ended)
         yield idle

@@ -46,6 +46,9 @@ class AutoSettings:
     # than the switches' counter refresh (OVS: 0.5 s), or the counts lag (natmap.MIN_PACKETS)
     nat_watch_s: float = 0.8
     nat_takeover: bool = True  # take over running NAT'd connections (False: refuse them, nat_in_flight)
+    # how long a NAT'd flow's sighting with no post-NAT pair yet waits for one (0: judged at once);
+    # at most the pairing's window (natmap.WINDOW_S), past which no pair could be found anyway
+    nat_hold_s: float = 0.5
 
     @classmethod
     def from_env(cls) -> AutoSettings:
@@ -60,6 +63,7 @@ class AutoSettings:
             idle_check_s=max(0.1, _env("VIPLANES_AUTO_IDLE_CHECK_S", "1", float)),
             nat_watch_s=min(2.0, max(0.1, _env("VIPLANES_AUTO_NAT_WATCH_S", "0.8", float))),
             nat_takeover=_flag("VIPLANES_AUTO_NAT_TAKEOVER", "1"),
+            nat_hold_s=min(2.0, _env("VIPLANES_AUTO_NAT_HOLD_S", "0.5", float)),
         )
 
 
@@ -74,6 +78,8 @@ class Automation:
             firefly_burst=2 * settings.firefly_rate,
             watch_s=settings.nat_watch_s,
             nat_takeover=settings.nat_takeover,
+            nat_hold_s=settings.nat_hold_s,
+            nat_hold_max=settings.queue_size,  # a release never brings back more than the queue takes
         )
         self.ender = IdleEnder(manager, settings.idle_check_s)
         self.listener = (

@@ -82,6 +82,9 @@ ENV_SETTINGS: tuple[EnvSetting, ...] = (
         "auto", "nat_watch_s", "VIPLANES_AUTO_NAT_WATCH_S", float, "0.8", "watch before a NAT takeover, s (0.1-2)"
     ),
     EnvSetting(
+        "auto", "nat_hold_s", "VIPLANES_AUTO_NAT_HOLD_S", float, "0.5", "unpaired NAT'd sighting waits, s (0-2)"
+    ),
+    EnvSetting(
         "switches", "learn_features", "VIPLANES_LEARN_SWITCH_FEATURES", int, "0", "ask TABLE/METER_FEATURES (1: on)"
     ),
     EnvSetting("sflow", "enabled", "VIPLANES_SFLOW_ENABLED", int, "0", "detect elephants from sFlow (1: on)"),

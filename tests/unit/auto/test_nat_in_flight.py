@@ -41,13 +41,18 @@ def test_a_running_natd_flow_named_by_a_firefly_gets_no_lane(world: World, accep
     assert world.dataplane.active == {}
 
 
-def test_a_running_natd_flow_sampled_without_its_nat_mapping_gets_no_lane(world: World, acceptor: Acceptor) -> None:
+def test_a_running_natd_flow_sampled_without_its_nat_mapping_gets_no_lane(
+    world: World, acceptor: Acceptor, mono: Mono
+) -> None:
     """Sampled, but no post-NAT flow to pair it with: no mapping, no lane (it was ``nat_in_flight``
-    before takeovers; now it waits for a confirmed mapping)."""
+    before takeovers; now it waits for a confirmed mapping, held 0.5 s for its pair first)."""
     assert set_policy(world, min_rate_mbps=1).status_code == 200
     acceptor.refresh()
     acceptor.offer(sighting(kind=SightingKind.SFLOW, rate_bps=5e8))
     assert acceptor.run_pending() == [None]
+    assert acceptor.counts["nat_held"] == 1
+    mono.now += 0.6  # the hold ends with no post-NAT sighting
+    assert acceptor.run_pending() == []
     assert acceptor.counts["nat_unpaired"] == 1
     assert world.dataplane.active == {} and world.dataplane.watches == []
 

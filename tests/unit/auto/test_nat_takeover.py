@@ -89,9 +89,12 @@ def test_a_forged_post_nat_sample_with_a_wrong_port_makes_no_lane(world: World, 
     assert acceptor.counts["nat_unconfirmed"] == 1 and world.dataplane.active == {}
 
 
-def test_no_post_nat_sample_no_lane(world: World, acceptor: Acceptor) -> None:
+def test_no_post_nat_sample_no_lane(world: World, acceptor: Acceptor, mono: Mono) -> None:
     acceptor.offer(sampled())  # type: ignore[arg-type]
     assert acceptor.run_pending() == [None]
+    assert acceptor.counts["nat_held"] == 1  # waits 0.5 s for its post-NAT pair
+    mono.now += 0.6
+    assert acceptor.run_pending() == []
     assert acceptor.counts["nat_unpaired"] == 1 and world.dataplane.watches == []
 
 
