@@ -28,7 +28,9 @@ from tests.support.serve import VIPLANES, Serve, bootstrap
 
 pytestmark = pytest.mark.integration
 
-ACCESS_S, GRACE_S, SWEEP_S = 30, 5, 2
+# 10 s tokens: each renewal (the CLI refreshes whenever < 60 s is left, the console at half the
+# token's life) still comes well inside exp + grace, and each bound waited out is 17 s, not 37 s
+ACCESS_S, GRACE_S, SWEEP_S = 10, 5, 2
 BOUND_S = ACCESS_S + GRACE_S + SWEEP_S
 SLACK_S = 8  # a loaded 2-core machine: the sweep's own read, the poll below
 
