@@ -43,7 +43,7 @@ def test_a_bad_limit_is_one_problem_naming_the_key(campus_yaml: Path, value: Any
 
 def test_the_paper_campus_limits_the_desktop_only() -> None:
     topo = load_topology(REPO / "topologies" / "campus-paper.yaml")
-    assert topo.host("desktop").cpu_cores == pytest.approx(0.1)
+    assert topo.host("desktop").cpu_cores == pytest.approx(0.2)
     assert [h.name for h in topo.hosts if h.cpu_cores is not None] == ["desktop"]
     plain = load_topology(REPO / "topologies" / "campus.yaml")  # the demo's and lab tests' campus
     assert all(h.cpu_cores is None for h in plain.hosts)
