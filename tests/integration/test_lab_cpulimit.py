@@ -10,8 +10,11 @@ needed to burn CPU.
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -56,3 +59,45 @@ def test_limited_host_gets_its_cores_however_it_starts_processes() -> None:
         limit = desktop.cpu_limit
         assert limit is not None and limit.path.is_dir()
     assert not limit.path.exists(), "the host's group outlived the lab"
+
+
+KILLED = textwrap.dedent("""
+    import dataclasses, sys, time
+    from viplanes.topologies.loader import load_topology
+    from viplanes.lab.net import build_network
+    topo = load_topology(sys.argv[1])
+    hosts = tuple(dataclasses.replace(h, cpu_cores=0.5) if h.name == "desktop" else h for h in topo.hosts)
+    lab = build_network(dataclasses.replace(topo, hosts=hosts), "127.0.0.1", 1, wait_connected=0,
+                        shape=False, tls=False)
+    print(lab.host("desktop").cpu_limit.path, flush=True)
+    time.sleep(120)
+""")
+
+
+def test_a_killed_runs_group_is_removed_by_the_stale_cleaner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """kill -9 leaves the desktop's group (its shell still in it): `clean_stale` removes it."""
+    from viplanes.lab import net
+
+    monkeypatch.setattr(net, "RUN_DIR", tmp_path)
+    env = {**os.environ, "VIPLANES_LAB_RUN_DIR": str(tmp_path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED, str(REPO / "topologies/campus.yaml")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        line = proc.stdout.readline().strip()  # type: ignore[union-attr]
+        assert line, proc.stderr.read()  # type: ignore[union-attr]
+        group = Path(line)
+        assert group.is_dir() and (group / "cgroup.procs").read_text().split(), "the shell is in the group"
+        proc.kill()
+        proc.wait()
+        assert group.is_dir(), "kill -9 gives the run no chance to remove it"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    removed = net.clean_stale()
+    assert str(group) in removed and not group.exists() and not group.parent.exists()

@@ -73,8 +73,8 @@ def plan_cpu_limit(mounts: str, group: str, cores: float, period_us: int = PERIO
         if fstype == "cgroup2":
             path = mount / rel
             ancestors = [mount, *(mount / Path(*rel.parts[: i + 1]) for i in range(len(rel.parts) - 1))]
-            writes = tuple((a / "cgroup.subtree_control", "+cpu") for a in ancestors)
-            return CpuLimit(path, (*writes, (path / "cpu.max", f"{quota} {period_us}")), cores)
+            passes = tuple((a / "cgroup.subtree_control", "+cpu") for a in ancestors)
+            return CpuLimit(path, (*passes, (path / "cpu.max", f"{quota} {period_us}")), cores)
     raise CpuLimitError("no cgroup hierarchy with the cpu controller is mounted (see /proc/self/mounts)")
 
 
