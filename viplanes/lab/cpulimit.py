@@ -117,6 +117,8 @@ def remove(path: Path, wait: float = 2.0) -> bool:
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.05)
+    if GROUP_ROOT not in path.parts:
+        return True  # not one of ours: never walk up someone else's directories
     parent = path.parent
     while parent.name != GROUP_ROOT and parent.parent != parent:
         with contextlib.suppress(OSError):

@@ -102,3 +102,11 @@ def test_lab_topo_gives_only_limited_hosts_a_group(campus_yaml: Path) -> None:
     desktop, server = lab.nodeInfo("desktop"), lab.nodeInfo("server")
     assert desktop["cls"] is LabHost and desktop["cpu_cores"] == 0.4 and desktop["cpu_group"] == "vlab12/desktop"
     assert "cpu_cores" not in server and "cpu_group" not in server
+
+
+def test_remove_never_walks_up_outside_the_lab_root(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    group = tmp_path / "other" / "g"
+    group.mkdir(parents=True)
+    assert cpulimit.remove(group, wait=0)
+    assert (tmp_path / "other").is_dir() and (tmp_path / "empty").is_dir()
