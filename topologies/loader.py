@@ -15,6 +15,7 @@ import yaml
 
 from viplanes.topologies.capfields import read_nat_router
 from viplanes.topologies.fields import FieldReader, kind_of
+from viplanes.topologies.hostfields import read_cpu_cores
 from viplanes.topologies.model import (
     EdgeRouter,
     Host,
@@ -238,7 +239,10 @@ class _Parser(FieldReader):
 
     def host(self, item: Any, where: str) -> Host | None:
         m = self.mapping(
-            item, where, ("name", "role", "mac", "ip", "gateway", "attach", "nic_mbps"), ("ip6", "gateway6")
+            item,
+            where,
+            ("name", "role", "mac", "ip", "gateway", "attach", "nic_mbps"),
+            ("ip6", "gateway6", "cpu_cores"),
         )
         if m is None:
             return None
@@ -248,6 +252,9 @@ class _Parser(FieldReader):
         gateway6 = self.gateway6(m, where, iface)
         gateway = self.address(m.get("gateway"), f"{where}.gateway") if "gateway" in m else None
         nic = self.number(m.get("nic_mbps"), f"{where}.nic_mbps") if "nic_mbps" in m else None
+        cpu_cores = read_cpu_cores(self, m, where)
+        if "cpu_cores" in m and cpu_cores is None:
+            return None  # reported with its key
         if iface is not None and gateway is not None:
             if gateway not in iface.ip.network:
                 self.bad(f"{where}.gateway", f"{gateway} is not in the host's subnet {iface.ip.network}")
@@ -260,7 +267,9 @@ class _Parser(FieldReader):
         self.host_where[name] = where
         if (iface.ip6 is None) != (gateway6 is None):
             return None  # reported by gateway6()
-        return Host(name=name, role=role, iface=iface, gateway=gateway, nic_mbps=nic, gateway6=gateway6)
+        return Host(
+            name=name, role=role, iface=iface, gateway=gateway, nic_mbps=nic, gateway6=gateway6, cpu_cores=cpu_cores
+        )
 
     def gateway6(self, m: dict[str, Any], where: str, iface: Interface | None) -> ipaddress.IPv6Address | None:
         """``gateway6`` comes with ``ip6`` (and only with it), inside its subnet, not the host itself."""

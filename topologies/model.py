@@ -99,6 +99,9 @@ class Host:
     gateway: ipaddress.IPv4Address
     nic_mbps: float
     gateway6: ipaddress.IPv6Address | None = None  # set exactly when iface.ip6 is
+    # the lab only: the CPU (in cores) the host's processes may use, standing for a slower machine
+    # (None: no limit; the controller never reads it)
+    cpu_cores: float | None = None
 
     @property
     def ip6(self) -> ipaddress.IPv6Address | None:

@@ -46,6 +46,7 @@ from mininet.node import Node, OVSSwitch, RemoteController
 
 from viplanes.topologies.model import Topology
 
+from . import cpulimit
 from .labpki import ensure_lab_pki
 from .topo import LabTopo
 
@@ -289,6 +290,9 @@ def _remove_leftovers(run_id: str, data: dict[str, Any]) -> list[str]:
         if name.startswith(prefix):
             subprocess.run(["ip", "link", "del", name], capture_output=True)
             removed.append(name)
+    for group in cpulimit.run_groups(Path("/proc/self/mounts").read_text(), prefix):
+        if cpulimit.remove(group, wait=0.5):  # its processes were killed above
+            removed.append(str(group))
     return removed
 
 

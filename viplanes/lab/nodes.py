@@ -8,9 +8,13 @@ Interfaces are configured explicitly by name because middleboxes have two legs.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from subprocess import Popen
 from typing import Any
 
 from mininet.node import Host, Node, OVSSwitch
+
+from . import cpulimit
+from .cpulimit import CpuLimit
 
 # Offloads break TCP over OVS's userspace datapath (checksums left to hardware that isn't there).
 OFFLOADS_OFF = "tx off rx off tso off gso off gro off"
@@ -36,9 +40,27 @@ def static_ipv6(node: Node, intf: str, ip6: str) -> None:
 
 
 class LabHost(Host):
-    """An end host (desktop, server, DTN, cloud): MAC, IP and default route from the topology."""
+    """An end host (desktop, server, DTN, cloud): MAC, IP and default route from the topology.
 
-    def config(self, ip6: str | None = None, gateway6: str | None = None, **params: Any) -> dict:
+    With ``cpu_cores`` (and ``cpu_group``, the run's own group name), every process the lab runs in
+    the host shares that much CPU (``cpulimit``): the host stands for a slower machine.
+    """
+
+    cpu_limit: CpuLimit | None = None
+
+    def config(
+        self,
+        ip6: str | None = None,
+        gateway6: str | None = None,
+        cpu_cores: float | None = None,
+        cpu_group: str = "",
+        **params: Any,
+    ) -> dict:
+        if cpu_cores is not None:
+            limit = cpulimit.current_plan(cpu_group or self.name, cpu_cores)
+            cpulimit.apply(limit)
+            cpulimit.join(limit, self.pid)  # the shell: ``cmd`` and everything it starts
+            self.cpu_limit = limit
         result = super().config(**params)
         quiet_ipv6(self)
         for intf in self.intfNames():
@@ -49,6 +71,17 @@ class LabHost(Host):
         if ip6 and gateway6:
             self.cmd(f"ip -6 route replace default via {gateway6}")
         return result
+
+    def popen(self, *args: Any, **kwargs: Any) -> Popen:
+        """Mininet's popen; in a limited host the process joins the host's group before it runs."""
+        if self.cpu_limit is not None and "mncmd" not in kwargs:
+            kwargs["mncmd"] = cpulimit.wrap(self.cpu_limit, ["mnexec", "-da", str(self.pid)])
+        return super().popen(*args, **kwargs)
+
+    def terminate(self) -> None:
+        super().terminate()
+        if self.cpu_limit is not None:
+            cpulimit.remove(self.cpu_limit.path)
 
 
 class Router(Node):

@@ -90,6 +90,7 @@ class LabTopo(Topo):
         for host in topology.hosts:
             self.names[host.name] = host.name
             v6 = {"ip6": str(host.iface.ip6), "gateway6": str(host.gateway6)} if host.iface.ip6 else {}
+            cpu = {"cpu_cores": host.cpu_cores, "cpu_group": f"{prefix}/{host.name}"} if host.cpu_cores else {}
             self.addHost(
                 host.name,
                 cls=LabHost,
@@ -97,6 +98,7 @@ class LabTopo(Topo):
                 mac=host.iface.mac,
                 defaultRoute=f"via {host.gateway}",
                 **v6,
+                **cpu,
             )
             att = host.iface.attach
             assert att is not None, f"host {host.name} is not attached to a switch"
