@@ -116,9 +116,9 @@ def directions(records: list[Record]) -> list[Finding]:
                 verdict(ok),
                 "within 25%"
                 if ok
-                else "differ by over 25%: the lab's desktop meets the provider's caps and write quota like "
-                "the server and DTN; the paper's was bound both ways by itself (4 cores, 1 Gbit/s NIC), "
-                "which a desktop sharing the lab's two cores does not model",
+                else "differ by over 25%: the lab's desktop uploads stop at the provider's write quota "
+                "as the server's and DTN's do, below its own CPU limit (cpu_cores, which bounds its "
+                "downloads); the paper's desktop was bound both ways by itself (4 cores, 1 Gbit/s NIC)",
             )
         )
     else:
