@@ -35,7 +35,7 @@ class Auto:
     """What AutomationCollector reads of a running ``Automation``."""
 
     def __init__(self) -> None:
-        self.acceptor = type("A", (), {"counts": Counter({"laned": 1, "firefly_spoofed": 3})})()
+        self.acceptor = type("A", (), {"counts": Counter({"lanes": 1, "spoofed_firefly": 3}), "nat_held": 2})()
         self.ender = type("E", (), {"ended": 2})()
         self.listener = type("L", (), {"counts": Counter({"accepted": 1, "bad_json": 4})})()
 
@@ -56,7 +56,9 @@ def test_the_master_shows_its_role_switches_and_automation_counters() -> None:
     text = scrape(Plane(True), Role(True))
     assert "viplanes_controller_master 1.0" in text and "viplanes_controller_epoch 7.0" in text
     assert 'viplanes_controller_switch_connected{switch="s2"} 0.0' in text
-    assert 'viplanes_auto_sightings_total{outcome="firefly_spoofed"} 3.0' in text
+    assert (
+        'viplanes_auto_sightings_total{outcome="spoofed_firefly"} 3.0' in text and "viplanes_auto_nat_held 2.0" in text
+    )
     assert 'viplanes_firefly_datagrams_total{outcome="bad_json"} 4.0' in text
 
 
