@@ -72,7 +72,9 @@ class FakeCampus(FakeIssuer):
         if create_s256_code_challenge(tx.verifier) != rec["challenge"] or tx.redirect_uri != rec["redirect_uri"]:
             raise OAuthError(error="invalid_grant", description="PKCE verification failed")
         self.redeemed.add(code)
-        claims = {"aud": CLIENT_ID, "azp": CLIENT_ID, "nonce": rec["nonce"]} | rec["claims"]
+        now = int(self.clock())  # the same clock as ``refresh``: the sign-in's token must not be a second newer
+        times = {"iat": now, "nbf": now, "exp": now + 300}
+        claims = {"aud": CLIENT_ID, "azp": CLIENT_ID, "nonce": rec["nonce"]} | times | rec["claims"]
         rt = "rt-" + secrets.token_urlsafe(24)
         self.refresh_tokens[rt] = claims
         return {
