@@ -206,6 +206,8 @@ def _actions(buf: bytes, pos: int, end: int) -> list[Any]:
             out.append(parser.OFPActionOutput(port, max_len))
         elif atype == ofp.OFPAT_SET_FIELD and int.from_bytes(buf[pos + 4 : pos + 6], "big") not in _OTHER_CLASSES:
             name, value, _used = _oxm(buf, pos + 4)
+            if isinstance(value, tuple):  # OpenFlow 1.3 set-field carries no mask: a malformed reply
+                raise Unsupported(f"action: set_field {name} with a mask")
             out.append(parser.OFPActionSetField(**{name: value}))
         elif atype in (ofp.OFPAT_EXPERIMENTER, ofp.OFPAT_SET_FIELD):  # ct(), nat(), ct_mark
             try:
