@@ -254,8 +254,11 @@ class LaneLease:
     def release(self) -> dict[str, Any] | None:
         """Stop renewing and end the lane (a lane that already ended is fine)."""
         self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(5)
+        thread = self._thread
+        # a signal (SIGTERM to `viplanes transfer`) can land while ``start`` waits for the thread to
+        # start: not started yet, it cannot be joined, and once it runs it sees the stop at once
+        if thread is not None and thread is not threading.current_thread() and thread.ident is not None:
+            thread.join(5)
         if self.lane is None or self.lane["state"] in ENDED:
             return self.lane
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -134,3 +135,18 @@ def test_sigterm_after_the_command_ended_does_not_stop_the_release(
     r = run(live, world, tmp_path / "ran", "sh", "-c", "exit 4")
     assert r.exit_code == 4, r.output
     assert the_lane(world)["state"] == "released"
+
+
+def test_a_signal_while_the_renewal_thread_starts_still_releases() -> None:
+    """Seen in CI: SIGTERM landed inside ``Thread.start`` (waiting for the renew thread to run),
+    and ``release`` then raised "cannot join thread before it is started": exit 1 with a
+    traceback instead of 143 and a released lane. An unstarted thread is not joined now."""
+    from viplanes.client.http import ApiClient, LaneLease
+    from viplanes.config import ClientConfig
+
+    lease = LaneLease(ApiClient(ClientConfig(api_url="http://127.0.0.1:9", token="t")), {"src_ip": "10.1.0.10"})
+    lease._thread = threading.Thread(target=lease._renew, daemon=True)  # created, never started
+    assert lease.release() is None  # nothing to release yet; no RuntimeError
+    lease._thread.start()  # had it started after all: it sees the stop and ends at once
+    lease._thread.join(2)
+    assert not lease._thread.is_alive()
