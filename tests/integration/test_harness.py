@@ -69,7 +69,9 @@ def two_host_net(controller: ControllerProcess):
 def test_switch_joins_controller_and_iperf3_runs(controller, two_host_net) -> None:
     net, h1, h2 = two_host_net
     assert controller.wait_for_dpids({DPID}), "switch never appeared in the controller"
-    assert net.ping([h1, h2], timeout="1") == 0.0
+    # the first ping may lose its packet while the just-connected switch gets its base flows
+    losses = [net.ping([h1, h2], timeout="1") for _ in range(3)]
+    assert 0.0 in losses, losses
     # a child of the test, not a daemon (-D would outlive the namespace if no client came)
     server = h2.popen(["iperf3", "-s", "-1", "-p", "5201"])
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,7 @@ def test_real_ovs_samples_pass_the_agent_checks_and_mark_lanes() -> None:
         assert runner.stdout is not None and runner.stdout.readline().strip() == "ready", runner.stderr
         sampling = SwitchSampling(target="127.0.0.1:6343", sampling=1, agent="127.0.0.2", polling_s=0)
         switchconfig.enable(["br0"], sampling, bed.vsctl_argv())
+        time.sleep(1.0)  # ovs-vswitchd applies the sFlow row asynchronously: a burst sent at once went unsampled
         send(bed, "a", A6, 5201, encode(16, 14, 7))  # a's own marked flow
         send(bed, "c", A6, 5202, encode(16, 14, 7))  # c sends as a: a's address on c's port
         send(bed, "a", A6, 5203, encode(17, 14, 7))  # a label of another experiment

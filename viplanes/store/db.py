@@ -123,7 +123,19 @@ def is_outage(exc: BaseException) -> bool:
     the first statement after a primary's crash meets "connection already closed" here."""
     if isinstance(exc, OperationalError | InterfaceError):
         return True
-    return isinstance(exc, DBAPIError) and exc.connection_invalidated
+    if isinstance(exc, DBAPIError):
+        return exc.connection_invalidated
+    return isinstance(exc, _raw_outages())  # the raw driver's, from statements run on its cursor
+
+
+@functools.cache
+def _raw_outages() -> tuple[type[BaseException], ...]:
+    """psycopg2's own lost-connection errors: the prepared lane statements
+    (``store/lanesql/prepared.py``) run on the driver's cursor, where SQLAlchemy wraps nothing;
+    a fail-over there raised a bare ``psycopg2.InterfaceError: connection already closed``."""
+    import psycopg2
+
+    return (psycopg2.OperationalError, psycopg2.InterfaceError)
 
 
 def _ping_idle_connections(engine: Engine) -> None:

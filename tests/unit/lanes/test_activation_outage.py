@@ -80,3 +80,18 @@ def test_the_split_deployments_wait_reads_through_a_fail_over(tmp_path: Path) ->
         assert not result.ok and result.reason.startswith("data plane busy: database unreachable"), result
     finally:
         db.dispose()
+
+
+def test_the_drivers_own_lost_connection_is_an_outage_too() -> None:
+    """The second fail-over run: the prepared lane statements run on psycopg2's cursor, so the
+    crash surfaced as a bare ``psycopg2.InterfaceError`` (no SQLAlchemy wrapper) and the lane was
+    still recorded 'failed'."""
+    import psycopg2
+
+    from viplanes.lanes.activation import failed_by
+    from viplanes.store.db import is_outage
+
+    assert is_outage(psycopg2.InterfaceError("connection already closed"))
+    assert is_outage(psycopg2.OperationalError("server closed the connection unexpectedly"))
+    assert not is_outage(psycopg2.errors.UniqueViolation("duplicate key"))  # a bug or a race, not an outage
+    assert failed_by(psycopg2.InterfaceError("connection already closed"), 0.0).reason.startswith("data plane busy")
