@@ -22,7 +22,7 @@ from viplanes.cluster.handoff import CHANNEL, DoneListener, DoneWaiter, Notifier
 from viplanes.cluster.reports import read_lane_counters, read_readiness
 from viplanes.dataplane.base import DataplaneDefaults, DesiredLanes
 from viplanes.domain.values import ActivationResult, LaneCounters, LaneSpec
-from viplanes.store.db import Database, is_outage
+from viplanes.store.db import Database, is_outage, outage_text
 from viplanes.store.models import Lane
 
 ALIVE_CACHE_S = 0.25  # how long the API trusts "a controller holds the lease" without asking
@@ -112,7 +112,7 @@ class RemoteDataplane(DataplaneDefaults):
                 except Exception as exc:
                     if not is_outage(exc):
                         raise
-                    outage, row = str(exc).splitlines()[0], None
+                    outage, row = outage_text(exc), None
                 else:
                     outage = ""
                     if row is None:
@@ -146,7 +146,7 @@ class RemoteDataplane(DataplaneDefaults):
         except Exception as exc:
             if not is_outage(exc):
                 raise
-            return str(exc).splitlines()[0]
+            return outage_text(exc)
         return ""
 
     def deactivate(self, lane_id: int, timeout_s: float = 5.0) -> None:

@@ -27,7 +27,7 @@ from viplanes.lanes.overlap import row_nets
 from viplanes.lanes.owners import ActiveOwners
 from viplanes.lanes.pool import LanePool, needs_pool_address
 from viplanes.lanes.specs import SPEC_COLUMNS, spec_from_row, spec_of, takeover_of
-from viplanes.store.db import Database, is_outage
+from viplanes.store.db import Database, is_outage, outage_text
 from viplanes.store.lanesql.core import (
     add_audit,
     installing_lanes,
@@ -49,7 +49,7 @@ def failed_by(exc: BaseException, latency: float) -> ActivationResult:
     verdict on the lane: transient, so it stays installing for ``recover``. Anything else is a
     broken controller, which must fail the lane, not the request."""
     if is_outage(exc):
-        return ActivationResult(False, f"data plane busy: database unreachable ({str(exc).splitlines()[0]})", latency)
+        return ActivationResult(False, f"data plane busy: database unreachable ({outage_text(exc)})", latency)
     return ActivationResult(False, f"data plane error: {exc}", latency)
 
 

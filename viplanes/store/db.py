@@ -128,6 +128,11 @@ def is_outage(exc: BaseException) -> bool:
     return isinstance(exc, _raw_outages())  # the raw driver's, from statements run on its cursor
 
 
+def outage_text(exc: BaseException) -> str:
+    """An outage's first line for a reason or a log (its class when the driver gave no text)."""
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
 @functools.cache
 def _raw_outages() -> tuple[type[BaseException], ...]:
     """psycopg2's own lost-connection errors: the prepared lane statements

@@ -95,3 +95,4 @@ def test_the_drivers_own_lost_connection_is_an_outage_too() -> None:
     assert is_outage(psycopg2.OperationalError("server closed the connection unexpectedly"))
     assert not is_outage(psycopg2.errors.UniqueViolation("duplicate key"))  # a bug or a race, not an outage
     assert failed_by(psycopg2.InterfaceError("connection already closed"), 0.0).reason.startswith("data plane busy")
+    assert failed_by(psycopg2.InterfaceError(), 0.0).reason.endswith("(InterfaceError)")  # no text: its class
