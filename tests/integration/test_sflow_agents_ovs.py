@@ -63,8 +63,9 @@ def test_real_ovs_samples_pass_the_agent_checks_and_mark_lanes() -> None:
         facts = {"agent": "127.0.0.2", "sources": ["127.0.0.1"], "hosts": hosts, "experiments": [16]}
         runner = subprocess.Popen(
             ["ip", "netns", "exec", bed.ns, str(REPO / ".venv/bin/python"), "-m", "tests.support.sflowrun"]
-            + [json.dumps(facts), "5"],
+            + [json.dumps(facts), "60"],
             cwd=REPO,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -76,7 +77,7 @@ def test_real_ovs_samples_pass_the_agent_checks_and_mark_lanes() -> None:
         send(bed, "a", A6, 5201, encode(16, 14, 7))  # a's own marked flow
         send(bed, "c", A6, 5202, encode(16, 14, 7))  # c sends as a: a's address on c's port
         send(bed, "a", A6, 5203, encode(17, 14, 7))  # a label of another experiment
-        out, err = runner.communicate(timeout=30)
+        out, err = runner.communicate(timeout=30)  # closes its stdin: it drains, then reports
         got = json.loads(out.strip().splitlines()[-1])
         print(f"\nOVS datagrams from {got['sources']}; ifIndexes {ifindex}; refused {got['refused']}")
         print(f"marks {got['marks']}; sightings {got['sightings']}")

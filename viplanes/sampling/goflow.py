@@ -24,6 +24,7 @@ from ipaddress import ip_address
 from pathlib import Path
 from typing import IO
 
+from viplanes.sampling.bound import wait_bound
 from viplanes.sampling.detector import Detector, Sample
 
 log = logging.getLogger(__name__)
@@ -106,6 +107,7 @@ class CollectorSettings:
     listen: tuple[str, int] = ("127.0.0.1", 6343)
     expire_every_s: float = 1.0  # how often idle flows are dropped from the detector's table
     restart_backoff_s: float = 1.0  # first wait before restarting a collector that died (doubles, max 30 s)
+    ready_s: float = 5.0  # how long start() waits for goflow2 to bind its port (then it goes on, warned)
     wrap: tuple[str, ...] = ()
 
 
@@ -134,8 +136,12 @@ class CollectorProcess:
         return [*self.settings.wrap, *goflow2_argv(self.settings.binary, self.settings.listen)]
 
     def start(self) -> None:
-        """Start goflow2 now (a missing binary raises OSError here, not later in the thread)."""
-        self._spawn()
+        """Start goflow2 now (a missing binary raises OSError here, not later in the thread) and
+        wait until it has bound its port, so the first datagrams are decoded, not refused."""
+        proc = self._spawn()
+        port = self.settings.listen[1]
+        if not wait_bound(proc.pid, port, self.settings.ready_s, lambda: proc.poll() is None):
+            log.warning("sflow: collector not listening on port %d after %.1f s", port, self.settings.ready_s)
         self._thread = threading.Thread(target=self._run, name="viplanes-sflow-reader", daemon=True)
         self._thread.start()
 
