@@ -154,6 +154,23 @@ class LanePool:
     mac: str
 
 
+# the cloud host's services the WAN model can place behind an endpoint (viplanes/lab/services.py)
+WAN_SERVICES = ("iperf3", "s3", "ssh", "http")
+
+
+@dataclass(frozen=True)
+class WanEndpoint:
+    """Some of the cloud host's services run on a server of their own (seed 003's cloud VM):
+    their connections get this endpoint's per-connection caps instead of the provider's, and
+    with ``total_mbps`` all of them together share one NIC, each way."""
+
+    name: str
+    services: tuple[str, ...]
+    up_mbps: float | None = None  # per connection, client -> endpoint; None: the wan's
+    down_mbps: float | None = None  # per connection, endpoint -> client; None: the wan's
+    total_mbps: float | None = None  # every connection to the endpoint together, each way; None: no cap
+
+
 @dataclass(frozen=True)
 class Wan:
     """The internet path beyond the edge, as the lab models it (optional `wan:` section).
@@ -182,6 +199,20 @@ class Wan:
     # the provider's per-account write quota: writes (PUT, POST, DELETE) admitted a second, all
     # connections together (0 = none); Google Drive, the paper's cloud, allows about 2 files a second
     write_rps: float = 0.0
+    # servers of their own beyond the provider's (each service in one at most)
+    endpoints: tuple[WanEndpoint, ...] = ()
+
+    def endpoint(self, service: str) -> WanEndpoint | None:
+        """The endpoint that runs ``service``; None: the provider's, under the wan's caps."""
+        return next((e for e in self.endpoints if service in e.services), None)
+
+    def down_for(self, service: str) -> float:
+        """Mbit/s one connection to ``service`` may download (its endpoint's total bounds it too)."""
+        e = self.endpoint(service)
+        if e is None:
+            return self.down
+        per = self.down if e.down_mbps is None else e.down_mbps
+        return min(per, e.total_mbps) if e.total_mbps is not None else per
 
     @property
     def up(self) -> float:

@@ -36,7 +36,10 @@ def estimate_s(
     rate = lane_mbps if spec.path == "lane" or spec.placement in NO_LANE else default_mbps
     if spec.tool in FILE_TOOLS:  # one file, one connection (aria2: parallel)
         conns = spec.parallel if spec.tool in MULTI_TOOLS else 1
-        cap = (wan.down if wan is not None else wan_mbps) or rate
+        service = "http" if spec.tool in ("wget", "aria2") else "ssh"
+        cap = (wan.down_for(service) if wan is not None else wan_mbps) or rate
+        if wan is not None and (e := wan.endpoint(service)) is not None and e.total_mbps is not None:
+            rate = min(rate, e.total_mbps)  # the endpoint's NIC, whatever the connections
         trips = 15 if spec.tool in ("scp", "rsync") else 1  # ssh's handshake: 5.5 s at 300 ms, measured
         return size_mb * 8.4 / min(rate, conns * cap) + 1.0 + trips * (wan.rtt_ms / 1000 if wan else 0.0)
     if wan is not None:
@@ -68,4 +71,10 @@ def wan_record(wan: Wan | None) -> dict[str, float] | None:
         "read_request_ms": wan.read_ms,
         "write_rps": wan.write_rps,
         "storage_workers": wan.storage_workers,
+        **{
+            f"endpoint_{e.name}_{key}": value
+            for e in wan.endpoints
+            for key, value in (("up_mbps", e.up_mbps), ("down_mbps", e.down_mbps), ("total_mbps", e.total_mbps))
+            if value is not None
+        },
     }

@@ -12,7 +12,8 @@ sizes x 9 datasets x 4 repetitions). Its findings are read one factor at a time 
 - ``baseline``: the desktop (iperf3 and rclone) and the server (iperf3) on the campus default
   path, behind the firewall (Table 2's "5-7x");
 - ``tools``: seed 003's download of one file from the DTN: S3 multipart (rclone, ranged GETs on
-  4 connections), rsync and scp over ssh, wget, aria2c on 4 connections;
+  10 connections, `aws s3 cp`'s default), rsync and scp over ssh, wget, aria2c on 4 connections
+  (axel's default); each tool's start-up is timed on a 1-byte file and taken out (`startup.py`);
 - ``objects``: seed 002's concurrent downloads of large objects, from the DTN: 10 objects of
   9.6 MiB by 4 and 10 rclone transfers.
 
@@ -44,8 +45,12 @@ CHUNK_PLACEMENTS = ("dtn",)
 BASELINE_PARALLEL = 16
 # seed 003: one file fetched from the cloud by each tool, from the DTN (its path is the WAN's alone)
 TOOL_PLACEMENTS = ("dtn",)
-TOOL_CONNECTIONS = 4  # S3 multipart and aria2c: 4 connections each (axel's and aws s3's defaults are 4 and 10)
-TOOL_CHUNK_MB = 4  # the 16 MiB file in 4 ranged GETs, one per connection
+# the seed ran every tool out of the box: axel's default is 4 connections, `aws s3 cp`'s 10
+# concurrent requests (of 8 MB parts: 128 for its 1 GiB file); the lab's 16 MiB file goes in 1 MiB
+# GETs so all ten have work
+TOOL_CONNECTIONS = 4
+S3_CONNECTIONS = 10
+TOOL_CHUNK_MB = 1
 # seed 002: concurrent downloads of large objects, from the DTN. Its objects were large, so a
 # GET's round trip and read time were small against its transfer; 1 MiB files make them ~45% of
 # it, 9.6 MiB ones ~7% (96 MiB in 10 files; 10 processes, one object each)
@@ -186,7 +191,7 @@ def tool_runs(placement: str, path: str, rep: int) -> list[RunSpec]:
         "download",
         path,
         "rclone",
-        TOOL_CONNECTIONS,
+        S3_CONNECTIONS,
         rep,
         chunk_mb=TOOL_CHUNK_MB,
         upload_concurrency=UPLOAD_CONCURRENCY,

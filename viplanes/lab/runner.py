@@ -12,7 +12,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from .measure import Measurement, run_iperf3, run_rclone
 from .services import rclone_binary
 from .session import Session
 from .stack import StackError
+from .startup import PROBE_DIR, PROBE_NAME, net_mbps
 from .sweep import RunSpec
 
 
@@ -120,6 +121,11 @@ class Runner:
         else:
             ds = self.sess.datasets[spec.dataset or "split10"]
             m, intact = self._rclone(node, spec, ds, download)
+        if spec.series == "tools" and m.ok:
+            startup = self._startup_s(node, spec)
+            if startup is not None:
+                net = {"startup_s": round(startup, 3), "mbps_net": round(net_mbps(m.bytes, m.seconds, startup), 3)}
+                m = replace(m, extra={**m.extra, **net})
         wan_mbps = svc.per_connection_mbps
         lane = self.lanes.get((host_name, self._port(spec.tool))) if spec.path == "lane" else None
         return {
@@ -142,6 +148,34 @@ class Runner:
             "lane_nat_ip": lane.get("nat_ip") if lane else None,
             **{f"x_{k}": v for k, v in m.extra.items()},
         }
+
+    def _probe_dir(self) -> Path:
+        """The 1-byte file every tool fetches for its start-up (written once, on the cloud's disk)."""
+        where = self.sess.services.data_dir / self.sess.services.bucket / PROBE_DIR
+        if not (where / PROBE_NAME).exists():
+            where.mkdir(parents=True, exist_ok=True)
+            (where / PROBE_NAME).write_bytes(b"p")
+        return where
+
+    def _startup_s(self, node: Any, spec: RunSpec) -> float | None:
+        """Wall seconds ``spec``'s tool takes for the probe file, with the run's options."""
+        svc = self.sess.services
+        probe = self._probe_dir()
+        local = self.sess.work_dir / "downloads" / uuid.uuid4().hex[:12]
+        try:
+            if spec.tool in FILE_TOOLS:
+                if svc.files is None:
+                    return None
+                m = run_file_tool(node, spec.tool, svc.files, probe / PROBE_NAME, local, spec.parallel)
+            else:
+                src = f"cloud:{svc.bucket}/{PROBE_DIR}"
+                chunk = spec.chunk_mb or 8
+                streams = spec.parallel if spec.dataset == "one" else None
+                env, binary = svc.rclone_env(), rclone_binary()
+                m = run_rclone(node, env, binary, src, str(local), spec.parallel, chunk, multi_thread_streams=streams)
+        finally:
+            shutil.rmtree(local, ignore_errors=True)
+        return m.seconds if m.ok else None
 
     def _file_tool(self, node: Any, spec: RunSpec, ds: Dataset) -> tuple[Measurement, bool | None]:
         svc = self.sess.services

@@ -24,6 +24,7 @@ from viplanes.topologies.model import Wan
 
 from .filetools import FileServices, start_file_services
 from .net import LabNetwork
+from .wanendpoint import EndpointShape
 
 REPO = Path(__file__).resolve().parents[2]
 IPERF_PORT = 5201
@@ -102,7 +103,7 @@ def start_cloud_services(
     name = host_name or next(h.name for h in lab.topology.hosts if h.role == "cloud")
     host = lab.host(name)
     ip = str(lab.topology.host(name).iface.ip.ip)
-    wan = getattr(lab.topology, "wan", None)
+    wan = lab.topology.wan
     bind = ip
     if wan is not None:  # the services move to loopback; the proxy takes their public ports
         host.cmd("ip link set lo up")
@@ -141,7 +142,10 @@ def start_cloud_services(
             _wait_listening(host, bind, port, procs)
 
         files = start_file_services(spawn, wait, work_dir, ip, bind, data_dir, rclone_binary())
-    ports = [iperf_port, s3_port] + ([files.ssh_port, files.http_port] if files else [])
+    service_ports = {"iperf3": iperf_port, "s3": s3_port}
+    if files is not None:
+        service_ports |= {"ssh": files.ssh_port, "http": files.http_port}
+    ports = list(service_ports.values())
     if wan is not None:
         proxy = _spawn(
             lab,
@@ -152,7 +156,7 @@ def start_cloud_services(
                 "viplanes.lab.wanproxy",
                 "--mbps",
                 f"{wan.per_connection_mbps:g}",
-                *wan_options(wan, s3_port),
+                *wan_options(wan, s3_port, service_ports),
                 "--verbose",
                 *(a for port in ports for a in ("--forward", f"{ip}:{port}={bind}:{port}")),
             ],
@@ -165,8 +169,9 @@ def start_cloud_services(
     )
 
 
-def wan_options(wan: Wan, s3_port: int) -> list[str]:
-    """The proxy's options for the topology's `wan:` section (the S3 port carries the storage model)."""
+def wan_options(wan: Wan, s3_port: int, service_ports: dict[str, int] | None = None) -> list[str]:
+    """The proxy's options for the topology's `wan:` section (the S3 port carries the storage
+    model); ``service_ports`` (service -> listen port) places the running services' endpoints."""
     argv = ["--burst-kb", f"{wan.burst_kb:g}", "--up-mbps", f"{wan.up:g}", "--down-mbps", f"{wan.down:g}"]
     argv += ["--rtt-ms", f"{wan.rtt_ms:g}", "--window-kb", f"{wan.window_kb:g}"]
     if wan.request_ms > 0 or wan.read_ms > 0 or wan.write_rps > 0:
@@ -176,6 +181,10 @@ def wan_options(wan: Wan, s3_port: int) -> list[str]:
         if wan.write_rps > 0:
             argv += ["--write-rps", f"{wan.write_rps:g}"]
         argv += ["--storage-port", str(s3_port)]
+    for e in wan.endpoints:
+        ports = tuple(service_ports[s] for s in e.services if service_ports and s in service_ports)
+        if ports:
+            argv += ["--endpoint", EndpointShape(ports, e.up_mbps, e.down_mbps, e.total_mbps).text()]
     return argv
 
 

@@ -9,7 +9,9 @@ connection is forwarded in both directions, each direction through its own token
 own flow control pushes back on the sender: a client sees a slow connection, never an error.
 With ``--rtt-ms`` each direction is also a delay line (half the round trip each way, at most
 ``--window-kb`` in flight), and with ``--request-ms`` the HTTP requests on ``--storage-port``
-wait for one of ``--storage-workers`` shared by every connection (`wanmodel.py`).
+wait for one of ``--storage-workers`` shared by every connection (`wanmodel.py`). An
+``--endpoint PORTS=...`` gives some listen ports a server of their own (`wanendpoint.py`): its
+per-connection caps, and optionally one bucket per direction that all its connections share.
 
     python -m viplanes.lab.wanproxy --mbps 10 --up-mbps 6 --down-mbps 16 --rtt-ms 300 \
         --request-ms 500 --storage-port 9000 --forward 203.0.113.10:9000=127.0.0.1:9000
@@ -27,6 +29,7 @@ import socket
 import sys
 from dataclasses import dataclass
 
+from .wanendpoint import EndpointShape, parse_endpoint
 from .wanmodel import DelayLine, RequestFramer, is_read
 
 READ_BYTES = 32 * 1024  # one read, at most (less with a smaller burst)
@@ -103,23 +106,29 @@ class Direction:
     line: DelayLine | None = None
     framer: RequestFramer | None = None
     storage: StorageQueue | None = None
+    shared: TokenBucket | None = None  # the endpoint's NIC: every connection to it draws here too
+
+    def charge(self, nbytes: int, now: float) -> float:
+        """Charge both buckets; the longer wait is the one that holds."""
+        wait = self.bucket.take(nbytes, now)
+        return max(wait, self.shared.take(nbytes, now)) if self.shared is not None else wait
 
 
 async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, how: Direction) -> int:
     """Copy one direction at the bucket's rate until EOF; pass the EOF on. Bytes copied."""
     if how.line is None and how.storage is None:
-        return await _pump_direct(reader, writer, how.bucket)
+        return await _pump_direct(reader, writer, how)
     return await _pump_delayed(reader, writer, how)
 
 
-async def _pump_direct(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, bucket: TokenBucket) -> int:
+async def _pump_direct(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, how: Direction) -> int:
     """Reads are at most one burst, so what leaves at once is never more than a burst either."""
     loop = asyncio.get_running_loop()
     moved = 0
-    chunk = int(min(READ_BYTES, bucket.burst_bytes))
+    chunk = int(min(READ_BYTES, how.bucket.burst_bytes))
     try:
         while data := await reader.read(chunk):
-            wait = bucket.take(len(data), loop.time())
+            wait = how.charge(len(data), loop.time())
             if wait > 0:
                 await asyncio.sleep(wait)
             writer.write(data)
@@ -168,7 +177,7 @@ async def _pump_delayed(reader: asyncio.StreamReader, writer: asyncio.StreamWrit
                 break
             pieces = how.framer.feed(data) if how.framer is not None else [(data, False)]
             for piece, starts in pieces:
-                wait = how.bucket.take(len(piece), loop.time())
+                wait = how.charge(len(piece), loop.time())
                 if wait > 0:
                     await asyncio.sleep(wait)
                 now = loop.time()
@@ -195,28 +204,53 @@ class Shape:
     rtt_s: float = 0.0
     window_bytes: float = 4096 * 1024
 
-    def directions(self, storage: StorageQueue | None) -> tuple[Direction, Direction]:
-        """Fresh (upload, download) shaping for one new connection."""
+    def directions(
+        self, storage: StorageQueue | None, shared: tuple[TokenBucket, TokenBucket] | None = None
+    ) -> tuple[Direction, Direction]:
+        """Fresh (upload, download) shaping for one new connection; ``shared``: its endpoint's
+        (upload, download) buckets, the same objects for every connection to the endpoint."""
 
         def line() -> DelayLine | None:
             return DelayLine(self.rtt_s, self.window_bytes) if self.rtt_s > 0 else None
 
         up = Direction(TokenBucket(self.up_bps, self.burst_bytes), line())
+        down = Direction(TokenBucket(self.down_bps, self.burst_bytes), line())
+        if shared is not None:
+            up.shared, down.shared = shared
         if storage is not None:
             up.framer, up.storage = RequestFramer(), storage
-        return up, Direction(TokenBucket(self.down_bps, self.burst_bytes), line())
+        return up, down
+
+    def for_endpoint(self, e: EndpointShape) -> Shape:
+        """This shape with the endpoint's per-connection caps where it has its own."""
+        up = self.up_bps if e.up_mbps is None else e.up_mbps * 1e6
+        down = self.down_bps if e.down_mbps is None else e.down_mbps * 1e6
+        return Shape(up, down, self.burst_bytes, self.rtt_s, self.window_bytes)
+
+
+def shared_buckets(e: EndpointShape, burst_bytes: float) -> tuple[TokenBucket, TokenBucket] | None:
+    """The endpoint's NIC, one bucket each way, or None when it has no total."""
+    if e.total_mbps is None:
+        return None
+    return TokenBucket(e.total_mbps * 1e6, burst_bytes), TokenBucket(e.total_mbps * 1e6, burst_bytes)
 
 
 class Proxy:
     """Accepts on the public address, connects to the service, paces both directions."""
 
     def __init__(
-        self, target: tuple[str, int], shape: Shape, storage: StorageQueue | None = None, verbose: bool = False
+        self,
+        target: tuple[str, int],
+        shape: Shape,
+        storage: StorageQueue | None = None,
+        verbose: bool = False,
+        shared: tuple[TokenBucket, TokenBucket] | None = None,
     ) -> None:
         self.target = target
         self.verbose = verbose
         self.shape = Shape(shape.up_bps, shape.down_bps, max(shape.burst_bytes, 4096), shape.rtt_s, shape.window_bytes)
         self.storage = storage
+        self.shared = shared
 
     async def handle(self, c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter) -> None:
         try:
@@ -226,7 +260,7 @@ class Proxy:
             return
         loop = asyncio.get_running_loop()
         started = loop.time()
-        up_how, down_how = self.shape.directions(self.storage)
+        up_how, down_how = self.shape.directions(self.storage, self.shared)
         try:
             up, down = await asyncio.gather(_pump(c_reader, s_writer, up_how), _pump(s_reader, c_writer, down_how))
             if self.verbose:
@@ -259,12 +293,18 @@ async def serve(
     storage_ports: tuple[int, ...] = (),
     storage: StorageQueue | None = None,
     verbose: bool = False,
+    endpoints: tuple[EndpointShape, ...] = (),
 ) -> None:
     """Proxy every forward until SIGTERM or SIGINT; listen ports in ``storage_ports`` carry
-    HTTP requests that wait in the (one, shared) ``storage`` queue."""
+    HTTP requests that wait in the (one, shared) ``storage`` queue; a port of an endpoint gets
+    its caps and its shared buckets (one pair per endpoint, whatever its address)."""
     servers = []
+    nics = {e: shared_buckets(e, shape.burst_bytes) for e in endpoints}
     for lhost, lport, thost, tport in forwards:
-        proxy = Proxy((thost, tport), shape, storage if lport in storage_ports else None, verbose)
+        e = next((e for e in endpoints if lport in e.ports), None)
+        own = shape.for_endpoint(e) if e is not None else shape
+        queue_of = storage if lport in storage_ports else None
+        proxy = Proxy((thost, tport), own, queue_of, verbose, nics[e] if e is not None else None)
         sock = listening_socket(lhost, lport, int(shape.burst_bytes))
         servers.append(await asyncio.start_server(proxy.handle, sock=sock))
     queue = (
@@ -276,7 +316,8 @@ async def serve(
     print(
         f"wanproxy: {shape.up_bps / 1e6:g} Mbit/s up, {shape.down_bps / 1e6:g} down per connection, "
         f"burst {shape.burst_bytes / 1024:g} KB, rtt {shape.rtt_s * 1000:g} ms{queue}: "
-        + ", ".join(f"{a}:{b} -> {c}:{d}" for a, b, c, d in forwards),
+        + ", ".join(f"{a}:{b} -> {c}:{d}" for a, b, c, d in forwards)
+        + "".join(f"; endpoint {e.text()}" for e in endpoints),
         flush=True,
     )
     stop = asyncio.Event()
@@ -306,12 +347,19 @@ def main(argv: list[str] | None = None) -> int:
         "--write-rps", type=float, default=0.0, help="writes admitted a second, all connections (0: no quota)"
     )
     parser.add_argument("--storage-port", type=int, action="append", default=[], help="listen port carrying S3")
+    parser.add_argument(
+        "--endpoint", action="append", default=[], metavar="PORTS=KEY:MBPS,...", help="a server of its own"
+    )
     parser.add_argument("--verbose", action="store_true", help="one line per closed connection")
     args = parser.parse_args(argv)
     try:
         forwards = [parse_forward(f) for f in args.forward]
+        endpoints = tuple(parse_endpoint(e) for e in args.endpoint)
     except ValueError as exc:
         parser.error(str(exc))
+    claimed = [p for e in endpoints for p in e.ports]
+    if len(claimed) != len(set(claimed)):
+        parser.error("--endpoint: a port belongs to one endpoint at most")
     up = args.mbps if args.up_mbps is None else args.up_mbps
     down = args.mbps if args.down_mbps is None else args.down_mbps
     if not min(args.mbps, up, down, args.burst_kb, args.window_kb, args.storage_workers) > 0:
@@ -325,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         StorageQueue(args.request_ms / 1000, args.storage_workers, read_ms / 1000, args.write_rps) if timed else None
     )
     try:
-        asyncio.run(serve(forwards, shape, tuple(args.storage_port), storage, args.verbose))
+        asyncio.run(serve(forwards, shape, tuple(args.storage_port), storage, args.verbose, endpoints))
     except OSError as exc:
         print(f"wanproxy: {exc}", file=sys.stderr)
         return 1

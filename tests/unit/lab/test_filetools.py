@@ -87,6 +87,13 @@ def test_plan_downloads_with_the_file_tools_and_needs_the_one_file_dataset() -> 
 
 def test_paper_grid_has_the_tools_series_from_the_dtn() -> None:
     tools = [s for s in paper_plan() if s.series == "tools"]
-    assert {(s.tool, s.parallel) for s in tools} == {("rclone", 4), ("scp", 1), ("rsync", 1), ("wget", 1), ("aria2", 4)}
+    assert {(s.tool, s.parallel) for s in tools} == {
+        ("rclone", 10),
+        ("scp", 1),
+        ("rsync", 1),
+        ("wget", 1),
+        ("aria2", 4),
+    }
+    assert next(s for s in tools if s.tool == "rclone").chunk_mb == 1  # 16 GETs, so all ten have work
     assert {(s.placement, s.path, s.direction, s.dataset) for s in tools} == {("dtn", "default", "download", "one")}
     assert {"scp", "rsync", "wget", "aria2"} <= set(paper_sweep().tools)

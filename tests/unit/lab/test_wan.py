@@ -11,7 +11,7 @@ from tests.support.paths import REPO
 from viplanes.lab.measure import rclone_argv
 from viplanes.lab.wanproxy import TokenBucket, main, parse_forward
 from viplanes.topologies.loader import TopologyError, load_topology, parse_topology
-from viplanes.topologies.model import Wan
+from viplanes.topologies.model import Wan, WanEndpoint
 
 CAMPUS = REPO / "topologies" / "campus.yaml"
 
@@ -35,6 +35,7 @@ def test_the_paper_campus_adds_the_round_trip_and_storage() -> None:
         storage_workers=12,
         read_request_ms=100,
         write_rps=4,
+        endpoints=(WanEndpoint("vm", ("ssh", "http"), total_mbps=75),),
     )
 
 
