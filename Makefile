@@ -35,7 +35,7 @@ test-integration: setup
 demo: setup
 	$(PY) -m viplanes.lab.demo
 
-# the paper run (~13 min) and the README's findings table regenerated from it (docs/lab.md)
+# the paper run (~14 min) and the README's findings table regenerated from it (docs/lab.md)
 paper: setup
 	scripts/paper-run
 

@@ -121,7 +121,7 @@ class Runner:
         else:
             ds = self.sess.datasets[spec.dataset or "split10"]
             m, intact = self._rclone(node, spec, ds, download)
-        if spec.series == "tools" and m.ok:
+        if (spec.series == "tools" or spec.tool in FILE_TOOLS) and m.ok:  # seed 003's downloads
             startup = self._startup_s(node, spec)
             if startup is not None:
                 net = {"startup_s": round(startup, 3), "mbps_net": round(net_mbps(m.bytes, m.seconds, startup), 3)}

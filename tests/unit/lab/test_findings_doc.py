@@ -16,6 +16,7 @@ from viplanes.cli.lab import lab
 from viplanes.lab import fidelity_seeds, findings_doc
 from viplanes.lab.fidelity import Finding, findings
 from viplanes.lab.report import load_results
+from viplanes.lab.v6series import grid_runs
 
 REPO = Path(__file__).resolve().parents[3]
 RESULTS = "docs/results/paper.jsonl"
@@ -26,7 +27,7 @@ DOCS = ("README.md", "docs/lab.md")  # the order scripts/paper-run gives them in
 def items() -> list[Finding]:
     records, bad = load_results(REPO / RESULTS)
     assert records and not bad
-    return findings(records) + fidelity_seeds.findings(records)
+    return findings(grid_runs(records)) + fidelity_seeds.findings(records)  # as `lab report` reads them
 
 
 @pytest.mark.parametrize("doc", DOCS)
