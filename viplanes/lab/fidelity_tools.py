@@ -57,8 +57,9 @@ def tool_means(records: list[Record]) -> dict[str, float]:
     """Mean Mbit/s per tool (s3, scp, rsync, wget, aria2), scaled back to the paper's campus."""
     groups: dict[str, list[float]] = defaultdict(list)
     for r in tool_runs(records):
-        rate = r.get("x_mbps_net", r["mbps"])  # less the tool's start-up, when the run measured it
-        groups[TOOL_NAMES[r["tool"]]].append(float(rate) * P.SCALE)
+        net = r.get("x_mbps_net")  # less the tool's start-up, when the run measured it
+        rate = float(net) if net is not None else float(r["mbps"])
+        groups[TOOL_NAMES[r["tool"]]].append(rate * P.SCALE)
     means = {k: statistics.fmean(v) for k, v in groups.items()}
     if "s3" in means and means["s3"] > 0:
         means["s3 total"] = s3_total(means["s3"])
