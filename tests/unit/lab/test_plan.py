@@ -64,6 +64,13 @@ def test_sweep_check_refuses(bad, match):
         Sweep(**bad).check()
 
 
+def test_downloads_alone_may_use_chunks_under_the_s3_part_minimum():
+    """A download's chunk is its GET size; only an upload's part must be 5 MiB or more."""
+    Sweep(directions=("download",), chunks_mb=(1,)).check()
+    with pytest.raises(ValueError, match="when uploading"):
+        Sweep(directions=("download", "upload"), chunks_mb=(1,)).check()
+
+
 def test_estimate_is_longer_on_the_firewall_path():
     specs = plan(Sweep(placements=("desktop",), directions=("upload",), tools=("rclone",), transfers=(4,)))
     default, lane = specs
