@@ -27,6 +27,7 @@ import asyncio
 import signal
 import socket
 import sys
+import time
 from dataclasses import dataclass
 
 from .wanendpoint import EndpointShape, parse_endpoint
@@ -265,7 +266,9 @@ class Proxy:
             up, down = await asyncio.gather(_pump(c_reader, s_writer, up_how), _pump(s_reader, c_writer, down_how))
             if self.verbose:
                 peer = c_writer.get_extra_info("peername")
-                print(f"{peer} -> {self.target[1]}: {up} B in, {down} B out, {loop.time() - started:.2f} s", flush=True)
+                took = loop.time() - started
+                at = time.strftime("%H:%M:%S", time.localtime(time.time() - took))  # when it opened
+                print(f"{at} {peer} -> {self.target[1]}: {up} B in, {down} B out, {took:.2f} s", flush=True)
         finally:
             for w in (c_writer, s_writer):
                 w.close()
