@@ -18,6 +18,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from viplanes.config import CT_ZONE_BASE_ENV
 from viplanes.topologies.model import CT_ZONE_BASE_DEFAULT, CT_ZONE_MAX, Topology, ct_zones_needed
 
 SLOT_WIDTH = 0x400  # zones per run: the lab's campuses need ~40 (1 + a /27 pool + their hosts)
@@ -74,3 +75,14 @@ def claim_zone_base(run_id: str, lock_dir: Path = LOCK_DIR) -> ZoneClaim:
             continue
         return ZoneClaim(slot, slot_base(slot), fd)
     raise ZoneSlotError(f"every one of {SLOTS - 1} conntrack zone slots is held ({lock_dir})")
+
+
+def claim_for_env(env: dict[str, str], topo: Topology, run_id: str, lock_dir: Path = LOCK_DIR) -> ZoneClaim | None:
+    """Put a claimed slot's base into a child's environment, unless it has one already (a test
+    session or the operator chose): the claim to release when the child is gone, or None."""
+    if env.get(CT_ZONE_BASE_ENV):
+        return None
+    check_fits(topo)
+    claim = claim_zone_base(run_id, lock_dir)
+    env[CT_ZONE_BASE_ENV] = str(claim.base)
+    return claim

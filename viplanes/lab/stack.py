@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from viplanes.client.http import ApiClient, ApiError
-from viplanes.config import CT_ZONE_BASE_ENV, ClientConfig
+from viplanes.config import ClientConfig
 from viplanes.lifecycle import stop_process
 from viplanes.topologies.loader import load_topology
 
-from .ctzones import ZoneClaim, check_fits, claim_zone_base
+from .ctzones import ZoneClaim, claim_for_env
 from .labpki import LabPKI, LabPKIError, ensure_lab_pki
 from .services import clean_env
 
@@ -173,11 +173,7 @@ def start_stack(
     api_port, of_port = free_port(), free_port()
     lab_pki = _lab_pki()
     log_path = work_dir / "serve.log"
-    claim = None
-    if not env.get(CT_ZONE_BASE_ENV):  # a test session or the caller may have claimed one already
-        check_fits(load_topology(topology_path))
-        claim = claim_zone_base(f"{os.getpid()}:{work_dir}")
-        env[CT_ZONE_BASE_ENV] = str(claim.base)
+    claim = claim_for_env(env, load_topology(topology_path), f"{os.getpid()}:{work_dir}")
     try:
         proc = _start_serve(topology_path, db_url, api_port, of_port, lab_pki.serve_args(), log_path, env)
     except BaseException:

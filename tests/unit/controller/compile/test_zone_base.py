@@ -157,6 +157,22 @@ def test_a_released_slot_is_free_again_and_all_slots_held_is_an_error(tmp_path: 
             c.release()
 
 
+def test_the_lab_hands_a_claimed_base_to_its_serve_unless_one_was_given(tmp_path: Path) -> None:
+    """``start_stack``'s choice: a lab run outside the tests claims a slot for its `viplanes
+    serve`; inside a test session (or with the operator's base) it keeps the given one."""
+    topo = load_topology(REPO / "topologies" / "campus.yaml")
+    env: dict[str, str] = {}
+    claim = ctzones.claim_for_env(env, topo, "lab run", tmp_path)
+    assert claim is not None
+    try:
+        assert env == {"VIPLANES_CT_ZONE_BASE": str(claim.base)} and claim.base >= ctzones.slot_base(1)
+        given = {"VIPLANES_CT_ZONE_BASE": "9216"}
+        assert ctzones.claim_for_env(given, topo, "lab run", tmp_path) is None
+        assert given == {"VIPLANES_CT_ZONE_BASE": "9216"}
+    finally:
+        claim.release()
+
+
 def test_a_zone_base_that_does_not_fit_is_refused_with_the_range(tmp_path: Path) -> None:
     topo = load_topology(REPO / "topologies" / "campus.yaml")
     with pytest.raises(ValueError, match=r"zones 65530\.\.65\d+ do not fit 1\.\.65535"):
