@@ -46,6 +46,7 @@ LAB = [
 ]
 DEV = [
     "pytest>=8",
+    "pytest-timeout>=2.3",  # pytest.ini: a hung test fails with its name, never a stuck run
     "hypothesis>=6.90",
     "schemathesis>=3.25",
     "py-spy>=0.3",

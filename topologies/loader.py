@@ -17,6 +17,7 @@ from viplanes.topologies.capfields import read_nat_router
 from viplanes.topologies.fields import FieldReader, kind_of
 from viplanes.topologies.hostfields import read_cpu_cores
 from viplanes.topologies.model import (
+    CT_ZONE_BASE_DEFAULT,
     EdgeRouter,
     Host,
     HostRole,
@@ -27,6 +28,7 @@ from viplanes.topologies.model import (
     MiddleboxKind,
     Switch,
     Topology,
+    ct_zone_problem,
 )
 from viplanes.topologies.sflowfields import read_flow_label
 from viplanes.topologies.switchfields import read_switch
@@ -111,7 +113,7 @@ class _Parser(FieldReader):
             data,
             "",
             ("name", "lane_pool", "switches", "hosts", "edge"),
-            ("description", "links", "middleboxes", "wan", "nat_router", "ipv6_flow_label"),
+            ("description", "links", "middleboxes", "wan", "nat_router", "ipv6_flow_label", "ct_zone_base"),
         )
         if top is None:
             raise TopologyError(self.problems)
@@ -134,6 +136,9 @@ class _Parser(FieldReader):
         translators = ([edge.name] if edge is not None else []) + [mb.name for mb in middleboxes if mb.kind == "nat"]
         nat_router = read_nat_router(self, top["nat_router"], translators) if "nat_router" in top else ""
         flow_label = read_flow_label(self, top.get("ipv6_flow_label"))
+        zone_base = top.get("ct_zone_base", CT_ZONE_BASE_DEFAULT)
+        if pool is not None and (why := ct_zone_problem(zone_base, pool.prefix, len(hosts))) is not None:
+            self.bad("ct_zone_base", why)
         if self.problems or name is None or edge is None or pool is None:
             # every None above comes with a problem; the fallback keeps the error readable
             raise TopologyError(self.problems or [f"{self.source}: incomplete topology"])
@@ -149,6 +154,7 @@ class _Parser(FieldReader):
             wan=wan,
             nat_router=nat_router,
             flow_label_experiments=flow_label,
+            ct_zone_base=zone_base,
             source=self.source,
         )
 

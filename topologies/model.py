@@ -7,7 +7,7 @@ Names are unique across switches, hosts, middleboxes and the edge router, so a l
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from viplanes.topologies.profiles import Capabilities
@@ -16,6 +16,31 @@ from viplanes.topologies.profiles import Capabilities
 NAT_PREFIXES = tuple(
     ipaddress.IPv4Network(p) for p in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
 )
+
+# Conntrack zones (16 bits, per datapath): a deployment uses ``ct_zone_base`` and the zones after
+# it, one for the related-ICMP lookup, one per lane-pool address, one per host
+# (controller/compile/conntrack.py: ZoneLayout). Zone 0 is every zone-less ct() on the vswitchd.
+CT_ZONE_BASE_DEFAULT = 0x1000
+CT_ZONE_MAX = 0xFFFF
+
+
+def ct_zones_needed(pool: ipaddress.IPv4Network, hosts: int) -> int:
+    """How many consecutive zones a deployment with this pool and this many hosts uses."""
+    return 1 + pool.num_addresses + hosts
+
+
+def ct_zone_problem(base: object, pool: ipaddress.IPv4Network, hosts: int) -> str | None:
+    """Why ``base`` cannot be this deployment's first conntrack zone (None: it can)."""
+    if isinstance(base, bool) or not isinstance(base, int):
+        return f"expected an integer, got {base!r}"
+    last = base + ct_zones_needed(pool, hosts) - 1
+    if base < 1 or last > CT_ZONE_MAX:
+        return (
+            f"zones {base}..{last} do not fit 1..{CT_ZONE_MAX} (1 + {pool.num_addresses} pool "
+            f"addresses + {hosts} hosts from the base)"
+        )
+    return None
+
 
 HostRole = Literal["desktop", "server", "dtn", "cloud"]
 MiddleboxKind = Literal["firewall", "nat"]
@@ -246,6 +271,10 @@ class Topology:
     # the scitags experiment ids the campus marks in IPv6 flow labels (``ipv6_flow_label:``);
     # empty: the flow label means nothing here (the default)
     flow_label_experiments: tuple[int, ...] = ()
+    # this deployment's first conntrack zone (``ct_zone_base:`` in the file, or the
+    # VIPLANES_CT_ZONE_BASE setting: ``with_ct_zone_base``); two deployments on one vswitchd
+    # whose zone ranges do not overlap never touch each other's connections
+    ct_zone_base: int = CT_ZONE_BASE_DEFAULT
     source: str = field(default="<memory>", compare=False)  # file it came from, for messages
 
     def __hash__(self) -> int:
@@ -267,6 +296,7 @@ class Topology:
                     self.wan,
                     self.nat_router,
                     self.flow_label_experiments,
+                    self.ct_zone_base,
                 )
             )
             object.__setattr__(self, "_hash", cached)  # frozen dataclass: not a field
@@ -318,6 +348,15 @@ class Topology:
         subnet = self.edge.inside.ip.network
         reserved = {subnet.network_address, subnet.broadcast_address}
         return tuple(a for a in self.lane_pool.prefix if a not in reserved)
+
+
+def with_ct_zone_base(topo: Topology, base: int) -> Topology:
+    """The topology with another first conntrack zone (the deployment's setting); ValueError
+    naming the range when the deployment's zones would not fit."""
+    problem = ct_zone_problem(base, topo.lane_pool.prefix, len(topo.hosts))
+    if problem is not None:
+        raise ValueError(f"ct_zone_base {base}: {problem}")
+    return replace(topo, ct_zone_base=base)
 
 
 class _Index:

@@ -29,6 +29,22 @@ def _env_int(name: str, default: int) -> int:
     return value
 
 
+CT_ZONE_BASE_ENV = "VIPLANES_CT_ZONE_BASE"
+
+
+def ct_zone_base_from_env() -> int | None:
+    """The deployment's first conntrack zone when the setting is given (``[switches]
+    ct_zone_base``), else None (the topology's ``ct_zone_base``). ValueError for a non-integer:
+    zones that silently fell back to another deployment's would flush its connections."""
+    raw = os.environ.get(CT_ZONE_BASE_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        return int(raw, 0)
+    except ValueError:
+        raise ValueError(f"{CT_ZONE_BASE_ENV}={raw!r} is not an integer") from None
+
+
 @dataclass(frozen=True)
 class AppConfig:
     """What ``create_app`` needs besides the data plane, topology and clock."""

@@ -29,7 +29,7 @@ Bands (table 0 unless said otherwise), lowest first:
   connection (fragmentation needed) reach the host with their inner header un-NATed. On a
   dual-stack edge, ICMPv6 destination-unreachable / packet-too-big / time-exceeded likewise
   (``+rel`` of a v6 lane connection, no NAT); neighbour discovery is not matched here. These
-  look up ``conntrack.CT_ZONE``, where no lane commits: an error for a lane address (a pool
+  look up the deployment's first zone (``ZoneLayout.related``), where no lane commits: an error for a lane address (a pool
   address, or a host's own address of untranslated lanes) goes through that address's own zone
   instead (``PRIORITY_RELATED_NAT``, 951, a shared flow of the address: ``sharedflows``).
   Neighbour discovery is never steered (lanes are tcp/udp); what may claim or route is checked
@@ -179,6 +179,7 @@ def _border_flows(topo: Topology, sw: Switch) -> OFMsgs:
         ),
     ]
     if sw.conntrack:
+        related_zone = topo.ct_zone_base  # ZoneLayout.related: the deployment's first zone
         for icmp_type in ICMP_ERRORS:
             ofmsgs.append(
                 flow(
@@ -187,7 +188,7 @@ def _border_flows(topo: Topology, sw: Switch) -> OFMsgs:
                     parser.OFPMatch(
                         in_port=edge_port, eth_type=ETH_TYPE_IPV4, ip_proto=IP_PROTO_ICMP, icmpv4_type=icmp_type
                     ),
-                    [conntrack.track_reply()],
+                    [conntrack.track_reply(related_zone)],
                 )
             )
         if dual_stack(topo):
@@ -199,7 +200,7 @@ def _border_flows(topo: Topology, sw: Switch) -> OFMsgs:
                         parser.OFPMatch(
                             in_port=edge_port, eth_type=ETH_TYPE_IPV6, ip_proto=IP_PROTO_ICMPV6, icmpv6_type=icmp_type
                         ),
-                        [conntrack.track_reply()],
+                        [conntrack.track_reply(related_zone)],
                     )
                 )
         ofmsgs.append(

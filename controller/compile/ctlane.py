@@ -4,15 +4,20 @@ The lane's forward rule at the border does not commit by itself: it loads the la
 ``reg0`` and looks the packet up, uncommitted, in the lane's zone (``conntrack.lookup``). In
 ``CT_COMMIT_TABLE`` two flows per lane and address family take it from there:
 
-- ``+trk+new``: through the lane's new-connection meter (``ct_new_per_s`` packets per second,
-  switch setting; the meter drops the excess), then ``ct(commit, zone, nat, exec(ct_mark))``;
-- ``+trk-new-inv`` (established, related): the same commit, unmetered, so a lane's open
-  connections never wait behind its own SYNs.
+- ``+trk+new-inv`` with ``ct_mark=0`` (priority 101): the lookup found no entry, so this packet
+  would open a connection: through the lane's new-connection meter (``ct_new_per_s`` packets per
+  second, switch setting; the meter drops the excess), then ``ct(commit, zone, nat,
+  exec(ct_mark))``;
+- ``+trk-inv`` (priority 100): the same commit, unmetered. That is every packet of a connection
+  the zone already holds: established, related, and one that is still ``+new`` because it never
+  saw a reply (a one-way UDP stream, a retransmitted SYN), which carries the ``ct_mark`` its
+  commit gave it (a lane id, never 0). So the meter counts connections, not packets, and a lane's
+  open connections never wait behind its own SYNs.
 
 A packet conntrack finds invalid matches neither and is dropped by the table-miss (base flows).
 A SYN the meter dropped never takes a table entry; what got through is further bounded by the
 zone's connection limit (switch configuration: ``controller/runtime/ctlimits.py``). Zones are one
-per lane address (``conntrack.lane_zone``): a host's lanes share theirs, other hosts never.
+per lane address (``conntrack.ZoneLayout``): a host's lanes share theirs, other hosts never.
 """
 
 from __future__ import annotations
@@ -35,14 +40,15 @@ NEWCONN_METER_BASE = 0x80000000
 NEWCONN_MAX_LANE_ID = ofp.OFPM_MAX - 1 - NEWCONN_METER_BASE  # below the ARP punt's meter (OFPM_MAX)
 PRIORITY_COMMIT = 100
 NEW = conntrack.ct_state(conntrack.CT_TRK | conntrack.CT_NEW, conntrack.CT_INV)
-NOT_NEW = conntrack.ct_state(conntrack.CT_TRK, conntrack.CT_NEW | conntrack.CT_INV)
+TRACKED = conntrack.ct_state(conntrack.CT_TRK, conntrack.CT_INV)
+UNCOMMITTED = 0  # the ct_mark of a packet whose lookup found no entry (every commit marks >= 1)
 
 # id(topology) -> (its hosts, name -> index); the hosts are kept, so an id is never mistaken
 _HOST_INDEX: dict[int, tuple[object, dict[str, int]]] = {}
 
 
 def host_index(topo: Topology, host: Host) -> int:
-    """The host's position in the topology (its conntrack zone, ``conntrack.host_zone``)."""
+    """The host's position in the topology (its conntrack zone, ``conntrack.ZoneLayout.host``)."""
     kept = _HOST_INDEX.get(id(topo))
     if kept is None or kept[0] is not topo.hosts:
         if len(_HOST_INDEX) > 64:
@@ -51,10 +57,16 @@ def host_index(topo: Topology, host: Host) -> int:
     return kept[1][host.name]
 
 
+def zone_layout(topo: Topology) -> conntrack.ZoneLayout:
+    """The deployment's conntrack zones: its base (``Topology.ct_zone_base``), pool and hosts.
+    ValueError when they do not fit the 16-bit zone space (the loader refuses such a file)."""
+    return conntrack.ZoneLayout(topo.ct_zone_base, topo.lane_pool.prefix, len(topo.hosts))
+
+
 def zone_for(topo: Topology, host: Host, nat_ip: str | None) -> int:
     """The zone of the lane's connections of one family (``nat_ip`` None: untranslated)."""
     try:
-        return conntrack.lane_zone(nat_ip, host_index(topo, host))
+        return zone_layout(topo).lane(nat_ip, host_index(topo, host))
     except ValueError as exc:
         raise LaneCompileError(str(exc)) from None
 
@@ -105,7 +117,11 @@ def commit_flows(
     ``CT_EGRESS_TABLE``)."""
     actions = [conntrack.commit(lane_id, nat_ip, zone), *(after_commit if nat_ip is None else [])]
     out = []
-    for state, meter in ((NEW, newconn_meter_id(lane_id)), (NOT_NEW, None)):
+    metered = {"ct_state": NEW, "ct_mark": UNCOMMITTED}
+    for extra, meter, priority in (
+        (metered, newconn_meter_id(lane_id), PRIORITY_COMMIT + 1),
+        ({"ct_state": TRACKED}, None, PRIORITY_COMMIT),
+    ):
         inst: list[Any] = [parser.OFPInstructionMeter(meter)] if meter is not None else []
         inst.append(parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions))
         out.append(
@@ -114,12 +130,12 @@ def commit_flows(
                 table_id=conntrack.CT_COMMIT_TABLE,
                 cookie=lane_cookie(lane_id),
                 command=ofp.OFPFC_ADD,
-                priority=PRIORITY_COMMIT,
+                priority=priority,
                 idle_timeout=0,
                 hard_timeout=hard,
                 flags=ofp.OFPFF_SEND_FLOW_REM,
                 buffer_id=ofp.OFP_NO_BUFFER,
-                match=parser.OFPMatch(**{conntrack.LANE_REG: lane_id}, eth_type=ETH_TYPE[version], ct_state=state),
+                match=parser.OFPMatch(**{conntrack.LANE_REG: lane_id}, eth_type=ETH_TYPE[version], **extra),
                 instructions=inst,
             )
         )

@@ -8,7 +8,7 @@ address (and its path), so these are installed with the first live lane using th
 - Related ICMP errors for a lane address (border with conntrack), ``PRIORITY_RELATED_NAT``:
   destination-unreachable and time-exceeded (ICMPv6: also packet-too-big) from the edge for a
   lane-pool address, or for the host's own public IPv4 / IPv6 address of untranslated lanes, go
-  through conntrack in that address's zone (``conntrack.lane_zone``), where its lanes'
+  through conntrack in that address's zone (``conntrack.ZoneLayout``), where its lanes'
   connections live. When a pool address's last lane ends its zone is flushed (``flush_zone``).
 - ICMP errors between switches (lanes longer than one switch): at every non-border switch of
   the path, an ICMP packet marked with the lane MAC for the host goes on towards the host (the
@@ -127,7 +127,7 @@ def lane_addresses(lane: LaneSpec, topo: Topology) -> dict[str, dict[int, OFMsgs
                             icmpv4_type=icmp_type,
                             ipv4_dst=nat,
                         ),
-                        [_track(conntrack.nat_zone(nat))],
+                        [_track(ctlane.zone_layout(topo).nat(nat))],
                     ),
                 )
     if lanepath.stateful(topo):  # errors for the host's own addresses: in its own zone (ctlane)
@@ -265,9 +265,9 @@ def compile_shared_removal(addresses_by_dpid: dict[int, set[str]], topo: Topolog
         if addrs
     }
     border = border_switch(topo) if topo is not None else None
-    if border is not None and border.conntrack and border.dpid in out:
-        pool = topo.lane_pool.prefix if topo is not None else None
+    if topo is not None and border is not None and border.conntrack and border.dpid in out:
+        layout = ctlane.zone_layout(topo)
         for addr in sorted(addresses_by_dpid[border.dpid]):
-            if pool is not None and ipaddress.ip_address(addr) in pool:
-                out[border.dpid].append(conntrack.flush_zone(conntrack.nat_zone(addr)))
+            if ipaddress.ip_address(addr) in layout.pool:
+                out[border.dpid].append(conntrack.flush_zone(layout.nat(addr)))
     return out

@@ -7,8 +7,8 @@ topology ("<target> [<datapath>]", e.g. "ovs-vswitchd netdev@ovs-netdev"); empty
 cannot, and the controller logs once per connection that the zones there have no limit (each
 lane's new-connection meter, an OpenFlow meter, still bounds how fast they fill).
 
-The zones are known from the topology alone (``conntrack.lane_zone``: every pool address and
-every host), so one call at connect time limits every zone a lane can ever use; OVS keeps the
+The zones are known from the topology alone (``conntrack.ZoneLayout``: every pool address and
+every host, from the deployment's ``ct_zone_base``), so one call at connect time limits every zone a lane can ever use; OVS keeps the
 limits until its datapath goes away, and a reconnect sets them again.
 """
 
@@ -19,8 +19,8 @@ import subprocess
 from collections.abc import Callable
 from typing import Any
 
-from viplanes.controller.compile import conntrack
 from viplanes.controller.compile.base import border_switch
+from viplanes.controller.compile.ctlane import zone_layout
 from viplanes.topologies.model import Topology
 
 LOG = logging.getLogger(__name__)
@@ -30,8 +30,9 @@ Run = Callable[..., Any]
 
 def lane_zones(topo: Topology) -> list[int]:
     """Every zone a lane of this topology can commit in, each once, ascending."""
-    zones = {conntrack.nat_zone(str(addr)) for addr in topo.lane_addresses()}
-    zones |= {conntrack.host_zone(i) for i in range(min(len(topo.hosts), conntrack.HOST_ZONE_COUNT))}
+    layout = zone_layout(topo)
+    zones = {layout.nat(str(addr)) for addr in topo.lane_addresses()}
+    zones |= {layout.host(i) for i in range(len(topo.hosts))}
     return sorted(zones)
 
 

@@ -6,6 +6,8 @@ every integration test checks OVS first (`make test` starts it via scripts/ovs-u
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,8 @@ from tests.support.keycloak import Keycloak
 from tests.support.ovs import ovs_problem
 from tests.support.postgres import PgCluster
 from tests.support.scaleout_kit import scaleout_cluster
+from viplanes.config import CT_ZONE_BASE_ENV
+from viplanes.lab.ctzones import claim_zone_base
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -26,6 +30,23 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
     report = outcome.get_result()
     if report.when == "call" and report.failed:
         item.failed_call = True  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _own_conntrack_zones() -> Iterator[None]:
+    """This session's conntrack zones: a slot no other lab run or test session on the machine
+    holds (viplanes/lab/ctzones.py), handed to every `viplanes serve` it starts through the
+    environment. Two sessions on one vswitchd then never flush each other's connections."""
+    if os.environ.get(CT_ZONE_BASE_ENV):  # given by the caller (a lab run, a CI job)
+        yield
+        return
+    claim = claim_zone_base(f"pytest:{os.getpid()}:{time.time_ns()}")
+    os.environ[CT_ZONE_BASE_ENV] = str(claim.base)
+    try:
+        yield
+    finally:
+        os.environ.pop(CT_ZONE_BASE_ENV, None)
+        claim.release()
 
 
 @pytest.fixture(autouse=True)

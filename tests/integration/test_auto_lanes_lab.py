@@ -20,7 +20,7 @@ import pytest
 import requests
 
 from tests.support.fireflies import firefly_json, firefly_links, send_firefly
-from tests.support.labcampus import lab_campus
+from tests.support.labcampus import iperf_client, lab_campus
 from viplanes.lab.dns import free_udp_port
 
 pytestmark = pytest.mark.integration
@@ -139,7 +139,7 @@ def test_an_automatic_lane_ends_after_its_idle_time_once_traffic_stops(lab: Lab)
             if ":5202 " in cloud.cmd("ss -ltn"):
                 break
             time.sleep(0.05)
-        dtn.cmd(f"iperf3 -c {CLOUD} -p 5202 --cport 49000 -t 5")  # longer than idle_s: traffic keeps it
+        dtn.cmd(iperf_client(CLOUD, 5202, 5, "--cport 49000"))  # longer than idle_s: traffic keeps it
         stopped = time.monotonic()
         assert lab.lane_of(49000, timeout=0.1) is not None, "ended while carrying traffic"
         stats = lab.api("GET", f"/lanes/{lane['id']}/stats").json()

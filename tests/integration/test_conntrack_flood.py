@@ -24,7 +24,7 @@ import yaml
 
 from tests import support
 from tests.support.labcampus import CAMPUS_YAML, CLOUD, Campus, lab_campus
-from viplanes.controller.compile import conntrack
+from viplanes.controller.compile.ctlane import zone_layout
 
 pytestmark = pytest.mark.integration
 FLOOD = str(Path(support.__file__).with_name("synflood.py"))
@@ -68,7 +68,7 @@ def flood_campus(tmp_path_factory: pytest.TempPathFactory):
         {
             "src_prefixes": ["10.1.0.0/24"],
             "dst_prefixes": ["203.0.113.0/24"],
-            "protocols": ["tcp"],
+            "protocols": ["tcp", "udp"],
             "ports": ["5201"],
             "max_duration_s": 3600,
             "max_lanes": 5,
@@ -78,14 +78,14 @@ def flood_campus(tmp_path_factory: pytest.TempPathFactory):
         yield Campus(lab, serve, token)
 
 
-def lane(campus: Campus, src: str) -> dict:
+def lane(campus: Campus, src: str, protocol: str = "tcp") -> dict:
     r = campus.api(
         "POST",
         "/lanes",
         json={
             "src_ip": src,
             "dst_ip": CLOUD,
-            "protocol": "tcp",
+            "protocol": protocol,
             "dst_port": 5201,
             "duration_s": 600,
             "purpose": "flood",
@@ -120,8 +120,9 @@ def test_a_syn_flood_through_one_lane_leaves_another_lanes_connections_working(f
     lab = flood_campus.lab
     cloud, desktop, server = lab.host("cloud"), lab.host("desktop"), lab.host("server")
     flooder, victim = lane(flood_campus, "10.1.0.10"), lane(flood_campus, "10.1.0.20")
-    zone = conntrack.nat_zone(flooder["nat_ip"])
-    assert conntrack.nat_zone(victim["nat_ip"]) != zone
+    layout = zone_layout(flood_campus_topology(flood_campus))
+    zone = layout.nat(flooder["nat_ip"])
+    assert layout.nat(victim["nat_ip"]) != zone
     listener = cloud.popen(["python3", "-c", _LISTEN], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     procs = [listener]
     try:
@@ -174,7 +175,62 @@ def test_a_syn_flood_through_one_lane_leaves_another_lanes_connections_working(f
 
 
 def flood_campus_topology(campus: Campus):
+    from viplanes.cli.serve import with_zone_base_setting
     from viplanes.topologies.loader import load_topology
 
     assert campus.serve.topology is not None
-    return load_topology(campus.serve.topology)
+    return with_zone_base_setting(load_topology(campus.serve.topology))  # the session's zones
+
+
+# ---- one-way UDP (issue 42): the meter counts connections, not packets -------------------------
+UDP_RATE, UDP_SECONDS = 1000, 5.0
+_UDP_COUNT = (
+    "import socket,json,sys;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.bind(('0.0.0.0',5201));"
+    "print('ready',flush=True);s.settimeout(float(sys.argv[1]));n=0;srcs=set()\n"
+    "try:\n while True:\n  _,a=s.recvfrom(2048);n+=1;srcs.add(a[0])\n"
+    "except OSError: pass\n"
+    "print(json.dumps({'received':n,'from':sorted(srcs)}),flush=True)"
+)
+# paced datagrams from one socket (one 5-tuple) that never reads a reply
+_UDP_SEND = (
+    "import socket,json,sys,time;rate,secs=int(sys.argv[2]),float(sys.argv[3]);"
+    "s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.bind(('0.0.0.0',40123));n=0;t0=time.monotonic()\n"
+    "while n<rate*secs:\n"
+    " wait=t0+n/rate-time.monotonic()\n if wait>0: time.sleep(wait)\n"
+    " s.sendto(b'x'*200,(sys.argv[1],5201));n+=1\n"
+    "print(json.dumps({'sent':n,'seconds':round(time.monotonic()-t0,2)}),flush=True)"
+)
+
+
+def test_a_one_way_udp_stream_rides_its_lane_at_full_rate(flood_campus: Campus) -> None:
+    """1,000 datagrams/s from one socket through the desktop's UDP lane, never a reply: each is
+    conntrack ``+new`` at the border until the end. Before, each met the lane's new-connection
+    meter (``ct_new_per_s`` 100 here): ~100/s plus the burst got through (issue 42: 897 of 8,000
+    in 8 s). Now only the first opens a connection; the rest are committed unmetered."""
+    lab = flood_campus.lab
+    cloud, desktop = lab.host("cloud"), lab.host("desktop")
+    udp = lane(flood_campus, "10.1.0.10", "udp")
+    counter = cloud.popen(["python3", "-c", _UDP_COUNT, "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert counter.stdout is not None and counter.stdout.readline().strip() == "ready"
+        fw0 = flood_campus.fw_rx_packets()
+        sender = desktop.popen(
+            ["python3", "-c", _UDP_SEND, CLOUD, str(UDP_RATE), str(UDP_SECONDS)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        s_out, s_err = sender.communicate(timeout=60)
+        c_out, c_err = counter.communicate(timeout=60)
+        via_fw = flood_campus.fw_rx_packets() - fw0
+    finally:
+        if counter.poll() is None:
+            counter.kill()
+            counter.wait(5)
+        flood_campus.api("POST", f"/lanes/{udp['id']}/release")
+    sent, got = json.loads(s_out), json.loads(c_out)
+    print(f"\none-way UDP through lane {udp['id']}: {sent}; cloud: {got}; firewall saw {via_fw} packets")
+    assert sent["sent"] == UDP_RATE * UDP_SECONDS, s_err
+    assert got["from"] == [udp["nat_ip"]], got  # through the lane's own NAT, not the campus NAT
+    assert got["received"] >= 0.95 * sent["sent"], (got, sent, c_err)
+    assert via_fw < 0.05 * sent["sent"], via_fw

@@ -21,7 +21,7 @@ import pytest
 from tests.support.postgres import PgCluster
 from tests.support.procs import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]  # the image build: up to 1500 s
 
 REPO = Path(__file__).resolve().parents[2]
 CTR = Path("/var/cache/viplanes/ctr")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.labcampus import iperf_client
 from tests.support.procs import ControllerProcess
 
 pytestmark = pytest.mark.integration
@@ -79,10 +80,10 @@ def test_switch_joins_controller_and_iperf3_runs(controller, two_host_net) -> No
             if ":5201" in h2.cmd("ss -ltn"):
                 break
             time.sleep(0.1)
-        out = h1.cmd("iperf3 -c 10.77.0.2 -p 5201 -t 2 -J")
+        out = h1.cmd(iperf_client("10.77.0.2", 5201, 2))
     finally:
         server.kill()
-        server.wait()
+        server.wait(10)
     result = json.loads(out)
     assert "error" not in result, result.get("error")
     mbps = result["end"]["sum_received"]["bits_per_second"] / 1e6

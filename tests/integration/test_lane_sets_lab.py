@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.support.labcampus import REPO, VIPLANES, ServeProcess, lab_campus
+from tests.support.labcampus import REPO, VIPLANES, ServeProcess, iperf_client, lab_campus
 
 pytestmark = pytest.mark.integration
 CLOUDS = ("203.0.113.10", "203.0.113.11", "203.0.113.12")
@@ -75,7 +75,7 @@ class Lab:
                 if f":{port} " in cloud.cmd("ss -ltn"):
                     break
                 time.sleep(0.05)
-            client = json.loads(desktop.cmd(f"iperf3 -c {dst} -p {port} -t {seconds} -J"))
+            client = json.loads(desktop.cmd(iperf_client(dst, port, seconds)))
             assert not client.get("error"), client.get("error")
             server.communicate(timeout=15)
         finally:

@@ -45,18 +45,18 @@ def firefly_links(net: Any, hosts: dict[str, str], tag: str) -> Iterator[dict[st
             root, inner = f"ff{tag}r{i}", f"ff{tag}h{i}"
             target = f"169.254.{77 + i}.1"
             host = net.host(name)
-            subprocess.run(["ip", "link", "add", root, "type", "veth", "peer", "name", inner], check=True)
+            subprocess.run(["ip", "link", "add", root, "type", "veth", "peer", "name", inner], check=True, timeout=30)
             made.append(root)
-            subprocess.run(["ip", "link", "set", inner, "netns", str(host.pid)], check=True)
-            subprocess.run(["ip", "addr", "add", f"{target}/32", "dev", root], check=True)
-            subprocess.run(["ip", "link", "set", root, "up"], check=True)
-            subprocess.run(["ip", "route", "add", f"{addr}/32", "dev", root], check=True)
-            host.cmd(f"ip link set {inner} up && ip route add {target}/32 dev {inner} src {addr}")
+            subprocess.run(["ip", "link", "set", inner, "netns", str(host.pid)], check=True, timeout=30)
+            subprocess.run(["ip", "addr", "add", f"{target}/32", "dev", root], check=True, timeout=30)
+            subprocess.run(["ip", "link", "set", root, "up"], check=True, timeout=30)
+            subprocess.run(["ip", "route", "add", f"{addr}/32", "dev", root], check=True, timeout=30)
+            host.cmd(f"timeout 30 sh -c 'ip link set {inner} up && ip route add {target}/32 dev {inner} src {addr}'")
             targets[name] = target
         yield targets
     finally:
         for root in made:
-            subprocess.run(["ip", "link", "del", root], check=False)
+            subprocess.run(["ip", "link", "del", root], check=False, timeout=30)
 
 
 def send_firefly(net: Any, host: str, target: str, port: int, payload: str) -> float:

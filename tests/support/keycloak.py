@@ -61,6 +61,7 @@ def fetch() -> Path:
             ],
             check=True,
             cwd=CACHE,
+            timeout=600,  # a 156 MB zip from Maven Central: ~7 s here, a stuck mirror must not hang
         )
     partial = CACHE / f".unpack-{os.getpid()}"
     shutil.rmtree(partial, ignore_errors=True)

@@ -32,6 +32,24 @@ CLOUD = "203.0.113.10"
 CAMPUS_YAML = REPO / "topologies" / "campus.yaml"
 
 
+# Node.cmd waits for its command without a limit, and iperf3 waits forever for a server whose FIN
+# was lost: every client run through a Node gets iperf3's own connect timeout and send timeout
+# (unacknowledged data; its receive timeout is for servers and reverse mode only: 3.12 refuses it
+# on a sending client) and `timeout` around it (SIGTERM, then SIGKILL 5 s later), so a lost lane
+# is a failed test. Servers get ``IPERF_SERVER_ARGS``.
+IPERF_GRACE_S = 30
+IPERF_SERVER_ARGS = ("--rcv-timeout", "10000")  # an idle server gives up on its client
+
+
+def iperf_client(dst: str, port: int, seconds: float, extra: str = "") -> str:
+    """An iperf3 client command line (JSON report) that ends within ``seconds + IPERF_GRACE_S``."""
+    bound = seconds + IPERF_GRACE_S
+    return (
+        f"timeout -k 5 {bound:g} iperf3 -c {dst} -p {port} -t {seconds:g} -J "
+        f"--connect-timeout 5000 --snd-timeout 10000 {extra}".rstrip()
+    )
+
+
 class ServeProcess:
     """`viplanes serve` with the OpenFlow data plane; the OpenFlow port survives restarts."""
 
@@ -184,14 +202,19 @@ class Campus:
         """desktop -> cloud TCP: (Mbit/s received, source address the cloud saw, bytes)."""
         cloud, desktop = self.lab.host("cloud"), self.lab.host("desktop")
         server = cloud.popen(
-            ["iperf3", "-s", "-1", "-J", "-p", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            ["iperf3", "-s", "-1", "-J", "-p", str(port), *IPERF_SERVER_ARGS],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         try:
             for _ in range(50):
                 if f":{port} " in cloud.cmd("ss -ltn"):
                     break
                 time.sleep(0.05)
-            client = json.loads(desktop.cmd(f"iperf3 -c {CLOUD} -p {port} -t {seconds} -J"))
+            raw = desktop.cmd(iperf_client(CLOUD, port, seconds))
+            assert raw.strip(), f"iperf3 to {CLOUD}:{port} gave no report within {seconds + IPERF_GRACE_S:g} s"
+            client = json.loads(raw)
             assert not client.get("error"), client.get("error")
             out, _ = server.communicate(timeout=15)
         finally:

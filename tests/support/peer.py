@@ -41,7 +41,9 @@ class Peer:
 
     def handshake(self) -> None:
         self.sock.sendall(msg(ofp.OFPT_HELLO, struct.pack("!HHI", 1, 8, 1 << 4)))  # OpenFlow 1.3 only
+        deadline = time.monotonic() + 30  # each read has its own 5 s; this bounds the loop
         while True:
+            assert time.monotonic() < deadline, "no FEATURES_REQUEST from the controller within 30 s"
             got = self.read()
             assert got is not None, "controller closed a well-behaved switch"
             msg_type, xid, _ = got

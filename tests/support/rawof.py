@@ -7,6 +7,7 @@ import os
 import socket
 import struct
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -67,12 +68,14 @@ class RawOpenFlow:
         """Send a barrier; return every error the switch sent before answering it."""
         self.send(parser.OFPBarrierRequest(None))
         errors = []
-        while True:
+        deadline = time.monotonic() + 30  # each recv has the socket's 10 s; this bounds the loop
+        while time.monotonic() < deadline:
             msg = self.recv()
             if isinstance(msg, parser.OFPBarrierReply):
                 return errors
             if isinstance(msg, parser.OFPErrorMsg):
                 errors.append(msg)
+        raise AssertionError("no barrier reply from the switch within 30 s")
 
     def flow_stats(self, cookie: int, mask: int) -> list[Any]:
         self.send(
@@ -81,12 +84,14 @@ class RawOpenFlow:
             )
         )
         out: list[Any] = []
-        while True:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
             msg = self.recv()
             if isinstance(msg, parser.OFPFlowStatsReply):
                 out += msg.body
                 if not msg.flags & ofp.OFPMPF_REPLY_MORE:
                     return out
+        raise AssertionError("the switch's flow stats did not end within 30 s")
 
     def close(self) -> None:
         self.sock.close()
@@ -134,7 +139,7 @@ def ovs_bridge() -> Iterator[tuple[str, RawOpenFlow]]:
                 conn = RawOpenFlow(port)
                 break
             except OSError:
-                subprocess.run(["sleep", "0.1"], check=True)
+                time.sleep(0.1)
         assert conn is not None, "bridge never listened"
         yield name, conn
     finally:

@@ -87,6 +87,9 @@ ENV_SETTINGS: tuple[EnvSetting, ...] = (
     EnvSetting(
         "switches", "learn_features", "VIPLANES_LEARN_SWITCH_FEATURES", int, "0", "ask TABLE/METER_FEATURES (1: on)"
     ),
+    EnvSetting(
+        "switches", "ct_zone_base", "VIPLANES_CT_ZONE_BASE", int, "the topology's (4096)", "first conntrack zone"
+    ),
     EnvSetting("sflow", "enabled", "VIPLANES_SFLOW_ENABLED", int, "0", "detect elephants from sFlow (1: on)"),
     EnvSetting("sflow", "listen", "VIPLANES_SFLOW_LISTEN", str, "127.0.0.1:6343", "collector's UDP HOST:PORT"),
     EnvSetting("sflow", "prefixes", "VIPLANES_SFLOW_PREFIXES", str, "", "narrow the grants' prefilter"),

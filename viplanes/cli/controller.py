@@ -50,11 +50,12 @@ def run(
     host, port = hostport_option(listen, "--listen", 6653)
     topology = None
     if topology_path is not None:
+        from viplanes.cli.serve import with_zone_base_setting
         from viplanes.topologies.loader import TopologyError, load_topology
 
         try:
-            topology = load_topology(topology_path)
-        except (TopologyError, OSError) as exc:
+            topology = with_zone_base_setting(load_topology(topology_path))
+        except (TopologyError, OSError, ValueError) as exc:
             raise click.ClickException(f"topology: {str(exc).splitlines()[0]}") from None
     security = listener_security(pki_dir, insecure_tcp, switch_cert_pins, topology)
     configure(log_format, log_level, sys.stdout)

@@ -34,11 +34,23 @@ def _load_topology(path: str | None) -> Any:
 
         path = str(Path(pkg.__file__).resolve().parent / "campus.yaml")
     try:
-        return load_topology(path)
+        return with_zone_base_setting(load_topology(path))
     except TopologyError as exc:
         raise click.ClickException(f"topology: {str(exc).splitlines()[0]}") from None
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         raise click.ClickException(f"topology: {exc}") from None
+
+
+def with_zone_base_setting(topology: Any) -> Any:
+    """The topology with the deployment's conntrack zone base when the setting gives one
+    (``VIPLANES_CT_ZONE_BASE``, ``[switches] ct_zone_base``): several deployments of one topology
+    file on one vswitchd (a lab, a test, a second controller) keep their zones apart.
+    ValueError naming the zones when they would not fit."""
+    from viplanes.config import ct_zone_base_from_env
+    from viplanes.topologies.model import with_ct_zone_base
+
+    base = ct_zone_base_from_env()
+    return topology if base is None else with_ct_zone_base(topology, base)
 
 
 def _make_dataplane(

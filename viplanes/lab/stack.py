@@ -7,6 +7,7 @@ lanes over the REST API with their own token.
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -19,7 +20,9 @@ from typing import Any
 from viplanes.client.http import ApiClient, ApiError
 from viplanes.config import ClientConfig
 from viplanes.lifecycle import stop_process
+from viplanes.topologies.loader import load_topology
 
+from .ctzones import ZoneClaim, claim_for_env
 from .labpki import LabPKI, LabPKIError, ensure_lab_pki
 from .services import clean_env
 
@@ -48,6 +51,7 @@ class Stack:
     proc: subprocess.Popen | None = None
     log_path: Path | None = None
     _lanes: list[int] = field(default_factory=list)
+    zone_claim: ZoneClaim | None = None  # this run's conntrack zones (ctzones), held until stop
 
     def client(self, token: str | None = None) -> ApiClient:
         return ApiClient(ClientConfig(api_url=self.api_url, token=token or self.researcher_token))
@@ -99,6 +103,8 @@ class Stack:
             except StackError:
                 pass
         stop_process(self.proc, grace_s=10)
+        if self.zone_claim is not None:
+            self.zone_claim.release()
 
     def __enter__(self) -> Stack:
         return self
@@ -109,6 +115,29 @@ class Stack:
 
 def _viplanes(*args: str) -> list[str]:
     return [sys.executable, "-m", "viplanes.cli.main", *args]
+
+
+def _start_serve(
+    topology_path: Path, db_url: str, api_port: int, of_port: int, pki_args: list[str], log_path: Path, env: dict
+) -> subprocess.Popen:
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            _viplanes(
+                "serve",
+                "--topology",
+                str(topology_path),
+                "--db",
+                db_url,
+                "--api",
+                f"127.0.0.1:{api_port}",
+                "--openflow",
+                f"127.0.0.1:{of_port}",
+                *pki_args,
+            ),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
 
 
 def start_stack(
@@ -134,6 +163,7 @@ def start_stack(
         capture_output=True,
         text=True,
         env=env,
+        timeout=120,
     )
     if boot.returncode != 0 or not boot.stdout.strip():
         why = (boot.stderr or boot.stdout).strip()[-300:]
@@ -143,26 +173,15 @@ def start_stack(
     api_port, of_port = free_port(), free_port()
     lab_pki = _lab_pki()
     log_path = work_dir / "serve.log"
-    log = log_path.open("ab")
-    proc = subprocess.Popen(
-        _viplanes(
-            "serve",
-            "--topology",
-            str(topology_path),
-            "--db",
-            db_url,
-            "--api",
-            f"127.0.0.1:{api_port}",
-            "--openflow",
-            f"127.0.0.1:{of_port}",
-            *lab_pki.serve_args(),
-        ),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
-    log.close()
+    claim = claim_for_env(env, load_topology(topology_path), f"{os.getpid()}:{work_dir}")
+    try:
+        proc = _start_serve(topology_path, db_url, api_port, of_port, lab_pki.serve_args(), log_path, env)
+    except BaseException:
+        if claim is not None:
+            claim.release()
+        raise
     stack = Stack(f"http://127.0.0.1:{api_port}", ("127.0.0.1", of_port), "", operator_token, proc, log_path)
+    stack.zone_claim = claim
     try:
         _wait_api(stack, proc, log_path)
         op = stack.client(operator_token)

@@ -249,7 +249,7 @@ def test_ct_commit_nat_and_reply_recirculation() -> None:
 
     t = FlowTable()
     t.apply(
-        flow(priority=10, in_port=1, eth_type=0x800, actions=[ct.commit(5, "192.0.2.9")])
+        flow(priority=10, in_port=1, eth_type=0x800, actions=[ct.commit(5, "192.0.2.9", 0x2009)])
     )  # a NAT'd commit goes on in the egress table
     t.apply(
         parser.OFPFlowMod(
@@ -260,7 +260,7 @@ def test_ct_commit_nat_and_reply_recirculation() -> None:
             instructions=[parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [parser.OFPActionOutput(2)])],
         )
     )
-    t.apply(flow(priority=10, in_port=2, eth_type=0x800, actions=[ct.track_reply(ct.lane_zone("192.0.2.9"))]))
+    t.apply(flow(priority=10, in_port=2, eth_type=0x800, actions=[ct.track_reply(0x2009)]))
     est = parser.OFPFlowMod(
         None,
         table_id=1,
@@ -291,8 +291,10 @@ def test_ct_mark_of_another_lane_does_not_match() -> None:
     from viplanes.controller.compile import conntrack as ct
 
     t = FlowTable()
-    t.apply(flow(priority=10, in_port=1, eth_type=0x800, actions=[ct.commit(6, None), parser.OFPActionOutput(2)]))
-    t.apply(flow(priority=10, in_port=2, eth_type=0x800, actions=[ct.track_reply()]))
+    t.apply(
+        flow(priority=10, in_port=1, eth_type=0x800, actions=[ct.commit(6, None, 0x1000), parser.OFPActionOutput(2)])
+    )
+    t.apply(flow(priority=10, in_port=2, eth_type=0x800, actions=[ct.track_reply(0x1000)]))
     t.apply(
         parser.OFPFlowMod(
             None,

@@ -74,13 +74,13 @@ def test_ovs_decodes_base_and_lane_as_intended() -> None:
     border = next(
         line for line in lines if "in_port=3,dl_src=02:ff:00:00:00:01,nw_src=10.1.0.10" in line and "ct(" in line
     )
-    # the border looks up first (ctlane), and commits in table 3: +new through the lane's
-    # new-connection meter, the rest unmetered
-    assert border.endswith("actions=set_field:0x7->reg0,ct(table=3,zone=58568)"), border
-    commit = "ct(commit,table=2,zone=58568,nat(src=198.51.100.200),exec(set_field:0x7->ct_mark))"
-    [new] = [line for line in lines if "table:3 priority=100,ct_state=+new-inv+trk,ip,reg0=0x7" in line]
+    # the border looks up first (ctlane), and commits in table 3: +new without an entry (ct_mark
+    # 0) through the lane's new-connection meter, the rest unmetered (issue 42)
+    assert border.endswith("actions=set_field:0x7->reg0,ct(table=3,zone=4105)"), border
+    commit = "ct(commit,table=2,zone=4105,nat(src=198.51.100.200),exec(set_field:0x7->ct_mark))"
+    [new] = [line for line in lines if "table:3 priority=101,ct_state=+new-inv+trk,ct_mark=0,ip,reg0=0x7" in line]
     assert new.endswith(f"actions=meter:2147483655,{commit}"), new
-    [rest] = [line for line in lines if "table:3 priority=100,ct_state=-new-inv+trk,ip,reg0=0x7" in line]
+    [rest] = [line for line in lines if "table:3 priority=100,ct_state=-inv+trk,ip,reg0=0x7" in line]
     assert rest.endswith(f"actions={commit}"), rest
     assert "ADD meter=2147483655 pktps burst bands=" in "\n".join(lines)
     assert any("table:3 priority=0" in line and line.endswith("actions=drop") for line in lines)
@@ -94,15 +94,16 @@ def test_ovs_decodes_base_and_lane_as_intended() -> None:
         assert piece in egress, egress
     assert any("table:2 priority=0" in line and line.endswith("actions=drop") for line in lines)
     assert "in_port=2,nw_src=203.0.113.10,nw_dst=198.51.100.200,tp_src=5201,tp_dst=40000" in text
-    assert "actions=meter:7,ct(table=1,zone=58568,nat)" in text
+    assert "actions=meter:7,ct(table=1,zone=4105,nat)" in text
     assert "table:1 priority=1000,ct_state=+est+rpl-inv+trk,ct_mark=0x7,ip,in_port=2" in text
     assert "OFPT_METER_MOD (OF1.3) (xid=0x1): ADD meter=7 kbps" in text
     assert "DEL table:255 cookie:0x5650000000000007/0xffffffffffffffff" in text
 
 
 def test_ovs_decodes_the_pool_addresses_related_icmp_in_its_zone() -> None:
-    """Errors for a lane-pool address are looked up in that address's zone (0x8000 | low 15
-    bits: 198.51.100.200 -> 58568), the zone its lanes commit in; the base rule keeps 22096."""
+    """Errors for a lane-pool address are looked up in that address's zone (the default base
+    4096 + 1 + its offset in the pool: 198.51.100.200 -> 4105), the zone its lanes commit in; the
+    base rule looks up the deployment's first zone, 4096."""
     from viplanes.controller.compile.shared import compile_shared
 
     lane = LaneSpec(7, "10.1.0.10", "203.0.113.10", "tcp", 5201, None, "198.51.100.200", NOW + 60)
@@ -111,9 +112,9 @@ def test_ovs_decodes_the_pool_addresses_related_icmp_in_its_zone() -> None:
         [nat] = [
             ln for ln in lines if f"priority=951,icmp,in_port=2,nw_dst=198.51.100.200,icmp_type={icmp_type} " in ln
         ]
-        assert nat.endswith("actions=ct(table=1,zone=58568,nat)"), nat
+        assert nat.endswith("actions=ct(table=1,zone=4105,nat)"), nat
         [base] = [ln for ln in lines if f"priority=950,icmp,in_port=2,icmp_type={icmp_type} " in ln]
-        assert base.endswith("actions=ct(table=1,zone=22096,nat)"), base
+        assert base.endswith("actions=ct(table=1,zone=4096,nat)"), base
 
 
 def test_ovs_decodes_strict_delete() -> None:

@@ -14,6 +14,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 from tests.support.flowsim import icmp6_error, icmp_error, ip6_packet, ip_packet
 from tests.support.netsim import Network
 from tests.support.paths import REPO
+from viplanes.controller.compile.cookies import lane_cookie as cookie
 from viplanes.controller.compile.lane import compile_desired, compile_lane_removal
 from viplanes.controller.compile.shared import compile_shared_removal
 from viplanes.domain.values import LaneSpec
@@ -138,6 +139,44 @@ def test_syns_beyond_the_lanes_new_connection_rate_take_no_table_entry() -> None
     assert (out.kind, out.packet["ipv4_src"]) == ("edge", NAT_IP)
 
 
+def test_a_one_way_udp_stream_passes_its_lane_once_its_first_datagram_is_committed() -> None:
+    """Issue 42: a UDP flow that never gets a reply stays ``+new`` at the border. Before, every
+    one of its datagrams met the lane's new-connection meter (100/s: 897 of 8,000 delivered in
+    8 s on the lab); the meter now counts connections: a datagram whose lookup finds the lane's
+    own entry (ct_mark = lane id) is committed unmetered, while a datagram that would open a new
+    connection (another source port) still meets the spent meter and takes no entry."""
+    topo = load_topology(REPO / "topologies" / "campus.yaml")
+    net = network(topo, LaneSpec(7, DESKTOP_IP, CLOUD, "udp", 5202, None, NAT_IP, NOW + 3600))
+    desktop = topo.host("desktop")
+    datagram = ip_packet(desktop.iface.mac, FW_MAC, DESKTOP_IP, CLOUD, "udp", 40000, 5202)
+    [out] = net.send_from_host("desktop", datagram)
+    assert (out.kind, out.packet["ipv4_src"]) == ("edge", NAT_IP)
+    net.tables[3].exhausted = lane_meters_at_border(net)  # the meter has no token left
+    ct = border_ct(net)
+    for _ in range(50):  # no reply ever: each datagram is still +new, with the lane's mark
+        [out] = net.send_from_host("desktop", datagram)
+        assert (out.kind, out.packet["ipv4_src"]) == ("edge", NAT_IP), out
+    assert len(ct.connections) == 1 and not ct.connections[0].replied
+    for sport in range(40001, 40050):  # a one-datagram-per-port flood: still metered, no entry
+        outs = net.send_from_host("desktop", dict(datagram, udp_src=sport))
+        assert [(o.kind, o.node) for o in outs] == [("drop", "s3")]
+    assert len(ct.connections) == 1
+
+
+def test_the_meter_bypass_needs_the_lanes_own_entry_not_any_mark() -> None:
+    """The unmetered ``+new`` path is for packets whose lookup found an entry (every commit marks
+    it with a lane id); a packet with no entry has ct_mark 0 and is metered, whatever its
+    tuple. The metered flow sits above the unmetered one, so no ordering accident skips it."""
+    topo = load_topology(REPO / "topologies" / "campus.yaml")
+    desired, _ = compile_desired(topo, [LaneSpec(7, DESKTOP_IP, CLOUD, "udp", 5202, None, NAT_IP, NOW + 3600)], NOW)
+    commits = [m for m in desired[3] if isinstance(m, parser.OFPFlowMod) and m.table_id == 3 and m.cookie == cookie(7)]
+    metered = [m for m in commits if any(isinstance(i, parser.OFPInstructionMeter) for i in m.instructions)]
+    plain = [m for m in commits if m not in metered]
+    assert len(metered) == len(plain) == 1
+    assert dict(metered[0].match.items())["ct_mark"] == 0
+    assert metered[0].priority > plain[0].priority
+
+
 def test_the_new_connection_meter_is_the_lanes_own_and_follows_the_topology() -> None:
     topo = load_topology(REPO / "topologies" / "campus.yaml")
     border = topo.switch("s3")
@@ -176,7 +215,7 @@ def test_a_pool_addresss_zone_is_emptied_when_its_last_lane_ends() -> None:
 def test_zone_limits_cover_every_lane_zone_and_say_so_where_they_cannot_be_set(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from viplanes.controller.compile import conntrack
+    from viplanes.controller.compile.ctlane import zone_layout
     from viplanes.controller.runtime import ctlimits
 
     topo = load_topology(REPO / "topologies" / "campus.yaml")
@@ -211,10 +250,11 @@ def test_zone_limits_cover_every_lane_zone_and_say_so_where_they_cannot_be_set(
         "dpctl/ct-set-limits",
         "netdev@ovs-netdev",
     ]
+    layout = zone_layout(topo)
     for addr in topo.lane_addresses():
-        assert f"zone={conntrack.nat_zone(str(addr))},limit=500" in args
+        assert f"zone={layout.nat(str(addr))},limit=500" in args
     for i, _host in enumerate(topo.hosts):
-        assert f"zone={conntrack.host_zone(i)},limit=500" in args
+        assert f"zone={layout.host(i)},limit=500" in args
 
     class Failed(Done):
         returncode, stderr = 2, "ovs-vswitchd: datapath not found"
