@@ -57,7 +57,7 @@ def list_grants(args: dict[str, Any]) -> Any:
                     pid = store.get_principal(s, args["principal"]).id
                 except NotFound:
                     return []
-        groups = fresh_groups(s, who.id, now) if pid is not None else []
+        groups = fresh_groups(s, who.id, now) if pid is not None and who.from_provider else []
         rows = store.list_grants(s, pid, now if args.get("active") else None, args["limit"], args["offset"], groups)
         return [grant_dict(g, now) for g in rows]
 
@@ -72,7 +72,7 @@ def show_grant(grant_id: int) -> Any:
         if (
             not who.is_operator
             and g.principal_id != who.id
-            and g.group_name not in fresh_groups(s, who.id, ctx.clock())
+            and (not who.from_provider or g.group_name not in fresh_groups(s, who.id, ctx.clock()))
         ):
             raise NotFound(f"no grant {grant_id}")
         return grant_dict(g, ctx.clock())

@@ -13,6 +13,7 @@ from viplanes.authz.oidc import KeyCache, OidcRefused, OidcSettings, Verifier
 from viplanes.authz.oidcclaims import groups_of, identity_of
 from viplanes.authz.tokens import Caller
 from viplanes.domain.memberships import TokenGroups
+from viplanes.domain.urls import token_safe_url
 from viplanes.store.db import Database
 from viplanes.store.identities import caller_for_identity, find_identity
 from viplanes.store.memberships import needs_write, renew
@@ -23,7 +24,7 @@ MAX_DOC_BYTES = 512 * 1024
 
 def fetch_json(url: str) -> Any:
     """GET a discovery or JWKS document; https, or http to the loopback (tests, a local proxy)."""
-    if not (url.startswith("https://") or url.startswith(("http://127.0.0.1", "http://localhost", "http://[::1]"))):
+    if not token_safe_url(url):
         raise OidcRefused("issuer_unavailable", f"refusing to fetch keys over plain http from {url}", 503)
     resp = requests.get(url, timeout=FETCH_TIMEOUT_S, allow_redirects=False, headers={"Accept": "application/json"})
     resp.raise_for_status()
@@ -63,7 +64,7 @@ class OidcAuth:
             known = find_identity(s, ident.issuer, ident.subject)
             fast = known is not None and (known[1] or known[0].role == ident.role)
             if known is not None and fast and not known[1]:
-                found = Caller(id=known[0].id, name=known[0].name, role=ident.role)
+                found = Caller(id=known[0].id, name=known[0].name, role=ident.role, from_provider=True)
         if not fast:
             with db.write() as s:
                 found = caller_for_identity(s, ident, now)

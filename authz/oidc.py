@@ -9,7 +9,8 @@ CLI) can tell an expired token from a misconfigured client:
   *public* key could sign tokens with it as the shared secret.
 - the ``kid`` names a key of the issuer's JWKS (fetched from its discovery document); an unknown
   ``kid`` triggers one refetch (the provider rotated its keys), at most once per
-  ``jwks_refetch_s`` so a stream of made-up ``kid`` values cannot make us hammer the provider;
+  ``jwks_refetch_s`` (1 s) so a stream of made-up ``kid`` values cannot make us hammer the
+  provider, and never under a lock a token with a known ``kid`` waits on (``KeyCache``);
 - the signature verifies (joserfc, the JOSE layer of Authlib);
 - ``iss`` equals the configured issuer, ``aud`` contains the configured audience, ``exp`` is in
   the future and ``nbf``/``iat`` not, within ``leeway_s`` of clock skew; ``sub`` is present.
@@ -69,7 +70,7 @@ class OidcSettings:
     group_roles: Mapping[str, str] = field(default_factory=dict)
     algorithms: tuple[str, ...] = DEFAULT_ALGORITHMS
     leeway_s: int = 30
-    jwks_refetch_s: float = 30.0  # the shortest gap between two JWKS fetches
+    jwks_refetch_s: float = 1.0  # the shortest gap between two JWKS fetches (a made-up kid costs a rotation this)
     jwks_max_age_s: float = 3600.0  # keys are fetched again after this even without a new kid
     # group grants (viplanes/domain/memberships.py): a token proves membership until its exp + this,
     # and lanes whose evidence ran out end at a sweep every membership_sweep_s
@@ -146,7 +147,15 @@ def _header(token: str) -> dict[str, Any]:
 
 class KeyCache:
     """The issuer's signing keys by ``kid``: fetched on first use, again when an unknown ``kid``
-    arrives (rate-limited) or when they are older than ``jwks_max_age_s``. Thread-safe."""
+    arrives (at most once per ``jwks_refetch_s``) or in the background when they are older than
+    ``jwks_max_age_s``. Thread-safe, and a fetch never holds a lock a request waits on: a token
+    whose ``kid`` is known is checked with the keys at hand at once, even while the provider
+    hangs; only a request whose ``kid`` is unknown waits for the fetch under way (at most
+    ``FETCH_WAIT_S``). So a made-up ``kid`` delays a key rotated right after it by at most one
+    gap (1 s by default), and with no keys at all (the provider down since start) a token is
+    answered 503 ``issuer_unavailable``, never 401."""
+
+    FETCH_WAIT_S = 10.0
 
     def __init__(
         self,
@@ -158,42 +167,70 @@ class KeyCache:
         self.fetch_json = fetch_json
         self.clock = clock
         self.fetches = 0
-        self._lock = threading.Lock()
-        self._keys: dict[str, RSAKey | ECKey] = {}
-        self._fetched_at: float | None = None
+        self._lock = threading.Lock()  # guards the fields below; never held across a fetch
+        self._keys: dict[str, RSAKey | ECKey] = {}  # replaced whole, so read without the lock
+        self._fetched_at: float | None = None  # the last attempt, successful or not
+        self._got_at: float | None = None  # the last successful fetch
         self._jwks_uri: str | None = None
+        self._done = threading.Event()  # set when no fetch is under way
+        self._done.set()
+        self._last_error: OidcRefused | None = None
 
     def key(self, kid: str) -> RSAKey | ECKey:
-        with self._lock:
-            now = self.clock()
-            stale = self._fetched_at is None or now - self._fetched_at >= self.settings.jwks_max_age_s
-            may_refetch = self._fetched_at is None or now - self._fetched_at >= self.settings.jwks_refetch_s
-            if stale or (kid not in self._keys and may_refetch):
-                self._refresh(now)
-            found = self._keys.get(kid)
-        if found is None:
-            raise OidcRefused("unknown_key", f"the issuer has no signing key {kid!r}")
-        return found
+        now = self.clock()
+        found = self._keys.get(kid)
+        if found is not None:
+            if self._got_at is not None and now - self._got_at >= self.settings.jwks_max_age_s and self._claim(now):
+                threading.Thread(target=self._fetch_quietly, name="jwks-refresh", daemon=True).start()
+            return found
+        if self._claim(now):
+            self._fetch_quietly()
+        else:
+            self._done.wait(self.FETCH_WAIT_S)  # a fetch under way (or just made) may bring it
+        found = self._keys.get(kid)
+        if found is not None:
+            return found
+        if not self._keys:
+            err = self._last_error
+            message = err.message if err is not None else "the issuer's keys are being fetched"
+            raise OidcRefused("issuer_unavailable", f"cannot check the token yet: {message}", 503)
+        raise OidcRefused("unknown_key", f"the issuer has no signing key {kid!r}")
 
-    def _refresh(self, now: float) -> None:
-        self._fetched_at = now  # a failed fetch also waits out the gap: no retry storm
-        self.fetches += 1
+    def _claim(self, now: float) -> bool:
+        """True when this caller may fetch now: none under way and the gap since the last passed."""
+        with self._lock:
+            if not self._done.is_set():
+                return False
+            if self._fetched_at is not None and now - self._fetched_at < self.settings.jwks_refetch_s:
+                return False
+            self._fetched_at = now  # a failed fetch also waits out the gap: no retry storm
+            self.fetches += 1
+            self._done.clear()
+            return True
+
+    def _fetch_quietly(self) -> None:
+        """Fetch (the caller claimed it); a failure keeps the keys we had and is remembered."""
         try:
-            if self._jwks_uri is None:
-                doc = self.fetch_json(self.settings.issuer + "/.well-known/openid-configuration")
-                if doc.get("issuer", "").rstrip("/") != self.settings.issuer:
-                    raise OidcRefused("issuer_unavailable", "the discovery document names another issuer", 503)
-                self._jwks_uri = str(doc["jwks_uri"])
-            keyset = KeySet.import_key_set(
-                {"keys": [k for k in self.fetch_json(self._jwks_uri)["keys"] if _signing_key(k)]}
-            )
-        except OidcRefused:
-            raise
+            self._keys = self._fetch()
+            self._got_at = self.clock()
+            self._last_error = None
+        except OidcRefused as exc:
+            self._last_error = exc
         except Exception as exc:  # network, JSON, key import: keep the keys we had
-            if not self._keys:
-                raise OidcRefused("issuer_unavailable", f"cannot fetch the issuer's keys: {exc}", 503) from None
-            return
-        self._keys = {str(k.kid): k for k in keyset.keys if isinstance(k, RSAKey | ECKey) and k.kid}
+            self._last_error = OidcRefused("issuer_unavailable", f"cannot fetch the issuer's keys: {exc}", 503)
+        finally:
+            self._done.set()
+
+    def _fetch(self) -> dict[str, RSAKey | ECKey]:
+        if self._jwks_uri is None:
+            doc = self.fetch_json(self.settings.issuer + "/.well-known/openid-configuration")
+            if doc.get("issuer", "").rstrip("/") != self.settings.issuer:
+                raise OidcRefused("issuer_unavailable", "the discovery document names another issuer", 503)
+            self._jwks_uri = str(doc["jwks_uri"])
+        keyset = KeySet.import_key_set(
+            {"keys": [k for k in self.fetch_json(self._jwks_uri)["keys"] if _signing_key(k)]}
+        )
+        return {str(k.kid): k for k in keyset.keys if isinstance(k, RSAKey | ECKey) and k.kid}
 
 
 def _signing_key(jwk: Any) -> bool:

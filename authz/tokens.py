@@ -25,6 +25,9 @@ class Caller:
     id: int
     name: str
     role: Role
+    # the request's credential carries the provider's groups (a provider JWT, a campus console
+    # sign-in): only then do grants to a group apply; a ``vl_`` token gets nothing from them
+    from_provider: bool = False
 
     @property
     def is_operator(self) -> bool:

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 from viplanes.pki import PKIError, cert_sha256
+from viplanes.privatefile import private_temp
 
 DEFAULT_NAME = "denied-switches"  # inside the PKI directory, unless a path is given
 
@@ -64,12 +65,16 @@ def _write(path: Path, entries: dict[str, str]) -> None:
     """Replace the file atomically, created 0600 (never readable by others for a moment)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = [f"{fp}  # {note}" if note else fp for fp, note in entries.items()]
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write("".join(f"{line}\n" for line in lines))
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
+    try:  # a random name created exclusively: a symlink planted beside the list is never followed
+        fd, tmp = private_temp(path)
+    except PermissionError as exc:
+        raise PKIError(str(exc)) from None
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write("".join(f"{line}\n" for line in lines))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def fingerprint_of(arg: str) -> tuple[str, str]:

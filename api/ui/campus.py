@@ -27,7 +27,7 @@ from viplanes.authz.oidcclaims import identity_of
 from viplanes.store.identities import caller_for_identity
 
 from .campusclient import TRANSACTION_S, CampusClient, CampusRefused, Transaction
-from .campusfresh import IDT_COOKIE, RT_COOKIE, held_cookie
+from .campusfresh import IDT_COOKIE, RT_COOKIE, evidence_until, held_cookie
 from .session import COOKIE
 from .web import bp, cookie_args, ctx, error_page, safe_next, ui_state
 
@@ -106,7 +106,10 @@ def campus_callback() -> ResponseReturnValue:
             raise CampusRefused(exc.code, exc.message, exc.status) from None
         with c.db.write() as s:
             who = caller_for_identity(s, ident, now)
-        issued = None if who is None else ui_state().sessions.issue_for_identity(who.id, ident.issuer, ident.subject)
+        until = evidence_until(claims, campus)  # the session lives on this evidence (campusfresh)
+        issued = (
+            None if who is None else ui_state().sessions.issue_for_identity(who.id, ident.issuer, ident.subject, until)
+        )
         if issued is None:
             raise CampusRefused("principal_disabled", f"{ident.name!r} is disabled in VIP Lanes; ask an operator.", 403)
         _record_groups(claims, now)

@@ -9,7 +9,11 @@ token's claims. Each check below stops an attack, and each refusal names itself:
 - the ID token's ``nonce`` must equal the transaction's: an ID token taken from another sign-in
   cannot be replayed into this one;
 - PKCE (S256): a code intercepted on its way back is useless without the verifier;
-- a code is redeemed once in this process (and the provider refuses a second redemption too);
+- a transaction is used once: a replayed transaction cookie is refused before the provider is
+  asked anything, so one cookie cannot send made-up codes to the provider;
+- a code is redeemed once in this process (and the provider refuses a second redemption too),
+  at most ``MAX_CODE_LEN`` characters; the memory of used transactions and codes holds digests,
+  never more than ``MAX_USED_CODES`` each;
 - the ID token is verified like an access token (``authz.oidc.Verifier``: algorithm allow-list,
   signature against the JWKS, refetched on an unknown ``kid``, ``iss``, ``exp``) with the
   console's client id as audience, and ``azp`` when present.
@@ -17,6 +21,7 @@ token's claims. Each check below stops an attack, and each refusal names itself:
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import threading
 import time
@@ -37,6 +42,29 @@ TRANSACTION_S = 600  # a sign-in must come back within 10 minutes
 DISCOVERY_MAX_AGE_S = 3600.0
 TOKEN_TIMEOUT_S = 10.0
 MAX_USED_CODES = 10_000
+MAX_CODE_LEN = 512  # Keycloak's codes are ~110 characters
+
+
+class UsedOnce:
+    """Digests of values already used, each remembered ``keep_s`` and never more than ``cap``
+    (the oldest go first). Not thread-safe: the caller holds its lock."""
+
+    def __init__(self, cap: int, keep_s: float) -> None:
+        self.cap, self.keep_s = cap, keep_s
+        self._seen: dict[bytes, float] = {}  # insertion order is age order
+
+    def first_use(self, value: str, now: float) -> bool:
+        """True the first time ``value`` is offered (and remember it), False after."""
+        key = hashlib.sha256(value.encode()).digest()
+        if key in self._seen:
+            return False
+        while self._seen and (len(self._seen) >= self.cap or now - next(iter(self._seen.values())) >= self.keep_s):
+            del self._seen[next(iter(self._seen))]
+        self._seen[key] = now
+        return True
+
+    def __len__(self) -> int:
+        return len(self._seen)
 
 
 class CampusRefused(Exception):
@@ -127,7 +155,8 @@ class CampusClient:
         self._lock = threading.Lock()
         self._meta: dict[str, Any] | None = None
         self._meta_at = 0.0
-        self._used: dict[str, float] = {}  # code -> when redeemed
+        self._used_tx = UsedOnce(MAX_USED_CODES, TRANSACTION_S)  # transactions (by state) finished or tried
+        self._used = UsedOnce(MAX_USED_CODES, TRANSACTION_S)  # codes redeemed
 
     @property
     def display_name(self) -> str:
@@ -185,9 +214,11 @@ class CampusClient:
                 "state_mismatch", "This answer belongs to another sign-in (state mismatch). Start again."
             )
         code = args.get("code", "")
-        if not code or len(code) > 2048:
+        if not code:
             raise CampusRefused("missing_code", "The identity provider sent no authorization code.")
-        self._redeem_once(code)
+        if len(code) > MAX_CODE_LEN:
+            raise CampusRefused("bad_code", f"The authorization code is longer than {MAX_CODE_LEN} characters.")
+        self._redeem_once(tx.state, code)
         meta = self.metadata()
         try:
             token = self.exchange(meta["token_endpoint"], code, tx, self.console)
@@ -240,14 +271,13 @@ class CampusClient:
         rotated = token.get("refresh_token")
         return claims, rotated if isinstance(rotated, str) else refresh_token
 
-    def _redeem_once(self, code: str) -> None:
+    def _redeem_once(self, state: str, code: str) -> None:
         now = self.clock()
         with self._lock:
-            if code in self._used:
+            if not self._used_tx.first_use(state, now):
+                raise CampusRefused("transaction_replayed", "This sign-in was already finished or tried. Start again.")
+            if not self._used.first_use(code, now):
                 raise CampusRefused("code_replayed", "This authorization code was already used. Sign in again.")
-            if len(self._used) >= MAX_USED_CODES:
-                self._used = {c: t for c, t in self._used.items() if now - t < TRANSACTION_S}
-            self._used[code] = now
 
     def end_session_url(self, id_token: str | None, post_logout_redirect_uri: str) -> str | None:
         """Where to send the browser to end the provider's session too (RP-initiated logout),

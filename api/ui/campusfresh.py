@@ -23,7 +23,7 @@ import hashlib
 import json
 import logging
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from cryptography.fernet import Fernet, InvalidToken
 from flask import Response, g, redirect, request, url_for
@@ -34,7 +34,7 @@ from viplanes.authz.oidcclaims import identity_of
 from viplanes.store.identities import caller_for_identity
 
 from .campusclient import CampusClient, CampusRefused
-from .session import COOKIE
+from .session import COOKIE, UiSession
 from .web import OPEN_ENDPOINTS, bp, cookie_args, ctx, ui_state
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,26 @@ def refresh_at(claims: dict[str, Any], now: float) -> float:
     iat = claims.get("iat")
     life = exp - (float(iat) if isinstance(iat, int | float) else now)
     return exp - min(REFRESH_AHEAD_S, max(0.0, life / 2))
+
+
+Freshness = Literal["keep", "refresh", "must_refresh", "end"]
+
+
+def freshness(now: float, evidence_until: float, refresh_due_at: float | None) -> Freshness:
+    """What a campus session needs on this request. ``refresh_due_at`` is None without a usable
+    refresh token. Inside the evidence: ``keep``, or ``refresh`` when due (an unreachable provider
+    then keeps the session until the evidence runs out). Past it: ``must_refresh`` (any failure
+    ends the session) or, with nothing to refresh with, ``end``."""
+    if now >= evidence_until:
+        return "end" if refresh_due_at is None else "must_refresh"
+    if refresh_due_at is not None and now >= refresh_due_at:
+        return "refresh"
+    return "keep"
+
+
+def evidence_until(claims: dict[str, Any], campus: CampusClient) -> float:
+    """Until when an ID token with these claims proves the person's role: its exp + the grace."""
+    return float(claims["exp"]) + campus.oidc.membership_grace_s
 
 
 class RefreshBox:
@@ -119,19 +139,26 @@ def _ended(code: str, message: str) -> ResponseReturnValue:
 @bp.before_request
 def _keep_fresh() -> ResponseReturnValue | None:
     """Runs after ``web._gate`` (registered later), so ``g.ui`` is the verified session."""
-    campus = ui_state().campus
-    if request.endpoint in NO_REFRESH or campus is None or g.ui.subject is None:
+    if request.endpoint in NO_REFRESH:
         return None
+    session: UiSession = g.ui
+    if session.subject is None:
+        return None
+    campus = ui_state().campus
     c = ctx()
     now = c.clock()
-    session = g.ui
-    held = box().open(request.cookies.get(RT_COOKIE), session.caller.id, campus.oidc.issuer, session.subject)
-    if held is None or now < held.refresh_at:
+    held = None
+    if campus is not None:
+        held = box().open(request.cookies.get(RT_COOKIE), session.caller.id, campus.oidc.issuer, session.subject)
+    verdict = freshness(now, session.evidence_until or 0.0, None if held is None else held.refresh_at)
+    if verdict == "keep":
         return None
+    if verdict == "end" or campus is None or held is None:
+        return _ended("sign_in_expired", "the provider's evidence of the role ran out and there is no refresh")
     try:
         claims, rotated = campus.refresh(held.refresh_token, session.subject)
     except CampusRefused as exc:
-        if exc.status == 503:  # the provider is unreachable: try again next request; lanes follow the bound
+        if exc.status == 503 and verdict == "refresh":  # unreachable: try again next request, until the evidence ends
             log.warning("campus session of %s not renewed: %s", session.caller.name, exc.message)
             return None
         return _ended(exc.code, exc.message)
@@ -144,8 +171,9 @@ def _keep_fresh() -> ResponseReturnValue | None:
         who = caller_for_identity(s, ident, now)
     if who is None:
         return _ended("principal_disabled", f"{ident.name!r} is disabled here")
-    g.ui = replace(session, caller=who)
+    g.ui = replace(session, caller=who, evidence_until=evidence_until(claims, campus))
     g.campus_rt = held_cookie(who.id, campus, session.subject, rotated, claims, now)
+    g.campus_session = ui_state().sessions.identity_cookie(g.ui, campus.oidc.issuer)
     return None
 
 
@@ -154,4 +182,8 @@ def _store_refreshed(resp: Response) -> Response:
     sealed = g.get("campus_rt")
     if sealed is not None:
         resp.set_cookie(RT_COOKIE, sealed, **cookie_args(ui_state().sessions.ttl_s))
+    renewed = g.get("campus_session")
+    if renewed is not None and not any(c.startswith(f"{COOKIE}=") for c in resp.headers.getlist("Set-Cookie")):
+        left = max(0, int(g.ui.expires_at - ctx().clock()))
+        resp.set_cookie(COOKIE, renewed, **cookie_args(left))
     return resp

@@ -88,7 +88,8 @@ def _mine_view(
     c = ctx()
     now = c.clock()
     with c.db.read() as s:
-        held = fresh_groups(s, who.id, now)  # group grants count only while the evidence is fresh
+        # group grants count only for a campus sign-in, and only while the evidence is fresh
+        held = fresh_groups(s, who.id, now) if who.from_provider else []
         grants = [g for g in store.list_grants(s, who.id, now, 100, 0, held) if store.grant_state(g, now) == "active"]
         choices = [_choice(g) for g in grants]
     recent = [ln for ln in c.manager.list(who, principal=who.name, limit=50) if ln.principal_id == who.id]

@@ -12,7 +12,10 @@ A person who signed in at the campus provider has no API token: their cookie is
 ``p<principal id>.<signed>``, signed with a key derived from the server secret and the
 (issuer, subject) the ID token named. It ends when the principal is disabled or that identity is
 no longer linked to it, and its role is the principal's current one (the groups at the last
-sign-in or API call).
+sign-in or API call). It also carries ``ev``, until when the provider's evidence of that role
+holds (the ID token's ``exp`` + the membership grace): ``campusfresh`` renews it with the refresh
+token or ends the session, so a campus session never outlives the evidence of its role, with or
+without the refresh cookie.
 
 Sign-out deletes the cookie; a copy taken before sign-out stays valid until its expiry, the
 price of keeping no session table (documented in the README).
@@ -48,6 +51,7 @@ class UiSession:
     csrf: str
     expires_at: float
     subject: str | None = None  # the provider's ``sub`` for a campus sign-in; None for a token
+    evidence_until: float | None = None  # campus: the ID token's exp + grace (0: unknown); None for a token
 
 
 class Sessions:
@@ -98,17 +102,36 @@ class Sessions:
                 )
             ).first()
 
-    def issue_for_identity(self, pid: int, issuer: str, subject: str) -> tuple[str, UiSession] | None:
+    def issue_for_identity(
+        self, pid: int, issuer: str, subject: str, evidence_until: float
+    ) -> tuple[str, UiSession] | None:
         """The cookie for a person the provider just signed in (their principal linked to
         (issuer, subject)), or None when that principal is disabled or not linked."""
         row = self._identity_row(pid, issuer, subject)
         if row is None:
             return None
         session = UiSession(
-            Caller(row.id, row.name, row.role), secrets.token_urlsafe(24), self.clock() + self.ttl_s, subject
+            Caller(row.id, row.name, row.role, from_provider=True),
+            secrets.token_urlsafe(24),
+            self.clock() + self.ttl_s,
+            subject,
+            evidence_until,
         )
-        payload = {"exp": session.expires_at, "c": session.csrf, "i": issuer, "s": subject}
-        return f"p{pid}.{self._identity_signer(pid, issuer, subject).dumps(payload)}", session
+        return self.identity_cookie(session, issuer), session
+
+    def identity_cookie(self, session: UiSession, issuer: str) -> str:
+        """The cookie of a campus session (its sign-in's expiry and CSRF secret kept, so a renewed
+        evidence deadline does not break a form already open)."""
+        assert session.subject is not None and session.evidence_until is not None
+        pid, subject = session.caller.id, session.subject
+        payload = {
+            "exp": session.expires_at,
+            "c": session.csrf,
+            "i": issuer,
+            "s": subject,
+            "ev": session.evidence_until,
+        }
+        return f"p{pid}.{self._identity_signer(pid, issuer, subject).dumps(payload)}"
 
     def _load_identity(self, pid_text: str, signed: str) -> UiSession | None:
         if not is_decimal(pid_text) or len(pid_text) > 12:
@@ -130,7 +153,10 @@ class Sessions:
         row = self._identity_row(pid, issuer, subject)
         if row is None:
             return None
-        return UiSession(Caller(row.id, row.name, row.role), str(payload.get("c", "")), payload["exp"], subject)
+        ev = payload.get("ev")  # a cookie from before ``ev`` existed has no evidence: renew or end
+        evidence_until = float(ev) if isinstance(ev, (int, float)) else 0.0
+        caller = Caller(row.id, row.name, row.role, from_provider=True)
+        return UiSession(caller, str(payload.get("c", "")), payload["exp"], subject, evidence_until)
 
     def load(self, cookie: str | None) -> UiSession | None:
         """The live session in ``cookie``, or None (absent, forged, expired, rotated, disabled)."""

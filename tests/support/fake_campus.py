@@ -37,6 +37,7 @@ class FakeCampus(FakeIssuer):
         self.disabled = False
         self.refreshes = 0
         self.clock: Callable[[], float] = time.time
+        self.issue_refresh = True  # False plays a provider that gives the console no refresh token
 
     def fetch_json(self, url: str) -> Any:
         if url.endswith("/.well-known/openid-configuration"):
@@ -77,12 +78,8 @@ class FakeCampus(FakeIssuer):
         claims = {"aud": CLIENT_ID, "azp": CLIENT_ID, "nonce": rec["nonce"]} | times | rec["claims"]
         rt = "rt-" + secrets.token_urlsafe(24)
         self.refresh_tokens[rt] = claims
-        return {
-            "access_token": "at",
-            "token_type": "Bearer",
-            "id_token": self.token(kid=self.kid, **claims),
-            "refresh_token": rt,
-        }
+        answer = {"access_token": "at", "token_type": "Bearer", "id_token": self.token(kid=self.kid, **claims)}
+        return answer | ({"refresh_token": rt} if self.issue_refresh else {})
 
     def refresh(self, token_endpoint: str, refresh_token: str, console: ConsoleOidcSettings) -> dict[str, Any]:
         """The refresh grant: a new ID token (groups as they are now) and a rotated refresh token."""

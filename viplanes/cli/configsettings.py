@@ -8,8 +8,9 @@ where the environment has none, so an env var still overrides the file (docs/con
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+
+from viplanes.domain.urls import redact_url
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,6 @@ ENV_SETTINGS: tuple[EnvSetting, ...] = (
 CONFIG_ENV = "VIPLANES_CONFIG"
 
 _SECRET_WORDS = ("token", "secret", "password", "db_url", "db")
-_URL_PASSWORD = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://[^:/@]*):([^@]*)@")
 
 
 def is_secret_name(name: str) -> bool:
@@ -122,7 +122,7 @@ def mask(value: object, secret: bool) -> str:
     if not secret or text == "":
         return text
     if "://" in text:
-        return _URL_PASSWORD.sub(r"\1:***@", text)
+        return redact_url(text)
     return "***"
 
 

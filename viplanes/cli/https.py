@@ -11,7 +11,6 @@ only teaches waitress's non-blocking reads and writes the two "try again" answer
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import socket
 import ssl
@@ -24,6 +23,7 @@ import click
 from waitress.channel import HTTPChannel
 
 from viplanes.cli.configfile import ConfigFileError
+from viplanes.domain.urls import is_loopback_host
 
 log = logging.getLogger("viplanes.cli.https")
 _META = "viplanes.api_tls"
@@ -65,12 +65,7 @@ def api_tls_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a name may resolve anywhere
+    return is_loopback_host(host)
 
 
 def server_context(cert: Path, key: Path) -> ssl.SSLContext:

@@ -76,6 +76,8 @@ def login(issuer: str | None, client_id: str, scope: str) -> None:
     path = login_path()
     try:
         stored.save(path)
+    except LoginError as exc:
+        _fail(str(exc), exitcodes.BAD_CONFIG)
     except OSError as exc:
         _fail(f"cannot store the login in {path}: {exc.strerror}", exitcodes.BAD_CONFIG)
     click.echo(f"signed in as {_username(stored.access_token)}; login stored in {path}")

@@ -28,6 +28,7 @@ from typing import Any
 import requests
 
 from viplanes.client.http import ApiError
+from viplanes.domain.urls import token_safe_url
 
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 REFRESH_MARGIN_S = 60.0  # refresh an access token with less than this left (clock skew, slow calls)
@@ -51,7 +52,7 @@ def login_path() -> Path:
 
 def _allowed_url(url: str) -> bool:
     """https, or http to the loopback (tests, a local proxy): a token over plain http is leaked."""
-    return url.startswith("https://") or url.startswith(("http://127.0.0.1", "http://localhost", "http://[::1]"))
+    return token_safe_url(url)
 
 
 @dataclass(frozen=True)
@@ -176,8 +177,9 @@ class StoredLogin:
     def save(self, path: Path) -> None:
         """Written 0600 to a new file, then renamed over the old one: never readable by others,
         not even for a moment, whatever the umask; a symlink planted at ``path`` is replaced,
-        not followed."""
+        not followed. Refused (:class:`LoginError`) in a directory others may write to."""
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _check_place(path, os.stat(path.parent), None)
         tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
@@ -199,6 +201,7 @@ class StoredLogin:
             raise LoginError("bad_login_file", f"{path}: {exc.strerror}") from None
         with os.fdopen(fd) as f:
             mode = os.fstat(f.fileno()).st_mode
+            _check_place(path, os.stat(path.parent), os.fstat(f.fileno()))
             if stat.S_IMODE(mode) & 0o077:
                 raise LoginError(
                     "bad_login_file",
@@ -212,6 +215,27 @@ class StoredLogin:
                 )
             except (ValueError, KeyError, TypeError):
                 raise LoginError("bad_login_file", f"{path} is not a login; run `viplanes login`") from None
+
+
+def place_problem(path: Path, parent: os.stat_result, own: os.stat_result | None, uid: int) -> str | None:
+    """Why a credentials file at ``path`` cannot be trusted, or None. Others must not be able to
+    write its directory (they could swap the file for their own login, or read a future one),
+    unless the directory is sticky (/tmp) and the file is ours; and the file must be ours."""
+    if own is not None and own.st_uid != uid:
+        return f"{path} belongs to another user (uid {own.st_uid}); run `viplanes login`"
+    shared = stat.S_IMODE(parent.st_mode) & 0o022
+    if shared and not parent.st_mode & stat.S_ISVTX:
+        mode = stat.S_IMODE(parent.st_mode)
+        return f"{path.parent} is writable by others (mode {mode:o}); keep the login in a private directory"
+    if parent.st_uid not in (uid, 0):
+        return f"{path.parent} belongs to another user (uid {parent.st_uid}); keep the login in your own directory"
+    return None
+
+
+def _check_place(path: Path, parent: os.stat_result, own: os.stat_result | None) -> None:
+    problem = place_problem(path, parent, own, os.geteuid())
+    if problem is not None:
+        raise LoginError("bad_login_file", problem)
 
 
 class LoginBearer:

@@ -10,7 +10,10 @@ such a grant is bound to *evidence*: per (person, group), until when a token pro
   lanes never lapse;
 - a token *not* listing a group the person has evidence of ends the group's lanes at once;
 - a token older (``iat``) than the newest one seen says nothing: a token issued before the
-  removal cannot bring the membership back;
+  removal cannot bring the membership back. So a token *not* listing a granted group records
+  that too (no evidence, as of its ``iat``), even when the person never held the group here:
+  otherwise a token saved before a removal would prove the group to a place that never heard
+  of it;
 - evidence that runs out (no fresh token: removed from the group, account disabled so refresh
   fails, or the person simply stopped) ends the lanes at the next sweep.
 
@@ -57,7 +60,9 @@ def plan_renewal(have: Mapping[str, Evidence], seen: TokenGroups, granted: Set[s
             new = Evidence(seen.exp + grace_s, seen.iat)
             if ev != new:  # the same token again writes nothing
                 out.write[group] = new
-        elif ev is not None and ev.until > 0:
+        elif ev is None:
+            out.write[group] = Evidence(0.0, seen.iat)  # "not a member as of iat": older tokens say nothing
+        elif ev.until > 0:
             out.write[group] = Evidence(0.0, seen.iat)
             out.gone.append(group)
     return out

@@ -32,6 +32,7 @@ from viplanes.errors import Conflict, NotFound, VipError
 from viplanes.lanes import states
 from viplanes.lanes.activation import LaneActivation
 from viplanes.lanes.budgets import fits_switches
+from viplanes.lanes.committed import activate_truthfully, committed_after_all
 from viplanes.lanes.extension import judge_extension
 from viplanes.lanes.idempotency import find_replay, request_digest
 from viplanes.lanes.overlap import overlapping_lane, source_aliases
@@ -139,7 +140,9 @@ class LaneManager(LaneActivation, LaneReads):
         lane: Lane | None = None
         try:
             with self.db.write_connection() as conn:  # Core only: viplanes/store/lanesql/core.py says why
-                rules = usable_grant_rules(conn, caller.id, now, for_update=not self.db.is_sqlite)
+                rules = usable_grant_rules(
+                    conn, caller.id, now, for_update=not self.db.is_sqlite, with_groups=caller.from_provider
+                )
                 if trigger is not None:
                     rules = [r for r in rules if r.grant_id == trigger.grant_id]
                 if idempotency_key:
@@ -177,17 +180,18 @@ class LaneManager(LaneActivation, LaneReads):
                         self._wake_in(conn, f"lane:{lane.id}")
                 elif lane.state == "installing" and self._wake_channel() is not None:
                     self._wake_in(conn, f"lane:{lane.id}", sent=True)  # rode in the INSERT
-        except BaseException:
-            if lane is not None:  # not committed: nothing to activate, release the claim
-                self._release(lane.id)
-            raise
+        except BaseException as exc:
+            if lane is None or not committed_after_all(self.db, lane, exc):
+                if lane is not None:  # not committed: nothing to activate, release the claim
+                    self._release(lane.id)
+                raise
         if denial is not None:
             raise denial
         assert lane is not None
         with lane_scope(lane.id):  # activation's log lines name the lane (and the request, if any)
             log.info("lane %d granted to %s: %s", lane.id, caller.name, lane.state)
             if lane.state == "installing":
-                lane = self._activate(lane)
+                lane = activate_truthfully(self._activate, self.db, lane)
         return lane, True
 
     def _live_counts(

@@ -5,10 +5,13 @@ under SQLite's own locks, so the copy is one consistent snapshot even while lane
 the copy is switched out of WAL mode so it is a single self-contained file. PostgreSQL:
 ``pg_dump --format=custom`` (one transaction-consistent snapshot) and ``pg_restore``.
 
-A restore refuses two things an operator does not mean to do: overwrite a database that holds
-lanes (``force`` says they mean it), and load a backup made by newer code than this one (its
+A restore refuses three things an operator does not mean to do: overwrite a database that holds
+lanes (``force`` says they mean it), load a backup made by newer code than this one (its
 schema revision is unknown to our migrations: the tables would not match the code, and the next
-start could not migrate them). The PostgreSQL password never reaches a command line (``ps``
+start could not migrate them), and load schema objects our migrations do not make (a trigger, a
+view, a table: ``backupcheck``), or a SQLite file that fails its integrity check. A backup is
+written to a random name made exclusively beside the target, then renamed: a file planted under
+a predictable name never becomes the backup, and a directory others may write to is refused. The PostgreSQL password never reaches a command line (``ps``
 shows every argument to every user): it goes to pg_dump/pg_restore in ``PGPASSWORD``.
 """
 
@@ -24,8 +27,10 @@ from typing import IO
 
 from sqlalchemy import inspect, text
 
+from viplanes.privatefile import private_temp
+from viplanes.store.backupcheck import operators_in, pg_problems, sqlite_problems
 from viplanes.store.db import Database
-from viplanes.store.filemode import create_private, open_private
+from viplanes.store.filemode import create_private
 from viplanes.store.pgconnect import libpq_url
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")  # Debian 12's PostgreSQL; else whatever is on PATH
@@ -47,9 +52,11 @@ class BackupResult:
     path: Path
     revision: str | None
     size: int
+    operators: tuple[str, ...] | None = None  # after a SQLite restore: the operators it brought
 
     def line(self) -> str:
-        return f"{self.path}: {self.size} bytes, schema {self.revision or 'none'}"
+        ops = "" if self.operators is None else f", operators: {', '.join(self.operators) or 'none'}"
+        return f"{self.path}: {self.size} bytes, schema {self.revision or 'none'}{ops}"
 
 
 def known_revisions() -> set[str]:
@@ -72,12 +79,18 @@ def backup(database: Database, dest: Path) -> BackupResult:
     if database.is_sqlite and _same_file(dest, _sqlite_path(database)):
         # replaced under a running serve, its writes would go on into the unlinked old file
         raise BackupError(f"{dest} is the database itself; write the backup elsewhere")
-    tmp = dest.with_name(f".{dest.name}.partial")
+    try:
+        fd, tmp = private_temp(dest)  # never a predictable name another user could plant first
+    except PermissionError as exc:
+        raise BackupError(str(exc)) from None
+    except OSError as exc:
+        raise BackupError(f"{exc.filename or dest}: {exc.strerror or exc}") from None
     try:
         if database.is_sqlite:
+            os.close(fd)
             _sqlite_backup(_sqlite_path(database), tmp)
         else:
-            _pg_dump(database.url, tmp)
+            _pg_dump(database.url, fd)
         os.replace(tmp, dest)
     except OSError as exc:
         raise BackupError(f"{exc.filename or dest}: {exc.strerror or exc}") from None
@@ -98,14 +111,18 @@ def restore(database: Database, src: Path, force: bool = False) -> BackupResult:
         raise RestoreRefused(
             f"{src} has schema {revision}, newer than this code knows; restore it with the version that made it"
         )
+    problems = sqlite_problems(src, revision) if kind == "sqlite" else pg_problems(_listing(src), _our_tables())
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise RestoreRefused(f"{src} is not a backup of ours: {'; '.join(problems[:3])}{more}")
     lanes = lane_count(database)
     if lanes and not force:
         raise RestoreRefused(f"{database.display_url} holds {lanes} lanes; --force replaces them")
     if database.is_sqlite:
         _sqlite_restore(src, _sqlite_path(database))
-    else:
-        database.engine.dispose()  # no pooled connection of ours holds a lock psql must wait for
-        _pg_restore(database, src)
+        return BackupResult(src, revision, src.stat().st_size, tuple(operators_in(src)))
+    database.engine.dispose()  # no pooled connection of ours holds a lock psql must wait for
+    _pg_restore(database, src)
     return BackupResult(src, revision, src.stat().st_size)
 
 
@@ -164,7 +181,6 @@ def _same_file(dest: Path, db_path: Path) -> bool:
 def _sqlite_backup(src_path: Path, tmp: Path) -> None:
     if not src_path.exists():  # sqlite3.connect would create an empty database there
         raise BackupError(f"{src_path}: no such database file")
-    os.close(open_private(tmp))
     src = sqlite3.connect(f"file:{src_path}?mode=ro", uri=True)
     dst = sqlite3.connect(tmp)
     try:
@@ -213,10 +229,9 @@ def _conninfo(url: str) -> tuple[str, dict[str, str]]:
     return make_dsn(**params), env
 
 
-def _pg_dump(url: str, tmp: Path) -> None:
-    dsn, env = _conninfo(url)
-    fd = open_private(tmp)
+def _pg_dump(url: str, fd: int) -> None:
     with open(fd, "wb", closefd=True) as out:
+        dsn, env = _conninfo(url)
         _run([_tool("pg_dump"), "--format=custom", "--no-owner", "--no-privileges", f"--dbname={dsn}"], env, out)
         out.flush()
         os.fsync(out.fileno())
@@ -249,11 +264,21 @@ def _pg_restore(database: Database, src: Path) -> None:
         raise BackupError(f"pg_restore: {lines[0] if lines else f'exit {code}'}")
 
 
+def _listing(src: Path) -> str:
+    """A custom-format dump's table of contents (``pg_restore --list``)."""
+    return _run([_tool("pg_restore"), "--list", str(src)], None).decode("utf-8", "replace")
+
+
+def _our_tables() -> set[str]:
+    from viplanes.store.models import Base
+
+    return set(Base.metadata.tables) | {"alembic_version"}
+
+
 def _dump_tables(src: Path) -> list[str]:
     """The tables of a custom-format dump, from its table of contents (``pg_restore --list``)."""
-    listing = _run([_tool("pg_restore"), "--list", str(src)], None).decode("utf-8", "replace")
     out = []
-    for line in listing.splitlines():
+    for line in _listing(src).splitlines():
         parts = line.split()
         if not line.startswith(";") and "TABLE" in parts and parts.index("TABLE") + 2 < len(parts):
             i = parts.index("TABLE")

@@ -53,7 +53,7 @@ def caller_for_identity(s: Session, ident: Identity, now: float) -> Caller | Non
             )
             p.role = ident.role
             s.flush()
-    return Caller(id=p.id, name=p.name, role=ident.role)
+    return Caller(id=p.id, name=p.name, role=ident.role, from_provider=True)
 
 
 def _free_name(s: Session, base: str) -> str:

@@ -2,12 +2,12 @@
 is gone or runs out. The decisions are pure (``viplanes.domain.memberships``); this is their SQL.
 
 Only groups some grant names are recorded: a provider may send hundreds of groups per person
-(Entra ID), and a membership no grant uses decides nothing here.
+(Entra ID), and a membership no grant uses decides nothing here. Every granted group is recorded,
+though, present or absent: a token lacking one says "not a member as of its ``iat``", so a token
+saved from before a removal proves nothing afterwards even where the person never held it here.
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterable
 
 from sqlalchemy import and_, bindparam, exists, select
 from sqlalchemy.orm import Session
@@ -56,12 +56,9 @@ def fresh_groups(s: Session, principal_id: int, now: float) -> list[str]:
     )
 
 
-def granted_groups(s: Session, among: Iterable[str]) -> set[str]:
-    """Which of ``among`` some grant (revoked or not: its lanes may still be live) names."""
-    names = sorted(set(among))
-    if not names:
-        return set()
-    return set(s.scalars(select(Grant.group_name).where(Grant.group_name.in_(names)).distinct()))
+def granted_groups(s: Session) -> set[str]:
+    """Every group some grant (revoked or not: its lanes may still be live) names."""
+    return {str(g) for g in s.scalars(select(Grant.group_name).where(Grant.group_name.is_not(None)).distinct())}
 
 
 def evidence_of(s: Session, principal_id: int) -> dict[str, Evidence]:
@@ -78,8 +75,8 @@ def renew(s: Session, seen: TokenGroups, grace_s: float, now: float, who: str) -
     ``s``'s write transaction: renew, record, or (a group gone) end the group's lanes at once,
     audited. Returns the lanes to take off the switches."""
     have = evidence_of(s, seen.principal_id)
-    granted = granted_groups(s, set(seen.groups) | set(have))
-    change = plan_renewal(have, seen, granted, grace_s)
+    # every granted group: one the token lacks is recorded absent too (an older token then proves nothing)
+    change = plan_renewal(have, seen, granted_groups(s), grace_s)
     for group, ev in change.write.items():
         row = s.get(GroupMembership, (seen.principal_id, group))
         if row is None:
@@ -101,7 +98,7 @@ def renew(s: Session, seen: TokenGroups, grace_s: float, now: float, who: str) -
 def needs_write(s: Session, seen: TokenGroups, grace_s: float) -> bool:
     """A read-only look: does ``seen`` change anything? (Most requests reuse a token: no write.)"""
     have = evidence_of(s, seen.principal_id)
-    change = plan_renewal(have, seen, granted_groups(s, set(seen.groups) | set(have)), grace_s)
+    change = plan_renewal(have, seen, granted_groups(s), grace_s)
     return bool(change.write or change.gone)
 
 

@@ -29,9 +29,10 @@ touches the database (``viplanes.cluster.leader``).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
+
+from viplanes.domain.urls import redact_url
 
 CONNECT_TIMEOUT_S = 5
 KEEPALIVE_IDLE_S = 5
@@ -40,8 +41,6 @@ KEEPALIVE_COUNT = 3
 TCP_USER_TIMEOUT_S = 10.0
 STATEMENT_TIMEOUT_S = 30.0  # far above any statement of ours; the migrations set their own
 LOCK_TIMEOUT_S = 10.0  # as long as a transaction may sit idle (``db.IDLE_IN_TRANSACTION_S``)
-
-_PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
 
 
 @dataclass(frozen=True)
@@ -62,8 +61,8 @@ def libpq_url(url: str) -> str:
 
 
 def redact(url: str) -> str:
-    """The URL for logs: the password replaced by ``***`` (multi-host URLs included)."""
-    return _PASSWORD.sub(r"\1***@", url)
+    """The URL for logs: every password replaced by ``***`` (userinfo, multi-host, ``?password=``)."""
+    return redact_url(url)
 
 
 def _ms(seconds: float) -> int:

@@ -21,7 +21,7 @@ def setup(db) -> tuple[int, int]:
 
 def rules(db, pid: int, now: float) -> list[int]:
     with db.write_connection() as conn:
-        return [r.grant_id for r in usable_grant_rules(conn, pid, now, for_update=not db.is_sqlite)]
+        return [r.grant_id for r in usable_grant_rules(conn, pid, now, for_update=not db.is_sqlite, with_groups=True)]
 
 
 def add_lane(db, pid: int, gid: int) -> int:

@@ -66,6 +66,16 @@ _GRANT_COLUMNS = (
 _FRESH_GROUPS = select(MEMBERSHIPS.c.group_name).where(
     MEMBERSHIPS.c.principal_id == bindparam("principal_id"), MEMBERSHIPS.c.until > bindparam("now")
 )
+_USABLE_GRANTS_OWN = (
+    select(*_GRANT_COLUMNS)
+    .where(
+        GRANTS.c.principal_id == bindparam("principal_id"),
+        GRANTS.c.revoked_at.is_(None),
+        GRANTS.c.valid_until.is_(None) | (GRANTS.c.valid_until > bindparam("now")),
+    )
+    .order_by(GRANTS.c.id)
+)
+# with the grants of the groups the principal's provider tokens prove now (a provider credential only)
 _USABLE_GRANTS = (
     select(*_GRANT_COLUMNS)
     .where(
@@ -75,7 +85,12 @@ _USABLE_GRANTS = (
     )
     .order_by(GRANTS.c.id)
 )
-_USABLE_GRANTS_LOCKED = _USABLE_GRANTS.with_for_update()
+_USABLE = {
+    (False, False): _USABLE_GRANTS_OWN,
+    (False, True): _USABLE_GRANTS_OWN.with_for_update(),
+    (True, False): _USABLE_GRANTS,
+    (True, True): _USABLE_GRANTS.with_for_update(),
+}
 
 
 def _live_counts_select(grant_ids: Any) -> Select[Any]:
@@ -133,12 +148,13 @@ _TICK_DUE = select(
 )
 
 
-def usable_grant_rules(conn: Connection, principal_id: int, now: float, for_update: bool) -> list[GrantRule]:
+def usable_grant_rules(
+    conn: Connection, principal_id: int, now: float, for_update: bool, with_groups: bool = False
+) -> list[GrantRule]:
     """The principal's grants that could allow a lane now or later, as rules, row-locked in id
-    order on PostgreSQL (two requests never deadlock on each other's grants)."""
-    rows = rawsql.rows(
-        conn, _USABLE_GRANTS_LOCKED if for_update else _USABLE_GRANTS, {"principal_id": principal_id, "now": now}
-    )
+    order on PostgreSQL (two requests never deadlock on each other's grants). ``with_groups``:
+    the request's credential carries the provider's groups, so fresh group grants count too."""
+    rows = rawsql.rows(conn, _USABLE[(with_groups, for_update)], {"principal_id": principal_id, "now": now})
     return [
         GrantRule(
             grant_id=r[0],

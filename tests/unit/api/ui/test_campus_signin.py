@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import re
+import time
 from dataclasses import replace
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -25,6 +26,7 @@ SETTINGS = OidcSettings(
 
 @pytest.fixture
 def idp(world: World) -> FakeCampus:
+    world.clock.now = time.time()  # the ID tokens' exp is real time; the session's evidence is judged on this clock
     fake = FakeCampus()
     world.app.extensions["viplanes_ui"].campus = CampusClient(SETTINGS, CONSOLE, fake.fetch_json, fake.exchange)
     return fake
@@ -118,6 +120,18 @@ def test_a_replayed_code_is_refused_even_by_a_lax_provider(world: World, idp: Fa
     world.client.delete_cookie("vl_session", path="/ui")
     world.client.set_cookie("vl_oidc", tx_cookie, path="/ui")
     r = callback(world, back)
+    assert r.status_code == 400 and "transaction_replayed" in r.text
+    assert signed_in_as(world) is None
+
+
+def test_a_code_replayed_in_a_new_transaction_is_refused(world: World, idp: FakeCampus) -> None:
+    """The attacker captured only the callback URL and finishes it in a sign-in of their own."""
+    idp.reject_reused = False
+    back = idp.authorize(start(world))
+    assert callback(world, back).status_code == 200
+    world.client.delete_cookie("vl_session", path="/ui")
+    state = parse_qs(urlsplit(start(world)).query)["state"][0]
+    r = callback(world, back | {"state": state})
     assert r.status_code == 400 and "code_replayed" in r.text
     assert signed_in_as(world) is None
 
@@ -137,7 +151,7 @@ def test_an_id_token_for_another_client_is_refused(world: World, idp: FakeCampus
 def test_keys_rotated_at_the_provider_need_no_restart(world: World, idp: FakeCampus) -> None:
     """The provider replaces its signing key: the next ID token names a new kid, the JWKS is
     fetched again (no restart), and sign-in goes on."""
-    no_gap = replace(SETTINGS, jwks_refetch_s=0)  # the 30 s refetch gap is tested in test_oidc.py
+    no_gap = replace(SETTINGS, jwks_refetch_s=0)  # the refetch gap is tested in test_oidc.py
     world.app.extensions["viplanes_ui"].campus = CampusClient(no_gap, CONSOLE, idp.fetch_json, idp.exchange)
     assert callback(world, idp.authorize(start(world))).status_code == 200
     idp.rotate("k2")
