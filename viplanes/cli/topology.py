@@ -97,11 +97,12 @@ def _budget_lines(topo: Topology) -> list[str]:
 
 @topology.command("ct-limits")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--datapath", default="", help="the datapath argument of dpctl (e.g. netdev@ovs-netdev)")
+@click.argument("datapath", default="")
 def ct_limits(file: str, datapath: str) -> None:
     """Print the ovs-appctl commands that set the border's conntrack zone limits, to run on the
-    border's host when the controller cannot (``ct_limits_external: true``). Run them again after
-    vswitchd restarts. Exit 1: the file is invalid; exit 3: the border keeps no state."""
+    border's host when the controller cannot (``ct_limits_external: true``); DATAPATH is dpctl's
+    (e.g. netdev@ovs-netdev for a userspace bridge). Run them again after vswitchd restarts.
+    Exit 1: the file is invalid; exit 3: the border keeps no state."""
     from viplanes.controller.runtime.ctlimits import CHUNK, limit_arguments
 
     try:

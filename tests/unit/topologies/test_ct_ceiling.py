@@ -46,7 +46,7 @@ def test_an_operator_set_ceiling_is_declared_and_its_commands_printed(
 ) -> None:
     path = _write(tmp_path, campus_data, ct_limits_external=True, ct_zone_limit=500)
     assert CliRunner().invoke(topology_cli, ["check", str(path)]).exit_code == 0
-    out = CliRunner().invoke(topology_cli, ["ct-limits", str(path), "--datapath", "netdev@ovs-netdev"])
+    out = CliRunner().invoke(topology_cli, ["ct-limits", str(path), "netdev@ovs-netdev"])
     assert out.exit_code == 0, out.output
     lines = out.output.strip().splitlines()
     assert lines and all(line.startswith("ovs-appctl dpctl/ct-set-limits netdev@ovs-netdev zone=") for line in lines)
