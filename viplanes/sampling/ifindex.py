@@ -21,6 +21,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 REFRESH_S = 5.0  # at most one read per switch this often (a port added later is learned then)
+FAILED_S = 60.0  # after a failed read (an OVSDB away): the reader thread must not wait on it often
 Run = Callable[..., Any]
 
 
@@ -109,7 +110,7 @@ class OvsdbIfindexes:
         self._switches = dict(switches)  # name -> (dpid, ovsdb target)
         self._run, self._clock = run, clock
         self._known: dict[str, dict[int, int]] = {}
-        self._read_at: dict[str, float] = {}
+        self._next_read: dict[str, float] = {}
 
     def ifindexes(self, switch: str, fresh: bool = False) -> Mapping[int, int]:
         """What is known of ``switch``; ``fresh``: read again first unless read within REFRESH_S."""
@@ -117,12 +118,14 @@ class OvsdbIfindexes:
         if where is None:
             return {}
         now = self._clock()
-        if switch not in self._known or (fresh and now - self._read_at.get(switch, -1e18) >= REFRESH_S):
-            self._read_at[switch] = now
-            self._known[switch] = self._read(switch, *where)
+        if switch not in self._known or (fresh and now >= self._next_read.get(switch, -1e18)):
+            learned = self._read(switch, *where)
+            self._next_read[switch] = now + (REFRESH_S if learned is not None else FAILED_S)
+            self._known[switch] = learned if learned is not None else self._known.get(switch, {})
         return self._known[switch]
 
-    def _read(self, switch: str, dpid: int, target: str) -> dict[int, int]:
+    def _read(self, switch: str, dpid: int, target: str) -> dict[int, int] | None:
+        """The bridge's port -> ifIndex; None when the database could not be read (logged)."""
         try:
             done = self._run(ovsdb_argv(target), capture_output=True, text=True, timeout=10, check=False)
             if done.returncode != 0:
@@ -130,5 +133,5 @@ class OvsdbIfindexes:
             learned = parse_ifindexes(done.stdout, dpid)
         except (OSError, ValueError, KeyError, TypeError, subprocess.TimeoutExpired) as exc:
             log.warning("sflow: cannot learn %s's ifIndexes from OVSDB: %s", switch, exc)
-            return self._known.get(switch, {})
+            return None
         return learned
