@@ -36,6 +36,7 @@ class FairQueue(Generic[T]):
         self._size = 0
         self.displaced = 0  # places taken from a bigger grant or prefix
         self._cond = threading.Condition()
+        self._woken = False  # ``wake`` was called: the waiting ``get`` returns at once
 
     def __len__(self) -> int:
         with self._cond:
@@ -93,7 +94,8 @@ class FairQueue(Generic[T]):
         """The next item round-robin: the first grant in line, its first prefix in line; both
         go to the back of their lines."""
         with self._cond:
-            if not self._cond.wait_for(lambda: self._size > 0, timeout):
+            if not self._cond.wait_for(lambda: self._size > 0 or self._woken, timeout) or not self._size:
+                self._woken = False
                 return None
             grant, lines = next(iter(self._grants.items()))
             prefix, line = next(iter(lines.items()))
@@ -113,6 +115,7 @@ class FairQueue(Generic[T]):
         return self.get(timeout=0)
 
     def wake(self) -> None:
-        """Wake a waiting ``get`` (stopping)."""
+        """Make a waiting ``get`` return None now (stopping)."""
         with self._cond:
+            self._woken = True
             self._cond.notify_all()
