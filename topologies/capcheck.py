@@ -68,3 +68,17 @@ def carries(topo: Topology, sw: Switch) -> str:
     for table, n in limit.tables:
         parts.append(f"max {n} flows in table {table}")
     return ", ".join(parts)
+
+
+def conntrack_ceiling_problem(topo: Topology) -> str | None:
+    """Why the border's connection table has no ceiling, or None. OpenFlow cannot set one: the
+    controller sets per-zone limits through ``ct_appctl`` or the operator sets them on the host."""
+    at = topo.edge.inside.attach
+    border = topo.switch(at.switch) if at else None
+    if border is None or not border.conntrack or border.ct_appctl.strip() or border.ct_limits_external:
+        return None
+    return (
+        f"{border.name}: a conntrack border with no ceiling on its connection table: set ct_appctl "
+        "(the controller sets zone limits) or set the limits on the switch host and say "
+        "ct_limits_external: true (viplanes topology ct-limits FILE prints the commands)"
+    )

@@ -54,7 +54,11 @@ class SflowAgent:
 
     agent: ipaddress.IPv4Address | ipaddress.IPv6Address
     sources: tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, ...]
-    ifindex: tuple[tuple[int, int], ...] = ()  # (OpenFlow port, sFlow ifIndex); () = not checked
+    ifindex: tuple[tuple[int, int], ...] = ()  # (OpenFlow port, sFlow ifIndex) declared
+    # where the controller learns the ifIndexes instead: "" (nowhere: only declared ones count),
+    # "ovsdb" (this host's OVSDB) or an ovs-vsctl --db target ("tcp:HOST:6640", "ssl:..."). A
+    # sample from a port whose ifIndex is neither declared nor learned is refused.
+    ifindex_ovsdb: str = ""
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,10 @@ class Switch:
     # limits, when it runs next to this switch's vswitchd; "" declares that it cannot (the limit
     # is then not set, and the log says so once per connection).
     ct_appctl: str = ""
+    # True: the operator sets the zone limits on this switch's host (``viplanes topology
+    # ct-limits`` prints the commands). A conntrack border with neither this nor ``ct_appctl``
+    # has no ceiling on its connection table: ``conntrack_ceiling_problem`` says so.
+    ct_limits_external: bool = False
     # profile, features and flow-table budget (topologies/profiles.py); ``conntrack`` above
     # always equals ``caps.features.conntrack``
     caps: Capabilities = Capabilities()

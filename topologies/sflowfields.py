@@ -1,6 +1,7 @@
 """Read a switch's ``sflow:`` mapping and the campus's ``ipv6_flow_label:`` from YAML.
 
-``sflow: {agent: ADDRESS, from: [ADDRESS, ...], ifindex: {PORT: IFINDEX, ...}}`` declares that a
+``sflow: {agent: ADDRESS, from: [ADDRESS, ...], ifindex: {PORT: IFINDEX, ...} | ovsdb[:TARGET]}``
+declares that a
 switch samples for automatic lanes. The collector accepts a datagram only when its agent address
 and its UDP source both belong to such a switch, and a sample only when it was taken on the port
 of the flow's source host (docs/automatic-lanes.md, "Whose samples count").
@@ -39,7 +40,11 @@ def read_sflow(reader: FieldReader, value: Any, where: str) -> SflowAgent | None
         reader.bad(f"{where}.from", "at least one address is needed")
     ifindex: list[tuple[int, int]] = []
     table = m.get("ifindex", {})
-    if not isinstance(table, dict):
+    ovsdb = ""
+    if isinstance(table, str):  # learned from the switch's OVSDB (viplanes/sampling/ifindex.py)
+        ovsdb = _ovsdb(reader, table, f"{where}.ifindex")
+        table = {}
+    elif not isinstance(table, dict):
         reader.bad(f"{where}.ifindex", f"expected a mapping of port: ifIndex, got {kind_of(table)}")
         table = {}
     for port, index in table.items():
@@ -53,7 +58,18 @@ def read_sflow(reader: FieldReader, value: Any, where: str) -> SflowAgent | None
         ifindex.append((port, index))
     if agent is None or any(s is None for s in sources):
         return None
-    return SflowAgent(agent, tuple(s for s in sources if s is not None), tuple(sorted(ifindex)))
+    return SflowAgent(agent, tuple(s for s in sources if s is not None), tuple(sorted(ifindex)), ovsdb)
+
+
+def _ovsdb(reader: FieldReader, text: str, where: str) -> str:
+    """``ovsdb`` (this host's database) or ``ovsdb:TARGET`` (an ovs-vsctl --db target)."""
+    if text == "ovsdb":
+        return "ovsdb"
+    target = text.removeprefix("ovsdb:")
+    if target == text or not target.startswith(("tcp:", "ssl:", "unix:")):
+        reader.bad(where, f"expected a mapping of port: ifIndex, 'ovsdb' or 'ovsdb:tcp|ssl|unix:...', got {text!r}")
+        return ""
+    return target
 
 
 def read_flow_label(reader: FieldReader, value: Any) -> tuple[int, ...]:

@@ -16,7 +16,7 @@ from viplanes.topologies.model import Switch
 from viplanes.topologies.sflowfields import read_sflow
 
 DPID_MAX = 2**64 - 1
-CT_FIELDS = ("ct_new_per_s", "ct_zone_limit", "ct_appctl")  # Switch: conntrack bounds per lane
+CT_FIELDS = ("ct_new_per_s", "ct_zone_limit", "ct_appctl", "ct_limits_external")  # Switch: conntrack bounds per lane
 CT_VALUE_MAX = 2**31 - 1
 CAP_FIELDS = ("profile", "features", "max_flows")  # Switch: what it can hold (profiles.py)
 
@@ -63,7 +63,8 @@ def read_switch(reader: FieldReader, item: Any, where: str, earlier: Sequence[Sw
 
 
 def _ct_settings(reader: FieldReader, m: dict[str, Any], where: str) -> dict[str, Any]:
-    """``ct_new_per_s`` / ``ct_zone_limit`` (positive integers), ``ct_appctl`` (a string)."""
+    """``ct_new_per_s`` / ``ct_zone_limit`` (positive integers), ``ct_appctl`` (a string),
+    ``ct_limits_external`` (a boolean)."""
     out: dict[str, Any] = {}
     for key in ("ct_new_per_s", "ct_zone_limit"):
         if key in m:
@@ -77,6 +78,11 @@ def _ct_settings(reader: FieldReader, m: dict[str, Any], where: str) -> dict[str
             reader.bad(f"{where}.ct_appctl", f"expected a string, got {kind_of(m['ct_appctl'])}")
         else:
             out["ct_appctl"] = m["ct_appctl"]
+    if "ct_limits_external" in m:
+        if not isinstance(m["ct_limits_external"], bool):
+            reader.bad(f"{where}.ct_limits_external", f"expected true or false, got {m['ct_limits_external']!r}")
+        else:
+            out["ct_limits_external"] = m["ct_limits_external"]
     return out
 
 

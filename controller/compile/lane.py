@@ -115,6 +115,12 @@ def lane_ingress_ports(lane: LaneSpec, topo: Topology) -> frozenset[tuple[int, i
     return frozenset({(hops[0].dpid, hops[0].in_port), (hops[-1].dpid, hops[-1].out_port)})
 
 
+def lane_forward_ingress(lane: LaneSpec, topo: Topology) -> tuple[int, int]:
+    """(dpid, in_port) of the lane's forward ingress rule: where the campus host's packets enter."""
+    first = lane_hops(lane, topo)[0]
+    return first.dpid, first.in_port
+
+
 def hard_timeout_for(expires_at: float, now: float) -> int:
     """Remaining lifetime in whole seconds, capped at OpenFlow's 65535; the safety net if the
     controller is away when the lane ends."""

@@ -204,6 +204,9 @@ class OpenFlowServer:
             )
             conn.close()
             return
+        if cert_der is not None:  # a campus-CA certificate, not denied: this address may come back
+            with self._lock:
+                self.unfinished.mark_known(addr[0])
         try:
             dp = GuardedDatapath(
                 channel,

@@ -36,6 +36,14 @@ def lane_zones(topo: Topology) -> list[int]:
     return sorted(zones)
 
 
+def limit_arguments(topo: Topology) -> list[str]:
+    """``zone=Z,limit=N`` for every lane zone at the border ([] when it keeps no state)."""
+    border = border_switch(topo)
+    if border is None or not border.conntrack:
+        return []
+    return [f"zone={z},limit={border.ct_zone_limit}" for z in lane_zones(topo)]
+
+
 def set_limits_commands(topo: Topology) -> list[list[str]]:
     """The ovs-appctl commands that limit every lane zone at the border (none when the border
     keeps no state or declares no ``ct_appctl``)."""
@@ -58,10 +66,13 @@ def apply_zone_limits(topo: Topology | None, dpid: int, run: Run = subprocess.ru
         return None
     commands = set_limits_commands(topo)
     if not commands:
+        if border.ct_limits_external:
+            return None  # the operator sets them on the switch host (topology ct-limits)
         why = (
-            f"{border.name}: no per-zone conntrack limit (ct_appctl not set); lanes' new-connection meters still apply"
+            f"{border.name}: no per-zone conntrack limit (ct_appctl not set, ct_limits_external false): "
+            "the border's connection table has no ceiling; lanes' new-connection meters still apply"
         )
-        LOG.warning("%s", why)
+        LOG.error("%s", why)
         return why
     for argv in commands:
         try:

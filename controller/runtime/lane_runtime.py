@@ -221,7 +221,8 @@ class LaneRuntime(DataplaneDefaults):
         by_dpid: dict[int, set[int]] = {}
         for dpid, port in ingress:
             by_dpid.setdefault(dpid, set()).add(port)
-        packets = octets = 0
+        forward = compiler.lane_forward_ingress(lane, self.topology)
+        packets = octets = forward_octets = 0
         for dpid, ports in by_dpid.items():
             stats = self.flow_stats(dpid, lane_cookie(lane_id), EXACT_MASK, timeout_s)
             if stats is None:
@@ -230,7 +231,9 @@ class LaneRuntime(DataplaneDefaults):
                 if entry.table_id == 0 and entry.match.get("in_port") in ports:
                     packets += entry.packet_count
                     octets += entry.byte_count
-        return LaneCounters(packets=packets, bytes=octets)
+                    if (dpid, entry.match.get("in_port")) == forward:
+                        forward_octets += entry.byte_count
+        return LaneCounters(packets=packets, bytes=octets, forward_bytes=forward_octets)
 
     def flow_stats(self, dpid: int, cookie: int, cookie_mask: int, timeout_s: float = 2.0) -> list[Any] | None:
         """The switch's flows in a cookie range, or None (not connected, error, timeout)."""

@@ -29,7 +29,7 @@ import pytest
 
 from tests.support.natlab import FIREWALL_MBPS, MARKS, NAT_BOX, SLACK_S, TAKEOVER_S, nat_lab, outcomes
 from tests.support.sflowgen import datagram, flow_sample, send
-from tests.support.sflowlanes import CLOUD, DESKTOP, SflowLab, stop_all, timestamp
+from tests.support.sflowlanes import CLOUD, DESKTOP, SflowLab, port_ifindex, stop_all, timestamp
 from viplanes.lab.services import clean_env, rclone_binary
 
 pytestmark = MARKS
@@ -144,11 +144,15 @@ def test_a_forged_pairing_with_another_connections_mapping_is_refused(lab: Sflow
         (b_peer,) = source("server", 42500, a_peers | cloud_peers(lab))
         b_port = int(b_peer.rsplit(":", 1)[1])
 
+        at_desktop, at_nat = port_ifindex(1, 1), port_ifindex(3, 1)  # real ports: only the watch can tell
+
         def forge() -> None:
             seq = 1
             while not stop.is_set():
-                pre = [flow_sample(DESKTOP, CLOUD, 42400, 5208, 64, seq=seq + i) for i in range(20)]
-                post = [flow_sample(NAT_BOX, CLOUD, b_port, 5208, 64, seq=seq + 20 + i) for i in range(20)]
+                pre = [flow_sample(DESKTOP, CLOUD, 42400, 5208, 64, seq=seq + i, in_if=at_desktop) for i in range(20)]
+                post = [
+                    flow_sample(NAT_BOX, CLOUD, b_port, 5208, 64, seq=seq + 20 + i, in_if=at_nat) for i in range(20)
+                ]
                 send((host, int(port)), datagram("127.0.0.1", pre + post, seq=seq))
                 seq += 40
                 stop.wait(0.1)

@@ -26,7 +26,7 @@ import pytest
 
 from tests.support.natlab import FIREWALL_MBPS, IDLE_S, MARKS, NAT_BOX, SLACK_S, TAKEOVER_S, nat_lab, outcomes
 from tests.support.sflowgen import datagram, flow_sample, send
-from tests.support.sflowlanes import CLOUD, DESKTOP, SflowLab, stop_all, timestamp
+from tests.support.sflowlanes import CLOUD, DESKTOP, SflowLab, port_ifindex, stop_all, timestamp
 
 pytestmark = MARKS
 
@@ -203,11 +203,13 @@ def test_a_forged_mapping_is_not_confirmed_and_the_transfer_runs_on(lab: SflowLa
     servers = lab.servers(5205)
     stop = threading.Event()
 
+    at_desktop, at_nat = port_ifindex(1, 1), port_ifindex(3, 1)  # real ports: only the watch can tell
+
     def forge() -> None:
         seq = 1
         while not stop.is_set():
-            pre = [flow_sample(DESKTOP, CLOUD, 42100, 5205, 64, seq=seq + i) for i in range(20)]
-            post = [flow_sample(NAT_BOX, CLOUD, 60000, 5205, 64, seq=seq + 20 + i) for i in range(20)]
+            pre = [flow_sample(DESKTOP, CLOUD, 42100, 5205, 64, seq=seq + i, in_if=at_desktop) for i in range(20)]
+            post = [flow_sample(NAT_BOX, CLOUD, 60000, 5205, 64, seq=seq + 20 + i, in_if=at_nat) for i in range(20)]
             send((host, int(port)), datagram("127.0.0.1", pre + post, seq=seq))  # the lab's own agent
             seq += 40
             stop.wait(0.1)

@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pytest
 import requests
+import yaml
 
 from tests.support.procs import free_port
 from tests.support.serve import Serve, bootstrap
 from tests.support.sflowgen import datagram, flow_sample, send
 from viplanes.sampling.goflow import GOFLOW2_CACHED
 
+CAMPUS = Path(__file__).resolve().parents[2] / "topologies" / "campus.yaml"
 DTN = "198.51.100.30"  # the science DMZ's DTN: a public address, no campus NAT
 pytestmark = [
     pytest.mark.integration,
@@ -32,6 +34,20 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+def _topology(tmp_path: Path) -> Path:
+    """The campus with s1 and s3 sampling (agent 127.0.0.1), their host ports' ifIndexes declared
+    (the desktop's s1:1 is 101, the DTN's s3:4 is 104): samples from unknown ports are refused."""
+    data = yaml.safe_load(CAMPUS.read_text())
+    for sw in data["switches"]:
+        if sw["name"] == "s1":
+            sw["sflow"] = {"agent": "127.0.0.1", "ifindex": {1: 101}}
+        if sw["name"] == "s3":
+            sw["sflow"] = {"agent": "127.0.0.1", "ifindex": {4: 104}}
+    path = tmp_path / "campus-sampling.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
 def test_serve_sights_an_elephant_and_ignores_forgeries(tmp_path: Path) -> None:
     port = free_port()
     env = {
@@ -41,7 +57,8 @@ def test_serve_sights_an_elephant_and_ignores_forgeries(tmp_path: Path) -> None:
         "VIPLANES_SFLOW_LISTEN": f"127.0.0.1:{port}",
         "VIPLANES_SFLOW_THRESHOLD_MBPS": "50",  # as the grant's: docs/automatic-lanes.md
     }
-    serve = Serve(f"sqlite:///{tmp_path}/v.db", tmp_path, env=env).start()
+    serve = Serve(f"sqlite:///{tmp_path}/v.db", tmp_path, env=env, args=("--topology", str(_topology(tmp_path))))
+    serve.start()
     try:
         assert serve.proc is not None
         op = {"Authorization": f"Bearer {bootstrap(serve.db_url)}"}
@@ -64,11 +81,13 @@ def test_serve_sights_an_elephant_and_ignores_forgeries(tmp_path: Path) -> None:
         seq = 1
         for burst in range(40):  # 40 x 5 samples of one flow at 1 in 64 over 0.4 s: ~150 Mbit/s
             outside = [flow_sample("172.16.0.5", "198.51.100.9", 1024 + burst, 6000, 1 << 20, seq=seq)]
-            inside = [flow_sample(DTN, "203.0.113.10", 40000, 9100, 64, seq=seq + i) for i in range(5)]
-            slow = [flow_sample(DTN, "203.0.113.10", 40001, 9101, 16, seq=seq + 5)]  # ~15 Mbit/s
-            port22 = [flow_sample(DTN, "203.0.113.10", 40002, 22, 64, seq=seq + 6 + i) for i in range(5)]
+            inside = [flow_sample(DTN, "203.0.113.10", 40000, 9100, 64, seq=seq + i, in_if=104) for i in range(5)]
+            slow = [flow_sample(DTN, "203.0.113.10", 40001, 9101, 16, seq=seq + 5, in_if=104)]  # ~15 Mbit/s
+            port22 = [flow_sample(DTN, "203.0.113.10", 40002, 22, 64, seq=seq + 6 + i, in_if=104) for i in range(5)]
             # the desktop's running upload through the campus NAT: a lane would cut it
-            natd = [flow_sample("10.1.0.10", "203.0.113.10", 40003, 9102, 64, seq=seq + 11 + i) for i in range(5)]
+            natd = [
+                flow_sample("10.1.0.10", "203.0.113.10", 40003, 9102, 64, seq=seq + 11 + i, in_if=101) for i in range(5)
+            ]
             send(target, datagram("127.0.0.1", inside + outside + slow + port22 + natd, seq=burst))
             seq += 16
             time.sleep(0.01)

@@ -23,6 +23,7 @@ import requests
 from tests.support.labcampus import CAMPUS_YAML, VIPLANES, lab_campus
 from viplanes.lab.dns import free_udp_port
 from viplanes.lab.sflowlab import sample_access_switches
+from viplanes.sampling.ifindex import OvsdbIfindexes
 from viplanes.sampling.switchconfig import SwitchSampling
 from viplanes.topologies.loader import load_topology
 
@@ -72,6 +73,12 @@ class SflowLab:
         argv += ["-b", rate] if rate else []
         argv += ["--cport", str(cport)] if cport else []
         return self.net.host(host).popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+
+def port_ifindex(dpid: int, port: int) -> int:
+    """The sFlow ifIndex OVS reports for a lab switch's OpenFlow port (its OVSDB ``ifindex``):
+    what a forged sample must carry to pass the input-port check (viplanes/sampling/agents.py)."""
+    return OvsdbIfindexes({"sw": (dpid, "ovsdb")}).ifindexes("sw")[port]
 
 
 def stop_all(procs: list[subprocess.Popen]) -> None:

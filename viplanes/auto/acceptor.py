@@ -18,7 +18,6 @@ refused as before (``nat_in_flight``). A sighting with no post-NAT pair yet is h
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from collections import Counter
@@ -26,10 +25,12 @@ from collections.abc import Callable
 
 from viplanes.authz.tokens import Caller
 from viplanes.auto import store
-from viplanes.auto.bounds import SourceBound
+from viplanes.auto.bounds import SourceBound, source_prefix
+from viplanes.auto.campusnat import nat_outside_addresses, translated_sources
+from viplanes.auto.fairqueue import FairQueue
 from viplanes.auto.index import AutoGrant, GrantIndex
 from viplanes.auto.nathold import HOLD_S, MAX_HELD, HeldSightings
-from viplanes.auto.natmap import NatPairing, confirmed, pick_nonce, watches_for
+from viplanes.auto.natmap import ORIGINAL_DSCP, NatPairing, confirmed, pick_nonce, watches_for
 from viplanes.auto.policy import PROTOCOLS, evidence, trigger_refusal
 from viplanes.domain.sighting import IPAddress, Sighting, SightingKind, SightingState
 from viplanes.domain.values import NatMapping
@@ -37,7 +38,6 @@ from viplanes.errors import VipError
 from viplanes.lanes.manager import LaneManager
 from viplanes.lanes.requests import LaneTrigger
 from viplanes.lanes.targets import LaneInput
-from viplanes.topologies.model import Topology
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class Acceptor:
         self.manager = manager
         self.counts: Counter[str] = Counter()
         self.latencies_s: list[float] = []  # sighting observed -> lane answered, last 1000
-        self._queue: queue.Queue[Sighting | None] = queue.Queue(maxsize=queue_size)
+        self._queue: FairQueue[Sighting] = FairQueue(queue_size)  # per grant, per source prefix
         self._bound = SourceBound(firefly_rate, firefly_burst)
         self._index = GrantIndex([])
         self._queued: dict[tuple[object, ...], float] = {}  # flow -> when it was last queued
@@ -152,9 +152,10 @@ class Acceptor:
         self._put(s)
 
     def _put(self, s: Sighting) -> None:
-        try:
-            self._queue.put_nowait(s)
-        except queue.Full:
+        """Queue ``s`` in its grant's line (the first grant it may concern), its prefix's place."""
+        grants = self._index.candidates(s.src_ip, s.dst_ip, s.protocol, s.dst_port)
+        grant = grants[0].grant_id if grants else None
+        if not self._queue.put(s, grant, source_prefix(s.src_ip)):
             self.counts["queue_full"] += 1
             self._forget(s)  # not judged: its next sighting may ask again
 
@@ -201,19 +202,13 @@ class Acceptor:
 
     def stop(self) -> None:
         self._stop.set()
-        try:
-            self._queue.put_nowait(None)
-        except queue.Full:
-            pass
+        self._queue.wake()
         if self._thread is not None:
             self._thread.join(timeout=5)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            try:
-                item = self._queue.get(timeout=self._refresh_s)
-            except queue.Empty:
-                item = None
+            item = self._queue.get(timeout=self._refresh_s)
             try:
                 if self._clock() - self._refreshed >= self._refresh_s:
                     self.refresh()
@@ -229,12 +224,10 @@ class Acceptor:
         out: list[int | None] = []
         while True:
             self._end_holds()
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
+            item = self._queue.get_nowait()
+            if item is None:
                 return out
-            if item is not None:
-                out.append(self.handle(item))
+            out.append(self.handle(item))
 
     def handle(self, s: Sighting) -> int | None:
         """Decide one sighting (the worker; tests call it directly). The lane's id, or None."""
@@ -274,6 +267,9 @@ class Acceptor:
         """The NAT's mapping of this running connection, paired from the samples and confirmed by
         two watch flows, with how it was confirmed (for the lane's record); None (counted) when
         there is no unique pair or the counters disagree."""
+        if s.evidence.get("dscp", str(ORIGINAL_DSCP)) != str(ORIGINAL_DSCP):
+            self.counts["nat_dscp"] += 1  # the watch marks only DSCP 0: no confirmation could come
+            return None
         with self._nat_lock:  # pair and hold at once: a post-NAT note comes before or releases it
             self._pairing.expire(s.observed_at)
             found = self._pairing.pair(s)
@@ -361,7 +357,7 @@ class Acceptor:
     def _laned(self, s: Sighting) -> bool:
         """A live automatic lane carries exactly this flow already."""
         with self.manager.db.read() as sess:
-            return any(_same_flow(lane, s) for lane in store.live_auto_lanes(sess))
+            return any(store.same_flow(lane, s) for lane in store.live_auto_lanes(sess))
 
     def _end_flow(self, s: Sighting) -> int | None:
         """A firefly ``end``: the automatic lanes of exactly this flow end (never a requested one)."""
@@ -369,7 +365,7 @@ class Acceptor:
             lanes = store.live_auto_lanes(sess)
         ended = None
         for lane in lanes:
-            if _same_flow(lane, s):
+            if store.same_flow(lane, s):
                 try:
                     self.manager.end(system_caller("firefly-end"), lane.lane_id, "released")
                     self.counts["firefly_ends"] += 1
@@ -377,24 +373,3 @@ class Acceptor:
                 except VipError:
                     pass
         return ended
-
-
-def _same_flow(lane: store.LiveAuto, s: Sighting) -> bool:
-    return (
-        lane.src_ip == str(s.src_ip)
-        and lane.dst_ip == str(s.dst_ip)
-        and lane.protocol == PROTOCOLS.get(s.protocol)
-        and lane.dst_port == s.dst_port
-        and lane.src_port == s.src_port
-    )
-
-
-def nat_outside_addresses(topology: Topology) -> frozenset[IPAddress]:
-    """The campus NAT boxes' outside addresses: the sources of post-NAT flows."""
-    return frozenset(mb.outside.ip.ip for mb in topology.middleboxes if mb.kind == "nat")
-
-
-def translated_sources(topology: Topology) -> frozenset[IPAddress]:
-    """The hosts whose connections leave through the campus NAT (private IPv4 sources): a lane
-    for one of their running connections would change its public address mid-flow."""
-    return frozenset(h.iface.ip.ip for h in topology.hosts if h.needs_nat)

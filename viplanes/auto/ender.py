@@ -1,5 +1,6 @@
-"""Ends automatic lanes: after ``idle_s`` without traffic (read from the lane's counters, the
-controller's flow stats), and when their grant's automation or the global switch is off. The grant's
+"""Ends automatic lanes: after ``idle_s`` without traffic from the campus side (read from the
+lane's forward counters, the controller's flow stats: the far end's packets, which anyone can
+send or spoof, do not keep a lane up), and when their grant's automation or the global switch is off. The grant's
 maximum is the lane's own length (its expiry, the scheduler's). All through the lane manager."""
 
 from __future__ import annotations
@@ -9,12 +10,18 @@ import threading
 
 from viplanes.auto import store
 from viplanes.auto.acceptor import system_caller
+from viplanes.domain.values import LaneCounters
 from viplanes.errors import VipError
 from viplanes.lanes.manager import LaneManager
 
 log = logging.getLogger(__name__)
 
 THREAD_NAME = "viplanes-auto-idle"
+
+
+def _campus_bytes(counters: LaneCounters) -> int:
+    """The campus side's bytes; both directions' only where the plane cannot read them apart."""
+    return counters.forward_bytes if counters.forward_bytes is not None else counters.bytes
 
 
 class IdleEnder:
@@ -58,8 +65,8 @@ class IdleEnder:
                 seen = self._seen.get(lane.lane_id)
                 if counters is None:  # no stats now: no verdict (the lane still ends at its expiry)
                     pass
-                elif seen is None or counters.bytes != seen[0]:
-                    self._seen[lane.lane_id] = (counters.bytes, now)
+                elif seen is None or _campus_bytes(counters) != seen[0]:
+                    self._seen[lane.lane_id] = (_campus_bytes(counters), now)
                 elif now - seen[1] >= idle_s:
                     why = "idle"
             if why is not None and self._end(lane.lane_id, why):

@@ -14,6 +14,7 @@ from viplanes.domain.sighting import IPAddress
 from viplanes.sampling.agents import SampleGuard, SamplingSwitch
 from viplanes.sampling.detector import PrefixFilter
 from viplanes.sampling.flowlabel import FlowLabelMarks
+from viplanes.sampling.ifindex import OvsdbIfindexes
 from viplanes.sampling.service import SflowDetection, SflowSettings
 from viplanes.topologies.model import Topology
 
@@ -37,8 +38,16 @@ def sampling_switches(topology: Topology) -> list[SamplingSwitch]:
         ifindex = dict(sw.sflow.ifindex)
         host_ports = {ifindex[p]: addrs for p, addrs in by_port.items() if p in ifindex} if ifindex else None
         hosts = frozenset(a for addrs in by_port.values() for a in addrs)
-        out.append(SamplingSwitch(sw.name, sw.sflow.agent, frozenset(sw.sflow.sources), hosts, host_ports))
+        out.append(SamplingSwitch(sw.name, sw.sflow.agent, frozenset(sw.sflow.sources), hosts, host_ports, by_port))
     return out
+
+
+def ifindex_learner(topology: Topology) -> OvsdbIfindexes | None:
+    """The OVSDB reader for the sampling switches whose topology says ``ifindex: ovsdb``."""
+    where = {
+        sw.name: (sw.dpid, sw.sflow.ifindex_ovsdb) for sw in topology.switches if sw.sflow and sw.sflow.ifindex_ovsdb
+    }
+    return OvsdbIfindexes(where) if where else None
 
 
 def sflow_detection(
@@ -54,7 +63,7 @@ def sflow_detection(
     def prefilter(src: IPAddress, dst: IPAddress) -> bool:
         return acceptor.may_concern(src, dst) and (narrow is None or narrow(src, dst))
 
-    guard = SampleGuard(sampling_switches(topology))
+    guard = SampleGuard(sampling_switches(topology), ifindex_learner(topology))
     experiments = topology.flow_label_experiments
     marks = FlowLabelMarks(acceptor, experiments, acceptor.may_concern) if experiments else None
     return SflowDetection(settings, acceptor, clock, prefilter=prefilter, guard=guard, marks=marks)

@@ -8,7 +8,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from viplanes.auto.index import AutoGrant
-from viplanes.auto.policy import AutoPolicy
+from viplanes.auto.policy import PROTOCOLS, AutoPolicy
+from viplanes.domain.sighting import Sighting
 from viplanes.errors import NotFound
 from viplanes.policy.rules import parse_ports, parse_prefix
 from viplanes.store.models import LIVE_STATES, AutomationSwitch, Grant, GrantAuto, Lane, Principal
@@ -146,3 +147,14 @@ def idle_limits(s: Session) -> dict[int, tuple[bool, int]]:
         )
     ).all()
     return {gid: (on and bool(enabled) and revoked is None, idle) for gid, enabled, idle, revoked in rows}
+
+
+def same_flow(lane: LiveAuto, s: Sighting) -> bool:
+    """The live automatic lane carries exactly the sighted flow."""
+    return (
+        lane.src_ip == str(s.src_ip)
+        and lane.dst_ip == str(s.dst_ip)
+        and lane.protocol == PROTOCOLS.get(s.protocol)
+        and lane.dst_port == s.dst_port
+        and lane.src_port == s.src_port
+    )

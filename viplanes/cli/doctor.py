@@ -44,6 +44,7 @@ def run_checks(
         found += checks.check_pki(pki_dir, pins, topology, now)
         found.append(loaded)
         if topology is not None:
+            found.append(checks.check_conntrack_ceiling(topology))
             report, source = checks.fetch_readiness(api_url, live, ca_file=ca_file)
             found += checks.check_switches(topology, report, source)
             found += check_features(topology, report)

@@ -208,6 +208,16 @@ def load_topology_checked(path: str | None) -> tuple[Topology | None, Finding]:
     return topology, Finding("topology", OK, f"{path}: {len(topology.switches)} switches")
 
 
+def check_conntrack_ceiling(topology: Topology) -> Finding:
+    """The border's connection table has a ceiling (topologies/capcheck.py)."""
+    from viplanes.topologies.capcheck import conntrack_ceiling_problem
+
+    problem = conntrack_ceiling_problem(topology)
+    if problem is None:
+        return Finding("conntrack", OK, "the border's connection table has a ceiling (or no conntrack)")
+    return Finding("conntrack", FAIL, problem, "docs/dataplane.md, 'What one lane can take at the border'")
+
+
 def check_switches(topology: Topology, report: dict[str, Any] | None, source: str) -> list[Finding]:
     """Each switch of the topology connected and reconciled, per the readiness ``report``."""
     if report is None:

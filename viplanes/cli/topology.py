@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from viplanes.topologies.capcheck import budgeted, carries, lane_problems
+from viplanes.topologies.capcheck import budgeted, carries, conntrack_ceiling_problem, lane_problems
 from viplanes.topologies.loader import TopologyError, load_topology
 from viplanes.topologies.model import Switch, Topology
 from viplanes.topologies.paths import NoLanePath, bypass_ports, format_path, lane_paths
@@ -20,7 +20,12 @@ def _sflow(sw: Switch) -> str:
     if sw.sflow is None:
         return ""
     sources = ",".join(str(a) for a in sw.sflow.sources)
-    ports = f"{len(sw.sflow.ifindex)} ifIndexes" if sw.sflow.ifindex else "input ports unchecked"
+    if sw.sflow.ifindex_ovsdb:
+        ports = f"ifIndexes learned from OVSDB {sw.sflow.ifindex_ovsdb}"
+    elif sw.sflow.ifindex:
+        ports = f"{len(sw.sflow.ifindex)} ifIndexes"
+    else:
+        ports = "no ifIndexes: every sample refused (declare ifindex, or ifindex: ovsdb)"
     return f"; sflow agent {sw.sflow.agent} from {sources}, {ports}"
 
 
@@ -30,7 +35,7 @@ def check(file: str) -> None:
     """Validate FILE and show its switches (profile, what lanes they carry), hosts and lane paths.
 
     Exit 1: the file is invalid; exit 3: valid, but a lane it must carry needs a feature no
-    switch on its path has (topologies/capcheck.py)."""
+    switch on its path has, or the conntrack border's table has no ceiling (topologies/capcheck.py)."""
     try:
         topo = load_topology(file)
     except TopologyError as exc:
@@ -63,7 +68,8 @@ def check(file: str) -> None:
             lane = f"lane {format_path(path)}{nat}"
         v6 = f" {host.iface.ip6} (no NAT)" if host.iface.ip6 is not None else ""
         click.echo(f"    {host.name:<10} {host.role:<8} {host.iface.ip!s:<18}{v6} at {host.iface.attach}  {lane}")
-    problems = lane_problems(topo) + _budget_lines(topo)
+    ceiling = conntrack_ceiling_problem(topo)
+    problems = lane_problems(topo) + _budget_lines(topo) + ([ceiling] if ceiling else [])
     for problem in problems:
         click.echo(problem, err=True)
     if problems:
@@ -87,3 +93,28 @@ def _budget_lines(topo: Topology) -> list[str]:
         if used >= cap:
             problems.append(f"{topo.source}: {sw.name}: max_flows {cap} does not even hold its {used} base flows")
     return problems
+
+
+@topology.command("ct-limits")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("datapath", default="")
+def ct_limits(file: str, datapath: str) -> None:
+    """Print the ovs-appctl commands that set the border's conntrack zone limits, to run on the
+    border's host when the controller cannot (``ct_limits_external: true``); DATAPATH is dpctl's
+    (e.g. netdev@ovs-netdev for a userspace bridge). Run them again after vswitchd restarts.
+    Exit 1: the file is invalid; exit 3: the border keeps no state."""
+    from viplanes.controller.runtime.ctlimits import CHUNK, limit_arguments
+
+    try:
+        topo = load_topology(file)
+    except TopologyError as exc:
+        for problem in exc.problems:
+            click.echo(problem, err=True)
+        raise SystemExit(1) from None
+    args = limit_arguments(topo)
+    if not args:
+        click.echo(f"{file}: the border keeps no connection state: no limits to set", err=True)
+        raise SystemExit(3)
+    dp = [datapath] if datapath else []
+    for i in range(0, len(args), CHUNK):
+        click.echo(" ".join(["ovs-appctl", "dpctl/ct-set-limits", *dp, *args[i : i + CHUNK]]))

@@ -158,3 +158,6 @@ class LaneCounters:
     packets: int
     bytes: int
     age_s: float | None = None
+    # the campus side's own bytes (the lane's forward ingress rule only); None: not read apart.
+    # What the idle end counts: the far end, or anyone spoofing it, cannot keep a lane up.
+    forward_bytes: int | None = None

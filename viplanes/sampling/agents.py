@@ -8,8 +8,11 @@ samples. Three checks, each a counter (docs/automatic-lanes.md, "Whose samples c
 1. the datagram (``datagram``, before goflow2 sees it: the gate): its UDP source and its agent
    address both belong to one switch the topology declares as sampling;
 2. the sample (``sample``, after goflow2 decoded it): the flow's source is a host attached to that
-   switch (not a flow merely crossing it), and, where the topology gives the switch's sFlow
-   ifIndexes, the sample's input port is that host's port (not an inter-switch link).
+   switch (not a flow merely crossing it), and the sample's input port is that host's port (not an
+   inter-switch link, not another host's port: OVS samples a frame before the host source guard
+   drops it). The input port's ifIndex is the topology's (``ifindex: {PORT: IFINDEX}``) or learned
+   from the switch's OVSDB (``ifindex: ovsdb``, ``ifindex.py``); a sample from a port known
+   neither way is refused (``sflow_port_unknown``).
 
 Pure: built from plain facts (``SamplingSwitch``); the caller turns the topology into them.
 """
@@ -21,6 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv6Address
+from typing import Protocol
 
 from viplanes.domain.sighting import IPAddress
 from viplanes.sampling.detector import Sample
@@ -38,6 +42,14 @@ class SamplingSwitch:
     hosts: frozenset[IPAddress]  # every address of every host attached to this switch
     # sFlow ifIndex -> the addresses of the host on that port; None: ifIndexes not declared
     host_ports: Mapping[int, frozenset[IPAddress]] | None = field(default=None)
+    # OpenFlow port -> the addresses of the host on it (what learned ifIndexes are matched to)
+    ofports: Mapping[int, frozenset[IPAddress]] = field(default_factory=dict)
+
+
+class IfindexSource(Protocol):
+    """Learned OpenFlow port -> ifIndex per switch (``ifindex.OvsdbIfindexes``)."""
+
+    def ifindexes(self, switch: str, fresh: bool = False) -> Mapping[int, int]: ...
 
 
 def datagram_agent(payload: bytes) -> IPAddress | None:
@@ -65,8 +77,9 @@ def _plain(address: IPAddress) -> IPAddress:
 class SampleGuard:
     """The checks above; ``counts`` holds the refusals by reason (exported on /metrics)."""
 
-    def __init__(self, switches: Iterable[SamplingSwitch]) -> None:
+    def __init__(self, switches: Iterable[SamplingSwitch], learned: IfindexSource | None = None) -> None:
         self.switches = tuple(switches)
+        self.learned = learned
         self.counts: Counter[str] = Counter()
         self._by_agent: dict[IPAddress, list[SamplingSwitch]] = {}
         for sw in self.switches:
@@ -104,12 +117,30 @@ class SampleGuard:
         at_source = [sw for sw in switches if sample.src_ip in sw.hosts]
         if not at_source:
             return "sflow_not_source_switch"  # sampled where the flow passes, not where it starts
+        why = "sflow_port_unknown"
         for sw in at_source:
-            if sw.host_ports is None:
+            on_port = self._port_hosts(sw, sample.in_if)
+            if on_port is None:
+                continue
+            if sample.src_ip in on_port:
                 return None
-            if sample.in_if is not None and sample.src_ip in sw.host_ports.get(sample.in_if, ()):
-                return None
-        return "sflow_link_port"
+            why = "sflow_link_port"  # a known port, not this source's
+        return why
+
+    def _port_hosts(self, sw: SamplingSwitch, in_if: int | None) -> frozenset[IPAddress] | None:
+        """The addresses of the host on input port ``in_if`` (empty: a port with no host);
+        None when the port is unknown (neither declared nor learned, even after a fresh read)."""
+        if in_if is None:
+            return frozenset() if sw.host_ports else None
+        if sw.host_ports is not None and in_if in sw.host_ports:
+            return sw.host_ports[in_if]
+        if self.learned is None:
+            return frozenset() if sw.host_ports else None
+        for fresh in (False, True):  # a new port (a host plugged in later): read again, bounded
+            by_ifindex = {ifx: port for port, ifx in self.learned.ifindexes(sw.name, fresh).items()}
+            if in_if in by_ifindex:
+                return sw.ofports.get(by_ifindex[in_if], frozenset())
+        return None
 
     def sample(self, sample: Sample) -> bool:
         """Admit (True) or count the refusal (False)."""

@@ -37,6 +37,7 @@ class Sample:
     agent: IPAddress | None
     in_if: int | None = None  # the sFlow ifIndex the packet came in on
     flow_label: int | None = None  # an IPv6 packet's flow label (20 bits)
+    dscp: int | None = None  # the packet's DSCP (the top 6 bits of its IPv4 TOS / IPv6 class)
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ class PrefixFilter:
 class _Flow:
     window: RateWindow
     sighted_at: float | None = None  # when the last sighting of this flow went out
+    dscp: int | None = None  # the last sample's (a NAT takeover can watch only DSCP 0: natmap)
 
 
 @dataclass
@@ -123,6 +125,7 @@ class Detector:
         else:
             self._flows.move_to_end(key)
         flow.window.add(sample.frame_bytes, sample.sampling_rate, now)
+        flow.dscp = sample.dscp if sample.dscp is not None else flow.dscp
         return self._maybe_sight(key, flow, now)
 
     def _maybe_sight(self, key: FlowKey, flow: _Flow, now: float) -> Sighting | None:
@@ -147,7 +150,8 @@ class Detector:
             rate_bps=est.rate_bps,
             rate_error=relative_error(est.samples),
             bytes_seen=est.bytes_estimated,
-            evidence={"samples": str(est.samples), "window_s": str(s.window_s)},
+            evidence={"samples": str(est.samples), "window_s": str(s.window_s)}
+            | ({"dscp": str(flow.dscp)} if flow.dscp is not None else {}),
         )
         self.stats.sightings += 1
         self._sink.offer(sighting)

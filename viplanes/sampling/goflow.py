@@ -13,11 +13,15 @@ line to the detector from one reader thread, ``viplanes-sflow-reader``.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
+import os
+import signal
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from ipaddress import ip_address
@@ -34,6 +38,9 @@ GOFLOW2_CACHED = Path(f"/var/cache/viplanes/goflow2-{GOFLOW2_VERSION}/goflow2")
 # goflow2 names the common protocols; anything else it writes as a number
 _PROTOCOLS = {"ICMP": 1, "TCP": 6, "UDP": 17, "GRE": 47, "ESP": 50, "AH": 51, "ICMPv6": 58, "SCTP": 132}
 _PORTED = {6, 17, 132}
+MAX_BACKOFF_S = 30.0
+STABLE_S = 60.0  # a collector that ran this long before it died restarts after the first back-off
+PR_SET_PDEATHSIG = 1
 MAX_LINE = 16_384  # a goflow2 line is ~1.3 kB; anything longer is not one of its lines
 
 
@@ -62,9 +69,26 @@ def parse_line(line: bytes | str) -> Sample | None:
             agent=ip_address(agent_text) if agent_text else None,
             in_if=_uint(msg.get("in_if")),
             flow_label=_uint(msg.get("ipv6_flow_label")) if msg.get("etype") == "IPv6" else None,
+            dscp=tos >> 2 if (tos := _uint(msg.get("ip_tos"))) is not None and tos < 256 else None,
         )
     except (ValueError, TypeError, KeyError):
         return None
+
+
+def die_with_parent(parent: int) -> Callable[[], None]:
+    """A ``preexec_fn``: the child gets SIGKILL when its parent dies (Linux ``PR_SET_PDEATHSIG``),
+    so a killed server leaves no goflow2 behind holding its port; a parent already gone before
+    the call (the race the signal cannot cover) ends the child at once. Linux sends the signal
+    when the *thread* that forked exits: the collector forks only from ``start``'s caller and
+    from its supervisor thread, which live as long as it does."""
+
+    def preexec() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
 
 
 def free_udp_port(host: str = "127.0.0.1") -> int:
@@ -119,10 +143,10 @@ class CollectorProcess:
         detector: Detector,
         clock: Callable[[], float],
         settings: CollectorSettings,
-        admit: Callable[[Sample], bool] | None = None,
+        admit: Callable[[Sample], Sample | None] | None = None,
     ) -> None:
         self._detector = detector
-        self._admit = admit  # the sample check (agents.SampleGuard.sample); None admits all
+        self._admit = admit  # the sample check: the sample to observe, or None; None admits all
         self._clock = clock
         self.settings = settings
         self._stopping = threading.Event()
@@ -131,26 +155,52 @@ class CollectorProcess:
         self._thread: threading.Thread | None = None
         self.restarts = 0
         self.lines = 0
+        self._started_at = 0.0
 
     def argv(self) -> Sequence[str]:
         return [*self.settings.wrap, *goflow2_argv(self.settings.binary, self.settings.listen)]
 
     def start(self) -> None:
         """Start goflow2 now (a missing binary raises OSError here, not later in the thread) and
-        wait until it has bound its port, so the first datagrams are decoded, not refused."""
-        proc = self._spawn()
+        wait until it has bound its port, so the first datagrams are decoded, not refused. The
+        reader thread forks it: the child's death signal follows that thread (``die_with_parent``),
+        and ``start``'s caller may be a short-lived thread."""
+        spawned: list[subprocess.Popen[bytes] | OSError] = []
+        ready = threading.Event()
+
+        def supervise() -> None:
+            try:
+                spawned.append(self._spawn())
+            except OSError as exc:
+                spawned.append(exc)
+                return
+            finally:
+                ready.set()
+            self._run()
+
+        self._thread = threading.Thread(target=supervise, name="viplanes-sflow-reader", daemon=True)
+        self._thread.start()
+        ready.wait(self.settings.ready_s + 5)
+        if not spawned:
+            raise OSError("sflow: the collector did not start")
+        proc = spawned[0]
+        if isinstance(proc, OSError):
+            raise proc
         port = self.settings.listen[1]
         if not wait_bound(proc.pid, port, self.settings.ready_s, lambda: proc.poll() is None):
             log.warning("sflow: collector not listening on port %d after %.1f s", port, self.settings.ready_s)
-        self._thread = threading.Thread(target=self._run, name="viplanes-sflow-reader", daemon=True)
-        self._thread.start()
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(
-            self.argv(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL
+            self.argv(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=die_with_parent(os.getpid()),
         )
         with self._lock:
             self._proc = proc
+            self._started_at = time.monotonic()
         return proc
 
     def _run(self) -> None:
@@ -164,10 +214,12 @@ class CollectorProcess:
             code = proc.wait()
             if self._stopping.is_set():
                 return
+            if time.monotonic() - self._started_at >= STABLE_S:  # a crash after a good run: start over
+                backoff = self.settings.restart_backoff_s
             log.warning("sflow: collector exited (%s); restarting in %.1f s", code, backoff)
             if self._stopping.wait(backoff):
                 return
-            backoff = min(backoff * 2, 30.0)
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
             try:
                 self._spawn()
                 self.restarts += 1
@@ -181,7 +233,9 @@ class CollectorProcess:
             self.lines += 1
             now = clock()
             sample = parse_line(line)
-            if sample is not None and (self._admit is None or self._admit(sample)):
+            if sample is not None and self._admit is not None:
+                sample = self._admit(sample)
+            if sample is not None:
                 detector.observe(sample, now)
             if now >= next_expire:
                 detector.expire(now)

@@ -9,6 +9,7 @@ state by default.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -23,6 +24,7 @@ from viplanes.sampling.detector import Detector, DetectorSettings, DetectorStats
 from viplanes.sampling.flowlabel import FlowLabelMarks
 from viplanes.sampling.gate import SflowGate
 from viplanes.sampling.goflow import GOFLOW2_CACHED, CollectorProcess, CollectorSettings, free_udp_port
+from viplanes.sampling.seal import AgentSeal
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +130,13 @@ class SflowDetection:
         self.marks = marks
         self._clock = clock
         self.detector = Detector(sink, prefilter, settings.detector)
-        self.gate = SflowGate(guard, settings.listen, ("127.0.0.1", free_udp_port())) if guard is not None else None
+        # the gate seals what it forwards; the reader believes only sealed agents (seal.py)
+        self.seal = AgentSeal(sw.agent for sw in guard.switches) if guard is not None else None
+        self.gate = (
+            SflowGate(guard, settings.listen, ("127.0.0.1", free_udp_port()), self.seal)
+            if guard is not None and self.seal is not None
+            else None
+        )
         listen = self.gate.collector if self.gate is not None else settings.listen
         self.collector = CollectorProcess(
             self.detector,
@@ -152,13 +160,20 @@ class SflowDetection:
             self.settings.detector.threshold_bps / 1e6,
         )
 
-    def _admit(self, sample: Sample) -> bool:
-        """The reader's per-sample hook: the sample check, then the flow label's mark."""
-        if self.guard is not None and not self.guard.sample(sample):
-            return False
+    def _admit(self, sample: Sample) -> Sample | None:
+        """The reader's per-sample hook: the gate's seal, the sample check, then the flow label's
+        mark. The sample with its switch's real agent, or None (refused, counted)."""
+        if self.guard is not None and self.seal is not None:
+            agent = self.seal.unseal(sample.agent)
+            if agent is None:  # not forwarded by the gate: sent straight to goflow2's port
+                self.guard.counts["sflow_ungated"] += 1
+                return None
+            sample = dataclasses.replace(sample, agent=agent)
+            if not self.guard.sample(sample):
+                return None
         if self.marks is not None:
             self.marks.observe(sample, self._clock())
-        return True
+        return sample
 
     def stats(self) -> DetectorStats:
         return self.detector.stats

@@ -66,3 +66,24 @@ def test_the_sweep_revokes_automatic_lanes_whose_automation_went_away(world, acc
         auto.set_automation(s, False, "elsewhere", world.clock())
     assert IdleEnder(world.app.extensions["viplanes"].manager).check() == [lane_id]
     assert _state(world, lane_id) == "revoked"
+
+
+def test_the_far_ends_packets_do_not_keep_a_lane_up(world, acceptor, monkeypatch):
+    """Issue 41: the idle end counted both directions, so the far end (or anyone spoofing it)
+    kept an automatic lane up to its maximum length. Only the campus side's bytes count."""
+    set_policy(world, idle_s=10)
+    acceptor.refresh()
+    lane_id = acceptor.handle(sighting())
+    far_end = [0]
+
+    def counters(_lane_id):
+        far_end[0] += 1_000_000  # the cloud keeps sending; the desktop has gone quiet
+        return LaneCounters(packets=far_end[0] // 1000, bytes=5000 + far_end[0], forward_bytes=5000)
+
+    monkeypatch.setattr(world.dataplane, "counters", counters)
+    ender = IdleEnder(world.app.extensions["viplanes"].manager)
+    ended = ender.check()
+    for _ in range(3):
+        world.clock.advance(4)
+        ended = ender.check()
+    assert ended == [lane_id] and _state(world, lane_id) == "released"

@@ -13,12 +13,14 @@ from typing import Any
 import pytest
 
 from tests.support.clock import FakeClock
+from tests.support.sflowgen import datagram
 from tests.support.world import World, make
 from tests.unit.auto.conftest import Mono
 from viplanes.auto.acceptor import Acceptor
 from viplanes.auto.sflowwire import sflow_detection
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.lanes.resolver import StaticResolver
+from viplanes.sampling.agents import datagram_agent
 from viplanes.sampling.detector import Sample
 from viplanes.sampling.flowlabel import encode
 from viplanes.sampling.service import SflowDetection, SflowSettings
@@ -26,11 +28,20 @@ from viplanes.topologies.model import SflowAgent, Topology
 
 DTN6, CLOUD6 = "2001:db8:3::30", "2001:db8:ff::10"
 AGENT = ip_address("127.0.0.1")
+DTN_IFINDEX = 104  # s3 port 4, the DTN's
 
 
 def marked(dport: int = 5201, sport: int = 40000, experiment: int = 16, src: str = DTN6) -> Sample:
     label = encode(experiment, 14, 3)
-    return Sample(ip_address(src), ip_address(CLOUD6), 6, sport, dport, 1514, 64, AGENT, None, label)
+    return Sample(ip_address(src), ip_address(CLOUD6), 6, sport, dport, 1514, 64, AGENT, DTN_IFINDEX, label)
+
+
+def gated(det: SflowDetection, s: Sample) -> Sample:
+    """``s`` as goflow2 reports it after the gate: its agent address sealed (sampling/seal.py)."""
+    assert det.seal is not None
+    sealed = det.seal.seal(datagram(str(s.agent), []))
+    assert sealed is not None
+    return replace(s, agent=datagram_agent(sealed))
 
 
 @pytest.fixture
@@ -54,7 +65,7 @@ def policy(w: World, **over: Any) -> None:
 def marking(topo: Topology, experiments: tuple[int, ...] = (16,)) -> Topology:
     """The dual-stack campus with s3 sampling (agent 127.0.0.1) and the given flow-label marks."""
     switches = tuple(
-        replace(s, sflow=SflowAgent(AGENT, (AGENT,))) if s.name == "s3" else replace(s, sflow=None)
+        replace(s, sflow=SflowAgent(AGENT, (AGENT,), ((4, DTN_IFINDEX),))) if s.name == "s3" else replace(s, sflow=None)
         for s in topo.switches
     )
     return replace(topo, switches=switches, flow_label_experiments=experiments)
@@ -72,7 +83,7 @@ def detection(acceptor: Acceptor, dual: Topology) -> Iterator[SflowDetection]:
 def test_a_marked_flow_gets_a_lane_at_its_first_sample(w: World, acceptor: Acceptor, detection: SflowDetection):
     policy(w)
     acceptor.refresh()
-    assert detection._admit(marked())  # the reader's hook: one sample, no rate threshold
+    assert detection._admit(gated(detection, marked()))  # the reader's hook: one sample, no rate threshold
     (lane_id,) = acceptor.run_pending()
     assert lane_id is not None
     lane = w.client.get(f"/api/v1/lanes/{lane_id}", headers=w.h("alice")).get_json()
@@ -86,8 +97,10 @@ def test_a_marked_flow_gets_a_lane_at_its_first_sample(w: World, acceptor: Accep
 def test_a_mark_on_a_flow_outside_the_grant_gets_nothing(w: World, acceptor: Acceptor, detection: SflowDetection):
     policy(w)
     acceptor.refresh()
-    detection._admit(marked(dport=22))  # a port the grant does not name: the acceptor refuses
-    detection._admit(replace(marked(), dst_ip=ip_address("2001:db8:99::1")))  # outside: dropped before
+    detection._admit(gated(detection, marked(dport=22)))  # a port the grant does not name: the acceptor refuses
+    detection._admit(
+        gated(detection, replace(marked(), dst_ip=ip_address("2001:db8:99::1")))
+    )  # outside: dropped before
     assert acceptor.run_pending() == []
     assert acceptor.counts["outside_grant"] == 1 and w.dataplane.active == {}
     assert detection.marks is not None and detection.marks.counts["flow_label_filtered"] == 1
@@ -96,7 +109,7 @@ def test_a_mark_on_a_flow_outside_the_grant_gets_nothing(w: World, acceptor: Acc
 def test_a_grant_without_scitags_marks_gets_nothing(w: World, acceptor: Acceptor, detection: SflowDetection):
     policy(w, fireflies=False, min_rate_mbps=1)  # automation on, but by rate only
     acceptor.refresh()
-    detection._admit(marked())
+    detection._admit(gated(detection, marked()))
     assert acceptor.run_pending() == [None]
     assert acceptor.counts["flow_label_not_allowed"] == 1 and w.dataplane.active == {}
 
@@ -108,7 +121,7 @@ def test_a_topology_without_the_flag_reads_no_labels(w: World, acceptor: Accepto
     det = sflow_detection(acceptor, marking(dual, experiments=()), lambda: 100.0, settings)
     assert det is not None and det.marks is None
     try:
-        assert det._admit(marked())  # admitted for the rate detector, but no mark
+        assert det._admit(gated(det, marked()))  # admitted for the rate detector, but no mark
         assert acceptor.counts["offered"] == 0 and acceptor.run_pending() == []
     finally:
         det.stop()
@@ -117,16 +130,16 @@ def test_a_topology_without_the_flag_reads_no_labels(w: World, acceptor: Accepto
 def test_other_experiments_and_foreign_samples_mark_nothing(acceptor: Acceptor, w: World, detection: SflowDetection):
     policy(w)
     acceptor.refresh()
-    detection._admit(marked(experiment=17))  # a random (RFC 6437) label, or another campus's mark
+    detection._admit(gated(detection, marked(experiment=17)))  # a random (RFC 6437) label, or another campus's mark
     forged = replace(marked(), agent=ip_address("192.0.2.1"))
     assert not detection._admit(forged)  # not a sampling switch's sample: refused before the mark
     assert acceptor.counts["offered"] == 0 and acceptor.run_pending() == []
-    assert detection.guard is not None and detection.guard.counts["sflow_foreign_agent"] == 1
+    assert detection.guard is not None and detection.guard.counts["sflow_ungated"] == 1  # not through the gate
 
 
 def test_marks_are_bounded_per_source(w: World, acceptor: Acceptor, detection: SflowDetection):
     policy(w)
     acceptor.refresh()
     for sport in range(41000, 41030):  # 30 new marked flows from one host at once
-        detection._admit(marked(sport=sport))
+        detection._admit(gated(detection, marked(sport=sport)))
     assert acceptor.counts["flow_label_rate_bound"] == 20  # burst 10 (the firefly bound's)

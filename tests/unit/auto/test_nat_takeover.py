@@ -168,3 +168,15 @@ def test_a_laned_flow_sampled_again_is_not_watched_again(world: World, acceptor:
     mono.now += 3  # past the acceptor's repeat memory
     assert offer_both(acceptor) == [None]
     assert acceptor.counts["refused_duplicate_lane"] == 1 and len(world.dataplane.watches) == 3
+
+
+def test_a_flow_with_a_dscp_the_watch_cannot_see_is_refused_before_any_watch(world: World, acceptor: Acceptor) -> None:
+    """Issue 41: the watch marks only DSCP 0 packets, so a NAT'd flow with another DSCP could
+    never confirm yet held the single worker 0.8 s each (another host's lane went from 81 ms to
+    2.4-2.8 s behind 4-8 of them). It is refused at once, with no watch flows."""
+    world.dataplane.watched = {PRE: 90, POST: 88}
+    acceptor.offer(sampled(NAT_BOX, NAT_PORT))  # type: ignore[arg-type]
+    marked = dataclasses.replace(sampled(), evidence={"dscp": "10"})  # type: ignore[type-var]
+    acceptor.offer(marked)  # type: ignore[arg-type]
+    assert acceptor.run_pending() == [None]
+    assert acceptor.counts["nat_dscp"] == 1 and world.dataplane.watches == []

@@ -19,6 +19,7 @@ from viplanes.sampling.agents import SampleGuard, datagram_agent
 from viplanes.sampling.detector import Detector, DetectorSettings, Sample
 from viplanes.sampling.gate import SflowGate
 from viplanes.sampling.goflow import CollectorProcess, CollectorSettings
+from viplanes.sampling.seal import AgentSeal
 from viplanes.topologies.loader import TopologyError, parse_topology
 
 CAMPUS = Path(__file__).resolve().parents[3] / "topologies" / "campus.yaml"
@@ -91,18 +92,48 @@ def test_sample_claiming_an_inter_switch_port_is_refused() -> None:
 
 def test_the_nats_translated_flows_count_at_its_border_port() -> None:
     """The campus NAT's outside leg plugs into s3 port 1: a translated flow starts there (NAT
-    pairing compares it with the desktop's sample at s1); declared, port 1 is checked too."""
+    pairing compares it with the desktop's sample at s1); port 1 is checked as a host's."""
     nat = sample(src="198.51.100.2", in_if=101)
-    assert guard(campus({"agent": "192.0.2.3"})).sample_refusal(nat) is None
+    assert guard(campus({"agent": "192.0.2.3"})).sample_refusal(nat) == "sflow_port_unknown"
     with_port = campus({"agent": "192.0.2.3", "ifindex": {1: 101, 3: 103, 4: 104}})
     assert guard(with_port).sample_refusal(nat) is None
     assert guard(with_port).sample_refusal(sample(src="198.51.100.2", in_if=103)) == "sflow_link_port"
 
 
-def test_without_ifindexes_the_agent_still_decides() -> None:
+def test_without_ifindexes_a_spoofed_sample_is_refused() -> None:
+    """Issue 41: OVS samples a frame before the host source guard drops it, so a sample with the
+    DTN's source taken on another port (the server's, forging it) made an automatic lane in the
+    DTN's name when the switch declared no ifIndexes. Now an unknown input port is refused."""
     g = guard(campus({"agent": "192.0.2.3"}))
-    assert g.sample_refusal(sample(in_if=103)) is None  # ports not declared: not checked
+    assert g.sample_refusal(sample(in_if=105)) == "sflow_port_unknown"  # ports neither declared nor learned
+    assert g.sample_refusal(sample(in_if=None)) == "sflow_port_unknown"
     assert g.sample_refusal(sample(src=DESKTOP)) == "sflow_not_source_switch"
+
+
+class Learned:
+    """An OVSDB as ``ifindex.OvsdbIfindexes`` answers it: s3's ports 4 (DTN) and 1 (NAT) known;
+    port 5 (added later, no host of the DTN's there) only after a fresh read."""
+
+    def __init__(self) -> None:
+        self.reads: list[bool] = []
+
+    def ifindexes(self, switch: str, fresh: bool = False) -> dict[int, int]:
+        self.reads.append(fresh)
+        return {4: 104, 1: 101} | ({5: 105} if fresh else {}) if switch == "s3" else {}
+
+
+def test_learned_ifindexes_trace_a_sample_to_its_port() -> None:
+    learned = Learned()
+    g = SampleGuard(sampling_switches(parse_topology(campus({"agent": "192.0.2.3", "ifindex": "ovsdb"}))), learned)
+    assert g.sample_refusal(sample(in_if=104)) is None  # the DTN on its own port
+    assert g.sample_refusal(sample(in_if=105)) == "sflow_link_port"  # the DTN's source on port 5: forged
+    assert True in learned.reads  # an unknown ifIndex asked for a fresh read
+    assert g.sample_refusal(sample(in_if=999)) == "sflow_port_unknown"
+
+
+def test_ifindex_ovsdb_is_read_from_the_topology() -> None:
+    topo = parse_topology(campus({"agent": "192.0.2.3", "ifindex": "ovsdb:tcp:192.0.2.3:6640"}))
+    assert topo.switch("s3").sflow.ifindex_ovsdb == "tcp:192.0.2.3:6640"  # type: ignore[union-attr]
 
 
 def test_no_sampling_switch_refuses_everything() -> None:
@@ -136,25 +167,31 @@ def test_forged_samples_never_reach_the_detector(forged: Sample, reason: str) ->
     for good, want in ((forged, 0), (sample(), 1)):
         sink = RecordingSink()
         det = Detector(sink, lambda _s, _d: True, DetectorSettings(threshold_bps=1e6, min_samples=4))
-        collector = CollectorProcess(det, lambda: 100.0, CollectorSettings(), admit=g.sample)
+        collector = CollectorProcess(
+            det, lambda: 100.0, CollectorSettings(), admit=lambda s: s if g.sample(s) else None
+        )
         collector._read(io.BytesIO(_line(good) * 200))
         assert len(sink.sightings) == want
     assert g.counts[reason] == 200
 
 
-def test_gate_forwards_only_admitted_datagrams() -> None:
+def test_gate_forwards_only_admitted_datagrams_sealed() -> None:
     import socket
 
+    g = guard()
+    seal = AgentSeal(sw.agent for sw in g.switches)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as goflow:
         goflow.bind(("127.0.0.1", 0))
         goflow.settimeout(2)
-        gate = SflowGate(guard(), ("127.0.0.1", 0), goflow.getsockname())
+        gate = SflowGate(g, ("127.0.0.1", 0), goflow.getsockname(), seal)
         try:
             assert not gate.receive(dgram("192.0.2.3"), DTN)  # a host forging s3
             assert not gate.receive(dgram("192.0.2.99"), "192.0.2.3")  # spoofed agent
             assert not gate.receive(dgram("192.0.2.3"), "not-an-address")
             assert gate.receive(dgram("192.0.2.3"), "192.0.2.3")
-            assert goflow.recv(65535) == dgram("192.0.2.3")
+            forwarded = goflow.recv(65535)
+            assert seal.unseal(datagram_agent(forwarded)) == ip_address("192.0.2.3")
+            assert forwarded.endswith(dgram("192.0.2.3")[12:])  # only the agent address changed
             assert gate.forwarded == 1
             assert gate.guard.counts == {"sflow_foreign_source": 1, "sflow_foreign_agent": 1, "sflow_malformed": 1}
         finally:
@@ -168,6 +205,7 @@ def test_gate_forwards_only_admitted_datagrams() -> None:
         ({"agent": "192.0.2.3", "from": []}, "switches[2].sflow.from: at least one address"),
         ({"agent": "192.0.2.3", "ifindex": {4: 0}}, "switches[2].sflow.ifindex.4: expected PORT: IFINDEX"),
         ({"agent": "192.0.2.3", "ifindex": [1]}, "switches[2].sflow.ifindex: expected a mapping"),
+        ({"agent": "192.0.2.3", "ifindex": "ovsdb:http:x"}, "switches[2].sflow.ifindex: expected a mapping"),
         ({"agent": "192.0.2.3", "port": 1}, "switches[2].sflow.port: unknown key"),
         ({"from": ["192.0.2.3"]}, "switches[2].sflow: missing required key 'agent'"),
     ],

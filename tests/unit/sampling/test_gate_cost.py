@@ -10,6 +10,7 @@ from ipaddress import ip_address
 from tests.support.sflowgen import datagram, flow_sample
 from viplanes.sampling.agents import SampleGuard, SamplingSwitch
 from viplanes.sampling.gate import SflowGate
+from viplanes.sampling.seal import AgentSeal
 
 N = 5000
 
@@ -20,7 +21,7 @@ def test_the_gate_costs_microseconds_per_datagram() -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as goflow:
         goflow.bind(("127.0.0.1", 0))
         goflow.setblocking(False)
-        gate = SflowGate(guard, ("127.0.0.1", 0), goflow.getsockname())
+        gate = SflowGate(guard, ("127.0.0.1", 0), goflow.getsockname(), AgentSeal([agent]))
         payload = datagram(
             "127.0.0.1", [flow_sample("198.51.100.30", "203.0.113.10", 1, 5201, 64, seq=i) for i in range(8)]
         )

@@ -192,3 +192,24 @@ def test_ipv6_sources_share_their_slash64_on_a_dual_stack_listener(campus_pki):
         for s in conns:
             s.close()
         server.close()
+
+
+def test_a_known_switch_gets_in_under_a_flood_from_its_own_slash24(campus_pki):
+    """Issue 41: an attacker at 127.0.0.2 holding 127.0.0.0/24's 64 places got the switch at
+    127.0.0.1 0 of 17 reconnects. A switch address that finished TLS before takes a stranger's
+    place in its own /24."""
+    server = _listener(campus_pki)
+    port = server.address[1]
+    ctx = client_context(campus_pki / "ca.crt", campus_pki / "switch-host1.crt", campus_pki / "switch-host1.key")
+    assert _switch_gets_hello_from(port, ctx, "127.0.0.1")  # its first connection: known from now on
+    flood = handshake_flood.start("127.0.0.1", port, 12.0, FLOOD_PER_SOURCE, "idle", ["127.0.0.2"])
+    try:
+        time.sleep(2.0)  # the flood holds every place of 127.0.0.0/24
+        took = _reconnects(port, ctx, 8)
+        print(f"same-/24 flood: switch reconnects took {[round(t, 2) for t in took]} s")
+        assert all(t >= 0 for t in took), took
+    finally:
+        if flood.poll() is None:
+            flood.kill()
+        flood.wait()
+        server.close()

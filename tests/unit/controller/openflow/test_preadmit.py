@@ -100,3 +100,39 @@ def test_a_displaced_waiting_connection_leaves_its_address_queue():
     assert limiter.withdraw("10.0.0.1", lambda item: item == "b") == "b"
     assert limiter.withdraw("10.0.0.1", lambda item: item == "zz") is None
     assert list(limiter.waiting["10.0.0.1"]) == ["a", "c"] and limiter.wait("10.0.0.1", "d")
+
+
+def test_a_known_switch_gets_in_past_a_flood_from_its_own_slash24():
+    """Issue 41: an attacker at 127.0.0.2 held all of 127.0.0.0/24's places and the switch at
+    127.0.0.1 got 0 of 17 reconnects. An address that brought a switch through its handshake
+    before takes a stranger's oldest place in its own prefix."""
+    budget = Unfinished(total=256, per_prefix=64)
+    budget.mark_known("127.0.0.1")
+    flood = [budget.enter("127.0.0.2").ticket for _ in range(64)]
+    assert all(flood)
+    served = 0
+    for _ in range(17):  # the switch reconnects; the flood refills at once each time
+        entry = budget.enter("127.0.0.1")
+        if entry.ticket is not None:
+            served += 1
+            assert all(t.source == "127.0.0.2" for t in entry.evict)
+            budget.leave(entry.ticket)  # its handshake finished
+        budget.enter("127.0.0.2")
+    assert served == 17
+
+
+def test_a_stranger_never_displaces_a_known_switch_by_address():
+    budget = Unfinished(total=256, per_prefix=2)
+    budget.mark_known("10.1.0.2")
+    switch = budget.enter("10.1.0.2").ticket
+    assert budget.enter("10.1.0.66").ticket is not None
+    refused = budget.enter("10.1.0.67")  # the prefix is full: a stranger is refused, evicts nobody
+    assert refused.ticket is None and not refused.evict
+    assert switch is not None and not switch.evicted
+
+
+def test_known_addresses_are_compared_as_one_spelling():
+    budget = Unfinished(total=256, per_prefix=1)
+    budget.mark_known("::ffff:127.0.0.1")
+    assert budget.enter("127.0.0.2").ticket is not None
+    assert budget.enter("127.0.0.1").ticket is not None  # the mapped spelling counts as known
