@@ -80,6 +80,11 @@ class Link:
     mbps: float
     bypass: bool = False
 
+    @property
+    def name(self) -> str:
+        """The link's identity, both ends as declared: ``s2:3-s3:3`` (parallel links differ)."""
+        return f"{self.a}-{self.b}"
+
 
 @dataclass(frozen=True)
 class Interface:
@@ -246,6 +251,10 @@ class Topology:
     # the scitags experiment ids the campus marks in IPv6 flow labels (``ipv6_flow_label:``);
     # empty: the flow label means nothing here (the default)
     flow_label_experiments: tuple[int, ...] = ()
+    # declared links (by ``Link.name``) no lane may use now: down, damped or unverified. Never in
+    # a file: the controller derives a topology with it set from live link state, so every lane
+    # path computed from that topology avoids them (``paths.switch_graph``).
+    unusable_links: frozenset[str] = frozenset()
     source: str = field(default="<memory>", compare=False)  # file it came from, for messages
 
     def __hash__(self) -> int:
@@ -267,6 +276,7 @@ class Topology:
                     self.wan,
                     self.nat_router,
                     self.flow_label_experiments,
+                    self.unusable_links,
                 )
             )
             object.__setattr__(self, "_hash", cached)  # frozen dataclass: not a field
