@@ -69,8 +69,9 @@ class Reroute:
     # ---- events (os-ken's event thread) ----------------------------------------------------------
     def port_status(self, dpid: int, port: int, up: bool) -> None:
         with self._lock:
-            changed = self.book.port_status(dpid, port, up)
-        if changed:
+            ours = self.book.name_of(dpid, port) is not None
+            self.book.port_status(dpid, port, up)
+        if ours:  # even without a change now: a link back up starts a hold-down to wait out
             self._kick()
 
     def set_unverified(self, name: str, reason: str) -> None:

@@ -86,3 +86,16 @@ def test_a_port_off_every_lane_path_reroutes_nothing() -> None:
     rt.port_status(1, 2, up=False)  # the server's host port: no declared link
     assert rt.reroute is not None and rt.reroute.apply_now() is False
     assert switches.sent[mark:] == []
+
+
+def test_the_worker_wakes_when_a_returning_links_hold_down_ends() -> None:
+    """A link back up changes nothing at once (held down), yet its hold-down's end must wake
+    the worker: it waited with no deadline before the report."""
+    topo, clock, switches, rt = _setup()
+    assert rt.reroute is not None
+    started: list[object] = []
+    rt.reroute._start = started.append  # noqa: SLF001 - observe the worker being started
+    _down(rt, 2, 3)
+    rt.reroute._wake.clear()  # noqa: SLF001 - the worker has taken the kick
+    rt.port_status(2, 3, up=True)
+    assert rt.reroute._wake.is_set()  # noqa: SLF001
