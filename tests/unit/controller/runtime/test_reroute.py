@@ -94,8 +94,8 @@ def test_the_worker_wakes_when_a_returning_links_hold_down_ends() -> None:
     topo, clock, switches, rt = _setup()
     assert rt.reroute is not None
     started: list[object] = []
-    rt.reroute._start = started.append  # noqa: SLF001 - observe the worker being started
+    rt.reroute._start = started.append
     _down(rt, 2, 3)
-    rt.reroute._wake.clear()  # noqa: SLF001 - the worker has taken the kick
+    rt.reroute._wake.clear()
     rt.port_status(2, 3, up=True)
-    assert rt.reroute._wake.is_set()  # noqa: SLF001
+    assert rt.reroute._wake.is_set()
