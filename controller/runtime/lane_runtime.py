@@ -251,7 +251,15 @@ class LaneRuntime(DataplaneDefaults):
         return self.ready.unready(lane)
 
     def readiness(self) -> dict[str, Any]:
-        return self.ready.readiness()
+        """Switches connected and reconciled, and every declared link usable: a link down,
+        held down after flapping or unverified makes the controller not ready, by name."""
+        out = self.ready.readiness()
+        views = self.link_views()
+        if views:
+            out["links"] = [{"name": v.name, "state": v.state, "reason": v.reason, "bypass": v.bypass} for v in views]
+            if any(not v.usable for v in views):
+                out["ready"] = False
+        return out
 
     # ---- reconcile and drift (``resync.py``, ``drift.py``) -------------------------------------
     def desired(
@@ -318,6 +326,11 @@ class LaneRuntime(DataplaneDefaults):
     def interrupted(self) -> dict[int, str]:
         """Carried lanes held for want of a usable path, and why (naming the links)."""
         return self.reroute.interrupted() if self.reroute is not None else {}
+
+    def reroutes(self) -> tuple[int, tuple[float, ...]]:
+        if self.reroute is None:
+            return 0, ()
+        return self.reroute.reroutes, tuple(self.reroute.durations)
 
     def on_barrier_reply(self, dpid: int, xid: int) -> None:
         self.state.tracker.barrier_reply(dpid, xid)

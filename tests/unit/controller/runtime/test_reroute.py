@@ -99,3 +99,28 @@ def test_the_worker_wakes_when_a_returning_links_hold_down_ends() -> None:
     rt.reroute._wake.clear()
     rt.port_status(2, 3, up=True)
     assert rt.reroute._wake.is_set()
+
+
+def test_readiness_names_a_link_that_is_not_usable() -> None:
+    topo, clock, switches, rt = _setup()
+    assert rt.readiness()["ready"] is True
+    rt.port_status(3, 5, up=False)
+    body = rt.readiness()
+    assert body["ready"] is False
+    assert {"name": "s2:4-s3:5", "state": "down", "reason": "port s3:5 down", "bypass": True} in body["links"]
+
+
+def test_metrics_show_each_link_and_the_reroutes() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from viplanes.api.metrics import _Links
+
+    topo, clock, switches, rt = _setup()
+    _down(rt, 2, 3)
+    registry = CollectorRegistry()
+    registry.register(_Links(rt))
+    text = generate_latest(registry).decode()
+    assert 'viplanes_link_up{link="s2:3-s3:3"} 0.0' in text
+    assert 'viplanes_link_up{link="s2:4-s3:5"} 1.0' in text
+    assert "viplanes_reroutes_total 1.0" in text
+    assert 'viplanes_reroute_seconds_bucket{le="+Inf"} 1.0' in text
