@@ -85,7 +85,7 @@ def test_a_cut_bypass_link_moves_lanes_and_no_path_holds_them(tmp_path: Path, mo
     monkeypatch.setenv("VIPLANES_LINK_HOLD_DOWN_S", str(HOLD_DOWN_S))
     with lab_campus(tmp_path, "rita", GRANT, topology=REDUNDANT) as (lab, serve, token):
         _lane(serve, token, "tcp", TCP_PORT)
-        _lane(serve, token, "udp", UDP_PORT)
+        udp_lane = _lane(serve, token, "udp", UDP_PORT)
         cloud, desktop = lab.host("cloud"), lab.host("desktop")
         udp_out, tcp_out = tmp_path / "udp.json", tmp_path / "tcp.json"
         sinks = [
@@ -122,13 +122,32 @@ def test_a_cut_bypass_link_moves_lanes_and_no_path_holds_them(tmp_path: Path, mo
         # both bypass links down: nothing to move to; the lanes are held
         probe = _popen(desktop, ["udp-send", CLOUD, str(UDP_PORT), "500", "12"])
         try:
+            cut2 = time.monotonic()
             _link(lab, "s3", 5, up=False)
-            time.sleep(2.0)
+            lane = {}
+            while time.monotonic() - cut2 < 5:
+                lane = requests.get(
+                    f"{serve.url}/api/v1/lanes/{udp_lane['id']}",
+                    headers={"Authorization": f"Bearer {token}"},
+                    timeout=5,
+                ).json()
+                if lane["state"] == "interrupted":
+                    break
+                time.sleep(0.05)
+            told = time.monotonic() - cut2
+            record_property("interrupted_after_s", told)
+            print(f"\nboth links cut: lane {lane['state']} after {told:.2f} s: {lane['reason']}")
+            assert lane["state"] == "interrupted" and told < 2.0, lane
+            time.sleep(1.0)
             base = _received(cloud)
             time.sleep(1.0)
             assert _received(cloud, base) < 20, "lane traffic still arrives with both bypass links down"
             r = requests.get(f"{serve.url}/readyz", timeout=5)
-            record_property("readyz_with_links_down", r.status_code)
+            assert r.status_code == 503 and "s2:4-s3:5" in r.text, r.text
+            lane = requests.get(
+                f"{serve.url}/api/v1/lanes/{udp_lane['id']}", headers={"Authorization": f"Bearer {token}"}, timeout=5
+            ).json()
+            assert lane["state"] == "interrupted" and "s2:3-s3:3" in lane["reason"], lane
             # the link the lanes were NOT using comes back: held down HOLD_DOWN_S, then carried
             back_at = time.monotonic()
             _link(lab, "s3", 5, up=True)
@@ -142,6 +161,17 @@ def test_a_cut_bypass_link_moves_lanes_and_no_path_holds_them(tmp_path: Path, mo
             record_property("traffic_back_s", flowing)
             print(f"second link back: traffic again {flowing} s after its return (hold-down {HOLD_DOWN_S} s)")
             assert flowing is not None and flowing < HOLD_DOWN_S + 1.0
+            state = None
+            for _ in range(20):
+                state = requests.get(
+                    f"{serve.url}/api/v1/lanes/{udp_lane['id']}",
+                    headers={"Authorization": f"Bearer {token}"},
+                    timeout=5,
+                ).json()["state"]
+                if state == "active":
+                    break
+                time.sleep(0.1)
+            assert state == "active"
         finally:
             if probe.poll() is None:
                 probe.kill()
