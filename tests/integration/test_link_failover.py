@@ -176,3 +176,53 @@ def test_a_cut_bypass_link_moves_lanes_and_no_path_holds_them(tmp_path: Path, mo
             if probe.poll() is None:
                 probe.kill()
                 probe.wait(5)
+
+
+def test_a_failed_transit_switch_moves_the_dtn_lane_to_the_disjoint_path(
+    tmp_path: Path, monkeypatch, record_property
+) -> None:
+    """Every port of the transit switch the DTN's lane crosses goes down (a dead switch): its
+    neighbours report their ports down and the lane moves to the other two-hop bypass path."""
+    from viplanes.topologies.loader import load_topology
+    from viplanes.topologies.paths import lane_path
+
+    monkeypatch.setenv("VIPLANES_LINK_HOLD_DOWN_S", str(HOLD_DOWN_S))
+    transit = lane_path(load_topology(REDUNDANT), "dtn")[1].switch  # s6 or s7
+    grant = {**GRANT, "src_prefixes": ["198.51.100.30/32"]}
+    with lab_campus(tmp_path, "dora", grant, topology=REDUNDANT) as (lab, serve, token):
+        r = requests.post(
+            f"{serve.url}/api/v1/lanes",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=15,
+            json={
+                "src_ip": "198.51.100.30",
+                "dst_ip": CLOUD,
+                "protocol": "udp",
+                "dst_port": UDP_PORT,
+                "duration_s": 900,
+                "purpose": "transit failure test",
+            },
+        )
+        assert r.status_code == 201 and r.json()["state"] == "active", r.text
+        cloud, dtn = lab.host("cloud"), lab.host("dtn")
+        out = tmp_path / "udp.json"
+        sink = _popen(cloud, ["udp-sink", str(UDP_PORT), str(out), "9"])
+        time.sleep(0.5)
+        probe = _popen(dtn, ["udp-send", CLOUD, str(UDP_PORT), "1000", "7"])
+        try:
+            time.sleep(2.0)
+            for port in (1, 2):  # the transit switch dies: both its ports go dark
+                _link(lab, transit, port, up=False)
+            probe.communicate(timeout=30)
+            udp = _read(out, 20)
+        finally:
+            for p in (probe, sink):
+                if p.poll() is None:
+                    p.kill()
+                    p.wait(5)
+        record_property("transit_longest_gap_s", udp["longest_gap_s"])
+        print(
+            f"\ntransit {transit} failed: probe {udp['received']} of ~7000 received, "
+            f"longest gap {udp['longest_gap_s']:.3f} s at {udp['gap_at_s']:.1f} s"
+        )
+        assert udp["received"] > 6000 and udp["longest_gap_s"] < 1.0, udp
