@@ -93,6 +93,7 @@ def create_app(
     if manager.flow_costs is not None:
         m.watch_budgets(manager.flow_budgets)
     m.watch_switch_facts(lambda: fact_rows(topology, dataplane.switch_facts()))  # learned from the switches
+    m.watch_links(dataplane)  # viplanes_link_up, re-route counts and durations
 
     app = Flask("viplanes")
     app.config.update(

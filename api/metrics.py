@@ -7,7 +7,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 from viplanes.dataplane.base import Dataplane
@@ -80,6 +80,32 @@ class _SwitchFacts(Collector):
         yield odd
 
 
+class _Links:
+    """Declared links' live state and the re-routes around them (``Dataplane.readiness`` and
+    ``Dataplane.reroutes``), at scrape time."""
+
+    def __init__(self, dataplane: Dataplane) -> None:
+        self._dataplane = dataplane
+
+    def collect(self) -> Iterator[Any]:
+        up = GaugeMetricFamily("viplanes_link_up", "1: the declared link carries lanes now", labels=["link"])
+        for link in self._dataplane.readiness().get("links", []):
+            up.add_metric([str(link.get("name"))], 1 if link.get("state") == "up" else 0)
+        yield up
+        count, seconds = self._dataplane.reroutes()
+        yield CounterMetricFamily("viplanes_reroutes", "Changes of the usable links applied to the lanes", value=count)
+        buckets = [(str(b), sum(1 for s in seconds if s <= b)) for b in _REROUTE_BUCKETS]
+        yield HistogramMetricFamily(
+            "viplanes_reroute_seconds",
+            "Link report to new paths confirmed, the latest 1,000 re-routes",
+            buckets=[*buckets, ("+Inf", len(seconds))],
+            sum_value=sum(seconds),
+        )
+
+
+_REROUTE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -109,6 +135,9 @@ class Metrics:
 
     def watch_switch_facts(self, rows: Callable[[], list[tuple[str, SwitchFacts, list[str]]]]) -> None:
         self.registry.register(_SwitchFacts(rows))
+
+    def watch_links(self, dataplane: Dataplane) -> None:
+        self.registry.register(_Links(dataplane))
 
     def decision(self, code: str) -> None:
         self.decisions.labels("allow" if code == "allowed" else "deny", code).inc()

@@ -113,6 +113,11 @@ class Link:
     mbps: float
     bypass: bool = False
 
+    @property
+    def name(self) -> str:
+        """The link's identity, both ends as declared: ``s2:3-s3:3`` (parallel links differ)."""
+        return f"{self.a}-{self.b}"
+
 
 @dataclass(frozen=True)
 class Interface:
@@ -283,6 +288,10 @@ class Topology:
     # VIPLANES_CT_ZONE_BASE setting: ``with_ct_zone_base``); two deployments on one vswitchd
     # whose zone ranges do not overlap never touch each other's connections
     ct_zone_base: int = CT_ZONE_BASE_DEFAULT
+    # declared links (by ``Link.name``) no lane may use now: down, damped or unverified. Never in
+    # a file: the controller derives a topology with it set from live link state, so every lane
+    # path computed from that topology avoids them (``paths.switch_graph``).
+    unusable_links: frozenset[str] = frozenset()
     source: str = field(default="<memory>", compare=False)  # file it came from, for messages
 
     def __hash__(self) -> int:
@@ -305,6 +314,7 @@ class Topology:
                     self.nat_router,
                     self.flow_label_experiments,
                     self.ct_zone_base,
+                    self.unusable_links,
                 )
             )
             object.__setattr__(self, "_hash", cached)  # frozen dataclass: not a field

@@ -31,21 +31,30 @@ class Hop:
     out_port: int
 
 
-def _better(link: Link, other: Link) -> bool:
-    return (link.bypass, link.mbps) > (other.bypass, other.mbps)
+def _edge_rank(link: Link) -> tuple[int, float, str]:
+    """Of parallel links, the lane takes the bypass one, then the faster, then the first named."""
+    return (BYPASS_COST if link.bypass else DEFAULT_LINK_COST, -link.mbps, link.name)
 
 
-def switch_graph(topo: Topology) -> nx.Graph:
-    """Switches joined by their links; of parallel links the bypass (then faster) one is kept."""
-    graph = nx.Graph()
+def switch_graph(topo: Topology) -> nx.MultiGraph:
+    """Switches joined by every usable link, parallel ones included, keyed by ``Link.name``.
+
+    Links in ``topo.unusable_links`` (down, damped, unverified: the controller's live view) are
+    left out, so a path over this graph is one the lane can take now.
+    """
+    graph = nx.MultiGraph()
     graph.add_nodes_from(s.name for s in topo.switches)
     for link in topo.links:
-        u, v = link.a.switch, link.b.switch
-        current = graph.get_edge_data(u, v)
-        if current is not None and not _better(link, current["link"]):
+        if link.name in topo.unusable_links:
             continue
-        graph.add_edge(u, v, link=link, weight=BYPASS_COST if link.bypass else DEFAULT_LINK_COST)
+        weight = BYPASS_COST if link.bypass else DEFAULT_LINK_COST
+        graph.add_edge(link.a.switch, link.b.switch, key=link.name, link=link, weight=weight)
     return graph
+
+
+def best_link(graph: nx.MultiGraph, u: str, v: str) -> Link:
+    """The link a lane takes from ``u`` to ``v`` among the parallel ones in ``graph``."""
+    return min((data["link"] for data in graph[u][v].values()), key=_edge_rank)
 
 
 def _port_towards(link: Link, switch: str) -> int:
@@ -56,7 +65,7 @@ def _port_towards(link: Link, switch: str) -> int:
 _CACHE_ATTR = "_lane_path_cache"
 
 
-def lane_path(topo: Topology, host_name: str, graph: nx.Graph | None = None) -> tuple[Hop, ...]:
+def lane_path(topo: Topology, host_name: str, graph: nx.MultiGraph | None = None) -> tuple[Hop, ...]:
     """Hops from the host's attachment port to the edge router's inside attachment.
 
     A topology is immutable, so each host's answer is computed once and remembered on the
@@ -79,7 +88,7 @@ def lane_path(topo: Topology, host_name: str, graph: nx.Graph | None = None) -> 
     return found
 
 
-def _compute_path(topo: Topology, host_name: str, graph: nx.Graph) -> tuple[Hop, ...]:
+def _compute_path(topo: Topology, host_name: str, graph: nx.MultiGraph) -> tuple[Hop, ...]:
     try:
         host: Host = topo.host(host_name)
     except StopIteration:
@@ -96,13 +105,13 @@ def _compute_path(topo: Topology, host_name: str, graph: nx.Graph) -> tuple[Hop,
         raise NoLanePath(
             f"no lane path from host {host_name!r} (at {start}) to the edge router "
             f"(at {edge_at}): switch {start.switch} has no link path to "
-            f"{edge_at.switch} that avoids the middleboxes"
+            f"{edge_at.switch} that avoids the middleboxes{_unusable_note(topo)}"
         ) from None
     hops = []
     in_port = start.port
     for i, name in enumerate(names):
         if i + 1 < len(names):
-            link = graph.edges[name, names[i + 1]]["link"]
+            link = best_link(graph, name, names[i + 1])
             out_port = _port_towards(link, name)
             next_in = _port_towards(link, names[i + 1])
         else:
@@ -110,6 +119,12 @@ def _compute_path(topo: Topology, host_name: str, graph: nx.Graph) -> tuple[Hop,
         hops.append(Hop(dpid=topo.switch(name).dpid, switch=name, in_port=in_port, out_port=out_port))
         in_port = next_in
     return tuple(hops)
+
+
+def _unusable_note(topo: Topology) -> str:
+    if not topo.unusable_links:
+        return ""
+    return " over usable links (not usable now: " + ", ".join(sorted(topo.unusable_links)) + ")"
 
 
 def lane_paths(topo: Topology) -> dict[str, tuple[Hop, ...] | NoLanePath]:
@@ -122,6 +137,12 @@ def lane_paths(topo: Topology) -> dict[str, tuple[Hop, ...] | NoLanePath]:
         except NoLanePath as exc:
             out[host.name] = exc
     return out
+
+
+def path_links(topo: Topology, hops: tuple[Hop, ...]) -> tuple[str, ...]:
+    """The names of the declared links a path crosses, in order (re-route finds its lanes)."""
+    ends = {(end.switch, end.port): link.name for link in topo.links for end in (link.a, link.b)}
+    return tuple(ends[(h.switch, h.out_port)] for h in hops[:-1] if (h.switch, h.out_port) in ends)
 
 
 def bypass_ports(topo: Topology) -> dict[int, set[int]]:

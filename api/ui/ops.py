@@ -19,7 +19,10 @@ def switches_page() -> ResponseReturnValue:
     c = ctx()
     budgets = c.manager.flow_budgets()  # per switch: max_flows (lowered by a table-full), entries in use
     facts = fact_rows(c.topology, c.dataplane.switch_facts())  # what the switches said about themselves
-    return render_template("ui/switches.html", switches=insp.switches() if insp else None, budgets=budgets, facts=facts)
+    links = c.dataplane.readiness().get("links", [])  # each declared link's live state (issue 42)
+    return render_template(
+        "ui/switches.html", switches=insp.switches() if insp else None, budgets=budgets, facts=facts, links=links
+    )
 
 
 @bp.route("/drift", methods=["GET", "POST"], endpoint="drift")

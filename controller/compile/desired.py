@@ -15,10 +15,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from viplanes.controller.compile import base as guardflows
+from viplanes.controller.compile import hold
 from viplanes.controller.compile import lane as compiler
 from viplanes.controller.compile import shared as sharedflows
 from viplanes.domain.values import LaneSpec, NatMapping
 from viplanes.topologies.model import Topology
+from viplanes.topologies.paths import NoLanePath
 
 LOG = logging.getLogger("viplanes.controller.runtime.lane_runtime")
 OFMsgs = list[Any]
@@ -32,6 +34,8 @@ class DesiredFlows:
         # (source, nat address) -> the shared per-address flows its lanes need, per dpid
         self._shared: dict[tuple[str, str | None, NatMapping | None], dict[int, OFMsgs]] = {}
         self._base: dict[int, OFMsgs] = {}  # dpid -> its base flows, compiled once (issue 13)
+        # lane id -> why it is held (no usable path: ``hold.py``); only with unusable links
+        self.held: dict[int, str] = {}
 
     def base(self, dpid: int) -> OFMsgs:
         """The switch's base flows (compiled on first use, then the same messages: their flow
@@ -61,6 +65,8 @@ class DesiredFlows:
         if dpids is None:
             try:
                 dpids = compiler.lane_dpids(lane, self.topology)
+            except NoLanePath:
+                dpids = self._held_dpids(lane)
             except ValueError:
                 dpids = ()
             self._paths[lane.src_ip] = dpids
@@ -76,7 +82,7 @@ class DesiredFlows:
         try:
             per_dpid = self._compiled.get(lane)
             if per_dpid is None:
-                per_dpid = self._compiled[lane] = compiler.compile_lane(lane, self.topology, now)
+                per_dpid = self._compiled[lane] = self._compile(lane, now)
             else:
                 hard = compiler.hard_timeout_for(lane.expires_at, now)
                 for msgs in per_dpid.values() if dpid is None else (per_dpid.get(dpid, ()),):
@@ -88,9 +94,31 @@ class DesiredFlows:
             return None
         return per_dpid
 
+    def _compile(self, lane: LaneSpec, now: float) -> dict[int, OFMsgs]:
+        """The lane over the usable links; held at its first switch when none is left."""
+        try:
+            per_dpid = compiler.compile_lane(lane, self.topology, now)
+        except NoLanePath as exc:
+            if not self.topology.unusable_links:
+                raise
+            self.held[lane.lane_id] = str(exc)
+            return hold.hold_flows(lane, self.topology, now)
+        self.held.pop(lane.lane_id, None)
+        return per_dpid
+
+    def _held_dpids(self, lane: LaneSpec) -> tuple[int, ...]:
+        if not self.topology.unusable_links:
+            return ()
+        try:
+            return hold.held_dpids(lane, self.topology)
+        except ValueError:
+            return ()
+
     def forget_all_but(self, lanes: Iterable[LaneSpec]) -> None:
         live = set(lanes)
         self._compiled = {ln: msgs for ln, msgs in self._compiled.items() if ln in live}
+        ids = {ln.lane_id for ln in live}
+        self.held = {lid: why for lid, why in self.held.items() if lid in ids}
 
     def build(
         self, lanes: Iterable[LaneSpec], now: float, dpid: int | None = None

@@ -167,10 +167,22 @@ class VipLanesApp(app_manager.OSKenApp):
     @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
     def _port_status(self, ev: Any) -> None:
         msg = ev.msg
+        desc = msg.desc
+        dpid = msg.datapath.id
         LOG.info(
-            "dpid=%d port %s %s (state %#x)",
-            msg.datapath.id,
-            msg.desc.port_no,
+            "dpid=%d port %s %s (state %#x, config %#x)",
+            dpid,
+            desc.port_no,
             {0: "added", 1: "deleted", 2: "modified"}.get(msg.reason, msg.reason),
-            msg.desc.state,
+            desc.state,
+            desc.config,
         )
+        if dpid is not None:
+            self.runtime.port_status(dpid, desc.port_no, port_is_up(msg.reason, desc.state, desc.config))
+
+
+def port_is_up(reason: int, state: int, config: int) -> bool:
+    """A port carries lanes unless deleted, its link is down, or it is administratively down."""
+    if reason == ofproto_v1_3.OFPPR_DELETE:
+        return False
+    return not (state & ofproto_v1_3.OFPPS_LINK_DOWN) and not (config & ofproto_v1_3.OFPPC_PORT_DOWN)

@@ -20,6 +20,7 @@ from viplanes.controller.openflow.handshakes import HandshakeGauge
 from viplanes.controller.openflow.peerauth import SwitchTrust
 from viplanes.controller.runtime.drift import DRIFT_PERIOD_S
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
+from viplanes.controller.runtime.links import LinkSettings
 from viplanes.topologies.model import Topology
 
 LOG = logging.getLogger("viplanes.controller.runtime.lane_runtime")
@@ -45,11 +46,12 @@ class EmbeddedController(LaneRuntime):
         refresh_period_s: float = REFRESH_PERIOD_S,
         drift_period_s: float = DRIFT_PERIOD_S,
         learn_features: bool = False,
+        links: LinkSettings | None = None,
     ) -> None:
         # learn_features: ask TABLE_FEATURES and METER_FEATURES at connect. Off by default: OVS
         # answers for 254 tables, and parsing that at connect made a lane request in the same
         # seconds meet switches_not_ready (test_attack_switches' impostor test, 4 of 5 runs)
-        super().__init__(topology, clock=clock, ask_features=learn_features)
+        super().__init__(topology, clock=clock, ask_features=learn_features, links=links)
         self.host, self.port = host, port
         # None: plain TCP, every dpid of the topology admitted (unit tests, --insecure-tcp)
         self.security = security or ListenerSecurity(tls=None, trust=SwitchTrust(topology))

@@ -39,8 +39,10 @@ from viplanes.controller.runtime import ctlimits
 from viplanes.controller.runtime.batch import Changes
 from viplanes.controller.runtime.carried import CarriedLanes
 from viplanes.controller.runtime.drift import DriftWatch, Range
+from viplanes.controller.runtime.links import LinkBook, LinkSettings, LinkView
 from viplanes.controller.runtime.pending import Tracker
 from viplanes.controller.runtime.readiness import SwitchReadiness
+from viplanes.controller.runtime.reroute import Reroute
 from viplanes.controller.runtime.resync import Resync
 from viplanes.controller.runtime.switches import SWITCH_WAIT_S, Send, SendMany, SwitchState
 from viplanes.controller.runtime.switchfacts import FactBook, ask_features, learn_full
@@ -69,6 +71,7 @@ class LaneRuntime(DataplaneDefaults):
         clock: Callable[[], float] | None = None,
         spawn: Callable[[Callable[[], object]], Any] | None = None,
         ask_features: bool = False,
+        links: LinkSettings | None = None,
     ) -> None:
         self.state = SwitchState(topology, send or (lambda dpid, ofmsgs: False), clock or SteadyClock())
         self.wire = Wire(self.state)
@@ -84,6 +87,11 @@ class LaneRuntime(DataplaneDefaults):
         self.ready = SwitchReadiness(self.state)
         self.spawn = spawn or (lambda fn: threading.Thread(target=fn, name=WORKER_THREAD, daemon=True).start())
         self.removed: deque[tuple[float, int, int, int]] = deque(maxlen=1000)  # (t, dpid, lane, reason)
+        # live links and re-route (``links.py``, ``reroute.py``); None without a topology
+        self.reroute: Reroute | None = None
+        if topology is not None:
+            book = LinkBook(topology, links)
+            self.reroute = Reroute(self.state, self.wire, self.resync, book, topology)
 
     # ---- the shared state, as the app, the lane service and tests name it ----------------------
     @property
@@ -246,7 +254,15 @@ class LaneRuntime(DataplaneDefaults):
         return self.ready.unready(lane)
 
     def readiness(self) -> dict[str, Any]:
-        return self.ready.readiness()
+        """Switches connected and reconciled, and every declared link usable: a link down,
+        held down after flapping or unverified makes the controller not ready, by name."""
+        out = self.ready.readiness()
+        views = self.link_views()
+        if views:
+            out["links"] = [{"name": v.name, "state": v.state, "reason": v.reason, "bypass": v.bypass} for v in views]
+            if any(not v.usable for v in views):
+                out["ready"] = False
+        return out
 
     # ---- reconcile and drift (``resync.py``, ``drift.py``) -------------------------------------
     def desired(
@@ -300,6 +316,24 @@ class LaneRuntime(DataplaneDefaults):
         self.state.connected.discard(dpid)
         self.state.reconciled.pop(dpid, None)  # not ready again until its next reconcile
         self.state.tracker.disconnected(dpid, f"{self.switch_name(dpid)} disconnected")
+
+    def port_status(self, dpid: int, port: int, up: bool) -> None:
+        """A switch reported one of its own ports up or down (the app decodes the flags)."""
+        if self.reroute is not None:
+            self.reroute.port_status(dpid, port, up)
+
+    def link_views(self) -> list[LinkView]:
+        """Every declared link's live state, for /readyz, doctor, the console and /metrics."""
+        return self.reroute.views() if self.reroute is not None else []
+
+    def interrupted(self) -> dict[int, str]:
+        """Carried lanes held for want of a usable path, and why (naming the links)."""
+        return self.reroute.interrupted() if self.reroute is not None else {}
+
+    def reroutes(self) -> tuple[int, tuple[float, ...]]:
+        if self.reroute is None:
+            return 0, ()
+        return self.reroute.reroutes, tuple(self.reroute.durations)
 
     def on_barrier_reply(self, dpid: int, xid: int) -> None:
         self.state.tracker.barrier_reply(dpid, xid)

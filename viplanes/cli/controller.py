@@ -59,11 +59,11 @@ def run(
             raise click.ClickException(f"topology: {str(exc).splitlines()[0]}") from None
     security = listener_security(pki_dir, insecure_tcp, switch_cert_pins, topology)
     configure(log_format, log_level, sys.stdout)
-    from viplanes.cli.openflow_options import learn_switch_features
+    from viplanes.cli.openflow_options import learn_switch_features, link_settings
     from viplanes.controller.openflow.embedded import EmbeddedController
 
     plane = EmbeddedController(
-        topology, host=host, port=port, security=security, learn_features=learn_switch_features()
+        topology, host=host, port=port, security=security, learn_features=learn_switch_features(), links=link_settings()
     )
     try:
         plane.start()

@@ -240,6 +240,25 @@ def check_switches(topology: Topology, report: dict[str, Any] | None, source: st
             out.append(Finding(f"switch {sw.name}", WARN, "connected, not reconciled yet", "wait a few seconds, rerun"))
         else:
             out.append(Finding(f"switch {sw.name}", OK, f"dpid {sw.dpid} connected and reconciled"))
+    return out + check_links(report)
+
+
+def check_links(report: dict[str, Any]) -> list[Finding]:
+    """Each declared link the controller reports (``links`` of /readyz): usable, or why not."""
+    out = []
+    for link in report.get("links", []):
+        if not isinstance(link, dict):
+            continue
+        name, state, reason = link.get("name", "?"), link.get("state", "?"), link.get("reason", "")
+        if state == "up":
+            out.append(Finding(f"link {name}", OK, "up"))
+        else:
+            fix = (
+                "check the cabling: the controller's probes must see each end at its declared port"
+                if state == "unverified"
+                else "lanes use the other links meanwhile; check the cable and both switch ports"
+            )
+            out.append(Finding(f"link {name}", FAIL, f"{state}: {reason}", fix))
     return out
 
 

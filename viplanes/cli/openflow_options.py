@@ -13,9 +13,11 @@ import click
 from viplanes.controller.openflow.admission import Limits, ListenerSecurity
 from viplanes.controller.openflow.peerauth import SwitchTrust, normalize_pins
 from viplanes.controller.openflow.tls import TLSFiles
+from viplanes.controller.runtime.links import LinkSettings
 from viplanes.topologies.model import Topology
 
 _ADMISSION = "viplanes.openflow_admission"  # ctx.meta key: the admission options given
+_LINKS = "viplanes.link_settings"  # ctx.meta key: the link damping options given
 
 
 def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
@@ -45,9 +47,53 @@ _LIMIT_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
 )
 
 
+def _remember_link(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    if value is not None and param.name is not None:
+        ctx.meta.setdefault(_LINKS, {})[param.name] = value
+    return value
+
+
+# (option, LinkSettings field, env, help): flap damping of the live links (docs/dataplane.md)
+_LINK_OPTIONS: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "--link-hold-down",
+        "hold_down_s",
+        "VIPLANES_LINK_HOLD_DOWN_S",
+        "seconds a link that went down must stay up before lanes use it again, doubled per further drop [default: 2]",
+    ),
+    (
+        "--link-max-hold-down",
+        "max_hold_down_s",
+        "VIPLANES_LINK_MAX_HOLD_DOWN_S",
+        "the doubling stops here [default: 60]",
+    ),
+)
+
+
+def link_settings() -> LinkSettings:
+    """The link damping options given (``--link-*`` or their env), over LinkSettings' defaults."""
+    ctx = click.get_current_context(silent=True)
+    given: dict[str, Any] = dict(ctx.meta.get(_LINKS, {})) if ctx is not None else {}
+    settings = LinkSettings(**given)
+    if settings.max_hold_down_s < settings.hold_down_s:
+        raise click.BadParameter("must be at least --link-hold-down", param_hint="--link-max-hold-down")
+    return settings
+
+
 def openflow_security_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``--pki``, ``--insecure-tcp``, ``--switch-cert-pin``, ``--switch-deny-list`` and the
-    admission caps on a click command."""
+    """``--pki``, ``--insecure-tcp``, ``--switch-cert-pin``, ``--switch-deny-list``, the
+    admission caps and the link damping options on a click command."""
+    for flag, name, env, text in reversed(_LINK_OPTIONS):
+        fn = click.option(
+            flag,
+            name,
+            envvar=env,
+            type=click.FloatRange(0, 3600),
+            default=None,
+            expose_value=False,
+            callback=_remember_link,
+            help=f"{text}; env {env}",
+        )(fn)
     for flag, name, kind, text in reversed(_LIMIT_OPTIONS):  # click lists the last applied first
         fn = click.option(flag, name, type=kind, default=None, expose_value=False, callback=_remember, help=text)(fn)
     fn = click.option(

@@ -66,7 +66,7 @@ def _make_dataplane(
         raise click.ClickException(
             f"the embedded controller is not available ({exc}); use --dataplane memory for an API-only server"
         ) from None
-    from viplanes.cli.openflow_options import learn_switch_features
+    from viplanes.cli.openflow_options import learn_switch_features, link_settings
 
     return EmbeddedController(
         topology,
@@ -75,6 +75,7 @@ def _make_dataplane(
         security=security,
         clock=clock,
         learn_features=learn_switch_features(),
+        links=link_settings(),
     )
 
 

@@ -17,10 +17,11 @@ from collections.abc import Collection, Iterable
 from sqlalchemy import select
 
 from viplanes.domain.values import is_decimal
+from viplanes.lanes import states
 from viplanes.store.db import Database
 from viplanes.store.models import Lane
 
-CARRIED_STATES = ("installing", "active")  # as ``LaneManager.desired_lanes``: the rows to carry
+CARRIED_STATES = states.CARRIED  # as ``LaneManager.desired_lanes``: the rows to carry
 
 
 def payload_ids(payloads: Iterable[str], prefix: str) -> set[int]:
@@ -52,4 +53,8 @@ def missing_live(db: Database, lane_ids: Collection[int]) -> set[int]:
     if not lane_ids:
         return set()
     with db.read() as s:
-        return set(s.scalars(select(Lane.id).where(Lane.id.in_(list(lane_ids)), Lane.state == "active")))
+        return set(
+            s.scalars(
+                select(Lane.id).where(Lane.id.in_(list(lane_ids)), Lane.state.in_((states.ACTIVE, states.INTERRUPTED)))
+            )
+        )

@@ -88,6 +88,14 @@ class Dataplane(Protocol):
     def readiness(self) -> dict[str, Any]:
         """``{"ready": bool, "switches": [{name, dpid, connected, reconciled}, ...]}`` for /readyz."""
 
+    def interrupted(self) -> dict[int, str]:
+        """Carried lanes with no usable path left (held at their first switch), and why, naming
+        the links: the lane service marks them ``interrupted`` (docs/dataplane.md, "Link failures")."""
+
+    def reroutes(self) -> tuple[int, tuple[float, ...]]:
+        """Re-routes done so far, and the seconds each of the latest took (report to switches
+        confirmed), for /metrics."""
+
     def switch_facts(self) -> dict[str, SwitchFacts]:
         """Switch name -> what the controller learned from it (table and meter features, the
         entries it held when it refused one for a full table); {} when this plane has no switches."""
@@ -134,6 +142,12 @@ class DataplaneDefaults:
 
     def switch_facts(self) -> dict[str, SwitchFacts]:
         return {}  # no switches of its own to learn from
+
+    def interrupted(self) -> dict[int, str]:
+        return {}  # no links of its own: nothing interrupted here
+
+    def reroutes(self) -> tuple[int, tuple[float, ...]]:
+        return 0, ()
 
     def start(self) -> None:
         return None

@@ -123,7 +123,7 @@ class LaneActivation:
         if ended is None:
             return None
         lane, was, woken = ended
-        if was in ("installing", "active") and not woken:
+        if was in states.CARRIED and not woken:
             self._deactivate(lane_id)
         return lane
 
@@ -331,9 +331,7 @@ class LaneActivation:
                     audit(s, now, "system", "lane.start", f"lane:{lane.id}", "done")
                     starting.append(lane)
             ending = s.scalars(
-                select(Lane)
-                .where(Lane.state.in_(("installing", "active")), Lane.expires_at <= now)
-                .with_for_update(of=Lane)
+                select(Lane).where(Lane.state.in_(states.CARRIED), Lane.expires_at <= now).with_for_update(of=Lane)
             ).all()
             for lane in ending:
                 states.move(lane, states.EXPIRED, "duration ended", now)

@@ -305,12 +305,12 @@ class LaneManager(LaneActivation, LaneReads):
                 lane = lane_from_row(row, row.pop("owner_name"))
                 end_lane(conn, lane_id, states.move(lane, to, f"{to} by {caller.name}", now))
                 add_audit(conn, now, caller.name, END_ACTIONS[to], f"lane:{lane_id}", "done")
-                woken = was in ("installing", "active") and removal is None and self._wake_in(conn, f"ended:{lane_id}")
+                woken = was in states.CARRIED and removal is None and self._wake_in(conn, f"ended:{lane_id}")
         finally:
             if removal is not None:  # the barriers, after the commit (or its failure)
                 removal()
         self._owners.discard(lane_id)
-        if was in ("installing", "active") and removal is None and not woken:
+        if was in states.CARRIED and removal is None and not woken:
             self._deactivate(lane_id)
         return lane
 
@@ -322,7 +322,7 @@ class LaneManager(LaneActivation, LaneReads):
         if owner is None:
             with self.db.read_connection() as conn:
                 row = owner_and_state(conn, lane_id)
-            if row is None or row[1] != "active":
+            if row is None or row[1] not in (states.ACTIVE, states.INTERRUPTED):
                 return False
             owner = row[0]
         return sees_lane(caller, owner)
@@ -385,7 +385,7 @@ class LaneManager(LaneActivation, LaneReads):
                 if decision.code != "duplicate_lane"
                 else Conflict(decision.reason, code="duplicate_lane")
             )
-        if lane.state == "active":  # refresh hard_timeout on the switches
+        if lane.state in (states.ACTIVE, states.INTERRUPTED):  # refresh hard_timeout on the switches
             self._owners.add(lane_id, lane.principal_id, lane.expires_at, now)
             self._resend(lane_id)
         return lane

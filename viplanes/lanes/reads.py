@@ -21,6 +21,7 @@ from viplanes.dataplane.base import Dataplane
 from viplanes.domain.flowcost import FlowCoster
 from viplanes.domain.values import LaneCounters, LaneSpec
 from viplanes.errors import NotFound
+from viplanes.lanes import states
 from viplanes.lanes.budgets import budgets_now
 from viplanes.lanes.specs import SPEC_COLUMNS, spec_from_row
 from viplanes.store.db import Database
@@ -86,9 +87,7 @@ class LaneReads:
         """What the data plane should carry right now (the controller's reconcile source)."""
         now = self.clock()
         with self.db.read() as s:  # plain columns: no ORM identity map for 10,000 rows
-            rows = s.execute(
-                select(*SPEC_COLUMNS).where(Lane.state.in_(("installing", "active")), Lane.expires_at > now)
-            ).all()
+            rows = s.execute(select(*SPEC_COLUMNS).where(Lane.state.in_(states.CARRIED), Lane.expires_at > now)).all()
         return [spec_from_row(r) for r in rows]
 
     def flow_budgets(self) -> builtins.list[tuple[str, int | None, int]]:

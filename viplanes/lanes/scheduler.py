@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 
+from viplanes.lanes.interruptions import sync_interruptions
 from viplanes.lanes.manager import LaneManager
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,10 @@ class Scheduler:
                 self.manager.tick()
             except Exception:  # one bad tick (database hiccup) must not stop the clock
                 log.exception("scheduler tick")
+            try:  # lanes held for want of a usable path (docs/dataplane.md, "Link failures")
+                sync_interruptions(self.manager.db, self.manager.dataplane, self.manager.clock)
+            except Exception:
+                log.exception("interrupted lanes")
             if time.monotonic() < recover_at:
                 continue
             recover_at = time.monotonic() + self.recover_every_s

@@ -1,6 +1,7 @@
 """Where lane state changes: the lifecycle as one table, and the columns every change writes.
 
-requested -> scheduled -> installing -> active -> expired | released | revoked, or failed. ``TABLE``
+requested -> scheduled -> installing -> active -> expired | released | revoked, or failed; an
+active lane whose every path is down is ``interrupted`` (held) until a path returns. ``TABLE``
 says which state may become which and by which event; everything else is derived from it: the
 ``WHERE state IN (...)`` guard of every statement that moves a lane (``sources``), the columns the
 move writes (``change``, ``values``) and the in-memory copy of them (``apply``). The SQL of every
@@ -21,16 +22,27 @@ REQUESTED: Final = "requested"
 SCHEDULED: Final = "scheduled"
 INSTALLING: Final = "installing"
 ACTIVE: Final = "active"
+INTERRUPTED: Final = "interrupted"  # carried, but no usable path left: held (docs/dataplane.md)
 EXPIRED: Final = "expired"
 RELEASED: Final = "released"
 REVOKED: Final = "revoked"
 FAILED: Final = "failed"
 
-STATES: tuple[str, ...] = (REQUESTED, SCHEDULED, INSTALLING, ACTIVE, EXPIRED, RELEASED, REVOKED, FAILED)
+STATES: tuple[str, ...] = (
+    REQUESTED,
+    SCHEDULED,
+    INSTALLING,
+    ACTIVE,
+    INTERRUPTED,
+    EXPIRED,
+    RELEASED,
+    REVOKED,
+    FAILED,
+)
 # A lane in one of these holds quota, a lane-pool address and its flows.
-LIVE: tuple[str, ...] = (REQUESTED, SCHEDULED, INSTALLING, ACTIVE)
+LIVE: tuple[str, ...] = (REQUESTED, SCHEDULED, INSTALLING, ACTIVE, INTERRUPTED)
 # The data plane carries the lane, or has been asked to: its end must take flows down.
-CARRIED: tuple[str, ...] = (INSTALLING, ACTIVE)
+CARRIED: tuple[str, ...] = (INSTALLING, ACTIVE, INTERRUPTED)
 TERMINAL: frozenset[str] = frozenset({EXPIRED, RELEASED, REVOKED, FAILED})
 
 # The events, each named after what moves the lane.
@@ -41,7 +53,9 @@ RELEASE: Final = "release"  # its owner (or an operator) ends it
 REVOKE: Final = "revoke"  # an operator ends it, or its grant is revoked
 EXPIRE: Final = "expire"  # its window ended
 FAIL: Final = "fail"  # it cannot start (the lane-pool is exhausted when it is due)
-EVENTS: tuple[str, ...] = (BOOK, ACTIVATE, RECORD, RELEASE, REVOKE, EXPIRE, FAIL)
+INTERRUPT: Final = "interrupt"  # the controller reports no usable path left for it
+RESUME: Final = "resume"  # a path came back: the controller carries it again
+EVENTS: tuple[str, ...] = (BOOK, ACTIVATE, RECORD, RELEASE, REVOKE, EXPIRE, FAIL, INTERRUPT, RESUME)
 
 # (from, to) -> the event that does it. Every pair not here is forbidden. (requested, failed) and
 # (active, failed) have no caller today; they were allowed before this table and stay allowed.
@@ -57,6 +71,9 @@ TABLE: dict[tuple[str, str], str] = {
     (SCHEDULED, EXPIRED): EXPIRE,
     (INSTALLING, EXPIRED): EXPIRE,
     (ACTIVE, EXPIRED): EXPIRE,
+    (ACTIVE, INTERRUPTED): INTERRUPT,
+    (INTERRUPTED, ACTIVE): RESUME,
+    (INTERRUPTED, EXPIRED): EXPIRE,
     **{(state, RELEASED): RELEASE for state in LIVE},
     **{(state, REVOKED): REVOKE for state in LIVE},
 }

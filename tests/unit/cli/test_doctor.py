@@ -171,3 +171,15 @@ def test_cli_on_a_missing_database_neither_creates_it_nor_passes(tmp_path: Path)
     assert body["status"] == "fail" and body["checks"][0]["check"] == "config" and first["check"] == "database"
     assert "does not exist" in first["detail"]
     assert not path.exists()
+
+
+def test_links_down_or_unverified_are_named(topo: Topology) -> None:
+    body = report(topo)
+    body["links"] = [
+        {"name": "s1:3-s2:1", "state": "up", "reason": "", "bypass": False},
+        {"name": "s2:3-s3:3", "state": "down", "reason": "port s3:3 down", "bypass": True},
+    ]
+    found = by_check(check_switches(topo, body, "api"))
+    assert found["link s1:3-s2:1"].status == OK
+    down = found["link s2:3-s3:3"]
+    assert down.status == FAIL and down.detail == "down: port s3:3 down"

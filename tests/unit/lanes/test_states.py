@@ -25,7 +25,7 @@ from viplanes.topologies.loader import load_topology
 
 REPO = Path(__file__).resolve().parents[3]
 T0 = 1_800_000_000.0
-LIVE = ("requested", "scheduled", "installing", "active")
+LIVE = ("requested", "scheduled", "installing", "active", "interrupted")
 ENDS = ("expired", "released", "revoked", "failed")
 
 # The lifecycle, written out by hand: requested -> scheduled -> installing -> active -> expired |
@@ -42,6 +42,9 @@ ALLOWED = {
     ("scheduled", "expired"): "expire",
     ("installing", "expired"): "expire",
     ("active", "expired"): "expire",
+    ("active", "interrupted"): "interrupt",  # no usable path left (issue 42)
+    ("interrupted", "active"): "resume",
+    ("interrupted", "expired"): "expire",
     **{(src, "released"): "release" for src in LIVE},
     **{(src, "revoked"): "revoke" for src in LIVE},
 }

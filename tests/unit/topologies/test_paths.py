@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from viplanes.topologies.loader import load_topology, parse_topology
-from viplanes.topologies.paths import Hop, NoLanePath, bypass_ports, lane_path, lane_paths
+from viplanes.topologies.paths import Hop, NoLanePath, bypass_ports, lane_path, lane_paths, path_links
 
 
 def test_desktop_path_uses_bypass(campus_yaml: Path) -> None:
@@ -78,3 +78,49 @@ def test_paths_are_remembered_per_topology_object(campus_yaml: Path) -> None:
     rewired = dataclasses.replace(topo, links=topo.links[:1])  # a new object starts afresh
     with pytest.raises(NoLanePath, match="no lane path"):
         lane_path(rewired, "desktop")
+
+
+REDUNDANT = Path(__file__).resolve().parents[3] / "topologies" / "campus-redundant.yaml"
+
+
+def _without(topo: Any, *names: str) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(topo, unusable_links=frozenset(names))
+
+
+def test_parallel_links_are_all_kept_and_the_first_named_wins() -> None:
+    topo = load_topology(REDUNDANT)
+    assert lane_path(topo, "desktop") == (Hop(1, "s1", 1, 3), Hop(2, "s2", 1, 3), Hop(3, "s3", 3, 2))
+    # the parallel bypass link takes over when the first is unusable: a path the old
+    # best-of-parallel graph could not give (it kept only one s2-s3 link)
+    assert lane_path(_without(topo, "s2:3-s3:3"), "desktop") == (
+        Hop(1, "s1", 1, 3),
+        Hop(2, "s2", 1, 4),
+        Hop(3, "s3", 5, 2),
+    )
+
+
+def test_dtn_moves_to_the_disjoint_bypass_then_the_default_uplink() -> None:
+    topo = load_topology(REDUNDANT)
+    first = lane_path(topo, "dtn")
+    assert [h.switch for h in first] in (["s5", "s6", "s3"], ["s5", "s7", "s3"])
+    used = path_links(topo, first)
+    assert len(used) == 2
+    other = lane_path(_without(topo, used[0]), "dtn")
+    assert {h.switch for h in other} & {"s6", "s7"} and not set(path_links(topo, other)) & set(used)
+    # both bypass paths down: the default uplink s5-s3 still carries the lane
+    down = _without(topo, "s5:2-s6:1", "s7:2-s3:7")
+    assert lane_path(down, "dtn") == (Hop(5, "s5", 1, 4), Hop(3, "s3", 8, 2))
+
+
+def test_no_usable_link_names_the_unusable_ones() -> None:
+    topo = _without(load_topology(REDUNDANT), "s2:3-s3:3", "s2:4-s3:5")
+    with pytest.raises(NoLanePath, match=r"not usable now: s2:3-s3:3, s2:4-s3:5"):
+        lane_path(topo, "desktop")
+
+
+def test_path_links_names_each_crossed_link(campus_yaml: Path) -> None:
+    topo = load_topology(campus_yaml)
+    assert path_links(topo, lane_path(topo, "desktop")) == ("s1:3-s2:1", "s2:3-s3:3")
+    assert path_links(topo, lane_path(topo, "dtn")) == ()

@@ -1,0 +1,180 @@
+"""Lanes follow the live links: when the usable set changes, every lane moves to its best path.
+
+The switches' port reports reach ``LinkBook`` (``links.py``, pure, damped). When its usable set
+changes, ``Reroute`` swaps the runtime's topology for a *view* of the declared one with the
+unusable links left out (``Topology.unusable_links``): every lane compiled from then on takes the
+best path over usable links, or is held at its first switch when none is left (``compile/hold``).
+The switches are then brought to the view in two rounds, make before break:
+
+1. every connected switch gets the flows it lacks (new transit and ingress flows; an ingress
+   flow with the same match replaces the old one in place), one barrier each, all at once;
+2. a normal reconcile of every switch removes what the new paths no longer use.
+
+A TCP connection sees at most the loss between the failure and round 1; its lane-pool address
+and its conntrack entry at the border are the same afterwards.
+
+One worker thread does this, so a burst of reports makes one re-route; the os-ken event thread
+only records the report and wakes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from viplanes.controller.compile import reconcile
+from viplanes.controller.compile.cookies import ALL_APP_FLOWS
+from viplanes.controller.compile.desired import DesiredFlows
+from viplanes.controller.runtime.links import LinkBook, LinkView
+from viplanes.controller.runtime.resync import Resync
+from viplanes.controller.runtime.switches import SwitchState
+from viplanes.controller.runtime.wire import Wire, meter_errors_only
+from viplanes.topologies.model import Topology
+
+LOG = logging.getLogger("viplanes.controller.runtime.reroute")
+REROUTE_THREAD = "viplanes-reroute"
+
+
+class Reroute:
+    """Owns the link book and the runtime's topology view; one worker applies changes."""
+
+    def __init__(
+        self,
+        state: SwitchState,
+        wire: Wire,
+        resync: Resync,
+        book: LinkBook,
+        declared: Topology,
+        start: Callable[[Callable[[], None]], Any] | None = None,
+    ) -> None:
+        self.state = state
+        self.wire = wire
+        self.resync = resync
+        self.book = book
+        self.declared = declared
+        self._lock = threading.Lock()  # the book: the event thread and the worker share it
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._started = False
+        self._start = start or (lambda fn: threading.Thread(target=fn, name=REROUTE_THREAD, daemon=True).start())
+        self.reroutes = 0  # usable-set changes applied
+        self.durations: deque[float] = deque(maxlen=1000)  # seconds, report to switches confirmed
+        self._pending_since: float | None = None
+
+    # ---- events (os-ken's event thread) ----------------------------------------------------------
+    def port_status(self, dpid: int, port: int, up: bool) -> None:
+        with self._lock:
+            ours = self.book.name_of(dpid, port) is not None
+            self.book.port_status(dpid, port, up)
+        if ours:  # even without a change now: a link back up starts a hold-down to wait out
+            self._kick()
+
+    def set_unverified(self, name: str, reason: str) -> None:
+        with self._lock:
+            changed = self.book.set_unverified(name, reason)
+        if changed:
+            self._kick()
+
+    def views(self) -> list[LinkView]:
+        with self._lock:
+            return self.book.views()
+
+    def unusable(self) -> frozenset[str]:
+        with self._lock:
+            return self.book.unusable()
+
+    def interrupted(self) -> dict[int, str]:
+        """Carried lanes with no usable path (held at their first switch), and why."""
+        flows = self.state.flows
+        if flows is None or not self.state.topology or not self.state.topology.unusable_links:
+            return {}
+        with self.state.compile_lock:
+            held = dict(flows.held)
+        if not held:
+            return {}
+        links = "; ".join(f"{v.name} {v.state} ({v.reason})" for v in self.views() if not v.usable)
+        return {lane_id: f"no usable path to the edge: {links}" for lane_id in held}
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    # ---- the worker ------------------------------------------------------------------------------
+    def _kick(self) -> None:
+        if self._pending_since is None:
+            self._pending_since = time.monotonic()
+        if not self._started:
+            self._started = True
+            self._start(self._run)
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with self._lock:
+                deadline = self.book.next_change()
+                now = self.book.clock()
+            timeout = None if deadline is None else max(0.0, deadline - now) + 0.01
+            self._wake.wait(timeout)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.apply_now()
+            except Exception:
+                LOG.exception("re-route failed; the next link report or the drift round retries")
+
+    def apply_now(self) -> bool:
+        """Bring the view (and the switches) to the book's usable set; False when unchanged."""
+        with self._lock:
+            self.book.tick()
+            unusable = self.book.unusable()
+        current = self.state.topology
+        if current is not None and current.unusable_links == unusable:
+            self._pending_since = None
+            return False
+        started = self._pending_since if self._pending_since is not None else time.monotonic()
+        self._pending_since = None
+        view = dataclasses.replace(self.declared, unusable_links=unusable)
+        with self.state.change, self.state.compile_lock:
+            self.state.topology = view
+            self.state.flows = DesiredFlows(view)
+            self.state.generation += 1  # reads of the desired lanes before this are stale
+            self.state.note_changed(None)
+        self.resync.forget_lane_read()
+        LOG.warning(
+            "links not usable now: %s; re-routing the lanes",
+            ", ".join(sorted(unusable)) or "none",
+        )
+        self._adds_first()
+        for dpid in sorted(self.state.connected):
+            self.resync.reconcile_switch(dpid)
+        self.reroutes += 1
+        self.durations.append(time.monotonic() - started)
+        return True
+
+    def _adds_first(self, timeout_s: float = 5.0) -> None:
+        """Round 1: every connected switch gets the flows it lacks, nothing removed yet."""
+        if not self.state.may_write() or self.state.flows is None:
+            return
+        now = self.state.clock()
+        lanes = self.resync._read_lanes().lanes
+        with self.state.compile_lock:
+            per_dpid, _ = self.state.flows.build(lanes, now)
+        batches: dict[int, list[Any]] = {}
+        for dpid in sorted(self.state.connected):
+            actual = self.wire.flow_stats(dpid, *ALL_APP_FLOWS, timeout_s=timeout_s)
+            if actual is None:
+                continue
+            plan = reconcile.plan_switch(per_dpid.get(dpid, []), actual, now)
+            if plan.adds:
+                batches[dpid] = [*plan.meters, *plan.adds]
+        if batches:
+            with self.state.change:
+                failure = self.wire.apply(batches, timeout_s, tolerate=meter_errors_only)
+            if failure:
+                LOG.warning("re-route, new paths first: %s", failure)

@@ -1,0 +1,228 @@
+"""Lanes outlive a failed campus link (issue 42), on the lab's redundant campus
+(topologies/campus-redundant.yaml: two parallel s2-s3 bypass links for the desktop).
+
+A UDP probe at 1,000 datagrams/s (echoed, so the border's conntrack sees replies) and a paced
+8 MiB TCP upload ride two lanes of the desktop. The bypass link the lanes use is cut (its veth at
+the border set down, as a pulled cable): the probe's longest gap must stay under 1 s and the
+upload must finish intact while the link is still down. Then the second link is cut too: the
+lanes are held and the controller says so; the link the lanes were NOT using returns: traffic
+flows again within 1 s of its hold-down.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.support.labcampus import CLOUD, lab_campus
+from tests.support.paths import REPO
+
+pytestmark = pytest.mark.integration
+
+REDUNDANT = REPO / "topologies" / "campus-redundant.yaml"
+TCP_PORT, UDP_PORT = 5201, 5301
+HOLD_DOWN_S = 0.5
+PROBE = [sys.executable, "-m", "tests.support.linkprobe"]
+GRANT = {
+    "src_prefixes": ["10.1.0.0/24"],
+    "dst_prefixes": ["203.0.113.0/24"],
+    "protocols": ["tcp", "udp"],
+    "ports": ["5201-5399"],
+    "max_duration_s": 3600,
+    "max_lanes": 5,
+}
+
+
+def _lane(serve, token: str, protocol: str, port: int) -> dict:
+    r = requests.post(
+        f"{serve.url}/api/v1/lanes",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=15,
+        json={
+            "src_ip": "10.1.0.10",
+            "dst_ip": CLOUD,
+            "protocol": protocol,
+            "dst_port": port,
+            "duration_s": 900,
+            "purpose": "link failover test",
+        },
+    )
+    assert r.status_code == 201, r.text
+    assert r.json()["state"] == "active", r.json()
+    return r.json()
+
+
+def _link(lab, switch: str, port: int, up: bool) -> None:
+    iface = f"{lab.bridge(switch)}-eth{port}"
+    subprocess.run(["ip", "link", "set", iface, "up" if up else "down"], check=True, timeout=10)
+
+
+def _popen(host, args: list[str]):
+    return host.popen([*PROBE, *args], cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _read(path: Path, timeout_s: float) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists() and path.stat().st_size:
+            return json.loads(path.read_text())
+        time.sleep(0.1)
+    raise AssertionError(f"{path.name} not written within {timeout_s} s")
+
+
+def _received(cloud, since: int = 0) -> int:
+    """Packets the cloud host's NIC has received so far (the probe's, mostly)."""
+    return int(cloud.cmd("cat /sys/class/net/cloud-eth0/statistics/rx_packets").strip()) - since
+
+
+def test_a_cut_bypass_link_moves_lanes_and_no_path_holds_them(tmp_path: Path, monkeypatch, record_property) -> None:
+    monkeypatch.setenv("VIPLANES_LINK_HOLD_DOWN_S", str(HOLD_DOWN_S))
+    with lab_campus(tmp_path, "rita", GRANT, topology=REDUNDANT) as (lab, serve, token):
+        _lane(serve, token, "tcp", TCP_PORT)
+        udp_lane = _lane(serve, token, "udp", UDP_PORT)
+        cloud, desktop = lab.host("cloud"), lab.host("desktop")
+        udp_out, tcp_out = tmp_path / "udp.json", tmp_path / "tcp.json"
+        sinks = [
+            _popen(cloud, ["udp-sink", str(UDP_PORT), str(udp_out), "14"]),
+            _popen(cloud, ["tcp-sink", str(TCP_PORT), str(tcp_out), "40"]),
+        ]
+        time.sleep(0.5)
+        probe = _popen(desktop, ["udp-send", CLOUD, str(UDP_PORT), "1000", "12"])
+        upload = _popen(desktop, ["tcp-send", CLOUD, str(TCP_PORT), str(8 << 20), str(1 << 20)])
+        try:
+            time.sleep(2.0)
+            cut_at = time.time()
+            _link(lab, "s3", 3, up=False)  # the lanes' bypass link s2:3-s3:3, cut at the border
+            sent_out, _ = upload.communicate(timeout=40)
+            sent = json.loads(sent_out.strip().splitlines()[-1])
+            got = _read(tcp_out, 30)
+            probe.communicate(timeout=30)
+            udp = _read(udp_out, 20)
+        finally:
+            for p in [probe, upload, *sinks]:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait(5)
+        record_property("probe_longest_gap_s", udp["longest_gap_s"])
+        print(
+            f"\nbypass link cut: probe {udp['received']} of ~12000 received, longest gap "
+            f"{udp['longest_gap_s']:.3f} s at {udp['gap_at_s']:.1f} s; upload {got['bytes']} bytes, "
+            f"finished {got['done_at'] - cut_at:.1f} s after the cut"
+        )
+        assert got["sha256"] == sent["sha256"] and got["bytes"] == 8 << 20
+        assert udp["longest_gap_s"] < 1.0, udp
+        # the upload ended while the link was still down (it still is)
+
+        # both bypass links down: nothing to move to; the lanes are held
+        probe = _popen(desktop, ["udp-send", CLOUD, str(UDP_PORT), "500", "12"])
+        try:
+            cut2 = time.monotonic()
+            _link(lab, "s3", 5, up=False)
+            lane = {}
+            while time.monotonic() - cut2 < 5:
+                lane = requests.get(
+                    f"{serve.url}/api/v1/lanes/{udp_lane['id']}",
+                    headers={"Authorization": f"Bearer {token}"},
+                    timeout=5,
+                ).json()
+                if lane["state"] == "interrupted":
+                    break
+                time.sleep(0.05)
+            told = time.monotonic() - cut2
+            record_property("interrupted_after_s", told)
+            print(f"\nboth links cut: lane {lane['state']} after {told:.2f} s: {lane['reason']}")
+            assert lane["state"] == "interrupted" and told < 2.0, lane
+            time.sleep(1.0)
+            base = _received(cloud)
+            time.sleep(1.0)
+            assert _received(cloud, base) < 20, "lane traffic still arrives with both bypass links down"
+            r = requests.get(f"{serve.url}/readyz", timeout=5)
+            assert r.status_code == 503 and "s2:4-s3:5" in r.text, r.text
+            lane = requests.get(
+                f"{serve.url}/api/v1/lanes/{udp_lane['id']}", headers={"Authorization": f"Bearer {token}"}, timeout=5
+            ).json()
+            assert lane["state"] == "interrupted" and "s2:3-s3:3" in lane["reason"], lane
+            # the link the lanes were NOT using comes back: held down HOLD_DOWN_S, then carried
+            back_at = time.monotonic()
+            _link(lab, "s3", 5, up=True)
+            base = _received(cloud)
+            flowing = None
+            while time.monotonic() - back_at < HOLD_DOWN_S + 3:
+                time.sleep(0.05)
+                if _received(cloud, base) > 50:
+                    flowing = time.monotonic() - back_at
+                    break
+            record_property("traffic_back_s", flowing)
+            print(f"second link back: traffic again {flowing} s after its return (hold-down {HOLD_DOWN_S} s)")
+            assert flowing is not None and flowing < HOLD_DOWN_S + 1.0
+            state = None
+            for _ in range(20):
+                state = requests.get(
+                    f"{serve.url}/api/v1/lanes/{udp_lane['id']}",
+                    headers={"Authorization": f"Bearer {token}"},
+                    timeout=5,
+                ).json()["state"]
+                if state == "active":
+                    break
+                time.sleep(0.1)
+            assert state == "active"
+        finally:
+            if probe.poll() is None:
+                probe.kill()
+                probe.wait(5)
+
+
+def test_a_failed_transit_switch_moves_the_dtn_lane_to_the_disjoint_path(
+    tmp_path: Path, monkeypatch, record_property
+) -> None:
+    """Every port of the transit switch the DTN's lane crosses goes down (a dead switch): its
+    neighbours report their ports down and the lane moves to the other two-hop bypass path."""
+    from viplanes.topologies.loader import load_topology
+    from viplanes.topologies.paths import lane_path
+
+    monkeypatch.setenv("VIPLANES_LINK_HOLD_DOWN_S", str(HOLD_DOWN_S))
+    transit = lane_path(load_topology(REDUNDANT), "dtn")[1].switch  # s6 or s7
+    grant = {**GRANT, "src_prefixes": ["198.51.100.30/32"]}
+    with lab_campus(tmp_path, "dora", grant, topology=REDUNDANT) as (lab, serve, token):
+        r = requests.post(
+            f"{serve.url}/api/v1/lanes",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=15,
+            json={
+                "src_ip": "198.51.100.30",
+                "dst_ip": CLOUD,
+                "protocol": "udp",
+                "dst_port": UDP_PORT,
+                "duration_s": 900,
+                "purpose": "transit failure test",
+            },
+        )
+        assert r.status_code == 201 and r.json()["state"] == "active", r.text
+        cloud, dtn = lab.host("cloud"), lab.host("dtn")
+        out = tmp_path / "udp.json"
+        sink = _popen(cloud, ["udp-sink", str(UDP_PORT), str(out), "9"])
+        time.sleep(0.5)
+        probe = _popen(dtn, ["udp-send", CLOUD, str(UDP_PORT), "1000", "7"])
+        try:
+            time.sleep(2.0)
+            for port in (1, 2):  # the transit switch dies: both its ports go dark
+                _link(lab, transit, port, up=False)
+            probe.communicate(timeout=30)
+            udp = _read(out, 20)
+        finally:
+            for p in (probe, sink):
+                if p.poll() is None:
+                    p.kill()
+                    p.wait(5)
+        record_property("transit_longest_gap_s", udp["longest_gap_s"])
+        print(
+            f"\ntransit {transit} failed: probe {udp['received']} of ~7000 received, "
+            f"longest gap {udp['longest_gap_s']:.3f} s at {udp['gap_at_s']:.1f} s"
+        )
+        assert udp["received"] > 6000 and udp["longest_gap_s"] < 1.0, udp

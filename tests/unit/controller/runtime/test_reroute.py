@@ -1,0 +1,126 @@
+"""Lanes move to the best usable path when a link fails, are held when none is left, and come
+back on whichever path returns (issue 42). Fake switches, packet walks, an injected clock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from os_ken.ofproto import ofproto_v1_3 as ofp
+from os_ken.ofproto import ofproto_v1_3_parser as parser
+
+from tests.support.clock import FakeClock
+from tests.support.fake_switches import FakeSwitches, inline_runtime, spec
+from tests.support.packets import ip_packet
+from viplanes.controller.runtime.lane_runtime import LaneRuntime
+from viplanes.controller.runtime.links import LinkBook, LinkSettings
+from viplanes.controller.runtime.reroute import Reroute
+from viplanes.topologies.loader import load_topology
+from viplanes.topologies.model import Topology
+
+REDUNDANT = Path(__file__).resolve().parents[4] / "topologies" / "campus-redundant.yaml"
+CLOUD = "203.0.113.10"
+
+
+def _setup() -> tuple[Topology, FakeClock, FakeSwitches, LaneRuntime]:
+    topo = load_topology(REDUNDANT)
+    clock = FakeClock()
+    switches = FakeSwitches(topo, clock)
+    rt = inline_runtime(topo, clock, switches, base_flows=True)
+    book = LinkBook(topo, LinkSettings(hold_down_s=2.0), clock)
+    rt.reroute = Reroute(rt.state, rt.wire, rt.resync, book, topo, start=lambda fn: None)
+    assert rt.activate(spec(1, now=clock.now)).ok
+    return topo, clock, switches, rt
+
+
+def _walk(switches: FakeSwitches, topo: Topology) -> list[Any]:
+    desktop = topo.host("desktop")
+    pkt = ip_packet(desktop.iface.mac, topo.middleboxes[0].inside.mac, "10.1.0.10", CLOUD, "tcp", 40000, 5201)
+    return switches.net.send_from_host("desktop", pkt)
+
+
+def _down(rt: LaneRuntime, dpid: int, port: int, up: bool = False) -> None:
+    rt.port_status(dpid, port, up)
+    assert rt.reroute is not None
+    rt.reroute.apply_now()
+
+
+def test_a_failed_bypass_link_moves_the_lane_to_the_parallel_one_new_flows_first() -> None:
+    topo, clock, switches, rt = _setup()
+    (out,) = _walk(switches, topo)
+    assert out.kind == "edge" and out.left_by("s2", 3)
+    mark = len(switches.sent)
+    _down(rt, 2, 3)
+    (out,) = _walk(switches, topo)
+    assert out.kind == "edge" and out.left_by("s2", 4) and not out.left_by("s2", 3)
+    assert out.packet["ipv4_src"] == spec(1).nat_ip  # the same lane-pool address
+    mods = [m.command for _, m in switches.sent[mark:] if isinstance(m, parser.OFPFlowMod) and m.cookie != 0]
+    first_delete = next(i for i, c in enumerate(mods) if c in (ofp.OFPFC_DELETE, ofp.OFPFC_DELETE_STRICT))
+    assert ofp.OFPFC_ADD in mods[:first_delete]  # the new path went in before anything left
+    assert ofp.OFPFC_ADD not in mods[first_delete:]
+    assert rt.interrupted() == {}
+    assert rt.reroute is not None and rt.reroute.reroutes == 1
+
+
+def test_no_usable_path_holds_the_lane_and_names_the_links_then_any_path_brings_it_back() -> None:
+    topo, clock, switches, rt = _setup()
+    _down(rt, 2, 3)
+    _down(rt, 3, 5)
+    outs = _walk(switches, topo)
+    assert [o.kind for o in outs] == ["drop"] and outs[0].node == "s1"  # held, not sent to the firewall
+    why = rt.interrupted()[1]
+    assert "s2:3-s3:3 down (port s2:3 down)" in why and "s2:4-s3:5 down (port s3:5 down)" in why
+    # the link the lane was NOT using returns: after its hold-down the lane rides it
+    _down(rt, 3, 5, up=True)
+    assert [o.kind for o in _walk(switches, topo)] == ["drop"]  # still held down for 2 s
+    clock.advance(2.1)
+    assert rt.reroute is not None and rt.reroute.apply_now() is True
+    (out,) = _walk(switches, topo)
+    assert out.kind == "edge" and out.left_by("s2", 4)
+    assert rt.interrupted() == {}
+
+
+def test_a_port_off_every_lane_path_reroutes_nothing() -> None:
+    topo, clock, switches, rt = _setup()
+    mark = len(switches.sent)
+    rt.port_status(1, 2, up=False)  # the server's host port: no declared link
+    assert rt.reroute is not None and rt.reroute.apply_now() is False
+    assert switches.sent[mark:] == []
+
+
+def test_the_worker_wakes_when_a_returning_links_hold_down_ends() -> None:
+    """A link back up changes nothing at once (held down), yet its hold-down's end must wake
+    the worker: it waited with no deadline before the report."""
+    topo, clock, switches, rt = _setup()
+    assert rt.reroute is not None
+    started: list[object] = []
+    rt.reroute._start = started.append
+    _down(rt, 2, 3)
+    rt.reroute._wake.clear()
+    rt.port_status(2, 3, up=True)
+    assert rt.reroute._wake.is_set()
+
+
+def test_readiness_names_a_link_that_is_not_usable() -> None:
+    topo, clock, switches, rt = _setup()
+    assert rt.readiness()["ready"] is True
+    rt.port_status(3, 5, up=False)
+    body = rt.readiness()
+    assert body["ready"] is False
+    assert {"name": "s2:4-s3:5", "state": "down", "reason": "port s3:5 down", "bypass": True} in body["links"]
+
+
+def test_metrics_show_each_link_and_the_reroutes() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from viplanes.api.metrics import _Links
+
+    topo, clock, switches, rt = _setup()
+    _down(rt, 2, 3)
+    registry = CollectorRegistry()
+    registry.register(_Links(rt))
+    text = generate_latest(registry).decode()
+    assert 'viplanes_link_up{link="s2:3-s3:3"} 0.0' in text
+    assert 'viplanes_link_up{link="s2:4-s3:5"} 1.0' in text
+    assert "viplanes_reroutes_total 1.0" in text
+    assert 'viplanes_reroute_seconds_bucket{le="+Inf"} 1.0' in text
