@@ -26,6 +26,7 @@ import requests
 
 from bench.harness import procwatch
 
+IDLE_MAX_TICKS = 10.0  # a server at rest (scheduler ticks, sweeps) spends under 10 % of a core
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 
 
@@ -186,14 +187,15 @@ def percentile(sorted_xs: list[float], q: float) -> float:
 def soak(
     t: Target, mix: Mix, duration_s: float, idle_limit_s: float = 5.0, margin_ticks: float = 5.0
 ) -> dict[str, Any]:
-    """Warm up, read the idle baseline, run the mix, stop, and read what the server holds."""
+    """Read the idle baseline, warm up, run the mix, stop, and read what the server holds."""
+    time.sleep(1.0)
+    pids = procwatch.with_children(t.pid)
+    listeners = procwatch.port_sockets(pids, t.port)  # before any request: nothing but the listeners
+    idle = procwatch.idle_rate(pids, 3.0)  # and the CPU of a server asked one health check so far
     # every server thread busy at once: the database pools and caches at their working size
     load(t, Mix(keepalive=12, oneshot=6, console=1, metrics=1, cli=0, console_every_s=0.5, metrics_every_s=0.5), 3.0)
     time.sleep(1.0)
-    pids = procwatch.with_children(t.pid)
-    listeners = procwatch.port_sockets(pids, t.port)
     fds_before, sockets_before = procwatch.fd_count(pids), procwatch.socket_fds(pids)
-    idle = procwatch.idle_rate(pids, 3.0)
     t0 = time.monotonic()
     tally = load(t, mix, duration_s)
     wall = time.monotonic() - t0
@@ -242,6 +244,8 @@ def failed_checks(report: dict[str, Any]) -> list[str]:
         broken.append(f"socket descriptors {report['socket_fds_before']} -> {report['socket_fds_after']}")
     if report["fds_after"] > report["fds_before"]:
         broken.append(f"file descriptors {report['fds_before']} -> {report['fds_after']}")
+    if report["idle_ticks_per_s"] > IDLE_MAX_TICKS:  # a baseline already spinning would excuse anything
+        broken.append(f"the server at rest spends {report['idle_ticks_per_s']:.0f} ticks/s (over {IDLE_MAX_TICKS})")
     settle = report["cpu_back_to_idle_s"]
     if settle is None or settle > report["cpu_idle_limit_s"]:
         broken.append(
