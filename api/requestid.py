@@ -24,7 +24,7 @@ def register(app: Flask) -> None:
         rid = acceptable_request_id(request.headers.get(HEADER)) or new_request_id()
         g.request_id = rid
         request_id_var.set(rid)
-        # waitress reuses its threads: a value left by the previous request must not leak
+        # the API server (cheroot) reuses its threads: a value left by the previous request must not leak
         principal_var.set(None)
         lane_id_var.set(None)
 

@@ -30,6 +30,7 @@ BENCHMARKS = {  # name -> module with run(**options) -> Result
     "sflow": "bench.suite.sflow_detect",  # first packet -> sFlow sighting, collector CPU (issue 32)
     "sflow_lanes": "bench.suite.sflow_lanes",  # first packet -> sFlow-made lane, Mininet lab (issue 32)
     "nat_takeover": "bench.suite.nat_takeover",  # NAT'd first packet -> takeover lane, Mininet lab (issue 32)
+    "https_soak": "bench.suite.https_soak",  # 50 HTTPS clients, serve and api --workers 2, then idle (issue 40)
 }
 
 
@@ -47,7 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         help=f"run only this benchmark (repeatable): {', '.join(BENCHMARKS)}",
     )
     ap.add_argument(
-        "--duration", type=float, default=None, help="churn duration in seconds (default 60, 10 with --quick)"
+        "--duration",
+        type=float,
+        default=None,
+        help="churn duration in seconds (default 60, 10 with --quick); https_soak's per target (default 600, 30)",
     )
     ap.add_argument("--clients", type=int, default=8, help="concurrent churn clients (default 8)")
     ap.add_argument(

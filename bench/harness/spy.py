@@ -1,6 +1,6 @@
 """Sample a running ``viplanes serve`` with py-spy (if installed) and summarise where time goes.
 
-py-spy sees every thread (waitress workers, os-ken's event and socket threads, the scheduler), which
+py-spy sees every thread (the API server's workers, os-ken's event and socket threads, the scheduler), which
 cProfile cannot. ``--profile`` on ``run_all`` attaches it during the churn benchmark; the summary
 goes into the result's details and the raw collapsed stacks next to the JSON.
 """
@@ -94,7 +94,6 @@ def _short(frame: str) -> str:
 IDLE = (
     "wait (threading.py)",
     "select (selectors.py)",
-    "poll (waitress",
     "get (queue.py)",
     "accept (socket.py)",
     "recv",

@@ -9,7 +9,7 @@ BENCH_PINNED=1), serve's CPU split per thread over
 
 Threads are named from one ``py-spy dump`` (the OS does not know Python's thread names): the
 thread's name and its outermost Python function, grouped (``recv`` = one switch connection's read
-loop, ``echo`` its echo loop, ``send`` its send loop, ``waitress`` the HTTP workers...). CPU per
+loop, ``echo`` its echo loop, ``send`` its send loop, ``api server`` cheroot's HTTP threads...). CPU per
 thread comes from ``/proc/<pid>/task/<tid>/schedstat`` (ns), context switches from ``status``.
 ``perf stat`` software counters (task-clock, context switches) over the activation phase go
 beside them; this VM exposes no hardware counters (instructions/cycles: "not supported").
@@ -48,8 +48,7 @@ _GROUPS = (
     ("_send_loop", "switch send"),
     ("check_drift", "drift"),
     ("_every", "periodic"),
-    ("waitress", "waitress"),
-    ("handler_loop", "waitress"),
+    ("cheroot", "api server"),
     ("scheduler", "scheduler"),
     ("serve_forever", "of accept"),
     ("_event_loop", "os-ken event"),

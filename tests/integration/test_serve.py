@@ -1,4 +1,4 @@
-"""`viplanes serve` as a real process, and 200 simultaneous HTTP lane requests through waitress.
+"""`viplanes serve` as a real process, and 200 simultaneous HTTP lane requests through the API server.
 
 The serve tests use ``--dataplane memory`` (no switches needed); the OpenFlow side of serve is
 exercised by the controller's own integration tests.
@@ -78,7 +78,7 @@ def test_serve_refuses_bad_options(tmp_path):
 
 
 def test_200_simultaneous_http_requests_quota_5(serve_db, tmp_path, record_property):
-    """Through a real threaded waitress server: exactly 5 lanes, every other answer a 409."""
+    """Through a real threaded API server (cheroot): exactly 5 lanes, every other answer a 409."""
     from tests.support.live import LiveServer
     from viplanes.api.app import create_app
     from viplanes.dataplane.memory import MemoryDataplane

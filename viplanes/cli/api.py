@@ -1,9 +1,9 @@
 """``viplanes api --db postgresql://... --workers N``: the Flask app in N processes on one port.
 
-Why several waitress processes with SO_REUSEPORT rather than gunicorn: waitress is what ``serve``
-already runs (same threads, same error pages, no new dependency), and SO_REUSEPORT makes the
-kernel spread new connections over the N listening sockets, so there is no accept lock and no
-master in the data path. The parent only forks the workers and starts a new one when one dies
+Why several processes of our own with SO_REUSEPORT rather than gunicorn: each runs the server
+``serve`` runs (viplanes/cli/apiserver.py, cheroot: same TLS, limits and graceful stop), and
+SO_REUSEPORT makes the kernel spread new connections over the N listening sockets, so there is no
+accept lock and no master in the data path. The parent only forks the workers and starts a new one when one dies
 (a kill -9 under load loses that worker's in-flight requests, never a committed lane: the lane
 rows and the hand-off are in the database).
 
@@ -25,8 +25,9 @@ from typing import Any
 
 import click
 
+from viplanes.cli.apiserver import ServerLimits, create_api_server
 from viplanes.cli.clockopt import max_clock_skew_option, refuse_skewed_clock
-from viplanes.cli.https import api_tls_options, create_api_server, listen_tls
+from viplanes.cli.https import api_tls_options, listen_tls
 from viplanes.cli.logopts import configure, log_options
 from viplanes.cli.options import hostport_option
 
@@ -67,11 +68,15 @@ def worker_app(db_url: str, topology_path: str | None) -> Any:
 def _worker(
     db_url: str, host: str, port: int, threads: int, topology_path: str | None, tls: ssl.SSLContext | None = None
 ) -> None:
-    """One API process: its own engine (never shared across fork), its own listening socket."""
+    """One API process: its own engine (never shared across fork), its own listening socket.
+    SIGTERM ends ``run()`` gracefully: in-flight requests finish (``ServerLimits.shutdown_s``)."""
     signal.signal(signal.SIGTERM, lambda signum, _f: sys.exit(128 + signum))
     app = worker_app(db_url, topology_path)
-    server = create_api_server(app, _reuseport_socket(host, port), tls, threads)
-    server.run()
+    server = create_api_server(app, host, port, tls, ServerLimits(threads=threads), reuse_port=True)
+    try:
+        server.run()
+    except (KeyboardInterrupt, SystemExit):
+        pass
 
 
 @click.command("api")

@@ -113,6 +113,8 @@ def api_command(fn: Callable[..., Any]) -> Callable[..., Any]:
                 _fail(str(exc), exitcodes.LOGIN)
             if exc.error == "tls_verify":
                 _fail(str(exc), exitcodes.TLS_VERIFY)
+            if exc.error in ("bad_url", "wrong_scheme"):  # the URL is wrong: fix it, do not retry
+                _fail(str(exc), exitcodes.USAGE)
             _fail(str(exc), exitcodes.UNREACHABLE if exc.status == 0 else exitcodes.REFUSED)
         finally:
             client.session.close()

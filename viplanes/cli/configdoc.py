@@ -40,8 +40,9 @@ local user can read is refused (exit 78): install it `0640 root:viplanes` or `06
 
 ## The API over TLS
 
-`serve` and `api` speak HTTPS when given `tls_cert` and `tls_key` (PEM; TLS 1.2 or newer, the
-`ssl` module under waitress, so the failed-login budgets still see each client's address). The
+`serve` and `api` speak HTTPS when given `tls_cert` and `tls_key` (PEM; TLS 1.2 or newer,
+terminated by the API's own server, cheroot, so the failed-login budgets still see each client's
+address; docs/deploy.md, "The API server"). The
 controller certificate of `viplanes pki init --host NAME` is a server certificate for NAME and
 can serve the API. Plain HTTP on an address other than loopback is refused (exit 78) unless
 `--insecure-http` is given (for a TLS proxy on the same host; logged as a WARNING).

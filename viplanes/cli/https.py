@@ -1,26 +1,20 @@
-"""The API over TLS (``--tls-cert``/``--tls-key``), and no plain HTTP off loopback without a flag.
+"""The API's TLS options (``--tls-cert``/``--tls-key``), and no plain HTTP off loopback without a flag.
 
-Why TLS inside waitress rather than a proxy in front: the failed-login budgets count per source
-address (viplanes/store/ratelimit.py), which a proxy on the same host would collapse to one.
-waitress has no TLS of its own, so the listening socket is wrapped by the ``ssl`` module (TLS
-1.2 or newer) with the handshake left to the event loop: a client that stalls its handshake
-holds one connection slot until waitress's channel timeout, never the loop. The channel below
-only teaches waitress's non-blocking reads and writes the two "try again" answers of TLS
-(waitress 3.0: ``handle_read`` mirrors HTTPChannel's, ``send`` its dispatcher's).
+The server that speaks TLS with this context is viplanes/cli/apiserver.py (cheroot): TLS 1.2 or
+newer, terminated in the API process itself rather than by a proxy in front, because the
+failed-login budgets count per source address (viplanes/store/ratelimit.py), which a proxy on
+the same host would collapse to one.
 """
 
 from __future__ import annotations
 
 import logging
-import socket
 import ssl
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
-from waitress.channel import HTTPChannel
 
 from viplanes.cli.configfile import ConfigFileError
 from viplanes.domain.urls import is_loopback_host
@@ -97,60 +91,3 @@ def listen_tls(host: str, option: str) -> ssl.SSLContext | None:
     log.warning("API on %s in plain HTTP (--insecure-http): bearer tokens cross the network in clear", host)
     click.echo(f"WARNING: API on {host} in plain HTTP (--insecure-http): tokens in clear", err=True)
     return None
-
-
-class TLSChannel(HTTPChannel):
-    """waitress's channel on an ``ssl.SSLSocket``: "want read/write" is "nothing yet", a TLS
-    error closes the connection (one INFO line, no traceback), and bytes TLS already decrypted
-    are drained at once (select() cannot see them)."""
-
-    def handle_read(self) -> None:
-        sock: ssl.SSLSocket = self.socket
-        try:
-            data = sock.recv(self.adj.recv_bytes)
-            while data and sock.pending():
-                data += sock.recv(sock.pending())
-        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            return  # the handshake (or a record) is not complete yet
-        except (ssl.SSLError, OSError) as exc:
-            log.info("TLS connection from %s closed: %s", self.addr[0] if self.addr else "?", exc)
-            self.handle_close()
-            return
-        if data:
-            self.last_activity = time.time()
-            self.received(data)
-        else:
-            self.connected = False  # what waitress does on a client's EOF
-
-    def send(self, data: bytes, do_close: bool = True) -> int:
-        try:
-            return int(self.socket.send(data))
-        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            return 0
-        except (ssl.SSLError, OSError) as exc:
-            log.info("TLS connection from %s closed on send: %s", self.addr[0] if self.addr else "?", exc)
-            if do_close:
-                self.handle_close()
-            return 0
-
-
-def listen_socket(host: str, port: int, reuse_port: bool = False) -> socket.socket:
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    if reuse_port:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind((host, port))
-    sock.listen(1024)
-    return sock
-
-
-def create_api_server(app: Any, sock: socket.socket, tls: ssl.SSLContext | None, threads: int) -> Any:
-    """A waitress server on ``sock``, speaking HTTPS when ``tls`` is given."""
-    from waitress import create_server
-
-    if tls is None:
-        return create_server(app, sockets=[sock], threads=threads, ident="viplanes")
-    wrapped = tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
-    server = create_server(app, sockets=[wrapped], threads=threads, ident="viplanes", url_scheme="https")
-    server.channel_class = TLSChannel
-    return server

@@ -16,7 +16,8 @@ from typing import Any
 
 import click
 
-from viplanes.cli.https import api_tls_options, create_api_server, listen_socket, listen_tls
+from viplanes.cli.apiserver import ServerLimits, create_api_server
+from viplanes.cli.https import api_tls_options, listen_tls
 from viplanes.cli.logopts import configure, log_options
 from viplanes.cli.openflow_options import openflow_security_options
 from viplanes.cli.options import hostport_option
@@ -240,7 +241,7 @@ def serve(
             except OSError as exc:
                 raise click.ClickException(str(exc)) from None
         try:
-            server = create_api_server(app, listen_socket(api_host, api_port), tls, threads)
+            server = create_api_server(app, api_host, api_port, tls, ServerLimits(threads=threads))
         except OSError as exc:
             raise click.ClickException(f"--api {api_addr}: {exc.strerror or exc}") from None
         click.echo(
@@ -249,12 +250,12 @@ def serve(
             err=True,
         )
         sys.stderr.flush()
-        server.run()
+        server.run()  # SIGTERM/SIGINT: stops accepting, in-flight requests finish (ServerLimits.shutdown_s)
     except KeyboardInterrupt:
         pass
     finally:
         if server is not None:
-            server.close()
+            server.stop()
         scheduler.stop()
         names.stop()
         retention.stop()

@@ -203,6 +203,12 @@ def _summary(lease: LaneLease, stats: dict[str, Any] | None, ran_s: float, relea
 @click.option("--require-lane", is_flag=True, help="do not run CMD without a lane (exit 1)")
 @click.option("--api-url", envvar="VIPLANES_API_URL", default=None)
 @click.option("--token", envvar="VIPLANES_TOKEN", default=None)
+@click.option(
+    "--ca-file",
+    envvar="VIPLANES_CA_FILE",
+    default=None,
+    help="CA the API's certificate must chain to [default: system]",
+)
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 def transfer(
     src: str | None,
@@ -217,6 +223,7 @@ def transfer(
     require_lane: bool,
     api_url: str | None,
     token: str | None,
+    ca_file: str | None,
     cmd: tuple[str, ...],
 ) -> None:
     """Run CMD on a VIP lane: request it, hold it while CMD runs, release it when CMD ends.
@@ -248,6 +255,7 @@ def transfer(
             require_lane,
             api_url,
             token,
+            ca_file,
             gate,
         )
         started = time.monotonic()
@@ -298,6 +306,7 @@ def _hold_lane(
     require_lane: bool,
     api_url: str | None,
     token: str | None,
+    ca_file: str | None,
     gate: SignalGate,
 ) -> None:
     """Put the lease in ``held`` before it starts; take it out again (after a warning, or exit with
@@ -314,7 +323,7 @@ def _hold_lane(
         if dest is not None and not (dst or dst_prefix):
             say(f"destination {dest.host} port {dest.port}/{dest.protocol} (from {dest.how})")
         body = lane_body(dest, dst, dst_prefix, dst_ports, protocol, src, purpose, rate, argv)
-        cfg = ClientConfig.load(api_url, token)
+        cfg = ClientConfig.load(api_url, token, ca_file)
         # the stored campus login when no API token is given: refreshed (and so the group grant's
         # membership renewed) by the lease's own extend calls while CMD runs
         api = ApiClient(cfg, bearer=bearer_for(cfg.token))

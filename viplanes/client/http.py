@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import ssl
 import threading
 import time
@@ -13,9 +12,11 @@ from typing import Any
 
 import requests
 
+from viplanes.client import diagnose
 from viplanes.config import ClientConfig
 
 ENDED = {"failed", "expired", "released", "revoked"}
+CONNECT_S = 5.0  # TCP connect and TLS handshake: a server speaking another protocol stalls here
 TERMINAL_OR_ACTIVE = ENDED | {"active"}
 
 
@@ -62,14 +63,6 @@ def system_ca_bundle() -> str | bool:
     return paths.cafile or paths.capath or True
 
 
-def tls_failure(url: str, exc: Exception) -> str:
-    """requests' nested SSLError text cut to its reason and the fix, on one line."""
-    text = str(exc)
-    reason = re.search(r"certificate verify failed: ([^(']+)", text) or re.search(r"\[SSL[^]]*\] ([^(']+)", text)
-    why = reason.group(1).strip() if reason else exc.__class__.__name__
-    return f"cannot verify {url}: {why} (give the API's CA with --ca-file or [client] ca_file)"
-
-
 def retry_delay(exc: ApiError, deadline: float) -> float:
     """Seconds to wait before asking again after ``exc``: a 503 with Retry-After, capped by what
     is left until ``deadline`` (monotonic). Re-raises ``exc`` when there is nothing to wait for."""
@@ -103,6 +96,9 @@ class ApiClient:
         params: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
     ) -> Any:
+        problem = diagnose.url_problem(self.config.api_url)
+        if problem:
+            raise ApiError(0, "bad_url", problem)
         url = f"{self.config.api_url}/api/v1{path}"
         if self.bearer is not None:
             headers = {**(headers or {}), "Authorization": f"Bearer {self.bearer()}"}
@@ -111,15 +107,15 @@ class ApiClient:
                 method,
                 url,
                 json=json,
-                timeout=self.timeout_s,
+                timeout=(min(CONNECT_S, self.timeout_s), self.timeout_s),
                 headers=headers,
                 verify=self.config.ca_file,  # given: it wins over $REQUESTS_CA_BUNDLE too
                 params={k: v for k, v in (params or {}).items() if v is not None},
             )
         except requests.exceptions.SSLError as exc:
-            raise ApiError(0, "tls_verify", tls_failure(self.config.api_url, exc)) from None
+            raise ApiError(0, *diagnose.tls_failure(self.config.api_url, exc, self.config.ca_file)) from None
         except requests.RequestException as exc:
-            raise ApiError(0, "unreachable", f"cannot reach {self.config.api_url}: {exc.__class__.__name__}") from None
+            raise ApiError(0, *diagnose.unreachable(self.config.api_url, exc)) from None
         if r.status_code >= 400:
             retry = _retry_after(r.headers.get("Retry-After"))
             try:

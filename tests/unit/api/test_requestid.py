@@ -91,7 +91,7 @@ def test_refused_requests_carry_an_id_too(world):
 
 
 def test_a_request_leaves_no_principal_behind(world, json_log):
-    """The same thread serves the next request (waitress): alice's name must not label it."""
+    """The same thread serves the next request (the API server reuses its threads): alice's name must not label it."""
     world.client.get("/api/v1/whoami", headers=world.h("alice"))
     logging.getLogger("viplanes.test").info("between requests")
     last = records(json_log)[-1]

@@ -102,7 +102,7 @@ def test_ca_file_from_the_client_table_of_the_config_file(https_serve, tmp_path)
 
 def test_a_stalled_handshake_does_not_stall_the_server(https_serve):
     """The attack: connections opened and left silent (or speaking plain HTTP) before the TLS
-    handshake. waitress runs one event loop; a blocking handshake would freeze every client."""
+    handshake. One accepting thread serves every client; a handshake on it would freeze them all."""
     url, token, tmp = https_serve
     port = int(url.rsplit(":", 1)[1])
     silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(5)]

@@ -1,4 +1,4 @@
-"""The CLI against a real waitress server (HTTP commands) and a SQLite file (bootstrap, db)."""
+"""The CLI against a real API server (cheroot, in a thread) (HTTP commands) and a SQLite file (bootstrap, db)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,113 @@
+"""The API server's promises (viplanes/cli/apiserver.py), against the real server on loopback:
+keep-alive, a body limit, a connection limit, silent clients that cost no thread, and a stop that
+lets in-flight requests finish."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from viplanes import pki
+from viplanes.cli.apiserver import ApiServer, ServerLimits, create_api_server
+from viplanes.cli.https import server_context
+
+
+def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+    """Answers with the client's port (same port twice: one kept-alive connection); /slow sleeps 1 s."""
+    if environ["PATH_INFO"] == "/slow":
+        time.sleep(1.0)
+    environ["wsgi.input"].read()
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [str(environ["REMOTE_PORT"]).encode()]
+
+
+def serving(limits: ServerLimits, tls: ssl.SSLContext | None = None) -> tuple[ApiServer, threading.Thread]:
+    server = create_api_server(app, "127.0.0.1", 0, tls, limits)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    return server, thread
+
+
+@pytest.fixture
+def server() -> Iterator[ApiServer]:
+    s, thread = serving(ServerLimits(threads=2, max_connections=4, timeout_s=5))
+    yield s
+    s.stop()
+    thread.join(10)
+
+
+def test_keep_alive_serves_a_session_on_one_connection(server: ApiServer) -> None:
+    with requests.Session() as s:
+        ports = {s.get(f"http://127.0.0.1:{server.port}/").text for _ in range(5)}
+    assert len(ports) == 1
+
+
+def test_a_body_over_the_limit_is_refused_before_the_app(server: ApiServer) -> None:
+    r = requests.post(f"http://127.0.0.1:{server.port}/", data=b"x" * (ServerLimits().max_body_bytes + 1), timeout=10)
+    assert r.status_code == 413
+
+
+def test_connections_beyond_the_limit_are_closed_at_once(server: ApiServer) -> None:
+    silent = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(4)]
+    try:
+        time.sleep(0.3)
+        extra = socket.create_connection(("127.0.0.1", server.port))
+        extra.settimeout(3)
+        try:
+            assert extra.recv(1) == b""  # closed by the server, not left to wait
+        except ConnectionResetError:
+            pass
+        extra.close()
+    finally:
+        for s in silent:
+            s.close()
+    deadline = time.monotonic() + 5
+    while True:  # the server sees the silent ones close and frees their places
+        try:
+            assert requests.get(f"http://127.0.0.1:{server.port}/", timeout=2).ok
+            break
+        except requests.ConnectionError:
+            assert time.monotonic() < deadline, "the server did not free the closed connections' places"
+            time.sleep(0.2)
+
+
+def test_silent_tls_clients_hold_no_thread(tmp_path: Path) -> None:
+    """The attack: connections that never send their ClientHello. With one thread, a handshake on
+    the accepting thread or a thread per waiting connection would starve the real client."""
+    pki.init(tmp_path, hosts=("127.0.0.1",))
+    tls = server_context(tmp_path / "controller.crt", tmp_path / "controller.key")
+    s, thread = serving(ServerLimits(threads=1, timeout_s=10), tls)
+    silent = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(3)]
+    try:
+        t0 = time.monotonic()
+        r = requests.get(f"https://127.0.0.1:{s.port}/", verify=str(tmp_path / "ca.crt"), timeout=8)
+        assert r.ok and time.monotonic() - t0 < 3
+    finally:
+        for c in silent:
+            c.close()
+        s.stop()
+        thread.join(10)
+
+
+def test_stop_lets_the_request_in_flight_finish(server: ApiServer) -> None:
+    answers: list[int] = []
+    client = threading.Thread(
+        target=lambda: answers.append(requests.get(f"http://127.0.0.1:{server.port}/slow", timeout=10).status_code)
+    )
+    client.start()
+    time.sleep(0.3)  # the request is in the app
+    t0 = time.monotonic()
+    server.stop()
+    client.join(10)
+    assert answers == [200]
+    assert time.monotonic() - t0 < ServerLimits().shutdown_s
+    with pytest.raises(requests.ConnectionError):  # and nothing new is accepted
+        requests.get(f"http://127.0.0.1:{server.port}/", timeout=2)

@@ -1,0 +1,147 @@
+"""The API's WSGI server: cheroot, speaking HTTPS itself or plain HTTP on loopback.
+
+Why cheroot: it terminates TLS with the ``ssl`` module (no proxy in front, so the failed-login
+budgets of viplanes/store/ratelimit.py still see each client's address), keeps idle keep-alive
+connections in one selector rather than one thread each, and runs in a thread of any process:
+``viplanes serve`` holds os-ken, the lane service and the API in one process, which a pre-fork
+server (gunicorn) cannot host. ``viplanes api --workers N`` runs one cheroot per process on a
+port they share with SO_REUSEPORT. The measurement behind the choice is in docs/benchmarks.md
+("The API server").
+
+Two changes to cheroot's defaults, both for clients that connect and say nothing: the TLS
+handshake runs in a worker thread with the connection timeout, never on the accepting thread
+(cheroot's builtin adapter handshakes while accepting, so one silent client would stop every
+accept), and a new connection waits in the selector until it sends its first byte, so a silent
+one costs a file descriptor until ``timeout_s``, never a worker thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+from dataclasses import dataclass
+from typing import Any
+
+from cheroot.server import HTTPConnection
+from cheroot.ssl.builtin import BuiltinSSLAdapter
+from cheroot.wsgi import Server
+
+log = logging.getLogger("viplanes.cli.apiserver")
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """What one API process holds at most, and how long it waits for a client."""
+
+    threads: int = 8  # requests served at once
+    max_connections: int = 1000  # idle keep-alive connections plus new ones not yet speaking
+    queue: int = 256  # connections with a request waiting for a thread; beyond it: 503 at once
+    max_body_bytes: int = 1024 * 1024  # the app answers 413 in JSON above 64 KiB; this is the backstop
+    max_header_bytes: int = 64 * 1024
+    timeout_s: int = 10  # the TLS handshake, a request's headers and body, an idle keep-alive
+    shutdown_s: int = 10  # on SIGTERM: in-flight requests get this long to finish
+    backlog: int = 1024
+
+
+class _Connection(HTTPConnection):
+    """A connection whose TLS handshake, if any, happens on the worker thread that serves it."""
+
+    fresh = True  # not yet seen by the selector: it has sent nothing
+    handshaken = False
+
+    def communicate(self) -> bool:
+        sock = self.socket
+        if isinstance(sock, ssl.SSLSocket) and not self.handshaken:
+            try:
+                sock.do_handshake()  # blocking, bounded by the connection's timeout
+            except (ssl.SSLError, OSError) as exc:  # a timeout is an OSError too
+                log.info("TLS handshake from %s failed: %s", self.remote_addr, exc)
+                return False  # the worker closes it
+            self.handshaken = True
+        return bool(super().communicate())
+
+
+class _LazyTLSAdapter(BuiltinSSLAdapter):
+    """cheroot's adapter on our context, wrapping without the handshake (``_Connection`` does it)."""
+
+    def __init__(self, context: ssl.SSLContext) -> None:  # not the base: it would load the files again
+        self._context = context
+        self.certificate = self.private_key = self.certificate_chain = self.ciphers = None
+
+    def wrap(self, sock: Any) -> tuple[ssl.SSLSocket, dict[str, str]]:
+        wrapped = self._context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return wrapped, {"wsgi.url_scheme": "https", "HTTPS": "on"}
+
+
+class _Server(Server):
+    ConnectionClass = _Connection
+
+    def process_conn(self, conn: _Connection) -> None:
+        """A new connection waits in the selector for its first byte, unless the server is full."""
+        if conn.fresh:
+            conn.fresh = False
+            if not self.can_add_keepalive_connection:
+                log.warning(
+                    "API connection from %s refused: %d connections open", conn.remote_addr, self.keep_alive_conn_limit
+                )
+                conn.close()
+                return
+            self.put_conn(conn)
+            return
+        super().process_conn(conn)
+
+    def error_log(self, msg: str = "", level: int = logging.INFO, traceback: bool = False) -> None:
+        log.log(level, "%s", msg, exc_info=traceback)
+
+
+class ApiServer:
+    """One listening API server: ``run()`` serves until a signal ends it, then stops gracefully."""
+
+    def __init__(self, server: _Server) -> None:
+        self._server = server
+
+    @property
+    def port(self) -> int:
+        return int(self._server.bind_addr[1])
+
+    def run(self) -> None:
+        """Serve in this thread; SIGTERM's SystemExit or SIGINT ends it after ``stop()``."""
+        try:
+            self._server.serve()
+        finally:
+            self.stop()
+
+    def stop(self) -> None:
+        """Stop accepting, close idle connections, let in-flight requests finish (bounded)."""
+        self._server.stop()
+
+
+def create_api_server(
+    app: Any,
+    host: str,
+    port: int,
+    tls: ssl.SSLContext | None,
+    limits: ServerLimits = ServerLimits(),
+    reuse_port: bool = False,
+) -> ApiServer:
+    """Bind ``host:port`` (OSError when it cannot) and return the server, not yet serving."""
+    server = _Server(
+        (host, port),
+        app,
+        numthreads=limits.threads,
+        max=limits.threads,
+        server_name="viplanes",
+        request_queue_size=limits.backlog,
+        timeout=limits.timeout_s,
+        shutdown_timeout=limits.shutdown_s,
+        accepted_queue_size=limits.queue,
+        accepted_queue_timeout=0,
+        reuse_port=reuse_port,
+    )
+    server.keep_alive_conn_limit = limits.max_connections
+    server.max_request_body_size = limits.max_body_bytes
+    server.max_request_header_size = limits.max_header_bytes
+    if tls is not None:
+        server.ssl_adapter = _LazyTLSAdapter(tls)
+    server.prepare()
+    return ApiServer(server)
