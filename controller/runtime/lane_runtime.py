@@ -41,6 +41,7 @@ from viplanes.controller.runtime.carried import CarriedLanes
 from viplanes.controller.runtime.drift import DriftWatch, Range
 from viplanes.controller.runtime.pending import Tracker
 from viplanes.controller.runtime.readiness import SwitchReadiness
+from viplanes.controller.runtime.refusals import RefusalLog
 from viplanes.controller.runtime.resync import Resync
 from viplanes.controller.runtime.switches import SWITCH_WAIT_S, Send, SendMany, SwitchState
 from viplanes.controller.runtime.switchfacts import FactBook, ask_features, learn_full
@@ -82,6 +83,7 @@ class LaneRuntime(DataplaneDefaults):
         self.resync = Resync(self.state, self.wire)
         self.drift = DriftWatch(self.state, self.wire, self.resync.reconcile_switch)
         self.ready = SwitchReadiness(self.state)
+        self.refusals = RefusalLog()  # filled by the OpenFlow listener, reported by readiness()
         self.spawn = spawn or (lambda fn: threading.Thread(target=fn, name=WORKER_THREAD, daemon=True).start())
         self.removed: deque[tuple[float, int, int, int]] = deque(maxlen=1000)  # (t, dpid, lane, reason)
 
@@ -243,7 +245,11 @@ class LaneRuntime(DataplaneDefaults):
         return self.ready.unready(lane)
 
     def readiness(self) -> dict[str, Any]:
-        return self.ready.readiness()
+        report = self.ready.readiness()
+        refused = self.refusals.recent()
+        if refused:  # named only when there are some: a healthy campus's report stays as it was
+            report["refused"] = refused
+        return report
 
     # ---- reconcile and drift (``resync.py``, ``drift.py``) -------------------------------------
     def desired(

@@ -118,13 +118,30 @@ def _file_modes(db: Database) -> list[Finding]:
 
 
 def check_pki(
-    pki_dir: Path | None, fleet_pins: Iterable[str], topology: Topology | None, now: dt.datetime
+    pki_dir: Path | None,
+    fleet_pins: Iterable[str],
+    topology: Topology | None,
+    now: dt.datetime,
+    insecure_tcp: bool = False,
 ) -> list[Finding]:
     """The controller's files, their modes and expiry, every switch certificate there, the pins."""
     from viplanes import pki
 
+    if pki_dir is None and insecure_tcp:
+        return [
+            Finding(
+                "pki",
+                WARN,
+                "the service runs --insecure-tcp: switches are neither authenticated nor encrypted",
+                "labs only: viplanes pki init, then [serve] pki = DIR without insecure_tcp",
+            )
+        ]
     if pki_dir is None:
-        return [Finding("pki", WARN, "no --pki given: TLS not checked", "pass --pki DIR (or VIPLANES_PKI)")]
+        return [
+            Finding(
+                "pki", WARN, "no PKI named: TLS not checked", "set [serve] pki = DIR in the config file (or --pki DIR)"
+            )
+        ]
     try:
         ca, cert, key = pki.controller_files(pki_dir)
     except pki.PKIError as exc:
@@ -192,40 +209,42 @@ def _pins(fleet_pins: Iterable[str], topology: Topology | None, certs: dict[str,
 # --- topology, switches, clock -------------------------------------------------------------------
 
 
-def load_topology_checked(path: str | None) -> tuple[Topology | None, Finding]:
+def load_topology_checked(path: str | None, config_file: Path | None = None) -> tuple[Topology | None, Finding]:
+    """The campus serve runs (campusfile.py): a deployment's file must name it."""
+    from viplanes.cli.campusfile import choose_topology
     from viplanes.topologies.loader import TopologyError, load_topology
 
-    if path is None:
-        import viplanes.topologies as pkg
-
-        path = str(Path(pkg.__file__).resolve().parent / "campus.yaml")
+    choice = choose_topology(path, config_file, "serve", for_switches=True)
+    if choice.path is None:
+        return None, Finding("topology", FAIL, choice.problem.split("; ")[0], choice.problem.split("; ", 1)[1])
     try:
-        topology = load_topology(path)
+        topology = load_topology(choice.path)
     except (TopologyError, OSError) as exc:
         return None, Finding(
-            "topology", FAIL, f"{path}: {str(exc).splitlines()[0]}", "fix the file; viplanes topology check"
+            "topology", FAIL, f"{choice.path}: {str(exc).splitlines()[0]}", "fix the file; viplanes topology check"
         )
-    return topology, Finding("topology", OK, f"{path}: {len(topology.switches)} switches")
+    if choice.warning:
+        return topology, Finding("topology", WARN, choice.warning, "give --topology FILE, or [serve] topology")
+    return topology, Finding("topology", OK, f"{choice.path}: {len(topology.switches)} switches")
 
 
-def check_switches(topology: Topology, report: dict[str, Any] | None, source: str) -> list[Finding]:
-    """Each switch of the topology connected and reconciled, per the readiness ``report``."""
+def check_switches(
+    topology: Topology, report: dict[str, Any] | None, source: str, insecure_tcp: bool = False
+) -> list[Finding]:
+    """Each switch of the topology connected and reconciled, per the readiness ``report``; for
+    one that is not, the cause its recent refusals name (switch_causes.py)."""
+    from viplanes.cli.switch_causes import not_connected
+
     if report is None:
         return [Finding("switches", FAIL, f"no readiness report ({source})", "start viplanes serve (or api) and retry")]
     seen = {int(sw.get("dpid", -1)): sw for sw in report.get("switches", []) if isinstance(sw, dict)}
+    refused = [r for r in report.get("refused", []) if isinstance(r, dict)]
     out = []
     for sw in topology.switches:
         got = seen.get(sw.dpid)
         if got is None or not got.get("connected"):
-            out.append(
-                Finding(
-                    f"switch {sw.name}",
-                    FAIL,
-                    f"dpid {sw.dpid} not connected ({source})",
-                    "point the bridge at the controller (ovs-vsctl set-controller BR ssl:HOST:6653); "
-                    "a TLS error is in serve's log",
-                )
-            )
+            detail, fix = not_connected(sw.name, sw.dpid, refused, insecure_tcp)
+            out.append(Finding(f"switch {sw.name}", FAIL, f"{detail} ({source})", fix))
         elif not got.get("reconciled"):
             out.append(Finding(f"switch {sw.name}", WARN, "connected, not reconciled yet", "wait a few seconds, rerun"))
         else:
