@@ -47,3 +47,22 @@ def test_no_doc_installs_viplanes_from_an_index() -> None:
 def test_one_topology_file_name() -> None:
     found = [p.name for p in DOCS if "/etc/viplanes/topology.yaml" in p.read_text()]
     assert not found, f"the deployment's topology file is /etc/viplanes/campus.yaml: {found}"
+
+
+def test_no_doc_calls_a_bare_python() -> None:
+    """`$(python -m viplanes.lab.labpki)` fails on Debian, which has no `python` (only python3,
+    and the module is in the project's venv)."""
+    found = [p.name for p in DOCS if "$(python -m" in p.read_text()]
+    assert not found, found
+
+
+def test_the_stale_lines_of_issue_40_are_gone() -> None:
+    operating = (REPO / "docs" / "operating.md").read_text()
+    head = max(p.name[:4] for p in (REPO / "viplanes" / "store" / "migrations" / "versions").glob("[0-9]*.py"))
+    assert f"at {head} (head)" in operating and f"schema {head}" in operating, head
+    login = operating.index("- People sign in from the CLI with `viplanes login`")
+    assert not operating[login:].split("\n- ", 1)[0].rstrip().endswith("break-glass operators."), "fragment"
+    assert "\n  reads the principal. Add" not in operating
+    assert "wan:" in (REPO / "topologies" / "README.md").read_text()
+    changelog = (REPO / "CHANGELOG.md").read_text().split("\n## [", 2)[1]
+    assert "A running flow through the campus NAT gets no automatic lane." not in changelog
