@@ -71,6 +71,19 @@ def test_the_topology_rule() -> None:
     assert lab.path == bundled_campus() and lab.warning
 
 
+def test_doctor_explains_a_switch_from_recent_refusals_only(topo) -> None:
+    from viplanes.cli.doctor_checks import check_switches
+
+    report = {
+        "switches": [{"dpid": sw.dpid, "connected": sw.name != "s2", "reconciled": True} for sw in topo.switches],
+        "refused": [{"kind": "unknown_dpid", "dpid": 99, "reason": "not in topology", "at": 1000.0}],
+    }
+    (s2,) = [f for f in check_switches(topo, report, "test", wall=lambda: 1010.0) if f.status != "ok"]
+    assert "dpid 99" in s2.detail and "other-config:datapath-id=0000000000000002" in s2.fix, s2
+    (s2,) = [f for f in check_switches(topo, report, "test", wall=lambda: 5000.0) if f.status != "ok"]
+    assert "dpid 99" not in s2.detail and "set-controller" in s2.fix, s2
+
+
 def test_service_view_reads_serve_then_controller() -> None:
     view = service_view(
         {
