@@ -5,10 +5,13 @@ isolated environment from pyproject.toml; no legacy setup.py warning), installed
 and, in another venv, [client]; a configuration file (0600) whose [serve] table alone names the
 campus topology, the PKI, the pins, the database and the API's TLS (no [doctor] table: doctor
 reads [serve]); the systemd units verified; `viplanes doctor` green against the lab campus
-(Mininet, the shared ovs-vswitchd over TLS); a lane asked for over HTTPS by the client install's
+on four userspace bridges of a PRIVATE ovs-vswitchd (its own ovsdb-server, database, run dir and
+network namespace, tests/support/privovs.py: the set-up docs/switches.md gives with
+deploy/ovs-lanes: datapath ids, fail mode secure, set-ssl on its own database, ssl: controller);
+a lane asked for over HTTPS by the client install's
 CLI verifying the API's certificate (--ca-file, not --insecure); then `viplanes db backup` and
-`restore` with the lane's row intact. Only the Mininet network and the HTTP set-up calls run
-from the repository."""
+`restore` with the lane's row intact. Only the switches and the HTTP set-up calls run from the
+repository."""
 
 from __future__ import annotations
 
@@ -24,8 +27,9 @@ import pytest
 import requests
 
 from tests.support.deploydoc import argv, block, substitute
-from tests.support.labcampus import CLOUD, fast_reconnect
+from tests.support.labcampus import CLOUD
 from tests.support.paths import REPO
+from tests.support.privovs import PrivateOvs
 from tests.support.procs import free_port, stop_process
 from tests.support.wheel import PIP_CACHE, copy_tree
 
@@ -108,7 +112,7 @@ ca_file = "{api_pki / "ca.crt"}"
 
 [serve]
 api = "127.0.0.1:{api_port}"
-openflow = "127.0.0.1:{of_port}"
+openflow = "0.0.0.0:{of_port}"
 pki = "{lab.dir}"
 topology = "{campus}"
 tls_cert = "{api_pki / "controller.crt"}"
@@ -185,14 +189,14 @@ def test_install_configure_doctor_lane_backup_restore(tmp_path: Path, monkeypatc
             cwd=tmp_path,
         )
     url = f"https://127.0.0.1:{api_port}"
-    net = None
+    ovs = None
     try:
         wait_https(serve, url, ca, log)
-        from viplanes.lab.net import build_network
         from viplanes.topologies.loader import load_topology
 
-        net = build_network(load_topology(REPO / "topologies" / "campus.yaml"), "127.0.0.1", of_port)
-        fast_reconnect(of_port)
+        campus = load_topology(REPO / "topologies" / "campus.yaml")
+        ovs = PrivateOvs()  # never the machine's shared ovs-vswitchd
+        ovs.start(of_port)
         wait_ready(url, ca, log)
 
         doctor = run(bindir, cfg, "doctor", "--json")
@@ -201,7 +205,7 @@ def test_install_configure_doctor_lane_backup_restore(tmp_path: Path, monkeypatc
         assert doctor.returncode == 0 and body["status"] == "ok", bad
         names = {c["check"] for c in body["checks"]}
         assert {"config.keys", "config.permissions", "database.schema", "pki.pins", "clock"} <= names
-        assert {f"features {s.name}" for s in net.topology.switches} <= names
+        assert {f"features {s.name}" for s in campus.switches} <= names
 
         h = {"Authorization": f"Bearer {op_token}"}
         r = requests.post(
@@ -248,8 +252,8 @@ def test_install_configure_doctor_lane_backup_restore(tmp_path: Path, monkeypatc
         assert backup.stat().st_mode & 0o777 == 0o600
     finally:
         try:
-            if net is not None:
-                net.stop()
+            if ovs is not None:
+                ovs.stop()
         finally:
             stop_process(serve, 15)
 
