@@ -43,8 +43,8 @@ def _switch_instructions(pki_dir: Path, name: str, issued: pki.Issued, dpids: li
     click.echo("  ovs-vsctl set-fail-mode BRIDGE secure   # standalone forwards around the lanes when we are away")
     click.echo("  ovs-vsctl set-controller BRIDGE ssl:CONTROLLER_HOST:6653")
     click.echo("when get-ssl names other files, another controller on this host uses TLS: do not replace")
-    click.echo("them (its switches would fail); give the lane bridges a vswitchd of their own (deploy/ovs-lanes,")
-    click.echo("docs/switches.md)")
+    click.echo("them (its switches would fail); see docs/switch-auth.md, 'A vswitchd shared with others': give the")
+    click.echo("lane bridges a vswitchd of their own (deploy/ovs-lanes, docs/switches.md)")
 
 
 def _fail(exc: Exception) -> None:
