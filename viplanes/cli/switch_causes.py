@@ -37,9 +37,11 @@ def not_connected(name: str, dpid: int, refused: list[dict[str, Any]], insecure_
         )
     tls = [r for r in refused if r.get("kind") in ("tls", "denied")]
     if tls:
+        # a TLS refusal carries no dpid: it may be this bridge's, or another peer's
         return (
-            f"dpid {dpid} not connected; a switch connection was refused: {tls[-1].get('reason', '')}",
-            f"the cause and its fix are in the refusal; {GUIDE} sets up a switch's TLS",
+            f"dpid {dpid} not connected; a connection was refused lately: {tls[-1].get('reason', '')}",
+            f"if that was this bridge, the refusal names the fix; else point it at the controller: ovs-vsctl "
+            f"set-controller BRIDGE ssl:HOST:PORT, and {want} ({GUIDE})",
         )
     if insecure_tcp:
         return (
