@@ -30,7 +30,7 @@ fi
 if [ ! -x .venv/bin/python ]; then
   /usr/bin/python3 -m venv --system-site-packages .venv
 fi
-stamp=.venv/.installed-$(cat setup.py | sha1sum | cut -c1-12)
+stamp=.venv/.installed-$(cat setup.py pyproject.toml | sha1sum | cut -c1-12)
 if [ ! -f "$stamp" ]; then
   .venv/bin/pip install -q --upgrade pip setuptools wheel
   .venv/bin/pip install -q -e '.[dev]'

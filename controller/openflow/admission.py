@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from viplanes.controller.openflow.peerauth import SwitchTrust, authorize
 from viplanes.controller.openflow.tls import TLSFiles
+from viplanes.controller.runtime.refusals import UNAUTHORIZED, UNKNOWN_DPID, RefusalLog
 
 LOG = logging.getLogger("viplanes.controller.openflow.admission")
 PROBE_TIMEOUT_S = 1.0
@@ -66,8 +67,11 @@ class Connection(Protocol):
 class Admission:
     """The authorized connection of every dpid (thread-safe)."""
 
-    def __init__(self, trust: SwitchTrust, probe_timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    def __init__(
+        self, trust: SwitchTrust, probe_timeout_s: float = PROBE_TIMEOUT_S, refusals: RefusalLog | None = None
+    ) -> None:
         self.trust = trust
+        self.refusals = refusals or RefusalLog()  # the runtime's: /readyz and doctor name the cause
         self.probe_timeout_s = probe_timeout_s
         self.live: dict[int, Connection] = {}
         self.refused: dict[str, int] = {}  # reason kind -> count, for tests and metrics
@@ -83,8 +87,20 @@ class Admission:
         decision = authorize(conn.peer_cert_der(), dpid, self.trust)
         if not decision.ok:
             self.count("unauthorized")
+            topology = self.trust.topology
+            unknown = topology is not None and topology.switch_by_dpid(dpid) is None
+            # an unknown dpid is nearly always a bridge whose datapath id was never set (OVS then
+            # derives one from a MAC address): say the fix, not only the refusal
+            fix = ""
+            if topology is not None and unknown:
+                names = ", ".join(f"{sw.name}={sw.dpid:016x}" for sw in topology.switches[:8])
+                fix = (
+                    "; if it is one of the campus's bridges, set its datapath id to the topology's: "
+                    f"ovs-vsctl set bridge BRIDGE other-config:datapath-id=<16 hex digits> ({names}; docs/switches.md)"
+                )
+            self.refusals.record(UNKNOWN_DPID if unknown else UNAUTHORIZED, dpid, decision.reason)
             LOG.warning(
-                "refusing OpenFlow connection from %s claiming dpid %d: %s", conn.address, dpid, decision.reason
+                "refusing OpenFlow connection from %s claiming dpid %d: %s%s", conn.address, dpid, decision.reason, fix
             )
             return False
         with self._lock:

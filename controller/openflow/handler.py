@@ -46,13 +46,20 @@ class GuardedOFPHandler(OFPHandler):
         self.server: OpenFlowServer | None = None
         self.security = of_security or ListenerSecurity(tls=None)
         self.handshakes = of_handshakes  # the runtime's: its reconciles wait for handshakes
+        # the runtime's too: /readyz names the switches refused lately (refusals.py)
+        self.refusals = lane_runtime.refusals if lane_runtime is not None else None
 
     def start(self) -> Any:
         app_manager.OSKenApp.start(self)
         conf = cfg.CONF
         host = conf.ofp_listen_host or "127.0.0.1"
         self.server = OpenFlowServer(
-            host, conf.ofp_tcp_listen_port or 6653, self.security, self.handshakes, self.flow_stats_hook
+            host,
+            conf.ofp_tcp_listen_port or 6653,
+            self.security,
+            self.handshakes,
+            self.flow_stats_hook,
+            refusals=self.refusals,
         )
         if self.security.tls is None:
             LOG.warning(

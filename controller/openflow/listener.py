@@ -28,6 +28,7 @@ from viplanes.controller.openflow.peerauth import SourceLimiter
 from viplanes.controller.openflow.preadmit import LogBudget, Ticket, Unfinished
 from viplanes.controller.openflow.server import FlowStatsHook, GuardedDatapath
 from viplanes.controller.openflow.tls import ContextSource, TLSChannel
+from viplanes.controller.runtime.refusals import DENIED, TLS, RefusalLog
 from viplanes.pki import cert_sha256
 
 LOG = logging.getLogger("viplanes.controller.openflow.server")
@@ -45,6 +46,7 @@ class OpenFlowServer:
         security: ListenerSecurity | None = None,
         handshakes: HandshakeGauge | None = None,
         flow_stats_hook: FlowStatsHook | None = None,
+        refusals: RefusalLog | None = None,
     ) -> None:
         self.security = security or ListenerSecurity(tls=None)
         self.flow_stats_hook = flow_stats_hook  # flow-stats replies decoded on each connection's thread
@@ -53,7 +55,7 @@ class OpenFlowServer:
         self.in_handshake = handshakes or HandshakeGauge()
         # fails here (at start) when the certificate files are unusable
         self.contexts = ContextSource(self.security.tls) if self.security.tls else None
-        self.admission = Admission(self.security.trust)
+        self.admission = Admission(self.security.trust, refusals=refusals)
         self.deny_list = DenyList(self.security.deny_list)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM)
@@ -177,6 +179,9 @@ class OpenFlowServer:
                 self.tls_failures += 1
                 reason = str(getattr(exc, "reason", None) or exc)
                 why = tlsdiag.explain(reason)  # the cause and its fix, beside OpenSSL's word
+                self.admission.refusals.record(
+                    TLS, None, f"TLS handshake failed: {reason}" + (f" ({why})" if why else "")
+                )
                 self._refused(addr, f"TLS handshake failed: {reason}" + (f" ({why})" if why else ""))
                 conn.close()
                 return None
@@ -196,6 +201,7 @@ class OpenFlowServer:
         denied = self.deny_list.denies(cert_der)
         if denied is not None:
             self.admission.count("denied")
+            self.admission.refusals.record(DENIED, None, f"certificate sha256 {denied} is on the deny-list")
             LOG.warning(
                 "refusing OpenFlow connection from %s: certificate sha256 %s is on the deny-list %s",
                 addr,

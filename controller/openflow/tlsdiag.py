@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-LAB_FIX = "for the lab's switches: viplanes serve ... $(python -m viplanes.lab.labpki)"
+LAB_FIX = "for the lab's switches: viplanes serve ... $(.venv/bin/python -m viplanes.lab.labpki)"
 
 # OpenSSL reason (as the listener logs it) -> (cause, fix)
 CAUSES: dict[str, tuple[str, str]] = {

@@ -42,6 +42,7 @@ from viplanes.controller.runtime.drift import DriftWatch, Range
 from viplanes.controller.runtime.links import LinkBook, LinkSettings, LinkView
 from viplanes.controller.runtime.pending import Tracker
 from viplanes.controller.runtime.readiness import SwitchReadiness
+from viplanes.controller.runtime.refusals import RefusalLog
 from viplanes.controller.runtime.reroute import Reroute
 from viplanes.controller.runtime.resync import Resync
 from viplanes.controller.runtime.switches import SWITCH_WAIT_S, Send, SendMany, SwitchState
@@ -85,6 +86,7 @@ class LaneRuntime(DataplaneDefaults):
         self.resync = Resync(self.state, self.wire)
         self.drift = DriftWatch(self.state, self.wire, self.resync.reconcile_switch)
         self.ready = SwitchReadiness(self.state)
+        self.refusals = RefusalLog()  # filled by the OpenFlow listener, reported by readiness()
         self.spawn = spawn or (lambda fn: threading.Thread(target=fn, name=WORKER_THREAD, daemon=True).start())
         self.removed: deque[tuple[float, int, int, int]] = deque(maxlen=1000)  # (t, dpid, lane, reason)
         # live links and re-route (``links.py``, ``reroute.py``); None without a topology
@@ -255,13 +257,17 @@ class LaneRuntime(DataplaneDefaults):
 
     def readiness(self) -> dict[str, Any]:
         """Switches connected and reconciled, and every declared link usable: a link down,
-        held down after flapping or unverified makes the controller not ready, by name."""
+        held down after flapping or unverified makes the controller not ready, by name; the
+        recent refusals of switches that tried to connect, when there are some."""
         out = self.ready.readiness()
         views = self.link_views()
         if views:
             out["links"] = [{"name": v.name, "state": v.state, "reason": v.reason, "bypass": v.bypass} for v in views]
             if any(not v.usable for v in views):
                 out["ready"] = False
+        refused = self.refusals.recent()
+        if refused:  # named only when there are some: a healthy campus's report stays as it was
+            out["refused"] = refused
         return out
 
     # ---- reconcile and drift (``resync.py``, ``drift.py``) -------------------------------------

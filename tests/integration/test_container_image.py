@@ -1,7 +1,9 @@
 """The container image of deploy/Containerfile, built by scripts/build-image (podman, no daemon,
 a Debian base from the apt mirror) and run in both roles the way docs/deploy.md says: as uid
 10001, read-only root, no capabilities, no new privileges, one writable volume, JSON logs, against
-a real PostgreSQL that starts empty (the image migrates it).
+a real PostgreSQL that starts empty (the image migrates it). The two `podman run` lines are
+docs/deploy.md's own (tests/support/deploydoc.py), with only the image tag, names, volumes and
+the config directory replaced; every setting comes from the mounted viplanes.toml.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.deploydoc import argv, block, substitute
 from tests.support.postgres import PgCluster
 from tests.support.procs import free_port
 
@@ -40,8 +43,12 @@ PODMAN = [
     "--cgroup-manager",
     "cgroupfs",
 ]
-LIMITS = ["--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096"]
-HARDENED = ["--read-only", "--cap-drop=ALL", "--security-opt=no-new-privileges", "--network", "host"]
+
+
+def doc_runs() -> dict[str, list[str]]:
+    """docs/deploy.md's `podman run` lines, by role (api, controller)."""
+    runs = [argv(c) for c in block("container-run") if argv(c)[:2] == ["podman", "run"]]
+    return {"api" if run[-1] == "api" else "controller": run for run in runs}
 
 
 def podman(*args: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -82,27 +89,50 @@ def test_image_runs_both_roles_unprivileged(
     image: str, pg_cluster: PgCluster, tmp_path: Path, names: list[str]
 ) -> None:
     db = pg_cluster.empty_database()
-    pki, state = tmp_path / "pki", tmp_path / "state"
+    etc, states = tmp_path / "etc", {role: tmp_path / f"state-{role}" for role in ("api", "controller")}
+    pki = etc / "pki"
+    etc.mkdir()
+    _readable_by_service(etc, 0o750)
     subprocess.run(
         [str(REPO / ".venv/bin/viplanes"), "pki", "init", "--dir", str(pki)], check=True, capture_output=True
     )
     _readable_by_service(pki, 0o750)
     for f in ("ca.crt", "controller.crt", "controller.key"):
         _readable_by_service(pki / f, 0o640)
-    state.mkdir()
-    os.chown(state, 10001, 10001)
-    os.chmod(state, 0o700)
+    (etc / "campus.yaml").write_text((REPO / "topologies" / "campus.yaml").read_text())
+    _readable_by_service(etc / "campus.yaml", 0o640)
     api_port, of_port = free_port(), free_port()
+    (etc / "viplanes.toml").write_text(
+        f'[db]\nurl = "{db}"\n\n'
+        f'[api]\nlisten = "127.0.0.1:{api_port}"\nworkers = 1\ntopology = "/etc/viplanes/campus.yaml"\n\n'
+        f'[controller]\nopenflow = "127.0.0.1:{of_port}"\npki = "/etc/viplanes/pki"\n'
+        'topology = "/etc/viplanes/campus.yaml"\n'
+    )
+    _readable_by_service(etc / "viplanes.toml", 0o640)
+    for state in states.values():
+        state.mkdir()
+        os.chown(state, 10001, 10001)
+        os.chmod(state, 0o700)
     ctl, api = f"vl-ctl-{uuid.uuid4().hex[:8]}", f"vl-api-{uuid.uuid4().hex[:8]}"
-    common = [*HARDENED, *LIMITS, "-v", f"{state}:/var/lib/viplanes", "-e", f"VIPLANES_DB_URL={db}"]
+    subs = {
+        "viplanes-api:/var/lib/viplanes": f"{states['api']}:/var/lib/viplanes",
+        "viplanes-ctl:/var/lib/viplanes": f"{states['controller']}:/var/lib/viplanes",
+        "/etc/viplanes:/etc/viplanes:ro": f"{etc}:/etc/viplanes:ro",
+        "viplanes-controller": ctl,
+        "viplanes-api": api,
+    }
+    runs = doc_runs()
+
+    def start(role: str) -> None:
+        run = substitute(runs[role], subs)
+        image_at = run.index("viplanes")  # the image, as the doc tags it
+        podman(*run[1:image_at], image, *run[image_at + 1 :])
+
     names.append(ctl)
-    podman(
-        "run", "-d", "--name", ctl, *common, "-v", f"{pki}:/etc/viplanes/pki:ro", "-e", "VIPLANES_PKI=/etc/viplanes/pki",
-        image, "controller", "cluster", "--openflow", f"127.0.0.1:{of_port}",
-    )  # fmt: skip
+    start("controller")
     time.sleep(3)  # the controller migrates the empty database first
     names.append(api)
-    podman("run", "-d", "--name", api, *common, image, "api", "--listen", f"127.0.0.1:{api_port}", "--workers", "1")
+    start("api")
 
     health = None
     deadline = time.monotonic() + 90

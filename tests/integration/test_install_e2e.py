@@ -1,15 +1,23 @@
-"""Issue 29's "Done when", in one run on this machine: the built wheel installed with [server]
-into a venv without the system's site-packages; a configuration file (0600) naming the lab
-campus topology, the PKI, the database and the API's TLS; the systemd units verified; `viplanes
-doctor` green against the lab campus (Mininet, the shared ovs-vswitchd over TLS); a lane asked
-for over HTTPS by the CLI verifying the API's certificate (--ca-file, not --insecure); then
-`viplanes db backup` and `restore` with the lane's row intact. Every `viplanes` here is the
-installed one; only the Mininet network and the HTTP set-up calls run from the repository."""
+"""Issues 29 and 40's "Done when", in one run on this machine: docs/deploy.md's own build and
+install commands (read from the page, tests/support/deploydoc.py) run with Debian 12's stock pip
+in fresh venvs without the system's site-packages: the wheel built (pip 23.0.1 builds it in an
+isolated environment from pyproject.toml; no legacy setup.py warning), installed with [server]
+and, in another venv, [client]; a configuration file (0600) whose [serve] table alone names the
+campus topology, the PKI, the pins, the database and the API's TLS (no [doctor] table: doctor
+reads [serve]); the systemd units verified; `viplanes doctor` green against the lab campus
+on four userspace bridges of a PRIVATE ovs-vswitchd (its own ovsdb-server, database, run dir and
+network namespace, tests/support/privovs.py: the set-up docs/switches.md gives with
+deploy/ovs-lanes: datapath ids, fail mode secure, set-ssl on its own database, ssl: controller);
+a lane asked for over HTTPS by the client install's
+CLI verifying the API's certificate (--ca-file, not --insecure); then `viplanes db backup` and
+`restore` with the lane's row intact. Only the switches and the HTTP set-up calls run from the
+repository."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import time
@@ -18,10 +26,12 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support.labcampus import CLOUD, fast_reconnect
+from tests.support.deploydoc import argv, block, substitute
+from tests.support.labcampus import CLOUD
 from tests.support.paths import REPO
+from tests.support.privovs import PrivateOvs
 from tests.support.procs import free_port, stop_process
-from tests.support.wheel import build_wheel, server_venv
+from tests.support.wheel import PIP_CACHE, copy_tree
 
 pytestmark = pytest.mark.integration
 
@@ -34,6 +44,47 @@ GRANT = {
     "max_duration_s": 600,
     "max_lanes": 1,
 }
+
+
+def pip_env() -> dict[str, str]:
+    return {**os.environ, "PIP_CACHE_DIR": str(PIP_CACHE), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+
+
+def run_doc_block(name: str, cwd: Path, subs: dict[str, str], skip: tuple[str, ...]) -> str:
+    """docs/deploy.md's block ``name`` as written, but for ``subs`` (paths, the version) and the
+    commands starting with ``skip`` (apt-get, git: the machine and the tree are given)."""
+    out = []
+    for command in block(name):
+        args = substitute(argv(command), subs)
+        if not args or args[0] in skip:
+            continue
+        done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=900, env=pip_env())
+        assert done.returncode == 0, f"{command}: exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+        out.append(done.stdout + done.stderr)
+    return "\n".join(out)
+
+
+def install_as_documented(tmp: Path) -> tuple[Path, Path, str]:
+    """The wheel built and installed the way docs/deploy.md says; (server bin/, client bin/, output)."""
+    import viplanes
+
+    PIP_CACHE.mkdir(parents=True, exist_ok=True)
+    src = tmp / "checkout"
+    copy_tree(src)  # the release tag's tree
+    output = run_doc_block("build", src, {"/var/tmp/viplanes-build": str(tmp / "build-venv")}, ("git",))
+    (wheel,) = (src / "dist").glob("viplanes-*-py3-none-any.whl")
+    assert wheel.name == f"viplanes-{viplanes.__version__}-py3-none-any.whl", wheel
+    hosts = tmp / "host"
+    hosts.mkdir()
+    shutil.copy2(wheel, hosts)
+    subs = {"/opt/viplanes": str(tmp / "opt"), "X.Y.Z": viplanes.__version__}
+    output += run_doc_block("install", hosts, subs, ("apt-get",))
+    client = tmp / "client"  # a researcher's laptop: the same wheel with [client]
+    subprocess.run(["/usr/bin/python3", "-m", "venv", str(client)], check=True, timeout=120)
+    pip = [str(client / "bin" / "pip"), "install", f"{hosts / wheel.name}[client]"]
+    done = subprocess.run(pip, capture_output=True, text=True, timeout=600, env=pip_env())
+    assert done.returncode == 0, done.stderr[-3000:]
+    return tmp / "opt" / "bin", client / "bin", output + done.stdout + done.stderr
 
 
 def toml_list(values: list[str]) -> str:
@@ -55,16 +106,14 @@ def write_config(tmp: Path, bindir: Path, api_port: int, of_port: int) -> tuple[
 [db]
 url = "sqlite:///{db}"
 
-[pki]
-dir = "{lab.dir}"
-
 [client]
 api_url = "https://127.0.0.1:{api_port}"
 ca_file = "{api_pki / "ca.crt"}"
 
 [serve]
 api = "127.0.0.1:{api_port}"
-openflow = "127.0.0.1:{of_port}"
+openflow = "0.0.0.0:{of_port}"
+pki = "{lab.dir}"
 topology = "{campus}"
 tls_cert = "{api_pki / "controller.crt"}"
 tls_key = "{api_pki / "controller.key"}"
@@ -72,10 +121,6 @@ switch_cert_pin = {toml_list([lab.vswitchd_pin])}
 of_unfinished_per_prefix = {LAB_UNFINISHED}
 of_unfinished_total = {LAB_UNFINISHED}
 tick = 0.2
-
-[doctor]
-topology = "{campus}"
-switch_cert_pin = {toml_list([lab.vswitchd_pin])}
 """
     cfg = tmp / "etc" / "viplanes.toml"
     cfg.parent.mkdir()
@@ -109,16 +154,24 @@ def ok(done: subprocess.CompletedProcess[str]) -> str:
 def test_install_configure_doctor_lane_backup_restore(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VIPLANES_E2E_HOME", str(tmp_path))
     started = time.monotonic()
-    bindir = server_venv(build_wheel(tmp_path / "dist"))
+    bindir, client_bin, pip_output = install_as_documented(tmp_path)
     installed = time.monotonic() - started
-    probe = ok(
-        subprocess.run(
-            [str(bindir / "python"), "-c", "import sys; print(sys.prefix != sys.base_prefix)"],
-            capture_output=True,
-            text=True,
+    assert "DEPRECATION" not in pip_output and "setup.py install" not in pip_output, pip_output[-3000:]
+    for venv_bin in (bindir, client_bin):
+        probe = ok(
+            subprocess.run(
+                [
+                    str(venv_bin / "python"),
+                    "-c",
+                    "import sys, pip; print(sys.prefix != sys.base_prefix, pip.__version__)",
+                ],
+                capture_output=True,
+                text=True,
+            )
         )
-    )
-    assert probe.strip() == "True"
+        assert probe.split()[0] == "True", probe  # a venv: no system site-packages
+    no_server = subprocess.run([str(client_bin / "python"), "-c", "import os_ken"], capture_output=True, timeout=60)
+    assert no_server.returncode != 0, "the [client] install brought os_ken"
     ok(subprocess.run([str(REPO / "scripts" / "check-units")], capture_output=True, text=True, timeout=120))
 
     api_port, of_port = free_port(), free_port()
@@ -136,14 +189,14 @@ def test_install_configure_doctor_lane_backup_restore(tmp_path: Path, monkeypatc
             cwd=tmp_path,
         )
     url = f"https://127.0.0.1:{api_port}"
-    net = None
+    ovs = None
     try:
         wait_https(serve, url, ca, log)
-        from viplanes.lab.net import build_network
         from viplanes.topologies.loader import load_topology
 
-        net = build_network(load_topology(REPO / "topologies" / "campus.yaml"), "127.0.0.1", of_port)
-        fast_reconnect(of_port)
+        campus = load_topology(REPO / "topologies" / "campus.yaml")
+        ovs = PrivateOvs()  # never the machine's shared ovs-vswitchd
+        ovs.start(of_port)
         wait_ready(url, ca, log)
 
         doctor = run(bindir, cfg, "doctor", "--json")
@@ -152,7 +205,7 @@ def test_install_configure_doctor_lane_backup_restore(tmp_path: Path, monkeypatc
         assert doctor.returncode == 0 and body["status"] == "ok", bad
         names = {c["check"] for c in body["checks"]}
         assert {"config.keys", "config.permissions", "database.schema", "pki.pins", "clock"} <= names
-        assert {f"features {s.name}" for s in net.topology.switches} <= names
+        assert {f"features {s.name}" for s in campus.switches} <= names
 
         h = {"Authorization": f"Bearer {op_token}"}
         r = requests.post(
@@ -170,7 +223,7 @@ def test_install_configure_doctor_lane_backup_restore(tmp_path: Path, monkeypatc
         lane = json.loads(
             ok(
                 run(
-                    bindir,
+                    client_bin,
                     cfg,
                     "lane",
                     "request",
@@ -199,8 +252,8 @@ def test_install_configure_doctor_lane_backup_restore(tmp_path: Path, monkeypatc
         assert backup.stat().st_mode & 0o777 == 0o600
     finally:
         try:
-            if net is not None:
-                net.stop()
+            if ovs is not None:
+                ovs.stop()
         finally:
             stop_process(serve, 15)
 

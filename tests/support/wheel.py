@@ -17,15 +17,22 @@ from tests.support.paths import REPO
 
 PIP_CACHE = Path("/var/cache/viplanes/pip")
 SOURCES = ["viplanes", "api", "authz", "controller", "policy", "topologies"]  # setup.py COMPONENTS
+BUILD_FILES = ["pyproject.toml", "setup.py", "README.md"]  # metadata, the package_dir mapping, the readme
+
+
+def copy_tree(src: Path) -> None:
+    """What a release tarball holds: the build files and the product's folders, no leftovers."""
+    src.mkdir(parents=True)
+    for name in BUILD_FILES:
+        shutil.copy2(REPO / name, src)
+    for name in SOURCES:
+        shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
 
 
 def build_wheel(out: Path) -> Path:
     """`pip wheel --no-deps` of a clean copy of the tree (no build/ or egg-info leftovers)."""
     src = out / "src"
-    src.mkdir(parents=True)
-    shutil.copy2(REPO / "setup.py", src)
-    for name in SOURCES:
-        shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    copy_tree(src)
     cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out), str(src)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -46,15 +53,15 @@ def fresh_venv(where: Path, wheel: Path, extra: str) -> Path:
 
 def server_venv(wheel: Path) -> Path:
     """A venv (no system site-packages) with ``wheel[server]``, kept under /var/cache/viplanes
-    per setup.py (its dependency lists): the first run installs the stack (~1 min from PyPI),
+    per pyproject.toml (its dependency lists): the first run installs the stack (~1 min from PyPI),
     later runs only put this wheel in place of the last (a few seconds). Returns its bin/."""
     import hashlib
 
-    key = hashlib.sha256((REPO / "setup.py").read_bytes()).hexdigest()[:12]
+    key = hashlib.sha256((REPO / "pyproject.toml").read_bytes()).hexdigest()[:12]
     where = PIP_CACHE.parent / f"server-venv-{key}"
     ready = where / ".installed"
     if not ready.exists():
-        for old in PIP_CACHE.parent.glob("server-venv-*"):  # made for an earlier setup.py
+        for old in PIP_CACHE.parent.glob("server-venv-*"):  # made for an earlier pyproject.toml
             shutil.rmtree(old, ignore_errors=True)
         fresh_venv(where, wheel, "server")
         ready.touch()

@@ -7,22 +7,17 @@ domain, the store, the lane service...) out; editable installs hid it, and `pip 
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
-ROOT = next(p for p in Path(__file__).resolve().parents if (p / "setup.py").is_file())
-SOURCES = ["viplanes", "api", "authz", "controller", "policy", "topologies"]  # setup.py COMPONENTS
+from tests.support.wheel import SOURCES, copy_tree
 
 
 def test_the_wheel_carries_every_product_module(tmp_path: Path) -> None:
     src = tmp_path / "src"
-    src.mkdir()
-    shutil.copy2(ROOT / "setup.py", src)
-    for name in SOURCES:
-        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    copy_tree(src)
     out = subprocess.run(
         [
             sys.executable,

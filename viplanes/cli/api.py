@@ -101,7 +101,7 @@ def _worker(
     "topology_path",
     type=click.Path(dir_okay=False),
     default=None,
-    help="topology YAML (default: the campus)",
+    help="topology YAML; required when a config file is in effect (default without one: the bundled lab campus)",
 )
 @max_clock_skew_option
 @api_tls_options
@@ -127,7 +127,11 @@ def api(
     configure(log_format, log_level)  # before the fork: every worker inherits the handler
     host, port = hostport_option(listen, "--listen")
     tls = listen_tls(host, "--listen")
-    _load_topology(topology_path)  # a bad file is one line here, not N worker tracebacks
+    _load_topology(topology_path, "api")  # a bad file is one line here, not N worker tracebacks
+    if topology_path is None:  # allowed only without a config file: the workers load the same, quietly
+        from viplanes.cli.campusfile import bundled_campus
+
+        topology_path = bundled_campus()
     try:
         OidcSettings.from_env()  # the workers read VIPLANES_OIDC_* too: refuse a bad value once, here
         ConsoleOidcSettings.from_env()

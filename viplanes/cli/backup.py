@@ -46,6 +46,14 @@ def backup_cmd(db_url: str | None, file: Path) -> None:
             d.dispose()
 
 
+def after_restore(revision: str | None, head: str) -> str:
+    """What the operator does next: nothing for a backup at head (the message once said to
+    upgrade it anyway), `db upgrade` for an older one."""
+    if revision == head:
+        return f"already at this code's schema head ({head}): nothing to upgrade"
+    return f"schema {revision or 'none'} is behind this code's {head}: `viplanes db upgrade` (or the next start) brings it to head"
+
+
 @click.command("restore")
 @_db_option
 @click.option("--force", is_flag=True, help="replace a database that already holds lanes")
@@ -54,14 +62,14 @@ def restore_cmd(db_url: str | None, force: bool, file: Path) -> None:
     """Replace the database's contents by the backup FILE (stop serve/api first)."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from viplanes.store.backup import BackupError, RestoreRefused, restore
+    from viplanes.store.backup import BackupError, RestoreRefused, max_revision, restore
     from viplanes.store.db import Database
 
     d = None
     try:
         d = Database(db_url)
         done = restore(d, file, force=force)
-        click.echo(f"restored {done.line()} into {d.display_url}; `viplanes db upgrade` brings it to head")
+        click.echo(f"restored {done.line()} into {d.display_url}; {after_restore(done.revision, max_revision())}")
     except RestoreRefused as exc:
         _fail(EXIT_REFUSED, f"refused: {exc}")
     except BackupError as exc:

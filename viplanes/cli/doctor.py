@@ -11,11 +11,14 @@ import datetime as dt
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from viplanes.cli.doctor_checks import FAIL, OK, WARN, Finding
 from viplanes.cli.doctor_features import check_features
+from viplanes.cli.doctor_service import ServiceView, service_view
 
 EXIT_OK, EXIT_WARN, EXIT_FAIL = 0, 1, 4
 DEFAULT_API = "http://127.0.0.1:8080"
@@ -30,8 +33,13 @@ def run_checks(
     max_skew_s: float,
     now: dt.datetime,
     ca_file: str | None = None,
+    *,
+    config_file: Path | None = None,
+    insecure_tcp: bool = False,
 ) -> list[Finding]:
-    """Every check, in the order an operator fixes things (database, PKI, topology, switches, clock)."""
+    """Every check, in the order an operator fixes things (database, PKI, topology, switches, clock).
+    ``config_file``: the file in effect (a deployment must name its topology, campusfile.py);
+    ``insecure_tcp``: the service's OpenFlow is plain TCP (no TLS to blame, no PKI to want)."""
     from viplanes.cli import doctor_checks as checks
     from viplanes.store.db import Database
 
@@ -40,13 +48,13 @@ def run_checks(
     try:
         found = checks.check_database(db) if db is not None else [missing] if missing is not None else []
         live = db if db is not None and found[0].status == OK else None
-        topology, loaded = checks.load_topology_checked(topology_path)
-        found += checks.check_pki(pki_dir, pins, topology, now)
+        topology, loaded = checks.load_topology_checked(topology_path, config_file)
+        found += checks.check_pki(pki_dir, pins, topology, now, insecure_tcp=insecure_tcp)
         found.append(loaded)
         if topology is not None:
             found.append(checks.check_conntrack_ceiling(topology))
             report, source = checks.fetch_readiness(api_url, live, ca_file=ca_file)
-            found += checks.check_switches(topology, report, source)
+            found += checks.check_switches(topology, report, source, insecure_tcp=insecure_tcp)
             found += check_features(topology, report)
         if live is not None:
             found.append(checks.check_clock(live, max_skew_s))
@@ -72,6 +80,16 @@ def config_findings(ctx: click.Context) -> list[Finding]:
     return check_config(explicit, command_of)
 
 
+def service_defaults(ctx: click.Context) -> tuple[ServiceView, Path | None]:
+    """The service tables of the file the top-level command read, and that file's path."""
+    from viplanes.cli.main import CONFIG_META
+
+    loaded = ctx.meta.get(CONFIG_META)
+    if loaded is None:
+        return ServiceView(), None
+    return service_view(loaded.tables), loaded.path
+
+
 def exit_code(found: list[Finding]) -> int:
     statuses = {f.status for f in found}
     return EXIT_FAIL if FAIL in statuses else EXIT_WARN if WARN in statuses else EXIT_OK
@@ -85,10 +103,15 @@ def exit_code(found: list[Finding]) -> int:
     envvar="VIPLANES_PKI",
     default=None,
     type=click.Path(file_okay=False, path_type=Path),
-    help="the controller's PKI directory, as given to serve; env VIPLANES_PKI",
+    help="the controller's PKI directory (default: [serve] pki); env VIPLANES_PKI",
 )
 @click.option("--switch-cert-pin", "pins", multiple=True, metavar="SHA256", help="serve's fleet pins (repeatable)")
-@click.option("--topology", "topology_path", default=None, help="campus YAML (default: the bundled campus)")
+@click.option(
+    "--topology",
+    "topology_path",
+    default=None,
+    help="campus YAML (default: [serve] topology; without a config file, the bundled lab campus)",
+)
 @click.option(
     "--api", "api_url", envvar="VIPLANES_API_URL", default=DEFAULT_API, show_default=True, help="API base URL"
 )
@@ -114,9 +137,37 @@ def doctor(
     as_json: bool,
 ) -> None:
     """Check the config file, database, PKI, topology, switches, their features and the clock;
-    print what to fix."""
-    found = config_findings(click.get_current_context())
-    found += run_checks(db_url, pki_dir, pins, topology_path, api_url, max_clock_skew, dt.datetime.now(dt.UTC), ca_file)
+    print what to fix. Unless a flag or [doctor] says otherwise, the PKI, topology, pins, database
+    and API are the ones the file's [serve] (or [controller], [api]) table gives the service."""
+    ctx = click.get_current_context()
+    found = config_findings(ctx)
+    view, config_file = service_defaults(ctx)
+    given: dict[str, Any] = {
+        "db_url": db_url,
+        "pki_dir": pki_dir,
+        "pins": pins,
+        "topology_path": topology_path,
+        "api_url": api_url,
+    }
+    for name, value in view.values.items():
+        if ctx.get_parameter_source(name) == ParameterSource.DEFAULT:
+            given[name] = value
+    if view.origin:
+        used = ", ".join(f"{v} ({k})" for k, v in sorted(view.origin.items()) if given.get(k) == view.values[k])
+        if used:
+            found.append(Finding("config.service", OK, f"checking what the service reads: {used}"))
+    found += run_checks(
+        given["db_url"],
+        Path(given["pki_dir"]) if given["pki_dir"] else None,
+        tuple(given["pins"] or ()),
+        given["topology_path"],
+        given["api_url"],
+        max_clock_skew,
+        dt.datetime.now(dt.UTC),
+        ca_file,
+        config_file=config_file,
+        insecure_tcp=view.insecure_tcp,
+    )
     code = exit_code(found)
     if as_json:
         status = {EXIT_OK: "ok", EXIT_WARN: "warn", EXIT_FAIL: "fail"}[code]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from viplanes.topologies.model import Topology
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 EXPIRY_WARN_DAYS = 30
 CLOCK_WARN_S = 1.0
+REFUSAL_RECENT_S = 120.0  # refusals older than this do not explain a switch that is away now
 
 
 @dataclass(frozen=True)
@@ -118,13 +120,30 @@ def _file_modes(db: Database) -> list[Finding]:
 
 
 def check_pki(
-    pki_dir: Path | None, fleet_pins: Iterable[str], topology: Topology | None, now: dt.datetime
+    pki_dir: Path | None,
+    fleet_pins: Iterable[str],
+    topology: Topology | None,
+    now: dt.datetime,
+    insecure_tcp: bool = False,
 ) -> list[Finding]:
     """The controller's files, their modes and expiry, every switch certificate there, the pins."""
     from viplanes import pki
 
+    if pki_dir is None and insecure_tcp:
+        return [
+            Finding(
+                "pki",
+                WARN,
+                "the service runs --insecure-tcp: switches are neither authenticated nor encrypted",
+                "labs only: viplanes pki init, then [serve] pki = DIR without insecure_tcp",
+            )
+        ]
     if pki_dir is None:
-        return [Finding("pki", WARN, "no --pki given: TLS not checked", "pass --pki DIR (or VIPLANES_PKI)")]
+        return [
+            Finding(
+                "pki", WARN, "no PKI named: TLS not checked", "set [serve] pki = DIR in the config file (or --pki DIR)"
+            )
+        ]
     try:
         ca, cert, key = pki.controller_files(pki_dir)
     except pki.PKIError as exc:
@@ -192,20 +211,24 @@ def _pins(fleet_pins: Iterable[str], topology: Topology | None, certs: dict[str,
 # --- topology, switches, clock -------------------------------------------------------------------
 
 
-def load_topology_checked(path: str | None) -> tuple[Topology | None, Finding]:
+def load_topology_checked(path: str | None, config_file: Path | None = None) -> tuple[Topology | None, Finding]:
+    """The campus serve runs (campusfile.py): a deployment's file must name it."""
+    from viplanes.cli.campusfile import choose_topology
     from viplanes.topologies.loader import TopologyError, load_topology
 
-    if path is None:
-        import viplanes.topologies as pkg
-
-        path = str(Path(pkg.__file__).resolve().parent / "campus.yaml")
+    choice = choose_topology(path, config_file, "serve", for_switches=True)
+    if choice.path is None:
+        return None, Finding("topology", FAIL, choice.problem.split("; ")[0], choice.problem.split("; ", 1)[1])
     try:
-        topology = load_topology(path)
+        topology = load_topology(choice.path)
     except (TopologyError, OSError) as exc:
         return None, Finding(
-            "topology", FAIL, f"{path}: {str(exc).splitlines()[0]}", "fix the file; viplanes topology check"
+            "topology", FAIL, f"{choice.path}: {str(exc).splitlines()[0]}", "fix the file; viplanes topology check"
         )
-    return topology, Finding("topology", OK, f"{path}: {len(topology.switches)} switches")
+    if choice.warning:  # no configuration file at all: the lab's and a developer's case, said so
+        detail = f"{choice.path}: {len(topology.switches)} switches (the bundled lab campus: no config file names one)"
+        return topology, Finding("topology", OK, detail)
+    return topology, Finding("topology", OK, f"{choice.path}: {len(topology.switches)} switches")
 
 
 def check_conntrack_ceiling(topology: Topology) -> Finding:
@@ -218,24 +241,29 @@ def check_conntrack_ceiling(topology: Topology) -> Finding:
     return Finding("conntrack", FAIL, problem, "docs/dataplane.md, 'What one lane can take at the border'")
 
 
-def check_switches(topology: Topology, report: dict[str, Any] | None, source: str) -> list[Finding]:
-    """Each switch of the topology connected and reconciled, per the readiness ``report``."""
+def check_switches(
+    topology: Topology,
+    report: dict[str, Any] | None,
+    source: str,
+    insecure_tcp: bool = False,
+    wall: Callable[[], float] | None = None,
+) -> list[Finding]:
+    """Each switch of the topology connected and reconciled, per the readiness ``report``; for
+    one that is not, the cause its recent refusals name (switch_causes.py)."""
+    from viplanes.cli.switch_causes import not_connected
+
     if report is None:
         return [Finding("switches", FAIL, f"no readiness report ({source})", "start viplanes serve (or api) and retry")]
     seen = {int(sw.get("dpid", -1)): sw for sw in report.get("switches", []) if isinstance(sw, dict)}
+    # the latest refusals only: a cause fixed minutes ago is not today's
+    since = (wall or time.time)() - REFUSAL_RECENT_S
+    refused = [r for r in report.get("refused", []) if isinstance(r, dict) and float(r.get("at", 0)) >= since]
     out = []
     for sw in topology.switches:
         got = seen.get(sw.dpid)
         if got is None or not got.get("connected"):
-            out.append(
-                Finding(
-                    f"switch {sw.name}",
-                    FAIL,
-                    f"dpid {sw.dpid} not connected ({source})",
-                    "point the bridge at the controller (ovs-vsctl set-controller BR ssl:HOST:6653); "
-                    "a TLS error is in serve's log",
-                )
-            )
+            detail, fix = not_connected(sw.name, sw.dpid, refused, insecure_tcp)
+            out.append(Finding(f"switch {sw.name}", FAIL, f"{detail} ({source})", fix))
         elif not got.get("reconciled"):
             out.append(Finding(f"switch {sw.name}", WARN, "connected, not reconciled yet", "wait a few seconds, rerun"))
         else:

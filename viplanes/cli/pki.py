@@ -38,9 +38,13 @@ def _switch_instructions(pki_dir: Path, name: str, issued: pki.Issued, dpids: li
     click.echo("  ovs-vsctl get-ssl   # set-ssl REPLACES this vswitchd's one SSL setting, for every bridge:")
     click.echo("                      # run the next line only when it prints nothing (or these files)")
     click.echo(f"  ovs-vsctl set-ssl {d / f'switch-{name}.key'} {d / f'switch-{name}.crt'} {d / pki.CA_CERT}")
+    for dpid in dpids:  # the bridge's dpid must be the certificate's (and the topology's)
+        click.echo(f"  ovs-vsctl set bridge BRIDGE other-config:datapath-id={dpid:016x}   # one bridge per dpid")
+    click.echo("  ovs-vsctl set-fail-mode BRIDGE secure   # standalone forwards around the lanes when we are away")
     click.echo("  ovs-vsctl set-controller BRIDGE ssl:CONTROLLER_HOST:6653")
     click.echo("when get-ssl names other files, another controller on this host uses TLS: do not replace")
-    click.echo("them (its switches would fail); see docs/switch-auth.md, 'A vswitchd shared with others'")
+    click.echo("them (its switches would fail); see docs/switch-auth.md, 'A vswitchd shared with others': give the")
+    click.echo("lane bridges a vswitchd of their own (deploy/ovs-lanes, docs/switches.md)")
 
 
 def _fail(exc: Exception) -> None:

@@ -27,13 +27,27 @@ from viplanes.domain.clock import SteadyClock
 log = logging.getLogger("viplanes.cli.serve")
 
 
-def _load_topology(path: str | None) -> Any:
+def config_file_in_effect() -> Path | None:
+    """The configuration file the top-level command read (None: none, or called without it)."""
+    from viplanes.cli.main import CONFIG_META
+
+    ctx = click.get_current_context(silent=True)
+    loaded = ctx.meta.get(CONFIG_META) if ctx is not None else None
+    return loaded.path if loaded is not None else None
+
+
+def _load_topology(given: str | None, table: str = "serve", for_switches: bool = True) -> Any:
+    """The campus this command runs (campusfile.py: a deployment names its file)."""
+    from viplanes.cli.campusfile import choose_topology
+    from viplanes.cli.configfile import ConfigFileError
     from viplanes.topologies.loader import TopologyError, load_topology
 
-    if path is None:
-        import viplanes.topologies as pkg
-
-        path = str(Path(pkg.__file__).resolve().parent / "campus.yaml")
+    choice = choose_topology(given, config_file_in_effect(), table, for_switches)
+    if choice.path is None:
+        raise ConfigFileError(choice.problem)
+    if choice.warning:
+        log.warning("%s", choice.warning)
+    path = choice.path
     try:
         return with_zone_base_setting(load_topology(path))
     except TopologyError as exc:
@@ -133,7 +147,7 @@ def _stop_on_sigterm() -> None:
     "topology_path",
     type=click.Path(dir_okay=False),
     default=None,
-    help="topology YAML (default: the campus)",
+    help="topology YAML; required when a config file is in effect (default without one: the bundled lab campus)",
 )
 @click.option(
     "--db", "db_url", envvar="VIPLANES_DB_URL", default=None, help="database URL (default: sqlite file ./viplanes.db)"
@@ -190,7 +204,7 @@ def serve(
         config = AppConfig(db_url=db_url or "")
     except ValueError as exc:
         raise click.ClickException(f"settings: {exc}") from None
-    topology = _load_topology(topology_path)
+    topology = _load_topology(topology_path, "serve", for_switches=dataplane == "openflow")
     security = None
     if dataplane == "openflow":
         from viplanes.cli.openflow_options import listener_security

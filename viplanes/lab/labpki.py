@@ -13,7 +13,7 @@ vswitchd, as on a single-host site).
 
 To run your own `serve` for the lab's switches (``viplanes lab shell --controller``)::
 
-    viplanes serve --topology topologies/campus.yaml $(python -m viplanes.lab.labpki)
+    viplanes serve --topology topologies/campus.yaml $(.venv/bin/python -m viplanes.lab.labpki)
 The attack tests issue their own certificates with dpid SANs from the same CA.
 """
 
@@ -121,5 +121,5 @@ def _configure_vswitchd(lab: LabPKI) -> None:
         raise LabPKIError(f"ovs-vsctl ssl config failed: {exc}") from None
 
 
-if __name__ == "__main__":  # `viplanes serve ... $(python -m viplanes.lab.labpki)`: README, "Try it"
+if __name__ == "__main__":  # `viplanes serve ... $(.venv/bin/python -m viplanes.lab.labpki)`: README, "Try it"
     print(" ".join(ensure_lab_pki().serve_args()))

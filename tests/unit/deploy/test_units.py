@@ -67,6 +67,39 @@ def test_one_hardening_line_removed_fails_even_if_the_score_stays_ok(tmp_path: P
     assert r.returncode == 1 and 'viplanes-controller.service: no line "MemoryDenyWriteExecute=yes"' in r.stderr
 
 
+@pytest.mark.parametrize(
+    ("unit", "line", "says"),
+    [
+        (
+            "viplanes.service",
+            "Environment=VIPLANES_DB_URL=sqlite:////var/lib/viplanes/viplanes.db",
+            "sets the environment",
+        ),
+        ("viplanes-api.service", "EnvironmentFile=/etc/viplanes/viplanes.env", "sets the environment"),
+        (
+            "viplanes.service",
+            "ExecStart=/opt/viplanes/bin/viplanes serve --api 127.0.0.1:8080",
+            "ExecStart= passes flags",
+        ),
+    ],
+)
+def test_a_setting_beside_the_config_file_fails(tmp_path: Path, unit: str, line: str, says: str) -> None:
+    """The unit once set VIPLANES_DB_URL and --api, which beat viplanes.toml: the service ran on
+    SQLite at 127.0.0.1:8080 while `config show` and doctor read the file's PostgreSQL."""
+    edit = (r"^ExecStart=.*$", line) if line.startswith("ExecStart=") else (r"^(ExecStart=.*)$", rf"{line}\n\1")
+    r = check(copy_with(tmp_path, {unit: edit}))
+    assert r.returncode == 1 and f"{unit}: {says}" in r.stderr, r.stderr
+
+
+def test_the_units_run_the_bare_subcommands() -> None:
+    execs = {n: re.findall(r"^ExecStart=(.*)$", (UNITS / n).read_text(), re.M) for n in SERVICES}
+    assert execs == {
+        "viplanes-api.service": ["/opt/viplanes/bin/viplanes api"],
+        "viplanes-controller.service": ["/opt/viplanes/bin/viplanes controller cluster"],
+        "viplanes.service": ["/opt/viplanes/bin/viplanes serve"],
+    }
+
+
 def test_a_capability_granted_fails(tmp_path: Path) -> None:
     """None of the three needs a capability (ports above 1024, files group-readable)."""
     cap = copy_with(

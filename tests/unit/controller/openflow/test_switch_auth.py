@@ -74,6 +74,10 @@ def test_pki_cli_init_switch_rotate(tmp_path):
     assert f"sha256 pin: {pin}" in r.output
     assert f"ovs-vsctl set-ssl {d.resolve()}/switch-sw1.key" in r.output
     assert "set-controller BRIDGE ssl:" in r.output
+    # the next steps an operator copies: each bridge's dpid and the fail mode (docs/switches.md)
+    assert "ovs-vsctl set-fail-mode BRIDGE secure" in r.output
+    assert "other-config:datapath-id=0000000000000001" in r.output
+    assert "other-config:datapath-id=000000000000001f" in r.output
     assert pki.cert_dpids(pki.load_cert(d / "switch-sw1.crt")) == {1, 0x1F}
     r = runner.invoke(main, ["pki", "rotate", "switch", "--dir", str(d), "--name", "sw1", "--dpid", "1"])
     assert r.exit_code == 0 and f"[{pin}, " in r.output

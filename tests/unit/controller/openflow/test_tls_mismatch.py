@@ -80,7 +80,7 @@ def test_lab_shell_probe_names_the_mismatch_with_someone_elses_controller(campus
         reason = probe_controller(*server.address, lab_pki)
         assert reason == "CERTIFICATE_VERIFY_FAILED"
         [line] = why_not_connected(None, reason)
-        assert "not signed by the lab CA" in line and "$(python -m viplanes.lab.labpki)" in line
+        assert "not signed by the lab CA" in line and "$(.venv/bin/python -m viplanes.lab.labpki)" in line
     finally:
         server.close()
 
