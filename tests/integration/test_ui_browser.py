@@ -419,7 +419,7 @@ def test_pages_are_readable_at_phone_and_desktop_width(stack: Stack, tmp_path_fa
     grant = {
         "principal": "carol",
         "src_prefixes": ["10.1.0.0/24", "10.1.1.0/24"],
-        "dst_prefixes": ["203.0.113.0/24", "198.51.100.0/24"],
+        "dst_prefixes": ["203.0.113.0/24", "192.0.2.128/25"],
         "protocols": ["tcp"],
         "ports": ["5201-5299", 443],
         "max_duration_s": 3600,
@@ -439,7 +439,8 @@ def test_pages_are_readable_at_phone_and_desktop_width(stack: Stack, tmp_path_fa
             for page, selectors in checks.items():
                 driver.get(f"{stack.url}/ui/{page}")
                 scroll, client = driver.execute_script(OVERFLOW_JS)
-                assert client == width, f"viewport {client} px, not {width}"
+                if not width - 20 <= client <= width:  # a desktop's scrollbar takes ~15 px
+                    problems.append(f"{page}: viewport {client} px, not {width}")
                 if scroll > client:
                     problems.append(f"{page} at {width}: the page is {scroll} px wide (scrolls sideways)")
                 for selector in selectors:
