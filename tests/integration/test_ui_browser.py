@@ -458,13 +458,13 @@ def test_pages_are_readable_at_phone_and_desktop_width(stack: Stack, tmp_path_fa
                 if page == "audit":
                     problems += [f"audit at {width}: {p}" for p in labels_on_inputs(driver, "form.filters")]
                 driver.save_screenshot(str(shots / f"{page}-{width}.png"))
+        print(f"\nscreenshots at 1280 and 390 px: {shots}")
+        assert not problems, "\n".join(problems)
         head = "return getComputedStyle(document.querySelector('#switch-table thead')).display"
         driver.get(f"{stack.url}/ui/switches")
         assert driver.execute_script(head) == "none"  # on a phone: one card per switch
         at_width(driver, 1280)
         driver.get(f"{stack.url}/ui/switches")
         assert driver.execute_script(head) != "none"  # at a desk: the table as it was
-        print(f"\nscreenshots at 1280 and 390 px: {shots}")
-        assert not problems, "\n".join(problems)
     finally:
         driver.quit()
