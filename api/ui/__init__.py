@@ -21,7 +21,7 @@ DEFAULT_SESSION_S = 8 * 3600
 def register(app: Flask, secret: str | None = None, session_s: int | None = None) -> None:
     """Mount the console on ``app``. ``VIPLANES_UI_SECRET`` (shared by every API process) signs
     the session cookies; ``VIPLANES_UI_SESSION_S`` sets how long a sign-in lasts."""
-    from . import admin, audit_pages, campus, lanes_pages, ops, researcher  # noqa: F401  (routes)
+    from . import admin, audit_pages, campus, campusout, lanes_pages, ops, researcher  # noqa: F401  (routes)
     from .campusclient import CampusClient
 
     ctx = app.extensions["viplanes"]

@@ -15,6 +15,7 @@ The ID token rides in ``vl_idt`` (Strict) only as the ``id_token_hint`` of sign-
 from __future__ import annotations
 
 import logging
+import secrets
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -28,13 +29,14 @@ from viplanes.store.identities import caller_for_identity
 
 from .campusclient import TRANSACTION_S, CampusClient, CampusRefused, Transaction
 from .campusfresh import IDT_COOKIE, RT_COOKIE, evidence_until, held_cookie
-from .session import COOKIE
+from .session import COOKIE, PRE_COOKIE
 from .web import bp, cookie_args, ctx, error_page, safe_next, ui_state
 
 log = logging.getLogger(__name__)
 TX_COOKIE = "vl_oidc"
 TX_SALT = "viplanes-ui-oidc-transaction"
 MAX_ID_TOKEN_COOKIE = 3800  # a browser keeps ~4 KB a cookie; a longer hint is dropped, not broken
+FRESH_LOGIN_COOKIE = "vl_fresh"  # set by a refused person's sign-out: the next sign-in asks prompt=login
 
 
 def _campus() -> CampusClient:
@@ -68,12 +70,14 @@ def _refused(exc: CampusRefused) -> ResponseReturnValue:
 
 @bp.route("/login/campus", endpoint="campus_start")
 def campus_start() -> ResponseReturnValue:
+    fresh = request.args.get("prompt") == "login" or request.cookies.get(FRESH_LOGIN_COOKIE) == "1"
     try:
         campus = _campus()
-        url, tx = campus.start(_redirect_uri(campus), request.args.get("next"))
+        url, tx = campus.start(_redirect_uri(campus), request.args.get("next"), fresh_login=fresh)
     except CampusRefused as exc:
         return _refused(exc)
     resp = redirect(url)
+    resp.delete_cookie(FRESH_LOGIN_COOKIE, path="/ui")
     args = cookie_args(TRANSACTION_S) | {"samesite": "Lax"}
     resp.set_cookie(TX_COOKIE, _tx_serializer().dumps(tx.as_dict()), **args)
     return resp
@@ -103,7 +107,7 @@ def campus_callback() -> ResponseReturnValue:
             ident = identity_of(claims, campus.oidc)
         except OidcRefused as exc:
             _record_groups(claims, now)  # removed from their only mapped group: its lanes end too
-            raise CampusRefused(exc.code, exc.message, exc.status) from None
+            return _unmapped(campus, exc, claims, id_token)
         with c.db.write() as s:
             who = caller_for_identity(s, ident, now)
         until = evidence_until(claims, campus)  # the session lives on this evidence (campusfresh)
@@ -125,6 +129,30 @@ def campus_callback() -> ResponseReturnValue:
         resp.set_cookie(IDT_COOKIE, id_token, **cookie_args(ui_state().sessions.ttl_s))
     if sealed is not None:
         resp.set_cookie(RT_COOKIE, sealed, **cookie_args(ui_state().sessions.ttl_s))
+    resp.delete_cookie(TX_COOKIE, path="/ui")
+    return resp
+
+
+def _unmapped(campus: CampusClient, exc: OidcRefused, claims: dict[str, Any], id_token: str) -> ResponseReturnValue:
+    """The provider signed the person in, VIP Lanes refuses them (e.g. ``no_role``): a page that
+    says why and offers the way out, sign-out here and at the provider (``campusout.py``),
+    since the provider's session would otherwise sign the same account straight back in."""
+    log.info("campus sign-in refused: %s (%s)", exc.code, exc.message)
+    pre = secrets.token_urlsafe(24)
+    who = claims.get("preferred_username") or claims.get("email") or ""
+    page = render_template(
+        "ui/no_role.html",
+        status=exc.status,
+        code=exc.code,
+        message=exc.message,
+        campus=campus.display_name,
+        who=who,
+        pre=pre,
+    )
+    resp = make_response(page, exc.status)
+    resp.set_cookie(PRE_COOKIE, pre, **cookie_args(TRANSACTION_S))
+    if len(id_token) <= MAX_ID_TOKEN_COOKIE:  # the id_token_hint of the provider's sign-out
+        resp.set_cookie(IDT_COOKIE, id_token, **cookie_args(TRANSACTION_S))
     resp.delete_cookie(TX_COOKIE, path="/ui")
     return resp
 

@@ -182,16 +182,23 @@ class CampusClient:
             self._meta, self._meta_at = doc, self.clock()
         return doc
 
-    def start(self, redirect_uri: str, next_path: str | None) -> tuple[str, Transaction]:
-        """The provider's authorization URL for a new sign-in, and its transaction."""
+    def start(self, redirect_uri: str, next_path: str | None, fresh_login: bool = False) -> tuple[str, Transaction]:
+        """The provider's authorization URL for a new sign-in, and its transaction.
+        ``fresh_login`` asks the provider for its login page even when it holds a session
+        (``prompt=login``): after a refusal the person may choose another account."""
         tx = Transaction(
             secrets.token_urlsafe(24), secrets.token_urlsafe(24), secrets.token_urlsafe(48), redirect_uri, next_path
         )
         client = OAuth2Session(
             self.console.client_id, scope=self.console.scope, redirect_uri=redirect_uri, code_challenge_method="S256"
         )
+        extra = {"prompt": "login"} if fresh_login else {}
         url, _ = client.create_authorization_url(
-            self.metadata()["authorization_endpoint"], state=tx.state, code_verifier=tx.verifier, nonce=tx.nonce
+            self.metadata()["authorization_endpoint"],
+            state=tx.state,
+            code_verifier=tx.verifier,
+            nonce=tx.nonce,
+            **extra,
         )
         return url, tx
 

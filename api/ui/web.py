@@ -28,7 +28,7 @@ bp = Blueprint(
     "ui", __name__, url_prefix="/ui", template_folder="templates", static_folder="static", static_url_path="/static"
 )
 
-OPEN_ENDPOINTS = {"ui.sign_in", "ui.static", "ui.campus_start", "ui.campus_callback"}
+OPEN_ENDPOINTS = {"ui.sign_in", "ui.static", "ui.campus_start", "ui.campus_callback", "ui.campus_sign_out"}
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
     "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
@@ -276,6 +276,21 @@ def _duration(seconds: float) -> str:
     h, rest = divmod(s, 3600)
     m, sec = divmod(rest, 60)
     return f"{h}h {m:02d}m {sec:02d}s" if h else f"{m}m {sec:02d}s"
+
+
+@bp.app_template_filter("span")
+def _span(seconds: float) -> str:
+    """A grant's longest duration as people say it: 45 s, 60 min, 1 h 30 min, 2 d."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s % 60:
+        return f"{s // 60} min {s % 60} s"
+    m = s // 60
+    if m <= 90 or m % 60:
+        return f"{m} min" if m <= 90 else f"{m // 60} h {m % 60} min"
+    h = m // 60
+    return f"{h // 24} d" if h % 24 == 0 else f"{h} h"
 
 
 @bp.app_template_filter("bytes")

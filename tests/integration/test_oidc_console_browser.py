@@ -160,9 +160,11 @@ def test_rita_signs_in_at_keycloak_requests_a_lane_and_signs_out(
     print(f"signed in through Keycloak in {signed_in_s:.1f} s; whole flow {time.monotonic() - t0:.1f} s")
 
 
-def test_a_person_in_no_mapped_group_sees_a_403_page(
+def test_a_person_in_no_mapped_group_signs_out_and_in_as_another(
     keycloak: Keycloak, serve: tuple[Serve, str], browser: Any
 ) -> None:
+    """lena (group library, no role here) is refused; the refusal page signs her out here and at
+    Keycloak, and "Sign in with <campus>" then shows Keycloak's login page, where rita signs in."""
     from selenium.webdriver.common.by import By
 
     s, _ = serve
@@ -172,8 +174,24 @@ def test_a_person_in_no_mapped_group_sees_a_403_page(
     until(lambda: "no_role" in browser.page_source, "the refusal page")
     assert browser.current_url.startswith(f"{s.url}/ui/login/callback")
     assert "403" in browser.find_element(By.TAG_NAME, "h1").text
+    assert len(sessions_at_keycloak(keycloak, "lena")) == 1
     browser.get(f"{s.url}/ui/mine")
-    assert browser.current_url.startswith(f"{s.url}/ui/login")
+    assert browser.current_url.startswith(f"{s.url}/ui/login")  # no console session
+    # Keycloak's session persists: signing in again lands on the refusal without a login page
+    browser.find_element(By.ID, "campus-sign-in").click()
+    until(lambda: browser.current_url.startswith(f"{s.url}/ui/login/callback"), "the refusal page again")
+    until(lambda: browser.find_element(By.ID, "campus-sign-out"), "its sign-out button")
+
+    browser.find_element(By.ID, "campus-sign-out").click()
+    landed = wait_for(lambda: browser.current_url.startswith(f"{s.url}/ui/login"), 60, 0.2, ignore=(Exception,))
+    assert landed, f"not back on the sign-in page: at {browser.current_url}: {browser.page_source[:1500]}"
+    assert sessions_at_keycloak(keycloak, "lena") == []  # ended at Keycloak too
+    browser.find_element(By.ID, "campus-sign-in").click()
+    until(lambda: browser.find_element(By.ID, "username"), "Keycloak's login page, not lena again")
+    assert "prompt=login" in browser.current_url
+    keycloak_sign_in(browser, "rita", "rita-test-pass")
+    until(lambda: browser.current_url == f"{s.url}/ui/mine", "rita's lanes page")
+    assert browser.find_element(By.CSS_SELECTOR, ".who").text == "rita (researcher)"
 
 
 def membership(kc: Keycloak, user: str, group: str, member: bool) -> None:

@@ -355,3 +355,116 @@ def test_grant_request_watch_revoke_in_two_browsers(stack: Stack, browsers: tupl
     assert "lane.revoke" in text(op, By.TAG_NAME, "tbody")
     shot(op, "audit")
     print(f"\nbrowser flow took {time.monotonic() - t0:.1f} s")
+
+
+# --- phone width: every column and filter readable at 390 px, desktop unchanged at 1280 --------
+
+CLIPPED_JS = """
+const el = arguments[0], r = el.getBoundingClientRect(), vw = document.documentElement.clientWidth;
+if (r.width === 0 || r.height === 0) return 'not shown (zero size)';
+if (r.left < -0.5 || r.right > vw + 0.5) return `outside the viewport: x ${r.left}..${r.right} of ${vw}`;
+for (let p = el.parentElement; p; p = p.parentElement) {
+  if (getComputedStyle(p).overflowX === 'visible') continue;
+  const c = p.getBoundingClientRect();
+  if (r.left < c.left - 0.5 || r.right > c.right + 0.5)
+    return `clipped by ${p.tagName.toLowerCase()}.${p.className}: x ${r.left}..${r.right}, visible ${c.left}..${c.right}`;
+}
+return '';
+"""
+OVERFLOW_JS = "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+
+
+def at_width(driver: Any, width: int) -> None:
+    """The viewport exactly ``width`` CSS pixels wide (a phone is emulated as one: mobile, DPR 1)."""
+    height = 844 if width < 500 else 800
+    driver.set_window_size(width, height)
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 500},
+    )
+
+
+COLUMN_JS = """
+const t = document.querySelector('main table');
+if (!t) return [];
+const i = [...t.querySelectorAll('thead th')].findIndex(th => th.textContent.trim() === arguments[0]);
+if (i < 0) return [];
+return [...t.querySelectorAll('tbody tr')].map(tr => tr.children[i]).filter(Boolean);
+"""
+
+
+def readable(driver: Any, column: str) -> list[str]:
+    """Every cell of the page's first table under ``column`` (found by its header, whether the
+    header row is shown or not): shown, inside the viewport, clipped by no scroller."""
+    found = driver.execute_script(COLUMN_JS, column)
+    assert found, f"no {column!r} column on {driver.current_url}"
+    return [
+        f"{column!r} cell {i}: {why}" for i, el in enumerate(found) if (why := driver.execute_script(CLIPPED_JS, el))
+    ]
+
+
+def labels_on_inputs(driver: Any, form: str) -> list[str]:
+    """Each label sits right above its own input (same left edge, at most 8 px apart)."""
+    from selenium.webdriver.common.by import By
+
+    problems = []
+    for label in driver.find_elements(By.CSS_SELECTOR, f"{form} label[for]"):
+        field = driver.find_element(By.ID, label.get_attribute("for"))
+        lr, fr = label.rect, field.rect
+        gap = fr["y"] - (lr["y"] + lr["height"])
+        if not (-0.5 <= gap <= 8 and abs(lr["x"] - fr["x"]) <= 2):
+            problems.append(f"label {label.text!r} at {lr}, its input at {fr}")
+    return problems
+
+
+def test_pages_are_readable_at_phone_and_desktop_width(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> None:
+    import requests
+
+    shots = tmp_path_factory.mktemp("ui-widths")
+    h = {"Authorization": f"Bearer {stack.root_token}"}
+    r = requests.post(
+        f"{stack.url}/api/v1/principals", json={"name": "carol", "role": "researcher"}, headers=h, timeout=30
+    )
+    assert r.status_code in (201, 409), r.text
+    grant = {
+        "principal": "carol",
+        "src_prefixes": ["10.1.0.0/24", "10.1.1.0/24"],
+        "dst_prefixes": ["203.0.113.0/24", "192.0.2.128/25"],
+        "protocols": ["tcp"],
+        "ports": ["5201-5299", 443],
+        "max_duration_s": 3600,
+    }
+    assert requests.post(f"{stack.url}/api/v1/grants", json=grant, headers=h, timeout=30).status_code == 201
+    driver = _chrome()
+    try:
+        sign_in_by_keyboard(driver, stack.url, stack.root_token)
+        checks = {
+            "switches": ("Connected", "Last reconcile"),
+            "grants": ("Destinations", "Live lanes"),
+            "audit": ("Reason", "Target"),
+        }
+        problems: list[str] = []
+        for width in (1280, 390):
+            at_width(driver, width)
+            for page, selectors in checks.items():
+                driver.get(f"{stack.url}/ui/{page}")
+                scroll, client = driver.execute_script(OVERFLOW_JS)
+                if not width - 20 <= client <= width:  # a desktop's scrollbar takes ~15 px
+                    problems.append(f"{page}: viewport {client} px, not {width}")
+                if scroll > client:
+                    problems.append(f"{page} at {width}: the page is {scroll} px wide (scrolls sideways)")
+                for column in selectors:
+                    problems += [f"{page} at {width}: {p}" for p in readable(driver, column)]
+                if page == "audit":
+                    problems += [f"audit at {width}: {p}" for p in labels_on_inputs(driver, "form.filters")]
+                driver.save_screenshot(str(shots / f"{page}-{width}.png"))
+        print(f"\nscreenshots at 1280 and 390 px: {shots}")
+        assert not problems, "\n".join(problems)
+        head = "return getComputedStyle(document.querySelector('#switch-table thead')).display"
+        driver.get(f"{stack.url}/ui/switches")
+        assert driver.execute_script(head) == "none"  # on a phone: one card per switch
+        at_width(driver, 1280)
+        driver.get(f"{stack.url}/ui/switches")
+        assert driver.execute_script(head) != "none"  # at a desk: the table as it was
+    finally:
+        driver.quit()

@@ -25,6 +25,7 @@ from typing import Any
 
 import click
 
+from viplanes.cli import exitcodes
 from viplanes.cli.apiserver import ServerLimits, create_api_server
 from viplanes.cli.clockopt import max_clock_skew_option, refuse_skewed_clock
 from viplanes.cli.https import api_tls_options, listen_tls
@@ -84,8 +85,9 @@ def _worker(
     "--db",
     "db_url",
     envvar="VIPLANES_DB_URL",
-    required=True,
-    help="shared database URL (postgresql://...), the one the controllers use",
+    default=None,
+    help="shared database URL (postgresql://...), the one the controllers use "
+    "[default: $VIPLANES_DB_URL, else [db] url of the config file]",
 )
 @click.option("--listen", "listen", default="127.0.0.1:8080", show_default=True, help="HOST:PORT")
 @click.option(
@@ -107,7 +109,7 @@ def _worker(
 @api_tls_options
 @log_options
 def api(
-    db_url: str,
+    db_url: str | None,
     listen: str,
     workers: int,
     threads: int,
@@ -117,6 +119,13 @@ def api(
     log_level: str,
 ) -> None:
     """The API alone, in N processes; lanes are installed by `viplanes controller cluster`."""
+    if not db_url:
+        click.echo(
+            "error: viplanes api needs the shared database: give --db postgresql://..., set VIPLANES_DB_URL, "
+            "or url in the [db] table of the config file (docs/configuration.md)",
+            err=True,
+        )
+        sys.exit(exitcodes.USAGE)
     from sqlalchemy.exc import SQLAlchemyError
 
     from viplanes.authz.oidc import OidcSettings

@@ -52,6 +52,8 @@ def _short_time(value: Any) -> str:
         return f"{value['kind']} (grant {value.get('grant_id')})"
     if isinstance(value, list):
         return ", ".join(map(str, value))
+    if isinstance(value, float):  # 37.54107099996418 -> 37.5411
+        return f"{value:g}"
     if isinstance(value, str) and re.match(r"^\d{4}-\d\d-\d\dT", value):
         return value[:19].replace("T", " ") + "Z"
     return "" if value is None else str(value)
@@ -72,7 +74,10 @@ def _table(rows: list[dict[str, Any]], columns: tuple[str, ...], title: str | No
 def _record(row: dict[str, Any]) -> None:
     width = max(len(k) for k in row)
     for key, value in row.items():
-        shown = ", ".join(map(str, value)) if isinstance(value, list) else _short_time(value)
+        if key.endswith("_ms") and isinstance(value, float):
+            shown = f"{value:.1f}"  # activation_ms 37.5: a tenth of a millisecond is all it means
+        else:
+            shown = ", ".join(map(str, value)) if isinstance(value, list) else _short_time(value)
         click.echo(f"{key.ljust(width)}  {shown}")
 
 

@@ -43,6 +43,7 @@ def shell(topology_path: Path, controller: str | None, work_dir: Path) -> None:
     Prints, last, a lane to try from the mininet> prompt, the console's address and the tokens.
     When switches do not connect, names the TLS cause and its fix."""
     need_root()
+    need_tools()
     from mininet.cli import CLI
 
     from viplanes.lab.experiments import lab_grant_prefixes
@@ -105,4 +106,15 @@ def need_root() -> None:
     """Exit 1 with one line unless root: every lab command builds namespaces and OVS bridges."""
     if os.geteuid() != 0:
         click.echo("Error: the lab needs root (network namespaces and OVS bridges)", err=True)
+        sys.exit(1)
+
+
+def need_tools() -> None:
+    """Exit 1 naming every missing tool (rclone, Open vSwitch, ...) before ~40 s of building."""
+    from viplanes.lab.prereqs import missing
+
+    lines = missing()
+    if lines:
+        for line in lines:
+            click.echo(f"Error: {line}", err=True)
         sys.exit(1)

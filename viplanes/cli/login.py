@@ -20,6 +20,7 @@ from viplanes.client.login import (
     login_path,
     poll_token,
     start_device,
+    why_unreachable,
 )
 from viplanes.client.login import (
     logout as forget_login,
@@ -52,10 +53,19 @@ def _username(access_token: str) -> str:
 )
 @click.option("--scope", default="openid", show_default=True, help="scopes to ask for")
 def login(issuer: str | None, client_id: str, scope: str) -> None:
-    """Sign in at the campus identity provider (works over SSH: open the printed URL anywhere).
+    """Sign in (OAuth device-code flow) at the campus provider; works over SSH.
+
+    \b
+    What you do:
+      1. run `viplanes login`; it prints a URL and a short code;
+      2. open the URL in a browser on any device (your laptop, a phone);
+      3. enter the code, sign in at the campus page (password, MFA) and approve;
+      4. the command, which was waiting, says "signed in as ...".
 
     The login is kept in $XDG_CONFIG_HOME/viplanes/login.json (mode 0600) and used by every
-    command that is given no API token; access tokens are refreshed silently."""
+    command that is given no API token; access tokens are refreshed silently. The provider is
+    [oidc] issuer of the config file (docs/identity.md). Exit codes: 3 the provider cannot be
+    reached, 6 the login was refused or the code expired."""
     if not issuer:
         _fail("no issuer: set [oidc] issuer in the config file, VIPLANES_OIDC_ISSUER or --issuer", exitcodes.USAGE)
     session = requests.Session()
@@ -71,7 +81,7 @@ def login(issuer: str | None, client_id: str, scope: str) -> None:
     except LoginError as exc:
         _fail(str(exc), exitcodes.UNREACHABLE if exc.code == "unreachable" else exitcodes.LOGIN)
     except requests.RequestException as exc:
-        _fail(f"cannot reach the provider: {exc.__class__.__name__}", exitcodes.UNREACHABLE)
+        _fail(f"cannot reach the identity provider at {issuer}: {why_unreachable(exc)}", exitcodes.UNREACHABLE)
     stored = StoredLogin.from_answer(issuer, client_id, answer, time.time())
     path = login_path()
     try:

@@ -33,6 +33,30 @@ COMMANDS: dict[str, str] = {
 }
 CONFIG_META = "viplanes.config_file"  # ctx.meta key of the LoadedConfig
 
+# command name -> its one-line help, for the top-level --help: listing the commands must not
+# import them (SQLAlchemy, networkx and os-ken cost 1.7-2.7 s on a [server] install).
+# tests/unit/cli/test_lazy_help.py checks each line against the command's own docstring.
+SUMMARIES: dict[str, str] = {
+    "api": "The API alone, in N processes; lanes are installed by `viplanes controller cluster`.",
+    "audit": "The decision log, newest first (operators).",
+    "auto": "Automatic lanes for everyone: on, off (ends them all now), status (operators change).",
+    "config": "The configuration file (/etc/viplanes/viplanes.toml, --config, $VIPLANES_CONFIG).",
+    "controller": "The OpenFlow controller (os-ken 4.x, OpenFlow 1.3).",
+    "db": "The database (SQLite file by default, PostgreSQL via VIPLANES_DB_URL).",
+    "doctor": "Check the config file, database, PKI, topology, switches, their features and the clock; "
+    "print what to fix.",
+    "grant": "Grants: what a principal or a group may ask lanes for (operators create and revoke).",
+    "lab": "The Mininet campus lab: placements x directions x paths x tools, and its report.",
+    "lane": "VIP lanes: request one before a big transfer.",
+    "login": "Sign in (OAuth device-code flow) at the campus provider; works over SSH.",
+    "logout": "Forget the stored login (and revoke its refresh token at the provider).",
+    "pki": "Campus CA and certificates for OpenFlow over TLS.",
+    "principal": "Principals (people and scripts) and their tokens.",
+    "serve": "Run the controller and the API in one process until SIGINT/SIGTERM.",
+    "topology": "Campus topology files.",
+    "transfer": "Run CMD on a VIP lane: request it, hold it while CMD runs, release it when CMD ends.",
+}
+
 
 class LazyGroup(click.Group):
     """A click group whose subcommands are imported only when used."""
@@ -59,6 +83,20 @@ class LazyGroup(click.Group):
                 return needs_extra_command(name, exc.name)  # a dependency COMMAND_NEEDS does not name
             raise
         return getattr(module, attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list from ``SUMMARIES`` (and the extras this install lacks), importing nothing."""
+        from viplanes.cli.extras import extra_for, missing_module
+
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for name in names:
+            lacking = missing_module(name)
+            text = SUMMARIES[name] if lacking is None else f"(needs viplanes[{extra_for(lacking)}], not installed here)"
+            rows.append((name, click.Command(name, help=text).get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """Read the configuration file before any command module is imported (some read their

@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from viplanes.client.http import ApiClient, LaneLease, LaneRefused
+from viplanes.client.http import ApiClient, ApiError, LaneLease, LaneRefused
 from viplanes.client.login import LoginError, bearer_for
 from viplanes.client.targets import Destination, NoDestination, derive, rclone_advice
 from viplanes.config import ClientConfig, ConfigError
@@ -339,6 +339,14 @@ def _hold_lane(
         lane = lease.start(request_guard=gate.held)
     except LaneRefused as exc:
         held.remove(lease)
+        own = _own_active_lane(api, exc)
+        if own is not None:
+            say(
+                f"your lane {own['id']} for this flow is already active: the command runs on it "
+                f"(this command does not release it; it ends at {own.get('expires_at')} or with "
+                f"`viplanes lane release {own['id']}`)"
+            )
+            return
         no_lane(f"no lane: {exc}", 3 if exc.status == 0 else 1)
         return
     where = lane.get("dst_host") or ", ".join(lane.get("dst_nets") or [str(lane.get("dst_ip"))])
@@ -346,3 +354,16 @@ def _hold_lane(
         f"lane {lane['id']} active: {lane['src_ip']} -> {where} ports {', '.join(lane.get('dst_ports') or [])} "
         f"({lane.get('match_count')} matches); lease {lease_s} s, renewed every {lease.renew_s} s"
     )
+
+
+def _own_active_lane(api: ApiClient, refused: LaneRefused) -> dict[str, Any] | None:
+    """The caller's own identical lane when the refusal was ``duplicate_lane`` and that lane is
+    active (it carries this flow already), else None."""
+    lane_id = refused.details.get("lane_id")
+    if refused.error != "duplicate_lane" or not isinstance(lane_id, int):
+        return None
+    try:
+        lane = api.lane(lane_id)
+    except ApiError:
+        return None
+    return lane if lane.get("state") == "active" else None

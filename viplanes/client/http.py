@@ -165,9 +165,9 @@ class ApiClient:
 class LaneRefused(Exception):
     """The API refused the lane, the lane failed to activate, or the API could not be reached."""
 
-    def __init__(self, message: str, status: int = 0) -> None:
+    def __init__(self, message: str, status: int = 0, error: str = "", details: Any = None) -> None:
         super().__init__(message)
-        self.status = status
+        self.status, self.error, self.details = status, error, details if isinstance(details, dict) else {}
 
 
 class LaneLease:
@@ -217,7 +217,7 @@ class LaneLease:
         except ApiError as exc:
             if self.lane is not None:
                 self.release()
-            raise LaneRefused(str(exc), exc.status) from None
+            raise LaneRefused(str(exc), exc.status, exc.error, exc.details) from None
         except BaseException:
             if self.lane is not None:
                 self.release()

@@ -55,6 +55,29 @@ def _allowed_url(url: str) -> bool:
     return token_safe_url(url)
 
 
+def why_unreachable(exc: Exception) -> str:
+    """A failed request in a few words, not urllib3's nested repr (pool, object address, errno)."""
+    if isinstance(exc, requests.HTTPError) and exc.response is not None:
+        return f"it answered HTTP {exc.response.status_code}"
+    if isinstance(exc, requests.Timeout):
+        return f"no answer within {TIMEOUT_S:.0f} s"
+    if isinstance(exc, requests.exceptions.SSLError):
+        return "its TLS certificate did not verify"
+    if isinstance(exc, ValueError) and not isinstance(exc, requests.RequestException):
+        return "its answer is not a discovery document (not JSON)"
+    text = str(exc)
+    for needle, words in (
+        ("Connection refused", "connection refused"),
+        ("Name or service not known", "host name not found"),
+        ("NameResolutionError", "host name not found"),
+        ("No route to host", "no route to host"),
+        ("Network is unreachable", "network unreachable"),
+    ):
+        if needle in text:
+            return words
+    return exc.__class__.__name__
+
+
 @dataclass(frozen=True)
 class Endpoints:
     device: str
@@ -71,7 +94,11 @@ def discover(session: requests.Session, issuer: str) -> Endpoints:
         r.raise_for_status()
         doc = r.json()
     except (requests.RequestException, ValueError) as exc:
-        raise LoginError("unreachable", f"cannot read the provider's configuration at {issuer}: {exc}") from None
+        raise LoginError(
+            "unreachable",
+            f"cannot reach the identity provider at {issuer}: {why_unreachable(exc)}; "
+            "is it running, and is [oidc] issuer (or --issuer) right?",
+        ) from None
     if str(doc.get("issuer", "")).rstrip("/") != issuer:
         raise LoginError("wrong_issuer", f"{issuer}'s discovery document names another issuer")
     device = doc.get("device_authorization_endpoint")

@@ -35,16 +35,19 @@ ACCESS_KEY = "viplanes-lab"
 SECRET_KEY = "viplanes-lab-secret"
 
 
+RCLONE_BUILDS = (REPO / "tools" / "bin" / "rclone", Path("/tmp/rclonebuild/bin/rclone"))
+
+
 def rclone_binary() -> str:
     """rclone >= 1.65 (it has `serve s3`): the repo's build first, then PATH."""
-    for candidate in (REPO / "tools" / "bin" / "rclone", Path("/tmp/rclonebuild/bin/rclone")):
+    for candidate in RCLONE_BUILDS:
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return str(candidate)
     found = shutil.which("rclone")
     if found and "serve s3" not in _help(found):
         found = None
     if not found:
-        raise RuntimeError("rclone 1.68 not found: run scripts/setup.sh (builds tools/bin/rclone)")
+        raise RuntimeError("rclone 1.68 (with `serve s3`) not found: make setup builds tools/bin/rclone")
     return found
 
 

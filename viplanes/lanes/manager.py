@@ -259,7 +259,7 @@ class LaneManager(LaneActivation, LaneReads):
         if immediate:
             waiting = self._unready(spec_to_check(src, target, req, nat_ip, trigger))
             if waiting:
-                return None, not_ready(waiting)
+                return None, not_ready(waiting, self.dataplane.readiness())
         ttl = clamp_ttl(target.ttl_s, self.limits.ttl_floor_s, self.limits.ttl_cap_s) if target.host else None
         values = lane_row(caller, body, target, req, decision, now, nat_ip, ttl, idempotency_key, digest)
         if trigger is not None:

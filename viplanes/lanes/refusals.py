@@ -7,6 +7,8 @@ change nothing; ``LaneManager._insert`` decides when to give them.
 
 from __future__ import annotations
 
+from typing import Any
+
 from viplanes.domain.values import LaneSpec
 from viplanes.errors import Conflict, Unavailable
 from viplanes.lanes.requests import LaneTrigger
@@ -35,11 +37,21 @@ def pool_exhausted(pool: str) -> Unavailable:
     )
 
 
-def not_ready(waiting: list[str]) -> Unavailable:
-    """The switches an immediate lane needs are not connected and reconciled: a 503 to retry."""
+def not_ready(waiting: list[str], readiness: dict[str, Any]) -> Unavailable:
+    """The switches an immediate lane needs are not connected and reconciled: a 503 to retry.
+
+    Said for a researcher: which switches, whether any switch is connected at all (the lane's path
+    lists only its own, three of four when none is), and that it is the operators' matter."""
+    switches = readiness.get("switches") or []
+    connected = [s.get("name") for s in switches if isinstance(s, dict) and s.get("connected")]
+    if switches and not connected:
+        what = f"no switch is connected to the controller (this lane needs {', '.join(waiting)})"
+    else:
+        what = f"switches this lane needs are not connected to the controller or not yet set up: {', '.join(waiting)}"
     return Unavailable(
-        f"the data plane is not ready ({', '.join(waiting)}); try again",
-        {"switches": waiting, "retry_after_s": NOT_READY_RETRY_S},
+        f"{what}. Your request is fine; this is for the network operators to fix "
+        "(`viplanes doctor` names the cause). Ask again once they have",
+        {"switches": waiting, "connected": connected, "retry_after_s": NOT_READY_RETRY_S},
         code="switches_not_ready",
         retry_after=NOT_READY_RETRY_S,
     )

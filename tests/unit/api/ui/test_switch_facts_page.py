@@ -31,7 +31,7 @@ def test_switches_page_and_metrics_show_what_switches_said(wired):
     page = world.client.get("/ui/switches").text
     assert "What the switches report" in page
     assert "profile ovs uses tables 0, 1, 2, 3 but the switch reports 1 table(s)" in page
-    assert '<td class="num">41</td>' in page
+    assert '<td data-label="Full at" class="num">41</td>' in page
     metrics = world.client.get("/metrics").text
     assert 'viplanes_switch_full_at{switch="s2"} 41.0' in metrics
     assert 'viplanes_switch_profile_mismatches{switch="s1"} 2.0' in metrics  # tables, meters

@@ -12,6 +12,10 @@ set has no single destination) and address columns widen to 45 characters for IP
 import sqlalchemy as sa
 from alembic import op
 
+# Reflect only the table being altered: resolving its foreign keys would also reflect principals,
+# whose lower(name) index SQLAlchemy cannot reflect on SQLite (an SAWarning on every new database).
+NO_REFERENTS = {'resolve_fks': False}
+
 revision = '0004'
 down_revision = '0003'
 branch_labels = None
@@ -19,7 +23,7 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('lanes', schema=None) as batch_op:
+    with op.batch_alter_table('lanes', schema=None, reflect_kwargs=NO_REFERENTS) as batch_op:
         batch_op.alter_column(
             'src_ip', existing_type=sa.String(length=15), type_=sa.String(length=45), existing_nullable=False
         )
@@ -40,7 +44,7 @@ def downgrade() -> None:
     )
     op.execute("UPDATE lanes SET dst_ip = '0.0.0.0' WHERE dst_ip IS NULL")
     op.execute("UPDATE lanes SET dst_port = 0 WHERE dst_port IS NULL")
-    with op.batch_alter_table('lanes', schema=None) as batch_op:
+    with op.batch_alter_table('lanes', schema=None, reflect_kwargs=NO_REFERENTS) as batch_op:
         batch_op.drop_index('ix_lanes_dst_refresh')
         batch_op.drop_column('dst_refresh_at')
         batch_op.drop_column('dst_host')

@@ -14,6 +14,10 @@ point at: env.py checks the foreign keys once at the end instead of at the drop 
 import sqlalchemy as sa
 from alembic import op
 
+# Reflect only the table being altered: resolving its foreign keys would also reflect principals,
+# whose lower(name) index SQLAlchemy cannot reflect on SQLite (an SAWarning on every new database).
+NO_REFERENTS = {'resolve_fks': False}
+
 revision = '0009'
 down_revision = '0008'
 branch_labels = None
@@ -21,7 +25,7 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('grants', schema=None) as batch_op:
+    with op.batch_alter_table('grants', schema=None, reflect_kwargs=NO_REFERENTS) as batch_op:
         batch_op.alter_column('principal_id', existing_type=sa.Integer(), nullable=True)
         batch_op.add_column(sa.Column('group_name', sa.String(length=255), nullable=True))
         batch_op.create_index('ix_grants_group_name', ['group_name'], unique=False)
@@ -44,7 +48,7 @@ def downgrade() -> None:
     n = op.get_bind().execute(sa.text("SELECT count(*) FROM grants WHERE group_name IS NOT NULL")).scalar()
     if n:  # they have no principal to fall back to; lanes refer to them
         raise RuntimeError(f"{n} group grants exist; a schema before 0009 cannot hold them")
-    with op.batch_alter_table('grants', schema=None) as batch_op:
+    with op.batch_alter_table('grants', schema=None, reflect_kwargs=NO_REFERENTS) as batch_op:
         batch_op.drop_constraint('ck_grants_principal_or_group', type_='check')
         batch_op.drop_index('ix_grants_group_name')
         batch_op.drop_column('group_name')

@@ -11,6 +11,10 @@ everyone at once (automation_switch); a lane records what triggered it.
 import sqlalchemy as sa
 from alembic import op
 
+# Reflect only the table being altered: resolving its foreign keys would also reflect principals,
+# whose lower(name) index SQLAlchemy cannot reflect on SQLite (an SAWarning on every new database).
+NO_REFERENTS = {'resolve_fks': False}
+
 revision = '0010'
 down_revision = '0009'
 branch_labels = None
@@ -42,14 +46,14 @@ def upgrade() -> None:
         sa.Column('changed_by', sa.String(length=64), nullable=False),
         sa.PrimaryKeyConstraint('name'),
     )
-    with op.batch_alter_table('lanes') as batch:
+    with op.batch_alter_table('lanes', reflect_kwargs=NO_REFERENTS) as batch:
         batch.add_column(sa.Column('trigger_kind', sa.String(length=16), nullable=True))
         batch.add_column(sa.Column('trigger_grant_id', sa.Integer(), nullable=True))
         batch.add_column(sa.Column('trigger_detail', sa.Text(), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('lanes') as batch:
+    with op.batch_alter_table('lanes', reflect_kwargs=NO_REFERENTS) as batch:
         batch.drop_column('trigger_detail')
         batch.drop_column('trigger_grant_id')
         batch.drop_column('trigger_kind')
