@@ -26,6 +26,10 @@ import requests
 
 from bench.harness import procwatch
 
+# non-socket descriptors may grow by what the database pool opens for threads the warm-up did not
+# reach (SQLite: the file, its WAL and shared memory per connection, 8 threads); a per-request leak
+# over thousands of requests is far above it. Sockets are held to their baseline exactly.
+FD_SLACK = 32
 IDLE_MAX_TICKS = 10.0  # a server at rest (scheduler ticks, sweeps) spends under 10 % of a core
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 
@@ -242,8 +246,8 @@ def failed_checks(report: dict[str, Any]) -> list[str]:
         broken.append(f"{report['port_sockets_after'] - report['listeners']} sockets still held on the API port")
     if report["socket_fds_after"] > report["socket_fds_before"]:
         broken.append(f"socket descriptors {report['socket_fds_before']} -> {report['socket_fds_after']}")
-    if report["fds_after"] > report["fds_before"]:
-        broken.append(f"file descriptors {report['fds_before']} -> {report['fds_after']}")
+    if report["fds_after"] > report["fds_before"] + FD_SLACK:
+        broken.append(f"file descriptors {report['fds_before']} -> {report['fds_after']} (over {FD_SLACK} more)")
     if report["idle_ticks_per_s"] > IDLE_MAX_TICKS:  # a baseline already spinning would excuse anything
         broken.append(f"the server at rest spends {report['idle_ticks_per_s']:.0f} ticks/s (over {IDLE_MAX_TICKS})")
     settle = report["cpu_back_to_idle_s"]

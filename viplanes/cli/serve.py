@@ -134,6 +134,11 @@ def _sflow_detection(clock: Callable[[], float], acceptor: Any, topology: Any) -
         raise click.ClickException(f"sflow: cannot listen: {exc.strerror or exc}") from None
 
 
+# SystemExit, not an exception of our own: the API server's loop (cheroot) stops on SystemExit and
+# KeyboardInterrupt only, and logs and swallows anything else
+SIGTERM_EXIT = 128 + signal.SIGTERM
+
+
 def _stop_on_sigterm() -> None:
     def handler(signum: int, _frame: Any) -> None:
         raise SystemExit(128 + signum)
@@ -267,6 +272,9 @@ def serve(
         server.run()  # SIGTERM/SIGINT: stops accepting, in-flight requests finish (ServerLimits.shutdown_s)
     except KeyboardInterrupt:
         pass
+    except SystemExit as exc:  # our SIGTERM handler's: a requested stop is a clean exit (0)
+        if exc.code != SIGTERM_EXIT:
+            raise
     finally:
         if server is not None:
             server.stop()
