@@ -11,36 +11,12 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from viplanes.topologies.profiles import Capabilities
+from viplanes.topologies.zones import CT_ZONE_BASE_DEFAULT, ct_zone_problem
 
 # Source addresses that only exist behind the campus NAT.
 NAT_PREFIXES = tuple(
     ipaddress.IPv4Network(p) for p in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
 )
-
-# Conntrack zones (16 bits, per datapath): a deployment uses ``ct_zone_base`` and the zones after
-# it, one for the related-ICMP lookup, one per lane-pool address, one per host
-# (controller/compile/conntrack.py: ZoneLayout). Zone 0 is every zone-less ct() on the vswitchd.
-CT_ZONE_BASE_DEFAULT = 0x1000
-CT_ZONE_MAX = 0xFFFF
-
-
-def ct_zones_needed(pool: ipaddress.IPv4Network, hosts: int) -> int:
-    """How many consecutive zones a deployment with this pool and this many hosts uses."""
-    return 1 + pool.num_addresses + hosts
-
-
-def ct_zone_problem(base: object, pool: ipaddress.IPv4Network, hosts: int) -> str | None:
-    """Why ``base`` cannot be this deployment's first conntrack zone (None: it can)."""
-    if isinstance(base, bool) or not isinstance(base, int):
-        return f"expected an integer, got {base!r}"
-    last = base + ct_zones_needed(pool, hosts) - 1
-    if base < 1 or last > CT_ZONE_MAX:
-        return (
-            f"zones {base}..{last} do not fit 1..{CT_ZONE_MAX} (1 + {pool.num_addresses} pool "
-            f"addresses + {hosts} hosts from the base)"
-        )
-    return None
-
 
 HostRole = Literal["desktop", "server", "dtn", "cloud"]
 MiddleboxKind = Literal["firewall", "nat"]
@@ -284,13 +260,11 @@ class Topology:
     # the scitags experiment ids the campus marks in IPv6 flow labels (``ipv6_flow_label:``);
     # empty: the flow label means nothing here (the default)
     flow_label_experiments: tuple[int, ...] = ()
-    # this deployment's first conntrack zone (``ct_zone_base:`` in the file, or the
-    # VIPLANES_CT_ZONE_BASE setting: ``with_ct_zone_base``); two deployments on one vswitchd
-    # whose zone ranges do not overlap never touch each other's connections
+    # this deployment's first conntrack zone (``ct_zone_base:``, VIPLANES_CT_ZONE_BASE): deployments
+    # on one vswitchd with disjoint zone ranges never touch each other's connections
     ct_zone_base: int = CT_ZONE_BASE_DEFAULT
-    # declared links (by ``Link.name``) no lane may use now: down, damped or unverified. Never in
-    # a file: the controller derives a topology with it set from live link state, so every lane
-    # path computed from that topology avoids them (``paths.switch_graph``).
+    # links (``Link.name``) no lane may use now (down, damped, unverified): set by the controller
+    # from live link state, never in a file; lane paths avoid them (``paths.switch_graph``)
     unusable_links: frozenset[str] = frozenset()
     source: str = field(default="<memory>", compare=False)  # file it came from, for messages
 

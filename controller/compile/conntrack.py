@@ -18,7 +18,7 @@ from typing import Any
 from os_ken.ofproto import nicira_ext
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.topologies.model import ct_zone_problem, ct_zones_needed
+from viplanes.topologies.zones import ct_zone_problem, ct_zones_needed
 
 # ct_state bits (OVS's CS_* values; os-ken 4.2 names none of them)
 CT_NEW, CT_EST, CT_REL, CT_RPL, CT_INV, CT_TRK = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from viplanes.config import CT_ZONE_BASE_ENV
-from viplanes.topologies.model import CT_ZONE_BASE_DEFAULT, CT_ZONE_MAX, Topology, ct_zones_needed
+from viplanes.topologies.model import Topology
+from viplanes.topologies.zones import CT_ZONE_BASE_DEFAULT, CT_ZONE_MAX, ct_zones_needed
 
 SLOT_WIDTH = 0x400  # zones per run: the lab's campuses need ~40 (1 + a /27 pool + their hosts)
 SLOTS = (CT_ZONE_MAX + 1 - CT_ZONE_BASE_DEFAULT) // SLOT_WIDTH  # slot 0 is the default's own

@@ -50,7 +50,10 @@ def test_a_full_switch_answers_409_naming_it(tmp_path):
     assert f'viplanes_switch_flows_max{{switch="s1"}} {float(s1 + 5)}' in metrics
     sign_in(world.client, world.tokens["root"])
     page = world.client.get("/ui/switches").text
-    assert "Flow-table budgets" in page and f"<td>s1</td><td class=\"num\">{s1 + 5}</td>" in page
+    assert (
+        "Flow-table budgets" in page
+        and f"<td data-label=\"Switch\">s1</td><td data-label=\"In use\" class=\"num\">{s1 + 5}</td>" in page
+    )
     world.app.extensions["viplanes"].db.dispose()
 
 
