@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from os_ken.ofproto import ofproto_v1_3 as ofp
+
 from viplanes.topologies.model import Link, Topology
 
 End = tuple[int, int]  # (dpid, port)
@@ -35,6 +37,14 @@ class LinkSettings:
     hold_down_s: float = 2.0  # a link that went down must stay up this long before lanes use it
     max_hold_down_s: float = 60.0  # the doubling stops here
     forget_s: float = 60.0  # a drop this long after the previous one starts the doubling afresh
+    probe_s: float = 1.0  # cabling probes on every declared link end this often (0: none)
+    probe_misses: int = 5  # a link armed this many intervals without both directions: not seen
+
+
+def port_is_up(deleted: bool, state: int, config: int) -> bool:
+    """A port carries lanes unless deleted, its link is down, or it is administratively down
+    (a port-status report's or a port description's ``state`` and ``config`` flags)."""
+    return not deleted and not (state & ofp.OFPPS_LINK_DOWN) and not (config & ofp.OFPPC_PORT_DOWN)
 
 
 @dataclass(frozen=True)
