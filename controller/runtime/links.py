@@ -100,8 +100,10 @@ class LinkBook:
         self._unusable = self._compute_unusable(now)
 
     # ---- events -------------------------------------------------------------------------------
-    def port_status(self, dpid: int, port: int, up: bool) -> bool:
-        """A switch reported its own port up or down; True when the usable set changed."""
+    def port_status(self, dpid: int, port: int, up: bool, flap: bool = True) -> bool:
+        """A switch reported its own port up or down; True when the usable set changed.
+        ``flap`` False: a port found down when its switch connects (its description), not seen
+        to drop: it does not count towards the hold-down, so its first up is not damped."""
         name = self._by_end.get((dpid, port))
         if name is None:
             return False  # not a declared link's port: nothing a lane rides
@@ -115,7 +117,9 @@ class LinkBook:
                 st.since = now
         else:
             st.down_ends.add((dpid, port))
-            if not was_down:
+            if not was_down and not flap:
+                st.since = now
+            elif not was_down:
                 recent = st.last_drop is not None and now - st.last_drop < self.settings.forget_s
                 st.drops = st.drops + 1 if recent else 1
                 st.last_drop = now

@@ -69,10 +69,10 @@ class Reroute:
         self._pending_since: float | None = None
 
     # ---- events (os-ken's event thread) ----------------------------------------------------------
-    def port_status(self, dpid: int, port: int, up: bool) -> None:
+    def port_status(self, dpid: int, port: int, up: bool, flap: bool = True) -> None:
         with self._lock:
             ours = self.book.name_of(dpid, port) is not None
-            self.book.port_status(dpid, port, up)
+            self.book.port_status(dpid, port, up, flap)
         if ours:  # even without a change now: a link back up starts a hold-down to wait out
             self._kick()
 
@@ -88,7 +88,7 @@ class Reroute:
         for a, b in self.book.ends().values():
             for end_dpid, port in (a, b):
                 if end_dpid == dpid:
-                    self.port_status(dpid, port, ports.get(port, False))
+                    self.port_status(dpid, port, ports.get(port, False), flap=False)
         return True
 
     def set_unverified(self, name: str, reason: str) -> None:

@@ -157,3 +157,6 @@ def test_a_port_down_while_the_controller_was_away_is_known_at_connect() -> None
     assert rt.read_ports(3)
     views = {v.name: v for v in rt.link_views() if not v.usable}
     assert list(views) == ["s6:2-s3:6"] and views["s6:2-s3:6"].reason == "port s3:6 down"
+    # found down, not seen to drop: its first up is not held down (nothing flapped)
+    rt.port_status(3, 6, True)
+    assert all(v.state == "up" for v in rt.link_views())
