@@ -35,6 +35,9 @@ Bands (table 0 unless said otherwise), lowest first:
   Neighbour discovery is never steered (lanes are tcp/udp); what may claim or route is checked
   by the RA guard and ND inspection (``ndguard``, 850-890), then NORMAL; a router leg's MAC as
   source from another host-facing port is dropped (``macguard``, 895).
+- ``PRIORITY_PROBE_DROP`` / ``PRIORITY_PROBE`` (960 / 970, every switch): cabling probes
+  (EtherType 0x88B5) on a declared inter-switch link port go to the controller, anywhere else
+  they are dropped (``linkprobe``).
 - ``PRIORITY_LANE`` (1000, +1 when the source port is pinned): the lanes (``compiler``).
 
 Table 1 (border switch with conntrack; packets arrive there only after ``ct(nat, table=1)``):
@@ -87,6 +90,7 @@ from viplanes.controller.compile.bands import (  # noqa: F401 - re-exported: the
 )
 from viplanes.controller.compile.cookies import BASE_COOKIE
 from viplanes.controller.compile.hostguard import host_source_guards
+from viplanes.controller.compile.linkprobe import probe_flows
 from viplanes.controller.compile.macguard import mac_guard_flows
 from viplanes.controller.compile.ndguard import nd_guard_flows
 from viplanes.topologies.model import Switch, Topology
@@ -284,4 +288,4 @@ def base_flows(topo: Topology, sw: Switch) -> OFMsgs:
         ofmsgs += mac_guard_flows(topo, sw.name)
     if border is not None and sw.name == border.name:
         ofmsgs += _border_flows(topo, sw)
-    return ofmsgs
+    return ofmsgs + probe_flows(topo, sw.name)

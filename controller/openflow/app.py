@@ -2,7 +2,8 @@
 
 Events in -> ``LaneRuntime`` calls; ``LaneRuntime.send`` -> ``send_ofmsgs`` here (bind each
 message to the switch's live ``Datapath`` and queue it). The only packets it handles itself are
-punted ARP requests, answered with the frame ``proxyarp`` builds.
+punted ARP requests, answered with the frame ``proxyarp`` builds; punted cabling probes go to
+``LaneRuntime.probe_in``.
 
 Only connections the listener admitted reach ``_switch_features`` (their certificate is
 authorized for the dpid, and no live connection holds it: ``admission.py``).
@@ -22,6 +23,7 @@ from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_D
 from os_ken.ofproto import ofproto_v1_3
 
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
+from viplanes.controller.runtime.links import port_is_up as _port_is_up
 
 LOG = logging.getLogger("viplanes.controller")
 
@@ -143,15 +145,22 @@ class VipLanesApp(app_manager.OSKenApp):
         msg = ev.msg
         self.runtime.on_flow_removed(msg.datapath.id, msg.cookie, msg.reason)
 
+    @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def _port_desc(self, ev: Any) -> None:
+        msg = ev.msg  # asked at connect (``LaneRuntime.read_ports``); os-ken's own ask is ignored
+        more = bool(msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE)
+        self.runtime.on_flow_stats(msg.datapath.id, msg.xid, list(msg.body), more)
+
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
     def _packet_in(self, ev: Any) -> None:
         msg = ev.msg
         dp = msg.datapath
-        reply = self.runtime.arp_reply(bytes(msg.data or b""))
-        if reply is None:
-            return
+        data = bytes(msg.data or b"")
         in_port = msg.match.get("in_port")
-        if in_port is None:
+        if in_port is not None and dp.id is not None and self.runtime.probe_in(dp.id, in_port, data):
+            return  # a cabling probe (``runtime/prober.py``)
+        reply = self.runtime.arp_reply(data)
+        if reply is None or in_port is None:
             return
         parser, ofp = dp.ofproto_parser, dp.ofproto
         dp.send_msg(
@@ -183,6 +192,4 @@ class VipLanesApp(app_manager.OSKenApp):
 
 def port_is_up(reason: int, state: int, config: int) -> bool:
     """A port carries lanes unless deleted, its link is down, or it is administratively down."""
-    if reason == ofproto_v1_3.OFPPR_DELETE:
-        return False
-    return not (state & ofproto_v1_3.OFPPS_LINK_DOWN) and not (config & ofproto_v1_3.OFPPC_PORT_DOWN)
+    return _port_is_up(reason == ofproto_v1_3.OFPPR_DELETE, state, config)

@@ -89,6 +89,13 @@ class EmbeddedController(LaneRuntime):
         threading.Thread(
             target=self._every, args=(self.refresh_period_s, self.reconcile_all), name="viplanes-refresh", daemon=True
         ).start()
+        if self.probes is not None:
+            threading.Thread(
+                target=self._every,
+                args=(self.probes.interval_s, self.probes.round),
+                name="viplanes-probes",
+                daemon=True,
+            ).start()
         if self.drift_period_s > 0:
             threading.Thread(
                 target=self._every, args=(self.drift_period_s, self.check_drift), name="viplanes-drift", daemon=True

@@ -41,6 +41,7 @@ from viplanes.controller.runtime.carried import CarriedLanes
 from viplanes.controller.runtime.drift import DriftWatch, Range
 from viplanes.controller.runtime.links import LinkBook, LinkSettings, LinkView
 from viplanes.controller.runtime.pending import Tracker
+from viplanes.controller.runtime.prober import LinkProbes, is_probe
 from viplanes.controller.runtime.readiness import SwitchReadiness
 from viplanes.controller.runtime.refusals import RefusalLog
 from viplanes.controller.runtime.reroute import Reroute
@@ -91,9 +92,15 @@ class LaneRuntime(DataplaneDefaults):
         self.removed: deque[tuple[float, int, int, int]] = deque(maxlen=1000)  # (t, dpid, lane, reason)
         # live links and re-route (``links.py``, ``reroute.py``); None without a topology
         self.reroute: Reroute | None = None
+        # the cabling probes (``prober.py``); their rounds run only in ``EmbeddedController``
+        self.probes: LinkProbes | None = None
         if topology is not None:
             book = LinkBook(topology, links)
             self.reroute = Reroute(self.state, self.wire, self.resync, book, topology)
+            if book.settings.probe_s > 0:
+                self.probes = LinkProbes(
+                    self.state, topology, self.reroute.set_unverified, book.settings.probe_s, book.settings.probe_misses
+                )
 
     # ---- the shared state, as the app, the lane service and tests name it ----------------------
     @property
@@ -315,6 +322,8 @@ class LaneRuntime(DataplaneDefaults):
     def switch_up(self, dpid: int) -> None:
         self.state.connected.add(dpid)
         self.spawn(lambda: self.reconcile_switch(dpid))
+        if self.reroute is not None:
+            self.spawn(lambda: self.read_ports(dpid))
         self.learn_features(dpid)
         self.spawn(lambda: ctlimits.apply_zone_limits(self.topology, dpid))  # beside OpenFlow
 
@@ -322,11 +331,25 @@ class LaneRuntime(DataplaneDefaults):
         self.state.connected.discard(dpid)
         self.state.reconciled.pop(dpid, None)  # not ready again until its next reconcile
         self.state.tracker.disconnected(dpid, f"{self.switch_name(dpid)} disconnected")
+        if self.probes is not None:
+            self.probes.switch_down(dpid)
 
     def port_status(self, dpid: int, port: int, up: bool) -> None:
         """A switch reported one of its own ports up or down (the app decodes the flags)."""
         if self.reroute is not None:
             self.reroute.port_status(dpid, port, up)
+        if up and self.probes is not None:
+            self.probes.port_up(dpid, port)
+
+    def read_ports(self, dpid: int, timeout_s: float = 5.0) -> bool:
+        """On a switch's connect: its ports' state (``Reroute.read_ports``)."""
+        return self.reroute.read_ports(dpid, timeout_s) if self.reroute is not None else False
+
+    def probe_in(self, dpid: int, port: int, frame: bytes) -> bool:
+        """A punted frame; True when it was a cabling probe (``prober.py``), valid or not."""
+        if self.probes is None:
+            return is_probe(frame)  # punted by the base flows; probes are off: nothing to verify
+        return self.probes.packet_in(dpid, port, frame)
 
     def link_views(self) -> list[LinkView]:
         """Every declared link's live state, for /readyz, doctor, the console and /metrics."""

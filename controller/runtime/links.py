@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from os_ken.ofproto import ofproto_v1_3 as ofp
+
 from viplanes.topologies.model import Link, Topology
 
 End = tuple[int, int]  # (dpid, port)
@@ -35,6 +37,14 @@ class LinkSettings:
     hold_down_s: float = 2.0  # a link that went down must stay up this long before lanes use it
     max_hold_down_s: float = 60.0  # the doubling stops here
     forget_s: float = 60.0  # a drop this long after the previous one starts the doubling afresh
+    probe_s: float = 1.0  # cabling probes on every declared link end this often (0: none)
+    probe_misses: int = 5  # a link armed this many intervals without both directions: not seen
+
+
+def port_is_up(deleted: bool, state: int, config: int) -> bool:
+    """A port carries lanes unless deleted, its link is down, or it is administratively down
+    (a port-status report's or a port description's ``state`` and ``config`` flags)."""
+    return not deleted and not (state & ofp.OFPPS_LINK_DOWN) and not (config & ofp.OFPPC_PORT_DOWN)
 
 
 @dataclass(frozen=True)
@@ -90,8 +100,10 @@ class LinkBook:
         self._unusable = self._compute_unusable(now)
 
     # ---- events -------------------------------------------------------------------------------
-    def port_status(self, dpid: int, port: int, up: bool) -> bool:
-        """A switch reported its own port up or down; True when the usable set changed."""
+    def port_status(self, dpid: int, port: int, up: bool, flap: bool = True) -> bool:
+        """A switch reported its own port up or down; True when the usable set changed.
+        ``flap`` False: a port found down when its switch connects (its description), not seen
+        to drop: it does not count towards the hold-down, so its first up is not damped."""
         name = self._by_end.get((dpid, port))
         if name is None:
             return False  # not a declared link's port: nothing a lane rides
@@ -105,7 +117,9 @@ class LinkBook:
                 st.since = now
         else:
             st.down_ends.add((dpid, port))
-            if not was_down:
+            if not was_down and not flap:
+                st.since = now
+            elif not was_down:
                 recent = st.last_drop is not None and now - st.last_drop < self.settings.forget_s
                 st.drops = st.drops + 1 if recent else 1
                 st.last_drop = now

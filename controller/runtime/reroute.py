@@ -27,10 +27,12 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from os_ken.ofproto import ofproto_v1_3_parser as parser
+
 from viplanes.controller.compile import reconcile
 from viplanes.controller.compile.cookies import ALL_APP_FLOWS
 from viplanes.controller.compile.desired import DesiredFlows
-from viplanes.controller.runtime.links import LinkBook, LinkView
+from viplanes.controller.runtime.links import LinkBook, LinkView, port_is_up
 from viplanes.controller.runtime.resync import Resync
 from viplanes.controller.runtime.switches import SwitchState
 from viplanes.controller.runtime.wire import Wire, meter_errors_only
@@ -67,12 +69,27 @@ class Reroute:
         self._pending_since: float | None = None
 
     # ---- events (os-ken's event thread) ----------------------------------------------------------
-    def port_status(self, dpid: int, port: int, up: bool) -> None:
+    def port_status(self, dpid: int, port: int, up: bool, flap: bool = True) -> None:
         with self._lock:
             ours = self.book.name_of(dpid, port) is not None
-            self.book.port_status(dpid, port, up)
+            self.book.port_status(dpid, port, up, flap)
         if ours:  # even without a change now: a link back up starts a hold-down to wait out
             self._kick()
+
+    def read_ports(self, dpid: int, timeout_s: float = 5.0) -> bool:
+        """On a switch's connect: its ports' state (OFPMP_PORT_DESC), so a link that went down
+        while the controller was away is known down now. A declared port the switch does not
+        list is down. False when the switch did not answer (its port-status reports still count)."""
+        body = self.wire.ask(dpid, parser.OFPPortDescStatsRequest(None, 0), timeout_s)
+        if not body:  # a switch lists at least its LOCAL port: no list, no news
+            LOG.info("%s did not describe its ports (OFPMP_PORT_DESC)", self.state.switch_name(dpid))
+            return False
+        ports = {int(p.port_no): port_is_up(False, int(p.state), int(p.config)) for p in body}
+        for a, b in self.book.ends().values():
+            for end_dpid, port in (a, b):
+                if end_dpid == dpid:
+                    self.port_status(dpid, port, ports.get(port, False), flap=False)
+        return True
 
     def set_unverified(self, name: str, reason: str) -> None:
         with self._lock:

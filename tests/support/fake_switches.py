@@ -62,6 +62,8 @@ class FakeSwitches:
         self.refuse: Callable[[int, Any], bool] = lambda dpid, msg: False  # extra refusals
         self.sent: list[tuple[int, Any]] = []
         self.runtime: LaneRuntime | None = None
+        self.topo = topo
+        self.down_ports: set[tuple[int, int]] = set()  # (dpid, port) described as link down
 
     def attach(self, runtime: LaneRuntime, connect: bool = True) -> LaneRuntime:
         self.runtime = runtime
@@ -87,6 +89,8 @@ class FakeSwitches:
             elif isinstance(msg, parser.OFPFlowStatsRequest):
                 body = table.stats(msg.cookie, msg.cookie_mask, self.clock())
                 rt.on_flow_stats(dpid, msg.xid, body, more=False)
+            elif isinstance(msg, parser.OFPPortDescStatsRequest):
+                rt.on_flow_stats(dpid, msg.xid, self.port_desc(dpid), more=False)
             else:
                 try:
                     if self.refuse(dpid, msg):
@@ -98,6 +102,17 @@ class FakeSwitches:
                     )
                     rt.on_error(dpid, msg.xid, err_type, 0)
         return True
+
+    def port_desc(self, dpid: int) -> list[Any]:
+        """The switch's ports (its link ends and attachments) as OFPMP_PORT_DESC describes them."""
+        sw = next(s for s in self.topo.switches if s.dpid == dpid)
+        ends = [e for link in self.topo.links for e in (link.a, link.b)]
+        ends += [h.iface.attach for h in self.topo.hosts if h.iface.attach]
+        ports = sorted({e.port for e in ends if e is not None and e.switch == sw.name})
+        return [
+            SimpleNamespace(port_no=p, state=ofp.OFPPS_LINK_DOWN if (dpid, p) in self.down_ports else 0, config=0)
+            for p in ports
+        ]
 
     def sent_types(self, dpid: int | None = None) -> list[str]:
         return [type(m).__name__ for d, m in self.sent if dpid is None or d == dpid]

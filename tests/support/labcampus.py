@@ -115,8 +115,11 @@ def lab_campus(
     grant: dict[str, Any],
     topology: Path = CAMPUS_YAML,
     prepare: Callable[[Any, ServeProcess], None] | None = None,
+    wiring: Path | None = None,
 ) -> Iterator[tuple[Any, ServeProcess, str]]:
-    """Yield (network, serve, researcher token); `prepare(net, serve)` runs before the grant."""
+    """Yield (network, serve, researcher token); `prepare(net, serve)` runs before the grant.
+    ``wiring``: the lab is cabled from this file while serve is given ``topology`` (a topology
+    file that does not match the cables)."""
     problem = ovs_problem()
     if problem:
         pytest.fail(problem, pytrace=False)
@@ -135,7 +138,7 @@ def lab_campus(
     serve = ServeProcess(db_url, workdir, free_port(), topology=None if topology == CAMPUS_YAML else topology).start()
     net = None
     try:
-        net = build_network(load_topology(topology), "127.0.0.1", serve.of_port, shape=True)
+        net = build_network(load_topology(wiring or topology), "127.0.0.1", serve.of_port, shape=True)
         fast_reconnect(serve.of_port)
         if prepare is not None:
             prepare(net, serve)

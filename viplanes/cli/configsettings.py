@@ -102,6 +102,7 @@ ENV_SETTINGS: tuple[EnvSetting, ...] = (
     ),
     EnvSetting("links", "hold_down_s", "VIPLANES_LINK_HOLD_DOWN_S", float, "2", "link flap hold-down, seconds"),
     EnvSetting("links", "max_hold_down_s", "VIPLANES_LINK_MAX_HOLD_DOWN_S", float, "60", "longest hold-down, s"),
+    EnvSetting("links", "probe_s", "VIPLANES_LINK_PROBE_S", float, "1", "cabling probe interval, s (0: none)"),
     EnvSetting("lab", "pki", "VIPLANES_LAB_PKI", str, "/var/lib/viplanes/lab-pki", "the lab's PKI"),
     EnvSetting("lab", "run_dir", "VIPLANES_LAB_RUN_DIR", str, "/run/viplanes-lab", "the lab's run files"),
     EnvSetting("lab", "demo_dir", "VIPLANES_DEMO_DIR", str, "a new temporary directory", "`make demo` output"),

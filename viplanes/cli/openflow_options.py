@@ -53,7 +53,8 @@ def _remember_link(ctx: click.Context, param: click.Parameter, value: Any) -> An
     return value
 
 
-# (option, LinkSettings field, env, help): flap damping of the live links (docs/dataplane.md)
+# (option, LinkSettings field, env, help): flap damping and cabling probes of the live links
+# (docs/dataplane.md)
 _LINK_OPTIONS: tuple[tuple[str, str, str, str], ...] = (
     (
         "--link-hold-down",
@@ -66,6 +67,13 @@ _LINK_OPTIONS: tuple[tuple[str, str, str, str], ...] = (
         "max_hold_down_s",
         "VIPLANES_LINK_MAX_HOLD_DOWN_S",
         "the doubling stops here [default: 60]",
+    ),
+    (
+        "--link-probe-interval",
+        "probe_s",
+        "VIPLANES_LINK_PROBE_S",
+        "seconds between cabling probes on each declared link end; a link not seen both ways within "
+        "5 intervals, or seen between other ports, is unverified (0: no probes) [default: 1]",
     ),
 )
 

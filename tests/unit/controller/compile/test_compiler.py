@@ -12,6 +12,7 @@ from tests.support.clock import T0 as NOW  # the compile tests' now
 from tests.support.flowsim import ip_packet, make_packet
 from tests.support.netsim import Network
 from viplanes.controller.compile import ctlane, macguard, ndguard
+from viplanes.controller.compile.bands import PRIORITY_PROBE, PRIORITY_PROBE_DROP
 from viplanes.controller.compile.lane import (
     ARP_PUNT_METER,
     PRIORITY_ARP_PROXY,
@@ -171,7 +172,8 @@ def test_base_flows(topo: Topology) -> None:
     for ofmsgs in base.values():
         assert ofmsgs[0].priority == PRIORITY_TABLE_MISS and not ofmsgs[0].match.items()
     guards = [PRIORITY_GUARD] * (4 + 3 * 2)  # marker, pool (IPv4, ARP x2); 3 hosts (IPv4, ARP) at fw
-    assert [m.priority for m in base[2]] == [PRIORITY_TABLE_MISS, PRIORITY_BYPASS_DROP, *guards]
+    probes = [PRIORITY_PROBE, PRIORITY_PROBE, PRIORITY_PROBE_DROP]  # s2's two link ports, the rest
+    assert [m.priority for m in base[2]] == [PRIORITY_TABLE_MISS, PRIORITY_BYPASS_DROP, *guards, *probes]
     s3_guards = [PRIORITY_GUARD] * (4 + (3 + 3 + 2) * 2)  # nat, edge: 3 hosts; dtn: 2 (IPv4, ARP)
     assert [(getattr(m, "table_id", None), getattr(m, "priority", None)) for m in base[3]] == [
         (0, PRIORITY_TABLE_MISS),
@@ -188,6 +190,8 @@ def test_base_flows(topo: Topology) -> None:
         (2, PRIORITY_CT_EGRESS),
         (2, PRIORITY_TABLE_MISS),
         (3, PRIORITY_TABLE_MISS),
+        (0, PRIORITY_PROBE),
+        (0, PRIORITY_PROBE_DROP),
     ]
     net = Network(topo)
     net.install(base)

@@ -24,7 +24,7 @@ def test_a_free_port_cannot_use_the_lane_mac_or_the_pool(topo, net) -> None:
     forged = {
         "ipv4 with the lane MAC": ip_packet(lane_mac, gw, "10.1.0.10", CLOUD, "tcp", 40000, 5201),
         "ipv6 with the lane MAC": make_packet(eth_src=lane_mac, eth_dst=gw, eth_type=0x86DD),
-        "non-IP with the lane MAC": make_packet(eth_src=lane_mac, eth_dst=gw, eth_type=0x88B5),
+        "non-IP with the lane MAC": make_packet(eth_src=lane_mac, eth_dst=gw, eth_type=0x88B6),
         "ipv4 from the pool": ip_packet("02:00:00:00:00:99", gw, NAT_IP, CLOUD, "tcp", 40000, 5201),
         "ARP for a pool address": make_packet(
             eth_src="02:00:00:00:00:99",

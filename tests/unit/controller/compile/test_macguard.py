@@ -18,7 +18,8 @@ TOPOLOGIES = {"campus": REPO / "topologies" / "campus.yaml", "campus-dualstack":
 
 
 def frame(src: str, **fields: object) -> dict:
-    return make_packet(eth_src=src, eth_dst="ff:ff:ff:ff:ff:ff", eth_type=0x88B5, **fields)
+    """Any non-IP frame (local experimental EtherType 2: the first one is the cabling probe's)."""
+    return make_packet(eth_src=src, eth_dst="ff:ff:ff:ff:ff:ff", eth_type=0x88B6, **fields)
 
 
 def fate(net: Network, at: PortRef, pkt: dict) -> str:

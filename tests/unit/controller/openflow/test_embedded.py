@@ -57,8 +57,9 @@ def test_start_connect_reconcile_stop_restart(topo: Topology) -> None:
         assert _wait(lambda: 2 in ctl.reconciled)
         # table-miss, bypass drop, 4 + 3 x (IPv4, ARP) guards; the RA guard: router port 2 x (RA,
         # redirect), trunk 1 x 4 ND types, 3 drops (ndguard.py); the other 4 router MACs on the
-        # firewall's port (macguard.py)
-        assert len(ctl.reconciled[2].adds) == 12 + 9 + 4
+        # firewall's port (macguard.py); the cabling probes' punt on its 2 link ports and drop
+        # elsewhere (linkprobe.py)
+        assert len(ctl.reconciled[2].adds) == 12 + 9 + 4 + 3
         lane = LaneSpec(1, "10.1.0.10", "203.0.113.10", "tcp", 5201, None, "198.51.100.200", time.time() + 60)
         result = ctl.activate(lane, timeout_s=1.0)
         assert not result.ok and result.reason == "switch s1 (dpid 1) not connected"
