@@ -11,10 +11,10 @@ from typing import Any
 from flask import Flask
 
 from viplanes.config import AppConfig
-from viplanes.controller.compile.budget import flow_costs_for
 from viplanes.dataplane.base import Dataplane
 from viplanes.domain.clock import SteadyClock
-from viplanes.lanes.manager import LaneLimits, LaneManager
+from viplanes.lanes.build import build_lane_service
+from viplanes.lanes.manager import LaneManager
 from viplanes.lanes.resolver import Resolver
 from viplanes.store.db import Database
 from viplanes.store.ratelimit import Budgets, FailedAuthLimiter
@@ -73,21 +73,8 @@ def create_app(
     if config.migrate:
         db.create_all()
     m = metrics.Metrics()
-    limits = LaneLimits(
-        max_matches=config.max_lane_matches,
-        ttl_floor_s=float(config.dns_ttl_floor_s),
-        ttl_cap_s=float(max(config.dns_ttl_cap_s, config.dns_ttl_floor_s)),
-    )
-    manager = LaneManager(
-        db,
-        dataplane,
-        topology,
-        clock,
-        on_decision=m.decision,
-        on_activation=m.activation,
-        resolver=resolver,
-        limits=limits,
-        flow_costs=flow_costs_for(topology),  # only when a switch has max_flows
+    manager = build_lane_service(
+        config, db, dataplane, topology, clock, resolver=resolver, on_decision=m.decision, on_activation=m.activation
     )
     m.watch_lanes(manager.counts_by_state)
     if manager.flow_costs is not None:

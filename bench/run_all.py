@@ -31,6 +31,7 @@ BENCHMARKS = {  # name -> module with run(**options) -> Result
     "sflow_lanes": "bench.suite.sflow_lanes",  # first packet -> sFlow-made lane, Mininet lab (issue 32)
     "nat_takeover": "bench.suite.nat_takeover",  # NAT'd first packet -> takeover lane, Mininet lab (issue 32)
     "https_soak": "bench.suite.https_soak",  # 50 HTTPS clients, serve and api --workers 2, then idle (issue 40)
+    "reroute": "bench.suite.reroute",  # one failed link carrying 1,000 lanes -> all re-routed (issue 42)
 }
 
 
@@ -56,6 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clients", type=int, default=8, help="concurrent churn clients (default 8)")
     ap.add_argument(
         "--lanes", type=int, default=None, help="active lanes for the scale benchmark (default 10000, 500 with --quick)"
+    )
+    ap.add_argument(
+        "--reroute-lanes",
+        type=int,
+        default=None,
+        help="lanes on the failed link for the reroute benchmark (default 1000, 200 with --quick)",
     )
     ap.add_argument(
         "--dataplane",
@@ -84,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         "duration": args.duration,
         "clients": args.clients,
         "lanes": args.lanes,
+        "reroute_lanes": args.reroute_lanes,
         "dataplane": args.dataplane,
         "profile": args.profile,
         "db": args.db,

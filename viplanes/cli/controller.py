@@ -142,10 +142,10 @@ def cluster(
 
     from viplanes.cli.serve import _load_topology, _retention_runner
     from viplanes.cluster.node import ControllerNode
-    from viplanes.controller.compile.budget import flow_costs_for
+    from viplanes.config import AppConfig
     from viplanes.controller.openflow.roles import RoleController
     from viplanes.domain.clock import SteadyClock
-    from viplanes.lanes.manager import LaneManager
+    from viplanes.lanes.build import build_lane_service
     from viplanes.store.db import Database
 
     configure(log_format, log_level)
@@ -161,7 +161,10 @@ def cluster(
         raise click.ClickException(f"database: {str(exc).splitlines()[0]}") from None
     clock = SteadyClock()  # lane windows and hard timeouts on one clock a step cannot move
     plane = RoleController(topology, host=host, port=port, security=security, clock=clock)
-    manager = LaneManager(db, plane, topology, clock, flow_costs=flow_costs_for(topology))
+    # the API processes' settings (VIPLANES_DNS_TTL_*, VIPLANES_MAX_LANE_MATCHES): the master's name
+    # watcher re-resolves in the same window; OIDC is the API's, not read here
+    settings = AppConfig(db_url=db_url, migrate=False, oidc=None, oidc_console=None)
+    manager = build_lane_service(settings, db, plane, topology, clock)
     plane.attach_source(manager.desired_lanes)
     node = ControllerNode(db, plane, manager, tick_s, automation=_automation_role(manager, topology, clock))
     retention = _retention_runner(db)

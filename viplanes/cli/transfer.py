@@ -4,7 +4,9 @@ The researcher's one command. It finds where CMD sends data (``viplanes.client.t
 holds a lane as a lease (``viplanes.client.http.LaneLease``) while CMD runs, forwards SIGINT/SIGTERM/
 SIGHUP to CMD (one that comes before CMD starts releases the lane and stops the wrapper:
 ``SignalGate``), releases the lane the moment CMD exits and exits with CMD's exit code (128+N when
-CMD died of signal N). Without a lane CMD still runs, on the normal path, after a warning;
+CMD died of signal N). While CMD runs the lane is read (every 2 s by default): when it loses every usable path
+(``interrupted``, the reason naming the link or switch) and when it is carried again, the wrapper
+says so. Without a lane CMD still runs, on the normal path, after a warning;
 ``--require-lane`` makes that an error instead (exit 1, or 3 when the API is unreachable).
 Everything the wrapper says goes to stderr, prefixed ``viplanes:``, so CMD's output stays clean.
 """
@@ -159,6 +161,19 @@ def lane_body(
     return body
 
 
+def lane_news(lane: dict[str, Any]) -> str:
+    """What the researcher is told when the lane's state changes while CMD runs."""
+    reason = lane.get("reason") or "no reason given"
+    if lane["state"] == "interrupted":
+        return (
+            f"lane {lane['id']} interrupted: {reason}; the command keeps running and its packets are "
+            "held until a path returns"
+        )
+    if lane["state"] == "active":
+        return f"lane {lane['id']} resumed: {reason}"
+    return f"lane {lane['id']} {lane['state']}: {reason}"
+
+
 def run_forwarding(argv: Sequence[str], gate: SignalGate) -> int:
     """Run CMD with our stdio, signals forwarded by ``gate``; CMD's exit code (128+N for signal N)."""
     try:
@@ -200,6 +215,14 @@ def _summary(lease: LaneLease, stats: dict[str, Any] | None, ran_s: float, relea
     help="seconds the lane outlives a wrapper that dies without releasing it",
 )
 @click.option("--wait-timeout", type=float, default=30.0, show_default=True, help="seconds to wait for the lane")
+@click.option(
+    "--watch-every",
+    "watch_s",
+    type=click.FloatRange(0.1, 60),
+    default=2.0,
+    show_default=True,
+    help="seconds between reads of the lane's state while CMD runs (interrupted / resumed)",
+)
 @click.option("--require-lane", is_flag=True, help="do not run CMD without a lane (exit 1)")
 @click.option("--api-url", envvar="VIPLANES_API_URL", default=None)
 @click.option("--token", envvar="VIPLANES_TOKEN", default=None)
@@ -220,6 +243,7 @@ def transfer(
     purpose: str | None,
     lease_s: int,
     wait_timeout: float,
+    watch_s: float,
     require_lane: bool,
     api_url: str | None,
     token: str | None,
@@ -251,7 +275,7 @@ def transfer(
             rate,
             purpose,
             lease_s,
-            wait_timeout,
+            (wait_timeout, watch_s),
             require_lane,
             api_url,
             token,
@@ -302,7 +326,7 @@ def _hold_lane(
     rate: float | None,
     purpose: str | None,
     lease_s: int,
-    wait_timeout: float,
+    waits: tuple[float, float],
     require_lane: bool,
     api_url: str | None,
     token: str | None,
@@ -333,7 +357,10 @@ def _hold_lane(
     except OSError as exc:
         no_lane(f"no route to the destination: {exc}")
         return
-    lease = LaneLease(api, body, lease_s=lease_s, wait_s=wait_timeout)
+    wait_timeout, watch_s = waits  # (seconds to wait for the lane, between reads of its state)
+    lease = LaneLease(
+        api, body, lease_s=lease_s, wait_s=wait_timeout, watch_s=watch_s, on_change=lambda lane: say(lane_news(lane))
+    )
     held.append(lease)
     try:
         lane = lease.start(request_guard=gate.held)

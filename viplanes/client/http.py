@@ -182,10 +182,21 @@ class LaneLease:
     """
 
     def __init__(
-        self, api: ApiClient, body: dict[str, Any], lease_s: int = 60, renew_s: int | None = None, wait_s: float = 30.0
+        self,
+        api: ApiClient,
+        body: dict[str, Any],
+        lease_s: int = 60,
+        renew_s: int | None = None,
+        wait_s: float = 30.0,
+        watch_s: float = 2.0,
+        on_change: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.api, self.lease_s, self.wait_s = api, lease_s, wait_s
         self.renew_s = renew_s or max(1, lease_s // 3)
+        # the lane is read every ``watch_s`` between renewals; ``on_change`` hears each change of
+        # state (``interrupted`` with its reason, ``active`` again) from the lease's thread
+        self.watch_s = min(watch_s, float(self.renew_s))
+        self.on_change = on_change
         self.body = {**body, "duration_s": lease_s}
         self.key = f"lease-{uuid.uuid4()}"  # a retried request returns the same lane
         self.lane: dict[str, Any] | None = None
@@ -232,14 +243,33 @@ class LaneLease:
         return lane
 
     def _renew(self) -> None:
-        while not self._stop.wait(self.renew_s):
+        """Extend every ``renew_s``; between extensions read the lane every ``watch_s``, so a
+        lane that loses its path (or gets it back) is told within ``watch_s``."""
+        due = time.monotonic() + self.renew_s
+        extending = True
+        while not self._stop.wait(max(0.0, min(self.watch_s, due - time.monotonic())) if extending else self.watch_s):
+            renew = extending and time.monotonic() >= due
             try:
-                self.lane = self.api.call("POST", f"/lanes/{self.id}/extend", json={"add_s": self.renew_s})
+                if renew:
+                    due += self.renew_s
+                    lane = self.api.call("POST", f"/lanes/{self.id}/extend", json={"add_s": self.renew_s})
+                else:
+                    lane = self.api.lane(self.id)  # type: ignore[arg-type]
             except ApiError as exc:
-                if exc.status == 0:  # API away for a moment: the lease covers it, try again
+                if exc.status == 0 or not renew:  # API away for a moment: the lease covers it
                     continue
                 self.warnings.append(f"lane {self.id} not extended ({exc}); it ends at its expiry")
+                extending = False  # keep watching the lane until it ends
+                continue
+            self._observe(lane)
+            if lane["state"] in ENDED:
                 return
+
+    def _observe(self, lane: dict[str, Any]) -> None:
+        before = self.lane["state"] if self.lane else None
+        self.lane = lane
+        if lane["state"] != before and self.on_change is not None:
+            self.on_change(lane)
 
     def stats(self) -> dict[str, Any] | None:
         try:
