@@ -17,11 +17,14 @@ one costs a file descriptor until ``timeout_s``, never a worker thread.
 
 from __future__ import annotations
 
+import io
+import json
 import logging
 import ssl
 from dataclasses import dataclass
 from typing import Any
 
+from cheroot.errors import MaxSizeExceeded
 from cheroot.server import HTTPConnection
 from cheroot.ssl.builtin import BuiltinSSLAdapter
 from cheroot.wsgi import Server
@@ -116,6 +119,33 @@ class ApiServer:
         self._server.stop()
 
 
+def dechunked(app: Any, limit: int) -> Any:
+    """The app, given a chunked request body read whole (at most ``limit`` bytes) with its length
+    set, as waitress did. cheroot streams a chunked body with no Content-Length, and werkzeug then
+    cuts it at MAX_CONTENT_LENGTH instead of answering 413: an oversized body read as bad JSON."""
+
+    def wrapped(environ: dict[str, Any], start_response: Any) -> Any:
+        if environ.get("wsgi.input_terminated") and not environ.get("CONTENT_LENGTH"):
+            try:
+                body = environ["wsgi.input"].read(limit + 1)
+            except (MaxSizeExceeded, OSError) as exc:  # cheroot's own count of the chunks
+                if not isinstance(exc, MaxSizeExceeded) and "Too Large" not in str(exc):
+                    raise  # the connection itself failed
+                body = b"x" * (limit + 1)
+            if len(body) > limit:
+                start_response("413 Content Too Large", [("Content-Type", "application/json"), ("Connection", "close")])
+                problem = {"error": "too_large", "message": f"the request body is over {limit} bytes"}
+                return [json.dumps(problem).encode()]
+            environ["wsgi.input"] = io.BytesIO(body)
+            environ["CONTENT_LENGTH"] = str(len(body))
+            # a known length now, and no longer chunked: werkzeug then checks the length
+            del environ["wsgi.input_terminated"]
+            environ.pop("HTTP_TRANSFER_ENCODING", None)
+        return app(environ, start_response)
+
+    return wrapped
+
+
 def create_api_server(
     app: Any,
     host: str,
@@ -127,7 +157,7 @@ def create_api_server(
     """Bind ``host:port`` (OSError when it cannot) and return the server, not yet serving."""
     server = _Server(
         (host, port),
-        app,
+        dechunked(app, limits.max_body_bytes),
         numthreads=limits.threads,
         max=limits.threads,
         server_name="viplanes",

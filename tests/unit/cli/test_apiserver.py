@@ -111,3 +111,34 @@ def test_stop_lets_the_request_in_flight_finish(server: ApiServer) -> None:
     assert time.monotonic() - t0 < ServerLimits().shutdown_s
     with pytest.raises(requests.ConnectionError):  # and nothing new is accepted
         requests.get(f"http://127.0.0.1:{server.port}/", timeout=2)
+
+
+def test_a_chunked_body_reaches_flask_with_its_length() -> None:
+    """A chunked body over the app's MAX_CONTENT_LENGTH is 413, not a body cut at the limit and
+    read as bad JSON (cheroot streams chunked bodies without a length; waitress set one)."""
+    from flask import Flask, request
+
+    flask_app = Flask("chunked")
+    flask_app.config["MAX_CONTENT_LENGTH"] = 64 * 1024
+
+    @flask_app.post("/")
+    def echo() -> dict[str, int]:
+        return {"n": len(request.get_data())}
+
+    server = create_api_server(flask_app, "127.0.0.1", 0, None, ServerLimits(threads=2, max_body_bytes=256 * 1024))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.port}/"
+
+    def chunks(n: int) -> Iterator[bytes]:
+        for _ in range(n):
+            yield b"a" * 4096
+
+    try:
+        assert requests.post(url, data=chunks(2), timeout=10).json() == {"n": 8192}
+        assert requests.post(url, data=chunks(50), timeout=10).status_code == 413  # over the app's 64 KiB
+        r = requests.post(url, data=chunks(100), timeout=10)  # over the server's own 256 KiB
+        assert r.status_code == 413 and r.json()["error"] == "too_large"
+    finally:
+        server.stop()
+        thread.join(10)
