@@ -204,7 +204,9 @@ class Serve:
         ]
         with open(self.log, "ab") as log:
             self.started_at = time.perf_counter()
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=self.repo, env=dict(os.environ))
+            # the bench's bridges are not cabled to each other: no cabling probes (docs/dataplane.md)
+            env = {"VIPLANES_LINK_PROBE_S": "0", **os.environ}
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=self.repo, env=env)
         deadline = time.monotonic() + timeout_s
         api = Api(self.api_port)
         while time.monotonic() < deadline:

@@ -322,7 +322,7 @@ class LaneRuntime(DataplaneDefaults):
     def switch_up(self, dpid: int) -> None:
         self.state.connected.add(dpid)
         self.spawn(lambda: self.reconcile_switch(dpid))
-        if self.reroute is not None:
+        if self.probes is not None:  # the port list is cabling evidence too: read with the probes
             self.spawn(lambda: self.read_ports(dpid))
         self.learn_features(dpid)
         self.spawn(lambda: ctlimits.apply_zone_limits(self.topology, dpid))  # beside OpenFlow

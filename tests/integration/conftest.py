@@ -22,6 +22,8 @@ from tests.support.scaleout_kit import scaleout_cluster
 from viplanes.config import CT_ZONE_BASE_ENV
 from viplanes.lab.ctzones import claim_zone_base
 
+LINK_PROBE_ENV = "VIPLANES_LINK_PROBE_S"
+
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
@@ -47,6 +49,22 @@ def _own_conntrack_zones() -> Iterator[None]:
     finally:
         os.environ.pop(CT_ZONE_BASE_ENV, None)
         claim.release()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_cabling_probes_on_bare_bridges() -> Iterator[None]:
+    """Most tests attach bridges that are not cabled to each other: serve's cabling probes
+    (docs/dataplane.md, "Link failures") would call every declared link unseen and route no lane.
+    Sessions start serve without them; the lab tests that are cabled and test the probes turn
+    them on (``VIPLANES_LINK_PROBE_S``)."""
+    if os.environ.get(LINK_PROBE_ENV) is not None:  # given by the caller
+        yield
+        return
+    os.environ[LINK_PROBE_ENV] = "0"
+    try:
+        yield
+    finally:
+        os.environ.pop(LINK_PROBE_ENV, None)
 
 
 @pytest.fixture(autouse=True)

@@ -37,7 +37,10 @@ def _rx(bridge: str, port: int) -> int:
     return int(Path(f"/sys/class/net/{bridge}-eth{port}/statistics/rx_packets").read_text())
 
 
-def test_swapped_cables_are_named_and_the_lane_goes_around_them(tmp_path: Path) -> None:
+def test_swapped_cables_are_named_and_the_lane_goes_around_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VIPLANES_LINK_PROBE_S", "1")  # the session turns them off for bare bridges
     from viplanes.topologies.loader import load_topology
     from viplanes.topologies.paths import lane_path
 
