@@ -125,10 +125,10 @@ def test_check_shows_budgets_and_refuses_one_below_the_base_flows(tmp_path):
     path = tmp_path / "campus.yaml"
     path.write_text(yaml.safe_dump(campus(max_flows=100)))
     result = CliRunner().invoke(topology_cli, ["check", str(path)])
-    assert result.exit_code == 0 and "s3: 52 base flows of max_flows 100, 48 left for lanes" in result.output
+    assert result.exit_code == 0 and "s3: 54 base flows of max_flows 100, 46 left for lanes" in result.output
     path.write_text(yaml.safe_dump(campus(max_flows=40)))
     result = CliRunner().invoke(topology_cli, ["check", str(path)])
-    assert result.exit_code == 3 and "s3: max_flows 40 does not even hold its 52 base flows" in result.output
+    assert result.exit_code == 3 and "s3: max_flows 40 does not even hold its 54 base flows" in result.output
 
 
 def test_v6_lanes_need_ipv6_on_their_path():
