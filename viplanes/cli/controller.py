@@ -160,7 +160,10 @@ def cluster(
     except SQLAlchemyError as exc:
         raise click.ClickException(f"database: {str(exc).splitlines()[0]}") from None
     clock = SteadyClock()  # lane windows and hard timeouts on one clock a step cannot move
-    plane = RoleController(topology, host=host, port=port, security=security, clock=clock)
+    from viplanes.cli.openflow_options import link_settings
+
+    # the link options it was given (hold-down, cabling probes), as serve and `controller run` do
+    plane = RoleController(topology, host=host, port=port, security=security, clock=clock, links=link_settings())
     # the API processes' settings (VIPLANES_DNS_TTL_*, VIPLANES_MAX_LANE_MATCHES): the master's name
     # watcher re-resolves in the same window; OIDC is the API's, not read here
     settings = AppConfig(db_url=db_url, migrate=False, oidc=None, oidc_console=None)
