@@ -29,6 +29,16 @@ def _sflow(sw: Switch) -> str:
     return f"; sflow agent {sw.sflow.agent} from {sources}, {ports}"
 
 
+def _load_or_exit(file: str) -> Topology:
+    """The topology in ``file``, or its problems on stderr and exit 1."""
+    try:
+        return load_topology(file)
+    except TopologyError as exc:
+        for problem in exc.problems:
+            click.echo(problem, err=True)
+        raise SystemExit(1) from None
+
+
 @topology.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 def check(file: str) -> None:
@@ -36,12 +46,7 @@ def check(file: str) -> None:
 
     Exit 1: the file is invalid; exit 3: valid, but a lane it must carry needs a feature no
     switch on its path has, or the conntrack border's table has no ceiling (topologies/capcheck.py)."""
-    try:
-        topo = load_topology(file)
-    except TopologyError as exc:
-        for problem in exc.problems:
-            click.echo(problem, err=True)
-        raise SystemExit(1) from None
+    topo = _load_or_exit(file)
     bypass = bypass_ports(topo)
     names = {s.dpid: s.name for s in topo.switches}
     click.echo(f"{topo.source}: topology {topo.name!r} is valid")
@@ -105,12 +110,7 @@ def ct_limits(file: str, datapath: str) -> None:
     Exit 1: the file is invalid; exit 3: the border keeps no state."""
     from viplanes.controller.runtime.ctlimits import CHUNK, limit_arguments
 
-    try:
-        topo = load_topology(file)
-    except TopologyError as exc:
-        for problem in exc.problems:
-            click.echo(problem, err=True)
-        raise SystemExit(1) from None
+    topo = _load_or_exit(file)
     args = limit_arguments(topo)
     if not args:
         click.echo(f"{file}: the border keeps no connection state: no limits to set", err=True)
