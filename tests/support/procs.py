@@ -29,7 +29,7 @@ def wait_healthy(proc: subprocess.Popen, url: str, log: Path, timeout: float) ->
         try:
             if requests.get(f"{url}/healthz", timeout=1).ok:
                 return
-        except requests.ConnectionError:
+        except requests.RequestException:  # not listening yet, or too busy starting to answer in 1 s
             time.sleep(0.1)
         if proc.poll() is not None:
             break

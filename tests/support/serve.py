@@ -80,15 +80,15 @@ def bootstrap(db_url: str, name: str = "root") -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
-def setup_researcher(url: str, op: str, max_lanes: int) -> str:
+def setup_researcher(url: str, op: str, max_lanes: int, timeout: float = 10) -> str:
     h = {"Authorization": f"Bearer {op}"}
     tok = requests.post(
-        f"{url}/api/v1/principals", json={"name": "alice", "role": "researcher"}, headers=h, timeout=10
+        f"{url}/api/v1/principals", json={"name": "alice", "role": "researcher"}, headers=h, timeout=timeout
     ).json()["token"]
     r = requests.post(
         f"{url}/api/v1/grants",
         headers=h,
-        timeout=10,
+        timeout=timeout,
         json={
             "principal": "alice",
             "src_prefixes": ["10.1.0.0/24"],
