@@ -174,3 +174,31 @@ def test_a_reroute_turns_no_lane_before_every_later_hop_has_its_new_flows() -> N
     s2_turn = first(2, lambda m: m.command == ofp.OFPFC_ADD and m.match.get("in_port") == 1 and 4 in outputs(m))
     assert s3_new < s2_turn
     assert any(s3_new < b < s2_turn for b in barrier_at)  # and confirmed before it
+
+
+def test_a_port_flapped_every_100_ms_for_5_s_reroutes_once_not_fifty_times() -> None:
+    """An attacker with a cable toggles a bypass port every 100 ms. Each report wakes the worker
+    (worst case: it re-checks after every one); the lanes move once, off the link, and stay off
+    it until the port has been quiet for the (doubled) hold-down."""
+    topo, clock, switches, rt = _many(3)
+    assert rt.reroute is not None
+    reroute = rt.reroute
+    mark = len(switches.sent)
+    up = True
+    for _ in range(50):  # 5 s of reports, one every 100 ms
+        clock.advance(0.1)
+        up = not up
+        rt.port_status(2, 3, up)
+        reroute.apply_now()
+    assert reroute.reroutes == 1
+    after_first = [m for _, m in switches.sent[mark:] if isinstance(m, parser.OFPFlowMod)]
+    (out,) = _walk(switches, topo)
+    assert out.kind == "edge" and out.left_by("s2", 4)  # on the other link the whole time
+    rt.port_status(2, 3, True)  # quiet from now on
+    for _ in range(50):  # the next 5 s: held down, nothing moves
+        clock.advance(0.1)
+        reroute.apply_now()
+    assert reroute.reroutes == 1
+    assert len([m for _, m in switches.sent[mark:] if isinstance(m, parser.OFPFlowMod)]) == len(after_first)
+    clock.advance(60.0)  # the hold-down (doubled per drop, at most 60 s) is over: back once
+    assert reroute.apply_now() is True and reroute.reroutes == 2
