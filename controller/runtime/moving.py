@@ -129,8 +129,10 @@ def move_lanes(state: SwitchState, wire: Wire, view: Topology, timeout_s: float 
         rounds: list[float] = []
         if state.may_write():
             for rnd in moves.rounds():
+                if rnd is moves.drop:  # a switch away (the one that failed?) is reconciled on return
+                    rnd = {d: msgs for d, msgs in rnd.items() if d in state.connected}
                 t = time.perf_counter()
-                failure = wire.apply(rnd, timeout_s, tolerate=meter_errors_only)
+                failure = wire.apply(rnd, timeout_s, tolerate=meter_errors_only) if rnd else None
                 rounds.append(time.perf_counter() - t)
                 if failure:
                     break

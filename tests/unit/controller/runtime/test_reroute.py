@@ -202,3 +202,23 @@ def test_a_port_flapped_every_100_ms_for_5_s_reroutes_once_not_fifty_times() -> 
     assert len([m for _, m in switches.sent[mark:] if isinstance(m, parser.OFPFlowMod)]) == len(after_first)
     clock.advance(60.0)  # the hold-down (doubled per drop, at most 60 s) is over: back once
     assert reroute.apply_now() is True and reroute.reroutes == 2
+
+
+def test_a_failed_switch_away_only_misses_its_deletes_and_no_switch_is_reconciled() -> None:
+    """A transit switch that failed may be gone from the controller: the DTN's lanes still move
+    to the other transit switch, and the failed one's old flows are its reconcile's on return."""
+    topo, clock, switches, rt = _setup()
+    for lane_id in (11, 12):
+        dtn = spec(lane_id, now=clock.now, src_ip="198.51.100.30", nat_ip=None, dst_port=5200 + lane_id)
+        assert rt.activate(dtn).ok
+    assert rt.reroute is not None
+    calls: list[int] = []
+    rt.reroute.resync.reconcile_switch = lambda dpid, timeout_s=10.0: calls.append(dpid)  # type: ignore[method-assign]
+    rt.connected.discard(6)  # s6 (the DTN lanes' transit) is gone
+    mark = len(switches.sent)
+    rt.port_status(5, 2, False)  # its neighbours report their ports to it down
+    rt.port_status(3, 6, False)
+    rt.reroute.apply_now()
+    sent = switches.sent[mark:]
+    assert {d for d, _ in sent} == {3, 5, 7} and calls == []
+    assert [m for d, m in sent if d == 7 and isinstance(m, parser.OFPFlowMod) and m.command == ofp.OFPFC_ADD]
