@@ -114,6 +114,38 @@ class DesiredFlows:
         except ValueError:
             return ()
 
+    def path_of(self, lane: LaneSpec) -> tuple[Any, ...] | None:
+        """The lane's hops over this view, or None when it has none (held, or not buildable)."""
+        try:
+            return compiler.lane_hops(lane, self.topology)
+        except ValueError:
+            return None
+
+    def peek(self, lane: LaneSpec) -> dict[int, OFMsgs] | None:
+        """The lane's compiled messages as they are (hard timeouts not re-timed), or None."""
+        return self._compiled.get(lane)
+
+    def put(self, lane: LaneSpec, per_dpid: dict[int, OFMsgs]) -> None:
+        """The lane's messages, built elsewhere (an activation's compile, a re-route's
+        ``repath``): later rounds reuse them as if compiled here."""
+        self._compiled[lane] = per_dpid
+        self.held.pop(lane.lane_id, None)
+
+    def adopt(self, old: DesiredFlows, lanes: Iterable[LaneSpec]) -> None:
+        """Take over ``old``'s compiled messages of these lanes, whose path is the same in both
+        views, and the base flows (a view changes no switch's base flows): a re-route compiles
+        only the lanes that move."""
+        self._base.update(old._base)
+        for lane in lanes:
+            msgs = old._compiled.get(lane)
+            if msgs is not None:
+                self._compiled[lane] = msgs
+            if lane.lane_id in old.held:
+                self.held[lane.lane_id] = old.held[lane.lane_id]
+            key = (lane.src_ip, lane.nat_ip, lane.takeover)
+            if key in old._shared and key not in self._shared:
+                self._shared[key] = old._shared[key]
+
     def forget_all_but(self, lanes: Iterable[LaneSpec]) -> None:
         live = set(lanes)
         self._compiled = {ln: msgs for ln, msgs in self._compiled.items() if ln in live}

@@ -29,6 +29,10 @@ class Limits:
     packet_in_per_s: float = 50.0
     packet_in_burst: float = 100.0
     packet_in_close_after: int = 5000  # PACKET_INs dropped within 10 s: the peer is closed
+    # cabling probes have their own budget (``punts``): one per declared link port and probe
+    # interval is what a switch sends; a flood of them is dropped, never closes the connection
+    probe_in_per_s: float = 50.0
+    probe_in_burst: float = 100.0
     echo_per_s: float = 5.0
     echo_burst: float = 20.0
     pending_per_source: int = 8  # connections per address still in the TLS handshake

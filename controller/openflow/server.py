@@ -18,7 +18,8 @@ Switches authenticate (``ListenerSecurity``): TLS with a campus-CA client certif
 (``oftls``), then ``admission`` decides after the features reply whether that certificate may
 claim that dpid and whether an older connection of the dpid still answers. Until then only the
 handshake messages reach os-ken, so nothing of the lane runtime reaches an unauthorized peer.
-Per connection, PACKET_IN and echo requests pass a token bucket (``peerauth``); connections per
+Per connection, PACKET_IN and echo requests pass a token bucket (``peerauth``; cabling probes
+have a bucket of their own, ``punts``); connections per
 source address that have not finished their TLS handshake are capped. Plain TCP
 (``--insecure-tcp``) keeps the dpid checks and the limits, without certificates.
 """
@@ -41,7 +42,7 @@ from os_ken.lib import hub
 from os_ken.ofproto import ofproto_parser
 from os_ken.ofproto import ofproto_v1_3 as ofp_v13
 
-from viplanes.controller.openflow import echo, flowstats, guard
+from viplanes.controller.openflow import echo, flowstats, guard, punts
 from viplanes.controller.openflow import tls as oftls
 from viplanes.controller.openflow.admission import Admission, Limits
 from viplanes.controller.openflow.peerauth import TokenBucket
@@ -105,6 +106,7 @@ class GuardedDatapath(BatchWriter, Datapath):
             clock=time.monotonic,
             close_after=limits.packet_in_close_after,
         )
+        self.probe_bucket = TokenBucket(limits.probe_in_per_s, limits.probe_in_burst, clock=time.monotonic)
         self.echo_bucket = TokenBucket(limits.echo_per_s, limits.echo_burst, clock=time.monotonic)
         self.unauthorized_dropped = 0
         self._probes: dict[int, threading.Event] = {}
@@ -148,6 +150,8 @@ class GuardedDatapath(BatchWriter, Datapath):
             if not self.authorized:
                 self.unauthorized_dropped += 1
                 return False
+            if punts.is_probe(raw):  # its own budget: an ARP flood must not starve link checks
+                return self.probe_bucket.take()
             if self.packet_in_bucket.take():
                 return True
             if self.packet_in_bucket.abusive:

@@ -276,6 +276,9 @@ class Changes:
             meter_command=ofp.OFPMC_MODIFY if meters_exist else ofp.OFPMC_ADD,
         )
         state.note_lane_flows(lane, per_dpid)  # the drift probe's expectation
+        if not meters_exist and state.flows is not None:  # a re-route moves it from these
+            with state.compile_lock:
+                state.flows.put(lane, {dpid: list(msgs) for dpid, msgs in per_dpid.items()})
         for address_flows in state.lanes.shared_flows(lane).values():
             for dpid, msgs in address_flows.items():
                 per_dpid.setdefault(dpid, []).extend(msgs)

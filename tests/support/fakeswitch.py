@@ -50,6 +50,11 @@ def arp_request_packet_in(target_ip: str, in_port: int = 1) -> bytes:
         + b"\0" * 6
         + socket.inet_aton(target_ip)
     )
+    return packet_in(frame, in_port)
+
+
+def packet_in(frame: bytes, in_port: int = 1) -> bytes:
+    """A raw OF1.3 PACKET_IN carrying ``frame``, as if punted from ``in_port``."""
     oxm = struct.pack("!HBBI", 0x8000, ofp.OFPXMT_OFB_IN_PORT << 1, 4, in_port)
     match = struct.pack("!HH", ofp.OFPMT_OXM, 4 + len(oxm)) + oxm
     match += b"\0" * ((8 - len(match) % 8) % 8)

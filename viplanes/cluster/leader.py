@@ -140,6 +140,22 @@ class LeaderLease:
     def is_leader(self) -> bool:
         return self._leading and time.monotonic() < self._deadline
 
+    def holds(self, s: Any) -> bool:
+        """Inside a write transaction ``s``: is the lease ours, on the database's clock? The
+        fence of a master-only write (``lanes/interruptions``): a node deposed while its
+        scheduler is mid-round writes nothing. On PostgreSQL the row is read FOR SHARE, so a
+        takeover's UPDATE waits until this transaction has committed."""
+        if not self.is_leader:
+            return False
+        lock = " FOR SHARE" if self._pg else ""
+        row = s.execute(
+            text(
+                f"SELECT 1 FROM controller_lease WHERE name = :name AND holder = :me AND expires_at > {self._now}{lock}"
+            ),
+            {"name": self.name, "me": self.holder},
+        ).first()
+        return row is not None
+
     def try_acquire(self) -> int | None:
         """One round: take or renew. The epoch while we hold the lease, else None."""
         sent_at = time.monotonic()

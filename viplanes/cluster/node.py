@@ -82,7 +82,7 @@ class ControllerNode:
 
         with self._lock:
             if master and self.scheduler is None:
-                self.scheduler = Scheduler(self.manager, interval_s=self.tick_s)
+                self.scheduler = Scheduler(self.manager, interval_s=self.tick_s, fence=self.lease.holds)
                 self.names = NameWatcher(self.manager)  # lanes to a DNS name: re-resolved by the master
                 self.scheduler.start()
                 self.names.start()

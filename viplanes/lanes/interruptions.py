@@ -2,7 +2,8 @@
 path becomes ``interrupted`` (its reason names the links), and ``active`` again once the
 controller carries it on a path. The scheduler's thread runs it after each tick; moves go
 through the state table (``states.move``) under the row lock, each with its audit event, so this
-is the one writer of these two moves. Within one tick (0.5 s by default) of the controller's view.
+is the one writer of these two moves; in a controller cluster only the lease holder writes them
+(the fence). Within one tick (0.5 s by default) of the controller's view.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from viplanes.dataplane.base import Dataplane
 from viplanes.lanes import states
@@ -21,8 +23,16 @@ RESUMED = "a usable path is back: carried again"
 MAX_REASON = 500
 
 
-def sync_interruptions(db: Database, dataplane: Dataplane, clock: Callable[[], float]) -> dict[str, int]:
-    """Move lanes between ``active`` and ``interrupted`` as the controller reports them."""
+Fence = Callable[[Session], bool]  # inside the write transaction: may this process write lane state?
+
+
+def sync_interruptions(
+    db: Database, dataplane: Dataplane, clock: Callable[[], float], fence: Fence | None = None
+) -> dict[str, int]:
+    """Move lanes between ``active`` and ``interrupted`` as the controller reports them.
+    ``fence`` (a controller cluster: ``LeaderLease.holds``): checked in the write transaction,
+    so only the lease holder writes; a standby's (or a just-deposed master's) view of the
+    links is its own and writes nothing."""
     held = dataplane.interrupted()
     with db.read() as s:
         now_interrupted = set(s.scalars(select(Lane.id).where(Lane.state == states.INTERRUPTED)))
@@ -36,6 +46,8 @@ def sync_interruptions(db: Database, dataplane: Dataplane, clock: Callable[[], f
     now = clock()
     moved = {"interrupted": 0, "resumed": 0}
     with db.write() as s:
+        if fence is not None and not fence(s):
+            return {"interrupted": 0, "resumed": 0}
         rows = s.scalars(select(Lane).where(Lane.id.in_(sorted(active_held | resume))).with_for_update(of=Lane)).all()
         for lane in rows:
             if lane.id in active_held and lane.state == states.ACTIVE:

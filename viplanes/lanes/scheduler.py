@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 
-from viplanes.lanes.interruptions import sync_interruptions
+from viplanes.lanes.interruptions import Fence, sync_interruptions
 from viplanes.lanes.manager import LaneManager
 
 log = logging.getLogger(__name__)
@@ -22,8 +22,16 @@ RECOVER_EVERY_S = 2.0
 
 
 class Scheduler:
-    def __init__(self, manager: LaneManager, interval_s: float = 0.5, recover_every_s: float = RECOVER_EVERY_S) -> None:
+    def __init__(
+        self,
+        manager: LaneManager,
+        interval_s: float = 0.5,
+        recover_every_s: float = RECOVER_EVERY_S,
+        fence: Fence | None = None,
+    ) -> None:
+        """``fence``: a controller cluster's lease check for lane-state writes (``interruptions``)."""
         self.manager = manager
+        self.fence = fence
         self.interval_s = interval_s
         self.recover_every_s = recover_every_s
         self._stop = threading.Event()
@@ -41,7 +49,7 @@ class Scheduler:
             except Exception:  # one bad tick (database hiccup) must not stop the clock
                 log.exception("scheduler tick")
             try:  # lanes held for want of a usable path (docs/dataplane.md, "Link failures")
-                sync_interruptions(self.manager.db, self.manager.dataplane, self.manager.clock)
+                sync_interruptions(self.manager.db, self.manager.dataplane, self.manager.clock, self.fence)
             except Exception:
                 log.exception("interrupted lanes")
             if time.monotonic() < recover_at:

@@ -277,3 +277,41 @@ def test_connection_screen_admits_once_and_limits_packet_ins():
     finally:
         for s in (*peers, *ours):
             s.close()
+
+
+def test_an_arp_flood_does_not_starve_the_cabling_probes_and_a_probe_flood_closes_nothing():
+    """Issue 42: the ARP punt and the probes shared one PACKET_IN budget, so a host flooding ARP
+    for lane-pool addresses took every token and the links went ``unverified``. Each now has
+    its own; a host's own probe frames never reach either (dropped at its port, ``linkprobe``)."""
+    import struct
+
+    from os_ken.ofproto import ofproto_v1_3 as ofp
+
+    from tests.support.fakeswitch import arp_request_packet_in, message, packet_in
+    from viplanes.controller.openflow.admission import Limits
+    from viplanes.controller.openflow.punts import frame_ethertype, is_probe
+    from viplanes.controller.openflow.server import GuardedDatapath
+    from viplanes.controller.runtime.probeframe import ProbeCodec
+
+    gate = Admission(SwitchTrust(topology()))
+    limits = Limits(packet_in_per_s=1, packet_in_burst=2, packet_in_close_after=5, probe_in_per_s=1, probe_in_burst=2)
+    arp = arp_request_packet_in("198.51.100.193")
+    probe = packet_in(ProbeCodec(5.0, b"k" * 32).build(1, 3, 0.0), in_port=3)
+    assert is_probe(probe) and not is_probe(arp) and frame_ethertype(arp) == 0x0806
+    assert frame_ethertype(message(ofp.OFPT_PACKET_IN, b"\0" * 10)) is None  # cut short: no guess
+    with socket.create_server(("127.0.0.1", 0)) as srv:
+        peer = socket.create_connection(srv.getsockname())
+        ours = srv.accept()[0]
+    try:
+        switch = GuardedDatapath(ours, ("127.0.0.1", 1), gate, limits)
+        assert switch._screen(message(ofp.OFPT_FEATURES_REPLY, struct.pack("!QIBB2xII", 1, 0, 254, 0, 0, 0)))
+        for _ in range(4):  # the ARP budget is spent and more
+            switch._screen(arp)
+        assert switch.packet_in_bucket.dropped == 2
+        assert [switch._screen(probe) for _ in range(3)] == [True, True, False]  # the probes' own
+        for _ in range(50):  # a flood of probe frames from a link port: dropped, never closes
+            switch._screen(probe)
+        assert switch.rejected is None and switch.packet_in_bucket.dropped == 2
+    finally:
+        peer.close()
+        ours.close()

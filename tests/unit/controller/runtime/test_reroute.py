@@ -124,3 +124,101 @@ def test_metrics_show_each_link_and_the_reroutes() -> None:
     assert 'viplanes_link_up{link="s2:4-s3:5"} 1.0' in text
     assert "viplanes_reroutes_total 1.0" in text
     assert 'viplanes_reroute_seconds_bucket{le="+Inf"} 1.0' in text
+
+
+def _many(n: int) -> tuple[Topology, FakeClock, FakeSwitches, LaneRuntime]:
+    topo, clock, switches, rt = _setup()
+    for lane_id in range(2, n + 1):
+        assert rt.activate(spec(lane_id, now=clock.now, dst_port=5200 + lane_id)).ok
+    return topo, clock, switches, rt
+
+
+def _walk_port(switches: FakeSwitches, topo: Topology, port: int) -> list[Any]:
+    desktop = topo.host("desktop")
+    pkt = ip_packet(desktop.iface.mac, topo.middleboxes[0].inside.mac, "10.1.0.10", CLOUD, "tcp", 40000, port)
+    return switches.net.send_from_host("desktop", pkt)
+
+
+def test_a_reroute_reads_no_switch_back_and_touches_only_the_switches_whose_flows_change() -> None:
+    """1,000 lanes took seconds when every switch's flows were read back and reconciled: the
+    lanes' old and new messages are known, so only their difference is sent."""
+    topo, clock, switches, rt = _many(4)
+    mark = len(switches.sent)
+    _down(rt, 3, 3)
+    sent = switches.sent[mark:]
+    assert not [m for _, m in sent if isinstance(m, parser.OFPFlowStatsRequest)]
+    assert {d for d, _ in sent} == {2, 3}  # s1 (the lanes' first hop) keeps its flows as they are
+    barriers = [d for d, m in sent if isinstance(m, parser.OFPBarrierRequest)]
+    assert sorted(barriers) == [2, 2, 2, 3, 3, 3]  # three rounds, one barrier per switch each
+    for lane_id, port in [(1, 5201), (2, 5202), (3, 5203), (4, 5204)]:
+        (out,) = _walk_port(switches, topo, port)
+        assert out.kind == "edge" and out.left_by("s2", 4) and not out.left_by("s2", 3), lane_id
+
+
+def test_a_reroute_turns_no_lane_before_every_later_hop_has_its_new_flows() -> None:
+    """Make before break across switches: s2's forward rule turns to the other link only after
+    s3 holds the rule for packets arriving on it (the old code sent both in one round)."""
+    topo, clock, switches, rt = _many(2)
+    mark = len(switches.sent)
+    _down(rt, 3, 3)
+    sent = [(d, m) for d, m in switches.sent[mark:]]
+    barrier_at = [i for i, (_, m) in enumerate(sent) if isinstance(m, parser.OFPBarrierRequest)]
+
+    def first(dpid: int, want: Any) -> int:
+        return next(i for i, (d, m) in enumerate(sent) if d == dpid and isinstance(m, parser.OFPFlowMod) and want(m))
+
+    def outputs(m: Any) -> set[int]:
+        return {a.port for i in m.instructions for a in getattr(i, "actions", []) if hasattr(a, "port")}
+
+    s3_new = first(3, lambda m: m.command == ofp.OFPFC_ADD and m.match.get("in_port") == 5)
+    s2_turn = first(2, lambda m: m.command == ofp.OFPFC_ADD and m.match.get("in_port") == 1 and 4 in outputs(m))
+    assert s3_new < s2_turn
+    assert any(s3_new < b < s2_turn for b in barrier_at)  # and confirmed before it
+
+
+def test_a_port_flapped_every_100_ms_for_5_s_reroutes_once_not_fifty_times() -> None:
+    """An attacker with a cable toggles a bypass port every 100 ms. Each report wakes the worker
+    (worst case: it re-checks after every one); the lanes move once, off the link, and stay off
+    it until the port has been quiet for the (doubled) hold-down."""
+    topo, clock, switches, rt = _many(3)
+    assert rt.reroute is not None
+    reroute = rt.reroute
+    mark = len(switches.sent)
+    up = True
+    for _ in range(50):  # 5 s of reports, one every 100 ms
+        clock.advance(0.1)
+        up = not up
+        rt.port_status(2, 3, up)
+        reroute.apply_now()
+    assert reroute.reroutes == 1
+    after_first = [m for _, m in switches.sent[mark:] if isinstance(m, parser.OFPFlowMod)]
+    (out,) = _walk(switches, topo)
+    assert out.kind == "edge" and out.left_by("s2", 4)  # on the other link the whole time
+    rt.port_status(2, 3, True)  # quiet from now on
+    for _ in range(50):  # the next 5 s: held down, nothing moves
+        clock.advance(0.1)
+        reroute.apply_now()
+    assert reroute.reroutes == 1
+    assert len([m for _, m in switches.sent[mark:] if isinstance(m, parser.OFPFlowMod)]) == len(after_first)
+    clock.advance(60.0)  # the hold-down (doubled per drop, at most 60 s) is over: back once
+    assert reroute.apply_now() is True and reroute.reroutes == 2
+
+
+def test_a_failed_switch_away_only_misses_its_deletes_and_no_switch_is_reconciled() -> None:
+    """A transit switch that failed may be gone from the controller: the DTN's lanes still move
+    to the other transit switch, and the failed one's old flows are its reconcile's on return."""
+    topo, clock, switches, rt = _setup()
+    for lane_id in (11, 12):
+        dtn = spec(lane_id, now=clock.now, src_ip="198.51.100.30", nat_ip=None, dst_port=5200 + lane_id)
+        assert rt.activate(dtn).ok
+    assert rt.reroute is not None
+    calls: list[int] = []
+    rt.reroute.resync.reconcile_switch = lambda dpid, timeout_s=10.0: calls.append(dpid)  # type: ignore[method-assign]
+    rt.connected.discard(6)  # s6 (the DTN lanes' transit) is gone
+    mark = len(switches.sent)
+    rt.port_status(5, 2, False)  # its neighbours report their ports to it down
+    rt.port_status(3, 6, False)
+    rt.reroute.apply_now()
+    sent = switches.sent[mark:]
+    assert {d for d, _ in sent} == {3, 5, 7} and calls == []
+    assert [m for d, m in sent if d == 7 and isinstance(m, parser.OFPFlowMod) and m.command == ofp.OFPFC_ADD]
