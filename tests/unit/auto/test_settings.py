@@ -17,9 +17,9 @@ def test_defaults_leave_the_listener_off(monkeypatch):
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [
-        ("VIPLANES_FIREFLY_PORT", "ten", "is not a number"),
-        ("VIPLANES_FIREFLY_PORT", "70000", "0-65535"),
-        ("VIPLANES_FIREFLY_RATE", "-1", "must not be negative"),
+        ("VIPLANES_FIREFLY_PORT", "ten", "expected an integer from 0 to 65535"),
+        ("VIPLANES_FIREFLY_PORT", "70000", "expected an integer from 0 to 65535"),
+        ("VIPLANES_FIREFLY_RATE", "-1", "expected a number >= 0"),
     ],
 )
 def test_bad_values_are_one_line(monkeypatch, name, value, message):

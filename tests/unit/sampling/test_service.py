@@ -56,9 +56,9 @@ def test_serve_refuses_a_bad_setting_in_one_line(monkeypatch: pytest.MonkeyPatch
         cli,
         ["serve", "--dataplane", "memory", "--db", f"sqlite:///{tmp_path}/v.db", "--api", "127.0.0.1:9"],
     )  # refused before it listens
-    assert r.exit_code == 1, r.output
+    assert r.exit_code == 78, r.output
     lines = [line for line in r.output.splitlines() if line.strip()]
-    assert lines[-1].startswith("Error: settings: ") and "VIPLANES_SFLOW_THRESHOLD_MBPS" in lines[-1], r.output
+    assert lines[-1].startswith("error: settings: ") and "VIPLANES_SFLOW_THRESHOLD_MBPS" in lines[-1], r.output
 
 
 FAKE = """
