@@ -60,7 +60,7 @@ class OidcRefused(Exception):
 @dataclass(frozen=True)
 class OidcSettings:
     """What the API needs to trust one issuer. A plain object: env vars fill it today
-    (:meth:`from_env`); the config file can build it the same way.
+    (:meth:`from_settings`).
 
     ``group_roles`` maps a group name (as the provider sends it in ``groups_claim``) to a role;
     a person in no mapped group is refused (403 ``no_role``)."""
@@ -106,11 +106,6 @@ class OidcSettings:
             membership_grace_s=settings.number("VIPLANES_OIDC_MEMBERSHIP_GRACE_S"),
             membership_sweep_s=settings.number("VIPLANES_OIDC_MEMBERSHIP_SWEEP_S"),
         )
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> OidcSettings | None:
-        """:meth:`from_settings` of ``env`` (default: the process's environment)."""
-        return cls.from_settings(Settings.from_env(env))
 
 
 def parse_group_roles(text: str) -> dict[str, str]:

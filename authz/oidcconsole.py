@@ -10,7 +10,6 @@ because anyone who can read it can redeem authorization codes as the console.
 from __future__ import annotations
 
 import stat
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -73,11 +72,6 @@ class ConsoleOidcSettings:
             redirect_uri=settings.text("VIPLANES_OIDC_REDIRECT_URI") or None,
             scope=" ".join(settings.text("VIPLANES_OIDC_SCOPE").split()) or DEFAULT_SCOPE,
         )
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> ConsoleOidcSettings | None:
-        """:meth:`from_settings` of ``env`` (default: the process's environment)."""
-        return cls.from_settings(Settings.from_env(env))
 
 
 def read_secret_file(path: Path) -> str:

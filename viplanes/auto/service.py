@@ -45,11 +45,6 @@ class AutoSettings:
             nat_hold_s=min(2.0, s.number("VIPLANES_AUTO_NAT_HOLD_S")),
         )
 
-    @classmethod
-    def from_env(cls) -> AutoSettings:
-        """:meth:`from_settings` of the process's environment (tests; commands pass their Settings)."""
-        return cls.from_settings(Settings.from_env())
-
 
 class Automation:
     """What `viplanes serve` starts; ``acceptor`` is the ``SightingSink`` detectors are given."""

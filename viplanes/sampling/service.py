@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from ipaddress import ip_network
 from pathlib import Path
@@ -65,11 +65,6 @@ class SflowSettings:
             prefixes=prefixes,
             detector=detector,
         )
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> SflowSettings:
-        """:meth:`from_settings` of ``env`` (default: the process's environment)."""
-        return cls.from_settings(Settings.from_env(env))
 
 
 class LogSink:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 from viplanes.auto.service import Automation, AutoSettings, SettingError
+from viplanes.settings import Settings
 
 
 def test_defaults_leave_the_listener_off(monkeypatch):
     for name in ("VIPLANES_FIREFLY_PORT", "VIPLANES_AUTO_QUEUE", "VIPLANES_FIREFLY_RATE"):
         monkeypatch.delenv(name, raising=False)
-    s = AutoSettings.from_env()
+    s = AutoSettings.from_settings(Settings.from_env())
     assert s.firefly_port == 0 and s.queue_size == 256 and s.firefly_rate == 5.0
 
 
@@ -25,7 +26,7 @@ def test_defaults_leave_the_listener_off(monkeypatch):
 def test_bad_values_are_one_line(monkeypatch, name, value, message):
     monkeypatch.setenv(name, value)
     with pytest.raises(SettingError, match=message):
-        AutoSettings.from_env()
+        AutoSettings.from_settings(Settings.from_env())
 
 
 def test_serve_wires_a_listener_only_when_a_port_is_set(world):
