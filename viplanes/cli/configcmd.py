@@ -50,7 +50,8 @@ def _shared_lines(loaded: LoadedConfig) -> list[tuple[str, str, str, str]]:
         in_file = s.key in loaded.tables.get(s.table, {})
         if s.env in settings.given and s.env not in loaded.exported:
             source = f"env {s.env}" + (" (overrides the file)" if in_file else "")
-            value: str = _toml(mask(settings.raw(s.env), s.secret))
+            parsed = settings.raw(s.env)  # the typed value serve and doctor use
+            value: str = _toml(mask(parsed, True) if s.secret else parsed)
         elif in_file:
             raw = loaded.tables[s.table][s.key]
             source, value = f"file {loaded.path}", _toml(mask(raw, True) if s.secret else raw)
@@ -99,6 +100,7 @@ def show(ctx: click.Context, show_all: bool) -> None:
     from viplanes.cli.main import COMMANDS
 
     loaded = _loaded(ctx)
+    process_settings()  # a bad value: its one line (exit 78) before anything is printed
     click.echo(f"# file: {loaded.path or 'none'}")
     names = sorted(COMMANDS) if show_all else sorted(set(SERVICE_COMMANDS) | (set(loaded.tables) & set(COMMANDS)))
     rows = _shared_lines(loaded)

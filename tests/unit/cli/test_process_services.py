@@ -59,3 +59,24 @@ def test_a_refused_setting_is_one_line_and_exit_78() -> None:
     with pytest.raises(BadSetting) as err:  # OIDC's own check: an issuer needs an audience
         services.load(env=Settings.from_env({"VIPLANES_OIDC_ISSUER": "https://idp.example"}), api=True)
     assert err.value.exit_code == 78 and "audience" in err.value.message
+
+
+def test_config_show_and_doctor_report_the_one_parse(tmp_path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from viplanes.cli.main import main
+
+    env = {"VIPLANES_CONFIG": str(tmp_path / "none.toml"), "VIPLANES_LEARN_SWITCH_FEATURES": "YES"}
+    shown = CliRunner().invoke(main, ["config", "show"], env=env)
+    assert shown.exit_code == 0 and "learn_features = true  # env VIPLANES_LEARN_SWITCH_FEATURES" in shown.output
+
+    env["VIPLANES_AUTO_QUEUE"] = "lots"
+    shown = CliRunner().invoke(main, ["config", "show"], env=env)
+    line = "error: settings: VIPLANES_AUTO_QUEUE='lots': expected an integer >= 0"
+    assert shown.exit_code == 78 and shown.output.strip() == line, shown.output
+    args = ["doctor", "--db", f"sqlite:///{tmp_path}/v.db", "--api", "http://127.0.0.1:1", "--json"]
+    checks = json.loads(CliRunner().invoke(main, args, env=env).output)["checks"]
+    found = next(c for c in checks if c["check"] == "settings")
+    assert found["status"] == "FAIL" and "VIPLANES_AUTO_QUEUE='lots'" in found["detail"], found
