@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -40,6 +39,8 @@ from joserfc.errors import (
     MissingClaimError,
 )
 from joserfc.jwk import ECKey, KeySet, RSAKey
+
+from viplanes.settings import DEFAULTS, Settings
 
 DEFAULT_ALGORITHMS: tuple[str, ...] = ("RS256", "ES256", "PS256")
 _NEVER = frozenset({"none", "HS256", "HS384", "HS512"})
@@ -59,7 +60,7 @@ class OidcRefused(Exception):
 @dataclass(frozen=True)
 class OidcSettings:
     """What the API needs to trust one issuer. A plain object: env vars fill it today
-    (:meth:`from_env`); the config file can build it the same way.
+    (:meth:`from_settings`).
 
     ``group_roles`` maps a group name (as the provider sends it in ``groups_claim``) to a role;
     a person in no mapped group is refused (403 ``no_role``)."""
@@ -90,32 +91,21 @@ class OidcSettings:
             raise ValueError("OIDC membership grace must be 0-3600 s and the sweep interval 1-3600 s")
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> OidcSettings | None:
+    def from_settings(cls, settings: Settings) -> OidcSettings | None:
         """``VIPLANES_OIDC_ISSUER``, ``_AUDIENCE``, ``_GROUPS_CLAIM``, ``_GROUP_ROLES``
         (``netops=operator,hpc-users=researcher``), ``_MEMBERSHIP_GRACE_S``, ``_MEMBERSHIP_SWEEP_S``;
         None when no issuer is set (OIDC off)."""
-        env = os.environ if env is None else env
-        issuer = env.get("VIPLANES_OIDC_ISSUER", "").strip()
+        issuer = settings.text("VIPLANES_OIDC_ISSUER")
         if not issuer:
             return None
         return cls(
             issuer=issuer.rstrip("/"),
-            audience=env.get("VIPLANES_OIDC_AUDIENCE", "").strip(),
-            groups_claim=env.get("VIPLANES_OIDC_GROUPS_CLAIM", "groups").strip() or "groups",
-            group_roles=parse_group_roles(env.get("VIPLANES_OIDC_GROUP_ROLES", "")),
-            membership_grace_s=_seconds(env, "VIPLANES_OIDC_MEMBERSHIP_GRACE_S", 30.0),
-            membership_sweep_s=_seconds(env, "VIPLANES_OIDC_MEMBERSHIP_SWEEP_S", 10.0),
+            audience=settings.text("VIPLANES_OIDC_AUDIENCE"),
+            groups_claim=settings.text("VIPLANES_OIDC_GROUPS_CLAIM") or DEFAULTS.text("VIPLANES_OIDC_GROUPS_CLAIM"),
+            group_roles=parse_group_roles(settings.text("VIPLANES_OIDC_GROUP_ROLES")),
+            membership_grace_s=settings.number("VIPLANES_OIDC_MEMBERSHIP_GRACE_S"),
+            membership_sweep_s=settings.number("VIPLANES_OIDC_MEMBERSHIP_SWEEP_S"),
         )
-
-
-def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
-    text = env.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        return float(text)
-    except ValueError:
-        raise ValueError(f"{name}={text!r} is not a number of seconds") from None
 
 
 def parse_group_roles(text: str) -> dict[str, str]:

@@ -9,15 +9,15 @@ because anyone who can read it can redeem authorization codes as the console.
 
 from __future__ import annotations
 
-import os
 import stat
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from viplanes.settings import DEFAULTS, Settings
+
 MAX_SECRET_BYTES = 4096
-DEFAULT_SCOPE = "openid profile email"
+DEFAULT_SCOPE = DEFAULTS.text("VIPLANES_OIDC_SCOPE")
 
 
 @dataclass(frozen=True)
@@ -51,17 +51,16 @@ class ConsoleOidcSettings:
         return f"ConsoleOidcSettings(client_id={self.client_id!r}, display_name={self.display_name!r})"
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> ConsoleOidcSettings | None:
+    def from_settings(cls, settings: Settings) -> ConsoleOidcSettings | None:
         """``VIPLANES_OIDC_CLIENT_ID`` and ``_CLIENT_SECRET`` or ``_CLIENT_SECRET_FILE``, plus
         ``_DISPLAY_NAME``, ``_REDIRECT_URI`` and ``_SCOPE``; None when no client id is set (console sign-in off)."""
-        env = os.environ if env is None else env
-        client_id = env.get("VIPLANES_OIDC_CLIENT_ID", "").strip()
+        client_id = settings.text("VIPLANES_OIDC_CLIENT_ID")
         if not client_id:
             return None
-        if not env.get("VIPLANES_OIDC_ISSUER", "").strip():
+        if not settings.text("VIPLANES_OIDC_ISSUER"):
             raise ValueError("VIPLANES_OIDC_CLIENT_ID is set but VIPLANES_OIDC_ISSUER is not")
-        secret = env.get("VIPLANES_OIDC_CLIENT_SECRET", "").strip()
-        secret_file = env.get("VIPLANES_OIDC_CLIENT_SECRET_FILE", "").strip()
+        secret = settings.text("VIPLANES_OIDC_CLIENT_SECRET")
+        secret_file = settings.text("VIPLANES_OIDC_CLIENT_SECRET_FILE")
         if secret and secret_file:
             raise ValueError("set the OIDC client secret or its file, not both")
         if secret_file:
@@ -69,9 +68,9 @@ class ConsoleOidcSettings:
         return cls(
             client_id=client_id,
             client_secret=secret,
-            display_name=env.get("VIPLANES_OIDC_DISPLAY_NAME", "").strip() or "campus sign-in",
-            redirect_uri=env.get("VIPLANES_OIDC_REDIRECT_URI", "").strip() or None,
-            scope=" ".join(env.get("VIPLANES_OIDC_SCOPE", "").split()) or DEFAULT_SCOPE,
+            display_name=settings.text("VIPLANES_OIDC_DISPLAY_NAME") or DEFAULTS.text("VIPLANES_OIDC_DISPLAY_NAME"),
+            redirect_uri=settings.text("VIPLANES_OIDC_REDIRECT_URI") or None,
+            scope=" ".join(settings.text("VIPLANES_OIDC_SCOPE").split()) or DEFAULT_SCOPE,
         )
 
 

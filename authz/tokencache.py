@@ -18,7 +18,6 @@ Security rules:
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -27,9 +26,11 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
+from viplanes.settings import DEFAULTS
+
 from .tokens import Caller, hash_token
 
-DEFAULT_TTL_S = 5.0
+DEFAULT_TTL_S = DEFAULTS.number("VIPLANES_TOKEN_CACHE_TTL")
 MAX_ENTRIES = 10_000  # a flood of distinct valid tokens cannot grow memory without bound
 
 
@@ -84,13 +85,5 @@ class TokenCache:
             return len(self._entries)
 
 
-def _ttl_from_env() -> float:
-    raw = os.environ.get("VIPLANES_TOKEN_CACHE_TTL")
-    try:
-        return DEFAULT_TTL_S if raw is None else max(0.0, float(raw))
-    except ValueError:
-        return DEFAULT_TTL_S
-
-
 # One per process: invalidation must reach every app/database object that may have cached a token.
-TOKENS = TokenCache(ttl_s=_ttl_from_env())
+TOKENS = TokenCache()  # its ttl_s set from the process's settings by create_app

@@ -2,70 +2,80 @@
 
 from __future__ import annotations
 
-import logging
-import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from viplanes.settings import DEFAULTS, Settings
+from viplanes.settings.environ import config_file_env, environment_value, user_config_dir
 
 if TYPE_CHECKING:  # the API's settings; the CLI client (viplanes[client]) has no authz/store deps
     from viplanes.authz.oidc import OidcSettings
     from viplanes.authz.oidcconsole import ConsoleOidcSettings
 
 
-def _env_int(name: str, default: int) -> int:
-    """A positive integer from the environment; a bad value is logged loudly and the default used."""
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        logging.getLogger(__name__).error("%s=%r is not a positive integer; using %d", name, raw, default)
-        return default
-    return value
-
-
 CT_ZONE_BASE_ENV = "VIPLANES_CT_ZONE_BASE"
 
 
-def ct_zone_base_from_env() -> int | None:
+def ct_zone_base(settings: Settings) -> int | None:
     """The deployment's first conntrack zone when the setting is given (``[switches]
-    ct_zone_base``), else None (the topology's ``ct_zone_base``). ValueError for a non-integer:
-    zones that silently fell back to another deployment's would flush its connections."""
-    raw = os.environ.get(CT_ZONE_BASE_ENV, "").strip()
-    if not raw:
-        return None
-    try:
-        return int(raw, 0)
-    except ValueError:
-        raise ValueError(f"{CT_ZONE_BASE_ENV}={raw!r} is not an integer") from None
+    ct_zone_base``), else None (the topology's ``ct_zone_base``)."""
+    return settings.optional_integer(CT_ZONE_BASE_ENV)
 
 
 @dataclass(frozen=True)
 class AppConfig:
-    """What ``create_app`` needs besides the data plane, topology and clock."""
+    """What ``create_app`` needs besides the data plane, topology and clock; the defaults are the
+    settings table's (viplanes/settings/table.py), a process's values come from :meth:`from_settings`."""
 
     db_url: str = ""
     migrate: bool = True  # bring the schema to head on start (idempotent)
-    # failed-auth budgets per window (viplanes/store/ratelimit.py); VIPLANES_AUTH_* override the defaults
-    auth_max_failures: int = field(default_factory=lambda: _env_int("VIPLANES_AUTH_MAX_FAILURES", 10))
-    auth_net_max_failures: int = field(default_factory=lambda: _env_int("VIPLANES_AUTH_NET_MAX_FAILURES", 50))
-    auth_global_max_failures: int = field(default_factory=lambda: _env_int("VIPLANES_AUTH_GLOBAL_MAX_FAILURES", 500))
-    auth_window_s: int = field(default_factory=lambda: _env_int("VIPLANES_AUTH_WINDOW_S", 60))
+    # failed-auth budgets per window (viplanes/store/ratelimit.py)
+    auth_max_failures: int = DEFAULTS.integer("VIPLANES_AUTH_MAX_FAILURES")
+    auth_net_max_failures: int = DEFAULTS.integer("VIPLANES_AUTH_NET_MAX_FAILURES")
+    auth_global_max_failures: int = DEFAULTS.integer("VIPLANES_AUTH_GLOBAL_MAX_FAILURES")
+    auth_window_s: int = DEFAULTS.integer("VIPLANES_AUTH_WINDOW_S")
     db_pool_size: int = 10
     # issue 11: the most (destination x masked port) matches one lane may need, and the window in
     # which a lane's DNS name is resolved again (its record TTL, raised to the floor, cut at the cap)
-    max_lane_matches: int = field(default_factory=lambda: _env_int("VIPLANES_MAX_LANE_MATCHES", 64))
-    dns_ttl_floor_s: int = field(default_factory=lambda: _env_int("VIPLANES_DNS_TTL_FLOOR_S", 30))
-    dns_ttl_cap_s: int = field(default_factory=lambda: _env_int("VIPLANES_DNS_TTL_CAP_S", 3600))
+    max_lane_matches: int = DEFAULTS.integer("VIPLANES_MAX_LANE_MATCHES")
+    dns_ttl_floor_s: int = DEFAULTS.integer("VIPLANES_DNS_TTL_FLOOR_S")
+    dns_ttl_cap_s: int = DEFAULTS.integer("VIPLANES_DNS_TTL_CAP_S")
+    dns_server: str = DEFAULTS.text("VIPLANES_DNS_SERVER")  # "": the system resolver
+    token_cache_ttl_s: float = DEFAULTS.number("VIPLANES_TOKEN_CACHE_TTL")
+    ui_secret: str = DEFAULTS.text("VIPLANES_UI_SECRET")  # "": a per-process secret
+    ui_session_s: int = DEFAULTS.integer("VIPLANES_UI_SESSION_S")
     # issue 30: accept the campus identity provider's access tokens (docs/identity.md); None = off
-    oidc: OidcSettings | None = field(default_factory=lambda: _oidc_from_env())
+    oidc: OidcSettings | None = None
     # the console's "Sign in with <campus>" (code flow + PKCE) client; None = token sign-in only
-    oidc_console: ConsoleOidcSettings | None = field(default_factory=lambda: _console_from_env())
+    oidc_console: ConsoleOidcSettings | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, oidc: bool = True, **given: Any) -> AppConfig:
+        """The process's settings; ValueError (a SettingError or OIDC's own) on a bad value.
+        ``oidc=False``: a process without the API (the controller) does not read OIDC."""
+        from viplanes.authz.oidc import OidcSettings
+        from viplanes.authz.oidcconsole import ConsoleOidcSettings
+
+        values: dict[str, Any] = {
+            "auth_max_failures": settings.integer("VIPLANES_AUTH_MAX_FAILURES"),
+            "auth_net_max_failures": settings.integer("VIPLANES_AUTH_NET_MAX_FAILURES"),
+            "auth_global_max_failures": settings.integer("VIPLANES_AUTH_GLOBAL_MAX_FAILURES"),
+            "auth_window_s": settings.integer("VIPLANES_AUTH_WINDOW_S"),
+            "max_lane_matches": settings.integer("VIPLANES_MAX_LANE_MATCHES"),
+            "dns_ttl_floor_s": settings.integer("VIPLANES_DNS_TTL_FLOOR_S"),
+            "dns_ttl_cap_s": settings.integer("VIPLANES_DNS_TTL_CAP_S"),
+            "dns_server": settings.text("VIPLANES_DNS_SERVER"),
+            "token_cache_ttl_s": settings.number("VIPLANES_TOKEN_CACHE_TTL"),
+            "ui_secret": settings.text("VIPLANES_UI_SECRET"),
+            "ui_session_s": settings.integer("VIPLANES_UI_SESSION_S"),
+        }
+        if oidc:
+            values["oidc"] = OidcSettings.from_settings(settings)
+            values["oidc_console"] = ConsoleOidcSettings.from_settings(settings)
+        values.update(given)
+        return cls(**values)
 
     def resolved_db_url(self) -> str:
         from viplanes.store.db import resolve_db_url
@@ -73,24 +83,11 @@ class AppConfig:
         return resolve_db_url(self.db_url or None)
 
 
-def _oidc_from_env() -> OidcSettings | None:
-    from viplanes.authz.oidc import OidcSettings
-
-    return OidcSettings.from_env()
-
-
-def _console_from_env() -> ConsoleOidcSettings | None:
-    from viplanes.authz.oidcconsole import ConsoleOidcSettings
-
-    return ConsoleOidcSettings.from_env()
-
-
 def _config_path() -> Path:
-    env = os.environ.get("VIPLANES_CONFIG")
+    env = config_file_env()
     if env:
         return Path(env)
-    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    return base / "viplanes" / "config.toml"
+    return user_config_dir() / "config.toml"
 
 
 class ConfigError(ValueError):
@@ -103,7 +100,7 @@ class ClientConfig:
     config file (flat keys, or the [client] table of viplanes.toml). ``ca_file`` None: the
     system's trust store (docs/configuration.md)."""
 
-    api_url: str = "http://127.0.0.1:8080"
+    api_url: str = DEFAULTS.text("VIPLANES_API_URL")
     token: str | None = None
     ca_file: str | None = None
 
@@ -126,7 +123,8 @@ class ClientConfig:
             for key in ("api_url", "token", "ca_file"):
                 if key in data and not isinstance(data[key], str):
                     raise ConfigError(f"{path}: {key} must be a string")
-        url = api_url or os.environ.get("VIPLANES_API_URL") or data.get("api_url") or cls.api_url
-        tok = token or os.environ.get("VIPLANES_TOKEN") or data.get("token")
-        ca = ca_file or os.environ.get("VIPLANES_CA_FILE") or data.get("ca_file")
+        # the client's three strings only: a bad server setting must not stop `viplanes lanes list`
+        url = api_url or environment_value("VIPLANES_API_URL") or data.get("api_url") or cls.api_url
+        tok = token or environment_value("VIPLANES_TOKEN") or data.get("token")
+        ca = ca_file or environment_value("VIPLANES_CA_FILE") or data.get("ca_file")
         return cls(api_url=str(url).rstrip("/"), token=str(tok) if tok else None, ca_file=str(ca) if ca else None)

@@ -5,30 +5,27 @@ and render. Sign-in, CSRF and security headers live in ``web``; sessions in ``se
 
 from __future__ import annotations
 
-import os
-
 from flask import Flask
 
-from viplanes.domain.values import is_decimal
+from viplanes.settings import DEFAULTS
 
 from .lanebytes import LaneBytes
 from .session import Sessions, server_secret
 from .web import UiState, bp
 
-DEFAULT_SESSION_S = 8 * 3600
+DEFAULT_SESSION_S = DEFAULTS.integer("VIPLANES_UI_SESSION_S")
 
 
 def register(app: Flask, secret: str | None = None, session_s: int | None = None) -> None:
     """Mount the console on ``app``. ``VIPLANES_UI_SECRET`` (shared by every API process) signs
-    the session cookies; ``VIPLANES_UI_SESSION_S`` sets how long a sign-in lasts."""
+    the session cookies; ``VIPLANES_UI_SESSION_S`` sets how long a sign-in lasts (both in AppConfig)."""
     from . import admin, audit_pages, campus, campusout, lanes_pages, ops, researcher  # noqa: F401  (routes)
     from .campusclient import CampusClient
 
     ctx = app.extensions["viplanes"]
     if session_s is None:
-        raw = os.environ.get("VIPLANES_UI_SESSION_S", "")
-        session_s = int(raw) if is_decimal(raw) and int(raw) > 0 else DEFAULT_SESSION_S
-    sessions = Sessions(ctx.db, server_secret(secret or os.environ.get("VIPLANES_UI_SECRET")), session_s, ctx.clock)
+        session_s = ctx.config.ui_session_s
+    sessions = Sessions(ctx.db, server_secret(secret or ctx.config.ui_secret or None), session_s, ctx.clock)
     state = UiState(sessions)
     if ctx.oidc is not None and ctx.config.oidc_console is not None:  # "Sign in with <campus>"
         from viplanes.api.oidc import fetch_json

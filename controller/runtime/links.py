@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from os_ken.ofproto import ofproto_v1_3 as ofp
 
+from viplanes.settings import DEFAULTS
 from viplanes.topologies.model import Link, Topology
 
 End = tuple[int, int]  # (dpid, port)
@@ -32,12 +33,14 @@ End = tuple[int, int]  # (dpid, port)
 
 @dataclass(frozen=True)
 class LinkSettings:
-    """Damping and verification knobs (``viplanes serve`` reads them from VIPLANES_LINK_*)."""
+    """Damping and verification knobs (``--link-*`` or VIPLANES_LINK_*; defaults: the settings table)."""
 
-    hold_down_s: float = 2.0  # a link that went down must stay up this long before lanes use it
-    max_hold_down_s: float = 60.0  # the doubling stops here
+    # a link that went down must stay up this long before lanes use it
+    hold_down_s: float = DEFAULTS.number("VIPLANES_LINK_HOLD_DOWN_S")
+    max_hold_down_s: float = DEFAULTS.number("VIPLANES_LINK_MAX_HOLD_DOWN_S")  # the doubling stops here
     forget_s: float = 60.0  # a drop this long after the previous one starts the doubling afresh
-    probe_s: float = 1.0  # cabling probes on every declared link end this often (0: none)
+    # cabling probes on every declared link end this often (0: none)
+    probe_s: float = DEFAULTS.number("VIPLANES_LINK_PROBE_S")
     probe_misses: int = 5  # a link armed this many intervals without both directions: not seen
 
 

@@ -51,11 +51,10 @@ def ifindex_learner(topology: Topology) -> OvsdbIfindexes | None:
 
 
 def sflow_detection(
-    acceptor: Acceptor, topology: Topology, clock: Callable[[], float], settings: SflowSettings | None = None
+    acceptor: Acceptor, topology: Topology, clock: Callable[[], float], settings: SflowSettings
 ) -> SflowDetection | None:
     """Detection per ``VIPLANES_SFLOW_*`` (None when off), its sightings to ``acceptor``, its
-    samples only from ``topology``'s sampling switches. ValueError on a bad setting."""
-    settings = settings or SflowSettings.from_env()
+    samples only from ``topology``'s sampling switches."""
     if not settings.enabled:
         return None
     narrow = PrefixFilter(settings.prefixes) if settings.prefixes else None

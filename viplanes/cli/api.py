@@ -52,15 +52,15 @@ def worker_app(db_url: str, topology_path: str | None) -> Any:
     the first one within a worker's first few thousand requests (``bench.probes.worker_gc``;
     docs/benchmarks.md, "The API workers' startup heap"). ``gc.freeze()`` exempts them from
     later collections; reference counting still frees them."""
-    from viplanes.api.app import create_app
+    from viplanes.cli import services
     from viplanes.cli.serve import _load_topology
-    from viplanes.config import AppConfig
     from viplanes.dataplane.remote import RemoteDataplane
     from viplanes.store.db import Database
 
+    ps = services.load(db_url, api=True, migrate=False)
     topology = _load_topology(topology_path)
     plane = RemoteDataplane(Database(db_url, pool_size=2))
-    app = create_app(AppConfig(db_url=db_url, migrate=False), dataplane=plane, topology=topology)
+    app = services.app(ps, plane, topology)
     gc.collect()
     gc.freeze()
     return app
@@ -128,8 +128,7 @@ def api(
         sys.exit(exitcodes.USAGE)
     from sqlalchemy.exc import SQLAlchemyError
 
-    from viplanes.authz.oidc import OidcSettings
-    from viplanes.authz.oidcconsole import ConsoleOidcSettings
+    from viplanes.cli import services
     from viplanes.cli.serve import _load_topology
     from viplanes.store.db import Database
 
@@ -141,11 +140,7 @@ def api(
         from viplanes.cli.campusfile import bundled_campus
 
         topology_path = bundled_campus()
-    try:
-        OidcSettings.from_env()  # the workers read VIPLANES_OIDC_* too: refuse a bad value once, here
-        ConsoleOidcSettings.from_env()
-    except ValueError as exc:
-        raise click.ClickException(f"settings: {exc}") from None
+    services.load(db_url, api=True)  # the workers read the same settings: refuse a bad value once, here
     try:
         db = Database(db_url, pool_size=1)
         db.create_all()  # migrate once, before the workers race for it

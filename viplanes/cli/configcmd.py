@@ -3,7 +3,6 @@ came from, before it runs (secrets masked, so the output can go into a ticket)."
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import click
@@ -11,6 +10,8 @@ import click
 from viplanes.cli.configfile import LoadedConfig
 from viplanes.cli.configoptions import command_defaults, keys_of
 from viplanes.cli.configsettings import ENV_SETTINGS, is_secret_name, mask
+from viplanes.cli.settingsload import process_settings
+from viplanes.settings.environ import environment_value
 
 SERVICE_COMMANDS = ("serve", "api", "controller")  # shown in full by `config show`
 
@@ -42,13 +43,15 @@ def _toml(value: Any) -> str:
 
 
 def _shared_lines(loaded: LoadedConfig) -> list[tuple[str, str, str, str]]:
+    """The ``VIPLANES_*`` settings as the process parsed them (the one Settings serve and doctor use)."""
+    settings = process_settings()
     rows = []
     for s in ENV_SETTINGS:
         in_file = s.key in loaded.tables.get(s.table, {})
-        env = os.environ.get(s.env)
-        if env and s.env not in loaded.exported:
+        if s.env in settings.given and s.env not in loaded.exported:
             source = f"env {s.env}" + (" (overrides the file)" if in_file else "")
-            value: str = _toml(mask(env, s.secret))
+            parsed = settings.raw(s.env)  # the typed value serve and doctor use
+            value: str = _toml(mask(parsed, True) if s.secret else parsed)
         elif in_file:
             raw = loaded.tables[s.table][s.key]
             source, value = f"file {loaded.path}", _toml(mask(raw, True) if s.secret else raw)
@@ -67,10 +70,10 @@ def _command_lines(loaded: LoadedConfig, name: str) -> list[tuple[str, str, str,
         param = places[0][1]
         secret = is_secret_name(key) or is_secret_name(param.name or "")
         envvar = param.envvar if isinstance(param.envvar, str) else None
-        if envvar and os.environ.get(envvar):
+        if envvar and environment_value(envvar):
             exported = envvar in loaded.exported
             source = f"file {loaded.path} (as {envvar})" if exported else f"env {envvar}"
-            value = _toml(mask(os.environ[envvar], secret))
+            value = _toml(mask(environment_value(envvar), secret))
             if key in in_file and not exported:
                 source += " (overrides the file)"
         elif key in in_file:
@@ -97,6 +100,7 @@ def show(ctx: click.Context, show_all: bool) -> None:
     from viplanes.cli.main import COMMANDS
 
     loaded = _loaded(ctx)
+    process_settings()  # a bad value: its one line (exit 78) before anything is printed
     click.echo(f"# file: {loaded.path or 'none'}")
     names = sorted(COMMANDS) if show_all else sorted(set(SERVICE_COMMANDS) | (set(loaded.tables) & set(COMMANDS)))
     rows = _shared_lines(loaded)

@@ -26,8 +26,17 @@ the option's long name without `--` and with `_` for `-` (`--max-clock-skew` is
 `max_clock_skew`). A group's table (`[controller]`, `[db]`) sets the option in every subcommand
 that has it. Repeatable options take a list (`switch_cert_pin = ["ab12..."]`). Tables that are
 environment variables (`[db] url`, `[retention]`, `[auth]`, `[dns]`, `[ui]`, `[client]`,
-`[lab]`) are exported to the command's environment when it does not set them, so the modules
-that read them keep their own checks and an env var still overrides the file.
+`[lab]`) are exported to the command's environment when it does not set them, so an env var
+still overrides the file.
+
+**One table, one grammar**: every `VIPLANES_*` setting (the table below) is declared once in
+`viplanes/settings/table.py` with its type, bounds and default, and a command parses them all
+once at start (`viplanes config show` and `viplanes doctor` report that same parse). A flag takes
+`true`/`false`, `1`/`0`, `yes`/`no` or `on`/`off` in any case; an empty value means the default.
+A bad value stops the command with one line naming the variable and the form it accepts, exit
+code **78**:
+
+    error: settings: VIPLANES_AUTO_QUEUE='lots': expected an integer >= 0
 
 **Checked at start**: an unknown table or key, a value of the wrong TOML type (`threads = "8"`)
 or out of range stops the command with one line naming the key and exit code **78**:

@@ -22,6 +22,7 @@ from typing import Any
 import click
 
 from viplanes.cli.configsettings import CONFIG_ENV, ENV_SETTINGS, EnvSetting, holds_secret, is_secret_name
+from viplanes.settings import SettingError
 
 DEFAULT_PATH = Path("/etc/viplanes/viplanes.toml")
 CONFIG_EXIT = 78  # sysexits EX_CONFIG: the configuration is wrong or unsafe; distinct from 1 and 2
@@ -112,14 +113,24 @@ def _check_shared(loaded: LoadedConfig) -> None:
                 if table not in COMMANDS:
                     raise ConfigFileError(f"{loaded.where(table, key)}: unknown key")
                 continue  # an option of the command: checked when that command runs
-            is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
-            fits = (
-                is_number if setting.kind is float else isinstance(value, setting.kind) and not isinstance(value, bool)
-            )
-            if not fits:
+            if not _fits(setting.kind, value):
                 raise ConfigFileError(f"{loaded.where(table, key)}: {expected(setting.kind, value)}")
-            if setting.kind in (int, float) and value < 0:
-                raise ConfigFileError(f"{loaded.where(table, key)}: must be 0 or more, got {value}")
+            try:  # the same bounds as the environment's value (viplanes/settings/table.py)
+                setting.parse(str(value))
+            except SettingError:
+                raise ConfigFileError(
+                    f"{loaded.where(table, key)}: expected {setting.accepted()}, got {value}"
+                ) from None
+
+
+def _fits(kind: type, value: Any) -> bool:
+    """A TOML value of the setting's type (a flag may also be written 0 or 1)."""
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is bool:
+        return isinstance(value, bool) or (isinstance(value, int) and value in (0, 1))
+    if kind is float:
+        return is_number
+    return isinstance(value, kind) and not isinstance(value, bool)
 
 
 def _refuse_readable_secrets(loaded: LoadedConfig, mode: int) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from viplanes.cli import services
 from viplanes.cli.clockopt import max_clock_skew_option, refuse_skewed_clock
 from viplanes.cli.logopts import configure, log_options
 from viplanes.cli.openflow_options import listener_security, openflow_security_options
@@ -59,11 +60,12 @@ def run(
             raise click.ClickException(f"topology: {str(exc).splitlines()[0]}") from None
     security = listener_security(pki_dir, insecure_tcp, switch_cert_pins, topology)
     configure(log_format, log_level, sys.stdout)
-    from viplanes.cli.openflow_options import learn_switch_features, link_settings
+    from viplanes.cli.openflow_options import link_settings
     from viplanes.controller.openflow.embedded import EmbeddedController
 
+    learn = services.load(api=False).learn_features
     plane = EmbeddedController(
-        topology, host=host, port=port, security=security, learn_features=learn_switch_features(), links=link_settings()
+        topology, host=host, port=port, security=security, learn_features=learn, links=link_settings()
     )
     try:
         plane.start()
@@ -140,15 +142,16 @@ def cluster(
     """A controller of a cluster: master of every switch while it holds the lease, else standby."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from viplanes.cli.serve import _load_topology, _retention_runner
+    from viplanes.cli.serve import _load_topology
     from viplanes.cluster.node import ControllerNode
-    from viplanes.config import AppConfig
     from viplanes.controller.openflow.roles import RoleController
     from viplanes.domain.clock import SteadyClock
-    from viplanes.lanes.build import build_lane_service
     from viplanes.store.db import Database
 
     configure(log_format, log_level)
+    # the API processes' settings (VIPLANES_DNS_TTL_*, VIPLANES_MAX_LANE_MATCHES, [auto], [sflow]):
+    # the master's name watcher and automation act as serve's do; OIDC is the API's, not read here
+    ps = services.load(db_url, api=False)
     host, port = hostport_option(of_addr, "--openflow", 6653)
     metrics_at = _metrics_address(metrics_addr, metrics_tls_cert, metrics_tls_key)
     topology = _load_topology(topology_path)
@@ -164,13 +167,10 @@ def cluster(
 
     # the link options it was given (hold-down, cabling probes), as serve and `controller run` do
     plane = RoleController(topology, host=host, port=port, security=security, clock=clock, links=link_settings())
-    # the API processes' settings (VIPLANES_DNS_TTL_*, VIPLANES_MAX_LANE_MATCHES): the master's name
-    # watcher re-resolves in the same window; OIDC is the API's, not read here
-    settings = AppConfig(db_url=db_url, migrate=False, oidc=None, oidc_console=None)
-    manager = build_lane_service(settings, db, plane, topology, clock)
+    manager = services.lane_service(ps, db, plane, topology, clock)
     plane.attach_source(manager.desired_lanes)
-    node = ControllerNode(db, plane, manager, tick_s, automation=_automation_role(manager, topology, clock))
-    retention = _retention_runner(db)
+    node = ControllerNode(db, plane, manager, tick_s, automation=services.automation_role(ps, manager, topology, clock))
+    retention = services.retention_runner(ps, db)
     metrics = None
     try:
         if metrics_at is not None:
@@ -194,21 +194,6 @@ def cluster(
         node.stop()
         node.automation.close()
         db.dispose()
-
-
-def _automation_role(manager: Any, topology: Any, clock: Any) -> Any:
-    """Automatic lanes on the master (viplanes/auto/role.py): VIPLANES_FIREFLY_*, VIPLANES_AUTO_*
-    and VIPLANES_SFLOW_* as ``serve`` reads them; a bad value stops here with one line."""
-    from viplanes.auto.role import AutomationRole
-    from viplanes.auto.service import AutoSettings, SettingError
-    from viplanes.sampling.service import SflowSettings
-
-    try:
-        return AutomationRole(manager, topology, clock, AutoSettings.from_env(), SflowSettings.from_env())
-    except (SettingError, ValueError) as exc:
-        raise click.ClickException(f"settings: {exc}") from None
-    except OSError as exc:
-        raise click.ClickException(str(exc)) from None
 
 
 def _metrics_address(addr: str | None, cert: Path | None, key: Path | None) -> tuple[str, int] | None:

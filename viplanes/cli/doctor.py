@@ -77,7 +77,19 @@ def config_findings(ctx: click.Context) -> list[Finding]:
     def command_of(table: str) -> click.Command | None:
         return group.get_command(root, table) if table in COMMANDS else None
 
-    return check_config(explicit, command_of)
+    return [*check_config(explicit, command_of), settings_finding()]
+
+
+def settings_finding() -> Finding:
+    """The ``VIPLANES_*`` settings parsed as serve parses them (viplanes/cli/settingsload.py)."""
+    from viplanes.cli.services import load
+    from viplanes.cli.settingsload import BadSetting
+
+    try:
+        ps = load(api=True)
+    except BadSetting as exc:
+        return Finding("settings", FAIL, exc.message, "fix the variable named; viplanes config show lists them")
+    return Finding("settings", OK, f"{len(ps.env.given)} set, the rest defaults (viplanes config show)")
 
 
 def service_defaults(ctx: click.Context) -> tuple[ServiceView, Path | None]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -13,6 +12,7 @@ import click
 from viplanes.cli.labreport import report
 from viplanes.cli.labshell import DEFAULT_TOPOLOGY, REPO, clean, need_root, shell
 from viplanes.domain.values import is_decimal
+from viplanes.settings.environ import one_setting
 
 if TYPE_CHECKING:
     from viplanes.topologies.model import Wan
@@ -177,7 +177,7 @@ def run(
         raise click.UsageError("--v6-only builds its own dual-stack lab and service; drop --api/--openflow")
     if not topology_path.is_file():
         raise click.UsageError(f"--topology {topology_path}: no such file")
-    external = _external(api_url, token or os.environ.get("VIPLANES_TOKEN"), openflow)
+    external = _external(api_url, token or one_setting("VIPLANES_TOKEN"), openflow)
     need_root()
     if results.is_file() and results.stat().st_size:
         click.echo(

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from viplanes.domain.values import is_decimal
+from viplanes.settings.environ import set_for_children
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_TOPOLOGY = REPO / "topologies" / "campus.yaml"
@@ -71,7 +72,7 @@ def shell(topology_path: Path, controller: str | None, work_dir: Path) -> None:
             stack = start_stack(topology_path, work_dir / "service", src, dst, [str(IPERF_PORT), str(S3_PORT)])
             openflow = stack.openflow
             # `sh viplanes lane ...` at the mininet> prompt inherits these
-            os.environ.update(VIPLANES_API_URL=stack.api_url, VIPLANES_TOKEN=stack.researcher_token)
+            set_for_children({"VIPLANES_API_URL": stack.api_url, "VIPLANES_TOKEN": stack.researcher_token})
         with build_network(topo, *openflow, log_level="info") as lab:
             svc = start_cloud_services(lab, work_dir / "cloud")
             click.echo(

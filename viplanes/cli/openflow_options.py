@@ -3,7 +3,6 @@ launcher: TLS by default (``--pki DIR``), plain TCP only with ``--insecure-tcp``
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -183,12 +182,3 @@ def listener_security(
     except pki.PKIError as exc:
         raise click.ClickException(f"--switch-deny-list {exc}") from None
     return ListenerSecurity(tls=files, trust=trust, limits=limits, deny_list=deny_path)
-
-
-def learn_switch_features() -> bool:
-    """VIPLANES_LEARN_SWITCH_FEATURES=1: ask each switch's tables and meters at connect
-    (docs/hardware.md); off by default for what the answer costs at connect."""
-    raw = os.environ.get("VIPLANES_LEARN_SWITCH_FEATURES", "0").strip()
-    if raw not in ("0", "1"):
-        raise click.ClickException(f"settings: VIPLANES_LEARN_SWITCH_FEATURES: expected 0 or 1, got {raw!r}")
-    return raw == "1"

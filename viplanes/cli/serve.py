@@ -21,6 +21,7 @@ from viplanes.cli.https import api_tls_options, listen_tls
 from viplanes.cli.logopts import configure, log_options
 from viplanes.cli.openflow_options import openflow_security_options
 from viplanes.cli.options import hostport_option
+from viplanes.cli.settingsload import process_settings
 from viplanes.dataplane.base import Dataplane
 from viplanes.domain.clock import SteadyClock
 
@@ -58,18 +59,16 @@ def _load_topology(given: str | None, table: str = "serve", for_switches: bool =
 
 def with_zone_base_setting(topology: Any) -> Any:
     """The topology with the deployment's conntrack zone base when the setting gives one
-    (``VIPLANES_CT_ZONE_BASE``, ``[switches] ct_zone_base``): several deployments of one topology
-    file on one vswitchd (a lab, a test, a second controller) keep their zones apart.
-    ValueError naming the zones when they would not fit."""
-    from viplanes.config import ct_zone_base_from_env
+    (``VIPLANES_CT_ZONE_BASE``, ``[switches] ct_zone_base``; viplanes/cli/services.py)."""
+    from viplanes.config import ct_zone_base
     from viplanes.topologies.model import with_ct_zone_base
 
-    base = ct_zone_base_from_env()
+    base = ct_zone_base(process_settings())
     return topology if base is None else with_ct_zone_base(topology, base)
 
 
 def _make_dataplane(
-    kind: str, topology: Any, openflow: tuple[str, int], security: Any, clock: Callable[[], float]
+    kind: str, topology: Any, openflow: tuple[str, int], security: Any, clock: Callable[[], float], learn: bool
 ) -> Dataplane:
     if kind == "memory":
         from viplanes.dataplane.memory import MemoryDataplane
@@ -81,7 +80,7 @@ def _make_dataplane(
         raise click.ClickException(
             f"the embedded controller is not available ({exc}); use --dataplane memory for an API-only server"
         ) from None
-    from viplanes.cli.openflow_options import learn_switch_features, link_settings
+    from viplanes.cli.openflow_options import link_settings
 
     return EmbeddedController(
         topology,
@@ -89,7 +88,7 @@ def _make_dataplane(
         port=openflow[1],
         security=security,
         clock=clock,
-        learn_features=learn_switch_features(),
+        learn_features=learn,
         links=link_settings(),
     )
 
@@ -98,40 +97,6 @@ def _of_mode(dataplane: str, security: Any) -> str:
     if dataplane != "openflow":
         return dataplane
     return "TLS" if security.tls is not None else "INSECURE plain TCP"
-
-
-def _retention_runner(db: Any) -> Any:
-    """Ended lanes and audit events pruned (exported first) every hour; VIPLANES_*RETENTION*."""
-    from viplanes.store.retention import RetentionConfig, RetentionError, RetentionRunner
-
-    try:
-        return RetentionRunner(db, RetentionConfig())
-    except RetentionError as exc:
-        raise click.ClickException(f"retention: {exc}") from None
-
-
-def _automation(manager: Any, clock: Callable[[], float]) -> Any:
-    """Automatic lanes (viplanes/auto): acceptor, idle ends, firefly listener if VIPLANES_FIREFLY_PORT."""
-    from viplanes.auto.service import Automation, AutoSettings, SettingError
-
-    try:
-        return Automation(manager, AutoSettings.from_env(), clock)
-    except SettingError as exc:
-        raise click.ClickException(f"settings: {exc}") from None
-    except OSError as exc:
-        raise click.ClickException(f"firefly listener: {exc.strerror or exc}") from None
-
-
-def _sflow_detection(clock: Callable[[], float], acceptor: Any, topology: Any) -> Any:
-    """Detection from the switches (VIPLANES_SFLOW_*; off by default): viplanes/auto/sflowwire.py."""
-    from viplanes.auto.sflowwire import sflow_detection
-
-    try:
-        return sflow_detection(acceptor, topology, clock)
-    except ValueError as exc:
-        raise click.ClickException(f"settings: {exc}") from None
-    except OSError as exc:  # the gate could not bind VIPLANES_SFLOW_LISTEN
-        raise click.ClickException(f"sflow: cannot listen: {exc.strerror or exc}") from None
 
 
 # SystemExit, not an exception of our own: the API server's loop (cheroot) stops on SystemExit and
@@ -195,8 +160,7 @@ def serve(
     """Run the controller and the API in one process until SIGINT/SIGTERM."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from viplanes.api.app import create_app
-    from viplanes.config import AppConfig
+    from viplanes.cli import services
     from viplanes.lanes.membersweep import MembershipSweeper
     from viplanes.lanes.names import NameWatcher
     from viplanes.lanes.scheduler import Scheduler
@@ -205,10 +169,8 @@ def serve(
     api_host, api_port = hostport_option(api_addr, "--api")
     tls = listen_tls(api_host, "--api")
     of = hostport_option(of_addr, "--openflow")
-    try:  # VIPLANES_OIDC_* are read here: a bad value is one line, not a traceback
-        config = AppConfig(db_url=db_url or "")
-    except ValueError as exc:
-        raise click.ClickException(f"settings: {exc}") from None
+    ps = services.load(db_url or "", api=True, migrate=True)  # a bad value: one line, exit 78
+    config = ps.app
     topology = _load_topology(topology_path, "serve", for_switches=dataplane == "openflow")
     security = None
     if dataplane == "openflow":
@@ -218,9 +180,9 @@ def serve(
     # one clock for the lane service and the controller: lane windows and hard timeouts agree,
     # and a wall-clock step moves neither (viplanes/domain/clock.py)
     clock = SteadyClock()
-    plane = _make_dataplane(dataplane, topology, of, security, clock)
+    plane = _make_dataplane(dataplane, topology, of, security, clock, ps.learn_features)
     try:
-        app = create_app(config, dataplane=plane, topology=topology, clock=clock)
+        app = services.app(ps, plane, topology, clock)
     except SQLAlchemyError as exc:
         raise click.ClickException(f"database: {str(exc).splitlines()[0]}") from None
     ctx = app.extensions["viplanes"]
@@ -230,12 +192,12 @@ def serve(
     names = NameWatcher(ctx.manager)
     # lanes under group grants end when the holder's membership evidence runs out (issue 30)
     sweeper = MembershipSweeper(ctx.manager, config.oidc.membership_sweep_s) if config.oidc is not None else None
-    retention = _retention_runner(ctx.db)
-    automation = _automation(ctx.manager, clock)
+    retention = services.retention_runner(ps, ctx.db)
+    automation = services.automation(ps, ctx.manager, clock)
     from viplanes.auto.metrics import AutomationCollector
 
     ctx.metrics.registry.register(AutomationCollector(automation))  # /metrics: viplanes_auto_*
-    detection = _sflow_detection(clock, automation.acceptor, topology)
+    detection = services.sflow_detection(ps, clock, automation.acceptor, topology)
     if detection is not None:
         from viplanes.sampling.metrics import SflowCollector
 

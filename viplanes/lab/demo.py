@@ -20,6 +20,8 @@ from typing import Any
 
 from rich.console import Console
 
+from viplanes.settings.environ import one_setting
+
 from .labpki import LAB_PKI_DIR, LabPKIError
 from .report import rich_table, table2, write_report
 from .runner import Runner
@@ -79,7 +81,7 @@ def main() -> int:
         console.print("[red]the demo needs root (network namespaces and OVS bridges)")
         return 1
     started = time.monotonic()
-    out = Path(os.environ.get("VIPLANES_DEMO_DIR") or tempfile.mkdtemp(prefix="viplanes-demo-"))
+    out = Path(one_setting("VIPLANES_DEMO_DIR") or tempfile.mkdtemp(prefix="viplanes-demo-"))
     results = out / "results.jsonl"
     results.unlink(missing_ok=True)
     console.rule("VIP Lanes demo: desktop upload to cloud storage, campus path vs VIP lane")

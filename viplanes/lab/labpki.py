@@ -20,14 +20,14 @@ The attack tests issue their own certificates with dpid SANs from the same CA.
 from __future__ import annotations
 
 import fcntl
-import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from viplanes import pki
+from viplanes.settings.environ import one_setting
 
-LAB_PKI_DIR = Path(os.environ.get("VIPLANES_LAB_PKI", "/var/lib/viplanes/lab-pki"))
+LAB_PKI_DIR = Path(one_setting("VIPLANES_LAB_PKI"))
 VSWITCHD = "lab-vswitchd"
 
 

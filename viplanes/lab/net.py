@@ -44,13 +44,14 @@ from mininet.log import setLogLevel
 from mininet.net import Mininet
 from mininet.node import Node, OVSSwitch, RemoteController
 
+from viplanes.settings.environ import one_setting
 from viplanes.topologies.model import Topology
 
 from . import cpulimit
 from .labpki import ensure_lab_pki
 from .topo import LabTopo
 
-RUN_DIR = Path(os.environ.get("VIPLANES_LAB_RUN_DIR", "/run/viplanes-lab"))
+RUN_DIR = Path(one_setting("VIPLANES_LAB_RUN_DIR"))
 PREFIX = "vl"
 
 

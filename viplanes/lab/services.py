@@ -20,6 +20,7 @@ from pathlib import Path
 from mininet.node import Node
 
 from viplanes.lifecycle import stop_process
+from viplanes.settings.environ import child_environment
 from viplanes.topologies.model import Wan
 
 from .filetools import FileServices, start_file_services
@@ -58,9 +59,7 @@ def _help(binary: str) -> str:
 
 def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for lab tools: ours, minus AWS_CA_BUNDLE (it breaks rclone's S3 backend)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("AWS_CA_BUNDLE",) and not k.startswith("RCLONE_")}
-    env.update(extra or {})
-    return env
+    return child_environment(extra, drop=("AWS_CA_BUNDLE",), drop_prefixes=("RCLONE_",))
 
 
 @dataclass(frozen=True)

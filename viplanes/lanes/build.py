@@ -14,7 +14,7 @@ from viplanes.config import AppConfig
 from viplanes.controller.compile.budget import flow_costs_for
 from viplanes.dataplane.base import Dataplane
 from viplanes.lanes.manager import LaneManager
-from viplanes.lanes.resolver import Resolver
+from viplanes.lanes.resolver import Resolver, default_resolver
 from viplanes.lanes.targets import LaneLimits
 from viplanes.store.db import Database
 from viplanes.topologies.model import Topology
@@ -52,7 +52,7 @@ def build_lane_service(
         clock,
         on_decision=on_decision,
         on_activation=on_activation,
-        resolver=resolver,
+        resolver=resolver or default_resolver(config.dns_server),
         limits=lane_limits(config),
         flow_costs=flow_costs_for(topology),  # only when a switch has max_flows
     )

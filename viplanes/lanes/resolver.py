@@ -10,7 +10,6 @@ TTL, since the system resolver does not report one.
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
 import socket
 from dataclasses import dataclass
@@ -57,11 +56,11 @@ def is_host_name(name: str) -> bool:
 class DnsResolver:
     """dnspython: A and AAAA asked separately; the lowest TTL of the answers is the lane's."""
 
-    def __init__(self, timeout_s: float = 3.0) -> None:
+    def __init__(self, timeout_s: float = 3.0, server: str = "") -> None:
         import dns.resolver
 
         self._dns = dns.resolver
-        server = os.environ.get("VIPLANES_DNS_SERVER", "").strip()
+        server = server.strip()
         self.resolver = dns.resolver.Resolver(configure=not server)
         if server:  # "HOST" or "HOST:PORT" ("[v6]:PORT"): the lab's DNS server, not the machine's
             host, _, port = (
@@ -127,8 +126,9 @@ class StaticResolver:
         return Resolution(canonical(entry[0]), entry[1])
 
 
-def default_resolver() -> Resolver:
+def default_resolver(server: str = "") -> Resolver:
+    """``server``: VIPLANES_DNS_SERVER ("": the system's resolver)."""
     try:
-        return DnsResolver()
+        return DnsResolver(server=server)
     except Exception:  # dnspython missing, or no /etc/resolv.conf to read
         return SystemResolver()

@@ -16,6 +16,7 @@ from ipaddress import ip_address, ip_network
 
 from viplanes.domain.sighting import IPAddress, Sighting, SightingKind, SightingSink, SightingState
 from viplanes.sampling.estimator import RateWindow, relative_error
+from viplanes.settings import DEFAULTS
 
 # agent, src, dst, proto, sport, dport: each switch's samples make their own estimate, so a flow
 # crossing two sampled switches is not counted twice
@@ -44,8 +45,10 @@ class Sample:
 class DetectorSettings:
     """Threshold, window and bounds; the defaults are the ones docs/automatic-lanes.md measures."""
 
-    threshold_bps: float = 50e6  # a flow at or above this rate is sighted
-    window_s: float = 1.0  # rate window (sFlow-RT's elephant rule uses 0.2 s at 100 Mbit/s)
+    # a flow at or above this rate is sighted
+    threshold_bps: float = DEFAULTS.number("VIPLANES_SFLOW_THRESHOLD_MBPS") * 1e6
+    # rate window (sFlow-RT's elephant rule uses 0.2 s at 100 Mbit/s)
+    window_s: float = DEFAULTS.number("VIPLANES_SFLOW_WINDOW_S")
     slots: int = 10  # the window's buckets: memory per flow is fixed
     min_samples: int = 16  # below this the 95 % error is above 49 %: too few to say anything
     # while a flow stays above, say so again this often: a sighting refused for the grant's rate
@@ -53,7 +56,7 @@ class DetectorSettings:
     # the acceptor keeps a queued flow from asking twice within 2 s
     resend_s: float = 0.5
     idle_s: float = 10.0  # a flow with no sample for this long is forgotten
-    max_flows: int = 10_000  # flow table cap; the least recently sampled flow goes first
+    max_flows: int = DEFAULTS.integer("VIPLANES_SFLOW_MAX_FLOWS")  # flow table cap; least recently sampled goes
 
     def __post_init__(self) -> None:
         if self.threshold_bps <= 0 or self.window_s <= 0 or self.slots < 2 or self.min_samples < 1:

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from ipaddress import ip_network
 from pathlib import Path
@@ -25,6 +24,7 @@ from viplanes.sampling.flowlabel import FlowLabelMarks
 from viplanes.sampling.gate import SflowGate
 from viplanes.sampling.goflow import GOFLOW2_CACHED, CollectorProcess, CollectorSettings, free_udp_port
 from viplanes.sampling.seal import AgentSeal
+from viplanes.settings import DEFAULTS, SettingError, Settings
 
 log = logging.getLogger(__name__)
 
@@ -33,51 +33,35 @@ log = logging.getLogger(__name__)
 class SflowSettings:
     """Everything ``VIPLANES_SFLOW_*`` says; the defaults are safe (off, loopback)."""
 
-    enabled: bool = False
-    listen: tuple[str, int] = ("127.0.0.1", 6343)
+    enabled: bool = DEFAULTS.flag("VIPLANES_SFLOW_ENABLED")
+    listen: tuple[str, int] = parse_hostport(DEFAULTS.text("VIPLANES_SFLOW_LISTEN"))
     goflow2: Path = GOFLOW2_CACHED
     prefixes: tuple[str, ...] = ()
     detector: DetectorSettings = field(default_factory=DetectorSettings)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> SflowSettings:
-        """Read ``VIPLANES_SFLOW_*``; ValueError naming the variable on a bad value."""
-        env = os.environ if env is None else env
-
-        def number(name: str, default: float, kind: type = float) -> float:
-            text = env.get(name, "")
-            if text == "":
-                return default
-            try:
-                value = kind(text)
-            except ValueError:
-                raise ValueError(f"{name}={text!r} is not a number") from None
-            if value <= 0:
-                raise ValueError(f"{name}={text!r} must be > 0")
-            return value
-
-        enabled_text = env.get("VIPLANES_SFLOW_ENABLED", "0").strip().lower()
-        if enabled_text not in ("0", "1", "false", "true", "no", "yes", "off", "on", ""):
-            raise ValueError(f"VIPLANES_SFLOW_ENABLED={enabled_text!r}: use 1 or 0")
-        prefixes = tuple(p.strip() for p in env.get("VIPLANES_SFLOW_PREFIXES", "").split(",") if p.strip())
+    def from_settings(cls, s: Settings) -> SflowSettings:
+        """The ``[sflow]`` settings; SettingError naming the variable on a bad prefix or address."""
+        prefixes = tuple(p.strip() for p in s.text("VIPLANES_SFLOW_PREFIXES").split(",") if p.strip())
         for p in prefixes:
             try:
                 ip_network(p, strict=False)
             except ValueError:
-                raise ValueError(f"VIPLANES_SFLOW_PREFIXES: {p!r} is not a prefix") from None
+                raise SettingError("VIPLANES_SFLOW_PREFIXES", p, "IP prefixes separated by commas") from None
+        listen_text = s.text("VIPLANES_SFLOW_LISTEN")
         try:
-            listen = parse_hostport(env.get("VIPLANES_SFLOW_LISTEN", "") or "127.0.0.1:6343")
-        except ValueError as exc:
-            raise ValueError(f"VIPLANES_SFLOW_LISTEN: {exc}") from None
+            listen = parse_hostport(listen_text)
+        except ValueError:
+            raise SettingError("VIPLANES_SFLOW_LISTEN", listen_text, "HOST:PORT") from None
         detector = DetectorSettings(
-            threshold_bps=number("VIPLANES_SFLOW_THRESHOLD_MBPS", 50.0) * 1e6,
-            window_s=number("VIPLANES_SFLOW_WINDOW_S", 1.0),
-            max_flows=int(number("VIPLANES_SFLOW_MAX_FLOWS", 10_000, int)),
+            threshold_bps=s.number("VIPLANES_SFLOW_THRESHOLD_MBPS") * 1e6,
+            window_s=s.number("VIPLANES_SFLOW_WINDOW_S"),
+            max_flows=s.integer("VIPLANES_SFLOW_MAX_FLOWS"),
         )
         return cls(
-            enabled=enabled_text in ("1", "true", "yes", "on"),
+            enabled=s.flag("VIPLANES_SFLOW_ENABLED"),
             listen=listen,
-            goflow2=Path(env.get("VIPLANES_SFLOW_GOFLOW2", "") or GOFLOW2_CACHED),
+            goflow2=Path(s.text("VIPLANES_SFLOW_GOFLOW2") or GOFLOW2_CACHED),
             prefixes=prefixes,
             detector=detector,
         )

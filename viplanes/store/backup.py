@@ -28,6 +28,7 @@ from typing import IO
 from sqlalchemy import inspect, text
 
 from viplanes.privatefile import private_temp
+from viplanes.settings.environ import child_environment
 from viplanes.store.backupcheck import operators_in, pg_problems, sqlite_problems
 from viplanes.store.db import Database
 from viplanes.store.filemode import create_private
@@ -222,7 +223,7 @@ def _conninfo(url: str) -> tuple[str, dict[str, str]]:
     from psycopg2.extensions import make_dsn, parse_dsn
 
     params = parse_dsn(libpq_url(url))
-    env = dict(os.environ)
+    env = child_environment()
     password = params.pop("password", None)
     if password:
         env["PGPASSWORD"] = password

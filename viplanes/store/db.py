@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -36,6 +35,8 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError, Interf
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
+from viplanes.settings import DEFAULTS
+from viplanes.settings.environ import environment_value
 from viplanes.store import pgconnect
 from viplanes.store.filemode import create_private, sqlite_file
 from viplanes.store.lanesql import prepared as pg_prepare
@@ -43,7 +44,7 @@ from viplanes.store.lanesql import sqlite as rawsql
 from viplanes.store.pgconnect import PgSettings
 from viplanes.store.sqlite_wal import BACKSTOP_PAGES, BUSY_TIMEOUT_MS, JOURNAL_SIZE_LIMIT, WalCheckpointer
 
-DEFAULT_DB_URL = "sqlite:///viplanes.db"  # ./viplanes.db, relative to the working directory
+DEFAULT_DB_URL = DEFAULTS.text("VIPLANES_DB_URL")  # ./viplanes.db, relative to the working directory
 _ADVISORY_LOCK = text("SELECT pg_advisory_xact_lock(:k)")
 # two locks in one round trip, taken left to right (PostgreSQL evaluates a target list in order)
 _ADVISORY_LOCKS_2 = text("SELECT pg_advisory_xact_lock(:k), pg_advisory_xact_lock(:k2)")
@@ -52,7 +53,7 @@ IDLE_IN_TRANSACTION_S = 10.0
 
 def resolve_db_url(url: str | None = None) -> str:
     """Explicit URL > $VIPLANES_DB_URL > ./viplanes.db. A bare path means a SQLite file."""
-    url = url or os.environ.get("VIPLANES_DB_URL") or DEFAULT_DB_URL
+    url = url or environment_value("VIPLANES_DB_URL") or DEFAULT_DB_URL
     if "://" not in url:
         url = f"sqlite:///{Path(url)}"
     for plain in ("postgres://", "postgresql://"):

@@ -39,6 +39,7 @@ from typing import IO, Any
 from sqlalchemy import Table, delete, func, select
 
 from viplanes.lanes import states
+from viplanes.settings import DEFAULTS, Settings
 from viplanes.store.db import Database
 from viplanes.store.models import AuditEvent, Lane, LaneCounterRow
 from viplanes.store.records import audit
@@ -46,11 +47,11 @@ from viplanes.store.records import audit
 log = logging.getLogger(__name__)
 
 DAY_S = 86_400.0
-LANE_DAYS = 90.0
-AUDIT_DAYS = 365.0
-EVERY_S = 3600.0
+LANE_DAYS = DEFAULTS.number("VIPLANES_LANE_RETENTION_DAYS")
+AUDIT_DAYS = DEFAULTS.number("VIPLANES_AUDIT_RETENTION_DAYS")
+EVERY_S = DEFAULTS.number("VIPLANES_PRUNE_EVERY_S")
 BATCH = 500
-EXPORT_DIR = "viplanes-archive"  # relative to the working directory, like ./viplanes.db
+EXPORT_DIR = DEFAULTS.text("VIPLANES_RETENTION_EXPORT_DIR")  # relative to the working directory, like ./viplanes.db
 _PRUNE_LOCK = 0x7669_7072  # PostgreSQL advisory lock key ("vipr")
 FIRST_RUN_S = 60.0  # a server restarted more often than every_s still prunes
 
@@ -59,25 +60,26 @@ class RetentionError(ValueError):
     """A setting or the export directory is unusable; nothing was deleted."""
 
 
-def _env_days(name: str, default: float) -> float:
-    raw = os.environ.get(name, "").strip()
-    try:
-        return float(raw) if raw else default
-    except ValueError:
-        raise RetentionError(f"{name}={raw!r} is not a number") from None
-
-
 @dataclass(frozen=True)
 class RetentionConfig:
-    """How long rows stay, where they go first and how often ``RetentionRunner`` prunes.
-    Environment: VIPLANES_LANE_RETENTION_DAYS (90), VIPLANES_AUDIT_RETENTION_DAYS (365),
-    VIPLANES_RETENTION_EXPORT_DIR (./viplanes-archive), VIPLANES_PRUNE_EVERY_S (3600; 0: off)."""
+    """How long rows stay, where they go first and how often ``RetentionRunner`` prunes:
+    VIPLANES_LANE_RETENTION_DAYS, VIPLANES_AUDIT_RETENTION_DAYS, VIPLANES_RETENTION_EXPORT_DIR,
+    VIPLANES_PRUNE_EVERY_S (0: off), defaults in viplanes/settings/table.py."""
 
-    lane_days: float = field(default_factory=lambda: _env_days("VIPLANES_LANE_RETENTION_DAYS", LANE_DAYS))
-    audit_days: float = field(default_factory=lambda: _env_days("VIPLANES_AUDIT_RETENTION_DAYS", AUDIT_DAYS))
-    export_dir: str = field(default_factory=lambda: os.environ.get("VIPLANES_RETENTION_EXPORT_DIR") or EXPORT_DIR)
-    every_s: float = field(default_factory=lambda: _env_days("VIPLANES_PRUNE_EVERY_S", EVERY_S))
+    lane_days: float = LANE_DAYS
+    audit_days: float = AUDIT_DAYS
+    export_dir: str = EXPORT_DIR
+    every_s: float = EVERY_S
     batch: int = BATCH
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RetentionConfig:
+        return cls(
+            lane_days=settings.number("VIPLANES_LANE_RETENTION_DAYS"),
+            audit_days=settings.number("VIPLANES_AUDIT_RETENTION_DAYS"),
+            export_dir=settings.text("VIPLANES_RETENTION_EXPORT_DIR") or EXPORT_DIR,
+            every_s=settings.number("VIPLANES_PRUNE_EVERY_S"),
+        )
 
     def check(self) -> None:
         for name, days in (("lane", self.lane_days), ("audit", self.audit_days)):

@@ -9,6 +9,7 @@ from joserfc.jwk import RSAKey
 
 from tests.support.oidc_tokens import AUDIENCE, ISSUER, FakeIssuer, alg_none_token, hs256_with_public_key
 from viplanes.authz.oidc import KeyCache, OidcRefused, OidcSettings, Verifier, parse_group_roles
+from viplanes.settings import Settings
 
 SETTINGS = OidcSettings(issuer=ISSUER, audience=AUDIENCE, group_roles={"hpc-users": "researcher", "netops": "operator"})
 
@@ -150,13 +151,15 @@ def test_settings_refuse_symmetric_and_none_algorithms() -> None:
 
 
 def test_settings_from_env() -> None:
-    assert OidcSettings.from_env({}) is None
-    s = OidcSettings.from_env(
-        {
-            "VIPLANES_OIDC_ISSUER": ISSUER + "/",
-            "VIPLANES_OIDC_AUDIENCE": AUDIENCE,
-            "VIPLANES_OIDC_GROUP_ROLES": "netops=operator, hpc-users=researcher",
-        }
+    assert OidcSettings.from_settings(Settings.from_env({})) is None
+    s = OidcSettings.from_settings(
+        Settings.from_env(
+            {
+                "VIPLANES_OIDC_ISSUER": ISSUER + "/",
+                "VIPLANES_OIDC_AUDIENCE": AUDIENCE,
+                "VIPLANES_OIDC_GROUP_ROLES": "netops=operator, hpc-users=researcher",
+            }
+        )
     )
     assert s is not None and s.issuer == ISSUER and s.group_roles == {"netops": "operator", "hpc-users": "researcher"}
     with pytest.raises(ValueError, match="not roles"):
@@ -164,4 +167,4 @@ def test_settings_from_env() -> None:
     with pytest.raises(ValueError, match="GROUP=ROLE"):
         parse_group_roles("netops")
     with pytest.raises(ValueError, match="audience"):
-        OidcSettings.from_env({"VIPLANES_OIDC_ISSUER": ISSUER})
+        OidcSettings.from_settings(Settings.from_env({"VIPLANES_OIDC_ISSUER": ISSUER}))

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from viplanes.authz.oidcconsole import ConsoleOidcSettings
+from viplanes.settings import Settings
 
 BASE = {"VIPLANES_OIDC_ISSUER": "https://sso.campus.test/realms/v", "VIPLANES_OIDC_CLIENT_ID": "viplanes-console"}
 
@@ -19,12 +20,12 @@ def secret_file(tmp_path: Path, mode: int, text: str = "s3cret\n") -> Path:
 
 
 def test_off_without_a_client_id() -> None:
-    assert ConsoleOidcSettings.from_env({}) is None
+    assert ConsoleOidcSettings.from_settings(Settings.from_env({})) is None
 
 
 def test_secret_from_a_0600_file(tmp_path: Path) -> None:
     env = BASE | {"VIPLANES_OIDC_CLIENT_SECRET_FILE": str(secret_file(tmp_path, 0o600))}
-    got = ConsoleOidcSettings.from_env(env)
+    got = ConsoleOidcSettings.from_settings(Settings.from_env(env))
     assert got is not None and got.client_secret == "s3cret" and got.display_name == "campus sign-in"
     assert "s3cret" not in repr(got)
 
@@ -34,7 +35,7 @@ def test_a_secret_file_others_can_read_is_refused(tmp_path: Path, mode: int) -> 
     """The attack: any local user reads the console's secret and redeems codes as the console."""
     env = BASE | {"VIPLANES_OIDC_CLIENT_SECRET_FILE": str(secret_file(tmp_path, mode))}
     with pytest.raises(ValueError, match="others can read it; chmod 600"):
-        ConsoleOidcSettings.from_env(env)
+        ConsoleOidcSettings.from_settings(Settings.from_env(env))
 
 
 @pytest.mark.parametrize(
@@ -49,19 +50,19 @@ def test_a_secret_file_others_can_read_is_refused(tmp_path: Path, mode: int) -> 
 )
 def test_bad_settings_are_one_readable_error(over: dict[str, str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        ConsoleOidcSettings.from_env(BASE | over)
+        ConsoleOidcSettings.from_settings(Settings.from_env(BASE | over))
 
 
 def test_empty_secret_file_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="empty"):
-        ConsoleOidcSettings.from_env(
-            BASE | {"VIPLANES_OIDC_CLIENT_SECRET_FILE": str(secret_file(tmp_path, 0o600, " "))}
+        ConsoleOidcSettings.from_settings(
+            Settings.from_env(BASE | {"VIPLANES_OIDC_CLIENT_SECRET_FILE": str(secret_file(tmp_path, 0o600, " "))})
         )
 
 
 def test_scope_must_ask_for_an_id_token() -> None:
     env = BASE | {"VIPLANES_OIDC_CLIENT_SECRET": "a", "VIPLANES_OIDC_SCOPE": "openid  email org.cilogon.userinfo"}
-    got = ConsoleOidcSettings.from_env(env)
+    got = ConsoleOidcSettings.from_settings(Settings.from_env(env))
     assert got is not None and got.scope == "openid email org.cilogon.userinfo"
     with pytest.raises(ValueError, match="openid"):
-        ConsoleOidcSettings.from_env(env | {"VIPLANES_OIDC_SCOPE": "email profile"})
+        ConsoleOidcSettings.from_settings(Settings.from_env(env | {"VIPLANES_OIDC_SCOPE": "email profile"}))

@@ -16,6 +16,7 @@ from tests.unit.auto.test_nat_takeover import NAT_BOX, NAT_PORT, POST, PRE, samp
 from viplanes.auto.acceptor import Acceptor
 from viplanes.auto.service import AutoSettings, SettingError
 from viplanes.domain.sighting import Sighting
+from viplanes.settings import Settings
 
 
 @pytest.fixture
@@ -122,14 +123,14 @@ def test_no_hold_judges_at_once(world: World, mono: Mono) -> None:
 
 
 def test_the_hold_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert AutoSettings.from_env().nat_hold_s == 0.5
+    assert AutoSettings.from_settings(Settings.from_env()).nat_hold_s == 0.5
     monkeypatch.setenv("VIPLANES_AUTO_NAT_HOLD_S", "0")
-    assert AutoSettings.from_env().nat_hold_s == 0.0
+    assert AutoSettings.from_settings(Settings.from_env()).nat_hold_s == 0.0
     monkeypatch.setenv("VIPLANES_AUTO_NAT_HOLD_S", "60")  # past the pairing's 2 s window: pointless
-    assert AutoSettings.from_env().nat_hold_s == 2.0
+    assert AutoSettings.from_settings(Settings.from_env()).nat_hold_s == 2.0
     monkeypatch.setenv("VIPLANES_AUTO_NAT_HOLD_S", "-1")
     with pytest.raises(SettingError, match="VIPLANES_AUTO_NAT_HOLD_S"):
-        AutoSettings.from_env()
+        AutoSettings.from_settings(Settings.from_env())
 
 
 def test_the_held_count_is_a_gauge(world: World, mono: Mono) -> None:

@@ -17,6 +17,7 @@ from viplanes.auto.acceptor import Acceptor
 from viplanes.auto.natmap import NONCES
 from viplanes.domain.sighting import SightingKind, SightingState
 from viplanes.domain.values import FlowWatch, NatMapping, WatchMark
+from viplanes.settings import Settings
 from viplanes.store.models import Lane
 
 NAT_BOX, NAT_PORT, CLOUD = "198.51.100.2", 51234, "203.0.113.10"
@@ -130,14 +131,14 @@ def test_post_nat_flows_pass_the_prefilter_only_towards_grant_destinations(accep
 def test_the_watch_time_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     from viplanes.auto.service import AutoSettings, SettingError
 
-    assert AutoSettings.from_env().nat_watch_s == 0.8
+    assert AutoSettings.from_settings(Settings.from_env()).nat_watch_s == 0.8
     monkeypatch.setenv("VIPLANES_AUTO_NAT_WATCH_S", "0.5")
-    assert AutoSettings.from_env().nat_watch_s == 0.5
+    assert AutoSettings.from_settings(Settings.from_env()).nat_watch_s == 0.5
     monkeypatch.setenv("VIPLANES_AUTO_NAT_WATCH_S", "30")  # longer than the watch flows' hard timeout
-    assert AutoSettings.from_env().nat_watch_s == 2.0
+    assert AutoSettings.from_settings(Settings.from_env()).nat_watch_s == 2.0
     monkeypatch.setenv("VIPLANES_AUTO_NAT_WATCH_S", "soon")
     with pytest.raises(SettingError, match="VIPLANES_AUTO_NAT_WATCH_S"):
-        AutoSettings.from_env()
+        AutoSettings.from_settings(Settings.from_env())
 
 
 def test_an_operator_can_refuse_every_running_natd_flow(
@@ -148,7 +149,7 @@ def test_an_operator_can_refuse_every_running_natd_flow(
     from viplanes.auto.service import AutoSettings
 
     monkeypatch.setenv("VIPLANES_AUTO_NAT_TAKEOVER", "0")
-    settings = AutoSettings.from_env()
+    settings = AutoSettings.from_settings(Settings.from_env())
     acc = Acceptor(world.app.extensions["viplanes"].manager, clock=mono, nat_takeover=settings.nat_takeover)
     set_policy(world, min_rate_mbps=1)
     acc.refresh()

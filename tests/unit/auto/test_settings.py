@@ -5,27 +5,28 @@ from __future__ import annotations
 import pytest
 
 from viplanes.auto.service import Automation, AutoSettings, SettingError
+from viplanes.settings import Settings
 
 
 def test_defaults_leave_the_listener_off(monkeypatch):
     for name in ("VIPLANES_FIREFLY_PORT", "VIPLANES_AUTO_QUEUE", "VIPLANES_FIREFLY_RATE"):
         monkeypatch.delenv(name, raising=False)
-    s = AutoSettings.from_env()
+    s = AutoSettings.from_settings(Settings.from_env())
     assert s.firefly_port == 0 and s.queue_size == 256 and s.firefly_rate == 5.0
 
 
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [
-        ("VIPLANES_FIREFLY_PORT", "ten", "is not a number"),
-        ("VIPLANES_FIREFLY_PORT", "70000", "0-65535"),
-        ("VIPLANES_FIREFLY_RATE", "-1", "must not be negative"),
+        ("VIPLANES_FIREFLY_PORT", "ten", "expected an integer from 0 to 65535"),
+        ("VIPLANES_FIREFLY_PORT", "70000", "expected an integer from 0 to 65535"),
+        ("VIPLANES_FIREFLY_RATE", "-1", "expected a number >= 0"),
     ],
 )
 def test_bad_values_are_one_line(monkeypatch, name, value, message):
     monkeypatch.setenv(name, value)
     with pytest.raises(SettingError, match=message):
-        AutoSettings.from_env()
+        AutoSettings.from_settings(Settings.from_env())
 
 
 def test_serve_wires_a_listener_only_when_a_port_is_set(world):

@@ -167,8 +167,9 @@ def test_cli_on_a_missing_database_neither_creates_it_nor_passes(tmp_path: Path)
     result = CliRunner().invoke(main, ["doctor", "--db", str(path), "--api", "http://127.0.0.1:1", "--json"])
     assert result.exit_code == EXIT_FAIL
     body = json.loads(result.output)
-    first = body["checks"][1]  # after the config file's check (doctor_config.py)
-    assert body["status"] == "fail" and body["checks"][0]["check"] == "config" and first["check"] == "database"
+    first = body["checks"][2]  # after the config file's and the settings' checks (doctor.py)
+    assert [c["check"] for c in body["checks"][:2]] == ["config", "settings"]
+    assert body["status"] == "fail" and first["check"] == "database"
     assert "does not exist" in first["detail"]
     assert not path.exists()
 

@@ -15,10 +15,11 @@ from click.testing import CliRunner
 from tests.support.sightsink import RecordingSink
 from viplanes.cli.main import main as cli
 from viplanes.sampling.service import SflowDetection, SflowSettings
+from viplanes.settings import Settings
 
 
 def test_off_by_default() -> None:
-    s = SflowSettings.from_env({})
+    s = SflowSettings.from_settings(Settings.from_env({}))
     assert not s.enabled and s.listen == ("127.0.0.1", 6343) and s.prefixes == ()
     assert s.detector.threshold_bps == 50e6
 
@@ -36,12 +37,12 @@ def test_off_by_default() -> None:
 )
 def test_bad_settings_name_the_variable(env: dict[str, str], named: str) -> None:
     with pytest.raises(ValueError, match=named):
-        SflowSettings.from_env(env)
+        SflowSettings.from_settings(Settings.from_env(env))
 
 
 def test_on_without_a_prefilter_is_refused() -> None:
     """Abuse: sFlow on with no prefixes would keep state for every flow of the campus."""
-    s = SflowSettings.from_env({"VIPLANES_SFLOW_ENABLED": "1"})
+    s = SflowSettings.from_settings(Settings.from_env({"VIPLANES_SFLOW_ENABLED": "1"}))
     with pytest.raises(ValueError, match="VIPLANES_SFLOW_PREFIXES"):
         SflowDetection(s, RecordingSink(), time.monotonic)
 
@@ -56,9 +57,9 @@ def test_serve_refuses_a_bad_setting_in_one_line(monkeypatch: pytest.MonkeyPatch
         cli,
         ["serve", "--dataplane", "memory", "--db", f"sqlite:///{tmp_path}/v.db", "--api", "127.0.0.1:9"],
     )  # refused before it listens
-    assert r.exit_code == 1, r.output
+    assert r.exit_code == 78, r.output
     lines = [line for line in r.output.splitlines() if line.strip()]
-    assert lines[-1].startswith("Error: settings: ") and "VIPLANES_SFLOW_THRESHOLD_MBPS" in lines[-1], r.output
+    assert lines[-1].startswith("error: settings: ") and "VIPLANES_SFLOW_THRESHOLD_MBPS" in lines[-1], r.output
 
 
 FAKE = """
@@ -75,7 +76,9 @@ sys.stdout.flush()
 def test_collector_is_restarted_and_its_lines_reach_the_detector(tmp_path: Path) -> None:
     fake = tmp_path / "fake_goflow2.py"
     fake.write_text(FAKE)
-    s = SflowSettings.from_env({"VIPLANES_SFLOW_ENABLED": "1", "VIPLANES_SFLOW_PREFIXES": "10.1.0.0/24"})
+    s = SflowSettings.from_settings(
+        Settings.from_env({"VIPLANES_SFLOW_ENABLED": "1", "VIPLANES_SFLOW_PREFIXES": "10.1.0.0/24"})
+    )
     det = SflowDetection(s, RecordingSink(), time.monotonic, wrap=(sys.executable, str(fake)))
     det.collector.settings = type(det.collector.settings)(  # restart fast in the test
         binary=s.goflow2, listen=s.listen, wrap=det.collector.settings.wrap, restart_backoff_s=0.05

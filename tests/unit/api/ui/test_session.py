@@ -166,8 +166,7 @@ def test_session_works_in_another_api_process_with_the_same_secret(world: World,
     url = str(world.app.extensions["viplanes"].db.url)
     apps = []
     for secret in ("shared-secret", "shared-secret", "another-secret"):
-        monkeypatch.setenv("VIPLANES_UI_SECRET", secret)
-        apps.append(create_app({"db_url": url}, dataplane=world.dataplane, clock=world.clock))
+        apps.append(create_app({"db_url": url, "ui_secret": secret}, dataplane=world.dataplane, clock=world.clock))
     try:
         first, second, stranger = (a.test_client() for a in apps)
         cookie = sign_in(first, world.tokens["root"]).headers["Set-Cookie"].split(";")[0]

@@ -197,7 +197,7 @@ def test_the_setting_overrides_the_topology_and_a_bad_value_is_one_line(monkeypa
     assert _load_topology(path).ct_zone_base == 0x1000
     monkeypatch.setenv("VIPLANES_CT_ZONE_BASE", "0x2400")
     assert _load_topology(path).ct_zone_base == 0x2400
-    for bad, why in (("many", "is not an integer"), ("65535", "do not fit")):
+    for bad, why in (("many", "VIPLANES_CT_ZONE_BASE=.many.: expected an integer"), ("65535", "do not fit")):
         monkeypatch.setenv("VIPLANES_CT_ZONE_BASE", bad)
         with pytest.raises(click.ClickException, match=why) as exc:
             _load_topology(path)
