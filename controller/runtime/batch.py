@@ -27,6 +27,7 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from viplanes.controller.compile import lane as compiler
 from viplanes.controller.compile import lanediff
 from viplanes.controller.compile import shared as sharedflows
+from viplanes.controller.compile.removal import group_holders
 from viplanes.controller.runtime.outcome import CONFIRMED, NO_ERRORS, Outcome, SwitchAnswer, lane_failures, merge
 from viplanes.controller.runtime.pending import Batch
 from viplanes.controller.runtime.switches import SwitchState
@@ -35,6 +36,13 @@ from viplanes.controller.runtime.wire import Staged, Wire, error_reason, meter_e
 from viplanes.domain.values import ActivationResult, LaneSpec
 
 LOG = logging.getLogger("viplanes.controller.runtime.lane_runtime")
+
+
+def _lenient_error(err_type: int, code: int) -> bool:
+    """A meter already there (or gone), a group already there: no failure for a re-sent lane."""
+    return err_type == ofp.OFPET_METER_MOD_FAILED or (
+        err_type == ofp.OFPET_GROUP_MOD_FAILED and code == ofp.OFPGMFC_GROUP_EXISTS
+    )
 
 
 @dataclass
@@ -213,7 +221,7 @@ class Changes:
                 {
                     xid: error_reason(t, c, state.short_name(batch.dpid))
                     for xid, t, c in batch.errors
-                    if not ((owner.get(xid) in removing or xid in flight.lenient) and t == ofp.OFPET_METER_MOD_FAILED)
+                    if not ((owner.get(xid) in removing or xid in flight.lenient) and _lenient_error(t, c))
                 }
                 if batch.errors
                 else NO_ERRORS
@@ -302,6 +310,7 @@ class Changes:
                 [d for d in dpids if d in state.connected],
                 with_meter=bool(lane and lane.rate_mbps),
                 newconn_at=compiler.newconn_border(state.topology),
+                groups_at=group_holders(state.topology, dpids),
             )
             if lane is not None:
                 addresses = state.lanes.orphaned(lane, keep)  # O(its own flows)
@@ -322,6 +331,7 @@ class Changes:
             [d for d in dpids if d in state.connected],
             with_meter=with_meter,
             newconn_at=compiler.newconn_border(state.topology),
+            groups_at=group_holders(state.topology, dpids),
         )
         for dpid, extra in sharedflows.compile_shared_removal(addresses, state.topology).items():
             if dpid in state.connected:

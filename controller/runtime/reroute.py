@@ -188,8 +188,10 @@ class Reroute:
             if actual is None:
                 continue
             plan = reconcile.plan_switch(per_dpid.get(dpid, []), actual, now)
-            if plan.adds:
-                batches[dpid] = [*plan.meters, *plan.adds]
+            group_plan = self.resync.group_plan(dpid, per_dpid.get(dpid, []), timeout_s)  # backups' groups first
+            groups_first = group_plan.first if group_plan is not None else ()
+            if plan.adds or groups_first:
+                batches[dpid] = [*plan.meters, *groups_first, *plan.adds]
         if batches:
             with self.state.change:
                 failure = self.wire.apply(batches, timeout_s, tolerate=meter_errors_only)
