@@ -181,3 +181,24 @@ def test_group_reconcile_adds_modifies_and_deletes_only_the_apps_groups() -> Non
     kept = plan_groups(want, same)
     assert (kept.first, kept.last, kept.kept) == ((), (), 2)
     assert group_delete(gid).command == ofp.OFPGC_DELETE
+
+
+@pytest.mark.parametrize("campus", CAMPUSES)
+def test_a_dead_transit_switch_is_failed_over_both_ways_by_the_switches_alone(campus: str) -> None:
+    """Every port of the DTN lane's transit switch goes dark: its neighbours' watched ports go
+    down, so its access switch sends forward over the detour and the border sends replies back
+    over it, before any controller re-route."""
+    topo = load(campus)
+    lane = lane_of(topo, "dtn")
+    hops = lane_hops(lane, topo)
+    net = network(topo, lane)
+    assert [o.kind for o in send(net, topo, "dtn", flags=0x002)] == ["edge"]
+    transit = hops[1].switch
+    for link in topo.links:
+        if transit in (link.a.switch, link.b.switch):
+            net.set_link(link.name, up=False)
+    outs = send(net, topo, "dtn")
+    assert [o.kind for o in outs] == ["edge"] and not any(s == transit for s, _, _ in outs[0].path)
+    back = reply(net, topo, lane)
+    assert [(o.kind, o.node) for o in back] == [("host", "dtn")]
+    assert not any(s == transit for s, _, _ in back[0].path)
