@@ -112,6 +112,12 @@ def lane_dpids(lane: LaneSpec, topo: Topology) -> tuple[int, ...]:
     return tuple(h.dpid for h in hops) + extra
 
 
+def path_dpids(lane: LaneSpec, topo: Topology) -> tuple[int, ...]:
+    """Switches of the lane's path, without its backup's: the ones it cannot be carried
+    without (a backup switch that is away gets its flows from its reconcile)."""
+    return tuple(h.dpid for h in lane_hops(lane, topo))
+
+
 def lane_ingress_ports(lane: LaneSpec, topo: Topology) -> frozenset[tuple[int, int]]:
     """(dpid, in_port) of the lane's two ingress rules: sum their stats for the lane's counters
     (transit rules see the same packets again)."""

@@ -128,7 +128,7 @@ class Changes:
         if self.state.topology is None:
             return  # the activation fails: no topology
         try:
-            needed = compiler.lane_dpids(lane, self.state.topology)
+            needed = compiler.path_dpids(lane, self.state.topology)
         except ValueError:
             return  # the activation reports the compile error
         self.state.wait_until_connected(needed, self.state.switch_wait_s)
@@ -173,7 +173,9 @@ class Changes:
                 results[lane.lane_id] = ActivationResult(False, str(exc), time.perf_counter() - t0)
                 continue
             state.note_changed(compiled)  # for the drift probe: only these switches change
-            missing = [d for d in compiled if d not in state.connected]
+            path = compiler.path_dpids(lane, state.topology)
+            missing = [d for d in path if d not in state.connected]
+            compiled = {d: msgs for d, msgs in compiled.items() if d in state.connected}  # a backup's may wait
             if missing:  # nothing sent for a lane whose path is not all there
                 results[lane.lane_id] = ActivationResult(
                     False, f"{state.switch_name(missing[0])} not connected", time.perf_counter() - t0

@@ -51,13 +51,13 @@ def _controller_reroute_only(tmp_path: Path) -> Path:
     return out
 
 
-def _lane(serve, token: str, protocol: str, port: int) -> dict:
+def _lane(serve, token: str, protocol: str, port: int, src_ip: str = "10.1.0.10") -> dict:
     r = requests.post(
         f"{serve.url}/api/v1/lanes",
         headers={"Authorization": f"Bearer {token}"},
         timeout=15,
         json={
-            "src_ip": "10.1.0.10",
+            "src_ip": src_ip,
             "dst_ip": CLOUD,
             "protocol": protocol,
             "dst_port": port,
@@ -242,15 +242,36 @@ def test_a_failed_transit_switch_moves_the_dtn_lane_to_the_disjoint_path(
         assert udp["received"] > 6000 and udp["longest_gap_s"] < 1.0, udp
 
 
-def test_fast_failover_groups_move_the_lanes_within_100_ms(tmp_path: Path, monkeypatch, record_property) -> None:
-    """The shipped campus (OVS: fast-failover groups): s2 holds each desktop lane's group, so
-    when the lanes' bypass link is cut s2 sends on the parallel one by itself, before the
-    controller hears of it; the controller's re-route then tidies up."""
+RING = REPO / "tests" / "unit" / "fixtures" / "topologies" / "campus-ring.yaml"  # the tests' own campus
+
+
+@pytest.mark.parametrize("campus", [REDUNDANT, RING], ids=["redundant", "ring"])
+def test_fast_failover_groups_move_the_lanes_within_100_ms(
+    campus: Path, tmp_path: Path, monkeypatch, record_property
+) -> None:
+    """OVS has fast-failover groups: the switch where the desktop lanes' backup leaves their
+    path (s2 on the shipped campus, the ring's access switch) holds each lane's group, so when
+    the link it sends on is cut (at the far end, as a pulled cable) it sends on the backup by
+    itself, before the controller hears of it; the controller's re-route then tidies up."""
+    from viplanes.controller.compile.failover import backup_path
+    from viplanes.topologies.loader import load_topology
+    from viplanes.topologies.paths import lane_path
+
+    topo = load_topology(campus)
+    desktop_host = topo.host("desktop")
+    hops = lane_path(topo, "desktop")
+    backup = backup_path(topo, hops)
+    assert backup is not None
+    d = hops[backup.diverge]
+    link = next(lk for lk in topo.links if (d.switch, d.out_port) in ((e.switch, e.port) for e in (lk.a, lk.b)))
+    far, link_name = (link.b if link.a.switch == d.switch else link.a), link.name
+    grant = {**GRANT, "src_prefixes": [str(desktop_host.iface.ip.network)]}
+    src = str(desktop_host.iface.ip.ip)
     monkeypatch.setenv("VIPLANES_LINK_HOLD_DOWN_S", str(HOLD_DOWN_S))
-    with lab_campus(tmp_path, "fifi", GRANT, topology=REDUNDANT) as (lab, serve, token):
-        lanes = [_lane(serve, token, "tcp", TCP_PORT), _lane(serve, token, "udp", UDP_PORT)]
+    with lab_campus(tmp_path, "fifi", grant, topology=campus) as (lab, serve, token):
+        lanes = [_lane(serve, token, "tcp", TCP_PORT, src), _lane(serve, token, "udp", UDP_PORT, src)]
         groups = subprocess.run(
-            ["ovs-ofctl", "-O", "OpenFlow13", "dump-groups", lab.bridge("s2")],
+            ["ovs-ofctl", "-O", "OpenFlow13", "dump-groups", lab.bridge(d.switch)],
             capture_output=True,
             text=True,
             timeout=10,
@@ -269,7 +290,7 @@ def test_fast_failover_groups_move_the_lanes_within_100_ms(tmp_path: Path, monke
         try:
             time.sleep(2.0)
             cut_at = time.time()
-            _link(lab, "s3", 3, up=False)  # the lanes' bypass link s2:3-s3:3, cut at the border
+            _link(lab, far.switch, far.port, up=False)  # the lanes' link from D, cut at its far end
             sent_out, _ = upload.communicate(timeout=40)
             sent = json.loads(sent_out.strip().splitlines()[-1])
             got = _read(tcp_out, 30)
@@ -282,11 +303,11 @@ def test_fast_failover_groups_move_the_lanes_within_100_ms(tmp_path: Path, monke
                     p.wait(5)
         record_property("ff_probe_longest_gap_s", udp["longest_gap_s"])
         print(
-            f"\nbypass link cut, fast failover: probe {udp['received']} of ~7000 received, longest gap "
+            f"\n{topo.name}: link {link_name} cut, fast failover: probe {udp['received']} of ~7000 received, longest gap "
             f"{udp['longest_gap_s']:.3f} s at {udp['gap_at_s']:.1f} s; upload {got['bytes']} bytes, "
             f"finished {got['done_at'] - cut_at:.1f} s after the cut"
         )
         assert got["sha256"] == sent["sha256"] and got["bytes"] == 8 << 20
         assert udp["longest_gap_s"] < 0.1, udp
         r = requests.get(f"{serve.url}/readyz", timeout=5)  # the operator still sees the link down
-        assert r.status_code == 503 and "s2:3-s3:3" in r.text, r.text
+        assert r.status_code == 503 and link_name in r.text, r.text

@@ -117,3 +117,21 @@ def test_the_controllers_reroute_recomputes_the_backups(path: Path) -> None:
     desired, _ = rt.resync.desired(clock())
     want = {d: {m.group_id for m in failover.groups_of(ms)} for d, ms in desired.items()}
     assert _groups(switches) == {d: g for d, g in want.items() if g}  # new backups in, old ones out
+
+
+@pytest.mark.parametrize("path", CAMPUSES, ids=["redundant", "ring"])
+def test_a_backup_switch_that_is_away_does_not_stop_the_lane(path: Path) -> None:
+    """Only the lane's own path must be connected: the detour's switch gets its flows from its
+    reconcile when it comes back."""
+    topo, clock, switches, rt = _setup(path)
+    lane = _lanes(topo, clock)[1]
+    hops = lane_hops(lane, topo)
+    backup = failover.backup_path(topo, hops)
+    assert backup is not None
+    (detour,) = backup.extra_dpids(hops)
+    rt.switch_down(detour)
+    assert rt.activate(lane).ok
+    assert not [e for e in switches.net.tables[detour].flows if lane_id_from_cookie(e.cookie) == lane.lane_id]
+    rt.switch_up(detour)
+    switches.net.set_link(path_links(topo, hops)[0], up=False)
+    assert _reaches_edge(switches, topo, lane)
