@@ -160,6 +160,7 @@ class Reroute:
         with self.state.change, self.state.compile_lock:
             self.state.topology = view
             self.state.flows = DesiredFlows(view)
+            self.state.lane_flow_counts.clear()  # the drift probe's counts were the old paths'
             self.state.generation += 1  # reads of the desired lanes before this are stale
             self.state.note_changed(None)
         self.resync.forget_lane_read()

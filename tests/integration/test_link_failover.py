@@ -301,13 +301,18 @@ def test_fast_failover_groups_move_the_lanes_within_100_ms(
                 if p.poll() is None:
                     p.kill()
                     p.wait(5)
+        lost_s = udp["longest_loss_run"] / 1000  # datagrams sent 1 ms apart
         record_property("ff_probe_longest_gap_s", udp["longest_gap_s"])
+        record_property("ff_probe_longest_loss_s", lost_s)
         print(
-            f"\n{topo.name}: link {link_name} cut, fast failover: probe {udp['received']} of ~7000 received, longest gap "
-            f"{udp['longest_gap_s']:.3f} s at {udp['gap_at_s']:.1f} s; upload {got['bytes']} bytes, "
-            f"finished {got['done_at'] - cut_at:.1f} s after the cut"
+            f"\n{topo.name}: link {link_name} cut, fast failover: probe {udp['received']} of ~7000 received, "
+            f"longest loss {lost_s:.3f} s, longest arrival gap {udp['longest_gap_s']:.3f} s at "
+            f"{udp['gap_at_s']:.1f} s; upload {got['bytes']} bytes, finished {got['done_at'] - cut_at:.1f} s after the cut"
         )
         assert got["sha256"] == sent["sha256"] and got["bytes"] == 8 << 20
-        assert udp["longest_gap_s"] < 0.1, udp
+        # the network's gap: consecutive datagrams lost. The arrival gap also counts the
+        # sender or sink not being scheduled on a loaded machine (0.14-0.57 s seen with nothing
+        # sent to a switch at that moment), so it is recorded, not asserted
+        assert lost_s < 0.1, udp
         r = requests.get(f"{serve.url}/readyz", timeout=5)  # the operator still sees the link down
         assert r.status_code == 503 and link_name in r.text, r.text

@@ -117,6 +117,7 @@ def test_the_controllers_reroute_recomputes_the_backups(path: Path) -> None:
     desired, _ = rt.resync.desired(clock())
     want = {d: {m.group_id for m in failover.groups_of(ms)} for d, ms in desired.items()}
     assert _groups(switches) == {d: g for d, g in want.items() if g}  # new backups in, old ones out
+    assert rt.check_drift() == []  # the drift probe expects the new paths' flows, not the old
 
 
 @pytest.mark.parametrize("path", CAMPUSES, ids=["redundant", "ring"])
