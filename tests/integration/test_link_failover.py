@@ -125,7 +125,8 @@ def test_a_cut_bypass_link_moves_lanes_and_no_path_holds_them(tmp_path: Path, mo
         record_property("probe_longest_gap_s", udp["longest_gap_s"])
         print(
             f"\nbypass link cut: probe {udp['received']} of ~12000 received, longest gap "
-            f"{udp['longest_gap_s']:.3f} s at {udp['gap_at_s']:.1f} s; upload {got['bytes']} bytes, "
+            f"{udp['longest_gap_s']:.3f} s at {udp['gap_at_s']:.1f} s (longest loss "
+            f"{udp['longest_loss_run'] / 1000:.3f} s); upload {got['bytes']} bytes, "
             f"finished {got['done_at'] - cut_at:.1f} s after the cut"
         )
         assert got["sha256"] == sent["sha256"] and got["bytes"] == 8 << 20
