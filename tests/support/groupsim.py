@@ -1,8 +1,8 @@
-"""OpenFlow 1.3 fast-failover groups for ``flowsim``'s tables, as OVS 3.1 behaves (checked on a
-netdev bridge, docs/dataplane.md "Fast failover"): ADD of an existing group and MODIFY of a
-missing one are refused, DELETE of a missing group is no error, deleting a group deletes the
-flows that send to it, a flow naming a missing group is refused, and a packet takes the first
-bucket whose watched port is live (none live: dropped)."""
+"""OpenFlow 1.3 fast-failover groups for ``flowsim``'s tables, as the specification says (the lab
+test, tests/integration/test_link_failover.py, runs them on OVS 3.1): ADD of an existing group
+and MODIFY of a missing one are refused, DELETE of a missing group is no error, deleting a
+group deletes the flows that send to it, a flow naming a missing group is refused, and a packet
+takes the first bucket whose watched port is live (none live: dropped)."""
 
 from __future__ import annotations
 
