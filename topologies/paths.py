@@ -31,7 +31,7 @@ class Hop:
     out_port: int
 
 
-def _edge_rank(link: Link) -> tuple[int, float, str]:
+def edge_rank(link: Link) -> tuple[int, float, str]:
     """Of parallel links, the lane takes the bypass one, then the faster, then the first named."""
     return (BYPASS_COST if link.bypass else DEFAULT_LINK_COST, -link.mbps, link.name)
 
@@ -54,10 +54,10 @@ def switch_graph(topo: Topology) -> nx.MultiGraph:
 
 def best_link(graph: nx.MultiGraph, u: str, v: str) -> Link:
     """The link a lane takes from ``u`` to ``v`` among the parallel ones in ``graph``."""
-    return min((data["link"] for data in graph[u][v].values()), key=_edge_rank)
+    return min((data["link"] for data in graph[u][v].values()), key=edge_rank)
 
 
-def _port_towards(link: Link, switch: str) -> int:
+def port_towards(link: Link, switch: str) -> int:
     """The port of ``link`` on ``switch``."""
     return link.a.port if link.a.switch == switch else link.b.port
 
@@ -112,8 +112,8 @@ def _compute_path(topo: Topology, host_name: str, graph: nx.MultiGraph) -> tuple
     for i, name in enumerate(names):
         if i + 1 < len(names):
             link = best_link(graph, name, names[i + 1])
-            out_port = _port_towards(link, name)
-            next_in = _port_towards(link, names[i + 1])
+            out_port = port_towards(link, name)
+            next_in = port_towards(link, names[i + 1])
         else:
             out_port, next_in = edge_at.port, 0
         hops.append(Hop(dpid=topo.switch(name).dpid, switch=name, in_port=in_port, out_port=out_port))

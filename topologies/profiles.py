@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-FEATURES = ("conntrack", "nat", "meters", "multi_table", "masked_ports", "set_field", "ipv6")
+FEATURES = ("conntrack", "nat", "meters", "multi_table", "masked_ports", "set_field", "ipv6", "fast_failover")
 TABLE_MAX = 254  # OpenFlow 1.3 table ids 0..254
 FLOWS_MAX = 2**31 - 1
 
@@ -30,6 +30,9 @@ class Features:
     masked_ports: bool = True
     set_field: bool = True
     ipv6: bool = True
+    # OpenFlow 1.3 fast-failover groups (OFPGT_FF): the switch moves a lane to its backup port
+    # itself when the watched port goes down (controller/compile/failover.py)
+    fast_failover: bool = True
 
     def missing(self) -> tuple[str, ...]:
         return tuple(name for name in FEATURES if not getattr(self, name))
@@ -38,7 +41,8 @@ class Features:
 PROFILES: dict[str, Features] = {
     "ovs": Features(),
     # a merchant-silicon ACL table: one table, no state, no meters; NAT by set_field still works
-    "single_table": Features(conntrack=False, meters=False, multi_table=False),
+    # and no group table, so no fast failover (the controller re-routes)
+    "single_table": Features(conntrack=False, meters=False, multi_table=False, fast_failover=False),
     # a multi-table OpenFlow 1.3 pipeline (OF-DPA-like) without connection tracking
     "multi_table": Features(conntrack=False),
 }

@@ -44,7 +44,7 @@ from typing import Any
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller.compile import conntrack, ctlane
+from viplanes.controller.compile import conntrack, ctlane, failover
 from viplanes.controller.compile.base import (  # noqa: F401 - re-exported
     ARP_PUNT_METER,
     ETH_TYPE_ARP,
@@ -95,7 +95,7 @@ from viplanes.controller.compile.takeover import compile_takeover
 from viplanes.domain.matches import ETH_TYPE, lane_matches
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Topology
-from viplanes.topologies.paths import NoLanePath
+from viplanes.topologies.paths import Hop, NoLanePath
 
 MAX_HARD_TIMEOUT = 65535  # OpenFlow's 16-bit limit: longer lanes are refreshed by the glue
 
@@ -104,7 +104,17 @@ OFMsgs = list[Any]
 
 # ---- lanes -----------------------------------------------------------------------------------
 def lane_dpids(lane: LaneSpec, topo: Topology) -> tuple[int, ...]:
-    """Switches that carry flows of this lane (for removal and barriers)."""
+    """Switches that carry flows of this lane (for removal and barriers): its path's, then
+    its fast-failover backup's own."""
+    hops = lane_hops(lane, topo)
+    backup = lane_backup(lane, topo)
+    extra = backup.extra_dpids(hops) if backup is not None else ()
+    return tuple(h.dpid for h in hops) + extra
+
+
+def path_dpids(lane: LaneSpec, topo: Topology) -> tuple[int, ...]:
+    """Switches of the lane's path, without its backup's: the ones it cannot be carried
+    without (a backup switch that is away gets its flows from its reconcile)."""
     return tuple(h.dpid for h in lane_hops(lane, topo))
 
 
@@ -182,11 +192,33 @@ def compile_lane(
     """
     if lane.takeover is not None:  # a running NAT'd connection: the NAT's own mapping, stateless
         return compile_takeover(lane, topo, hard_timeout_for(lane.expires_at, now))
+    hops = lane_hops(lane, topo)
+    out = _compile_over(lane, topo, hops, now, meter_command, newconn_command)
+    backup = lane_backup(lane, topo)
+    group_id = failover.group_id_for(lane.lane_id)
+    if backup is None or group_id is None:
+        return out
+    over_backup = _compile_over(lane, topo, backup.hops, now, meter_command, newconn_command)
+    return failover.merge(out, over_backup, group_id) or out
+
+
+def lane_backup(lane: LaneSpec, topo: Topology) -> failover.Backup | None:
+    """The lane's fast-failover backup path (``failover``), when its switches can hold one."""
+    if lane.takeover is not None or failover.group_id_for(lane.lane_id) is None:
+        return None
+    hops = lane_hops(lane, topo)
+    backup = failover.backup_path(topo, hops)
+    return backup if failover.usable(topo, hops, backup) else None
+
+
+def _compile_over(
+    lane: LaneSpec, topo: Topology, hops: tuple[Hop, ...], now: float, meter_command: int, newconn_command: int
+) -> dict[int, OFMsgs]:
+    """``compile_lane`` over one path."""
     host = lane_source(lane, topo)
     nat_ip = check_lane(lane, topo, host)
     if nat_ip is not None and router_translates(topo):
         nat_ip = None  # the edge router translates: the border leaves the host's address alone
-    hops = lane_hops(lane, topo)
     hard = hard_timeout_for(lane.expires_at, now)
     lane_cookie(lane.lane_id)  # validates the id before anything is built
     with_ct = stateful(topo)

@@ -13,6 +13,10 @@ a slot that holds a flow replaces it in place (OpenFlow 1.3), so
    drop becoming its forward rule): packets take the new path from here on;
 3. ``drop``: DELETE_STRICT of the slots only the old paths used, then their meters.
 
+Fast-failover groups (``failover.py``) ride along by id: a new group is made in round 1 (before
+any flow sends to it), a changed one is modified at the start of round 2 (in place: a delete
+would take its flows with it), and one only the old paths had is deleted after round 3's flows.
+
 Each round goes to every switch at once with one barrier each, and the next starts when all
 have confirmed, so no switch turns a lane before every hop after it has the lane's new flows.
 """
@@ -27,6 +31,7 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller.compile.flowkey import action_key, instructions_key, match_key
+from viplanes.controller.compile.groups import group_delete, group_key
 from viplanes.controller.compile.removal import compile_flow_delete
 
 OFMsgs = list[Any]
@@ -94,27 +99,47 @@ def _same_instruction(i: Any, j: Any) -> bool:
     return bool(instructions_key([i]) == instructions_key([j]))
 
 
-def _split(msgs: Iterable[Any]) -> tuple[dict[Hashable, Any], dict[int, Any]]:
+def _split(msgs: Iterable[Any]) -> tuple[dict[Hashable, Any], dict[int, Any], dict[int, Any]]:
     flows: dict[Hashable, Any] = {}
     meters: dict[int, Any] = {}
+    groups: dict[int, Any] = {}
     for msg in msgs:
         if isinstance(msg, parser.OFPFlowMod):
             flows[slot(msg)] = msg
         elif isinstance(msg, parser.OFPMeterMod):
             meters[msg.meter_id] = msg
-    return flows, meters
+        elif isinstance(msg, parser.OFPGroupMod):
+            groups[msg.group_id] = msg
+    return flows, meters, groups
+
+
+def _group_changes(old: dict[int, Any], new: dict[int, Any]) -> tuple[OFMsgs, OFMsgs, OFMsgs]:
+    """(adds, modifies, deletes) taking the switch's lane groups from ``old`` to ``new``."""
+    adds: OFMsgs = []
+    modifies: OFMsgs = []
+    for gid, msg in sorted(new.items()):
+        before = old.get(gid)
+        if before is None:
+            adds.append(msg)
+        elif group_key(before.type, before.buckets) != group_key(msg.type, msg.buckets):
+            modifies.append(
+                parser.OFPGroupMod(None, command=ofp.OFPGC_MODIFY, type_=msg.type, group_id=gid, buckets=msg.buckets)
+            )
+    deletes = [group_delete(gid) for gid in sorted(old) if gid not in new]
+    return adds, modifies, deletes
 
 
 def plan_moves(old: Mapping[int, Iterable[Any]], new: Mapping[int, Iterable[Any]]) -> Moves:
     """The rounds that take the switches from ``old`` to ``new`` (per dpid: the FlowMod ADDs and
-    MeterMod ADDs of the lanes that move, as compiled over each view). Flows and meters equal
-    in both are not sent."""
+    MeterMod and GroupMod ADDs of the lanes that move, as compiled over each view). Flows,
+    meters and groups equal in both are not sent."""
     moves = Moves()
     for dpid in sorted(set(old) | set(new)):
-        old_flows, old_meters = _split(old.get(dpid, ()))
-        new_flows, new_meters = _split(new.get(dpid, ()))
-        make = [m for mid, m in sorted(new_meters.items()) if mid not in old_meters]
-        turn: OFMsgs = []
+        old_flows, old_meters, old_groups = _split(old.get(dpid, ()))
+        new_flows, new_meters, new_groups = _split(new.get(dpid, ()))
+        group_adds, group_modifies, group_deletes = _group_changes(old_groups, new_groups)
+        make = [m for mid, m in sorted(new_meters.items()) if mid not in old_meters] + group_adds
+        turn: OFMsgs = list(group_modifies)
         for key, msg in new_flows.items():
             before = old_flows.get(key)
             if before is None:
@@ -127,6 +152,7 @@ def plan_moves(old: Mapping[int, Iterable[Any]], new: Mapping[int, Iterable[Any]
             for mid in sorted(old_meters)
             if mid not in new_meters
         ]
+        drop += group_deletes
         for rnd, msgs in ((moves.make, make), (moves.turn, turn), (moves.drop, drop)):
             if msgs:
                 rnd[dpid] = msgs

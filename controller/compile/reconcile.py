@@ -33,7 +33,9 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller.compile.cookies import BASE_COOKIE, address_from_cookie, lane_id_from_cookie
 from viplanes.controller.compile.ctlane import NEWCONN_METER_BASE
+from viplanes.controller.compile.failover import lane_of_group
 from viplanes.controller.compile.flowkey import cached_key
+from viplanes.controller.compile.groups import GroupPlan
 from viplanes.controller.compile.lane import MAX_HARD_TIMEOUT, PRIORITY_TABLE_MISS, compile_flow_delete
 
 REFRESH_MARGIN_S = 3600  # refresh when a flow has less than this left and its lane needs more
@@ -49,14 +51,17 @@ class Plan:
     adds: tuple[Any, ...]
     refreshes: tuple[Any, ...]
     kept: int
+    # fast-failover groups (``groups.plan_groups``): set up before the adds, deleted last
+    groups: tuple[Any, ...] = ()
+    group_deletes: tuple[Any, ...] = ()
 
     @property
     def ofmsgs(self) -> list[Any]:
-        return [*self.deletes, *self.meters, *self.adds, *self.refreshes]
+        return [*self.deletes, *self.meters, *self.groups, *self.adds, *self.refreshes, *self.group_deletes]
 
     @property
     def empty(self) -> bool:
-        return not (self.deletes or self.meters or self.adds or self.refreshes)
+        return not (self.deletes or self.meters or self.adds or self.refreshes or self.groups or self.group_deletes)
 
 
 def refresh_mod(flow: Any) -> Any:
@@ -217,7 +222,14 @@ def without_lanes(plan: Plan, lane_ids: set[int], addresses: Set[str] = frozense
         adds=tuple(filter(keep, plan.adds)),
         refreshes=tuple(filter(keep, plan.refreshes)),
         kept=plan.kept,
+        groups=tuple(g for g in plan.groups if lane_of_group(g.group_id) not in lane_ids),
+        group_deletes=tuple(g for g in plan.group_deletes if lane_of_group(g.group_id) not in lane_ids),
     )
+
+
+def with_groups(plan: Plan, groups: GroupPlan) -> Plan:
+    """The plan with the switch's group changes in their places."""
+    return dataclasses.replace(plan, groups=groups.first, group_deletes=groups.last)
 
 
 def stale_lanes(plan: Plan) -> set[int]:

@@ -11,6 +11,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 from viplanes.controller.compile import ctlane
 from viplanes.controller.compile.base import ARP_PUNT_METER, border_switch
 from viplanes.controller.compile.cookies import EXACT_MASK, lane_cookie
+from viplanes.controller.compile.groups import lane_group_deletes
 from viplanes.controller.compile.path import LaneCompileError
 from viplanes.topologies.model import Topology
 
@@ -31,10 +32,17 @@ def newconn_border(topo: Topology | None) -> int | None:
 
 
 def compile_lane_removal(
-    lane_id: int, dpids: Iterable[int], *, with_meter: bool = True, newconn_at: int | None = None
+    lane_id: int,
+    dpids: Iterable[int],
+    *,
+    with_meter: bool = True,
+    newconn_at: int | None = None,
+    groups_at: Iterable[int] = (),
 ) -> dict[int, OFMsgs]:
-    """Delete every flow of the lane (by exact cookie, all tables), then its meter, and on
-    ``newconn_at`` (its conntrack border) its new-connection meter."""
+    """Delete every flow of the lane (by exact cookie, all tables), then its meter, on
+    ``newconn_at`` (its conntrack border) its new-connection meter, and on ``groups_at`` (those
+    of ``dpids`` that have groups) its fast-failover group (no error where it has none)."""
+    group_dpids = set(groups_at)
     cookie = lane_cookie(lane_id)
     out: dict[int, OFMsgs] = {}
     for dpid in dict.fromkeys(dpids):
@@ -55,7 +63,21 @@ def compile_lane_removal(
         if dpid == newconn_at and lane_id <= ctlane.NEWCONN_MAX_LANE_ID:
             meter_id = ctlane.newconn_meter_id(lane_id)
             ofmsgs.append(parser.OFPMeterMod(None, command=ofp.OFPMC_DELETE, meter_id=meter_id))
+        if dpid in group_dpids:
+            ofmsgs += lane_group_deletes(lane_id, [dpid]).get(dpid, [])
         out[dpid] = ofmsgs
+    return out
+
+
+def group_holders(topo: Topology | None, dpids: Iterable[int]) -> list[int]:
+    """Those of ``dpids`` whose switch declares fast-failover groups (a lane's group may be there)."""
+    if topo is None:
+        return []
+    out = []
+    for dpid in dpids:
+        sw = topo.switch_by_dpid(dpid)
+        if sw is not None and sw.caps.features.fast_failover:
+            out.append(dpid)
     return out
 
 

@@ -23,6 +23,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller.compile.fastmatch import PackedMatch
 from viplanes.controller.compile.flowkey import KEY_ATTR, flow_key_of
+from viplanes.controller.compile.groups import group_key
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.paths import Hop
 
@@ -91,16 +92,22 @@ def derive(old: dict[int, OFMsgs], old_hops: tuple[Hop, ...], new_hops: tuple[Ho
     for before, after in zip(old_hops, new_hops, strict=True):
         ports = {before.in_port: after.in_port, before.out_port: after.out_port}
         msgs = old.get(before.dpid, [])
+        if any(isinstance(m, parser.OFPGroupMod) for m in msgs):
+            raise NotDerivable("a fast-failover group (its backup path is not a port mapping)")
         out[after.dpid] = [m if isinstance(m, parser.OFPMeterMod) else _flow(m, ports) for m in msgs]
     return out
 
 
+def _key(msg: Any) -> Hashable:
+    if isinstance(msg, parser.OFPMeterMod):
+        return ("meter", msg.meter_id, msg.command)
+    if isinstance(msg, parser.OFPGroupMod):  # a compiled lane with a backup: never equal to a derived one
+        return ("group", msg.group_id, group_key(msg.type, msg.buckets))
+    return flow_key_of(msg)
+
+
 def _identity(per_dpid: dict[int, OFMsgs]) -> dict[int, set[Hashable]]:
-    out: dict[int, set[Hashable]] = {}
-    for dpid, msgs in per_dpid.items():
-        out[dpid] = {
-            ("meter", m.meter_id, m.command) if isinstance(m, parser.OFPMeterMod) else flow_key_of(m) for m in msgs
-        }
+    out = {dpid: {_key(m) for m in msgs} for dpid, msgs in per_dpid.items()}
     return {d: keys for d, keys in out.items() if keys}
 
 

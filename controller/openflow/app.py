@@ -151,6 +151,12 @@ class VipLanesApp(app_manager.OSKenApp):
         more = bool(msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE)
         self.runtime.on_flow_stats(msg.datapath.id, msg.xid, list(msg.body), more)
 
+    @set_ev_cls(ofp_event.EventOFPGroupDescStatsReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def _group_desc(self, ev: Any) -> None:
+        msg = ev.msg  # asked by reconcile (``Wire.group_descs``): the lanes' fast-failover groups
+        more = bool(msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE)
+        self.runtime.on_flow_stats(msg.datapath.id, msg.xid, list(msg.body), more)
+
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
     def _packet_in(self, ev: Any) -> None:
         msg = ev.msg

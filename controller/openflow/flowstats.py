@@ -204,6 +204,8 @@ def _actions(buf: bytes, pos: int, end: int) -> list[Any]:
         if atype == ofp.OFPAT_OUTPUT:
             port, max_len = struct.unpack_from("!IH", buf, pos + 4)
             out.append(parser.OFPActionOutput(port, max_len))
+        elif atype == ofp.OFPAT_GROUP:  # a lane's fast-failover group
+            out.append(parser.OFPActionGroup(struct.unpack_from("!I", buf, pos + 4)[0]))
         elif atype == ofp.OFPAT_SET_FIELD and int.from_bytes(buf[pos + 4 : pos + 6], "big") not in _OTHER_CLASSES:
             name, value, _used = _oxm(buf, pos + 4)
             if isinstance(value, tuple):  # OpenFlow 1.3 set-field carries no mask: a malformed reply

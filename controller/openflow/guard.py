@@ -228,6 +228,26 @@ def check_table_features(buf: bytes, off: int, end: int) -> None:
         pos += length
 
 
+def check_group_desc(buf: bytes, off: int, end: int) -> None:
+    """OFPMP_GROUP_DESC entries (asked by reconcile, ``runtime/resync.py``): each entry's
+    length, each bucket's, and the actions inside, as os-ken's parser walks them."""
+    pos = off
+    while pos < end:
+        _need(end - pos >= ofp.OFP_GROUP_DESC_SIZE, f"group entry at {pos}: {end - pos} bytes left")
+        length = _u16(buf, pos)
+        _need(length >= ofp.OFP_GROUP_DESC_SIZE and pos + length <= end, f"group entry at {pos} has length {length}")
+        bucket, entry_end = pos + ofp.OFP_GROUP_DESC_SIZE, pos + length
+        while bucket < entry_end:
+            blen = _u16(buf, bucket)
+            _need(
+                blen >= ofp.OFP_BUCKET_SIZE and bucket + blen <= entry_end,
+                f"group bucket at {bucket} has length {blen}",
+            )
+            check_actions(buf, bucket + ofp.OFP_BUCKET_SIZE, bucket + blen)
+            bucket += blen
+        pos += length
+
+
 def _fixed_entries(size: int) -> BodyCheck:
     def check(buf: bytes, off: int, end: int) -> None:
         _need((end - off) % size == 0, f"body of {end - off} bytes is not a multiple of {size}")
@@ -252,6 +272,7 @@ _MULTIPART: dict[int, BodyCheck] = {
     ofp.OFPMP_PORT_DESC: _fixed_entries(ofp.OFP_PORT_SIZE),
     ofp.OFPMP_TABLE_FEATURES: check_table_features,
     ofp.OFPMP_METER_FEATURES: _fixed_entries(ofp.OFP_METER_FEATURES_SIZE),  # none: a switch without meters
+    ofp.OFPMP_GROUP_DESC: check_group_desc,
 }
 
 

@@ -27,6 +27,7 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from viplanes.controller.compile import lane as compiler
 from viplanes.controller.compile import lanediff
 from viplanes.controller.compile import shared as sharedflows
+from viplanes.controller.compile.removal import group_holders
 from viplanes.controller.runtime.outcome import CONFIRMED, NO_ERRORS, Outcome, SwitchAnswer, lane_failures, merge
 from viplanes.controller.runtime.pending import Batch
 from viplanes.controller.runtime.switches import SwitchState
@@ -35,6 +36,13 @@ from viplanes.controller.runtime.wire import Staged, Wire, error_reason, meter_e
 from viplanes.domain.values import ActivationResult, LaneSpec
 
 LOG = logging.getLogger("viplanes.controller.runtime.lane_runtime")
+
+
+def _lenient_error(err_type: int, code: int) -> bool:
+    """A meter already there (or gone), a group already there: no failure for a re-sent lane."""
+    return err_type == ofp.OFPET_METER_MOD_FAILED or (
+        err_type == ofp.OFPET_GROUP_MOD_FAILED and code == ofp.OFPGMFC_GROUP_EXISTS
+    )
 
 
 @dataclass
@@ -120,7 +128,7 @@ class Changes:
         if self.state.topology is None:
             return  # the activation fails: no topology
         try:
-            needed = compiler.lane_dpids(lane, self.state.topology)
+            needed = compiler.path_dpids(lane, self.state.topology)
         except ValueError:
             return  # the activation reports the compile error
         self.state.wait_until_connected(needed, self.state.switch_wait_s)
@@ -165,7 +173,9 @@ class Changes:
                 results[lane.lane_id] = ActivationResult(False, str(exc), time.perf_counter() - t0)
                 continue
             state.note_changed(compiled)  # for the drift probe: only these switches change
-            missing = [d for d in compiled if d not in state.connected]
+            path = compiler.path_dpids(lane, state.topology)
+            missing = [d for d in path if d not in state.connected]
+            compiled = {d: msgs for d, msgs in compiled.items() if d in state.connected}  # a backup's may wait
             if missing:  # nothing sent for a lane whose path is not all there
                 results[lane.lane_id] = ActivationResult(
                     False, f"{state.switch_name(missing[0])} not connected", time.perf_counter() - t0
@@ -213,7 +223,7 @@ class Changes:
                 {
                     xid: error_reason(t, c, state.short_name(batch.dpid))
                     for xid, t, c in batch.errors
-                    if not ((owner.get(xid) in removing or xid in flight.lenient) and t == ofp.OFPET_METER_MOD_FAILED)
+                    if not ((owner.get(xid) in removing or xid in flight.lenient) and _lenient_error(t, c))
                 }
                 if batch.errors
                 else NO_ERRORS
@@ -305,6 +315,7 @@ class Changes:
                 [d for d in dpids if d in state.connected],
                 with_meter=bool(lane and lane.rate_mbps),
                 newconn_at=compiler.newconn_border(state.topology),
+                groups_at=group_holders(state.topology, dpids),
             )
             if lane is not None:
                 addresses = state.lanes.orphaned(lane, keep)  # O(its own flows)
@@ -325,6 +336,7 @@ class Changes:
             [d for d in dpids if d in state.connected],
             with_meter=with_meter,
             newconn_at=compiler.newconn_border(state.topology),
+            groups_at=group_holders(state.topology, dpids),
         )
         for dpid, extra in sharedflows.compile_shared_removal(addresses, state.topology).items():
             if dpid in state.connected:

@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from os_ken.ofproto import ofproto_v1_3 as ofp
+from os_ken.ofproto import ofproto_v1_3_parser as parser
+
 from viplanes.controller.compile import ctlane
 from viplanes.domain.values import ActivationResult
 
@@ -32,6 +35,12 @@ class SwitchAnswer:
 CONFIRMED = SwitchAnswer(confirmed=True, refused=NO_ERRORS)  # the usual answer, shared
 
 
+def is_group_add(msg: Any) -> bool:
+    """A lane's fast-failover group ADD: one that finds the group there (a re-sent lane) is no
+    failure; the next reconcile compares its buckets."""
+    return isinstance(msg, parser.OFPGroupMod) and msg.command == ofp.OFPGC_ADD
+
+
 def merge(
     per_lane: dict[int, dict[int, list[Any]]], xid: Callable[[], int], lenient: set[int] | None = None
 ) -> tuple[dict[int, list[Any]], dict[int, int]]:
@@ -49,7 +58,7 @@ def merge(
                 msg.xid = None
                 msg.set_xid(xid())
                 owner[msg.xid] = lane_id
-                if lenient is not None and ctlane.is_newconn_meter_add(msg):
+                if lenient is not None and (ctlane.is_newconn_meter_add(msg) or is_group_add(msg)):
                     lenient.add(msg.xid)
                 out.append(msg)
     return per_dpid, owner

@@ -29,7 +29,7 @@ class SwitchReadiness:
         if topology is None:
             return []
         try:
-            dpids = compiler.lane_dpids(lane, topology)
+            dpids = compiler.path_dpids(lane, topology)
         except ValueError:
             return []  # activation fails it with the reason
         return [self.state.switch_name(d) for d in dpids if not self.switch_ready(d)]

@@ -21,7 +21,7 @@ from typing import Any
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller.compile import reconcile
+from viplanes.controller.compile import groups, reconcile
 from viplanes.controller.compile.cookies import ALL_APP_FLOWS
 from viplanes.controller.openflow.handshakes import ADMISSION_FIRST_S
 from viplanes.controller.runtime import heap
@@ -232,10 +232,14 @@ class Resync:
         if actual is None:
             LOG.warning("%s: no flow stats, reconcile skipped", self.state.switch_name(dpid))
             return None
+        group_plan = self.group_plan(dpid, wanted, timeout_s)
+        if group_plan is None:
+            LOG.warning("%s: no group list, reconcile skipped", self.state.switch_name(dpid))
+            return None
         t_read = time.perf_counter()
         now = self.state.clock()
         restarted = self._restarted.setdefault(dpid, {})
-        plan = reconcile.plan_switch(wanted, actual, now, restarted, desired_at)
+        plan = reconcile.with_groups(reconcile.plan_switch(wanted, actual, now, restarted, desired_at), group_plan)
         phases = (
             f"desired {(t_desired - t0) * 1000:.0f} ms, flows read back {(t_read - t_desired) * 1000:.0f} ms, "
             f"compared {(time.perf_counter() - t_read) * 1000:.0f} ms"
@@ -277,6 +281,18 @@ class Resync:
             phases,
         )
         return plan
+
+    def group_plan(self, dpid: int, wanted: list[Any], timeout_s: float) -> groups.GroupPlan | None:
+        """The switch's fast-failover group changes (read back like its flows); nothing to do
+        on a switch without groups; None when it did not list its groups although it holds ours."""
+        topo = self.state.topology
+        sw = topo.switch_by_dpid(dpid) if topo is not None else None
+        if sw is None or not sw.caps.features.fast_failover:
+            return groups.GroupPlan(first=(), last=(), kept=0)
+        actual = self.wire.group_descs(dpid, timeout_s)
+        if actual is None:
+            return None
+        return groups.plan_groups(wanted, actual)
 
     def reconcile_all(self) -> None:
         """Every switch, and forget lanes the source no longer wants (the periodic round)."""

@@ -29,8 +29,12 @@ def never(batch: Batch) -> bool:
 
 
 def meter_errors_only(batch: Batch) -> bool:
-    """Meter adds/deletes that find the meter already there (or gone) are not failures."""
-    return all(t == ofp.OFPET_METER_MOD_FAILED for _, t, _ in batch.errors)
+    """Meter adds/deletes that find the meter already there (or gone) are not failures, nor a
+    group add that finds its group there (a reconcile planned while an activation added it)."""
+    return all(
+        t == ofp.OFPET_METER_MOD_FAILED or (t == ofp.OFPET_GROUP_MOD_FAILED and c == ofp.OFPGMFC_GROUP_EXISTS)
+        for _, t, c in batch.errors
+    )
 
 
 # An OpenFlow error in an operator's words: what the switch lacks, and what to do (docs/hardware.md).
@@ -175,6 +179,10 @@ class Wire:
         )
         body = self.ask(dpid, req, timeout_s)
         return int(body[0].flow_count) if body else None
+
+    def group_descs(self, dpid: int, timeout_s: float = 2.0) -> list[Any] | None:
+        """The switch's groups (OFPMP_GROUP_DESC), or None (not connected, error, timeout)."""
+        return self.ask(dpid, parser.OFPGroupDescStatsRequest(None, 0), timeout_s)
 
     def ask(self, dpid: int, req: Any, timeout_s: float) -> list[Any] | None:
         """Send one multipart request and wait for its whole reply body, or None (not connected,

@@ -3,10 +3,11 @@
 
 A UDP probe at 1,000 datagrams/s (echoed, so the border's conntrack sees replies) and a paced
 8 MiB TCP upload ride two lanes of the desktop. The bypass link the lanes use is cut (its veth at
-the border set down, as a pulled cable): the probe's longest gap must stay under 1 s and the
-upload must finish intact while the link is still down. Then the second link is cut too: the
-lanes are held and the controller says so; the link the lanes were NOT using returns: traffic
-flows again within 1 s of its hold-down.
+the border set down, as a pulled cable): the probe's longest gap must stay under 1 s with the
+controller's re-route (the switches declared without fast-failover groups) and under 100 ms with
+the groups (the switches fail over by themselves), and the upload must finish intact while the
+link is still down. Then the second link is cut too: the lanes are held and the controller says
+so; the link the lanes were NOT using returns: traffic flows again within 1 s of its hold-down.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import requests
+import yaml
 
 from tests.support.labcampus import CLOUD, lab_campus
 from tests.support.paths import REPO
@@ -39,13 +41,23 @@ GRANT = {
 }
 
 
-def _lane(serve, token: str, protocol: str, port: int) -> dict:
+def _controller_reroute_only(tmp_path: Path) -> Path:
+    """campus-redundant.yaml with every switch declared without fast-failover groups."""
+    data = yaml.safe_load(REDUNDANT.read_text())
+    for sw in data["switches"]:
+        sw["features"] = {**sw.get("features", {}), "fast_failover": False}
+    out = tmp_path / "campus-redundant-no-ff.yaml"
+    out.write_text(yaml.safe_dump(data))
+    return out
+
+
+def _lane(serve, token: str, protocol: str, port: int, src_ip: str = "10.1.0.10") -> dict:
     r = requests.post(
         f"{serve.url}/api/v1/lanes",
         headers={"Authorization": f"Bearer {token}"},
         timeout=15,
         json={
-            "src_ip": "10.1.0.10",
+            "src_ip": src_ip,
             "dst_ip": CLOUD,
             "protocol": protocol,
             "dst_port": port,
@@ -83,7 +95,8 @@ def _received(cloud, since: int = 0) -> int:
 
 def test_a_cut_bypass_link_moves_lanes_and_no_path_holds_them(tmp_path: Path, monkeypatch, record_property) -> None:
     monkeypatch.setenv("VIPLANES_LINK_HOLD_DOWN_S", str(HOLD_DOWN_S))
-    with lab_campus(tmp_path, "rita", GRANT, topology=REDUNDANT) as (lab, serve, token):
+    no_ff = _controller_reroute_only(tmp_path)
+    with lab_campus(tmp_path, "rita", GRANT, topology=no_ff, wiring=REDUNDANT) as (lab, serve, token):
         _lane(serve, token, "tcp", TCP_PORT)
         udp_lane = _lane(serve, token, "udp", UDP_PORT)
         cloud, desktop = lab.host("cloud"), lab.host("desktop")
@@ -112,7 +125,8 @@ def test_a_cut_bypass_link_moves_lanes_and_no_path_holds_them(tmp_path: Path, mo
         record_property("probe_longest_gap_s", udp["longest_gap_s"])
         print(
             f"\nbypass link cut: probe {udp['received']} of ~12000 received, longest gap "
-            f"{udp['longest_gap_s']:.3f} s at {udp['gap_at_s']:.1f} s; upload {got['bytes']} bytes, "
+            f"{udp['longest_gap_s']:.3f} s at {udp['gap_at_s']:.1f} s (longest loss "
+            f"{udp['longest_loss_run'] / 1000:.3f} s); upload {got['bytes']} bytes, "
             f"finished {got['done_at'] - cut_at:.1f} s after the cut"
         )
         assert got["sha256"] == sent["sha256"] and got["bytes"] == 8 << 20
@@ -189,7 +203,8 @@ def test_a_failed_transit_switch_moves_the_dtn_lane_to_the_disjoint_path(
     monkeypatch.setenv("VIPLANES_LINK_HOLD_DOWN_S", str(HOLD_DOWN_S))
     transit = lane_path(load_topology(REDUNDANT), "dtn")[1].switch  # s6 or s7
     grant = {**GRANT, "src_prefixes": ["198.51.100.30/32"]}
-    with lab_campus(tmp_path, "dora", grant, topology=REDUNDANT) as (lab, serve, token):
+    no_ff = _controller_reroute_only(tmp_path)
+    with lab_campus(tmp_path, "dora", grant, topology=no_ff, wiring=REDUNDANT) as (lab, serve, token):
         r = requests.post(
             f"{serve.url}/api/v1/lanes",
             headers={"Authorization": f"Bearer {token}"},
@@ -226,3 +241,79 @@ def test_a_failed_transit_switch_moves_the_dtn_lane_to_the_disjoint_path(
             f"longest gap {udp['longest_gap_s']:.3f} s at {udp['gap_at_s']:.1f} s"
         )
         assert udp["received"] > 6000 and udp["longest_gap_s"] < 1.0, udp
+
+
+RING = REPO / "tests" / "unit" / "fixtures" / "topologies" / "campus-ring.yaml"  # the tests' own campus
+
+
+@pytest.mark.parametrize("campus", [REDUNDANT, RING], ids=["redundant", "ring"])
+def test_fast_failover_groups_move_the_lanes_within_100_ms(
+    campus: Path, tmp_path: Path, monkeypatch, record_property
+) -> None:
+    """OVS has fast-failover groups: the switch where the desktop lanes' backup leaves their
+    path (s2 on the shipped campus, the ring's access switch) holds each lane's group, so when
+    the link it sends on is cut (at the far end, as a pulled cable) it sends on the backup by
+    itself, before the controller hears of it; the controller's re-route then tidies up."""
+    from viplanes.controller.compile.failover import backup_path
+    from viplanes.topologies.loader import load_topology
+    from viplanes.topologies.paths import lane_path
+
+    topo = load_topology(campus)
+    desktop_host = topo.host("desktop")
+    hops = lane_path(topo, "desktop")
+    backup = backup_path(topo, hops)
+    assert backup is not None
+    d = hops[backup.diverge]
+    link = next(lk for lk in topo.links if (d.switch, d.out_port) in ((e.switch, e.port) for e in (lk.a, lk.b)))
+    far, link_name = (link.b if link.a.switch == d.switch else link.a), link.name
+    grant = {**GRANT, "src_prefixes": [str(desktop_host.iface.ip.network)]}
+    src = str(desktop_host.iface.ip.ip)
+    monkeypatch.setenv("VIPLANES_LINK_HOLD_DOWN_S", str(HOLD_DOWN_S))
+    with lab_campus(tmp_path, "fifi", grant, topology=campus) as (lab, serve, token):
+        lanes = [_lane(serve, token, "tcp", TCP_PORT, src), _lane(serve, token, "udp", UDP_PORT, src)]
+        groups = subprocess.run(
+            ["ovs-ofctl", "-O", "OpenFlow13", "dump-groups", lab.bridge(d.switch)],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
+        assert groups.count("type=ff") == len(lanes), groups
+        cloud, desktop = lab.host("cloud"), lab.host("desktop")
+        udp_out, tcp_out = tmp_path / "udp.json", tmp_path / "tcp.json"
+        sinks = [
+            _popen(cloud, ["udp-sink", str(UDP_PORT), str(udp_out), "9"]),
+            _popen(cloud, ["tcp-sink", str(TCP_PORT), str(tcp_out), "40"]),
+        ]
+        time.sleep(0.5)
+        probe = _popen(desktop, ["udp-send", CLOUD, str(UDP_PORT), "1000", "7"])
+        upload = _popen(desktop, ["tcp-send", CLOUD, str(TCP_PORT), str(8 << 20), str(1 << 20)])
+        try:
+            time.sleep(2.0)
+            cut_at = time.time()
+            _link(lab, far.switch, far.port, up=False)  # the lanes' link from D, cut at its far end
+            sent_out, _ = upload.communicate(timeout=40)
+            sent = json.loads(sent_out.strip().splitlines()[-1])
+            got = _read(tcp_out, 30)
+            probe.communicate(timeout=30)
+            udp = _read(udp_out, 20)
+        finally:
+            for p in [probe, upload, *sinks]:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait(5)
+        lost_s = udp["longest_loss_run"] / 1000  # datagrams sent 1 ms apart
+        record_property("ff_probe_longest_gap_s", udp["longest_gap_s"])
+        record_property("ff_probe_longest_loss_s", lost_s)
+        print(
+            f"\n{topo.name}: link {link_name} cut, fast failover: probe {udp['received']} of ~7000 received, "
+            f"longest loss {lost_s:.3f} s, longest arrival gap {udp['longest_gap_s']:.3f} s at "
+            f"{udp['gap_at_s']:.1f} s; upload {got['bytes']} bytes, finished {got['done_at'] - cut_at:.1f} s after the cut"
+        )
+        assert got["sha256"] == sent["sha256"] and got["bytes"] == 8 << 20
+        # the network's gap: consecutive datagrams lost. The arrival gap also counts the
+        # sender or sink not being scheduled on a loaded machine (0.14-0.57 s seen with nothing
+        # sent to a switch at that moment), so it is recorded, not asserted
+        assert lost_s < 0.1, udp
+        r = requests.get(f"{serve.url}/readyz", timeout=5)  # the operator still sees the link down
+        assert r.status_code == 503 and link_name in r.text, r.text

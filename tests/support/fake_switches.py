@@ -18,6 +18,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.support.clock import T0, FakeClock
 from tests.support.flowsim import FlowSimError
+from tests.support.groupsim import GroupSimError
 from tests.support.netsim import Network
 from viplanes.controller.compile.lane import lane_cookie
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
@@ -91,11 +92,19 @@ class FakeSwitches:
                 rt.on_flow_stats(dpid, msg.xid, body, more=False)
             elif isinstance(msg, parser.OFPPortDescStatsRequest):
                 rt.on_flow_stats(dpid, msg.xid, self.port_desc(dpid), more=False)
+            elif isinstance(msg, parser.OFPGroupDescStatsRequest):
+                body = [
+                    parser.OFPGroupDescStats(type_=g.type, group_id=g.group_id, buckets=g.buckets)
+                    for g in table.groups.values()
+                ]
+                rt.on_flow_stats(dpid, msg.xid, body, more=False)
             else:
                 try:
                     if self.refuse(dpid, msg):
                         raise FlowSimError("refused by the test")
                     table.apply(msg, self.clock())
+                except GroupSimError as exc:
+                    rt.on_error(dpid, msg.xid, ofp.OFPET_GROUP_MOD_FAILED, exc.code)
                 except FlowSimError:
                     err_type = (
                         ofp.OFPET_METER_MOD_FAILED if isinstance(msg, parser.OFPMeterMod) else ofp.OFPET_FLOW_MOD_FAILED

@@ -28,6 +28,7 @@ from typing import Any
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
+from tests.support import groupsim
 from tests.support.ctsim import Conntrack
 from tests.support.packets import Packet as Packet
 from tests.support.packets import canonical as canonical
@@ -200,6 +201,8 @@ class FlowTable:
     conntrack: Conntrack = field(default_factory=Conntrack)
     # meters out of tokens: a flow using one drops the packet (a meter band's drop)
     exhausted: set[int] = field(default_factory=set)
+    groups: dict[int, Any] = field(default_factory=dict)  # fast-failover groups (``groupsim``)
+    down_ports: set[int] = field(default_factory=set)  # ports whose link is down (groups watch them)
 
     # ---- messages -----------------------------------------------------------------------
     def apply(self, msg: Any, now: float = 0.0) -> None:
@@ -207,6 +210,11 @@ class FlowTable:
             self._flow_mod(msg, now)
         elif isinstance(msg, parser.OFPMeterMod):
             self._meter_mod(msg)
+        elif isinstance(msg, parser.OFPGroupMod):
+            gone = groupsim.group_mod(self.groups, msg)  # like OVS: a deleted group's flows go too
+            dead = [e for e in self.flows if groupsim.groups_used(e.instructions) & gone]
+            self.flows = [e for e in self.flows if e not in dead]
+            self.removed += [(e, "group_delete") for e in dead]
         elif isinstance(msg, parser.OFPBarrierRequest):
             pass
         elif (
@@ -259,6 +267,9 @@ class FlowTable:
                             raise FlowSimError(
                                 f"OFPBAC_MATCH_INCONSISTENT: set {action.key} needs a match on {need[0]}"
                             )
+                    elif isinstance(action, parser.OFPActionGroup):
+                        if action.group_id not in self.groups:
+                            raise FlowSimError(f"OFPBAC_BAD_OUT_GROUP: group {action.group_id:#x} not defined")
                     elif not isinstance(action, (parser.OFPActionOutput, parser.NXActionCT)):
                         raise FlowSimError(f"action {type(action).__name__} is not simulated")
             else:
@@ -370,7 +381,7 @@ class FlowTable:
         current: Packet = dict(pkt)
         out: list[tuple[int | str, Packet]] = []
         for inst in entry.instructions:
-            for action in getattr(inst, "actions", ()) or ():
+            for action in _expand(getattr(inst, "actions", ()) or (), self):
                 if isinstance(action, parser.OFPActionSetField):
                     current[action.key] = canonical(action.key, action.value)
                 elif isinstance(action, parser.NXActionCT):
@@ -386,6 +397,17 @@ class FlowTable:
                     else:
                         out.append((SPECIAL_PORTS.get(action.port, action.port), sent))
         return out
+
+
+def _expand(actions: Iterable[Any], table: FlowTable) -> list[Any]:
+    """Actions with each group action replaced by its live bucket's (fast failover)."""
+    out: list[Any] = []
+    for action in actions:
+        if isinstance(action, parser.OFPActionGroup):
+            out += groupsim.live_bucket(table.groups[action.group_id], table.down_ports)
+        else:
+            out.append(action)
+    return out
 
 
 def __getattr__(name: str) -> Any:

@@ -27,6 +27,7 @@ def udp_sink(port: int, out: str, seconds: float) -> None:
     sock.bind(("0.0.0.0", port))
     sock.settimeout(0.2)
     arrivals: list[float] = []
+    seqs: set[int] = set()
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
@@ -34,6 +35,7 @@ def udp_sink(port: int, out: str, seconds: float) -> None:
         except TimeoutError:
             continue
         arrivals.append(time.monotonic())
+        seqs.add(int.from_bytes(data[:8], "big"))
         sock.sendto(data[:8], peer)
     gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
     worst = max(range(len(gaps)), key=gaps.__getitem__, default=None)
@@ -43,9 +45,21 @@ def udp_sink(port: int, out: str, seconds: float) -> None:
                 "received": len(arrivals),
                 "longest_gap_s": gaps[worst] if worst is not None else None,
                 "gap_at_s": arrivals[worst] - arrivals[0] if worst is not None else None,
+                "longest_loss_run": _longest_run_missing(seqs),
             },
             f,
         )
+
+
+def _longest_run_missing(seqs: set[int]) -> int:
+    """The most consecutive datagrams lost: at a fixed send rate, how long the network dropped
+    them by the sender's schedule (an arrival gap also counts a sender or receiver that was not
+    scheduled for a while, then caught up)."""
+    run = best = 0
+    for seq in range(min(seqs, default=0), max(seqs, default=-1) + 1):
+        run = 0 if seq in seqs else run + 1
+        best = max(best, run)
+    return best
 
 
 def udp_send(host: str, port: int, rate: float, seconds: float) -> None:

@@ -70,6 +70,17 @@ class Network:
         for dpid, ofmsgs in ofmsgs_by_dpid.items():
             self.tables[dpid].apply_all(ofmsgs, now)
 
+    def set_link(self, name: str, up: bool) -> None:
+        """Both ends of a link down (or up again), as a cut fibre: groups watching them fail
+        over, and a packet sent out of one is lost."""
+        link = next(lk for lk in self.topo.links if lk.name == name)
+        for end in (link.a, link.b):
+            ports = self.table(end.switch).down_ports
+            if up:
+                ports.discard(end.port)
+            else:
+                ports.add(end.port)
+
     def expire(self, now: float) -> None:
         for table in self.tables.values():
             table.expire(now)
@@ -105,6 +116,9 @@ class Network:
                     outcomes.append(Outcome(out, here.switch, here, sent, trail))
                     continue
                 port = PortRef(here.switch, out)
+                if out in table.down_ports:  # sent into a dead link: lost
+                    outcomes.append(Outcome("lost", here.switch, port, sent, trail))
+                    continue
                 kind, name, extra = self.behind.get(port, ("unconnected", here.switch, ""))
                 if kind == "link":
                     queue.append((extra, sent, trail))

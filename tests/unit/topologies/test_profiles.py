@@ -45,7 +45,7 @@ def test_profiles_features_and_limits_load():
     )
     s3 = topo.switch("s3")
     assert s3.caps.profile == "single_table"
-    assert s3.caps.features == Features(conntrack=False, meters=True, multi_table=False)
+    assert s3.caps.features == Features(conntrack=False, meters=True, multi_table=False, fast_failover=False)
     assert s3.conntrack is False  # the compiler's stateless border follows the profile
     assert s3.caps.max_flows == FlowLimit(total=500, tables=((0, 400),))
     assert budgeted(topo)

@@ -116,6 +116,15 @@ def test_more_flag_and_what_it_leaves_to_os_ken(topo: Topology) -> None:
         match=parser.OFPMatch(),
         instructions=[parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [parser.OFPActionGroup(1)])],
     )
-    assert decode_flow_stats_reply(reply([stats_entry(group)])) is None
+    decoded = decode_flow_stats_reply(reply([stats_entry(group)]))  # a lane's fast-failover group
+    assert decoded is not None and flow_key_of(decoded[0][0]) == flow_key_of(group)
+    pop = parser.OFPFlowMod(
+        None,
+        cookie=ALL_APP_FLOWS[0],
+        priority=5,
+        match=parser.OFPMatch(),
+        instructions=[parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [parser.OFPActionPopVlan()])],
+    )
+    assert decode_flow_stats_reply(reply([stats_entry(pop)])) is None
     desc = struct.pack("!BBHI", 4, ofp.OFPT_MULTIPART_REPLY, 16, 1) + struct.pack("!HH4x", ofp.OFPMP_PORT_DESC, 0)
     assert decode_flow_stats_reply(desc) is None

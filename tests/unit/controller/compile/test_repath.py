@@ -13,6 +13,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.support.clock import T0
 from tests.support.fake_switches import spec
+from tests.support.topos import without_fast_failover
 from viplanes.controller.compile.flowkey import flow_key_of
 from viplanes.controller.compile.lane import compile_lane, lane_hops
 from viplanes.controller.compile.moves import plan_moves
@@ -24,8 +25,11 @@ from viplanes.topologies.model import Topology
 REDUNDANT = Path(__file__).resolve().parents[4] / "topologies" / "campus-redundant.yaml"
 
 
-def _topo() -> Topology:
-    return load_topology(REDUNDANT)
+def _topo(fast_failover: bool = False) -> Topology:
+    """The redundant campus; without groups unless asked (the controller's re-route is what
+    derives rules: a lane with a fast-failover group is compiled)."""
+    topo = load_topology(REDUNDANT)
+    return topo if fast_failover else without_fast_failover(topo)
 
 
 def _keys(per_dpid: dict[int, list[Any]]) -> dict[int, set[Any]]:
@@ -97,3 +101,56 @@ def test_moves_make_new_slots_first_turn_kept_slots_second_and_drop_old_slots_la
     assert gone == {2: {3}, 3: {3}}
     assert all(m.command == ofp.OFPFC_DELETE_STRICT for msgs in moves.drop.values() for m in msgs)
     assert plan_moves(compile_lane(lane, topo, T0), compile_lane(lane, topo, T0)).rounds() == []
+
+
+def _groups(per_dpid: dict[int, list[Any]]) -> dict[int, list[tuple[int, int]]]:
+    return {
+        d: [(m.command, m.group_id) for m in msgs if isinstance(m, parser.OFPGroupMod)]
+        for d, msgs in per_dpid.items()
+        if any(isinstance(m, parser.OFPGroupMod) for m in msgs)
+    }
+
+
+def test_a_lane_with_a_fast_failover_group_is_compiled_not_derived() -> None:
+    topo = _topo(fast_failover=True)
+    view = dataclasses.replace(topo, unusable_links=frozenset({"s2:3-s3:3"}))
+    lane = LANES[0]
+    old = compile_lane(lane, topo, T0)
+    assert _groups(old), "the redundant campus's parallel links give the desktop's lane a group"
+    with pytest.raises(NotDerivable):
+        derive(old, lane_hops(lane, topo), lane_hops(lane, view))
+    repath = Repath(lambda ln: compile_lane(ln, view, T0))
+    lanes = [spec(i, dst_port=5200 + i) for i in range(1, 4)]
+    for ln in lanes:
+        repath.messages(ln, compile_lane(ln, topo, T0), lane_hops(ln, topo), lane_hops(ln, view))
+    assert (repath.compiled, repath.derived) == (3, 0)
+
+
+def test_moves_carry_groups_made_first_modified_on_the_turn_and_deleted_last() -> None:
+    topo = _topo(fast_failover=True)
+    lane = LANES[0]
+    with_groups = compile_lane(lane, topo, T0)
+    plain = compile_lane(lane, _topo(), T0)
+    made = plan_moves(plain, with_groups)  # a backup appears: its groups before the flows using them
+    assert _groups(made.make) == {d: [(ofp.OFPGC_ADD, gid) for _, gid in g] for d, g in _groups(with_groups).items()}
+    assert not _groups(made.turn) and not _groups(made.drop)
+    for dpid, msgs in made.make.items():
+        kinds = [isinstance(m, parser.OFPGroupMod) for m in msgs if not isinstance(m, parser.OFPMeterMod)]
+        assert kinds == sorted(kinds, reverse=True), f"s{dpid}: a flow before its group"
+    gone = plan_moves(with_groups, plain)  # the backup gone: the groups go after the flows
+    assert {d: {c for c, _ in g} for d, g in _groups(gone.drop).items()} == {
+        d: {ofp.OFPGC_DELETE} for d in _groups(with_groups)
+    }
+    for msgs in gone.drop.values():
+        kinds = [isinstance(m, parser.OFPGroupMod) for m in msgs]
+        assert kinds == sorted(kinds), "a group deleted before the flows sending to it"
+    dpid = min(_groups(with_groups))
+    msgs = with_groups[dpid]
+    group = next(m for m in msgs if isinstance(m, parser.OFPGroupMod))
+    swapped = parser.OFPGroupMod(
+        None, command=ofp.OFPGC_ADD, type_=group.type, group_id=group.group_id, buckets=group.buckets[::-1]
+    )
+    changed = {**with_groups, dpid: [swapped if m is group else m for m in msgs]}
+    turned = plan_moves(with_groups, changed)  # other buckets: modified in place, never deleted
+    assert _groups(turned.turn) == {dpid: [(ofp.OFPGC_MODIFY, group.group_id)]}
+    assert not turned.make and not turned.drop

@@ -50,7 +50,7 @@ class FakeDatapath:
         msg.serialize()  # what os-ken does: proves the message was bound to this datapath
         assert msg.datapath is self
         self.sent.append(msg)
-        if isinstance(msg, (parser.OFPFlowMod, parser.OFPMeterMod)):
+        if isinstance(msg, (parser.OFPFlowMod, parser.OFPMeterMod, parser.OFPGroupMod)):
             try:
                 self.table.apply(msg, 0.0)
             except FlowSimError:
@@ -61,6 +61,14 @@ class FakeDatapath:
             reply = parser.OFPBarrierReply(self)
             reply.xid = msg.xid
             self.app._barrier_reply(ofp_event.EventOFPBarrierReply(reply))
+        elif isinstance(msg, parser.OFPGroupDescStatsRequest):
+            groups = [
+                parser.OFPGroupDescStats(type_=g.type, group_id=g.group_id, buckets=g.buckets)
+                for g in self.table.groups.values()
+            ]
+            reply = parser.OFPGroupDescStatsReply(self, flags=0, body=groups)
+            reply.xid = msg.xid
+            self.app._group_desc(ofp_event.EventOFPGroupDescStatsReply(reply))
         elif isinstance(msg, parser.OFPFlowStatsRequest):
             body = self.table.stats(msg.cookie, msg.cookie_mask, 0.0)
             half = len(body) // 2  # two parts: exercises OFPMPF_REPLY_MORE

@@ -278,11 +278,30 @@ def test_os_ken_itself_hangs_on_the_nicira_lengths_the_guard_rejects(name: str) 
 
 def test_unrequested_but_well_framed_messages_are_dropped() -> None:
     assert check_message(msg(ofp.OFPT_EXPERIMENTER, b"\0" * 8)).action == DROP
-    group_desc = msg(
+    group_stats = msg(  # OFPMP_GROUP (counters): never asked
         ofp.OFPT_MULTIPART_REPLY,
-        struct.pack("!HH4x", ofp.OFPMP_GROUP_DESC, 0) + struct.pack("!HBxI", 24, 0, 1) + b"\0" * 16,
+        struct.pack("!HH4x", ofp.OFPMP_GROUP, 0) + struct.pack("!H2xI", 40, 1) + b"\0" * 32,
     )
-    assert check_message(group_desc).action == DROP
+    assert check_message(group_stats).action == DROP
+
+
+def _group_desc(*buckets: bytes) -> bytes:
+    body = b"".join(buckets)
+    entry = struct.pack("!HBxI", 8 + len(body), ofp.OFPGT_FF, 0x10000001) + body
+    return msg(ofp.OFPT_MULTIPART_REPLY, struct.pack("!HH4x", ofp.OFPMP_GROUP_DESC, 0) + entry)
+
+
+def _bucket(length: int, port: int) -> bytes:
+    output = struct.pack("!HHIH6x", ofp.OFPAT_OUTPUT, 16, port, 0)
+    return struct.pack("!HHII4x", length, 0, port, ofp.OFPG_ANY) + output
+
+
+def test_group_descriptions_are_walked_before_os_ken_parses_them() -> None:
+    """Reconcile asks each switch's groups (fast failover); a bucket of length 0 would spin
+    os-ken's parser, one longer than its group would read past it."""
+    assert check_message(_group_desc(_bucket(32, 3), _bucket(32, 4))).action == OK
+    assert check_message(_group_desc(_bucket(0, 3))).action == REJECT
+    assert check_message(_group_desc(_bucket(64, 3))).action == REJECT
 
 
 @given(

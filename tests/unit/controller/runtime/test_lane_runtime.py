@@ -161,8 +161,8 @@ def test_restarted_runtime_keeps_identical_flows_and_their_counters(topo, clock,
     after = {id(e): e.packet_count for t in switches.net.tables.values() for e in t.flows}
     assert after == before  # the very same entries, counters untouched
     sent = [type(m).__name__ for _, m in switches.sent[n_sent:]]
-    # nothing to change: only reads (the flows, and the ports' state: ``read_ports``)
-    assert set(sent) == {"OFPFlowStatsRequest", "OFPPortDescStatsRequest"}
+    # nothing to change: only reads (the flows, the groups, and the ports' state: ``read_ports``)
+    assert set(sent) == {"OFPFlowStatsRequest", "OFPGroupDescStatsRequest", "OFPPortDescStatsRequest"}
     assert second.counters(5).packets == 1
 
 

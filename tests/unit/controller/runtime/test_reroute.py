@@ -12,6 +12,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 from tests.support.clock import FakeClock
 from tests.support.fake_switches import FakeSwitches, inline_runtime, spec
 from tests.support.packets import ip_packet
+from tests.support.topos import without_fast_failover
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
 from viplanes.controller.runtime.links import LinkBook, LinkSettings
 from viplanes.controller.runtime.reroute import Reroute
@@ -22,8 +23,10 @@ REDUNDANT = Path(__file__).resolve().parents[4] / "topologies" / "campus-redunda
 CLOUD = "203.0.113.10"
 
 
-def _setup() -> tuple[Topology, FakeClock, FakeSwitches, LaneRuntime]:
+def _setup(fast_failover: bool = False) -> tuple[Topology, FakeClock, FakeSwitches, LaneRuntime]:
+    """The redundant campus, the controller's re-route alone unless ``fast_failover``."""
     topo = load_topology(REDUNDANT)
+    topo = topo if fast_failover else without_fast_failover(topo)
     clock = FakeClock()
     switches = FakeSwitches(topo, clock)
     rt = inline_runtime(topo, clock, switches, base_flows=True)
@@ -222,3 +225,17 @@ def test_a_failed_switch_away_only_misses_its_deletes_and_no_switch_is_reconcile
     sent = switches.sent[mark:]
     assert {d for d, _ in sent} == {3, 5, 7} and calls == []
     assert [m for d, m in sent if d == 7 and isinstance(m, parser.OFPFlowMod) and m.command == ofp.OFPFC_ADD]
+
+
+def test_with_fast_failover_groups_a_link_going_and_coming_back_moves_the_lane_each_time() -> None:
+    topo, clock, switches, rt = _setup(fast_failover=True)
+    groups = [m for _, m in switches.sent if isinstance(m, parser.OFPGroupMod)]
+    assert groups, "the desktop's lane over parallel links has a backup group"
+    assert rt.reroute is not None
+    for up in (False, True, False, True):
+        rt.port_status(2, 3, up)
+        clock.advance(120.0)  # past any hold-down
+        rt.reroute.apply_now()
+        (out,) = _walk(switches, topo)
+        assert out.kind == "edge" and out.left_by("s2", 3 if up else 4), f"link up={up}"
+    assert rt.reroute is not None and rt.reroute.reroutes == 4

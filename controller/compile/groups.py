@@ -1,0 +1,72 @@
+"""Bring one switch's lane groups (fast failover, ``failover.py``) to the desired set. Pure.
+
+Groups carry no cookie: the app's are told by their id (``failover.GROUP_BASE`` and up), so
+other groups on the switch are never touched. A group is compared by type and buckets (watched
+port and actions); one that differs is modified in place (OFPGC_MODIFY keeps the flows that send
+to it, where a delete would take them with it: OpenFlow deletes a group's flows with the group).
+Adds and modifies go before the flow adds that use them, deletes after the flow deletes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from os_ken.ofproto import ofproto_v1_3 as ofp
+from os_ken.ofproto import ofproto_v1_3_parser as parser
+
+from viplanes.controller.compile.failover import GROUP_BASE, lane_of_group
+from viplanes.controller.compile.flowkey import action_key
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    first: tuple[Any, ...]  # adds and modifies: before the flows that send to them
+    last: tuple[Any, ...]  # deletes: after the flows that sent to them are gone
+    kept: int
+
+
+def group_key(group_type: int, buckets: Iterable[Any]) -> Hashable:
+    """Identity of a group: equal for our OFPGroupMod and the switch's OFPGroupDescStats."""
+    return (
+        group_type,
+        tuple(
+            (b.watch_port, b.watch_group, tuple(action_key(a) for a in b.actions or ()))
+            for b in buckets  # ordered
+        ),
+    )
+
+
+def group_delete(group_id: int) -> Any:
+    """OFPGC_DELETE of one group (no error when it is not there; its flows go with it)."""
+    return parser.OFPGroupMod(None, command=ofp.OFPGC_DELETE, type_=ofp.OFPGT_FF, group_id=group_id, buckets=[])
+
+
+def plan_groups(desired: Sequence[Any], actual: Iterable[Any]) -> GroupPlan:
+    """``desired``: a switch's desired messages (only its OFPGroupMods count); ``actual``: its
+    OFPGroupDescStats (groups outside the app's ids are ignored)."""
+    want = {m.group_id: m for m in desired if isinstance(m, parser.OFPGroupMod)}
+    have = {g.group_id: g for g in actual if lane_of_group(g.group_id) is not None}
+    first: list[Any] = []
+    kept = 0
+    for gid, msg in sorted(want.items()):
+        there = have.get(gid)
+        if there is None:
+            first.append(msg)
+        elif group_key(there.type, there.buckets) != group_key(msg.type, msg.buckets):
+            first.append(
+                parser.OFPGroupMod(None, command=ofp.OFPGC_MODIFY, type_=msg.type, group_id=gid, buckets=msg.buckets)
+            )
+        else:
+            kept += 1
+    last = [group_delete(gid) for gid in sorted(have) if gid not in want]
+    return GroupPlan(first=tuple(first), last=tuple(last), kept=kept)
+
+
+def lane_group_deletes(lane_id: int, dpids: Iterable[int]) -> dict[int, list[Any]]:
+    """Per dpid, the delete of the lane's group (the lane ended)."""
+    gid = GROUP_BASE + lane_id
+    if lane_of_group(gid) is None:
+        return {}
+    return {dpid: [group_delete(gid)] for dpid in dpids}
