@@ -10,6 +10,7 @@ Endpoints (all under /api/v1 need ``Authorization: Bearer <token>``; OpenAPI at 
     POST /grants, GET /grants, GET /grants/<id>, POST /grants/<id>/revoke
     POST /principals, GET /principals, POST /principals/<name>/rotate|disable, GET /whoami
     GET  /audit                    (?actor=&action=&decision=&target=&since=&until=)
+    GET  /readiness                the whole readiness report (operator; /readyz: counts only)
     GET  /healthz, /readyz, /metrics (no token)
 
 Errors are ``{"error": code, "message": text, "details": {...}}``.

@@ -1,4 +1,9 @@
-"""/readyz: may this server take lane requests now? Open like /healthz (which stays liveness).
+"""/readyz: may this server take lane requests now? Open like /healthz (which stays liveness), so
+it says only that and counts: ready or not, the database ok or failing, how many switches and
+links are usable. Which switch, link or refusal, and why, is for operators:
+``/api/v1/readiness`` (an operator's token; `viplanes doctor --token`) answers the whole report
+with the same status code. Before, anyone who reached the port read switch and link names,
+datapath ids, refusal causes and the database's own error text.
 
 Ready means the database answers and every switch of the topology is connected and reconciled
 since its latest connect (``Dataplane.readiness``). Until then it answers 503 with Retry-After,
@@ -17,11 +22,13 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from flask import Blueprint, current_app, jsonify
+from flask import Blueprint, Response, current_app, jsonify
 
 from viplanes.domain.switchfacts import SwitchFacts, learned_features
 from viplanes.lanes.refusals import NOT_READY_RETRY_S
 from viplanes.store.writeprobe import OK, WriteProbe
+
+from .auth import require
 
 bp = Blueprint("health", __name__)
 _PROBE_KEY = "viplanes.writeprobe"
@@ -39,8 +46,8 @@ def write_probe() -> WriteProbe:
     return probe
 
 
-@bp.route("/readyz")
-def readyz() -> Any:
+def readiness_report() -> dict[str, Any]:
+    """The whole report: database, write probe, every switch and link, refusals, features."""
     ctx = current_app.extensions["viplanes"]
     report: dict[str, Any] = {}
     try:
@@ -57,12 +64,46 @@ def readyz() -> Any:
         plane = {"ready": False, "switches": [], "error": str(exc)[:200]}
     _add_learned_features(plane, ctx.dataplane.switch_facts())
     ready = report["database"] == "ok" and "database_writes" not in report and bool(plane.get("ready"))
-    body = {"status": "ready" if ready else "not_ready", **report, **plane, "ready": ready}
+    return {"status": "ready" if ready else "not_ready", **report, **plane, "ready": ready}
+
+
+def summary(report: dict[str, Any]) -> dict[str, Any]:
+    """What anyone may read of ``report``: the verdict and counts, no name, address or error text."""
+    switches = [sw for sw in report.get("switches", []) if isinstance(sw, dict)]
+    database_ok = report.get("database") == "ok" and "database_writes" not in report
+    out: dict[str, Any] = {
+        "status": report["status"],
+        "ready": report["ready"],
+        "database": "ok" if database_ok else "failing",
+        "switches_ready": sum(1 for sw in switches if sw.get("connected") and sw.get("reconciled")),
+        "switches_total": len(switches),
+    }
+    links = [link for link in report.get("links", []) if isinstance(link, dict)]
+    if links:
+        out["links_usable"] = sum(1 for link in links if link.get("state") == "up")
+        out["links_total"] = len(links)
+    out["detail"] = "/api/v1/readiness (an operator's token)"
+    return out
+
+
+def _answer(body: dict[str, Any]) -> Response:
     resp = jsonify(body)
-    if not ready:
+    if not body["ready"]:
         resp.status_code = 503
         resp.headers["Retry-After"] = str(NOT_READY_RETRY_S)
     return resp
+
+
+@bp.route("/readyz")
+def readyz() -> Any:
+    return _answer(summary(readiness_report()))
+
+
+@bp.route("/api/v1/readiness")
+def readiness() -> Any:
+    """The whole report, for operators (the API's before-request hook has checked the token)."""
+    require("readiness.read")
+    return _answer(readiness_report())
 
 
 def _add_learned_features(plane: dict[str, Any], facts: Mapping[str, SwitchFacts]) -> None:

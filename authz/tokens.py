@@ -66,6 +66,7 @@ OPERATOR_ONLY = frozenset(
         "principal.disable",
         "audit.read",
         "lane.revoke",
+        "readiness.read",
     }
 )
 

@@ -192,7 +192,21 @@ _OXM_LISTS = {
 }
 
 
+def _all_four_bytes(buf: bytes, off: int, end: int, ids: bool) -> bool:
+    """Every element of the list is 4 bytes (an id of length 4; an OXM id outside the
+    experimenter class): what OVS sends, checked in C rather than one element at a time. The
+    walk below then steps by 4 and ends exactly at ``end``, so the verdict is the walk's."""
+    if (end - off) % 4:
+        return False
+    heads = struct.iter_unpack("!HH", memoryview(buf)[off:end])
+    if ids:
+        return all(length == 4 for _, length in heads)
+    return all(cls != ofp.OFPXMC_EXPERIMENTER for cls, _ in heads)
+
+
 def _check_table_feature_prop(buf: bytes, ptype: int, off: int, end: int) -> None:
+    if (ptype in _ID_LISTS or ptype in _OXM_LISTS) and _all_four_bytes(buf, off, end, ptype in _ID_LISTS):
+        return
     if ptype in _ID_LISTS:
         pos = off
         while pos < end:

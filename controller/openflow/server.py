@@ -42,7 +42,7 @@ from os_ken.lib import hub
 from os_ken.ofproto import ofproto_parser
 from os_ken.ofproto import ofproto_v1_3 as ofp_v13
 
-from viplanes.controller.openflow import echo, flowstats, guard, punts
+from viplanes.controller.openflow import echo, flowstats, guard, punts, tablesizes
 from viplanes.controller.openflow import tls as oftls
 from viplanes.controller.openflow.admission import Admission, Limits
 from viplanes.controller.openflow.peerauth import TokenBucket
@@ -66,9 +66,9 @@ _PRE_AUTH = {
 }
 
 
-# (dpid, xid, entries, more) for flow-stats replies decoded without os-ken (flowstats.py): the
-# runtime's ``on_flow_stats``, given by the listener. None: every reply goes through os-ken's
-# parser and the app's event handler.
+# (dpid, xid, entries, more) for flow-stats and table-features replies decoded without os-ken
+# (flowstats.py, tablesizes.py): the runtime's ``on_flow_stats``, given by the listener. None:
+# every reply goes through os-ken's parser and the app's event handler.
 FlowStatsHook = Callable[[int, int, list, bool], None]
 
 
@@ -285,13 +285,14 @@ class GuardedDatapath(BatchWriter, Datapath):
         return False
 
     def _fast_flow_stats(self, raw: bytes) -> bool:
-        """Hand a flow-stats reply to the hook, decoded by us; False: the guard, then os-ken's
-        parser, decide. The decoder checks every length it walks with the guard's rules, so a
-        reply it accepts is one the guard accepts (``tests/unit/controller/openflow/test_flowstats_guard.py``)."""
+        """Hand a flow-stats or table-features reply to the hook, decoded by us; False: the guard,
+        then os-ken's parser, decide. The decoders check every length they walk with the guard's
+        rules, so a reply they accept is one the guard accepts (``test_flowstats_guard.py``,
+        ``test_table_sizes.py``)."""
         hook = self.flow_stats_hook
         if hook is None or raw[1] != ofp_v13.OFPT_MULTIPART_REPLY or self.id is None:
             return False
-        decoded = flowstats.decode_flow_stats_reply(raw)
+        decoded = flowstats.decode_flow_stats_reply(raw) or tablesizes.decode_table_features_reply(raw)
         if decoded is None:
             return False
         entries, more = decoded

@@ -186,14 +186,20 @@ class Wire:
 
     def ask(self, dpid: int, req: Any, timeout_s: float) -> list[Any] | None:
         """Send one multipart request and wait for its whole reply body, or None (not connected,
-        an error, no answer in ``timeout_s``)."""
+        an error, nothing heard for ``timeout_s``: a reply still coming in parts is waited for,
+        up to ``pending.PARTS_CAP`` times ``timeout_s``)."""
         state = self.state
         req.set_xid(state.xid())
         waiting = state.tracker.expect_stats(dpid, req.xid)
         if dpid not in state.connected or not state.send(dpid, [req]):
             state.tracker.forget(waiting)
             return None
-        if not waiting.done.wait(timeout_s) or waiting.error:
+        while not waiting.done.is_set():  # ``timeout_s`` of silence, not for the whole reply
+            left = waiting.wait_left(timeout_s, time.monotonic())
+            if left <= 0.0:
+                break
+            waiting.done.wait(left)
+        if not waiting.done.is_set() or waiting.error:
             state.tracker.forget(waiting)
             return None
         return waiting.body

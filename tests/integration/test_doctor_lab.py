@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from tests.support.labcampus import VIPLANES, lab_campus
+from tests.support.serve import bootstrap
 
 pytestmark = pytest.mark.integration
 
@@ -26,11 +28,28 @@ GRANT = {
 }
 
 
+_OPERATORS: dict[str, str] = {}  # serve's database -> an operator's token for doctor
+
+
+def operator_token(serve: Any) -> str:
+    """An operator of this serve (made once): /readyz names nothing, /api/v1/readiness does."""
+    if serve.db_url not in _OPERATORS:
+        _OPERATORS[serve.db_url] = bootstrap(serve.db_url, "doctor")
+    return _OPERATORS[serve.db_url]
+
+
+def readiness(serve: Any) -> requests.Response:
+    """The whole readiness report, as an operator reads it."""
+    h = {"Authorization": f"Bearer {operator_token(serve)}"}
+    return requests.get(f"{serve.url}/api/v1/readiness", headers=h, timeout=5)
+
+
 def doctor(serve: Any) -> tuple[int, dict[str, Any]]:
     from viplanes.lab.labpki import ensure_lab_pki
 
     lab = ensure_lab_pki()
     args = ["doctor", "--json", "--db", serve.db_url, "--api", serve.url, "--pki", str(lab.dir)]
+    args += ["--token", operator_token(serve)]
     done = subprocess.run(
         [*VIPLANES, *args, "--switch-cert-pin", lab.vswitchd_pin], capture_output=True, text=True, timeout=60
     )
@@ -38,8 +57,6 @@ def doctor(serve: Any) -> tuple[int, dict[str, Any]]:
 
 
 def wait_ready(serve: Any, timeout: float = 30) -> None:
-    import requests
-
     deadline = time.monotonic() + timeout
     while requests.get(f"{serve.url}/readyz", timeout=5).status_code != 200:
         assert time.monotonic() < deadline, "lab campus not ready"

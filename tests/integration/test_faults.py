@@ -174,9 +174,9 @@ def test_switch_disconnect_keeps_flows_and_gates_requests(fault_lab, record_prop
         assert seconds_until(lambda: requests.get(f"{served.url}/readyz", timeout=5).status_code == 503, 10) is not None
         refused = served.api("POST", "/lanes", token, json=lane_body(port=9001))
         assert refused.status_code == 503 and refused.json()["error"] == "switches_not_ready"
-        ready = requests.get(f"{served.url}/readyz", timeout=5)
-        s1 = next(sw for sw in ready.json()["switches"] if sw["name"] == "s1")
-        assert ready.status_code == 503 and not s1["connected"], ready.json()
+        ready = requests.get(f"{served.url}/readyz", timeout=5)  # counts only: s1 is the one away
+        counts = ready.json()
+        assert ready.status_code == 503 and counts["switches_total"] - counts["switches_ready"] == 1, counts
         time.sleep(2)
         ovs.vsctl("set-controller", "s1", f"ssl:{ovs.controller_ip}:{served.of_port}")
         back = seconds_until(lambda: requests.get(f"{served.url}/readyz", timeout=5).status_code == 200, 15)

@@ -199,7 +199,7 @@ def test_install_configure_doctor_lane_backup_restore(tmp_path: Path, monkeypatc
         ovs.start(of_port)
         wait_ready(url, ca, log)
 
-        doctor = run(bindir, cfg, "doctor", "--json")
+        doctor = run(bindir, cfg, "doctor", "--json", token=op_token)  # switches by name: an operator's
         body = json.loads(doctor.stdout)
         bad = [c for c in body["checks"] if c["status"] != "ok"]
         assert doctor.returncode == 0 and body["status"] == "ok", bad

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.integration.test_doctor_lab import doctor
+from tests.integration.test_doctor_lab import doctor, readiness
 from tests.support.labcampus import CLOUD, lab_campus
 from tests.support.paths import REPO
 
@@ -66,14 +66,14 @@ def test_swapped_cables_are_named_and_the_lane_goes_around_them(
         started = built[0]
         body = ""
         while time.monotonic() - started < 10:
-            body = requests.get(f"{serve.url}/readyz", timeout=5).text
+            body = readiness(serve).text
             if all(f'"{name}"' in body for name in links) and body.count("miscabled") >= 2:
                 break
             time.sleep(0.2)
         named_after = time.monotonic() - started
         print(f"\nmiscabling named {named_after:.1f} s after the lab was built: {body}")
         assert named_after < 10, body
-        ready = requests.get(f"{serve.url}/readyz", timeout=5)
+        ready = readiness(serve)
         assert ready.status_code == 503
         views = {link["name"]: link for link in ready.json()["links"]}
         for name in links:

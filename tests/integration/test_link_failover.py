@@ -22,6 +22,7 @@ import pytest
 import requests
 import yaml
 
+from tests.integration.test_doctor_lab import readiness
 from tests.support.labcampus import CLOUD, lab_campus
 from tests.support.paths import REPO
 
@@ -156,7 +157,7 @@ def test_a_cut_bypass_link_moves_lanes_and_no_path_holds_them(tmp_path: Path, mo
             base = _received(cloud)
             time.sleep(1.0)
             assert _received(cloud, base) < 20, "lane traffic still arrives with both bypass links down"
-            r = requests.get(f"{serve.url}/readyz", timeout=5)
+            r = readiness(serve)  # an operator's report names the links
             assert r.status_code == 503 and "s2:4-s3:5" in r.text, r.text
             lane = requests.get(
                 f"{serve.url}/api/v1/lanes/{udp_lane['id']}", headers={"Authorization": f"Bearer {token}"}, timeout=5

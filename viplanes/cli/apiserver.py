@@ -119,23 +119,62 @@ class ApiServer:
         self._server.stop()
 
 
+# cheroot's own count on a chunked body is of the bytes on the wire, chunk-size lines included,
+# so at our limit it refused bodies under it (64 chunks of 4 KiB carry 384 bytes of framing). It
+# stays as the backstop against framing that never ends, at twice the limit plus this.
+WIRE_SLACK = 64 * 1024
+
+
+def wire_budget(limit: int) -> int:
+    """What cheroot may read for one request body, framing included (its ``max_request_body_size``)."""
+    return 2 * limit + WIRE_SLACK
+
+
+def read_at_most(stream: Any, limit: int, piece: int = 64 * 1024) -> bytes | None:
+    """The whole body, or None as soon as it is over ``limit`` bytes (counted here, never
+    read further than ``limit + 1``)."""
+    parts: list[bytes] = []
+    got = 0
+    while got <= limit:
+        data = stream.read(min(piece, limit + 1 - got))
+        if not data:
+            return b"".join(parts)
+        parts.append(data)
+        got += len(data)
+    return None
+
+
+def _over_wire_budget(exc: Exception) -> bool:
+    """cheroot refused to read more of a chunked body: ``MaxSizeExceeded`` for a long chunk-size
+    line, a bare ``OSError`` for a chunk that would pass its budget. A failing socket raises the
+    subclasses (``ConnectionError``, ``TimeoutError``, ``ssl.SSLError``)."""
+    return isinstance(exc, MaxSizeExceeded) or type(exc) is OSError
+
+
 def dechunked(app: Any, limit: int) -> Any:
-    """The app, given a chunked request body read whole (at most ``limit`` bytes) with its length
-    set, as waitress did. cheroot streams a chunked body with no Content-Length, and werkzeug then
-    cuts it at MAX_CONTENT_LENGTH instead of answering 413: an oversized body read as bad JSON."""
+    """The app, given a body over ``limit`` bytes answered 413 in JSON, and a chunked body read
+    whole with its length set, as waitress did. cheroot streams a chunked body with no
+    Content-Length, and werkzeug then cuts it at MAX_CONTENT_LENGTH instead of answering 413: an
+    oversized body read as bad JSON."""
+
+    def too_large(start_response: Any) -> list[bytes]:
+        start_response("413 Content Too Large", [("Content-Type", "application/json"), ("Connection", "close")])
+        problem = {"error": "too_large", "message": f"the request body is over {limit} bytes"}
+        return [json.dumps(problem).encode()]
 
     def wrapped(environ: dict[str, Any], start_response: Any) -> Any:
-        if environ.get("wsgi.input_terminated") and not environ.get("CONTENT_LENGTH"):
+        length = environ.get("CONTENT_LENGTH")
+        if length and length.isdigit() and int(length) > limit:
+            return too_large(start_response)
+        if environ.get("wsgi.input_terminated") and not length:
             try:
-                body = environ["wsgi.input"].read(limit + 1)
-            except (MaxSizeExceeded, OSError) as exc:  # cheroot's own count of the chunks
-                if not isinstance(exc, MaxSizeExceeded) and "Too Large" not in str(exc):
+                body = read_at_most(environ["wsgi.input"], limit)
+            except (MaxSizeExceeded, OSError) as exc:
+                if not _over_wire_budget(exc):
                     raise  # the connection itself failed
-                body = b"x" * (limit + 1)
-            if len(body) > limit:
-                start_response("413 Content Too Large", [("Content-Type", "application/json"), ("Connection", "close")])
-                problem = {"error": "too_large", "message": f"the request body is over {limit} bytes"}
-                return [json.dumps(problem).encode()]
+                body = None
+            if body is None:
+                return too_large(start_response)
             environ["wsgi.input"] = io.BytesIO(body)
             environ["CONTENT_LENGTH"] = str(len(body))
             # a known length now, and no longer chunked: werkzeug then checks the length
@@ -169,7 +208,7 @@ def create_api_server(
         reuse_port=reuse_port,
     )
     server.keep_alive_conn_limit = limits.max_connections
-    server.max_request_body_size = limits.max_body_bytes
+    server.max_request_body_size = wire_budget(limits.max_body_bytes)  # dechunked counts the body
     server.max_request_header_size = limits.max_header_bytes
     if tls is not None:
         server.ssl_adapter = _LazyTLSAdapter(tls)

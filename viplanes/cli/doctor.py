@@ -36,10 +36,12 @@ def run_checks(
     *,
     config_file: Path | None = None,
     insecure_tcp: bool = False,
+    token: str | None = None,
 ) -> list[Finding]:
     """Every check, in the order an operator fixes things (database, PKI, topology, switches, clock).
     ``config_file``: the file in effect (a deployment must name its topology, campusfile.py);
-    ``insecure_tcp``: the service's OpenFlow is plain TCP (no TLS to blame, no PKI to want)."""
+    ``insecure_tcp``: the service's OpenFlow is plain TCP (no TLS to blame, no PKI to want);
+    ``token``: an operator's, for the switches' and links' detail (``/api/v1/readiness``)."""
     from viplanes.cli import doctor_checks as checks
     from viplanes.store.db import Database
 
@@ -53,8 +55,8 @@ def run_checks(
         found.append(loaded)
         if topology is not None:
             found.append(checks.check_conntrack_ceiling(topology))
-            report, source = checks.fetch_readiness(api_url, live, ca_file=ca_file)
-            found += checks.check_switches(topology, report, source, insecure_tcp=insecure_tcp)
+            report, source, fix = checks.fetch_readiness(api_url, live, ca_file=ca_file, token=token)
+            found += checks.check_switches(topology, report, source, insecure_tcp=insecure_tcp, fix=fix)
             found += check_features(topology, report)
         if live is not None:
             found.append(checks.check_clock(live, max_skew_s))
@@ -135,6 +137,12 @@ def exit_code(found: list[Finding]) -> int:
     help="CA bundle an https --api is verified against (default: the system store); env VIPLANES_CA_FILE",
 )
 @click.option(
+    "--token",
+    envvar="VIPLANES_TOKEN",
+    default=None,
+    help="an operator's API token: the switches and links by name (/api/v1/readiness); env VIPLANES_TOKEN",
+)
+@click.option(
     "--max-clock-skew", type=click.FloatRange(0), default=5.0, show_default=True, help="seconds of skew that FAIL"
 )
 @click.option("--json", "as_json", is_flag=True, help="one JSON document instead of lines")
@@ -145,6 +153,7 @@ def doctor(
     topology_path: str | None,
     api_url: str,
     ca_file: str | None,
+    token: str | None,
     max_clock_skew: float,
     as_json: bool,
 ) -> None:
@@ -179,6 +188,7 @@ def doctor(
         ca_file,
         config_file=config_file,
         insecure_tcp=view.insecure_tcp,
+        token=token,
     )
     code = exit_code(found)
     if as_json:

@@ -241,19 +241,24 @@ def check_conntrack_ceiling(topology: Topology) -> Finding:
     return Finding("conntrack", FAIL, problem, "docs/dataplane.md, 'What one lane can take at the border'")
 
 
+START_FIX = "start viplanes serve (or api) and retry"
+TOKEN_FIX = "give doctor an operator's token (--token or VIPLANES_TOKEN): /readyz names nothing to anyone else"
+
+
 def check_switches(
     topology: Topology,
     report: dict[str, Any] | None,
     source: str,
     insecure_tcp: bool = False,
     wall: Callable[[], float] | None = None,
+    fix: str = START_FIX,
 ) -> list[Finding]:
     """Each switch of the topology connected and reconciled, per the readiness ``report``; for
-    one that is not, the cause its recent refusals name (switch_causes.py)."""
+    one that is not, the cause its recent refusals name (switch_causes.py). No report: ``fix``."""
     from viplanes.cli.switch_causes import not_connected
 
     if report is None:
-        return [Finding("switches", FAIL, f"no readiness report ({source})", "start viplanes serve (or api) and retry")]
+        return [Finding("switches", FAIL, f"no readiness report ({source})", fix)]
     seen = {int(sw.get("dpid", -1)): sw for sw in report.get("switches", []) if isinstance(sw, dict)}
     # the latest refusals only: a cause fixed minutes ago is not today's
     since = (wall or time.time)() - REFUSAL_RECENT_S
@@ -291,29 +296,51 @@ def check_links(report: dict[str, Any]) -> list[Finding]:
 
 
 def fetch_readiness(
-    api_url: str, db: Database | None, timeout_s: float = 5.0, ca_file: str | None = None
-) -> tuple[dict[str, Any] | None, str]:
-    """The API's /readyz (an https API verified against ``ca_file``, else the system store), else
-    the master's report in the database (split deployment)."""
+    api_url: str,
+    db: Database | None,
+    timeout_s: float = 5.0,
+    ca_file: str | None = None,
+    token: str | None = None,
+) -> tuple[dict[str, Any] | None, str, str]:
+    """(report, where it came from, the fix when there is none). The whole report is the API's
+    ``/api/v1/readiness`` (an operator's ``token``; an https API verified against ``ca_file``,
+    else the system store), else the master's report in the database (split deployment). Without
+    either, /readyz's counts are all anyone may read: no switch is named."""
     import requests
 
-    try:
-        r = requests.get(f"{api_url.rstrip('/')}/readyz", timeout=timeout_s, verify=ca_file or True)
-        body = r.json()
-        if isinstance(body, dict):
-            return body, f"{api_url}/readyz"
-    except (requests.RequestException, ValueError):
-        pass
+    base, verify = api_url.rstrip("/"), ca_file or True
+    refused = ""
+    if token:
+        try:
+            r = requests.get(
+                f"{base}/api/v1/readiness",
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=timeout_s,
+                verify=verify,
+            )
+            body = r.json()
+            if r.status_code in (200, 503) and isinstance(body, dict):
+                return body, f"{api_url}/api/v1/readiness", ""
+            refused = f"; the API refused the token ({r.status_code})"
+        except (requests.RequestException, ValueError):
+            pass
     if db is not None:
         from viplanes.cluster.reports import read_readiness
 
         try:
             report = read_readiness(db)
         except Exception:  # no schema, no table: nothing to report
-            return None, f"{api_url} unreachable, no controller report in the database"
+            report = {}
         if report.get("master"):
-            return report, "the master's report in the database"
-    return None, f"{api_url} unreachable, no controller report in the database"
+            return report, "the master's report in the database", ""
+    try:
+        body = requests.get(f"{base}/readyz", timeout=timeout_s, verify=verify).json()
+    except (requests.RequestException, ValueError):
+        body = None
+    if isinstance(body, dict) and "switches_total" in body:
+        counts = f"{body.get('switches_ready')} of {body.get('switches_total')} switches ready"
+        return None, f"{api_url}/readyz: {counts}; which ones needs an operator's token{refused}", TOKEN_FIX
+    return None, f"{api_url} unreachable, no controller report in the database", START_FIX
 
 
 def check_clock(db: Database, max_skew_s: float, wall: Callable[[], float] | None = None) -> Finding:

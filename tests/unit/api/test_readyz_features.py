@@ -1,5 +1,5 @@
 """Issue 31: what a switch answers about itself (TABLE_FEATURES, METER_FEATURES) reaches
-`viplanes doctor` through /readyz, so a topology that claims a hardware switch has multiple
+`viplanes doctor` through /api/v1/readiness, so a topology that claims a hardware switch has multiple
 tables or meters when the switch says otherwise is a FAIL naming the switch, before a lane is
 refused at install time. Before, /readyz carried no features and doctor could only say "not
 reported by the switch"."""
@@ -39,14 +39,14 @@ def single_table_s1(world: World, topo: Topology, monkeypatch: pytest.MonkeyPatc
 
 
 def test_readyz_carries_each_switch_s_own_answers(single_table_s1: World) -> None:
-    body = single_table_s1.client.get("/readyz").json
+    body = single_table_s1.client.get("/api/v1/readiness", headers=single_table_s1.h("root")).json
     by_name = {s["name"]: s for s in body["switches"]}
     assert by_name["s1"]["features"] == {"multi_table": False, "meters": False}
     assert "features" not in by_name["s2"]  # nothing answered: nothing claimed
 
 
 def test_doctor_fails_a_profile_the_switch_contradicts(single_table_s1: World, topo: Topology) -> None:
-    report = single_table_s1.client.get("/readyz").json
+    report = single_table_s1.client.get("/api/v1/readiness", headers=single_table_s1.h("root")).json
     found = {f.check: f for f in check_features(topo, report)}
     assert found["features s1"].status == FAIL, found["features s1"]
     assert "multi_table" in found["features s1"].detail and "meters" in found["features s1"].detail

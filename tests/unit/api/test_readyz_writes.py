@@ -37,7 +37,7 @@ def _use_probe(w: World, **kw: Any) -> WriteProbe:
 
 
 def test_ready_while_writes_work(world: World) -> None:
-    r = world.client.get("/readyz")
+    r = world.client.get("/api/v1/readiness", headers=world.h("root"))
     assert r.status_code == 200 and "database_writes" not in r.json, r.json
 
 
@@ -52,6 +52,9 @@ def test_ready_while_writes_work(world: World) -> None:
 def test_refused_writes_make_readyz_503_and_healthz_stays_200(world: World, statvfs: Any, why: str) -> None:
     _use_probe(world, statvfs=statvfs)
     r = world.client.get("/readyz")
+    assert r.status_code == 503 and r.headers["Retry-After"]
+    assert r.json["database"] == "failing" and "database_writes" not in r.json, r.json  # the why: operators'
+    r = world.client.get("/api/v1/readiness", headers=world.h("root"))
     assert r.status_code == 503 and r.headers["Retry-After"]
     assert r.json["status"] == "not_ready" and r.json["database_writes"].startswith(why), r.json
     assert world.client.get("/healthz").status_code == 200  # liveness: restarting would not help
@@ -106,7 +109,7 @@ def test_full_disk_is_not_ready_until_space_returns(tmpfs: Path, clock: FakeCloc
         assert w.client.get("/readyz").status_code == 200
         subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=1M", "count=100"], capture_output=True)
         clock.advance(3)
-        r = w.client.get("/readyz")
+        r = w.client.get("/api/v1/readiness", headers=w.h("root"))
         print("full disk:", r.status_code, r.json)
         assert r.status_code == 503 and r.json["database_writes"].startswith("disk full"), r.json
         filler.unlink()
@@ -131,7 +134,7 @@ def test_postgres_read_only_database_is_not_ready(pg_cluster: Any, clock: FakeCl
         pg_cluster._admin(f"ALTER DATABASE {name} SET default_transaction_read_only = on")
         db.engine.dispose()  # new sessions, as after a fail-over onto a read-only server
         clock.advance(3)
-        r = w.client.get("/readyz")
+        r = w.client.get("/api/v1/readiness", headers=w.h("root"))
         print("postgres read-only:", r.status_code, r.json)
         assert r.status_code == 503 and "read-only" in r.json["database_writes"], r.json
         assert w.lane().status_code >= 500  # the writes really fail

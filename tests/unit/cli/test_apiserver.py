@@ -4,6 +4,7 @@ lets in-flight requests finish."""
 
 from __future__ import annotations
 
+import io
 import socket
 import ssl
 import threading
@@ -16,8 +17,10 @@ import pytest
 import requests
 
 from viplanes import pki
-from viplanes.cli.apiserver import ApiServer, ServerLimits, create_api_server
+from viplanes.cli.apiserver import ApiServer, ServerLimits, create_api_server, read_at_most
 from viplanes.cli.https import server_context
+
+LIMIT = 256 * 1024
 
 
 def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
@@ -142,3 +145,51 @@ def test_a_chunked_body_reaches_flask_with_its_length() -> None:
     finally:
         server.stop()
         thread.join(10)
+
+
+@pytest.mark.parametrize(("body", "status"), [(LIMIT - 1, 200), (LIMIT, 200), (LIMIT + 1, 413)])
+def test_a_chunked_body_is_counted_against_the_limit_not_its_framing(body: int, status: int) -> None:
+    """The body's own bytes are counted (``read_at_most``), not cheroot's count of the wire, which
+    includes every chunk-size line: 64 chunks of 4 KiB carry 384 bytes of framing, and a body just
+    under the limit was refused 413."""
+    server, thread = serving(ServerLimits(threads=2, max_body_bytes=LIMIT))
+
+    def chunks() -> Iterator[bytes]:
+        left = body
+        while left:
+            yield b"a" * min(4096, left)
+            left -= min(4096, left)
+
+    try:
+        r = requests.post(f"http://127.0.0.1:{server.port}/", data=chunks(), timeout=10)
+        assert r.status_code == status, r.text[:200]
+        if status == 413:
+            assert r.headers["Content-Type"] == "application/json" and r.json()["error"] == "too_large"
+            assert str(LIMIT) in r.json()["message"]
+    finally:
+        server.stop()
+        thread.join(10)
+
+
+def test_a_length_over_the_limit_is_413_in_json(server: ApiServer) -> None:
+    limit = ServerLimits().max_body_bytes
+    r = requests.post(f"http://127.0.0.1:{server.port}/", data=b"x" * (limit + 1), timeout=10)
+    assert r.status_code == 413 and r.json() == {
+        "error": "too_large",
+        "message": f"the request body is over {limit} bytes",
+    }
+
+
+def test_read_at_most_stops_one_byte_past_the_limit() -> None:
+    class Counting(io.BytesIO):
+        asked = 0
+
+        def read(self, size: int | None = -1) -> bytes:
+            data = super().read(size)
+            self.asked += len(data)
+            return data
+
+    assert read_at_most(io.BytesIO(b"x" * 10), 10) == b"x" * 10
+    assert read_at_most(io.BytesIO(b""), 10) == b""
+    big = Counting(b"x" * 1000)
+    assert read_at_most(big, 10, piece=3) is None and big.asked == 11

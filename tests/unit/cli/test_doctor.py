@@ -7,6 +7,7 @@ import datetime as dt
 import json
 import os
 import shutil
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -184,3 +185,29 @@ def test_links_down_or_unverified_are_named(topo: Topology) -> None:
     assert found["link s1:3-s2:1"].status == OK
     down = found["link s2:3-s3:3"]
     assert down.status == FAIL and down.detail == "down: port s3:3 down"
+
+
+def test_doctor_reads_switch_names_with_an_operator_token_only(world: Any, topo: Topology) -> None:
+    """/readyz names nothing to anyone (api/health.py): doctor reads the whole report with an
+    operator's token, and without one says what is missing instead of blaming the switches."""
+    from viplanes.cli.apiserver import ServerLimits, create_api_server
+    from viplanes.cli.doctor_checks import TOKEN_FIX, fetch_readiness
+
+    server = create_api_server(world.app, "127.0.0.1", 0, None, ServerLimits(threads=2))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.port}"
+    try:
+        world.dataplane.away = ["switch s1 (dpid 1)"]
+        report, source, _ = fetch_readiness(url, None, token=world.tokens["root"])
+        assert report is not None and source == f"{url}/api/v1/readiness"
+        assert by_check(check_switches(topo, report, source))["switch s1"].status == FAIL
+        report, source, fix = fetch_readiness(url, None)
+        assert report is None and fix == TOKEN_FIX and "switches ready" in source, source
+        (only,) = check_switches(topo, report, source, fix=fix)
+        assert only.status == FAIL and "--token" in only.fix
+        _, source, fix = fetch_readiness(url, None, token=world.tokens["alice"])  # a researcher's
+        assert "refused the token (403)" in source and fix == TOKEN_FIX
+    finally:
+        server.stop()
+        thread.join(10)

@@ -19,12 +19,18 @@ def test_request_while_switches_are_away_is_503_with_retry_after_and_no_row(worl
     assert r.status_code == 503 and r.json["error"] == "switches_not_ready", r.json
     assert r.headers["Retry-After"] == "2" and r.json["details"]["switches"] == ["switch s1 (dpid 1)"]
     assert world.client.get("/api/v1/lanes", headers=world.h("alice")).json == []
-    ready = world.client.get("/readyz")
+    ready = world.client.get("/api/v1/readiness", headers=world.h("root"))
     assert ready.status_code == 503 and ready.headers["Retry-After"] == "2"
     assert ready.json["ready"] is False and ready.json["switches"][0]["connected"] is False
+    assert world.client.get("/readyz").status_code == 503
     assert world.client.get("/healthz").status_code == 200  # liveness is not readiness
     world.dataplane.away = []
-    assert world.client.get("/readyz").json == {"status": "ready", "database": "ok", "ready": True, "switches": []}
+    assert world.client.get("/api/v1/readiness", headers=world.h("root")).json == {
+        "status": "ready",
+        "database": "ok",
+        "ready": True,
+        "switches": [],
+    }
     assert world.lane().status_code == 201
 
 
