@@ -47,6 +47,9 @@ def all_slave(bridges: list[str], target: str) -> bool:
 
 
 def measure(kills: int, soak_minutes: float = 0.0) -> dict[str, float]:
+    # the four bridges are not cabled to each other: with cabling probes on, every link stayed
+    # unverified and the master re-routed the first lanes' flows away (as bench.harness.server)
+    os.environ.setdefault("VIPLANES_LINK_PROBE_S", "0")
     work = Path(tempfile.mkdtemp(prefix="viplanes-failover-"))
     prefix = f"vlfo{os.getpid() % 100000}"
     bridges = [f"{prefix}-s{n}" for n in (1, 2, 3, 4)]
