@@ -32,7 +32,6 @@ from bench.harness.report import Result, Target
 from tests.support.procs import free_port, lab_security_args, wait_for, wait_healthy
 from tests.support.scaleout_kit import (
     Proc,
-    controller_roles,
     lane_flows,
     lease_holder_pid,
     request_active,
@@ -42,8 +41,17 @@ from tests.support.serve import bootstrap, setup_researcher
 
 
 def all_slave(bridges: list[str], target: str) -> bool:
-    """Whether every bridge sees the controller at ``target`` as SLAVE (a restarted standby)."""
-    return all(controller_roles(b).get(target) == "slave" for b in bridges)
+    """Whether every bridge is connected to the controller at ``target`` and sees it as SLAVE (a
+    restarted standby). Per bridge: ``controller_roles`` lists every bridge's rows keyed by
+    target, so one bridge's row stood for all and a switch not yet connected to the standby
+    went unseen (a 7.9 s kill: that switch reached the new master 4.4 s after it took the lease)."""
+    for br in bridges:
+        rows = vsctl("get", "bridge", br, "controller").strip("[]\n").replace(",", "").split()
+        out = vsctl("--columns=target,role,is_connected", "--format=csv", "--no-headings", "list", "controller", *rows)
+        seen = [[part.strip('"') for part in line.split(",")] for line in out.splitlines()]
+        if not any(row == [target, "slave", "true"] for row in seen):
+            return False
+    return True
 
 
 def measure(kills: int, soak_minutes: float = 0.0) -> dict[str, float]:
