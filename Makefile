@@ -2,6 +2,8 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
+# make bench: the failover soak's minutes (false takeovers, lanes lost); SOAK_MINUTES=0 skips it
+SOAK_MINUTES ?= 30
 export PATH := $(CURDIR)/tools/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 
 # Before the tests, `make test` runs the static checks: scripts/lint (ruff: lint and format check
@@ -40,7 +42,7 @@ paper: setup
 	scripts/paper-run
 
 bench: setup
-	$(PY) -m bench.run_all
+	$(PY) -m bench.run_all --soak-minutes $(SOAK_MINUTES)
 
 clean:
 	rm -rf build *.egg-info .pytest_cache

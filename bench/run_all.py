@@ -83,6 +83,12 @@ def main(argv: list[str] | None = None) -> int:
         help="churn against serve (embedded), api+controller on PostgreSQL (split), or both",
     )
     ap.add_argument(
+        "--soak-minutes",
+        type=float,
+        default=None,
+        help="failover: then both controllers up this long, counting false takeovers and lanes lost",
+    )
+    ap.add_argument(
         "--profile", action="store_true", help="sample the serve process with py-spy during churn (pip install py-spy)"
     )
     args = ap.parse_args(argv)
@@ -96,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         "profile": args.profile,
         "db": args.db,
         "deployment": args.deployment,
+        "soak_minutes": args.soak_minutes,
     }
     results: list[Result] = []
     for name in args.only or list(BENCHMARKS):

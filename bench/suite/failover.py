@@ -8,6 +8,10 @@ active, then restarts the killed controller on its address as the new standby. T
 flows are checked after every round: same flows, durations never reset (no delete, no re-add).
 
     sudo .venv/bin/python -m bench.suite.failover --kills 10
+    sudo .venv/bin/python -m bench.suite.failover --kills 20 --soak-minutes 30   # + the soak
+
+``--soak-minutes``: after the kills, both controllers stay up that long while lanes come and go,
+counting false takeovers and lanes lost (``bench/suite/failover_soak.py``).
 """
 
 from __future__ import annotations
@@ -21,13 +25,13 @@ import tempfile
 import time
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from bench.harness.pg import throwaway_postgres
 from bench.harness.report import Result, Target
 from tests.support.procs import free_port, lab_security_args, wait_for, wait_healthy
 from tests.support.scaleout_kit import (
     Proc,
-    controller_roles,
     lane_flows,
     lease_holder_pid,
     request_active,
@@ -37,11 +41,23 @@ from tests.support.serve import bootstrap, setup_researcher
 
 
 def all_slave(bridges: list[str], target: str) -> bool:
-    """Whether every bridge sees the controller at ``target`` as SLAVE (a restarted standby)."""
-    return all(controller_roles(b).get(target) == "slave" for b in bridges)
+    """Whether every bridge is connected to the controller at ``target`` and sees it as SLAVE (a
+    restarted standby). Per bridge: ``controller_roles`` lists every bridge's rows keyed by
+    target, so one bridge's row stood for all and a switch not yet connected to the standby
+    went unseen (a 7.9 s kill: that switch reached the new master 4.4 s after it took the lease)."""
+    for br in bridges:
+        rows = vsctl("get", "bridge", br, "controller").strip("[]\n").replace(",", "").split()
+        out = vsctl("--columns=target,role,is_connected", "--format=csv", "--no-headings", "list", "controller", *rows)
+        seen = [[part.strip('"') for part in line.split(",")] for line in out.splitlines()]
+        if not any(row == [target, "slave", "true"] for row in seen):
+            return False
+    return True
 
 
-def measure(kills: int) -> dict[str, float]:
+def measure(kills: int, soak_minutes: float = 0.0) -> dict[str, float]:
+    # the four bridges are not cabled to each other: with cabling probes on, every link stayed
+    # unverified and the master re-routed the first lanes' flows away (as bench.harness.server)
+    os.environ.setdefault("VIPLANES_LINK_PROBE_S", "0")
     work = Path(tempfile.mkdtemp(prefix="viplanes-failover-"))
     prefix = f"vlfo{os.getpid() % 100000}"
     bridges = [f"{prefix}-s{n}" for n in (1, 2, 3, 4)]
@@ -109,7 +125,13 @@ def measure(kills: int) -> dict[str, float]:
                 min(lane_flows(bridges[0], ln["id"]).values()) > min(before[ln["id"]].values()) for ln in first
             )
             times.sort()
+            soaked: dict[str, Any] = {}
+            if soak_minutes > 0:
+                from bench.suite.failover_soak import soak
+
+                soaked = soak(db, url, h, bridges[0], soak_minutes, [p.log for p in procs if p.name.startswith("ctl-")])
             return {
+                **soaked,
                 "kills": kills,
                 "p50_s": statistics.median(times),
                 "p99_s": times[min(len(times) - 1, int(round(0.99 * (len(times) - 1))))],
@@ -125,13 +147,16 @@ def measure(kills: int) -> dict[str, float]:
                 p.stop()
 
 
-def run(quick: bool = False, **_options: object) -> Result:
-    """For ``make bench`` (bench.run_all): 20 kills, 5 with --quick."""
-    m = measure(5 if quick else 20)
+def run(quick: bool = False, soak_minutes: float | None = None, **_options: object) -> Result:
+    """For ``make bench`` (bench.run_all): 20 kills, 5 with --quick; the soak when asked."""
+    m = measure(5 if quick else 20, soak_minutes or 0.0)
     result = Result("failover")
     result.add("kill -9 -> lane active, p50", m["p50_s"], "s")
-    result.add("kill -9 -> lane active, p99", m["p99_s"], "s", Target("<=", 3.0))
+    result.add("kill -9 -> lane active, p99", m["p99_s"], "s", Target("<=", 2.0))
     result.add("lane flows touched", 0.0 if m["flows_untouched"] else 1.0, "", Target("<=", 0.0))
+    if soak_minutes:
+        result.add(f"soak {soak_minutes:g} min: false takeovers", m["false_takeovers"], "", Target("<=", 0.0))
+        result.add(f"soak {soak_minutes:g} min: lanes lost", m["lanes_lost"], "", Target("<=", 0.0))
     result.details.update(m)
     return result
 
@@ -139,7 +164,9 @@ def run(quick: bool = False, **_options: object) -> Result:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kills", type=int, default=10)
-    result = measure(ap.parse_args().kills)
+    ap.add_argument("--soak-minutes", type=float, default=0.0, help="then both controllers up this long (0: none)")
+    args = ap.parse_args()
+    result = measure(args.kills, args.soak_minutes)
     print(" ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in result.items()))
 
 

@@ -30,13 +30,14 @@ from viplanes.domain.values import FlowWatch
 
 PRIORITY_SWEEP = PRIORITY_TABLE_MISS + 1  # a watch of any source port (FlowWatch.src_port None)
 PRIORITY_WATCH = PRIORITY_SWEEP + 1
+PRIORITY_UNMARK = PRIORITY_WATCH + 1  # over a marking watch: its connection passes unmarked
 WATCH_TAG = 0x5657 << 48
 WATCH_MASK = 0xFFFF << 48
 EXACT = 2**64 - 1
 WATCH_HARD_TIMEOUT_S = 3  # the safety net: gone by itself if the delete never comes
 DSCP_MAX = 63
 
-assert PRIORITY_TABLE_MISS < PRIORITY_SWEEP < PRIORITY_WATCH < PRIORITY_BYPASS_DROP  # below every band of ours
+assert PRIORITY_TABLE_MISS < PRIORITY_SWEEP < PRIORITY_WATCH < PRIORITY_UNMARK < PRIORITY_BYPASS_DROP  # below ours
 
 
 def watch_cookie(token: int) -> int:
@@ -86,6 +87,27 @@ def compile_watch(w: FlowWatch, cookie: int, hard_timeout: int = WATCH_HARD_TIME
         buffer_id=ofp.OFP_NO_BUFFER,
         match=exact_match(watch_match(w)),
         instructions=[parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, watch_actions(w))],
+    )
+
+
+def compile_unmark(w: FlowWatch, cookie: int, hard_timeout: int = WATCH_HARD_TIMEOUT_S) -> Any:
+    """Over the marking watch ``w``, the same match and NORMAL without the rewrite: nothing more
+    is marked, and the marking watch's counter stops where it is, so it can be read complete
+    once the packets it marked have come out at the border (``watching.py``'s drain)."""
+    if w.mark is None:
+        raise ValueError("only a marking watch is unmarked")
+    return parser.OFPFlowMod(
+        None,
+        table_id=0,
+        cookie=cookie,
+        command=ofp.OFPFC_ADD,
+        priority=PRIORITY_UNMARK,
+        idle_timeout=0,
+        hard_timeout=hard_timeout,
+        flags=0,
+        buffer_id=ofp.OFP_NO_BUFFER,
+        match=exact_match(watch_match(w)),
+        instructions=[parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [parser.OFPActionOutput(ofp.OFPP_NORMAL)])],
     )
 
 

@@ -31,7 +31,7 @@ ALIVE_CACHE_S = 0.25  # how long the API trusts "a controller holds the lease" w
 # ``installing``, so a request in that gap is accepted and waits (``activate``) instead of a 503.
 # A graceful stop of the master gave clients 2.4-6.8 s of 503 without it (issue 28); a crash gave
 # none only because its lease ran on for 2 s. Past the grace, no controller: 503 as before.
-HANDOVER_GRACE_S = 2.5  # LEASE_S + RENEW_S of viplanes.cluster.leader
+HANDOVER_GRACE_S = 2.5  # >= LEASE_S + RENEW_S of viplanes.cluster.leader (1.8 s), room for a slow standby
 
 
 class RemoteDataplane(DataplaneDefaults):

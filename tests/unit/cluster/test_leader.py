@@ -75,3 +75,29 @@ def test_a_deposed_node_holding_the_lease_claims_the_switches_again(lease_db) ->
     plane.is_master = False
     plane.on_deposed(1)  # a switch refused generation 1 (RoleController._step_down)
     assert node.lease.round() and roles == [(True, 1), (True, 2)] and plane.is_master
+
+
+def test_a_standby_sleeps_until_the_expiry_when_it_comes_before_its_period() -> None:
+    from viplanes.cluster.leader import EXPIRY_MARGIN_S, standby_wait
+
+    assert standby_wait(1.2, 0.3) == 0.3  # a live holder's lease: the period
+    assert standby_wait(0.1, 0.3) == pytest.approx(0.1 + EXPIRY_MARGIN_S)  # just past the expiry
+    assert standby_wait(-0.5, 0.3) == pytest.approx(EXPIRY_MARGIN_S)  # expired already: at once
+
+
+def test_a_standby_takes_a_dead_holders_lease_at_its_expiry_not_a_period_later(lease_db) -> None:
+    """Issue 44: the standby polled blind every ``renew_s``, so it took the lease up to a whole
+    period after the expiry (lease 0.6 s, period 0.4 s: at 0.8 s). It aims at the expiry now."""
+    dead = LeaderLease(lease_db, "ctl-dead", lease_s=0.6, renew_s=0.4)
+    assert dead.try_acquire() == 1
+    renewed = time.monotonic()  # its last renewal: the holder dies here (never renews again)
+    standby = LeaderLease(lease_db, "ctl-standby", lease_s=0.6, renew_s=0.4)
+    standby.start()
+    try:
+        deadline = time.monotonic() + 3
+        while not standby.is_leader and time.monotonic() < deadline:
+            time.sleep(0.005)
+        took = time.monotonic() - renewed
+    finally:
+        standby.stop()
+    assert standby.epoch == 2 and 0.6 <= took < 0.75, took

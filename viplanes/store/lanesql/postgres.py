@@ -120,7 +120,7 @@ WITH v AS (
 ), woken AS (
     SELECT pg_notify(:channel, string_agg(id || '=' || state
                                           || CASE WHEN state = {_ACTIVE} THEN :at ELSE '' END, ','))
-    FROM moved HAVING count(*) > 0
+    FROM moved WHERE :channel <> '' HAVING count(*) > 0
 )
 SELECT id, state, (SELECT count(*) FROM woken) AS woken FROM moved
 """)
@@ -130,8 +130,8 @@ RECORD_MAX = 150  # lanes per statement: the NOTIFY payload (~35 bytes a lane) s
 def record_in_one(
     conn: Connection, outcomes: list[tuple[int, dict[str, object], str, str]], now: float, channel: str
 ) -> dict[int, str]:
-    """Record a round's outcomes, audit them and NOTIFY ``channel`` at once (autocommit: its own
-    transaction). ``outcomes``: (lane id, the columns to set, audit decision, audit reason), at
+    """Record a round's outcomes, audit them and NOTIFY ``channel`` (none when empty: ``serve``'s
+    one lane, whose data plane is in-process) at once (autocommit: its own transaction). ``outcomes``: (lane id, the columns to set, audit decision, audit reason), at
     most ``RECORD_MAX``. Returns lane id -> new state for the rows that moved (still installing
     when they did not: ended meanwhile)."""
 

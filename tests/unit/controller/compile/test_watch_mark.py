@@ -164,3 +164,60 @@ def test_the_watches_refuse_a_nonce_that_is_no_mark(topo: Topology) -> None:
         with pytest.raises(ValueError):
             watches_for(topo, s, NatMapping(NAT_BOX, A_NAT_PORT), nonce=bad)
     assert watches_for(topo, s, NatMapping(NAT_BOX, A_NAT_PORT), nonce=NONCE) == [PRE, POST_A, SWEEP]
+
+
+class Firewall:
+    """The campus path behind a rate cap: of what the desktop sends while the watch counts, only
+    ``passes`` packets reach the NAT box; the rest wait in the firewall's queue (with the DSCP
+    they were marked with) and come out at the next wait. B uploads alongside, pre-marked with
+    ``b_dscp`` (a forger's guess of the nonce, or 0)."""
+
+    def __init__(self, net: Network, topo: Topology, passes: int, b_dscp: int = 0) -> None:
+        self.net, self.topo, self.passes, self.b_dscp = net, topo, passes, b_dscp
+        self.queued: list[int] = []
+        self.waits: list[float] = []
+
+    def wait(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        for _ in range(40 if len(self.waits) == 1 else 0):
+            (a,) = self.net.send_from_host("desktop", from_desktop(self.topo))
+            self.queued.append(a.packet.get("ip_dscp", 0))
+            inject_from_nat(self.net, self.topo, from_nat(self.topo, B_NAT_PORT, self.b_dscp))
+        out, self.queued = (
+            (self.queued[: self.passes], self.queued[self.passes :])
+            if len(self.waits) == 1
+            else (
+                self.queued,
+                [],
+            )
+        )
+        for dscp in out:
+            inject_from_nat(self.net, self.topo, from_nat(self.topo, A_NAT_PORT, dscp))
+
+
+def queued_watch(topo: Topology, watches: list[FlowWatch], passes: int, b_dscp: int = 0) -> tuple[Any, Firewall, Wire]:
+    net = Network(topo)
+    net.install(compile_base(topo))
+    firewall, wire, tokens = Firewall(net, topo, passes, b_dscp), Wire(net), iter(range(10, 20))
+    return watch_counts(wire, topo, watches, 0.8, lambda: next(tokens), sleep=firewall.wait), firewall, wire
+
+
+def test_marked_packets_queued_behind_the_firewall_are_waited_for(topo: Topology) -> None:
+    """Issue 44: 768 marked, 486 out when read together. The border's count falls short, so an
+    unmarking flow stops the mark and the counts are read again once the queue came out: the
+    true mapping is confirmed (read at once it was ``nat_unconfirmed``), nothing left behind."""
+    counts, firewall, wire = queued_watch(topo, [PRE, POST_A, SWEEP], passes=20)
+    assert counts == [40, 40, 0] and confirmed(counts[0], counts[1], strays=counts[2]), counts
+    assert firewall.waits == [0.8, 0.2]  # one drain step: the queue was out at the first re-read
+    assert not [f for t in wire.net.tables.values() for f in t.flows if not is_app_cookie(f.cookie)]
+    unmarks = [m for _, m in wire.sent if m.command == 0 and m.priority == watch.PRIORITY_UNMARK]
+    assert len(unmarks) == 1 and not unmarks[0].instructions[0].actions[:-1]  # NORMAL, no rewrite
+
+
+def test_the_drain_still_fails_the_forger(topo: Topology) -> None:
+    """The forger of issue 32 (B's tuple proposed for A, B pre-marking its packets with the
+    nonce), with A's marked packets queued: the strays count A's packets over the drain too."""
+    counts, _, _ = queued_watch(topo, [PRE, POST_B, SWEEP], passes=20, b_dscp=NONCE)
+    assert counts is not None and counts[2] > 8 and not confirmed(counts[0], counts[1], strays=counts[2]), counts
+    counts, _, _ = queued_watch(topo, [PRE, POST_B, SWEEP], passes=20)  # B's packets unmarked
+    assert counts == [40, 0, 40] and not confirmed(counts[0], counts[1], strays=counts[2]), counts
