@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,6 @@ from viplanes.config import AppConfig
 from viplanes.dataplane.base import Dataplane
 from viplanes.domain.clock import SteadyClock
 from viplanes.lanes.build import build_lane_service
-from viplanes.lanes.manager import LaneManager
 from viplanes.lanes.resolver import Resolver
 from viplanes.store.db import Database
 from viplanes.store.ratelimit import Budgets, FailedAuthLimiter
@@ -22,24 +20,10 @@ from viplanes.topologies.capfacts import fact_rows
 from viplanes.topologies.model import Topology
 
 from . import audit, auth, automation, bodies, errors, grants, health, lanes, metrics, principals, requestid
+from .context import AppContext
 from .oidc import OidcAuth
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class AppContext:
-    """What views reach through ``current_app.extensions["viplanes"]``."""
-
-    config: AppConfig
-    db: Database
-    manager: LaneManager
-    topology: Topology
-    dataplane: Dataplane
-    clock: Callable[[], float]
-    limiter: FailedAuthLimiter
-    metrics: metrics.Metrics
-    oidc: OidcAuth | None = None  # the campus provider's tokens (issue 30), when configured
 
 
 def default_topology() -> Topology:

@@ -53,12 +53,12 @@ def worker_app(db_url: str, topology_path: str | None) -> Any:
     docs/benchmarks.md, "The API workers' startup heap"). ``gc.freeze()`` exempts them from
     later collections; reference counting still frees them."""
     from viplanes.api.app import create_app
-    from viplanes.cli.serve import _load_topology
+    from viplanes.cli.serve import load_topology_option
     from viplanes.config import AppConfig
     from viplanes.dataplane.remote import RemoteDataplane
     from viplanes.store.db import Database
 
-    topology = _load_topology(topology_path)
+    topology = load_topology_option(topology_path)
     plane = RemoteDataplane(Database(db_url, pool_size=2))
     app = create_app(AppConfig(db_url=db_url, migrate=False), dataplane=plane, topology=topology)
     gc.collect()
@@ -130,13 +130,13 @@ def api(
 
     from viplanes.authz.oidc import OidcSettings
     from viplanes.authz.oidcconsole import ConsoleOidcSettings
-    from viplanes.cli.serve import _load_topology
+    from viplanes.cli.serve import load_topology_option
     from viplanes.store.db import Database
 
     configure(log_format, log_level)  # before the fork: every worker inherits the handler
     host, port = hostport_option(listen, "--listen")
     tls = listen_tls(host, "--listen")
-    _load_topology(topology_path, "api")  # a bad file is one line here, not N worker tracebacks
+    load_topology_option(topology_path, "api")  # a bad file is one line here, not N worker tracebacks
     if topology_path is None:  # allowed only without a config file: the workers load the same, quietly
         from viplanes.cli.campusfile import bundled_campus
 

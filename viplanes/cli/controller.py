@@ -140,7 +140,7 @@ def cluster(
     """A controller of a cluster: master of every switch while it holds the lease, else standby."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from viplanes.cli.serve import _load_topology, _retention_runner
+    from viplanes.cli.serve import load_topology_option, retention_runner
     from viplanes.cluster.node import ControllerNode
     from viplanes.config import AppConfig
     from viplanes.controller.openflow.roles import RoleController
@@ -151,7 +151,7 @@ def cluster(
     configure(log_format, log_level)
     host, port = hostport_option(of_addr, "--openflow", 6653)
     metrics_at = _metrics_address(metrics_addr, metrics_tls_cert, metrics_tls_key)
-    topology = _load_topology(topology_path)
+    topology = load_topology_option(topology_path)
     security = listener_security(pki_dir, insecure_tcp, switch_cert_pins, topology)
     try:
         db = Database(db_url)
@@ -170,7 +170,7 @@ def cluster(
     manager = build_lane_service(settings, db, plane, topology, clock)
     plane.attach_source(manager.desired_lanes)
     node = ControllerNode(db, plane, manager, tick_s, automation=_automation_role(manager, topology, clock))
-    retention = _retention_runner(db)
+    retention = retention_runner(db)
     metrics = None
     try:
         if metrics_at is not None:
@@ -192,7 +192,8 @@ def cluster(
         if metrics is not None:
             metrics.stop()
         node.stop()
-        node.automation.close()
+        if node.automation is not None:
+            node.automation.close()
         db.dispose()
 
 

@@ -36,7 +36,7 @@ def config_file_in_effect() -> Path | None:
     return loaded.path if loaded is not None else None
 
 
-def _load_topology(given: str | None, table: str = "serve", for_switches: bool = True) -> Any:
+def load_topology_option(given: str | None, table: str = "serve", for_switches: bool = True) -> Any:
     """The campus this command runs (campusfile.py: a deployment names its file)."""
     from viplanes.cli.campusfile import choose_topology
     from viplanes.cli.configfile import ConfigFileError
@@ -76,7 +76,7 @@ def _make_dataplane(
 
         return MemoryDataplane()
     try:
-        from viplanes.controller.runtime.lane_runtime import EmbeddedController
+        from viplanes.controller.openflow.embedded import EmbeddedController
     except ImportError as exc:
         raise click.ClickException(
             f"the embedded controller is not available ({exc}); use --dataplane memory for an API-only server"
@@ -100,7 +100,7 @@ def _of_mode(dataplane: str, security: Any) -> str:
     return "TLS" if security.tls is not None else "INSECURE plain TCP"
 
 
-def _retention_runner(db: Any) -> Any:
+def retention_runner(db: Any) -> Any:
     """Ended lanes and audit events pruned (exported first) every hour; VIPLANES_*RETENTION*."""
     from viplanes.store.retention import RetentionConfig, RetentionError, RetentionRunner
 
@@ -209,7 +209,7 @@ def serve(
         config = AppConfig(db_url=db_url or "")
     except ValueError as exc:
         raise click.ClickException(f"settings: {exc}") from None
-    topology = _load_topology(topology_path, "serve", for_switches=dataplane == "openflow")
+    topology = load_topology_option(topology_path, "serve", for_switches=dataplane == "openflow")
     security = None
     if dataplane == "openflow":
         from viplanes.cli.openflow_options import listener_security
@@ -230,7 +230,7 @@ def serve(
     names = NameWatcher(ctx.manager)
     # lanes under group grants end when the holder's membership evidence runs out (issue 30)
     sweeper = MembershipSweeper(ctx.manager, config.oidc.membership_sweep_s) if config.oidc is not None else None
-    retention = _retention_runner(ctx.db)
+    retention = retention_runner(ctx.db)
     automation = _automation(ctx.manager, clock)
     from viplanes.auto.metrics import AutomationCollector
 

@@ -229,13 +229,13 @@ def test_a_run_with_nothing_to_prune_leaves_no_directory(seeded: Database, tmp_p
 def test_serve_refuses_a_bad_retention_setting(sqlite_url: str, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     import click
 
-    from viplanes.cli.serve import _retention_runner
+    from viplanes.cli.serve import retention_runner
 
     monkeypatch.setenv("VIPLANES_LANE_RETENTION_DAYS", value)
     d = Database(sqlite_url)
     try:
         with pytest.raises(click.ClickException, match="retention: .*VIPLANES_LANE_RETENTION_DAYS|at least 1 day"):
-            _retention_runner(d)
+            retention_runner(d)
     finally:
         d.dispose()
 
