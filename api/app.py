@@ -23,24 +23,10 @@ from viplanes.topologies.capfacts import fact_rows
 from viplanes.topologies.model import Topology
 
 from . import audit, auth, automation, bodies, errors, grants, health, lanes, metrics, principals, requestid
+from .context import AppContext
 from .oidc import OidcAuth
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class AppContext:
-    """What views reach through ``current_app.extensions["viplanes"]``."""
-
-    config: AppConfig
-    db: Database
-    manager: LaneManager
-    topology: Topology
-    dataplane: Dataplane
-    clock: Callable[[], float]
-    limiter: FailedAuthLimiter
-    metrics: metrics.Metrics
-    oidc: OidcAuth | None = None  # the campus provider's tokens (issue 30), when configured
 
 
 def default_topology() -> Topology:

@@ -11,7 +11,6 @@ from dataclasses import asdict
 from typing import Any
 
 import marshmallow as ma
-from flask import current_app
 from flask_smorest import Blueprint
 from marshmallow import fields as f
 from marshmallow import validate as v
@@ -22,6 +21,7 @@ from viplanes.errors import NotFound, VipError
 from viplanes.store import records
 
 from .auth import caller, require
+from .context import AppContext, app_context
 from .values import Strict
 
 bp = Blueprint("automation", __name__, url_prefix="/api/v1", description="Automatic lanes")
@@ -64,8 +64,8 @@ class SwitchOutSchema(ma.Schema):
     ended_lanes = f.List(f.Integer())
 
 
-def _ctx() -> Any:
-    return current_app.extensions["viplanes"]
+def _ctx() -> AppContext:
+    return app_context()
 
 
 def _end_all(who: Any, grant_id: int | None) -> list[int]:

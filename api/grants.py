@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import current_app
 from flask_smorest import Blueprint
 
 from viplanes.errors import NotFound
@@ -13,6 +12,7 @@ from viplanes.store import records as store
 from viplanes.store.memberships import fresh_groups
 
 from .auth import caller, require
+from .context import AppContext, app_context
 from .schemas import GrantCreateSchema, GrantQuerySchema, GrantRevokedSchema, GrantSchema
 from .values import to_ts
 from .views import grant_dict
@@ -20,8 +20,8 @@ from .views import grant_dict
 bp = Blueprint("grants", __name__, url_prefix="/api/v1/grants", description="Grants (pre-authorizations)")
 
 
-def _ctx() -> Any:
-    return current_app.extensions["viplanes"]
+def _ctx() -> AppContext:
+    return app_context()
 
 
 @bp.route("", methods=["POST"])

@@ -6,13 +6,14 @@ import re
 import time
 from typing import Any
 
-from flask import current_app, request
+from flask import request
 from flask_smorest import Blueprint
 
 from viplanes.errors import Invalid
 from viplanes.lanes.manager import LaneInput
 
 from .auth import caller, require
+from .context import AppContext, app_context
 from .schemas import CountersSchema, ExtendSchema, LaneQuerySchema, LaneRequestSchema, LaneSchema
 from .values import to_ts
 from .views import lane_dict
@@ -21,8 +22,8 @@ bp = Blueprint("lanes", __name__, url_prefix="/api/v1/lanes", description="VIP l
 _KEY = re.compile(r"^[\x21-\x7e]{1,128}$")
 
 
-def _ctx() -> Any:
-    return current_app.extensions["viplanes"]
+def _ctx() -> AppContext:
+    return app_context()
 
 
 @bp.route("", methods=["POST"])

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import current_app
 from flask_smorest import Blueprint
 
 from viplanes.store import records as store
 
 from .auth import caller, require
+from .context import AppContext, app_context
 from .schemas import (
     PrincipalCreateSchema,
     PrincipalDisabledSchema,
@@ -23,8 +23,8 @@ from .views import principal_dict
 bp = Blueprint("principals", __name__, url_prefix="/api/v1", description="Principals and tokens")
 
 
-def _ctx() -> Any:
-    return current_app.extensions["viplanes"]
+def _ctx() -> AppContext:
+    return app_context()
 
 
 def _name(name: str) -> str:

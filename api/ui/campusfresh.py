@@ -162,6 +162,7 @@ def _keep_fresh() -> ResponseReturnValue | None:
             log.warning("campus session of %s not renewed: %s", session.caller.name, exc.message)
             return None
         return _ended(exc.code, exc.message)
+    assert c.oidc is not None  # a campus session exists only with the provider configured
     c.oidc.renew_groups(c.db, claims, now)  # a group gone ends its lanes here and now
     try:
         ident = identity_of(claims, campus.oidc)

@@ -17,6 +17,7 @@ from werkzeug.exceptions import HTTPException
 from viplanes.authz.tokens import Caller, may
 from viplanes.errors import Forbidden, VipError
 
+from ..context import AppContext, app_context
 from .forms import field_messages
 from .session import COOKIE, PRE_COOKIE, Sessions, UiSession, same_secret
 
@@ -49,8 +50,8 @@ def ui_state() -> UiState:
     return current_app.extensions["viplanes_ui"]
 
 
-def ctx() -> Any:
-    return current_app.extensions["viplanes"]
+def ctx() -> AppContext:
+    return app_context()
 
 
 def caller() -> Caller:

@@ -45,7 +45,7 @@ _THREAD = re.compile(r'^Thread (?:0x[0-9A-Fa-f]+ )?\(?(\d+)\)? .*?"?([^"\n]*)"?$
 _GROUPS = (
     ("_recv_loop", "switch recv"),
     ("_echo_request_loop", "switch echo"),
-    ("_send_loop", "switch send"),
+    ("send_loop", "switch send"),
     ("check_drift", "drift"),
     ("_every", "periodic"),
     ("cheroot", "api server"),

@@ -96,10 +96,9 @@ def pure(topo: Any, seconds: float) -> dict[str, Any]:
 
 
 def through_store(topo: Any, seconds: float) -> dict[str, Any]:
-    from viplanes.dataplane.memory import MemoryDataplane
-    from viplanes.lanes.manager import LaneManager
     from viplanes.store import records as store
     from viplanes.store.db import Database
+    from viplanes.store.lanesql.core import live_counts
 
     with tempfile.TemporaryDirectory(prefix="viplanes-bench-policy-") as tmp:
         db = Database(f"sqlite:///{Path(tmp) / 'policy.db'}")
@@ -128,7 +127,6 @@ def through_store(topo: Any, seconds: float) -> dict[str, Any]:
                         now,
                     )
         fill_s = time.perf_counter() - t0
-        manager = LaneManager(db, MemoryDataplane(), topo)
 
         def one(i: int) -> None:
             j = i % GRANTS
@@ -136,7 +134,7 @@ def through_store(topo: Any, seconds: float) -> dict[str, Any]:
             req = request_for(j, time.time())
             with db.read() as s:
                 grants = store.lock_usable_grants(s, pid, req.starts_at, for_update=False)
-                counts = manager._live_counts(s, [g.id for g in grants], req.starts_at, req.expires_at)
+                counts = live_counts(s.connection(), [g.id for g in grants], req.starts_at, req.expires_at)
                 d = decide(req, [store.rule_of(g) for g in grants], topo, req.starts_at, counts)
             assert d.allowed, d
 

@@ -26,6 +26,8 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller.openflow.embedded import EmbeddedController
 from viplanes.controller.runtime import ctlimits
+from viplanes.controller.runtime.lanestats import read_all_lane_counters
+from viplanes.domain.values import LaneCounters
 
 LOG = logging.getLogger("viplanes.controller.openflow.roles")
 ROLE_WAIT_S = 2.0
@@ -53,6 +55,10 @@ class RoleController(EmbeddedController):
         self.epoch = 0
         self.on_deposed = on_deposed
         self._role_lock = threading.Lock()
+
+    def all_lane_counters(self) -> dict[int, LaneCounters]:
+        """Every carried lane's counters, for the cluster's status reporter (``cluster/reports.py``)."""
+        return read_all_lane_counters(self)
 
     def openflow_role(self) -> str:
         """MASTER while the lease is ours and no switch deposed us, else SLAVE (``set_role``)."""

@@ -12,7 +12,7 @@ os-ken 4.2's own listener has two problems we cannot live with:
 ``ofhandler.GuardedOFPHandler`` replaces os-ken's ``OFPHandler`` and starts the listener
 (``oflistener.OpenFlowServer``: accept loop, TLS handshake, connection caps); this module is one
 admitted connection (``GuardedDatapath``: screening, guard, reading, echo, shutdown; its
-batched writes are ``ofwrite.BatchWriter``).
+batched writes go through its ``writer``, a ``write.BatchWriter``).
 
 Switches authenticate (``ListenerSecurity``): TLS with a campus-CA client certificate
 (``oftls``), then ``admission`` decides after the features reply whether that certificate may
@@ -31,7 +31,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from os_ken.base import app_manager  # noqa: F401 - first: os_ken.controller.controller needs it
@@ -72,9 +72,9 @@ _PRE_AUTH = {
 FlowStatsHook = Callable[[int, int, list, bool], None]
 
 
-class GuardedDatapath(BatchWriter, Datapath):
-    """One switch connection whose reader refuses messages the guard rejects (its writes:
-    ``ofwrite.BatchWriter``)."""
+class GuardedDatapath(Datapath):
+    """One switch connection whose reader refuses messages the guard rejects (its writes go
+    through its ``writer``, a ``write.BatchWriter``)."""
 
     max_unreplied_echo_requests: int  # os-ken's Datapath sets it from its config (0: never)
 
@@ -92,7 +92,7 @@ class GuardedDatapath(BatchWriter, Datapath):
         self._stopping = threading.Event()
         self.echo_sweeper = echo_sweeper  # the listener's; None: no echo checks (tests)
         self.flow_stats_hook = flow_stats_hook
-        self._write_lock = threading.Lock()  # one writer on the socket at a time (see send_msgs)
+        self.writer = BatchWriter(self, self._stopping)  # batched writes, and the send loop
         super().__init__(sock, address)
         self.rejected: str | None = None
         self.admission = admission
@@ -330,6 +330,16 @@ class GuardedDatapath(BatchWriter, Datapath):
         self.send_msg(request)
         self._next_echo_at = now + self.echo_request_interval
 
+    def send_msgs(self, msgs: Sequence[Any]) -> bool:
+        """A change's messages as one buffer (``BatchWriter.send_msgs``)."""
+        return self.writer.send_msgs(msgs)
+
+    def serialize_batch(self, msgs: Sequence[Any]) -> bytes:
+        return self.writer.serialize_batch(msgs)
+
+    def write_batch(self, data: bytes) -> bool:
+        return self.writer.write_batch(data)
+
     def shutdown(self) -> None:
         """Make the reader return (from any thread); the connection then closes itself."""
         self._stopping.set()
@@ -340,7 +350,7 @@ class GuardedDatapath(BatchWriter, Datapath):
 
     def serve(self) -> None:
         self._handshake_timer.start()
-        send_thread = hub.spawn(self._send_loop)
+        send_thread = hub.spawn(self.writer.send_loop)
         send_thread.name = f"{threading.current_thread().name}-send"
         self.send_msg(self.ofproto_parser.OFPHello(self))
         if self.max_unreplied_echo_requests and self.echo_sweeper is not None:

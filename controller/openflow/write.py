@@ -1,17 +1,19 @@
 """The write side of one switch connection: a change's messages leave as one buffer.
 
-A mixin of ``ofserver.GuardedDatapath`` (before os-ken's ``Datapath`` in its bases, so its
-``_send_loop`` is the one that runs). os-ken queues each message for a send thread; a lane change
-of nine messages was nine queue puts and nine GIL hand-offs. Here a batch is serialised once and
-written on the caller's thread when nothing is queued ahead of it, else queued as one buffer.
-``_write_lock`` keeps the two writers (caller, send thread) from interleaving on the socket.
+A collaborator of ``server.GuardedDatapath``, which holds one (``writer``) and runs its
+``send_loop`` as the connection's send thread. os-ken queues each message for a send thread; a
+lane change of nine messages was nine queue puts and nine GIL hand-offs. Here a batch is
+serialised once and written on the caller's thread when nothing is queued ahead of it, else
+queued as one buffer. ``lock`` keeps the two writers (caller, send thread) from interleaving on
+the socket.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from os_ken.controller.handler import DEAD_DISPATCHER
 from os_ken.lib import hub
@@ -19,25 +21,33 @@ from os_ken.lib import hub
 LOG = logging.getLogger("viplanes.controller.openflow.server")
 
 
-class BatchWriter:
-    """``send_msgs``/``serialize_batch``/``write_batch`` and the send loop they share a lock with.
+class WriterConnection(Protocol):
+    """What the writer uses of its connection (os-ken's ``Datapath`` as ``GuardedDatapath``
+    extends it): its send queue and semaphore, socket, dispatcher state, and close calls."""
 
-    Uses the connection's ``send_q``, ``_send_q_sem``, ``socket``, ``send`` and ``_close_write``
-    (os-ken's ``Datapath``), and ``_write_lock``, ``_stopping`` and ``shutdown`` (the datapath's)."""
-
-    # os-ken's Datapath and GuardedDatapath provide these
-    send_q: Any
+    send_q: Any  # None once the connection closes
     _send_q_sem: Any
     socket: Any
     state: Any
     address: Any
     id: Any
-    _write_lock: Any
-    _stopping: Any
-    set_xid: Any
-    send: Any
-    shutdown: Any
-    _close_write: Any
+
+    def set_xid(self, msg: Any) -> int: ...
+
+    def send(self, buf: bytes, close_socket: bool = False) -> bool: ...
+
+    def shutdown(self) -> None: ...
+
+    def _close_write(self) -> None: ...
+
+
+class BatchWriter:
+    """``send_msgs``/``serialize_batch``/``write_batch`` and the send loop they share a lock with."""
+
+    def __init__(self, conn: WriterConnection, stopping: threading.Event) -> None:
+        self.conn = conn
+        self.stopping = stopping  # set when the connection is closing: no direct write then
+        self.lock = threading.Lock()  # one writer on the socket at a time
 
     def send_msgs(self, msgs: Sequence[Any]) -> bool:
         """Serialise ``msgs`` in order and queue them as one buffer; False when the connection is
@@ -55,9 +65,9 @@ class BatchWriter:
         in between two switches' serialisations."""
         chunks = []
         for msg in msgs:
-            msg.datapath = self
+            msg.datapath = self.conn
             if msg.xid is None:
-                self.set_xid(msg)
+                self.conn.set_xid(msg)
             msg.serialize()
             chunks.append(msg.buf)
         return b"".join(chunks)
@@ -67,46 +77,48 @@ class BatchWriter:
         nothing can be overtaken): the switch starts on it at once, without a hand-off to the
         send thread. Otherwise it queues behind what is there, as ``send`` does. False when the
         connection is closing."""
-        queue = self.send_q
-        if queue is not None and self._write_lock.acquire(blocking=False):
+        conn = self.conn
+        queue = conn.send_q
+        if queue is not None and self.lock.acquire(blocking=False):
             try:
                 # unfinished_tasks: buffers queued and not yet written (the send loop marks each
                 # done after writing it, under the same lock)
-                if queue.unfinished_tasks == 0 and self.send_q is queue and not self._stopping.is_set():
+                if queue.unfinished_tasks == 0 and conn.send_q is queue and not self.stopping.is_set():
                     try:
-                        self.socket.sendall(data)
+                        conn.socket.sendall(data)
                         return True
                     except OSError:  # timed out or broken mid-batch: the stream is unusable
                         LOG.warning(
-                            "closing OpenFlow connection from %s (dpid=%s): write failed", self.address, self.id
+                            "closing OpenFlow connection from %s (dpid=%s): write failed", conn.address, conn.id
                         )
-                        self.shutdown()
+                        conn.shutdown()
                         return False
             finally:
-                self._write_lock.release()
-        return bool(self.send(data))
+                self.lock.release()
+        return bool(conn.send(data))
 
-    def _send_loop(self) -> None:
-        """os-ken's send loop, each buffer written under ``_write_lock`` and then marked done."""
-        queue = self.send_q
+    def send_loop(self) -> None:
+        """os-ken's send loop, each buffer written under ``lock`` and then marked done."""
+        conn = self.conn
+        queue = conn.send_q
         try:
-            while self.state != DEAD_DISPATCHER and queue is not None:
+            while conn.state != DEAD_DISPATCHER and queue is not None:
                 buf, close_socket = queue.get()
-                self._send_q_sem.release()
+                conn._send_q_sem.release()
                 try:
-                    with self._write_lock:
-                        self.socket.sendall(buf)
+                    with self.lock:
+                        conn.socket.sendall(buf)
                 finally:
                     queue.task_done()
                 if close_socket:
                     break
         except OSError as exc:  # socket.timeout included
-            LOG.debug("send to switch at %s failed: %s", self.address, exc)
+            LOG.debug("send to switch at %s failed: %s", conn.address, exc)
         finally:
-            self.send_q = None  # no new references; then release every waiting sender
+            conn.send_q = None  # no new references; then release every waiting sender
             try:
                 while queue is not None and queue.get(block=False):
-                    self._send_q_sem.release()
+                    conn._send_q_sem.release()
             except hub.QueueEmpty:
                 pass
-            self._close_write()
+            conn._close_write()

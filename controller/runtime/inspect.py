@@ -8,48 +8,13 @@ differ from the database). Uses only LaneRuntime's public surface (``connected``
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass, field
 from typing import Any
 
 from viplanes.controller.compile import reconcile
 from viplanes.controller.compile.cookies import ALL_APP_FLOWS, EXACT_MASK, lane_cookie, lane_id_from_cookie
+from viplanes.domain.inspection import DriftReport, FlowFact, SwitchRow
 
 STATS_TIMEOUT_S = 2.0
-
-
-@dataclass(frozen=True)
-class SwitchFacts:
-    dpid: int
-    name: str
-    role: str  # the switch's place in the campus (access, core, border, ...)
-    of_role: str  # our OpenFlow controller role on it
-    connected: bool
-    app_flows: int | None  # None: not connected or no answer
-    last_reconcile: str  # "kept 4, added 0, deleted 0, refreshed 0" or "never"
-
-
-@dataclass(frozen=True)
-class FlowFact:
-    priority: int
-    match: str
-    packets: int
-    bytes: int
-    hard_timeout: int
-    age_s: int
-
-
-@dataclass
-class DriftReport:
-    """Per switch: lanes whose flows differ from what the database wants, and flows of no lane."""
-
-    lanes: dict[int, list[str]] = field(default_factory=dict)  # lane id -> ["s1: 2 missing", ...]
-    orphans: list[str] = field(default_factory=list)  # "s2: 3 flows of lane 17 (not live)"
-    base: list[str] = field(default_factory=list)  # table-miss / bypass-drop differences
-    unreadable: list[str] = field(default_factory=list)  # switches that did not answer
-
-    @property
-    def clean(self) -> bool:
-        return not (self.lanes or self.orphans or self.base or self.unreadable)
 
 
 def _field_text(name: str, value: Any) -> str:
@@ -67,7 +32,8 @@ def _match_text(match: Any) -> str:
 
 
 class ControllerInspector:
-    """Wraps a LaneRuntime (the embedded controller) for the console."""
+    """Wraps a LaneRuntime (the embedded controller) for the console: its ``switch_view``,
+    a :class:`viplanes.domain.inspection.SwitchView`."""
 
     def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
@@ -82,7 +48,7 @@ class ControllerInspector:
         known = {sw.dpid for sw in topo.switches} if topo is not None else set()
         return sorted(known | set(self.runtime.connected))
 
-    def switches(self) -> list[SwitchFacts]:
+    def switches(self) -> list[SwitchRow]:
         out = []
         for dpid in self._dpids():
             name, role = self._name(dpid)
@@ -96,7 +62,7 @@ class ControllerInspector:
                 f"refreshed {len(plan.refreshes)}, meters {len(plan.meters)}"
             )
             of_role = self.runtime.openflow_role() if up else "—"
-            out.append(SwitchFacts(dpid, name, role, of_role, up, None if flows is None else len(flows), last))
+            out.append(SwitchRow(dpid, name, role, of_role, up, None if flows is None else len(flows), last))
         return out
 
     def lane_flows(self, lane_id: int) -> dict[str, list[FlowFact] | None]:

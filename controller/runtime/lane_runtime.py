@@ -11,7 +11,7 @@ barriers, stats), ``batch.Changes`` (the one activation and removal path: one la
 one), ``resync.Resync`` (reconcile and refresh), ``drift.DriftWatch`` (the periodic flow count)
 and ``readiness.SwitchReadiness``. This class wires them together and answers the app's events.
 
-``EmbeddedController`` (``embedded.py``, importable from here) is the in-process default behind
+``EmbeddedController`` (``controller/openflow/embedded.py``) is the in-process default behind
 ``viplanes serve``: a LaneRuntime plus the os-ken apps listening on (host, port).
 
 Concurrency: a change (activation, removal) holds ``state.change`` from its compile to its last
@@ -39,6 +39,7 @@ from viplanes.controller.runtime import ctlimits
 from viplanes.controller.runtime.batch import Changes
 from viplanes.controller.runtime.carried import CarriedLanes
 from viplanes.controller.runtime.drift import DriftWatch, Range
+from viplanes.controller.runtime.inspect import ControllerInspector
 from viplanes.controller.runtime.links import LinkBook, LinkSettings, LinkView
 from viplanes.controller.runtime.pending import Tracker
 from viplanes.controller.runtime.prober import LinkProbes, is_probe
@@ -50,8 +51,9 @@ from viplanes.controller.runtime.switches import SWITCH_WAIT_S, Send, SendMany, 
 from viplanes.controller.runtime.switchfacts import FactBook, ask_features, learn_full
 from viplanes.controller.runtime.watching import watch_counts
 from viplanes.controller.runtime.wire import Tolerate, Wire, error_reason, never
-from viplanes.dataplane.base import DataplaneDefaults, DesiredLanes
+from viplanes.dataplane.base import DataplaneDefaults, DesiredLanes, PlaneCapabilities
 from viplanes.domain.clock import SteadyClock
+from viplanes.domain.inspection import SwitchView
 from viplanes.domain.switchfacts import SwitchFacts
 from viplanes.domain.values import ActivationResult, FlowWatch, LaneCounters, LaneSpec
 from viplanes.topologies.model import Topology
@@ -62,8 +64,9 @@ __all__ = ["SWITCH_WAIT_S", "LaneRuntime", "Send", "SendMany", "error_reason"]
 
 
 class LaneRuntime(DataplaneDefaults):
-    activates_in_batches = True  # ``activate_many``: one barrier per switch for a whole round
-    removes_early = True  # ``begin_deactivate`` sends the deletes before the end is committed
+    # ``activate_many``: one barrier per switch for a whole round; ``begin_deactivate`` sends the
+    # deletes before the end is committed
+    capabilities = PlaneCapabilities(batches=True, removes_early=True)
 
     def __init__(
         self,
@@ -101,6 +104,10 @@ class LaneRuntime(DataplaneDefaults):
                 self.probes = LinkProbes(
                     self.state, topology, self.reroute.set_unverified, book.settings.probe_s, book.settings.probe_misses
                 )
+
+    def switch_view(self) -> SwitchView:
+        """The console's view of these switches (``inspect.py``)."""
+        return ControllerInspector(self)
 
     # ---- the shared state, as the app, the lane service and tests name it ----------------------
     @property
@@ -388,12 +395,3 @@ class LaneRuntime(DataplaneDefaults):
             return None
         # the distinct lane addresses in use (at most the pool's size), not every lane's
         return proxyarp.lane_pool_arp_reply(self.topology, self.lanes.nat_addresses(), frame)
-
-
-def __getattr__(name: str) -> Any:
-    """``EmbeddedController`` lives in ``embedded`` (it starts os-ken); importable from here."""
-    if name == "EmbeddedController":
-        from viplanes.controller.openflow.embedded import EmbeddedController
-
-        return EmbeddedController
-    raise AttributeError(name)

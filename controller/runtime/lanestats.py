@@ -24,8 +24,11 @@ Ingress = frozenset[tuple[int, int]]  # (dpid, in_port) of a lane's ingress rule
 class StatsSource(Protocol):
     """What this module needs of a LaneRuntime."""
 
-    lanes: dict[int, LaneSpec]
-    topology: Topology | None
+    @property
+    def lanes(self) -> Mapping[int, LaneSpec]: ...
+
+    @property
+    def topology(self) -> Topology | None: ...
 
     def flow_stats(self, dpid: int, cookie: int, cookie_mask: int, timeout_s: float = 2.0) -> list[Any] | None: ...
 

@@ -11,8 +11,10 @@ from sqlalchemy import event, text
 from tests.support.clock import FakeClock
 from tests.support.world import make_world
 from viplanes.cluster.handoff import DONE_CHANNEL, parse_done
+from viplanes.dataplane.base import PlaneCapabilities
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.domain.values import ActivationResult, LaneSpec
+from viplanes.lanes.activation import OutcomeHooks
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
@@ -21,7 +23,7 @@ class BatchPlane(MemoryDataplane):
     """``activate_many`` as the controller's runtime has it; lane ``refuse`` fails for good, and
     lane ``ends`` is released by its owner while it installs."""
 
-    activates_in_batches = True
+    capabilities = PlaneCapabilities(batches=True)
 
     def __init__(self) -> None:
         super().__init__()
@@ -63,7 +65,7 @@ def test_a_round_is_recorded_audited_and_announced_in_one_statement(batch_world)
 
     plane.refuse, plane.ends, plane.end_it = refused, ended, end_it
     announced: list[dict[int, str]] = []
-    manager.done_channel, manager.announced_hook = DONE_CHANNEL, announced.append
+    manager.announce_outcomes(OutcomeHooks(done_channel=DONE_CHANNEL, announced=announced.append))
     statements: list[str] = []
     listener = psycopg2.connect(db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False))
     listener.autocommit = True
@@ -112,7 +114,7 @@ def test_a_request_inserts_audits_and_wakes_in_one_statement(batch_world):
 
     w = batch_world
     db = w.app.extensions["viplanes"].db
-    w.dataplane.wake_channel = CHANNEL  # type: ignore[attr-defined]  # the split's, as RemoteDataplane
+    w.dataplane.capabilities = PlaneCapabilities(batches=True, wake_channel=CHANNEL)  # the split's channel
     statements: list[str] = []
     listener = psycopg2.connect(db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False))
     listener.autocommit = True

@@ -9,6 +9,7 @@ import pytest
 
 from tests.support.clock import FakeClock
 from tests.support.world import make_world
+from viplanes.dataplane.base import PlaneCapabilities
 from viplanes.dataplane.memory import MemoryDataplane
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
@@ -108,7 +109,7 @@ def test_release_in_one_statement_wakes_the_controllers_at_commit(pg_world):
     listener.autocommit = True
     try:
         listener.cursor().execute(f"LISTEN {CHANNEL}")
-        w.dataplane.wake_channel = CHANNEL  # type: ignore[attr-defined]
+        w.dataplane.capabilities = PlaneCapabilities(wake_channel=CHANNEL)  # as RemoteDataplane's
         assert w.client.post(f"/api/v1/lanes/{lane_id}/release", headers=w.h("alice")).status_code == 200
         # sent at commit, but it reaches the listener's socket a moment later: wait for it
         deadline = time.monotonic() + 5

@@ -35,7 +35,7 @@ from viplanes.auto.policy import PROTOCOLS, evidence, trigger_refusal
 from viplanes.domain.sighting import IPAddress, Sighting, SightingKind, SightingState
 from viplanes.domain.values import NatMapping
 from viplanes.errors import VipError
-from viplanes.lanes.manager import LaneManager
+from viplanes.lanes.desk import LaneDesk
 from viplanes.lanes.requests import LaneTrigger
 from viplanes.lanes.targets import LaneInput
 
@@ -57,7 +57,7 @@ class Acceptor:
 
     def __init__(
         self,
-        manager: LaneManager,
+        lanes: LaneDesk,
         queue_size: int = 256,
         refresh_s: float = 1.0,
         firefly_rate: float = 5.0,
@@ -69,7 +69,10 @@ class Acceptor:
         nat_hold_s: float = HOLD_S,
         nat_hold_max: int = MAX_HELD,
     ) -> None:
-        self.manager = manager
+        ctx = lanes.context  # read once: the acceptor keeps only what it uses
+        self._lanes = lanes
+        self._db, self._topology, self._lane_clock = ctx.db, ctx.topology, ctx.clock
+        self._plane = ctx.dataplane  # its watch flows confirm a NAT mapping
         self.counts: Counter[str] = Counter()
         self.latencies_s: list[float] = []  # sighting observed -> lane answered, last 1000
         self._queue: FairQueue[Sighting] = FairQueue(queue_size)  # per grant, per source prefix
@@ -82,9 +85,9 @@ class Acceptor:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         # sources whose running flows a lane would cut (default: the topology's NAT'd hosts)
-        self._translated = translated_sources(manager.topology) if nat_sources is None else nat_sources
+        self._translated = translated_sources(ctx.topology) if nat_sources is None else nat_sources
         # the post-NAT flows the border sampled (bounded), to pair a translated source's flow with
-        self._pairing = NatPairing(nat_outside_addresses(manager.topology))
+        self._pairing = NatPairing(nat_outside_addresses(ctx.topology))
         # pre-NAT sightings waiting (bounded) for their post-NAT pair; the pairing and the holds
         # are shared by the detector's thread (``note``, ``release``) and the worker's (``pair``)
         self._held = HeldSightings(nat_hold_s, nat_hold_max)
@@ -189,8 +192,8 @@ class Acceptor:
 
     def refresh(self) -> None:
         """Rebuild the grant index from the database (every ``refresh_s`` on the worker)."""
-        now = self.manager.clock()
-        with self.manager.db.read() as s:
+        now = self._lane_clock()
+        with self._db.read() as s:
             self._index = GrantIndex(store.auto_grants(s, now))
         self._refreshed = self._clock()
 
@@ -231,8 +234,8 @@ class Acceptor:
 
     def handle(self, s: Sighting) -> int | None:
         """Decide one sighting (the worker; tests call it directly). The lane's id, or None."""
-        now = self.manager.clock()
-        with self.manager.db.read() as sess:
+        now = self._lane_clock()
+        with self._db.read() as sess:
             if not store.automation_on(sess):
                 self.counts["automation_off"] += 1
                 return None
@@ -248,7 +251,7 @@ class Acceptor:
             why = trigger_refusal(g.policy, s) or "none"
             if why != "none":
                 continue
-            with self.manager.db.read() as sess:
+            with self._db.read() as sess:
                 if store.live_auto_count(sess, g.grant_id) >= g.policy.max_auto_lanes:
                     why = "too_many_auto_lanes"
                     continue
@@ -284,9 +287,9 @@ class Acceptor:
             self._forget(s)  # the post-NAT flow may be sampled later: judge the next sighting
             return None
         nonce = pick_nonce()
-        watches = watches_for(self.manager.topology, s, found.mapping, nonce)
-        t0 = self.manager.clock()
-        counts = self.manager.dataplane.watch_counts(watches, self._watch_s) if watches else None
+        watches = watches_for(self._topology, s, found.mapping, nonce)
+        t0 = self._lane_clock()
+        counts = self._plane.watch_counts(watches, self._watch_s) if watches else None
         if counts is None:
             self.counts["nat_unwatched"] += 1
             return None
@@ -307,7 +310,7 @@ class Acceptor:
             )
             return None
         self.counts["nat_confirmed"] += 1
-        now = self.manager.clock()
+        now = self._lane_clock()
         self.takeover_s = [*self.takeover_s[-999:], now - s.observed_at]
         how = {
             "nat_confirm_ms": round((now - s.observed_at) * 1000),  # sighting -> confirmed
@@ -344,30 +347,30 @@ class Acceptor:
         )
         caller = Caller(g.principal_id, g.principal, g.role)  # type: ignore[arg-type]
         try:
-            lane, _ = self.manager.request(caller, body, trigger=LaneTrigger(str(s.kind), g.grant_id, detail, takeover))
+            lane, _ = self._lanes.request(caller, body, trigger=LaneTrigger(str(s.kind), g.grant_id, detail, takeover))
         except VipError as exc:
             self.counts[f"refused_{exc.code}"] += 1
             log.info("automatic lane for %s refused: %s", body, exc)
             return None
         self.counts["lanes"] += 1
-        self.latencies_s = [*self.latencies_s[-999:], self.manager.clock() - s.observed_at]
+        self.latencies_s = [*self.latencies_s[-999:], self._lane_clock() - s.observed_at]
         log.info("automatic lane %d (%s) for grant %d", lane.id, s.kind, g.grant_id)
         return lane.id
 
     def _laned(self, s: Sighting) -> bool:
         """A live automatic lane carries exactly this flow already."""
-        with self.manager.db.read() as sess:
+        with self._db.read() as sess:
             return any(store.same_flow(lane, s) for lane in store.live_auto_lanes(sess))
 
     def _end_flow(self, s: Sighting) -> int | None:
         """A firefly ``end``: the automatic lanes of exactly this flow end (never a requested one)."""
-        with self.manager.db.read() as sess:
+        with self._db.read() as sess:
             lanes = store.live_auto_lanes(sess)
         ended = None
         for lane in lanes:
             if store.same_flow(lane, s):
                 try:
-                    self.manager.end(system_caller("firefly-end"), lane.lane_id, "released")
+                    self._lanes.end(system_caller("firefly-end"), lane.lane_id, "released")
                     self.counts["firefly_ends"] += 1
                     ended = lane.lane_id
                 except VipError:

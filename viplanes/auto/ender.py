@@ -12,7 +12,7 @@ from viplanes.auto import store
 from viplanes.auto.acceptor import system_caller
 from viplanes.domain.values import LaneCounters
 from viplanes.errors import VipError
-from viplanes.lanes.manager import LaneManager
+from viplanes.lanes.desk import LaneDesk
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +25,10 @@ def _campus_bytes(counters: LaneCounters) -> int:
 
 
 class IdleEnder:
-    def __init__(self, manager: LaneManager, interval_s: float = 1.0) -> None:
-        self.manager = manager
+    def __init__(self, lanes: LaneDesk, interval_s: float = 1.0) -> None:
+        ctx = lanes.context
+        self._lanes = lanes
+        self._db, self._clock, self._plane = ctx.db, ctx.clock, ctx.dataplane
         self.interval_s = interval_s
         self.ended = 0
         self._seen: dict[int, tuple[int, float]] = {}  # lane -> (bytes, when they last grew)
@@ -52,8 +54,8 @@ class IdleEnder:
 
     def check(self) -> list[int]:
         """One round: the lanes it ended."""
-        now = self.manager.clock()
-        with self.manager.db.read() as s:
+        now = self._clock()
+        with self._db.read() as s:
             lanes = store.live_auto_lanes(s)
             limits = store.idle_limits(s)
         ended = []
@@ -61,7 +63,7 @@ class IdleEnder:
             allowed, idle_s = limits.get(lane.grant_id, (False, 0))
             why = None if allowed else "off"
             if why is None and lane.state == "active":
-                counters = self.manager.dataplane.counters(lane.lane_id)
+                counters = self._plane.counters(lane.lane_id)
                 seen = self._seen.get(lane.lane_id)
                 if counters is None:  # no stats now: no verdict (the lane still ends at its expiry)
                     pass
@@ -77,7 +79,7 @@ class IdleEnder:
 
     def _end(self, lane_id: int, why: str) -> bool:
         try:
-            self.manager.end(system_caller(why), lane_id, "released" if why == "idle" else "revoked")
+            self._lanes.end(system_caller(why), lane_id, "released" if why == "idle" else "revoked")
         except VipError as exc:
             log.info("end automatic lane %d: %s", lane_id, exc)
             return False

@@ -21,7 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from viplanes.auto.service import Automation, AutoSettings
 from viplanes.auto.sflowwire import sflow_detection
-from viplanes.lanes.manager import LaneManager
+from viplanes.lanes.desk import LaneDesk
 from viplanes.sampling.service import SflowDetection, SflowSettings
 from viplanes.topologies.model import Topology
 
@@ -33,7 +33,7 @@ class AutomationRole:
 
     def __init__(
         self,
-        manager: LaneManager,
+        manager: LaneDesk,
         topology: Topology,
         clock: Callable[[], float],
         auto: AutoSettings,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from viplanes.auto.acceptor import Acceptor
 from viplanes.auto.ender import IdleEnder
 from viplanes.auto.firefly import FireflyListener
-from viplanes.lanes.manager import LaneManager
+from viplanes.lanes.desk import LaneDesk
 from viplanes.settings import DEFAULTS, SettingError, Settings
 
 __all__ = ["AutoSettings", "Automation", "SettingError"]
@@ -49,7 +49,7 @@ class AutoSettings:
 class Automation:
     """What `viplanes serve` starts; ``acceptor`` is the ``SightingSink`` detectors are given."""
 
-    def __init__(self, manager: LaneManager, settings: AutoSettings, clock: Callable[[], float]) -> None:
+    def __init__(self, manager: LaneDesk, settings: AutoSettings, clock: Callable[[], float]) -> None:
         self.acceptor = Acceptor(
             manager,
             settings.queue_size,

@@ -53,12 +53,12 @@ def worker_app(db_url: str, topology_path: str | None) -> Any:
     docs/benchmarks.md, "The API workers' startup heap"). ``gc.freeze()`` exempts them from
     later collections; reference counting still frees them."""
     from viplanes.cli import services
-    from viplanes.cli.serve import _load_topology
+    from viplanes.cli.serve import load_topology_option
     from viplanes.dataplane.remote import RemoteDataplane
     from viplanes.store.db import Database
 
     ps = services.load(db_url, api=True, migrate=False)
-    topology = _load_topology(topology_path)
+    topology = load_topology_option(topology_path)
     plane = RemoteDataplane(Database(db_url, pool_size=2))
     app = services.app(ps, plane, topology)
     gc.collect()
@@ -129,13 +129,13 @@ def api(
     from sqlalchemy.exc import SQLAlchemyError
 
     from viplanes.cli import services
-    from viplanes.cli.serve import _load_topology
+    from viplanes.cli.serve import load_topology_option
     from viplanes.store.db import Database
 
     configure(log_format, log_level)  # before the fork: every worker inherits the handler
     host, port = hostport_option(listen, "--listen")
     tls = listen_tls(host, "--listen")
-    _load_topology(topology_path, "api")  # a bad file is one line here, not N worker tracebacks
+    load_topology_option(topology_path, "api")  # a bad file is one line here, not N worker tracebacks
     if topology_path is None:  # allowed only without a config file: the workers load the same, quietly
         from viplanes.cli.campusfile import bundled_campus
 

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from viplanes.cli.autoopts import auto_options, split_auto
-from viplanes.cli.client import _fail, _record, api_command, grant
+from viplanes.cli.client import api_command, fail, grant, show_record
 from viplanes.client.http import ApiClient
 
 
@@ -57,7 +57,7 @@ def grant_update(api: ApiClient, grant_id: int, **body: Any) -> Any:
     """
     given = split_auto(body)
     if not given:
-        _fail("nothing to change: give --auto/--no-auto or an --auto-* option", 2)
+        fail("nothing to change: give --auto/--no-auto or an --auto-* option", 2)
     current = api.call("GET", f"/grants/{grant_id}/auto")
     policy = {k: v for k, v in current.items() if k not in ("grant_id", "ended_lanes")}
-    return api.call("PUT", f"/grants/{grant_id}/auto", json={**policy, **given}), _record
+    return api.call("PUT", f"/grants/{grant_id}/auto", json={**policy, **given}), show_record

@@ -42,7 +42,7 @@ LANE_COLUMNS = (
 )
 
 
-def _fail(message: str, code: int = 1) -> NoReturn:
+def fail(message: str, code: int = 1) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
 
@@ -71,7 +71,7 @@ def _table(rows: list[dict[str, Any]], columns: tuple[str, ...], title: str | No
     Console(width=200).print(t)
 
 
-def _record(row: dict[str, Any]) -> None:
+def show_record(row: dict[str, Any]) -> None:
     width = max(len(k) for k in row)
     for key, value in row.items():
         if key.endswith("_ms") and isinstance(value, float):
@@ -100,13 +100,13 @@ def api_command(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             cfg = ClientConfig.load(api_url, token, ca_file)
         except ConfigError as exc:
-            _fail(str(exc), exitcodes.BAD_CONFIG)
+            fail(str(exc), exitcodes.BAD_CONFIG)
         try:  # an explicit API token wins; else the stored campus login (`viplanes login`)
             bearer = bearer_for(cfg.token)
         except LoginError as exc:
-            _fail(str(exc), exitcodes.LOGIN)
+            fail(str(exc), exitcodes.LOGIN)
         if not cfg.token and bearer is None:
-            _fail(
+            fail(
                 "no token: run `viplanes login`, or set VIPLANES_TOKEN or token in ~/.config/viplanes/config.toml",
                 exitcodes.NO_TOKEN,
             )
@@ -115,12 +115,12 @@ def api_command(fn: Callable[..., Any]) -> Callable[..., Any]:
             out = fn(client, **kwargs)
         except ApiError as exc:
             if exc.error == "login_expired":
-                _fail(str(exc), exitcodes.LOGIN)
+                fail(str(exc), exitcodes.LOGIN)
             if exc.error == "tls_verify":
-                _fail(str(exc), exitcodes.TLS_VERIFY)
+                fail(str(exc), exitcodes.TLS_VERIFY)
             if exc.error in ("bad_url", "wrong_scheme"):  # the URL is wrong: fix it, do not retry
-                _fail(str(exc), exitcodes.USAGE)
-            _fail(str(exc), exitcodes.UNREACHABLE if exc.status == 0 else exitcodes.REFUSED)
+                fail(str(exc), exitcodes.USAGE)
+            fail(str(exc), exitcodes.UNREACHABLE if exc.status == 0 else exitcodes.REFUSED)
         finally:
             client.session.close()
         if out is None:
@@ -136,7 +136,7 @@ def api_command(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _rows(columns: tuple[str, ...], title: str | None = None) -> Callable[[list[dict[str, Any]]], None]:
+def show_rows(columns: tuple[str, ...], title: str | None = None) -> Callable[[list[dict[str, Any]]], None]:
     return lambda rows: _table(rows, columns, title)
 
 
@@ -164,7 +164,7 @@ def principal_add(name: str, role: str, db_url: str | None) -> None:
     from viplanes.store.db import Database
 
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$", name):
-        _fail("name: 1-64 letters, digits, _ . @ - (starting with a letter or digit)", 2)
+        fail("name: 1-64 letters, digits, _ . @ - (starting with a letter or digit)", 2)
     try:
         db = Database(db_url)
         db.create_all()
@@ -174,9 +174,9 @@ def principal_add(name: str, role: str, db_url: str | None) -> None:
             store.audit(s, now, "cli", "principal.create", f"principal:{name}", "done", role)
         db.dispose()
     except VipError as exc:
-        _fail(exc.message)
+        fail(exc.message)
     except SQLAlchemyError as exc:
-        _fail(f"database: {exc.__class__.__name__}: {str(exc).splitlines()[0]}")
+        fail(f"database: {exc.__class__.__name__}: {str(exc).splitlines()[0]}")
     click.echo(f"created {role} {name}; its token is shown once, store it now:", err=True)
     click.echo(token)
 
@@ -200,7 +200,7 @@ def principal_create(api: ApiClient, name: str, role: str) -> Any:
 @api_command
 def principal_list(api: ApiClient) -> Any:
     """List principals (operators)."""
-    return api.call("GET", "/principals"), _rows(("name", "role", "disabled", "created_at"))
+    return api.call("GET", "/principals"), show_rows(("name", "role", "disabled", "created_at"))
 
 
 @principal.command("rotate")
@@ -216,7 +216,7 @@ def principal_rotate(api: ApiClient, name: str) -> Any:
 @api_command
 def principal_disable(api: ApiClient, name: str) -> Any:
     """Disable NAME: its tokens stop working, its lanes end (operators)."""
-    return api.call("POST", f"/principals/{name}/disable"), _record
+    return api.call("POST", f"/principals/{name}/disable"), show_record
 
 
 @principal.command("whoami")
@@ -293,7 +293,7 @@ def grant_create(api: ApiClient, ports: str, **body: Any) -> Any:
     made = api.call("POST", "/grants", json=body)
     if auto:  # a second call: the grant exists even if its automation policy is refused
         made["auto"] = api.call("PUT", f"/grants/{made['id']}/auto", json={"enabled": False, **auto})
-    return made, _record
+    return made, show_record
 
 
 @grant.command("list")
@@ -311,7 +311,7 @@ def grant_list(api: ApiClient, principal: str | None, active: bool) -> Any:
 @api_command
 def grant_show(api: ApiClient, grant_id: int) -> Any:
     """Show one grant."""
-    return api.call("GET", f"/grants/{grant_id}"), _record
+    return api.call("GET", f"/grants/{grant_id}"), show_record
 
 
 @grant.command("revoke")
@@ -336,4 +336,4 @@ def grant_revoke(api: ApiClient, grant_id: int) -> Any:
 def audit(api: ApiClient, **params: Any) -> Any:
     """The decision log, newest first (operators)."""
     rows = api.call("GET", "/audit", params=params)
-    return rows, _rows(("id", "at", "actor", "action", "target", "decision", "reason"))
+    return rows, show_rows(("id", "at", "actor", "action", "target", "decision", "reason"))

@@ -142,7 +142,7 @@ def cluster(
     """A controller of a cluster: master of every switch while it holds the lease, else standby."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from viplanes.cli.serve import _load_topology
+    from viplanes.cli.serve import load_topology_option
     from viplanes.cluster.node import ControllerNode
     from viplanes.controller.openflow.roles import RoleController
     from viplanes.domain.clock import SteadyClock
@@ -154,7 +154,7 @@ def cluster(
     ps = services.load(db_url, api=False)
     host, port = hostport_option(of_addr, "--openflow", 6653)
     metrics_at = _metrics_address(metrics_addr, metrics_tls_cert, metrics_tls_key)
-    topology = _load_topology(topology_path)
+    topology = load_topology_option(topology_path)
     security = listener_security(pki_dir, insecure_tcp, switch_cert_pins, topology)
     try:
         db = Database(db_url)
@@ -192,7 +192,8 @@ def cluster(
         if metrics is not None:
             metrics.stop()
         node.stop()
-        node.automation.close()
+        if node.automation is not None:
+            node.automation.close()
         db.dispose()
 
 

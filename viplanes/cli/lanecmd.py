@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from viplanes.cli.client import LANE_COLUMNS, _fail, _record, _rows, api_command
+from viplanes.cli.client import LANE_COLUMNS, api_command, fail, show_record, show_rows
 from viplanes.client.http import ApiClient
 from viplanes.domain.hostport import is_address
 from viplanes.domain.values import is_decimal
@@ -28,7 +28,7 @@ def _duration_of(value: str, option: str) -> int:
     try:
         return _duration(value)
     except click.BadParameter as exc:
-        _fail(f"{option}: {exc.message}", 2)
+        fail(f"{option}: {exc.message}", 2)
 
 
 @click.group()
@@ -86,7 +86,7 @@ def lane_request(
     if wait and out["state"] not in ("active", "failed"):
         budget = wait_timeout - (time.monotonic() - started) if wait_timeout is not None else None
         out = api.wait_lane(out, max(0.0, budget) if budget is not None else _until_start(out) + 30.0)
-    return out, _record, 1 if out["state"] in ("failed", "expired", "released", "revoked") else 0
+    return out, show_record, 1 if out["state"] in ("failed", "expired", "released", "revoked") else 0
 
 
 def _until_start(lane: dict[str, Any]) -> float:
@@ -104,7 +104,7 @@ def _until_start(lane: dict[str, Any]) -> float:
 def lane_list(api: ApiClient, state: str | None, principal: str | None, limit: int) -> Any:
     """List lanes, newest first (researchers see their own)."""
     rows = api.call("GET", "/lanes", params={"state": state, "principal": principal, "limit": limit})
-    return rows, _rows(LANE_COLUMNS)
+    return rows, show_rows(LANE_COLUMNS)
 
 
 @lane.command("show")
@@ -112,7 +112,7 @@ def lane_list(api: ApiClient, state: str | None, principal: str | None, limit: i
 @api_command
 def lane_show(api: ApiClient, lane_id: int) -> Any:
     """Show one lane: its state, matches, expiry and reason."""
-    return api.lane(lane_id), _record
+    return api.lane(lane_id), show_record
 
 
 @lane.command("extend")
@@ -122,7 +122,7 @@ def lane_show(api: ApiClient, lane_id: int) -> Any:
 def lane_extend(api: ApiClient, lane_id: int, by: str) -> Any:
     """Move a live lane's expiry later (within its grant's longest duration)."""
     add = _duration_of(by, "--by")
-    return api.call("POST", f"/lanes/{lane_id}/extend", json={"add_s": add}), _record
+    return api.call("POST", f"/lanes/{lane_id}/extend", json={"add_s": add}), show_record
 
 
 @lane.command("release")
@@ -130,7 +130,7 @@ def lane_extend(api: ApiClient, lane_id: int, by: str) -> Any:
 @api_command
 def lane_release(api: ApiClient, lane_id: int) -> Any:
     """End your lane now (its flow rules are removed)."""
-    return api.call("POST", f"/lanes/{lane_id}/release"), _record
+    return api.call("POST", f"/lanes/{lane_id}/release"), show_record
 
 
 @lane.command("revoke")
@@ -138,7 +138,7 @@ def lane_release(api: ApiClient, lane_id: int) -> Any:
 @api_command
 def lane_revoke(api: ApiClient, lane_id: int) -> Any:
     """(operators) end someone's lane."""
-    return api.call("POST", f"/lanes/{lane_id}/revoke"), _record
+    return api.call("POST", f"/lanes/{lane_id}/revoke"), show_record
 
 
 @lane.command("stats")
@@ -146,4 +146,4 @@ def lane_revoke(api: ApiClient, lane_id: int) -> Any:
 @api_command
 def lane_stats(api: ApiClient, lane_id: int) -> Any:
     """Bytes and packets the lane carried, from the switches' counters."""
-    return api.call("GET", f"/lanes/{lane_id}/stats"), _record
+    return api.call("GET", f"/lanes/{lane_id}/stats"), show_record

@@ -37,7 +37,7 @@ def config_file_in_effect() -> Path | None:
     return loaded.path if loaded is not None else None
 
 
-def _load_topology(given: str | None, table: str = "serve", for_switches: bool = True) -> Any:
+def load_topology_option(given: str | None, table: str = "serve", for_switches: bool = True) -> Any:
     """The campus this command runs (campusfile.py: a deployment names its file)."""
     from viplanes.cli.campusfile import choose_topology
     from viplanes.cli.configfile import ConfigFileError
@@ -75,7 +75,7 @@ def _make_dataplane(
 
         return MemoryDataplane()
     try:
-        from viplanes.controller.runtime.lane_runtime import EmbeddedController
+        from viplanes.controller.openflow.embedded import EmbeddedController
     except ImportError as exc:
         raise click.ClickException(
             f"the embedded controller is not available ({exc}); use --dataplane memory for an API-only server"
@@ -171,7 +171,7 @@ def serve(
     of = hostport_option(of_addr, "--openflow")
     ps = services.load(db_url or "", api=True, migrate=True)  # a bad value: one line, exit 78
     config = ps.app
-    topology = _load_topology(topology_path, "serve", for_switches=dataplane == "openflow")
+    topology = load_topology_option(topology_path, "serve", for_switches=dataplane == "openflow")
     security = None
     if dataplane == "openflow":
         from viplanes.cli.openflow_options import listener_security

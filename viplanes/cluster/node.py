@@ -23,19 +23,64 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Protocol
+
+from sqlalchemy import Connection
+from sqlalchemy.orm import Session
 
 from viplanes.cluster.wakeups import missing_live, not_carried, payload_ids
+from viplanes.dataplane.base import Dataplane
+from viplanes.domain.values import LaneCounters, LaneSpec
+from viplanes.lanes.activation import OutcomeHooks
+from viplanes.store.db import Database
+
+if TYPE_CHECKING:
+    from viplanes.auto.role import AutomationRole
+    from viplanes.lanes.manager import LaneManager
+    from viplanes.lanes.names import NameWatcher
+    from viplanes.lanes.scheduler import Scheduler
 
 log = logging.getLogger("viplanes.cluster.node")
 SWEEP_EVERY_S = 1.0
 UNHEARD_MAX = 256  # "check" answers per round for wake-ups no round recorded
 
 
+class ClusterPlane(Dataplane, Protocol):
+    """The data plane of a controller node: the seam plus the OpenFlow role and the carried
+    lanes (``controller/openflow/roles.py:RoleController`` implements it)."""
+
+    is_master: bool  # MASTER on the switches: the wire refuses flow-mods while False
+    epoch: int  # the OpenFlow generation (the lease epoch) it claimed the switches with
+    on_deposed: Callable[[int], None] | None  # a switch refused our generation
+
+    @property
+    def lanes(self) -> Mapping[int, LaneSpec]:
+        """The lanes this runtime carries now (lane id -> spec)."""
+        ...
+
+    def set_role(self, master: bool, epoch: int) -> None: ...
+
+    def gate_writes(self, lease_valid: Callable[[], bool]) -> None: ...
+
+    def deactivate_many(self, lane_ids: list[int], timeout_s: float = 5.0) -> str | None: ...
+
+    def queue_removals(self, lane_ids: Iterable[int]) -> None: ...
+
+    def all_lane_counters(self) -> dict[int, LaneCounters]: ...
+
+
 class ControllerNode:
     """Lease -> roles -> scheduler: everything a controller process does, minus the listener."""
 
-    def __init__(self, db: Any, plane: Any, manager: Any, tick_s: float = 0.5, automation: Any = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        plane: ClusterPlane,
+        manager: LaneManager,
+        tick_s: float = 0.5,
+        automation: AutomationRole | None = None,
+    ) -> None:
         """``automation``: started while master, stopped otherwise (``viplanes.auto.role``)."""
         from viplanes.cluster.handoff import Waker
         from viplanes.cluster.leader import LeaderLease
@@ -43,8 +88,8 @@ class ControllerNode:
 
         self.db, self.plane, self.manager, self.tick_s = db, plane, manager, tick_s
         self.automation = automation
-        self.scheduler: Any = None
-        self.names: Any = None
+        self.scheduler: Scheduler | None = None
+        self.names: NameWatcher | None = None
         self._swept_at = 0.0
         self._retry_at: dict[int, tuple[float, float]] = {}  # lost lane -> (next try, last wait)
         self._lock = threading.Lock()
@@ -55,12 +100,14 @@ class ControllerNode:
         # ~1,200 lanes at 125 activations/s)
         self._recent: dict[int, float] = {}
         self._recent_lock = threading.Lock()
-        manager.committed_hook = self._committed
-        if not db.is_sqlite:  # a round's outcomes, audit and done-NOTIFY in one statement
+        if db.is_sqlite:
+            manager.announce_outcomes(OutcomeHooks(committed=self._committed))
+        else:  # a round's outcomes, audit and done-NOTIFY in one statement
             from viplanes.cluster.handoff import DONE_CHANNEL
 
-            manager.done_channel = DONE_CHANNEL
-            manager.announced_hook = self._announced
+            manager.announce_outcomes(
+                OutcomeHooks(committed=self._committed, done_channel=DONE_CHANNEL, announced=self._announced)
+            )
         self.lease = LeaderLease(db, on_change=self._on_lease)
         plane.on_deposed = self._deposed
         plane.gate_writes(lambda: self.lease.is_leader)  # no flow-mod past the lease's own deadline
@@ -90,7 +137,8 @@ class ControllerNode:
                     self.automation.start()  # returns at once: its own worker starts it
             elif not master and self.scheduler is not None:
                 self.scheduler.stop(timeout_s=0.1)  # never blocks the os-ken thread long
-                self.names.stop(timeout_s=0.1)
+                if self.names is not None:
+                    self.names.stop(timeout_s=0.1)
                 self.scheduler = None
                 if self.automation is not None:
                     self.automation.stop()
@@ -112,7 +160,7 @@ class ControllerNode:
                 if not result.ok:
                     log.warning("lane %d: re-send failed (%s)", lane_id, result.reason)
 
-    def restore_lost(self, desired: dict[Any, Any], carried: dict[Any, Any]) -> None:
+    def restore_lost(self, desired: dict[int, LaneSpec], carried: dict[int, LaneSpec]) -> None:
         """Send again every lane the database holds ``active`` that the runtime does not carry
         (a removal it should not have made, a restart of its memory): back within one sweep.
         Lanes through a switch not reconciled yet are its reconcile's (a new master's)."""
@@ -137,7 +185,7 @@ class ControllerNode:
                 self._retry_at[lane_id] = (now + wait, wait)
                 log.warning("lane %d: sending again failed (%s); next try in %.0f s", lane_id, result.reason, wait)
 
-    def _committed(self, s: Any, states: dict[int, str], activated_at: float | None = None) -> None:
+    def _committed(self, s: Session | Connection, states: dict[int, str], activated_at: float | None = None) -> None:
         """The lane manager recorded outcomes: the API processes hear it at the commit."""
         from viplanes.cluster.handoff import notify_done
 

@@ -43,6 +43,10 @@ class ReportedPlane(Protocol):
 
     def readiness(self) -> dict[str, Any]: ...
 
+    def all_lane_counters(self) -> dict[int, LaneCounters]:
+        """The counters of every lane it carries (one flow-stats request per ingress switch)."""
+        ...
+
 
 class StatusReporter:
     """The controller node's publishing thread; writes only while ``plane.is_master``."""
@@ -52,14 +56,14 @@ class StatusReporter:
         db: Database,
         plane: ReportedPlane,
         holder: str,
-        read_counters: Callable[[Any], dict[int, LaneCounters]] | None = None,
+        read_counters: Callable[[ReportedPlane], dict[int, LaneCounters]] | None = None,
         status_every_s: float = STATUS_EVERY_S,
         counters_every_s: float = COUNTERS_EVERY_S,
     ) -> None:
-        from viplanes.controller.runtime.lanestats import read_all_lane_counters
-
         self.db, self.plane, self.holder = db, plane, holder
-        self.read_counters: Callable[[Any], dict[int, LaneCounters]] = read_counters or read_all_lane_counters
+        self.read_counters: Callable[[ReportedPlane], dict[int, LaneCounters]] = read_counters or (
+            lambda p: p.all_lane_counters()
+        )
         self.status_every_s, self.counters_every_s = status_every_s, counters_every_s
         self._published: dict[int, tuple[int, int]] = {}  # lane -> (packets, bytes) last written
         self._next_counters = 0.0

@@ -6,21 +6,23 @@ stays the source of truth: the controller asks ``desired_lanes`` whenever it rec
 start, switch connect), so a restarted controller rebuilds everything from the store.
 
 ``Dataplane`` declares every member the service calls, so no caller asks an implementation what
-it can do (no ``getattr``). ``DataplaneDefaults`` gives the members an implementation may have
-nothing to do for an explicit no-op or False; the implementations (``memory``, ``remote``, the
-controller's ``LaneRuntime``) and the tests' doubles inherit it.
+it can do (no ``getattr``). What the lane service branches on is one value fixed at construction,
+``capabilities`` (:class:`PlaneCapabilities`), not four flags; the seam takes no database
+connection: a wake-up that rides in the service's transaction is the service's own statement
+(``expect_wake`` only tells the plane one is coming). ``DataplaneDefaults`` gives the members an
+implementation may have nothing to do for an explicit no-op; the implementations (``memory``,
+``remote``, the controller's ``LaneRuntime``) and the tests' doubles inherit it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
+from viplanes.domain.inspection import SwitchView
 from viplanes.domain.switchfacts import SwitchFacts
 from viplanes.domain.values import ActivationResult, FlowWatch, LaneCounters, LaneSpec
-
-if TYPE_CHECKING:
-    from sqlalchemy import Connection
 
 DesiredLanes = Callable[[], list[LaneSpec]]
 
@@ -35,22 +37,30 @@ def is_transient(reason: str) -> bool:
     return any(marker in reason for marker in TRANSIENT_MARKERS)
 
 
-class Dataplane(Protocol):
-    """Everything the lane service, the API and the entry points ask of a data plane."""
+@dataclass(frozen=True)
+class PlaneCapabilities:
+    """How a data plane carries lanes, fixed when it is built; the lane service reads it, never
+    an implementation's class."""
 
     # True: ``activate_many`` sends a whole round with one barrier per switch, so the lane service
     # hands it every due lane at once and records the outcomes in one transaction; False: the
     # service activates due lanes one by one.
-    activates_in_batches: bool
+    batches: bool = False
     # True: ``begin_deactivate`` sends a lane's deletes before its end is committed (the
     # in-process controller), so a release fails closed and its answer waits for the barriers.
-    removes_early: bool
+    removes_early: bool = False
     # True: an ok ``activate`` means the plane already committed the lane active (the split
     # deployment's controller did); the service writes nothing and reads the row back.
-    records_outcome: bool
-    # The channel a data plane in another process listens on (PostgreSQL NOTIFY), or None: an
-    # ended lane's wake-up may then ride in the very statement that ends it.
-    wake_channel: str | None
+    records_outcome: bool = False
+    # The channel a data plane in another process listens on (PostgreSQL NOTIFY), or None. With
+    # one, the lane service NOTIFYs it inside the transaction that commits a lane or its end.
+    wake_channel: str | None = None
+
+
+class Dataplane(Protocol):
+    """Everything the lane service, the API and the entry points ask of a data plane."""
+
+    capabilities: PlaneCapabilities
 
     def attach_source(self, desired_lanes: DesiredLanes) -> None:
         """Tell the controller where to read the lanes that should be active (for reconcile)."""
@@ -68,10 +78,10 @@ class Dataplane(Protocol):
         """Send the lane's deletes now; the function that waits for them (call it exactly once),
         or None when nothing was sent (the service then calls ``deactivate`` after the commit)."""
 
-    def wake_in(self, conn: Connection, payload: str, sent: bool = False) -> bool:
-        """Wake a data plane in another process inside the transaction that commits the lane
-        (``lane:<id>``) or its end (``ended:<id>``); False: not woken, use ``activate``/
-        ``deactivate`` as usual. ``sent``: the NOTIFY rode in the caller's statement already."""
+    def expect_wake(self, payload: str) -> None:
+        """The lane service is about to NOTIFY ``capabilities.wake_channel`` with ``payload``
+        (``lane:<id>`` or ``ended:<id>``) inside the transaction that commits it: register what
+        waits for the answer before the commit can bring it."""
 
     def counters(self, lane_id: int) -> LaneCounters | None:
         """Packets/bytes the lane carried so far, or None when the controller has no stats."""
@@ -104,6 +114,10 @@ class Dataplane(Protocol):
         """How switches reach this process's OpenFlow listener, for /healthz: ``"tls"``,
         ``"insecure-tcp"``, or None when this process has no listener."""
 
+    def switch_view(self) -> SwitchView | None:
+        """The console's read-only view of the live switches, or None when this plane has no
+        switches of its own (the console then shows no switch pages' live columns)."""
+
     def start(self) -> None:
         """Begin serving switches (the embedded controller opens its listener); ``serve`` calls it."""
 
@@ -116,10 +130,7 @@ class DataplaneDefaults:
     override only what the plane really does. The required calls (``activate`` and the rest
     of :class:`Dataplane` without a body here) are each implementation's own."""
 
-    activates_in_batches = False
-    removes_early = False
-    records_outcome = False
-    wake_channel: str | None = None
+    capabilities = PlaneCapabilities()
 
     def activate(self, lane: LaneSpec, timeout_s: float = 5.0) -> ActivationResult:
         raise NotImplementedError  # every plane carries lanes its own way; here for activate_many
@@ -131,8 +142,8 @@ class DataplaneDefaults:
     def begin_deactivate(self, lane_id: int, timeout_s: float = 5.0) -> Callable[[], None] | None:
         return None  # nothing sent early: ``deactivate`` after the commit removes the lane
 
-    def wake_in(self, conn: Connection, payload: str, sent: bool = False) -> bool:
-        return False  # nothing listens in another process
+    def expect_wake(self, payload: str) -> None:
+        return None  # nothing waits for another process's answer
 
     def openflow_transport(self) -> str | None:
         return None  # no OpenFlow listener in this process
@@ -148,6 +159,9 @@ class DataplaneDefaults:
 
     def reroutes(self) -> tuple[int, tuple[float, ...]]:
         return 0, ()
+
+    def switch_view(self) -> SwitchView | None:
+        return None  # no switches of its own to show
 
     def start(self) -> None:
         return None

@@ -15,12 +15,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Connection, text
 from sqlalchemy import select as sql_select
+from sqlalchemy import text
 
 from viplanes.cluster.handoff import CHANNEL, DoneListener, DoneWaiter, Notifier
 from viplanes.cluster.reports import read_lane_counters, read_readiness
-from viplanes.dataplane.base import DataplaneDefaults, DesiredLanes
+from viplanes.dataplane.base import DataplaneDefaults, DesiredLanes, PlaneCapabilities
 from viplanes.domain.values import ActivationResult, LaneCounters, LaneSpec
 from viplanes.store.db import Database, is_outage, outage_text
 from viplanes.store.models import Lane
@@ -37,8 +37,9 @@ HANDOVER_GRACE_S = 2.5  # >= LEASE_S + RENEW_S of viplanes.cluster.leader (1.8 s
 class RemoteDataplane(DataplaneDefaults):
     """The API process's data plane: the controller is another process, reached via the database."""
 
-    wake_channel: str | None = CHANNEL  # an ended lane's NOTIFY may ride in the statement that ends it
-    records_outcome = True  # an ok answer means the controller already committed the lane active
+    # an ok answer means the controller already committed the lane active; the lane service
+    # NOTIFYs the controllers on CHANNEL inside the transaction that commits a lane or its end
+    capabilities = PlaneCapabilities(records_outcome=True, wake_channel=CHANNEL)
 
     def __init__(self, db: Database, poll_s: float = 0.01, max_poll_s: float = 0.05, recheck_s: float = 0.5) -> None:
         self.db = db
@@ -49,19 +50,16 @@ class RemoteDataplane(DataplaneDefaults):
         self.listener.start()
         self.notify = Notifier(db)
         self._alive_until = 0.0  # monotonic: a master was seen holding the lease until then
-        # lane id -> (monotonic, waiter): woken by ``wake_in`` inside the request's transaction
+        # lane id -> (monotonic, waiter): registered by ``expect_wake`` inside the request's transaction
         self._woken: dict[int, tuple[float, DoneWaiter | None]] = {}
         self._woken_lock = threading.Lock()
 
-    def wake_in(self, conn: Connection, payload: str, sent: bool = False) -> bool:
-        """NOTIFY the controllers inside the transaction that commits the lane (``lane:<id>``)
-        or its end (``ended:<id>``): PostgreSQL delivers it at the commit, so the wake-up costs
-        no round trip of its own and can never run ahead of the row. For ``lane:<id>`` the
-        waiter is registered first (the controller's answer may come right after the commit);
-        ``activate`` takes it over and sends nothing. False on SQLite: nothing was sent.
-        ``sent``: the caller's statement NOTIFYed already (``insert_in_one``): register only."""
-        if self.db.is_sqlite:
-            return False
+    def expect_wake(self, payload: str) -> None:
+        """The lane service NOTIFYs the controllers inside the transaction that commits the lane
+        (``lane:<id>``): PostgreSQL delivers it at the commit, so the wake-up costs no round trip
+        of its own and can never run ahead of the row. The waiter is registered first (the
+        controller's answer may come right after the commit); ``activate`` takes it over and
+        sends nothing."""
         if payload.startswith("lane:"):
             lane_id = int(payload[5:])
             waiter = self.listener.expect(lane_id) if self.listener.ready.is_set() else None
@@ -73,9 +71,6 @@ class RemoteDataplane(DataplaneDefaults):
                         if old is not None:
                             self.listener.forget(old_id, old)
                 self._woken[lane_id] = (now, waiter)
-        if not sent:
-            conn.execute(text("SELECT pg_notify(:ch, :p)"), {"ch": CHANNEL, "p": payload})
-        return True
 
     def attach_source(self, desired_lanes: DesiredLanes) -> None:
         return None  # the controller reads the database itself
@@ -92,7 +87,7 @@ class RemoteDataplane(DataplaneDefaults):
         deadline = time.monotonic() + timeout_s
         with self._woken_lock:
             woken = self._woken.pop(lane.lane_id, None)
-        if woken is not None:  # notified inside the request's transaction (``wake_in``)
+        if woken is not None:  # notified inside the request's transaction (``expect_wake``)
             waiter = woken[1]
         else:
             listening = self.listener.ready.is_set()

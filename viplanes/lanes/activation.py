@@ -2,32 +2,33 @@
 part (start due lanes, expire ended ones, recover stuck ones). Every state change it makes is
 one of ``viplanes.lanes.states``'s.
 
-``LaneManager`` (viplanes/lanes/manager.py) mixes this in; it holds ``db``, ``dataplane``, ``clock``,
-``on_activation`` and the claim set (``_activating`` under ``_activating_lock``). Split from
-lanes.py so each file does one thing: lanes.py decides and stores requests, this module carries
-them out over time.
+``LaneManager`` (viplanes/lanes/manager.py) holds one ``LaneActivation``, built from the lane
+service's ``LaneContext``, the claim set and the owners memory it shares with the manager. Split
+from manager.py so each file does one thing: the manager decides and stores requests, this
+module carries them out over time.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
-import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, select
 
 from viplanes.authz.tokens import Caller
-from viplanes.dataplane.base import Dataplane, is_transient
+from viplanes.dataplane.base import PlaneCapabilities
 from viplanes.domain.values import ActivationResult, LaneSpec
 from viplanes.lanes import states
+from viplanes.lanes.context import Claims, LaneContext
+from viplanes.lanes.outcomes import failed_by, outcome_of
 from viplanes.lanes.overlap import row_nets
 from viplanes.lanes.owners import ActiveOwners
-from viplanes.lanes.pool import LanePool, needs_pool_address
+from viplanes.lanes.pool import needs_pool_address
 from viplanes.lanes.specs import SPEC_COLUMNS, spec_from_row, spec_of, takeover_of
-from viplanes.store.db import Database, is_outage, outage_text
 from viplanes.store.lanesql.core import (
     add_audit,
     installing_lanes,
@@ -36,77 +37,81 @@ from viplanes.store.lanesql.core import (
     owner_and_state,
     record_activation,
 )
-from viplanes.store.lanesql.postgres import RECORD_MAX, end_in_one, record_in_one
+from viplanes.store.lanesql.postgres import RECORD_MAX, end_in_one, notify_in, record_in_one
 from viplanes.store.models import LIVE_STATES, Lane
 from viplanes.store.records import audit
-from viplanes.topologies.model import Topology
 
 log = logging.getLogger("viplanes.lanes.manager")
 
 
-def failed_by(exc: BaseException, latency: float) -> ActivationResult:
-    """The result of an activation that raised. A lost database (a crash, a fail-over) is no
-    verdict on the lane: transient, so it stays installing for ``recover``. Anything else is a
-    broken controller, which must fail the lane, not the request."""
-    if is_outage(exc):
-        return ActivationResult(False, f"data plane busy: database unreachable ({outage_text(exc)})", latency)
-    return ActivationResult(False, f"data plane error: {exc}", latency)
+@dataclass(frozen=True)
+class OutcomeHooks:
+    """What the split deployment's controller hears of recorded activations
+    (``viplanes.cluster.node``); the default hears nothing."""
+
+    # (connection, lane id -> new state, activated_at of the active ones) inside the transaction
+    # that recorded activations: the controller NOTIFYs the waiting API processes with it
+    # (viplanes.cluster.handoff)
+    committed: Callable[[Connection, dict[int, str], float], None] | None = None
+    # PostgreSQL: the channel ``activate_batch`` NOTIFYs itself, in the one statement that records
+    # a round (viplanes.store.lanesql.postgres.record_in_one); ``announced`` hears what it announced
+    done_channel: str | None = None
+    announced: Callable[[dict[int, str]], None] | None = None
 
 
-def outcome_of(lane: Lane, result: ActivationResult, latency: float, now: float) -> tuple[dict[str, object], str, str]:
-    """What an activation result writes: the lane's columns (active, failed, or, for a transient
-    reason, still installing for ``recover``), the audit decision and the audit reason."""
-    if result.ok:
-        values = states.change(states.INSTALLING, states.ACTIVE, at=now)
-        outcome = "done"
-    elif is_transient(result.reason) and lane.expires_at > now:
-        outcome = "retry"
-        values = {"reason": f"waiting for the data plane: {result.reason}"}
-    else:
-        outcome = "failed"
-        values = states.change(states.INSTALLING, states.FAILED, f"activation failed: {result.reason}", now)
-    values["activation_ms"] = latency * 1000.0
-    return values, outcome, "installed" if result.ok else result.reason
+def _noop(*_args: object) -> None:
+    return None
 
 
 class LaneActivation:
-    """Activation, deactivation, ``tick`` and ``recover`` for ``LaneManager``."""
+    """Activation, deactivation, ``tick`` and ``recover`` of the lane service."""
 
-    db: Database
-    dataplane: Dataplane
-    clock: Callable[[], float]
-    on_activation: Callable[[float, bool], None]
-    _activating: set[int]
-    _activating_lock: threading.Lock
-    resend_lock: threading.Lock
-    _owners: ActiveOwners  # lanes recorded active here, for ``end``'s early deletes
-    lane_pool: LanePool
-    topology: Topology
-    # (connection, lane id -> new state, activated_at of the active ones) inside the transaction
-    # that recorded activations: the split deployment's controller NOTIFYs the waiting API
-    # processes with it (viplanes.cluster.handoff)
-    committed_hook: Callable[[Connection, dict[int, str], float], None] | None = None
-    # PostgreSQL: the channel ``_activate_batch`` NOTIFYs itself, in the one statement that records
-    # a round (viplanes.store.lanesql.postgres.record_in_one); ``announced_hook`` hears what it announced
-    done_channel: str | None = None
-    announced_hook: Callable[[dict[int, str]], None] | None = None
+    def __init__(
+        self,
+        context: LaneContext,
+        claims: Claims,
+        owners: ActiveOwners,
+        on_activation: Callable[[float, bool], None] = _noop,
+    ) -> None:
+        self.db = context.db
+        self.dataplane = context.dataplane
+        self.clock = context.clock
+        self.topology = context.topology
+        self.lane_pool = context.lane_pool
+        self.resend_lock = context.resend_lock
+        self.claims = claims
+        self.owners = owners  # lanes recorded active here, for ``end``'s early deletes
+        self.on_activation = on_activation
+        self.hooks = OutcomeHooks()
 
-    def _wake_in(self, conn: Connection, payload: str, sent: bool = False) -> bool:
+    @property
+    def caps(self) -> PlaneCapabilities:
+        """How the data plane carries lanes (fixed when the plane was built)."""
+        return self.dataplane.capabilities
+
+    def wake_in(self, conn: Connection, payload: str, sent: bool = False) -> bool:
         """Inside the transaction that commits a lane ``installing`` (``lane:<id>``) or ended
         (``ended:<id>``): a data plane in another process is woken at the commit (the split
         deployment's NOTIFY, no round trip of its own). False when it is not: the caller then
         goes through ``activate``/``deactivate`` as usual. ``sent``: the NOTIFY on
-        ``_wake_channel()`` rode in a statement already; only the data plane's bookkeeping."""
-        return self.dataplane.wake_in(conn, payload, sent=sent)
+        ``wake_channel`` rode in a statement already; only the data plane's bookkeeping."""
+        channel = self.caps.wake_channel
+        if channel is None or self.db.is_sqlite:
+            return False
+        self.dataplane.expect_wake(payload)  # before the NOTIFY: the answer may follow the commit
+        if not sent:
+            notify_in(conn, channel, payload)
+        return True
 
-    def _wake_channel(self) -> str | None:
+    @property
+    def wake_channel(self) -> str | None:
         """The channel the data plane listens on in another process (the split's), or None."""
-        return self.dataplane.wake_channel
+        return self.caps.wake_channel
 
-    def _end_in_one(self, caller: Caller, lane_id: int, to: str, now: float) -> Lane | None:
+    def end_at_once(self, caller: Caller, lane_id: int, to: str, now: float) -> Lane | None:
         """PostgreSQL: ``end``'s lock, move, audit and wake-up as one autocommit statement. None
         (nothing written) unless the lane was live and the caller's: ``end`` then says why."""
-        channel = self._wake_channel()  # the split's NOTIFY channel
+        channel = self.wake_channel  # the split's NOTIFY channel
         with self.db.statement_connection() as conn:
             ended = end_in_one(
                 conn,
@@ -124,37 +129,25 @@ class LaneActivation:
             return None
         lane, was, woken = ended
         if was in states.CARRIED and not woken:
-            self._deactivate(lane_id)
+            self.deactivate(lane_id)
         return lane
 
-    def _unready(self, spec: LaneSpec) -> list[str]:
+    def unready(self, spec: LaneSpec) -> list[str]:
         try:
             return self.dataplane.unready(spec)
         except Exception:  # a readiness bug must not block every request
             log.exception("readiness of lane %s", spec.lane_id)
             return []
 
-    def _claim(self, lane_id: int) -> bool:
-        """Mark a lane as being activated by this thread; False if another thread already is."""
-        with self._activating_lock:
-            if lane_id in self._activating:
-                return False
-            self._activating.add(lane_id)
-            return True
-
-    def _release(self, lane_id: int) -> None:
-        with self._activating_lock:
-            self._activating.discard(lane_id)
-
     # --- activation --------------------------------------------------------------------------
 
-    def _activate(self, lane: Lane) -> Lane:
-        """Ask the data plane to carry an installing lane (claimed by ``_claim``); record active,
+    def activate(self, lane: Lane) -> Lane:
+        """Ask the data plane to carry an installing lane (claimed by ``Claims.claim``); record active,
         failed, or, for a transient reason, leave it installing for ``recover``."""
         try:
             return self._activate_claimed(lane)
         finally:
-            self._release(lane.id)
+            self.claims.release(lane.id)
 
     def _activate_claimed(self, lane: Lane) -> Lane:
         spec = spec_of(lane)
@@ -166,7 +159,7 @@ class LaneActivation:
             result = failed_by(exc, time.perf_counter() - t0)
         latency = time.perf_counter() - t0
         self.on_activation(latency, result.ok)
-        if result.ok and self.dataplane.records_outcome:
+        if result.ok and self.caps.records_outcome:
             # the split deployment's controller committed it active: write nothing; its NOTIFY
             # said when (then the conditional UPDATE moved it installing -> active: still live)
             if result.committed_at is not None:
@@ -175,19 +168,19 @@ class LaneActivation:
             with self.db.read() as s:  # an older controller's NOTIFY, or no NOTIFY: read it back
                 lane = s.get(Lane, lane.id) or lane
             if lane.state not in LIVE_STATES:  # ended while installing
-                self._deactivate(lane.id)
+                self.deactivate(lane.id)
             return lane
         now = self.clock()
-        if not self.db.is_sqlite and self.committed_hook is None:
+        if not self.db.is_sqlite and self.hooks.committed is None:
             return self._record_alone(lane, result, latency, now)
         with self.db.write_connection() as conn:
             moved = self._record(conn, lane, result, latency, now)
-            if moved and self.committed_hook is not None:
-                self.committed_hook(conn, {lane.id: lane.state}, now)
+            if moved and self.hooks.committed is not None:
+                self.hooks.committed(conn, {lane.id: lane.state}, now)
             if not moved:
                 lane = lane_for_change(conn, lane.id, lock=False) or lane
         if not moved and result.ok and lane.state not in LIVE_STATES:  # ended while installing
-            self._deactivate(lane.id)
+            self.deactivate(lane.id)
         return lane
 
     def _record(self, conn: Connection, lane: Lane, result: ActivationResult, latency: float, now: float) -> bool:
@@ -198,10 +191,13 @@ class LaneActivation:
         moved = record_activation(conn, lane.id, values)  # Core, not the ORM: viplanes/store/lanesql/core.py
         if moved:
             add_audit(conn, now, "system", "lane.activate", f"lane:{lane.id}", outcome, why)
-            states.apply(lane, values)
-            if lane.state == "active":  # a hint until the commit: ``end`` re-checks in its transaction
-                self._owners.add(lane.id, lane.principal_id, lane.expires_at, now)
+            self._moved(lane, values, now)
         return moved
+
+    def _moved(self, lane: Lane, values: dict[str, Any], now: float) -> None:
+        states.apply(lane, values)
+        if lane.state == "active":  # a hint until the commit: ``end`` re-checks in its transaction
+            self.owners.add(lane.id, lane.principal_id, lane.expires_at, now)
 
     def _record_alone(self, lane: Lane, result: ActivationResult, latency: float, now: float) -> Lane:
         """PostgreSQL, no one to tell (``serve``): ``_record``'s UPDATE and audit row as one
@@ -210,14 +206,12 @@ class LaneActivation:
         with self.db.statement_connection() as conn:
             moved = record_in_one(conn, [(lane.id, values, outcome, why)], now, "")
         if lane.id in moved:
-            states.apply(lane, values)
-            if lane.state == "active":  # a hint until the commit: ``end`` re-checks in its transaction
-                self._owners.add(lane.id, lane.principal_id, lane.expires_at, now)
+            self._moved(lane, values, now)
             return lane
         with self.db.read_connection() as conn:
             lane = lane_for_change(conn, lane.id, lock=False) or lane
         if result.ok and lane.state not in LIVE_STATES:  # ended while installing
-            self._deactivate(lane.id)
+            self.deactivate(lane.id)
         return lane
 
     def _record_in_one(self, lanes: list[Lane], results: list[ActivationResult], now: float) -> set[int]:
@@ -225,29 +219,30 @@ class LaneActivation:
         rows and done-NOTIFY as one autocommit statement (``record_in_one``) where the general
         path is BEGIN + 2 per lane + NOTIFY + COMMIT. Returns the ids of the lanes that did not
         move (ended while installing)."""
-        assert self.done_channel is not None
+        done_channel = self.hooks.done_channel
+        assert done_channel is not None
         outcomes = []
         for lane, result in zip(lanes, results, strict=True):
             values, outcome, why = outcome_of(lane, result, result.latency_s, now)
             outcomes.append((lane.id, values, outcome, why))
         with self.db.statement_connection() as conn:
-            moved = record_in_one(conn, outcomes, now, self.done_channel)
+            moved = record_in_one(conn, outcomes, now, done_channel)
         for lane, (_, values, _, _) in zip(lanes, outcomes, strict=True):
             if lane.id in moved:
                 states.apply(lane, values)
-        if moved and self.announced_hook is not None:
-            self.announced_hook(moved)
+        if moved and self.hooks.announced is not None:
+            self.hooks.announced(moved)
         return {lane.id for lane in lanes if lane.id not in moved}
 
-    def _activate_batch(self, lanes: list[Lane]) -> None:
+    def activate_batch(self, lanes: list[Lane]) -> None:
         """Activate claimed installing lanes together: the data plane's ``activate_many`` (one
         barrier per switch for all of them) and one transaction for every outcome. Each lane keeps
         its own result: one refused lane fails alone, one unconfirmed switch leaves the lanes that
         cross it installing. A data plane that does not activate in batches gets one lane after
         the other, as ``_activate``."""
-        if not self.dataplane.activates_in_batches:
+        if not self.caps.batches:
             for lane in lanes:
-                self._activate(lane)
+                self.activate(lane)
             return
         try:
             t0 = time.perf_counter()
@@ -261,7 +256,7 @@ class LaneActivation:
                 failed = failed_by(exc, time.perf_counter() - t0)
             now = self.clock()
             ended: list[int] = []
-            if self.done_channel is not None and not self.db.is_sqlite and len(lanes) <= RECORD_MAX:
+            if self.hooks.done_channel is not None and not self.db.is_sqlite and len(lanes) <= RECORD_MAX:
                 chosen = [results.get(lane.id) or (failed if not results else missing) for lane in lanes]
                 for result in chosen:
                     self.on_activation(result.latency_s, result.ok)
@@ -276,7 +271,7 @@ class LaneActivation:
                             if current is not None and current.state not in LIVE_STATES:
                                 ended.append(lane.id)  # ended while installing: its flows go again
                 for lane_id in ended:
-                    self._deactivate(lane_id)
+                    self.deactivate(lane_id)
                 return
             with self.db.write_connection() as conn:
                 moved: dict[int, str] = {}
@@ -289,15 +284,15 @@ class LaneActivation:
                         current = lane_for_change(conn, lane.id, lock=False)
                         if current is not None and current.state not in LIVE_STATES:
                             ended.append(lane.id)  # ended while installing: its flows go again
-                if moved and self.committed_hook is not None:
-                    self.committed_hook(conn, moved, now)
+                if moved and self.hooks.committed is not None:
+                    self.hooks.committed(conn, moved, now)
             for lane_id in ended:
-                self._deactivate(lane_id)
+                self.deactivate(lane_id)
         finally:
             for lane in lanes:
-                self._release(lane.id)
+                self.claims.release(lane.id)
 
-    def _resend(self, lane_id: int) -> None:
+    def resend(self, lane_id: int) -> None:
         """Send a live lane again from its committed row (an extension's new hard_timeout). A
         release that commits meanwhile holds the data plane's change lock from its deletes to
         its commit, so this send lands either before those deletes or after the commit, where
@@ -310,11 +305,11 @@ class LaneActivation:
                 with self.db.read_connection() as conn:
                     current = owner_and_state(conn, lane_id)
                 if current is None or current[1] not in LIVE_STATES:
-                    self._deactivate(lane_id)  # ended while we re-sent it
+                    self.deactivate(lane_id)  # ended while we re-sent it
         if not result.ok:
             log.warning("lane %s extended but the data plane refresh failed: %s", lane_id, result.reason)
 
-    def _deactivate(self, lane_id: int) -> None:
+    def deactivate(self, lane_id: int) -> None:
         try:
             self.dataplane.deactivate(lane_id)
         except Exception:  # hard_timeout and the next reconcile still remove the flows
@@ -339,7 +334,7 @@ class LaneActivation:
                 if lane.expires_at <= now:
                     states.move(lane, states.EXPIRED, "ended before it could start", now)
                     audit(s, now, "system", "lane.expire", f"lane:{lane.id}", "done", lane.reason)
-                elif lane.id not in self._activating and not self._unready(spec_of(lane)):
+                elif lane.id not in self.claims and not self.unready(spec_of(lane)):
                     if not self._take_pool_address(s, lane):
                         states.move(
                             lane, states.FAILED, "the lane address pool was exhausted when the lane was due", now
@@ -356,11 +351,11 @@ class LaneActivation:
                 states.move(lane, states.EXPIRED, "duration ended", now)
                 audit(s, now, "system", "lane.expire", f"lane:{lane.id}", "done")
             ended_ids = [lane.id for lane in ending]
-        starting = [lane for lane in starting if self._claim(lane.id)]  # after commit: never leaked
+        starting = [lane for lane in starting if self.claims.claim(lane.id)]  # after commit: never leaked
         if starting:
-            self._activate_batch(starting)
+            self.activate_batch(starting)
         for lane_id in ended_ids:
-            self._deactivate(lane_id)
+            self.deactivate(lane_id)
         return {"started": len(starting), "expired": len(ended_ids)}
 
     def _take_pool_address(self, s: Any, lane: Lane) -> bool:
@@ -383,7 +378,7 @@ class LaneActivation:
         now = self.clock()
         with self.db.read_connection() as conn:  # autocommit on PostgreSQL: one round trip
             stuck = installing_lanes(conn, now)
-        claimed = [lane for lane in stuck if not self._unready(spec_of(lane)) and self._claim(lane.id)]
+        claimed = [lane for lane in stuck if not self.unready(spec_of(lane)) and self.claims.claim(lane.id)]
         if claimed:
-            self._activate_batch(claimed)
+            self.activate_batch(claimed)
         return len(claimed)

@@ -2,9 +2,10 @@
 
 requested -> scheduled -> installing -> active -> expired | released | revoked, or failed with a
 reason: the table and the columns of each move are ``viplanes.lanes.states``. The manager (with
-its activation part) is the only code that changes a lane's state (each change is audited); it
-talks to the database (source of truth) and to a :class:`~viplanes.dataplane.base.Dataplane`, never
-to a switch.
+its activation part, ``LaneActivation``, and its read part, ``LaneReads``: collaborators it
+builds from one ``LaneContext``, never base classes) is the only code that changes a lane's state
+(each change is audited); it talks to the database (source of truth) and to a
+:class:`~viplanes.dataplane.base.Dataplane`, never to a switch.
 
 Faults: a lane is never failed for a reason that is only about the switches being away right now
 (:func:`~viplanes.dataplane.base.is_transient`). An immediate request while its switches are not
@@ -17,47 +18,44 @@ activating, whoever left it so; a lane whose window ends first becomes ``expired
 
 from __future__ import annotations
 
+import builtins
 import logging
-import threading
 from collections.abc import Callable, Sequence
 
-from sqlalchemy import Connection, select
 from sqlalchemy.exc import IntegrityError
 
 from viplanes.authz.tokens import Caller, sees_lane
 from viplanes.dataplane.base import Dataplane
 from viplanes.domain.clock import SteadyClock
 from viplanes.domain.flowcost import FlowCoster
+from viplanes.domain.values import LaneCounters, LaneSpec
 from viplanes.errors import Conflict, NotFound, VipError
 from viplanes.lanes import states
-from viplanes.lanes.activation import LaneActivation
-from viplanes.lanes.budgets import fits_switches
+from viplanes.lanes.activation import LaneActivation, OutcomeHooks
+from viplanes.lanes.admit import LaneAdmission
 from viplanes.lanes.committed import activate_truthfully, committed_after_all
+from viplanes.lanes.context import Claims, LaneContext
 from viplanes.lanes.extension import judge_extension
 from viplanes.lanes.idempotency import find_replay, request_digest
-from viplanes.lanes.overlap import overlapping_lane, source_aliases
 from viplanes.lanes.owners import ActiveOwners
-from viplanes.lanes.pool import NAT_LOCK_KEY, LanePool, needs_pool_address
+from viplanes.lanes.pool import LanePool
 from viplanes.lanes.reads import LaneReads
-from viplanes.lanes.refusals import duplicate_lane, not_ready, pool_exhausted, spec_to_check
-from viplanes.lanes.requests import LaneTrigger, lane_row, refusal, to_request, within_bookings
+from viplanes.lanes.requests import LaneTrigger, refusal, to_request, within_bookings
 from viplanes.lanes.resolver import Resolver, default_resolver
 from viplanes.lanes.states import END_ACTIONS, TERMINAL, TRANSITIONS, can_move  # noqa: F401 - re-exported
-from viplanes.lanes.targets import LaneInput, LaneLimits, LaneTarget, clamp_ttl, target_for_request
+from viplanes.lanes.targets import LaneInput, LaneLimits, LaneTarget, target_for_request
 from viplanes.logs import lane_scope
-from viplanes.policy.rules import Decision, LaneRequest, check_grant, decide
+from viplanes.policy.rules import check_grant, decide
 from viplanes.store.db import Database
 from viplanes.store.lanesql.core import (
     add_audit,
     end_lane,
-    insert_lane,
     lane_from_row,
     lane_row_for_change,
     live_counts,
     owner_and_state,
     usable_grant_rules,
 )
-from viplanes.store.lanesql.postgres import insert_in_one
 from viplanes.store.models import LIVE_STATES, Lane
 from viplanes.store.records import audit, get_grant, rule_of
 from viplanes.topologies.model import Topology
@@ -69,7 +67,7 @@ def _noop(*_args: object) -> None:
     return None
 
 
-class LaneManager(LaneActivation, LaneReads):
+class LaneManager:
     """Requests, extends, ends and schedules lanes. Thread-safe: all state is in the database."""
 
     def __init__(
@@ -84,22 +82,28 @@ class LaneManager(LaneActivation, LaneReads):
         limits: LaneLimits | None = None,
         flow_costs: FlowCoster | None = None,
     ) -> None:
-        self.db = db
-        # the compiler's flow counts (controller/compile/budget.py), for switches with max_flows
-        self.flow_costs = flow_costs
-        self.resolver = resolver or default_resolver()
-        self.limits = limits or LaneLimits()
-        self.resend_lock = threading.Lock()  # an extension and a re-resolved name re-send one at a time
-        self.dataplane = dataplane
-        self.topology = topology
-        # lane windows are judged on a clock a wall-clock step cannot move (viplanes/domain/clock.py)
-        self.clock = clock or SteadyClock()
+        self.context = LaneContext(
+            db=db,
+            dataplane=dataplane,
+            topology=topology,
+            clock=clock or SteadyClock(),
+            limits=limits or LaneLimits(),
+            resolver=resolver or default_resolver(),
+            lane_pool=LanePool(topology.lane_pool.prefix),
+            flow_costs=flow_costs,
+        )
+        self.db, self.dataplane, self.topology = db, dataplane, topology
+        self.clock, self.limits, self.flow_costs = self.context.clock, self.context.limits, flow_costs
         self.on_decision = on_decision
-        self.on_activation = on_activation
-        self.lane_pool = LanePool(topology.lane_pool.prefix)
-        self._activating: set[int] = set()  # lanes a thread of this process is activating now
-        self._activating_lock = threading.Lock()
         self._owners = ActiveOwners()
+        self._claims = Claims()
+        self.activation = LaneActivation(self.context, self._claims, self._owners, on_activation)
+        self.reads = LaneReads(self.context)
+        self.admission = LaneAdmission(self.context, self.activation, self._claims)
+
+    def announce_outcomes(self, hooks: OutcomeHooks) -> None:
+        """The split deployment's controller hears every recorded activation (``cluster.node``)."""
+        self.activation.hooks = hooks
 
     # --- request -----------------------------------------------------------------------------
 
@@ -124,7 +128,7 @@ class LaneManager(LaneActivation, LaneReads):
 
     def target_of(self, body: LaneInput) -> LaneTarget:
         """Destination set and ports, a name resolved before any database lock is held."""
-        return target_for_request(body, self.topology, self.resolver, self.limits.max_matches)
+        return target_for_request(body, self.topology, self.context.resolver, self.limits.max_matches)
 
     def _request(
         self,
@@ -155,12 +159,12 @@ class LaneManager(LaneActivation, LaneReads):
                 # way whatever the count.
                 countable = [r.grant_id for r in rules if check_grant(req, r, now, 0).code in ("allowed", "quota")]
                 decision = decide(
-                    req, rules, self.topology, now, self._live_counts(conn, countable, req.starts_at, req.expires_at)
+                    req, rules, self.topology, now, live_counts(conn, countable, req.starts_at, req.expires_at)
                 )
                 if decision.allowed and req.starts_at > now:
                     decision = within_bookings(conn, decision, rules)
                 if decision.allowed:
-                    lane, denial = self._insert(
+                    lane, denial = self.admission.insert(
                         conn, caller, body, target, req, decision, now, idempotency_key, digest, trigger
                     )
                 else:
@@ -177,13 +181,13 @@ class LaneManager(LaneActivation, LaneReads):
                         denial.message if denial else decision.reason,
                     )
                     if lane is not None and lane.state == "installing":
-                        self._wake_in(conn, f"lane:{lane.id}")
-                elif lane.state == "installing" and self._wake_channel() is not None:
-                    self._wake_in(conn, f"lane:{lane.id}", sent=True)  # rode in the INSERT
+                        self.activation.wake_in(conn, f"lane:{lane.id}")
+                elif lane.state == "installing" and self.activation.wake_channel is not None:
+                    self.activation.wake_in(conn, f"lane:{lane.id}", sent=True)  # rode in the INSERT
         except BaseException as exc:
             if lane is None or not committed_after_all(self.db, lane, exc):
                 if lane is not None:  # not committed: nothing to activate, release the claim
-                    self._release(lane.id)
+                    self._claims.release(lane.id)
                 raise
         if denial is not None:
             raise denial
@@ -191,88 +195,8 @@ class LaneManager(LaneActivation, LaneReads):
         with lane_scope(lane.id):  # activation's log lines name the lane (and the request, if any)
             log.info("lane %d granted to %s: %s", lane.id, caller.name, lane.state)
             if lane.state == "installing":
-                lane = activate_truthfully(self._activate, self.db, lane)
+                lane = activate_truthfully(self.activation.activate, self.db, lane)
         return lane, True
-
-    def _live_counts(
-        self, conn: Connection, grant_ids: Sequence[int], start: float, end: float, exclude: int | None = None
-    ) -> dict[int, int]:
-        """Live lanes per grant whose time window overlaps [start, end): one GROUP BY."""
-        return live_counts(conn, grant_ids, start, end, exclude)
-
-    def _insert(
-        self,
-        conn: Connection,
-        caller: Caller,
-        body: LaneInput,
-        target: LaneTarget,
-        req: LaneRequest,
-        decision: Decision,
-        now: float,
-        idempotency_key: str | None,
-        digest: str,
-        trigger: LaneTrigger | None = None,
-    ) -> tuple[Lane | None, VipError | None]:
-        src = str(req.src_ip)
-        host = self.topology.host_by_ip(req.src_ip)
-        immediate = req.starts_at <= now
-        # a booked lane takes its lane-pool address when it starts (``tick``), not now
-        # a takeover lane keeps the campus NAT's own mapping (``LaneTrigger.takeover``): no pool address
-        nat = immediate and needs_pool_address(host, target.nets) and (trigger is None or trigger.takeover is None)
-        # the lane pool's lock rides with the overlap lock: one round trip (same order as before)
-        dup = overlapping_lane(
-            conn,
-            self.db,
-            source_aliases(self.topology, src),
-            req.protocol,
-            target.nets,
-            target.ports,
-            req.src_port,
-            req.starts_at,
-            req.expires_at,
-            then_lock=NAT_LOCK_KEY if nat else None,
-        )
-        if dup is not None:
-            own = conn.scalar(select(Lane.principal_id).where(Lane.id == dup)) == caller.id or caller.is_operator
-            return None, duplicate_lane(dup, own)
-        nat_ip = None
-        if nat:
-            # One lane-pool address per host, shared by all its live lanes: the translation is
-            # stateless 1:1 (host <-> address) and lanes of one host differ by their ports, so
-            # the pool bounds concurrent hosts, not concurrent lanes.
-            nat_ip = self.lane_pool.address_for(self.db, conn, src, locked=True)
-            if nat_ip is None:
-                return None, pool_exhausted(str(self.topology.lane_pool.prefix))
-        refused = fits_switches(
-            conn,
-            self.db,
-            self.topology,
-            self.flow_costs,
-            req,
-            target,
-            nat_ip,
-            self.limits.max_matches,
-            self.dataplane.switch_facts(),
-        )
-        if refused is not None:  # before the row is written and anything is sent
-            return None, refused
-        if immediate:
-            waiting = self._unready(spec_to_check(src, target, req, nat_ip, trigger))
-            if waiting:
-                return None, not_ready(waiting, self.dataplane.readiness())
-        ttl = clamp_ttl(target.ttl_s, self.limits.ttl_floor_s, self.limits.ttl_cap_s) if target.host else None
-        values = lane_row(caller, body, target, req, decision, now, nat_ip, ttl, idempotency_key, digest)
-        if trigger is not None:
-            values.update(trigger.columns())
-        if self.db.is_sqlite:
-            lane = insert_lane(conn, values)
-        else:  # PostgreSQL: the audit row and the controllers' wake-up ride in the INSERT
-            lane = insert_in_one(
-                conn, values, now, caller.name, decision.reason, self._wake_channel() if immediate else None
-            )
-        if immediate:  # before commit: recover() must not pick it up meanwhile
-            self._claim(lane.id)
-        return lane, None
 
     # --- changes -----------------------------------------------------------------------------
 
@@ -286,11 +210,11 @@ class LaneManager(LaneActivation, LaneReads):
         before the write transaction, never inside it (one lock order). The answer waits for the
         commit and the barriers."""
         now = self.clock()
-        early = self.dataplane.removes_early
+        early = self.dataplane.capabilities.removes_early
         if not self.db.is_sqlite and not early:
             # the plain success in one statement (viplanes/store/lanesql/postgres.py); an in-process
             # controller takes the path below instead, which sends the deletes first
-            ended = self._end_in_one(caller, lane_id, to, now)
+            ended = self.activation.end_at_once(caller, lane_id, to, now)
             if ended is not None:
                 return ended
         removal = self._begin_removal(lane_id) if early and self._may_end_active(caller, lane_id, now) else None
@@ -305,13 +229,13 @@ class LaneManager(LaneActivation, LaneReads):
                 lane = lane_from_row(row, row.pop("owner_name"))
                 end_lane(conn, lane_id, states.move(lane, to, f"{to} by {caller.name}", now))
                 add_audit(conn, now, caller.name, END_ACTIONS[to], f"lane:{lane_id}", "done")
-                woken = was in states.CARRIED and removal is None and self._wake_in(conn, f"ended:{lane_id}")
+                woken = was in states.CARRIED and removal is None and self.activation.wake_in(conn, f"ended:{lane_id}")
         finally:
             if removal is not None:  # the barriers, after the commit (or its failure)
                 removal()
         self._owners.discard(lane_id)
         if was in states.CARRIED and removal is None and not woken:
-            self._deactivate(lane_id)
+            self.activation.deactivate(lane_id)
         return lane
 
     def _may_end_active(self, caller: Caller, lane_id: int, now: float) -> bool:
@@ -328,9 +252,9 @@ class LaneManager(LaneActivation, LaneReads):
         return sees_lane(caller, owner)
 
     def _begin_removal(self, lane_id: int) -> Callable[[], None] | None:
-        """Send an active lane's deletes now (``Dataplane.removes_early``); the function to wait,
-        or None."""
-        if not self.dataplane.removes_early:
+        """Send an active lane's deletes now (``PlaneCapabilities.removes_early``); the function to
+        wait, or None."""
+        if not self.dataplane.capabilities.removes_early:
             return None
         try:
             return self.dataplane.begin_deactivate(lane_id)
@@ -343,15 +267,13 @@ class LaneManager(LaneActivation, LaneReads):
         now = self.clock()
         with self.db.write() as s:
             # grant first, then lane: the same order as request() and revoke, so no deadlock
-            owner = self.get(caller, lane_id, s)
+            owner = self.reads.get(caller, lane_id, s)
             grant = get_grant(s, owner.grant_id, lock=True)
-            lane = self.get(caller, lane_id, s, lock=True)
+            lane = self.reads.get(caller, lane_id, s, lock=True)
             if lane.state not in LIVE_STATES:
                 raise Conflict(f"lane {lane_id} is {lane.state}", code="lane_not_live")
             new_end = lane.expires_at + add_s
-            live = self._live_counts(s.connection(), [grant.id], lane.starts_at, new_end, exclude=lane.id).get(
-                grant.id, 0
-            )
+            live = live_counts(s.connection(), [grant.id], lane.starts_at, new_end, exclude=lane.id).get(grant.id, 0)
             decision, full = judge_extension(
                 s,
                 db=self.db,
@@ -387,10 +309,45 @@ class LaneManager(LaneActivation, LaneReads):
             )
         if lane.state in (states.ACTIVE, states.INTERRUPTED):  # refresh hard_timeout on the switches
             self._owners.add(lane_id, lane.principal_id, lane.expires_at, now)
-            self._resend(lane_id)
+            self.activation.resend(lane_id)
         return lane
 
     def revoke_lanes(self, lane_ids: Sequence[int]) -> None:
         """Take lanes the store already ended (a grant revoked, a principal disabled) off the switches."""
         for lane_id in lane_ids:
-            self._deactivate(lane_id)
+            self.activation.deactivate(lane_id)
+
+    # --- the read and clock-driven parts, under the names the API and the scheduler call -------
+
+    def get(self, caller: Caller, lane_id: int) -> Lane:
+        return self.reads.get(caller, lane_id)
+
+    def list(
+        self,
+        caller: Caller,
+        state: str | None = None,
+        principal: str | None = None,
+        src_ip: str | None = None,
+        dst_ip: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> Sequence[Lane]:
+        return self.reads.list(caller, state, principal, src_ip, dst_ip, limit, offset)
+
+    def counters(self, caller: Caller, lane_id: int) -> tuple[Lane, LaneCounters | None]:
+        return self.reads.counters(caller, lane_id)
+
+    def desired_lanes(self) -> builtins.list[LaneSpec]:
+        return self.reads.desired_lanes()
+
+    def flow_budgets(self) -> builtins.list[tuple[str, int | None, int]]:
+        return self.reads.flow_budgets()
+
+    def counts_by_state(self) -> dict[str, int]:
+        return self.reads.counts_by_state()
+
+    def tick(self) -> dict[str, int]:
+        return self.activation.tick()
+
+    def recover(self) -> int:
+        return self.activation.recover()

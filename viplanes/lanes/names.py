@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select, update
 
 from viplanes.domain.values import ActivationResult
-from viplanes.lanes.activation import failed_by
+from viplanes.lanes.outcomes import failed_by
 from viplanes.lanes.features import entries_per_destination
 from viplanes.lanes.overlap import IPNet, overlapping_lane, row_ports, source_aliases
 from viplanes.lanes.resolver import ResolveError
@@ -42,7 +42,7 @@ from viplanes.store.models import LIVE_STATES, Lane
 from viplanes.store.records import audit, get_grant, rule_of
 
 if TYPE_CHECKING:
-    from viplanes.lanes.manager import LaneManager
+    from viplanes.lanes.desk import LaneDesk
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +52,14 @@ def _short(net: str) -> str:
 
 
 class NameRefresher:
-    def __init__(self, manager: LaneManager) -> None:
-        self.manager = manager
+    """Re-resolves lanes to a DNS name, with the lane service's context and its removal call."""
+
+    def __init__(self, lanes: LaneDesk) -> None:
+        self.context = lanes.context
+        self._revoke = lanes.revoke_lanes  # a lane ended while its new set was sent
 
     def due(self, now: float) -> list[int]:
-        with self.manager.db.read() as s:
+        with self.context.db.read() as s:
             return list(
                 s.scalars(
                     select(Lane.id).where(
@@ -68,7 +71,7 @@ class NameRefresher:
     def refresh_due(self) -> int:
         """Re-resolve every lane whose name is due; returns how many lanes changed their set."""
         changed = 0
-        for lane_id in self.due(self.manager.clock()):
+        for lane_id in self.due(self.context.clock()):
             try:
                 changed += self.refresh(lane_id)
             except Exception:  # one lane's trouble must not stop the others
@@ -78,14 +81,14 @@ class NameRefresher:
     def _retry_later(
         self, lane_id: int, at: float, action: str = "", reason: str = "", decision: str = "failed"
     ) -> None:
-        m = self.manager
+        m = self.context
         with m.db.write() as s:
             s.execute(update(Lane).where(Lane.id == lane_id).values(dst_refresh_at=at))
             if action:
                 audit(s, m.clock(), "system", action, f"lane:{lane_id}", decision, reason)
 
     def refresh(self, lane_id: int) -> bool:
-        m = self.manager
+        m = self.context
         now = m.clock()
         with m.db.read() as s:
             lane = s.get(Lane, lane_id)
@@ -184,7 +187,7 @@ class NameRefresher:
                 "done",
             )
         if not moved and result is not None and result.ok:
-            m._deactivate(lane_id)  # ended while we re-sent it: take the flows down again
+            self._revoke([lane_id])  # ended while we re-sent it: take the flows down again
         return moved
 
     def _reserve(
@@ -199,7 +202,7 @@ class NameRefresher:
         lock that requests take, so no request can claim an address between the two; the union
         keeps a concurrent request or extension from claiming what is about to be installed.
         Lane row first, then the advisory lock: the order ``LaneManager.extend`` takes them."""
-        m = self.manager
+        m = self.context
         with m.db.write() as s:
             q = select(Lane).where(Lane.id == lane_id).with_for_update(of=Lane)
             row = s.scalar(q.execution_options(populate_existing=True))
@@ -233,7 +236,7 @@ class NameRefresher:
         self, lane_id: int, nets: list[str], next_at: float, action: str, reason: str, decision: str
     ) -> bool:
         """Store the lane's set (a conditional UPDATE: False when the lane ended meanwhile)."""
-        m = self.manager
+        m = self.context
         with m.db.write() as s:
             moved = (
                 updated_rows(
@@ -267,8 +270,8 @@ class NameWatcher:
     """A daemon thread calling :meth:`NameRefresher.refresh_due` every ``interval_s`` (DNS can be
     slow: kept off the lifecycle scheduler's thread so a lookup never delays an expiry)."""
 
-    def __init__(self, manager: LaneManager, interval_s: float = 1.0) -> None:
-        self.refresher = NameRefresher(manager)
+    def __init__(self, lanes: LaneDesk, interval_s: float = 1.0) -> None:
+        self.refresher = NameRefresher(lanes)
         self.interval_s = interval_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

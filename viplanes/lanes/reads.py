@@ -3,42 +3,39 @@ the lanes the data plane should carry, flow budgets and counts per state.
 
 Split from ``manager.py`` so the module that writes lane state holds only writes: these methods
 read (``get`` may row-lock for the caller's own write transaction) and never change a row.
-``LaneManager`` mixes this in and holds ``db``, ``dataplane``, ``topology``, ``clock`` and
-``flow_costs``.
+``LaneManager`` holds one, built from the lane service's ``LaneContext``.
 """
 
 from __future__ import annotations
 
 import builtins
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from viplanes.authz.tokens import Caller, sees_lane
-from viplanes.dataplane.base import Dataplane
-from viplanes.domain.flowcost import FlowCoster
 from viplanes.domain.values import LaneCounters, LaneSpec
 from viplanes.errors import NotFound
 from viplanes.lanes import states
 from viplanes.lanes.budgets import budgets_now
+from viplanes.lanes.context import LaneContext
 from viplanes.lanes.specs import SPEC_COLUMNS, spec_from_row
-from viplanes.store.db import Database
 from viplanes.store.models import Lane, Principal
-from viplanes.topologies.model import Topology
 
 log = logging.getLogger("viplanes.lanes.manager")
 
 
 class LaneReads:
-    """The read side of ``LaneManager``."""
+    """The read side of the lane service."""
 
-    db: Database
-    dataplane: Dataplane
-    topology: Topology
-    clock: Callable[[], float]
-    flow_costs: FlowCoster | None
+    def __init__(self, context: LaneContext) -> None:
+        self.db = context.db
+        self.dataplane = context.dataplane
+        self.topology = context.topology
+        self.clock = context.clock
+        self.flow_costs = context.flow_costs
 
     def get(self, caller: Caller, lane_id: int, s: Session | None = None, lock: bool = False) -> Lane:
         """The lane if the caller may see it; ``lock`` row-locks it (PostgreSQL) for a change."""

@@ -178,16 +178,16 @@ def test_retry_after_a_503_gets_the_lane_never_duplicate_lane(world, monkeypatch
     same key gets that lane, in whatever state it is. Issue 41: the first answer is that lane too
     (201, installing), never a 503 "try again" for a lane that exists."""
     manager = world.app.extensions["viplanes"].manager
-    real = manager._activate
+    real = manager.activation.activate
 
     def db_gone(lane):  # type: ignore[no-untyped-def]
         raise OperationalError("UPDATE lanes", {}, Exception("server closed the connection"))
 
-    monkeypatch.setattr(manager, "_activate", db_gone)
+    monkeypatch.setattr(manager.activation, "activate", db_gone)
     key = {"Idempotency-Key": "transfer-42"}
     r = world.client.post("/api/v1/lanes", json=_body(), headers={**world.h("alice"), **key})
     assert r.status_code == 201 and r.json["state"] == "installing", r.json
-    monkeypatch.setattr(manager, "_activate", real)
+    monkeypatch.setattr(manager.activation, "activate", real)
     retry = world.client.post("/api/v1/lanes", json=_body(), headers={**world.h("alice"), **key})
     assert retry.status_code == 200 and retry.json["state"] == "installing", retry.json
     plain = world.client.post("/api/v1/lanes", json=_body(), headers=world.h("alice"))

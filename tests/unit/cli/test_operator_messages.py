@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from tests.support.live import LiveServer
 from tests.support.world import World
 from viplanes.cli import exitcodes
-from viplanes.cli.client import _record
+from viplanes.cli.client import show_record
 from viplanes.cli.main import main
 
 LANE = ["lane", "request", "--src", "10.1.0.10", "--dst", "203.0.113.10", "--dst-port", "9000", "--purpose", "x"]
@@ -88,7 +88,7 @@ def test_api_without_a_database_names_the_settings() -> None:
 
 
 def test_lane_records_round_their_floats(capsys: pytest.CaptureFixture[str]) -> None:
-    _record({"id": 7, "activation_ms": 37.54107099996418, "rate_mbps": 12.5, "ratio": 0.123456789})
+    show_record({"id": 7, "activation_ms": 37.54107099996418, "rate_mbps": 12.5, "ratio": 0.123456789})
     out = capsys.readouterr().out
     assert re.search(r"^activation_ms\s+37\.5$", out, re.M), out
     assert re.search(r"^rate_mbps\s+12\.5$", out, re.M) and re.search(r"^ratio\s+0\.123457$", out, re.M), out

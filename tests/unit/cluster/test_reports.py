@@ -61,6 +61,9 @@ class FakePlane:
     def readiness(self) -> dict[str, Any]:
         return {"ready": False, "switches": self.switches}
 
+    def all_lane_counters(self) -> dict[int, LaneCounters]:
+        return self.counted
+
 
 def test_master_report_reaches_the_api_side(db_url: str) -> None:
     ctl_db, api_db = Database(db_url), Database(db_url)
@@ -71,7 +74,7 @@ def test_master_report_reaches_the_api_side(db_url: str) -> None:
         lease = LeaderLease(ctl_db, "ctl-a")
         assert lease.try_acquire() == 1
         plane = FakePlane()
-        reporter = StatusReporter(ctl_db, plane, "ctl-a", read_counters=lambda p: p.counted)
+        reporter = StatusReporter(ctl_db, plane, "ctl-a")  # counters: plane.all_lane_counters()
         reporter.round()
         ready = api.readiness()
         assert ready["master"] is True and ready["master_holder"] == "ctl-a" and ready["epoch"] == 1

@@ -16,7 +16,7 @@ import pytest
 from viplanes.controller.openflow.embedded import EmbeddedController
 from viplanes.controller.openflow.roles import RoleController
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
-from viplanes.dataplane.base import Dataplane, DataplaneDefaults
+from viplanes.dataplane.base import Dataplane, DataplaneDefaults, PlaneCapabilities
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.dataplane.remote import RemoteDataplane
 
@@ -43,9 +43,19 @@ def declared_attributes() -> dict[str, typing.Any]:
 
 def test_the_protocol_declares_what_the_service_used_to_probe() -> None:
     members = set(declared_methods()) | set(declared_attributes())
-    probed = {"activate_many", "begin_deactivate", "wake_in", "wake_channel", "records_outcome"}
+    probed = {"activate_many", "begin_deactivate", "expect_wake", "capabilities"}
     assert probed <= members
     assert "carries_lane_sets" not in members  # True everywhere: gone with its refusal path
+
+
+def test_the_seam_has_no_mode_flags_and_takes_no_database_connection() -> None:
+    """How a plane carries lanes is one value fixed at construction (``capabilities``), not
+    flags the service branches on one by one; and no member takes the caller's SQL connection
+    (a wake-up in the caller's transaction is the lane service's own statement)."""
+    assert declared_attributes() == {"capabilities": PlaneCapabilities}
+    for name, signature in declared_methods().items():
+        for param in signature.parameters.values():
+            assert not re.search(r"Connection|Session", str(param.annotation)), f"Dataplane.{name}({param.name})"
 
 
 def callable_with(protocol: inspect.Signature, impl: inspect.Signature) -> list[str]:
@@ -85,9 +95,10 @@ def test_a_signature_that_does_not_fit_is_caught() -> None:
 
 def test_the_implementations_answer_as_declared() -> None:
     """The defaults and overrides the service branches on, as each plane really is."""
-    assert (MemoryDataplane.activates_in_batches, MemoryDataplane.removes_early) == (False, False)
-    assert (LaneRuntime.activates_in_batches, LaneRuntime.removes_early) == (True, True)
-    assert RemoteDataplane.records_outcome and RemoteDataplane.wake_channel == "viplanes_lanes"
+    assert MemoryDataplane.capabilities == PlaneCapabilities()
+    assert LaneRuntime.capabilities == PlaneCapabilities(batches=True, removes_early=True)
+    assert RemoteDataplane.capabilities == PlaneCapabilities(records_outcome=True, wake_channel="viplanes_lanes")
+    assert MemoryDataplane().switch_view() is None and LaneRuntime(None).switch_view() is not None
     assert MemoryDataplane().begin_deactivate(1) is None and MemoryDataplane().openflow_transport() is None
     assert EmbeddedController(None, port=0).openflow_transport() == "insecure-tcp"
 

@@ -88,7 +88,7 @@ def test_the_drivers_own_lost_connection_is_an_outage_too() -> None:
     still recorded 'failed'."""
     import psycopg2
 
-    from viplanes.lanes.activation import failed_by
+    from viplanes.lanes.outcomes import failed_by
     from viplanes.store.db import is_outage
 
     assert is_outage(psycopg2.InterfaceError("connection already closed"))

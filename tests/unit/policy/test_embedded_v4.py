@@ -132,7 +132,7 @@ def test_store_refuses_the_grant_too(w: World, dual: Topology, clock: FakeClock)
 def test_a_dns64_answer_for_a_campus_host_is_refused(w: World) -> None:
     """A DNS64 resolver synthesises 64:ff9b::/96 answers for IPv4-only names: a name whose AAAA
     is the NAT64 form of a campus host must not open a lane to it."""
-    resolver = w.app.extensions["viplanes"].manager.resolver
+    resolver = w.app.extensions["viplanes"].manager.context.resolver
     resolver.set("sneaky.example", ["64:ff9b::a01:a", "2001:db8:ff::10"], 120)
     r = ask(w, src_ip="2001:db8:1::10", dst_host="sneaky.example", dst_port=9000)
     assert r.status_code == 403 and r.get_json()["error"] == "dst_embeds_ipv4", r.get_json()

@@ -7,7 +7,7 @@ the separate statements, in one snapshot, atomically; on an autocommit connectio
 transaction, so BEGIN and COMMIT go too.
 
 The release/revoke (``end_in_one``): row lock, state check, visibility, UPDATE, audit row and the
-wake-up NOTIFY (delivered at commit, as ``LaneActivation._wake_in`` does) were BEGIN + 4 + COMMIT
+wake-up NOTIFY (delivered at commit, as ``LaneActivation.wake_in`` does) were BEGIN + 4 + COMMIT
 round trips, now 1. Anything but the plain success (no such lane, not the caller's, not live)
 returns None and the caller takes the general path, which says why with the same errors as
 before; nothing was written then (the CTE's UPDATE matched no row, so neither did the rest).
@@ -192,3 +192,9 @@ def insert_in_one(
     lane = Lane(**values)
     lane.id = int(row[0])
     return lane
+
+
+def notify_in(conn: Connection, channel: str, payload: str) -> None:
+    """NOTIFY ``channel`` inside the caller's transaction: PostgreSQL delivers it at the commit,
+    so a wake-up can never run ahead of the row it announces."""
+    conn.execute(text("SELECT pg_notify(:ch, :p)"), {"ch": channel, "p": payload})

@@ -190,15 +190,15 @@ def test_a_zone_base_that_does_not_fit_is_refused_with_the_range(tmp_path: Path)
 
 
 def test_the_setting_overrides_the_topology_and_a_bad_value_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    from viplanes.cli.serve import _load_topology
+    from viplanes.cli.serve import load_topology_option
 
     path = str(REPO / "topologies" / "campus.yaml")
     monkeypatch.delenv("VIPLANES_CT_ZONE_BASE", raising=False)
-    assert _load_topology(path).ct_zone_base == 0x1000
+    assert load_topology_option(path).ct_zone_base == 0x1000
     monkeypatch.setenv("VIPLANES_CT_ZONE_BASE", "0x2400")
-    assert _load_topology(path).ct_zone_base == 0x2400
+    assert load_topology_option(path).ct_zone_base == 0x2400
     for bad, why in (("many", "VIPLANES_CT_ZONE_BASE=.many.: expected an integer"), ("65535", "do not fit")):
         monkeypatch.setenv("VIPLANES_CT_ZONE_BASE", bad)
         with pytest.raises(click.ClickException, match=why) as exc:
-            _load_topology(path)
+            load_topology_option(path)
         assert "\n" not in exc.value.message

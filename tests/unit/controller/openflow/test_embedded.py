@@ -14,8 +14,8 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 
 from tests.support.peer import Peer, msg
 from tests.support.procs import free_port
+from viplanes.controller.openflow.embedded import EmbeddedController
 from viplanes.controller.openflow.launcher import SWITCH_INTERVAL_S
-from viplanes.controller.runtime.lane_runtime import EmbeddedController
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Topology
 

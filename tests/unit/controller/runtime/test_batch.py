@@ -14,8 +14,9 @@ from tests.support.fake_switches import FakeSwitches, inline_runtime, lane_flows
 from tests.support.world import make_world
 from viplanes.controller.compile.cookies import lane_cookie
 from viplanes.controller.runtime.outcome import SwitchAnswer, lane_failures, merge
-from viplanes.dataplane.base import DataplaneDefaults
+from viplanes.dataplane.base import DataplaneDefaults, PlaneCapabilities
 from viplanes.domain.values import ActivationResult, LaneSpec
+from viplanes.lanes.activation import OutcomeHooks
 from viplanes.store.models import Lane
 
 
@@ -126,7 +127,7 @@ class BatchPlane(DataplaneDefaults):
     """A data plane with ``activate_many``: requests leave lanes installing (busy); a batch then
     answers from ``outcomes`` (lane id -> reason, None = installed)."""
 
-    activates_in_batches = True
+    capabilities = PlaneCapabilities(batches=True)
 
     def __init__(self) -> None:
         self.outcomes: dict[int, str | None] = {}
@@ -162,7 +163,7 @@ def test_recover_records_a_whole_batch_in_one_transaction(sqlite_url, clock, top
             ids.append(r.json["id"])
         manager = world.app.extensions["viplanes"].manager
         committed: list[dict[int, str]] = []
-        manager.committed_hook = lambda s, states, at: committed.append(dict(states))
+        manager.announce_outcomes(OutcomeHooks(committed=lambda s, states, at: committed.append(dict(states))))
         plane.outcomes = {
             ids[1]: "switch s3 (dpid 3) refused: OFPET_FLOW_MOD_FAILED code 0",
             ids[2]: "switch s2 (dpid 2) did not confirm within 5 s",
