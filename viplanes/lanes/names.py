@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select, update
 
 from viplanes.domain.values import ActivationResult
-from viplanes.lanes.outcomes import failed_by
 from viplanes.lanes.features import entries_per_destination
+from viplanes.lanes.outcomes import failed_by
 from viplanes.lanes.overlap import IPNet, overlapping_lane, row_ports, source_aliases
 from viplanes.lanes.resolver import ResolveError
 from viplanes.lanes.specs import spec_of
