@@ -31,11 +31,12 @@ import requests
 from tests.support.fakeswitch import FakeSwitch, arp_request_packet_in, client_context
 from tests.support.ovs import add_bridge, lane_flows
 from tests.support.procs import free_port
+from tests.support.runtag import ifname
 from tests.support.serve import bootstrap, openflow_serve, setup_researcher
 from viplanes.lab.servechild import ServeChild
 
 pytestmark = pytest.mark.integration
-PREFIX = f"vlatk{os.getpid() % 100000}"
+PREFIX = ifname("vlatk", longest_suffix="-s3")
 # set: plain TCP, serve started with these options ("none": no options, for the old code)
 PLAIN_ARGS = os.environ.get("VIPLANES_ATTACK_SERVE_ARGS")
 PLAIN = PLAIN_ARGS is not None

@@ -12,7 +12,6 @@ switches had timed out, with an hour of fresh hard timeout.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ import requests
 from tests.support import faketime
 from tests.support.ovs import add_bridge, lane_flows
 from tests.support.procs import free_port, lab_security_args
+from tests.support.runtag import ifname
 from tests.support.serve import bootstrap, lane_body, setup_researcher
 from viplanes.lab.servechild import ServeChild
 
@@ -32,7 +32,7 @@ pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(not faketime.available(), reason="libfaketime missing (Debian faketime; scripts/setup.sh)"),
 ]
-PREFIX = f"vlclk{os.getpid() % 100000}"
+PREFIX = ifname("vlclk", longest_suffix="-s4")
 HOUR = 3600
 DRIFT_ROUNDS_S = 6.0  # three drift rounds (every 2 s): time for a wrong repair to show
 

@@ -8,7 +8,6 @@ No hosts are attached: the flows only need to be accepted by the switches.
 
 from __future__ import annotations
 
-import os
 import statistics
 import subprocess
 import time
@@ -18,10 +17,11 @@ import requests
 
 from tests.support.ovs import add_bridge, lane_flows
 from tests.support.procs import free_port
+from tests.support.runtag import ifname
 from tests.support.serve import bootstrap, openflow_serve, setup_researcher
 
 pytestmark = pytest.mark.integration
-PREFIX = f"vlsrv{os.getpid() % 100000}"
+PREFIX = ifname("vlsrv", longest_suffix="-s4")
 
 
 @pytest.fixture
