@@ -1,7 +1,7 @@
 """Attacks on the OpenFlow port of a real `viplanes serve`, with real OVS bridges over TLS.
 
 Three bridges ``vlatk<pid>-sN`` with the campus dpids 1-3 (every lane desktop -> cloud crosses
-them) connect with the lab PKI; dpid 4 has no bridge. Hostile peers (``fakeswitch``) try:
+them) connect with the lab PKI; dpid 4 has no bridge. Hostile peers (``fake_switches.FakeSwitch``) try:
 no certificate, a certificate of another CA, a campus certificate for another dpid, a valid
 certificate for dpid 1 while the real s1 is up (looping, as in issue 9), a dpid the topology does
 not know, and a PACKET_IN flood. The real switches must stay connected and keep getting their
@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support.fakeswitch import FakeSwitch, arp_request_packet_in, client_context
+from tests.support.fake_switches import FakeSwitch, arp_request_packet_in, client_context
 from tests.support.ovs import add_bridge, lane_flows
 from tests.support.procs import free_port
 from tests.support.runtag import ifname

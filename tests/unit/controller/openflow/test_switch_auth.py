@@ -249,7 +249,7 @@ def test_connection_screen_admits_once_and_limits_packet_ins():
 
     from os_ken.ofproto import ofproto_v1_3 as ofp
 
-    from tests.support.fakeswitch import arp_request_packet_in, message
+    from tests.support.fake_switches import arp_request_packet_in, message
     from viplanes.controller.openflow.admission import Limits
     from viplanes.controller.openflow.server import GuardedDatapath
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.support.fakeswitch import client_context
+from tests.support.fake_switches import client_context
 from viplanes import pki, pki_denylist
 from viplanes.cli.pki import EXIT_BAD_ARGUMENT, EXIT_NOT_DENIED, pki_group
 from viplanes.controller.openflow.denylist import DenyList
