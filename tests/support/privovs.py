@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from tests.support.runtag import ifname, link_octet
+from viplanes.lab.labpki import ensure_lab_pki
 
 SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 # switch ports of the campus: (bridge, port) -> (namespace suffix, interface in it, MAC, address)
@@ -159,7 +160,9 @@ class PrivateOvs(OvsBed):
         octet = link_octet()  # free now; taken when start() adds the address
         self.controller_ip, self.switch_ip = f"169.254.{octet}.1", f"169.254.{octet}.2"
         self.ctl_if = f"{self.name}c"
-        self.security_args: list[str] = []  # serve options for OpenFlow over TLS, set by _build
+        # serve's options for OpenFlow over TLS with the lab PKI, known before start(): the serve
+        # launcher takes them when it is made, which may be before the bed is built
+        self.security_args: list[str] = ensure_lab_pki(configure_vswitchd=False).serve_args()
 
     def start(self, controller_port: int) -> PrivateOvs:
         self.start_daemons()
@@ -175,11 +178,8 @@ class PrivateOvs(OvsBed):
     def _build(self, controller_port: int) -> None:
         # OpenFlow over TLS with the lab PKI, set on this private ovsdb only (the shared one
         # is never touched)
-        from viplanes.lab.labpki import ensure_lab_pki
-
         lab = ensure_lab_pki(configure_vswitchd=False)
         self.vsctl("set-ssl", str(lab.vswitchd_key), str(lab.vswitchd_cert), str(lab.ca))
-        self.security_args = lab.serve_args()
         target = f"ssl:{self.controller_ip}:{controller_port}"
         for br, dpid in DPIDS.items():
             self.vsctl(

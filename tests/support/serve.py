@@ -22,11 +22,12 @@ def memory_serve(
     workdir: Path,
     env: dict[str, str] | None = None,
     tick: float = 0.1,
-    ready_s: float = 20,
+    ready_s: float = 45,
     args: tuple[str, ...] = (),
 ) -> ServeChild:
     """`viplanes serve --dataplane memory` (not started): the API-only tests' serve. ``args``:
-    more serve options (e.g. --topology FILE)."""
+    more serve options (e.g. --topology FILE). ``ready_s``: an idle serve took over 20 s to
+    answer with two lab runs and other work on 2 cores."""
     return ServeChild(db_url, workdir, dataplane="memory", tick=tick, env=env, ready_s=ready_s, args=args)
 
 
