@@ -1,10 +1,9 @@
 """VIP Lanes: pre-authorized big-data flows steered around campus middleboxes.
 
-Modules: ``config``, ``errors``, ``lifecycle``, ``logs``, ``pki``, ``pki_denylist``,
-``privatefile``, ``udplisten``.
+Modules: ``config``, ``errors``, ``lifecycle``, ``logs``, ``privatefile``, ``udplisten``.
 
 Subpackages: ``auto``, ``cli``, ``client``, ``cluster``, ``dataplane``, ``domain``, ``lab``,
-``lanes``, ``sampling``, ``store``; and, from the repository's top-level folders (setup.py's
+``lanes``, ``pki``, ``sampling``, ``store``; and, from the repository's top-level folders (setup.py's
 package_dir), ``topologies``, ``policy``, ``authz``, ``controller``, ``api``.
 
 May import: each subpackage only downward, as the contracts in .importlinter say (drawn in
