@@ -5,12 +5,13 @@ level OUTPUT (25); every logger created afterwards (the controller's, the API's)
 INFO. We let Mininet do its import-time set-up once, here, and put the standard class back.
 
 Modules: ``cpulimit``, ``ctzones``, ``datasets``, ``demo``, ``dns``, ``estimate``, ``experiments``,
-``fidelity``, ``fidelity_curves``, ``fidelity_seeds``, ``fidelity_table2``, ``fidelity_tools``,
 ``filetools``, ``finding``, ``findings_doc``, ``labpki``, ``measure``, ``net``, ``nodes``,
-``paper``, ``papergrid``, ``paperplots``, ``plots``, ``ports``, ``prereqs``, ``records``,
-``report``, ``runner``, ``servechild``, ``services``, ``session``, ``sflowlab``, ``shellinfo``,
-``stack``, ``startup``, ``sweep``, ``topo``, ``v6lab``, ``v6series``, ``wanendpoint``, ``wanmodel``,
-``wanproxy``.
+``plots``, ``ports``, ``prereqs``, ``records``, ``report``, ``runner``, ``servechild``,
+``services``, ``session``, ``sflowlab``, ``shellinfo``, ``stack``, ``startup``, ``sweep``,
+``topo``, ``v6lab``, ``v6series``.
+
+Subpackages: ``fidelity`` (the lab held against the papers), ``paper`` (what the papers measured,
+the paper grid and its figures), ``wan`` (the WAN model and its pacing proxy).
 
 Imports today: client, config, controller, lifecycle, sampling, topologies. Never (.importlinter):
 click, tests, cli.

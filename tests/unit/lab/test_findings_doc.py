@@ -14,8 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from viplanes.cli.lab import lab
-from viplanes.lab import fidelity_seeds, findings_doc
+from viplanes.lab import findings_doc
 from viplanes.lab.fidelity import Finding, findings
+from viplanes.lab.fidelity import seeds as fidelity_seeds
 from viplanes.lab.report import load_results
 from viplanes.lab.v6series import grid_runs
 
