@@ -22,13 +22,9 @@ from urllib.request import urlopen
 
 import pytest
 
+from tests.support.procs import free_port
+
 pytestmark = pytest.mark.integration
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def listening(port: int) -> bool:
