@@ -18,18 +18,20 @@ setup:
 ovs-up:
 	@scripts/ovs-up
 
-# pytest exits 5 when it collected nothing; make treats every non-zero code as failure. The
-# integration run prints its 20 slowest steps: where the suite's time goes, in every CI log.
+# pytest exits 5 when it collected nothing; make treats every non-zero code as failure. Both runs
+# print their 20 slowest steps: where the suite's time goes, in every CI log. The unit suite runs on
+# two workers (pytest-xdist; its tests share no file, port or bridge name); the integration suite
+# stays serial: its labs share the machine's one ovs-vswitchd.
 test: setup
 	scripts/lint
 	scripts/lint-imports
 	scripts/typecheck
 	scripts/check-units
-	$(PYTEST) -q -m "not integration" tests
+	$(PYTEST) -q -m "not integration" -n 2 --durations=20 tests
 	$(PYTEST) -q -m integration --durations=20 tests
 
 test-unit: setup
-	$(PYTEST) -q -m "not integration" tests
+	$(PYTEST) -q -m "not integration" -n 2 --durations=20 tests
 
 test-integration: setup
 	$(PYTEST) -q -m integration --durations=20 tests

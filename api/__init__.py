@@ -14,4 +14,13 @@ Endpoints (all under /api/v1 need ``Authorization: Bearer <token>``; OpenAPI at 
     GET  /healthz, /readyz, /metrics (no token)
 
 Errors are ``{"error": code, "message": text, "details": {...}}``.
+
+Modules: ``app``, ``audit``, ``auth``, ``automation``, ``bodies``, ``errors``, ``grants``,
+``health``, ``lanes``, ``metrics``, ``oidc``, ``principals``, ``requestid``, ``schemas``,
+``values``, ``views``.
+
+Subpackages: ``ui``.
+
+Imports today: authz, auto, config, controller, dataplane, domain, errors, lanes, logs, policy, store,
+topologies. Never (.importlinter): click, tests, cli.
 """

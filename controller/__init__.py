@@ -10,4 +10,9 @@
 May import ``viplanes.domain``, ``viplanes.dataplane.base`` and ``viplanes.topologies``; never the lane
 service, the store, policy, the API or an entry point (``.importlinter``). The packet simulators that
 test what the compiled rules do live in ``tests/support/``.
+
+Subpackages: ``compile``, ``openflow``, ``runtime``.
+
+Imports today: dataplane, domain, pki, topologies. Never (.importlinter): click, tests, api, authz,
+cli, client, cluster, lab, lanes, policy, store.
 """

@@ -1,6 +1,13 @@
 """The operator console under /ui/: server-rendered pages over the same store, lane manager and
 authorization as the JSON API. Views stay thin: they parse a form, call what the API views call,
 and render. Sign-in, CSRF and security headers live in ``web``; sessions in ``session``.
+
+Modules: ``admin``, ``audit_pages``, ``campus``, ``campusclient``, ``campusfresh``, ``campusout``,
+``forms``, ``lanebytes``, ``lanes_pages``, ``ops``, ``researcher``, ``session``, ``switchview``,
+``web``.
+
+Imports today: authz, controller, domain, errors, lanes, policy, store, topologies. Never
+(.importlinter): click, tests, cli.
 """
 
 from __future__ import annotations

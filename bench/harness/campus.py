@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.harness.ovs import Bridges, create_bridges, ofctl, ovs_up
-from bench.harness.server import Serve
 from viplanes.controller.compile.cookies import lane_cookie
+from viplanes.lab.servechild import ServeChild
 from viplanes.topologies.model import Topology
 
 
@@ -26,7 +26,7 @@ class Campus:
     def host_ip(self, name: str) -> str:
         return str(self.topo.host(name).iface.ip.ip)
 
-    def attach(self, serve: Serve) -> None:
+    def attach(self, serve: ServeChild) -> None:
         """Point the bridges at the serve's controller and wait for them (no-op without one)."""
         if serve.dataplane == "memory":
             return

@@ -9,23 +9,16 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from bench.harness.ovs import serve_security_args
+from viplanes.lab.ports import free_port as free_port
+from viplanes.lab.servechild import ServeChild
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def cpu_seconds(pid: int) -> float | None:
@@ -133,149 +126,41 @@ class Api:
             self._conn = None
 
 
-class Serve:
-    """``python -m viplanes.cli.main serve`` with its log in ``workdir``; SIGTERM then SIGKILL on stop."""
-
-    def __init__(
-        self,
-        workdir: Path,
-        of_port: int,
-        dataplane: str = "openflow",
-        threads: int = 8,
-        db_url: str | None = None,
-        repo: Path | None = None,
-        extra_args: list[str] | None = None,
-        of_host: str = "127.0.0.1",
-    ) -> None:
-        self.workdir = workdir
-        self.of_host = of_host  # where the bridges reach the controller (a veth for pinned_ovs)
-        # another checkout with its own .venv (bench.probes.ab runs old and new code side by side)
-        self.repo = repo or REPO
-        self.python = sys.executable if self.repo == REPO else str(self.repo / ".venv" / "bin" / "python")
-        self.extra_args = list(extra_args or [])  # e.g. ["--topology", path]
-        self.db_url = db_url or f"sqlite:///{workdir / 'bench.db'}"
-        self.api_port = free_port()
-        self.of_port = of_port
-        self.dataplane = dataplane
-        self.threads = threads
-        self.log = workdir / "serve.log"
-        self.proc: subprocess.Popen | None = None
-        self.started_at = 0.0
-        self._of_port_used = False
-
-    def start(self, timeout_s: float = 60.0) -> Serve:
-        """Start and wait until /healthz answers. A port taken between ``free_port`` and the bind
-        (another process on this shared machine) costs one retry on fresh ports."""
-        try:
-            return self._start(timeout_s)
-        except RuntimeError as exc:
-            if "in use" not in str(exc) and "busy" not in str(exc):
-                raise
-            self.api_port = free_port()
-            if self.of_port_is_free:
-                self.of_port = free_port()
-            return self._start(timeout_s)
-
-    @property
-    def of_port_is_free(self) -> bool:
-        """Whether the OpenFlow port may change (not once bridges point at it)."""
-        return not self._of_port_used
-
-    def _start(self, timeout_s: float) -> Serve:
-        cmd = [
-            self.python,
-            "-m",
-            "viplanes.cli.main",
-            "serve",
-            "--db",
-            self.db_url,
-            "--api",
-            f"127.0.0.1:{self.api_port}",
-            "--openflow",
-            f"{self.of_host}:{self.of_port}",
-            "--dataplane",
-            self.dataplane,
-            "--threads",
-            str(self.threads),
-            "--tick",
-            "0.5",
-            *serve_security_args(),
-            *self.extra_args,
-        ]
-        with open(self.log, "ab") as log:
-            self.started_at = time.perf_counter()
-            # the bench's bridges are not cabled to each other: no cabling probes (docs/dataplane.md)
-            env = {"VIPLANES_LINK_PROBE_S": "0", **os.environ}
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=self.repo, env=env)
-        deadline = time.monotonic() + timeout_s
-        api = Api(self.api_port)
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"serve exited ({self.proc.returncode}):\n{self.tail()}")
-            try:
-                if api.call("GET", "/healthz")[0] == 200:
-                    api.close()
-                    self._of_port_used = True  # bridges may point at it from now on
-                    return self
-            except OSError:
-                api.close()
-            time.sleep(0.05)
-        raise TimeoutError(f"serve not healthy after {timeout_s} s:\n{self.tail()}")
-
-    def tail(self, chars: int = 3000) -> str:
-        try:
-            return self.log.read_text(errors="replace")[-chars:]
-        except OSError:
-            return ""
-
-    def rss_mb(self) -> float | None:
-        """Resident memory of the serve process (controller + API + store), MiB."""
-        if self.proc is None:
-            return None
-        try:
-            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024.0
-        except OSError:
-            return None
-        return None
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-
-    def add_operator(self, name: str = "benchop") -> str:
-        """Bootstrap an operator straight in the database (as an operator would); its token."""
-        out = subprocess.run(
-            [
-                self.python,
-                "-m",
-                "viplanes.cli.main",
-                "principal",
-                "add",
-                name,
-                "--role",
-                "operator",
-                "--db",
-                self.db_url,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=self.repo,
-        )
-        if out.returncode != 0:
-            raise RuntimeError(f"principal add: {out.stderr.strip()}")
-        return out.stdout.strip().splitlines()[-1]
+def bench_serve(
+    workdir: Path,
+    of_port: int,
+    dataplane: str = "openflow",
+    threads: int = 8,
+    db_url: str | None = None,
+    repo: Path | None = None,
+    extra_args: list[str] | None = None,
+    of_host: str = "127.0.0.1",
+) -> ServeChild:
+    """serve (not started) as the benchmarks run it: log in ``workdir``, 0.5 s tick. ``repo``: another
+    checkout with its own .venv (bench.probes.ab runs old and new code side by side); ``of_host``:
+    where the bridges reach the controller (a veth for pinned_ovs)."""
+    repo = repo or REPO
+    python = sys.executable if repo == REPO else str(repo / ".venv" / "bin" / "python")
+    # the bench's bridges are not cabled to each other: no cabling probes (docs/dataplane.md)
+    env = {"VIPLANES_LINK_PROBE_S": "0", **os.environ}
+    return ServeChild(
+        db_url or f"sqlite:///{workdir / 'bench.db'}",
+        workdir,
+        openflow=(of_host, of_port),
+        dataplane=dataplane,
+        threads=threads,
+        tick=0.5,
+        security=serve_security_args(),
+        args=extra_args or (),
+        env=env,
+        cli=(python, "-m", "viplanes.cli.main"),
+        cwd=repo,
+        ready_s=60.0,
+        log_name="serve.log",
+    )
 
 
-def researcher(serve: Serve, op_token: str, name: str, grants: list[dict[str, Any]]) -> tuple[str, list[int]]:
+def researcher(serve: ServeChild, op_token: str, name: str, grants: list[dict[str, Any]]) -> tuple[str, list[int]]:
     """Create a researcher over the API and give it ``grants``; returns (token, grant ids)."""
     op = Api(serve.api_port, op_token)
     token = op.ok("POST", "/api/v1/principals", {"name": name, "role": "researcher"})["token"]

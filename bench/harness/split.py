@@ -1,7 +1,7 @@
 """The split deployment (issue 12) for benchmarks: ``viplanes controller cluster`` and ``viplanes api
 --workers N`` on a throwaway PostgreSQL, the benchmark campus's bridges pointed at the controller.
 
-``SplitDeployment`` quacks like ``bench.harness.server.Serve`` where the churn benchmark needs it
+``SplitDeployment`` quacks like ``viplanes.lab.servechild.ServeChild`` where the churn benchmark needs it
 (``api_port``, ``add_operator``, ``stop``), and ``GroupCpuMeter`` charges CPU to each role: the API
 worker processes, the controller, PostgreSQL (postmaster and every backend) and ovs-vswitchd.
 """

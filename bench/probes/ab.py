@@ -24,7 +24,7 @@ from typing import Any
 from bench.harness.campus import Campus, campus
 from bench.harness.flowwatch import FlowWatch, cookie_marker
 from bench.harness.pg import database
-from bench.harness.server import Api, Serve, free_port, researcher
+from bench.harness.server import Api, bench_serve, free_port, researcher
 from bench.harness.spy import Sampler
 from bench.harness.stats import summarize_ms
 from bench.harness.workload import flows, grant_body, lane_body
@@ -59,7 +59,7 @@ def one_round(
         k: [] for k in ("visible", "answer", "gone", "release_answer", "cpu_activation_ms", "cpu_release_ms")
     }
     with database(db, workdir) as db_url:
-        serve = Serve(workdir, free_port(), db_url=db_url, repo=repo).start()
+        serve = bench_serve(workdir, free_port(), db_url=db_url, repo=repo).start()
         try:
             c.attach(serve)
             token, _ = researcher(

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness.campus import Campus, campus
-from bench.harness.server import Api, Serve, free_port, researcher
+from bench.harness.server import Api, bench_serve, free_port, researcher
 from bench.harness.stats import summarize_ms
 from bench.harness.workload import flows, grant_body, lane_body
 from bench.probes.ab import task_cpu_ns
@@ -52,7 +52,7 @@ def one_run(c: Campus, repo: Path, live: int, n: int, warmup: int, tag: str, fil
     """One serve from ``repo``: cycles at 0 live lanes, fill ``live``, cycles again."""
     workdir = c.workdir / tag
     workdir.mkdir()
-    serve = Serve(workdir, free_port(), repo=repo).start()
+    serve = bench_serve(workdir, free_port(), repo=repo).start()
     try:
         c.attach(serve)
         token, _ = researcher(

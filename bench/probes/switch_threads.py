@@ -33,7 +33,7 @@ from bench.harness.campus import Campus
 from bench.harness.ovs import create_bridges, ovs_up
 from bench.harness.pinned_ovs import enabled as pinned_enabled
 from bench.harness.pinned_ovs import pinned_ovs
-from bench.harness.server import Api, Serve, free_port, researcher
+from bench.harness.server import Api, bench_serve, free_port, researcher
 from bench.harness.spy import py_spy
 from bench.harness.synth_campus import host_name, write_campus
 from bench.harness.workload import grant_body
@@ -180,7 +180,7 @@ def _measure(
     topo = load_topology(topo_path)
     bridges = create_bridges(topo, f"vt{os.getpid() % 10000}w", None)
     c = Campus(topo, bridges, workdir)
-    serve = Serve(workdir, free_port(), extra_args=["--topology", str(topo_path)], of_host=of_host, repo=repo)
+    serve = bench_serve(workdir, free_port(), extra_args=["--topology", str(topo_path)], of_host=of_host, repo=repo)
     d: dict[str, Any] = {
         "access": access,
         "switches": len(topo.switches),

@@ -21,7 +21,7 @@ from bench.harness.flowwatch import FlowWatch, cookie_marker
 from bench.harness.ovs import openflow_scheme
 from bench.harness.pg import database
 from bench.harness.report import Result, Target
-from bench.harness.server import REPO, Api, Serve, free_port, researcher
+from bench.harness.server import REPO, Api, bench_serve, free_port, researcher
 from bench.harness.stats import ratio, summarize_ms
 from bench.harness.workload import flows, grant_body, lane_body
 
@@ -140,7 +140,7 @@ def api_without_switches(c: Campus, n: int) -> dict[str, Any]:
     """The same requests against ``serve --dataplane memory``: HTTP + auth + policy + SQLite only."""
     workdir = c.workdir / "memory"
     workdir.mkdir()
-    serve = Serve(workdir, free_port(), dataplane="memory").start()
+    serve = bench_serve(workdir, free_port(), dataplane="memory").start()
     try:
         token, _ = researcher(serve, serve.add_operator(), "alice", [grant_body("alice", c.host_ip(SRC), max_lanes=20)])
         api = Api(serve.api_port, token)
@@ -153,7 +153,7 @@ def api_without_switches(c: Campus, n: int) -> dict[str, Any]:
 
 def api_lanes(c: Campus, n: int, dataplane: str, db_url: str) -> tuple[dict[str, Any], dict[str, Any], float | None]:
     """The measured run: a real serve, the bridges attached, ``n`` lanes one after another."""
-    serve = Serve(c.workdir, free_port(), dataplane=dataplane, db_url=db_url).start()
+    serve = bench_serve(c.workdir, free_port(), dataplane=dataplane, db_url=db_url).start()
     try:
         c.attach(serve)
         token, _ = researcher(serve, serve.add_operator(), "alice", [grant_body("alice", c.host_ip(SRC), max_lanes=20)])

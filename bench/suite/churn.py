@@ -23,7 +23,7 @@ from typing import Any
 from bench.harness.campus import Campus, campus
 from bench.harness.pg import database, throwaway_postgres
 from bench.harness.report import RESULTS_DIR, Result, Target, print_table
-from bench.harness.server import Api, CpuMeter, Serve, free_port, researcher
+from bench.harness.server import Api, CpuMeter, bench_serve, free_port, researcher
 from bench.harness.split import SplitDeployment
 from bench.harness.spy import Sampler
 from bench.harness.stats import summarize_ms
@@ -106,7 +106,7 @@ def drive(c: Campus, server: Any, clients: int, duration: float, cpu: Any, *samp
 
 def measure_embedded(clients: int, duration: float, dataplane: str, db: str, profile: bool) -> dict[str, Any]:
     with campus("churn") as c, database(db, c.workdir) as db_url:
-        serve = Serve(c.workdir, free_port(), dataplane=dataplane, threads=max(8, clients), db_url=db_url).start()
+        serve = bench_serve(c.workdir, free_port(), dataplane=dataplane, threads=max(8, clients), db_url=db_url).start()
         try:
             c.attach(serve)
             sampler = (

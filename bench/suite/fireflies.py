@@ -21,7 +21,7 @@ from typing import Any
 
 from bench.harness.campus import campus
 from bench.harness.report import Result, Target
-from bench.harness.server import Api, Serve, free_port, researcher
+from bench.harness.server import Api, bench_serve, free_port, researcher
 from bench.harness.stats import summarize_ms
 
 DST, PORT = "203.0.113.10", 5201
@@ -80,7 +80,7 @@ def run(quick: bool = False, **_: Any) -> Result:
     try:
         with campus("fireflies") as c:
             src = c.host_ip("dtn")
-            serve = Serve(c.workdir, free_port()).start()
+            serve = bench_serve(c.workdir, free_port()).start()
             try:
                 c.attach(serve)
                 op = serve.add_operator()

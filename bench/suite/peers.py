@@ -45,7 +45,7 @@ from bench.harness.peer_env import (
 from bench.harness.peer_rules import faucet_acls, faucet_config, ofctl_rest_bodies, ofctl_rest_delete_bodies
 from bench.harness.pg import database
 from bench.harness.report import Result
-from bench.harness.server import Api, Serve, free_port, researcher
+from bench.harness.server import Api, bench_serve, free_port, researcher
 from bench.harness.stats import ratio, summarize_ms
 from bench.harness.table_format import markdown_rows
 from bench.harness.workload import Flow, flows, grant_body, lane_body
@@ -80,7 +80,7 @@ def measure_ours(c: Campus, watch: FlowWatch, n: int, warmup: int, db: str) -> S
     workdir = c.workdir / f"ours-{db}"
     workdir.mkdir()
     with database(db, workdir) as db_url:
-        serve = Serve(workdir, free_port(), db_url=db_url).start()
+        serve = bench_serve(workdir, free_port(), db_url=db_url).start()
         try:
             c.attach(serve)
             token, _ = researcher(

@@ -29,7 +29,7 @@ from bench.harness.campus import Campus
 from bench.harness.flowwatch import FlowWatch
 from bench.harness.ovs import create_bridges, ofctl, ovs_up
 from bench.harness.report import Result, Target
-from bench.harness.server import REPO, Api, Serve, free_port, researcher
+from bench.harness.server import REPO, Api, bench_serve, free_port, researcher
 from bench.harness.workload import grant_body
 from bench.suite.scale import fill
 from viplanes.controller.compile.cookies import lane_cookie
@@ -99,7 +99,7 @@ def _through(bridge: str, pattern: re.Pattern[str], cookies: set[int]) -> dict[i
 def measure(c: Campus, n: int) -> dict[str, Any]:
     names = {sw.name: c.bridges.names[sw.dpid] for sw in c.topo.switches}
     dpids = {sw.name: sw.dpid for sw in c.topo.switches}
-    serve = Serve(c.workdir, free_port(), extra_args=["--topology", str(TOPOLOGY)]).start()
+    serve = bench_serve(c.workdir, free_port(), extra_args=["--topology", str(TOPOLOGY)]).start()
     try:
         c.attach(serve)
         token, _ = researcher(serve, serve.add_operator(), "alice", [grant_body("alice", c.host_ip(SRC), n + 10)])

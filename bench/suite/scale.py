@@ -27,11 +27,12 @@ from bench.harness.campus import Campus, campus
 from bench.harness.ovs import compare_dumps, dump_flows, flow_count
 from bench.harness.pg import database
 from bench.harness.report import RESULTS_DIR, Result, Target
-from bench.harness.server import Api, CpuMeter, Serve, free_port, researcher
+from bench.harness.server import Api, CpuMeter, bench_serve, free_port, researcher
 from bench.harness.spy import Sampler
 from bench.harness.stats import summarize_ms, within
 from bench.harness.workload import flows, grant_body, lane_body
 from bench.suite.activation import run_floor, sequential_lanes
+from viplanes.lab.servechild import ServeChild
 
 BULK_SRC = "dtn"
 PROBE_SRC = "desktop"
@@ -124,7 +125,7 @@ def reconcile_lines(log_text: str) -> list[dict[str, Any]]:
     return list(out.values())
 
 
-def wait_reconciled(serve: Serve, since_chars: int, dpids: set[int], timeout_s: float) -> list[dict[str, Any]]:
+def wait_reconciled(serve: ServeChild, since_chars: int, dpids: set[int], timeout_s: float) -> list[dict[str, Any]]:
     """Reconcile lines the controller logged after offset ``since_chars``, one per dpid."""
     deadline = time.monotonic() + timeout_s
     seen: dict[int, dict[str, Any]] = {}
@@ -138,7 +139,7 @@ def wait_reconciled(serve: Serve, since_chars: int, dpids: set[int], timeout_s: 
     return list(seen.values())
 
 
-def log_size(serve: Serve) -> int:
+def log_size(serve: ServeChild) -> int:
     try:
         return len(serve.log.read_text(errors="replace"))
     except OSError:
@@ -160,7 +161,7 @@ def run(
     with campus("scale") as c, database(db, c.workdir) as db_url:
         if dataplane == "openflow":
             d["floor_empty"], d["cpu_floor_empty"] = floor_with_cpu(c, probes)
-        serve = Serve(c.workdir, free_port(), dataplane=dataplane, db_url=db_url).start()
+        serve = bench_serve(c.workdir, free_port(), dataplane=dataplane, db_url=db_url).start()
         try:
             c.attach(serve)
             dpids = set(c.bridges.names)
@@ -250,7 +251,7 @@ def run(
     return res
 
 
-def restart(c: Campus, serve: Serve, dpids: set[int], profile: bool = False) -> dict[str, Any]:
+def restart(c: Campus, serve: ServeChild, dpids: set[int], profile: bool = False) -> dict[str, Any]:
     """Stop serve and start it again; bridges keep their flows (fail_mode=secure) meanwhile."""
     before = dump_all(c)
     serve.stop()
@@ -270,7 +271,7 @@ def restart(c: Campus, serve: Serve, dpids: set[int], profile: bool = False) -> 
     )
 
 
-def reconnect(c: Campus, serve: Serve, dpids: set[int], profile: bool = False) -> dict[str, Any]:
+def reconnect(c: Campus, serve: ServeChild, dpids: set[int], profile: bool = False) -> dict[str, Any]:
     """Break every bridge's controller connection and restore it, keeping the flows.
 
     Not ``del-controller``: OVS flushes a bridge's flows whenever it goes from having a controller

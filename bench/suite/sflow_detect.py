@@ -1,7 +1,7 @@
 """Detection from the switches (issue 32): time from a flow's first packet to its Sighting, and
 the collector's CPU per 1,000 samples.
 
-A private Open vSwitch (tests/support/sflowbed.py) samples 1 in 64 packets with sFlow; goflow2
+A private Open vSwitch (tests/support/privovs.py, SflowBed) samples 1 in 64 packets with sFlow; goflow2
 decodes them; the detector (threshold 50 Mbit/s) sights each of N sequential 2-second iperf3 flows
 at 100 Mbit/s, once with the default 1 s window and once with 0.25 s. The clock starts just before
 the iperf3 client starts (so it includes the client's start and its TCP handshake) and stops when
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bench.harness.report import Result, Target
 from bench.harness.stats import summarize_ms
-from tests.support.sflowbed import SflowBed
+from tests.support.privovs import SflowBed
 from tests.support.sightsink import RecordingSink
 from viplanes.sampling import switchconfig
 from viplanes.sampling.detector import Detector, DetectorSettings, PrefixFilter

@@ -34,13 +34,14 @@ from bench.harness.ovs import create_bridges, ovs_up
 from bench.harness.pinned_ovs import affinity, pinned_ovs
 from bench.harness.pinned_ovs import enabled as pinned_enabled
 from bench.harness.report import RESULTS_DIR, Result, Target
-from bench.harness.server import Api, CpuMeter, Serve, cpu_seconds, free_port, researcher, vswitchd_pid
+from bench.harness.server import Api, CpuMeter, bench_serve, cpu_seconds, free_port, researcher, vswitchd_pid
 from bench.harness.spy import Sampler
 from bench.harness.stats import summarize_ms
 from bench.harness.synth_campus import host_name, write_campus
 from bench.harness.workload import grant_body
 from bench.suite.activation import sequential_lanes
 from bench.suite.scale import CONNECTED_RE, RECONCILED_RE, _stamp, dump_all, fill, log_size, untouched, wait_reconciled
+from viplanes.lab.servechild import ServeChild
 from viplanes.topologies.loader import load_topology
 
 SIZES = (4, 32, 128)
@@ -115,7 +116,7 @@ def _measure(
     d["vswitchd_rss_mb"] = {"before": rss0, "with_bridges": vswitchd_rss_mb()}
     c = Campus(topo, bridges, workdir)
     dpids = set(bridges.names)
-    serve = Serve(workdir, free_port(), extra_args=["--topology", str(topo_path)], of_host=of_host)
+    serve = bench_serve(workdir, free_port(), extra_args=["--topology", str(topo_path)], of_host=of_host)
     try:
         serve.start()
         t_attach = time.perf_counter()
@@ -185,7 +186,7 @@ def _measure(
     return d
 
 
-def restart(c: Campus, serve: Serve, dpids: set[int], timeout_s: float) -> dict[str, Any]:
+def restart(c: Campus, serve: ServeChild, dpids: set[int], timeout_s: float) -> dict[str, Any]:
     """Stop serve and start it on the same database and port; the bridges keep their flows."""
     before = dump_all(c)
     serve.stop()

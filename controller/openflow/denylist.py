@@ -16,8 +16,8 @@ import stat
 import threading
 from pathlib import Path
 
-from viplanes import pki_denylist
 from viplanes.pki import cert_sha256
+from viplanes.pki import denylist as pki_denylist
 
 LOG = logging.getLogger("viplanes.controller.openflow.admission")
 CHECK_S = 1.0  # how often the listener's watcher looks at the file (a denied switch drops within it)

@@ -16,4 +16,12 @@ One ``SwitchState`` (``switches.py``) per runtime, shared by plain parts that ea
 
 I/O (send, barriers) is passed in. May import ``compile``, ``openflow.handshakes``, domain,
 dataplane.base, topologies.
+
+Modules: ``batch``, ``carried``, ``ctlimits``, ``drift``, ``heap``, ``inspect``, ``lane_runtime``,
+``lanestats``, ``links``, ``outcome``, ``pending``, ``probeframe``, ``prober``, ``readiness``,
+``refusals``, ``reroute``, ``resync``, ``switches``, ``switchfacts``, ``verify``, ``watching``,
+``wire``.
+
+Imports today: dataplane, domain, topologies. Never (.importlinter): click, tests, api, authz, cli,
+client, cluster, lab, lanes, policy, store.
 """

@@ -4,7 +4,7 @@ Each case is one finding: failed-auth limiting that never refuses a valid token 
 processes on one database, malformed bodies that must be 4xx, the last operator, Idempotency-Key
 reuse and retries, case-insensitive principal names, destinations policy must refuse, and the
 smaller things found on the way (trailing newlines in names, bidi controls in ``purpose``, oversized
-bodies, tokens in query strings). Serve runs with ``--dataplane memory``: the OpenFlow side idles.
+bodies, tokens in query strings). ServeChild runs with ``--dataplane memory``: the OpenFlow side idles.
 """
 
 from __future__ import annotations
@@ -18,14 +18,15 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support.serve import Serve, bootstrap
+from tests.support.serve import bootstrap, memory_serve
+from viplanes.lab.servechild import ServeChild
 
 pytestmark = pytest.mark.integration
 
 MAX_FAILURES = 4  # per address per window (a day: no window boundary falls inside a test), env below
 
 
-def attack_serve(db_url: str, workdir: Path) -> Serve:
+def attack_serve(db_url: str, workdir: Path) -> ServeChild:
     """serve with a small failure limit over a day-long window and no token cache (each guess counts)."""
     env = {
         **os.environ,
@@ -33,7 +34,7 @@ def attack_serve(db_url: str, workdir: Path) -> Serve:
         "VIPLANES_AUTH_WINDOW_S": "86400",
         "VIPLANES_TOKEN_CACHE_TTL": "0",
     }
-    return Serve(db_url, workdir, env=env, tick=0.2, ready_s=30)
+    return memory_serve(db_url, workdir, env=env, tick=0.2, ready_s=30)
 
 
 def bearer(token: str) -> dict[str, str]:

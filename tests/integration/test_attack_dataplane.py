@@ -11,7 +11,6 @@ desktop with its own address in the quoted header.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 
 from tests import support
 from tests.support.labcampus import Campus, lab_campus
+from tests.support.runtag import run_tag
 
 pytestmark = pytest.mark.integration
 TOOL = str(Path(support.__file__).with_name("attack_tool.py"))
@@ -278,7 +278,7 @@ def test_a_port_the_topology_does_not_know_gets_no_lane(attack_campus: Campus) -
     the lane, and no lane rule counts a packet."""
     assert attack_campus.lane is not None
     nat_ip = attack_campus.lane["nat_ip"]
-    tag = f"{os.getpid() % 100000}"
+    tag = run_tag()
     ns, outer, inner = f"vlrogue{tag}", f"vlr{tag}a", f"vlr{tag}b"
     bridge = attack_campus.lab.bridge("s1")
 

@@ -1,7 +1,7 @@
 """Attacks on the OpenFlow port of a real `viplanes serve`, with real OVS bridges over TLS.
 
 Three bridges ``vlatk<pid>-sN`` with the campus dpids 1-3 (every lane desktop -> cloud crosses
-them) connect with the lab PKI; dpid 4 has no bridge. Hostile peers (``fakeswitch``) try:
+them) connect with the lab PKI; dpid 4 has no bridge. Hostile peers (``fake_switches.FakeSwitch``) try:
 no certificate, a certificate of another CA, a campus certificate for another dpid, a valid
 certificate for dpid 1 while the real s1 is up (looping, as in issue 9), a dpid the topology does
 not know, and a PACKET_IN flood. The real switches must stay connected and keep getting their
@@ -28,13 +28,15 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support.fakeswitch import FakeSwitch, arp_request_packet_in, client_context
+from tests.support.fake_switches import FakeSwitch, arp_request_packet_in, client_context
 from tests.support.ovs import add_bridge, lane_flows
 from tests.support.procs import free_port
-from tests.support.serve import Serve, bootstrap, setup_researcher, start_with_openflow
+from tests.support.runtag import ifname
+from tests.support.serve import bootstrap, openflow_serve, setup_researcher
+from viplanes.lab.servechild import ServeChild
 
 pytestmark = pytest.mark.integration
-PREFIX = f"vlatk{os.getpid() % 100000}"
+PREFIX = ifname("vlatk", longest_suffix="-s3")
 # set: plain TCP, serve started with these options ("none": no options, for the old code)
 PLAIN_ARGS = os.environ.get("VIPLANES_ATTACK_SERVE_ARGS")
 PLAIN = PLAIN_ARGS is not None
@@ -42,7 +44,7 @@ PLAIN = PLAIN_ARGS is not None
 
 @dataclass
 class Campus:
-    serve: Serve
+    serve: ServeChild
     of_port: int
     bridges: list[str]
     token: str
@@ -105,13 +107,13 @@ def switch_campus(tmp_path_factory):
     work = tmp_path_factory.mktemp("attack")
     certs, ca = _issue_certs(work)
     of_port = free_port()
-    serve = Serve(f"sqlite:///{work / 'attack.db'}", work)
+    plain = [] if PLAIN_ARGS in (None, "none") else shlex.split(PLAIN_ARGS)
+    serve = openflow_serve(f"sqlite:///{work / 'attack.db'}", work, of_port, plain if PLAIN else None)
     op = bootstrap(serve.db_url)
     bridges = [f"{PREFIX}-s{n}" for n in (1, 2, 3)]
     target = "tcp" if PLAIN else "ssl"
     try:
-        plain = [] if PLAIN_ARGS in (None, "none") else shlex.split(PLAIN_ARGS)
-        start_with_openflow(serve, of_port, plain if PLAIN else None)
+        serve.start()
         for n, br in enumerate(bridges, start=1):
             add_bridge(
                 br, n, f"{target}:127.0.0.1:{of_port}", extra=("--", "set", "controller", br, "max_backoff=1000")

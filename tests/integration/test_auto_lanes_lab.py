@@ -70,7 +70,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory):
             policy = {"enabled": True, "fireflies": True, "idle_s": 3, "max_auto_lanes": 10}
             r = requests.put(f"{serve.url}/api/v1/grants/{grants[0]['id']}/auto", headers=op, json=policy, timeout=10)
             assert r.status_code == 200, r.text
-            with firefly_links(net, {"dtn": DTN, "desktop": DESKTOP}, str(port % 1000)) as links:
+            with firefly_links(net, {"dtn": DTN, "desktop": DESKTOP}) as links:
                 time.sleep(1.2)  # the acceptor's grant index refreshes every second
                 yield Lab(net, serve, token, op, port, links)
     finally:

@@ -19,7 +19,8 @@ import requests
 from tests.support.keycloak import Keycloak, realm
 from tests.support.keycloak_device import _form, _go
 from tests.support.procs import wait_for
-from tests.support.serve import Serve, bootstrap
+from tests.support.serve import bootstrap, memory_serve
+from viplanes.lab.servechild import ServeChild
 
 pytestmark = pytest.mark.integration
 TOKEN_S, GRACE_S = 10, 5  # the realm's token lifetime, the membership grace
@@ -33,7 +34,7 @@ def keycloak(keycloak_server: Keycloak) -> Iterator[Keycloak]:
 
 
 @pytest.fixture(scope="module")
-def serve(keycloak: Keycloak, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+def serve(keycloak: Keycloak, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeChild]:
     work = tmp_path_factory.mktemp("serve")
     secret = work / "console-secret"
     secret.write_text("console-test-secret\n")
@@ -50,12 +51,12 @@ def serve(keycloak: Keycloak, tmp_path_factory: pytest.TempPathFactory) -> Itera
         VIPLANES_UI_SECRET="session-bound-test",
         VIPLANES_OIDC_MEMBERSHIP_GRACE_S=str(GRACE_S),
     )
-    s = Serve(db, Path(work), env=env).start()
+    s = memory_serve(db, Path(work), env=env).start()
     yield s
     s.stop()
 
 
-def sign_in(s: Serve, user: str, password: str) -> requests.Session:
+def sign_in(s: ServeChild, user: str, password: str) -> requests.Session:
     """Start at the console, type the password on Keycloak's form, land back signed in."""
     browser = requests.Session()
     r = _go(browser, "GET", f"{s.url}/ui/login/campus?next=/ui/principals")
@@ -72,7 +73,7 @@ def drop(browser: requests.Session, name: str) -> None:
             browser.cookies.clear(c.domain, c.path, c.name)
 
 
-def page(browser: requests.Session, s: Serve, path: str) -> requests.Response:
+def page(browser: requests.Session, s: ServeChild, path: str) -> requests.Response:
     return browser.get(f"{s.url}{path}", allow_redirects=False, timeout=30)
 
 
@@ -92,7 +93,7 @@ def membership(kc: Keycloak, name: str, group: str, member: bool) -> None:
     kc.admin("PUT" if member else "DELETE", f"/{kc.realm}/users/{kc.user_id(name)}/groups/{gid}")
 
 
-def test_a_session_without_its_refresh_cookie_ends_with_the_evidence(keycloak: Keycloak, serve: Serve) -> None:
+def test_a_session_without_its_refresh_cookie_ends_with_the_evidence(keycloak: Keycloak, serve: ServeChild) -> None:
     keeps = sign_in(serve, "olaf", "olaf-test-pass")
     drops = sign_in(serve, "olaf", "olaf-test-pass")
     assert keeps.cookies.get("vl_rt") and drops.cookies.get("vl_rt")
@@ -115,7 +116,9 @@ def test_a_session_without_its_refresh_cookie_ends_with_the_evidence(keycloak: K
         membership(keycloak, "olaf", "netops", member=True)
 
 
-def test_a_provider_without_refresh_tokens_ends_the_session_with_the_evidence(keycloak: Keycloak, serve: Serve) -> None:
+def test_a_provider_without_refresh_tokens_ends_the_session_with_the_evidence(
+    keycloak: Keycloak, serve: ServeChild
+) -> None:
     console = next(c for c in keycloak.admin("GET", f"/{keycloak.realm}/clients?clientId=viplanes-console").json())
     attrs = dict(console.get("attributes") or {}, **{"use.refresh.tokens": "false"})
     keycloak.admin("PUT", f"/{keycloak.realm}/clients/{console['id']}", {**console, "attributes": attrs})

@@ -12,7 +12,6 @@ switches had timed out, with an hour of fresh hard timeout.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -24,14 +23,16 @@ import requests
 
 from tests.support import faketime
 from tests.support.ovs import add_bridge, lane_flows
-from tests.support.procs import free_port, lab_security_args, wait_healthy
-from tests.support.serve import Serve, bootstrap, lane_body, setup_researcher
+from tests.support.procs import free_port, lab_security_args
+from tests.support.runtag import ifname
+from tests.support.serve import bootstrap, lane_body, setup_researcher
+from viplanes.lab.servechild import ServeChild
 
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(not faketime.available(), reason="libfaketime missing (Debian faketime; scripts/setup.sh)"),
 ]
-PREFIX = f"vlclk{os.getpid() % 100000}"
+PREFIX = ifname("vlclk", longest_suffix="-s4")
 HOUR = 3600
 DRIFT_ROUNDS_S = 6.0  # three drift rounds (every 2 s): time for a wrong repair to show
 # libfaketime reads the offset file on every clock call: serve answers ~30x slower under it (GET
@@ -41,33 +42,23 @@ HTTP_S = 60
 
 
 @pytest.fixture
-def stepped_serve(tmp_path: Path) -> Iterator[tuple[Serve, faketime.SteppedClockFile, dict[str, str], str]]:
+def stepped_serve(tmp_path: Path) -> Iterator[tuple[ServeChild, faketime.SteppedClockFile, dict[str, str], str]]:
     """serve under libfaketime driving four bridges; (serve, its clock file, researcher headers, access bridge)."""
     clock = faketime.SteppedClockFile(tmp_path / "faketime")
     of_port = free_port()
-    serve = Serve(f"sqlite:///{tmp_path / 'clk.db'}", tmp_path)
+    serve = ServeChild(
+        f"sqlite:///{tmp_path / 'clk.db'}",
+        tmp_path,
+        openflow=("127.0.0.1", of_port),
+        tick=0.2,
+        security=lab_security_args(),
+        env=clock.env(),
+        cli=faketime.viplanes_command(),
+    )
     op = bootstrap(serve.db_url)
     bridges = [f"{PREFIX}-s{n}" for n in (1, 2, 3, 4)]
     try:
-        with open(serve.log, "ab") as log:
-            serve.proc = subprocess.Popen(
-                faketime.viplanes_command(
-                    "serve",
-                    "--db",
-                    serve.db_url,
-                    "--api",
-                    f"127.0.0.1:{serve.port}",
-                    "--openflow",
-                    f"127.0.0.1:{of_port}",
-                    "--tick",
-                    "0.2",
-                    *lab_security_args(),
-                ),
-                stdout=log,
-                stderr=log,
-                env=clock.env(),
-            )
-        wait_healthy(serve.proc, serve.url, serve.log, timeout=60)
+        serve.start(timeout=60)
         for n, br in enumerate(bridges, start=1):
             add_bridge(br, n, f"ssl:127.0.0.1:{of_port}")
         tok = setup_researcher(serve.url, op, max_lanes=5, timeout=HTTP_S)
@@ -78,7 +69,7 @@ def stepped_serve(tmp_path: Path) -> Iterator[tuple[Serve, faketime.SteppedClock
         serve.stop()
 
 
-def active_lane(serve: Serve, h: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
+def active_lane(serve: ServeChild, h: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
     deadline = time.monotonic() + 30
     while True:  # 503 switches_not_ready until every switch is reconciled
         r = requests.post(f"{serve.url}/api/v1/lanes", json=body, headers=h, timeout=HTTP_S)
@@ -90,7 +81,7 @@ def active_lane(serve: Serve, h: dict[str, str], body: dict[str, Any]) -> dict[s
         time.sleep(0.3)
 
 
-def state_of(serve: Serve, h: dict[str, str], lane_id: int) -> str:
+def state_of(serve: ServeChild, h: dict[str, str], lane_id: int) -> str:
     return str(requests.get(f"{serve.url}/api/v1/lanes/{lane_id}", headers=h, timeout=HTTP_S).json()["state"])
 
 

@@ -20,11 +20,12 @@ import time
 import pytest
 import requests
 
-from tests.support.faultkit import Iperf, Served, gaps, lane_body, longest_gap_s, seconds_until
+from tests.support.faultkit import Iperf, api, fault_serve, gaps, lane_body, longest_gap_s, seconds_until
 from tests.support.privovs import PrivateOvs
 from tests.support.procs import free_port
 from tests.support.serve import bootstrap, setup_researcher
 from viplanes.controller.compile.cookies import lane_cookie
+from viplanes.lab.servechild import ServeChild
 
 pytestmark = pytest.mark.integration
 OUTAGE_S = float(os.environ.get("VIPLANES_FAULTS_OUTAGE_S", "15"))
@@ -34,7 +35,7 @@ OUTAGE_S = float(os.environ.get("VIPLANES_FAULTS_OUTAGE_S", "15"))
 def fault_lab(tmp_path):
     ovs = PrivateOvs()
     of_port = free_port()
-    served = Served(ovs, tmp_path, of_port)
+    served = fault_serve(ovs, tmp_path, of_port)
     try:
         ovs.start(of_port)
         op = bootstrap(served.db_url)
@@ -46,8 +47,8 @@ def fault_lab(tmp_path):
         ovs.stop()
 
 
-def _active_lane(served: Served, token: str, **over) -> dict:
-    r = served.api("POST", "/lanes", token, json=lane_body(**over))
+def _active_lane(served: ServeChild, token: str, **over) -> dict:
+    r = api(served, "POST", "/lanes", token, json=lane_body(**over))
     assert r.status_code == 201 and r.json()["state"] == "active", r.text
     return r.json()
 
@@ -74,7 +75,7 @@ def test_killing_serve_never_touches_lane_flows_or_traffic(fault_lab, sig, recor
         served.kill(sig)
         time.sleep(3)
         _assert_untouched(before, ovs.lane_flows(cookie), time.monotonic() - t_before)
-        ready_s = served.start()
+        ready_s = served.start().ready_after_s
         time.sleep(1.5)  # reconcile has run on every switch (readyz) and the scheduler ticked
         _assert_untouched(before, ovs.lane_flows(cookie), time.monotonic() - t_before)
         report = iperf.result(timeout=30)
@@ -85,7 +86,7 @@ def test_killing_serve_never_touches_lane_flows_or_traffic(fault_lab, sig, recor
     record_property("ready_after_restart_s", round(ready_s, 2))
     print(f"\n{signal.Signals(sig).name}: traffic gap {gap} s, ready {ready_s:.2f} s after restart")
     assert gap <= 1.0
-    assert served.api("GET", f"/lanes/{lane['id']}", token).json()["state"] == "active"
+    assert api(served, "GET", f"/lanes/{lane['id']}", token).json()["state"] == "active"
 
 
 def test_ovs_vswitchd_restart_restores_lane_flows(fault_lab, record_property):
@@ -111,7 +112,7 @@ def test_ovs_vswitchd_restart_restores_lane_flows(fault_lab, record_property):
         f"({time.monotonic() - t0:.1f} s total), traffic gap {gap} s"
     )
     assert gap <= 10.0
-    assert served.api("GET", f"/lanes/{lane['id']}", token).json()["state"] == "active"
+    assert api(served, "GET", f"/lanes/{lane['id']}", token).json()["state"] == "active"
 
 
 def test_restart_answers_503_until_ready_and_starts_a_scheduled_lane_it_missed(fault_lab, record_property):
@@ -120,7 +121,8 @@ def test_restart_answers_503_until_ready_and_starts_a_scheduled_lane_it_missed(f
     get 503 + Retry-After, never 201 with state failed."""
     ovs, served, token = fault_lab
     start = time.time() + 4
-    r = served.api(
+    r = api(
+        served,
         "POST",
         "/lanes",
         token,
@@ -130,13 +132,13 @@ def test_restart_answers_503_until_ready_and_starts_a_scheduled_lane_it_missed(f
     scheduled = r.json()["id"]
     served.kill(signal.SIGKILL)
     time.sleep(max(0.0, start - time.time()) + 1)  # its start passed while serve was down
-    served.start_background()
+    served.launch()
     answers: list[tuple[int, str]] = []
     port = 9100
     t0 = time.monotonic()
     while time.monotonic() - t0 < 20:
         try:
-            got = served.api("POST", "/lanes", token, json=lane_body(port=port, duration=60))
+            got = api(served, "POST", "/lanes", token, json=lane_body(port=port, duration=60))
         except Exception:
             time.sleep(0.05)
             continue
@@ -153,9 +155,9 @@ def test_restart_answers_503_until_ready_and_starts_a_scheduled_lane_it_missed(f
     record_property("refused_before_ready", refused)
     assert answers and answers[-1] == (201, "active"), answers
     became = seconds_until(
-        lambda: served.api("GET", f"/lanes/{scheduled}", token).json()["state"] in ("active", "failed", "expired"), 10
+        lambda: api(served, "GET", f"/lanes/{scheduled}", token).json()["state"] in ("active", "failed", "expired"), 10
     )
-    lane = served.api("GET", f"/lanes/{scheduled}", token).json()
+    lane = api(served, "GET", f"/lanes/{scheduled}", token).json()
     assert became is not None and lane["state"] == "active", lane
     assert ovs.lane_flows(lane_cookie(scheduled))["s1"]
 
@@ -172,7 +174,7 @@ def test_switch_disconnect_keeps_flows_and_gates_requests(fault_lab, record_prop
         before, t_before = ovs.lane_flows(cookie), time.monotonic()
         ovs.vsctl("set-controller", "s1", f"ssl:{ovs.controller_ip}:{free_port()}")
         assert seconds_until(lambda: requests.get(f"{served.url}/readyz", timeout=5).status_code == 503, 10) is not None
-        refused = served.api("POST", "/lanes", token, json=lane_body(port=9001))
+        refused = api(served, "POST", "/lanes", token, json=lane_body(port=9001))
         assert refused.status_code == 503 and refused.json()["error"] == "switches_not_ready"
         ready = requests.get(f"{served.url}/readyz", timeout=5)  # counts only: s1 is the one away
         counts = ready.json()
@@ -198,7 +200,7 @@ def test_lane_expiring_during_an_outage_is_removed_by_hard_timeout_and_marked_ex
     gone = seconds_until(lambda: not any(ovs.lane_flows(cookie).values()), 15, 0.5)
     assert gone is not None, "hard_timeout did not remove the lane's flows"
     served.start()
-    marked = seconds_until(lambda: served.api("GET", f"/lanes/{lane['id']}", token).json()["state"] == "expired", 5)
+    marked = seconds_until(lambda: api(served, "GET", f"/lanes/{lane['id']}", token).json()["state"] == "expired", 5)
     assert marked is not None
     print(f"\nexpiry while serve was down: marked expired {marked:.2f} s after ready")
 
@@ -221,7 +223,7 @@ def test_controller_outage_does_not_stop_lane_traffic(fault_lab, record_property
         time.sleep(OUTAGE_S)
         answered = _arp_replies(ovs) - answered
         restarted = time.monotonic() - t0
-        ready = served.start()
+        ready = served.start().ready_after_s
         report = iperf.result(timeout=OUTAGE_S + 30)
     finally:
         iperf.stop()
@@ -267,4 +269,4 @@ def test_flows_deleted_behind_the_controllers_back_come_back_within_seconds(faul
     record_property("flows_back_s", back)
     print(f"\nflows deleted behind serve's back: back after {back} s (s2 lane, s3 all app flows, s2 lane again)")
     assert max(back) <= 6.0
-    assert served.api("GET", f"/lanes/{lane['id']}", token).json()["state"] == "active"
+    assert api(served, "GET", f"/lanes/{lane['id']}", token).json()["state"] == "active"

@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 import pytest
 import requests
 
-from tests.support.faultkit import Served, lane_body, seconds_until
+from tests.support.faultkit import api, fault_serve, lane_body, seconds_until
 from tests.support.postgres import PG_BIN
 from tests.support.privovs import PrivateOvs
 from tests.support.procs import free_port
 from tests.support.serve import bootstrap, setup_researcher
 from viplanes.controller.compile.cookies import lane_cookie
+from viplanes.lab.servechild import ServeChild
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 CLIENTS, PER_CLIENT, PACE_S = 6, 45, 0.4
@@ -29,7 +30,7 @@ CLIENTS, PER_CLIENT, PACE_S = 6, 45, 0.4
 
 @dataclass
 class Load:
-    served: Served
+    served: ServeChild
     token: str
     stop: threading.Event = field(default_factory=threading.Event)
     answers: dict[str, dict] = field(default_factory=dict)  # key -> lane as answered
@@ -46,8 +47,14 @@ class Load:
             body = lane_body(port=9000 + i * PER_CLIENT + j, duration=900)
             while True:  # the same key until an answer that is not "try again"
                 try:
-                    r = self.served.api(
-                        "POST", "/lanes", self.token, json=body, timeout=10, headers={"Idempotency-Key": key}
+                    r = api(
+                        self.served,
+                        "POST",
+                        "/lanes",
+                        self.token,
+                        json=body,
+                        timeout=10,
+                        headers={"Idempotency-Key": key},
                     )
                 except requests.RequestException:
                     self._count("connection")
@@ -99,7 +106,7 @@ def _pg_start(cluster) -> None:
 def test_no_lane_lost_stuck_or_doubled_under_load(fault, pg_cluster, tmp_path, record_property):
     ovs = PrivateOvs()
     of_port = free_port()
-    served = Served(ovs, tmp_path, of_port, db_url=pg_cluster.new_database())
+    served = fault_serve(ovs, tmp_path, of_port, db_url=pg_cluster.new_database())
     pg_down = False
     try:
         ovs.start(of_port)
@@ -126,8 +133,8 @@ def test_no_lane_lost_stuck_or_doubled_under_load(fault, pg_cluster, tmp_path, r
         for t in threads:
             t.join(120)
         first_after = min((t for t in load.answered_at if t > t_back), default=None)
-        settled = seconds_until(lambda: not served.api("GET", "/lanes?state=installing", op).json(), 15, 0.2)
-        lanes = {ln["id"]: ln for ln in served.api("GET", "/lanes?limit=1000", op).json()}
+        settled = seconds_until(lambda: not api(served, "GET", "/lanes?state=installing", op).json(), 15, 0.2)
+        lanes = {ln["id"]: ln for ln in api(served, "GET", "/lanes?limit=1000", op).json()}
         cookies = ovs.cookies("s1")
     finally:
         if pg_down:

@@ -14,7 +14,7 @@ import requests
 import yaml
 
 from tests.support.procs import free_port
-from tests.support.serve import Serve, bootstrap
+from tests.support.serve import bootstrap, memory_serve
 from tests.support.sflowgen import datagram, flow_sample6, send
 from viplanes.sampling.flowlabel import encode
 from viplanes.sampling.goflow import GOFLOW2_CACHED
@@ -42,7 +42,7 @@ def test_one_marked_sample_makes_a_lane(tmp_path: Path) -> None:
         "VIPLANES_SFLOW_ENABLED": "1",
         "VIPLANES_SFLOW_LISTEN": f"127.0.0.1:{port}",
     }
-    serve = Serve(f"sqlite:///{tmp_path}/v.db", tmp_path, env=env, args=("--topology", str(topo))).start()
+    serve = memory_serve(f"sqlite:///{tmp_path}/v.db", tmp_path, env=env, args=("--topology", str(topo))).start()
     try:
         op = {"Authorization": f"Bearer {bootstrap(serve.db_url)}"}
         r = requests.post(f"{serve.url}/api/v1/principals", json={"name": "dana", "role": "researcher"}, headers=op)

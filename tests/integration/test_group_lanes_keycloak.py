@@ -24,7 +24,7 @@ import requests
 
 from tests.support.keycloak import Keycloak, realm
 from tests.support.keycloak_device import approve
-from tests.support.serve import VIPLANES, Serve, bootstrap
+from tests.support.serve import VIPLANES, bootstrap, memory_serve
 
 pytestmark = pytest.mark.integration
 
@@ -54,7 +54,7 @@ def world(keycloak: Keycloak, tmp_path_factory: pytest.TempPathFactory) -> Itera
         VIPLANES_OIDC_MEMBERSHIP_GRACE_S=str(GRACE_S),
         VIPLANES_OIDC_MEMBERSHIP_SWEEP_S=str(SWEEP_S),
     )
-    s = Serve(db, Path(work), env=env).start()
+    s = memory_serve(db, Path(work), env=env).start()
     home = work / "home"  # rita's $XDG_CONFIG_HOME
     cli_env = {k: v for k, v in os.environ.items() if not k.startswith("VIPLANES_")}
     cli_env.update(

@@ -11,7 +11,6 @@ forwarding, so traffic flowing proves the controller is connected and working.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 
 from tests.support.labcampus import iperf_client
 from tests.support.procs import ControllerProcess
+from tests.support.runtag import ifname
 
 pytestmark = pytest.mark.integration
 
@@ -44,7 +44,7 @@ def two_host_net(controller: ControllerProcess):
     from mininet.net import Mininet
     from mininet.node import OVSSwitch, RemoteController
 
-    tag = f"vlh{os.getpid() % 100000}"
+    tag = ifname("vlh", longest_suffix="h1-eth0")
     net = Mininet(controller=None, link=TCLink, autoSetMacs=False, build=False, waitConnected=False)
     try:
         net.addController(

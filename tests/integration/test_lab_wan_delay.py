@@ -1,6 +1,6 @@
 """The WAN model's round trip, asymmetric caps and storage queue, measured through the real proxy.
 
-The proxy (`python -m viplanes.lab.wanproxy`) runs on loopback in front of an echo server,
+The proxy (`python -m viplanes.lab.wan.proxy`) runs on loopback in front of an echo server,
 `iperf3 -s` and an HTTP server: no Mininet, so the numbers are the proxy's alone. Without the
 delay line a request-response loop takes well under a millisecond and both directions run at
 one cap; without the storage queue eight concurrent requests finish together.
@@ -22,13 +22,9 @@ from urllib.request import urlopen
 
 import pytest
 
+from tests.support.procs import free_port
+
 pytestmark = pytest.mark.integration
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def listening(port: int) -> bool:
@@ -66,7 +62,7 @@ def running(argv: list[str], port: int) -> Iterator[subprocess.Popen[bytes]]:
 @contextmanager
 def proxy(target: int, *options: str) -> Iterator[int]:
     port = free_port()
-    argv = [sys.executable, "-m", "viplanes.lab.wanproxy", "--forward", f"127.0.0.1:{port}=127.0.0.1:{target}"]
+    argv = [sys.executable, "-m", "viplanes.lab.wan.proxy", "--forward", f"127.0.0.1:{port}=127.0.0.1:{target}"]
     with running([*argv, *options], port):
         yield port
 
@@ -160,7 +156,7 @@ def test_concurrent_requests_queue_for_the_storage_workers() -> None:
         target = int(server.server_address[1])
         options = ("--mbps", "50", "--request-ms", "200", "--storage-workers", "2")
         port = free_port()
-        argv = [sys.executable, "-m", "viplanes.lab.wanproxy", "--forward", f"127.0.0.1:{port}=127.0.0.1:{target}"]
+        argv = [sys.executable, "-m", "viplanes.lab.wan.proxy", "--forward", f"127.0.0.1:{port}=127.0.0.1:{target}"]
         with running([*argv, *options, "--storage-port", str(port)], port):
 
             def get(_: int) -> float:

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 def test_an_endpoints_connections_get_its_cap_and_share_its_nic() -> None:
     iperf_port, port = free_port(), free_port()
     server = ["iperf3", "-s", "-B", "127.0.0.1", "-p", str(iperf_port)]
-    proxy = [sys.executable, "-m", "viplanes.lab.wanproxy", "--forward", f"127.0.0.1:{port}=127.0.0.1:{iperf_port}"]
+    proxy = [sys.executable, "-m", "viplanes.lab.wan.proxy", "--forward", f"127.0.0.1:{port}=127.0.0.1:{iperf_port}"]
     proxy += ["--mbps", "10", "--endpoint", f"{port}=down:3,total:5"]
     with running(server, iperf_port), running(proxy, port):
         one = iperf(port, reverse=True)

@@ -56,7 +56,7 @@ def store_behind_proxy(*options: str) -> Iterator[int]:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     port = free_port()
     target = int(server.server_address[1])
-    argv = [sys.executable, "-m", "viplanes.lab.wanproxy", "--forward", f"127.0.0.1:{port}=127.0.0.1:{target}"]
+    argv = [sys.executable, "-m", "viplanes.lab.wan.proxy", "--forward", f"127.0.0.1:{port}=127.0.0.1:{target}"]
     try:
         with running([*argv, *options, "--storage-port", str(port)], port):
             yield port

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 import requests
 
-from tests.support.labcampus import REPO, VIPLANES, ServeProcess, iperf_client, lab_campus
+from tests.support.labcampus import REPO, VIPLANES, iperf_client, lab_campus
+from viplanes.lab.servechild import ServeChild
 
 pytestmark = pytest.mark.integration
 CLOUDS = ("203.0.113.10", "203.0.113.11", "203.0.113.12")
@@ -32,7 +33,7 @@ DUALSTACK = REPO / "topologies" / "campus-dualstack.yaml"
 
 
 class Lab:
-    def __init__(self, lab: Any, serve: ServeProcess, token: str, workdir: Any) -> None:
+    def __init__(self, lab: Any, serve: ServeChild, token: str, workdir: Any) -> None:
         self.lab, self.serve, self.token, self.workdir = lab, serve, token, workdir
         self.results: dict[str, float] = {}
 
@@ -95,7 +96,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory):
     workdir = tmp_path_factory.mktemp("lanesets")
     dns: list[Any] = []
 
-    def prepare(net: Any, serve: ServeProcess) -> None:
+    def prepare(net: Any, serve: ServeChild) -> None:
         cloud = net.host("cloud")
         for extra in CLOUDS[1:]:  # the cloud host holds every address of the set
             cloud.cmd(f"ip addr add {extra}/24 dev cloud-eth0")

@@ -22,7 +22,8 @@ import requests
 
 from tests.support.keycloak import Keycloak, realm
 from tests.support.procs import wait_for
-from tests.support.serve import Serve, bootstrap
+from tests.support.serve import bootstrap, memory_serve
+from viplanes.lab.servechild import ServeChild
 
 pytestmark = pytest.mark.integration
 DISPLAY = "Campus SSO"
@@ -40,7 +41,7 @@ def keycloak(keycloak_server: Keycloak) -> Iterator[Keycloak]:
 
 
 @pytest.fixture(scope="module")
-def serve(keycloak: Keycloak, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serve, str]]:
+def serve(keycloak: Keycloak, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServeChild, str]]:
     work = tmp_path_factory.mktemp("serve")
     secret = work / "console-secret"
     secret.write_text("console-test-secret\n")
@@ -59,7 +60,7 @@ def serve(keycloak: Keycloak, tmp_path_factory: pytest.TempPathFactory) -> Itera
         VIPLANES_OIDC_MEMBERSHIP_GRACE_S=str(GRACE_S),
         VIPLANES_OIDC_MEMBERSHIP_SWEEP_S=str(SWEEP_S),
     )
-    s = Serve(db, Path(work), env=env).start()
+    s = memory_serve(db, Path(work), env=env).start()
     yield s, op
     s.stop()
 
@@ -99,7 +100,7 @@ def sessions_at_keycloak(kc: Keycloak, user: str) -> list[Any]:
 
 
 def test_rita_signs_in_at_keycloak_requests_a_lane_and_signs_out(
-    keycloak: Keycloak, serve: tuple[Serve, str], browser: Any
+    keycloak: Keycloak, serve: tuple[ServeChild, str], browser: Any
 ) -> None:
     from selenium.webdriver.common.by import By
 
@@ -161,7 +162,7 @@ def test_rita_signs_in_at_keycloak_requests_a_lane_and_signs_out(
 
 
 def test_a_person_in_no_mapped_group_signs_out_and_in_as_another(
-    keycloak: Keycloak, serve: tuple[Serve, str], browser: Any
+    keycloak: Keycloak, serve: tuple[ServeChild, str], browser: Any
 ) -> None:
     """lena (group library, no role here) is refused; the refusal page signs her out here and at
     Keycloak, and "Sign in with <campus>" then shows Keycloak's login page, where rita signs in."""
@@ -200,7 +201,7 @@ def membership(kc: Keycloak, user: str, group: str, member: bool) -> None:
 
 
 def test_rita_requests_a_lane_under_her_groups_grant_and_loses_it_when_removed(
-    keycloak: Keycloak, serve: tuple[Serve, str], browser: Any
+    keycloak: Keycloak, serve: tuple[ServeChild, str], browser: Any
 ) -> None:
     from selenium.webdriver.common.by import By
 
@@ -263,5 +264,5 @@ def test_rita_requests_a_lane_under_her_groups_grant_and_loses_it_when_removed(
         membership(keycloak, "rita", "hpc-users", member=True)
 
 
-def lane_of(s: Serve, h: dict[str, str], lane_id: int) -> dict[str, Any]:
+def lane_of(s: ServeChild, h: dict[str, str], lane_id: int) -> dict[str, Any]:
     return dict(requests.get(f"{s.url}/api/v1/lanes/{lane_id}", headers=h, timeout=30).json())

@@ -11,7 +11,8 @@ import pytest
 import requests
 
 from tests.support.keycloak import Keycloak, realm
-from tests.support.serve import Serve, bootstrap, lane_body
+from tests.support.serve import bootstrap, lane_body, memory_serve
+from viplanes.lab.servechild import ServeChild
 
 pytestmark = pytest.mark.integration
 
@@ -23,7 +24,7 @@ def keycloak(keycloak_server: Keycloak) -> Iterator[Keycloak]:
 
 
 @pytest.fixture(scope="module")
-def serve(keycloak: Keycloak, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serve, str]]:
+def serve(keycloak: Keycloak, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServeChild, str]]:
     work = tmp_path_factory.mktemp("serve")
     db = f"sqlite:///{work / 'oidc.db'}"
     op = bootstrap(db)
@@ -33,12 +34,12 @@ def serve(keycloak: Keycloak, tmp_path_factory: pytest.TempPathFactory) -> Itera
         VIPLANES_OIDC_AUDIENCE="viplanes-api",
         VIPLANES_OIDC_GROUP_ROLES="hpc-users=researcher,netops=operator",
     )
-    s = Serve(db, Path(work), env=env).start()
+    s = memory_serve(db, Path(work), env=env).start()
     yield s, op
     s.stop()
 
 
-def call(serve: Serve, token: str, path: str = "/api/v1/whoami", **kw: object) -> requests.Response:
+def call(serve: ServeChild, token: str, path: str = "/api/v1/whoami", **kw: object) -> requests.Response:
     method = "POST" if "json" in kw else "GET"
     return requests.request(
         method,
@@ -49,7 +50,7 @@ def call(serve: Serve, token: str, path: str = "/api/v1/whoami", **kw: object) -
     )
 
 
-def test_a_keycloak_user_signs_in_and_requests_a_lane(keycloak: Keycloak, serve: tuple[Serve, str]) -> None:
+def test_a_keycloak_user_signs_in_and_requests_a_lane(keycloak: Keycloak, serve: tuple[ServeChild, str]) -> None:
     s, op = serve
     token = keycloak.password_token("rita", "rita-test-pass")
     r = call(s, token)
@@ -72,25 +73,25 @@ def test_a_keycloak_user_signs_in_and_requests_a_lane(keycloak: Keycloak, serve:
     assert call(s, token, "/api/v1/lanes", json=lane_body(22)).status_code == 403  # outside the grant
 
 
-def test_an_operator_from_netops(keycloak: Keycloak, serve: tuple[Serve, str]) -> None:
+def test_an_operator_from_netops(keycloak: Keycloak, serve: tuple[ServeChild, str]) -> None:
     s, _ = serve
     r = call(s, keycloak.password_token("olaf", "olaf-test-pass"), "/api/v1/audit")
     assert r.status_code == 200, r.text
 
 
-def test_a_user_in_no_mapped_group_is_refused(keycloak: Keycloak, serve: tuple[Serve, str]) -> None:
+def test_a_user_in_no_mapped_group_is_refused(keycloak: Keycloak, serve: tuple[ServeChild, str]) -> None:
     s, _ = serve
     r = call(s, keycloak.password_token("lena", "lena-test-pass"))
     assert (r.status_code, r.json()["error"]) == (403, "no_role")
 
 
-def test_a_token_for_another_client_is_wrong_audience(keycloak: Keycloak, serve: tuple[Serve, str]) -> None:
+def test_a_token_for_another_client_is_wrong_audience(keycloak: Keycloak, serve: tuple[ServeChild, str]) -> None:
     s, _ = serve
     r = call(s, keycloak.password_token("rita", "rita-test-pass", client_id="other-app"))
     assert (r.status_code, r.json()["error"]) == (401, "wrong_audience")  # aud: other-api
 
 
-def test_a_tampered_keycloak_token_is_bad_signature(keycloak: Keycloak, serve: tuple[Serve, str]) -> None:
+def test_a_tampered_keycloak_token_is_bad_signature(keycloak: Keycloak, serve: tuple[ServeChild, str]) -> None:
     s, _ = serve
     head, body, sig = keycloak.password_token("rita", "rita-test-pass").split(".")
     flipped = sig[:10] + ("A" if sig[10] != "A" else "B") + sig[11:]

@@ -1,5 +1,5 @@
 """PostgreSQL fail-over to a promoted streaming replica while clients request lanes (issue 28,
-item 6), on real parts: a primary and its synchronous replica (``tests/support/pgreplica.py``),
+item 6), on real parts: a primary and its synchronous replica (``tests/support/postgres.py``),
 two ``controller cluster`` processes, ``api --workers 2`` and four OVS bridges
 (``scaleout_kit``), every process given the one multi-host URL
 ``postgresql://...@primary,replica/db?target_session_attrs=read-write``.
@@ -25,7 +25,7 @@ from tests.integration.test_scaleout_faults import (
     one_master,
     traffic_lanes,
 )
-from tests.support.pgreplica import replica_pair
+from tests.support.postgres import replica_pair
 from tests.support.procs import wait_for
 from tests.support.scaleout_kit import scaleout_cluster
 from tests.support.serve import setup_researcher

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import select
 
 from tests.support.procs import free_port
-from tests.support.serve import VIPLANES, Serve
+from tests.support.serve import VIPLANES, memory_serve
 from viplanes.store import records as store
 from viplanes.store.db import Database
 from viplanes.store.models import AuditEvent, Lane
@@ -64,7 +64,7 @@ def test_serve_prunes_on_its_own(tmp_path: Path) -> None:
     ids = _seed(url)
     archive = tmp_path / "archive"
     env = {**os.environ, "VIPLANES_PRUNE_EVERY_S": "1", "VIPLANES_RETENTION_EXPORT_DIR": str(archive)}
-    serve = Serve(url, tmp_path, env=env).start()
+    serve = memory_serve(url, tmp_path, env=env).start()
     try:
         deadline = time.monotonic() + 15
         while not list(archive.glob("lanes-*.jsonl")) and time.monotonic() < deadline:

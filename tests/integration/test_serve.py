@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from tests.support.concurrency import run_together
-from tests.support.serve import VIPLANES, Serve, bootstrap, lane_body, setup_researcher
+from tests.support.serve import VIPLANES, bootstrap, lane_body, memory_serve, setup_researcher
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +28,7 @@ def serve_db(request, tmp_path) -> str:
 
 def test_serve_lifecycle_and_restart_loses_nothing(serve_db, tmp_path):
     op = bootstrap(serve_db)
-    first = Serve(serve_db, tmp_path).start()
+    first = memory_serve(serve_db, tmp_path).start()
     try:
         tok = setup_researcher(first.url, op, max_lanes=5)
         h = {"Authorization": f"Bearer {tok}"}
@@ -46,7 +46,7 @@ def test_serve_lifecycle_and_restart_loses_nothing(serve_db, tmp_path):
         assert "viplanes_lanes{state=\"active\"} 3.0" in requests.get(f"{first.url}/metrics", timeout=10).text
     finally:
         assert first.stop() == 0  # SIGTERM is a clean shutdown
-    second = Serve(serve_db, tmp_path).start()
+    second = memory_serve(serve_db, tmp_path).start()
     try:
         lanes = requests.get(f"{second.url}/api/v1/lanes?state=active", headers=h, timeout=10).json()
         assert sorted(ln["id"] for ln in lanes) == sorted(ids)  # nothing accepted was lost

@@ -8,7 +8,6 @@ No hosts are attached: the flows only need to be accepted by the switches.
 
 from __future__ import annotations
 
-import os
 import statistics
 import subprocess
 import time
@@ -18,20 +17,21 @@ import requests
 
 from tests.support.ovs import add_bridge, lane_flows
 from tests.support.procs import free_port
-from tests.support.serve import Serve, bootstrap, setup_researcher, start_with_openflow
+from tests.support.runtag import ifname
+from tests.support.serve import bootstrap, openflow_serve, setup_researcher
 
 pytestmark = pytest.mark.integration
-PREFIX = f"vlsrv{os.getpid() % 100000}"
+PREFIX = ifname("vlsrv", longest_suffix="-s4")
 
 
 @pytest.fixture
 def served_campus(tmp_path):
     of_port = free_port()
-    serve = Serve(f"sqlite:///{tmp_path / 'of.db'}", tmp_path)
+    serve = openflow_serve(f"sqlite:///{tmp_path / 'of.db'}", tmp_path, of_port)
     op = bootstrap(serve.db_url)
     bridges = [f"{PREFIX}-s{n}" for n in (1, 2, 3, 4)]
     try:
-        start_with_openflow(serve, of_port)
+        serve.start()
         for n, br in enumerate(bridges, start=1):
             add_bridge(br, n, f"ssl:127.0.0.1:{of_port}")
         yield serve, op, bridges

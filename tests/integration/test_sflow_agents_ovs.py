@@ -1,4 +1,4 @@
-"""On a real Open vSwitch (a private ovs-vswitchd, tests/support/sflowbed.py) sampling 1 in 1
+"""On a real Open vSwitch (a private ovs-vswitchd, tests/support/privovs.py, SflowBed) sampling 1 in 1
 with its agent set to an address: the agent checks and the flow-label marks as the switch really
 reports them. IPv6 frames from host ``a`` labelled with scitags experiment 16 make one
 ``flow_label`` sighting; the same frames sent from host ``c``'s port with ``a``'s source address
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.sflowbed import SflowBed
+from tests.support.privovs import SflowBed
 from viplanes.sampling import switchconfig
 from viplanes.sampling.flowlabel import encode
 from viplanes.sampling.goflow import GOFLOW2_CACHED

@@ -14,7 +14,7 @@ import requests
 import yaml
 
 from tests.support.procs import free_port
-from tests.support.serve import Serve, bootstrap
+from tests.support.serve import bootstrap, memory_serve
 from tests.support.sflowgen import datagram, flow_sample, send
 from viplanes.sampling.goflow import GOFLOW2_CACHED
 
@@ -48,7 +48,7 @@ def test_only_the_topologys_agents_make_lanes(tmp_path: Path) -> None:
         "VIPLANES_SFLOW_LISTEN": f"127.0.0.1:{port}",
         "VIPLANES_SFLOW_THRESHOLD_MBPS": "50",
     }
-    serve = Serve(f"sqlite:///{tmp_path}/v.db", tmp_path, env=env, args=("--topology", str(_topology(tmp_path))))
+    serve = memory_serve(f"sqlite:///{tmp_path}/v.db", tmp_path, env=env, args=("--topology", str(_topology(tmp_path))))
     serve.start()
     try:
         op = {"Authorization": f"Bearer {bootstrap(serve.db_url)}"}

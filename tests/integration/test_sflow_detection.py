@@ -1,5 +1,5 @@
 """Detection from the switches on real Open vSwitch: a private ovs-vswitchd (tests/support/
-sflowbed.py) samples 1 in 32 packets with sFlow, goflow2 decodes them, the detector estimates.
+privovs.py, SflowBed) samples 1 in 32 packets with sFlow, goflow2 decodes them, the detector estimates.
 
 Three iperf3 flows at once: an elephant inside the watched prefix (sighted within 3 s, its rate
 within the stated error of iperf3's), a mouse below the threshold (never sighted) and an elephant
@@ -17,7 +17,7 @@ from ipaddress import ip_address
 
 import pytest
 
-from tests.support.sflowbed import SflowBed
+from tests.support.privovs import SflowBed
 from tests.support.sightsink import RecordingSink
 from viplanes.sampling import switchconfig
 from viplanes.sampling.detector import Detector, DetectorSettings, PrefixFilter

@@ -15,7 +15,7 @@ import requests
 import yaml
 
 from tests.support.procs import free_port
-from tests.support.serve import Serve, bootstrap
+from tests.support.serve import bootstrap, memory_serve
 from tests.support.sflowgen import datagram, flow_sample, send
 from viplanes.sampling.goflow import GOFLOW2_CACHED
 
@@ -57,7 +57,7 @@ def test_serve_sights_an_elephant_and_ignores_forgeries(tmp_path: Path) -> None:
         "VIPLANES_SFLOW_LISTEN": f"127.0.0.1:{port}",
         "VIPLANES_SFLOW_THRESHOLD_MBPS": "50",  # as the grant's: docs/automatic-lanes.md
     }
-    serve = Serve(f"sqlite:///{tmp_path}/v.db", tmp_path, env=env, args=("--topology", str(_topology(tmp_path))))
+    serve = memory_serve(f"sqlite:///{tmp_path}/v.db", tmp_path, env=env, args=("--topology", str(_topology(tmp_path))))
     serve.start()
     try:
         assert serve.proc is not None

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support.serve import VIPLANES, Serve, bootstrap, setup_researcher
+from tests.support.serve import VIPLANES, bootstrap, memory_serve, setup_researcher
+from viplanes.lab.servechild import ServeChild
 
 pytestmark = pytest.mark.integration
 
@@ -30,14 +31,14 @@ def ts(iso: str) -> float:
 def served(tmp_path: Path):
     db = f"sqlite:///{tmp_path / 'transfer.db'}"
     op = bootstrap(db)
-    serve = Serve(db, tmp_path).start()
+    serve = memory_serve(db, tmp_path).start()
     try:
         yield serve, setup_researcher(serve.url, op, max_lanes=5)
     finally:
         serve.stop()
 
 
-def wrapper(serve: Serve, token: str, port: int | str, *cmd: str, lease: int = 60) -> subprocess.Popen:
+def wrapper(serve: ServeChild, token: str, port: int | str, *cmd: str, lease: int = 60) -> subprocess.Popen:
     env = {**os.environ, "VIPLANES_API_URL": serve.url, "VIPLANES_TOKEN": token}
     return subprocess.Popen(
         [
@@ -61,12 +62,12 @@ def wrapper(serve: Serve, token: str, port: int | str, *cmd: str, lease: int = 6
     )
 
 
-def lane_of(serve: Serve, token: str, port: int | str) -> dict:
+def lane_of(serve: ServeChild, token: str, port: int | str) -> dict:
     lanes = requests.get(f"{serve.url}/api/v1/lanes", headers={"Authorization": f"Bearer {token}"}, timeout=10).json()
     return next(ln for ln in lanes if ln["dst_ports"] == [str(port)])
 
 
-def wait_active(serve: Serve, token: str, port: int, proc: subprocess.Popen, timeout: float = 20) -> dict:
+def wait_active(serve: ServeChild, token: str, port: int, proc: subprocess.Popen, timeout: float = 20) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:

@@ -23,8 +23,9 @@ import pytest
 import requests
 
 from tests.support import ndframes as nf
-from tests.support.labcampus import ServeProcess, lab_campus
+from tests.support.labcampus import lab_campus
 from tests.support.paths import DUALSTACK_YAML
+from viplanes.lab.servechild import ServeChild
 
 pytestmark = pytest.mark.integration
 GW6, NAT6, EDGE6 = "2001:db8:1::1", "2001:db8:3::2", "2001:db8:3::1"
@@ -38,7 +39,7 @@ DESKTOP_MAC, SERVER_MAC, DTN_MAC, EDGE_MAC = (
 
 
 class V6Lab:
-    def __init__(self, net: Any, serve: ServeProcess, token: str) -> None:
+    def __init__(self, net: Any, serve: ServeChild, token: str) -> None:
         self.net, self.serve, self.token = net, serve, token
 
     def node(self, name: str) -> Any:

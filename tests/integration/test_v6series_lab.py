@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from viplanes.lab.fidelity_seeds import v6_finding
+from viplanes.lab.fidelity.seeds import v6_finding
 from viplanes.lab.v6lab import run_v6_series
 
 pytestmark = pytest.mark.integration

@@ -1,16 +1,15 @@
 """What the fault tests share: `viplanes serve` on a private OVS, iperf3 through a lane, gaps.
 
-``Served`` runs the real ``viplanes serve`` (subprocess, SQLite file, campus topology) with its
-OpenFlow listener on the controller link of a :class:`~tests.support.privovs.PrivateOvs`;
-it can be killed (-9 or SIGTERM) and started again on the same database and ports.
+``fault_serve`` is the real ``viplanes serve`` (the one launcher, ``ServeChild``; SQLite file,
+campus topology) with its OpenFlow listener on the controller link of a
+:class:`~tests.support.privovs.PrivateOvs`; it can be killed (-9 or SIGTERM) and started again on
+the same database and ports.
 """
 
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,90 +18,35 @@ from typing import Any
 import requests
 
 from tests.support.privovs import PrivateOvs
-from tests.support.procs import free_port, wait_for
+from tests.support.procs import wait_for
+from tests.support.serve import LANE_PORT, lane_body
+from viplanes.lab.servechild import ServeChild
 
-VIPLANES = [sys.executable, "-m", "viplanes.cli.main"]
-LANE_PORT = 9000
-
-
-class Served:
-    def __init__(self, ovs: PrivateOvs, workdir: Path, of_port: int, db_url: str | None = None) -> None:
-        self.ovs = ovs
-        self.db_url = db_url or f"sqlite:///{workdir / 'faults.db'}"
-        self.api_port, self.of_port = free_port(), of_port
-        self.url = f"http://127.0.0.1:{self.api_port}"
-        self.log = workdir / "serve.log"
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> float:
-        """Start serve; the seconds until /readyz said ready (every switch reconciled)."""
-        t0 = time.monotonic()
-        self.start_background()
-        self.wait_ready(30)
-        return time.monotonic() - t0
-
-    def start_background(self) -> None:
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [
-                    *VIPLANES,
-                    "serve",
-                    "--db",
-                    self.db_url,
-                    "--api",
-                    f"127.0.0.1:{self.api_port}",
-                    "--openflow",
-                    f"{self.ovs.controller_ip}:{self.of_port}",
-                    "--tick",
-                    "0.2",
-                    *self.ovs.security_args,
-                ],
-                stdout=log,
-                stderr=log,
-            )
-
-    def wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(f"{self.url}/readyz", timeout=1).status_code == 200:
-                    return
-            except requests.ConnectionError:
-                pass
-            if self.proc is not None and self.proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        raise AssertionError(f"serve not ready:\n{self.log.read_text()[-3000:]}")
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-
-    def api(self, method: str, path: str, token: str, **kw: Any) -> requests.Response:
-        return requests.request(
-            method,
-            f"{self.url}/api/v1{path}",
-            timeout=kw.pop("timeout", 15),
-            headers={"Authorization": f"Bearer {token}", **kw.pop("headers", {})},
-            **kw,
-        )
+__all__ = ["LANE_PORT", "api", "fault_serve", "gaps", "lane_body", "longest_gap_s", "seconds_until", "Iperf"]
 
 
-def lane_body(port: int = LANE_PORT, duration: int = 600, **over: Any) -> dict[str, Any]:
-    return {
-        "src_ip": "10.1.0.10",
-        "dst_ip": "203.0.113.10",
-        "protocol": "tcp",
-        "dst_port": port,
-        "duration_s": duration,
-        "purpose": "fault suite",
-        **over,
-    }
+def fault_serve(ovs: PrivateOvs, workdir: Path, of_port: int, db_url: str | None = None) -> ServeChild:
+    """serve (not started) on the bed's controller link; ready when /readyz says every switch is
+    reconciled. Restarts reuse the database, the ports and the log."""
+    return ServeChild(
+        db_url or f"sqlite:///{workdir / 'faults.db'}",
+        workdir,
+        openflow=(ovs.controller_ip, of_port),
+        tick=0.2,
+        security=ovs.security_args,
+        ready_path="/readyz",
+        log_name="serve.log",
+    )
+
+
+def api(served: ServeChild, method: str, path: str, token: str, **kw: Any) -> requests.Response:
+    return requests.request(
+        method,
+        f"{served.url}/api/v1{path}",
+        timeout=kw.pop("timeout", 15),
+        headers={"Authorization": f"Bearer {token}", **kw.pop("headers", {})},
+        **kw,
+    )
 
 
 class Iperf:

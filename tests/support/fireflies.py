@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from tests.support.runtag import ifname, link_octet, run_tag
+
 HEADER = "<134>1 - {host} flowd - firefly-json - "
 
 
@@ -36,21 +38,25 @@ def firefly_json(state: str, src: str, dst: str, sport: int, dport: int, experim
 
 
 @contextmanager
-def firefly_links(net: Any, hosts: dict[str, str], tag: str) -> Iterator[dict[str, str]]:
+def firefly_links(net: Any, hosts: dict[str, str]) -> Iterator[dict[str, str]]:
     """{host name: campus address} -> {host name: listener address to send to}."""
     made: list[str] = []
     targets: dict[str, str] = {}
+    # addresses and routes in the root namespace, where another run may route the same campus
+    # addresses: this run's own 169.254.X and its own route metric, so neither "File exists"
+    octet, metric = link_octet(), int(run_tag(), 36) % 60000 + 1000
     try:
         for i, (name, addr) in enumerate(sorted(hosts.items())):
-            root, inner = f"ff{tag}r{i}", f"ff{tag}h{i}"
-            target = f"169.254.{77 + i}.1"
+            root, inner = ifname("ff", f"r{i}"), ifname("ff", f"h{i}")  # the run's own names
+            target = f"169.254.{octet}.{1 + i}"
             host = net.host(name)
             subprocess.run(["ip", "link", "add", root, "type", "veth", "peer", "name", inner], check=True, timeout=30)
             made.append(root)
             subprocess.run(["ip", "link", "set", inner, "netns", str(host.pid)], check=True, timeout=30)
             subprocess.run(["ip", "addr", "add", f"{target}/32", "dev", root], check=True, timeout=30)
             subprocess.run(["ip", "link", "set", root, "up"], check=True, timeout=30)
-            subprocess.run(["ip", "route", "add", f"{addr}/32", "dev", root], check=True, timeout=30)
+            route = ["ip", "route", "add", f"{addr}/32", "dev", root, "metric", str(metric)]
+            subprocess.run(route, check=True, timeout=30)
             host.cmd(f"timeout 30 sh -c 'ip link set {inner} up && ip route add {target}/32 dev {inner} src {addr}'")
             targets[name] = target
         yield targets

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -25,7 +24,8 @@ import requests
 
 from tests.support.ovs import ovs_problem
 from tests.support.paths import REPO
-from tests.support.procs import free_port, lab_security_args, stop_process, wait_healthy
+from tests.support.procs import free_port, lab_security_args
+from viplanes.lab.servechild import ServeChild
 
 VIPLANES = [sys.executable, "-m", "viplanes.cli.main"]
 CLOUD = "203.0.113.10"
@@ -50,50 +50,19 @@ def iperf_client(dst: str, port: int, seconds: float, extra: str = "") -> str:
     )
 
 
-class ServeProcess:
-    """`viplanes serve` with the OpenFlow data plane; the OpenFlow port survives restarts."""
-
-    def __init__(self, db_url: str, workdir: Path, of_port: int, topology: Path | None = None) -> None:
-        self.db_url, self.of_port, self.topology = db_url, of_port, topology
-        self.api_port = free_port()
-        self.url = f"http://127.0.0.1:{self.api_port}"
-        self.log = workdir / "serve.log"
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> ServeProcess:
-        topology = ["--topology", str(self.topology)] if self.topology else []
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [
-                    *VIPLANES,
-                    "serve",
-                    "--db",
-                    self.db_url,
-                    "--api",
-                    f"127.0.0.1:{self.api_port}",
-                    "--openflow",
-                    f"127.0.0.1:{self.of_port}",
-                    "--tick",
-                    "0.2",
-                    *topology,
-                    *lab_security_args(),
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=REPO,
-                env=dict(os.environ),
-            )
-        wait_healthy(self.proc, self.url, self.log, timeout=30)
-        return self
-
-    def kill(self) -> None:
-        """SIGKILL: no goodbye to the switches, like a crash."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        stop_process(self.proc, 15)
+def lab_serve(db_url: str, workdir: Path, of_port: int, topology: Path | None = None) -> ServeChild:
+    """serve (not started) with the OpenFlow data plane over TLS; restarts keep the OpenFlow port."""
+    return ServeChild(
+        db_url,
+        workdir,
+        openflow=("127.0.0.1", of_port),
+        tick=0.2,
+        topology=topology,
+        security=lab_security_args(),
+        env=dict(os.environ),
+        cwd=REPO,
+        log_name="serve.log",
+    )
 
 
 def fast_reconnect(of_port: int) -> None:
@@ -114,9 +83,9 @@ def lab_campus(
     researcher: str,
     grant: dict[str, Any],
     topology: Path = CAMPUS_YAML,
-    prepare: Callable[[Any, ServeProcess], None] | None = None,
+    prepare: Callable[[Any, ServeChild], None] | None = None,
     wiring: Path | None = None,
-) -> Iterator[tuple[Any, ServeProcess, str]]:
+) -> Iterator[tuple[Any, ServeChild, str]]:
     """Yield (network, serve, researcher token); `prepare(net, serve)` runs before the grant.
     ``wiring``: the lab is cabled from this file while serve is given ``topology`` (a topology
     file that does not match the cables)."""
@@ -127,15 +96,9 @@ def lab_campus(
     from viplanes.topologies.loader import load_topology
 
     db_url = f"sqlite:///{workdir / 'viplanes.db'}"
-    op = subprocess.run(
-        [*VIPLANES, "principal", "add", "root", "--role", "operator", "--db", db_url],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    op_token = op.stdout.strip().splitlines()[-1]
-    serve = ServeProcess(db_url, workdir, free_port(), topology=None if topology == CAMPUS_YAML else topology).start()
+    serve = lab_serve(db_url, workdir, free_port(), topology=None if topology == CAMPUS_YAML else topology)
+    op_token = serve.add_operator("root")
+    serve.start()
     net = None
     try:
         net = build_network(load_topology(wiring or topology), "127.0.0.1", serve.of_port, shape=True)
@@ -163,7 +126,7 @@ class Campus:
     """The lab network, its serve process and a researcher's token, with the API and traffic steps
     the data-plane modules share."""
 
-    def __init__(self, lab: Any, serve: ServeProcess, token: str) -> None:
+    def __init__(self, lab: Any, serve: ServeChild, token: str) -> None:
         self.lab, self.serve, self.token = lab, serve, token
         self.lane: dict | None = None
         self.results: dict[str, float] = {}

@@ -1,16 +1,24 @@
-"""A private Open vSwitch in its own network namespace, with the campus hosts as namespaces.
+"""Private Open vSwitch beds: an ovs-vswitchd of the test's own in its own network namespace,
+with hosts as namespaces. The one bed (``OvsBed``) and its two layouts: the campus lane path
+(``PrivateOvs``, the fault and admission tests) and one sFlow bridge (``SflowBed``).
 
-Killing or restarting this ovs-vswitchd never touches the machine's shared one: it has its own
+Killing or restarting a bed's ovs-vswitchd never touches the machine's shared one: it has its own
 ovsdb-server, database file, rundir, pidfiles and unix sockets (``OVS_RUNDIR``/``OVS_DBDIR`` and
-``--db=unix:...``), and lives in namespace ``<name>-ovs``. Userspace (netdev) bridges s1..s4 carry
-the campus dpids and ports; hosts are namespaces joined by veth pairs made directly inside the
-namespaces (no name ever appears in the root namespace but the controller link). The switches
-reach the controller over one veth pair ``<name>c`` (root side ``169.254.X.1``, OVS side ``.2``).
+``--db=unix:...``), and lives in namespace ``<name>-ovs``; ``<name>`` carries the run's tag
+(tests/support/runtag), so two runs at once never share a namespace, link or address. Veth pairs
+are made directly inside the namespaces (no name in the root namespace but a controller link).
 
+``PrivateOvs``: userspace (netdev) bridges s1..s4 carry the campus dpids and ports. The switches
+reach the controller over one veth pair ``<name>c`` (root side ``169.254.X.1``, OVS side ``.2``).
 Only what the lane path needs exists: desktop (s1:1), edge router (s3:2 inside, s4:1 outside)
 and cloud (s4:2); the firewall and NAT are absent, so traffic moves only over a lane. The desktop
 knows its gateway's MAC statically (no firewall to answer its ARP); the edge router must ARP for
 the lane's pool address like in the lab (answered by the controller, or by switch flows).
+
+``SflowBed``: one bridge ``br0`` forwarding NORMAL, and four host namespaces on it: ``a``
+(10.9.0.1) and ``b`` (10.9.0.2) inside the prefix the detector watches, ``c`` (10.8.0.3) and ``d``
+(10.8.0.4), same segment, outside it. The collector runs inside the OVS namespace, where the
+switch's sFlow datagrams go to 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -22,6 +30,9 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from tests.support.runtag import ifname, link_octet
+from viplanes.lab.labpki import ensure_lab_pki
 
 SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 # switch ports of the campus: (bridge, port) -> (namespace suffix, interface in it, MAC, address)
@@ -45,30 +56,32 @@ def run(
     return subprocess.run(list(args), check=check, capture_output=True, text=True, timeout=timeout, env=env)
 
 
-class PrivateOvs:
-    """``start()`` builds everything; ``stop()`` (in ``finally``) removes exactly that."""
+class OvsBed:
+    """The private daemons and namespaces; ``start_daemons()`` builds them, ``stop()`` (in
+    ``finally``) removes exactly what was built. Layouts add bridges and hosts."""
 
-    def __init__(self, name: str | None = None) -> None:
-        self.name = name or f"vlf{os.getpid() % 100000}"
+    def __init__(self, name: str, hosts: tuple[str, ...]) -> None:
+        self.name = name
         self.ns = f"{self.name}-ovs"
         self.dir = Path(tempfile.mkdtemp(prefix=f"{self.name}-"))
         self.db_sock = self.dir / "db.sock"
         self.env = {**os.environ, "OVS_RUNDIR": str(self.dir), "OVS_DBDIR": str(self.dir), "OVS_LOGDIR": str(self.dir)}
-        octet = os.getpid() % 250 + 1
-        self.controller_ip, self.switch_ip = f"169.254.{octet}.1", f"169.254.{octet}.2"
-        self.ctl_if = f"{self.name}c"
-        self.namespaces = [self.ns, *(f"{self.name}-{h}" for h in ("desktop", "edge", "cloud"))]
-        self.security_args: list[str] = []  # serve options for OpenFlow over TLS, set by _build
+        self.namespaces = [self.ns, *(self.host_ns(h) for h in hosts)]
+        self.links: list[str] = []  # root-namespace interfaces this bed made
 
     # ---- plumbing --------------------------------------------------------------------------
     def host_ns(self, host: str) -> str:
         return f"{self.name}-{host}"
 
-    def in_ns(self, ns: str, *args: str, **kw) -> subprocess.CompletedProcess:
-        return run("ip", "netns", "exec", ns, *args, **kw)
+    def in_ns(self, ns: str, *args: str, check: bool = True, timeout: float = 20) -> str:
+        return run("ip", "netns", "exec", ns, *args, check=check, timeout=timeout, env=self.env).stdout
+
+    def vsctl_argv(self) -> list[str]:
+        """The ovs-vsctl command line that reaches this bed's database (for switchconfig)."""
+        return ["ovs-vsctl", f"--db=unix:{self.db_sock}", "--timeout=10"]
 
     def vsctl(self, *args: str) -> str:
-        return run("ovs-vsctl", f"--db=unix:{self.db_sock}", "--timeout=10", *args, env=self.env).stdout
+        return run(*self.vsctl_argv(), *args, env=self.env).stdout
 
     def ofctl(self, *args: str) -> str:
         return run("ovs-ofctl", "-O", "OpenFlow13", *args, env=self.env).stdout
@@ -79,16 +92,17 @@ class PrivateOvs:
         except (OSError, ValueError):
             return None
 
+    def veth(self, ns_a: str, if_a: str, ns_b: str, if_b: str) -> None:
+        run("ip", "link", "add", if_a, "netns", ns_a, "type", "veth", "peer", "name", if_b, "netns", ns_b)
+        for ns, name in ((ns_a, if_a), (ns_b, if_b)):
+            self.in_ns(ns, "ethtool", "-K", name, *OFFLOADS, check=False)
+            self.in_ns(ns, "ip", "link", "set", name, "up")
+
     # ---- life ------------------------------------------------------------------------------
-    def start(self, controller_port: int) -> PrivateOvs:
+    def start_daemons(self) -> None:
         for ns in self.namespaces:
             run("ip", "netns", "add", ns)
             self.in_ns(ns, "ip", "link", "set", "lo", "up")
-        run("ip", "link", "add", self.ctl_if, "type", "veth", "peer", "name", "ctl0", "netns", self.ns)
-        run("ip", "addr", "add", f"{self.controller_ip}/30", "dev", self.ctl_if)
-        run("ip", "link", "set", self.ctl_if, "up")
-        self.in_ns(self.ns, "ip", "addr", "add", f"{self.switch_ip}/30", "dev", "ctl0")
-        self.in_ns(self.ns, "ip", "link", "set", "ctl0", "up")
         run("ovsdb-tool", "create", str(self.dir / "conf.db"), SCHEMA, env=self.env)
         self.in_ns(
             self.ns,
@@ -99,12 +113,9 @@ class PrivateOvs:
             f"--unixctl={self.dir}/ovsdb-server.ctl",
             f"--log-file={self.dir}/ovsdb-server.log",
             "--detach",
-            env=self.env,
         )
         self.vsctl("--no-wait", "init")
         self.start_vswitchd()
-        self._build(controller_port)
-        return self
 
     def start_vswitchd(self) -> None:
         self.in_ns(
@@ -115,7 +126,6 @@ class PrivateOvs:
             f"--unixctl={self.dir}/ovs-vswitchd.ctl",
             f"--log-file={self.dir}/ovs-vswitchd.log",
             "--detach",
-            env=self.env,
             timeout=30,
         )
 
@@ -126,14 +136,50 @@ class PrivateOvs:
             _wait_gone(pid)
             (self.dir / "ovs-vswitchd.pid").unlink(missing_ok=True)
 
+    def stop(self) -> None:
+        for daemon in ("ovs-vswitchd", "ovsdb-server"):
+            pid = self._pid(daemon)
+            if pid is not None:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    _wait_gone(pid)
+                except ProcessLookupError:
+                    pass
+        for ns in self.namespaces:
+            run("ip", "netns", "del", ns, check=False)
+        for link in self.links:
+            run("ip", "link", "del", link, check=False)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class PrivateOvs(OvsBed):
+    """The campus lane path; ``start(controller_port)`` builds it."""
+
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name or ifname("vlf", longest_suffix="c"), ("desktop", "edge", "cloud"))
+        octet = link_octet()  # free now; taken when start() adds the address
+        self.controller_ip, self.switch_ip = f"169.254.{octet}.1", f"169.254.{octet}.2"
+        self.ctl_if = f"{self.name}c"
+        # serve's options for OpenFlow over TLS with the lab PKI, known before start(): the serve
+        # launcher takes them when it is made, which may be before the bed is built
+        self.security_args: list[str] = ensure_lab_pki(configure_vswitchd=False).serve_args()
+
+    def start(self, controller_port: int) -> PrivateOvs:
+        self.start_daemons()
+        run("ip", "link", "add", self.ctl_if, "type", "veth", "peer", "name", "ctl0", "netns", self.ns)
+        self.links.append(self.ctl_if)
+        run("ip", "addr", "add", f"{self.controller_ip}/30", "dev", self.ctl_if)
+        run("ip", "link", "set", self.ctl_if, "up")
+        self.in_ns(self.ns, "ip", "addr", "add", f"{self.switch_ip}/30", "dev", "ctl0")
+        self.in_ns(self.ns, "ip", "link", "set", "ctl0", "up")
+        self._build(controller_port)
+        return self
+
     def _build(self, controller_port: int) -> None:
         # OpenFlow over TLS with the lab PKI, set on this private ovsdb only (the shared one
         # is never touched)
-        from viplanes.lab.labpki import ensure_lab_pki
-
         lab = ensure_lab_pki(configure_vswitchd=False)
         self.vsctl("set-ssl", str(lab.vswitchd_key), str(lab.vswitchd_cert), str(lab.ca))
-        self.security_args = lab.serve_args()
         target = f"ssl:{self.controller_ip}:{controller_port}"
         for br, dpid in DPIDS.items():
             self.vsctl(
@@ -149,14 +195,14 @@ class PrivateOvs:
                 "protocols=OpenFlow13",
             )
         for a, b in LINKS:
-            self._veth(self.ns, f"{a[0]}p{a[1]}", self.ns, f"{b[0]}p{b[1]}")
+            self.veth(self.ns, f"{a[0]}p{a[1]}", self.ns, f"{b[0]}p{b[1]}")
             self._port(*a), self._port(*b)
-        for (br, port), (host, ifname, mac, addr) in HOST_PORTS.items():
+        for (br, port), (host, dev, mac, addr) in HOST_PORTS.items():
             ns = self.host_ns(host)
-            self._veth(self.ns, f"{br}p{port}", ns, ifname)
+            self.veth(self.ns, f"{br}p{port}", ns, dev)
             self._port(br, port)
-            self.in_ns(ns, "ip", "link", "set", ifname, "address", mac)
-            self.in_ns(ns, "ip", "addr", "add", addr, "dev", ifname)
+            self.in_ns(ns, "ip", "link", "set", dev, "address", mac)
+            self.in_ns(ns, "ip", "addr", "add", addr, "dev", dev)
         desktop, edge, cloud = (self.host_ns(h) for h in ("desktop", "edge", "cloud"))
         self.in_ns(desktop, "ip", "route", "add", "default", "via", "10.1.0.1")
         self.in_ns(
@@ -191,38 +237,18 @@ class PrivateOvs:
         """Make ``host`` re-resolve its neighbours every 2-4 s instead of Linux's 15-45 s + 5 s, so
         a short controller outage still sees several ARP refreshes (each must be answered)."""
         ns = self.host_ns(host)
-        for ifname in (i for h, i, _, _ in HOST_PORTS.values() if h == host):
+        for dev in (i for h, i, _, _ in HOST_PORTS.values() if h == host):
             self.in_ns(
                 ns,
                 "sysctl",
                 "-qw",
-                f"net.ipv4.neigh.{ifname}.base_reachable_time_ms={reachable_ms}",
-                f"net.ipv4.neigh.{ifname}.delay_first_probe_time={first_probe_s}",
+                f"net.ipv4.neigh.{dev}.base_reachable_time_ms={reachable_ms}",
+                f"net.ipv4.neigh.{dev}.delay_first_probe_time={first_probe_s}",
             )
-
-    def _veth(self, ns_a: str, if_a: str, ns_b: str, if_b: str) -> None:
-        run("ip", "link", "add", if_a, "netns", ns_a, "type", "veth", "peer", "name", if_b, "netns", ns_b)
-        for ns, ifname in ((ns_a, if_a), (ns_b, if_b)):
-            self.in_ns(ns, "ethtool", "-K", ifname, *OFFLOADS, check=False)
-            self.in_ns(ns, "ip", "link", "set", ifname, "up")
 
     def _port(self, br: str, port: int) -> None:
         name = f"{br}p{port}"
         self.vsctl("add-port", br, name, "--", "set", "Interface", name, f"ofport_request={port}")
-
-    def stop(self) -> None:
-        for daemon in ("ovs-vswitchd", "ovsdb-server"):
-            pid = self._pid(daemon)
-            if pid is not None:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    _wait_gone(pid)
-                except ProcessLookupError:
-                    pass
-        for ns in self.namespaces:
-            run("ip", "netns", "del", ns, check=False)
-        run("ip", "link", "del", self.ctl_if, check=False)
-        shutil.rmtree(self.dir, ignore_errors=True)
 
     # ---- what the tests read ---------------------------------------------------------------
     def cookies(self, br: str) -> set[int]:
@@ -252,6 +278,31 @@ class PrivateOvs:
                 )
             out[br] = sorted(rows, key=lambda r: str(r["match"]))
         return out
+
+
+SFLOW_HOSTS = {"a": "10.9.0.1/8", "b": "10.9.0.2/8", "c": "10.8.0.3/8", "d": "10.8.0.4/8"}
+
+
+class SflowBed(OvsBed):
+    """One sFlow bridge ``br0`` and four hosts (module docstring); ``start()`` builds it."""
+
+    def __init__(self) -> None:
+        super().__init__(ifname("vsf"), tuple(SFLOW_HOSTS))
+
+    def ip(self, host: str) -> str:
+        return SFLOW_HOSTS[host].split("/")[0]
+
+    def start(self) -> SflowBed:
+        self.start_daemons()
+        self.vsctl("add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev", "fail_mode=standalone")
+        for host, addr in SFLOW_HOSTS.items():
+            port, ns = f"br0{host}", self.host_ns(host)
+            self.veth(self.ns, port, ns, "eth0")
+            self.in_ns(ns, "ip", "addr", "add", addr, "dev", "eth0")
+            self.vsctl("add-port", "br0", port)
+        # the agent address the switch reports: an address of the OVS namespace
+        self.in_ns(self.ns, "ip", "addr", "add", "127.0.0.2/8", "dev", "lo")
+        return self
 
 
 def _wait_gone(pid: int, timeout: float = 10.0) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from tests.support.paths import REPO
-from viplanes.lab.stack import free_port as free_port
+from viplanes.lab.ports import free_port as free_port
 from viplanes.lifecycle import stop_process as stop_process
 
 T = TypeVar("T")

@@ -20,6 +20,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.support.ovs import ovs_problem, vsctl
 from tests.support.procs import free_port
+from tests.support.runtag import ifname
 
 
 class FakeDatapath(ofproto_protocol.ProtocolDesc):
@@ -105,7 +106,7 @@ def ovs_bridge() -> Iterator[tuple[str, RawOpenFlow]]:
     problem = ovs_problem()
     if problem:
         pytest.fail(problem, pytrace=False)
-    name = f"vxA{os.getpid() % 100000}"
+    name = ifname("vxA", longest_suffix="-p4")
     port = free_port()
     conn = None
     try:

@@ -27,9 +27,10 @@ import requests
 
 from tests.support.ovs import add_bridge, vsctl
 from tests.support.procs import free_port, lab_security_args, stop_process, wait_for, wait_healthy
+from tests.support.runtag import ifname
 from tests.support.serve import bootstrap, lane_body
 
-PREFIX = f"vlso{os.getpid() % 100000}"
+PREFIX = ifname("vlso", longest_suffix="-s4")
 VIPLANES = [sys.executable, "-m", "viplanes.cli.main"]
 _STAT = re.compile(r"(duration|n_packets|n_bytes|hard_age|idle_age)=[^ ,]+,? ?")
 

@@ -6,66 +6,36 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import requests
 
-from tests.support.procs import free_port, lab_security_args, stop_process, wait_healthy
+from tests.support.procs import lab_security_args
+from viplanes.lab.servechild import ServeChild
 
 VIPLANES = [sys.executable, "-m", "viplanes.cli.main"]
+LANE_PORT = 9000
 
 
-class Serve:
-    """One `viplanes serve` child process; stopped with SIGTERM (then SIGKILL) in teardown."""
+def memory_serve(
+    db_url: str,
+    workdir: Path,
+    env: dict[str, str] | None = None,
+    tick: float = 0.1,
+    ready_s: float = 45,
+    args: tuple[str, ...] = (),
+) -> ServeChild:
+    """`viplanes serve --dataplane memory` (not started): the API-only tests' serve. ``args``:
+    more serve options (e.g. --topology FILE). ``ready_s``: an idle serve took over 20 s to
+    answer with two lab runs and other work on 2 cores."""
+    return ServeChild(db_url, workdir, dataplane="memory", tick=tick, env=env, ready_s=ready_s, args=args)
 
-    def __init__(
-        self,
-        db_url: str,
-        workdir: Path,
-        env: dict[str, str] | None = None,
-        tick: float = 0.1,
-        ready_s: float = 20,
-        args: tuple[str, ...] = (),
-    ) -> None:
-        self.args = args  # more `serve` options (e.g. --topology FILE)
-        self.db_url = db_url
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = workdir / f"serve-{self.port}.log"
-        self.env, self.tick, self.ready_s = env, tick, ready_s
-        self.proc: subprocess.Popen | None = None
 
-    def start(self) -> Serve:
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [
-                    *VIPLANES,
-                    "serve",
-                    "--dataplane",
-                    "memory",
-                    "--db",
-                    self.db_url,
-                    "--api",
-                    f"127.0.0.1:{self.port}",
-                    "--openflow",
-                    f"127.0.0.1:{free_port()}",
-                    "--tick",
-                    str(self.tick),
-                    *self.args,
-                ],
-                stdout=log,
-                stderr=log,
-                env=self.env,
-            )
-        wait_healthy(self.proc, self.url, self.log, timeout=self.ready_s)
-        return self
-
-    def stop(self) -> int | None:
-        """SIGTERM, SIGKILL after 30 s; the exit code (None when never started). An idle serve
-        stops in ~4-5 s at load 13 (scheduler, watchers, os-ken joins); 10 s was once exceeded."""
-        if self.proc is None:
-            return None
-        stop_process(self.proc, 30)
-        return self.proc.returncode
+def openflow_serve(db_url: str, workdir: Path, of_port: int, security: list[str] | None = None) -> ServeChild:
+    """serve driving real switches on ``of_port`` (not started): TLS with the lab PKI unless
+    ``security`` gives other options (``[]``: plain TCP)."""
+    security = lab_security_args() if security is None else security
+    return ServeChild(db_url, workdir, openflow=("127.0.0.1", of_port), tick=0.2, security=security)
 
 
 def bootstrap(db_url: str, name: str = "root") -> str:
@@ -103,7 +73,8 @@ def setup_researcher(url: str, op: str, max_lanes: int, timeout: float = 10) -> 
     return tok
 
 
-def lane_body(port: int, duration: int = 600) -> dict:
+def lane_body(port: int = LANE_PORT, duration: int = 600, **over: Any) -> dict[str, Any]:
+    """The one test lane: 10.1.0.10 to 203.0.113.10 over TCP (``over`` replaces any field)."""
     return {
         "src_ip": "10.1.0.10",
         "dst_ip": "203.0.113.10",
@@ -111,29 +82,5 @@ def lane_body(port: int, duration: int = 600) -> dict:
         "dst_port": port,
         "duration_s": duration,
         "purpose": "integration",
+        **over,
     }
-
-
-def start_with_openflow(serve: Serve, of_port: int, security: list[str] | None = None) -> None:
-    """Start ``serve`` driving real switches on ``of_port``: TLS with the lab PKI unless
-    ``security`` gives other options (``[]``: plain TCP)."""
-    security = lab_security_args() if security is None else security
-    with open(serve.log, "ab") as log:
-        serve.proc = subprocess.Popen(
-            [
-                *VIPLANES,
-                "serve",
-                "--db",
-                serve.db_url,
-                "--api",
-                f"127.0.0.1:{serve.port}",
-                "--openflow",
-                f"127.0.0.1:{of_port}",
-                "--tick",
-                "0.2",
-                *security,
-            ],
-            stdout=log,
-            stderr=log,
-        )
-    wait_healthy(serve.proc, serve.url, serve.log, timeout=20)

@@ -77,3 +77,28 @@ def test_the_readme_answers_the_newcomers_questions() -> None:
     ]:
         row = next((line for line in readme.splitlines() if line.startswith(f"| {question} |")), "")
         assert answer in row, f"README: '{question}' should point at {answer}"
+
+
+def test_the_readme_stays_short() -> None:
+    """A newcomer reads the README top to bottom: at most 160 lines, details in docs/."""
+    lines = (REPO / "README.md").read_text().count("\n")
+    assert lines <= 160, f"README.md has {lines} lines (at most 160): move detail to docs/"
+
+
+ANCHOR_LINK = re.compile(r"\]\(([\w./-]*\.md)?#([^)\s]+)\)")
+
+
+def _slugs(doc: Path) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    heads = re.findall(r"^#{1,6} (.+)$", doc.read_text(), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_section_link_lands_on_a_heading(doc: Path) -> None:
+    dead = []
+    for m in ANCHOR_LINK.finditer(doc.read_text()):
+        target = (doc.parent / m.group(1)).resolve() if m.group(1) else doc
+        if target.exists() and m.group(2) not in _slugs(target):
+            dead.append(f"{m.group(1) or ''}#{m.group(2)}")
+    assert not dead, f"{doc.name}: links to no heading: {dead}"

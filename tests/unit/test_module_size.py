@@ -1,4 +1,5 @@
-"""Every product module stays under the ~400-line rule (STYLE.md: "a module does one thing").
+"""Every product module stays under the ~400-line rule (docs/architecture.md, "Subpackages": "a
+module holds one concern and stays at 400 lines or under").
 
 A module past it is split along its seams (the lab's `fidelity.py` and `experiments.py` were, at
 452 and 404 lines); this test says so when one grows past it again, with the biggest first, rather

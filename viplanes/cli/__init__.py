@@ -1,3 +1,13 @@
 """Every command line: ``viplanes ...`` (``main`` wires the groups) and the long-running entry points
 (``serve``, ``api``, ``controller``). The only package that imports click; it may import anything.
+
+Modules: ``api``, ``apiserver``, ``autocmd``, ``autoopts``, ``backup``, ``campusfile``, ``client``,
+``clockopt``, ``configcmd``, ``configdoc``, ``configfile``, ``configoptions``, ``configsettings``,
+``controller``, ``db``, ``doctor``, ``doctor_checks``, ``doctor_config``, ``doctor_features``,
+``doctor_service``, ``exitcodes``, ``extras``, ``https``, ``lab``, ``labreport``, ``labshell``,
+``lanecmd``, ``login``, ``logopts``, ``main``, ``openflow_options``, ``options``, ``osken``,
+``pki``, ``serve``, ``switch_causes``, ``topology``, ``transfer``.
+
+Imports today: api, authz, auto, client, cluster, config, controller, dataplane, domain, errors, lab,
+lanes, lifecycle, logs, sampling, store, topologies. Never (.importlinter): tests.
 """

@@ -126,7 +126,7 @@ def run(
 ) -> None:
     """Build the lab, run the experiments, append results. Needs root and OVS (scripts/ovs-up)."""
     from viplanes.lab.experiments import Sweep, estimate_s, plan
-    from viplanes.lab.papergrid import paper_plan, paper_sweep
+    from viplanes.lab.paper.grid import paper_plan, paper_sweep
     from viplanes.lab.v6series import V6_PLACEMENT, v6_estimate_s, v6_plan
 
     if topology_path is None:

@@ -75,8 +75,9 @@ def _against_paper(records: list[dict[str, Any]], out_dir: Path, console: Any) -
     """The findings table (printed and as Markdown) and the paired figures."""
     from rich.table import Table
 
-    from viplanes.lab import fidelity_seeds, paperplots
     from viplanes.lab.fidelity import HEADER, REPRODUCED, findings, markdown
+    from viplanes.lab.fidelity import seeds as fidelity_seeds
+    from viplanes.lab.paper import plots as paperplots
     from viplanes.lab.v6series import grid_runs
 
     items = findings(grid_runs(records)) + fidelity_seeds.findings(records)
@@ -97,8 +98,9 @@ def _against_paper(records: list[dict[str, Any]], out_dir: Path, console: Any) -
 
 def _rewrite_readme(records: list[dict[str, Any]], results: Path, readmes: tuple[Path, ...], readme: Path) -> None:
     """The findings block(s) of ``readme`` regenerated (checked by `_check_readme` first)."""
-    from viplanes.lab import fidelity_seeds, findings_doc
+    from viplanes.lab import findings_doc
     from viplanes.lab.fidelity import findings
+    from viplanes.lab.fidelity import seeds as fidelity_seeds
     from viplanes.lab.v6series import grid_runs
 
     cmd = findings_doc.command(results.as_posix(), [r.as_posix() for r in readmes])

@@ -143,7 +143,8 @@ def listener_security(
     pki_dir: Path | None, insecure_tcp: bool, pins: Iterable[str], topology: Topology | None
 ) -> ListenerSecurity:
     """The listener's security from the options, or a one-line ClickException with the fix."""
-    from viplanes import pki, pki_denylist
+    from viplanes import pki
+    from viplanes.pki import denylist as pki_denylist
 
     ctx = click.get_current_context(silent=True)
     given: dict[str, Any] = dict(ctx.meta.get(_ADMISSION, {})) if ctx is not None else {}

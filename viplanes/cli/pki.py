@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from viplanes import pki, pki_denylist
+from viplanes import pki
+from viplanes.pki import denylist as pki_denylist
 
 _DIR = click.option(
     "--dir",

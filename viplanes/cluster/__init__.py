@@ -2,4 +2,9 @@
 
 May import the lane service, the store and the data plane; the controller only through its
 declared runtime classes. Never the API or an entry point.
+
+Modules: ``clockcheck``, ``handoff``, ``leader``, ``metrics``, ``node``, ``reports``, ``wakeups``.
+
+Imports today: auto, controller, domain, errors, lanes, sampling, store. Never (.importlinter): click,
+tests, api, cli.
 """

@@ -6,4 +6,8 @@ no-op answers of the optional ones; ``memory`` (tests,
 API-only runs) and ``remote`` (an API process whose controller is another process) implement it,
 as does the controller's ``LaneRuntime``. ``base`` imports only ``domain``; ``remote`` also the
 store and ``cluster.handoff`` (the NOTIFY plumbing it waits on).
+
+Modules: ``base``, ``memory``, ``remote``.
+
+Imports today: cluster, domain, store. Never (.importlinter): click, tests, api, cli.
 """

@@ -6,9 +6,11 @@ findings, so a table edited by hand (or left behind by a new run) differs from w
 gives, and the unit test that regenerates it from the recorded run fails.
 
 A block opens with ``<!-- paper-findings:full -->`` (every column, the report's table byte for
-byte) or ``<!-- paper-findings:compact -->`` (the same rows without the "why" column, for the
-README) and closes with ``<!-- /paper-findings -->``, each alone at the start of a line. Its first line names the command that
-wrote it and counts the verdicts. Pure: text in, text out.
+byte), ``<!-- paper-findings:compact -->`` (the same rows without the "why" column) or
+``<!-- paper-findings:summary -->`` (the verdict counts only, for the README, pointing at
+docs/lab.md's table) and closes with ``<!-- /paper-findings -->``, each alone at the start of a
+line. Its first line names the command that wrote it and counts the verdicts. Pure: text in, text
+out.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from collections.abc import Sequence
 
 from .finding import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED, Finding, markdown, table
 
-FORMS = ("full", "compact")
+FORMS = ("full", "compact", "summary")
+TABLE_AT = "docs/lab.md"  # where the summary form sends the reader for the rows
 END = "<!-- /paper-findings -->"
 # markers count only at the start of a line, so prose may quote them
 OPEN = re.compile(r"^<!-- paper-findings:", re.MULTILINE)
@@ -52,6 +55,8 @@ def compact(items: Sequence[Finding]) -> str:
 def block(items: Sequence[Finding], form: str, cmd: str) -> str:
     if form not in FORMS:
         raise MarkerError(f"unknown findings block form {form!r} (expected one of {', '.join(FORMS)})")
+    if form == "summary":
+        return f"<!-- paper-findings:summary -->\n`{cmd}` ({summary(items)}; every finding with its reason: [{TABLE_AT}]({TABLE_AT}))\n{END}"
     table = markdown(list(items)) if form == "full" else compact(items)
     return f"<!-- paper-findings:{form} -->\n`{cmd}` ({summary(items)}):\n\n{table}{END}"
 

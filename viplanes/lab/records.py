@@ -2,7 +2,7 @@
 
 Pure: the JSON lines of `viplanes lab run` in. Runs of `lab run --paper` carry a ``series``
 (streams, transfers, chunks, baseline); older results without one are read by their parameters
-instead (`in_series`). Shared by the fidelity modules and the paired figures (`paperplots.py`).
+instead (`in_series`). Shared by the fidelity modules and the paired figures (`paper/plots.py`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Both run inside the cloud host's namespace and are killed at lab teardown. Clients reach the S3
 endpoint through an rclone remote named ``cloud`` defined by environment variables, so no config
 file is written anywhere. With a `wan:` section in the topology, both listen on the cloud host's
-loopback and the WAN model's pacing proxy (`wanproxy.py`) owns their public ports, so every
+loopback and the WAN model's pacing proxy (`wan/proxy.py`) owns their public ports, so every
 connection to them is capped at ``wan.per_connection_mbps``.
 """
 
@@ -25,7 +25,7 @@ from viplanes.topologies.model import Wan
 
 from .filetools import FileServices, start_file_services
 from .net import LabNetwork
-from .wanendpoint import EndpointShape
+from .wan.endpoint import EndpointShape
 
 REPO = Path(__file__).resolve().parents[2]
 IPERF_PORT = 5201
@@ -155,7 +155,7 @@ def start_cloud_services(
             [
                 sys.executable,
                 "-m",
-                "viplanes.lab.wanproxy",
+                "viplanes.lab.wan.proxy",
                 "--mbps",
                 f"{wan.per_connection_mbps:g}",
                 *wan_options(wan, s3_port, service_ports),

@@ -24,6 +24,8 @@ from viplanes.topologies.loader import load_topology
 
 from .ctzones import ZoneClaim, claim_for_env
 from .labpki import LabPKI, LabPKIError, ensure_lab_pki
+from .ports import free_port
+from .servechild import ServeChild, ServeChildError
 from .services import clean_env
 
 OPERATOR = "lab-operator"
@@ -32,12 +34,6 @@ RESEARCHER = "lab-researcher"
 
 class StackError(RuntimeError):
     """The service could not be started or refused what the lab asked."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -113,33 +109,6 @@ class Stack:
         self.stop()
 
 
-def _viplanes(*args: str) -> list[str]:
-    return [sys.executable, "-m", "viplanes.cli.main", *args]
-
-
-def _start_serve(
-    topology_path: Path, db_url: str, api_port: int, of_port: int, pki_args: list[str], log_path: Path, env: dict
-) -> subprocess.Popen:
-    with log_path.open("ab") as log:
-        return subprocess.Popen(
-            _viplanes(
-                "serve",
-                "--topology",
-                str(topology_path),
-                "--db",
-                db_url,
-                "--api",
-                f"127.0.0.1:{api_port}",
-                "--openflow",
-                f"127.0.0.1:{of_port}",
-                *pki_args,
-            ),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-
-
 def start_stack(
     topology_path: Path,
     work_dir: Path,
@@ -158,32 +127,25 @@ def start_stack(
     env = clean_env({"VIPLANES_DB_URL": db_url})
     env.pop("VIPLANES_TOKEN", None)
     env.pop("VIPLANES_API_URL", None)
-    boot = subprocess.run(
-        _viplanes("principal", "add", OPERATOR, "--role", "operator", "--db", db_url),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
+    serve = ServeChild(
+        db_url, work_dir, topology=topology_path, security=_lab_pki().serve_args(), env=env, log_name="serve.log"
     )
-    if boot.returncode != 0 or not boot.stdout.strip():
-        why = (boot.stderr or boot.stdout).strip()[-300:]
-        raise StackError(f"operator bootstrap failed: {why}")
-    operator_token = boot.stdout.strip().splitlines()[-1].strip()
-
-    api_port, of_port = free_port(), free_port()
-    lab_pki = _lab_pki()
-    log_path = work_dir / "serve.log"
+    try:
+        operator_token = serve.add_operator(OPERATOR)
+    except ServeChildError as exc:
+        raise StackError(f"operator bootstrap failed: {exc}") from None
     claim = claim_for_env(env, load_topology(topology_path), f"{os.getpid()}:{work_dir}")
     try:
-        proc = _start_serve(topology_path, db_url, api_port, of_port, lab_pki.serve_args(), log_path, env)
-    except BaseException:
+        serve.start(30)
+    except BaseException as exc:
         if claim is not None:
             claim.release()
+        if isinstance(exc, ServeChildError):
+            raise StackError(f"viplanes serve did not start: {exc}") from None
         raise
-    stack = Stack(f"http://127.0.0.1:{api_port}", ("127.0.0.1", of_port), "", operator_token, proc, log_path)
+    stack = Stack(serve.url, (serve.of_host, serve.of_port), "", operator_token, serve.proc, serve.log)
     stack.zone_claim = claim
     try:
-        _wait_api(stack, proc, log_path)
         op = stack.client(operator_token)
         researcher = op.call("POST", "/principals", json={"name": RESEARCHER, "role": "researcher"})
         stack.researcher_token = researcher["token"]
@@ -214,22 +176,6 @@ def _lab_pki() -> LabPKI:
         return ensure_lab_pki()
     except (LabPKIError, OSError) as exc:
         raise StackError(f"lab PKI: {exc}") from None
-
-
-def _wait_api(stack: Stack, proc: subprocess.Popen, log_path: Path, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    api = stack.client(stack.operator_token)
-    api.timeout_s = 2.0
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            tail = log_path.read_text(errors="replace").strip().splitlines()[-3:]
-            raise StackError(f"viplanes serve exited ({proc.returncode}): {' | '.join(tail)}")
-        try:
-            api.call("GET", "/whoami")
-            return
-        except ApiError:
-            time.sleep(0.3)
-    raise StackError(f"viplanes serve did not answer within {timeout:.0f}s (log: {log_path})")
 
 
 def start_controller_only(work_dir: Path) -> tuple[subprocess.Popen, tuple[str, int]]:

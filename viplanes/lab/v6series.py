@@ -5,7 +5,7 @@ This series is small and separate: on the dual-stack campus (campus-dualstack.ya
 model) the desktop uploads to the cloud with iperf3 on the v4 default path (the firewall), a v4
 lane, the v6 default path (the same firewall, IPv6 is routed untranslated) and a v6 lane. Both
 families cross the same links and caps, so the lane's gain should be the same; the report
-(`fidelity_seeds.v6_finding`) compares the two gains. Its rows carry ``series="v6"`` and a
+(`fidelity/seeds.py:v6_finding`) compares the two gains. Its rows carry ``series="v6"`` and a
 ``family``; the grid's findings leave them out (`grid_runs`).
 
 Pure (plan, estimate, records); `v6lab.run_v6_series` builds its own lab and service and runs it.

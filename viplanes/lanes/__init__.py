@@ -4,4 +4,12 @@ Request checks (targets, overlap, names, pool addresses), activation against a d
 lifecycle clock. The manager builds its parts (activation, reads, admission) from one
 ``context.LaneContext``; its neighbours take a ``desk.LaneDesk``. May import domain, dataplane.base, store, policy, authz and topologies; never the
 controller, the API or an entry point.
+
+Modules: ``activation``, ``budgets``, ``build``, ``committed``, ``extension``, ``features``,
+``idempotency``, ``interruptions``, ``manager``, ``membersweep``, ``names``, ``overlap``,
+``owners``, ``pool``, ``reads``, ``refusals``, ``requests``, ``resolver``, ``scheduler``, ``specs``,
+``states``, ``targets``.
+
+Imports today: authz, config, controller, dataplane, domain, errors, logs, policy, store, topologies.
+Never (.importlinter): click, tests, api, cli.
 """

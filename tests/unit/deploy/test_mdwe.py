@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.procs import free_port
+
 CHILD = """
 import ctypes, mmap, sys
 libc = ctypes.CDLL(None, use_errno=True)
@@ -34,12 +36,6 @@ from viplanes.cli.main import main
 sys.argv = ["viplanes"] + sys.argv[1:]
 main()
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_serve_with_tls_openflow_runs_with_write_xor_execute(tmp_path: Path) -> None:

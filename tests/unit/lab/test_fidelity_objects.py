@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from viplanes.lab.fidelity import NOT_REPRODUCED, REPRODUCED
-from viplanes.lab.fidelity_seeds import concurrency_finding
+from viplanes.lab.fidelity.seeds import concurrency_finding
 
 
 def rec(series: str, parallel: int, mbps: float, files: int) -> dict[str, Any]:

@@ -9,8 +9,9 @@ import json
 from typing import Any
 
 from tests.support.paths import UNIT_FIXTURES
-from viplanes.lab import fidelity, fidelity_seeds
+from viplanes.lab import fidelity
 from viplanes.lab.fidelity import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED, Finding
+from viplanes.lab.fidelity import seeds as fidelity_seeds
 
 
 def rec(series: str, direction: str, parallel: int, mbps: float, seconds: float, **kw: Any) -> dict[str, Any]:

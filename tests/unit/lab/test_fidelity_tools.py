@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from viplanes.lab import fidelity_seeds, fidelity_tools
 from viplanes.lab.fidelity import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED, Finding
+from viplanes.lab.fidelity import seeds as fidelity_seeds
+from viplanes.lab.fidelity import tools as fidelity_tools
 
 CLAIMS = ("fastest", "close behind", "a third faster", "far slower", "between")
 

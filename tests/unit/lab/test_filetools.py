@@ -9,7 +9,7 @@ import pytest
 from viplanes.lab.experiments import Sweep, needed_shapes, plan
 from viplanes.lab.filetools import FileServices, server_argvs, sshd_config, tool_argv
 from viplanes.lab.measure import rclone_argv
-from viplanes.lab.papergrid import paper_plan, paper_sweep
+from viplanes.lab.paper.grid import paper_plan, paper_sweep
 
 SVC = FileServices(
     "203.0.113.10",

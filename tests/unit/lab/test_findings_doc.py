@@ -1,4 +1,5 @@
-"""The README's and docs/lab.md's findings tables are the report's, regenerated from the recorded run.
+"""docs/lab.md's findings table and the README's summary of it are the report's, regenerated from
+the recorded run.
 
 `docs/results/paper.jsonl` is the latest full `viplanes lab run --paper`; the command each block
 names rewrites it from that file. A table edited by hand, or left behind when the run is
@@ -13,8 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from viplanes.cli.lab import lab
-from viplanes.lab import fidelity_seeds, findings_doc
+from viplanes.lab import findings_doc
 from viplanes.lab.fidelity import Finding, findings
+from viplanes.lab.fidelity import seeds as fidelity_seeds
 from viplanes.lab.report import load_results
 from viplanes.lab.v6series import grid_runs
 
@@ -41,13 +43,24 @@ def test_the_docs_table_is_the_reports_byte_for_byte(items, doc: str) -> None:
 
 
 def test_a_table_edited_by_hand_is_caught(items) -> None:
-    """The attack: a verdict improved by hand (or a number rounded up) in the README."""
+    """The attack: a verdict improved by hand (or a number rounded up) in docs/lab.md."""
     cmd = findings_doc.command(RESULTS, DOCS)
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs/lab.md").read_text()
     assert "| **not reproduced** |" in text
     edited = text.replace("| **not reproduced** |", "| **reproduced** |", 1)
     assert findings_doc.rewrite(edited, items, cmd) != edited
     assert findings_doc.rewrite(edited, items, cmd) == text
+
+
+def test_the_readme_carries_the_counts_not_the_table(items) -> None:
+    """The README stays short: the verdict counts and a link; an improved count is caught."""
+    cmd = findings_doc.command(RESULTS, DOCS)
+    text = (REPO / "README.md").read_text()
+    assert "<!-- paper-findings:summary -->" in text and "| **reproduced** |" not in text
+    assert f"({findings_doc.summary(items)}; every finding with its reason: [docs/lab.md](docs/lab.md))" in text
+    n = sum(1 for f in items if f.verdict == "reproduced")
+    edited = text.replace(f"{n} reproduced", f"{n + 1} reproduced", 1)
+    assert edited != text and findings_doc.rewrite(edited, items, cmd) == text
 
 
 def test_compact_keeps_every_row_and_drops_only_the_why(items) -> None:

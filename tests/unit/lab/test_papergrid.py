@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from tests.support.paths import REPO
 from viplanes.cli.lab import lab
 from viplanes.lab.experiments import estimate_s
-from viplanes.lab.papergrid import (
+from viplanes.lab.paper.grid import (
     CHUNK_PLACEMENTS,
     CHUNKS_MB,
     OBJECTS,

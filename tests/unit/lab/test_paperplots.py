@@ -10,7 +10,7 @@ import pytest
 from matplotlib.patches import Rectangle
 
 from tests.support.paths import UNIT_FIXTURES
-from viplanes.lab import paperplots
+from viplanes.lab.paper import plots as paperplots
 
 FIXTURE = UNIT_FIXTURES / "lab" / "paper_results.jsonl"
 

@@ -18,8 +18,8 @@ from tests.support.paths import REPO, UNIT_FIXTURES
 from viplanes.cli.lab import lab
 from viplanes.lab.experiments import estimate_s
 from viplanes.lab.fidelity import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED, findings
-from viplanes.lab.fidelity_seeds import V6_TOLERANCE, v6_finding
-from viplanes.lab.papergrid import paper_plan, paper_sweep
+from viplanes.lab.fidelity.seeds import V6_TOLERANCE, v6_finding
+from viplanes.lab.paper.grid import paper_plan, paper_sweep
 from viplanes.lab.report import load_results
 from viplanes.lab.v6series import V6_SERIES, grid_runs, v6_estimate_s, v6_plan
 from viplanes.topologies.loader import load_topology

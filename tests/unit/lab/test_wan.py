@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.paths import REPO
 from viplanes.lab.measure import rclone_argv
-from viplanes.lab.wanproxy import TokenBucket, main, parse_forward
+from viplanes.lab.wan.proxy import TokenBucket, main, parse_forward
 from viplanes.topologies.loader import TopologyError, load_topology, parse_topology
 from viplanes.topologies.model import Wan, WanEndpoint
 

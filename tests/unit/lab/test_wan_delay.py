@@ -9,8 +9,8 @@ import pytest
 
 from tests.support.paths import REPO
 from viplanes.lab.services import wan_options
-from viplanes.lab.wanmodel import DelayLine, RequestFramer
-from viplanes.lab.wanproxy import Shape, StorageQueue, main
+from viplanes.lab.wan.model import DelayLine, RequestFramer
+from viplanes.lab.wan.proxy import Shape, StorageQueue, main
 from viplanes.topologies.loader import TopologyError, load_topology, parse_topology
 from viplanes.topologies.model import Wan
 

@@ -10,8 +10,8 @@ import pytest
 
 from viplanes.lab.experiments import RunSpec, estimate_s
 from viplanes.lab.services import wan_options
-from viplanes.lab.wanendpoint import EndpointShape, parse_endpoint
-from viplanes.lab.wanproxy import Shape, TokenBucket, main, shared_buckets
+from viplanes.lab.wan.endpoint import EndpointShape, parse_endpoint
+from viplanes.lab.wan.proxy import Shape, TokenBucket, main, shared_buckets
 from viplanes.topologies.loader import TopologyError, parse_topology
 from viplanes.topologies.model import Wan, WanEndpoint
 

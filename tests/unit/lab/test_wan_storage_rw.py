@@ -17,8 +17,8 @@ import pytest
 from tests.support.paths import REPO
 from viplanes.lab.experiments import RunSpec, estimate_s
 from viplanes.lab.services import wan_options
-from viplanes.lab.wanmodel import is_read
-from viplanes.lab.wanproxy import StorageQueue, main
+from viplanes.lab.wan.model import is_read
+from viplanes.lab.wan.proxy import StorageQueue, main
 from viplanes.topologies.loader import TopologyError, load_topology, parse_topology
 from viplanes.topologies.model import Wan
 

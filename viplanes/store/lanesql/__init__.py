@@ -4,4 +4,9 @@
 statement; ``sqlite``: the hot statements on SQLite's own cursor; ``prepared``: server-side
 prepared statements for psycopg2. Imports only ``store.models``, ``policy`` and
 ``lanes.states``, whose table every state in these statements comes from.
+
+Modules: ``core``, ``postgres``, ``prepared``, ``sqlite``.
+
+Imports today: lanes, policy. Never (.importlinter): click, tests, api, cli, cluster, controller,
+dataplane, lanes.
 """

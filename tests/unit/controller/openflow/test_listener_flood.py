@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import handshake_flood
-from tests.support.fakeswitch import client_context
+from tests.support.fake_switches import client_context
 from viplanes.controller.openflow.tls import TLSFiles
 
 FLOOD_SOURCES = [f"127.{n}.0.1" for n in range(10, 20)]  # ten /24s, one address each

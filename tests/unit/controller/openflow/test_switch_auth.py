@@ -249,7 +249,7 @@ def test_connection_screen_admits_once_and_limits_packet_ins():
 
     from os_ken.ofproto import ofproto_v1_3 as ofp
 
-    from tests.support.fakeswitch import arp_request_packet_in, message
+    from tests.support.fake_switches import arp_request_packet_in, message
     from viplanes.controller.openflow.admission import Limits
     from viplanes.controller.openflow.server import GuardedDatapath
 
@@ -287,7 +287,7 @@ def test_an_arp_flood_does_not_starve_the_cabling_probes_and_a_probe_flood_close
 
     from os_ken.ofproto import ofproto_v1_3 as ofp
 
-    from tests.support.fakeswitch import arp_request_packet_in, message, packet_in
+    from tests.support.fake_switches import arp_request_packet_in, message, packet_in
     from viplanes.controller.openflow.admission import Limits
     from viplanes.controller.openflow.punts import frame_ethertype, is_probe
     from viplanes.controller.openflow.server import GuardedDatapath

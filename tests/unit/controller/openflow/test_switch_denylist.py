@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.support.fakeswitch import client_context
-from viplanes import pki, pki_denylist
+from tests.support.fake_switches import client_context
+from viplanes import pki
 from viplanes.cli.pki import EXIT_BAD_ARGUMENT, EXIT_NOT_DENIED, pki_group
 from viplanes.controller.openflow.denylist import DenyList
 from viplanes.controller.openflow.tls import TLSFiles
+from viplanes.pki import denylist as pki_denylist
 
 
 def _fp(campus_pki: Path, name: str) -> str:

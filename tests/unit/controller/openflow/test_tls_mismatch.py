@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fakeswitch import client_context
+from tests.support.fake_switches import client_context
 from viplanes import pki
 from viplanes.controller.openflow import tlsdiag
 from viplanes.controller.openflow.tls import TLSFiles

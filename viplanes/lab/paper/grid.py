@@ -24,9 +24,9 @@ paper's cloud, takes them: so a chunk size changes request sizes, not the number
 
 from __future__ import annotations
 
-from .estimate import NO_LANE
-from .filetools import FILE_TOOLS
-from .sweep import DIRECTIONS, PLACEMENTS, TOOLS, RunSpec, Sweep
+from ..estimate import NO_LANE
+from ..filetools import FILE_TOOLS
+from ..sweep import DIRECTIONS, PLACEMENTS, TOOLS, RunSpec, Sweep
 
 STREAMS = (1, 4, 8, 16, 32)  # 2 left out to fit 15 minutes; seed 004 is read at 1, 4, 8 and the ceiling
 TRANSFERS = (4, 8, 16, 32)

@@ -17,8 +17,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
-from . import paper as P
-from .records import by_value, chunk_runs, ok_runs, on_best_path, transfer_runs
+from .. import paper as P
+from ..records import by_value, chunk_runs, ok_runs, on_best_path, transfer_runs
 
 SCALE_NOTE = f"lab numbers x{P.SCALE} (the lab runs at 1:{P.SCALE})"
 COLORS = {"desktop": "#1f77b4", "server": "#9467bd", "dtn": "#2ca02c"}

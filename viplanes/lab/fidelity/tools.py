@@ -25,9 +25,9 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
-from . import paper as P
-from .finding import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED, Finding
-from .records import Record, in_series, ok_runs
+from .. import paper as P
+from ..finding import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED, Finding
+from ..records import Record, in_series, ok_runs
 
 SRC = "003"
 GIB_MBIT = 1024 * 8 * 1.048576  # 1 GiB in (decimal) Mbit

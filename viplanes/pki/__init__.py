@@ -11,6 +11,13 @@ Layout of a PKI directory (keys are 0600)::
     ca.crt ca.key                  the campus CA (keep ca.key offline in production)
     controller.crt controller.key  what the controller presents (switches check it against ca.crt)
     switch-NAME.crt switch-NAME.key
+
+The CA and certificates are here; the deny-list of switch certificates is ``denylist``.
+
+Modules: ``denylist``.
+
+Imports today: privatefile (the deny-list's 0600 writes). Never (.importlinter): anything of ours
+above the shared facts.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Pure, like `fidelity.py` (which gathers seeds 000 and 004): lab records in, find
 storage claims of seed 001 are read off the WAN model's storage queue (every S3 request waits
 for one of ``storage_workers`` for ``request_ms``): the per-file time of the transfers sweep as
 more connections share the storage, and the chunk sweep's request sizes. Seed 002's curve is the
-DTN's download transfers sweep. Seed 003's tools are held in `fidelity_tools.py`. The v6 row
+DTN's download transfers sweep. Seed 003's tools are held in `tools.py`. The v6 row
 compares the lane's gain per address family in the v6 series (`v6series.py`); results without
 it say "not measured" rather than leaving the row out.
 """
@@ -14,10 +14,11 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
-from . import fidelity_tools, v6series
-from . import paper as P
-from .finding import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED, Finding
-from .records import Record, chunk_runs, ok_runs, rises, transfer_runs
+from .. import paper as P
+from .. import v6series
+from ..finding import NOT_APPLICABLE, NOT_REPRODUCED, REPRODUCED, Finding
+from ..records import Record, chunk_runs, ok_runs, rises, transfer_runs
+from . import tools as fidelity_tools
 
 NIC_LAB = {"desktop": 100, "server": 200, "dtn": 200}  # lab Mbit/s (topologies/campus.yaml)
 

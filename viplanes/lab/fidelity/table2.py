@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import statistics
 
-from . import paper as P
-from .finding import NO_DATA, NOT_APPLICABLE, Finding, verdict
-from .records import Record, ok_runs, transfer_runs
+from .. import paper as P
+from ..finding import NO_DATA, NOT_APPLICABLE, Finding, verdict
+from ..records import Record, ok_runs, transfer_runs
 
 
 def lane_gain(records: list[Record]) -> list[Finding]:

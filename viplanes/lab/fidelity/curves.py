@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from . import paper as P
-from .finding import NO_DATA, NOT_APPLICABLE, Finding, verdict
-from .records import Record, by_value, chunk_runs, in_series, ok_runs, rises, transfer_runs
+from .. import paper as P
+from ..finding import NO_DATA, NOT_APPLICABLE, Finding, verdict
+from ..records import Record, by_value, chunk_runs, in_series, ok_runs, rises, transfer_runs
 
 
 def _fmt(series: Mapping[int, float]) -> str:

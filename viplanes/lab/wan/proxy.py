@@ -9,11 +9,11 @@ connection is forwarded in both directions, each direction through its own token
 own flow control pushes back on the sender: a client sees a slow connection, never an error.
 With ``--rtt-ms`` each direction is also a delay line (half the round trip each way, at most
 ``--window-kb`` in flight), and with ``--request-ms`` the HTTP requests on ``--storage-port``
-wait for one of ``--storage-workers`` shared by every connection (`wanmodel.py`). An
-``--endpoint PORTS=...`` gives some listen ports a server of their own (`wanendpoint.py`): its
+wait for one of ``--storage-workers`` shared by every connection (`model.py`). An
+``--endpoint PORTS=...`` gives some listen ports a server of their own (`endpoint.py`): its
 per-connection caps, and optionally one bucket per direction that all its connections share.
 
-    python -m viplanes.lab.wanproxy --mbps 10 --up-mbps 6 --down-mbps 16 --rtt-ms 300 \
+    python -m viplanes.lab.wan.proxy --mbps 10 --up-mbps 6 --down-mbps 16 --rtt-ms 300 \
         --request-ms 500 --storage-port 9000 --forward 203.0.113.10:9000=127.0.0.1:9000
 
 `TokenBucket`, `DelayLine` and `RequestFramer` are pure (the clock is passed in); the asyncio
@@ -30,8 +30,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-from .wanendpoint import EndpointShape, parse_endpoint
-from .wanmodel import DelayLine, RequestFramer, is_read
+from .endpoint import EndpointShape, parse_endpoint
+from .model import DelayLine, RequestFramer, is_read
 
 READ_BYTES = 32 * 1024  # one read, at most (less with a smaller burst)
 
@@ -333,7 +333,7 @@ async def serve(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m viplanes.lab.wanproxy", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m viplanes.lab.wan.proxy", description=__doc__.splitlines()[0])
     parser.add_argument("--forward", action="append", required=True, metavar="LISTEN_IP:PORT=TARGET_IP:PORT")
     parser.add_argument("--mbps", type=float, required=True, help="per connection, each way")
     parser.add_argument("--up-mbps", type=float, help="per connection, client to service (default --mbps)")

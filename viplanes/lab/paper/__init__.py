@@ -1,8 +1,13 @@
 """What the papers measured, as data: seed 000 (PEARC'18) section 4 and seed 004's streams curve.
 
-Numbers are copied from the papers' text and tables (Mbit/s). `fidelity.py` holds the lab
-against them. The lab runs at 1:10, so a lab number is multiplied by `SCALE` before it is
+Numbers are copied from the papers' text and tables (Mbit/s). `viplanes/lab/fidelity/` holds the
+lab against them. The lab runs at 1:10, so a lab number is multiplied by `SCALE` before it is
 compared.
+
+Modules: ``grid`` (the `--paper` sweep), ``plots`` (the paper's figures from lab records).
+
+Imports today: the lab's ``estimate``, ``filetools``, ``sweep`` and ``records``. Never
+(.importlinter): click, tests, cli.
 """
 
 from __future__ import annotations
