@@ -316,5 +316,5 @@ def test_fast_failover_groups_move_the_lanes_within_100_ms(
         # sender or sink not being scheduled on a loaded machine (0.14-0.57 s seen with nothing
         # sent to a switch at that moment), so it is recorded, not asserted
         assert lost_s < 0.1, udp
-        r = requests.get(f"{serve.url}/readyz", timeout=5)  # the operator still sees the link down
+        r = readiness(serve)  # the operator still sees the link down
         assert r.status_code == 503 and link_name in r.text, r.text
