@@ -15,9 +15,9 @@ Endpoints (all under /api/v1 need ``Authorization: Bearer <token>``; OpenAPI at 
 
 Errors are ``{"error": code, "message": text, "details": {...}}``.
 
-Modules: ``app``, ``audit``, ``auth``, ``automation``, ``bodies``, ``errors``, ``grants``,
-``health``, ``lanes``, ``metrics``, ``oidc``, ``principals``, ``requestid``, ``schemas``,
-``values``, ``views``.
+Modules: ``app``, ``audit``, ``auth``, ``automation``, ``bodies``, ``context``, ``errors``,
+``grants``, ``health``, ``lanes``, ``metrics``, ``oidc``, ``principals``, ``requestid``,
+``schemas``, ``values``, ``views``.
 
 Subpackages: ``ui``.
 

@@ -1,6 +1,7 @@
 """VIP Lanes: pre-authorized big-data flows steered around campus middleboxes.
 
-Modules: ``config``, ``errors``, ``lifecycle``, ``logs``, ``privatefile``, ``udplisten``.
+Modules: ``config``, ``errors``, ``lifecycle``, ``logs``, ``privatefile``, ``settings``,
+``udplisten``.
 
 Subpackages: ``auto``, ``cli``, ``client``, ``cluster``, ``dataplane``, ``domain``, ``lab``,
 ``lanes``, ``pki``, ``sampling``, ``store``; and, from the repository's top-level folders (setup.py's

@@ -4,9 +4,9 @@ of what a switch holds against what it should (``reconcile``). No threads, no so
 May import domain and topologies; never ``runtime`` or ``openflow``.
 
 Modules: ``bands``, ``base``, ``budget``, ``checks``, ``conntrack``, ``cookies``, ``ctlane``,
-``desired``, ``fastmatch``, ``flowkey``, ``hold``, ``hopflows``, ``hostguard``, ``lane``,
-``lanediff``, ``linkprobe``, ``macguard``, ``ndguard``, ``path``, ``proxyarp``, ``reconcile``,
-``removal``, ``shared``, ``takeover``, ``watch``.
+``desired``, ``failover``, ``fastmatch``, ``flowkey``, ``groups``, ``hold``, ``hopflows``,
+``hostguard``, ``lane``, ``lanediff``, ``linkprobe``, ``macguard``, ``moves``, ``ndguard``,
+``path``, ``proxyarp``, ``reconcile``, ``removal``, ``repath``, ``shared``, ``takeover``, ``watch``.
 
 Imports today: domain, topologies. Never (.importlinter): click, tests, api, authz, cli, client,
 cluster, controller.openflow, controller.runtime, lab, lanes, policy, store.

@@ -2,8 +2,8 @@
 binds the runtime's messages to live datapaths. The only package that imports os_ken.controller.
 
 Modules: ``admission``, ``app``, ``denylist``, ``echo``, ``embedded``, ``flowstats``, ``guard``,
-``handler``, ``handshakes``, ``launcher``, ``listener``, ``peerauth``, ``preadmit``, ``roles``,
-``server``, ``tls``, ``tlsdiag``, ``write``.
+``handler``, ``handshakes``, ``launcher``, ``listener``, ``peerauth``, ``preadmit``, ``punts``,
+``roles``, ``server``, ``tablesizes``, ``tls``, ``tlsdiag``, ``write``.
 
 Imports today: pki, topologies. Never (.importlinter): click, tests, api, authz, cli, client, cluster,
 lab, lanes, policy, store.

@@ -18,9 +18,9 @@ I/O (send, barriers) is passed in. May import ``compile``, ``openflow.handshakes
 dataplane.base, topologies.
 
 Modules: ``batch``, ``carried``, ``ctlimits``, ``drift``, ``heap``, ``inspect``, ``lane_runtime``,
-``lanestats``, ``links``, ``outcome``, ``pending``, ``probeframe``, ``prober``, ``readiness``,
-``refusals``, ``reroute``, ``resync``, ``switches``, ``switchfacts``, ``verify``, ``watching``,
-``wire``.
+``lanestats``, ``links``, ``moving``, ``outcome``, ``pending``, ``probeframe``, ``prober``,
+``readiness``, ``refusals``, ``reroute``, ``resync``, ``switches``, ``switchfacts``, ``verify``,
+``watching``, ``wire``.
 
 Imports today: dataplane, domain, topologies. Never (.importlinter): click, tests, api, authz, cli,
 client, cluster, lab, lanes, policy, store.

@@ -6,7 +6,7 @@ Modules: ``api``, ``apiserver``, ``autocmd``, ``autoopts``, ``backup``, ``campus
 ``controller``, ``db``, ``doctor``, ``doctor_checks``, ``doctor_config``, ``doctor_features``,
 ``doctor_service``, ``exitcodes``, ``extras``, ``https``, ``lab``, ``labreport``, ``labshell``,
 ``lanecmd``, ``login``, ``logopts``, ``main``, ``openflow_options``, ``options``, ``osken``,
-``pki``, ``serve``, ``switch_causes``, ``topology``, ``transfer``.
+``pki``, ``serve``, ``services``, ``settingsload``, ``switch_causes``, ``topology``, ``transfer``.
 
 Imports today: api, authz, auto, client, cluster, config, controller, dataplane, domain, errors, lab,
 lanes, lifecycle, logs, sampling, store, topologies. Never (.importlinter): tests.

@@ -3,8 +3,8 @@ the steady clock lane windows are judged on.
 
 Pure values and functions, stdlib only. Imports nothing of ours: everything else may import it.
 
-Modules: ``clock``, ``flowcost``, ``hostport``, ``matches``, ``memberships``, ``portmasks``,
-``sighting``, ``switchfacts``, ``urls``, ``values``.
+Modules: ``clock``, ``flowcost``, ``hostport``, ``inspection``, ``matches``, ``memberships``,
+``portmasks``, ``sighting``, ``switchfacts``, ``urls``, ``values``.
 
 Imports today: nothing of ours. Never (.importlinter): click, tests, api, authz, cli, client, cluster,
 config, controller, dataplane, lab, lanes, pki, policy, store, topologies.

@@ -5,10 +5,10 @@ lifecycle clock. The manager builds its parts (activation, reads, admission) fro
 ``context.LaneContext``; its neighbours take a ``desk.LaneDesk``. May import domain, dataplane.base, store, policy, authz and topologies; never the
 controller, the API or an entry point.
 
-Modules: ``activation``, ``budgets``, ``build``, ``committed``, ``extension``, ``features``,
-``idempotency``, ``interruptions``, ``manager``, ``membersweep``, ``names``, ``overlap``,
-``owners``, ``pool``, ``reads``, ``refusals``, ``requests``, ``resolver``, ``scheduler``, ``specs``,
-``states``, ``targets``.
+Modules: ``activation``, ``admit``, ``budgets``, ``build``, ``committed``, ``context``, ``desk``,
+``extension``, ``features``, ``idempotency``, ``interruptions``, ``manager``, ``membersweep``,
+``names``, ``outcomes``, ``overlap``, ``owners``, ``pool``, ``reads``, ``refusals``, ``requests``,
+``resolver``, ``scheduler``, ``specs``, ``states``, ``targets``.
 
 Imports today: authz, config, controller, dataplane, domain, errors, logs, policy, store, topologies.
 Never (.importlinter): click, tests, api, cli.

@@ -1,7 +1,12 @@
 """The settings of a process: ``table.py`` names every ``VIPLANES_*`` variable with its type,
 bounds and default; ``parse.py`` is the one grammar (booleans: true/false, 1/0, yes/no, on/off,
 any case) and the one error; ``environ.py`` reads the environment once into a typed
-:class:`Settings`. Imports only the standard library; everything else may import it."""
+:class:`Settings`.
+
+Modules: ``environ``, ``parse``, ``table``.
+
+Imports today: nothing of ours (the standard library only); everything else may import it.
+"""
 
 from viplanes.settings.environ import DEFAULTS, Settings
 from viplanes.settings.parse import SettingError
