@@ -9,7 +9,7 @@ Adds and modifies go before the flow adds that use them, deletes after the flow 
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,25 +43,42 @@ def group_delete(group_id: int) -> Any:
     return parser.OFPGroupMod(None, command=ofp.OFPGC_DELETE, type_=ofp.OFPGT_FF, group_id=group_id, buckets=[])
 
 
+@dataclass(frozen=True)
+class GroupChanges:
+    adds: tuple[Any, ...]
+    modifies: tuple[Any, ...]
+    deletes: tuple[Any, ...]
+    kept: int
+
+
+def group_changes(want: Mapping[int, Any], have: Mapping[int, Any]) -> GroupChanges:
+    """Take groups ``have`` (group id -> OFPGroupMod or OFPGroupDescStats) to ``want`` (group id ->
+    OFPGroupMod): adds, in-place modifies of those whose type or buckets differ, deletes."""
+    adds: list[Any] = []
+    modifies: list[Any] = []
+    kept = 0
+    for gid, msg in sorted(want.items()):
+        there = have.get(gid)
+        if there is None:
+            adds.append(msg)
+        elif group_key(there.type, there.buckets) != group_key(msg.type, msg.buckets):
+            modifies.append(
+                parser.OFPGroupMod(None, command=ofp.OFPGC_MODIFY, type_=msg.type, group_id=gid, buckets=msg.buckets)
+            )
+        else:
+            kept += 1
+    deletes = tuple(group_delete(gid) for gid in sorted(have) if gid not in want)
+    return GroupChanges(tuple(adds), tuple(modifies), deletes, kept)
+
+
 def plan_groups(desired: Sequence[Any], actual: Iterable[Any]) -> GroupPlan:
     """``desired``: a switch's desired messages (only its OFPGroupMods count); ``actual``: its
     OFPGroupDescStats (groups outside the app's ids are ignored)."""
     want = {m.group_id: m for m in desired if isinstance(m, parser.OFPGroupMod)}
     have = {g.group_id: g for g in actual if lane_of_group(g.group_id) is not None}
-    first: list[Any] = []
-    kept = 0
-    for gid, msg in sorted(want.items()):
-        there = have.get(gid)
-        if there is None:
-            first.append(msg)
-        elif group_key(there.type, there.buckets) != group_key(msg.type, msg.buckets):
-            first.append(
-                parser.OFPGroupMod(None, command=ofp.OFPGC_MODIFY, type_=msg.type, group_id=gid, buckets=msg.buckets)
-            )
-        else:
-            kept += 1
-    last = [group_delete(gid) for gid in sorted(have) if gid not in want]
-    return GroupPlan(first=tuple(first), last=tuple(last), kept=kept)
+    changes = group_changes(want, have)
+    first = tuple(sorted(changes.adds + changes.modifies, key=lambda m: m.group_id))
+    return GroupPlan(first=first, last=changes.deletes, kept=changes.kept)
 
 
 def lane_group_deletes(lane_id: int, dpids: Iterable[int]) -> dict[int, list[Any]]:

@@ -31,7 +31,7 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller.compile.flowkey import action_key, instructions_key, match_key
-from viplanes.controller.compile.groups import group_delete, group_key
+from viplanes.controller.compile.groups import group_changes
 from viplanes.controller.compile.removal import compile_flow_delete
 
 OFMsgs = list[Any]
@@ -113,22 +113,6 @@ def _split(msgs: Iterable[Any]) -> tuple[dict[Hashable, Any], dict[int, Any], di
     return flows, meters, groups
 
 
-def _group_changes(old: dict[int, Any], new: dict[int, Any]) -> tuple[OFMsgs, OFMsgs, OFMsgs]:
-    """(adds, modifies, deletes) taking the switch's lane groups from ``old`` to ``new``."""
-    adds: OFMsgs = []
-    modifies: OFMsgs = []
-    for gid, msg in sorted(new.items()):
-        before = old.get(gid)
-        if before is None:
-            adds.append(msg)
-        elif group_key(before.type, before.buckets) != group_key(msg.type, msg.buckets):
-            modifies.append(
-                parser.OFPGroupMod(None, command=ofp.OFPGC_MODIFY, type_=msg.type, group_id=gid, buckets=msg.buckets)
-            )
-    deletes = [group_delete(gid) for gid in sorted(old) if gid not in new]
-    return adds, modifies, deletes
-
-
 def plan_moves(old: Mapping[int, Iterable[Any]], new: Mapping[int, Iterable[Any]]) -> Moves:
     """The rounds that take the switches from ``old`` to ``new`` (per dpid: the FlowMod ADDs and
     MeterMod and GroupMod ADDs of the lanes that move, as compiled over each view). Flows,
@@ -137,9 +121,9 @@ def plan_moves(old: Mapping[int, Iterable[Any]], new: Mapping[int, Iterable[Any]
     for dpid in sorted(set(old) | set(new)):
         old_flows, old_meters, old_groups = _split(old.get(dpid, ()))
         new_flows, new_meters, new_groups = _split(new.get(dpid, ()))
-        group_adds, group_modifies, group_deletes = _group_changes(old_groups, new_groups)
-        make = [m for mid, m in sorted(new_meters.items()) if mid not in old_meters] + group_adds
-        turn: OFMsgs = list(group_modifies)
+        groups = group_changes(new_groups, old_groups)
+        make = [m for mid, m in sorted(new_meters.items()) if mid not in old_meters] + list(groups.adds)
+        turn: OFMsgs = list(groups.modifies)
         for key, msg in new_flows.items():
             before = old_flows.get(key)
             if before is None:
@@ -152,7 +136,7 @@ def plan_moves(old: Mapping[int, Iterable[Any]], new: Mapping[int, Iterable[Any]
             for mid in sorted(old_meters)
             if mid not in new_meters
         ]
-        drop += group_deletes
+        drop += groups.deletes
         for rnd, msgs in ((moves.make, make), (moves.turn, turn), (moves.drop, drop)):
             if msgs:
                 rnd[dpid] = msgs
