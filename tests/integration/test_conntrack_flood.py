@@ -231,6 +231,8 @@ def test_a_one_way_udp_stream_rides_its_lane_at_full_rate(flood_campus: Campus) 
     sent, got = json.loads(s_out), json.loads(c_out)
     print(f"\none-way UDP through lane {udp['id']}: {sent}; cloud: {got}; firewall saw {via_fw} packets")
     assert sent["sent"] == UDP_RATE * UDP_SECONDS, s_err
-    assert got["from"] == [udp["nat_ip"]], got  # through the lane's own NAT, not the campus NAT
+    # through the lane's own NAT only: a datagram the campus path carried would arrive from the
+    # campus NAT's address. The firewall's own counter is printed, not asserted: it also counts
+    # what the previous test's flood left queued there (257 packets once in CI, 0-1 alone)
+    assert got["from"] == [udp["nat_ip"]], got
     assert got["received"] >= 0.95 * sent["sent"], (got, sent, c_err)
-    assert via_fw < 0.05 * sent["sent"], via_fw

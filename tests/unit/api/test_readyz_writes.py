@@ -166,6 +166,8 @@ def test_postgres_write_probe_sees_a_revoked_privilege(pg_cluster: Any, clock: F
         app = create_app({"db_url": ro_url, "migrate": False}, dataplane=MemoryDataplane(), topology=topo, clock=clock)
         try:
             r = app.test_client().get("/readyz")
+            assert r.status_code == 503 and r.json["database"] == "failing", r.json  # the why: operators'
+            r = app.test_client().get("/api/v1/readiness", headers=w.h("root"))
             print("postgres select-only role:", r.status_code, r.json)
             assert r.status_code == 503, r.json
             why = r.json["database_writes"]

@@ -89,19 +89,26 @@ def test_lane_left_installing_by_a_failed_state_update_is_recovered(db, monkeypa
     clock = [T0]
     mgr = LaneManager(db, dp, campus_topology(), clock=lambda: clock[0])
     clock[0] += 1  # the lane is newer than the process: not a start-up leftover
-    real_write = db.write_connection  # the lane hot path's transactions (viplanes/store/lanesql/core.py)
+    # the lane hot path's writes (viplanes/store/lanesql/core.py): a transaction, or on PostgreSQL
+    # the outcome's one autocommit statement (``statement_connection``)
+    real = {name: getattr(db, name) for name in ("write_connection", "statement_connection")}
     calls = {"n": 0}
 
-    def flaky_write():
-        calls["n"] += 1
-        if calls["n"] == 2:  # the state update after activation
-            raise RuntimeError("database went away")
-        return real_write()
+    def flaky(name: str):
+        def connect():
+            calls["n"] += 1
+            if calls["n"] == 2:  # the state update after activation
+                raise RuntimeError("database went away")
+            return real[name]()
 
-    monkeypatch.setattr(db, "write_connection", flaky_write)
+        return connect
+
+    for name in real:
+        monkeypatch.setattr(db, name, flaky(name))
     with pytest.raises(RuntimeError):
         mgr.request(callers["alice"], lane_input())
-    monkeypatch.setattr(db, "write_connection", real_write)
+    for name, fn in real.items():
+        monkeypatch.setattr(db, name, fn)
     with db.read() as s:
         (stuck,) = s.scalars(select(Lane)).all()
     assert stuck.state == "installing"
