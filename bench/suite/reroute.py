@@ -10,6 +10,11 @@ port-status report, as a pulled cable gives). One ``ovs-ofctl monitor`` per brid
 moment every lane has a flow through the other link (s2:4-s3:5) on both s2 and s3 (a new flow, or
 one rewritten in place); then ``dump-flows`` is polled until no lane's flow uses the cut link (an
 upper bound: each poll takes tens of milliseconds). A final dump counts what the switches hold.
+
+The switches are declared without fast-failover groups (a copy of the campus with
+``fast_failover: false``): this measures the controller's re-route, what every switch without
+groups relies on. With groups the switches move a lane by themselves before the controller hears
+of it (tests/integration/test_link_failover.py measures that: tens of milliseconds).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from bench.harness.campus import Campus
 from bench.harness.flowwatch import FlowWatch
@@ -96,10 +103,20 @@ def _through(bridge: str, pattern: re.Pattern[str], cookies: set[int]) -> dict[i
     return out
 
 
+def no_groups(workdir: Path) -> Path:
+    """The campus with every switch declared without fast-failover groups."""
+    data = yaml.safe_load(TOPOLOGY.read_text())
+    for sw in data["switches"]:
+        sw["features"] = {**sw.get("features", {}), "fast_failover": False}
+    out = Path(workdir) / "campus-redundant-no-ff.yaml"
+    out.write_text(yaml.safe_dump(data))
+    return out
+
+
 def measure(c: Campus, n: int) -> dict[str, Any]:
     names = {sw.name: c.bridges.names[sw.dpid] for sw in c.topo.switches}
     dpids = {sw.name: sw.dpid for sw in c.topo.switches}
-    serve = bench_serve(c.workdir, free_port(), extra_args=["--topology", str(TOPOLOGY)]).start()
+    serve = bench_serve(c.workdir, free_port(), extra_args=["--topology", str(no_groups(c.workdir))]).start()
     try:
         c.attach(serve)
         token, _ = researcher(serve, serve.add_operator(), "alice", [grant_body("alice", c.host_ip(SRC), n + 10)])
