@@ -258,13 +258,9 @@ def _instructions_keyed(buf: bytes, pos: int, end: int) -> tuple[list[Any], Any]
     return list(known[0]), known[1]
 
 
-def decode_flow_stats_reply(raw: bytes) -> tuple[list[Any], bool] | None:
-    """(entries, more) of one OFPMP_FLOW multipart reply (``raw``: one whole message); None when
-    the guard and then os-ken should look at it (malformed, unsupported, another type).
-
-    An OFPMP_AGGREGATE reply (the drift probe's flow count, one every few seconds per switch)
-    gives its one body as the entry, as os-ken's ``OFPAggregateStats``: decoded on the
-    connection's thread, it skips os-ken's parser and the hop to the app's event thread."""
+def multipart_reply_head(raw: bytes) -> tuple[int, int] | None:
+    """(multipart type, flags) of one whole OpenFlow 1.3 MULTIPART_REPLY message whose header
+    length is its real length; None for anything else (the guard and os-ken then look at it)."""
     end = len(raw)
     if (
         end < ofp.OFP_MULTIPART_REPLY_SIZE
@@ -274,6 +270,21 @@ def decode_flow_stats_reply(raw: bytes) -> tuple[list[Any], bool] | None:
     ):
         return None
     mp_type, flags = struct.unpack_from("!HH", raw, 8)
+    return mp_type, flags
+
+
+def decode_flow_stats_reply(raw: bytes) -> tuple[list[Any], bool] | None:
+    """(entries, more) of one OFPMP_FLOW multipart reply (``raw``: one whole message); None when
+    the guard and then os-ken should look at it (malformed, unsupported, another type).
+
+    An OFPMP_AGGREGATE reply (the drift probe's flow count, one every few seconds per switch)
+    gives its one body as the entry, as os-ken's ``OFPAggregateStats``: decoded on the
+    connection's thread, it skips os-ken's parser and the hop to the app's event thread."""
+    head = multipart_reply_head(raw)
+    if head is None:
+        return None
+    mp_type, flags = head
+    end = len(raw)
     if mp_type == ofp.OFPMP_AGGREGATE:
         if end < ofp.OFP_MULTIPART_REPLY_SIZE + _AGGREGATE.size:
             return None

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from os_ken.ofproto import ofproto_v1_3 as ofp
 
 from viplanes.controller.openflow import guard
+from viplanes.controller.openflow.flowstats import multipart_reply_head
 
 _HEAD = struct.Struct("!HB5x32sQQII")  # ofp_table_features up to its properties (64 bytes)
 
@@ -33,15 +34,11 @@ class TableSize:
 def decode_table_features_reply(raw: bytes) -> tuple[list[TableSize], bool] | None:
     """(tables, more) of one OFPMP_TABLE_FEATURES multipart reply (``raw``: one whole message);
     None for any other message or one the guard would not pass (it then decides, with its reason)."""
-    end = len(raw)
-    if (
-        end < ofp.OFP_MULTIPART_REPLY_SIZE
-        or raw[0] != ofp.OFP_VERSION
-        or raw[1] != ofp.OFPT_MULTIPART_REPLY
-        or int.from_bytes(raw[2:4], "big") != end
-    ):
+    head = multipart_reply_head(raw)
+    if head is None:
         return None
-    mp_type, flags = struct.unpack_from("!HH", raw, 8)
+    mp_type, flags = head
+    end = len(raw)
     if mp_type != ofp.OFPMP_TABLE_FEATURES:
         return None
     try:
