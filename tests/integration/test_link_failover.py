@@ -16,6 +16,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,35 @@ def _read(path: Path, timeout_s: float) -> dict:
     raise AssertionError(f"{path.name} not written within {timeout_s} s")
 
 
+def _cut_under_traffic(lab, tmp_path: Path, probe_s: int, cut: Callable[[], None]) -> tuple[dict, dict, dict, float]:
+    """A 1,000/s UDP probe and a paced 8 MiB TCP upload from the desktop to the cloud; ``cut``
+    2 s into them. (upload sent, upload received, probe report, wall time of the cut)."""
+    cloud, desktop = lab.host("cloud"), lab.host("desktop")
+    udp_out, tcp_out = tmp_path / "udp.json", tmp_path / "tcp.json"
+    sinks = [
+        _popen(cloud, ["udp-sink", str(UDP_PORT), str(udp_out), str(probe_s + 2)]),
+        _popen(cloud, ["tcp-sink", str(TCP_PORT), str(tcp_out), "40"]),
+    ]
+    time.sleep(0.5)
+    probe = _popen(desktop, ["udp-send", CLOUD, str(UDP_PORT), "1000", str(probe_s)])
+    upload = _popen(desktop, ["tcp-send", CLOUD, str(TCP_PORT), str(8 << 20), str(1 << 20)])
+    try:
+        time.sleep(2.0)
+        cut_at = time.time()
+        cut()
+        sent_out, _ = upload.communicate(timeout=40)
+        sent = json.loads(sent_out.strip().splitlines()[-1])
+        got = _read(tcp_out, 30)
+        probe.communicate(timeout=30)
+        udp = _read(udp_out, 20)
+    finally:
+        for p in [probe, upload, *sinks]:
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
+    return sent, got, udp, cut_at
+
+
 def _received(cloud, since: int = 0) -> int:
     """Packets the cloud host's NIC has received so far (the probe's, mostly)."""
     return int(cloud.cmd("cat /sys/class/net/cloud-eth0/statistics/rx_packets").strip()) - since
@@ -101,28 +131,8 @@ def test_a_cut_bypass_link_moves_lanes_and_no_path_holds_them(tmp_path: Path, mo
         _lane(serve, token, "tcp", TCP_PORT)
         udp_lane = _lane(serve, token, "udp", UDP_PORT)
         cloud, desktop = lab.host("cloud"), lab.host("desktop")
-        udp_out, tcp_out = tmp_path / "udp.json", tmp_path / "tcp.json"
-        sinks = [
-            _popen(cloud, ["udp-sink", str(UDP_PORT), str(udp_out), "14"]),
-            _popen(cloud, ["tcp-sink", str(TCP_PORT), str(tcp_out), "40"]),
-        ]
-        time.sleep(0.5)
-        probe = _popen(desktop, ["udp-send", CLOUD, str(UDP_PORT), "1000", "12"])
-        upload = _popen(desktop, ["tcp-send", CLOUD, str(TCP_PORT), str(8 << 20), str(1 << 20)])
-        try:
-            time.sleep(2.0)
-            cut_at = time.time()
-            _link(lab, "s3", 3, up=False)  # the lanes' bypass link s2:3-s3:3, cut at the border
-            sent_out, _ = upload.communicate(timeout=40)
-            sent = json.loads(sent_out.strip().splitlines()[-1])
-            got = _read(tcp_out, 30)
-            probe.communicate(timeout=30)
-            udp = _read(udp_out, 20)
-        finally:
-            for p in [probe, upload, *sinks]:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait(5)
+        # the lanes' bypass link s2:3-s3:3, cut at the border
+        sent, got, udp, cut_at = _cut_under_traffic(lab, tmp_path, 12, lambda: _link(lab, "s3", 3, up=False))
         record_property("probe_longest_gap_s", udp["longest_gap_s"])
         print(
             f"\nbypass link cut: probe {udp['received']} of ~12000 received, longest gap "
@@ -280,29 +290,10 @@ def test_fast_failover_groups_move_the_lanes_within_100_ms(
             check=True,
         ).stdout
         assert groups.count("type=ff") == len(lanes), groups
-        cloud, desktop = lab.host("cloud"), lab.host("desktop")
-        udp_out, tcp_out = tmp_path / "udp.json", tmp_path / "tcp.json"
-        sinks = [
-            _popen(cloud, ["udp-sink", str(UDP_PORT), str(udp_out), "9"]),
-            _popen(cloud, ["tcp-sink", str(TCP_PORT), str(tcp_out), "40"]),
-        ]
-        time.sleep(0.5)
-        probe = _popen(desktop, ["udp-send", CLOUD, str(UDP_PORT), "1000", "7"])
-        upload = _popen(desktop, ["tcp-send", CLOUD, str(TCP_PORT), str(8 << 20), str(1 << 20)])
-        try:
-            time.sleep(2.0)
-            cut_at = time.time()
-            _link(lab, far.switch, far.port, up=False)  # the lanes' link from D, cut at its far end
-            sent_out, _ = upload.communicate(timeout=40)
-            sent = json.loads(sent_out.strip().splitlines()[-1])
-            got = _read(tcp_out, 30)
-            probe.communicate(timeout=30)
-            udp = _read(udp_out, 20)
-        finally:
-            for p in [probe, upload, *sinks]:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait(5)
+        # the lanes' link from D, cut at its far end
+        sent, got, udp, cut_at = _cut_under_traffic(
+            lab, tmp_path, 7, lambda: _link(lab, far.switch, far.port, up=False)
+        )
         lost_s = udp["longest_loss_run"] / 1000  # datagrams sent 1 ms apart
         record_property("ff_probe_longest_gap_s", udp["longest_gap_s"])
         record_property("ff_probe_longest_loss_s", lost_s)
