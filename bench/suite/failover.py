@@ -103,7 +103,7 @@ def measure(kills: int, soak_minutes: float = 0.0) -> dict[str, float]:
             )
             procs.append(api)
             url = f"http://127.0.0.1:{api_port}"
-            wait_healthy(api.proc, url, api.log, timeout=30)
+            wait_healthy(api.proc, url, api.log, timeout=90)
             h = {"Authorization": f"Bearer {setup_researcher(url, op, max_lanes=kills + 10)}"}
             first = [request_active(url, h, 9000 + i, within_s=40) for i in range(3)]
             before = {ln["id"]: lane_flows(bridges[0], ln["id"]) for ln in first}

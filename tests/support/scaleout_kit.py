@@ -172,7 +172,7 @@ def scaleout_cluster(pg_cluster: Any, tmp_path: Path, request: pytest.FixtureReq
         )
         procs.append(api)
         url = f"http://127.0.0.1:{api_port}"
-        wait_healthy(api.proc, url, api.log, timeout=30)
+        wait_healthy(api.proc, url, api.log, timeout=90)
         yield {
             "db": db,
             "url": url,

@@ -13,11 +13,9 @@ line to the detector from one reader thread, ``viplanes-sflow-reader``.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import logging
 import os
-import signal
 import socket
 import subprocess
 import threading
@@ -28,6 +26,7 @@ from ipaddress import ip_address
 from pathlib import Path
 from typing import IO
 
+from viplanes.lifecycle import die_with_parent
 from viplanes.sampling.bound import wait_bound
 from viplanes.sampling.detector import Detector, Sample
 
@@ -40,7 +39,6 @@ _PROTOCOLS = {"ICMP": 1, "TCP": 6, "UDP": 17, "GRE": 47, "ESP": 50, "AH": 51, "I
 _PORTED = {6, 17, 132}
 MAX_BACKOFF_S = 30.0
 STABLE_S = 60.0  # a collector that ran this long before it died restarts after the first back-off
-PR_SET_PDEATHSIG = 1
 MAX_LINE = 16_384  # a goflow2 line is ~1.3 kB; anything longer is not one of its lines
 
 
@@ -73,22 +71,6 @@ def parse_line(line: bytes | str) -> Sample | None:
         )
     except (ValueError, TypeError, KeyError):
         return None
-
-
-def die_with_parent(parent: int) -> Callable[[], None]:
-    """A ``preexec_fn``: the child gets SIGKILL when its parent dies (Linux ``PR_SET_PDEATHSIG``),
-    so a killed server leaves no goflow2 behind holding its port; a parent already gone before
-    the call (the race the signal cannot cover) ends the child at once. Linux sends the signal
-    when the *thread* that forked exits: the collector forks only from ``start``'s caller and
-    from its supervisor thread, which live as long as it does."""
-
-    def preexec() -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:
-            os._exit(1)
-
-    return preexec
 
 
 def free_udp_port(host: str = "127.0.0.1") -> int:
