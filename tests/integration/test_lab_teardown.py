@@ -118,3 +118,26 @@ def test_killed_lab_is_removed_by_the_stale_cleaner(tmp_path: Path, monkeypatch)
             proc.kill()
             proc.wait()
         net.clean_stale()
+
+
+def test_a_stopped_lab_leaves_no_controller_shell(tmp_path: Path, monkeypatch) -> None:
+    """Mininet's RemoteController.stop() does nothing: each lab's controller shell lived on as an
+    idle ``bash`` until the process that built it exited (one per lab, ~100 in a CI run)."""
+    from tests.support.procs import wait_for
+    from viplanes.lab import net as labnet
+    from viplanes.topologies.loader import load_topology
+
+    monkeypatch.setattr(labnet, "RUN_DIR", tmp_path)
+    lab = labnet.build_network(
+        load_topology(REPO / "topologies/campus.yaml"), "127.0.0.1", 1, wait_connected=0, shape=False
+    )
+    with lab:
+        shells = [c.shell.pid for c in lab.net.controllers]
+        assert shells and all(Path(f"/proc/{pid}").exists() for pid in shells)
+
+    def gone() -> bool:
+        return not any(
+            Path(f"/proc/{pid}").exists() and b"mininet:" in Path(f"/proc/{pid}/cmdline").read_bytes() for pid in shells
+        )
+
+    assert wait_for(gone, 10), f"controller shells {shells} outlived the lab"

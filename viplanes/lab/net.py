@@ -112,6 +112,8 @@ class LabNetwork:
                 except Exception as exc:  # teardown must go on
                     print(f"lab: cleanup failed: {exc}", file=sys.stderr)
             self.net.stop()
+            for ctl in self.net.controllers:  # RemoteController.stop() does nothing: its shell lived on
+                ctl.terminate()
         finally:
             _remove_leftovers(self.run_id, _registry_read(self.run_id))
             _registry_path(self.run_id).unlink(missing_ok=True)
