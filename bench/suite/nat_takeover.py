@@ -21,19 +21,24 @@ from typing import Any
 from bench.harness.report import Result, Target
 from bench.harness.stats import summarize_ms
 from bench.suite.laneflows import upload_each
+from tests.support.natlab import outcomes
 from tests.support.sflowlanes import sflow_lab
 
 FIRST_PORT, SAMPLING, WINDOW_S, RATE_MBPS = 5240, 8, 0.5, 8
 
 
-def run(quick: bool = False, **_: Any) -> Result:
+def run(quick: bool = False, threshold_mbps: float | None = None, **_: Any) -> Result:
+    """``threshold_mbps``: the detector's threshold when below the grant's rate (issue 44)."""
     n = 20 if quick else 24
     res = Result("nat_takeover")
     with (
         tempfile.TemporaryDirectory(prefix="bench-nat-takeover-") as tmp,
-        sflow_lab(Path(tmp), RATE_MBPS, idle_s=600, sampling=SAMPLING, window_s=WINDOW_S, max_auto_lanes=n + 2) as lab,
+        sflow_lab(
+            Path(tmp), RATE_MBPS, 600, SAMPLING, WINDOW_S, max_auto_lanes=n + 2, threshold_mbps=threshold_mbps
+        ) as lab,
     ):
         uploads = upload_each(lab, "desktop", FIRST_PORT, n, 5, first_cport=44000, timeout=6)
+        refusals = outcomes(lab)  # the acceptor's counters: nat_rate_mismatch, nat_unconfirmed, ...
     taken = [u for u in uploads if u.lane is not None and "nat_port" in u.lane["trigger"]]
     delays = [u.delay_s for u in taken if u.delay_s is not None]
     watches = [float(u.lane["trigger"]["nat_watch_ms"]) / 1000 for u in taken if u.lane is not None]
@@ -43,7 +48,9 @@ def run(quick: bool = False, **_: Any) -> Result:
     res.add("NAT'd first packet -> riding the takeover lane p50", s.p50_ms, "ms", Target("<=", 3000.0), note)
     res.add("NAT'd first packet -> riding the takeover lane p99", s.p99_ms, "ms", Target("<=", 3000.0))
     res.add("of which the watch (mark, proof, sweep) p50", w.p50_ms, "ms")
-    res.details.update(n=n, missed=missed, delays_s=delays, watch_s=watches, summary=s.__dict__, watch=w.__dict__)
+    res.details.update(
+        n=n, missed=missed, outcomes=refusals, delays_s=delays, watch_s=watches, summary=s.__dict__, watch=w.__dict__
+    )
     return res
 
 

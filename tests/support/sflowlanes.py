@@ -2,8 +2,8 @@
 
 A real `viplanes serve` (TLS OpenFlow, userspace OVS) with sFlow detection (goflow2 on a loopback
 port the lab's bridges send to), the access switches s1 and s3 sampling 1 in ``sampling`` (8), and a
-desktop grant that allows automatic lanes at ``rate_mbps`` (the detector's threshold too:
-docs/automatic-lanes.md). Before a lane the desktop's uploads cross the firewall (~15 Mbit/s);
+desktop grant that allows automatic lanes at ``rate_mbps`` (the detector's threshold too, unless
+``threshold_mbps`` says lower: docs/automatic-lanes.md). Before a lane the desktop's uploads cross the firewall (~15 Mbit/s);
 on it, the bypass (~100).
 """
 
@@ -106,12 +106,14 @@ def sflow_lab(
     sampling: int = 8,
     window_s: float = 0.5,
     max_auto_lanes: int = 3,
+    threshold_mbps: float | None = None,
 ) -> Iterator[SflowLab]:
+    """``threshold_mbps``: the detector's threshold, the grant's ``rate_mbps`` unless given."""
     port = free_udp_port()
     env = {
         "VIPLANES_SFLOW_ENABLED": "1",
         "VIPLANES_SFLOW_LISTEN": f"127.0.0.1:{port}",
-        "VIPLANES_SFLOW_THRESHOLD_MBPS": str(rate_mbps),  # equal to the grant's min_rate_mbps
+        "VIPLANES_SFLOW_THRESHOLD_MBPS": str(threshold_mbps or rate_mbps),
         "VIPLANES_SFLOW_WINDOW_S": str(window_s),
         "VIPLANES_AUTO_IDLE_CHECK_S": "0.5",
     }

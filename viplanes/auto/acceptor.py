@@ -115,6 +115,14 @@ class Acceptor:
             return self._index.may_reach(dst)
         return self._index.may_concern(src, dst)
 
+    def rate_floor(self, src: IPAddress, dst: IPAddress, protocol: int, dst_port: int | None) -> float:
+        """The detectors' per-flow threshold (bit/s), from the same index: a flow is sighted only
+        once it reaches a rate some grant covering it lanes at; a post-NAT flow at the lowest such
+        rate towards its destination (docs/automatic-lanes.md, "Detection from the switches")."""
+        if src in self._pairing.nat_addresses:
+            return self._index.rate_floor_to(dst, protocol, dst_port)
+        return self._index.rate_floor(src, dst, protocol, dst_port)
+
     def _offer(self, s: Sighting) -> None:
         self.counts["offered"] += 1
         self._end_holds()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
-from viplanes.auto.policy import PROTOCOLS, AutoPolicy
+from viplanes.auto.policy import PROTOCOLS, AutoPolicy, sampled_floor
 
 IPAddr = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNet = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -55,10 +55,10 @@ class GrantIndex:
         }
         self.size = len(grants)
         # destinations alone, bucketed the same way: what a post-NAT flow may be paired for
-        dsts: dict[tuple[int, int], set[int]] = {}
+        dsts: dict[tuple[int, int], dict[int, list[AutoGrant]]] = {}
         for g in grants:
             for net in g.dst:
-                dsts.setdefault((net.version, net.prefixlen), set()).add(int(net.network_address))
+                dsts.setdefault((net.version, net.prefixlen), {}).setdefault(int(net.network_address), []).append(g)
         self._dsts = {
             v: [(nets, _mask(v, plen)) for (fam, plen), nets in sorted(dsts.items()) if fam == v] for v in (4, 6)
         }
@@ -94,6 +94,24 @@ class GrantIndex:
         prefilter of a flow leaving the campus NAT box, kept only as a pairing candidate."""
         key = int(dst)
         return any(key & mask in nets for nets, mask in self._dsts.get(dst.version, ()))
+
+    def rate_floor(self, src: IPAddr, dst: IPAddr, protocol: int, dst_port: int | None) -> float:
+        """A detector's per-flow threshold (bit/s): the lowest rate at which a grant covering the
+        flow may lane it (``policy.sampled_floor``), 0 when none covers it. Sighted below it, a
+        young flow would only be refused ``below_threshold`` and asked for again too late."""
+        return min((sampled_floor(g.policy) for g in self.candidates(src, dst, protocol, dst_port)), default=0.0)
+
+    def rate_floor_to(self, dst: IPAddr, protocol: int, dst_port: int | None) -> float:
+        """The same for a flow leaving the campus NAT box (its source no grant names): the lowest
+        over the grants to ``dst``, protocol and port from any source."""
+        key = int(dst)
+        floors = [
+            sampled_floor(g.policy)
+            for nets, mask in self._dsts.get(dst.version, ())
+            for g in nets.get(key & mask, ())
+            if g.covers(dst, protocol, dst_port)
+        ]
+        return min(floors, default=0.0)
 
 
 def _mask(version: int, plen: int) -> int:

@@ -63,6 +63,15 @@ def trigger_refusal(policy: AutoPolicy, s: Sighting) -> str | None:
     return None if rate_ok or bytes_ok else "below_threshold"
 
 
+def sampled_floor(policy: AutoPolicy) -> float:
+    """The lowest sampled rate (bit/s) at which ``trigger_refusal`` can pass a flow under
+    ``policy``: its ``min_rate_mbps``, or 0 when it has none or may pass a flow by its bytes (the
+    detector's own threshold then decides, and the acceptor says why not)."""
+    if policy.min_rate_mbps is None or policy.min_bytes is not None:
+        return 0.0
+    return policy.min_rate_mbps * 1e6
+
+
 def evidence(s: Sighting) -> dict[str, object]:
     """What the lane's record keeps of its trigger."""
     out: dict[str, object] = {"kind": str(s.kind)}

@@ -65,4 +65,6 @@ def sflow_detection(
     guard = SampleGuard(sampling_switches(topology), ifindex_learner(topology))
     experiments = topology.flow_label_experiments
     marks = FlowLabelMarks(acceptor, experiments, acceptor.may_concern) if experiments else None
-    return SflowDetection(settings, acceptor, clock, prefilter=prefilter, guard=guard, marks=marks)
+    return SflowDetection(
+        settings, acceptor, clock, prefilter=prefilter, guard=guard, marks=marks, floor=acceptor.rate_floor
+    )

@@ -5,6 +5,13 @@ samples come from every packet of the campus and an attacker chooses how many 5-
 the caller's prefilter (could this flow be inside some grant that allows automatic lanes?) and a
 capped flow table that drops the least recently sampled flow when full. Everything the detector
 says is a claim for the acceptor to re-check against the grants (viplanes/domain/sighting.py).
+
+A flow is sighted at the higher of the detector's threshold and the caller's ``floor`` for it (the
+lowest rate a grant covering it lanes at): a young flow's estimate rises as its window fills, and
+a sighting below its grant's rate would only be refused and asked for again half a second late.
+While a sighted flow is younger than its window it is sighted again whenever its estimate has
+grown by ``regrow``, so what the acceptor keeps of it (a post-NAT flow's rate, for pairing) grows
+with it.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from viplanes.settings import DEFAULTS
 # crossing two sampled switches is not counted twice
 FlowKey = tuple[IPAddress | None, IPAddress, IPAddress, int, int | None, int | None]
 Prefilter = Callable[[IPAddress, IPAddress], bool]
+# src, dst, protocol, dst port -> the rate (bit/s) below which no grant would lane the flow
+RateFloor = Callable[[IPAddress, IPAddress, int, int | None], float]
 
 
 @dataclass(frozen=True)
@@ -55,14 +64,17 @@ class DetectorSettings:
     # (higher than this threshold, or a young flow's estimate still rising) is judged again soon;
     # the acceptor keeps a queued flow from asking twice within 2 s
     resend_s: float = 0.5
+    # a sighted flow younger than its window is sighted again once its estimate grew by this (at
+    # most once a slot)
+    regrow: float = 1.5
     idle_s: float = 10.0  # a flow with no sample for this long is forgotten
     max_flows: int = DEFAULTS.integer("VIPLANES_SFLOW_MAX_FLOWS")  # flow table cap; least recently sampled goes
 
     def __post_init__(self) -> None:
         if self.threshold_bps <= 0 or self.window_s <= 0 or self.slots < 2 or self.min_samples < 1:
             raise ValueError("sflow detector: threshold and window must be > 0, slots >= 2, min_samples >= 1")
-        if self.max_flows < 1 or self.idle_s <= 0 or self.resend_s <= 0:
-            raise ValueError("sflow detector: max_flows >= 1, idle_s > 0 and resend_s > 0")
+        if self.max_flows < 1 or self.idle_s <= 0 or self.resend_s <= 0 or self.regrow <= 1:
+            raise ValueError("sflow detector: max_flows >= 1, idle_s > 0, resend_s > 0 and regrow > 1")
 
 
 class PrefixFilter:
@@ -80,6 +92,7 @@ class PrefixFilter:
 class _Flow:
     window: RateWindow
     sighted_at: float | None = None  # when the last sighting of this flow went out
+    sighted_bps: float = 0.0  # the rate it said
     dscp: int | None = None  # the last sample's (a NAT takeover can watch only DSCP 0: natmap)
 
 
@@ -97,10 +110,17 @@ class DetectorStats:
 class Detector:
     """Feed ``observe`` with samples; sightings go to ``sink`` as flows cross the threshold."""
 
-    def __init__(self, sink: SightingSink, prefilter: Prefilter, settings: DetectorSettings | None = None) -> None:
+    def __init__(
+        self,
+        sink: SightingSink,
+        prefilter: Prefilter,
+        settings: DetectorSettings | None = None,
+        floor: RateFloor | None = None,
+    ) -> None:
         self.settings = settings or DetectorSettings()
         self._sink = sink
         self._prefilter = prefilter
+        self._floor = floor
         self._flows: OrderedDict[FlowKey, _Flow] = OrderedDict()
         self.stats = DetectorStats()
 
@@ -133,13 +153,18 @@ class Detector:
 
     def _maybe_sight(self, key: FlowKey, flow: _Flow, now: float) -> Sighting | None:
         s = self.settings
-        if flow.sighted_at is not None and now - flow.sighted_at < s.resend_s:
-            return None
         est = flow.window.estimate(now)
         if est.samples < s.min_samples or est.rate_bps < s.threshold_bps:
             return None
-        flow.sighted_at = now
+        if flow.sighted_at is not None and now - flow.sighted_at < s.resend_s:
+            # young, grown, and at most once a slot: ``slots`` more sightings in a flow's life
+            young = now - flow.window.first_seen < s.window_s and now - flow.sighted_at >= s.window_s / s.slots
+            if not (young and est.rate_bps >= flow.sighted_bps * s.regrow):
+                return None
         agent, src, dst, proto, sport, dport = key
+        if self._floor is not None and est.rate_bps < self._floor(src, dst, proto, dport):
+            return None
+        flow.sighted_at, flow.sighted_bps = now, est.rate_bps
         sighting = Sighting(
             kind=SightingKind.SFLOW,
             state=SightingState.ONGOING,

@@ -19,7 +19,15 @@ from pathlib import Path
 from viplanes.domain.hostport import parse_hostport
 from viplanes.domain.sighting import Sighting, SightingSink
 from viplanes.sampling.agents import SampleGuard
-from viplanes.sampling.detector import Detector, DetectorSettings, DetectorStats, Prefilter, PrefixFilter, Sample
+from viplanes.sampling.detector import (
+    Detector,
+    DetectorSettings,
+    DetectorStats,
+    Prefilter,
+    PrefixFilter,
+    RateFloor,
+    Sample,
+)
 from viplanes.sampling.flowlabel import FlowLabelMarks
 from viplanes.sampling.gate import SflowGate
 from viplanes.sampling.goflow import GOFLOW2_CACHED, CollectorProcess, CollectorSettings, free_udp_port
@@ -98,10 +106,12 @@ class SflowDetection:
         wrap: tuple[str, ...] = (),
         guard: SampleGuard | None = None,
         marks: FlowLabelMarks | None = None,
+        floor: RateFloor | None = None,
     ) -> None:
         """``guard``: only the topology's sampling switches count (viplanes/sampling/agents.py);
         then the gate listens on ``settings.listen`` and goflow2 on a loopback port behind it.
-        ``marks``: admitted samples with a scitags flow label become sightings (flowlabel.py)."""
+        ``marks``: admitted samples with a scitags flow label become sightings (flowlabel.py).
+        ``floor``: each flow's own threshold above the settings' (the acceptor's grant rates)."""
         if prefilter is None:
             if not settings.prefixes:
                 raise ValueError(
@@ -113,7 +123,7 @@ class SflowDetection:
         self.guard = guard
         self.marks = marks
         self._clock = clock
-        self.detector = Detector(sink, prefilter, settings.detector)
+        self.detector = Detector(sink, prefilter, settings.detector, floor)
         # the gate seals what it forwards; the reader believes only sealed agents (seal.py)
         self.seal = AgentSeal(sw.agent for sw in guard.switches) if guard is not None else None
         self.gate = (

@@ -3,6 +3,7 @@ outside every automatic grant costs microseconds whatever the number of grants."
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import time
 
@@ -64,3 +65,35 @@ def test_the_detectors_prefilter_is_the_grants_source_and_destination():
     assert not idx.may_concern(ip("203.0.113.5"), ip("10.1.0.10"))  # the reverse direction
     assert not idx.may_concern(ip("2001:db8:1::5"), ip("203.0.113.5"))  # other family
     assert not GrantIndex([]).may_concern(ip("10.1.0.10"), ip("203.0.113.5"))
+
+
+def _with(gid: int, src: str, **policy: object) -> AutoGrant:
+    return dataclasses.replace(grant(gid, src), policy=AutoPolicy(enabled=True, **policy))  # type: ignore[arg-type]
+
+
+def test_rate_floor_is_the_lowest_rate_a_covering_grant_lanes_at():
+    """A detector's per-flow threshold (issue 44); 0 where the detector's own threshold decides:
+    no covering grant, or one that may trigger by bytes or has no rate."""
+    idx = GrantIndex(
+        [
+            _with(1, "10.1.0.0/24", min_rate_mbps=8),
+            _with(2, "10.1.0.10/32", min_rate_mbps=20),
+            _with(3, "10.2.0.0/24", min_rate_mbps=1),
+            _with(4, "10.3.0.0/24", min_rate_mbps=8, min_bytes=10**6),
+            _with(5, "10.4.0.0/24", fireflies=True),
+        ]
+    )
+    floor = idx.rate_floor
+    assert floor(ip("10.1.0.10"), ip("203.0.113.5"), 6, 9000) == 8e6  # grants 1 and 2: the lower
+    assert floor(ip("10.1.0.11"), ip("203.0.113.5"), 6, 9000) == 8e6
+    assert floor(ip("10.2.0.10"), ip("203.0.113.5"), 6, 9000) == 1e6
+    assert floor(ip("10.3.0.10"), ip("203.0.113.5"), 6, 9000) == 0  # its bytes may trigger first
+    assert floor(ip("10.4.0.10"), ip("203.0.113.5"), 6, 9000) == 0
+    assert floor(ip("10.1.0.10"), ip("203.0.113.5"), 6, 22) == 0  # outside every grant
+    # a post-NAT flow: any source, the lowest towards the destination, protocol and port
+    assert idx.rate_floor_to(ip("203.0.113.5"), 6, 9000) == 0  # grant 4 (bytes) and 5 reach it too
+    only_rates = GrantIndex([_with(1, "10.1.0.0/24", min_rate_mbps=8), _with(3, "10.2.0.0/24", min_rate_mbps=1)])
+    assert only_rates.rate_floor_to(ip("203.0.113.5"), 6, 9000) == 1e6
+    assert only_rates.rate_floor_to(ip("203.0.113.5"), 17, 9000) == 0  # udp: no grant
+    assert only_rates.rate_floor_to(ip("198.18.0.1"), 6, 9000) == 0
+    assert only_rates.may_reach(ip("203.0.113.5")) and not only_rates.may_reach(ip("198.18.0.1"))

@@ -181,3 +181,16 @@ def test_a_flow_with_a_dscp_the_watch_cannot_see_is_refused_before_any_watch(wor
     acceptor.offer(marked)  # type: ignore[arg-type]
     assert acceptor.run_pending() == [None]
     assert acceptor.counts["nat_dscp"] == 1 and world.dataplane.watches == []
+
+
+def test_the_detectors_floor_for_a_post_nat_flow_is_its_destinations_grant_rate(world: World) -> None:
+    """The acceptor's ``rate_floor``: a pre-NAT flow at its grant's rate, the post-NAT twin (the
+    NAT box's address, named by no grant) at the rate of the grants towards its destination."""
+    from ipaddress import ip_address
+
+    acc = Acceptor(world.app.extensions["viplanes"].manager, queue_size=8)
+    assert set_policy(world, min_rate_mbps=8).status_code == 200
+    acc.refresh()
+    assert acc.rate_floor(ip_address("10.1.0.10"), ip_address(CLOUD), 6, 9000) == 8e6
+    assert acc.rate_floor(ip_address(NAT_BOX), ip_address(CLOUD), 6, 9000) == 8e6
+    assert acc.rate_floor(ip_address(NAT_BOX), ip_address(CLOUD), 6, 22) == 0  # no grant: the detector's own
