@@ -5,6 +5,8 @@ usable path is left (held) or when it has no path at all (an error). Pure."""
 from __future__ import annotations
 
 import dataclasses
+import re
+import subprocess
 
 import pytest
 from os_ken.ofproto import ofproto_v1_3 as ofp
@@ -12,6 +14,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.support import groupsim
 from tests.support.paths import TOPOLOGIES
+from tests.support.rawof import RawOpenFlow
 from viplanes.controller.compile import failover, hold
 from viplanes.controller.compile.groups import add_then_modify, group_key
 from viplanes.domain.values import LaneSpec
@@ -77,3 +80,31 @@ def test_compile_or_hold_holds_only_for_want_of_a_usable_link() -> None:
     no_links = dataclasses.replace(topo, links=())
     with pytest.raises(NoLanePath):  # no path over the declared links: no lane, not a held one
         hold.compile_or_hold(lane, no_links, T0)
+
+
+@pytest.mark.integration
+def test_add_then_modify_on_open_vswitch(bridge: tuple[str, RawOpenFlow]) -> None:
+    """The same on a real OVS bridge (root, a running ovs-vswitchd): the ADD of an existing group
+    is refused with OFPGMFC_GROUP_EXISTS and nothing else, and the group has the new buckets."""
+    name, conn = bridge
+
+    def send(msgs: list[object]) -> list[tuple[int, int]]:
+        for msg in msgs:
+            conn.send(msg)
+        return [(e.type, e.code) for e in conn.barrier()]
+
+    def watched() -> list[int]:
+        out = subprocess.run(
+            ["ovs-ofctl", "-O", "OpenFlow13", "dump-groups", name],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
+        return [int(p) for p in re.findall(r"watch_port:(\d+)", out)]
+
+    assert send(add_then_modify({1: [failover.group_mod(GID, (2, 3))]})[1]) == []  # absent: made
+    assert watched() == [2, 3]
+    errors = send(add_then_modify({1: [failover.group_mod(GID, (3, 4))]})[1])
+    assert errors == [(ofp.OFPET_GROUP_MOD_FAILED, ofp.OFPGMFC_GROUP_EXISTS)]  # the ADD's, tolerated
+    assert watched() == [3, 4]
