@@ -96,14 +96,11 @@ class DesiredFlows:
 
     def _compile(self, lane: LaneSpec, now: float) -> dict[int, OFMsgs]:
         """The lane over the usable links; held at its first switch when none is left."""
-        try:
-            per_dpid = compiler.compile_lane(lane, self.topology, now)
-        except NoLanePath as exc:
-            if not self.topology.unusable_links:
-                raise
-            self.held[lane.lane_id] = str(exc)
-            return hold.hold_flows(lane, self.topology, now)
-        self.held.pop(lane.lane_id, None)
+        per_dpid, why = hold.compile_or_hold(lane, self.topology, now)
+        if why is not None:
+            self.held[lane.lane_id] = why
+        else:
+            self.held.pop(lane.lane_id, None)
         return per_dpid
 
     def _held_dpids(self, lane: LaneSpec) -> tuple[int, ...]:
@@ -125,11 +122,15 @@ class DesiredFlows:
         """The lane's compiled messages as they are (hard timeouts not re-timed), or None."""
         return self._compiled.get(lane)
 
-    def put(self, lane: LaneSpec, per_dpid: dict[int, OFMsgs]) -> None:
+    def put(self, lane: LaneSpec, per_dpid: dict[int, OFMsgs], held: str | None = None) -> None:
         """The lane's messages, built elsewhere (an activation's compile, a re-route's
-        ``repath``): later rounds reuse them as if compiled here."""
+        ``repath``): later rounds reuse them as if compiled here. ``held``: they hold the lane
+        (``hold.compile_or_hold``), and why."""
         self._compiled[lane] = per_dpid
-        self.held.pop(lane.lane_id, None)
+        if held is None:
+            self.held.pop(lane.lane_id, None)
+        else:
+            self.held[lane.lane_id] = held
 
     def adopt(self, old: DesiredFlows, lanes: Iterable[LaneSpec]) -> None:
         """Take over ``old``'s compiled messages of these lanes, whose path is the same in both

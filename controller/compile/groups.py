@@ -5,6 +5,15 @@ other groups on the switch are never touched. A group is compared by type and bu
 port and actions); one that differs is modified in place (OFPGC_MODIFY keeps the flows that send
 to it, where a delete would take them with it: OpenFlow deletes a group's flows with the group).
 Adds and modifies go before the flow adds that use them, deletes after the flow deletes.
+
+A re-sent lane (an extension, a changed spec) may find its groups there, with the buckets of an
+older path: OpenFlow 1.3 refuses the ADD (OFPGMFC_GROUP_EXISTS, which the activation tolerates)
+and keeps the old buckets. ``add_then_modify`` follows each of its group ADDs with a MODIFY of
+the same group in the same batch: whether the ADD made the group or was refused, the MODIFY
+(which a switch refuses only for a group that does not exist, OFPGMFC_UNKNOWN_GROUP) leaves the
+new buckets in place before the batch's barrier, so the lane is answered installed only once they
+are. Reacting to the GROUP_EXISTS error with a MODIFY instead would need a second round trip after
+the barrier, and a lane answered installed while its switch still sends over the old buckets.
 """
 
 from __future__ import annotations
@@ -79,6 +88,23 @@ def plan_groups(desired: Sequence[Any], actual: Iterable[Any]) -> GroupPlan:
     changes = group_changes(want, have)
     first = tuple(sorted(changes.adds + changes.modifies, key=lambda m: m.group_id))
     return GroupPlan(first=first, last=changes.deletes, kept=changes.kept)
+
+
+def add_then_modify(per_dpid: Mapping[int, Sequence[Any]]) -> dict[int, list[Any]]:
+    """The messages with each group ADD followed by a MODIFY to the same buckets (a group that
+    may exist: module docstring); everything else as it was, in order."""
+    out: dict[int, list[Any]] = {}
+    for dpid, msgs in per_dpid.items():
+        listed = out[dpid] = []
+        for msg in msgs:
+            listed.append(msg)
+            if isinstance(msg, parser.OFPGroupMod) and msg.command == ofp.OFPGC_ADD:
+                listed.append(
+                    parser.OFPGroupMod(
+                        None, command=ofp.OFPGC_MODIFY, type_=msg.type, group_id=msg.group_id, buckets=msg.buckets
+                    )
+                )
+    return out
 
 
 def lane_group_deletes(lane_id: int, dpids: Iterable[int]) -> dict[int, list[Any]]:

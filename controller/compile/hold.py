@@ -20,6 +20,7 @@ from viplanes.controller.compile import lane as compiler
 from viplanes.controller.compile.path import lane_hops
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Topology
+from viplanes.topologies.paths import NoLanePath
 
 OFMsgs = list[Any]
 
@@ -59,3 +60,17 @@ def hold_flows(lane: LaneSpec, topo: Topology, now: float) -> dict[int, OFMsgs]:
 def held_dpids(lane: LaneSpec, topo: Topology) -> tuple[int, ...]:
     """The one switch a held lane has flows on: its first."""
     return (lane_hops(lane, dataclasses.replace(topo, unusable_links=frozenset()))[0].dpid,)
+
+
+def compile_or_hold(
+    lane: LaneSpec, topo: Topology, now: float, meter_command: int = ofp.OFPMC_ADD
+) -> tuple[dict[int, OFMsgs], str | None]:
+    """The lane over the usable links, and None; or, when no usable path is left (the view has
+    unusable links and ``NoLanePath`` names them), its held flows and why. A lane that has no
+    path over the declared links either is no lane: ``NoLanePath`` propagates."""
+    try:
+        return compiler.compile_lane(lane, topo, now, meter_command=meter_command), None
+    except NoLanePath as exc:
+        if not topo.unusable_links:
+            raise
+        return hold_flows(lane, topo, now), str(exc)

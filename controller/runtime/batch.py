@@ -19,13 +19,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from os_ken.ofproto import ofproto_v1_3 as ofp
 
+from viplanes.controller.compile import groups, hold, lanediff
 from viplanes.controller.compile import lane as compiler
-from viplanes.controller.compile import lanediff
 from viplanes.controller.compile import shared as sharedflows
 from viplanes.controller.compile.removal import group_holders
 from viplanes.controller.runtime.outcome import CONFIRMED, NO_ERRORS, Outcome, SwitchAnswer, lane_failures, merge
@@ -57,6 +57,7 @@ class InFlight:
     results: dict[int, ActivationResult]  # lanes already judged (not compiled, switch away)
     deadline: float  # time.monotonic()
     lenient: frozenset[int] = frozenset()  # xids whose meter errors are no failure (``merge``)
+    held: dict[int, str] = field(default_factory=dict)  # lane id -> why it is held (no usable path)
 
 
 def _none(dpids: list[int]) -> None:
@@ -161,19 +162,24 @@ class Changes:
         # removals first in each switch's list: a new lane's shared flows are re-added after
         per_lane = self._removal_messages([i for i in removals if i not in wanted], lanes)
         removing = set(per_lane)
+        held: dict[int, str] = {}
         for lane in lanes:
             if state.topology is None:  # removals still go out: by cookie, to every switch
                 results[lane.lane_id] = ActivationResult(False, "controller has no topology", 0.0)
                 continue
             try:
-                compiled = self._compile_to_send(lane)
+                compiled, why_held = self._compile_to_send(lane)
             except Exception as exc:
                 if not isinstance(exc, ValueError):
                     LOG.exception("lane %d could not be compiled", lane.lane_id)
                 results[lane.lane_id] = ActivationResult(False, str(exc), time.perf_counter() - t0)
                 continue
             state.note_changed(compiled)  # for the drift probe: only these switches change
-            path = compiler.path_dpids(lane, state.topology)
+            if why_held is None:
+                path = compiler.path_dpids(lane, state.topology)
+            else:  # no usable path now: carried, held at its first switch (``hold``)
+                path = hold.held_dpids(lane, state.topology)
+                held[lane.lane_id] = state.held_reason() if state.held_reason is not None else why_held
             missing = [d for d in path if d not in state.connected]
             compiled = {d: msgs for d, msgs in compiled.items() if d in state.connected}  # a backup's may wait
             if missing:  # nothing sent for a lane whose path is not all there
@@ -199,7 +205,7 @@ class Changes:
                 answers[dpid] = SwitchAnswer(not_sent=batch)
             else:
                 sent.append(batch)
-        return InFlight(per_lane, removing, owner, sent, answers, results, deadline, frozenset(lenient))
+        return InFlight(per_lane, removing, owner, sent, answers, results, deadline, frozenset(lenient), held)
 
     def _finish(self, lanes: list[LaneSpec], timeout_s: float, t0: float, flight: InFlight) -> Outcome:
         """Under the change lock: wait for the barriers, judge each lane, carry the installed
@@ -253,7 +259,10 @@ class Changes:
         for lane_id, failure in failures.items():  # carried first: a failed lane's removal
             if failure is None:  # keeps the shared flows they need
                 state.lanes[lane_id] = by_id[lane_id]
-                results[lane_id] = ActivationResult(True, "installed", time.perf_counter() - t0)
+                why = flight.held.get(lane_id)
+                results[lane_id] = ActivationResult(
+                    True, "installed" if why is None else why, time.perf_counter() - t0, held=why is not None
+                )
         for lane_id, failure in failures.items():
             if failure is None:
                 continue
@@ -270,25 +279,27 @@ class Changes:
         return results, removal_failure
 
     # ---- what is sent -------------------------------------------------------------------------
-    def _compile_to_send(self, lane: LaneSpec) -> dict[int, list[Any]]:
+    def _compile_to_send(self, lane: LaneSpec) -> tuple[dict[int, list[Any]], str | None]:
         """What an activation sends for one lane: its flows, the shared flows of its addresses
         (ADD is idempotent when another live lane already installed them) and, for a re-sent
         lane whose destinations or ports changed, the deletes of what its new spec no longer
-        has (after the ADDs, issue 11). Under the change lock; ValueError: it cannot be compiled."""
+        has (after the ADDs, issue 11); and why it is held, when no usable path is left now
+        (its flows then hold it at its first switch, and a re-route carries it when a path
+        returns). Under the change lock; ValueError: it cannot be compiled."""
         state = self.state
         assert state.topology is not None
         state.touch(lane.lane_id, lane)
         meters_exist = lane.lane_id in state.lanes and bool(lane.rate_mbps)
-        per_dpid = compiler.compile_lane(
+        per_dpid, why_held = hold.compile_or_hold(
             lane,
             state.topology,
             state.clock(),
             meter_command=ofp.OFPMC_MODIFY if meters_exist else ofp.OFPMC_ADD,
         )
         state.note_lane_flows(lane, per_dpid)  # the drift probe's expectation
-        if not meters_exist and state.flows is not None:  # a re-route moves it from these
+        if (not meters_exist or why_held is not None) and state.flows is not None:  # a re-route moves it from these
             with state.compile_lock:
-                state.flows.put(lane, {dpid: list(msgs) for dpid, msgs in per_dpid.items()})
+                state.flows.put(lane, {dpid: list(msgs) for dpid, msgs in per_dpid.items()}, held=why_held)
         for address_flows in state.lanes.shared_flows(lane).values():
             for dpid, msgs in address_flows.items():
                 per_dpid.setdefault(dpid, []).extend(msgs)
@@ -296,7 +307,9 @@ class Changes:
         if carried is not None and carried != lane:
             for dpid, msgs in lanediff.stale_deletes(carried, per_dpid, state.topology, state.clock()).items():
                 per_dpid.setdefault(dpid, []).extend(msgs)
-        return per_dpid
+        if carried is not None:  # its groups may be there, with an older path's buckets
+            per_dpid = groups.add_then_modify(per_dpid)
+        return per_dpid, why_held
 
     def _removal_messages(self, lane_ids: list[int], keep: list[LaneSpec]) -> dict[int, dict[int, list[Any]]]:
         """Under the change lock: forget the lanes, and compile their removal plus that of the

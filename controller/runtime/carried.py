@@ -10,8 +10,10 @@ delete whichever code path makes it (activate, release, a batch, a reconcile's u
 periodic round's deletes). A release then asks ``orphaned`` in O(its own flows). Reconcile stays
 the source of truth: it rebuilds the desired flows from the database's lane set, not from here.
 
-Each lane's shared flows depend only on its source and its lane address, so they are compiled
-once per (source, lane address) pair and the messages reused: ADD of the same flow is idempotent
+Each lane's shared flows depend only on its source, its lane address and the path, so they are
+compiled once per (source, lane address) pair over the runtime's current view of the topology
+(links down left out: ``set_view`` when a re-route swaps it, which counts every lane's needs
+again) and the messages reused: ADD of the same flow is idempotent
 and a cached message that already carries an xid is sent as a copy (``wire.with_xids``, ``batch.merge``).
 Not thread-safe by itself: the runtime changes it under its change lock.
 """
@@ -76,6 +78,17 @@ class CarriedLanes(dict[int, LaneSpec]):
             if self._users.get(need, 0) - (need in own) <= 0 and need not in kept:
                 out.setdefault(need[0], set()).add(need[1])
         return out
+
+    def set_view(self, topology: Topology) -> None:
+        """Compile shared flows over ``topology`` from now on (the runtime's view after a
+        re-route: a lane's ICMP transit flows follow its path) and count every carried lane's
+        needs again over it."""
+        self._topology = topology
+        self._compiled.clear()
+        self._users.clear()
+        self._nat_users.clear()
+        for lane in self.values():
+            self._count(lane, +1)
 
     # ---- the index, kept in step with every change of the dict ------------------------------
     def _count(self, lane: LaneSpec, step: int) -> None:

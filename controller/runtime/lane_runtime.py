@@ -266,6 +266,9 @@ class LaneRuntime(DataplaneDefaults):
     def watch_counts(self, watches: list[FlowWatch], seconds: float) -> list[int] | None:
         return watch_counts(self.wire, self.topology, watches, seconds, self._xid, change=self.state.change)
 
+    def when_ready(self, wake: Callable[[], None]) -> None:
+        self.state.on_ready = wake
+
     def unready(self, lane: LaneSpec) -> list[str]:
         return self.ready.unready(lane)
 

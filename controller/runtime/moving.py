@@ -116,6 +116,7 @@ def move_lanes(state: SwitchState, wire: Wire, view: Topology, timeout_s: float 
             derived = _repath(old, new, moving, now) if old is not None else 0
             after, per_lane = _collect(new, moving, lambda ln: new.lane(ln, now))
             state.topology = view
+            state.lanes.set_view(view)  # their shared flows follow the paths too
             state.flows = new
             state.generation += 1  # reads of the desired lanes before this are stale
         for lane in moving:

@@ -64,6 +64,7 @@ class Reroute:
         self.reroutes = 0  # usable-set changes applied
         self.durations: deque[float] = deque(maxlen=1000)  # seconds, report to switches confirmed
         self._pending_since: float | None = None
+        state.held_reason = self.held_reason  # an activation held from its start says the same
 
     # ---- events (os-ken's event thread) ----------------------------------------------------------
     def port_status(self, dpid: int, port: int, up: bool, flap: bool = True) -> None:
@@ -111,8 +112,13 @@ class Reroute:
             held = dict(flows.held)
         if not held:
             return {}
+        why = self.held_reason()
+        return {lane_id: why for lane_id in held}
+
+    def held_reason(self) -> str:
+        """Why a lane is held: the links not usable now, each with its state and reason."""
         links = "; ".join(f"{v.name} {v.state} ({v.reason})" for v in self.views() if not v.usable)
-        return {lane_id: f"no usable path to the edge: {links}" for lane_id in held}
+        return f"no usable path to the edge: {links}"
 
     def stop(self) -> None:
         self._stop.set()

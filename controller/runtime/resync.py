@@ -267,7 +267,10 @@ class Resync:
                 failure = self.wire.apply({dpid: plan.ofmsgs}, timeout_s, tolerate=meter_errors_only)
                 if failure:
                     LOG.warning("reconcile of %s: %s", self.state.switch_name(dpid), failure)
+            became_ready = dpid not in self.state.reconciled
             self.state.reconciled[dpid] = plan
+        if became_ready and self.state.on_ready is not None:  # lanes waiting for it: now, not in 2 s
+            self.state.on_ready()
         LOG.info(
             "reconciled %s: kept %d, added %d, deleted %d, refreshed %d in %.1f ms "
             "(%.1f ms of it waiting for other changes; %s)",

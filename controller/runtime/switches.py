@@ -75,10 +75,14 @@ class SwitchState:
         # whatever the role bit says; None (one controller, no lease) never closes
         self.write_gate: Callable[[], bool] | None = None
         self.switch_wait_s = SWITCH_WAIT_S
+        # why a lane is held for want of a usable path, naming the links (``Reroute``); None:
+        # no live links (an activation's compile error is the reason)
+        self.held_reason: Callable[[], str] | None = None
         # the switches and what they carry
         self.connected: set[int] = set()
         self.lanes = CarriedLanes(topology)  # lanes the switches should carry right now
         self.reconciled: dict[int, reconcile.Plan] = {}  # last plan per dpid: "ready" (readiness)
+        self.on_ready: Callable[[], None] | None = None  # a switch became ready (``when_ready``)
         self.tracker = Tracker()  # outstanding barriers and stats requests (its own lock)
         self.flows = DesiredFlows(topology) if topology is not None else None  # compile_lock
         self.heap = HeapFreezer()  # when long-lived compiled state leaves the cyclic GC

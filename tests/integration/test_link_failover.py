@@ -203,6 +203,71 @@ def test_a_cut_bypass_link_moves_lanes_and_no_path_holds_them(tmp_path: Path, mo
                 probe.wait(5)
 
 
+def test_a_lane_requested_with_no_bypass_path_is_held_and_carried_when_one_returns(
+    tmp_path: Path, monkeypatch, record_property
+) -> None:
+    """Both of the desktop's bypass links are down when the lane is asked for: the API answers
+    201 ``interrupted`` naming the links (not an error), the lane's packets go nowhere; one link
+    returns: the lane rides it within 1 s of its hold-down, and reads ``active``, without the
+    researcher asking again."""
+    monkeypatch.setenv("VIPLANES_LINK_HOLD_DOWN_S", str(HOLD_DOWN_S))
+    with lab_campus(tmp_path, "hana", GRANT, topology=REDUNDANT) as (lab, serve, token):
+        cloud, desktop = lab.host("cloud"), lab.host("desktop")
+        auth = {"Authorization": f"Bearer {token}"}
+        _link(lab, "s3", 3, up=False)
+        _link(lab, "s3", 5, up=False)
+        deadline = time.monotonic() + 5
+        while readiness(serve).status_code != 503 or "s2:4-s3:5" not in readiness(serve).text:
+            assert time.monotonic() < deadline, "the controller never saw both links down"
+            time.sleep(0.05)
+        r = requests.post(
+            f"{serve.url}/api/v1/lanes",
+            headers=auth,
+            timeout=15,
+            json={
+                "src_ip": "10.1.0.10",
+                "dst_ip": CLOUD,
+                "protocol": "udp",
+                "dst_port": UDP_PORT,
+                "duration_s": 900,
+                "purpose": "held from its start",
+            },
+        )
+        assert r.status_code == 201, r.text
+        lane = r.json()
+        print(f"\nlane asked for with both bypass links down: {lane['state']}: {lane['reason']}")
+        assert lane["state"] == "interrupted" and "s2:3-s3:3" in lane["reason"], lane
+        probe = _popen(desktop, ["udp-send", CLOUD, str(UDP_PORT), "500", "8"])
+        try:
+            time.sleep(1.0)
+            base = _received(cloud)
+            time.sleep(1.0)
+            assert _received(cloud, base) < 20, "lane traffic arrives with both bypass links down"
+            back_at = time.monotonic()
+            _link(lab, "s3", 5, up=True)
+            base = _received(cloud)
+            flowing = None
+            while time.monotonic() - back_at < HOLD_DOWN_S + 3:
+                time.sleep(0.05)
+                if _received(cloud, base) > 50:
+                    flowing = time.monotonic() - back_at
+                    break
+            record_property("held_lane_traffic_back_s", flowing)
+            print(f"link back: the held lane's traffic flows {flowing} s after (hold-down {HOLD_DOWN_S} s)")
+            assert flowing is not None and flowing < HOLD_DOWN_S + 1.0
+            state = None
+            for _ in range(30):
+                state = requests.get(f"{serve.url}/api/v1/lanes/{lane['id']}", headers=auth, timeout=5).json()
+                if state["state"] == "active":
+                    break
+                time.sleep(0.1)
+            assert state is not None and state["state"] == "active", state
+        finally:
+            if probe.poll() is None:
+                probe.kill()
+                probe.wait(5)
+
+
 def test_a_failed_transit_switch_moves_the_dtn_lane_to_the_disjoint_path(
     tmp_path: Path, monkeypatch, record_property
 ) -> None:

@@ -51,15 +51,9 @@ FIELD_BITS = {
     "eth_type": 16,
     "ip_proto": 8,
     "arp_op": 16,
-    "tcp_src": 16,
-    "tcp_dst": 16,
-    "udp_src": 16,
-    "udp_dst": 16,
+    **{f: 16 for f in ("tcp_src", "tcp_dst", "udp_src", "udp_dst")},
     "vlan_vid": 13,
-    "icmpv4_type": 8,
-    "icmpv4_code": 8,
-    "icmpv6_type": 8,
-    "icmpv6_code": 8,
+    **{f: 8 for f in ("icmpv4_type", "icmpv4_code", "icmpv6_type", "icmpv6_code")},
     "tcp_flags": 16,
     "ip_dscp": 6,
     "ct_state": 32,
@@ -210,10 +204,8 @@ class FlowTable:
             self._flow_mod(msg, now)
         elif isinstance(msg, parser.OFPMeterMod):
             self._meter_mod(msg)
-        elif isinstance(msg, parser.OFPGroupMod):
-            gone = groupsim.group_mod(self.groups, msg)  # like OVS: a deleted group's flows go too
-            dead = [e for e in self.flows if groupsim.groups_used(e.instructions) & gone]
-            self.flows = [e for e in self.flows if e not in dead]
+        elif isinstance(msg, parser.OFPGroupMod):  # like OVS: a deleted group's flows go too
+            self.flows, dead = groupsim.apply_group_mod(self.groups, self.flows, msg)
             self.removed += [(e, "group_delete") for e in dead]
         elif isinstance(msg, parser.OFPBarrierRequest):
             pass
@@ -381,7 +373,7 @@ class FlowTable:
         current: Packet = dict(pkt)
         out: list[tuple[int | str, Packet]] = []
         for inst in entry.instructions:
-            for action in _expand(getattr(inst, "actions", ()) or (), self):
+            for action in groupsim.expand(getattr(inst, "actions", ()) or (), self.groups, self.down_ports):
                 if isinstance(action, parser.OFPActionSetField):
                     current[action.key] = canonical(action.key, action.value)
                 elif isinstance(action, parser.NXActionCT):
@@ -397,17 +389,6 @@ class FlowTable:
                     else:
                         out.append((SPECIAL_PORTS.get(action.port, action.port), sent))
         return out
-
-
-def _expand(actions: Iterable[Any], table: FlowTable) -> list[Any]:
-    """Actions with each group action replaced by its live bucket's (fast failover)."""
-    out: list[Any] = []
-    for action in actions:
-        if isinstance(action, parser.OFPActionGroup):
-            out += groupsim.live_bucket(table.groups[action.group_id], table.down_ports)
-        else:
-            out.append(action)
-    return out
 
 
 def __getattr__(name: str) -> Any:

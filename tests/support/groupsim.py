@@ -43,6 +43,14 @@ def group_mod(groups: dict[int, Any], msg: Any) -> set[int]:
     raise GroupSimError(ofp.OFPGMFC_BAD_COMMAND, f"OFPGMFC_BAD_COMMAND: {msg.command}")
 
 
+def apply_group_mod(groups: dict[int, Any], flows: list[Any], msg: Any) -> tuple[list[Any], list[Any]]:
+    """Apply one OFPGroupMod to a switch's groups: (its flows kept, its flows gone with a group
+    deleted, as on OVS)."""
+    gone = group_mod(groups, msg)
+    dead = [e for e in flows if groups_used(e.instructions) & gone]
+    return [e for e in flows if e not in dead], dead
+
+
 def _check(msg: Any) -> None:
     if msg.type != ofp.OFPGT_FF:
         raise GroupSimError(ofp.OFPGMFC_BAD_TYPE, f"only fast-failover groups are simulated, got type {msg.type}")
@@ -67,3 +75,14 @@ def live_bucket(group: Any, down_ports: set[int]) -> list[Any]:
         if bucket.watch_port not in down_ports:
             return list(bucket.actions)
     return []
+
+
+def expand(actions: Iterable[Any], groups: dict[int, Any], down_ports: set[int]) -> list[Any]:
+    """Actions with each group action replaced by its live bucket's (fast failover)."""
+    out: list[Any] = []
+    for action in actions:
+        if isinstance(action, parser.OFPActionGroup):
+            out += live_bucket(groups[action.group_id], down_ports)
+        else:
+            out.append(action)
+    return out

@@ -98,6 +98,11 @@ class Dataplane(Protocol):
     def readiness(self) -> dict[str, Any]:
         """``{"ready": bool, "switches": [{name, dpid, connected, reconciled}, ...]}`` for /readyz."""
 
+    def when_ready(self, wake: Callable[[], None]) -> None:
+        """Call ``wake`` (on any thread; it must return at once) whenever a switch becomes ready
+        (reconciled after it connected), so the lanes waiting for it are activated then, not at
+        the next recovery round. One listener: a later call replaces it."""
+
     def interrupted(self) -> dict[int, str]:
         """Carried lanes with no usable path left (held at their first switch), and why, naming
         the links: the lane service marks them ``interrupted`` (docs/dataplane.md, "Link failures")."""
@@ -153,6 +158,9 @@ class DataplaneDefaults:
 
     def switch_facts(self) -> dict[str, SwitchFacts]:
         return {}  # no switches of its own to learn from
+
+    def when_ready(self, wake: Callable[[], None]) -> None:
+        return None  # no switches of its own: nothing becomes ready
 
     def interrupted(self) -> dict[int, str]:
         return {}  # no links of its own: nothing interrupted here

@@ -114,11 +114,12 @@ class RemoteDataplane(DataplaneDefaults):
                         return ActivationResult(False, "lane vanished", time.perf_counter() - t0)
                 if row is not None and row[0] != "installing":  # active (or an extension re-send), failed, ended
                     state, reason, activated_at = row
-                    return ActivationResult(
-                        state == "active",
+                    return ActivationResult(  # interrupted: carried, held for want of a usable path
+                        state in ("active", "interrupted"),
                         reason or state,
                         time.perf_counter() - t0,
                         committed_at=activated_at if state == "active" else None,
+                        held=state == "interrupted",
                     )
                 if time.monotonic() >= deadline:
                     why = f"database unreachable ({outage})" if outage else "no controller confirmed"

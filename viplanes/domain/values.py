@@ -147,6 +147,9 @@ class ActivationResult:
     reason: str
     latency_s: float
     committed_at: float | None = None  # split deployment: when the controller committed it active
+    # ok, but no usable path is left now: carried and held (``interrupted``), ``reason`` says why;
+    # the controller carries it on the first path that returns (docs/dataplane.md, "Link failures")
+    held: bool = False
 
 
 @dataclass(frozen=True)

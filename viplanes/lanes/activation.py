@@ -196,7 +196,7 @@ class LaneActivation:
 
     def _moved(self, lane: Lane, values: dict[str, Any], now: float) -> None:
         states.apply(lane, values)
-        if lane.state == "active":  # a hint until the commit: ``end`` re-checks in its transaction
+        if lane.state in ("active", "interrupted"):  # a hint until the commit: ``end`` re-checks
             self.owners.add(lane.id, lane.principal_id, lane.expires_at, now)
 
     def _record_alone(self, lane: Lane, result: ActivationResult, latency: float, now: float) -> Lane:

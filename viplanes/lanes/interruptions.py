@@ -1,6 +1,7 @@
 """The lane service's half of link failover: a lane the controller holds for want of a usable
 path becomes ``interrupted`` (its reason names the links), and ``active`` again once the
-controller carries it on a path. The scheduler's thread runs it after each tick; moves go
+controller carries it on a path. A lane held from its activation on was recorded
+``interrupted`` by the activation itself (``outcomes``); it is resumed here like any other. The scheduler's thread runs it after each tick; moves go
 through the state table (``states.move``) under the row lock, each with its audit event, so this
 is the one writer of these two moves; in a controller cluster only the lease holder writes them
 (the fence). Within one tick (0.5 s by default) of the controller's view.
@@ -55,7 +56,8 @@ def sync_interruptions(
                 audit(s, now, "system", "lane.interrupt", f"lane:{lane.id}", "done", lane.reason)
                 moved["interrupted"] += 1
             elif lane.id in resume and lane.state == states.INTERRUPTED:
-                states.move(lane, states.ACTIVE, RESUMED, at=lane.activated_at)  # keeps its first start
+                # keeps its first start; a lane held from its activation on starts now
+                states.move(lane, states.ACTIVE, RESUMED, at=lane.activated_at or now)
                 audit(s, now, "system", "lane.resume", f"lane:{lane.id}", "done", RESUMED)
                 moved["resumed"] += 1
     return moved

@@ -21,9 +21,13 @@ def failed_by(exc: BaseException, latency: float) -> ActivationResult:
 
 
 def outcome_of(lane: Lane, result: ActivationResult, latency: float, now: float) -> tuple[dict[str, object], str, str]:
-    """What an activation result writes: the lane's columns (active, failed, or, for a transient
-    reason, still installing for ``recover``), the audit decision and the audit reason."""
-    if result.ok:
+    """What an activation result writes: the lane's columns (active; interrupted when it is
+    carried but no usable path is left now; failed; or, for a transient reason, still installing
+    for ``recover``), the audit decision and the audit reason."""
+    if result.ok and result.held:  # carried, held at its first switch until a path returns
+        values = states.change(states.INSTALLING, states.INTERRUPTED, result.reason)
+        outcome = "held"
+    elif result.ok:
         values = states.change(states.INSTALLING, states.ACTIVE, at=now)
         outcome = "done"
     elif is_transient(result.reason) and lane.expires_at > now:
@@ -33,4 +37,4 @@ def outcome_of(lane: Lane, result: ActivationResult, latency: float, now: float)
         outcome = "failed"
         values = states.change(states.INSTALLING, states.FAILED, f"activation failed: {result.reason}", now)
     values["activation_ms"] = latency * 1000.0
-    return values, outcome, "installed" if result.ok else result.reason
+    return values, outcome, "installed" if result.ok and not result.held else result.reason

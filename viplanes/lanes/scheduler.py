@@ -5,6 +5,8 @@ Recovery is continuous, not only at start-up: a lane left ``installing`` (a cras
 database outage between the insert and the state update, a switch that was away) is activated by
 the next round once its switches are connected and reconciled, so within ``recover_every_s`` plus
 an activation. Lanes whose switches are not ready are skipped, so a round never waits on them.
+A switch becoming ready wakes this thread (``Dataplane.when_ready``): the tick and recovery run at
+once, so the lanes that waited for it start then, still written by this one thread.
 """
 
 from __future__ import annotations
@@ -35,15 +37,26 @@ class Scheduler:
         self.interval_s = interval_s
         self.recover_every_s = recover_every_s
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
+    def wake(self) -> None:
+        """Run a tick and a recovery now (a switch became ready); any thread, returns at once."""
+        self._wake.set()
+
     def start(self) -> None:
+        self.manager.dataplane.when_ready(self.wake)
         self._thread = threading.Thread(target=self._run, name="viplanes-scheduler", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         recover_at = time.monotonic()
-        while not self._stop.wait(self.interval_s):
+        while not self._stop.is_set():
+            if self._wake.wait(self.interval_s):
+                self._wake.clear()
+                recover_at = 0.0  # the lanes that waited for a switch: now
+            if self._stop.is_set():
+                return
             try:
                 self.manager.tick()
             except Exception:  # one bad tick (database hiccup) must not stop the clock
@@ -63,5 +76,6 @@ class Scheduler:
 
     def stop(self, timeout_s: float = 5.0) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout_s)

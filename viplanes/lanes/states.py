@@ -1,7 +1,8 @@
 """Where lane state changes: the lifecycle as one table, and the columns every change writes.
 
 requested -> scheduled -> installing -> active -> expired | released | revoked, or failed; an
-active lane whose every path is down is ``interrupted`` (held) until a path returns. ``TABLE``
+active lane whose every path is down is ``interrupted`` (held) until a path returns, and so is a
+lane whose activation finds no usable path (it becomes ``active`` when one returns). ``TABLE``
 says which state may become which and by which event; everything else is derived from it: the
 ``WHERE state IN (...)`` guard of every statement that moves a lane (``sources``), the columns the
 move writes (``change``, ``values``) and the in-memory copy of them (``apply``). The SQL of every
@@ -64,6 +65,7 @@ TABLE: dict[tuple[str, str], str] = {
     (REQUESTED, INSTALLING): ACTIVATE,
     (SCHEDULED, INSTALLING): ACTIVATE,
     (INSTALLING, ACTIVE): RECORD,
+    (INSTALLING, INTERRUPTED): RECORD,  # carried, but no usable path now: held from its start
     (INSTALLING, FAILED): RECORD,
     (REQUESTED, FAILED): FAIL,
     (SCHEDULED, FAILED): FAIL,

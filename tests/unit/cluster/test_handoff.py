@@ -131,3 +131,40 @@ def test_pooled_connections_are_pinged_only_after_sitting_idle(tmp_path, monkeyp
     with engine.connect() as conn:
         assert conn.exec_driver_sql("SELECT 1").scalar() == 1
     engine.dispose()
+
+
+class _NoPathPlane(MemoryDataplane):
+    """The master's switches carry the lane but no usable path exists: held (issue 42)."""
+
+    WHY = "no usable path to the edge: s2:3-s3:3 down (port s3:3 down)"
+
+    def activate(self, lane, timeout_s: float = 5.0):  # type: ignore[no-untyped-def]
+        from viplanes.domain.values import ActivationResult
+
+        super().activate(lane, timeout_s)
+        return ActivationResult(True, self.WHY, 0.001, held=True)
+
+
+def test_api_answers_a_lane_held_by_the_controller_as_interrupted(sqlite_url, clock, topo) -> None:
+    api_db = Database(sqlite_url)
+    world = make_world(sqlite_url, clock, RemoteDataplane(api_db), topo)  # type: ignore[arg-type]
+    ctl_db = Database(sqlite_url)
+    controller = LaneManager(ctl_db, _NoPathPlane(), topo, clock)
+    stop = threading.Event()
+
+    def master_loop() -> None:
+        while not stop.wait(0.02):
+            controller.recover()
+
+    try:
+        assert LeaderLease(ctl_db, "ctl").try_acquire() == 1
+        thread = threading.Thread(target=master_loop, daemon=True)
+        thread.start()
+        r = world.lane()
+        assert r.status_code == 201, r.json
+        assert (r.json["state"], r.json["reason"]) == ("interrupted", _NoPathPlane.WHY), r.json
+    finally:
+        stop.set()
+        api_db.dispose()
+        ctl_db.dispose()
+        world.app.extensions["viplanes"].db.dispose()

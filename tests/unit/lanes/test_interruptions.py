@@ -63,3 +63,37 @@ def test_held_lanes_read_interrupted_then_active_then_end(db) -> None:
     with db.read() as s:
         actions = [e.action for e in s.scalars(select(AuditEvent).where(AuditEvent.target == f"lane:{lane.id}"))]
     assert actions.count("lane.interrupt") == 2 and actions.count("lane.resume") == 1
+
+
+class HeldFromTheStart(HoldingDataplane):
+    """The controller carries the lane but no usable path exists: it answers ok and held."""
+
+    def activate(self, lane, timeout_s: float = 5.0):
+        from viplanes.domain.values import ActivationResult
+
+        super().activate(lane, timeout_s)
+        self.held[lane.lane_id] = WHY
+        return ActivationResult(True, WHY, 0.001, held=True)
+
+
+def test_a_lane_requested_while_no_path_exists_answers_interrupted_then_resumes_by_itself(db) -> None:
+    callers = principals(db, ("alice", "researcher"))
+    clock = [T0]
+    dp = HeldFromTheStart()
+    mgr = LaneManager(db, dp, campus_topology(), clock=lambda: clock[0])
+    lane, created = mgr.request(callers["alice"], lane_input())
+    assert created and (lane.state, lane.reason) == ("interrupted", WHY)  # the answer: held, not an error
+    assert _state(db, lane.id)[:2] == ("interrupted", WHY)
+    with db.read() as s:
+        events = [
+            (e.action, e.decision, e.reason)
+            for e in s.scalars(select(AuditEvent).where(AuditEvent.target == f"lane:{lane.id}"))
+        ]
+    assert ("lane.activate", "held", WHY) in events
+    assert sync_interruptions(db, dp, lambda: clock[0]) == {"interrupted": 0, "resumed": 0}  # no flapping
+
+    dp.held = {}  # a path came back: the controller carries it
+    clock[0] += 5
+    assert sync_interruptions(db, dp, lambda: clock[0]) == {"interrupted": 0, "resumed": 1}
+    state, reason, activated = _state(db, lane.id)
+    assert (state, activated) == ("active", T0 + 5) and "path is back" in reason  # it started now

@@ -36,6 +36,7 @@ ALLOWED = {
     ("scheduled", "installing"): "activate",
     ("installing", "active"): "record",
     ("installing", "failed"): "record",
+    ("installing", "interrupted"): "record",  # activated while no usable path exists: held
     ("requested", "failed"): "fail",
     ("scheduled", "failed"): "fail",
     ("active", "failed"): "fail",
@@ -70,7 +71,7 @@ def test_the_table_names_its_states_and_events() -> None:
     assert states.sources(states.REVOKE) == LIVE  # revoked: only from a live state
     assert states.sources(states.RELEASE) == LIVE
     assert states.END_FROM == LIVE and states.RECORD_FROM == ("installing",)
-    assert states.targets(states.RECORD) == ("active", "failed")
+    assert states.targets(states.RECORD) == ("active", "interrupted", "failed")
     assert states.targets(states.ACTIVATE) == ("installing",)
     assert set(states.END_ACTIONS) == set(states.targets(states.RELEASE, states.REVOKE))
 
