@@ -12,9 +12,9 @@ from viplanes.controller.openflow.embedded import EmbeddedController
 
 
 def health(sqlite_url: str, topo, dataplane) -> tuple[int, dict]:
-    from viplanes.api.app import create_app
+    from tests.support.apps import make_app
 
-    app = create_app({"db_url": sqlite_url}, dataplane=dataplane, topology=topo)
+    app = make_app({"db_url": sqlite_url}, dataplane=dataplane, topology=topo)
     answer = app.test_client().get("/healthz")
     app.extensions["viplanes"].db.dispose()
     return answer.status_code, answer.json
