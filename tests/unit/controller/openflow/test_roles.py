@@ -10,6 +10,7 @@ from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from viplanes.controller.openflow.roles import RoleController, deposes, role_request
+from viplanes.controller.runtime.lane_runtime import LaneRuntime
 from viplanes.dataplane.base import is_transient
 
 DPID = 1
@@ -31,8 +32,8 @@ class RoleSwitch:
                 self._handle(name, ctl, dpid, msg)
             return True
 
-        ctl.send = send
-        ctl.connected.add(DPID)
+        ctl.runtime.send = send
+        ctl.runtime.connected.add(DPID)
 
     def _handle(self, name: str, ctl: RoleController, dpid: int, msg: Any) -> None:
         if isinstance(msg, parser.OFPRoleRequest):
@@ -55,8 +56,8 @@ class RoleSwitch:
 
 
 def controller() -> RoleController:
-    ctl = RoleController(None)
-    ctl.spawn = lambda fn: None  # no reconcile here: roles only
+    ctl = RoleController(LaneRuntime(None))
+    ctl.runtime.spawn = lambda fn: None  # no reconcile here: roles only
     return ctl
 
 
@@ -80,25 +81,25 @@ def test_a_deposed_master_cannot_change_the_switch() -> None:
     switch.connect("a", a)
     switch.connect("b", b)
     b.set_role(False, 0)
-    assert "not master" in (b._apply({DPID: [a_flow_mod()]}, 1.0) or "")  # refused here, not sent
+    assert "not master" in (b.runtime._apply({DPID: [a_flow_mod()]}, 1.0) or "")  # refused here, not sent
     a.set_role(True, 1)
-    assert a.is_master and a._apply({DPID: [a_flow_mod()]}, 1.0) is None
+    assert a.is_master and a.runtime._apply({DPID: [a_flow_mod()]}, 1.0) is None
     b.set_role(True, 2)  # failover: b took the lease with a higher epoch
     assert b.is_master and a.is_master  # a has not heard yet (paused, partitioned)
-    failure = a._apply({DPID: [a_flow_mod()]}, 1.0)  # ...and tries to write
+    failure = a.runtime._apply({DPID: [a_flow_mod()]}, 1.0)  # ...and tries to write
     assert failure is not None and "refused" in failure and is_transient(failure)  # lane stays installing
     assert not a.is_master and deposed == [1]
     a.set_role(True, 1)  # and tries to take the switch back with its old epoch
     assert not a.is_master
     assert [name for name, _ in switch.flow_mods] == ["a"]  # only what a wrote while master
-    assert b._apply({DPID: [a_flow_mod()]}, 1.0) is None
+    assert b.runtime._apply({DPID: [a_flow_mod()]}, 1.0) is None
 
 
 def test_standby_skips_drift_and_reconcile() -> None:
     ctl = controller()
     calls: list[str] = []
-    ctl.connected.add(DPID)
-    ctl.send = lambda dpid, msgs: calls.append("sent") is None and False
+    ctl.runtime.connected.add(DPID)
+    ctl.runtime.send = lambda dpid, msgs: calls.append("sent") is None and False
     assert ctl.check_drift() == []
     ctl.reconcile_all()
     assert calls == []
