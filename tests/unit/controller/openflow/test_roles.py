@@ -4,11 +4,15 @@ refused (OFPBRC_IS_SLAVE). The real OVS run is ``tests/integration/test_scaleout
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
+from tests.support.peer import Peer
+from tests.support.procs import free_port
+from viplanes.controller.openflow.embedded import EmbeddedController
 from viplanes.controller.openflow.roles import RoleController, deposes, role_request
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
 from viplanes.dataplane.base import is_transient
@@ -103,3 +107,28 @@ def test_standby_skips_drift_and_reconcile() -> None:
     assert ctl.check_drift() == []
     ctl.reconcile_all()
     assert calls == []
+
+
+def test_a_nodes_listener_greets_each_switch_with_its_role_and_a_standby_writes_nothing(topo) -> None:
+    """The wiring of a cluster node (``viplanes controller cluster``): the embedded controller's
+    os-ken app hands a connecting switch to the node's ``RoleController``, which sends its role
+    first; a standby then leaves the switch alone (no base flows, not reconciled)."""
+    runtime = LaneRuntime(topo)
+    roles = RoleController(runtime)
+    ctl = EmbeddedController(runtime, port=free_port(), events=roles, refresh_period_s=3600, drift_period_s=0.2)
+    ctl.attach_source(lambda: [])
+    ctl.start()
+    s2 = None
+    try:
+        s2 = Peer(ctl.port, dpid=2)
+        s2.handshake()
+        role = s2.serve_until(ofp.OFPT_ROLE_REQUEST)
+        assert role is not None, "no role request after the handshake"
+        assert struct.unpack_from("!I4xQ", role, 8) == (ofp.OFPCR_ROLE_SLAVE, 0)
+        assert s2.serve_until(ofp.OFPT_FLOW_MOD, 1.5) is None  # a standby writes nothing, drift neither
+        assert 2 in runtime.connected and 2 not in runtime.reconciled
+        assert ctl.switch_view().openflow_role() == "slave"  # the console's column, from the roles
+    finally:
+        ctl.stop()
+        if s2 is not None:
+            s2.close()
