@@ -6,17 +6,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from flask import Flask
 
 from viplanes.authz.tokencache import TOKENS
 from viplanes.config import AppConfig
 from viplanes.dataplane.base import Dataplane
-from viplanes.domain.clock import SteadyClock
-from viplanes.lanes.build import build_lane_service
 from viplanes.lanes.manager import LaneManager
-from viplanes.lanes.resolver import Resolver
 from viplanes.store.db import Database
 from viplanes.store.ratelimit import Budgets, FailedAuthLimiter
 from viplanes.topologies.capfacts import fact_rows
@@ -38,57 +34,23 @@ def default_topology() -> Topology:
 
 @dataclass(frozen=True)
 class AppParts:
-    """What the API serves, built before the app: the database, the lane service, its metrics."""
+    """What the API serves, built before the app by the process's builder
+    (``viplanes/cli/services.py:app_parts``): the database, the lane service and its metrics, on
+    the data plane, topology and clock the lane service was built with."""
 
     db: Database
     manager: LaneManager
     metrics: metrics.Metrics
+    dataplane: Dataplane
+    topology: Topology
     clock: Callable[[], float]
 
 
-def build_app_parts(
-    config: AppConfig,
-    dataplane: Dataplane,
-    topology: Topology,
-    clock: Callable[[], float] | None = None,
-    resolver: Resolver | None = None,
-) -> AppParts:
-    """The API process's lane service (lanes/build.py, as every process's) wired to its metrics."""
-    clock = clock or SteadyClock()  # lane windows: viplanes/domain/clock.py
-    db = Database(config.resolved_db_url(), pool_size=config.db_pool_size)
-    if config.migrate:
-        db.create_all()
-    m = metrics.Metrics()
-    manager = build_lane_service(
-        config, db, dataplane, topology, clock, resolver=resolver, on_decision=m.decision, on_activation=m.activation
-    )
-    return AppParts(db, manager, m, clock)
-
-
-def create_app(
-    config: AppConfig | dict[str, Any] | None = None,
-    dataplane: Dataplane | None = None,
-    topology: Topology | None = None,
-    clock: Callable[[], float] | None = None,
-    resolver: Resolver | None = None,
-    parts: AppParts | None = None,
-) -> Flask:
-    """The app around ``parts`` (a process's builder, viplanes/cli/services.py, passes them);
-    without them, tests and demos get the same parts built by :func:`build_app_parts`."""
-    if config is None:
-        config = AppConfig()
-    elif isinstance(config, dict):
-        config = AppConfig(**config)
-    if topology is None:
-        topology = default_topology()
-    if dataplane is None:
-        from viplanes.dataplane.memory import MemoryDataplane
-
-        log.warning("no data plane given: lanes are only remembered in memory")
-        dataplane = MemoryDataplane()
-    if parts is None:
-        parts = build_app_parts(config, dataplane, topology, clock, resolver)
+def create_app(config: AppConfig, parts: AppParts) -> Flask:
+    """The app around ``parts``: it builds no lane service of its own, so every process serves
+    the one ``viplanes/cli/services.py`` built (tests too: ``tests/support/apps.py``)."""
     db, manager, m, clock = parts.db, parts.manager, parts.metrics, parts.clock
+    dataplane, topology = parts.dataplane, parts.topology
     TOKENS.ttl_s = config.token_cache_ttl_s  # one cache per process (authz/tokencache.py)
     m.watch_lanes(manager.counts_by_state)
     if manager.flow_costs is not None:

@@ -98,50 +98,50 @@ def parse_topology(data: Any, source: str = "<memory>") -> Topology:
     return _Parser(source).topology(data)
 
 
-class _Parser(FieldReader):
+class _Parser:
     """Walks the data once, noting problems with their field path; builds the model if none."""
 
     def __init__(self, source: str) -> None:
-        super().__init__(source)
+        self.fields = FieldReader(source)  # the file's field readers and the problems they noted
         self._switches: list[Switch] = []
         self.host_where: dict[str, str] = {}
         self.mb_where: dict[str, str] = {}
 
     # ---- the model --------------------------------------------------------------------------
     def topology(self, data: Any) -> Topology:
-        top = self.mapping(
+        top = self.fields.mapping(
             data,
             "",
             ("name", "lane_pool", "switches", "hosts", "edge"),
             ("description", "links", "middleboxes", "wan", "nat_router", "ipv6_flow_label", "ct_zone_base"),
         )
         if top is None:
-            raise TopologyError(self.problems)
-        name = self.text(top.get("name"), "name") if "name" in top else None
+            raise TopologyError(self.fields.problems)
+        name = self.fields.text(top.get("name"), "name") if "name" in top else None
         description = top.get("description", "")
         if not isinstance(description, str):
-            self.bad("description", f"expected a string, got {kind_of(description)}")
-        switches = self.items(top, "switches", self.switch)
+            self.fields.bad("description", f"expected a string, got {kind_of(description)}")
+        switches = self.fields.items(top, "switches", self.switch)
         if top.get("switches") in ([], None) and "switches" in top:
-            self.bad("switches", "at least one switch is needed")
+            self.fields.bad("switches", "at least one switch is needed")
         edge = self.edge(top["edge"]) if "edge" in top else None
-        middleboxes = self.items(top, "middleboxes", self.middlebox)
-        hosts = self.items(top, "hosts", self.host)
-        links = self.items(top, "links", self.link)
+        middleboxes = self.fields.items(top, "middleboxes", self.middlebox)
+        hosts = self.fields.items(top, "hosts", self.host)
+        links = self.fields.items(top, "links", self.link)
         pool = self.lane_pool(top["lane_pool"], edge) if "lane_pool" in top else None
-        wan = read_wan(self, top["wan"]) if top.get("wan") is not None else None
+        wan = read_wan(self.fields, top["wan"]) if top.get("wan") is not None else None
         if edge is not None:
             self.check_gateways(hosts, middleboxes, edge)
             self.check_direct_cables(middleboxes, edge)
         translators = ([edge.name] if edge is not None else []) + [mb.name for mb in middleboxes if mb.kind == "nat"]
-        nat_router = read_nat_router(self, top["nat_router"], translators) if "nat_router" in top else ""
-        flow_label = read_flow_label(self, top.get("ipv6_flow_label"))
+        nat_router = read_nat_router(self.fields, top["nat_router"], translators) if "nat_router" in top else ""
+        flow_label = read_flow_label(self.fields, top.get("ipv6_flow_label"))
         zone_base = top.get("ct_zone_base", CT_ZONE_BASE_DEFAULT)
         if pool is not None and (why := ct_zone_problem(zone_base, pool.prefix, len(hosts))) is not None:
-            self.bad("ct_zone_base", why)
-        if self.problems or name is None or edge is None or pool is None:
+            self.fields.bad("ct_zone_base", why)
+        if self.fields.problems or name is None or edge is None or pool is None:
             # every None above comes with a problem; the fallback keeps the error readable
-            raise TopologyError(self.problems or [f"{self.source}: incomplete topology"])
+            raise TopologyError(self.fields.problems or [f"{self.fields.source}: incomplete topology"])
         return Topology(
             name=name,
             switches=tuple(switches),
@@ -155,33 +155,33 @@ class _Parser(FieldReader):
             nat_router=nat_router,
             flow_label_experiments=flow_label,
             ct_zone_base=zone_base,
-            source=self.source,
+            source=self.fields.source,
         )
 
     def switch(self, item: Any, where: str) -> Switch | None:
-        sw = read_switch(self, item, where, self._switches)
+        sw = read_switch(self.fields, item, where, self._switches)
         if sw is not None:
             self._switches.append(sw)
         return sw
 
     def interface(self, value: Any, where: str, attach_required: bool) -> Interface | None:
         required = ("mac", "ip", "attach") if attach_required else ("mac", "ip")
-        m = self.mapping(value, where, required, ("ip6",) if attach_required else ("attach", "ip6"))
+        m = self.fields.mapping(value, where, required, ("ip6",) if attach_required else ("attach", "ip6"))
         if m is None:
             return None
-        mac = self.mac(m.get("mac"), f"{where}.mac") if "mac" in m else None
-        ip = self.iface_ip(m.get("ip"), f"{where}.ip") if "ip" in m else None
-        ip6 = self.iface_ip6(m["ip6"], f"{where}.ip6") if m.get("ip6") is not None else None
+        mac = self.fields.mac(m.get("mac"), f"{where}.mac") if "mac" in m else None
+        ip = self.fields.iface_ip(m.get("ip"), f"{where}.ip") if "ip" in m else None
+        ip6 = self.fields.iface_ip6(m["ip6"], f"{where}.ip6") if m.get("ip6") is not None else None
         if m.get("ip6") is not None and ip6 is None:
             return None
         attach = None
         if m.get("attach") is not None:
-            attach = self.portref(m["attach"], f"{where}.attach")
+            attach = self.fields.portref(m["attach"], f"{where}.attach")
             if attach is None:
                 return None
         elif attach_required:
             if "attach" in m:  # present but empty; a missing key was reported by mapping()
-                self.bad(f"{where}.attach", "expected \"SWITCH:PORT\" like \"s1:3\", got nothing")
+                self.fields.bad(f"{where}.attach", "expected \"SWITCH:PORT\" like \"s1:3\", got nothing")
             return None
         if mac is None or ip is None:
             return None
@@ -194,34 +194,34 @@ class _Parser(FieldReader):
 
     def routes(self, value: Any, where: str, legs: list[Interface]) -> tuple[Route, ...]:
         out: list[Route] = []
-        for i, item in enumerate(self.listing(value, where)):
+        for i, item in enumerate(self.fields.listing(value, where)):
             here = f"{where}[{i}]"
-            m = self.mapping(item, here, ("dst", "via"))
+            m = self.fields.mapping(item, here, ("dst", "via"))
             if m is None or "dst" not in m or "via" not in m:
                 continue
-            dst = self.network(m["dst"], f"{here}.dst")
-            via = self.address(m["via"], f"{here}.via")
+            dst = self.fields.network(m["dst"], f"{here}.dst")
+            via = self.fields.address(m["via"], f"{here}.via")
             if via is not None and legs and not any(via in leg.ip.network for leg in legs):
                 nets = ", ".join(str(leg.ip.network) for leg in legs)
-                self.bad(f"{here}.via", f"next hop {via} is in none of this node's subnets ({nets})")
+                self.fields.bad(f"{here}.via", f"next hop {via} is in none of this node's subnets ({nets})")
                 continue
             if dst is not None and via is not None:
                 out.append((dst, via))
         return tuple(out)
 
     def middlebox(self, item: Any, where: str) -> Middlebox | None:
-        m = self.mapping(item, where, ("name", "kind", "inside", "outside"), ("mbps", "routes"))
+        m = self.fields.mapping(item, where, ("name", "kind", "inside", "outside"), ("mbps", "routes"))
         if m is None:
             return None
-        name = self.name(m.get("name"), f"{where}.name") if "name" in m else None
-        kind = self.choice(m.get("kind"), f"{where}.kind", MIDDLEBOX_KINDS) if "kind" in m else None
-        mbps = self.number(m.get("mbps"), f"{where}.mbps", optional=True)
+        name = self.fields.name(m.get("name"), f"{where}.name") if "name" in m else None
+        kind = self.fields.choice(m.get("kind"), f"{where}.kind", MIDDLEBOX_KINDS) if "kind" in m else None
+        mbps = self.fields.number(m.get("mbps"), f"{where}.mbps", optional=True)
         inside = self.leg(m, where, "inside", attach_required=False)
         outside = self.leg(m, where, "outside", attach_required=False)
         legs = [leg for leg in (inside, outside) if leg is not None]
         routes = self.routes(m.get("routes"), f"{where}.routes", legs)
         if inside is not None and outside is not None and not (inside.attach or outside.attach):
-            self.bad(where, "neither leg is attached to a switch")
+            self.fields.bad(where, "neither leg is attached to a switch")
             return None
         if name is None or kind is None or inside is None or outside is None:
             return None
@@ -231,10 +231,10 @@ class _Parser(FieldReader):
         return Middlebox(name=name, kind=kind, inside=inside, outside=outside, mbps=mbps, routes=routes)
 
     def edge(self, item: Any) -> EdgeRouter | None:
-        m = self.mapping(item, "edge", ("name", "inside", "outside"), ("routes",))
+        m = self.fields.mapping(item, "edge", ("name", "inside", "outside"), ("routes",))
         if m is None:
             return None
-        name = self.name(m.get("name"), "edge.name") if "name" in m else None
+        name = self.fields.name(m.get("name"), "edge.name") if "name" in m else None
         inside = self.leg(m, "edge", "inside", attach_required=True)
         outside = self.leg(m, "edge", "outside", attach_required=False)
         legs = [leg for leg in (inside, outside) if leg is not None]
@@ -244,7 +244,7 @@ class _Parser(FieldReader):
         return EdgeRouter(name=name, inside=inside, outside=outside, routes=routes)
 
     def host(self, item: Any, where: str) -> Host | None:
-        m = self.mapping(
+        m = self.fields.mapping(
             item,
             where,
             ("name", "role", "mac", "ip", "gateway", "attach", "nic_mbps"),
@@ -252,21 +252,21 @@ class _Parser(FieldReader):
         )
         if m is None:
             return None
-        name = self.name(m.get("name"), f"{where}.name") if "name" in m else None
-        role = self.choice(m.get("role"), f"{where}.role", HOST_ROLES) if "role" in m else None
+        name = self.fields.name(m.get("name"), f"{where}.name") if "name" in m else None
+        role = self.fields.choice(m.get("role"), f"{where}.role", HOST_ROLES) if "role" in m else None
         iface = self.interface({k: m[k] for k in ("mac", "ip", "attach", "ip6") if k in m}, where, True)
         gateway6 = self.gateway6(m, where, iface)
-        gateway = self.address(m.get("gateway"), f"{where}.gateway") if "gateway" in m else None
-        nic = self.number(m.get("nic_mbps"), f"{where}.nic_mbps") if "nic_mbps" in m else None
-        cpu_cores = read_cpu_cores(self, m, where)
+        gateway = self.fields.address(m.get("gateway"), f"{where}.gateway") if "gateway" in m else None
+        nic = self.fields.number(m.get("nic_mbps"), f"{where}.nic_mbps") if "nic_mbps" in m else None
+        cpu_cores = read_cpu_cores(self.fields, m, where)
         if "cpu_cores" in m and cpu_cores is None:
             return None  # reported with its key
         if iface is not None and gateway is not None:
             if gateway not in iface.ip.network:
-                self.bad(f"{where}.gateway", f"{gateway} is not in the host's subnet {iface.ip.network}")
+                self.fields.bad(f"{where}.gateway", f"{gateway} is not in the host's subnet {iface.ip.network}")
                 gateway = None
             elif gateway == iface.ip.ip:
-                self.bad(f"{where}.gateway", "the gateway is the host's own address")
+                self.fields.bad(f"{where}.gateway", "the gateway is the host's own address")
                 gateway = None
         if name is None or role is None or iface is None or gateway is None or nic is None:
             return None
@@ -281,50 +281,50 @@ class _Parser(FieldReader):
         """``gateway6`` comes with ``ip6`` (and only with it), inside its subnet, not the host itself."""
         has_ip6, has_gw6 = m.get("ip6") is not None, m.get("gateway6") is not None
         if has_ip6 != has_gw6:
-            self.bad(f"{where}.{'gateway6' if has_ip6 else 'ip6'}", "ip6 and gateway6 go together")
+            self.fields.bad(f"{where}.{'gateway6' if has_ip6 else 'ip6'}", "ip6 and gateway6 go together")
             return None
         if not has_gw6 or iface is None or iface.ip6 is None:
             return None
-        gw = self.address6(m["gateway6"], f"{where}.gateway6")
+        gw = self.fields.address6(m["gateway6"], f"{where}.gateway6")
         if gw is not None and gw not in iface.ip6.network:
-            self.bad(f"{where}.gateway6", f"{gw} is not in the host's subnet {iface.ip6.network}")
+            self.fields.bad(f"{where}.gateway6", f"{gw} is not in the host's subnet {iface.ip6.network}")
             return None
         if gw is not None and gw == iface.ip6.ip:
-            self.bad(f"{where}.gateway6", "the gateway is the host's own address")
+            self.fields.bad(f"{where}.gateway6", "the gateway is the host's own address")
             return None
         return gw
 
     def link(self, item: Any, where: str) -> Link | None:
-        m = self.mapping(item, where, ("a", "b", "mbps"), ("bypass",))
+        m = self.fields.mapping(item, where, ("a", "b", "mbps"), ("bypass",))
         if m is None:
             return None
-        a = self.portref(m.get("a"), f"{where}.a") if "a" in m else None
-        b = self.portref(m.get("b"), f"{where}.b") if "b" in m else None
-        mbps = self.number(m.get("mbps"), f"{where}.mbps") if "mbps" in m else None
+        a = self.fields.portref(m.get("a"), f"{where}.a") if "a" in m else None
+        b = self.fields.portref(m.get("b"), f"{where}.b") if "b" in m else None
+        mbps = self.fields.number(m.get("mbps"), f"{where}.mbps") if "mbps" in m else None
         bypass = m.get("bypass", False)
         if not isinstance(bypass, bool):
-            self.bad(f"{where}.bypass", f"expected true or false, got {bypass!r}")
+            self.fields.bad(f"{where}.bypass", f"expected true or false, got {bypass!r}")
             return None
         if a is not None and b is not None and a.switch == b.switch:
-            self.bad(where, f"link connects switch {a.switch} to itself")
+            self.fields.bad(where, f"link connects switch {a.switch} to itself")
             return None
         if a is None or b is None or mbps is None:
             return None
         return Link(a=a, b=b, mbps=mbps, bypass=bypass)
 
     def lane_pool(self, item: Any, edge: EdgeRouter | None) -> LanePool | None:
-        m = self.mapping(item, "lane_pool", ("prefix", "mac"))
+        m = self.fields.mapping(item, "lane_pool", ("prefix", "mac"))
         if m is None:
             return None
-        prefix = self.network(m.get("prefix"), "lane_pool.prefix") if "prefix" in m else None
-        mac = self.mac(m.get("mac"), "lane_pool.mac") if "mac" in m else None
+        prefix = self.fields.network(m.get("prefix"), "lane_pool.prefix") if "prefix" in m else None
+        mac = self.fields.mac(m.get("mac"), "lane_pool.mac") if "mac" in m else None
         if prefix is not None and edge is not None:
             inside = edge.inside.ip.network
             if not prefix.subnet_of(inside):
-                self.bad("lane_pool.prefix", f"{prefix} is not inside the edge router's inside subnet {inside}")
-            for ip, owner in sorted(self.ips.items()):
+                self.fields.bad("lane_pool.prefix", f"{prefix} is not inside the edge router's inside subnet {inside}")
+            for ip, owner in sorted(self.fields.ips.items()):
                 if ip in prefix:
-                    self.bad("lane_pool.prefix", f"{prefix} contains {ip}, already used by {owner}")
+                    self.fields.bad("lane_pool.prefix", f"{prefix} contains {ip}, already used by {owner}")
         if prefix is None or mac is None:
             return None
         return LanePool(prefix=prefix, mac=mac)
@@ -342,7 +342,7 @@ class _Parser(FieldReader):
         for where, leg in loose:
             peers = [other for w, other in loose if w != where] + edge_loose
             if not any(leg.ip.network == other.ip.network for other in peers):
-                self.bad(
+                self.fields.bad(
                     where,
                     f"not attached to a switch, and no other unattached leg is in {leg.ip.network} to cable it to",
                 )
@@ -357,12 +357,12 @@ class _Parser(FieldReader):
             legs6 |= {leg.ip6.ip for leg in (edge.inside, edge.outside) if leg.ip6}
         for host in hosts:
             if host.gateway not in legs:
-                self.bad(
+                self.fields.bad(
                     f"{self.host_where[host.name]}.gateway",
                     f"{host.gateway} is not an address of a middlebox or the edge router",
                 )
             if host.gateway6 is not None and host.gateway6 not in legs6:
-                self.bad(
+                self.fields.bad(
                     f"{self.host_where[host.name]}.gateway6",
                     f"{host.gateway6} is not an ip6 address of a middlebox or the edge router",
                 )

@@ -22,13 +22,13 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
 
     from bench.harness.workload import flows, grant_body, lane_body
-    from viplanes.api.app import create_app
+    from tests.support.apps import make_app
     from viplanes.config import AppConfig
     from viplanes.dataplane.memory import MemoryDataplane
     from viplanes.store import records as store
 
     with tempfile.TemporaryDirectory(prefix="viplanes-profile-api-") as tmp:
-        app = create_app(AppConfig(db_url=f"sqlite:///{Path(tmp) / 'api.db'}"), dataplane=MemoryDataplane())
+        app = make_app(AppConfig(db_url=f"sqlite:///{Path(tmp) / 'api.db'}"), dataplane=MemoryDataplane())
         ctx = app.extensions["viplanes"]
         src = str(ctx.topology.host("desktop").iface.ip.ip)
         with ctx.db.write() as s:

@@ -37,13 +37,13 @@ GRANT: dict[str, Any] = {
 
 
 def run_mode(mode: str, cycles: int) -> dict[str, Any]:
-    from api.app import create_app
+    from tests.support.apps import make_app
     from viplanes.cli.serve import load_topology_option
     from viplanes.dataplane.memory import MemoryDataplane
     from viplanes.store import records as store
 
     url = f"sqlite:///{tempfile.mkdtemp()}/worker_gc.db"
-    app = create_app({"db_url": url}, dataplane=MemoryDataplane(), topology=load_topology_option(None))
+    app = make_app({"db_url": url}, dataplane=MemoryDataplane(), topology=load_topology_option(None))
     db = app.extensions["viplanes"].db
     with db.write() as s:
         store.create_principal(s, "root", "operator", time.time())

@@ -1,9 +1,9 @@
 """The os-ken app: binds what the runtime decides to live switches. It holds no flow logic.
 
-Events in -> ``LaneRuntime`` calls; ``LaneRuntime.send`` -> ``send_ofmsgs`` here (bind each
-message to the switch's live ``Datapath`` and queue it). The only packets it handles itself are
-punted ARP requests, answered with the frame ``proxyarp`` builds; punted cabling probes go to
-``LaneRuntime.probe_in``.
+Events in -> calls of one ``SwitchEvents`` (``events.py``: the ``LaneRuntime``, or a cluster
+node's ``RoleController``); its ``bind`` gets ``send_ofmsgs`` here (bind each message to the
+switch's live ``Datapath`` and queue it). The only packets it handles itself are punted ARP
+requests, answered with the frame ``proxyarp`` builds; punted cabling probes go to ``probe_in``.
 
 Only connections the listener admitted reach ``_switch_features`` (their certificate is
 authorized for the dpid, and no live connection holds it: ``admission.py``).
@@ -22,6 +22,7 @@ from os_ken.controller import ofp_event
 from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
 from os_ken.ofproto import ofproto_v1_3
 
+from viplanes.controller.openflow.events import SwitchEvents
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
 from viplanes.controller.runtime.links import port_is_up as _port_is_up
 
@@ -31,13 +32,12 @@ LOG = logging.getLogger("viplanes.controller")
 class VipLanesApp(app_manager.OSKenApp):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
 
-    def __init__(self, *args: Any, lane_runtime: LaneRuntime | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, switch_events: SwitchEvents | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.datapaths: dict[int, Any] = {}  # dpid -> live connection
-        self.runtime = lane_runtime if lane_runtime is not None else LaneRuntime(None)
-        self.runtime.send = self.send_ofmsgs
-        self.runtime.send_many = self.send_many
-        # flow stats decoded on the connection's thread reach ``runtime.on_flow_stats`` through
+        self.switch_events: SwitchEvents = switch_events if switch_events is not None else LaneRuntime(None)
+        self.switch_events.bind(self.send_ofmsgs, self.send_many)
+        # flow stats decoded on the connection's thread reach ``switch_events.on_flow_stats`` through
         # the listener (``handler.py``), not through this app
 
     def send_ofmsgs(self, dpid: int, ofmsgs: list[Any]) -> bool:
@@ -95,8 +95,8 @@ class VipLanesApp(app_manager.OSKenApp):
             )
             close = getattr(old, "shutdown", None) or old.close
             close()
-            self.runtime.switch_down(dpid)
-        self.runtime.switch_up(dpid)
+            self.switch_events.switch_down(dpid)
+        self.switch_events.switch_up(dpid)
 
     @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
     def _state_change(self, ev: Any) -> None:
@@ -105,57 +105,57 @@ class VipLanesApp(app_manager.OSKenApp):
         if ev.state == DEAD_DISPATCHER and dpid is not None and self.datapaths.get(dpid) is dp:
             del self.datapaths[dpid]
             LOG.info("switch disconnected dpid=%d", dpid)
-            self.runtime.switch_down(dpid)
+            self.switch_events.switch_down(dpid)
 
     # replies to what the runtime sent at connect time may come before os-ken moves to MAIN
     @set_ev_cls(ofp_event.EventOFPBarrierReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def _barrier_reply(self, ev: Any) -> None:
-        self.runtime.on_barrier_reply(ev.msg.datapath.id, ev.msg.xid)
+        self.switch_events.on_barrier_reply(ev.msg.datapath.id, ev.msg.xid)
 
     @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def _error(self, ev: Any) -> None:
         msg = ev.msg
         if msg.datapath.id is not None:
-            self.runtime.on_error(msg.datapath.id, msg.xid, msg.type, msg.code)
+            self.switch_events.on_error(msg.datapath.id, msg.xid, msg.type, msg.code)
 
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def _flow_stats(self, ev: Any) -> None:
         msg = ev.msg
         more = bool(msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE)
-        self.runtime.on_flow_stats(msg.datapath.id, msg.xid, list(msg.body), more)
+        self.switch_events.on_flow_stats(msg.datapath.id, msg.xid, list(msg.body), more)
 
     @set_ev_cls(ofp_event.EventOFPAggregateStatsReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def _aggregate_stats(self, ev: Any) -> None:
         msg = ev.msg  # one body: the drift probe's flow count (``drift.py``)
-        self.runtime.on_flow_stats(msg.datapath.id, msg.xid, [msg.body], False)
+        self.switch_events.on_flow_stats(msg.datapath.id, msg.xid, [msg.body], False)
 
     @set_ev_cls(ofp_event.EventOFPTableFeaturesStatsReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def _table_features(self, ev: Any) -> None:
         msg = ev.msg  # asked at connect (``runtime/switchfacts.py``); OVS answers in several parts
         more = bool(msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE)
-        self.runtime.on_flow_stats(msg.datapath.id, msg.xid, list(msg.body), more)
+        self.switch_events.on_flow_stats(msg.datapath.id, msg.xid, list(msg.body), more)
 
     @set_ev_cls(ofp_event.EventOFPMeterFeaturesStatsReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def _meter_features(self, ev: Any) -> None:
         msg = ev.msg
-        self.runtime.on_flow_stats(msg.datapath.id, msg.xid, list(msg.body), False)
+        self.switch_events.on_flow_stats(msg.datapath.id, msg.xid, list(msg.body), False)
 
     @set_ev_cls(ofp_event.EventOFPFlowRemoved, MAIN_DISPATCHER)
     def _flow_removed(self, ev: Any) -> None:
         msg = ev.msg
-        self.runtime.on_flow_removed(msg.datapath.id, msg.cookie, msg.reason)
+        self.switch_events.on_flow_removed(msg.datapath.id, msg.cookie, msg.reason)
 
     @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def _port_desc(self, ev: Any) -> None:
         msg = ev.msg  # asked at connect (``LaneRuntime.read_ports``); os-ken's own ask is ignored
         more = bool(msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE)
-        self.runtime.on_flow_stats(msg.datapath.id, msg.xid, list(msg.body), more)
+        self.switch_events.on_flow_stats(msg.datapath.id, msg.xid, list(msg.body), more)
 
     @set_ev_cls(ofp_event.EventOFPGroupDescStatsReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def _group_desc(self, ev: Any) -> None:
         msg = ev.msg  # asked by reconcile (``Wire.group_descs``): the lanes' fast-failover groups
         more = bool(msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE)
-        self.runtime.on_flow_stats(msg.datapath.id, msg.xid, list(msg.body), more)
+        self.switch_events.on_flow_stats(msg.datapath.id, msg.xid, list(msg.body), more)
 
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
     def _packet_in(self, ev: Any) -> None:
@@ -163,9 +163,9 @@ class VipLanesApp(app_manager.OSKenApp):
         dp = msg.datapath
         data = bytes(msg.data or b"")
         in_port = msg.match.get("in_port")
-        if in_port is not None and dp.id is not None and self.runtime.probe_in(dp.id, in_port, data):
+        if in_port is not None and dp.id is not None and self.switch_events.probe_in(dp.id, in_port, data):
             return  # a cabling probe (``runtime/prober.py``)
-        reply = self.runtime.arp_reply(data)
+        reply = self.switch_events.arp_reply(data)
         if reply is None or in_port is None:
             return
         parser, ofp = dp.ofproto_parser, dp.ofproto
@@ -193,7 +193,7 @@ class VipLanesApp(app_manager.OSKenApp):
             desc.config,
         )
         if dpid is not None:
-            self.runtime.port_status(dpid, desc.port_no, port_is_up(msg.reason, desc.state, desc.config))
+            self.switch_events.port_status(dpid, desc.port_no, port_is_up(msg.reason, desc.state, desc.config))
 
 
 def port_is_up(reason: int, state: int, config: int) -> bool:

@@ -21,7 +21,8 @@ from viplanes.controller.openflow.listener import OpenFlowServer
 from viplanes.controller.openflow.server import FlowStatsHook
 
 if TYPE_CHECKING:
-    from viplanes.controller.runtime.lane_runtime import LaneRuntime
+    from viplanes.controller.openflow.events import SwitchEvents
+    from viplanes.controller.runtime.refusals import RefusalLog
 
 LOG = logging.getLogger("viplanes.controller.openflow.server")
 
@@ -37,17 +38,18 @@ class GuardedOFPHandler(OFPHandler):
         *args: Any,
         of_security: ListenerSecurity | None = None,
         of_handshakes: HandshakeGauge | None = None,
-        lane_runtime: LaneRuntime | None = None,
+        switch_events: SwitchEvents | None = None,
+        of_refusals: RefusalLog | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
-        # flow-stats replies decoded on the connection's thread go straight to the runtime
-        self.flow_stats_hook: FlowStatsHook | None = lane_runtime.on_flow_stats if lane_runtime is not None else None
+        # flow-stats replies decoded on the connection's thread go straight to the events' owner
+        self.flow_stats_hook: FlowStatsHook | None = switch_events.on_flow_stats if switch_events is not None else None
         self.server: OpenFlowServer | None = None
         self.security = of_security or ListenerSecurity(tls=None)
         self.handshakes = of_handshakes  # the runtime's: its reconciles wait for handshakes
         # the runtime's too: /readyz names the switches refused lately (refusals.py)
-        self.refusals = lane_runtime.refusals if lane_runtime is not None else None
+        self.refusals = of_refusals
 
     def start(self) -> Any:
         app_manager.OSKenApp.start(self)

@@ -10,6 +10,11 @@ switch, whatever it believes. Either error makes this controller step down at on
 Only the master sends flow-mods, reconciles and probes drift. A new master reconciles every switch
 by cookie without wiping (``reconcile_switch``), so a failover deletes or re-adds no lane flow.
 The lease is the entry point's; this class only hears ``set_role(master, epoch)``.
+
+``RoleController`` holds the node's ``LaneRuntime`` and is the ``SwitchEvents`` the os-ken glue
+and the embedded controller's periodic rounds call (``events.py``): the events it answers
+role-aware (a switch's connect, an error that deposes us, the refresh and drift rounds) are its
+own, the rest it passes to the runtime. The node's ``EmbeddedController`` holds the same runtime.
 """
 
 from __future__ import annotations
@@ -24,9 +29,10 @@ from typing import Any
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
-from viplanes.controller.openflow.embedded import EmbeddedController
 from viplanes.controller.runtime import ctlimits
+from viplanes.controller.runtime.lane_runtime import LaneRuntime
 from viplanes.controller.runtime.lanestats import read_all_lane_counters
+from viplanes.controller.runtime.switches import Send, SendMany
 from viplanes.domain.values import LaneCounters
 
 LOG = logging.getLogger("viplanes.controller.openflow.roles")
@@ -46,19 +52,31 @@ def deposes(err_type: int, code: int) -> bool:
     )
 
 
-class RoleController(EmbeddedController):
-    """An EmbeddedController that writes to switches only while it is master."""
+class RoleController:
+    """The switches' events of a cluster's node: it lets its runtime write only while master."""
 
-    def __init__(self, *args: Any, on_deposed: Callable[[int], None] | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.is_master = False  # the wire (``Wire.stage``) refuses flow-mods while False
+    def __init__(self, runtime: LaneRuntime, on_deposed: Callable[[int], None] | None = None) -> None:
+        self.runtime = runtime
+        runtime.is_master = False  # the wire (``Wire.stage``) refuses flow-mods while False
         self.epoch = 0
         self.on_deposed = on_deposed
         self._role_lock = threading.Lock()
 
+    @property
+    def is_master(self) -> bool:
+        """MASTER on the switches and, on a node, the lease still valid (``gate_writes``)."""
+        return self.runtime.is_master
+
+    @is_master.setter
+    def is_master(self, master: bool) -> None:
+        self.runtime.is_master = master
+
+    def readiness(self) -> dict[str, Any]:
+        return self.runtime.readiness()
+
     def all_lane_counters(self) -> dict[int, LaneCounters]:
         """Every carried lane's counters, for the cluster's status reporter (``cluster/reports.py``)."""
-        return read_all_lane_counters(self)
+        return read_all_lane_counters(self.runtime)
 
     def openflow_role(self) -> str:
         """MASTER while the lease is ours and no switch deposed us, else SLAVE (``set_role``)."""
@@ -71,32 +89,34 @@ class RoleController(EmbeddedController):
             self.epoch = epoch
             if not master:
                 self.is_master = False
-            errors = {dpid: self._send_role(dpid, master, epoch) for dpid in sorted(self.connected)}
+            errors = {dpid: self._send_role(dpid, master, epoch) for dpid in sorted(self.runtime.connected)}
             refused = [dpid for dpid, err in errors.items() if err and "STALE" in err]
             if master and refused:
-                LOG.warning("epoch %d is stale on %s: another controller leads", epoch, self.switch_name(refused[0]))
+                name = self.runtime.switch_name(refused[0])
+                LOG.warning("epoch %d is stale on %s: another controller leads", epoch, name)
                 self._step_down()
                 return
             if master:
                 self.is_master = True
         LOG.info("role %s (generation %d) on %d switches", "MASTER" if master else "SLAVE", epoch, len(errors))
         if master:
-            for dpid in sorted(self.connected):
-                self.spawn(functools.partial(self.reconcile_switch, dpid))
+            for dpid in sorted(self.runtime.connected):
+                self.runtime.spawn(functools.partial(self.runtime.reconcile_switch, dpid))
 
     def _send_role(self, dpid: int, master: bool, epoch: int) -> str | None:
         """Send one role request + barrier and wait: None, or the switch's refusal."""
+        rt = self.runtime
         msg = role_request(master, epoch)
-        msg.set_xid(self._xid())
+        msg.set_xid(rt.state.xid())
         barrier = parser.OFPBarrierRequest(None)
-        barrier.set_xid(self._xid())
-        batch = self.tracker.expect_barrier(dpid, [msg.xid], barrier.xid)
-        if not self.send(dpid, [msg, barrier]):
-            self.tracker.forget(batch)
-            return f"{self.switch_name(dpid)} not connected"
+        barrier.set_xid(rt.state.xid())
+        batch = rt.tracker.expect_barrier(dpid, [msg.xid], barrier.xid)
+        if not rt.send(dpid, [msg, barrier]):
+            rt.tracker.forget(batch)
+            return f"{rt.switch_name(dpid)} not connected"
         if not batch.wait(time.monotonic() + ROLE_WAIT_S):
-            self.tracker.forget(batch)
-            return f"{self.switch_name(dpid)} did not confirm its role"
+            rt.tracker.forget(batch)
+            return f"{rt.switch_name(dpid)} did not confirm its role"
         if batch.errors and any(deposes(t, c) for _, t, c in batch.errors):
             return "OFPRRFC_STALE"
         return batch.error
@@ -108,12 +128,13 @@ class RoleController(EmbeddedController):
         if self.on_deposed is not None:
             self.on_deposed(self.epoch)
 
-    # ---- switches and periodic work ------------------------------------------------------------
+    # ---- the switches' events (``events.py:SwitchEvents``) -------------------------------------
     def switch_up(self, dpid: int) -> None:
-        self.connected.add(dpid)
-        self.spawn(lambda: self._greet(dpid))
-        self.learn_features(dpid)  # reading, not writing: a standby asks too
-        self.spawn(lambda: ctlimits.apply_zone_limits(self.topology, dpid))  # beside OpenFlow
+        rt = self.runtime
+        rt.connected.add(dpid)
+        rt.spawn(lambda: self._greet(dpid))
+        rt.learn_features(dpid)  # reading, not writing: a standby asks too
+        rt.spawn(lambda: ctlimits.apply_zone_limits(rt.topology, dpid))  # beside OpenFlow
 
     def _greet(self, dpid: int) -> None:
         """A new connection learns our role first; only the master then reconciles it."""
@@ -123,18 +144,43 @@ class RoleController(EmbeddedController):
         if master and err == "OFPRRFC_STALE":
             self._step_down()
         elif master:
-            self.reconcile_switch(dpid)
+            self.runtime.reconcile_switch(dpid)
         else:
-            self.reconciled.pop(dpid, None)
+            self.runtime.reconciled.pop(dpid, None)
 
     def on_error(self, dpid: int, xid: int, err_type: int, code: int) -> None:
         if deposes(err_type, code) and self.is_master:
             self._step_down()
-        super().on_error(dpid, xid, err_type, code)
+        self.runtime.on_error(dpid, xid, err_type, code)
 
     def check_drift(self, timeout_s: float = 2.0) -> list[int]:
-        return super().check_drift(timeout_s) if self.is_master else []
+        return self.runtime.check_drift(timeout_s) if self.is_master else []
 
     def reconcile_all(self) -> None:
         if self.is_master:
-            super().reconcile_all()
+            self.runtime.reconcile_all()
+
+    # the events a role does not change: the runtime's own answer
+    def bind(self, send: Send, send_many: SendMany | None) -> None:
+        self.runtime.bind(send, send_many)
+
+    def switch_down(self, dpid: int) -> None:
+        self.runtime.switch_down(dpid)
+
+    def port_status(self, dpid: int, port: int, up: bool) -> None:
+        self.runtime.port_status(dpid, port, up)
+
+    def on_barrier_reply(self, dpid: int, xid: int) -> None:
+        self.runtime.on_barrier_reply(dpid, xid)
+
+    def on_flow_stats(self, dpid: int, xid: int, body: list[Any], more: bool) -> None:
+        self.runtime.on_flow_stats(dpid, xid, body, more)
+
+    def on_flow_removed(self, dpid: int, cookie: int, reason: int) -> None:
+        self.runtime.on_flow_removed(dpid, cookie, reason)
+
+    def probe_in(self, dpid: int, port: int, frame: bytes) -> bool:
+        return self.runtime.probe_in(dpid, port, frame)
+
+    def arp_reply(self, frame: bytes) -> bytes | None:
+        return self.runtime.arp_reply(frame)

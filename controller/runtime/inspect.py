@@ -8,6 +8,7 @@ differ from the database). Uses only LaneRuntime's public surface (``connected``
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
 from typing import Any
 
 from viplanes.controller.compile import reconcile
@@ -35,8 +36,9 @@ class ControllerInspector:
     """Wraps a LaneRuntime (the embedded controller) for the console: its ``switch_view``,
     a :class:`viplanes.domain.inspection.SwitchView`."""
 
-    def __init__(self, runtime: Any) -> None:
+    def __init__(self, runtime: Any, openflow_role: Callable[[], str]) -> None:
         self.runtime = runtime
+        self.openflow_role = openflow_role  # the runtime's (EQUAL) or a cluster node's roles'
 
     def _name(self, dpid: int) -> tuple[str, str]:
         topo = self.runtime.topology
@@ -61,7 +63,7 @@ class ControllerInspector:
                 else f"kept {plan.kept}, added {len(plan.adds)}, deleted {len(plan.deletes)}, "
                 f"refreshed {len(plan.refreshes)}, meters {len(plan.meters)}"
             )
-            of_role = self.runtime.openflow_role() if up else "—"
+            of_role = self.openflow_role() if up else "—"
             out.append(SwitchRow(dpid, name, role, of_role, up, None if flows is None else len(flows), last))
         return out
 

@@ -12,7 +12,9 @@ one), ``resync.Resync`` (reconcile and refresh), ``drift.DriftWatch`` (the perio
 and ``readiness.SwitchReadiness``. This class wires them together and answers the app's events.
 
 ``EmbeddedController`` (``controller/openflow/embedded.py``) is the in-process default behind
-``viplanes serve``: a LaneRuntime plus the os-ken apps listening on (host, port).
+``viplanes serve``: it holds a LaneRuntime and runs the os-ken apps listening on (host, port);
+a cluster's ``RoleController`` (``roles.py``) holds one too and answers the switches' events
+role-aware. Neither subclasses this class.
 
 Concurrency: a change (activation, removal) holds ``state.change`` from its compile to its last
 barrier; a reconcile reads and compares without it and applies its plan under it, minus the
@@ -31,15 +33,15 @@ from typing import Any
 
 from os_ken.ofproto import ofproto_v1_3 as ofp
 
-from viplanes.controller.compile import lane as compiler
 from viplanes.controller.compile import proxyarp, reconcile
-from viplanes.controller.compile.cookies import EXACT_MASK, lane_cookie, lane_id_from_cookie
+from viplanes.controller.compile.cookies import lane_id_from_cookie
 from viplanes.controller.openflow.handshakes import HandshakeGauge
 from viplanes.controller.runtime import ctlimits
 from viplanes.controller.runtime.batch import Changes
 from viplanes.controller.runtime.carried import CarriedLanes
 from viplanes.controller.runtime.drift import DriftWatch, Range
 from viplanes.controller.runtime.inspect import ControllerInspector
+from viplanes.controller.runtime.lanestats import read_lane_counters
 from viplanes.controller.runtime.links import LinkBook, LinkSettings, LinkView
 from viplanes.controller.runtime.pending import Tracker
 from viplanes.controller.runtime.prober import LinkProbes, is_probe
@@ -51,7 +53,7 @@ from viplanes.controller.runtime.switches import SWITCH_WAIT_S, Send, SendMany, 
 from viplanes.controller.runtime.switchfacts import FactBook, ask_features, learn_full
 from viplanes.controller.runtime.watching import watch_counts
 from viplanes.controller.runtime.wire import Tolerate, Wire, error_reason, never
-from viplanes.dataplane.base import DataplaneDefaults, DesiredLanes, PlaneCapabilities
+from viplanes.dataplane.base import DesiredLanes, PlaneCapabilities
 from viplanes.domain.clock import SteadyClock
 from viplanes.domain.inspection import SwitchView
 from viplanes.domain.switchfacts import SwitchFacts
@@ -63,7 +65,10 @@ WORKER_THREAD = "viplanes-worker"  # reconciles spawned on a switch's connect
 __all__ = ["SWITCH_WAIT_S", "LaneRuntime", "Send", "SendMany", "error_reason"]
 
 
-class LaneRuntime(DataplaneDefaults):
+class LaneRuntime:
+    """The :class:`~viplanes.dataplane.base.Dataplane` of the switches this process reaches, and
+    the plain answer to their events (``controller/openflow/events.py:SwitchEvents``)."""
+
     # ``activate_many``: one barrier per switch for a whole round; ``begin_deactivate`` sends the
     # deletes before the end is committed
     capabilities = PlaneCapabilities(batches=True, removes_early=True)
@@ -107,7 +112,24 @@ class LaneRuntime(DataplaneDefaults):
 
     def switch_view(self) -> SwitchView:
         """The console's view of these switches (``inspect.py``)."""
-        return ControllerInspector(self)
+        return ControllerInspector(self, self.openflow_role)
+
+    def bind(self, send: Send, send_many: SendMany | None) -> None:
+        """The os-ken app's writers (``app.py``); unit tests set ``send`` to a fake instead."""
+        self.state.send, self.state.send_many = send, send_many
+
+    # ---- the members of the Dataplane seam with nothing to do in the runtime itself ----------
+    def expect_wake(self, payload: str) -> None:
+        return None  # nothing waits for another process's answer
+
+    def openflow_transport(self) -> str | None:
+        return None  # no listener of its own: ``EmbeddedController`` answers for its listener
+
+    def start(self) -> None:
+        return None  # the listener's (``EmbeddedController.start``)
+
+    def stop(self) -> None:
+        return None
 
     # ---- the shared state, as the app, the lane service and tests name it ----------------------
     @property
@@ -235,29 +257,7 @@ class LaneRuntime(DataplaneDefaults):
         self.changes.queue_removals(lane_ids)
 
     def counters(self, lane_id: int, timeout_s: float = 2.0) -> LaneCounters | None:
-        lane = self.lanes.get(lane_id)
-        if lane is None or self.topology is None:
-            return None
-        try:
-            ingress = compiler.lane_ingress_ports(lane, self.topology)
-        except ValueError:
-            return None
-        by_dpid: dict[int, set[int]] = {}
-        for dpid, port in ingress:
-            by_dpid.setdefault(dpid, set()).add(port)
-        forward = compiler.lane_forward_ingress(lane, self.topology)
-        packets = octets = forward_octets = 0
-        for dpid, ports in by_dpid.items():
-            stats = self.flow_stats(dpid, lane_cookie(lane_id), EXACT_MASK, timeout_s)
-            if stats is None:
-                return None
-            for entry in stats:  # table 1 (conntrack replies) sees the reverse packets again
-                if entry.table_id == 0 and entry.match.get("in_port") in ports:
-                    packets += entry.packet_count
-                    octets += entry.byte_count
-                    if (dpid, entry.match.get("in_port")) == forward:
-                        forward_octets += entry.byte_count
-        return LaneCounters(packets=packets, bytes=octets, forward_bytes=forward_octets)
+        return read_lane_counters(self, lane_id, timeout_s)
 
     def flow_stats(self, dpid: int, cookie: int, cookie_mask: int, timeout_s: float = 2.0) -> list[Any] | None:
         """The switch's flows in a cookie range, or None (not connected, error, timeout)."""

@@ -1,6 +1,7 @@
 """Every carried lane's packet/byte counters at once: one flow-stats request per switch.
 
-``LaneRuntime.counters`` answers one lane with one request per ingress switch, which is right for
+``read_lane_counters`` (``LaneRuntime.counters``) answers one lane with one request per ingress
+switch, which is right for
 ``GET /lanes/<id>/stats`` in the one-process mode. The split deployment's master publishes all
 lanes' counters every few seconds (``viplanes.cluster.reports``); asking per lane would cost N
 requests per round, so here each switch is asked once for every lane flow (the lane cookie
@@ -14,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from viplanes.controller.compile import lane as compiler
-from viplanes.controller.compile.cookies import ALL_LANE_FLOWS, lane_id_from_cookie
+from viplanes.controller.compile.cookies import ALL_LANE_FLOWS, EXACT_MASK, lane_cookie, lane_id_from_cookie
 from viplanes.domain.values import LaneCounters, LaneSpec
 from viplanes.topologies.model import Topology
 
@@ -69,3 +70,31 @@ def read_all_lane_counters(plane: StatsSource, timeout_s: float = 2.0) -> dict[i
     dpids = sorted({dpid for pairs in ingress.values() for dpid, _ in pairs})
     stats = {dpid: plane.flow_stats(dpid, *ALL_LANE_FLOWS, timeout_s=timeout_s) for dpid in dpids}
     return sum_lane_counters(ingress, stats)
+
+
+def read_lane_counters(plane: StatsSource, lane_id: int, timeout_s: float = 2.0) -> LaneCounters | None:
+    """One lane's counters, one request per ingress switch; None when a switch did not answer.
+    ``forward_bytes``: the bytes entering at the lane's forward ingress (its source's side)."""
+    lane = plane.lanes.get(lane_id)
+    if lane is None or plane.topology is None:
+        return None
+    try:
+        ingress = compiler.lane_ingress_ports(lane, plane.topology)
+    except ValueError:
+        return None
+    by_dpid: dict[int, set[int]] = {}
+    for dpid, port in ingress:
+        by_dpid.setdefault(dpid, set()).add(port)
+    forward = compiler.lane_forward_ingress(lane, plane.topology)
+    packets = octets = forward_octets = 0
+    for dpid, ports in by_dpid.items():
+        stats = plane.flow_stats(dpid, lane_cookie(lane_id), EXACT_MASK, timeout_s)
+        if stats is None:
+            return None
+        for entry in stats:  # table 1 (conntrack replies) sees the reverse packets again
+            if entry.table_id == 0 and entry.match.get("in_port") in ports:
+                packets += entry.packet_count
+                octets += entry.byte_count
+                if (dpid, entry.match.get("in_port")) == forward:
+                    forward_octets += entry.byte_count
+    return LaneCounters(packets=packets, bytes=octets, forward_bytes=forward_octets)

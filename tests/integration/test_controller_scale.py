@@ -33,6 +33,7 @@ def test_restarted_controller_keeps_thousands_of_flows(record_property) -> None:
     if problem:
         pytest.fail(problem, pytrace=False)
     from viplanes.controller.openflow.embedded import EmbeddedController
+    from viplanes.controller.runtime.lane_runtime import LaneRuntime
     from viplanes.domain.values import LaneSpec
     from viplanes.lab.net import build_network
     from viplanes.topologies.loader import load_topology
@@ -45,14 +46,14 @@ def test_restarted_controller_keeps_thousands_of_flows(record_property) -> None:
         for i in range(1, N_LANES + 1)
     ]
     port = free_port()
-    first = EmbeddedController(topo, port=port, refresh_period_s=3600, security=lab_security(topo))
+    first = EmbeddedController(LaneRuntime(topo), port=port, refresh_period_s=3600, security=lab_security(topo))
     first.attach_source(lambda: lanes)
     first.start()
     lab = second = None
     try:
         t0 = time.perf_counter()
         lab = build_network(topo, "127.0.0.1", port, shape=False)
-        assert _wait(lambda: len(first.reconciled) == 4, 120)
+        assert _wait(lambda: len(first.runtime.reconciled) == 4, 120)
         install_s = time.perf_counter() - t0
         from os_ken.ofproto import ofproto_v1_3_parser as parser
 
@@ -68,19 +69,19 @@ def test_restarted_controller_keeps_thousands_of_flows(record_property) -> None:
         per_lane = flows(compile_lane(lanes[0], topo, now)[3])
         shared = flows(compile_shared(topo, lanes[:1]).get(3, []))
         assert per_lane == 6
-        assert len(first.reconciled[3].adds) == per_lane * N_LANES + base + shared
+        assert len(first.runtime.reconciled[3].adds) == per_lane * N_LANES + base + shared
         s3 = lab.switch("s3")
         dump = f"ovs-ofctl -O OpenFlow13 dump-flows {lab.bridge('s3')}"
         before = s3.cmd(f"{dump} cookie=0x5650000000000001/-1")
         first.stop()
         time.sleep(1.0)
-        second = EmbeddedController(topo, port=port, refresh_period_s=3600, security=lab_security(topo))
+        second = EmbeddedController(LaneRuntime(topo), port=port, refresh_period_s=3600, security=lab_security(topo))
         second.attach_source(lambda: lanes)
         t0 = time.perf_counter()
         second.start()
-        assert _wait(lambda: len(second.reconciled) == 4, 120)
+        assert _wait(lambda: len(second.runtime.reconciled) == 4, 120)
         restart_s = time.perf_counter() - t0
-        plan = second.reconciled[3]
+        plan = second.runtime.reconciled[3]
         assert plan.kept == per_lane * N_LANES + base + shared
         assert not (plan.adds or plan.deletes or plan.refreshes)
         after = s3.cmd(f"{dump} cookie=0x5650000000000001/-1")

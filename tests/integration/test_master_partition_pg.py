@@ -30,7 +30,9 @@ from tests.support.procs import wait_for
 from tests.support.tcpproxy import freezable_proxy
 from viplanes.cluster.leader import LeaderLease
 from viplanes.cluster.node import ControllerNode
+from viplanes.controller.openflow.embedded import EmbeddedController
 from viplanes.controller.openflow.roles import RoleController
+from viplanes.controller.runtime.lane_runtime import LaneRuntime
 from viplanes.lanes.manager import LaneManager
 from viplanes.store.db import Database
 from viplanes.topologies.loader import load_topology
@@ -72,15 +74,17 @@ def test_a_master_cut_off_from_the_database_stops_writing_at_its_deadline(pg_clu
     with freezable_proxy(pg_cluster.port) as proxy:
         master_db = Database(url.replace(f":{pg_cluster.port}/", f":{proxy.port}/"), pool_size=3)
         standby_db = Database(url, pool_size=2)
-        plane = RoleController(topo)
-        plane.spawn = lambda fn: fn()  # reconciles inline: the test sees their writes at once
+        runtime = LaneRuntime(topo)
+        runtime.spawn = lambda fn: fn()  # reconciles inline: the test sees their writes at once
+        roles = RoleController(runtime)
+        plane = EmbeddedController(runtime, events=roles)  # never started: the fake switches' send
         switches = FakeSwitches(topo, clock=time.time)  # type: ignore[arg-type]
-        switches.attach(plane)
+        switches.attach(runtime)
         counted = CountedSwitches(switches)
-        plane.send = counted.send
+        runtime.send = counted.send
         manager = LaneManager(master_db, plane, topo)
         plane.attach_source(manager.desired_lanes)
-        node = ControllerNode(master_db, plane, manager, tick_s=0.2)
+        node = ControllerNode(master_db, plane, manager, tick_s=0.2, roles=roles)
         standby = LeaderLease(standby_db, "standby")
         try:
             node.lease.start()
@@ -98,9 +102,9 @@ def test_a_master_cut_off_from_the_database_stops_writing_at_its_deadline(pg_clu
             # every write path of the master, just after its deadline
             paths = [
                 lambda: plane.activate(spec(7, now=time.time(), dst_port=9007)),
-                plane.check_drift,
-                lambda: plane.reconcile_switch(1),
-                plane.reconcile_all,
+                roles.check_drift,
+                lambda: runtime.reconcile_switch(1),
+                roles.reconcile_all,
                 node.sweep,
             ]
             threads = [in_thread(p) for p in paths]

@@ -88,7 +88,7 @@ def master(pg_split, topo) -> Iterator[tuple[World, str, ControllerNode, MasterP
     world, url = pg_split
     ctl_db = Database(url)
     plane = MasterPlane()
-    node = ControllerNode(ctl_db, plane, LaneManager(ctl_db, plane, topo, world.clock))
+    node = ControllerNode(ctl_db, plane, LaneManager(ctl_db, plane, topo, world.clock), roles=plane)
     try:
         yield world, url, node, plane
     finally:

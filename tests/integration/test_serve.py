@@ -79,11 +79,11 @@ def test_serve_refuses_bad_options(tmp_path):
 
 def test_200_simultaneous_http_requests_quota_5(serve_db, tmp_path, record_property):
     """Through a real threaded API server (cheroot): exactly 5 lanes, every other answer a 409."""
+    from tests.support.apps import make_app
     from tests.support.live import LiveServer
-    from viplanes.api.app import create_app
     from viplanes.dataplane.memory import MemoryDataplane
 
-    app = create_app({"db_url": serve_db, "db_pool_size": 20}, dataplane=MemoryDataplane())
+    app = make_app({"db_url": serve_db, "db_pool_size": 20}, dataplane=MemoryDataplane())
     server = LiveServer(app, threads=16)
     try:
         op = bootstrap(serve_db)

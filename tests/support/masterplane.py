@@ -8,10 +8,15 @@ from viplanes.dataplane.memory import MemoryDataplane
 
 
 class MasterPlane(MemoryDataplane):
-    """What the node needs of ``RoleController``: the carried lanes, master, batch removals."""
+    """What the node needs of its plane (``EmbeddedController``: the carried lanes, batch
+    removals) and of its roles (``RoleController``: master, the epoch): one double for both."""
 
     is_master = True
+    epoch = 0
     on_deposed: Any = None
+
+    def all_lane_counters(self) -> dict[int, Any]:
+        return {}
 
     @property
     def lanes(self) -> dict[int, Any]:

@@ -53,10 +53,10 @@ GRANT = {
 
 
 def make_world(url: str, clock: FakeClock, dataplane: MemoryDataplane, topo: Topology) -> World:
-    from viplanes.api.app import create_app
+    from tests.support.apps import make_app
     from viplanes.store import records as store
 
-    app = create_app({"db_url": url}, dataplane=dataplane, topology=topo, clock=clock)
+    app = make_app({"db_url": url}, dataplane=dataplane, topology=topo, clock=clock)
     db = app.extensions["viplanes"].db
     tokens: dict[str, str] = {}
     grants: dict[str, int] = {}
@@ -74,9 +74,9 @@ NAME = "s3.cloud.example"  # the DNS name the lane-set tests resolve
 def make(url: str, clock: FakeClock, plane: Any, topo: Topology, resolver: StaticResolver, **config: Any) -> World:
     """An app with ``resolver``: root, and alice with a grant wide enough for destination sets
     (IPv4 and IPv6 prefixes, port ranges); the lane-set tests' world."""
-    from viplanes.api.app import create_app
+    from tests.support.apps import make_app
 
-    app = create_app({"db_url": url, **config}, dataplane=plane, topology=topo, clock=clock, resolver=resolver)
+    app = make_app({"db_url": url, **config}, dataplane=plane, topology=topo, clock=clock, resolver=resolver)
     db = app.extensions["viplanes"].db
     tokens, grants = {}, {}
     with db.write() as s:

@@ -61,12 +61,11 @@ def run(
     security = listener_security(pki_dir, insecure_tcp, switch_cert_pins, topology)
     configure(log_format, log_level, sys.stdout)
     from viplanes.cli.openflow_options import link_settings
-    from viplanes.controller.openflow.embedded import EmbeddedController
+    from viplanes.controller.openflow.embedded import EmbeddedController, embedded_runtime
 
-    learn = services.load(api=False).learn_features
-    plane = EmbeddedController(
-        topology, host=host, port=port, security=security, learn_features=learn, links=link_settings()
-    )
+    ps = services.load(api=False)
+    runtime = embedded_runtime(topology, learn_features=ps.learn_features, links=link_settings(ps.env))
+    plane = EmbeddedController(runtime, host=host, port=port, security=security)
     try:
         plane.start()
     except RuntimeError as exc:
@@ -144,6 +143,7 @@ def cluster(
 
     from viplanes.cli.serve import load_topology_option
     from viplanes.cluster.node import ControllerNode
+    from viplanes.controller.openflow.embedded import EmbeddedController, embedded_runtime
     from viplanes.controller.openflow.roles import RoleController
     from viplanes.domain.clock import SteadyClock
     from viplanes.store.db import Database
@@ -166,15 +166,18 @@ def cluster(
     from viplanes.cli.openflow_options import link_settings
 
     # the link options it was given (hold-down, cabling probes), as serve and `controller run` do
-    plane = RoleController(topology, host=host, port=port, security=security, clock=clock, links=link_settings())
+    runtime = embedded_runtime(topology, clock=clock, links=link_settings(ps.env))
+    roles = RoleController(runtime)  # the switches' events, role-aware; the listener's below
+    plane = EmbeddedController(runtime, host=host, port=port, events=roles, security=security)
     manager = services.lane_service(ps, db, plane, topology, clock)
     plane.attach_source(manager.desired_lanes)
-    node = ControllerNode(db, plane, manager, tick_s, automation=services.automation_role(ps, manager, topology, clock))
+    automation = services.automation_role(ps, manager, topology, clock)
+    node = ControllerNode(db, plane, manager, tick_s, automation=automation, roles=roles)
     retention = services.retention_runner(ps, db)
     metrics = None
     try:
         if metrics_at is not None:
-            metrics = _serve_metrics(metrics_at, plane, node.automation, metrics_tls_cert, metrics_tls_key)
+            metrics = _serve_metrics(metrics_at, roles, node.automation, metrics_tls_cert, metrics_tls_key)
         node.start()
     except (RuntimeError, OSError) as exc:
         if metrics is not None:

@@ -9,10 +9,12 @@ from typing import Any
 
 import click
 
+from viplanes.cli.settingsload import BadSetting
 from viplanes.controller.openflow.admission import Limits, ListenerSecurity
 from viplanes.controller.openflow.peerauth import SwitchTrust, normalize_pins
 from viplanes.controller.openflow.tls import TLSFiles
 from viplanes.controller.runtime.links import LinkSettings
+from viplanes.settings import Settings
 from viplanes.topologies.model import Topology
 
 _ADMISSION = "viplanes.openflow_admission"  # ctx.meta key: the admission options given
@@ -52,8 +54,9 @@ def _remember_link(ctx: click.Context, param: click.Parameter, value: Any) -> An
     return value
 
 
-# (option, LinkSettings field, env, help): flap damping and cabling probes of the live links
-# (docs/dataplane.md)
+# (option, LinkSettings field, setting, help): flap damping and cabling probes of the live links
+# (docs/dataplane.md). The setting's value (VIPLANES_LINK_*, ``[links]`` of the file; parsed with
+# every other setting, a bad one exit 78) is the default; the option, when given, overrides it.
 _LINK_OPTIONS: tuple[tuple[str, str, str, str], ...] = (
     (
         "--link-hold-down",
@@ -77,14 +80,24 @@ _LINK_OPTIONS: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
-def link_settings() -> LinkSettings:
-    """The link damping options given (``--link-*`` or their env), over LinkSettings' defaults."""
+def link_settings(settings: Settings) -> LinkSettings:
+    """The live links' damping and probes: the process's settings (VIPLANES_LINK_*), each
+    overridden by its ``--link-*`` option when one was given."""
     ctx = click.get_current_context(silent=True)
     given: dict[str, Any] = dict(ctx.meta.get(_LINKS, {})) if ctx is not None else {}
-    settings = LinkSettings(**given)
-    if settings.max_hold_down_s < settings.hold_down_s:
-        raise click.BadParameter("must be at least --link-hold-down", param_hint="--link-max-hold-down")
-    return settings
+    links = LinkSettings(**{field: given.get(field, settings.number(env)) for _, field, env, _ in _LINK_OPTIONS})
+    if links.max_hold_down_s < links.hold_down_s:
+        if given:
+            raise click.BadParameter("must be at least --link-hold-down", param_hint="--link-max-hold-down")
+        raise BadSetting(
+            f"VIPLANES_LINK_MAX_HOLD_DOWN_S={_num(links.max_hold_down_s)}: must be at least "
+            f"VIPLANES_LINK_HOLD_DOWN_S ({_num(links.hold_down_s)})"
+        )
+    return links
+
+
+def _num(value: float) -> str:
+    return f"{value:g}"
 
 
 def openflow_security_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -94,12 +107,11 @@ def openflow_security_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         fn = click.option(
             flag,
             name,
-            envvar=env,
             type=click.FloatRange(0, 3600),
             default=None,
             expose_value=False,
             callback=_remember_link,
-            help=f"{text}; env {env}",
+            help=f"{text}; overrides {env}",
         )(fn)
     for flag, name, kind, text in reversed(_LIMIT_OPTIONS):  # click lists the last applied first
         fn = click.option(flag, name, type=kind, default=None, expose_value=False, callback=_remember, help=text)(fn)

@@ -75,22 +75,15 @@ def _make_dataplane(
 
         return MemoryDataplane()
     try:
-        from viplanes.controller.openflow.embedded import EmbeddedController
+        from viplanes.controller.openflow.embedded import EmbeddedController, embedded_runtime
     except ImportError as exc:
         raise click.ClickException(
             f"the embedded controller is not available ({exc}); use --dataplane memory for an API-only server"
         ) from None
     from viplanes.cli.openflow_options import link_settings
 
-    return EmbeddedController(
-        topology,
-        host=openflow[0],
-        port=openflow[1],
-        security=security,
-        clock=clock,
-        learn_features=learn,
-        links=link_settings(),
-    )
+    runtime = embedded_runtime(topology, clock=clock, learn_features=learn, links=link_settings(process_settings()))
+    return EmbeddedController(runtime, host=openflow[0], port=openflow[1], security=security)
 
 
 def _of_mode(dataplane: str, security: Any) -> str:

@@ -8,13 +8,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from viplanes.cli.settingsload import bad_setting, process_settings
 from viplanes.config import AppConfig, ct_zone_base
 from viplanes.settings import Settings
+
+if TYPE_CHECKING:  # imported where built: a command that needs none of them loads none
+    from viplanes.api.app import AppParts
+    from viplanes.auto.service import AutoSettings
+    from viplanes.dataplane.base import Dataplane
+    from viplanes.lanes.resolver import Resolver
+    from viplanes.sampling.service import SflowSettings
+    from viplanes.store.retention import RetentionConfig
+    from viplanes.topologies.model import Topology
 
 
 @dataclass(frozen=True)
@@ -23,9 +32,9 @@ class ProcessSettings:
 
     env: Settings
     app: AppConfig  # the lane limits, DNS, auth budgets, console and (API processes) OIDC
-    retention: Any  # store.retention.RetentionConfig
-    auto: Any  # auto.service.AutoSettings
-    sflow: Any  # sampling.service.SflowSettings
+    retention: RetentionConfig
+    auto: AutoSettings
+    sflow: SflowSettings
     learn_features: bool
     ct_zone_base: int | None
 
@@ -59,12 +68,37 @@ def lane_service(ps: ProcessSettings, db: Any, plane: Any, topology: Any, clock:
     return build_lane_service(ps.app, db, plane, topology, clock)
 
 
-def app(ps: ProcessSettings, plane: Any, topology: Any, clock: Callable[[], float] | None = None) -> Any:
-    """The API's Flask app, given the lane service built here (``create_app`` builds none)."""
-    from viplanes.api.app import build_app_parts, create_app
+def app_parts(
+    config: AppConfig,
+    plane: Dataplane,
+    topology: Topology,
+    clock: Callable[[], float] | None = None,
+    resolver: Resolver | None = None,
+) -> AppParts:
+    """The API process's lane service (lanes/build.py, as every process's) wired to its metrics;
+    ``resolver``: a test's own DNS answers (default: the system's)."""
+    from viplanes.api.app import AppParts
+    from viplanes.api.metrics import Metrics
+    from viplanes.domain.clock import SteadyClock
+    from viplanes.lanes.build import build_lane_service
+    from viplanes.store.db import Database
 
-    parts = build_app_parts(ps.app, plane, topology, clock)
-    return create_app(ps.app, dataplane=plane, topology=topology, clock=parts.clock, parts=parts)
+    clock = clock or SteadyClock()  # lane windows: viplanes/domain/clock.py
+    db = Database(config.resolved_db_url(), pool_size=config.db_pool_size)
+    if config.migrate:
+        db.create_all()
+    m = Metrics()
+    manager = build_lane_service(
+        config, db, plane, topology, clock, resolver=resolver, on_decision=m.decision, on_activation=m.activation
+    )
+    return AppParts(db, manager, m, plane, topology, clock)
+
+
+def app(ps: ProcessSettings, plane: Any, topology: Any, clock: Callable[[], float] | None = None) -> Any:
+    """The API's Flask app around the parts built here (``create_app`` builds none)."""
+    from viplanes.api.app import create_app
+
+    return create_app(ps.app, app_parts(ps.app, plane, topology, clock))
 
 
 def retention_runner(ps: ProcessSettings, db: Any) -> Any:

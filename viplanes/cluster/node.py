@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import Connection
 from sqlalchemy.orm import Session
@@ -47,25 +47,37 @@ UNHEARD_MAX = 256  # "check" answers per round for wake-ups no round recorded
 
 
 class ClusterPlane(Dataplane, Protocol):
-    """The data plane of a controller node: the seam plus the OpenFlow role and the carried
-    lanes (``controller/openflow/roles.py:RoleController`` implements it)."""
+    """The data plane of a controller node: the seam plus the carried lanes and the lease gate
+    (``controller/openflow/embedded.py:EmbeddedController`` implements it)."""
 
-    is_master: bool  # MASTER on the switches: the wire refuses flow-mods while False
-    epoch: int  # the OpenFlow generation (the lease epoch) it claimed the switches with
-    on_deposed: Callable[[int], None] | None  # a switch refused our generation
+    @property
+    def is_master(self) -> bool:
+        """MASTER on the switches and the lease still valid: the wire refuses flow-mods otherwise."""
+        ...
 
     @property
     def lanes(self) -> Mapping[int, LaneSpec]:
         """The lanes this runtime carries now (lane id -> spec)."""
         ...
 
-    def set_role(self, master: bool, epoch: int) -> None: ...
-
     def gate_writes(self, lease_valid: Callable[[], bool]) -> None: ...
 
     def deactivate_many(self, lane_ids: list[int], timeout_s: float = 5.0) -> str | None: ...
 
     def queue_removals(self, lane_ids: Iterable[int]) -> None: ...
+
+
+class NodeRoles(Protocol):
+    """The OpenFlow role of a controller node on its switches (``controller/openflow/roles.py:
+    RoleController``, the switches' events of the node's controller, implements it)."""
+
+    is_master: bool  # MASTER on the switches: the wire refuses flow-mods while False
+    epoch: int  # the OpenFlow generation (the lease epoch) it claimed the switches with
+    on_deposed: Callable[[int], None] | None  # a switch refused our generation
+
+    def set_role(self, master: bool, epoch: int) -> None: ...
+
+    def readiness(self) -> dict[str, Any]: ...
 
     def all_lane_counters(self) -> dict[int, LaneCounters]: ...
 
@@ -80,13 +92,17 @@ class ControllerNode:
         manager: LaneManager,
         tick_s: float = 0.5,
         automation: AutomationRole | None = None,
+        *,
+        roles: NodeRoles,
     ) -> None:
-        """``automation``: started while master, stopped otherwise (``viplanes.auto.role``)."""
+        """``automation``: started while master, stopped otherwise (``viplanes.auto.role``);
+        ``roles``: what claims the switches for the lease's epoch (the plane's switches' events)."""
         from viplanes.cluster.handoff import Waker
         from viplanes.cluster.leader import LeaderLease
         from viplanes.cluster.reports import StatusReporter
 
         self.db, self.plane, self.manager, self.tick_s = db, plane, manager, tick_s
+        self.roles = roles
         self.automation = automation
         self.scheduler: Scheduler | None = None
         self.names: NameWatcher | None = None
@@ -109,13 +125,13 @@ class ControllerNode:
                 OutcomeHooks(committed=self._committed, done_channel=DONE_CHANNEL, announced=self._announced)
             )
         self.lease = LeaderLease(db, on_change=self._on_lease)
-        plane.on_deposed = self._deposed
+        roles.on_deposed = self._deposed
         plane.gate_writes(lambda: self.lease.is_leader)  # no flow-mod past the lease's own deadline
-        self.reporter = StatusReporter(db, plane, self.lease.holder)  # switch readiness, lane counters
+        self.reporter = StatusReporter(db, roles, self.lease.holder)  # switch readiness, lane counters
 
     def _on_lease(self, master: bool, epoch: int) -> None:
-        self.plane.set_role(master, epoch)
-        self._leading(master and self.plane.is_master)
+        self.roles.set_role(master, epoch)
+        self._leading(master and self.roles.is_master)
 
     def _deposed(self, epoch: int) -> None:
         """A switch refused our generation: stop leading; if the lease is still ours, its next

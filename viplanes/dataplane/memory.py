@@ -12,14 +12,19 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
-from viplanes.dataplane.base import DataplaneDefaults, DesiredLanes
+from viplanes.dataplane.base import DesiredLanes, PlaneCapabilities, activate_each
+from viplanes.domain.inspection import SwitchView
+from viplanes.domain.switchfacts import SwitchFacts
 from viplanes.domain.values import ActivationResult, FlowWatch, LaneCounters, LaneSpec
 
 
-class MemoryDataplane(DataplaneDefaults):
+class MemoryDataplane:
     """Remembers the lanes it carries; nothing is sent early, batched or woken elsewhere."""
+
+    capabilities = PlaneCapabilities()
 
     def __init__(self, delay_s: float = 0.0) -> None:
         self.delay_s = delay_s
@@ -47,6 +52,15 @@ class MemoryDataplane(DataplaneDefaults):
             self.active[lane.lane_id] = lane
         return ActivationResult(True, "installed", time.perf_counter() - t0)
 
+    def activate_many(self, lanes: list[LaneSpec], timeout_s: float = 5.0) -> dict[int, ActivationResult]:
+        return activate_each(self, lanes, timeout_s)
+
+    def begin_deactivate(self, lane_id: int, timeout_s: float = 5.0) -> Callable[[], None] | None:
+        return None  # nothing sent early: ``deactivate`` after the commit removes the lane
+
+    def expect_wake(self, payload: str) -> None:
+        return None  # nothing waits for another process's answer
+
     def deactivate(self, lane_id: int, timeout_s: float = 5.0) -> None:
         with self._lock:
             self.calls.append(("deactivate", lane_id))
@@ -69,6 +83,30 @@ class MemoryDataplane(DataplaneDefaults):
             "ready": not self.away,
             "switches": [{"name": n, "connected": False, "reconciled": False} for n in self.away],
         }
+
+    def when_ready(self, wake: Callable[[], None]) -> None:
+        return None  # no switches: nothing becomes ready
+
+    def interrupted(self) -> dict[int, str]:
+        return {}  # no links: nothing interrupted
+
+    def reroutes(self) -> tuple[int, tuple[float, ...]]:
+        return 0, ()
+
+    def switch_facts(self) -> dict[str, SwitchFacts]:
+        return {}  # no switches to learn from
+
+    def openflow_transport(self) -> str | None:
+        return None  # no OpenFlow listener
+
+    def switch_view(self) -> SwitchView | None:
+        return None  # no switches to show
+
+    def start(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
 
     def reconcile(self) -> None:
         """What a real controller does on (re)start: carry exactly the desired lanes."""

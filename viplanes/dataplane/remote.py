@@ -20,8 +20,10 @@ from sqlalchemy import text
 
 from viplanes.cluster.handoff import CHANNEL, DoneListener, DoneWaiter, Notifier
 from viplanes.cluster.reports import read_lane_counters, read_readiness
-from viplanes.dataplane.base import DataplaneDefaults, DesiredLanes, PlaneCapabilities
-from viplanes.domain.values import ActivationResult, LaneCounters, LaneSpec
+from viplanes.dataplane.base import DesiredLanes, PlaneCapabilities, activate_each
+from viplanes.domain.inspection import SwitchView
+from viplanes.domain.switchfacts import SwitchFacts
+from viplanes.domain.values import ActivationResult, FlowWatch, LaneCounters, LaneSpec
 from viplanes.store.db import Database, is_outage, outage_text
 from viplanes.store.models import Lane
 
@@ -34,7 +36,7 @@ ALIVE_CACHE_S = 0.25  # how long the API trusts "a controller holds the lease" w
 HANDOVER_GRACE_S = 2.5  # >= LEASE_S + RENEW_S of viplanes.cluster.leader (1.8 s), room for a slow standby
 
 
-class RemoteDataplane(DataplaneDefaults):
+class RemoteDataplane:
     """The API process's data plane: the controller is another process, reached via the database."""
 
     # an ok answer means the controller already committed the lane active; the lane service
@@ -145,6 +147,12 @@ class RemoteDataplane(DataplaneDefaults):
             return outage_text(exc)
         return ""
 
+    def activate_many(self, lanes: list[LaneSpec], timeout_s: float = 5.0) -> dict[int, ActivationResult]:
+        return activate_each(self, lanes, timeout_s)  # the master batches what it takes per round
+
+    def begin_deactivate(self, lane_id: int, timeout_s: float = 5.0) -> Callable[[], None] | None:
+        return None  # the master removes the flows once the row says the lane ended
+
     def deactivate(self, lane_id: int, timeout_s: float = 5.0) -> None:
         self.notify(f"ended:{lane_id}")  # the row is already ended; the master removes flows
 
@@ -182,3 +190,31 @@ class RemoteDataplane(DataplaneDefaults):
     def readiness(self) -> dict[str, Any]:
         """A master holds the lease and reports every switch connected and reconciled."""
         return read_readiness(self.db)
+
+    # ---- what only the controller process has: no switches, links or listener here ----------
+    def watch_counts(self, watches: list[FlowWatch], seconds: float) -> list[int] | None:
+        return None  # no switches of its own to watch: no takeover of running NAT'd connections
+
+    def when_ready(self, wake: Callable[[], None]) -> None:
+        return None  # the controllers' switches: their readiness wakes their own scheduler
+
+    def interrupted(self) -> dict[int, str]:
+        return {}
+
+    def reroutes(self) -> tuple[int, tuple[float, ...]]:
+        return 0, ()
+
+    def switch_facts(self) -> dict[str, SwitchFacts]:
+        return {}
+
+    def openflow_transport(self) -> str | None:
+        return None
+
+    def switch_view(self) -> SwitchView | None:
+        return None
+
+    def start(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None

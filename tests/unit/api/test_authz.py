@@ -101,9 +101,9 @@ def test_failed_auth_is_limited_but_a_valid_token_is_always_served(world):
 
 
 def test_failed_auth_budget_is_shared_by_two_apps_on_one_database(world, clock, dataplane, topo):
-    from viplanes.api.app import create_app
+    from tests.support.apps import make_app
 
-    second = create_app(
+    second = make_app(
         {"db_url": world.app.extensions["viplanes"].db.url, "migrate": False},
         dataplane=dataplane,
         topology=topo,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sqlalchemy.exc import DBAPIError
 
-from viplanes.api.app import create_app
+from tests.support.apps import make_app
 
 
 class _DriverError(Exception):
@@ -14,7 +14,7 @@ class _DriverError(Exception):
 
 
 def _app(tmp_path, invalidated: bool):  # type: ignore[no-untyped-def]
-    app = create_app({"db_url": f"sqlite:///{tmp_path / 'e.db'}"})
+    app = make_app({"db_url": f"sqlite:///{tmp_path / 'e.db'}"})
 
     def boom():  # type: ignore[no-untyped-def]
         raise DBAPIError(

@@ -9,19 +9,20 @@ import pytest
 
 from viplanes.controller.openflow.admission import ListenerSecurity
 from viplanes.controller.openflow.embedded import EmbeddedController
+from viplanes.controller.runtime.lane_runtime import LaneRuntime
 
 
 def health(sqlite_url: str, topo, dataplane) -> tuple[int, dict]:
-    from viplanes.api.app import create_app
+    from tests.support.apps import make_app
 
-    app = create_app({"db_url": sqlite_url}, dataplane=dataplane, topology=topo)
+    app = make_app({"db_url": sqlite_url}, dataplane=dataplane, topology=topo)
     answer = app.test_client().get("/healthz")
     app.extensions["viplanes"].db.dispose()
     return answer.status_code, answer.json
 
 
 def test_insecure_tcp_is_reported_with_a_warning(sqlite_url, topo) -> None:
-    code, body = health(sqlite_url, topo, EmbeddedController(topo, port=0))  # never started
+    code, body = health(sqlite_url, topo, EmbeddedController(LaneRuntime(topo), port=0))  # never started
     assert code == 200 and body["status"] == "ok"
     assert body["openflow"] == "insecure-tcp"
     assert "--insecure-tcp" in body["warnings"][0]
@@ -29,7 +30,7 @@ def test_insecure_tcp_is_reported_with_a_warning(sqlite_url, topo) -> None:
 
 def test_tls_is_reported_without_a_warning(sqlite_url, topo) -> None:
     tls = ListenerSecurity(tls=SimpleNamespace(ca="ca.crt", cert="c.crt", key="c.key"))
-    code, body = health(sqlite_url, topo, EmbeddedController(topo, port=0, security=tls))
+    code, body = health(sqlite_url, topo, EmbeddedController(LaneRuntime(topo), port=0, security=tls))
     assert code == 200 and body == {"status": "ok", "openflow": "tls"}
 
 

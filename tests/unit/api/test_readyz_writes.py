@@ -160,10 +160,10 @@ def test_postgres_write_probe_sees_a_revoked_privilege(pg_cluster: Any, clock: F
         admin = db.engine.url
         with db.engine.begin() as conn:
             conn.exec_driver_sql(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO ro_{name}")
-        from viplanes.api.app import create_app
+        from tests.support.apps import make_app
 
         ro_url = admin.set(username=f"ro_{name}").render_as_string(hide_password=False)
-        app = create_app({"db_url": ro_url, "migrate": False}, dataplane=MemoryDataplane(), topology=topo, clock=clock)
+        app = make_app({"db_url": ro_url, "migrate": False}, dataplane=MemoryDataplane(), topology=topo, clock=clock)
         try:
             r = app.test_client().get("/readyz")
             assert r.status_code == 503 and r.json["database"] == "failing", r.json  # the why: operators'

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from bench.harness.synth_campus import PATH_SWITCHES, campus_data, host_ip
+from tests.support.apps import make_app
 from tests.support.clock import FakeClock
 from tests.support.fake_switches import FakeSwitches, inline_runtime
 from tests.support.switch_cost import TEST_DOUBLES
-from viplanes.api.app import create_app
 from viplanes.store import records as store
 from viplanes.topologies.loader import parse_topology
 
@@ -52,7 +52,7 @@ def api_cycle_calls(tmp_path: Any, access: int) -> tuple[Counter[str], set[int]]
     clock = FakeClock()
     switches = FakeSwitches(topo, clock)
     runtime = inline_runtime(topo, clock, switches, base_flows=True)
-    app = create_app(
+    app = make_app(
         {"db_url": f"sqlite:///{tmp_path / f'sw{access}.db'}"}, dataplane=runtime, topology=topo, clock=clock
     )
     ctx = app.extensions["viplanes"]

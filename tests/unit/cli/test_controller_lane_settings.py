@@ -21,7 +21,9 @@ class _CapturingNode:
 
     seen: list[LaneManager] = []
 
-    def __init__(self, _db: Any, _plane: Any, manager: LaneManager, _tick: float, automation: Any) -> None:
+    def __init__(
+        self, _db: Any, _plane: Any, manager: LaneManager, _tick: float, automation: Any, *, roles: Any
+    ) -> None:
         self.seen.append(manager)
         self.automation = automation
 

@@ -69,7 +69,7 @@ def test_a_deposed_node_holding_the_lease_claims_the_switches_again(lease_db) ->
         plane.is_master = master
 
     plane.set_role = set_role
-    node = ControllerNode(lease_db, plane, SimpleNamespace(announce_outcomes=lambda hooks: None))
+    node = ControllerNode(lease_db, plane, SimpleNamespace(announce_outcomes=lambda hooks: None), roles=plane)
     node._leading = lambda master: None  # type: ignore[method-assign]  # no scheduler in this test
     assert node.lease.round() and roles == [(True, 1)]
     plane.is_master = False

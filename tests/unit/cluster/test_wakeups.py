@@ -25,7 +25,7 @@ def split(sqlite_url, clock, topo) -> Iterator[tuple[World, ControllerNode, Mast
     ctl_db = Database(sqlite_url)
     plane = MasterPlane()
     manager = LaneManager(ctl_db, plane, topo, clock)
-    node = ControllerNode(ctl_db, plane, manager)
+    node = ControllerNode(ctl_db, plane, manager, roles=plane)
     try:
         yield world, node, plane
     finally:

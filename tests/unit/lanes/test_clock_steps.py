@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from tests.support.apps import make_app
 from tests.support.clock import T0, SteppedHost
 from tests.support.store import campus_topology, lane_input, principals
-from viplanes.api.app import create_app
 from viplanes.authz.tokens import Caller
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.domain.clock import SteadyClock
@@ -37,7 +37,7 @@ def host(monkeypatch: pytest.MonkeyPatch) -> SteppedHost:
 def served(host: SteppedHost, sqlite_url: str) -> tuple[Any, MemoryDataplane, Any]:
     """(manager, data plane, alice) as serve wires them; built after the clocks are patched."""
     dp = MemoryDataplane()
-    ctx = create_app({"db_url": sqlite_url}, dataplane=dp, topology=campus_topology()).extensions["viplanes"]
+    ctx = make_app({"db_url": sqlite_url}, dataplane=dp, topology=campus_topology()).extensions["viplanes"]
     alice = principals(ctx.db, ("alice", "researcher"))["alice"]
     yield ctx.manager, dp, alice
     ctx.db.dispose()

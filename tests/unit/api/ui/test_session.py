@@ -161,12 +161,12 @@ def test_sign_out_ends_the_session(world: World):
 def test_session_works_in_another_api_process_with_the_same_secret(world: World, monkeypatch):
     """Two API processes on one database and one VIPLANES_UI_SECRET share sessions; another
     secret does not accept them."""
-    from viplanes.api.app import create_app
+    from tests.support.apps import make_app
 
     url = str(world.app.extensions["viplanes"].db.url)
     apps = []
     for secret in ("shared-secret", "shared-secret", "another-secret"):
-        apps.append(create_app({"db_url": url, "ui_secret": secret}, dataplane=world.dataplane, clock=world.clock))
+        apps.append(make_app({"db_url": url, "ui_secret": secret}, dataplane=world.dataplane, clock=world.clock))
     try:
         first, second, stranger = (a.test_client() for a in apps)
         cookie = sign_in(first, world.tokens["root"]).headers["Set-Cookie"].split(";")[0]

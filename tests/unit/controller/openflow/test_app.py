@@ -112,7 +112,7 @@ def packet_in(dp: FakeDatapath, in_port: int, data: bytes):
 def app_campus(topo: Topology):
     clock = FakeClock()
     runtime = LaneRuntime(topo, clock=clock, spawn=lambda fn: fn())
-    app = VipLanesApp(lane_runtime=runtime)
+    app = VipLanesApp(switch_events=runtime)
     net = Network(topo)
     dps = {d: FakeDatapath(d, app, net) for d in (1, 2, 3, 4)}
     return app, runtime, net, dps, clock
@@ -212,7 +212,7 @@ def test_every_handler(app_campus, topo: Topology, caplog: pytest.LogCaptureFixt
 
 def test_standalone_app_installs_table_miss_only(topo: Topology) -> None:
     app = VipLanesApp()  # what `python -m viplanes.cli.osken` runs
-    app.runtime.spawn = lambda fn: fn()
+    app.switch_events.spawn = lambda fn: fn()
     net = Network(topo)
     dp = FakeDatapath(1, app, net)
     app._switch_features(features(dp))

@@ -16,6 +16,7 @@ from tests.support.peer import Peer, msg
 from tests.support.procs import free_port
 from viplanes.controller.openflow.embedded import EmbeddedController
 from viplanes.controller.openflow.launcher import SWITCH_INTERVAL_S
+from viplanes.controller.runtime.lane_runtime import LaneRuntime
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Topology
 
@@ -42,7 +43,7 @@ def _port_free(port: int) -> bool:
 def test_start_connect_reconcile_stop_restart(topo: Topology) -> None:
     port = free_port()
     baseline = threading.active_count()
-    ctl = EmbeddedController(topo, port=port, refresh_period_s=3600)
+    ctl = EmbeddedController(LaneRuntime(topo), port=port, refresh_period_s=3600)
     ctl.attach_source(lambda: [])
     sys.setswitchinterval(0.005)  # CPython's default
     ctl.start()
@@ -54,12 +55,12 @@ def test_start_connect_reconcile_stop_restart(topo: Topology) -> None:
         flow_mod = s2.serve_until(ofp.OFPT_FLOW_MOD)
         assert flow_mod is not None  # base flows for s2 (reconciled against an empty table)
         threading.Thread(target=s2.serve_until, args=(-1, 2.0), daemon=True).start()
-        assert _wait(lambda: 2 in ctl.reconciled)
+        assert _wait(lambda: 2 in ctl.runtime.reconciled)
         # table-miss, bypass drop, 4 + 3 x (IPv4, ARP) guards; the RA guard: router port 2 x (RA,
         # redirect), trunk 1 x 4 ND types, 3 drops (ndguard.py); the other 4 router MACs on the
         # firewall's port (macguard.py); the cabling probes' punt on its 2 link ports and drop
         # elsewhere (linkprobe.py)
-        assert len(ctl.reconciled[2].adds) == 12 + 9 + 4 + 3
+        assert len(ctl.runtime.reconciled[2].adds) == 12 + 9 + 4 + 3
         lane = LaneSpec(1, "10.1.0.10", "203.0.113.10", "tcp", 5201, None, "198.51.100.200", time.time() + 60)
         result = ctl.activate(lane, timeout_s=1.0)
         assert not result.ok and result.reason == "switch s1 (dpid 1) not connected"
@@ -70,13 +71,13 @@ def test_start_connect_reconcile_stop_restart(topo: Topology) -> None:
     assert _wait(lambda: threading.active_count() <= baseline + 1, 10.0), [t.name for t in threading.enumerate()]
     s2.close()
 
-    again = EmbeddedController(topo, port=port, refresh_period_s=3600)
+    again = EmbeddedController(LaneRuntime(topo), port=port, refresh_period_s=3600)
     again.start()
     try:
         s2 = Peer(port, dpid=2)
         s2.handshake()
         threading.Thread(target=s2.serve_until, args=(-1, 3.0), daemon=True).start()
-        assert _wait(lambda: 2 in again.connected)
+        assert _wait(lambda: 2 in again.runtime.connected)
     finally:
         again.stop()
         s2.close()
@@ -87,7 +88,7 @@ def test_start_on_a_busy_port_says_so(topo: Topology) -> None:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        ctl = EmbeddedController(topo, port=port)
+        ctl = EmbeddedController(LaneRuntime(topo), port=port)
         try:
             ctl.start()
         except RuntimeError as exc:
@@ -105,7 +106,7 @@ def test_silent_peers_are_dropped_and_connections_capped(topo: Topology, monkeyp
     monkeypatch.setattr(ofserver, "HANDSHAKE_TIMEOUT_S", 0.3)
     security = ListenerSecurity(tls=None, trust=SwitchTrust(topo), limits=Limits(max_switches=2))
     port = free_port()
-    ctl = EmbeddedController(topo, port=port, refresh_period_s=3600, security=security)
+    ctl = EmbeddedController(LaneRuntime(topo), port=port, refresh_period_s=3600, security=security)
     ctl.start()
     try:
         silent = Peer(port, dpid=0)  # connects, never says hello
@@ -134,12 +135,12 @@ def test_start_compiles_the_desired_lanes_before_it_listens(topo: Topology) -> N
         LaneSpec(i, "10.1.0.10", "203.0.113.10", "tcp", 1000 + i, None, "198.51.100.200", time.time() + 600)
         for i in range(1, 301)
     ]
-    ctl = EmbeddedController(topo, port=free_port(), refresh_period_s=3600)
+    ctl = EmbeddedController(LaneRuntime(topo), port=free_port(), refresh_period_s=3600)
     ctl.attach_source(lambda: lanes)
     ctl.start()
     try:
-        assert ctl.state.flows is not None
-        assert all(ctl.state.flows.compiled(lane) for lane in lanes)  # when start() returns
+        assert ctl.runtime.state.flows is not None
+        assert all(ctl.runtime.state.flows.compiled(lane) for lane in lanes)  # when start() returns
     finally:
         ctl.stop()
 
@@ -157,7 +158,7 @@ def test_stop_ends_a_reconcile_waiting_on_a_silent_switch(topo: Topology) -> Non
 
     assert not workers() and gc.isenabled()
     port = free_port()
-    ctl = EmbeddedController(topo, port=port, refresh_period_s=3600)
+    ctl = EmbeddedController(LaneRuntime(topo), port=port, refresh_period_s=3600)
     ctl.attach_source(lambda: [])
     ctl.start()
     try:
@@ -180,6 +181,6 @@ def test_stop_ends_a_reconcile_waiting_on_a_silent_switch(topo: Topology) -> Non
     try:
         assert _wait(lambda: not workers(), 2.0), "reconcile still waiting after stop()"
         assert gc.isenabled()
-        assert 2 not in ctl.connected and 2 not in ctl.reconciled
+        assert 2 not in ctl.runtime.connected and 2 not in ctl.runtime.reconciled
     finally:
         s2.close()

@@ -14,7 +14,8 @@ from tests.support.fake_switches import FakeSwitches, inline_runtime, lane_flows
 from tests.support.world import make_world
 from viplanes.controller.compile.cookies import lane_cookie
 from viplanes.controller.runtime.outcome import SwitchAnswer, lane_failures, merge
-from viplanes.dataplane.base import DataplaneDefaults, PlaneCapabilities
+from viplanes.dataplane.base import PlaneCapabilities
+from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.domain.values import ActivationResult, LaneSpec
 from viplanes.lanes.activation import OutcomeHooks
 from viplanes.store.models import Lane
@@ -123,13 +124,14 @@ def test_deactivate_many_removes_the_batch_and_keeps_the_others(topo, clock, swi
     assert set(rt.lanes) == {2}
 
 
-class BatchPlane(DataplaneDefaults):
+class BatchPlane(MemoryDataplane):
     """A data plane with ``activate_many``: requests leave lanes installing (busy); a batch then
     answers from ``outcomes`` (lane id -> reason, None = installed)."""
 
     capabilities = PlaneCapabilities(batches=True)
 
     def __init__(self) -> None:
+        super().__init__()
         self.outcomes: dict[int, str | None] = {}
         self.batches: list[list[int]] = []
 

@@ -195,7 +195,7 @@ def test_a_change_on_several_switches_is_serialised_whole_before_the_first_write
     from viplanes.controller.runtime.lane_runtime import LaneRuntime
 
     runtime = LaneRuntime(None)
-    app = VipLanesApp(lane_runtime=runtime)
+    app = VipLanesApp(switch_events=runtime)
     events: list[tuple[str, int]] = []
     pairs, dps = [], {}
     with socket.create_server(("127.0.0.1", 0)) as srv:

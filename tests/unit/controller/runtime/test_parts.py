@@ -127,7 +127,7 @@ def test_the_handshake_app_routes_decoded_flow_stats_to_the_lane_runtime(topo) -
     from viplanes.controller.openflow.handler import GuardedOFPHandler
 
     rt = LaneRuntime(topo)
-    handler = GuardedOFPHandler(lane_runtime=rt)
+    handler = GuardedOFPHandler(switch_events=rt, of_refusals=rt.refusals)
     assert handler.flow_stats_hook == rt.on_flow_stats
     assert GuardedOFPHandler().flow_stats_hook is None
 
