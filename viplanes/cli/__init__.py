@@ -8,6 +8,6 @@ Modules: ``api``, ``apiserver``, ``autocmd``, ``autoopts``, ``backup``, ``campus
 ``lanecmd``, ``login``, ``logopts``, ``main``, ``openflow_options``, ``options``, ``osken``,
 ``pki``, ``serve``, ``services``, ``settingsload``, ``switch_causes``, ``topology``, ``transfer``.
 
-Imports today: api, authz, auto, client, cluster, config, controller, dataplane, domain, errors, lab,
-lanes, lifecycle, logs, sampling, store, topologies. Never (.importlinter): tests.
+Imports today: api, authz, auto, client, cluster, config, controller, dataplane, detection, domain,
+errors, lab, lanes, lifecycle, logs, store, topologies. Never (.importlinter): tests.
 """

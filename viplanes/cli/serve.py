@@ -199,7 +199,7 @@ def serve(
     ctx.metrics.registry.register(AutomationCollector(automation))  # /metrics: viplanes_auto_*
     detection = services.sflow_detection(ps, clock, automation.acceptor, topology)
     if detection is not None:
-        from viplanes.sampling.metrics import SflowCollector
+        from viplanes.detection.sflow.metrics import SflowCollector
 
         ctx.metrics.registry.register(SflowCollector(detection))  # /metrics: viplanes_sflow_*
     server = None

@@ -34,7 +34,7 @@ def load(db_url: str = "", *, api: bool = True, migrate: bool = False, env: Sett
     """The settings of a process; ``api=False`` (a controller) does not read OIDC. A bad value is
     one line and exit 78 (BadSetting)."""
     from viplanes.auto.service import AutoSettings
-    from viplanes.sampling.service import SflowSettings
+    from viplanes.detection.sflow.service import SflowSettings
     from viplanes.store.retention import RetentionConfig
 
     env = env or process_settings()

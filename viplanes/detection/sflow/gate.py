@@ -5,7 +5,7 @@ goflow2 reports an sFlow sample's ``sampler_address`` from inside the datagram a
 datagram's UDP source, so the source can only be checked here. Admitted datagrams go to goflow2 on
 a loopback port with their agent address sealed (``seal.py``: what the reader accepts, so nothing
 sent straight to goflow2's port counts): 9-20 us per admitted datagram of 8 samples, 2-5 us per refused one
-(tests/unit/sampling/test_gate_cost.py, two runs on the loaded test machine).
+(tests/unit/detection/sflow/test_gate_cost.py, two runs on the loaded test machine).
 One thread, ``viplanes-sflow-gate``.
 """
 
@@ -15,9 +15,9 @@ import logging
 import socket
 from ipaddress import ip_address
 
-from viplanes.sampling.agents import SampleGuard
-from viplanes.sampling.seal import AgentSeal
-from viplanes.udplisten import UdpListener
+from viplanes.detection.sflow.agents import SampleGuard
+from viplanes.detection.sflow.seal import AgentSeal
+from viplanes.detection.udplisten import UdpListener
 
 log = logging.getLogger(__name__)
 

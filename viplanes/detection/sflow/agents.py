@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv6Address
 from typing import Protocol
 
+from viplanes.detection.sflow.detector import Sample
 from viplanes.domain.sighting import IPAddress
-from viplanes.sampling.detector import Sample
 
 SFLOW_V5 = 5
 

@@ -8,8 +8,8 @@ from ipaddress import ip_address
 import pytest
 
 from tests.support.sightsink import RecordingSink
+from viplanes.detection.sflow.detector import Detector, DetectorSettings, PrefixFilter, Sample
 from viplanes.domain.sighting import SightingKind, SightingState
-from viplanes.sampling.detector import Detector, DetectorSettings, PrefixFilter, Sample
 
 AGENT = ip_address("192.0.2.1")
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from viplanes.detection.sflow.detector import Prefilter, Sample
 from viplanes.domain.sighting import Sighting, SightingKind, SightingSink, SightingState
-from viplanes.sampling.detector import Prefilter, Sample
 
 LABEL_BITS = 20
 EXPERIMENT_BITS, ACTIVITY_BITS = 9, 6

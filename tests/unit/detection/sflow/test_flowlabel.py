@@ -12,10 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.support.sightsink import RecordingSink
+from viplanes.detection.sflow.detector import Sample
+from viplanes.detection.sflow.flowlabel import FlowLabelMarks, decode, encode
+from viplanes.detection.sflow.goflow import parse_line
 from viplanes.domain.sighting import SightingKind, SightingState
-from viplanes.sampling.detector import Sample
-from viplanes.sampling.flowlabel import FlowLabelMarks, decode, encode
-from viplanes.sampling.goflow import parse_line
 
 DTN6, CLOUD6 = "2001:db8:3::30", "2001:db8:ff::10"
 

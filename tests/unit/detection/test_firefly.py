@@ -10,7 +10,7 @@ from ipaddress import ip_address
 
 import pytest
 
-from viplanes.auto.firefly import MAX_DATAGRAM, BadFirefly, FireflyListener, parse_firefly
+from viplanes.detection.firefly import MAX_DATAGRAM, BadFirefly, FireflyListener, parse_firefly
 from viplanes.domain.sighting import SightingKind, SightingState
 
 HEADER = b"<134>1 2026-11-26T18:00:00Z dtn flowd - firefly-json - "

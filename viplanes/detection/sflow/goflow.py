@@ -28,8 +28,8 @@ from ipaddress import ip_address
 from pathlib import Path
 from typing import IO
 
-from viplanes.sampling.bound import wait_bound
-from viplanes.sampling.detector import Detector, Sample
+from viplanes.detection.sflow.bound import wait_bound
+from viplanes.detection.sflow.detector import Detector, Sample
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from tests.support.sightsink import RecordingSink
 from viplanes.cli.main import main as cli
-from viplanes.sampling.service import SflowDetection, SflowSettings
+from viplanes.detection.sflow.service import SflowDetection, SflowSettings
 from viplanes.settings import Settings
 
 

@@ -17,8 +17,8 @@ import struct
 from collections.abc import Callable, Iterable
 from ipaddress import IPv6Address
 
+from viplanes.detection.sflow.agents import SFLOW_V5, datagram_agent
 from viplanes.domain.sighting import IPAddress
-from viplanes.sampling.agents import SFLOW_V5, datagram_agent
 
 ADDRESS_IPV6 = 2
 

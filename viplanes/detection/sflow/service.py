@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from ipaddress import ip_network
 from pathlib import Path
 
+from viplanes.detection.sflow.agents import SampleGuard
+from viplanes.detection.sflow.detector import Detector, DetectorSettings, DetectorStats, Prefilter, PrefixFilter, Sample
+from viplanes.detection.sflow.flowlabel import FlowLabelMarks
+from viplanes.detection.sflow.gate import SflowGate
+from viplanes.detection.sflow.goflow import GOFLOW2_CACHED, CollectorProcess, CollectorSettings, free_udp_port
+from viplanes.detection.sflow.seal import AgentSeal
 from viplanes.domain.hostport import parse_hostport
 from viplanes.domain.sighting import Sighting, SightingSink
-from viplanes.sampling.agents import SampleGuard
-from viplanes.sampling.detector import Detector, DetectorSettings, DetectorStats, Prefilter, PrefixFilter, Sample
-from viplanes.sampling.flowlabel import FlowLabelMarks
-from viplanes.sampling.gate import SflowGate
-from viplanes.sampling.goflow import GOFLOW2_CACHED, CollectorProcess, CollectorSettings, free_udp_port
-from viplanes.sampling.seal import AgentSeal
 from viplanes.settings import DEFAULTS, SettingError, Settings
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ class SflowDetection:
         guard: SampleGuard | None = None,
         marks: FlowLabelMarks | None = None,
     ) -> None:
-        """``guard``: only the topology's sampling switches count (viplanes/sampling/agents.py);
+        """``guard``: only the topology's sampling switches count (viplanes/detection/sflow/agents.py);
         then the gate listens on ``settings.listen`` and goflow2 on a loopback port behind it.
         ``marks``: admitted samples with a scitags flow label become sightings (flowlabel.py)."""
         if prefilter is None:

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from ipaddress import ip_address, ip_network
 
+from viplanes.detection.sflow.estimator import RateWindow, relative_error
 from viplanes.domain.sighting import IPAddress, Sighting, SightingKind, SightingSink, SightingState
-from viplanes.sampling.estimator import RateWindow, relative_error
 from viplanes.settings import DEFAULTS
 
 # agent, src, dst, proto, sport, dport: each switch's samples make their own estimate, so a flow

@@ -1,6 +1,6 @@
 """Only the topology's sampling switches count: forged sFlow datagrams (from a host's address,
 with a spoofed agent address) and samples claiming an inter-switch input port are refused and
-counted, and never reach the detector (viplanes/sampling/agents.py, gate.py)."""
+counted, and never reach the detector (viplanes/detection/sflow/agents.py, gate.py)."""
 
 from __future__ import annotations
 
@@ -12,17 +12,18 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.paths import CAMPUS_YAML
 from tests.support.sflowgen import datagram, flow_sample
 from tests.support.sightsink import RecordingSink
 from viplanes.auto.sflowwire import sampling_switches
-from viplanes.sampling.agents import SampleGuard, datagram_agent
-from viplanes.sampling.detector import Detector, DetectorSettings, Sample
-from viplanes.sampling.gate import SflowGate
-from viplanes.sampling.goflow import CollectorProcess, CollectorSettings
-from viplanes.sampling.seal import AgentSeal
+from viplanes.detection.sflow.agents import SampleGuard, datagram_agent
+from viplanes.detection.sflow.detector import Detector, DetectorSettings, Sample
+from viplanes.detection.sflow.gate import SflowGate
+from viplanes.detection.sflow.goflow import CollectorProcess, CollectorSettings
+from viplanes.detection.sflow.seal import AgentSeal
 from viplanes.topologies.loader import TopologyError, parse_topology
 
-CAMPUS = Path(__file__).resolve().parents[3] / "topologies" / "campus.yaml"
+CAMPUS = CAMPUS_YAML
 DTN, DESKTOP, CLOUD = "198.51.100.30", "10.1.0.10", "203.0.113.10"
 
 

@@ -6,7 +6,7 @@ import json
 from ipaddress import ip_address
 from pathlib import Path
 
-from viplanes.sampling.goflow import MAX_LINE, goflow2_argv, parse_line
+from viplanes.detection.sflow.goflow import MAX_LINE, goflow2_argv, parse_line
 
 LINE = {
     "type": "SFLOW_5",

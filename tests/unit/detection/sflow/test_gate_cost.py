@@ -8,9 +8,9 @@ import time
 from ipaddress import ip_address
 
 from tests.support.sflowgen import datagram, flow_sample
-from viplanes.sampling.agents import SampleGuard, SamplingSwitch
-from viplanes.sampling.gate import SflowGate
-from viplanes.sampling.seal import AgentSeal
+from viplanes.detection.sflow.agents import SampleGuard, SamplingSwitch
+from viplanes.detection.sflow.gate import SflowGate
+from viplanes.detection.sflow.seal import AgentSeal
 
 N = 5000
 

@@ -17,8 +17,8 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
+from viplanes.detection.udplisten import UdpListener
 from viplanes.domain.sighting import Sighting, SightingKind, SightingSink, SightingState
-from viplanes.udplisten import UdpListener
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
-from viplanes.sampling.service import SflowDetection
+from viplanes.detection.sflow.service import SflowDetection
 
 
 class SflowCollector(Collector):

@@ -1,4 +1,4 @@
-"""The collector's start waits for goflow2's bind (viplanes/sampling/bound.py): a datagram the
+"""The collector's start waits for goflow2's bind (viplanes/detection/sflow/bound.py): a datagram the
 gate forwards before the bind is lost, which is how a CI run lost every sample of a burst."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-from viplanes.sampling.bound import bound, socket_inodes, udp_inodes, wait_bound
-from viplanes.sampling.detector import Detector, DetectorSettings
-from viplanes.sampling.goflow import CollectorProcess, CollectorSettings, free_udp_port
+from viplanes.detection.sflow.bound import bound, socket_inodes, udp_inodes, wait_bound
+from viplanes.detection.sflow.detector import Detector, DetectorSettings
+from viplanes.detection.sflow.goflow import CollectorProcess, CollectorSettings, free_udp_port
 
 TABLE = """   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops
   311: 0100007F:18BB 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 4242 2 0000000000000000 0

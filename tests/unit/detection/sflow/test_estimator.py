@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from viplanes.sampling.estimator import RateWindow, relative_error, samples_for_error
+from viplanes.detection.sflow.estimator import RateWindow, relative_error, samples_for_error
 
 
 def test_error_formula() -> None:

@@ -4,11 +4,11 @@ switches").
 
 ``estimator`` and ``detector`` are pure (the clock is passed in); ``goflow`` runs and reads the
 collector (goflow2); ``switchconfig`` turns sFlow on and off on Open vSwitch bridges; ``service``
-wires them for ``viplanes serve``. Imports only ``viplanes.domain``.
+wires them for ``viplanes serve``; ``flowlabel`` reads the scitags marks from the same samples.
 
 Modules: ``agents``, ``bound``, ``detector``, ``estimator``, ``flowlabel``, ``gate``, ``goflow``,
 ``ifindex``, ``metrics``, ``seal``, ``service``, ``switchconfig``.
 
-Imports today: domain, udplisten. Never (.importlinter): tests, api, authz, cli, client, cluster,
-controller, dataplane, lab, lanes, policy, store, topologies.
+Imports today: domain, detection.udplisten, settings. Never (.importlinter): tests, api, authz, auto,
+cli, client, cluster, controller, dataplane, lab, lanes, policy, store, topologies.
 """

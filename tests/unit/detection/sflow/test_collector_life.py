@@ -14,24 +14,24 @@ import time
 from ipaddress import ip_address
 from pathlib import Path
 
+from tests.support.paths import REPO
 from tests.support.sflowgen import datagram, flow_sample
 from tests.support.sightsink import RecordingSink
 from viplanes.auto.sflowwire import sampling_switches
-from viplanes.sampling import goflow
-from viplanes.sampling.agents import SampleGuard, datagram_agent
-from viplanes.sampling.detector import Detector, DetectorSettings
-from viplanes.sampling.goflow import CollectorProcess, CollectorSettings
-from viplanes.sampling.seal import AgentSeal
-from viplanes.sampling.service import SflowDetection, SflowSettings
+from viplanes.detection.sflow import goflow
+from viplanes.detection.sflow.agents import SampleGuard, datagram_agent
+from viplanes.detection.sflow.detector import Detector, DetectorSettings
+from viplanes.detection.sflow.goflow import CollectorProcess, CollectorSettings
+from viplanes.detection.sflow.seal import AgentSeal
+from viplanes.detection.sflow.service import SflowDetection, SflowSettings
 from viplanes.topologies.loader import parse_topology
 
-REPO = Path(__file__).resolve().parents[3]
 DTN, CLOUD = "198.51.100.30", "203.0.113.10"
 
 PARENT = """
 import sys, time
-from viplanes.sampling.detector import Detector
-from viplanes.sampling.goflow import CollectorProcess, CollectorSettings
+from viplanes.detection.sflow.detector import Detector
+from viplanes.detection.sflow.goflow import CollectorProcess, CollectorSettings
 from tests.support.sightsink import RecordingSink
 det = Detector(RecordingSink(), lambda s, d: True)
 c = CollectorProcess(det, time.monotonic, CollectorSettings(wrap=(sys.executable, "-c", "import time; time.sleep(60)"), ready_s=0.1))

@@ -1,4 +1,4 @@
-"""Learning a sampling switch's ifIndexes from OVSDB (viplanes/sampling/ifindex.py): the JSON of
+"""Learning a sampling switch's ifIndexes from OVSDB (viplanes/detection/sflow/ifindex.py): the JSON of
 one ``ovs-vsctl`` call parsed to OpenFlow port -> ifIndex of the bridge with the switch's datapath
 id, re-read at most every few seconds, and a database that does not answer is not asked often.
 tests/integration/test_sflow_ovsdb_ifindex.py reads a real one."""
@@ -9,8 +9,8 @@ import json
 import subprocess
 from typing import Any
 
-from viplanes.sampling import ifindex
-from viplanes.sampling.ifindex import OvsdbIfindexes, ovsdb_argv, parse_ifindexes
+from viplanes.detection.sflow import ifindex
+from viplanes.detection.sflow.ifindex import OvsdbIfindexes, ovsdb_argv, parse_ifindexes
 
 
 def _tables(dpid: str = "0000000000000003") -> str:

@@ -9,7 +9,7 @@ it covers the truth only 86-94 % of the time (2-13 samples expected). The bound 
 end: it covers at least ~95 % from 2 samples expected on, and tends to the rule of thumb as k
 grows. Packet sizes that vary within the flow add a little on top; a bulk transfer is nearly all
 full-size segments. Exact coverage and a sampling simulation are in
-tests/unit/sampling/test_estimator.py.
+tests/unit/detection/sflow/test_estimator.py.
 
 The window is a ring of fixed slots, so a flow costs the same memory at 1 kbit/s or 10 Gbit/s.
 The estimate never extrapolates a short history: a flow seen for 0.2 s of a 1 s window counts as
