@@ -4,7 +4,8 @@ acceptor that turns a sighting into a lane through the lane service (a
 (``viplanes.detection``) to the acceptor. docs/automatic-lanes.md.
 
 Modules: ``acceptor``, ``bounds``, ``campusnat``, ``ender``, ``fairqueue``, ``index``,
-``metrics``, ``nathold``, ``natmap``, ``policy``, ``role``, ``service``, ``sflowwire``, ``store``.
+``metrics``, ``nathold``, ``natmap``, ``policy``, ``role``, ``service``, ``sflowwire``. Its rows
+(grant policies, the global switch, live automatic lanes) are ``viplanes.store.automation``.
 
 Imports today: authz, detection, domain, errors, lanes, policy, settings, store, topologies. Never
 (.importlinter): tests.

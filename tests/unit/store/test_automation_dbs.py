@@ -10,12 +10,12 @@ from sqlalchemy import select
 from tests.support.clock import T0
 from tests.support.store import campus_topology, principals
 from tests.unit.auto.conftest import Mono, sighting
-from viplanes.auto import store as auto
 from viplanes.auto.acceptor import Acceptor
 from viplanes.auto.policy import AutoPolicy
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.domain.sighting import SightingState
 from viplanes.lanes.manager import LaneManager
+from viplanes.store import automation as auto
 from viplanes.store.models import Grant, Lane
 
 
