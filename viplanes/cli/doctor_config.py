@@ -16,8 +16,8 @@ from pathlib import Path
 
 import click
 
-from viplanes.cli.configfile import ConfigFileError, LoadedConfig, find_path, iter_values, read
-from viplanes.cli.configsettings import holds_secret
+from viplanes.cli.config.file import ConfigFileError, LoadedConfig, find_path, iter_values, read
+from viplanes.cli.config.settings import holds_secret
 from viplanes.cli.doctor_checks import FAIL, OK, WARN, Finding
 
 SERVICE_GROUP = "viplanes"  # deploy/systemd/viplanes.sysusers.conf: the units' user and group
@@ -53,7 +53,7 @@ def check_config(
 
 
 def _keys(loaded: LoadedConfig, command_of: Callable[[str], click.Command | None]) -> Finding:
-    from viplanes.cli.configoptions import command_defaults
+    from viplanes.cli.config.options import command_defaults
     from viplanes.cli.extras import NeedsExtra
 
     unchecked = []

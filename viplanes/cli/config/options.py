@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from viplanes.cli.configfile import ConfigFileError, LoadedConfig, expected
+from viplanes.cli.config.file import ConfigFileError, LoadedConfig, expected
 
 SKIP = {"help", "version", "config"}
 
@@ -78,7 +78,7 @@ def command_defaults(loaded: LoadedConfig, name: str, cmd: click.Command) -> dic
     table = loaded.tables.get(name, {})
     if not table:
         return {}
-    from viplanes.cli.configsettings import ENV_SETTINGS
+    from viplanes.cli.config.settings import ENV_SETTINGS
 
     shared = {s.key for s in ENV_SETTINGS if s.table == name}
     known = keys_of(cmd)

@@ -1,12 +1,12 @@
 """docs/configuration.md, written from the commands' own options and the env-var settings:
-``python -m viplanes.cli.configdoc > docs/configuration.md`` (tests/unit/cli/test_configdoc.py
+``python -m viplanes.cli.config.doc > docs/configuration.md`` (tests/unit/cli/test_configfile.py
 fails when a key is missing from the doc)."""
 
 from __future__ import annotations
 
-from viplanes.cli.configcmd import command_named
-from viplanes.cli.configoptions import keys_of
-from viplanes.cli.configsettings import ENV_SETTINGS
+from viplanes.cli.config.command import command_named
+from viplanes.cli.config.options import keys_of
+from viplanes.cli.config.settings import ENV_SETTINGS
 
 INTRO = """# Configuration
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import click
 
-from viplanes.cli.configfile import LoadedConfig
-from viplanes.cli.configoptions import command_defaults, keys_of
-from viplanes.cli.configsettings import ENV_SETTINGS, is_secret_name, mask
+from viplanes.cli.config.file import LoadedConfig
+from viplanes.cli.config.options import command_defaults, keys_of
+from viplanes.cli.config.settings import ENV_SETTINGS, is_secret_name, mask
 from viplanes.cli.settingsload import process_settings
 from viplanes.settings.environ import environment_value
 

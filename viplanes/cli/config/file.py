@@ -5,7 +5,7 @@ stay the single source of truth (name, type, range, default); the file only chan
 a flag and an env var still override it, and a new option is a new key without any code here.
 Keys are an option's long name without ``--`` and with ``_`` for ``-``, in the table of its
 top-level command (``[serve] api = "0.0.0.0:8443"``); a group's table covers every subcommand that
-has the option. Settings that are environment variables (configsettings.ENV_SETTINGS) are
+has the option. Settings that are environment variables (settings.ENV_SETTINGS) are
 exported when the environment lacks them. Any error is one line naming the key, exit CONFIG_EXIT.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 
 import click
 
-from viplanes.cli.configsettings import CONFIG_ENV, ENV_SETTINGS, EnvSetting, holds_secret, is_secret_name
+from viplanes.cli.config.settings import CONFIG_ENV, ENV_SETTINGS, EnvSetting, holds_secret, is_secret_name
 from viplanes.settings import SettingError
 
 DEFAULT_PATH = Path("/etc/viplanes/viplanes.toml")
