@@ -26,7 +26,7 @@ COMMANDS: dict[str, str] = {
     "login": "viplanes.cli.login:login",
     "logout": "viplanes.cli.login:logout",
     "db": "viplanes.cli.db:db",
-    "doctor": "viplanes.cli.doctor:doctor",
+    "doctor": "viplanes.cli.doctor.command:doctor",
     "lab": "viplanes.cli.lab:lab",
     "pki": "viplanes.cli.pki:pki_group",
     "config": "viplanes.cli.config.command:config",

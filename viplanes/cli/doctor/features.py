@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from viplanes.cli.doctor_checks import FAIL, OK, Finding
+from viplanes.cli.doctor.checks import FAIL, OK, Finding
 from viplanes.topologies.capcheck import carries, lane_problems
 from viplanes.topologies.model import Topology
 from viplanes.topologies.profiles import FEATURES

@@ -1,7 +1,7 @@
 """`viplanes doctor`: after an install, one command that says what works and what to fix.
 
-Checks the configuration file first (doctor_config.py), then database, PKI, topology, switches
-and their features (doctor_features.py) and the clock. One line per check (ok / warn / FAIL, and the fix); ``--json`` for machines. Exit 0 when every
+Checks the configuration file first (config.py), then database, PKI, topology, switches
+and their features (features.py) and the clock. One line per check (ok / warn / FAIL, and the fix); ``--json`` for machines. Exit 0 when every
 check is ok, 1 when only warnings remain, 4 when something FAILs.
 """
 
@@ -16,9 +16,9 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from viplanes.cli.doctor_checks import FAIL, OK, WARN, Finding
-from viplanes.cli.doctor_features import check_features
-from viplanes.cli.doctor_service import ServiceView, service_view
+from viplanes.cli.doctor.checks import FAIL, OK, WARN, Finding
+from viplanes.cli.doctor.features import check_features
+from viplanes.cli.doctor.service import ServiceView, service_view
 
 EXIT_OK, EXIT_WARN, EXIT_FAIL = 0, 1, 4
 DEFAULT_API = "http://127.0.0.1:8080"
@@ -42,7 +42,7 @@ def run_checks(
     ``config_file``: the file in effect (a deployment must name its topology, campusfile.py);
     ``insecure_tcp``: the service's OpenFlow is plain TCP (no TLS to blame, no PKI to want);
     ``token``: an operator's, for the switches' and links' detail (``/api/v1/readiness``)."""
-    from viplanes.cli import doctor_checks as checks
+    from viplanes.cli.doctor import checks
     from viplanes.store.db import Database
 
     missing = checks.missing_sqlite_file(db_url)  # opening it would create an empty one
@@ -68,7 +68,7 @@ def run_checks(
 
 def config_findings(ctx: click.Context) -> list[Finding]:
     """The configuration file the top-level --config (or its defaults) names, every table checked."""
-    from viplanes.cli.doctor_config import check_config
+    from viplanes.cli.doctor.config import check_config
     from viplanes.cli.main import COMMANDS
 
     root = ctx.find_root()

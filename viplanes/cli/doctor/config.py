@@ -18,7 +18,7 @@ import click
 
 from viplanes.cli.config.file import ConfigFileError, LoadedConfig, find_path, iter_values, read
 from viplanes.cli.config.settings import holds_secret
-from viplanes.cli.doctor_checks import FAIL, OK, WARN, Finding
+from viplanes.cli.doctor.checks import FAIL, OK, WARN, Finding
 
 SERVICE_GROUP = "viplanes"  # deploy/systemd/viplanes.sysusers.conf: the units' user and group
 
