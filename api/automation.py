@@ -2,7 +2,7 @@
 
 Operators set a grant's automation policy and the global switch; switching either off ends the
 automatic lanes it covered at once (revoked, audited). Researchers read their own grants' policy
-and the switch. Views are thin: schema in, ``viplanes.auto.store``, the lane manager for ends.
+and the switch. Views are thin: schema in, ``viplanes.store.automation``, the lane manager for ends.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from flask_smorest import Blueprint
 from marshmallow import fields as f
 from marshmallow import validate as v
 
-from viplanes.auto import store as auto
 from viplanes.auto.policy import AutoPolicy
 from viplanes.errors import NotFound, VipError
+from viplanes.store import automation as auto
 from viplanes.store import records
 
 from .auth import caller, require

@@ -48,7 +48,7 @@ if ! tools/bin/rclone version 2>/dev/null | grep -q "rclone ${RCLONE_VERSION}"; 
 fi
 
 # goflow2, the sFlow collector of automatic lanes (issue 32), from the Go module proxy, once into
-# /var/cache (docs/automatic-lanes.md; viplanes/sampling/goflow.py names the same version).
+# /var/cache (docs/automatic-lanes.md; viplanes/detection/sflow/goflow.py names the same version).
 GOFLOW2_VERSION=v2.2.6
 GOFLOW2_DIR=/var/cache/viplanes/goflow2-${GOFLOW2_VERSION}
 if [ ! -x "$GOFLOW2_DIR/goflow2" ]; then

@@ -41,7 +41,7 @@ def read_sflow(reader: FieldReader, value: Any, where: str) -> SflowAgent | None
     ifindex: list[tuple[int, int]] = []
     table = m.get("ifindex", {})
     ovsdb = ""
-    if isinstance(table, str):  # learned from the switch's OVSDB (viplanes/sampling/ifindex.py)
+    if isinstance(table, str):  # learned from the switch's OVSDB (viplanes/detection/sflow/ifindex.py)
         ovsdb = _ovsdb(reader, table, f"{where}.ifindex")
         table = {}
     elif not isinstance(table, dict):

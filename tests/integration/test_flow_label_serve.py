@@ -16,8 +16,8 @@ import yaml
 from tests.support.procs import free_port
 from tests.support.serve import bootstrap, memory_serve
 from tests.support.sflowgen import datagram, flow_sample6, send
-from viplanes.sampling.flowlabel import encode
-from viplanes.sampling.goflow import GOFLOW2_CACHED
+from viplanes.detection.sflow.flowlabel import encode
+from viplanes.detection.sflow.goflow import GOFLOW2_CACHED
 
 DTN6, CLOUD6 = "2001:db8:3::30", "2001:db8:ff::10"
 DUAL = Path(__file__).resolve().parents[2] / "topologies" / "campus-dualstack.yaml"

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from tests.support.privovs import SflowBed
-from viplanes.sampling import switchconfig
-from viplanes.sampling.flowlabel import encode
-from viplanes.sampling.goflow import GOFLOW2_CACHED
-from viplanes.sampling.switchconfig import SwitchSampling
+from viplanes.detection.sflow import switchconfig
+from viplanes.detection.sflow.flowlabel import encode
+from viplanes.detection.sflow.goflow import GOFLOW2_CACHED
+from viplanes.detection.sflow.switchconfig import SwitchSampling
 
 REPO = Path(__file__).resolve().parents[2]
 A6, B6 = "2001:db8:9::1", "2001:db8:9::2"

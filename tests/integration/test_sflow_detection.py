@@ -19,10 +19,10 @@ import pytest
 
 from tests.support.privovs import SflowBed
 from tests.support.sightsink import RecordingSink
-from viplanes.sampling import switchconfig
-from viplanes.sampling.detector import Detector, DetectorSettings, PrefixFilter
-from viplanes.sampling.goflow import GOFLOW2_CACHED, CollectorProcess, CollectorSettings
-from viplanes.sampling.switchconfig import SwitchSampling
+from viplanes.detection.sflow import switchconfig
+from viplanes.detection.sflow.detector import Detector, DetectorSettings, PrefixFilter
+from viplanes.detection.sflow.goflow import GOFLOW2_CACHED, CollectorProcess, CollectorSettings
+from viplanes.detection.sflow.switchconfig import SwitchSampling
 
 pytestmark = [
     pytest.mark.integration,

@@ -15,10 +15,10 @@ import yaml
 from tests.support.sflowgen import datagram, flow_sample, send
 from tests.support.sightsink import RecordingSink
 from viplanes.auto.sflowwire import sampling_switches
-from viplanes.sampling.agents import SampleGuard
-from viplanes.sampling.detector import DetectorSettings
-from viplanes.sampling.goflow import GOFLOW2_CACHED, free_udp_port
-from viplanes.sampling.service import SflowDetection, SflowSettings
+from viplanes.detection.sflow.agents import SampleGuard
+from viplanes.detection.sflow.detector import DetectorSettings
+from viplanes.detection.sflow.goflow import GOFLOW2_CACHED, free_udp_port
+from viplanes.detection.sflow.service import SflowDetection, SflowSettings
 from viplanes.topologies.loader import parse_topology
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from tests.support.sflowlanes import SflowLab, mbps, sflow_lab, stop_all, timestamp
-from viplanes.sampling.goflow import GOFLOW2_CACHED
+from viplanes.detection.sflow.goflow import GOFLOW2_CACHED
 
 pytestmark = [
     pytest.mark.integration,

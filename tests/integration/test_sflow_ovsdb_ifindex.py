@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from viplanes.sampling.ifindex import OvsdbIfindexes
+from viplanes.detection.sflow.ifindex import OvsdbIfindexes
 
 pytestmark = pytest.mark.integration
 BRIDGE, DPID = "secnetifx0", 0x5EC0001

@@ -17,7 +17,7 @@ import yaml
 from tests.support.procs import free_port
 from tests.support.serve import bootstrap, memory_serve
 from tests.support.sflowgen import datagram, flow_sample, send
-from viplanes.sampling.goflow import GOFLOW2_CACHED
+from viplanes.detection.sflow.goflow import GOFLOW2_CACHED
 
 CAMPUS = Path(__file__).resolve().parents[2] / "topologies" / "campus.yaml"
 DTN = "198.51.100.30"  # the science DMZ's DTN: a public address, no campus NAT

@@ -9,7 +9,7 @@ import pytest
 import requests
 
 from tests.support.sflowlanes import SflowLab, sflow_lab
-from viplanes.sampling.goflow import GOFLOW2_CACHED
+from viplanes.detection.sflow.goflow import GOFLOW2_CACHED
 
 MARKS = [
     pytest.mark.integration,

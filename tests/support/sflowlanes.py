@@ -21,10 +21,10 @@ from typing import Any
 import requests
 
 from tests.support.labcampus import CAMPUS_YAML, VIPLANES, lab_campus
+from viplanes.detection.sflow.ifindex import OvsdbIfindexes
+from viplanes.detection.sflow.switchconfig import SwitchSampling
 from viplanes.lab.dns import free_udp_port
 from viplanes.lab.sflowlab import sample_access_switches
-from viplanes.sampling.ifindex import OvsdbIfindexes
-from viplanes.sampling.switchconfig import SwitchSampling
 from viplanes.topologies.loader import load_topology
 
 DESKTOP, DTN, CLOUD = "10.1.0.10", "198.51.100.30", "203.0.113.10"
@@ -77,7 +77,7 @@ class SflowLab:
 
 def port_ifindex(dpid: int, port: int) -> int:
     """The sFlow ifIndex OVS reports for a lab switch's OpenFlow port (its OVSDB ``ifindex``):
-    what a forged sample must carry to pass the input-port check (viplanes/sampling/agents.py)."""
+    what a forged sample must carry to pass the input-port check (viplanes/detection/sflow/agents.py)."""
     return OvsdbIfindexes({"sw": (dpid, "ovsdb")}).ifindexes("sw")[port]
 
 

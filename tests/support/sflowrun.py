@@ -17,10 +17,10 @@ import time
 from collections import Counter
 from ipaddress import ip_address
 
+from viplanes.detection.sflow.agents import SampleGuard, SamplingSwitch
+from viplanes.detection.sflow.flowlabel import FlowLabelMarks
+from viplanes.detection.sflow.service import SflowDetection, SflowSettings
 from viplanes.domain.sighting import Sighting
-from viplanes.sampling.agents import SampleGuard, SamplingSwitch
-from viplanes.sampling.flowlabel import FlowLabelMarks
-from viplanes.sampling.service import SflowDetection, SflowSettings
 
 
 class Printer:

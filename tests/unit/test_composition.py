@@ -91,8 +91,8 @@ ALLOWED = {
     "viplanes/lab/nodes.py: Nat(Router)",
     # the detection listeners' shared UDP socket: their files move to one detection folder in
     # the same issue (a parallel change); a listener holding its socket follows that move
-    "viplanes/auto/firefly.py: FireflyListener(UdpListener)",
-    "viplanes/sampling/gate.py: SflowGate(UdpListener)",
+    "viplanes/detection/firefly.py: FireflyListener(UdpListener)",
+    "viplanes/detection/sflow/gate.py: SflowGate(UdpListener)",
 }
 
 

@@ -24,7 +24,6 @@ from collections import Counter
 from collections.abc import Callable
 
 from viplanes.authz.tokens import Caller
-from viplanes.auto import store
 from viplanes.auto.bounds import SourceBound, source_prefix
 from viplanes.auto.campusnat import nat_outside_addresses, translated_sources
 from viplanes.auto.fairqueue import FairQueue
@@ -38,6 +37,7 @@ from viplanes.errors import VipError
 from viplanes.lanes.desk import LaneDesk
 from viplanes.lanes.requests import LaneTrigger
 from viplanes.lanes.targets import LaneInput
+from viplanes.store import automation as store
 
 log = logging.getLogger(__name__)
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import logging
 import threading
 
-from viplanes.auto import store
 from viplanes.auto.acceptor import system_caller
 from viplanes.domain.values import LaneCounters
 from viplanes.errors import VipError
 from viplanes.lanes.desk import LaneDesk
+from viplanes.store import automation as store
 
 log = logging.getLogger(__name__)
 

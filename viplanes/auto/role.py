@@ -21,8 +21,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from viplanes.auto.service import Automation, AutoSettings
 from viplanes.auto.sflowwire import sflow_detection
+from viplanes.detection.sflow.service import SflowDetection, SflowSettings
 from viplanes.lanes.desk import LaneDesk
-from viplanes.sampling.service import SflowDetection, SflowSettings
 from viplanes.topologies.model import Topology
 
 log = logging.getLogger(__name__)

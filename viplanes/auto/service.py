@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from viplanes.auto.acceptor import Acceptor
 from viplanes.auto.ender import IdleEnder
-from viplanes.auto.firefly import FireflyListener
+from viplanes.detection.firefly import FireflyListener
 from viplanes.lanes.desk import LaneDesk
 from viplanes.settings import DEFAULTS, SettingError, Settings
 

@@ -2,7 +2,7 @@
 serve`` and the split deployment's controller role build it from (docs/automatic-lanes.md).
 
 The topology says which switches sample (``sflow:`` per switch) and where each host plugs in;
-``sampling_switches`` turns that into the plain facts ``viplanes.sampling.agents`` checks against.
+``sampling_switches`` turns that into the plain facts ``viplanes.detection.sflow.agents`` checks against.
 """
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from viplanes.auto.acceptor import Acceptor
+from viplanes.detection.sflow.agents import SampleGuard, SamplingSwitch
+from viplanes.detection.sflow.detector import PrefixFilter
+from viplanes.detection.sflow.flowlabel import FlowLabelMarks
+from viplanes.detection.sflow.ifindex import OvsdbIfindexes
+from viplanes.detection.sflow.service import SflowDetection, SflowSettings
 from viplanes.domain.sighting import IPAddress
-from viplanes.sampling.agents import SampleGuard, SamplingSwitch
-from viplanes.sampling.detector import PrefixFilter
-from viplanes.sampling.flowlabel import FlowLabelMarks
-from viplanes.sampling.ifindex import OvsdbIfindexes
-from viplanes.sampling.service import SflowDetection, SflowSettings
 from viplanes.topologies.model import Topology
 
 

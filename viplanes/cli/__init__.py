@@ -2,12 +2,14 @@
 (``serve``, ``api``, ``controller``). The only package that imports click; it may import anything.
 
 Modules: ``api``, ``apiserver``, ``autocmd``, ``autoopts``, ``backup``, ``campusfile``, ``client``,
-``clockopt``, ``configcmd``, ``configdoc``, ``configfile``, ``configoptions``, ``configsettings``,
-``controller``, ``db``, ``doctor``, ``doctor_checks``, ``doctor_config``, ``doctor_features``,
-``doctor_service``, ``exitcodes``, ``extras``, ``https``, ``lab``, ``labreport``, ``labshell``,
-``lanecmd``, ``login``, ``logopts``, ``main``, ``openflow_options``, ``options``, ``osken``,
-``pki``, ``serve``, ``services``, ``settingsload``, ``switch_causes``, ``topology``, ``transfer``.
+``clockopt``, ``controller``, ``db``, ``exitcodes``, ``extras``, ``https``, ``lab``, ``labreport``,
+``labshell``, ``lanecmd``, ``login``, ``logopts``, ``main``, ``openflow_options``, ``options``,
+``osken``, ``pki``, ``serve``, ``services``, ``settingsload``, ``switch_causes``, ``topology``,
+``transfer``.
 
-Imports today: api, authz, auto, client, cluster, config, controller, dataplane, domain, errors, lab,
-lanes, lifecycle, logs, sampling, store, topologies. Never (.importlinter): tests.
+Subpackages: ``config`` (the configuration file and ``viplanes config``), ``doctor`` (``viplanes
+doctor`` and its checks).
+
+Imports today: api, authz, auto, client, cluster, config, controller, dataplane, detection, domain,
+errors, lab, lanes, lifecycle, logs, store, topologies. Never (.importlinter): tests.
 """

@@ -204,7 +204,7 @@ def _metrics_address(addr: str | None, cert: Path | None, key: Path | None) -> t
     """``--metrics`` checked before anything starts, as the API's listener is (viplanes/cli/https.py):
     both TLS files or neither, files that load, and no plain HTTP off loopback (exit 78): the
     counters name switches and the reasons forged datagrams were refused."""
-    from viplanes.cli.configfile import ConfigFileError
+    from viplanes.cli.config.file import ConfigFileError
     from viplanes.cli.https import is_loopback, server_context
 
     if (cert is None) != (key is None):

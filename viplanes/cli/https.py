@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from viplanes.cli.configfile import ConfigFileError
+from viplanes.cli.config.file import ConfigFileError
 from viplanes.domain.urls import is_loopback_host
 
 log = logging.getLogger("viplanes.cli.https")

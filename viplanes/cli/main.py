@@ -26,10 +26,10 @@ COMMANDS: dict[str, str] = {
     "login": "viplanes.cli.login:login",
     "logout": "viplanes.cli.login:logout",
     "db": "viplanes.cli.db:db",
-    "doctor": "viplanes.cli.doctor:doctor",
+    "doctor": "viplanes.cli.doctor.command:doctor",
     "lab": "viplanes.cli.lab:lab",
     "pki": "viplanes.cli.pki:pki_group",
-    "config": "viplanes.cli.configcmd:config",
+    "config": "viplanes.cli.config.command:config",
 }
 CONFIG_META = "viplanes.config_file"  # ctx.meta key of the LoadedConfig
 
@@ -101,7 +101,7 @@ class LazyGroup(click.Group):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """Read the configuration file before any command module is imported (some read their
         env-var settings at import); its env-var settings last as long as the command."""
-        from viplanes.cli.configfile import export_env, read, restore_env
+        from viplanes.cli.config.file import export_env, read, restore_env
 
         rest = super().parse_args(ctx, args)
         loaded = read(ctx.params.get("config_path"))
@@ -123,7 +123,7 @@ class LazyGroup(click.Group):
 @click.pass_context
 def main(ctx: click.Context, config_path: str | None) -> None:
     """VIP Lanes: pre-authorized big-data flows that bypass campus middleboxes."""
-    from viplanes.cli.configoptions import command_defaults
+    from viplanes.cli.config.options import command_defaults
 
     name = ctx.invoked_subcommand
     command = ctx.command.get_command(ctx, name) if name else None  # type: ignore[attr-defined]

@@ -40,7 +40,7 @@ def config_file_in_effect() -> Path | None:
 def load_topology_option(given: str | None, table: str = "serve", for_switches: bool = True) -> Any:
     """The campus this command runs (campusfile.py: a deployment names its file)."""
     from viplanes.cli.campusfile import choose_topology
-    from viplanes.cli.configfile import ConfigFileError
+    from viplanes.cli.config.file import ConfigFileError
     from viplanes.topologies.loader import TopologyError, load_topology
 
     choice = choose_topology(given, config_file_in_effect(), table, for_switches)
@@ -192,7 +192,7 @@ def serve(
     ctx.metrics.registry.register(AutomationCollector(automation))  # /metrics: viplanes_auto_*
     detection = services.sflow_detection(ps, clock, automation.acceptor, topology)
     if detection is not None:
-        from viplanes.sampling.metrics import SflowCollector
+        from viplanes.detection.sflow.metrics import SflowCollector
 
         ctx.metrics.registry.register(SflowCollector(detection))  # /metrics: viplanes_sflow_*
     server = None

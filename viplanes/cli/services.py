@@ -20,8 +20,8 @@ if TYPE_CHECKING:  # imported where built: a command that needs none of them loa
     from viplanes.api.app import AppParts
     from viplanes.auto.service import AutoSettings
     from viplanes.dataplane.base import Dataplane
+    from viplanes.detection.sflow.service import SflowSettings
     from viplanes.lanes.resolver import Resolver
-    from viplanes.sampling.service import SflowSettings
     from viplanes.store.retention import RetentionConfig
     from viplanes.topologies.model import Topology
 
@@ -43,7 +43,7 @@ def load(db_url: str = "", *, api: bool = True, migrate: bool = False, env: Sett
     """The settings of a process; ``api=False`` (a controller) does not read OIDC. A bad value is
     one line and exit 78 (BadSetting)."""
     from viplanes.auto.service import AutoSettings
-    from viplanes.sampling.service import SflowSettings
+    from viplanes.detection.sflow.service import SflowSettings
     from viplanes.store.retention import RetentionConfig
 
     env = env or process_settings()

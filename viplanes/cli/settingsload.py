@@ -1,5 +1,5 @@
 """The process's settings for a command: parsed once per command from the environment (which
-the configuration file has filled, viplanes/cli/configfile.py), a bad value one line and exit 78."""
+the configuration file has filled, viplanes/cli/config/file.py), a bad value one line and exit 78."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from viplanes.cli.configfile import CONFIG_EXIT
+from viplanes.cli.config.file import CONFIG_EXIT
 from viplanes.settings import Settings
 
 _META = "viplanes.settings"

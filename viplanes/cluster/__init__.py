@@ -5,6 +5,6 @@ declared runtime classes. Never the API or an entry point.
 
 Modules: ``clockcheck``, ``handoff``, ``leader``, ``metrics``, ``node``, ``reports``, ``wakeups``.
 
-Imports today: auto, controller, domain, errors, lanes, sampling, store. Never (.importlinter): click,
+Imports today: auto, controller, detection, domain, errors, lanes, store. Never (.importlinter): click,
 tests, api, cli.
 """

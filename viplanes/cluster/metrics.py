@@ -22,7 +22,7 @@ from prometheus_client.registry import Collector
 
 from viplanes.auto.metrics import AutomationCollector
 from viplanes.auto.role import AutomationRole
-from viplanes.sampling.metrics import SflowCollector
+from viplanes.detection.sflow.metrics import SflowCollector
 
 
 class RolePlane(Protocol):

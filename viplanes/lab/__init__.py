@@ -13,7 +13,7 @@ Modules: ``cpulimit``, ``ctzones``, ``datasets``, ``demo``, ``dns``, ``estimate`
 Subpackages: ``fidelity`` (the lab held against the papers), ``paper`` (what the papers measured,
 the paper grid and its figures), ``wan`` (the WAN model and its pacing proxy).
 
-Imports today: client, config, controller, lifecycle, sampling, topologies. Never (.importlinter):
+Imports today: client, config, controller, detection, lifecycle, topologies. Never (.importlinter):
 click, tests, cli.
 """
 

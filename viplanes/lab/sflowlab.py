@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from viplanes.detection.sflow import switchconfig
+from viplanes.detection.sflow.switchconfig import SwitchSampling
 from viplanes.lab.net import LabNetwork
-from viplanes.sampling import switchconfig
-from viplanes.sampling.switchconfig import SwitchSampling
 from viplanes.topologies.model import Topology
 
 

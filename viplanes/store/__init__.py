@@ -1,15 +1,18 @@
-"""Where state is kept: tables, engine, records of people and grants, the lane SQL, migrations.
+"""Where state is kept: tables, engine, records of people and grants, the lane SQL, automation's
+rows, migrations.
 
-May import domain, policy, authz, topologies and ``viplanes.lanes.states`` (the lane state table,
-which imports nothing of ours). Lane state changes only as that table says: the statements that
-move a lane live in ``lanesql`` and take their states from it.
+May import domain, policy, authz, topologies, ``viplanes.lanes.states`` (the lane state table,
+which imports nothing of ours) and automation's pure policy types (``viplanes.auto.policy``,
+``viplanes.auto.index``, for ``automation``). Lane state changes only as that table says: the
+statements that move a lane live in ``lanesql`` and take their states from it.
 
-Modules: ``backup``, ``backupcheck``, ``db``, ``filemode``, ``identities``, ``memberships``,
-``models``, ``pgconnect``, ``ratelimit``, ``records``, ``retention``, ``sqlite_wal``,
-``writeprobe``.
+Modules: ``automation``, ``backup``, ``backupcheck``, ``db``, ``filemode``, ``identities``,
+``memberships``, ``models``, ``pgconnect``, ``ratelimit``, ``records``, ``retention``,
+``sqlite_wal``, ``writeprobe``.
 
 Subpackages: ``lanesql``.
 
-Imports today: authz, domain, errors, lanes, policy, privatefile, topologies. Never (.importlinter):
-click, tests, api, cli, cluster, controller, dataplane, lanes.
+Imports today: auto (policy, index), authz, domain, errors, lanes, policy, privatefile, topologies.
+Never (.importlinter): click, tests, api, cli, cluster, controller, dataplane, lanes; nor automation's
+acceptor, services or wiring.
 """

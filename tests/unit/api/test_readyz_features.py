@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from tests.support.world import World
-from viplanes.cli.doctor_checks import FAIL, OK
-from viplanes.cli.doctor_features import check_features
+from viplanes.cli.doctor.checks import FAIL, OK
+from viplanes.cli.doctor.features import check_features
 from viplanes.domain.switchfacts import SwitchFacts, learned_features
 from viplanes.topologies.model import Topology
 

@@ -57,7 +57,7 @@ def test_a_lane_without_stats_is_not_ended_as_idle(world, acceptor, monkeypatch)
 
 def test_the_sweep_revokes_automatic_lanes_whose_automation_went_away(world, acceptor):
     """Another process switched automation off (the API ends lanes it sees; this is the safety net)."""
-    from viplanes.auto import store as auto
+    from viplanes.store import automation as auto
 
     set_policy(world)
     acceptor.refresh()

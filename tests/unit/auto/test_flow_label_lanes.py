@@ -19,11 +19,11 @@ from tests.unit.auto.conftest import Mono
 from viplanes.auto.acceptor import Acceptor
 from viplanes.auto.sflowwire import sflow_detection
 from viplanes.dataplane.memory import MemoryDataplane
+from viplanes.detection.sflow.agents import datagram_agent
+from viplanes.detection.sflow.detector import Sample
+from viplanes.detection.sflow.flowlabel import encode
+from viplanes.detection.sflow.service import SflowDetection, SflowSettings
 from viplanes.lanes.resolver import StaticResolver
-from viplanes.sampling.agents import datagram_agent
-from viplanes.sampling.detector import Sample
-from viplanes.sampling.flowlabel import encode
-from viplanes.sampling.service import SflowDetection, SflowSettings
 from viplanes.topologies.model import SflowAgent, Topology
 
 DTN6, CLOUD6 = "2001:db8:3::30", "2001:db8:ff::10"

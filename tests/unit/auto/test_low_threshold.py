@@ -20,9 +20,9 @@ from tests.support.world import World
 from tests.unit.auto.conftest import Mono, set_policy
 from viplanes.auto.acceptor import Acceptor
 from viplanes.auto.sflowwire import sflow_detection
+from viplanes.detection.sflow.detector import Detector, DetectorSettings, PrefixFilter, Sample
+from viplanes.detection.sflow.service import SflowSettings
 from viplanes.domain.values import FlowWatch
-from viplanes.sampling.detector import Detector, DetectorSettings, PrefixFilter, Sample
-from viplanes.sampling.service import SflowSettings
 
 GRANT_MBPS, LOW_MBPS, WINDOW_S, SAMPLING = 8, 2, 0.5, 8
 DESKTOP, NAT_BOX, CLOUD, NAT_PORT = "10.1.0.10", "198.51.100.2", "203.0.113.10", 51234

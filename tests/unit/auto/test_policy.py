@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.auto.conftest import set_policy, sighting
-from viplanes.auto import store as auto
 from viplanes.auto.policy import AutoPolicy, trigger_refusal
 from viplanes.domain.sighting import SightingKind, SightingState
 from viplanes.errors import Invalid
+from viplanes.store import automation as auto
 
 
 def test_a_disabled_policy_refuses_every_sighting():

@@ -14,7 +14,7 @@ from tests.support.world import World
 from viplanes.auto.role import AutomationRole
 from viplanes.auto.service import AutoSettings
 from viplanes.cli.main import main as cli
-from viplanes.sampling.service import SflowSettings
+from viplanes.detection.sflow.service import SflowSettings
 
 
 def free_udp() -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from tests.support.sightsink import RecordingSink
 from tests.unit.auto.conftest import set_policy, sighting
-from tests.unit.sampling.test_detector import detector, feed
+from tests.unit.detection.sflow.test_detector import detector, feed
 from viplanes.domain.sighting import SightingKind, SightingState
 
 

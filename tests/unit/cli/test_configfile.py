@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from viplanes.cli.configdoc import documented_keys
+from viplanes.cli.config.doc import documented_keys
 from viplanes.cli.main import main
 
 REPO = Path(__file__).resolve().parents[3]
@@ -149,7 +149,7 @@ def test_the_client_table_serves_the_cli(tmp_path):
 
 def test_the_doc_lists_every_key():
     """docs/configuration.md cannot go stale: regenerate it with
-    `python -m viplanes.cli.configdoc > docs/configuration.md`."""
+    `python -m viplanes.cli.config.doc > docs/configuration.md`."""
     doc = (REPO / "docs" / "configuration.md").read_text()
     sections: dict[str, str] = {}
     for part in re.split(r"^## ", doc, flags=re.M)[1:]:

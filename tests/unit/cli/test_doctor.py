@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from viplanes import pki
-from viplanes.cli.doctor import EXIT_FAIL, EXIT_OK, EXIT_WARN, exit_code
-from viplanes.cli.doctor_checks import FAIL, OK, WARN, Finding, check_database, check_pki, check_switches
+from viplanes.cli.doctor.checks import FAIL, OK, WARN, Finding, check_database, check_pki, check_switches
+from viplanes.cli.doctor.command import EXIT_FAIL, EXIT_OK, EXIT_WARN, exit_code
 from viplanes.cli.main import main
 from viplanes.store.db import Database
 from viplanes.store.migrations import upgrade
@@ -191,7 +191,7 @@ def test_doctor_reads_switch_names_with_an_operator_token_only(world: Any, topo:
     """/readyz names nothing to anyone (api/health.py): doctor reads the whole report with an
     operator's token, and without one says what is missing instead of blaming the switches."""
     from viplanes.cli.apiserver import ServerLimits, create_api_server
-    from viplanes.cli.doctor_checks import TOKEN_FIX, fetch_readiness
+    from viplanes.cli.doctor.checks import TOKEN_FIX, fetch_readiness
 
     server = create_api_server(world.app, "127.0.0.1", 0, None, ServerLimits(threads=2))
     thread = threading.Thread(target=server.run, daemon=True)

@@ -16,9 +16,9 @@ import yaml
 from click.testing import CliRunner
 
 from tests.support.paths import CAMPUS_YAML
-from viplanes.cli.doctor_checks import FAIL, OK
-from viplanes.cli.doctor_config import check_config
-from viplanes.cli.doctor_features import check_features
+from viplanes.cli.doctor.checks import FAIL, OK
+from viplanes.cli.doctor.config import check_config
+from viplanes.cli.doctor.features import check_features
 from viplanes.cli.main import COMMANDS, main
 from viplanes.topologies.loader import load_topology, parse_topology
 

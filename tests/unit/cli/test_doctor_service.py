@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from tests.support.paths import REPO
 from viplanes.cli.campusfile import bundled_campus, choose_topology
-from viplanes.cli.doctor_service import api_url_of, service_view
+from viplanes.cli.doctor.service import api_url_of, service_view
 from viplanes.cli.main import main
 from viplanes.cli.switch_causes import not_connected
 
@@ -72,7 +72,7 @@ def test_the_topology_rule() -> None:
 
 
 def test_doctor_explains_a_switch_from_recent_refusals_only(topo) -> None:
-    from viplanes.cli.doctor_checks import check_switches
+    from viplanes.cli.doctor.checks import check_switches
 
     report = {
         "switches": [{"dpid": sw.dpid, "connected": sw.name != "s2", "reconciled": True} for sw in topo.switches],

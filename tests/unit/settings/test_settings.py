@@ -13,7 +13,7 @@ from viplanes.settings import DEFAULTS, ENV_SETTINGS, SettingError, Settings
 ROOT = Path(__file__).resolve().parents[3]
 PRODUCT = ("viplanes", "api", "authz", "controller", "policy", "topologies")
 # the settings package, the configuration file's loader and the CLI client (docs/configuration.md)
-ALLOWED = {"viplanes/settings/environ.py", "viplanes/cli/configfile.py"}
+ALLOWED = {"viplanes/settings/environ.py", "viplanes/cli/config/file.py"}
 ALLOWED_DIRS = ("viplanes/client/",)
 
 

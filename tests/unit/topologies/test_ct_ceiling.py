@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from click.testing import CliRunner
 
-from viplanes.cli import doctor_checks
+from viplanes.cli.doctor import checks as doctor_checks
 from viplanes.cli.topology import topology as topology_cli
 from viplanes.topologies.loader import load_topology
 
