@@ -23,6 +23,7 @@ def _payload(n: int) -> bytes:
 
 
 IDLE_END_S = 2.0  # the sink ends this long after the last datagram (the sender is done)
+SO_RCVBUFFORCE = 33  # Linux socket(7), root only: past net.core.rmem_max (not in Python's socket)
 
 
 def udp_sink(port: int, out: str, seconds: float) -> None:
@@ -32,7 +33,7 @@ def udp_sink(port: int, out: str, seconds: float) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     # 8 MiB of queue (root: past rmem_max): the default ~0.3 s of datagrams overflowed when the
     # sink was not scheduled for longer, and those it dropped itself looked like the network's loss
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUFFORCE, 8 << 20)
+    sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 8 << 20)
     sock.bind(("0.0.0.0", port))
     sock.settimeout(0.2)
     arrivals: list[float] = []
