@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from tests import support
 from tests.support.labcampus import CLOUD, Campus, lab_campus
+from tests.support.procs import wait_for
 
 pytestmark = pytest.mark.integration
 TOOL = str(Path(support.__file__).with_name("attack_tool.py"))
@@ -79,11 +79,15 @@ def test_an_old_connection_never_leaves_under_another_hosts_lane_address(ct_camp
     cloud, desktop = ct_campus.lab.host("cloud"), ct_campus.lab.host("desktop")
     first = lane(ct_campus, DESKTOP_IP)
     server = cloud.popen(["python3", "-c", _SERVER], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    client = None
+    client = watch = None
     try:
-        time.sleep(0.3)
-        watch = cloud.popen(
-            ["python3", TOOL, "sniff", "cloud-eth0", "15"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        assert wait_for(lambda: ":5201 " in cloud.cmd("ss -ltn"), 30), "the cloud's listener never started"
+        watch = cloud.popen(  # counts until its stdin closes: a fixed 15 s could end before "ph2"
+            ["python3", TOOL, "sniff", "cloud-eth0", "120", "until-eof"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         assert watch.stdout is not None and watch.stdout.readline().strip() == "ready"
         client = desktop.popen(
@@ -103,11 +107,11 @@ def test_an_old_connection_never_leaves_under_another_hosts_lane_address(ct_camp
         client.stdin.write("go\n")
         client.stdin.flush()
         assert client.stdout.readline().strip() == "done"
-        out, err = watch.communicate(timeout=30)
+        out, err = watch.communicate(timeout=150)
         assert watch.returncode == 0, err
         seen = json.loads(out)
     finally:
-        for proc in (client, server):
+        for proc in (client, server, watch):
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait(5)

@@ -20,6 +20,7 @@ import pytest
 
 from tests import support
 from tests.support.labcampus import Campus, lab_campus
+from tests.support.procs import wait_for
 from tests.support.runtag import run_tag
 
 pytestmark = pytest.mark.integration
@@ -55,16 +56,27 @@ def lane_packets(campus: Campus, switches: tuple[str, ...] = ("s1", "s2")) -> di
     return {f"{sw} {f['match']}": f["packets"] for sw in switches for f in campus.lane_flows(sw, campus.lane["id"])}
 
 
-def sniffer(campus: Campus, host: str, iface: str, seconds: float, kind: str = "sniff") -> Any:
+# A sniffer counts until ``sniffed`` closes its stdin, then until its frames stop (attack_tool.py):
+# its fixed windows (4 s + 0.15-0.5 s a case) ran out under load while the forging python3 starts
+# were still going, so a late frame went uncounted (a positive count failed, a forgery went unseen).
+# SNIFF_MAX_S only bounds a sniffer whose test died.
+SNIFF_MAX_S = 120
+
+
+def sniffer(campus: Campus, host: str, iface: str, kind: str = "sniff") -> Any:
     proc = campus.lab.host(host).popen(
-        ["python3", TOOL, kind, iface, str(seconds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        ["python3", TOOL, kind, iface, str(SNIFF_MAX_S), "until-eof"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     return proc
 
 
 def sniffed(proc: Any) -> Any:
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=SNIFF_MAX_S + 30)  # closes its stdin: everything was sent
     assert proc.returncode == 0, err
     return json.loads(out.strip().splitlines()[-1])
 
@@ -178,12 +190,14 @@ def test_forged_lane_packets_from_every_host_never_ride_a_lane(attack_campus: Ca
     fwd, rev = forward_cases(nat_ip), reverse_cases(nat_ip)
     time.sleep(1)  # the last transfer's stragglers
     before = lane_packets(attack_campus)
-    seconds = 4 + 0.15 * (len(fwd) + len(rev))
-    at_cloud = sniffer(attack_campus, "cloud", "cloud-eth0", seconds)
-    at_desktop = sniffer(attack_campus, "desktop", "desktop-eth0", seconds)
-    for case in fwd + rev:
-        tag, host, iface, *rest = case
-        forge(attack_campus, host, iface, *rest, tag)
+    at_cloud = sniffer(attack_campus, "cloud", "cloud-eth0")
+    at_desktop = sniffer(attack_campus, "desktop", "desktop-eth0")
+    by_host: dict[tuple[str, str], list[list]] = {}
+    for tag, host, iface, *rest in fwd + rev:
+        by_host.setdefault((host, iface), []).append([*rest, tag])
+    for (host, iface), cases in by_host.items():  # one python3 start per host, not per case
+        out = attack_campus.lab.host(host).cmd(f"python3 {TOOL} sendmany {iface} {COUNT} '{json.dumps(cases)}'")
+        assert "Error" not in out, out
     cloud_saw, desktop_saw = sniffed(at_cloud), sniffed(at_desktop)
     # at the cloud, only the campus NAT's address may show up (the firewall path), never the
     # desktop's or the lane's
@@ -240,7 +254,7 @@ def test_frag_needed_for_a_lane_connection_reaches_the_desktop_un_natted(attack_
             "-c",
             "import socket,time;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,"
             "socket.SO_REUSEADDR,1);s.bind(('0.0.0.0',5201));s.listen();"
-            "s.settimeout(10);c,a=s.accept();print(a,flush=True);time.sleep(6)",
+            "s.settimeout(30);c,a=s.accept();print(a,flush=True);time.sleep(30)",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -248,17 +262,20 @@ def test_frag_needed_for_a_lane_connection_reaches_the_desktop_un_natted(attack_
     )
     client = None
     try:
-        time.sleep(0.3)
+        # waited for, not slept on: under load a fixed 0.3 s / 0.8 s let the ICMP come before the
+        # listener or the connection it quotes existed, and the border rightly dropped it
+        assert wait_for(lambda: ":5201 " in cloud.cmd("ss -ltn"), 30), "the cloud's listener never started"
         client = desktop.popen(
             [
                 "python3",
                 "-c",
                 "import socket,time;s=socket.socket();s.bind(('10.1.0.10',41000));"
-                f"s.connect(('{CLOUD}',5201));time.sleep(6)",
+                f"s.connect(('{CLOUD}',5201));time.sleep(30)",
             ]
         )
-        time.sleep(0.8)
-        watch = sniffer(attack_campus, "desktop", "desktop-eth0", 3, kind="sniff_icmp")
+        quoted = f"{attack_campus.lane['nat_ip']}:41000"
+        assert wait_for(lambda: quoted in cloud.cmd("ss -tnH state established"), 30), "no lane connection"
+        watch = sniffer(attack_campus, "desktop", "desktop-eth0", kind="sniff_icmp")
         cloud.cmd(
             f"python3 {TOOL} icmp {attack_campus.lane['nat_ip']} {attack_campus.lane['nat_ip']} {CLOUD} 41000 5201"
         )
@@ -301,7 +318,7 @@ def test_a_port_the_topology_does_not_know_gets_no_lane(attack_campus: Campus) -
             (LANE_MAC, nat_ip, 0),
             ("02:00:00:09:00:09", nat_ip, 0),
         ]
-        at_cloud = sniffer(attack_campus, "cloud", "cloud-eth0", 4 + 0.15 * len(cases))
+        at_cloud = sniffer(attack_campus, "cloud", "cloud-eth0")
         for i, (mac, src, vlan) in enumerate(cases):
             out = subprocess.run(
                 [
@@ -352,7 +369,7 @@ def test_packets_conntrack_will_not_track_never_leave_with_the_desktops_address(
     assert attack_campus.lane is not None
     nat_ip = attack_campus.lane["nat_ip"]
     cases = {**INVALID_FLAGS, "syn": SYN, "ack": ACK}
-    watch = sniffer(attack_campus, "cloud", "cloud-eth0", 4 + 0.5 * len(cases))  # slack for a loaded CI
+    watch = sniffer(attack_campus, "cloud", "cloud-eth0")
     for i, (tag, flags) in enumerate(cases.items()):
         forge(
             attack_campus,
@@ -372,4 +389,5 @@ def test_packets_conntrack_will_not_track_never_leave_with_the_desktops_address(
     leaked = {tag: entry for tag, entry in seen.items() if entry[1] != nat_ip}
     assert not leaked, f"left untranslated: {leaked}"
     assert not set(INVALID_FLAGS) & set(seen), seen
-    assert seen.get("syn", [0])[0] == COUNT and seen.get("ack", [0])[0] == COUNT, seen
+    # they leave: a frame may be lost on a loaded lab's userspace hops, an egress drop loses all
+    assert seen.get("syn", [0])[0] >= COUNT - 3 and seen.get("ack", [0])[0] >= COUNT - 3, seen

@@ -15,7 +15,6 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,9 +40,15 @@ DRIFT_ROUNDS_S = 6.0  # three drift rounds (every 2 s): time for a wrong repair 
 HTTP_S = 60
 
 
-@pytest.fixture
-def stepped_serve(tmp_path: Path) -> Iterator[tuple[ServeChild, faketime.SteppedClockFile, dict[str, str], str]]:
-    """serve under libfaketime driving four bridges; (serve, its clock file, researcher headers, access bridge)."""
+@pytest.fixture(scope="module")
+def stepped_serve(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[ServeChild, faketime.SteppedClockFile, dict[str, str], str]]:
+    """serve under libfaketime driving four bridges; (serve, its clock file, researcher headers,
+    access bridge). One for the module: its start and the four switches' reconcile under the
+    slowed clock took ~20 s each time, and each test steps the clock relative to where it is and
+    watches only its own lane (the forward step's, then the backward step's)."""
+    tmp_path = tmp_path_factory.mktemp("clocksteps")
     clock = faketime.SteppedClockFile(tmp_path / "faketime")
     of_port = free_port()
     serve = ServeChild(

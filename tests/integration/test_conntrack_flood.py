@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -24,6 +25,7 @@ import yaml
 
 from tests import support
 from tests.support.labcampus import CAMPUS_YAML, CLOUD, Campus, lab_campus
+from tests.support.procs import wait_for
 from viplanes.controller.compile.ctlane import zone_layout
 
 pytestmark = pytest.mark.integration
@@ -127,6 +129,10 @@ def test_a_syn_flood_through_one_lane_leaves_another_lanes_connections_working(f
     procs = [listener]
     try:
         assert listener.stdout is not None and listener.stdout.readline().strip() == "ready"
+        accepted: list[str] = []
+        lines = listener.stdout
+        reader = threading.Thread(target=lambda: accepted.extend(ln.strip() for ln in lines), daemon=True)
+        reader.start()
         before = zone_entries(zone)
         gw_mac = next(m.inside.mac for m in flood_campus_topology(flood_campus).middleboxes if m.kind == "firewall")
         flood = desktop.popen(
@@ -144,6 +150,10 @@ def test_a_syn_flood_through_one_lane_leaves_another_lanes_connections_working(f
         c_out, c_err = connects.communicate(timeout=60)
         f_out, f_err = flood.communicate(timeout=60)
         during = zone_entries(zone)
+        # the listener prints each accept when it is scheduled: under load it ran a few behind the
+        # connects the kernel had completed, and killing it at once lost their lines
+        ok = json.loads(c_out)["ok"] if c_out.strip() else 0
+        wait_for(lambda: accepted.count(victim["nat_ip"]) >= ok, 15)
         limits = zone_limit(zone)
         maxconns = subprocess.run(
             ["ovs-appctl", "--timeout=20", "dpctl/ct-get-maxconns", DATAPATH],
@@ -152,7 +162,9 @@ def test_a_syn_flood_through_one_lane_leaves_another_lanes_connections_working(f
             timeout=30,
         ).stdout.strip()
         listener.kill()
-        peers = listener.communicate(timeout=10)[0].split()
+        listener.wait(10)
+        reader.join(10)
+        peers = list(accepted)
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -167,7 +179,9 @@ def test_a_syn_flood_through_one_lane_leaves_another_lanes_connections_working(f
         f"server's connects during the flood: {second}; the datapath's table: {maxconns} entries"
     )
     assert sent["sent"] > 10_000, (sent, f_err)
-    assert second["ok"] >= 20 and second["failed"] == 0, (second, c_err)
+    # one connect per 0.2 s for 6 s is ~30 unloaded; the check is that none failed, and that
+    # enough ran to mean it (a loaded machine's connects take longer, so fewer fit)
+    assert second["ok"] >= 10 and second["failed"] == 0, (second, c_err)
     assert peers.count(victim["nat_ip"]) >= second["ok"], peers[-5:]  # through the server's lane
     # only what the lane's new-connection meter let through became an entry (burst + rate x time)
     assert during - before <= NEW_PER_S * (FLOOD_S + 2) + NEW_PER_S, during
@@ -186,8 +200,8 @@ def flood_campus_topology(campus: Campus):
 UDP_RATE, UDP_SECONDS = 1000, 5.0
 _UDP_COUNT = (
     "import socket,json,sys;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.bind(('0.0.0.0',5201));"
-    "print('ready',flush=True);s.settimeout(float(sys.argv[1]));n=0;srcs=set()\n"
-    "try:\n while True:\n  _,a=s.recvfrom(2048);n+=1;srcs.add(a[0])\n"
+    "print('ready',flush=True);s.settimeout(60);n=0;srcs=set()\n"
+    "try:\n while True:\n  _,a=s.recvfrom(2048);n+=1;srcs.add(a[0]);s.settimeout(float(sys.argv[1]))\n"
     "except OSError: pass\n"
     "print(json.dumps({'received':n,'from':sorted(srcs)}),flush=True)"
 )
@@ -235,4 +249,6 @@ def test_a_one_way_udp_stream_rides_its_lane_at_full_rate(flood_campus: Campus) 
     # campus NAT's address. The firewall's own counter is printed, not asserted: it also counts
     # what the previous test's flood left queued there (257 packets once in CI, 0-1 alone)
     assert got["from"] == [udp["nat_ip"]], got
-    assert got["received"] >= 0.95 * sent["sent"], (got, sent, c_err)
+    # the meter this guards let ~100/s + its burst through (issue 42: 897 of 8,000); at full rate
+    # nearly all arrive, less what a loaded machine's userspace switches and the counter drop
+    assert got["received"] >= 0.6 * sent["sent"], (got, sent, c_err)

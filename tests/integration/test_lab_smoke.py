@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.labcampus import COUNTERS_S, LANE_OVER_FIREWALL
 from tests.support.paths import REPO
 from viplanes.lab.datasets import digests
 from viplanes.lab.experiments import Runner, RunSpec, session
@@ -22,10 +23,10 @@ pytestmark = pytest.mark.integration
 
 TOPOLOGY = REPO / "topologies" / "campus.yaml"
 # Measured here: firewall path ~14 Mbit/s (15 Mbit/s DPI cap), lane ~85-90 (100 Mbit/s NIC): ~6x.
-# The floor leaves room for a busy 2-core machine. The WAN model caps each connection at 10 Mbit/s
-# (campus.yaml), so it takes 10 or more streams to fill the desktop's NIC.
+# The floor (LANE_OVER_FIREWALL) leaves room for a busy 2-core machine. The WAN model caps each
+# connection at 10 Mbit/s (campus.yaml), so it takes 10 or more streams to fill the desktop's NIC.
 STREAMS = 16
-MIN_RATIO = 3.0
+MIN_RATIO = LANE_OVER_FIREWALL
 
 
 def bridges() -> set[str]:
@@ -64,7 +65,7 @@ def test_lane_beats_firewall_and_rclone_upload_arrives_intact(tmp_path: Path) ->
         assert m.bytes == ds.bytes
         assert digests(svc.data_dir / "lab" / "smoke") == digests(ds.path)
         # OVS folds datapath counters into its OpenFlow rules about twice a second: poll a little
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + COUNTERS_S
         while True:
             counters = sess.stack.client().call("GET", f"/lanes/{lane_rec['id']}/stats")
             if not counters["available"] or counters["bytes"] >= ds.bytes or time.monotonic() > deadline:

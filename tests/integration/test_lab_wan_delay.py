@@ -105,8 +105,10 @@ def test_a_request_response_loop_sees_the_round_trip() -> None:
     with echo_server() as echo, proxy(echo, "--mbps", "10", "--rtt-ms", "120") as port:
         rtts = round_trips(port)
     print("rtt s", [round(r, 4) for r in rtts])
-    # each exchange pays 60 ms each way: 120 ms, +25 ms for a loaded machine's scheduling
-    assert all(0.118 <= r <= 0.145 for r in rtts), rtts
+    # each exchange pays 60 ms each way: never under 120 ms; over it by the machine's scheduling,
+    # which on a loaded machine can stretch any one exchange, so the best of five must be within
+    # 25 ms of it (a delay paid twice reads 240)
+    assert all(r >= 0.118 for r in rtts) and min(rtts) <= 0.145, rtts
 
 
 def iperf(port: int, reverse: bool, seconds: int = 2, streams: int = 1) -> float:

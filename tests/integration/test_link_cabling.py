@@ -110,8 +110,9 @@ def test_swapped_cables_are_named_and_the_lane_goes_around_them(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        send.communicate(timeout=30)
+        out, _ = send.communicate(timeout=30)
+        sent = int(out.split()[-1])  # 500 unloaded; a starved sender sends fewer in its 1 s
         carried = _rx(lab.bridge(other), 1) - via_other
         strayed = _rx(lab.bridge(transit), 1) - via_transit
-        print(f"lane datagrams: {carried} through {other}, {strayed} through {transit}")
-        assert carried >= 400 and strayed < 20, (carried, strayed)
+        print(f"lane datagrams: {carried} of {sent} through {other}, {strayed} through {transit}")
+        assert sent >= 100 and carried >= 0.8 * sent and strayed < 20, (sent, carried, strayed)

@@ -96,7 +96,7 @@ def _cut_under_traffic(lab, tmp_path: Path, probe_s: int, cut: Callable[[], None
     cloud, desktop = lab.host("cloud"), lab.host("desktop")
     udp_out, tcp_out = tmp_path / "udp.json", tmp_path / "tcp.json"
     sinks = [
-        _popen(cloud, ["udp-sink", str(UDP_PORT), str(udp_out), str(probe_s + 2)]),
+        _popen(cloud, ["udp-sink", str(UDP_PORT), str(udp_out), str(probe_s + 20)]),
         _popen(cloud, ["tcp-sink", str(TCP_PORT), str(tcp_out), "40"]),
     ]
     time.sleep(0.5)
@@ -109,14 +109,24 @@ def _cut_under_traffic(lab, tmp_path: Path, probe_s: int, cut: Callable[[], None
         sent_out, _ = upload.communicate(timeout=40)
         sent = json.loads(sent_out.strip().splitlines()[-1])
         got = _read(tcp_out, 30)
-        probe.communicate(timeout=30)
-        udp = _read(udp_out, 20)
+        probe_out, _ = probe.communicate(timeout=30)
+        udp = {**_read(udp_out, 20), "sent": int(probe_out.split()[-1])}
     finally:
         for p in [probe, upload, *sinks]:
             if p.poll() is None:
                 p.kill()
                 p.wait(5)
     return sent, got, udp, cut_at
+
+
+def network_gap_s(udp: dict) -> float:
+    """The probe's longest stretch of datagrams lost, in seconds of its 1,000/s schedule, the
+    tail after the last one received included (traffic that never came back). The arrival gap
+    also counts the sender or the sink not being scheduled on a loaded machine (0.14-0.57 s seen
+    with nothing cut), so it is printed, not asserted; nor is the count received, which a sink
+    that fell behind its socket buffer lowers (the loss run counts the network's gap either way)."""
+    tail = udp["sent"] - 1 - udp["last_seq"]
+    return max(udp["longest_loss_run"], tail) / 1000
 
 
 def _received(cloud, since: int = 0) -> int:
@@ -141,7 +151,7 @@ def test_a_cut_bypass_link_moves_lanes_and_no_path_holds_them(tmp_path: Path, mo
             f"finished {got['done_at'] - cut_at:.1f} s after the cut"
         )
         assert got["sha256"] == sent["sha256"] and got["bytes"] == 8 << 20
-        assert udp["longest_gap_s"] < 1.0, udp
+        assert network_gap_s(udp) < 1.0, udp
         # the upload ended while the link was still down (it still is)
 
         # both bypass links down: nothing to move to; the lanes are held
@@ -297,15 +307,15 @@ def test_a_failed_transit_switch_moves_the_dtn_lane_to_the_disjoint_path(
         assert r.status_code == 201 and r.json()["state"] == "active", r.text
         cloud, dtn = lab.host("cloud"), lab.host("dtn")
         out = tmp_path / "udp.json"
-        sink = _popen(cloud, ["udp-sink", str(UDP_PORT), str(out), "9"])
+        sink = _popen(cloud, ["udp-sink", str(UDP_PORT), str(out), "27"])
         time.sleep(0.5)
         probe = _popen(dtn, ["udp-send", CLOUD, str(UDP_PORT), "1000", "7"])
         try:
             time.sleep(2.0)
             for port in (1, 2):  # the transit switch dies: both its ports go dark
                 _link(lab, transit, port, up=False)
-            probe.communicate(timeout=30)
-            udp = _read(out, 20)
+            probe_out, _ = probe.communicate(timeout=30)
+            udp = {**_read(out, 20), "sent": int(probe_out.split()[-1])}
         finally:
             for p in (probe, sink):
                 if p.poll() is None:
@@ -316,7 +326,7 @@ def test_a_failed_transit_switch_moves_the_dtn_lane_to_the_disjoint_path(
             f"\ntransit {transit} failed: probe {udp['received']} of ~7000 received, "
             f"longest gap {udp['longest_gap_s']:.3f} s at {udp['gap_at_s']:.1f} s"
         )
-        assert udp["received"] > 6000 and udp["longest_gap_s"] < 1.0, udp
+        assert network_gap_s(udp) < 1.0, udp
 
 
 RING = REPO / "tests" / "unit" / "fixtures" / "topologies" / "campus-ring.yaml"  # the tests' own campus
@@ -359,7 +369,7 @@ def test_fast_failover_groups_move_the_lanes_within_100_ms(
         sent, got, udp, cut_at = _cut_under_traffic(
             lab, tmp_path, 7, lambda: _link(lab, far.switch, far.port, up=False)
         )
-        lost_s = udp["longest_loss_run"] / 1000  # datagrams sent 1 ms apart
+        lost_s = network_gap_s(udp)  # datagrams sent 1 ms apart
         record_property("ff_probe_longest_gap_s", udp["longest_gap_s"])
         record_property("ff_probe_longest_loss_s", lost_s)
         print(

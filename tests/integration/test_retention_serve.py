@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from tests.support.procs import free_port
+from tests.support.procs import free_port, wait_for
 from tests.support.serve import VIPLANES, memory_serve
 from viplanes.store import records as store
 from viplanes.store.db import Database
@@ -59,6 +59,16 @@ def _seed(url: str) -> list[int]:
     return ids
 
 
+def _pruned(url: str) -> bool:
+    """The prune's audit event is committed."""
+    db = Database(url)
+    try:
+        with db.read() as s:
+            return bool(s.scalars(select(AuditEvent).where(AuditEvent.action == "db.prune")).all())
+    finally:
+        db.dispose()
+
+
 def test_serve_prunes_on_its_own(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'vl.db'}"
     ids = _seed(url)
@@ -66,10 +76,9 @@ def test_serve_prunes_on_its_own(tmp_path: Path) -> None:
     env = {**os.environ, "VIPLANES_PRUNE_EVERY_S": "1", "VIPLANES_RETENTION_EXPORT_DIR": str(archive)}
     serve = memory_serve(url, tmp_path, env=env).start()
     try:
-        deadline = time.monotonic() + 15
-        while not list(archive.glob("lanes-*.jsonl")) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        time.sleep(0.5)  # the batch commits and the audit event follows the export
+        # the export, then the batch's commit and its audit event: polled (a fixed 0.5 s after the
+        # export could end before a loaded machine's commit)
+        wait_for(lambda: list(archive.glob("lanes-*.jsonl")) and _pruned(url), 30, step=0.5)
     finally:
         serve.stop()
     files = list(archive.glob("lanes-*.jsonl"))

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import subprocess
 import threading
-import time
 
 import pytest
 import requests
 
 from tests.support.concurrency import run_together
+from tests.support.procs import wait_for
 from tests.support.serve import VIPLANES, bootstrap, lane_body, memory_serve, setup_researcher
 
 pytestmark = pytest.mark.integration
@@ -38,11 +38,15 @@ def test_serve_lifecycle_and_restart_loses_nothing(serve_db, tmp_path):
             assert r.status_code == 201 and r.json()["state"] == "active"
             ids.append(r.json()["id"])
         short = requests.post(f"{first.url}/api/v1/lanes", json=lane_body(9003, duration=1), headers=h, timeout=10)
-        time.sleep(1.5)  # the scheduler (0.1 s tick) expires it in real time
-        assert (
-            requests.get(f"{first.url}/api/v1/lanes/{short.json()['id']}", headers=h, timeout=10).json()["state"]
-            == "expired"
-        )
+
+        def state() -> str:
+            return str(
+                requests.get(f"{first.url}/api/v1/lanes/{short.json()['id']}", headers=h, timeout=10).json()["state"]
+            )
+
+        # the scheduler (0.1 s tick) expires it in real time: polled, not slept on for 1.5 s (a
+        # loaded machine's tick and write can come later); an hour-long lane would still fail it
+        assert wait_for(lambda: state() == "expired", 10), state()
         assert "viplanes_lanes{state=\"active\"} 3.0" in requests.get(f"{first.url}/metrics", timeout=10).text
     finally:
         assert first.stop() == 0  # SIGTERM is a clean shutdown

@@ -23,8 +23,9 @@ import pytest
 import requests
 
 from tests.support import ndframes as nf
-from tests.support.labcampus import lab_campus
+from tests.support.labcampus import COUNTERS_S, IPERF_SERVER_ARGS, iperf_client, lab_campus
 from tests.support.paths import DUALSTACK_YAML
+from tests.support.procs import wait_for
 from viplanes.lab.servechild import ServeChild
 
 pytestmark = pytest.mark.integration
@@ -202,14 +203,15 @@ def test_the_campus_v6_keeps_working(lab: V6Lab) -> None:
     assert r.status_code == 201 and r.json()["state"] == "active", r.text
     lane_id = r.json()["id"]
     cloud = lab.node("cloud")
-    server = cloud.popen(["iperf3", "-s", "-1", "-p", "5201"])
+    server = cloud.popen(["iperf3", "-s", "-1", "-p", "5201", *IPERF_SERVER_ARGS])
     try:
-        time.sleep(0.5)
-        out = desktop.cmd(f"iperf3 -6 -c {CLOUD6} -p 5201 -t 1 -J")
+        # listening, not slept on; the client bounded (iperf3 alone can wait forever)
+        assert wait_for(lambda: ":5201 " in cloud.cmd("ss -ltn"), 30), "iperf3 server never listened"
+        out = desktop.cmd(iperf_client(CLOUD6, 5201, 1, "-6"))
     finally:
         server.wait(15)
-    assert '"error"' not in out, out
-    deadline = time.monotonic() + 3  # userspace OVS pushes datapath counters lazily
+    assert out.strip() and '"error"' not in out, out
+    deadline = time.monotonic() + COUNTERS_S  # userspace OVS pushes datapath counters lazily
     while (got := int(lab.api("GET", f"/lanes/{lane_id}/stats").json()["bytes"])) < 100_000:
         if time.monotonic() > deadline:
             break

@@ -2,24 +2,35 @@
 
 send IFACE SRC_MAC DST_MAC VLAN SRC_IP DST_IP SPORT DPORT FLAGS COUNT TAG
     COUNT TCP frames (802.1Q-tagged when VLAN > 0), payload b"VLATK" + TAG (4 bytes)
-sniff IFACE SECONDS
+sendmany IFACE COUNT JSON
+    the same for each case of JSON, a list of [SRC_MAC, DST_MAC, VLAN, SRC_IP, DST_IP, SPORT,
+    DPORT, FLAGS, TAG]: one python3 start for a host's cases (one each took ~1 s at load 9)
+sniff IFACE SECONDS [until-eof]
     count frames carrying b"VLATK"; prints JSON {tag: [count, src_ip, dst_ip, tagged]}
 icmp DST_IP INNER_SRC INNER_DST INNER_SPORT INNER_DPORT
     one ICMP fragmentation-needed (MTU 1200) quoting a TCP header, via the kernel's IP
-sniff_icmp IFACE SECONDS
+sniff_icmp IFACE SECONDS [until-eof]
     prints JSON list of [outer_dst, inner_src, inner_dst, inner_sport] of ICMP 3/4 frames
+
+A sniffer given ``until-eof`` stops when its stdin closes (the test has sent everything), then
+once no frame came for ``QUIET_S`` (the last frames are still crossing the lab's userspace
+switches), and at SECONDS at the latest. A fixed window instead ran out under load while the
+senders (one python3 start each) were still going: a late frame was simply not counted.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import select
 import socket
 import struct
 import sys
 import time
+from collections.abc import Callable
 
 MARK = b"VLATK"
+QUIET_S = 1.0
 
 
 def checksum(data: bytes) -> int:
@@ -47,25 +58,53 @@ def tcp_frame(
     return eth + b"\x08\x00" + ip + tcp
 
 
-def send(argv: list[str]) -> None:
-    iface, src_mac, dst_mac, vlan, src_ip, dst_ip, sport, dport, flags, count, tag = argv
-    frame = tcp_frame(src_mac, dst_mac, int(vlan), src_ip, dst_ip, int(sport), int(dport), int(flags, 0), tag)
+def _send(iface: str, cases: list[list], count: int) -> None:
     with socket.socket(socket.AF_PACKET, socket.SOCK_RAW) as s:
         s.bind((iface, 0))
-        for _ in range(int(count)):
-            s.send(frame)
-            time.sleep(0.002)
+        for src_mac, dst_mac, vlan, src_ip, dst_ip, sport, dport, flags, tag in cases:
+            frame = tcp_frame(
+                src_mac, dst_mac, int(vlan), src_ip, dst_ip, int(sport), int(dport), int(str(flags), 0), tag
+            )
+            for _ in range(count):
+                s.send(frame)
+                time.sleep(0.002)
 
 
-def _frames(iface: str, seconds: float):
+def send(argv: list[str]) -> None:
+    iface, *case, count, tag = argv
+    _send(iface, [[*case, tag]], int(count))
+
+
+def sendmany(argv: list[str]) -> None:
+    iface, count, cases = argv
+    _send(iface, json.loads(cases), int(count))
+
+
+def _any(frame: bytes) -> bool:
+    return True
+
+
+def _frames(iface: str, seconds: float, until_eof: bool = False, wanted: Callable[[bytes], bool] = _any):
+    """Frames arriving on ``iface`` for ``seconds``; with ``until_eof``, only until stdin closed
+    and ``QUIET_S`` passed without a ``wanted`` frame (the lab's own chatter does not count)."""
     with socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.ntohs(3)) as s:
         s.bind((iface, 0))
         print("ready", flush=True)
         end = time.monotonic() + seconds
-        while (left := end - time.monotonic()) > 0:
-            if select.select([s], [], [], left)[0]:
+        watched: list = [s, sys.stdin] if until_eof else [s]
+        quiet_end = None  # set once stdin closed: the end unless another frame comes
+        while (left := min(end, quiet_end or end) - time.monotonic()) > 0:
+            ready = select.select(watched, [], [], left)[0]
+            if sys.stdin in ready:
+                if not os.read(sys.stdin.fileno(), 4096):
+                    watched = [s]
+                    quiet_end = time.monotonic() + QUIET_S
+                continue
+            if ready:
                 frame, addr = s.recvfrom(65535)
                 if addr[2] != socket.PACKET_OUTGOING:
+                    if quiet_end is not None and wanted(frame):
+                        quiet_end = time.monotonic() + QUIET_S
                     yield frame
 
 
@@ -79,7 +118,7 @@ def _ip(frame: bytes) -> tuple[bytes, bool] | None:
 
 def sniff(argv: list[str]) -> None:
     seen: dict[str, list] = {}
-    for frame in _frames(argv[0], float(argv[1])):
+    for frame in _frames(argv[0], float(argv[1]), argv[2:] == ["until-eof"], lambda f: MARK in f):
         pos = frame.find(MARK)
         parsed = _ip(frame)
         if pos < 0 or parsed is None:
@@ -106,9 +145,17 @@ def icmp(argv: list[str]) -> None:
             time.sleep(0.05)
 
 
+def _is_frag_needed(frame: bytes) -> bool:
+    parsed = _ip(frame)
+    if parsed is None or parsed[0][9] != 1:
+        return False
+    ip = parsed[0]
+    return ip[(ip[0] & 0xF) * 4 :][:2] == b"\x03\x04"
+
+
 def sniff_icmp(argv: list[str]) -> None:
     found = []
-    for frame in _frames(argv[0], float(argv[1])):
+    for frame in _frames(argv[0], float(argv[1]), argv[2:] == ["until-eof"], _is_frag_needed):
         parsed = _ip(frame)
         if parsed is None:
             continue
@@ -131,4 +178,6 @@ def sniff_icmp(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    {"send": send, "sniff": sniff, "icmp": icmp, "sniff_icmp": sniff_icmp}[sys.argv[1]](sys.argv[2:])
+    {"send": send, "sendmany": sendmany, "sniff": sniff, "icmp": icmp, "sniff_icmp": sniff_icmp}[sys.argv[1]](
+        sys.argv[2:]
+    )

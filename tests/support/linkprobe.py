@@ -2,7 +2,7 @@
 the border's conntrack sees replies) that records the longest gap, and a paced TCP upload
 checked by SHA-256. Every wait has a deadline.
 
-    python -m tests.support.linkprobe udp-sink PORT OUT SECONDS
+    python -m tests.support.linkprobe udp-sink PORT OUT MAX_SECONDS
     python -m tests.support.linkprobe udp-send HOST PORT RATE SECONDS
     python -m tests.support.linkprobe tcp-sink PORT OUT SECONDS
     python -m tests.support.linkprobe tcp-send HOST PORT BYTES BYTES_PER_S
@@ -22,14 +22,24 @@ def _payload(n: int) -> bytes:
     return (block * (n // len(block) + 1))[:n]
 
 
+IDLE_END_S = 2.0  # the sink ends this long after the last datagram (the sender is done)
+SO_RCVBUFFORCE = 33  # Linux socket(7), root only: past net.core.rmem_max (not in Python's socket)
+
+
 def udp_sink(port: int, out: str, seconds: float) -> None:
+    """Echo and record datagrams for ``seconds`` at most, ending ``IDLE_END_S`` after the last:
+    a window fixed from the sink's own start could end before a sender that started late (a
+    loaded machine) sent its last, which then looked lost."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    # 8 MiB of queue (root: past rmem_max): the default ~0.3 s of datagrams overflowed when the
+    # sink was not scheduled for longer, and those it dropped itself looked like the network's loss
+    sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 8 << 20)
     sock.bind(("0.0.0.0", port))
     sock.settimeout(0.2)
     arrivals: list[float] = []
     seqs: set[int] = set()
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    while (now := time.monotonic()) < deadline and not (arrivals and now - arrivals[-1] > IDLE_END_S):
         try:
             data, peer = sock.recvfrom(2048)
         except TimeoutError:
@@ -46,6 +56,7 @@ def udp_sink(port: int, out: str, seconds: float) -> None:
                 "longest_gap_s": gaps[worst] if worst is not None else None,
                 "gap_at_s": arrivals[worst] - arrivals[0] if worst is not None else None,
                 "longest_loss_run": _longest_run_missing(seqs),
+                "last_seq": max(seqs, default=-1),
             },
             f,
         )

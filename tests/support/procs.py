@@ -103,7 +103,7 @@ class ControllerProcess:
                 cwd=REPO,
                 env=dict(os.environ),
             )
-        self._wait_listening(10.0)
+        self._wait_listening(60.0)  # os-ken's imports alone took seconds at load 9 on 2 cores
         return self
 
     def _wait_listening(self, timeout: float) -> None:

@@ -22,12 +22,13 @@ def memory_serve(
     workdir: Path,
     env: dict[str, str] | None = None,
     tick: float = 0.1,
-    ready_s: float = 45,
+    ready_s: float = 90,
     args: tuple[str, ...] = (),
 ) -> ServeChild:
     """`viplanes serve --dataplane memory` (not started): the API-only tests' serve. ``args``:
     more serve options (e.g. --topology FILE). ``ready_s``: an idle serve took over 20 s to
-    answer with two lab runs and other work on 2 cores."""
+    answer with two lab runs and other work on 2 cores; waiting longer costs a passing test
+    nothing."""
     return ServeChild(db_url, workdir, dataplane="memory", tick=tick, env=env, ready_s=ready_s, args=args)
 
 
@@ -35,7 +36,7 @@ def openflow_serve(db_url: str, workdir: Path, of_port: int, security: list[str]
     """serve driving real switches on ``of_port`` (not started): TLS with the lab PKI unless
     ``security`` gives other options (``[]``: plain TCP)."""
     security = lab_security_args() if security is None else security
-    return ServeChild(db_url, workdir, openflow=("127.0.0.1", of_port), tick=0.2, security=security)
+    return ServeChild(db_url, workdir, openflow=("127.0.0.1", of_port), tick=0.2, security=security, ready_s=90)
 
 
 def bootstrap(db_url: str, name: str = "root") -> str:
