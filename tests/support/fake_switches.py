@@ -55,6 +55,20 @@ def inline_runtime(topo: Topology, clock: FakeClock, switches: FakeSwitches, bas
     return runtime
 
 
+def rerouting_runtime(topo: Topology, hold_down_s: float = 2.0) -> tuple[FakeClock, FakeSwitches, LaneRuntime]:
+    """An :func:`inline_runtime` over reconciled fake switches whose controller re-route runs
+    inline too (links held down ``hold_down_s``): the set-up of every re-route test."""
+    from viplanes.controller.runtime.links import LinkBook, LinkSettings
+    from viplanes.controller.runtime.reroute import Reroute
+
+    clock = FakeClock()
+    switches = FakeSwitches(topo, clock)
+    rt = inline_runtime(topo, clock, switches, base_flows=True)
+    book = LinkBook(topo, LinkSettings(hold_down_s=hold_down_s), clock)
+    rt.reroute = Reroute(rt.state, rt.wire, rt.resync, book, topo, start=lambda fn: None)
+    return clock, switches, rt
+
+
 def arp_request(topo: Topology, target: str) -> bytes:
     """The edge router's broadcast ARP who-has ``target``, as raw frame bytes."""
     edge = topo.edge.inside

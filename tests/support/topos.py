@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from tests.support.paths import TOPOLOGIES
+from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import Topology
 
 
@@ -17,3 +19,10 @@ def without_fast_failover(topo: Topology) -> Topology:
         for s in topo.switches
     )
     return dataclasses.replace(topo, switches=switches)
+
+
+def redundant_campus(fast_failover: bool = False) -> Topology:
+    """The shipped redundant campus (two bypass paths), the controller's re-route alone unless
+    ``fast_failover``."""
+    topo = load_topology(TOPOLOGIES / "campus-redundant.yaml")
+    return topo if fast_failover else without_fast_failover(topo)

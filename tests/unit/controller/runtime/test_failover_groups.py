@@ -10,15 +10,13 @@ from pathlib import Path
 import pytest
 
 from tests.support.clock import FakeClock
-from tests.support.fake_switches import FakeSwitches, inline_runtime
+from tests.support.fake_switches import FakeSwitches, rerouting_runtime
 from tests.support.flowsim import FlowTable, ip_packet
 from tests.support.paths import TOPOLOGIES, UNIT_FIXTURES
 from viplanes.controller.compile import failover
 from viplanes.controller.compile.cookies import lane_id_from_cookie
 from viplanes.controller.compile.path import gateway_mac, lane_hops
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
-from viplanes.controller.runtime.links import LinkBook, LinkSettings
-from viplanes.controller.runtime.reroute import Reroute
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import Topology
@@ -30,11 +28,7 @@ CAMPUSES = [TOPOLOGIES / "campus-redundant.yaml", UNIT_FIXTURES / "topologies" /
 
 def _setup(path: Path) -> tuple[Topology, FakeClock, FakeSwitches, LaneRuntime]:
     topo = load_topology(path)
-    clock = FakeClock()
-    switches = FakeSwitches(topo, clock)
-    rt = inline_runtime(topo, clock, switches, base_flows=True)
-    book = LinkBook(topo, LinkSettings(hold_down_s=2.0), clock)
-    rt.reroute = Reroute(rt.state, rt.wire, rt.resync, book, topo, start=lambda fn: None)
+    clock, switches, rt = rerouting_runtime(topo)
     return topo, clock, switches, rt
 
 

@@ -5,36 +5,26 @@ view; a re-sent lane's fast-failover groups get its new buckets. Fake switches, 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Any
 
 from tests.support.clock import FakeClock
-from tests.support.fake_switches import FakeSwitches, inline_runtime, spec
+from tests.support.fake_switches import FakeSwitches, rerouting_runtime, spec
 from tests.support.packets import ip_packet
-from tests.support.topos import without_fast_failover
+from tests.support.topos import redundant_campus
 from viplanes.controller.compile import failover
 from viplanes.controller.compile.cookies import shared_cookie
 from viplanes.controller.compile.groups import group_key
 from viplanes.controller.compile.path import gateway_mac
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
-from viplanes.controller.runtime.links import LinkBook, LinkSettings
-from viplanes.controller.runtime.reroute import Reroute
 from viplanes.domain.values import LaneSpec
-from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import Topology
 
-REDUNDANT = Path(__file__).resolve().parents[4] / "topologies" / "campus-redundant.yaml"
 CLOUD = "203.0.113.10"
 
 
 def _setup(fast_failover: bool = False) -> tuple[Topology, FakeClock, FakeSwitches, LaneRuntime]:
-    topo = load_topology(REDUNDANT)
-    topo = topo if fast_failover else without_fast_failover(topo)
-    clock = FakeClock()
-    switches = FakeSwitches(topo, clock)
-    rt = inline_runtime(topo, clock, switches, base_flows=True)
-    book = LinkBook(topo, LinkSettings(hold_down_s=2.0), clock)
-    rt.reroute = Reroute(rt.state, rt.wire, rt.resync, book, topo, start=lambda fn: None)
+    topo = redundant_campus(fast_failover)
+    clock, switches, rt = rerouting_runtime(topo)
     return topo, clock, switches, rt
 
 

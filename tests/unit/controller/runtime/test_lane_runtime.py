@@ -4,6 +4,7 @@ confirmed by barriers, failures with reasons, removal, counters, reconcile on co
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from os_ken.ofproto import ofproto_v1_3 as ofp
@@ -89,7 +90,16 @@ def test_unanswered_barrier_times_out(rt, switches) -> None:
 
 def test_disconnect_while_waiting_fails_promptly(rt, switches) -> None:
     switches.mute.add(3)
-    threading.Timer(0.1, lambda: rt.switch_down(3)).start()
+
+    def down_once_waiting() -> None:  # not on a timer: on a busy machine the activation started late
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline and not any(
+            d == 3 and type(m).__name__ == "OFPBarrierRequest" for d, m in list(switches.sent)
+        ):
+            time.sleep(0.005)
+        rt.switch_down(3)
+
+    threading.Thread(target=down_once_waiting, daemon=True).start()
     result = rt.activate(spec(), timeout_s=5.0)
     assert not result.ok
     assert "switch s3 (dpid 3) disconnected" in result.reason

@@ -3,35 +3,25 @@ back on whichever path returns (issue 42). Fake switches, packet walks, an injec
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from os_ken.ofproto import ofproto_v1_3 as ofp
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.support.clock import FakeClock
-from tests.support.fake_switches import FakeSwitches, inline_runtime, spec
+from tests.support.fake_switches import FakeSwitches, rerouting_runtime, spec
 from tests.support.packets import ip_packet
-from tests.support.topos import without_fast_failover
+from tests.support.topos import redundant_campus
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
-from viplanes.controller.runtime.links import LinkBook, LinkSettings
-from viplanes.controller.runtime.reroute import Reroute
-from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import Topology
 
-REDUNDANT = Path(__file__).resolve().parents[4] / "topologies" / "campus-redundant.yaml"
 CLOUD = "203.0.113.10"
 
 
 def _setup(fast_failover: bool = False) -> tuple[Topology, FakeClock, FakeSwitches, LaneRuntime]:
     """The redundant campus, the controller's re-route alone unless ``fast_failover``."""
-    topo = load_topology(REDUNDANT)
-    topo = topo if fast_failover else without_fast_failover(topo)
-    clock = FakeClock()
-    switches = FakeSwitches(topo, clock)
-    rt = inline_runtime(topo, clock, switches, base_flows=True)
-    book = LinkBook(topo, LinkSettings(hold_down_s=2.0), clock)
-    rt.reroute = Reroute(rt.state, rt.wire, rt.resync, book, topo, start=lambda fn: None)
+    topo = redundant_campus(fast_failover)
+    clock, switches, rt = rerouting_runtime(topo)
     assert rt.activate(spec(1, now=clock.now)).ok
     return topo, clock, switches, rt
 
