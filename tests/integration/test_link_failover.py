@@ -134,6 +134,19 @@ def _received(cloud, since: int = 0) -> int:
     return int(cloud.cmd("cat /sys/class/net/cloud-eth0/statistics/rx_packets").strip()) - since
 
 
+def _traffic_back_s(lab, cloud, switch: str, port: int) -> float | None:
+    """Bring ``switch``:``port`` up; seconds until the lane's traffic arrives again (over 50
+    datagrams), or None within the hold-down plus 3 s."""
+    back_at = time.monotonic()
+    _link(lab, switch, port, up=True)
+    base = _received(cloud)
+    while time.monotonic() - back_at < HOLD_DOWN_S + 3:
+        time.sleep(0.05)
+        if _received(cloud, base) > 50:
+            return time.monotonic() - back_at
+    return None
+
+
 def test_a_cut_bypass_link_moves_lanes_and_no_path_holds_them(tmp_path: Path, monkeypatch, record_property) -> None:
     monkeypatch.setenv("VIPLANES_LINK_HOLD_DOWN_S", str(HOLD_DOWN_S))
     no_ff = _controller_reroute_only(tmp_path)
@@ -184,15 +197,7 @@ def test_a_cut_bypass_link_moves_lanes_and_no_path_holds_them(tmp_path: Path, mo
             ).json()
             assert lane["state"] == "interrupted" and "s2:3-s3:3" in lane["reason"], lane
             # the link the lanes were NOT using comes back: held down HOLD_DOWN_S, then carried
-            back_at = time.monotonic()
-            _link(lab, "s3", 5, up=True)
-            base = _received(cloud)
-            flowing = None
-            while time.monotonic() - back_at < HOLD_DOWN_S + 3:
-                time.sleep(0.05)
-                if _received(cloud, base) > 50:
-                    flowing = time.monotonic() - back_at
-                    break
+            flowing = _traffic_back_s(lab, cloud, "s3", 5)
             record_property("traffic_back_s", flowing)
             print(f"second link back: traffic again {flowing} s after its return (hold-down {HOLD_DOWN_S} s)")
             assert flowing is not None and flowing < HOLD_DOWN_S + 1.0
@@ -253,15 +258,7 @@ def test_a_lane_requested_with_no_bypass_path_is_held_and_carried_when_one_retur
             base = _received(cloud)
             time.sleep(1.0)
             assert _received(cloud, base) < 20, "lane traffic arrives with both bypass links down"
-            back_at = time.monotonic()
-            _link(lab, "s3", 5, up=True)
-            base = _received(cloud)
-            flowing = None
-            while time.monotonic() - back_at < HOLD_DOWN_S + 3:
-                time.sleep(0.05)
-                if _received(cloud, base) > 50:
-                    flowing = time.monotonic() - back_at
-                    break
+            flowing = _traffic_back_s(lab, cloud, "s3", 5)
             record_property("held_lane_traffic_back_s", flowing)
             print(f"link back: the held lane's traffic flows {flowing} s after (hold-down {HOLD_DOWN_S} s)")
             assert flowing is not None and flowing < HOLD_DOWN_S + 1.0
