@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.procs import free_port, wait_for, wait_healthy
+from tests.support.procs import free_port, port_free, wait_for, wait_healthy
 
 pytestmark = pytest.mark.integration
 
@@ -32,15 +31,6 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z"
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 def test_a_killed_api_parent_takes_its_workers_and_frees_the_port(tmp_path: Path) -> None:
@@ -61,7 +51,7 @@ def test_a_killed_api_parent_takes_its_workers_and_frees_the_port(tmp_path: Path
         api.wait(10)
         gone = wait_for(lambda: not any(_alive(w) for w in workers), 15)
         assert gone, f"workers {sorted(w for w in workers if _alive(w))} outlived their killed parent"
-        assert wait_for(lambda: _port_free(port), 10), f"port {port} still held after the workers ended"
+        assert wait_for(lambda: port_free(port), 10), f"port {port} still held after the workers ended"
     finally:
         for pid in [api.pid, *workers]:
             try:

@@ -147,6 +147,17 @@ def _traffic_back_s(lab, cloud, switch: str, port: int) -> float | None:
     return None
 
 
+def _active_within(serve, lane_id: int, headers: dict, tries: int) -> dict:
+    """The lane as the API reads it, polled every 0.1 s until ``active`` or ``tries`` reads."""
+    lane: dict = {}
+    for _ in range(tries):
+        lane = requests.get(f"{serve.url}/api/v1/lanes/{lane_id}", headers=headers, timeout=5).json()
+        if lane["state"] == "active":
+            break
+        time.sleep(0.1)
+    return lane
+
+
 def test_a_cut_bypass_link_moves_lanes_and_no_path_holds_them(tmp_path: Path, monkeypatch, record_property) -> None:
     monkeypatch.setenv("VIPLANES_LINK_HOLD_DOWN_S", str(HOLD_DOWN_S))
     no_ff = _controller_reroute_only(tmp_path)
@@ -201,16 +212,7 @@ def test_a_cut_bypass_link_moves_lanes_and_no_path_holds_them(tmp_path: Path, mo
             record_property("traffic_back_s", flowing)
             print(f"second link back: traffic again {flowing} s after its return (hold-down {HOLD_DOWN_S} s)")
             assert flowing is not None and flowing < HOLD_DOWN_S + 1.0
-            state = None
-            for _ in range(20):
-                state = requests.get(
-                    f"{serve.url}/api/v1/lanes/{udp_lane['id']}",
-                    headers={"Authorization": f"Bearer {token}"},
-                    timeout=5,
-                ).json()["state"]
-                if state == "active":
-                    break
-                time.sleep(0.1)
+            state = _active_within(serve, udp_lane["id"], {"Authorization": f"Bearer {token}"}, 20)["state"]
             assert state == "active"
         finally:
             if probe.poll() is None:
@@ -262,13 +264,8 @@ def test_a_lane_requested_with_no_bypass_path_is_held_and_carried_when_one_retur
             record_property("held_lane_traffic_back_s", flowing)
             print(f"link back: the held lane's traffic flows {flowing} s after (hold-down {HOLD_DOWN_S} s)")
             assert flowing is not None and flowing < HOLD_DOWN_S + 1.0
-            state = None
-            for _ in range(30):
-                state = requests.get(f"{serve.url}/api/v1/lanes/{lane['id']}", headers=auth, timeout=5).json()
-                if state["state"] == "active":
-                    break
-                time.sleep(0.1)
-            assert state is not None and state["state"] == "active", state
+            state = _active_within(serve, lane["id"], auth, 30)
+            assert state and state["state"] == "active", state
         finally:
             if probe.poll() is None:
                 probe.kill()

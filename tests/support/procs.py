@@ -20,6 +20,18 @@ from viplanes.lifecycle import stop_process as stop_process
 T = TypeVar("T")
 
 
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a new listener could bind ``host``:``port`` now (connections left in TIME_WAIT do
+    not hold it: the product's listeners set SO_REUSEADDR too)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def wait_healthy(proc: subprocess.Popen, url: str, log: Path, timeout: float) -> None:
     """Wait until ``url``/healthz answers OK; fail with the log's tail if ``proc`` exits or time runs out."""
     import requests  # only the serve tests need it

@@ -13,7 +13,7 @@ import pytest
 from os_ken.ofproto import ofproto_v1_3 as ofp
 
 from tests.support.peer import Peer, msg
-from tests.support.procs import free_port
+from tests.support.procs import free_port, port_free
 from viplanes.controller.openflow.embedded import EmbeddedController
 from viplanes.controller.openflow.launcher import SWITCH_INTERVAL_S
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
@@ -30,16 +30,6 @@ def _wait(cond, timeout: float = 5.0) -> bool:
     return False
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def test_start_connect_reconcile_stop_restart(topo: Topology) -> None:
     port = free_port()
     baseline = threading.active_count()
@@ -48,7 +38,7 @@ def test_start_connect_reconcile_stop_restart(topo: Topology) -> None:
     sys.setswitchinterval(0.005)  # CPython's default
     ctl.start()
     try:
-        assert not _port_free(port)  # listening when start() returns
+        assert not port_free(port)  # listening when start() returns
         assert sys.getswitchinterval() == pytest.approx(SWITCH_INTERVAL_S)  # I/O threads wait less
         s2 = Peer(port, dpid=2)
         s2.handshake()
@@ -66,7 +56,7 @@ def test_start_connect_reconcile_stop_restart(topo: Topology) -> None:
         assert not result.ok and result.reason == "switch s1 (dpid 1) not connected"
     finally:
         ctl.stop()
-    assert _wait(lambda: _port_free(port)), "listener still bound after stop()"
+    assert _wait(lambda: port_free(port)), "listener still bound after stop()"
     assert s2.closed_by_controller(3.0)
     assert _wait(lambda: threading.active_count() <= baseline + 1, 10.0), [t.name for t in threading.enumerate()]
     s2.close()
