@@ -19,22 +19,23 @@ ovs-up:
 	@scripts/ovs-up
 
 # pytest exits 5 when it collected nothing; make treats every non-zero code as failure. Both runs
-# print their 20 slowest steps: where the suite's time goes, in every CI log. The unit suite runs on
-# two workers (pytest-xdist; its tests share no file, port or bridge name); the integration suite
-# stays serial: its labs share the machine's one ovs-vswitchd.
+# print their 20 slowest steps: where the suite's time goes, in every CI log. Both run on two
+# workers (pytest-xdist): unit tests share no file, port or bridge name; the integration suite goes
+# a whole module at a time, the Keycloak modules together (tests/support/workers.py), and labs on
+# the one ovs-vswitchd stay apart by their run's bridge names and conntrack zones.
 test: setup
 	scripts/lint
 	scripts/lint-imports
 	scripts/typecheck
 	scripts/check-units
 	$(PYTEST) -q -m "not integration" -n 2 --durations=20 tests
-	$(PYTEST) -q -m integration --durations=20 tests
+	$(PYTEST) -q -m integration -n 2 --dist loadgroup --durations=20 tests
 
 test-unit: setup
 	$(PYTEST) -q -m "not integration" -n 2 --durations=20 tests
 
 test-integration: setup
-	$(PYTEST) -q -m integration --durations=20 tests
+	$(PYTEST) -q -m integration -n 2 --dist loadgroup --durations=20 tests
 
 demo: setup
 	$(PY) -m viplanes.lab.demo

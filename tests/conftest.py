@@ -12,6 +12,7 @@ import yaml
 
 from tests.support.paths import CAMPUS_YAML
 from tests.support.postgres import PgCluster, session_cluster
+from tests.support.workers import ModuleScheduling, keycloak_modules
 from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import Topology
 
@@ -38,6 +39,14 @@ def pg_cluster() -> Iterator[PgCluster]:
     """The session's throwaway PostgreSQL cluster (skips without PostgreSQL 15 or root)."""
     with session_cluster() as cluster:
         yield cluster
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, absent under ``-p no:xdist``
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> ModuleScheduling | None:
+    """``--dist loadgroup`` (`make test`'s integration run): tests/support/workers.py's units."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    return ModuleScheduling(config, log, keycloak_modules(Path(__file__).parent / "integration"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
