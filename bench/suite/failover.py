@@ -29,9 +29,11 @@ from typing import Any
 
 from bench.harness.pg import throwaway_postgres
 from bench.harness.report import Result, Target
+from bench.suite import failover_phases
 from tests.support.procs import free_port, lab_security_args, wait_for, wait_healthy
 from tests.support.scaleout_kit import (
     Proc,
+    db_rows,
     lane_flows,
     lease_holder_pid,
     request_active,
@@ -108,14 +110,25 @@ def measure(kills: int, soak_minutes: float = 0.0) -> dict[str, float]:
             first = [request_active(url, h, 9000 + i, within_s=40) for i in range(3)]
             before = {ln["id"]: lane_flows(bridges[0], ln["id"]) for ln in first}
             times = []
+            phases: list[dict[str, float]] = []
             for k in range(kills):
                 master = lease_holder_pid(db)
                 port, proc = next((p, c) for p, c in by_port.items() if c.proc.pid == master)
-                t0 = time.monotonic()
+                t0, killed_at = time.monotonic(), time.time()
                 os.kill(master, signal.SIGKILL)
                 proc.proc.wait(5)
-                request_active(url, h, 9100 + k, within_s=20)
+                expires_at = float(db_rows(db, "SELECT expires_at FROM controller_lease")[0][0])
+                lane = request_active(url, h, 9100 + k, within_s=20)
                 times.append(time.monotonic() - t0)
+                answered_at = time.time()
+                activated = float(db_rows(db, "SELECT activated_at FROM lanes WHERE id = %s", (lane["id"],))[0][0])
+                new = next(c for c in by_port.values() if c.proc.pid == lease_holder_pid(db))
+                phases.append(
+                    failover_phases.phases(
+                        failover_phases.read(new.log), killed_at, expires_at, activated, answered_at, len(bridges)
+                    )
+                )
+                print("  " + " ".join(f"{n} {v * 1000:.0f}" for n, v in phases[-1].items()), flush=True)
                 for ln in first:
                     assert set(lane_flows(bridges[0], ln["id"])) == set(before[ln["id"]]), "a lane flow changed"
                 by_port[port] = controller(f"ctl-{port}-{k}", port)
@@ -129,6 +142,7 @@ def measure(kills: int, soak_minutes: float = 0.0) -> dict[str, float]:
                 min(lane_flows(bridges[0], ln["id"]).values()) > min(before[ln["id"]].values()) for ln in first
             )
             times.sort()
+            print(failover_phases.table(phases), flush=True)
             soaked: dict[str, Any] = {}
             if soak_minutes > 0:
                 from bench.suite.failover_soak import soak

@@ -18,6 +18,7 @@ from typing import Any
 import requests
 
 from tests.support.scaleout_kit import lane_flows, request_active
+from viplanes.cluster.renewals import parse_summaries
 
 NEAR_MISSES = ("no renewal answered before the deadline", "renewal answered after its own deadline", "lost, now SLAVE")
 SOAK_PORTS = range(9200, 9300)  # inside setup_researcher's grant, apart from the kill rounds' lanes
@@ -74,6 +75,8 @@ def soak(db: str, url: str, h: dict[str, str], bridge: str, minutes: float, logs
         "false_takeovers": takeovers,
         "epoch_changes": epochs,
         "near_misses": _near_misses(logs) - misses_before,
+        # the masters' renewal jitter (``viplanes.cluster.renewals``): what a shorter lease would eat
+        **parse_summaries("\n".join(_read(log) for log in logs)),
         "lanes_lost": failed + len(unflowed),
         "soak_load_min": min(loads),
         "soak_load_max": max(loads),
@@ -83,11 +86,11 @@ def soak(db: str, url: str, h: dict[str, str], bridge: str, minutes: float, logs
 
 def _near_misses(logs: list[Path]) -> int:
     """The controllers' log lines of a lease renewal that did not answer in time."""
-    count = 0
-    for log in logs:
-        try:
-            text = log.read_text(errors="replace")
-        except OSError:
-            continue
-        count += sum(text.count(line) for line in NEAR_MISSES)
-    return count
+    return sum(_read(log).count(line) for log in logs for line in NEAR_MISSES)
+
+
+def _read(log: Path) -> str:
+    try:
+        return log.read_text(errors="replace")
+    except OSError:
+        return ""

@@ -74,6 +74,10 @@ class Load:
         """POSTs sent before ``t`` and answered (or cut) after it."""
         return sum(1 for sent, done in self.spans if sent < t < done)
 
+    def overlapping(self, a: float, b: float) -> int:
+        """POSTs in flight at some moment between ``a`` and ``b``."""
+        return sum(1 for sent, done in self.spans if sent < b and done > a)
+
     def slowest_from(self, t: float) -> float:
         return max((done - sent for sent, done in self.spans if done > t), default=0.0)
 
@@ -226,11 +230,14 @@ def test_kill_master_while_clients_request_lanes(cluster, record_property) -> No
     failed = failures(load)
     print(
         f"\nkill -9 master: the standby holds the lease {t_master - t_kill:.2f} s after it; {len(load.accepted)} lanes accepted, "
-        f"{load.in_flight_at(t_kill)} POSTs in flight at the kill, slowest answer after it "
+        f"{load.in_flight_at(t_kill)} POSTs in flight at the kill, {load.in_flight_at(t_kill + 1.0)} 1 s later, "
+        f"{load.overlapping(t_kill, t_master + 1.0)} until 1 s after the takeover, slowest answer after it "
         f"{load.slowest_from(t_kill):.2f} s; failed answers (s after the kill, status) "
         f"{[(round(a[0] - t_kill, 2), a[1]) for a in failed]}"
     )
-    assert load.in_flight_at(t_kill) + load.in_flight_at(t_kill + 1.0) >= 1, "no request met the failover"
+    # the standby takes over within ~0.1 s of a crash (the dead master's session ends: issue 44),
+    # so two instants (the kill, a second later) may both fall between requests: the whole span
+    assert load.overlapping(t_kill, t_master + 1.0) >= 1, "no request met the failover"
     assert all(status == 503 for _, status, _ in failed), failed  # never 500, never a cut connection
     window = (t_kill - 0.5, t_master + 3.0)  # a request sent just before the kill may meet it
     outside = [(round(at - t_kill, 2), status) for at, status, _ in failed if not window[0] <= at <= window[1]]

@@ -8,13 +8,11 @@ with an older one (OFPRRFC_STALE), so a deposed master that still believes it le
 switch back.
 
 Timing (``LEASE_S`` 1.5 s, ``RENEW_S`` 0.3 s): five renewals per lease, so a stall of up to
-1.2 s on a busy 2-core machine (a GC pause, a checkpoint, a descheduled thread) does not lose
-it. A standby reads the row's time left with its failed attempt and sleeps until just past the
-expiry when that comes before its next period (``standby_wait``), so after a crash it holds the
-lease ``LEASE_S`` after the last renewal plus ``EXPIRY_MARGIN_S``, not up to a whole poll period
-later: within 1.55 s, leaving ~0.4 s of the 2 s failover budget of issue 44 for role requests
-and the next lane (with 2 s / 0.5 s and a blind poll it was 2.22 s p50, 2.69 s p99). The soak
-(``bench.suite.failover --soak-minutes``) counts false takeovers at this timing.
+1.2 s on a busy 2-core machine does not lose it (``viplanes.cluster.renewals`` logs the gaps and
+slack measured, the failover soak reads them). A crashed holder is found sooner: its database
+session ends with it, and a standby waiting on the holder's liveness lock takes the lease then
+(``viplanes.cluster.liveness``; ``liveness=True``, as ``ControllerNode`` builds it). Without that
+(a dead machine, a partition) a standby sleeps until just past the expiry (``standby_wait``).
 
 The holder counts its lease from the *local* monotonic time taken *before* the statement went out,
 plus ``LEASE_S``: the database granted it at or after that instant, so the local deadline never
@@ -53,6 +51,8 @@ from typing import Any
 
 from sqlalchemy import text
 
+from viplanes.cluster.liveness import MARK, HolderWatch, Liveness, holder_key
+from viplanes.cluster.renewals import RenewalStats
 from viplanes.store.db import Database
 
 log = logging.getLogger(__name__)
@@ -101,6 +101,7 @@ class LeaderLease:
         lease_s: float = LEASE_S,
         renew_s: float = RENEW_S,
         on_change: OnChange | None = None,
+        liveness: bool = False,  # PostgreSQL: a crashed holder's lease taken at once (``liveness``)
     ) -> None:
         if renew_s >= lease_s:
             raise ValueError("renew period must be shorter than the lease")
@@ -132,6 +133,15 @@ class LeaderLease:
         self._seen: tuple[str, int, float] | None = None
         self._seen_at = 0.0
         self._left = 0.0  # a standby's last read: seconds left on the holder's lease (database clock)
+        self.renewals = RenewalStats()  # the holder's renewal gaps and slack, logged now and then
+        self._kick = threading.Event()  # wakes the lease thread before its period is over
+        self._gone: str | None = None  # a holder whose session ended: its lease may be taken now
+        self._holder_watch: HolderWatch | None = None
+        if liveness and self._pg:
+            alive = Liveness(db)
+            if alive.hold(self.holder + MARK):
+                self.holder += MARK
+                self._holder_watch = HolderWatch(alive, self.holder, self._watched, self._holder_gone)
         self._ensure_row()
 
     def _ensure_row(self) -> None:
@@ -173,6 +183,9 @@ class LeaderLease:
         """One round: take or renew. The epoch while we hold the lease, else None."""
         sent_at = time.monotonic()
         stale = self._stale_row()
+        gone, self._gone = self._gone, None
+        # a holder whose session ended: its liveness lock is free, so ours for this transaction
+        early = "OR (holder = :gh AND pg_try_advisory_xact_lock(:gk)) " if gone and self._pg else ""
         with self.db.write() as s:
             self._guard_transaction(s)
             row = s.execute(
@@ -181,10 +194,12 @@ class LeaderLease:
                     f"epoch = CASE WHEN holder = :me THEN epoch ELSE epoch + 1 END, "
                     f"holder = :me, expires_at = {self._now} + :lease "
                     f"WHERE name = :name AND (holder = :me OR expires_at < {self._now} "
-                    f"OR (holder = :sh AND epoch = :se AND expires_at = :sx)) "
+                    f"OR (holder = :sh AND epoch = :se AND expires_at = :sx) {early}) "
                     f"RETURNING epoch"
                 ),
                 {
+                    "gh": gone,
+                    "gk": holder_key(gone) if gone else None,
                     "me": self.holder,
                     "name": self.name,
                     "lease": self.lease_s,
@@ -208,6 +223,9 @@ class LeaderLease:
             return None
         self._seen = None
         self.seen_epoch = int(row[0])
+        line = self.renewals.renewed(sent_at, time.monotonic(), self._deadline if self._leading else 0.0)
+        if line:
+            log.info("lease %s: %s", self.name, line)
         self._deadline = sent_at + self.lease_s
         return int(row[0])
 
@@ -309,6 +327,8 @@ class LeaderLease:
 
     def _change(self, leading: bool, epoch: int) -> None:
         was, self._leading, self.epoch = self._leading, leading, epoch
+        if not leading:
+            self.renewals.lost()
         state = "now MASTER" if leading else "lost, now SLAVE" if was else "standby"
         log.info("lease %s: %s (epoch %d, holder %s)", self.name, state, epoch, self.holder)
         if self.on_change is not None:
@@ -323,13 +343,27 @@ class LeaderLease:
         self._thread.start()
         self._watchdog = threading.Thread(target=self._watch, name="viplanes-lease-deadline", daemon=True)
         self._watchdog.start()
+        if self._holder_watch is not None:
+            self._holder_watch.start()
 
     def _run(self) -> None:
         while True:
             leading = self.round()
             wait = self.renew_s if leading else standby_wait(self._left, self.renew_s)
-            if self._stop.wait(wait):
+            self._kick.wait(wait)  # a holder's session ended (``_holder_gone``), or stop
+            self._kick.clear()
+            if self._stop.is_set():
                 return
+
+    def _watched(self) -> str | None:  # the holder a standby waits on; None while we lead
+        seen = self._seen
+        return None if self._leading or seen is None else seen[0]
+
+    def _holder_gone(self, holder: str) -> None:
+        """The holder's session ended (``HolderWatch``): try its lease now, not at its expiry."""
+        log.info("lease %s: holder %s is gone from the database; taking over", self.name, holder)
+        self._gone = holder
+        self._kick.set()
 
     def expire_if_due(self) -> bool:
         """Step down if the lease we lead on has passed its local deadline (no database)."""
@@ -351,6 +385,9 @@ class LeaderLease:
 
     def stop(self, release: bool = True) -> None:
         self._stop.set()
+        self._kick.set()
+        if self._holder_watch is not None:
+            self._holder_watch.stop()
         if self._watchdog is not None:
             self._watchdog.join(2.0)
         if self._thread is not None:

@@ -124,7 +124,7 @@ class ControllerNode:
             manager.announce_outcomes(
                 OutcomeHooks(committed=self._committed, done_channel=DONE_CHANNEL, announced=self._announced)
             )
-        self.lease = LeaderLease(db, on_change=self._on_lease)
+        self.lease = LeaderLease(db, on_change=self._on_lease, liveness=True)  # a crashed master: taken at once
         roles.on_deposed = self._deposed
         plane.gate_writes(lambda: self.lease.is_leader)  # no flow-mod past the lease's own deadline
         self.reporter = StatusReporter(db, roles, self.lease.holder)  # switch readiness, lane counters

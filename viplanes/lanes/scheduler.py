@@ -46,6 +46,10 @@ class Scheduler:
 
     def start(self) -> None:
         self.manager.dataplane.when_ready(self.wake)
+        # the first round at once, not a tick later: a new master's switches may have become
+        # ready before ``when_ready`` named this thread (their wake-up went nowhere), and the
+        # lanes the dead master left ``installing`` are a fail-over's last step (issue 44)
+        self._wake.set()
         self._thread = threading.Thread(target=self._run, name="viplanes-scheduler", daemon=True)
         self._thread.start()
 
