@@ -34,7 +34,7 @@ PRIORITY_UNMARK = PRIORITY_WATCH + 1  # over a marking watch: its connection pas
 WATCH_TAG = 0x5657 << 48
 WATCH_MASK = 0xFFFF << 48
 EXACT = 2**64 - 1
-WATCH_HARD_TIMEOUT_S = 3  # the safety net: gone by itself if the delete never comes
+WATCH_HARD_TIMEOUT_S = 4  # the safety net: gone by itself if the delete never comes
 DSCP_MAX = 63
 
 assert PRIORITY_TABLE_MISS < PRIORITY_SWEEP < PRIORITY_WATCH < PRIORITY_UNMARK < PRIORITY_BYPASS_DROP  # below ours

@@ -9,44 +9,41 @@ campus: the watches go in downstream first and come out upstream first, one swit
 after another, and each one's hard timeout is a second longer than the one before it (should
 the controller die between install and delete, the mark still ends before its restore).
 
-The drain: a marked connection behind a rate cap (the campus firewall's) has marked packets
-queued between the two switches when the counters are read, so the border counted fewer than the
-access switch marked (768 marked, 486 out; 680/478). When the border's counts (the proposed tuple
-plus the strays) fall short of the marked count, an unmarking flow goes over the marking watch
-(``compile_unmark``: nothing more is marked, its counter stops), and the counts are read again
-every ``DRAIN_STEP_S`` until the border has counted about as many as were marked, ``DRAIN_MAX_S``
-at most (the queue drains, and Open vSwitch pushes its datapath's counts to the rules every
-~0.5 s). Nothing a forger can use: no packet is marked after the unmark, the counts compared are
-the same three, and the strays (marked packets leaving by another NAT port) count over the drain
-too (``viplanes.auto.natmap.confirmed``).
+The drain: marked packets are still on their way to the border when the access switch's counter
+says they were marked (the campus firewall's queue, the userspace datapath's receive queues on a
+busy machine, the counters' refresh), so a true mapping read at once can come out short (768
+marked, 486 out). When the first reading does not settle the matter, an unmarking flow goes over
+the marking watch (``compile_unmark``: nothing more is marked, its counter stops), and the
+counters are read again every ``DRAIN_STEP_S`` until ``viplanes.domain.natproof.judge`` gives a
+final answer: the counts agree, marked packets left by another port, or nothing changed for
+``natproof.SETTLE_S`` (the queue is out); ``DRAIN_MAX_S`` after the first read at most, by the
+clock (reads on a busy machine take time too). The acceptor judges the last reading with the same
+``confirmed``: waiting longer never confirms what a forger proposes (natproof's docstring).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
 from viplanes.controller.compile import watch
+from viplanes.domain.natproof import Reading, Verdict, judge
 from viplanes.domain.values import FlowWatch
 from viplanes.topologies.model import Topology
 
+log = logging.getLogger(__name__)
+
 WATCH_MAX_S = 2.0  # longer than this would outlive the flows' hard timeout
-DRAIN_STEP_S = 0.2  # between two reads while queued marked packets come out at the border
-DRAIN_MAX_S = 1.0  # a queue of ~300 packets behind a 15 Mbit/s cap + one counter push (~0.5 s)
-DRAIN_SLACK = 8  # packets in flight between the switches: no drain for those
-
-
-def short_of(marked: int, out: int) -> bool:
-    """The border counted (``out``: restored on the proposed tuple + strays) clearly fewer than
-    the access switch marked: more than a tenth and ``DRAIN_SLACK`` packets are still queued."""
-    return out + DRAIN_SLACK + marked // 10 < marked
+DRAIN_STEP_S = 0.2  # between two reads while marked packets come out at the border
+DRAIN_MAX_S = 1.6  # after the first read: a takeover then still lands within ~3 s of the sighting
 
 
 def drain_budget(seconds: float) -> float:
-    """How long the drain may wait: ``DRAIN_MAX_S``, less what would bring the marking watch
-    within a second of its hard timeout (then it could vanish before it is read)."""
+    """How long after the first read the drain may read: ``DRAIN_MAX_S``, less what would bring
+    the marking watch within a second of its hard timeout (then it could vanish before it is read)."""
     return max(0.0, min(DRAIN_MAX_S, watch.WATCH_HARD_TIMEOUT_S - 1.0 - seconds))
 
 
@@ -67,6 +64,7 @@ def watch_counts(
     sleep: Callable[[float], None] = time.sleep,
     timeout_s: float = 2.0,
     change: AbstractContextManager[Any] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> list[int] | None:
     """Packets each watch counted over ``seconds``; None when a switch is unknown, did not take
     a watch, or did not answer (the caller then takes nothing over). ``change``: the runtime's
@@ -90,8 +88,13 @@ def watch_counts(
             if failed is not None:
                 return None
         sleep(seconds)
+        t0 = clock()
         counts = _read(wire, steps, timeout_s)
-        if counts is None or len(steps) < 2 or watches[0].mark is None or not short_of(counts[0], sum(counts[1:])):
+        if counts is None or len(steps) < 2 or watches[0].mark is None:
+            return counts
+        readings = [Reading.of(0.0, counts, marking=True)]
+        budget = drain_budget(seconds)
+        if judge(readings, budget) is not Verdict.WAIT:
             return counts
         unmark = watch.watch_cookie(token() & 0xFFFFFFFF)
         installed.insert(0, (dpids[0], unmark))  # removed last: it marks nothing
@@ -99,13 +102,21 @@ def watch_counts(
             failed = wire.apply({dpids[0]: [watch.compile_unmark(watches[0], unmark)]}, timeout_s)
         if failed is not None:
             return counts
-        waited, budget = 0.0, drain_budget(seconds)
-        while waited < budget:
+        verdict = Verdict.WAIT
+        while verdict is Verdict.WAIT:
             sleep(DRAIN_STEP_S)
-            waited += DRAIN_STEP_S
             counts = _read(wire, steps, timeout_s)
-            if counts is None or not short_of(counts[0], sum(counts[1:])):
-                break
+            if counts is None:  # a watch vanished or a switch did not answer: nothing proved
+                return None
+            readings.append(Reading.of(round(clock() - t0, 3), counts, marking=False))
+            verdict = judge(readings, budget)
+        log.log(
+            logging.INFO if verdict is Verdict.CONFIRMED else logging.WARNING,
+            "NAT watch drained: %s after %d reads, (s, marked, proposed, strays): %s",
+            verdict,
+            len(readings),
+            [(r.at, r.marked, r.proposed, r.strays) for r in readings],
+        )
         return counts
     finally:
         for dpid, cookie in reversed(installed):  # upstream first: no nonce left unrestored

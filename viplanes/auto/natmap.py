@@ -9,8 +9,8 @@ within ``rate_ratio`` of its own. Exactly one candidate: a proposed mapping; non
 lane yet. A proposal is only a claim (sFlow is unauthenticated UDP): before any lane is made two
 watch flows (``watches_for``) prove it over OpenFlow: the access switch marks the connection's
 packets with a DSCP nonce, the border counts the nonce on the proposed post-NAT tuple (and puts
-the original DSCP back), and ``confirmed`` judges the two counts (docs/automatic-lanes.md,
-"Taking over a running NAT'd connection").
+the original DSCP back), and ``confirmed`` judges the counts (``viplanes.domain.natproof``, with
+when to stop reading them; docs/automatic-lanes.md, "Taking over a running NAT'd connection").
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from viplanes.domain.natproof import confirmed as confirmed  # the rule the watch counts meet
 from viplanes.domain.sighting import IPAddress, Sighting
 from viplanes.domain.values import FlowWatch, NatMapping, Protocol, WatchMark
 from viplanes.topologies.model import Topology
@@ -28,10 +29,6 @@ PROTOCOL_NAMES: dict[int, Protocol] = {6: "tcp", 17: "udp"}
 WINDOW_S = 2.0  # a post-NAT sighting older than this (either way) does not pair
 RATE_RATIO = 2.0  # the two estimates agree within a factor of 2 (each is +-30 % at 16 samples)
 MAX_CANDIDATES = 1024  # post-NAT flows remembered; the least recently seen goes first
-TOLERANCE = 0.25  # watch counts agree when they differ by at most 25 % of the larger
-SLACK_PACKETS = 8  # plus this many packets (in flight between the two switches)
-MIN_PACKETS = 16  # each watch must count at least this many: a switch's flow counters lag (OVS
-# pushes its datapath's counts to the rules every ~0.5 s), and 1 against 1 proves nothing
 
 ORIGINAL_DSCP = 0  # the only DSCP a takeover watches: best effort, what bulk transfers send
 # the nonces: RFC 2474's pool 2 (xxxx11, "experimental or local use"), never a campus class
@@ -127,27 +124,6 @@ def pick_nonce(original: int = ORIGINAL_DSCP, choose: Callable[[Sequence[int]], 
     connection's tuple counts 0 of it; a host that pre-marks its own packets guesses right 1 time
     in 16 and must then also match the watched connection's packet count."""
     return choose([d for d in NONCES if d != original])
-
-
-def confirmed(
-    pre_packets: int,
-    post_packets: int,
-    tolerance: float = TOLERANCE,
-    slack: int = SLACK_PACKETS,
-    least: int = MIN_PACKETS,
-    strays: int = 0,
-) -> bool:
-    """The access switch marked at least ``least`` of the connection's packets, the border
-    counted about as many carrying the mark on the proposed tuple, and at most ``slack`` marked
-    ones came out of the NAT box by any other port (``strays``): that tuple carries what the
-    pre-NAT tuple sends, so it is this connection's mapping. A port the NAT did not choose, and
-    another connection's mapping, count 0 marked packets. A host that pre-marks its own
-    connection with a guessed nonce (1 in 16) still fails: the watched connection's marked
-    packets then leave by its real port and count as strays. The agreement rule keeps the
-    minimum and refuses a proposal that carries only part of the connection."""
-    if pre_packets < least or post_packets < least or strays > slack:
-        return False
-    return abs(pre_packets - post_packets) <= tolerance * max(pre_packets, post_packets) + slack
 
 
 def watches_for(topo: Topology, s: Sighting, mapping: NatMapping, nonce: int) -> list[FlowWatch] | None:

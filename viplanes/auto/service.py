@@ -23,7 +23,7 @@ class AutoSettings:
     firefly_rate: float = DEFAULTS.number("VIPLANES_FIREFLY_RATE")  # per source address, per second (burst 2x)
     idle_check_s: float = DEFAULTS.number("VIPLANES_AUTO_IDLE_CHECK_S")
     # how long the two watch flows count before a running NAT'd connection is taken over: longer
-    # than the switches' counter refresh (OVS: 0.5 s), or the counts lag (natmap.MIN_PACKETS)
+    # than the switches' counter refresh (OVS: 0.5 s), or the counts lag (natproof.MIN_PACKETS)
     nat_watch_s: float = DEFAULTS.number("VIPLANES_AUTO_NAT_WATCH_S")
     # take over running NAT'd connections (False: refuse them, nat_in_flight)
     nat_takeover: bool = DEFAULTS.flag("VIPLANES_AUTO_NAT_TAKEOVER")

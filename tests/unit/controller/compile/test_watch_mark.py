@@ -144,7 +144,7 @@ def test_the_restore_goes_in_first_and_comes_out_last(topo: Topology) -> None:
     assert watch_counts(wire, topo, [PRE, POST_A, SWEEP], 0.5, lambda: next(tokens), sleep=lambda s: None) == [0] * 3
     s1, s3 = topo.switch("s1").dpid, topo.switch("s3").dpid
     sent = [(dpid, m.command, m.cookie & 0xFFFFFFFF, m.hard_timeout, m.priority) for dpid, m in wire.sent]
-    adds = [(s3, 0, 3, 5, 1), (s3, 0, 2, 4, 2), (s1, 0, 1, 3, 2)]  # the sweep one priority below the exact
+    adds = [(s3, 0, 3, 6, 1), (s3, 0, 2, 5, 2), (s1, 0, 1, 4, 2)]  # the sweep one priority below the exact
     any_priority = 0x8000  # a non-strict delete by cookie: its priority is not looked at
     assert sent == [*adds, *[(dpid, 3, token, 0, any_priority) for dpid, token in [(s1, 1), (s3, 2), (s3, 3)]]]
     assert not [f for t in net.tables.values() for f in t.flows if not is_app_cookie(f.cookie)]
@@ -219,5 +219,65 @@ def test_the_drain_still_fails_the_forger(topo: Topology) -> None:
     nonce), with A's marked packets queued: the strays count A's packets over the drain too."""
     counts, _, _ = queued_watch(topo, [PRE, POST_B, SWEEP], passes=20, b_dscp=NONCE)
     assert counts is not None and counts[2] > 8 and not confirmed(counts[0], counts[1], strays=counts[2]), counts
-    counts, _, _ = queued_watch(topo, [PRE, POST_B, SWEEP], passes=20)  # B's packets unmarked
-    assert counts == [40, 0, 40] and not confirmed(counts[0], counts[1], strays=counts[2]), counts
+    counts, firewall, _ = queued_watch(topo, [PRE, POST_B, SWEEP], passes=20)  # B's packets unmarked
+    assert counts == [40, 0, 20] and not confirmed(counts[0], counts[1], strays=counts[2]), counts
+    assert firewall.waits == [0.8]  # 20 strays already: refused at the first reading, no drain
+
+
+class SlowFirewall:
+    """Issue 44's busy machine: the desktop's ``sent`` marked packets come out at the NAT box
+    ``passes`` at the first wait, then ``per_wait`` at each later one (the firewall's queue, the userspace datapath's
+    receive queues, the counter refresh); each read of the counters takes ``read_s``."""
+
+    def __init__(self, net: Network, topo: Topology, sent: int, passes: int, per_wait: int, read_s: float) -> None:
+        self.net, self.topo, self.sent, self.per_wait, self.read_s = net, topo, sent, per_wait, read_s
+        self.queued: list[int] = []
+        self.waits: list[float] = []
+        self.t, self.passes = 0.0, passes
+
+    def wait(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.t += seconds
+        if len(self.waits) == 1:
+            for _ in range(self.sent):
+                (a,) = self.net.send_from_host("desktop", from_desktop(self.topo))
+                self.queued.append(a.packet.get("ip_dscp", 0))
+        n = self.passes if len(self.waits) == 1 else self.per_wait
+        out, self.queued = self.queued[:n], self.queued[n:]
+        for dscp in out:
+            inject_from_nat(self.net, self.topo, from_nat(self.topo, A_NAT_PORT, dscp))
+
+    def now(self) -> float:
+        self.t += self.read_s  # the clock is read once per reading of the three counters
+        return self.t
+
+
+def slow_watch(topo: Topology, per_wait: int, read_s: float = 0.0) -> tuple[Any, SlowFirewall]:
+    """The true mapping's watch: 200 marked, 50 out at the first read, ``per_wait`` per step."""
+    net = Network(topo)
+    net.install(compile_base(topo))
+    fw, tokens = SlowFirewall(net, topo, 200, 50, per_wait, read_s), iter(range(10, 20))
+    watches = [PRE, POST_A, SWEEP]
+    return watch_counts(Wire(net), topo, watches, 0.8, lambda: next(tokens), sleep=fw.wait, clock=fw.now), fw
+
+
+def test_a_queue_slower_than_a_second_is_waited_for(topo: Topology) -> None:
+    """Issue 44: the border fell short still after the fixed 1 s drain (five 0.2 s steps: 50 +
+    5 x 12 of 200 out, ``nat_unconfirmed``). The drain reads on while the border's count grows:
+    146 of 200 at the eighth step (1.6 s), confirmed."""
+    counts, fw = slow_watch(topo, per_wait=12)
+    assert counts == [200, 146, 0] and confirmed(counts[0], counts[1], strays=counts[2]), counts
+    assert fw.waits == [0.8] + [0.2] * 8
+
+
+def test_the_drain_ends_when_the_border_stops_growing(topo: Topology) -> None:
+    """A border that stops short (what never comes out: lost, or another tuple's) is refused once
+    its count stayed for ``SETTLE_S``, before the time to wait runs out; and the drain's time
+    counts the reads too, not only the waits between them (a busy switch answers slowly)."""
+    counts, fw = slow_watch(topo, per_wait=0)
+    assert counts == [200, 50, 0] and not confirmed(counts[0], counts[1], strays=counts[2])
+    assert fw.waits == [0.8] + [0.2] * 5  # unchanged from the first drain read to the fifth: 0.8 s
+    counts, fw = slow_watch(topo, per_wait=1, read_s=0.3)
+    assert counts is not None and not confirmed(counts[0], counts[1], strays=counts[2])
+    assert fw.waits == [0.8] + [0.2] * 4  # 0.5 s a step: the reading at 2.0 s is past the 1.6 s budget
+    assert fw.t <= 0.8 + 0.3 + 1.6 + 0.2 + 0.3 + 1e-9, fw.t  # the first read, the budget, a step, a read
