@@ -6,7 +6,8 @@ still retried LISTEN against the session's PostgreSQL cluster, stopped by then (
 ``RemoteDataplane`` built by ``tests/unit/cluster/test_reports.py`` and never stopped). A leftover
 holds a port, a database connection or a bridge that a later test needs, and says so only in a log
 nobody reads. The root conftest takes a ``Snapshot`` before each integration test (and module) and
-fails it when something new is still alive a few seconds after its teardown.
+fails it when something new is still alive a few seconds after its teardown. It reports and does
+not kill: a wrong guess must not take a server the rest of the session shares.
 
 A process counts as the session's when it descends from the test process, or carries
 ``SESSION_ENV`` with this process's id in its environment: a grandchild whose parent died is
@@ -155,7 +156,7 @@ def leftovers(before: Snapshot, tag: str, grace_s: float = 5.0) -> Leftovers:
 
 
 def kill(pids: set[int] | dict[int, str]) -> None:
-    """SIGKILL what a test left behind, so it cannot disturb the tests after it."""
+    """SIGKILL these processes (the check's own tests clean up with it)."""
     for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
