@@ -10,11 +10,44 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support import leftovers
 from tests.support.paths import CAMPUS_YAML
 from tests.support.postgres import PgCluster, session_cluster
 from tests.support.workers import ModuleScheduling, keycloak_modules
 from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import Topology
+
+SESSION_TAG = leftovers.tag_session()  # every process the tests start carries it (leftovers.py)
+
+
+def _check_leftovers(node: pytest.Item | pytest.Module, before: leftovers.Snapshot) -> None:
+    """Fail ``node`` (its teardown) when a thread or process it started is still alive."""
+    found = leftovers.leftovers(before, SESSION_TAG)
+    if found:  # reported, not killed: a wrong guess must not take a shared server from the rest
+        pytest.fail(f"{node.nodeid} left running: {found.describe()}", pytrace=False)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _module_leaves_nothing_running(request: pytest.FixtureRequest) -> Iterator[None]:
+    """An integration module's fixtures stop what they started (a lab, a serve, a cluster)."""
+    if request.node.get_closest_marker("integration") is None:
+        yield
+        return
+    before = leftovers.snapshot(SESSION_TAG)
+    yield
+    _check_leftovers(request.node, before)
+
+
+@pytest.fixture(autouse=True)
+def _test_leaves_nothing_running(request: pytest.FixtureRequest) -> Iterator[None]:
+    """An integration test (or a test's PostgreSQL variant) leaves no thread or process behind:
+    one left the session's last line a LISTEN retry against a cluster long stopped (CI run 47)."""
+    if request.node.get_closest_marker("integration") is None:
+        yield
+        return
+    before = leftovers.snapshot(SESSION_TAG)
+    yield
+    _check_leftovers(request.node, before)
 
 
 @pytest.fixture

@@ -13,12 +13,13 @@ One ``SwitchState`` (``switches.py``) per runtime, shared by plain parts that ea
     heap.py          HeapFreezer (per runtime) and gc_held (process-wide: the GC is)
     lanestats.py     every carried lane's counters in one request per switch
     inspect.py       read-only facts for the operator console
+    linkwatch.py     LinkWatch: the declared links live (re-route on port reports, cabling probes)
 
 I/O (send, barriers) is passed in. May import ``compile``, ``openflow.handshakes``, domain,
 dataplane.base, topologies.
 
 Modules: ``batch``, ``carried``, ``ctlimits``, ``drift``, ``heap``, ``inspect``, ``lane_runtime``,
-``lanestats``, ``links``, ``moving``, ``outcome``, ``pending``, ``probeframe``, ``prober``,
+``lanestats``, ``links``, ``linkwatch``, ``moving``, ``outcome``, ``pending``, ``probeframe``, ``prober``,
 ``readiness``, ``refusals``, ``reroute``, ``resync``, ``switches``, ``switchfacts``, ``verify``,
 ``watching``, ``wire``.
 

@@ -8,8 +8,8 @@ fake ``send`` that plays the switches.
 It is one ``SwitchState`` (``switches.py``: the switches, the carried lanes, the I/O functions
 and the locks) shared by its parts, each a plain class given that state: ``wire.Wire`` (send,
 barriers, stats), ``batch.Changes`` (the one activation and removal path: one lane is a batch of
-one), ``resync.Resync`` (reconcile and refresh), ``drift.DriftWatch`` (the periodic flow count)
-and ``readiness.SwitchReadiness``. This class wires them together and answers the app's events.
+one), ``resync.Resync`` (reconcile and refresh), ``drift.DriftWatch`` (the periodic flow count),
+``readiness.SwitchReadiness`` and ``linkwatch.LinkWatch`` (re-route and cabling probes). This class wires them together and answers the app's events.
 
 ``EmbeddedController`` (``controller/openflow/embedded.py``) is the in-process default behind
 ``viplanes serve``: it holds a LaneRuntime and runs the os-ken apps listening on (host, port);
@@ -42,9 +42,10 @@ from viplanes.controller.runtime.carried import CarriedLanes
 from viplanes.controller.runtime.drift import DriftWatch, Range
 from viplanes.controller.runtime.inspect import ControllerInspector
 from viplanes.controller.runtime.lanestats import read_lane_counters
-from viplanes.controller.runtime.links import LinkBook, LinkSettings, LinkView
+from viplanes.controller.runtime.links import LinkSettings, LinkView
+from viplanes.controller.runtime.linkwatch import LinkWatch
 from viplanes.controller.runtime.pending import Tracker
-from viplanes.controller.runtime.prober import LinkProbes, is_probe
+from viplanes.controller.runtime.prober import LinkProbes
 from viplanes.controller.runtime.readiness import SwitchReadiness
 from viplanes.controller.runtime.refusals import RefusalLog
 from viplanes.controller.runtime.reroute import Reroute
@@ -98,17 +99,7 @@ class LaneRuntime:
         self.refusals = RefusalLog()  # filled by the OpenFlow listener, reported by readiness()
         self.spawn = spawn or (lambda fn: threading.Thread(target=fn, name=WORKER_THREAD, daemon=True).start())
         self.removed: deque[tuple[float, int, int, int]] = deque(maxlen=1000)  # (t, dpid, lane, reason)
-        # live links and re-route (``links.py``, ``reroute.py``); None without a topology
-        self.reroute: Reroute | None = None
-        # the cabling probes (``prober.py``); their rounds run only in ``EmbeddedController``
-        self.probes: LinkProbes | None = None
-        if topology is not None:
-            book = LinkBook(topology, links)
-            self.reroute = Reroute(self.state, self.wire, self.resync, book, topology)
-            if book.settings.probe_s > 0:
-                self.probes = LinkProbes(
-                    self.state, topology, self.reroute.set_unverified, book.settings.probe_s, book.settings.probe_misses
-                )
+        self.links = LinkWatch(self.state, self.wire, self.resync, topology, links)  # re-route and probes
 
     def switch_view(self) -> SwitchView:
         """The console's view of these switches (``inspect.py``)."""
@@ -132,6 +123,18 @@ class LaneRuntime:
         return None
 
     # ---- the shared state, as the app, the lane service and tests name it ----------------------
+    @property
+    def reroute(self) -> Reroute | None:
+        return self.links.reroute
+
+    @reroute.setter
+    def reroute(self, reroute: Reroute | None) -> None:
+        self.links.reroute = reroute
+
+    @property
+    def probes(self) -> LinkProbes | None:
+        return self.links.probes
+
     @property
     def topology(self) -> Topology | None:
         return self.state.topology
@@ -277,11 +280,7 @@ class LaneRuntime:
         held down after flapping or unverified makes the controller not ready, by name; the
         recent refusals of switches that tried to connect, when there are some."""
         out = self.ready.readiness()
-        views = self.link_views()
-        if views:
-            out["links"] = [{"name": v.name, "state": v.state, "reason": v.reason, "bypass": v.bypass} for v in views]
-            if any(not v.usable for v in views):
-                out["ready"] = False
+        self.links.readiness(out)
         refused = self.refusals.recent()
         if refused:  # named only when there are some: a healthy campus's report stays as it was
             out["refused"] = refused
@@ -332,8 +331,7 @@ class LaneRuntime:
     def switch_up(self, dpid: int) -> None:
         self.state.connected.add(dpid)
         self.spawn(lambda: self.reconcile_switch(dpid))
-        if self.probes is not None:  # the port list is cabling evidence too: read with the probes
-            self.spawn(lambda: self.read_ports(dpid))
+        self.links.switch_up(dpid, self.spawn)
         self.learn_features(dpid)
         self.spawn(lambda: ctlimits.apply_zone_limits(self.topology, dpid))  # beside OpenFlow
 
@@ -341,38 +339,30 @@ class LaneRuntime:
         self.state.connected.discard(dpid)
         self.state.reconciled.pop(dpid, None)  # not ready again until its next reconcile
         self.state.tracker.disconnected(dpid, f"{self.switch_name(dpid)} disconnected")
-        if self.probes is not None:
-            self.probes.switch_down(dpid)
+        self.links.switch_down(dpid)
 
     def port_status(self, dpid: int, port: int, up: bool) -> None:
         """A switch reported one of its own ports up or down (the app decodes the flags)."""
-        if self.reroute is not None:
-            self.reroute.port_status(dpid, port, up)
-        if up and self.probes is not None:
-            self.probes.port_up(dpid, port)
+        self.links.port_status(dpid, port, up)
 
     def read_ports(self, dpid: int, timeout_s: float = 5.0) -> bool:
         """On a switch's connect: its ports' state (``Reroute.read_ports``)."""
-        return self.reroute.read_ports(dpid, timeout_s) if self.reroute is not None else False
+        return self.links.read_ports(dpid, timeout_s)
 
     def probe_in(self, dpid: int, port: int, frame: bytes) -> bool:
         """A punted frame; True when it was a cabling probe (``prober.py``), valid or not."""
-        if self.probes is None:
-            return is_probe(frame)  # punted by the base flows; probes are off: nothing to verify
-        return self.probes.packet_in(dpid, port, frame)
+        return self.links.probe_in(dpid, port, frame)
 
     def link_views(self) -> list[LinkView]:
         """Every declared link's live state, for /readyz, doctor, the console and /metrics."""
-        return self.reroute.views() if self.reroute is not None else []
+        return self.links.views()
 
     def interrupted(self) -> dict[int, str]:
         """Carried lanes held for want of a usable path, and why (naming the links)."""
-        return self.reroute.interrupted() if self.reroute is not None else {}
+        return self.links.interrupted()
 
     def reroutes(self) -> tuple[int, tuple[float, ...]]:
-        if self.reroute is None:
-            return 0, ()
-        return self.reroute.reroutes, tuple(self.reroute.durations)
+        return self.links.reroutes()
 
     def on_barrier_reply(self, dpid: int, xid: int) -> None:
         self.state.tracker.barrier_reply(dpid, xid)

@@ -19,6 +19,7 @@ import requests
 from tests.support.fireflies import HEADER, firefly_json
 from tests.support.procs import free_port, wait_for
 from tests.support.scaleout_kit import lane_flows, lease_holder_pid, scaleout_cluster
+from tests.support.scrape import wait_grants_indexed
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 DTN, CLOUD = "198.51.100.30", "203.0.113.10"
@@ -77,7 +78,8 @@ def test_a_firefly_to_the_master_controller_makes_a_lane(split) -> None:
     assert standby and all(f"pid={p}," not in udp_owners(port) for p in standby)  # a standby binds no port
     assert f"pid={split['api'].proc.pid}," not in udp_owners(port)  # nor does the API
 
-    time.sleep(1.5)  # the acceptor's grant index refreshes every second
+    by_pid = {c.proc.pid: c for c in split["ctl"]}  # the acceptor runs on the master: its /metrics
+    wait_grants_indexed(f"http://127.0.0.1:{by_pid[master].metrics_port}/metrics", 1)
     sent = time.monotonic()
     firefly = HEADER.format(host="dtn") + firefly_json("start", DTN, CLOUD, 50001, 5201)
     send_from(DTN, port, firefly.encode())
@@ -105,7 +107,6 @@ def test_a_firefly_to_the_master_controller_makes_a_lane(split) -> None:
     assert [x["src_port"] for x in lanes] == [50001]
 
     # the refusal is counted where the acceptor runs: the master controller's /metrics
-    by_pid = {c.proc.pid: c for c in split["ctl"]}
     scraped = requests.get(f"http://127.0.0.1:{by_pid[master].metrics_port}/metrics", timeout=10).text
     assert "viplanes_controller_master 1.0" in scraped, scraped[:400]
     counted = [ln for ln in scraped.splitlines() if ln.startswith("viplanes_auto_sightings_total")]

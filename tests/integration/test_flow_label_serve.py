@@ -14,6 +14,7 @@ import requests
 import yaml
 
 from tests.support.procs import free_port
+from tests.support.scrape import wait_grants_indexed
 from tests.support.serve import bootstrap, memory_serve
 from tests.support.sflowgen import datagram, flow_sample6, send
 from viplanes.detection.sflow.flowlabel import encode
@@ -54,7 +55,7 @@ def test_one_marked_sample_makes_a_lane(tmp_path: Path) -> None:
         policy = {"enabled": True, "fireflies": True, "max_auto_lanes": 3}
         r = requests.put(f"{serve.url}/api/v1/grants/{r.json()['id']}/auto", headers=op, json=policy, timeout=10)
         assert r.status_code == 200, r.text
-        time.sleep(1.5)  # the acceptor's grant index refreshes every second
+        wait_grants_indexed(f"{serve.url}/metrics", 1, op)  # the acceptor's index refreshes every second
         marked = flow_sample6(DTN6, CLOUD6, 40000, 5201, 64, encode(16, 14, 21), in_if=4)
         other = flow_sample6(DTN6, CLOUD6, 40001, 5202, 64, encode(17, 14, 21), seq=2, in_if=4)
         sent = time.monotonic()

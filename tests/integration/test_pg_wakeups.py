@@ -77,8 +77,7 @@ def test_a_forged_done_payload_does_not_answer_a_waiting_request(pg_cluster, pg_
         waiting.join(10)
         assert answer[1].ok and answer[1].committed_at == 1800000000.5, answer[1]
     finally:
-        plane.listener.stop()
-        plane.notify.close()
+        plane.stop()
         mallory.close()
         api_db.dispose()
 

@@ -14,6 +14,7 @@ import requests
 import yaml
 
 from tests.support.procs import free_port
+from tests.support.scrape import wait_grants_indexed
 from tests.support.serve import bootstrap, memory_serve
 from tests.support.sflowgen import datagram, flow_sample, send
 from viplanes.detection.sflow.goflow import GOFLOW2_CACHED
@@ -61,7 +62,7 @@ def test_only_the_topologys_agents_make_lanes(tmp_path: Path) -> None:
         policy = {"enabled": True, "min_rate_mbps": 50, "max_auto_lanes": 5}
         r = requests.put(f"{serve.url}/api/v1/grants/{r.json()['id']}/auto", headers=op, json=policy, timeout=10)
         assert r.status_code == 200, r.text
-        time.sleep(1.5)  # the acceptor's grant index refreshes every second
+        wait_grants_indexed(f"{serve.url}/metrics", 1, op)  # the acceptor's index refreshes every second
         target = ("127.0.0.1", port)
         for burst in range(40):  # each flow: 40 x 5 samples at 1 in 64 over 0.4 s, ~150 Mbit/s
             seq = burst * 5

@@ -5,25 +5,37 @@ operator signs in (keyboard only), creates a researcher and a grant; the researc
 second browser and requests a lane; both see it active with bytes rising while iperf3 runs; the
 operator revokes it and it is gone from both pages and from the switches. Screenshots of the main
 pages go to lab-results/ui-screenshots/ (VIPLANES_UI_SCREENSHOTS=docs/img refreshes the README's).
+The second test reads every page at phone and desktop width. Driving the browser:
+tests/support/browser.py.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.support.browser import (
+    OVERFLOW_JS,
+    at_width,
+    browser_wait,
+    chrome,
+    click_and_load,
+    fill,
+    labels_on_inputs,
+    readable,
+    sign_in_by_keyboard,
+    text,
+)
 from tests.support.ovs import ovs_problem
 from tests.support.paths import REPO
-from tests.support.procs import free_port, stop_process, wait_for, wait_healthy
+from tests.support.procs import free_port, stop_process, wait_healthy
 
 pytestmark = pytest.mark.integration
 # screenshots land in a scratch folder; VIPLANES_UI_SCREENSHOTS=docs/img refreshes the README's
@@ -113,32 +125,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             stop_process(proc, 15)
 
 
-def _chrome(width: int = 1280, height: int = 800) -> Any:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    driver_path = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-    assert Path(driver_path).exists(), "chromium-driver is missing: run `make setup`"
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        f"--window-size={width},{height}",
-        "--disable-extensions",
-        "--no-first-run",
-    ):
-        opts.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(driver_path), options=opts)
-    driver.set_page_load_timeout(30)
-    return driver
-
-
 @pytest.fixture(scope="module")
 def browsers() -> Iterator[tuple[Any, Any]]:
-    operator, researcher = _chrome(), _chrome()
+    operator, researcher = chrome(), chrome()
     try:
         yield operator, researcher
     finally:
@@ -146,81 +135,9 @@ def browsers() -> Iterator[tuple[Any, Any]]:
         researcher.quit()
 
 
-def browser_wait(check: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
-    """``wait_for`` as a browser needs it: the driver raises while a page reloads, and a timeout fails."""
-    return wait_for(check, timeout, 0.2, what=what, ignore=(Exception,))
-
-
 def shot(driver: Any, name: str) -> None:
     IMG.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(IMG / f"console-{name}.png"))
-
-
-def sign_in_by_keyboard(driver: Any, url: str, token: str) -> None:
-    """No mouse: the token field has focus on arrival, Enter submits; on the next page the first
-    Tab reaches the skip link and Enter on it moves focus to the content."""
-    from selenium.webdriver.common.action_chains import ActionChains
-    from selenium.webdriver.common.keys import Keys
-
-    driver.get(f"{url}/ui/login")
-    assert driver.switch_to.active_element.get_attribute("id") == "token"
-    ActionChains(driver).send_keys(token, Keys.ENTER).perform()
-    browser_wait(
-        lambda: (
-            "/ui/login" not in driver.current_url and driver.execute_script("return document.readyState") == "complete"
-        ),
-        what="sign-in",
-    )
-    ActionChains(driver).send_keys(Keys.TAB).perform()
-    skip = driver.switch_to.active_element
-    assert skip.get_attribute("class") == "skip" and skip.text == "Skip to content"
-    ActionChains(driver).send_keys(Keys.ENTER).perform()
-    assert driver.switch_to.active_element.get_attribute("id") == "main"
-
-
-def text(driver: Any, by: str, selector: str) -> str:
-    """An element's text; retried when the page's poll replaced it between find and read."""
-    from selenium.common.exceptions import StaleElementReferenceException
-
-    for _ in range(10):
-        try:
-            return driver.find_element(by, selector).text  # type: ignore[no-any-return]
-        except StaleElementReferenceException:
-            time.sleep(0.1)
-    raise AssertionError(f"{selector} kept changing")
-
-
-def click_and_load(driver: Any, by: str, selector: str) -> None:
-    """Click a submit button or link and wait until the next page replaced this one."""
-    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    old = driver.find_element(By.TAG_NAME, "html")
-    driver.find_element(by, selector).click()
-
-    def replaced(_driver: Any) -> bool:
-        try:
-            old.is_enabled()
-            return False
-        except StaleElementReferenceException:
-            return True
-        except WebDriverException as exc:  # chromedriver's word for a node of the old document
-            if "does not belong to the document" in str(exc):
-                return True
-            raise
-
-    WebDriverWait(driver, 15).until(replaced)
-    WebDriverWait(driver, 15).until(lambda d: d.execute_script("return document.readyState") == "complete")
-
-
-def fill(driver: Any, values: dict[str, str]) -> None:
-    from selenium.webdriver.common.by import By
-
-    for field_id, value in values.items():
-        el = driver.find_element(By.ID, field_id)
-        el.clear()
-        el.send_keys(value)
 
 
 def row_bytes(driver: Any, lane_id: int) -> int | None:
@@ -357,66 +274,6 @@ def test_grant_request_watch_revoke_in_two_browsers(stack: Stack, browsers: tupl
     print(f"\nbrowser flow took {time.monotonic() - t0:.1f} s")
 
 
-# --- phone width: every column and filter readable at 390 px, desktop unchanged at 1280 --------
-
-CLIPPED_JS = """
-const el = arguments[0], r = el.getBoundingClientRect(), vw = document.documentElement.clientWidth;
-if (r.width === 0 || r.height === 0) return 'not shown (zero size)';
-if (r.left < -0.5 || r.right > vw + 0.5) return `outside the viewport: x ${r.left}..${r.right} of ${vw}`;
-for (let p = el.parentElement; p; p = p.parentElement) {
-  if (getComputedStyle(p).overflowX === 'visible') continue;
-  const c = p.getBoundingClientRect();
-  if (r.left < c.left - 0.5 || r.right > c.right + 0.5)
-    return `clipped by ${p.tagName.toLowerCase()}.${p.className}: x ${r.left}..${r.right}, visible ${c.left}..${c.right}`;
-}
-return '';
-"""
-OVERFLOW_JS = "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
-
-
-def at_width(driver: Any, width: int) -> None:
-    """The viewport exactly ``width`` CSS pixels wide (a phone is emulated as one: mobile, DPR 1)."""
-    height = 844 if width < 500 else 800
-    driver.set_window_size(width, height)
-    driver.execute_cdp_cmd(
-        "Emulation.setDeviceMetricsOverride",
-        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 500},
-    )
-
-
-COLUMN_JS = """
-const t = document.querySelector('main table');
-if (!t) return [];
-const i = [...t.querySelectorAll('thead th')].findIndex(th => th.textContent.trim() === arguments[0]);
-if (i < 0) return [];
-return [...t.querySelectorAll('tbody tr')].map(tr => tr.children[i]).filter(Boolean);
-"""
-
-
-def readable(driver: Any, column: str) -> list[str]:
-    """Every cell of the page's first table under ``column`` (found by its header, whether the
-    header row is shown or not): shown, inside the viewport, clipped by no scroller."""
-    found = driver.execute_script(COLUMN_JS, column)
-    assert found, f"no {column!r} column on {driver.current_url}"
-    return [
-        f"{column!r} cell {i}: {why}" for i, el in enumerate(found) if (why := driver.execute_script(CLIPPED_JS, el))
-    ]
-
-
-def labels_on_inputs(driver: Any, form: str) -> list[str]:
-    """Each label sits right above its own input (same left edge, at most 8 px apart)."""
-    from selenium.webdriver.common.by import By
-
-    problems = []
-    for label in driver.find_elements(By.CSS_SELECTOR, f"{form} label[for]"):
-        field = driver.find_element(By.ID, label.get_attribute("for"))
-        lr, fr = label.rect, field.rect
-        gap = fr["y"] - (lr["y"] + lr["height"])
-        if not (-0.5 <= gap <= 8 and abs(lr["x"] - fr["x"]) <= 2):
-            problems.append(f"label {label.text!r} at {lr}, its input at {fr}")
-    return problems
-
-
 def test_pages_are_readable_at_phone_and_desktop_width(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> None:
     import requests
 
@@ -435,7 +292,7 @@ def test_pages_are_readable_at_phone_and_desktop_width(stack: Stack, tmp_path_fa
         "max_duration_s": 3600,
     }
     assert requests.post(f"{stack.url}/api/v1/grants", json=grant, headers=h, timeout=30).status_code == 201
-    driver = _chrome()
+    driver = chrome()
     try:
         sign_in_by_keyboard(driver, stack.url, stack.root_token)
         checks = {

@@ -14,13 +14,13 @@ carries ``vlan_vid = 0x1000 | vid``. A TCP packet without ``tcp_flags`` is a mid
 segment (ACK); give ``tcp_flags=0x002`` for a bare SYN. An ICMP error quotes the packet it is
 about as ``icmp_inner`` (a dict of fields).
 
+The match fields (widths, prerequisites, conditions and "covers") are ``flowmatch``'s.
 ``Network`` walks a packet across a Topology: from a host's port through switches and links
 until it reaches a host, a middlebox, the edge router, NORMAL, the controller, or is dropped.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +30,8 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.support import groupsim
 from tests.support.ctsim import Conntrack
+from tests.support.flowmatch import PREREQS, Cond, conditions, covers, field_int, packet_value
+from tests.support.flowmatch import FlowSimError as FlowSimError  # tests import it from here
 from tests.support.packets import Packet as Packet
 from tests.support.packets import canonical as canonical
 from tests.support.packets import icmp6_error as icmp6_error
@@ -37,7 +39,6 @@ from tests.support.packets import icmp_error as icmp_error
 from tests.support.packets import ip6_packet as ip6_packet
 from tests.support.packets import ip_packet as ip_packet
 from tests.support.packets import make_packet as make_packet
-from viplanes.controller.compile.flowkey import IPV4_FIELDS, IPV6_FIELDS, MAC_FIELDS
 
 SPECIAL_PORTS = {
     ofp.OFPP_NORMAL: "NORMAL",
@@ -46,96 +47,9 @@ SPECIAL_PORTS = {
     ofp.OFPP_ALL: "ALL",
     ofp.OFPP_LOCAL: "LOCAL",
 }
-FIELD_BITS = {
-    "in_port": 32,
-    "eth_type": 16,
-    "ip_proto": 8,
-    "arp_op": 16,
-    **{f: 16 for f in ("tcp_src", "tcp_dst", "udp_src", "udp_dst")},
-    "vlan_vid": 13,
-    **{f: 8 for f in ("icmpv4_type", "icmpv4_code", "icmpv6_type", "icmpv6_code")},
-    "tcp_flags": 16,
-    "ip_dscp": 6,
-    "ct_state": 32,
-    "ct_mark": 32,
-    **{f: 48 for f in MAC_FIELDS},
-    **{f: 32 for f in IPV4_FIELDS},
-    **{f: 128 for f in IPV6_FIELDS},
-}
-# field -> (required field, allowed values): OVS rejects a match or set-field without them
-PREREQS: dict[str, tuple[str, tuple[int, ...]]] = {
-    "ip_proto": ("eth_type", (0x0800, 0x86DD)),
-    "ip_dscp": ("eth_type", (0x0800, 0x86DD)),
-    **{f: ("eth_type", (0x0800,)) for f in ("ipv4_src", "ipv4_dst")},
-    **{f: ("eth_type", (0x0806,)) for f in ("arp_op", "arp_spa", "arp_tpa", "arp_sha", "arp_tha")},
-    **{f: ("ip_proto", (6,)) for f in ("tcp_src", "tcp_dst")},
-    **{f: ("ip_proto", (17,)) for f in ("udp_src", "udp_dst")},
-    "tcp_flags": ("ip_proto", (6,)),
-    **{f: ("ip_proto", (1,)) for f in ("icmpv4_type", "icmpv4_code")},
-    **{f: ("eth_type", (0x86DD,)) for f in ("ipv6_src", "ipv6_dst")},
-    **{f: ("ip_proto", (58,)) for f in ("icmpv6_type", "icmpv6_code")},
-    "ipv6_nd_target": ("icmpv6_type", (135, 136)),
-}
-# what a packet that does not carry the field matches as
-DEFAULTS = {"vlan_vid": 0, "ct_state": 0, "ct_mark": 0, "ip_dscp": 0}
-TCP_ACK = 0x010
 METADATA = ("ct_state", "ct_mark", "reg0")  # per switch: never leaves it
 NX_VENDOR_ID, NXT_CT_FLUSH_ZONE = 0x00002320, 29
 NX_CT_RECIRC_NONE = 0xFF
-
-
-class FlowSimError(ValueError):
-    """A message the simulated switch would answer with an OpenFlow error."""
-
-
-def _int(fieldname: str, value: Any) -> int:
-    if fieldname in MAC_FIELDS:
-        return int(str(value).replace(":", ""), 16)
-    if fieldname in IPV4_FIELDS:
-        return int(ipaddress.IPv4Address(value))
-    if fieldname in IPV6_FIELDS:
-        return int(ipaddress.IPv6Address(value))
-    return int(value)
-
-
-def _packet_value(name: str, pkt: Packet, in_port: int) -> Any:
-    if name == "in_port":
-        return in_port
-    if name == "tcp_flags" and "tcp_flags" not in pkt:
-        return TCP_ACK
-    return pkt.get(name, DEFAULTS.get(name))
-
-
-# (value, mask) with all-ones mask for exact fields
-Cond = tuple[int, int]
-
-
-def _conditions(match: Any) -> dict[str, Cond]:
-    items = match.items() if hasattr(match, "items") else (match or {}).items()
-    out: dict[str, Cond] = {}
-    for name, value in items:
-        full = (1 << FIELD_BITS.get(name, 64)) - 1
-        if isinstance(value, tuple):
-            v, m = _int(name, value[0]), _int(name, value[1])
-            out[name] = (v & m, m)
-        else:
-            out[name] = (_int(name, value), full)
-    for name in out:
-        need = PREREQS.get(name)
-        if need and (need[0] not in out or out[need[0]][0] not in need[1]):
-            raise FlowSimError(f"OFPBMC_BAD_PREREQ: match on {name} needs {need[0]} in {need[1]}")
-    return out
-
-
-def _covers(general: dict[str, Cond], specific: dict[str, Cond]) -> bool:
-    """Every packet matching ``specific`` also matches ``general`` (non-strict selection)."""
-    for name, (v, m) in general.items():
-        if name not in specific:
-            return False
-        sv, sm = specific[name]
-        if sm & m != m or sv & m != v:
-            return False
-    return True
 
 
 @dataclass
@@ -156,8 +70,8 @@ class FlowEntry:
 
     def matches(self, pkt: Packet, in_port: int) -> bool:
         for name, (v, m) in self.conds.items():
-            raw = _packet_value(name, pkt, in_port)
-            if raw is None or _int(name, raw) & m != v:
+            raw = packet_value(name, pkt, in_port)
+            if raw is None or field_int(name, raw) & m != v:
                 return False
         return True
 
@@ -277,7 +191,7 @@ class FlowTable:
             if strict:
                 if entry.priority != msg.priority or entry.conds != conds:
                     continue
-            elif not _covers(conds, entry.conds):
+            elif not covers(conds, entry.conds):
                 continue
             if (
                 msg.command in (ofp.OFPFC_DELETE, ofp.OFPFC_DELETE_STRICT)
@@ -293,7 +207,7 @@ class FlowTable:
             msg.table_id == ofp.OFPTT_ALL and msg.command not in (ofp.OFPFC_DELETE, ofp.OFPFC_DELETE_STRICT)
         ):
             raise FlowSimError(f"OFPFMFC_BAD_TABLE_ID: table {msg.table_id}")
-        conds = _conditions(msg.match)
+        conds = conditions(msg.match)
         instructions = list(msg.instructions or [])
         reset = bool(msg.flags & ofp.OFPFF_RESET_COUNTS)
         if msg.command == ofp.OFPFC_ADD:

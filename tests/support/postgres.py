@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.leftovers import SESSION_ENV
 from tests.support.procs import free_port
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
@@ -51,7 +52,12 @@ class PgCluster:
         self.template_ready = False
 
     def _run(self, *args: str) -> None:
-        subprocess.run(["runuser", "-u", "postgres", "--", *args], check=True, capture_output=True, timeout=60, cwd="/")
+        # pg_ctl's server outlives the test that (re)starts it and belongs to the session: it must
+        # not carry the leftover check's tag (tests/support/leftovers.py)
+        env = {k: v for k, v in os.environ.items() if k != SESSION_ENV}
+        subprocess.run(
+            ["runuser", "-u", "postgres", "--", *args], check=True, capture_output=True, timeout=60, cwd="/", env=env
+        )
 
     def start(self) -> None:
         shutil.chown(self.dir, "postgres", "postgres")

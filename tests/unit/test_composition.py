@@ -89,10 +89,6 @@ ALLOWED = {
     "viplanes/lab/nodes.py: EdgeRouter(Router)",
     "viplanes/lab/nodes.py: Firewall(Router)",
     "viplanes/lab/nodes.py: Nat(Router)",
-    # the detection listeners' shared UDP socket: their files move to one detection folder in
-    # the same issue (a parallel change); a listener holding its socket follows that move
-    "viplanes/detection/firefly.py: FireflyListener(UdpListener)",
-    "viplanes/detection/sflow/gate.py: SflowGate(UdpListener)",
 }
 
 

@@ -78,6 +78,7 @@ class Acceptor:
         self._queue: FairQueue[Sighting] = FairQueue(queue_size)  # per grant, per source prefix
         self._bound = SourceBound(firefly_rate, firefly_burst)
         self._index = GrantIndex([])
+        self.refreshes = 0  # the grant index's generation (/metrics): a test polls it, never sleeps
         self._queued: dict[tuple[object, ...], float] = {}  # flow -> when it was last queued
         self._refresh_s = refresh_s
         self._refreshed = -1e18
@@ -204,6 +205,12 @@ class Acceptor:
         with self._db.read() as s:
             self._index = GrantIndex(store.auto_grants(s, now))
         self._refreshed = self._clock()
+        self.refreshes += 1  # one writer (the worker; ``start`` before it runs)
+
+    @property
+    def indexed_grants(self) -> int:
+        """How many automatic grants the index holds now (what a sighting is matched against)."""
+        return self._index.size
 
     def start(self) -> None:
         self.refresh()

@@ -25,6 +25,14 @@ class AutomationCollector(Collector):
         held = GaugeMetricFamily("viplanes_auto_nat_held", "NAT'd sightings waiting for their post-NAT pair")
         held.add_metric([], self._auto.acceptor.nat_held)
         yield held
+        refreshes = CounterMetricFamily(
+            "viplanes_auto_grant_index_refreshes", "Times the acceptor rebuilt its grant index from the database"
+        )
+        refreshes.add_metric([], self._auto.acceptor.refreshes)
+        yield refreshes
+        indexed = GaugeMetricFamily("viplanes_auto_grants_indexed", "Automatic grants in the acceptor's index now")
+        indexed.add_metric([], self._auto.acceptor.indexed_grants)
+        yield indexed
         idle = CounterMetricFamily("viplanes_auto_ended", "Automatic lanes ended by the idle sweep")
         idle.add_metric([], self._auto.ender.ended)
         yield idle

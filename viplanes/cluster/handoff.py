@@ -152,13 +152,15 @@ class DoneListener:
         self._waiting: dict[int, list[DoneWaiter]] = {}
         self._started = False
         self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         with self._lock:
             if self._started or self.db.is_sqlite:
                 return
             self._started = True
-        threading.Thread(target=self._run, name="viplanes-done-listener", daemon=True).start()
+        self._thread = threading.Thread(target=self._run, name="viplanes-done-listener", daemon=True)
+        self._thread.start()
 
     def expect(self, lane_id: int) -> DoneWaiter:
         waiter = DoneWaiter()
@@ -213,8 +215,11 @@ class DoneListener:
                 except Exception:
                     pass
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """End the thread and its connection; it sees the flag within one poll (1 s)."""
         self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
 
 
 class Waker:

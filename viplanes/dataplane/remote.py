@@ -214,7 +214,10 @@ class RemoteDataplane:
         return None
 
     def start(self) -> None:
-        return None
+        return None  # the listener started with the plane: a request may wait from the first one
 
     def stop(self) -> None:
-        return None
+        """End the listening thread and close the NOTIFY connection: a plane left running kept
+        retrying LISTEN every second after its database was gone (CI run 47's last line)."""
+        self.listener.stop()
+        self.notify.close()

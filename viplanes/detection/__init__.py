@@ -10,7 +10,8 @@ one socket (``udplisten``), and share nothing with the pipeline that consumes th
 - ``sflow``: sampled packets from the access switches: the gate, goflow2, the sample checks and
   the rate detector; with it the IPv6 flow-label marks (``sflow.flowlabel``), which are read from
   the same admitted samples before the rate detector and cannot run without them.
-- ``udplisten``: the one UDP socket and receive thread the firefly listener and the sFlow gate use.
+- ``udplisten``: the one UDP socket and receive thread the firefly listener and the sFlow gate each
+  hold, calling them back through a declared ``DatagramHandler``.
 
 Modules: ``firefly``, ``udplisten``. Subpackages: ``sflow``.
 

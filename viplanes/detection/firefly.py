@@ -92,8 +92,9 @@ def parse_firefly(data: bytes, reporter: str, observed_at: float) -> Sighting:
     )
 
 
-class FireflyListener(UdpListener):
-    """A UDP socket and one thread: each datagram parsed and offered to the sink."""
+class FireflyListener:
+    """Holds a UDP socket and its thread (``UdpListener``) and is their handler: each datagram
+    parsed and offered to the sink."""
 
     def __init__(
         self,
@@ -102,10 +103,18 @@ class FireflyListener(UdpListener):
         port: int = DEFAULT_PORT,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        super().__init__(host, port, THREAD_NAME, MAX_DATAGRAM + 1)  # one byte more: oversize is seen
         self.sink = sink
         self.counts: Counter[str] = Counter()
         self._clock = clock
+        # one byte more than a firefly may have: an oversize datagram is seen, and counted
+        self._udp = UdpListener(host, port, THREAD_NAME, MAX_DATAGRAM + 1, self)
+        self.address = self._udp.address
+
+    def start(self) -> None:
+        self._udp.start()
+
+    def stop(self) -> None:
+        self._udp.stop()
 
     def receive(self, data: bytes, reporter: str) -> None:
         try:

@@ -148,6 +148,11 @@ def test_the_held_count_is_a_gauge(world: World, mono: Mono) -> None:
     registry.register(AutomationCollector(auto))
     text = generate_latest(registry).decode()
     assert "viplanes_auto_nat_held 1.0" in text and 'viplanes_auto_sightings_total{outcome="nat_held"} 1.0' in text
+    # the grant index: its generation and what it holds, for tests that wait for a new grant
+    assert "viplanes_auto_grant_index_refreshes_total 1.0" in text and "viplanes_auto_grants_indexed 1.0" in text
+    auto.acceptor.refresh()
+    text = generate_latest(registry).decode()
+    assert "viplanes_auto_grant_index_refreshes_total 2.0" in text
 
 
 def test_serve_holds_no_more_than_its_queue_takes(world: World, mono: Mono) -> None:

@@ -35,7 +35,11 @@ class Auto:
     """What AutomationCollector reads of a running ``Automation``."""
 
     def __init__(self) -> None:
-        self.acceptor = type("A", (), {"counts": Counter({"lanes": 1, "spoofed_firefly": 3}), "nat_held": 2})()
+        self.acceptor = type(
+            "A",
+            (),
+            {"counts": Counter({"lanes": 1, "spoofed_firefly": 3}), "nat_held": 2, "refreshes": 4, "indexed_grants": 1},
+        )()
         self.ender = type("E", (), {"ended": 2})()
         self.listener = type("L", (), {"counts": Counter({"accepted": 1, "bad_json": 4})})()
 

@@ -67,9 +67,9 @@ class FakePlane:
 
 def test_master_report_reaches_the_api_side(db_url: str) -> None:
     ctl_db, api_db = Database(db_url), Database(db_url)
+    ctl_db.create_all()
+    api = RemoteDataplane(api_db)  # on PostgreSQL its listener thread runs until ``stop``
     try:
-        ctl_db.create_all()
-        api = RemoteDataplane(api_db)
         assert api.readiness()["ready"] is False and api.counters(7) is None
         lease = LeaderLease(ctl_db, "ctl-a")
         assert lease.try_acquire() == 1
@@ -99,5 +99,6 @@ def test_master_report_reaches_the_api_side(db_url: str) -> None:
         gone = api.readiness()
         assert gone["master"] is False and gone["ready"] is False
     finally:
+        api.stop()
         ctl_db.dispose()
         api_db.dispose()

@@ -25,21 +25,26 @@ MAX_DATAGRAM = 65_535
 THREAD_NAME = "viplanes-sflow-gate"
 
 
-class SflowGate(UdpListener):
-    """Listens on ``listen``; forwards what ``guard`` admits to ``collector`` (goflow2)."""
+class SflowGate:
+    """Listens on ``listen`` (a ``UdpListener`` it holds and handles); forwards what ``guard``
+    admits to ``collector`` (goflow2)."""
 
     def __init__(
         self, guard: SampleGuard, listen: tuple[str, int], collector: tuple[str, int], seal: AgentSeal
     ) -> None:
-        super().__init__(listen[0], listen[1], THREAD_NAME, MAX_DATAGRAM)
         self.guard = guard
         self.seal = seal
         self.collector = collector
         self.forwarded = 0
+        self._udp = UdpListener(listen[0], listen[1], THREAD_NAME, MAX_DATAGRAM, self)  # binds: may raise
+        self.address = self._udp.address
         self._out = socket.socket(socket.AF_INET6 if ":" in collector[0] else socket.AF_INET, socket.SOCK_DGRAM)
 
+    def start(self) -> None:
+        self._udp.start()
+
     def stop(self) -> None:
-        super().stop()
+        self._udp.stop()
         self._out.close()
 
     def receive(self, data: bytes, source: str) -> bool:
