@@ -83,9 +83,7 @@ def test_the_restart_back_off_starts_over_after_a_stable_run(monkeypatch, tmp_pa
         'while [ "$n" = 3 ] && [ ! -e "$1" ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i + 1)); done'
     )
     uptime = FakeClock(0.0)
-    settings = CollectorSettings(
-        wrap=("sh", "-c", script, str(counter), str(go)), restart_backoff_s=0.05, ready_s=0.1
-    )
+    settings = CollectorSettings(wrap=("sh", "-c", script, str(counter), str(go)), restart_backoff_s=0.05, ready_s=0.1)
     c = CollectorProcess(Detector(RecordingSink(), lambda _s, _d: True), time.monotonic, settings, uptime=uptime)
     waits: list[float] = []
     original = c._stopping.wait
