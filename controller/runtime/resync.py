@@ -48,7 +48,7 @@ class LaneRead:
     the switches their paths cross."""
 
     generation: int
-    at: float  # time.monotonic()
+    at: float  # state.clock(): the runtime's steady clock, which tests move by hand
     lanes: tuple[LaneSpec, ...]
     by_dpid: dict[int, tuple[LaneSpec, ...]]
 
@@ -97,7 +97,7 @@ class Resync:
                 and last is not None
                 and last.generation == current
                 and (generation is None or last.generation >= generation)
-                and time.monotonic() - last.at < READ_REUSE_S
+                and self.state.clock() - last.at < READ_REUSE_S
             ):
                 return last
             # anything changed after ``current`` is left out by ``changed_since`` of every
@@ -108,7 +108,7 @@ class Resync:
             with self.state.compile_lock:
                 self.state.flows.forget_all_but(lanes)
                 by_dpid = {d: tuple(ls) for d, ls in self.state.flows.by_switch(lanes).items()}
-            self._last_read = LaneRead(current, time.monotonic(), lanes, by_dpid)
+            self._last_read = LaneRead(current, self.state.clock(), lanes, by_dpid)
             return self._last_read
 
     def forget_lane_read(self) -> None:

@@ -7,7 +7,8 @@ one byte every ``interval`` seconds, never a whole ClientHello.
 
     python -m tests.support.handshake_flood HOST PORT SECONDS PER_SOURCE MODE SOURCE...
 
-prints one JSON line at the end: connections opened, closed by the peer, connects refused.
+prints one JSON line at the end: connections opened, closed by the peer, connects refused. SIGTERM
+ends it early, summary printed (``stop``): a test floods for as long as its checks take, no longer.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -33,6 +35,22 @@ def start(host: str, port: int, seconds: float, per_source: int, mode: str, sour
     return subprocess.Popen(
         [*args, str(per_source), mode, *sources], cwd=root, stdout=subprocess.PIPE, text=True, env=dict(os.environ)
     )
+
+
+def stop(flood: subprocess.Popen, timeout: float = 30) -> dict[str, int]:
+    """End the flood now (SIGTERM) and return its summary."""
+    flood.terminate()
+    out, _ = flood.communicate(timeout=timeout)
+    stats: dict[str, int] = json.loads(out)
+    return stats
+
+
+_ending = False  # set by SIGTERM: the loop ends and the summary is printed
+
+
+def _end(_signum: int, _frame: object) -> None:
+    global _ending
+    _ending = True
 
 
 def _open(host: str, port: int, source: str) -> socket.socket | None:
@@ -55,7 +73,7 @@ def run(host: str, port: int, seconds: float, per_source: int, mode: str, source
     poller = select.poll()
     end = time.monotonic() + seconds
     next_drip = time.monotonic()
-    while time.monotonic() < end:
+    while time.monotonic() < end and not _ending:
         now = time.monotonic()
         ready = [d for d in due if d[0] <= now]
         due = [d for d in due if d[0] > now]
@@ -97,5 +115,6 @@ def run(host: str, port: int, seconds: float, per_source: int, mode: str, source
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _end)
     h, p, secs, per, m, *srcs = sys.argv[1:]
     print(json.dumps(run(h, int(p), float(secs), int(per), m, srcs)), flush=True)

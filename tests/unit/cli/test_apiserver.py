@@ -21,6 +21,7 @@ from viplanes.cli.apiserver import ApiServer, ServerLimits, create_api_server, r
 from viplanes.cli.https import server_context
 
 LIMIT = 256 * 1024
+CLOSE = {"Connection": "close"}  # the server closes the connection after its answer (see below)
 
 
 def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
@@ -138,9 +139,11 @@ def test_a_chunked_body_reaches_flask_with_its_length() -> None:
             yield b"a" * 4096
 
     try:
-        assert requests.post(url, data=chunks(2), timeout=10).json() == {"n": 8192}
-        assert requests.post(url, data=chunks(50), timeout=10).status_code == 413  # over the app's 64 KiB
-        r = requests.post(url, data=chunks(100), timeout=10)  # over the server's own 256 KiB
+        assert requests.post(url, data=chunks(2), timeout=10, headers=CLOSE).json() == {"n": 8192}
+        assert (
+            requests.post(url, data=chunks(50), timeout=10, headers=CLOSE).status_code == 413
+        )  # over the app's 64 KiB
+        r = requests.post(url, data=chunks(100), timeout=10, headers=CLOSE)  # over the server's own 256 KiB
         assert r.status_code == 413 and r.json()["error"] == "too_large"
     finally:
         server.stop()
@@ -161,7 +164,9 @@ def test_a_chunked_body_is_counted_against_the_limit_not_its_framing(body: int, 
             left -= min(4096, left)
 
     try:
-        r = requests.post(f"http://127.0.0.1:{server.port}/", data=chunks(), timeout=10)
+        # Connection: close: requests keeps a chunked upload's socket open after the answer, and
+        # stop() then waits its whole shutdown_s (10 s) for a next request on it
+        r = requests.post(f"http://127.0.0.1:{server.port}/", data=chunks(), timeout=10, headers=CLOSE)
         assert r.status_code == status, r.text[:200]
         if status == 413:
             assert r.headers["Content-Type"] == "application/json" and r.json()["error"] == "too_large"

@@ -88,7 +88,7 @@ def test_a_file_without_a_well_formed_block_is_refused(items, text: str, words: 
         findings_doc.rewrite(text, items, "x")
 
 
-def test_cli_rewrites_only_between_the_markers(tmp_path: Path) -> None:
+def test_cli_rewrites_only_between_the_markers(tmp_path: Path, no_figures: None) -> None:
     readme = tmp_path / "README.md"
     readme.write_text("# title\n\n<!-- paper-findings:compact -->\nstale\n<!-- /paper-findings -->\n\nafter\n")
     out = CliRunner().invoke(

@@ -72,7 +72,7 @@ def test_failed_or_missing_runs_leave_it_not_measured() -> None:
     assert v6_finding(with_rate(records, 6, "default", 0.0)).verdict == NOT_APPLICABLE
 
 
-def test_the_series_stays_out_of_the_v4_grids_findings(tmp_path: Path) -> None:
+def test_the_series_stays_out_of_the_v4_grids_findings(tmp_path: Path, no_figures: None) -> None:
     """Added to the recorded paper run, only the v6 row changes: its desktop iperf3 lane and
     default rows do not move the headline, Table 2 or any other finding."""
     recorded_run, _ = load_results(REPO / "docs" / "results" / "paper.jsonl")

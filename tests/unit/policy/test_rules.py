@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
-from hypothesis import find, given, settings
+from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
 
 from viplanes.policy.destinations import destination_refusal
@@ -238,7 +238,9 @@ def test_nothing_outside_a_grant_is_allowed(topo, data):
 
 def test_the_property_above_reaches_allowed_cases(topo):
     """Guards against a vacuous property: its own strategies do produce allowed requests.
-    ``find`` searches deterministically (derandomized), so this cannot flake with test order."""
+    ``find`` searches deterministically (derandomized), so this cannot flake with test order;
+    it stops at the first allowed case (no shrinking: any allowed case proves the point, and
+    shrinking one took 6 times as many examples as finding it)."""
     hosts = [str(h.iface.ip.ip) for h in topo.hosts]
 
     @st.composite
@@ -253,7 +255,7 @@ def test_the_property_above_reaches_allowed_cases(topo):
     grants, r, live = find(
         case(),
         lambda c: decide(c[1], c[0], topo, NOW, c[2]).allowed,
-        settings=settings(max_examples=20_000, derandomize=True, database=None, deadline=None),
+        settings=settings(max_examples=20_000, derandomize=True, database=None, deadline=None, phases=[Phase.generate]),
     )
     assert decide(r, grants, topo, NOW, live).allowed
 

@@ -126,8 +126,11 @@ class CollectorProcess:
         clock: Callable[[], float],
         settings: CollectorSettings,
         admit: Callable[[Sample], Sample | None] | None = None,
+        *,
+        uptime: Callable[[], float] = time.monotonic,
     ) -> None:
         self._detector = detector
+        self._uptime = uptime  # how long a collector ran (``STABLE_S``); tests move it by hand
         self._admit = admit  # the sample check: the sample to observe, or None; None admits all
         self._clock = clock
         self.settings = settings
@@ -182,7 +185,7 @@ class CollectorProcess:
         )
         with self._lock:
             self._proc = proc
-            self._started_at = time.monotonic()
+            self._started_at = self._uptime()
         return proc
 
     def _run(self) -> None:
@@ -196,7 +199,7 @@ class CollectorProcess:
             code = proc.wait()
             if self._stopping.is_set():
                 return
-            if time.monotonic() - self._started_at >= STABLE_S:  # a crash after a good run: start over
+            if self._uptime() - self._started_at >= STABLE_S:  # a crash after a good run: start over
                 backoff = self.settings.restart_backoff_s
             log.warning("sflow: collector exited (%s); restarting in %.1f s", code, backoff)
             if self._stopping.wait(backoff):

@@ -32,6 +32,8 @@ NAT_IP = "198.51.100.200"
 class FakeDatapath:
     def __init__(self, dpid: int, app: VipLanesApp, net: Network) -> None:
         self.id = dpid
+        self.app_topology = net.topo
+        self.port_descs = 0
         self.ofproto, self.ofproto_parser = ofp, parser
         self.address = ("127.0.0.1", 40000 + dpid)
         self.app, self.table = app, net.tables.get(dpid)
@@ -69,6 +71,13 @@ class FakeDatapath:
             reply = parser.OFPGroupDescStatsReply(self, flags=0, body=groups)
             reply.xid = msg.xid
             self.app._group_desc(ofp_event.EventOFPGroupDescStatsReply(reply))
+        elif isinstance(msg, parser.OFPPortDescStatsRequest):
+            self.port_descs += 1  # asked on connect (read_ports): answered in two parts, all up
+            ports = [port_desc(p, 0) for p in switch_ports(self.app_topology, self.id)]
+            for part, flags in ((ports[:1], ofp.OFPMPF_REPLY_MORE), (ports[1:], 0)):
+                reply = parser.OFPPortDescStatsReply(self, flags=flags, body=part)
+                reply.xid = msg.xid
+                self.app._port_desc(ofp_event.EventOFPPortDescStatsReply(reply))
         elif isinstance(msg, parser.OFPFlowStatsRequest):
             body = self.table.stats(msg.cookie, msg.cookie_mask, 0.0)
             half = len(body) // 2  # two parts: exercises OFPMPF_REPLY_MORE
@@ -80,6 +89,29 @@ class FakeDatapath:
 
     def shutdown(self) -> None:
         self.closed = True
+
+
+def switch_ports(topo: Topology, dpid: int) -> list[int]:
+    """The switch's declared ports: its link ends and host attachments."""
+    name = next(s.name for s in topo.switches if s.dpid == dpid)
+    ends = [e for link in topo.links for e in (link.a, link.b)] + [h.iface.attach for h in topo.hosts]
+    return sorted({e.port for e in ends if e is not None and e.switch == name})
+
+
+def port_desc(port_no: int, st: int) -> parser.OFPPort:
+    return parser.OFPPort(
+        port_no=port_no,
+        hw_addr=f"02:00:00:00:00:{port_no:02x}",
+        name=f"eth{port_no}".encode(),
+        config=0,
+        state=st,
+        curr=0,
+        advertised=0,
+        supported=0,
+        peer=0,
+        curr_speed=0,
+        max_speed=0,
+    )
 
 
 def features(dp: FakeDatapath):
@@ -127,6 +159,9 @@ def test_every_handler(app_campus, topo: Topology, caplog: pytest.LogCaptureFixt
     assert set(app.datapaths) == {1, 2, 3, 4} == runtime.connected
     assert "switch connected dpid=3" in caplog.text
     assert all(net.tables[d].flows for d in dps)
+    # each asked its ports once; the two-part answer came back through _port_desc (not a timeout)
+    assert [dp.port_descs for dp in dps.values()] == [1, 1, 1, 1]
+    assert "did not describe its ports" not in caplog.text
     for dp in dps.values():
         app._state_change(state(dp, MAIN_DISPATCHER))  # no-op for live switches
     # a lane, confirmed by barriers that came back through _barrier_reply
@@ -169,19 +204,7 @@ def test_every_handler(app_campus, topo: Topology, caplog: pytest.LogCaptureFixt
     assert runtime.removed[-1][1:] == (3, 1, ofp.OFPRR_HARD_TIMEOUT)
 
     # port status and an unsolicited error are logged, nothing else
-    port = parser.OFPPort(
-        port_no=2,
-        hw_addr="02:00:00:00:00:02",
-        name=b"s3-eth2",
-        config=0,
-        state=ofp.OFPPS_LINK_DOWN,
-        curr=0,
-        advertised=0,
-        supported=0,
-        peer=0,
-        curr_speed=0,
-        max_speed=0,
-    )
+    port = port_desc(2, ofp.OFPPS_LINK_DOWN)
     app._port_status(ofp_event.EventOFPPortStatus(parser.OFPPortStatus(s3, reason=ofp.OFPPR_MODIFY, desc=port)))
     assert "dpid=3 port 2 modified" in caplog.text
     err = parser.OFPErrorMsg(s3, type_=ofp.OFPET_BAD_REQUEST, code=1)
@@ -201,12 +224,13 @@ def test_every_handler(app_campus, topo: Topology, caplog: pytest.LogCaptureFixt
     app._state_change(state(again, DEAD_DISPATCHER))
     assert 2 not in app.datapaths and 2 not in runtime.connected
     assert "switch disconnected dpid=2" in caplog.text
+    runtime.switch_wait_s = 0.2  # the bound itself is tested in test_readiness; here: it is the one used
     t0 = time.monotonic()
     result = runtime.activate(
         LaneSpec(2, "10.1.0.20", "203.0.113.10", "tcp", 5202, None, "198.51.100.201", clock.now + 600)
     )
     assert not result.ok and result.reason == "switch s2 (dpid 2) not connected"
-    assert time.monotonic() - t0 < runtime.switch_wait_s + 1
+    assert runtime.switch_wait_s <= time.monotonic() - t0 < runtime.switch_wait_s + 2
     assert app.send_ofmsgs(2, [parser.OFPBarrierRequest(None)]) is False
 
 

@@ -14,7 +14,9 @@ import time
 from ipaddress import ip_address
 from pathlib import Path
 
+from tests.support.clock import FakeClock
 from tests.support.paths import REPO
+from tests.support.procs import wait_for
 from tests.support.sflowgen import datagram, flow_sample
 from tests.support.sightsink import RecordingSink
 from viplanes.auto.sflowwire import sampling_switches
@@ -71,16 +73,18 @@ def test_a_killed_parent_leaves_no_collector_behind() -> None:
 
 def test_the_restart_back_off_starts_over_after_a_stable_run(monkeypatch, tmp_path: Path) -> None:
     """Three quick crashes double the wait (0.05, 0.1, 0.2); a fourth run longer than STABLE_S
-    makes the next wait the first one again, not 0.4 s."""
-    monkeypatch.setattr(goflow, "STABLE_S", 0.5)
-    counter = tmp_path / "runs"
+    makes the next wait the first one again, not 0.4 s. How long a run lasted is read from a
+    clock the test moves (the fourth run only), so a slow process start under load is no run."""
+    counter, go = tmp_path / "runs", tmp_path / "go"
     counter.write_text("0")
+    # a shell, not Python: five quick starts; $0 counts the runs, the fourth waits for $1 (30 s at most)
     script = (
-        "import sys, time; p = sys.argv[1]; n = int(open(p).read()); open(p, 'w').write(str(n + 1)); "
-        "time.sleep(0.8 if n == 3 else 0)"
+        'n=$(cat "$0"); echo $((n + 1)) > "$0"; i=0; '
+        'while [ "$n" = 3 ] && [ ! -e "$1" ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i + 1)); done'
     )
-    settings = CollectorSettings(wrap=(sys.executable, "-c", script, str(counter)), restart_backoff_s=0.05, ready_s=0.1)
-    c = CollectorProcess(Detector(RecordingSink(), lambda _s, _d: True), time.monotonic, settings)
+    uptime = FakeClock(0.0)
+    settings = CollectorSettings(wrap=("sh", "-c", script, str(counter), str(go)), restart_backoff_s=0.05, ready_s=0.1)
+    c = CollectorProcess(Detector(RecordingSink(), lambda _s, _d: True), time.monotonic, settings, uptime=uptime)
     waits: list[float] = []
     original = c._stopping.wait
 
@@ -91,9 +95,10 @@ def test_the_restart_back_off_starts_over_after_a_stable_run(monkeypatch, tmp_pa
     monkeypatch.setattr(c._stopping, "wait", recording_wait)
     c.start()
     try:
-        deadline = time.monotonic() + 10
-        while len(waits) < 4 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        assert wait_for(lambda: c.restarts >= 3, 20), f"the fourth run never started: {waits}"
+        uptime.advance(goflow.STABLE_S)  # the fourth run, started, has now run STABLE_S
+        go.touch()
+        assert wait_for(lambda: len(waits) >= 4, 20), waits
     finally:
         c.stop()
     assert waits[:4] == [0.05, 0.1, 0.2, 0.05], waits

@@ -38,13 +38,19 @@ def test_the_stated_error_covers_the_truth_95_percent_exactly(mean: float) -> No
 
 
 def _simulate(rate_bps: float, n: int, frame: int, window_s: float, rng: random.Random) -> tuple[float, float]:
-    """A steady flow for 2 windows, each packet sampled with probability 1/n: (estimate, error)."""
+    """A steady flow for 2 windows, each packet sampled with probability 1/n: (estimate, error).
+    The packets skipped between two samples are drawn at once (a geometric count: the same
+    1-in-N Bernoulli process as a coin per packet, for 1/n of the random draws)."""
     pps = rate_bps / 8 / frame
     packets = int(pps * 2 * window_s)
     w = RateWindow(window_s, 10, 0.0)
-    for i in range(packets):
-        if rng.random() < 1 / n:
-            w.add(frame, n, i / pps)
+    log_q = math.log1p(-1 / n) if n > 1 else -math.inf  # log of the chance a packet is skipped
+    i = -1
+    while True:
+        i += 1 + int(math.log(1.0 - rng.random()) / log_q)  # 1 - random(): in (0, 1]
+        if i >= packets:
+            break
+        w.add(frame, n, i / pps)
     est = w.estimate(packets / pps)
     return est.rate_bps, est.error
 
