@@ -59,8 +59,8 @@ def test_a_round_is_recorded_audited_and_announced_in_one_statement(batch_world)
     with db.write_connection() as conn:  # back to installing: the controller's round finds them
         conn.execute(text("UPDATE lanes SET state = 'installing'"))
 
-    def end_it(lane_id: int) -> None:  # someone else's end, one autocommit statement: no BEGIN / COMMIT of its own
-        with db.statement_connection() as conn:
+    def end_it(lane_id: int) -> None:
+        with db.write_connection() as conn:
             conn.execute(text("UPDATE lanes SET state = 'released' WHERE id = :i"), {"i": lane_id})
 
     plane.refuse, plane.ends, plane.end_it = refused, ended, end_it

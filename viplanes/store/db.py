@@ -94,26 +94,7 @@ def make_engine(
     _ping_idle_connections(engine)
     if engine.dialect.driver == "psycopg2":
         pg_prepare.install(engine)  # PostgreSQL stops parsing and planning the hot statements
-        _begin_rides_along(engine)  # after the preparing listener: it sees the final text
     return engine
-
-
-_BEGIN_WITH_NEXT = "viplanes_begin_with_next"  # Connection.info: the next statement opens the transaction
-
-
-def _begin_rides_along(engine: Engine) -> None:
-    """``Database.write_connection`` on PostgreSQL: ``BEGIN`` goes in the first statement's
-    message (``BEGIN; <statement>``, one simple query: one round trip where psycopg2 sends BEGIN
-    on its own first). The statement's rows are the message's last result, as before."""
-
-    @event.listens_for(engine, "before_cursor_execute", retval=True)
-    def _begin_first(conn, cursor, statement, parameters, _context, executemany):  # type: ignore[no-untyped-def]
-        if not conn.info.pop(_BEGIN_WITH_NEXT, False):
-            return statement, parameters
-        if executemany:  # one BEGIN, not one per parameter set
-            cursor.execute("BEGIN")
-            return statement, parameters
-        return f"BEGIN; {statement}", parameters
 
 
 def _create_private_file(url: str) -> None:
@@ -287,7 +268,7 @@ class Database:
         (perf_counter stamps: "write connection asked" -> "transaction open" 0.28 ms). A
         connection that was invalidated or closed is replaced at the next transaction."""
         if self._writer_lock is None:
-            with self._pg_transaction() as conn:
+            with self.engine.connect() as conn, conn.begin():
                 yield conn
             return
         with self._writer_lock:
@@ -299,33 +280,6 @@ class Database:
                 yield kept
         if self._checkpointer is not None:
             self._checkpointer.written()
-
-    @contextlib.contextmanager
-    def _pg_transaction(self) -> Iterator[Connection]:
-        """PostgreSQL: one transaction on an autocommit connection, its BEGIN sent with its first
-        statement (``_begin_rides_along``) and its COMMIT or ROLLBACK sent here. psycopg2's own
-        BEGIN was a round trip of its own before the first statement of every transaction. The
-        server's transaction status (libpq's, read locally) says whether one is open: the
-        connection never goes back to the pool inside a transaction (invalidated if a ROLLBACK
-        cannot be sent)."""
-        from psycopg2.extensions import TRANSACTION_STATUS_IDLE
-
-        with self.statement_connection() as conn:
-            raw = cast(Any, conn.connection).dbapi_connection
-            conn.info[_BEGIN_WITH_NEXT] = True
-            try:
-                yield conn
-            except BaseException:
-                conn.info.pop(_BEGIN_WITH_NEXT, None)
-                if not raw.closed and raw.get_transaction_status() != TRANSACTION_STATUS_IDLE:
-                    try:
-                        conn.exec_driver_sql("ROLLBACK")
-                    except Exception:
-                        conn.invalidate()
-                raise
-            conn.info.pop(_BEGIN_WITH_NEXT, None)
-            if raw.get_transaction_status() != TRANSACTION_STATUS_IDLE:
-                conn.exec_driver_sql("COMMIT")
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[Session]:

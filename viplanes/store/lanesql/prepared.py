@@ -66,12 +66,7 @@ def _prepare(cursor: Any, statement: str, name: str, parameters: dict[str, Any])
     if form is None:
         return None
     prepare, execute = form
-    from psycopg2.extensions import TRANSACTION_STATUS_IDLE
-
-    # no transaction and none to come (autocommit, or ``Database.write_connection`` before its
-    # first statement): no savepoint; inside one, even on an autocommit connection, a savepoint
-    raw = cursor.connection
-    autocommit = bool(raw.autocommit) and raw.get_transaction_status() == TRANSACTION_STATUS_IDLE
+    autocommit = bool(cursor.connection.autocommit)
     types = f"SELECT parameter_types::text[] FROM pg_prepared_statements WHERE name = '{name}'"
     try:
         cursor.execute(
