@@ -27,7 +27,7 @@ from tests.integration.test_doctor_lab import readiness
 from tests.support.labcampus import CLOUD, lab_campus
 from tests.support.paths import REPO
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.solo]  # fail-over within 100 ms: alone
 
 REDUNDANT = REPO / "topologies" / "campus-redundant.yaml"
 TCP_PORT, UDP_PORT = 5201, 5301

@@ -26,6 +26,7 @@ from viplanes.detection.sflow.switchconfig import SwitchSampling
 
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.solo,  # sighted within 3 s at a stated error: alone, not beside another lab
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces, a private OVS)"),
     pytest.mark.skipif(not GOFLOW2_CACHED.exists(), reason="goflow2 not built (make setup)"),
 ]

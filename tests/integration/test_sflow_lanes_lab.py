@@ -21,6 +21,7 @@ from viplanes.detection.sflow.goflow import GOFLOW2_CACHED
 
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.solo,  # a lane within 3 s of sFlow's samples: alone, not beside another lab
     pytest.mark.skipif(not GOFLOW2_CACHED.exists(), reason="goflow2 not built (make setup)"),
 ]
 RATE_MBPS, IDLE_S = 8, 3

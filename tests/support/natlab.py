@@ -13,6 +13,7 @@ from viplanes.detection.sflow.goflow import GOFLOW2_CACHED
 
 MARKS = [
     pytest.mark.integration,
+    pytest.mark.solo,  # detection and the NAT watch within seconds: alone, not beside another lab
     pytest.mark.skipif(not GOFLOW2_CACHED.exists(), reason="goflow2 not built (make setup)"),
 ]
 RATE_MBPS, IDLE_S, FIREWALL_MBPS = 8, 3, 15
