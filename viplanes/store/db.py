@@ -244,8 +244,7 @@ class Database:
             try:
                 yield conn
             finally:
-                if not raw.closed:  # invalidated (a lost connection, a stale plan): the error stands
-                    raw.autocommit = False
+                raw.autocommit = False
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Session]:
