@@ -37,27 +37,27 @@ def _check_leftovers(node: pytest.Item | pytest.Module, before: leftovers.Snapsh
         warnings.warn(LeftRunning(f"{node.nodeid} left running: {found.describe()}"), stacklevel=1)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _module_leaves_nothing_running(request: pytest.FixtureRequest) -> Iterator[None]:
-    """An integration module's fixtures stop what they started (a lab, a serve, a cluster)."""
+def _watch_leftovers(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Around an integration node: what was running before, then the check after."""
     if request.node.get_closest_marker("integration") is None:
         yield
         return
     before = leftovers.snapshot(SESSION_TAG)
     yield
     _check_leftovers(request.node, before)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _module_leaves_nothing_running(request: pytest.FixtureRequest) -> Iterator[None]:
+    """An integration module's fixtures stop what they started (a lab, a serve, a cluster)."""
+    yield from _watch_leftovers(request)
 
 
 @pytest.fixture(autouse=True)
 def _test_leaves_nothing_running(request: pytest.FixtureRequest) -> Iterator[None]:
     """An integration test (or a test's PostgreSQL variant) leaves no thread or process behind:
     one left the session's last line a LISTEN retry against a cluster long stopped (CI run 47)."""
-    if request.node.get_closest_marker("integration") is None:
-        yield
-        return
-    before = leftovers.snapshot(SESSION_TAG)
-    yield
-    _check_leftovers(request.node, before)
+    yield from _watch_leftovers(request)
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from tests.support.postgres import PgCluster
 from tests.support.scaleout_kit import scaleout_cluster
 from viplanes.config import CT_ZONE_BASE_ENV
 from viplanes.lab.ctzones import claim_zone_base
+from viplanes.store.db import Database
 
 LINK_PROBE_ENV = "VIPLANES_LINK_PROBE_S"
 
@@ -73,6 +74,16 @@ def _require_ovs(request: pytest.FixtureRequest) -> None:
         problem = ovs_problem()
         if problem:
             pytest.fail(problem, pytrace=False)
+
+
+@pytest.fixture
+def two_engines(pg_cluster: PgCluster) -> Iterator[tuple[Database, Database]]:
+    """Two engines on one fresh database: two controllers contending for the lease."""
+    url = pg_cluster.new_database()
+    a, b = Database(url, pool_size=2), Database(url, pool_size=2)
+    yield a, b
+    a.dispose()
+    b.dispose()
 
 
 @pytest.fixture

@@ -12,18 +12,8 @@ from sqlalchemy import event
 
 from tests.support.leases import contenders_take_turns, reclaim_only_while_ours
 from viplanes.cluster.leader import LeaderLease
-from viplanes.store.db import Database
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
-
-
-@pytest.fixture
-def two_engines(pg_cluster):
-    url = pg_cluster.new_database()
-    a, b = Database(url, pool_size=2), Database(url, pool_size=2)
-    yield a, b
-    a.dispose()
-    b.dispose()
 
 
 def test_two_contenders_and_expiry_on_postgres(two_engines) -> None:

@@ -8,18 +8,8 @@ import time
 import pytest
 
 from viplanes.cluster.leader import LeaderLease
-from viplanes.store.db import Database
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
-
-
-@pytest.fixture
-def two_engines(pg_cluster):
-    url = pg_cluster.new_database()
-    a, b = Database(url, pool_size=2), Database(url, pool_size=2)
-    yield a, b
-    a.dispose()
-    b.dispose()
 
 
 def _until(check, within_s: float) -> float | None:
