@@ -2,7 +2,8 @@
 release, counted as the server sees them (every statement, and BEGIN / COMMIT of a transaction
 that is not autocommit). Each is a backend wake-up and a turn of the driver: the PostgreSQL
 activation was 2.5x the OpenFlow floor where SQLite's was 1.9x. A lane stays safe: it is committed
-``installing`` before the data plane carries it (its own transaction), and its outcome after."""
+``installing`` before the data plane carries it (its own transaction), and its outcome after; a
+release sends its deletes before its end is committed (``removes_early``, serve's controller)."""
 
 from __future__ import annotations
 
@@ -13,14 +14,16 @@ from sqlalchemy import event
 
 from tests.support.clock import FakeClock
 from tests.support.world import make_world
+from viplanes.dataplane.base import PlaneCapabilities
 from viplanes.dataplane.memory import MemoryDataplane
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
 
 def _round_trips(db: Any) -> tuple[list[str], Any]:
-    """Record what reaches the server: BEGIN and COMMIT only off autocommit (psycopg2 sends
-    nothing for them in autocommit), and the first word of every statement."""
+    """Record what reaches the server, one entry per round trip: BEGIN and COMMIT only off
+    autocommit (psycopg2 sends nothing for them in autocommit), and the first word of every
+    statement of each message."""
     seen: list[str] = []
 
     def sent(conn: Any) -> bool:
@@ -35,7 +38,8 @@ def _round_trips(db: Any) -> tuple[list[str], Any]:
             seen.append("COMMIT")
 
     def statement(_conn: Any, _cursor: Any, text: str, *_: Any) -> None:
-        seen.append(text.split(None, 1)[0].upper())
+        # one message, one round trip: ``BEGIN; EXECUTE ...`` is "BEGIN+EXECUTE"
+        seen.append("+".join(part.split(None, 1)[0].upper() for part in text.split(";") if part.strip()))
 
     hooks = [("begin", begin), ("commit", commit), ("before_cursor_execute", statement)]
     for name, fn in hooks:
@@ -48,8 +52,25 @@ def _round_trips(db: Any) -> tuple[list[str], Any]:
     return seen, stop
 
 
-def test_a_lane_costs_nine_round_trips_and_its_release_one(pg_cluster, topo) -> None:
-    w = make_world(pg_cluster.new_database(), FakeClock(), MemoryDataplane(), topo)
+class EarlyRemovals(MemoryDataplane):
+    """Declares what serve's in-process controller declares: deletes go out before the end is
+    committed (``begin_deactivate``), activations in batches."""
+
+    capabilities = PlaneCapabilities(batches=True, removes_early=True)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.removals: list[int] = []
+
+    def begin_deactivate(self, lane_id: int, timeout_s: float = 5.0) -> Any:
+        self.removals.append(lane_id)
+        self.deactivate(lane_id)
+        return lambda: None
+
+
+@pytest.mark.parametrize("plane", [MemoryDataplane, EarlyRemovals])
+def test_a_lane_costs_seven_round_trips_and_its_release_one(pg_cluster, topo, plane) -> None:
+    w = make_world(pg_cluster.new_database(), FakeClock(), plane(), topo)
     db = w.app.extensions["viplanes"].db
     try:
         for port in (9001, 9002, 9003):  # warm: tokens cached, hot statements prepared
@@ -67,12 +88,17 @@ def test_a_lane_costs_nine_round_trips_and_its_release_one(pg_cluster, topo) -> 
             stop()
         assert lane.status_code == 201 and lane.json["state"] == "active", lane.json
         assert released.status_code == 200 and released.json["state"] == "released"
-        # the decision's transaction: grants (locked), quota count, the advisory locks, the
-        # overlap query, the lane-pool lookup, the lane + audit row (+ wake-up) as one statement;
-        # then the outcome (conditional UPDATE + audit row) as ONE autocommit statement, where
-        # BEGIN, UPDATE, INSERT, COMMIT were four
-        assert request == ["BEGIN", *["EXECUTE"] * 6, "COMMIT", "EXECUTE"], request
-        assert release == ["EXECUTE"], release  # lock, move, audit, wake-up: one statement
+        # the decision's transaction: BEGIN; grants (locked); the advisory locks with the quota
+        # count; the overlap query with the lane-pool lookup; the lane + audit row (+ wake-up) as
+        # one statement; COMMIT. It was 8 round trips: the count, the locks, the overlap and the
+        # pool one statement each. Then the outcome (conditional UPDATE + audit row) as ONE
+        # autocommit statement.
+        assert request == ["BEGIN", *["EXECUTE"] * 4, "COMMIT", "EXECUTE"], request
+        # lock, move, audit, wake-up: one statement (with serve's early deletes it was BEGIN,
+        # SELECT ... FOR UPDATE, UPDATE, INSERT, COMMIT)
+        assert release == ["EXECUTE"], release
+        if plane is EarlyRemovals:  # the deletes still went before the end was written
+            assert w.dataplane.removals[-1] == lane.json["id"]
         audit = w.client.get("/api/v1/audit?limit=3", headers=w.h("root")).json
         assert [(e["action"], e["decision"]) for e in audit][:3] == [
             ("lane.release", "done"),

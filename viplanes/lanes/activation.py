@@ -108,10 +108,12 @@ class LaneActivation:
         """The channel the data plane listens on in another process (the split's), or None."""
         return self.caps.wake_channel
 
-    def end_at_once(self, caller: Caller, lane_id: int, to: str, now: float) -> Lane | None:
+    def end_at_once(self, caller: Caller, lane_id: int, to: str, now: float, removed: bool = False) -> Lane | None:
         """PostgreSQL: ``end``'s lock, move, audit and wake-up as one autocommit statement. None
-        (nothing written) unless the lane was live and the caller's: ``end`` then says why."""
-        channel = self.wake_channel  # the split's NOTIFY channel
+        (nothing written) unless the lane was live and the caller's: ``end`` then says why.
+        ``removed``: the lane's deletes were sent already (``begin_deactivate``): no wake-up, no
+        second removal."""
+        channel = None if removed else self.wake_channel  # the split's NOTIFY channel
         with self.db.statement_connection() as conn:
             ended = end_in_one(
                 conn,
@@ -128,7 +130,7 @@ class LaneActivation:
         if ended is None:
             return None
         lane, was, woken = ended
-        if was in states.CARRIED and not woken:
+        if was in states.CARRIED and not woken and not removed:
             self.deactivate(lane_id)
         return lane
 

@@ -89,6 +89,46 @@ def _overlap_query(single: bool, with_sport: bool, with_exclude: bool) -> Compou
     )
 
 
+def overlap_key(srcs: Sequence[str], proto: str) -> int:
+    """The advisory lock that serialises overlap decisions per (source host, protocol)."""
+    return (1 << 32) + zlib.crc32(f"{srcs[0]}|{proto}".encode())
+
+
+def overlap_query(
+    srcs: Sequence[str],
+    proto: str,
+    nets: Sequence[IPNet],
+    ports: PortRanges,
+    sport: int | None,
+    start: float,
+    end: float,
+    exclude: int | None = None,
+) -> tuple[CompoundSelect | Select, dict[str, Any]]:
+    """The candidate lanes' query and its parameters (``first_overlap`` judges their rows).
+    A single-flow request reads only lanes with the same address and port or with a set (a
+    source may hold thousands of plain lanes: the benchmarks do); a set request reads the
+    source's live lanes of that protocol."""
+    single = len(nets) == 1 and nets[0].num_addresses == 1 and len(ports) == 1 and ports[0][0] == ports[0][1]
+    params: dict[str, Any] = {"src": srcs[0], "src2": srcs[-1], "proto": proto, "start": start, "end": end}
+    if sport is not None:
+        params["sport"] = sport
+    if exclude is not None:
+        params["exclude"] = exclude
+    if single:
+        params["dst"], params["dport"] = str(nets[0].network_address), ports[0][0]
+    return _overlap_query(single, sport is not None, exclude is not None), params
+
+
+def first_overlap(rows: Iterable[Sequence[Any]], nets: Sequence[IPNet], ports: PortRanges) -> int | None:
+    """The id of the first candidate row (id, dst_ip, dst_port, dst_nets, dst_ports) that would
+    carry some packet of ``nets`` x ``ports``, or None."""
+    for lane_id, dst_ip, dst_port, dst_nets, dst_ports in rows:
+        theirs = [ipaddress.ip_network(n) for n in row_nets(dst_ip, dst_nets)]
+        if nets_overlap(nets, theirs) and ports_overlap(ports, row_ports(dst_port, dst_ports)):
+            return int(lane_id)
+    return None
+
+
 def overlapping_lane(
     s: Session | Connection,
     db: Database,
@@ -105,24 +145,10 @@ def overlapping_lane(
     """The id of a live lane that would carry some packet this one carries, or None.
 
     Serialised per (source, protocol) by an advisory lock (PostgreSQL; SQLite writes are serial).
-    A single-flow request reads only lanes with the same address and port or with a set (a source
-    may hold thousands of plain lanes: the benchmarks do); a set request reads the source's live
-    lanes of that protocol. ``then_lock``: an advisory key the caller needs next in this
-    transaction (the lane pool's), taken after this one in the same round trip.
+    ``then_lock``: an advisory key the caller needs next in this transaction (the lane pool's),
+    taken after this one in the same round trip.
     """
     srcs = [src] if isinstance(src, str) else list(src)  # a host's addresses (``source_aliases``)
-    db.advisory_lock(s, (1 << 32) + zlib.crc32(f"{srcs[0]}|{proto}".encode()), then_lock)
-    single = len(nets) == 1 and nets[0].num_addresses == 1 and len(ports) == 1 and ports[0][0] == ports[0][1]
-    params: dict[str, Any] = {"src": srcs[0], "src2": srcs[-1], "proto": proto, "start": start, "end": end}
-    if sport is not None:
-        params["sport"] = sport
-    if exclude is not None:
-        params["exclude"] = exclude
-    if single:
-        params["dst"], params["dport"] = str(nets[0].network_address), ports[0][0]
-    query = _overlap_query(single, sport is not None, exclude is not None)
-    for lane_id, dst_ip, dst_port, dst_nets, dst_ports in rawsql.rows(s, query, params):
-        theirs = [ipaddress.ip_network(n) for n in row_nets(dst_ip, dst_nets)]
-        if nets_overlap(nets, theirs) and ports_overlap(ports, row_ports(dst_port, dst_ports)):
-            return int(lane_id)
-    return None
+    db.advisory_lock(s, overlap_key(srcs, proto), then_lock)
+    query, params = overlap_query(srcs, proto, nets, ports, sport, start, end, exclude)
+    return first_overlap(rawsql.rows(s, query, params), nets, ports)

@@ -37,10 +37,15 @@ from viplanes.topologies.model import Host
 
 MAX_POOL_PROBES = 256  # lane-pool addresses probed one by one (indexed EXISTS) per allocation
 NAT_LOCK_KEY = 0x56495031  # pg advisory lock: one lane-pool allocation at a time
-# the address a host's live lanes already use (built once: see viplanes/store/lanesql/core.py)
-_HOST_ADDRESS = (
-    select(LANES.c.nat_ip).where(LANES.c.src_ip == bindparam("src"), LIVE, LANES.c.nat_ip.is_not(None)).limit(1)
-)
+POOL_SRC = "pool_src"  # the host's parameter in ``LanePool.lookup_for_pg`` (beside other statements' ``src``)
+
+
+def _host_address(param: str = "src") -> Select:
+    """The address a host's live lanes already use (built once: see viplanes/store/lanesql/core.py)."""
+    return select(LANES.c.nat_ip).where(LANES.c.src_ip == bindparam(param), LIVE, LANES.c.nat_ip.is_not(None)).limit(1)
+
+
+_HOST_ADDRESS = _host_address()
 
 
 def needs_pool_address(host: Host | None, nets: Iterable[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> bool:
@@ -65,6 +70,9 @@ class LanePool:
         self._probe = select(*probes) if probes else None
         self._lookup = _one_statement_lookup(self._addresses) if probes else None
         self._lookup_pg = _one_statement_lookup(self._addresses, as_values=True) if probes else None
+        # the same, its host bound as ``POOL_SRC``: a part of a larger PostgreSQL statement
+        # (viplanes/store/lanesql/postgres.py: ``overlaps_and_address``)
+        self.lookup_for_pg = _one_statement_lookup(self._addresses, True, POOL_SRC) if probes else None
 
     def taken(self, s: Session | Connection) -> list[str]:
         """Lane-pool addresses held by a live lane: one indexed EXISTS per pool address.
@@ -96,7 +104,7 @@ class LanePool:
         return nat_ip
 
 
-def _one_statement_lookup(addresses: list[str], as_values: bool = False) -> Select:
+def _one_statement_lookup(addresses: list[str], as_values: bool = False, src_param: str = "src") -> Select:
     """``COALESCE(the host's live address, the lowest pool address no live lane holds)``: one
     round trip where there were two. COALESCE stops at its first non-null argument (SQLite and
     PostgreSQL), so a host that already has an address costs one index seek; otherwise each pool
@@ -130,4 +138,4 @@ def _one_statement_lookup(addresses: list[str], as_values: bool = False) -> Sele
         .limit(1)
         .scalar_subquery()
     )
-    return select(func.coalesce(_HOST_ADDRESS.scalar_subquery(), free))
+    return select(func.coalesce(_host_address(src_param).scalar_subquery(), free))

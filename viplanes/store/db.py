@@ -244,7 +244,8 @@ class Database:
             try:
                 yield conn
             finally:
-                raw.autocommit = False
+                if not raw.closed:  # invalidated (a lost connection, a stale plan): the error stands
+                    raw.autocommit = False
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Session]:

@@ -180,7 +180,7 @@ def test_live_lanes_are_counted_only_for_grants_that_pass_every_other_check(worl
         },
     ).json["id"]
     asked: list[list[int]] = []
-    import viplanes.lanes.manager as manager_module
+    import viplanes.lanes.admit as manager_module  # count_live (SQLite) calls it
 
     real = manager_module.live_counts
 
