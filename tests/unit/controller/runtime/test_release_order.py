@@ -4,15 +4,19 @@ commit leaves the flows removed (fail closed) with the runtime free for the next
 
 from __future__ import annotations
 
+import contextlib
+import re
+from collections.abc import Iterator
+
 import pytest
 from os_ken.ofproto import ofproto_v1_3_parser as parser
+from sqlalchemy import event
 
 from tests.support.clock import T0, FakeClock
 from tests.support.fake_switches import FakeSwitches, inline_runtime
 from tests.support.store import campus_topology, lane_input, principals
 from viplanes.controller.compile.cookies import EXACT_MASK, lane_cookie
 from viplanes.errors import NotFound
-from viplanes.lanes import manager as lanes_module
 from viplanes.lanes.manager import LaneManager
 from viplanes.store.models import Lane
 
@@ -66,28 +70,47 @@ def test_someone_elses_release_touches_no_switch(db):
     assert _committed_state(db, lane.id) == "active"
 
 
-def test_a_failed_commit_leaves_the_flows_removed_and_the_runtime_usable(db, monkeypatch):
+@contextlib.contextmanager
+def _audit_write_fails(db) -> Iterator[None]:
+    """The end's audit row cannot be written: the database refuses the statement that carries it
+    (SQLite: the INSERT inside the write transaction; PostgreSQL: the one statement that locks,
+    moves and audits, ``end_in_one``). Injected at the engine, below whichever path ends the lane."""
+
+    def refuse(_conn, _cursor, statement, *_args):
+        if "INSERT INTO audit_events" in statement:
+            raise RuntimeError("database went away")
+
+    event.listen(db.engine, "before_cursor_execute", refuse)
+    try:
+        yield
+    finally:
+        event.remove(db.engine, "before_cursor_execute", refuse)
+
+
+def test_a_failed_commit_leaves_the_flows_removed_and_the_runtime_usable(db):
     mgr, runtime, switches, callers, lane = _world(db)
-
-    def broken_audit(*_args, **_kwargs):
-        raise RuntimeError("database went away")
-
-    monkeypatch.setattr(lanes_module, "add_audit", broken_audit)
-    with pytest.raises(RuntimeError):
+    with _audit_write_fails(db), pytest.raises(RuntimeError, match="database went away"):
         mgr.end(callers["alice"], lane.id, "released")
     assert _committed_state(db, lane.id) == "active"  # rolled back...
     assert _flows_on_switches(switches, lane.id) == 0  # ...but the flows are gone: fail closed
     assert runtime.state.change.acquire(blocking=False)  # the change lock was given back
     runtime.state.change.release()
-    monkeypatch.undo()
     second, _ = mgr.request(callers["alice"], lane_input(port=9001))
     assert second.state == "active" and _flows_on_switches(switches, second.id) > 0
 
 
-def _order_of_deletes_and_writes(mgr, runtime, switches, lane_id: int) -> list[str]:
-    """Record, in order, when the deletes reach the switches and when a write transaction starts."""
+_WRITES = re.compile(r"\b(UPDATE\s+lanes|INSERT\s+INTO|DELETE\s+FROM)\b", re.IGNORECASE)
+
+
+@contextlib.contextmanager
+def _order_of_deletes_and_writes(mgr, runtime, switches) -> Iterator[list[str]]:
+    """Record, in order, when the deletes reach the switches and when a write starts: a write
+    transaction opens (SQLite, and PostgreSQL's path for a lane it cannot end in one statement),
+    or a statement that changes a row reaches the database (PostgreSQL's one-statement end,
+    ``end_at_once``, on an autocommit connection that reads use too)."""
     events: list[str] = []
-    send, write = switches.send, mgr.db.write_connection
+    send, db = switches.send, mgr.db
+    write = db.write_connection
 
     def watching_send(dpid, ofmsgs):
         if any(isinstance(m, parser.OFPFlowMod) and m.command == 3 for m in ofmsgs):  # OFPFC_DELETE
@@ -98,9 +121,18 @@ def _order_of_deletes_and_writes(mgr, runtime, switches, lane_id: int) -> list[s
         events.append("write")
         return write()
 
+    def watching_statement(_conn, _cursor, statement, *_args):
+        if _WRITES.search(statement):
+            events.append("write")
+
     runtime.send = watching_send
-    mgr.db.write_connection = watching_write
-    return events
+    db.write_connection = watching_write
+    event.listen(db.engine, "before_cursor_execute", watching_statement)
+    try:
+        yield events
+    finally:
+        event.remove(db.engine, "before_cursor_execute", watching_statement)
+        del db.write_connection
 
 
 @pytest.mark.parametrize("fresh_manager", [False, True], ids=["owner-from-memory", "owner-from-a-read"])
@@ -111,11 +143,8 @@ def test_the_deletes_leave_before_the_write_transaction_starts(db, fresh_manager
     if fresh_manager:
         mgr = LaneManager(db, runtime, campus_topology(), clock=mgr.clock)
         assert mgr._owners.owner(lane.id, T0) is None
-    events = _order_of_deletes_and_writes(mgr, runtime, switches, lane.id)
-    try:
+    with _order_of_deletes_and_writes(mgr, runtime, switches) as events:
         ended = mgr.end(callers["alice"], lane.id, "released")
-    finally:
-        del mgr.db.write_connection
     assert ended.state == "released" and _committed_state(db, lane.id) == "released"
     assert "write" in events and events.index("deletes") < events.index("write"), events
     assert set(events[events.index("write") :]) == {"write"}  # every switch's deletes came first
@@ -138,11 +167,8 @@ def test_a_researcher_cannot_take_down_someone_elses_lane_early(db, fresh_manage
 def test_an_operator_ends_anyones_lane_with_the_early_deletes(db):
     mgr, runtime, switches, callers, lane = _world(db)
     op = principals(db, ("olga", "operator"))["olga"]
-    events = _order_of_deletes_and_writes(mgr, runtime, switches, lane.id)
-    try:
+    with _order_of_deletes_and_writes(mgr, runtime, switches) as events:
         ended = mgr.end(op, lane.id, "revoked")
-    finally:
-        del mgr.db.write_connection
     assert ended.state == "revoked" and events[0] == "deletes" and "write" in events
     assert _flows_on_switches(switches, lane.id) == 0
 
