@@ -69,7 +69,7 @@ class EarlyRemovals(MemoryDataplane):
 
 
 @pytest.mark.parametrize("plane", [MemoryDataplane, EarlyRemovals])
-def test_a_lane_costs_seven_round_trips_and_its_release_one(pg_cluster, topo, plane) -> None:
+def test_a_lane_costs_six_round_trips_and_its_release_one(pg_cluster, topo, plane) -> None:
     w = make_world(pg_cluster.new_database(), FakeClock(), plane(), topo)
     db = w.app.extensions["viplanes"].db
     try:
@@ -88,12 +88,13 @@ def test_a_lane_costs_seven_round_trips_and_its_release_one(pg_cluster, topo, pl
             stop()
         assert lane.status_code == 201 and lane.json["state"] == "active", lane.json
         assert released.status_code == 200 and released.json["state"] == "released"
-        # the decision's transaction: BEGIN; grants (locked); the advisory locks with the quota
-        # count; the overlap query with the lane-pool lookup; the lane + audit row (+ wake-up) as
-        # one statement; COMMIT. It was 8 round trips: the count, the locks, the overlap and the
-        # pool one statement each. Then the outcome (conditional UPDATE + audit row) as ONE
-        # autocommit statement.
-        assert request == ["BEGIN", *["EXECUTE"] * 4, "COMMIT", "EXECUTE"], request
+        # the decision's transaction: BEGIN with the grants (locked) in one message
+        # (viplanes/store/pgbegin.py); the advisory locks with the quota count; the overlap query
+        # with the lane-pool lookup; the lane + audit row (+ wake-up) as one statement; COMMIT.
+        # It was 9 round trips: BEGIN alone, and the count, the locks, the overlap and the pool
+        # one statement each. Then the outcome (conditional UPDATE + audit row) as ONE autocommit
+        # statement.
+        assert request == ["BEGIN+EXECUTE", *["EXECUTE"] * 3, "COMMIT", "EXECUTE"], request
         # lock, move, audit, wake-up: one statement (with serve's early deletes it was BEGIN,
         # SELECT ... FOR UPDATE, UPDATE, INSERT, COMMIT)
         assert release == ["EXECUTE"], release

@@ -37,7 +37,7 @@ from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
 from viplanes.settings import DEFAULTS
 from viplanes.settings.environ import environment_value
-from viplanes.store import pgconnect
+from viplanes.store import pgbegin, pgconnect
 from viplanes.store.filemode import create_private, sqlite_file
 from viplanes.store.lanesql import prepared as pg_prepare
 from viplanes.store.lanesql import sqlite as rawsql
@@ -94,6 +94,7 @@ def make_engine(
     _ping_idle_connections(engine)
     if engine.dialect.driver == "psycopg2":
         pg_prepare.install(engine)  # PostgreSQL stops parsing and planning the hot statements
+        pgbegin.install(engine)  # after it: a write's BEGIN rides with its first EXECUTE
     return engine
 
 
@@ -268,7 +269,12 @@ class Database:
         (perf_counter stamps: "write connection asked" -> "transaction open" 0.28 ms). A
         connection that was invalidated or closed is replaced at the next transaction."""
         if self._writer_lock is None:
-            with self.engine.connect() as conn, conn.begin():
+            if self.engine.dialect.driver != "psycopg2":
+                with self.engine.connect() as conn, conn.begin():
+                    yield conn
+                return
+            # PostgreSQL: BEGIN rides with the first statement, one round trip less (``pgbegin``)
+            with self.statement_connection() as conn, pgbegin.transaction(conn):
                 yield conn
             return
         with self._writer_lock:

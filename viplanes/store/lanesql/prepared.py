@@ -29,6 +29,8 @@ from typing import Any
 
 from sqlalchemy import Engine, event
 
+from viplanes.store.pgbegin import in_transaction
+
 PREPARE_AFTER = 2  # times one connection ran a text before it is prepared: one-offs stay plain
 MAX_PREPARED = 256  # per connection: texts with inlined literals must not grow the set without end
 _PARAM = re.compile(r"%\((\w+)\)s")
@@ -66,7 +68,9 @@ def _prepare(cursor: Any, statement: str, name: str, parameters: dict[str, Any])
     if form is None:
         return None
     prepare, execute = form
-    autocommit = bool(cursor.connection.autocommit)
+    # no transaction open on the server: nothing a failed PREPARE could abort (a write whose BEGIN
+    # rides with its first statement is in autocommit too: ``viplanes/store/pgbegin.py``)
+    autocommit = not in_transaction(cursor.connection)
     types = f"SELECT parameter_types::text[] FROM pg_prepared_statements WHERE name = '{name}'"
     try:
         cursor.execute(
