@@ -237,6 +237,11 @@ class Database:
         (a write too: one data-modifying statement is atomic; ``viplanes/store/lanesql/postgres.py``)."""
         if self.is_sqlite:
             raise RuntimeError("statement_connection is for PostgreSQL; SQLite writes go through write()")
+        with self._autocommit() as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def _autocommit(self) -> Iterator[Connection]:
         with self.engine.connect() as conn:
             # psycopg2's own switch, client-side: SQLAlchemy's isolation_level="AUTOCOMMIT" resets
             # the level on checkin with a SET statement, a round trip of its own
@@ -274,7 +279,7 @@ class Database:
                     yield conn
                 return
             # PostgreSQL: BEGIN rides with the first statement, one round trip less (``pgbegin``)
-            with self.statement_connection() as conn, pgbegin.transaction(conn):
+            with self._autocommit() as conn, pgbegin.transaction(conn):
                 yield conn
             return
         with self._writer_lock:
