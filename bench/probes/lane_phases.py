@@ -10,13 +10,16 @@ decision's transaction open, the row committed, the send (``activate``: what the
 benchmark's "visible" clock waits for, less the switches' part), the outcome recorded and the
 answer; for a release to the send (``begin_deactivate``) and the answer. It also counts the
 round trips to PostgreSQL each request costs before its send (SQLite: not counted, a listener
-would slow it), and the CPU of this process per request. PostgreSQL is a throwaway cluster
+would slow it), and the CPU of this process per request. ``--profile N``: the activations under
+cProfile, the top N functions by their own (wall) time. PostgreSQL is a throwaway cluster
 (``bench.harness.pg``, as the peers benchmark's).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import statistics
 import tempfile
 import time
@@ -87,7 +90,7 @@ def _hook_statements(engine: Any) -> None:
         STAMPS.statements.append("+".join(p.split(None, 1)[0].upper() for p in text.split(";") if p.strip()))
 
 
-def run(db: str, n: int, warmup: int) -> dict[str, Any]:
+def run(db: str, n: int, warmup: int, profile: int = 0) -> dict[str, Any]:
     from tests.support.apps import make_app
     from viplanes.config import AppConfig
     from viplanes.store import records as store
@@ -137,16 +140,22 @@ def run(db: str, n: int, warmup: int) -> dict[str, Any]:
                 cpu[kind].append((c_end - c0) * 1000)
             return r
 
+        prof = cProfile.Profile()
         for i, flow in enumerate(flows(n + warmup)):
             keep = i >= warmup
+            if keep and profile:
+                prof.enable()
             r = one(
                 "activation", lambda f=flow: client.post("/api/v1/lanes", json=lane_body(src, f), headers=headers), keep
             )
+            prof.disable()
             assert r.status_code == 201 and r.json["state"] == "active", r.json
             lane_id = r.json["id"]
             r2 = one("release", lambda i=lane_id: client.post(f"/api/v1/lanes/{i}/release", headers=headers), keep)
             assert r2.status_code == 200, r2.json
         ctx.db.dispose()
+        if profile:  # wall time per function (a blocking ``cursor.execute`` counts its wait)
+            pstats.Stats(prof).sort_stats("tottime").print_stats(profile)
     return {"seen": seen, "counts": counts, "cpu": cpu}
 
 
@@ -160,12 +169,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--db", action="append", choices=["sqlite", "postgresql"])
     ap.add_argument("--n", type=int, default=300)
     ap.add_argument("--warmup", type=int, default=30)
+    ap.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile the activations: top N by own time")
     args = ap.parse_args(argv)
     import os
 
     load0 = os.getloadavg()[0]
     for db in args.db or ["sqlite", "postgresql"]:
-        got = run(db, args.n, args.warmup)
+        got = run(db, args.n, args.warmup, args.profile)
         for kind in ("activation", "release"):
             rows = got["seen"][kind]
             parts = ", ".join(
