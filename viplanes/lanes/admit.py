@@ -104,9 +104,10 @@ class LaneAdmission:
         rows: Sequence[Sequence[Any]]
         if locked and not db.is_sqlite:
             rows, found = overlaps_and_address(conn, query, params, lookup, {POOL_SRC: src})
-        else:  # the lane pool's lock rides with the overlap lock: one round trip (same order as before)
-            keys = self._lock_keys(req, target, now, trigger)
-            db.advisory_lock(conn, keys[0], keys[1] if len(keys) > 1 else None)
+        else:
+            if not db.is_sqlite:  # the pool's lock rides with the overlap lock (SQLite writes are serial)
+                keys = self._lock_keys(req, target, now, trigger)
+                db.advisory_lock(conn, keys[0], keys[1] if len(keys) > 1 else None)
             rows = rawsql.rows(conn, query, params)
         dup = first_overlap(rows, target.nets, target.ports)
         if dup is not None:
