@@ -27,11 +27,12 @@ from xdist.workermanage import WorkerController
 
 KEYCLOAK_GROUP = "keycloak"
 
-# Seconds a unit took in CI run 49 (`make test`, 2 cores; its 20 slowest steps, rounded up with the
-# module's other tests). Units not named take PER_TEST_S per test.
+# Seconds a unit takes in CI (`make test` on 2 cores: the 20 slowest steps of runs 47-49, rounded up
+# with the module's other tests). Units not named take PER_TEST_S per test.
 PER_TEST_S = 3.0
 UNIT_S: dict[str, float] = {
     KEYCLOAK_GROUP: 300.0,  # Keycloak's start (~60 s) and four modules signing in against it
+    "tests/integration/test_clock_steps_serve.py": 90.0,
     "tests/integration/test_container_image.py": 80.0,
     "tests/integration/test_install_e2e.py": 75.0,
     "tests/integration/test_faults.py": 70.0,
@@ -44,6 +45,15 @@ UNIT_S: dict[str, float] = {
     "tests/integration/test_ui_browser.py": 35.0,
     "tests/integration/test_v6series_lab.py": 30.0,
     "tests/integration/test_attack_admission.py": 30.0,
+    "tests/integration/test_attack_dataplane.py": 50.0,
+    "tests/integration/test_dataplane.py": 45.0,
+    "tests/integration/test_conntrack_flood.py": 45.0,
+    "tests/integration/test_doctor_lab.py": 40.0,
+    "tests/integration/test_lab_smoke.py": 35.0,
+    "tests/integration/test_controller_scale.py": 35.0,
+    "tests/integration/test_auto_split.py": 35.0,
+    "tests/integration/test_graceful_handover.py": 30.0,
+    "tests/integration/test_wheel_client.py": 25.0,
 }
 
 
