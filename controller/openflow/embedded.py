@@ -217,3 +217,4 @@ class EmbeddedController:
         # after stop(), holding the cyclic GC off (``heap.gc_held``) all that time.
         for dpid in sorted(self.runtime.connected):
             self.events.switch_down(dpid)
+        self.runtime.stop()  # its re-route worker

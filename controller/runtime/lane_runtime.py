@@ -120,7 +120,7 @@ class LaneRuntime:
         return None  # the listener's (``EmbeddedController.start``)
 
     def stop(self) -> None:
-        return None
+        self.links.stop()  # the re-route worker; the listener is ``EmbeddedController``'s
 
     # ---- the shared state, as the app, the lane service and tests name it ----------------------
     @property
