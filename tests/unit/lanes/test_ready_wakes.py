@@ -26,6 +26,13 @@ def _state(db, lane_id: int) -> str:
         return lane.state
 
 
+def _installing_since(db, lane_id: int, t0: float) -> float:
+    """Seconds from ``t0`` until the lane is no longer installing (5 s at most)."""
+    while _state(db, lane_id) == "installing" and time.monotonic() - t0 < 5.0:
+        time.sleep(0.01)
+    return time.monotonic() - t0
+
+
 @contextmanager
 def _installing_lane(db, park: Callable[[LaneRuntime, Lane], None]) -> Iterator[tuple[LaneRuntime, LaneManager, int]]:
     """A lane requested on the campus over fake switches, then ``park``-ed by the runtime and
@@ -63,9 +70,7 @@ def test_a_switch_becoming_ready_starts_the_waiting_lane_within_a_fraction_of_th
             assert _state(db, lane_id) == "installing"
             t0 = time.monotonic()
             rt.switch_up(first)  # reconciled inline: ready now
-            while _state(db, lane_id) == "installing" and time.monotonic() - t0 < 5.0:
-                time.sleep(0.01)
-            took = time.monotonic() - t0
+            took = _installing_since(db, lane_id, t0)
         finally:
             sched.stop()
     assert _state(db, lane_id) == "active"
@@ -85,9 +90,7 @@ def test_a_scheduler_started_after_its_switches_were_ready_runs_its_first_round_
         t0 = time.monotonic()
         sched.start()
         try:
-            while _state(db, lane_id) == "installing" and time.monotonic() - t0 < 5.0:
-                time.sleep(0.01)
-            took = time.monotonic() - t0
+            took = _installing_since(db, lane_id, t0)
         finally:
             sched.stop()
     assert _state(db, lane_id) == "active"
