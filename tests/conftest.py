@@ -19,6 +19,7 @@ from viplanes.topologies.loader import load_topology
 from viplanes.topologies.model import Topology
 
 SESSION_TAG = leftovers.tag_session()  # every process the tests start carries it (leftovers.py)
+WATCH = leftovers.Watch(SESSION_TAG)  # a leftover named by its test is not waited for again by its module
 
 
 class LeftRunning(UserWarning):
@@ -32,7 +33,7 @@ def _check_leftovers(node: pytest.Item | pytest.Module, before: leftovers.Snapsh
     them a module's own processes restarted inside one test (a serve the module fixture stops
     later), which the per-test view cannot tell from a leak. Reported, never killed: a wrong
     guess must not take a shared server from the rest of the session."""
-    found = leftovers.leftovers(before, SESSION_TAG)
+    found = WATCH.check(before)
     if found:
         warnings.warn(LeftRunning(f"{node.nodeid} left running: {found.describe()}"), stacklevel=1)
 
@@ -42,7 +43,7 @@ def _watch_leftovers(request: pytest.FixtureRequest) -> Iterator[None]:
     if request.node.get_closest_marker("integration") is None:
         yield
         return
-    before = leftovers.snapshot(SESSION_TAG)
+    before = WATCH.snapshot()
     yield
     _check_leftovers(request.node, before)
 

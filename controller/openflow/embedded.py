@@ -42,6 +42,9 @@ REFRESH_PERIOD_S = 300.0
 # reconciles took 3-4.5 s for 1,000 lanes (0.3-0.9 s alone), and the switches crossed by every
 # lane (the border) waited for all of it. Bounded: 10,000 lanes go on compiling in the background.
 WARM_UP_ALONE_S = 2.0
+# How long ``stop`` waits for a periodic round (refresh, probes, drift) already under way; the
+# switches are down by then, so a round's waits end at once.
+PERIODIC_JOIN_S = 5.0
 
 
 def embedded_runtime(
@@ -81,6 +84,7 @@ class EmbeddedController:
         self.drift_period_s = drift_period_s
         self._running: Any = None
         self._stop = threading.Event()
+        self._periodic: list[threading.Thread] = []  # joined by stop(): none outlives it
         self.handshakes = HandshakeGauge()  # the listener counts, reconciles wait (``Resync``)
         runtime.handshakes = self.handshakes
 
@@ -179,26 +183,19 @@ class EmbeddedController:
         except OSError as exc:
             raise RuntimeError(f"OpenFlow listener {self.host}:{self.port}: {exc.strerror or exc}") from None
         self._stop.clear()
-        threading.Thread(
-            target=self._every,
-            args=(self.refresh_period_s, self.events.reconcile_all),
-            name="viplanes-refresh",
-            daemon=True,
-        ).start()
+        jobs: list[tuple[str, float, Callable[[], Any]]] = [
+            ("viplanes-refresh", self.refresh_period_s, self.events.reconcile_all)
+        ]
         if runtime.probes is not None:
-            threading.Thread(
-                target=self._every,
-                args=(runtime.probes.interval_s, runtime.probes.round),
-                name="viplanes-probes",
-                daemon=True,
-            ).start()
+            jobs.append(("viplanes-probes", runtime.probes.interval_s, runtime.probes.round))
         if self.drift_period_s > 0:
-            threading.Thread(
-                target=self._every,
-                args=(self.drift_period_s, self.events.check_drift),
-                name="viplanes-drift",
-                daemon=True,
-            ).start()
+            jobs.append(("viplanes-drift", self.drift_period_s, self.events.check_drift))
+        self._periodic = [
+            threading.Thread(target=self._every, args=(period, work), name=name, daemon=True)
+            for name, period, work in jobs
+        ]
+        for t in self._periodic:
+            t.start()
 
     def _every(self, period_s: float, work: Callable[[], Any]) -> None:
         while not self._stop.wait(period_s):
@@ -217,3 +214,7 @@ class EmbeddedController:
         # after stop(), holding the cyclic GC off (``heap.gc_held``) all that time.
         for dpid in sorted(self.runtime.connected):
             self.events.switch_down(dpid)
+        self.runtime.stop()  # its re-route worker
+        for t in self._periodic:  # woken by ``_stop``; one still at work ends with its round
+            t.join(PERIODIC_JOIN_S)
+        self._periodic = []

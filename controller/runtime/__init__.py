@@ -14,13 +14,14 @@ One ``SwitchState`` (``switches.py``) per runtime, shared by plain parts that ea
     lanestats.py     every carried lane's counters in one request per switch
     inspect.py       read-only facts for the operator console
     linkwatch.py     LinkWatch: the declared links live (re-route on port reports, cabling probes)
+    replies.py       SwitchReplies: barrier replies, errors, flow stats, flow-removed, lane-pool ARP
 
 I/O (send, barriers) is passed in. May import ``compile``, ``openflow.handshakes``, domain,
 dataplane.base, topologies.
 
 Modules: ``batch``, ``carried``, ``ctlimits``, ``drift``, ``heap``, ``inspect``, ``lane_runtime``,
 ``lanestats``, ``links``, ``linkwatch``, ``moving``, ``outcome``, ``pending``, ``probeframe``, ``prober``,
-``readiness``, ``refusals``, ``reroute``, ``resync``, ``switches``, ``switchfacts``, ``verify``,
+``readiness``, ``refusals``, ``replies``, ``reroute``, ``resync``, ``switches``, ``switchfacts``, ``verify``,
 ``watching``, ``wire``.
 
 Imports today: dataplane, domain, topologies. Never (.importlinter): click, tests, api, authz, cli,

@@ -9,7 +9,9 @@ It is one ``SwitchState`` (``switches.py``: the switches, the carried lanes, the
 and the locks) shared by its parts, each a plain class given that state: ``wire.Wire`` (send,
 barriers, stats), ``batch.Changes`` (the one activation and removal path: one lane is a batch of
 one), ``resync.Resync`` (reconcile and refresh), ``drift.DriftWatch`` (the periodic flow count),
-``readiness.SwitchReadiness`` and ``linkwatch.LinkWatch`` (re-route and cabling probes). This class wires them together and answers the app's events.
+``readiness.SwitchReadiness``, ``linkwatch.LinkWatch`` (re-route and cabling probes) and
+``replies.SwitchReplies`` (barrier, error, stats, flow-removed and ARP answers). This class
+wires them together and answers the app's events.
 
 ``EmbeddedController`` (``controller/openflow/embedded.py``) is the in-process default behind
 ``viplanes serve``: it holds a LaneRuntime and runs the os-ken apps listening on (host, port);
@@ -25,16 +27,12 @@ and only set events.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from os_ken.ofproto import ofproto_v1_3 as ofp
-
-from viplanes.controller.compile import proxyarp, reconcile
-from viplanes.controller.compile.cookies import lane_id_from_cookie
+from viplanes.controller.compile import reconcile
 from viplanes.controller.openflow.handshakes import HandshakeGauge
 from viplanes.controller.runtime import ctlimits
 from viplanes.controller.runtime.batch import Changes
@@ -48,6 +46,7 @@ from viplanes.controller.runtime.pending import Tracker
 from viplanes.controller.runtime.prober import LinkProbes
 from viplanes.controller.runtime.readiness import SwitchReadiness
 from viplanes.controller.runtime.refusals import RefusalLog
+from viplanes.controller.runtime.replies import SwitchReplies
 from viplanes.controller.runtime.reroute import Reroute
 from viplanes.controller.runtime.resync import Resync
 from viplanes.controller.runtime.switches import SWITCH_WAIT_S, Send, SendMany, SwitchState
@@ -61,7 +60,6 @@ from viplanes.domain.switchfacts import SwitchFacts
 from viplanes.domain.values import ActivationResult, FlowWatch, LaneCounters, LaneSpec
 from viplanes.topologies.model import Topology
 
-LOG = logging.getLogger("viplanes.controller.runtime.lane_runtime")
 WORKER_THREAD = "viplanes-worker"  # reconciles spawned on a switch's connect
 __all__ = ["SWITCH_WAIT_S", "LaneRuntime", "Send", "SendMany", "error_reason"]
 
@@ -98,7 +96,7 @@ class LaneRuntime:
         self.ready = SwitchReadiness(self.state)
         self.refusals = RefusalLog()  # filled by the OpenFlow listener, reported by readiness()
         self.spawn = spawn or (lambda fn: threading.Thread(target=fn, name=WORKER_THREAD, daemon=True).start())
-        self.removed: deque[tuple[float, int, int, int]] = deque(maxlen=1000)  # (t, dpid, lane, reason)
+        self.replies = SwitchReplies(self.state)  # barriers, errors, stats, flow-removed, ARP
         self.links = LinkWatch(self.state, self.wire, self.resync, topology, links)  # re-route and probes
 
     def switch_view(self) -> SwitchView:
@@ -120,7 +118,7 @@ class LaneRuntime:
         return None  # the listener's (``EmbeddedController.start``)
 
     def stop(self) -> None:
-        return None
+        self.links.stop()  # the re-route worker; the listener is ``EmbeddedController``'s
 
     # ---- the shared state, as the app, the lane service and tests name it ----------------------
     @property
@@ -364,27 +362,22 @@ class LaneRuntime:
     def reroutes(self) -> tuple[int, tuple[float, ...]]:
         return self.links.reroutes()
 
+    # ---- the switches' replies (``replies.py``) ---------------------------------------------
+    @property
+    def removed(self) -> deque[tuple[float, int, int, int]]:
+        return self.replies.removed
+
     def on_barrier_reply(self, dpid: int, xid: int) -> None:
-        self.state.tracker.barrier_reply(dpid, xid)
+        self.replies.barrier(dpid, xid)
 
     def on_error(self, dpid: int, xid: int, err_type: int, code: int) -> None:
-        reason = error_reason(err_type, code, self.state.short_name(dpid))
-        if not self.state.tracker.error(dpid, xid, err_type, code, reason):
-            LOG.warning("%s sent error %s for xid %d", self.switch_name(dpid), reason, xid)
+        self.replies.error(dpid, xid, err_type, code)
 
     def on_flow_stats(self, dpid: int, xid: int, body: list[Any], more: bool) -> None:
-        self.state.tracker.stats_reply(dpid, xid, body, more)
+        self.replies.flow_stats(dpid, xid, body, more)
 
     def on_flow_removed(self, dpid: int, cookie: int, reason: int) -> None:
-        lane_id = lane_id_from_cookie(cookie)
-        if lane_id is None:
-            return
-        self.removed.append((self.clock(), dpid, lane_id, reason))
-        if reason == ofp.OFPRR_HARD_TIMEOUT:
-            LOG.info("lane %d: flow on %s reached its hard timeout", lane_id, self.switch_name(dpid))
+        self.replies.flow_removed(dpid, cookie, reason)
 
     def arp_reply(self, frame: bytes) -> bytes | None:
-        if self.topology is None:
-            return None
-        # the distinct lane addresses in use (at most the pool's size), not every lane's
-        return proxyarp.lane_pool_arp_reply(self.topology, self.lanes.nat_addresses(), frame)
+        return self.replies.arp_reply(frame)

@@ -34,6 +34,11 @@ class LinkWatch:
                     state, topology, self.reroute.set_unverified, book.settings.probe_s, book.settings.probe_misses
                 )
 
+    def stop(self) -> None:
+        """End the re-route worker (the probes' rounds are ``EmbeddedController``'s thread)."""
+        if self.reroute is not None:
+            self.reroute.stop()
+
     def switch_up(self, dpid: int, spawn: Callable[[Callable[[], object]], Any]) -> None:
         """The port list is cabling evidence too: read it when the probes run."""
         if self.probes is not None:

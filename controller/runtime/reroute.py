@@ -37,6 +37,7 @@ from viplanes.topologies.model import Topology
 
 LOG = logging.getLogger("viplanes.controller.runtime.reroute")
 REROUTE_THREAD = "viplanes-reroute"
+STOP_JOIN_S = 5.0  # a re-route under way waits at most for its switches' barriers
 
 
 class Reroute:
@@ -60,7 +61,8 @@ class Reroute:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._started = False
-        self._start = start or (lambda fn: threading.Thread(target=fn, name=REROUTE_THREAD, daemon=True).start())
+        self._worker: threading.Thread | None = None  # the default ``start``'s thread, joined by stop()
+        self._start = start or self._thread
         self.reroutes = 0  # usable-set changes applied
         self.durations: deque[float] = deque(maxlen=1000)  # seconds, report to switches confirmed
         self._pending_since: float | None = None
@@ -120,15 +122,26 @@ class Reroute:
         links = "; ".join(f"{v.name} {v.state} ({v.reason})" for v in self.views() if not v.usable)
         return f"no usable path to the edge: {links}"
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = STOP_JOIN_S) -> None:
+        """End the worker and wait for it: a stopped runtime's worker outlived every test that
+        built one (the session's leftover check named it). Final: no report starts it again."""
         self._stop.set()
         self._wake.set()
+        worker = self._worker
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(timeout_s)
+            if worker.is_alive():
+                LOG.warning("the re-route worker did not end within %.0f s of stop()", timeout_s)
 
     # ---- the worker ------------------------------------------------------------------------------
+    def _thread(self, fn: Callable[[], None]) -> None:
+        self._worker = threading.Thread(target=fn, name=REROUTE_THREAD, daemon=True)
+        self._worker.start()
+
     def _kick(self) -> None:
         if self._pending_since is None:
             self._pending_since = time.monotonic()
-        if not self._started:
+        if not self._started and not self._stop.is_set():
             self._started = True
             self._start(self._run)
         self._wake.set()

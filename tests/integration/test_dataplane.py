@@ -6,7 +6,8 @@ as a child process, Mininet + userspace OVS (viplanes.lab.net), iperf3.
                  fw --------- nat
 
 One network and one serve process for the module (tests run in file order and build on each
-other: default path, lane, spoofing, controller kill/restart, release, activation latency).
+other: default path, lane, spoofing, controller kill/restart, release, activation latency). A
+test kills serve; a module fixture starts it again, so the new process is the module's to stop.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import re
 import statistics
 import time
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -133,12 +135,47 @@ def assert_still_a_lane(campus: Campus, lane_mbps: float, when: str) -> None:
     )
 
 
-def test_controller_kill_and_restart_leaves_lane_flows_untouched(campus: Campus) -> None:
+@dataclass
+class Outage:
+    """What a test saw as it killed serve, for the test after the module started it again."""
+
+    flows: dict[str, list[dict]] = field(default_factory=dict)  # the lane's flows before the kill
+    killed_at: float = 0.0
+    log_mark: int = 0  # serve's log size at the restart
+    expiring: dict | None = None  # the lane the hard timeout ends while serve is down
+
+
+@pytest.fixture(scope="module")
+def outage() -> Outage:
+    return Outage()
+
+
+def _restart(campus: Campus, outage: Outage) -> Campus:
+    """serve started again by a module fixture, not by a test: the new process is the module's,
+    which stops it with the campus, so the test that checks the restart leaves nothing running
+    (tests/support/leftovers.py). A kill first, in case the test before failed before its kill."""
+    campus.serve.kill()
+    outage.log_mark = campus.serve.log.stat().st_size
+    campus.serve.start()
+    return campus
+
+
+@pytest.fixture(scope="module")
+def restarted(campus: Campus, outage: Outage) -> Campus:
+    return _restart(campus, outage)
+
+
+@pytest.fixture(scope="module")
+def restarted_after_expiry(campus: Campus, outage: Outage) -> Campus:
+    return _restart(campus, outage)
+
+
+def test_controller_killed_the_lane_carries_on(campus: Campus, outage: Outage) -> None:
     lane = campus.lane
     assert lane is not None
-    flows0 = {sw: campus.lane_flows(sw, lane["id"]) for sw in ("s1", "s2", "s3")}
-    assert {sw: len(f) for sw, f in flows0.items()} == {"s1": 2, "s2": 2, "s3": 6}, flows0
-    t0 = time.monotonic()
+    outage.flows = {sw: campus.lane_flows(sw, lane["id"]) for sw in ("s1", "s2", "s3")}
+    assert {sw: len(f) for sw, f in outage.flows.items()} == {"s1": 2, "s2": 2, "s3": 6}, outage.flows
+    outage.killed_at = time.monotonic()
     campus.serve.kill()
     # controller gone: fail_mode=secure keeps the lane carrying traffic around the firewall, and
     # the border switch itself answers the edge router's ARP for the lane address (issue 10)
@@ -147,12 +184,16 @@ def test_controller_kill_and_restart_leaves_lane_flows_untouched(campus: Campus)
     mbps, seen, sent = campus.iperf(LANE_PORT)
     assert seen == lane["nat_ip"] and campus.fw_rx_bytes() - fw0 < 0.01 * sent
     assert_still_a_lane(campus, mbps, "controller down")
-    log_mark = campus.serve.log.stat().st_size
-    campus.serve.start()
+
+
+def test_restarted_controller_leaves_lane_flows_untouched(restarted: Campus, outage: Outage) -> None:
+    campus = restarted
+    lane = campus.lane
+    assert lane is not None and outage.flows, "the kill test did not run"
     deadline = time.monotonic() + 30
     text = ""
     while time.monotonic() < deadline:
-        text = campus.serve.log.read_text()[log_mark:]
+        text = campus.serve.log.read_text()[outage.log_mark :]
         if len(re.findall(r"reconciled switch s\d", text)) >= 4:
             break
         time.sleep(0.2)
@@ -162,8 +203,8 @@ def test_controller_kill_and_restart_leaves_lane_flows_untouched(campus: Campus)
             r"refreshed 0",
             text,
         ), text[-3000:]
-    elapsed = time.monotonic() - t0
-    for sw, before in flows0.items():
+    elapsed = time.monotonic() - outage.killed_at
+    for sw, before in outage.flows.items():
         after = campus.lane_flows(sw, lane["id"])
         assert [f["cookie"] for f in after] == [f["cookie"] for f in before]
         assert [f["match"] for f in after] == [f["match"] for f in before]
@@ -193,19 +234,22 @@ def test_release_puts_the_flow_back_on_the_firewall_path(campus: Campus) -> None
     assert mbps < 20
 
 
-def test_hard_timeout_ends_a_lane_while_the_controller_is_down(campus: Campus) -> None:
+def test_hard_timeout_ends_a_lane_while_the_controller_is_down(campus: Campus, outage: Outage) -> None:
     """The safety net: every lane flow carries hard_timeout = the lane's remaining lifetime."""
     lane = campus.request_lane(5203, duration=3)
     assert lane["state"] == "active"
     assert [len(campus.lane_flows(sw, lane["id"])) for sw in ("s1", "s2", "s3")] == [2, 2, 6]
-    campus.serve.kill()
-    try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(campus.lane_flows(sw, lane["id"]) for sw in ("s1", "s2", "s3")):
-            time.sleep(0.2)
-        assert not any(campus.lane_flows(sw, lane["id"]) for sw in ("s1", "s2", "s3"))
-    finally:
-        campus.serve.start()
+    outage.expiring = lane
+    campus.serve.kill()  # started again by ``restarted_after_expiry``, for the next test
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(campus.lane_flows(sw, lane["id"]) for sw in ("s1", "s2", "s3")):
+        time.sleep(0.2)
+    assert not any(campus.lane_flows(sw, lane["id"]) for sw in ("s1", "s2", "s3"))
+
+
+def test_the_restarted_scheduler_expires_the_lane(restarted_after_expiry: Campus, outage: Outage) -> None:
+    campus, lane = restarted_after_expiry, outage.expiring
+    assert lane is not None, "the hard timeout test did not run"
     assert _wait_connected(campus, {1, 2, 3, 4})
     deadline = time.monotonic() + 10
     while campus.api("GET", f"/lanes/{lane['id']}").json()["state"] != "expired":

@@ -65,6 +65,8 @@ def two_host_net(controller: ControllerProcess):
         yield net, h1, h2
     finally:
         net.stop()
+        for ctl in net.controllers:  # RemoteController.stop() does nothing: its shell lived on
+            ctl.terminate()
 
 
 def test_switch_joins_controller_and_iperf3_runs(controller, two_host_net) -> None:

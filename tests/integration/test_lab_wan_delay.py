@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.request import urlopen
 
@@ -81,11 +81,15 @@ def echo_server() -> Iterator[int]:
                 while data := conn.recv(65536):
                     conn.sendall(data)
 
-    threading.Thread(target=serve, daemon=True).start()
+    thread = threading.Thread(target=serve, name="echo-server", daemon=True)
+    thread.start()
     try:
         yield int(srv.getsockname()[1])
     finally:
+        with suppress(OSError):  # a close alone does not wake the thread in accept()
+            srv.shutdown(socket.SHUT_RDWR)
         srv.close()
+        thread.join(5)
 
 
 def round_trips(port: int, n: int = 5) -> list[float]:
@@ -163,7 +167,8 @@ class _Ok(BaseHTTPRequestHandler):
 
 def test_concurrent_requests_queue_for_the_storage_workers() -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Ok)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serving = threading.Thread(target=server.serve_forever, name="storage-server", daemon=True)
+    serving.start()
     try:
         target = int(server.server_address[1])
         options = ("--mbps", "50", "--request-ms", "200", "--storage-workers", "2")
@@ -183,7 +188,9 @@ def test_concurrent_requests_queue_for_the_storage_workers() -> None:
                 list(pool.map(get, range(8)))
                 eight = time.monotonic() - started
     finally:
-        server.shutdown()
+        server.shutdown()  # serve_forever returns
+        server.server_close()
+        serving.join(5)
     print(f"one request {one:.3f} s, eight at once {eight:.3f} s")
     assert 0.19 <= one <= 0.35, one  # one service time
     assert 0.78 <= eight <= 1.2, eight  # 8 requests / 2 workers x 200 ms

@@ -137,5 +137,6 @@ def test_a_master_cut_off_from_the_database_stops_writing_at_its_deadline(pg_clu
             proxy.thaw()
             node.lease.stop(release=False)
             standby.stop()
+            runtime.stop()  # its re-route worker, had a port report started it
             master_db.dispose()
             standby_db.dispose()

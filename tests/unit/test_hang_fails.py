@@ -6,6 +6,7 @@ The check runs a child pytest on the repository's own pytest.ini with only the n
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -44,11 +45,12 @@ def test_a_hung_integration_test_fails_with_its_name(tmp_path: Path) -> None:
     (tmp_path / "test_hung.py").write_text(HUNG)
     t0 = time.monotonic()
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-m", "integration", "-p", "no:cacheprovider", "-p", "no:xdist"],
+        [sys.executable, "-m", "pytest", "-q", "-m", "integration", "-p", "no:cacheprovider", "-p", "pytest_timeout"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=100,
+        env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},  # pytest-timeout alone: 1 s to start, not 8
     )
     took = time.monotonic() - t0
     out = run.stdout + run.stderr

@@ -13,6 +13,11 @@ handshake runs in a worker thread with the connection timeout, never on the acce
 (cheroot's builtin adapter handshakes while accepting, so one silent client would stop every
 accept), and a new connection waits in the selector until it sends its first byte, so a silent
 one costs a file descriptor until ``timeout_s``, never a worker thread.
+
+And one to its stop: a keep-alive connection a worker thread waits on for its next request line
+(bytes left after a chunked body send it back to a worker, not to the selector) is closed at once
+on ``stop()``; cheroot waited the whole ``shutdown_s`` for that worker. A request whose line has
+arrived finishes as before.
 """
 
 from __future__ import annotations
@@ -20,12 +25,15 @@ from __future__ import annotations
 import io
 import json
 import logging
+import socket
 import ssl
+import threading
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
 from cheroot.errors import MaxSizeExceeded
-from cheroot.server import HTTPConnection
+from cheroot.server import HTTPConnection, HTTPRequest
 from cheroot.ssl.builtin import BuiltinSSLAdapter
 from cheroot.wsgi import Server
 
@@ -46,11 +54,23 @@ class ServerLimits:
     backlog: int = 1024
 
 
+class _Request(HTTPRequest):
+    """A request that tells its connection once its request line has been read."""
+
+    def read_request_line(self) -> bool:
+        try:
+            return bool(super().read_request_line())
+        finally:
+            self.conn.awaiting_request = False
+
+
 class _Connection(HTTPConnection):
     """A connection whose TLS handshake, if any, happens on the worker thread that serves it."""
 
+    RequestHandlerClass = _Request
     fresh = True  # not yet seen by the selector: it has sent nothing
     handshaken = False
+    awaiting_request = False  # a worker waits for its request line: idle, closed at once by stop()
 
     def communicate(self) -> bool:
         sock = self.socket
@@ -61,7 +81,13 @@ class _Connection(HTTPConnection):
                 log.info("TLS handshake from %s failed: %s", self.remote_addr, exc)
                 return False  # the worker closes it
             self.handshaken = True
-        return bool(super().communicate())
+        server: _Server = self.server
+        if not server.hold(self):
+            return False  # the server is stopping: no new request starts
+        try:
+            return bool(super().communicate())
+        finally:
+            server.release(self)
 
 
 class _LazyTLSAdapter(BuiltinSSLAdapter):
@@ -78,6 +104,37 @@ class _LazyTLSAdapter(BuiltinSSLAdapter):
 
 class _Server(Server):
     ConnectionClass = _Connection
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._held: set[_Connection] = set()  # connections a worker thread serves now
+        self._held_lock = threading.Lock()
+        self._stopping = False
+
+    def hold(self, conn: _Connection) -> bool:
+        """A worker takes ``conn`` for its next request; False once ``stop()`` began."""
+        with self._held_lock:
+            if self._stopping:
+                return False
+            conn.awaiting_request = True
+            self._held.add(conn)
+            return True
+
+    def release(self, conn: _Connection) -> None:
+        with self._held_lock:
+            conn.awaiting_request = False
+            self._held.discard(conn)
+
+    def stop(self) -> None:
+        """cheroot's stop, after closing the connections whose worker waits for a request line:
+        reading one returns at once, so stop no longer waits ``shutdown_s`` for an idle client."""
+        with self._held_lock:
+            self._stopping = True
+            idle = [conn for conn in self._held if conn.awaiting_request]
+        for conn in idle:
+            with suppress(OSError):
+                conn.socket.shutdown(socket.SHUT_RDWR)
+        super().stop()
 
     def process_conn(self, conn: _Connection) -> None:
         """A new connection waits in the selector for its first byte, unless the server is full."""

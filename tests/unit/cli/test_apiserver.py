@@ -117,6 +117,31 @@ def test_stop_lets_the_request_in_flight_finish(server: ApiServer) -> None:
         requests.get(f"http://127.0.0.1:{server.port}/", timeout=2)
 
 
+@pytest.mark.parametrize("tls", [False, True], ids=["http", "https"])
+def test_stop_closes_an_idle_keep_alive_connection_at_once(tmp_path: Path, tls: bool) -> None:
+    """After a chunked upload, the body's last CRLF is still unread, so the kept-alive connection
+    goes back to a worker thread, which waits on it for a next request line: stop() waited the
+    whole shutdown_s (10 s) for that worker."""
+    context, verify, scheme = None, False, "http"
+    if tls:
+        pki.init(tmp_path, hosts=("127.0.0.1",))
+        context = server_context(tmp_path / "controller.crt", tmp_path / "controller.key")
+        verify, scheme = str(tmp_path / "ca.crt"), "https"
+    s, thread = serving(ServerLimits(threads=2), context)
+
+    def body() -> Iterator[bytes]:
+        yield b"a" * 100
+
+    with requests.Session() as session:
+        assert session.post(f"{scheme}://127.0.0.1:{s.port}/", data=body(), timeout=10, verify=verify).ok
+        time.sleep(0.3)  # the connection is idle, held by a worker
+        t0 = time.monotonic()
+        s.stop()
+        took = time.monotonic() - t0
+    thread.join(10)
+    assert took < 2, f"stop() took {took:.1f} s with an idle keep-alive client (shutdown_s {ServerLimits().shutdown_s})"
+
+
 def test_a_chunked_body_reaches_flask_with_its_length() -> None:
     """A chunked body over the app's MAX_CONTENT_LENGTH is 413, not a body cut at the limit and
     read as bad JSON (cheroot streams chunked bodies without a length; waitress set one)."""
@@ -164,8 +189,6 @@ def test_a_chunked_body_is_counted_against_the_limit_not_its_framing(body: int, 
             left -= min(4096, left)
 
     try:
-        # Connection: close: requests keeps a chunked upload's socket open after the answer, and
-        # stop() then waits its whole shutdown_s (10 s) for a next request on it
         r = requests.post(f"http://127.0.0.1:{server.port}/", data=chunks(), timeout=10, headers=CLOSE)
         assert r.status_code == status, r.text[:200]
         if status == 413:

@@ -12,13 +12,12 @@ import pytest
 from tests.support.leases import contenders_take_turns, reclaim_only_while_ours
 from viplanes.cluster.leader import LeaderLease
 from viplanes.store.db import Database
-from viplanes.store.migrations import upgrade
 
 
 @pytest.fixture
 def lease_db(tmp_path: Path):
     db = Database(f"sqlite:///{tmp_path / 'lease.db'}")
-    upgrade(db.engine)
+    db.create_all()
     yield db
     db.dispose()
 

@@ -18,7 +18,6 @@ from sqlalchemy import text
 
 from viplanes.cluster.leader import LeaderLease
 from viplanes.store.db import Database
-from viplanes.store.migrations import upgrade
 
 LEASE_S, RENEW_S = 0.6, 0.1
 
@@ -26,7 +25,7 @@ LEASE_S, RENEW_S = 0.6, 0.1
 @pytest.fixture
 def lease_db(tmp_path: Path):
     db = Database(f"sqlite:///{tmp_path / 'lease.db'}")
-    upgrade(db.engine)
+    db.create_all()
     yield db
     db.dispose()
 

@@ -12,14 +12,13 @@ from sqlalchemy import text
 from viplanes.cluster.leader import LeaderLease
 from viplanes.dataplane.remote import RemoteDataplane
 from viplanes.store.db import Database
-from viplanes.store.migrations import upgrade
 
 NO_MASTER = ["controller (no master right now)"]
 
 
 def test_a_released_lease_is_a_hand_over_for_the_grace_only(tmp_path: Path) -> None:
     db = Database(f"sqlite:///{tmp_path / 'grace.db'}")
-    upgrade(db.engine)
+    db.create_all()
     try:
         plane = RemoteDataplane(db)
         assert plane.unready(None) == NO_MASTER  # type: ignore[arg-type]  # never held: nobody

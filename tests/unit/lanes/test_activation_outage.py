@@ -16,7 +16,6 @@ from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.dataplane.remote import RemoteDataplane
 from viplanes.lanes.resolver import StaticResolver
 from viplanes.store.db import Database
-from viplanes.store.migrations import upgrade
 from viplanes.topologies.model import Topology
 
 
@@ -60,7 +59,7 @@ def test_the_split_deployments_wait_reads_through_a_fail_over(tmp_path: Path) ->
     """The API process's wait for the controller's verdict: a read that meets a closed
     connection is read again; the committed row, not the outage, is the answer."""
     db = Database(f"sqlite:///{tmp_path / 'remote.db'}")
-    upgrade(db.engine)
+    db.create_all()
     rows: list[Any] = [closed(), closed(), ("active", None, 12.5)]
 
     class Plane(RemoteDataplane):

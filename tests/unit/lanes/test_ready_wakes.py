@@ -5,6 +5,8 @@ stays the one writer of lane state. The controller runtime over fake switches, a
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from sqlalchemy import update
 
@@ -12,6 +14,7 @@ from tests.support.clock import FakeClock
 from tests.support.fake_switches import FakeSwitches, inline_runtime
 from tests.support.store import campus_topology, lane_input, principals
 from viplanes.controller.compile import lane as compiler
+from viplanes.controller.runtime.lane_runtime import LaneRuntime
 from viplanes.lanes.manager import LaneManager
 from viplanes.lanes.scheduler import RECOVER_EVERY_S, Scheduler
 from viplanes.store.models import Lane
@@ -23,33 +26,54 @@ def _state(db, lane_id: int) -> str:
         return lane.state
 
 
-def test_a_switch_becoming_ready_starts_the_waiting_lane_within_a_fraction_of_the_round(db) -> None:
+def _installing_since(db, lane_id: int, t0: float) -> float:
+    """Seconds from ``t0`` until the lane is no longer installing (5 s at most)."""
+    while _state(db, lane_id) == "installing" and time.monotonic() - t0 < 5.0:
+        time.sleep(0.01)
+    return time.monotonic() - t0
+
+
+@contextmanager
+def _installing_lane(db, park: Callable[[LaneRuntime, Lane], None]) -> Iterator[tuple[LaneRuntime, LaneManager, int]]:
+    """A lane requested on the campus over fake switches, then ``park``-ed by the runtime and
+    committed ``installing``, as a lane waits for its switch; the runtime is stopped after."""
     callers = principals(db, ("alice", "researcher"))
     topo = campus_topology()
     clock = FakeClock()
-    switches = FakeSwitches(topo, clock)
-    rt = inline_runtime(topo, clock, switches, base_flows=True)
-    mgr = LaneManager(db, rt, topo, clock=clock)
-    rt.attach_source(mgr.desired_lanes)
-    lane, _ = mgr.request(callers["alice"], lane_input())
-    assert lane.state == "active"
-    first = compiler.path_dpids(rt.lanes[lane.id], topo)[0]
-    rt.switch_down(first)  # its switch went away: the lane waits for it, installing
-    with db.write() as s:
-        s.execute(update(Lane).where(Lane.id == lane.id).values(state="installing"))
-    sched = Scheduler(mgr, interval_s=0.02)  # recovery every RECOVER_EVERY_S (2 s)
-    sched.start()
+    rt = inline_runtime(topo, clock, FakeSwitches(topo, clock), base_flows=True)
     try:
-        time.sleep(0.3)  # the first recovery round ran and skipped the unready lane
-        assert _state(db, lane.id) == "installing"
-        t0 = time.monotonic()
-        rt.switch_up(first)  # reconciled inline: ready now
-        while _state(db, lane.id) == "installing" and time.monotonic() - t0 < 5.0:
-            time.sleep(0.01)
-        took = time.monotonic() - t0
+        mgr = LaneManager(db, rt, topo, clock=clock)
+        rt.attach_source(mgr.desired_lanes)
+        lane, _ = mgr.request(callers["alice"], lane_input())
+        assert lane.state == "active"
+        park(rt, lane)
+        with db.write() as s:
+            s.execute(update(Lane).where(Lane.id == lane.id).values(state="installing"))
+        yield rt, mgr, lane.id
     finally:
-        sched.stop()
-    assert _state(db, lane.id) == "active"
+        rt.stop()  # its re-route worker (the session's leftover check named it)
+
+
+def test_a_switch_becoming_ready_starts_the_waiting_lane_within_a_fraction_of_the_round(db) -> None:
+    first = 0
+
+    def switch_away(rt: LaneRuntime, lane: Lane) -> None:  # its switch went away: the lane waits for it
+        nonlocal first
+        first = compiler.path_dpids(rt.lanes[lane.id], rt.topology)[0]
+        rt.switch_down(first)
+
+    with _installing_lane(db, switch_away) as (rt, mgr, lane_id):
+        sched = Scheduler(mgr, interval_s=0.02)  # recovery every RECOVER_EVERY_S (2 s)
+        sched.start()
+        try:
+            time.sleep(0.3)  # the first recovery round ran and skipped the unready lane
+            assert _state(db, lane_id) == "installing"
+            t0 = time.monotonic()
+            rt.switch_up(first)  # reconciled inline: ready now
+            took = _installing_since(db, lane_id, t0)
+        finally:
+            sched.stop()
+    assert _state(db, lane_id) == "active"
     print(f"lane active {took:.3f} s after its switch became ready")
     assert took < RECOVER_EVERY_S / 2, f"active {took:.2f} s after its switch became ready"
 
@@ -57,24 +81,17 @@ def test_a_switch_becoming_ready_starts_the_waiting_lane_within_a_fraction_of_th
 def test_a_scheduler_started_after_its_switches_were_ready_runs_its_first_round_at_once(db) -> None:
     """A new master (fail-over, issue 44): its switches were reconciled before the scheduler
     named itself to be woken, so nothing wakes it; its first round must not wait a tick."""
-    callers = principals(db, ("alice", "researcher"))
-    topo = campus_topology()
-    clock = FakeClock()
-    rt = inline_runtime(topo, clock, FakeSwitches(topo, clock), base_flows=True)
-    mgr = LaneManager(db, rt, topo, clock=clock)
-    rt.attach_source(mgr.desired_lanes)
-    lane, _ = mgr.request(callers["alice"], lane_input())
-    rt.deactivate(lane.id)  # the dead master's lane: committed installing, carried by no one here
-    with db.write() as s:
-        s.execute(update(Lane).where(Lane.id == lane.id).values(state="installing"))
-    sched = Scheduler(mgr, interval_s=2.0)  # a tick far longer than the wait below
-    t0 = time.monotonic()
-    sched.start()
-    try:
-        while _state(db, lane.id) == "installing" and time.monotonic() - t0 < 5.0:
-            time.sleep(0.01)
-        took = time.monotonic() - t0
-    finally:
-        sched.stop()
-    assert _state(db, lane.id) == "active"
+
+    def dead_masters(rt: LaneRuntime, lane: Lane) -> None:  # committed installing, carried by no one here
+        rt.deactivate(lane.id)
+
+    with _installing_lane(db, dead_masters) as (_rt, mgr, lane_id):
+        sched = Scheduler(mgr, interval_s=2.0)  # a tick far longer than the wait below
+        t0 = time.monotonic()
+        sched.start()
+        try:
+            took = _installing_since(db, lane_id, t0)
+        finally:
+            sched.stop()
+    assert _state(db, lane_id) == "active"
     assert took < 0.5, f"the first round ran {took:.2f} s after the start (a tick is 2 s)"

@@ -64,3 +64,21 @@ def test_what_an_earlier_process_starts_is_its_business() -> None:
     finally:
         leftovers.kill(leftovers.descendants(shell.pid) | {shell.pid})
         shell.wait(5)
+
+
+def test_a_leftover_named_by_its_test_is_not_waited_for_again_by_its_module() -> None:
+    """The module's check would wait its whole grace for the same thread and name it again."""
+    watch = leftovers.Watch(TAG)
+    module = watch.snapshot()
+    test = watch.snapshot()
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait, name="left-by-a-test", daemon=True)
+    thread.start()
+    try:
+        assert watch.check(test, grace_s=0.2).threads == ("left-by-a-test",)
+        started = time.monotonic()
+        assert not watch.check(module, grace_s=3.0), "the module's check named the test's thread again"
+        assert time.monotonic() - started < 1.0, "the module's check waited for the test's thread again"
+    finally:
+        stop.set()
+        thread.join(5)

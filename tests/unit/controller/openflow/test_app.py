@@ -140,13 +140,18 @@ def packet_in(dp: FakeDatapath, in_port: int, data: bytes):
     return ofp_event.EventOFPPacketIn(msg)
 
 
+def fake_datapaths(app: VipLanesApp, topo: Topology, dpids: tuple[int, ...]) -> tuple[Network, dict[int, FakeDatapath]]:
+    """The simulated campus and a fake datapath on it for each of ``dpids``, talking to ``app``."""
+    net = Network(topo)
+    return net, {d: FakeDatapath(d, app, net) for d in dpids}
+
+
 @pytest.fixture
 def app_campus(topo: Topology):
     clock = FakeClock()
     runtime = LaneRuntime(topo, clock=clock, spawn=lambda fn: fn())
     app = VipLanesApp(switch_events=runtime)
-    net = Network(topo)
-    dps = {d: FakeDatapath(d, app, net) for d in (1, 2, 3, 4)}
+    net, dps = fake_datapaths(app, topo, (1, 2, 3, 4))
     return app, runtime, net, dps, clock
 
 
@@ -237,8 +242,8 @@ def test_every_handler(app_campus, topo: Topology, caplog: pytest.LogCaptureFixt
 def test_standalone_app_installs_table_miss_only(topo: Topology) -> None:
     app = VipLanesApp()  # what `python -m viplanes.cli.osken` runs
     app.switch_events.spawn = lambda fn: fn()
-    net = Network(topo)
-    dp = FakeDatapath(1, app, net)
+    _net, dps = fake_datapaths(app, topo, (1,))
+    dp = dps[1]
     app._switch_features(features(dp))
     mods = [m for m in dp.sent if isinstance(m, parser.OFPFlowMod)]
     assert [(m.priority, m.instructions[0].actions[0].port) for m in mods] == [(0, ofp.OFPP_NORMAL)]

@@ -174,3 +174,25 @@ def test_stop_ends_a_reconcile_waiting_on_a_silent_switch(topo: Topology) -> Non
         assert 2 not in ctl.runtime.connected and 2 not in ctl.runtime.reconciled
     finally:
         s2.close()
+
+
+def test_stop_returns_after_a_periodic_round_under_way(topo: Topology) -> None:
+    """A drift check still at work when stop() is called ends before stop() returns: a periodic
+    thread that outlived stop() ran its round against a stopped controller."""
+    runtime = LaneRuntime(topo)
+    started, release = threading.Event(), threading.Event()
+
+    def slow_drift() -> None:
+        started.set()
+        release.wait(0.5)
+
+    runtime.check_drift = slow_drift  # type: ignore[method-assign]
+    ctl = EmbeddedController(runtime, port=free_port(), refresh_period_s=3600, drift_period_s=0.05)
+    ctl.attach_source(lambda: [])
+    ctl.start()
+    try:
+        assert started.wait(5.0), "the drift round never started"
+    finally:
+        ctl.stop()
+    alive = [t.name for t in threading.enumerate() if t.name in ("viplanes-refresh", "viplanes-drift")]
+    assert alive == [], f"periodic threads outlived stop(): {alive}"
