@@ -7,7 +7,7 @@ which imports nothing of ours) and automation's pure policy types (``viplanes.au
 statements that move a lane live in ``lanesql`` and take their states from it.
 
 Modules: ``automation``, ``backup``, ``backupcheck``, ``db``, ``filemode``, ``identities``,
-``memberships``, ``models``, ``pgconnect``, ``ratelimit``, ``records``, ``retention``,
+``memberships``, ``models``, ``pgbegin``, ``pgconnect``, ``ratelimit``, ``records``, ``retention``,
 ``sqlite_wal``, ``writeprobe``.
 
 Subpackages: ``lanesql``.
