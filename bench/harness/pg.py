@@ -54,6 +54,8 @@ def throwaway_postgres() -> Iterator[str]:
         )
         if os.environ.get("BENCH_PG_LOG"):  # count round trips: every statement, with its backend
             opts += " -c log_statement=all -c log_line_prefix=%p:"
+        if os.environ.get("BENCH_PG_DURATIONS"):  # each statement with its own time on the server
+            opts += " -c log_min_duration_statement=0 -c log_line_prefix=%p:"
         _as_postgres(
             str(bindir / "pg_ctl"),
             "-D",
@@ -73,9 +75,10 @@ def throwaway_postgres() -> Iterator[str]:
         if started:
             with contextlib.suppress(Exception):
                 _as_postgres(str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop")
-            if os.environ.get("BENCH_PG_LOG"):
-                with contextlib.suppress(OSError):
-                    shutil.copy(workdir / "server.log", os.environ["BENCH_PG_LOG"])
+            for knob in ("BENCH_PG_LOG", "BENCH_PG_DURATIONS"):
+                if os.environ.get(knob):
+                    with contextlib.suppress(OSError):
+                        shutil.copy(workdir / "server.log", os.environ[knob])
         shutil.rmtree(workdir, ignore_errors=True)
 
 
