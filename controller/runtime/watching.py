@@ -19,6 +19,10 @@ final answer: the counts agree, marked packets left by another port, or nothing 
 ``natproof.SETTLE_S`` (the queue is out); ``DRAIN_MAX_S`` after the first read at most, by the
 clock (reads on a busy machine take time too). The acceptor judges the last reading with the same
 ``confirmed``: waiting longer never confirms what a forger proposes (natproof's docstring).
+A verdict at the first reading with marked packets still on their way (a forger refused while its
+victim's packets queue behind the firewall) also stops the marking first and keeps the restores
+until the border has counted them (``_flush``): removed at once, they let those packets leave the
+campus with the nonce.
 """
 
 from __future__ import annotations
@@ -94,13 +98,17 @@ def watch_counts(
             return counts
         readings = [Reading.of(0.0, counts, marking=True)]
         budget = drain_budget(seconds)
-        if judge(readings, budget) is not Verdict.WAIT:
+        final = judge(readings, budget) is not Verdict.WAIT
+        if final and counts[0] <= sum(counts[1:]):
             return counts
         unmark = watch.watch_cookie(token() & 0xFFFFFFFF)
         installed.insert(0, (dpids[0], unmark))  # removed last: it marks nothing
         with lock:
             failed = wire.apply({dpids[0]: [watch.compile_unmark(watches[0], unmark)]}, timeout_s)
         if failed is not None:
+            return counts
+        if final:  # decided, but marked packets are still on their way: let them meet a restore
+            _flush(wire, steps, timeout_s, sleep, clock, t0 + budget)
             return counts
         verdict = Verdict.WAIT
         while verdict is Verdict.WAIT:
@@ -122,6 +130,31 @@ def watch_counts(
         for dpid, cookie in reversed(installed):  # upstream first: no nonce left unrestored
             with lock:
                 wire.apply({dpid: [watch.compile_watch_delete(cookie)]}, timeout_s)
+
+
+def _flush(
+    wire: WatchWire,
+    steps: list[tuple[int, FlowWatch, int]],
+    timeout_s: float,
+    sleep: Callable[[float], None],
+    clock: Callable[[], float],
+    deadline: float,
+) -> None:
+    """A verdict came at the first reading while the border's restores had counted fewer packets
+    than were marked (a forger refused at once, its victim's marked packets still queued behind
+    the firewall). Removing the restores now would let those leave the campus with the nonce, so
+    the marking is stopped (the caller's unmark) and the counters are read until the restores
+    caught up, stopped growing for a step, or the drain's time is out."""
+    last = -1
+    while clock() < deadline:
+        sleep(DRAIN_STEP_S)
+        counts = _read(wire, steps, timeout_s)
+        if counts is None:
+            return
+        restored = sum(counts[1:])
+        if restored >= counts[0] or restored == last:
+            return
+        last = restored
 
 
 def _read(wire: WatchWire, steps: list[tuple[int, FlowWatch, int]], timeout_s: float) -> list[int] | None:

@@ -176,6 +176,7 @@ class Firewall:
         self.net, self.topo, self.passes, self.b_dscp = net, topo, passes, b_dscp
         self.queued: list[int] = []
         self.waits: list[float] = []
+        self.left: list[int] = []  # the DSCP of A's packets as they left the border for the cloud
 
     def wait(self, seconds: float) -> None:
         self.waits.append(seconds)
@@ -192,7 +193,8 @@ class Firewall:
             )
         )
         for dscp in out:
-            inject_from_nat(self.net, self.topo, from_nat(self.topo, A_NAT_PORT, dscp))
+            sent = inject_from_nat(self.net, self.topo, from_nat(self.topo, A_NAT_PORT, dscp))
+            self.left += [o.packet.get("ip_dscp", 0) for o in sent]
 
 
 def queued_watch(topo: Topology, watches: list[FlowWatch], passes: int, b_dscp: int = 0) -> tuple[Any, Firewall, Wire]:
@@ -221,7 +223,18 @@ def test_the_drain_still_fails_the_forger(topo: Topology) -> None:
     assert counts is not None and counts[2] > 8 and not confirmed(counts[0], counts[1], strays=counts[2]), counts
     counts, firewall, _ = queued_watch(topo, [PRE, POST_B, SWEEP], passes=20)  # B's packets unmarked
     assert counts == [40, 0, 20] and not confirmed(counts[0], counts[1], strays=counts[2]), counts
-    assert firewall.waits == [0.8]  # 20 strays already: refused at the first reading, no drain
+    assert firewall.waits == [0.8, 0.2]  # refused at the first reading; one step lets the queue out
+
+
+def test_a_refusal_at_the_first_reading_lets_no_nonce_leave(topo: Topology) -> None:
+    """CI saw 2 marked packets reach the cloud: the forger was refused at the first reading (A's
+    packets already counted by A's own port), its watches removed at once, and A's last marked
+    packets, still queued behind the firewall, left the border with the nonce. The marking now
+    stops first and the restores stay until the border has counted what was marked."""
+    _, firewall, wire = queued_watch(topo, [PRE, POST_B, SWEEP], passes=20)
+    firewall.wait(0.0)  # whatever was still queued comes out after the watch ended
+    assert len(firewall.left) == 40 and NONCE not in firewall.left, firewall.left
+    assert not [f for t in wire.net.tables.values() for f in t.flows if not is_app_cookie(f.cookie)]
 
 
 class SlowFirewall:
