@@ -69,7 +69,7 @@ class EarlyRemovals(MemoryDataplane):
 
 
 @pytest.mark.parametrize("plane", [MemoryDataplane, EarlyRemovals])
-def test_a_lane_costs_six_round_trips_and_its_release_one(pg_cluster, topo, plane) -> None:
+def test_a_lane_costs_three_round_trips_and_its_release_one(pg_cluster, topo, plane) -> None:
     w = make_world(pg_cluster.new_database(), FakeClock(), plane(), topo)
     db = w.app.extensions["viplanes"].db
     try:
@@ -88,13 +88,13 @@ def test_a_lane_costs_six_round_trips_and_its_release_one(pg_cluster, topo, plan
             stop()
         assert lane.status_code == 201 and lane.json["state"] == "active", lane.json
         assert released.status_code == 200 and released.json["state"] == "released"
-        # the decision's transaction: BEGIN with the grants (locked) in one message
-        # (viplanes/store/pgbegin.py); the advisory locks with the quota count; the overlap query
-        # with the lane-pool lookup; the lane + audit row (+ wake-up) as one statement; COMMIT.
-        # It was 9 round trips: BEGIN alone, and the count, the locks, the overlap and the pool
-        # one statement each. Then the outcome (conditional UPDATE + audit row) as ONE autocommit
-        # statement.
-        assert request == ["BEGIN+EXECUTE", *["EXECUTE"] * 3, "COMMIT", "EXECUTE"], request
+        # the decision's transaction: BEGIN, the grants' row locks, the advisory locks and the read
+        # of everything the decision needs (grants, quota counts, overlap candidates, pool address)
+        # in one message (viplanes/store/lanesql/gather.py); the lane + audit row (+ wake-up) as
+        # one statement riding with the COMMIT. It was 9 round trips, then 6: BEGIN alone, and the
+        # count, the locks, the overlap, the pool and COMMIT one each. Then the outcome
+        # (conditional UPDATE + audit row) as ONE autocommit statement.
+        assert request == ["BEGIN+EXECUTE+SELECT+EXECUTE", "EXECUTE+COMMIT", "EXECUTE"], request
         # lock, move, audit, wake-up: one statement (with serve's early deletes it was BEGIN,
         # SELECT ... FOR UPDATE, UPDATE, INSERT, COMMIT)
         assert release == ["EXECUTE"], release

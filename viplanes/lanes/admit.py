@@ -25,7 +25,8 @@ from viplanes.lanes.targets import LaneInput, LaneTarget, clamp_ttl
 from viplanes.policy.rules import Decision, LaneRequest
 from viplanes.store.lanesql import sqlite as rawsql
 from viplanes.store.lanesql.core import insert_lane, live_counts
-from viplanes.store.lanesql.postgres import insert_in_one, lock_and_count, overlaps_and_address
+from viplanes.store.lanesql.gather import Gathered, gather
+from viplanes.store.lanesql.postgres import insert_at_commit
 from viplanes.store.models import Lane
 
 
@@ -44,31 +45,37 @@ class LaneAdmission:
         immediate = req.starts_at <= now
         return immediate and needs_pool_address(host, target.nets) and (trigger is None or trigger.takeover is None)
 
-    def _lock_keys(self, req: LaneRequest, target: LaneTarget, now: float, trigger: LaneTrigger | None) -> list[int]:
-        """The advisory locks ``insert`` needs, in the order it takes them: the overlap
-        decision's per (source, protocol), then the lane pool's."""
-        srcs = source_aliases(self.context.topology, str(req.src_ip))
-        return [overlap_key(srcs, req.protocol)] + (
-            [NAT_LOCK_KEY] if self._needs_pool(req, target, now, trigger) else []
-        )
-
     def count_live(
+        self, conn: Connection, req: LaneRequest, grant_ids: list[int], gathered: Gathered | None
+    ) -> dict[int, int]:
+        """Live lanes per grant for the quota: read with the grants on PostgreSQL (``gather``),
+        else counted now, for the grants that pass every other check."""
+        if gathered is not None:
+            return gathered.live
+        return live_counts(conn, grant_ids, req.starts_at, req.expires_at)
+
+    def gather(
         self,
         conn: Connection,
+        caller: Caller,
         req: LaneRequest,
         target: LaneTarget,
-        grant_ids: list[int],
         now: float,
         trigger: LaneTrigger | None,
-    ) -> dict[int, int]:
-        """Live lanes per grant for the quota. PostgreSQL: ``insert``'s advisory locks ride in the
-        same statement (``lock_and_count``), one round trip for two; ``insert(locked=True)`` then
-        takes none. Taken for a request the policy then refuses too: they are held for the rest
-        of one short transaction."""
-        if self.context.db.is_sqlite:
-            return live_counts(conn, grant_ids, req.starts_at, req.expires_at)
-        keys = self._lock_keys(req, target, now, trigger)
-        return lock_and_count(conn, keys, grant_ids, req.starts_at, req.expires_at)
+    ) -> Gathered:
+        """PostgreSQL: the grants (row-locked), the overlap lock and (a pool address needed) the
+        pool's lock, then the quota's counts, the overlap candidates and the pool address, as one
+        message (``viplanes/store/lanesql/gather.py``). Taken for a request the policy then refuses
+        too: the locks are held for the rest of one short transaction."""
+        src = str(req.src_ip)
+        srcs = source_aliases(self.context.topology, src)
+        nat = self._needs_pool(req, target, now, trigger)
+        query, params = overlap_query(
+            srcs, req.protocol, target.nets, target.ports, req.src_port, req.starts_at, req.expires_at
+        )
+        keys = [overlap_key(srcs, req.protocol)] + ([NAT_LOCK_KEY] if nat else [])
+        lookup = self.context.lane_pool.lookup_for_pg if nat else None
+        return gather(conn, caller.id, now, caller.from_provider, keys, query, params, lookup, {POOL_SRC: src})
 
     def insert(
         self,
@@ -82,32 +89,29 @@ class LaneAdmission:
         idempotency_key: str | None,
         digest: str,
         trigger: LaneTrigger | None = None,
-        locked: bool = False,
+        gathered: Gathered | None = None,
     ) -> tuple[Lane | None, VipError | None]:
-        """``locked``: ``count_live`` took this request's advisory locks in this transaction
-        (PostgreSQL); the overlap query and the pool lookup then go as one statement."""
+        """``gathered``: PostgreSQL's locks were taken and the candidates and the pool address read
+        with the grants (``gather``); SQLite reads them now (its writes are serial)."""
         src = str(req.src_ip)
         immediate = req.starts_at <= now
         nat = self._needs_pool(req, target, now, trigger)
         db = self.context.db
-        query, params = overlap_query(
-            source_aliases(self.context.topology, src),
-            req.protocol,
-            target.nets,
-            target.ports,
-            req.src_port,
-            req.starts_at,
-            req.expires_at,
-        )
-        lookup = self.context.lane_pool.lookup_for_pg if nat and locked and not db.is_sqlite else None
-        found: str | None = None
         rows: Sequence[Sequence[Any]]
-        if locked and not db.is_sqlite:
-            rows, found = overlaps_and_address(conn, query, params, lookup, {POOL_SRC: src})
+        if gathered is not None:
+            rows = gathered.candidates
+        elif not db.is_sqlite:  # the overlap and pool decisions need gather's locks
+            raise RuntimeError("a PostgreSQL admission reads through gather()")
         else:
-            if not db.is_sqlite:  # the pool's lock rides with the overlap lock (SQLite writes are serial)
-                keys = self._lock_keys(req, target, now, trigger)
-                db.advisory_lock(conn, keys[0], keys[1] if len(keys) > 1 else None)
+            query, params = overlap_query(
+                source_aliases(self.context.topology, src),
+                req.protocol,
+                target.nets,
+                target.ports,
+                req.src_port,
+                req.starts_at,
+                req.expires_at,
+            )
             rows = rawsql.rows(conn, query, params)
         dup = first_overlap(rows, target.nets, target.ports)
         if dup is not None:
@@ -118,7 +122,12 @@ class LaneAdmission:
             # One lane-pool address per host, shared by all its live lanes: the translation is
             # stateless 1:1 (host <-> address) and lanes of one host differ by their ports, so
             # the pool bounds concurrent hosts, not concurrent lanes.
-            nat_ip = found if lookup is not None else self.context.lane_pool.address_for(db, conn, src, locked=True)
+            pool = self.context.lane_pool
+            nat_ip = (
+                gathered.address
+                if gathered is not None and pool.lookup_for_pg is not None
+                else pool.address_for(db, conn, src, locked=True)
+            )
             if nat_ip is None:
                 return None, pool_exhausted(str(self.context.topology.lane_pool.prefix))
         refused = fits_switches(
@@ -148,10 +157,14 @@ class LaneAdmission:
             values.update(trigger.columns())
         if self.context.db.is_sqlite:
             lane = insert_lane(conn, values)
-        else:  # PostgreSQL: the audit row and the controllers' wake-up ride in the INSERT
-            lane = insert_in_one(
+            if immediate:  # before commit: recover() must not pick it up meanwhile
+                self.claims.claim(lane.id)
+        else:  # PostgreSQL: the audit row and the controllers' wake-up ride in the INSERT, the INSERT
+            assert gathered is not None  # with the COMMIT; the id came with the reads
+            values["id"] = gathered.next_id
+            if immediate:  # before the commit is sent: recover() must not pick it up meanwhile
+                self.claims.claim(gathered.next_id)
+            lane = insert_at_commit(
                 conn, values, now, caller.name, decision.reason, self.activation.wake_channel if immediate else None
             )
-        if immediate:  # before commit: recover() must not pick it up meanwhile
-            self.claims.claim(lane.id)
         return lane, None

@@ -144,21 +144,24 @@ class LaneManager:
         lane: Lane | None = None
         try:
             with self.db.write_connection() as conn:  # Core only: viplanes/store/lanesql/core.py says why
-                rules = usable_grant_rules(
-                    conn, caller.id, now, for_update=not self.db.is_sqlite, with_groups=caller.from_provider
-                )
+                req = to_request(body, target, self.topology, now)  # the same body is the same request
+                gathered = None
+                if self.db.is_sqlite:
+                    rules = usable_grant_rules(conn, caller.id, now, for_update=False, with_groups=caller.from_provider)
+                else:  # the grants' and the decision's locks, then everything it reads: one message
+                    gathered = self.admission.gather(conn, caller, req, target, now, trigger)
+                    rules = gathered.rules
                 if trigger is not None:
                     rules = [r for r in rules if r.grant_id == trigger.grant_id]
-                if idempotency_key:
+                if idempotency_key:  # after the grants' lock: two retries with one key queue there
                     first = find_replay(conn, caller.id, idempotency_key, digest)
                     if first is not None:
                         return first, False
-                req = to_request(body, target, self.topology, now)
                 # Quota is the last check of a grant, so only grants that pass every other check need
                 # their live lanes counted (one GROUP BY over fewer grants); the rest fail the same
-                # way whatever the count.
+                # way whatever the count. PostgreSQL counted them with the grants, in the same message.
                 countable = [r.grant_id for r in rules if check_grant(req, r, now, 0).code in ("allowed", "quota")]
-                live = self.admission.count_live(conn, req, target, countable, now, trigger)
+                live = self.admission.count_live(conn, req, countable, gathered)
                 decision = decide(req, rules, self.topology, now, live)
                 if decision.allowed and req.starts_at > now:
                     decision = within_bookings(conn, decision, rules)
@@ -174,7 +177,7 @@ class LaneManager:
                         idempotency_key,
                         digest,
                         trigger,
-                        not self.db.is_sqlite,
+                        gathered,
                     )
                 else:
                     denial = refusal(decision)

@@ -6,7 +6,12 @@ trip that carries nothing, of the 6 a lane request made before its switches were
 autocommit, so the driver sends no BEGIN, and the first statement goes as ``BEGIN; <statement>``
 in one simple-query message: PostgreSQL runs both in order and psycopg2 keeps the last result,
 the statement's own (rows, rowcount, errors). COMMIT and ROLLBACK are sent here, as psycopg2
-would have sent them. A transaction that runs no statement sends nothing at all.
+would have sent them; statements still riding at the end go with the COMMIT. A transaction that runs no statement sends nothing at all.
+
+A statement whose rows nobody reads (a lock) can ride too (``ride``): it goes in the same
+message, after BEGIN and before the next statement. In READ COMMITTED each statement of a
+message takes its own snapshot, so a read that follows a lock in one message sees every row
+committed by whoever held the lock before (``tests/integration/test_pg_begin.py``).
 
 The server's transaction status (libpq's, ``get_transaction_status``), not psycopg2's autocommit
 flag, says whether a statement runs inside a transaction (``prepared.py``'s savepoint).
@@ -24,6 +29,7 @@ from sqlalchemy import Connection, Engine, event
 log = logging.getLogger(__name__)
 
 _PENDING = "viplanes_begin_pending"  # Connection.info: BEGIN not sent yet (True), sent (False)
+_RIDERS = "viplanes_riders"  # Connection.info: complete statements to send before the next one
 
 
 def install(engine: Engine) -> None:
@@ -32,10 +38,25 @@ def install(engine: Engine) -> None:
 
     @event.listens_for(engine, "before_cursor_execute", retval=True)
     def _ride(conn, _cursor, statement, parameters, _context, executemany):  # type: ignore[no-untyped-def]
-        if conn.info.get(_PENDING) and not executemany:
-            conn.info[_PENDING] = False
-            return f"BEGIN; {statement}", parameters
-        return statement, parameters
+        info = conn.info
+        if executemany or not (info.get(_PENDING) or info.get(_RIDERS)):
+            return statement, parameters
+        riders = info.pop(_RIDERS, None) or []
+        if parameters is not None:  # psycopg2 interpolates the whole text: a rider's % must stay one
+            riders = [r.replace("%", "%%") for r in riders]
+        if info.get(_PENDING):
+            info[_PENDING] = False
+            riders.insert(0, "BEGIN")
+        return "; ".join([*riders, statement]), parameters
+
+
+def ride(conn: Connection, statement: str) -> None:
+    """Send ``statement`` (complete: its values inlined, ``Connection.connection`` mogrified) in the
+    message of this transaction's next statement, before it. Its rows are not read; an error in
+    it fails that next statement, as its own would. Only inside ``transaction``."""
+    if _PENDING not in conn.info:
+        raise RuntimeError("pgbegin.ride outside a pgbegin.transaction")
+    conn.info.setdefault(_RIDERS, []).append(statement)
 
 
 @contextlib.contextmanager
@@ -48,18 +69,32 @@ def transaction(conn: Connection) -> Iterator[Connection]:
     try:
         yield conn
     except BaseException:
-        if info.get(_PENDING) is False and not conn.invalidated:
-            try:
-                conn.exec_driver_sql("ROLLBACK")
-            except Exception:
-                log.warning("ROLLBACK failed: the connection is dropped", exc_info=True)
-                conn.invalidate()
+        if info.get(_PENDING) is False:
+            _roll_back(conn)
         raise
     else:
-        if info.get(_PENDING) is False:
-            conn.exec_driver_sql("COMMIT")
+        if info.get(_PENDING) is False or info.get(_RIDERS):
+            try:  # riders still queued (an INSERT left for the end) go in the COMMIT's message
+                conn.exec_driver_sql("COMMIT")
+            except BaseException:
+                # a rider failed: PostgreSQL skipped the rest of the message, COMMIT included,
+                # and holds the transaction open and aborted
+                if not conn.invalidated and in_transaction(cast(Any, conn.connection).dbapi_connection):
+                    _roll_back(conn)
+                raise
     finally:
         info.pop(_PENDING, None)
+        info.pop(_RIDERS, None)
+
+
+def _roll_back(conn: Connection) -> None:
+    if conn.invalidated:
+        return
+    try:
+        conn.exec_driver_sql("ROLLBACK")
+    except Exception:
+        log.warning("ROLLBACK failed: the connection is dropped", exc_info=True)
+        conn.invalidate()
 
 
 def in_transaction(dbapi_connection: Any) -> bool:

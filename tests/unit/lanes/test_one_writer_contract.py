@@ -19,7 +19,7 @@ HELPERS = ("reads", "extension", "refusals")
 WRITERS = (
     "from viplanes.lanes.manager import LaneManager",
     "from viplanes.lanes.activation import LaneActivation",
-    "from viplanes.store.lanesql.postgres import insert_in_one",
+    "from viplanes.store.lanesql.postgres import insert_at_commit",
     "from viplanes.store.records import audit",
 )
 

@@ -85,7 +85,7 @@ _USABLE_GRANTS = (
     )
     .order_by(GRANTS.c.id)
 )
-_USABLE = {
+USABLE = {  # (with the groups, row-locked): the grants a request may use
     (False, False): _USABLE_GRANTS_OWN,
     (False, True): _USABLE_GRANTS_OWN.with_for_update(),
     (True, False): _USABLE_GRANTS,
@@ -154,23 +154,30 @@ def usable_grant_rules(
     """The principal's grants that could allow a lane now or later, as rules, row-locked in id
     order on PostgreSQL (two requests never deadlock on each other's grants). ``with_groups``:
     the request's credential carries the provider's groups, so fresh group grants count too."""
-    rows = rawsql.rows(conn, _USABLE[(with_groups, for_update)], {"principal_id": principal_id, "now": now})
-    return [
-        GrantRule(
-            grant_id=r[0],
-            src_prefixes=tuple(parse_prefix(x) for x in r[1]),
-            dst_prefixes=tuple(parse_prefix(x) for x in r[2]),
-            protocols=frozenset(r[3]),
-            ports=parse_ports(r[4]),
-            max_duration_s=r[5],
-            max_rate_mbps=r[6],
-            max_lanes=r[7],
-            valid_from=r[8],
-            valid_until=r[9],
-            revoked=r[10] is not None,
-        )
-        for r in rows
-    ]
+    rows = rawsql.rows(conn, USABLE[(with_groups, for_update)], {"principal_id": principal_id, "now": now})
+    return [grant_rule(r) for r in rows]
+
+
+def grant_rule(r: Sequence[Any]) -> GrantRule:
+    """A row of ``USABLE`` as the policy's rule (also from JSON: ``gather``, whose floats may
+    arrive as integers)."""
+    return GrantRule(
+        grant_id=int(r[0]),
+        src_prefixes=tuple(parse_prefix(x) for x in r[1]),
+        dst_prefixes=tuple(parse_prefix(x) for x in r[2]),
+        protocols=frozenset(r[3]),
+        ports=parse_ports(r[4]),
+        max_duration_s=r[5],
+        max_rate_mbps=_float(r[6]),
+        max_lanes=r[7],
+        valid_from=_float(r[8]),
+        valid_until=_float(r[9]),
+        revoked=r[10] is not None,
+    )
+
+
+def _float(x: float | None) -> float | None:
+    return None if x is None else float(x)
 
 
 def live_counts(

@@ -16,11 +16,15 @@ before; nothing was written then (the CTE's UPDATE matched no row, so neither di
 from __future__ import annotations
 
 import functools
+import json
 from typing import Any
 
-from sqlalchemy import JSON, Connection, TextClause, bindparam, func, select, text
+from sqlalchemy import JSON, Connection, TextClause, bindparam, text
+from sqlalchemy.dialects import postgresql
 
 from viplanes.lanes import states
+from viplanes.store import pgbegin
+from viplanes.store.lanesql import prepared
 from viplanes.store.lanesql.core import lane_from_row
 from viplanes.store.models import Lane
 
@@ -178,74 +182,30 @@ SELECT id, (SELECT count(*) FROM woken) AS woken FROM lane
     return stmt.bindparams(*json_columns) if json_columns else stmt
 
 
-def insert_in_one(
+@functools.lru_cache(maxsize=8)
+def _insert_text(columns: tuple[str, ...]) -> str:
+    """``_insert_statement`` as pyformat text for psycopg2 (the JSON columns serialised by the caller)."""
+    return str(_insert_statement(columns).compile(dialect=postgresql.dialect()))
+
+
+def insert_at_commit(
     conn: Connection, values: dict[str, Any], now: float, actor: str, reason: str, channel: str | None
 ) -> Lane:
     """``insert_lane`` + ``add_audit(..., "lane.request", ..., "allow", reason)`` + the wake-up
-    NOTIFY on ``channel`` (if any) as one statement of the caller's transaction: a transient
-    ``Lane`` holding what was written."""
+    NOTIFY on ``channel`` (if any) as one statement that rides in front of the transaction's
+    COMMIT (``pgbegin.ride``): ``<insert>; COMMIT`` is one message. ``values`` carry the row's id
+    (``gather``'s ``next_id``), so the lane is known, and can be claimed, before it is sent. A
+    transient ``Lane`` holding what will be written; an error in the INSERT fails the COMMIT."""
     columns = tuple(sorted(values))
-    row = conn.execute(
-        _insert_statement(columns),
-        {**values, "audit_at": now, "audit_actor": actor, "audit_reason": reason[:2000], "channel": channel or ""},
-    ).one()
-    lane = Lane(**values)
-    lane.id = int(row[0])
-    return lane
+    params = {**values, "audit_at": now, "audit_actor": actor, "audit_reason": reason[:2000], "channel": channel or ""}
+    for column in ("dst_nets", "dst_ports"):  # the JSON columns, as the statement's JSON binds would
+        if params.get(column) is not None:
+            params[column] = json.dumps(params[column])
+    pgbegin.ride(conn, prepared.inline(conn, _insert_text(columns), params))
+    return lane_from_row(dict(values))
 
 
 def notify_in(conn: Connection, channel: str, payload: str) -> None:
     """NOTIFY ``channel`` inside the caller's transaction: PostgreSQL delivers it at the commit,
     so a wake-up can never run ahead of the row it announces."""
     conn.execute(text("SELECT pg_notify(:ch, :p)"), {"ch": channel, "p": payload})
-
-
-_LIVE = _sql_list(states.LIVE)
-
-
-@functools.lru_cache(maxsize=4)
-def _locks_and_counts(n_locks: int) -> TextClause:
-    """Advisory locks ``:k0``, ``:k1``... taken left to right (PostgreSQL evaluates a target list
-    in order), and the live lanes per grant of ``:grant_ids`` whose window overlaps [start, end)
-    as a JSON object."""
-    locks = "".join(f"pg_advisory_xact_lock(:k{i}), " for i in range(n_locks))
-    return text(f"""
-SELECT {locks}(
-    SELECT coalesce(json_object_agg(grant_id, n), '{{}}') FROM (
-        SELECT grant_id, count(*) AS n FROM lanes
-        WHERE grant_id = ANY(CAST(:grant_ids AS integer[])) AND state IN ({_LIVE})
-          AND starts_at < :end AND expires_at > :start
-        GROUP BY grant_id
-    ) AS per_grant
-) AS counts
-""")
-
-
-def lock_and_count(conn: Connection, keys: list[int], grant_ids: list[int], start: float, end: float) -> dict[int, int]:
-    """``live_counts`` and the advisory locks the admission takes next, in one round trip. The
-    count's snapshot is this statement's, taken after the grant rows were locked (the statement
-    before), which is all the quota needs; the overlap query that the locks guard runs in a later
-    statement, with a snapshot taken after they were granted."""
-    params: dict[str, Any] = {f"k{i}": key for i, key in enumerate(keys)}
-    row = conn.execute(_locks_and_counts(len(keys)), {**params, "grant_ids": grant_ids, "start": start, "end": end})
-    counts = row.one()[-1]
-    return {int(gid): int(n) for gid, n in counts.items()}
-
-
-@functools.lru_cache(maxsize=32)
-def _overlaps_and_address(query: Any, lookup: Any) -> Any:
-    """The candidate rows of ``query`` as one JSON array (a row per element), and the lane-pool
-    lookup's answer beside them (``lookup`` None: no pool address needed)."""
-    candidates = query.subquery("candidates")
-    found = select(func.json_agg(func.json_build_array(*candidates.c))).scalar_subquery()
-    return select(found, lookup.scalar_subquery()) if lookup is not None else select(found)
-
-
-def overlaps_and_address(
-    conn: Connection, query: Any, params: dict[str, Any], lookup: Any, lookup_params: dict[str, Any]
-) -> tuple[list[list[Any]], str | None]:
-    """``overlap_query``'s candidate rows and (``lookup`` given) the host's lane-pool address (None:
-    the pool is exhausted), in one round trip. Both read after the advisory locks that guard them
-    were taken (``lock_and_count``, the statement before)."""
-    row = conn.execute(_overlaps_and_address(query, lookup), {**params, **lookup_params}).one()
-    return list(row[0] or []), (row[1] if lookup is not None else None)

@@ -25,9 +25,10 @@ statement fails (the API answers 503, try again) and the next runs prepared afre
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Engine, event
+from psycopg2 import extensions
+from sqlalchemy import Connection, Engine, event
 
 from viplanes.store.pgbegin import in_transaction
 
@@ -113,18 +114,36 @@ def install(engine: Engine) -> None:
     def _use_prepared(conn, cursor, statement, parameters, _context, executemany):  # type: ignore[no-untyped-def]
         if executemany or not isinstance(parameters, dict):
             return statement, parameters
-        info = conn.info
-        state = info.get(_STATE_KEY)
-        if state is None:
-            state = info[_STATE_KEY] = _Prepared()
-        if statement in state.executes:
-            execute = state.executes[statement]
-            return (execute, parameters) if execute is not None else (statement, parameters)
-        if len(state.seen) > 4 * MAX_PREPARED:  # one-off texts (inlined literals): forget them
-            state.seen.clear()
-        seen = state.seen[statement] = state.seen.get(statement, 0) + 1
-        if seen < PREPARE_AFTER or len(state.executes) >= MAX_PREPARED:
-            return statement, parameters
-        del state.seen[statement]
-        execute = state.executes[statement] = _prepare(cursor, statement, f"vl_{len(state.executes)}", parameters)
-        return (execute, parameters) if execute is not None else (statement, parameters)
+        return _executable(conn.info, cursor, statement, parameters), parameters
+
+
+def _executable(info: dict[Any, Any], cursor: Any, statement: str, parameters: dict[str, Any]) -> str:
+    """The text to send for ``statement`` on this connection: its ``EXECUTE`` once prepared (at
+    its ``PREPARE_AFTER``-th run), else the statement itself."""
+    state = info.get(_STATE_KEY)
+    if state is None:
+        state = info[_STATE_KEY] = _Prepared()
+    if statement in state.executes:
+        execute = state.executes[statement]
+        return execute if execute is not None else statement
+    if len(state.seen) > 4 * MAX_PREPARED:  # one-off texts (inlined literals): forget them
+        state.seen.clear()
+    seen = state.seen[statement] = state.seen.get(statement, 0) + 1
+    if seen < PREPARE_AFTER or len(state.executes) >= MAX_PREPARED:
+        return statement
+    del state.seen[statement]
+    execute = state.executes[statement] = _prepare(cursor, statement, f"vl_{len(state.executes)}", parameters)
+    return execute if execute is not None else statement
+
+
+def inline(conn: Connection, statement: str, parameters: dict[str, Any]) -> str:
+    """``statement`` (pyformat) as one complete text with ``parameters`` inlined by psycopg2, for
+    ``pgbegin.ride``: prepared as the engine's hook would prepare it (``EXECUTE vl_N(...)`` from
+    its second run on this connection)."""
+    dbapi = cast(Any, conn.connection).dbapi_connection
+    cursor = dbapi.cursor()
+    try:
+        text = _executable(conn.info, cursor, statement, parameters)
+        return cast(bytes, cursor.mogrify(text, parameters)).decode(extensions.encodings[dbapi.encoding])
+    finally:
+        cursor.close()
