@@ -56,6 +56,7 @@ def throwaway_postgres() -> Iterator[str]:
             opts += " -c log_statement=all -c log_line_prefix=%p:"
         if os.environ.get("BENCH_PG_DURATIONS"):  # each statement with its own time on the server
             opts += " -c log_min_duration_statement=0 -c log_line_prefix=%p:"
+        opts += os.environ.get("BENCH_PG_EXTRA", "")
         _as_postgres(
             str(bindir / "pg_ctl"),
             "-D",
