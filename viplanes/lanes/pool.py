@@ -71,7 +71,7 @@ class LanePool:
         self._lookup = _one_statement_lookup(self._addresses) if probes else None
         self._lookup_pg = _one_statement_lookup(self._addresses, as_values=True) if probes else None
         # the same, its host bound as ``POOL_SRC``: a part of a larger PostgreSQL statement
-        # (viplanes/store/lanesql/postgres.py: ``overlaps_and_address``)
+        # (viplanes/store/lanesql/gather.py: the read of a request's decision)
         self.lookup_for_pg = _one_statement_lookup(self._addresses, True, POOL_SRC) if probes else None
 
     def taken(self, s: Session | Connection) -> list[str]:

@@ -1,5 +1,5 @@
 """An automatic lane on both databases: the trigger columns ride in PostgreSQL's one-statement
-insert (``insert_in_one``) as in SQLite's; the per-grant count and the end read them back."""
+insert (``insert_at_commit``) as in SQLite's; the per-grant count and the end read them back."""
 
 from __future__ import annotations
 
