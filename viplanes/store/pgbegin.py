@@ -6,12 +6,13 @@ trip that carries nothing, of the 6 a lane request made before its switches were
 autocommit, so the driver sends no BEGIN, and the first statement goes as ``BEGIN; <statement>``
 in one simple-query message: PostgreSQL runs both in order and psycopg2 keeps the last result,
 the statement's own (rows, rowcount, errors). COMMIT and ROLLBACK are sent here, as psycopg2
-would have sent them; statements still riding at the end go with the COMMIT. A transaction that runs no statement sends nothing at all.
+would have sent them; statements still riding at the end go with the COMMIT. A transaction that
+runs no statement sends nothing at all.
 
 A statement whose rows nobody reads (a lock) can ride too (``ride``): it goes in the same
 message, after BEGIN and before the next statement. In READ COMMITTED each statement of a
 message takes its own snapshot, so a read that follows a lock in one message sees every row
-committed by whoever held the lock before (``tests/integration/test_pg_begin.py``).
+committed by whoever held the lock before (``tests/integration/test_pg_gather.py``).
 
 The server's transaction status (libpq's, ``get_transaction_status``), not psycopg2's autocommit
 flag, says whether a statement runs inside a transaction (``prepared.py``'s savepoint).

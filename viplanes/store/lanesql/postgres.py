@@ -19,8 +19,7 @@ import functools
 import json
 from typing import Any
 
-from sqlalchemy import JSON, Connection, TextClause, bindparam, text
-from sqlalchemy.dialects import postgresql
+from sqlalchemy import Connection, text
 
 from viplanes.lanes import states
 from viplanes.store import pgbegin
@@ -162,30 +161,23 @@ def record_in_one(
 
 
 @functools.lru_cache(maxsize=8)
-def _insert_statement(columns: tuple[str, ...]) -> TextClause:
-    """INSERT the lane, its ``lane.request`` audit row and (``:channel`` not empty) the
-    controllers' ``lane:<id>`` wake-up, delivered at commit: one statement for three."""
+def _insert_text(columns: tuple[str, ...]) -> str:
+    """INSERT the lane, its ``lane.request`` audit row and (``channel`` not empty) the
+    controllers' ``lane:<id>`` wake-up, delivered at commit: one statement for three, as pyformat
+    text for psycopg2 (``insert_at_commit`` serialises the JSON columns)."""
     names = ", ".join(columns)
-    binds = ", ".join(f":{c}" for c in columns)
-    stmt = text(f"""
+    binds = ", ".join(f"%({c})s" for c in columns)
+    return f"""
 WITH lane AS (
     INSERT INTO lanes ({names}) VALUES ({binds}) RETURNING id
 ), audited AS (
     INSERT INTO audit_events (at, actor, action, target, decision, reason)
-    SELECT :audit_at, :audit_actor, 'lane.request', 'lane:' || id, 'allow', :audit_reason FROM lane
+    SELECT %(audit_at)s, %(audit_actor)s, 'lane.request', 'lane:' || id, 'allow', %(audit_reason)s FROM lane
 ), woken AS (
-    SELECT pg_notify(:channel, 'lane:' || id) FROM lane WHERE :channel <> ''
+    SELECT pg_notify(%(channel)s, 'lane:' || id) FROM lane WHERE %(channel)s <> ''
 )
 SELECT id, (SELECT count(*) FROM woken) AS woken FROM lane
-""")
-    json_columns = [bindparam(c, type_=JSON(none_as_null=True)) for c in ("dst_nets", "dst_ports") if c in columns]
-    return stmt.bindparams(*json_columns) if json_columns else stmt
-
-
-@functools.lru_cache(maxsize=8)
-def _insert_text(columns: tuple[str, ...]) -> str:
-    """``_insert_statement`` as pyformat text for psycopg2 (the JSON columns serialised by the caller)."""
-    return str(_insert_statement(columns).compile(dialect=postgresql.dialect()))
+"""
 
 
 def insert_at_commit(
