@@ -50,9 +50,10 @@ from viplanes.controller.compile.base import (
     dual_stack,
     flow,
 )
-from viplanes.controller.compile.cookies import EXACT_MASK, shared_cookie
+from viplanes.controller.compile.cookies import shared_cookie
 from viplanes.controller.compile.fastmatch import PackedSetField, exact_match
 from viplanes.controller.compile.flowkey import flow_key_of
+from viplanes.controller.compile.removal import cookie_delete
 from viplanes.domain.values import LaneSpec
 from viplanes.topologies.model import Topology
 
@@ -248,19 +249,7 @@ def compile_shared_removal(addresses_by_dpid: dict[int, set[str]], topo: Topolog
     last one left counts against its limit (a zone is reused only after this flush or, if the
     border was away, once the old entries time out)."""
     out = {
-        dpid: [
-            parser.OFPFlowMod(
-                None,
-                cookie=shared_cookie(addr),
-                cookie_mask=EXACT_MASK,
-                table_id=ofp.OFPTT_ALL,
-                command=ofp.OFPFC_DELETE,
-                out_port=ofp.OFPP_ANY,
-                out_group=ofp.OFPG_ANY,
-                match=parser.OFPMatch(),
-            )
-            for addr in sorted(addrs)
-        ]
+        dpid: [cookie_delete(shared_cookie(addr)) for addr in sorted(addrs)]
         for dpid, addrs in addresses_by_dpid.items()
         if addrs
     }

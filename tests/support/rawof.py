@@ -154,3 +154,9 @@ def install(conn: RawOpenFlow, ofmsgs: list[Any]) -> None:
         conn.send(msg)
     errors = conn.barrier()
     assert not errors, [(e.type, e.code) for e in errors]
+
+
+def of_kind(msg: Any) -> str:
+    """The os-ken message class ``msg`` is, by name: a ``CookieDelete`` (a removal's delete built
+    from a prototype, ``controller/compile/removal.py``) is an ``OFPFlowMod``."""
+    return next(c.__name__ for c in type(msg).__mro__ if c.__module__.startswith("os_ken."))

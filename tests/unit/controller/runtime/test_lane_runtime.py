@@ -13,6 +13,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 from tests.support.clock import FakeClock
 from tests.support.fake_switches import CLOUD, NAT_IP, FakeSwitches, inline_runtime, lane_flows, spec
 from tests.support.flowsim import ip_packet
+from tests.support.rawof import of_kind
 from viplanes.controller.compile.cookies import ALL_APP_FLOWS
 from viplanes.controller.compile.lane import lane_cookie
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
@@ -170,7 +171,7 @@ def test_restarted_runtime_keeps_identical_flows_and_their_counters(topo, clock,
         second.switch_up(dpid)
     after = {id(e): e.packet_count for t in switches.net.tables.values() for e in t.flows}
     assert after == before  # the very same entries, counters untouched
-    sent = [type(m).__name__ for _, m in switches.sent[n_sent:]]
+    sent = [of_kind(m) for _, m in switches.sent[n_sent:]]
     # nothing to change: only reads (the flows, the groups, and the ports' state: ``read_ports``)
     assert set(sent) == {"OFPFlowStatsRequest", "OFPGroupDescStatsRequest", "OFPPortDescStatsRequest"}
     assert second.counters(5).packets == 1

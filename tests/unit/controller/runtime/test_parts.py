@@ -12,6 +12,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.support.clock import FakeClock
 from tests.support.fake_switches import FakeSwitches, inline_runtime, lane_flows, spec
+from tests.support.rawof import of_kind
 from viplanes.controller.compile.cookies import lane_id_from_cookie
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
 
@@ -140,7 +141,7 @@ def test_without_a_topology_activations_fail_and_removals_still_go_out() -> None
 
     def send(dpid: int, msgs: list[Any]) -> bool:
         for msg in msgs:
-            sent.append((dpid, type(msg).__name__))
+            sent.append((dpid, of_kind(msg)))
             if isinstance(msg, parser.OFPBarrierRequest):
                 rt.on_barrier_reply(dpid, msg.xid)
         return True

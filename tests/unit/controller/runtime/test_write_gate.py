@@ -8,6 +8,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from tests.support.clock import FakeClock
 from tests.support.fake_switches import FakeSwitches, inline_runtime, spec
+from tests.support.rawof import of_kind
 
 
 def test_a_closed_gate_stops_every_write_path(topo) -> None:
@@ -29,7 +30,7 @@ def test_a_closed_gate_stops_every_write_path(topo) -> None:
     assert rt.reconcile_switch(dpid) is None
     rt.reconcile_all()
     rt.deactivate(1)
-    sent = [type(m).__name__ for _, m in switches.sent[before:]]
+    sent = [of_kind(m) for _, m in switches.sent[before:]]
     assert not [m for m in sent if m in ("OFPFlowMod", "OFPMeterMod", "OFPGroupMod")], sent
     lease_valid[0] = True  # renewed: writes again
     assert rt.activate(spec(3, now=clock.now, dst_port=5203)).ok
