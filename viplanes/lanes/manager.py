@@ -181,7 +181,7 @@ class LaneManager:
                     )
                 else:
                     denial = refusal(decision)
-                self.on_decision(denial.code if denial is not None else decision.code)
+                code = denial.code if denial is not None else decision.code
                 if lane is None or self.db.is_sqlite:
                     add_audit(
                         conn,
@@ -201,6 +201,10 @@ class LaneManager:
                 if lane is not None:  # not committed: nothing to activate, release the claim
                     self._claims.release(lane.id)
                 raise
+        # counted once the decision is committed: a COMMIT that fails (PostgreSQL reports two
+        # retries with one Idempotency-Key racing there; the first lane is then replayed) or a
+        # lost connection is no decision
+        self.on_decision(code)
         if denial is not None:
             raise denial
         assert lane is not None
@@ -305,7 +309,6 @@ class LaneManager:
                 add_s=add_s,
                 now=now,
             )
-            self.on_decision(decision.code)
             if decision.allowed:
                 lane.duration_s += add_s
                 lane.expires_at = new_end
@@ -318,6 +321,7 @@ class LaneManager:
                 "allow" if decision.allowed else "deny",
                 decision.reason,
             )
+        self.on_decision(decision.code)  # committed (``request`` says why only then)
         if full is not None:
             raise full
         if not decision.allowed:

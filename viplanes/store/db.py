@@ -193,6 +193,15 @@ def updated_rows(session: Session | Connection, statement: Executable) -> int:
     return cast(CursorResult[Any], session.execute(statement)).rowcount
 
 
+def _in_transaction(conn: Connection) -> bool:
+    """Whether the SQLite connection under ``conn`` still has a transaction open (its own
+    commit or rollback failed); True when that cannot be asked."""
+    try:
+        return bool(conn.connection.dbapi_connection.in_transaction)  # type: ignore[union-attr]
+    except Exception:
+        return True
+
+
 class Database:
     """One engine, one session factory; ``read()`` and ``write()`` are single transactions."""
 
@@ -272,7 +281,9 @@ class Database:
         SQLite: one Connection kept for these transactions. They run one at a time under the
         writer lock anyway, and a pool checkout + checkin (events, reset) cost ~0.1-0.2 ms of each
         (perf_counter stamps: "write connection asked" -> "transaction open" 0.28 ms). A
-        connection that was invalidated or closed is replaced at the next transaction."""
+        connection that was invalidated or closed is replaced at the next transaction, and one
+        whose COMMIT failed is closed too: SQLite may keep that transaction open (SQLITE_BUSY), and
+        every later BEGIN on it failed ("cannot start a transaction within a transaction")."""
         if self._writer_lock is None:
             if self.engine.dialect.driver != "psycopg2":
                 with self.engine.connect() as conn, conn.begin():
@@ -287,8 +298,14 @@ class Database:
             if kept is None or kept.closed or kept.invalidated:
                 kept = self._kept_writer = self.engine.connect()
                 kept.execution_options(sqlite_immediate=True)  # read by the "begin" listener
-            with kept.begin():
-                yield kept
+            try:
+                with kept.begin():
+                    yield kept
+            except BaseException:
+                if kept.closed or kept.invalidated or _in_transaction(kept):
+                    self._kept_writer = None
+                    kept.invalidate()  # the DBAPI connection is closed, its transaction with it
+                raise
         if self._checkpointer is not None:
             self._checkpointer.written()
 

@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
 
 from tests.support.clock import T0
 from tests.support.concurrency import run_together
@@ -207,3 +207,35 @@ def test_simultaneous_retries_with_one_idempotency_key_make_one_lane(db):
         t.join(60)
     assert len(answers) == 20 and len({lane_id for lane_id, _ in answers}) == 1
     assert sum(created for _, created in answers) == 1
+
+
+def test_a_decision_is_counted_once_it_is_committed(db):
+    """``on_decision`` (the /metrics decision counter) hears a request's decision only after its
+    transaction committed: a lost COMMIT (here: the engine's commit refused once) is no decision."""
+    callers = principals(db, ("alice", "researcher"), max_lanes=5)
+    counted: list[str] = []
+    mgr = LaneManager(db, MemoryDataplane(), campus_topology(), clock=lambda: T0, on_decision=counted.append)
+    refuse = [True]
+
+    def lose(commits: bool) -> None:
+        if commits and refuse[0]:
+            refuse[0] = False
+            raise RuntimeError("the commit was lost")
+
+    # SQLite commits through the DBAPI; PostgreSQL's COMMIT is a statement (``pgbegin``)
+    hook, listener = (
+        ("commit", lambda _conn: lose(True))
+        if db.is_sqlite
+        else ("before_cursor_execute", lambda _c, _cur, sql, *_: lose("COMMIT" in sql))
+    )
+    event.listen(db.engine, hook, listener)
+    try:
+        with pytest.raises(RuntimeError, match="commit was lost"):
+            mgr.request(callers["alice"], lane_input())
+    finally:
+        event.remove(db.engine, hook, listener)
+    with db.read() as s:
+        assert s.scalars(select(Lane)).all() == []
+    assert counted == []
+    lane, created = mgr.request(callers["alice"], lane_input())
+    assert created and lane.state == "active" and counted == ["allowed"]
