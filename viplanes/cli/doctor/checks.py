@@ -169,8 +169,8 @@ def check_pki(
 
 
 def _expiry(path: Path, cert: Any, now: dt.datetime) -> Finding:
-    ends = cert.not_valid_after.replace(tzinfo=dt.UTC)
-    starts = cert.not_valid_before.replace(tzinfo=dt.UTC)
+    ends = cert.not_valid_after_utc
+    starts = cert.not_valid_before_utc
     fix = "viplanes pki init (the CA) or issue it again with viplanes pki"
     name = f"pki.{path.name}"
     if now >= ends:
