@@ -63,3 +63,42 @@ def test_gather_reads_what_the_separate_reads_read(db, with_groups: bool) -> Non
     assert got.candidates == candidates and [c[2] for c in candidates] == [9001]
     assert got.address == "198.51.100.193"  # the host's address already in use
     assert got.next_id > top
+
+
+def test_the_read_does_not_walk_ended_lanes(db) -> None:
+    """With a history of ended lanes (3,000 of the same grant, source and destination) and the
+    statistics autovacuum keeps, the read reaches the live lanes by index conditions on the state
+    (``ix_lanes_grant_state``, ``ix_lanes_src_state``, ``ix_lanes_nat_state``): no plan node of it
+    reads the history and throws it away, so a request costs the same after a year of lanes."""
+    if db.is_sqlite:
+        pytest.skip("PostgreSQL only: SQLite's planner has no statistics (its plans: lanes/overlap.py)")
+    import re
+
+    from viplanes.store.lanesql.gather import _read_text, _sequence
+
+    pid, own, group = _world(db)
+    with db.write_connection() as conn:
+        columns = [
+            c
+            for (c,) in conn.exec_driver_sql(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'lanes'"
+                " AND column_name NOT IN ('id', 'dst_port', 'idempotency_key')"
+            )
+        ]
+        names = ", ".join(columns)
+        conn.exec_driver_sql(
+            f"INSERT INTO lanes ({names}, dst_port) SELECT {names}, 10000 + g"
+            " FROM lanes, generate_series(1, 3000) g WHERE state = 'released'"
+        )
+    with db.engine.connect() as conn:
+        conn.exec_driver_sql("ANALYZE lanes")
+        conn.commit()
+    now = T0 + 10
+    query, params = overlap_query([SRC], "tcp", NETS, [(9001, 9001)], None, now, now + 600)
+    lookup = LanePool(ipaddress.ip_network("198.51.100.192/27")).lookup_for_pg
+    sql, defaults = _read_text(query, lookup, True)
+    with db.write_connection() as conn:
+        values = {**defaults, **params, POOL_SRC: SRC, "principal_id": pid, "now": now, "lane_ids": _sequence(conn)}
+        plan = "\n".join(r[0] for r in conn.exec_driver_sql("EXPLAIN (ANALYZE, COSTS OFF) " + sql, values))
+    removed = [int(n) for n in re.findall(r"Rows Removed by Filter: (\d+)", plan)]
+    assert "Seq Scan on lanes" not in plan and max(removed, default=0) < 100, plan
