@@ -5,22 +5,11 @@ The failed transaction's rows are gone and the next write goes through."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from sqlalchemy import event, select
 
 from viplanes.store.db import Database
 from viplanes.store.models import AuditEvent
-
-
-@pytest.fixture
-def sdb(tmp_path: Path) -> Iterator[Database]:
-    d = Database(f"sqlite:///{tmp_path / 'commit.db'}")
-    d.create_all()
-    yield d
-    d.dispose()
 
 
 def _row(actor: str) -> dict[str, object]:

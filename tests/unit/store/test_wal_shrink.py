@@ -10,24 +10,12 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from viplanes.store import sqlite_wal
 from viplanes.store.db import Database
 from viplanes.store.models import AuditEvent
 
 BIG = "x" * 16_000  # four pages per row: a burst of 700 rows is ~11 MB of log
-
-
-@pytest.fixture
-def sdb(tmp_path: Path) -> Iterator[Database]:
-    d = Database(f"sqlite:///{tmp_path / 'wal.db'}")
-    d.create_all()
-    yield d
-    d.dispose()
 
 
 def _burst(d: Database, rows: int = 700) -> None:
