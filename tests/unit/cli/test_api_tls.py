@@ -144,7 +144,7 @@ def test_plain_http_off_loopback_is_refused(command):
 
 
 def test_insecure_http_override_starts_and_warns(tmp_path):
-    port = free_port()
+    port = free_port("0.0.0.0")  # the address it binds: free on loopback alone is not enough
     log = tmp_path / "serve.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
