@@ -302,7 +302,9 @@ class Database:
                 with kept.begin():
                     yield kept
             except BaseException:
-                if kept.closed or kept.invalidated or _in_transaction(kept):
+                if kept.closed or kept.invalidated:
+                    self._kept_writer = None
+                elif _in_transaction(kept):
                     self._kept_writer = None
                     kept.invalidate()  # the DBAPI connection is closed, its transaction with it
                 raise
