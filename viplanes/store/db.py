@@ -302,11 +302,10 @@ class Database:
                 with kept.begin():
                     yield kept
             except BaseException:
-                if kept.closed or kept.invalidated:
-                    self._kept_writer = None
-                elif _in_transaction(kept):
-                    self._kept_writer = None
-                    kept.invalidate()  # the DBAPI connection is closed, its transaction with it
+                if not (kept.closed or kept.invalidated) and _in_transaction(kept):
+                    # closes the DBAPI connection and its transaction; the next write replaces
+                    # an invalidated ``kept`` (above), as it replaces a closed one
+                    kept.invalidate()
                 raise
         if self._checkpointer is not None:
             self._checkpointer.written()
