@@ -21,10 +21,15 @@ import json
 import os
 import sys
 import time
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from bench.harness.ovs import openflow_scheme, vsctl
 from bench.harness.workload import flows, lane_spec
+
+if TYPE_CHECKING:
+    from viplanes.domain.values import LaneSpec
+    from viplanes.topologies.model import Topology
 
 SYNC = "SYNC "  # prefix of the lines a --watched floor prints and answers on stdin
 
@@ -60,11 +65,10 @@ def measure(
     transport: str = "tcp",
     watched: bool = False,
 ) -> dict:
-    from os_ken.ofproto.ofproto_v1_3_parser import OFPFlowMod
 
     from viplanes.api.app import default_topology
     from viplanes.controller.compile.cookies import lane_cookie
-    from viplanes.controller.compile.lane import compile_base, compile_lane, compile_lane_removal, newconn_border
+    from viplanes.controller.compile.lane import compile_base
     from viplanes.controller.openflow.launcher import start_apps
 
     topo = default_topology()
@@ -85,17 +89,17 @@ def measure(
     for i, flow in enumerate(flows(n + warmup)):
         spec = lane_spec(topo, 100_000 + i, src_host, flow)
         t0 = time.perf_counter()
-        ofmsgs = compile_lane(spec, topo, time.time())
+        ofmsgs = full_install(spec, topo)
         t1 = time.perf_counter()
         ok = app.send_with_barriers(ofmsgs)
         t2 = time.perf_counter()
-        # flows only: a border lane also carries its new-connection meter, which no flow monitor shows
-        counts = {dpid: sum(isinstance(x, OFPFlowMod) for x in m) for dpid, m in ofmsgs.items()}
+        # the lane's own flows (its cookie) only: the watcher looks for that cookie, and a border
+        # lane's new-connection meter is no flow
+        counts = lane_flow_counts(spec, ofmsgs)
         if watched:
             sync("add", i=i, cookie=lane_cookie(spec.lane_id), counts=counts, sent=t0, barriers=t2)
             t2 = time.perf_counter()
-        removal = compile_lane_removal(spec.lane_id, ofmsgs.keys(), with_meter=False, newconn_at=newconn_border(topo))
-        app.send_with_barriers(removal)
+        app.send_with_barriers(full_removal(spec, topo, ofmsgs.keys()))
         t3 = time.perf_counter()
         if watched:
             sync("delete", i=i, cookie=lane_cookie(spec.lane_id), counts=counts, sent=t2, barriers=t3)
@@ -106,12 +110,11 @@ def measure(
         compile_s.append(t1 - t0)
         removal_s.append(t3 - t2)
     if bundle:  # the lane's flows must really be on the switches after a committed bundle
-        check = compile_lane(lane_spec(topo, 99_999, src_host, next(flows(1))), topo, time.time())
+        check_spec = lane_spec(topo, 99_999, src_host, next(flows(1)))
+        check = full_install(check_spec, topo)
         app.send_with_barriers(check)
         present = {dpid: _count_cookie(name_of[dpid], 99_999) for dpid in check}
-        app.send_with_barriers(
-            compile_lane_removal(99_999, check.keys(), with_meter=False, newconn_at=newconn_border(topo))
-        )
+        app.send_with_barriers(full_removal(check_spec, topo, check.keys()))
     else:
         present = None
     return {
@@ -125,6 +128,48 @@ def measure(
         "switches_per_lane": len(ofmsgs),
         "flows_per_lane": sum(len(m) for m in ofmsgs.values()),
     }
+
+
+def full_install(spec: LaneSpec, topo: Topology) -> dict[int, list[Any]]:
+    """What ``serve`` sends for a lane no live lane shares an address with: its compiled flows and
+    meter, then the shared flows of its addresses (the border's ARP reply and related-ICMP flows
+    for the lane address, ICMP transit at the other switches of the path). The floor sent the
+    compiled lane alone, 11 messages of the 16 an activation sends in the lab."""
+    from viplanes.controller.compile.lane import compile_lane
+    from viplanes.controller.compile.shared import compile_shared
+
+    msgs = compile_lane(spec, topo, time.time())
+    for dpid, extra in compile_shared(topo, [spec]).items():
+        msgs.setdefault(dpid, []).extend(extra)
+    return msgs
+
+
+def lane_flow_counts(spec: LaneSpec, msgs: dict[int, list[Any]]) -> dict[int, int]:
+    """Per switch, the flow-mods under the lane's own cookie: what a flow monitor reports for it."""
+    from os_ken.ofproto.ofproto_v1_3_parser import OFPFlowMod
+
+    from viplanes.controller.compile.cookies import lane_cookie
+
+    cookie = lane_cookie(spec.lane_id)
+    return {d: sum(isinstance(x, OFPFlowMod) and x.cookie == cookie for x in m) for d, m in msgs.items()}
+
+
+def full_removal(spec: LaneSpec, topo: Topology, dpids: Iterable[int]) -> dict[int, list[Any]]:
+    """What ``serve`` sends to take off a lane no live lane shares an address with: its flows by
+    cookie, the border's new-connection meter, and the shared flows of its addresses with the
+    lane address's conntrack zone flushed (``full_install``'s counterpart). The floor's lanes never
+    overlap, so every address is the last lane's."""
+    from viplanes.controller.compile.lane import compile_lane_removal, newconn_border
+    from viplanes.controller.compile.shared import compile_shared_removal, lane_addresses
+
+    by_dpid: dict[int, set[str]] = {}
+    for address, per_dpid in lane_addresses(spec, topo).items():
+        for dpid in per_dpid:
+            by_dpid.setdefault(dpid, set()).add(address)
+    msgs = compile_lane_removal(spec.lane_id, dpids, with_meter=False, newconn_at=newconn_border(topo))
+    for dpid, extra in compile_shared_removal(by_dpid, topo).items():
+        msgs.setdefault(dpid, []).extend(extra)
+    return msgs
 
 
 def _count_cookie(bridge: str, lane_id: int) -> int:

@@ -10,7 +10,12 @@ ratios: over the run's OpenFlow transport (TLS unless ``BENCH_OPENFLOW=tcp``) an
 clock, send -> visible (release: send -> gone) through the same FlowWatch; its barrier clock and
 the old floor (plain TCP, send -> barriers) are printed below it so the change of floor is visible.
 The ratios' floor is taken in two halves, right before and right after our SQLite run, and pooled;
-each half's p50 is printed beside it.
+each half's p50 is printed beside it. The floor's release deletes everything its add installed,
+as ours and ofctl_rest's do: the lane's flows and the shared flows of its address, with the lane
+address's conntrack zone flushed (``bench.harness.floor.full_removal``).
+
+Our API runs on a database with a campus's history (``HISTORY`` ended lanes; PostgreSQL analyzed,
+as autovacuum keeps it: ``bench.harness.history``), not on one created seconds before.
 
 The peers live in venvs under bench/ (:mod:`bench.harness.peer_env`): Faucet 1.10.12 with os-ken 3.1.0,
 and os-ken 1.4.1 for ``ofctl_rest`` (os-ken 3.x no longer ships it); a peer that cannot be installed or
@@ -30,6 +35,7 @@ from typing import Any
 
 from bench.harness.campus import Campus, campus
 from bench.harness.flowwatch import FlowWatch, cookie_marker, port_marker
+from bench.harness.history import seed as seed_history
 from bench.harness.ovs import ports_by_switch
 from bench.harness.peer_env import (
     REST_LAUNCHER,
@@ -73,10 +79,12 @@ from bench.suite.peer_samples import (
 )
 
 WAIT_S = 10.0  # a sample whose flows are not all seen by then is a failure
+HISTORY = 5000  # ended lanes in our database before the samples: ~55 a day over 90 days' retention
 REST_PEER = "os-ken 1.4.1 ofctl_rest"
 
 
-def measure_ours(c: Campus, watch: FlowWatch, n: int, warmup: int, db: str) -> Samples:
+def measure_ours(c: Campus, watch: FlowWatch, n: int, warmup: int, db: str, history: int = 0) -> Samples:
+    """Our API's samples; ``history``: that many ended lanes in the database first (``bench.harness.history``)."""
     workdir = c.workdir / f"ours-{db}"
     workdir.mkdir()
     with database(db, workdir) as db_url:
@@ -87,6 +95,11 @@ def measure_ours(c: Campus, watch: FlowWatch, n: int, warmup: int, db: str) -> S
                 serve, serve.add_operator(), "alice", [grant_body("alice", c.host_ip(SRC), max_lanes=20)]
             )
             api = Api(serve.api_port, token)
+            if history:  # one lane of the system's own to copy, then the campus's past
+                first = api.ok("POST", "/api/v1/lanes", lane_body(c.host_ip(SRC), next(flows(1, offset=500))))
+                api.ok("POST", f"/api/v1/lanes/{first['id']}/release")
+                seeded = seed_history(db_url, history, first["id"])
+                print(f"viplanes API ({db}): {seeded} ended lanes in the database", file=sys.stderr, flush=True)
             counts = flow_counts(lane_messages(c, 1, next(flows(1))))
             from viplanes.controller.compile.cookies import lane_cookie
 
@@ -254,7 +267,7 @@ def run(quick: bool = False, db: str = "sqlite", **_: Any) -> Result:
             for store in dict.fromkeys(["sqlite", db, "postgresql"]):
                 clear_flows(c)
                 try:
-                    systems[f"viplanes API ({store})"] = measure_ours(c, watch, n, warmup, store).to_dict()
+                    systems[f"viplanes API ({store})"] = measure_ours(c, watch, n, warmup, store, HISTORY).to_dict()
                 except Exception as exc:
                     not_measured[f"viplanes API ({store})"] = f"{exc.__class__.__name__}: {exc}"[:300]
                 if store == "sqlite":  # the floor's second half, right after ours
