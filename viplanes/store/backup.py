@@ -124,7 +124,17 @@ def restore(database: Database, src: Path, force: bool = False) -> BackupResult:
         return BackupResult(src, revision, src.stat().st_size, tuple(operators_in(src)))
     database.engine.dispose()  # no pooled connection of ours holds a lock psql must wait for
     _pg_restore(database, src)
+    _analyze(database)
     return BackupResult(src, revision, src.stat().st_size)
+
+
+def _analyze(database: Database) -> None:
+    """pg_dump carries rows, not the planner's statistics (PostgreSQL 15): without them the first
+    plans a restarted ``serve`` prepares on the restored campus are made blind, and a prepared
+    statement keeps its plan until the table is analyzed. Autovacuum would get there within a
+    minute or so; ANALYZE now, as PostgreSQL's documentation advises after a restore."""
+    with database.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("ANALYZE")
 
 
 def lane_count(database: Database) -> int:

@@ -78,6 +78,32 @@ def test_round_trip_keeps_every_row(filled: Database, db_url: str, tmp_path: Pat
         restored.dispose()
 
 
+def test_a_restored_postgresql_database_has_its_statistics(
+    filled: Database, db_url: str, tmp_path: Path, request: Any
+) -> None:
+    """pg_dump carries no planner statistics: without an ANALYZE after the restore every table
+    stays never-analyzed (reltuples -1) until autovacuum's first pass."""
+    if db_url.startswith("sqlite"):
+        pytest.skip("SQLite keeps no statistics unless told, and a backup is the whole file")
+    file = tmp_path / "vl.backup"
+    assert CliRunner().invoke(main, ["db", "backup", "--db", db_url, str(file)]).exit_code == 0
+    target = other_database(db_url, tmp_path, request)
+    result = CliRunner().invoke(main, ["db", "restore", "--db", target, str(file)])
+    assert result.exit_code == 0, result.output
+    restored = Database(target)
+    try:
+        with restored.engine.connect() as conn:
+            tables = set(inspect(conn).get_table_names())
+            blind = conn.execute(
+                text("SELECT relname FROM pg_class WHERE relkind = 'r' AND reltuples < 0 AND relname = ANY(:t)"),
+                {"t": sorted(tables)},
+            ).scalars()
+            assert sorted(blind) == [], "never analyzed after the restore"
+            assert "lanes" in tables
+    finally:
+        restored.dispose()
+
+
 def test_restore_over_lanes_needs_force(filled: Database, db_url: str, tmp_path: Path) -> None:
     """The attack (or slip): a stale backup restored over the live database drops today's lanes."""
     file = tmp_path / "old.backup"
