@@ -57,7 +57,8 @@ def test_the_floors_release_flushes_the_lane_addresss_zone() -> None:
     assert [(m.exp_type, m.data) for m in sent] == [(flush.exp_type, flush.data)]
 
 
-def test_history_is_ended_lanes_spread_over_the_retention_window(tmp_path: Path) -> None:
+def one_lane(tmp_path: Path, released: bool) -> tuple[str, int]:
+    """A SQLite database the product made, holding one lane of alice's (released or live)."""
     url = f"sqlite:///{tmp_path / 'h.db'}"
     app = make_app({"db_url": url})
     ctx = app.extensions["viplanes"]
@@ -67,16 +68,19 @@ def test_history_is_ended_lanes_spread_over_the_retention_window(tmp_path: Path)
         store.create_grant(s, store.GrantInput(**grant_body("alice", src, 5)), "bench", time.time())
     client, headers = app.test_client(), {"Authorization": f"Bearer {token}"}
     lane = client.post("/api/v1/lanes", json=lane_body(src, next(flows(1))), headers=headers).json
-    assert client.post(f"/api/v1/lanes/{lane['id']}/release", headers=headers).status_code == 200
+    if released:
+        assert client.post(f"/api/v1/lanes/{lane['id']}/release", headers=headers).status_code == 200
     ctx.db.dispose()
+    return url, lane["id"]
 
+
+def test_history_is_ended_lanes_spread_over_the_retention_window(tmp_path: Path) -> None:
+    url, lane_id = one_lane(tmp_path, released=True)
     now = time.time()
-    assert seed(url, 300, lane["id"]) == 301
+    assert seed(url, 300, lane_id) == 301
     engine = create_engine(url)
     with engine.connect() as conn:
-        rows = conn.execute(
-            text("SELECT state, ended_at, dst_port FROM lanes WHERE id <> :id"), {"id": lane["id"]}
-        ).all()
+        rows = conn.execute(text("SELECT state, ended_at, dst_port FROM lanes WHERE id <> :id"), {"id": lane_id}).all()
     engine.dispose()
     assert len(rows) == 300
     assert {r.state for r in rows} == {"released"}
@@ -87,21 +91,9 @@ def test_history_is_ended_lanes_spread_over_the_retention_window(tmp_path: Path)
 
 
 def test_history_refuses_a_lane_that_has_not_ended(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'h.db'}"
-    app = make_app({"db_url": url})
-    ctx = app.extensions["viplanes"]
-    src = str(ctx.topology.host("desktop").iface.ip.ip)
-    with ctx.db.write() as s:
-        _, token = store.create_principal(s, "alice", "researcher", time.time())
-        store.create_grant(s, store.GrantInput(**grant_body("alice", src, 5)), "bench", time.time())
-    lane = (
-        app.test_client()
-        .post("/api/v1/lanes", json=lane_body(src, next(flows(1))), headers={"Authorization": f"Bearer {token}"})
-        .json
-    )
-    ctx.db.dispose()
+    url, lane_id = one_lane(tmp_path, released=False)
     try:
-        seed(url, 10, lane["id"])
+        seed(url, 10, lane_id)
     except ValueError as exc:
         assert "has not ended" in str(exc)
     else:
