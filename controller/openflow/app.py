@@ -23,6 +23,7 @@ from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_D
 from os_ken.ofproto import ofproto_v1_3
 
 from viplanes.controller.openflow.events import SwitchEvents
+from viplanes.controller.openflow.server import GuardedDatapath
 from viplanes.controller.runtime.lane_runtime import LaneRuntime
 from viplanes.controller.runtime.links import port_is_up as _port_is_up
 
@@ -43,13 +44,13 @@ class VipLanesApp(app_manager.OSKenApp):
     def send_ofmsgs(self, dpid: int, ofmsgs: list[Any]) -> bool:
         """Bind and queue messages built with datapath=None; False when the switch is gone.
 
-        Our own connections (``ofserver.GuardedDatapath``) take the batch as one buffer."""
+        Our own connections (``server.GuardedDatapath``) take the batch as one buffer; another
+        ``Datapath`` (os-ken's own listener, a test's) message by message."""
         dp = self.datapaths.get(dpid)
         if dp is None:
             return False
-        send_msgs = getattr(dp, "send_msgs", None)
-        if send_msgs is not None:
-            return bool(send_msgs(ofmsgs))
+        if isinstance(dp, GuardedDatapath):
+            return dp.send_msgs(ofmsgs)
         for msg in ofmsgs:
             msg.datapath = dp
             if not dp.send_msg(msg):
@@ -64,8 +65,7 @@ class VipLanesApp(app_manager.OSKenApp):
         staged: list[tuple[Any, bytes | None]] = []
         for dpid, ofmsgs in batches:
             dp = self.datapaths.get(dpid)
-            serialize = getattr(dp, "serialize_batch", None)
-            staged.append((dp, serialize(ofmsgs) if serialize is not None else None))
+            staged.append((dp, dp.serialize_batch(ofmsgs) if isinstance(dp, GuardedDatapath) else None))
         sent = []
         for (dpid, ofmsgs), (dp, data) in zip(batches, staged, strict=True):
             if dp is None:
@@ -93,8 +93,10 @@ class VipLanesApp(app_manager.OSKenApp):
             LOG.warning(
                 "dpid=%d connected again from %s; the older connection from %s is closed", dpid, dp.address, old.address
             )
-            close = getattr(old, "shutdown", None) or old.close
-            close()
+            if isinstance(old, GuardedDatapath):
+                old.shutdown()  # from this thread: its reader returns and the connection closes
+            else:
+                old.close()
             self.switch_events.switch_down(dpid)
         self.switch_events.switch_up(dpid)
 

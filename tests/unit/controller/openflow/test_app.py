@@ -87,7 +87,7 @@ class FakeDatapath:
                 self.app._flow_stats(ofp_event.EventOFPFlowStatsReply(reply))
         return True
 
-    def shutdown(self) -> None:
+    def close(self) -> None:  # os-ken's Datapath: the app shuts our GuardedDatapath down instead
         self.closed = True
 
 
