@@ -65,7 +65,6 @@ def measure(
     transport: str = "tcp",
     watched: bool = False,
 ) -> dict:
-
     from viplanes.api.app import default_topology
     from viplanes.controller.compile.cookies import lane_cookie
     from viplanes.controller.compile.lane import compile_base

@@ -19,20 +19,17 @@ from __future__ import annotations
 
 from sqlalchemy import MetaData, Table, create_engine, insert, select
 
+from viplanes.store.db import resolve_db_url
+
 RETENTION_S = 90 * 86400.0  # viplanes' default VIPLANES_LANE_RETENTION_DAYS
 _TIMES = ("created_at", "starts_at", "expires_at", "activated_at", "ended_at", "dst_refresh_at")
-
-
-def engine_url(db_url: str) -> str:
-    """The URL SQLAlchemy opens with the driver the product uses (psycopg2 for PostgreSQL)."""
-    return "postgresql+psycopg2://" + db_url.split("://", 1)[1] if db_url.startswith("postgresql://") else db_url
 
 
 def seed(db_url: str, n: int, like_lane_id: int) -> int:
     """Insert ``n`` ended copies of lane ``like_lane_id`` (which must have ended), spread back over
     the retention window; on PostgreSQL then ANALYZE, as autovacuum does. Returns the number of
     ended lanes in the table afterwards."""
-    engine = create_engine(engine_url(db_url))
+    engine = create_engine(resolve_db_url(db_url))  # psycopg2 for PostgreSQL, as the product
     try:
         lanes = Table("lanes", MetaData(), autoload_with=engine, resolve_fks=False)
         with engine.begin() as conn:
