@@ -17,6 +17,13 @@ a segment without SYN depends on the kernel's ``nf_conntrack_tcp_loose``) and co
 box keeps its own conntrack entry, so the connection falls back to it when the lane ends. No ARP
 reply or ICMP flow is shared: the NAT address stays the NAT box's (the edge router's ARP for it is
 answered by the box itself), and replies are taken at the border by their exact tuple.
+
+Order (``split_diversion``): the replies move first, the data last. The NAT box and the firewall
+track the connection's sequence numbers; a far end's ACK for data that went by the lane, handed to
+them because the border still sent it their way, is beyond what they saw: conntrack marks it
+INVALID, the NAT cannot translate it back, and the box's own stack answers the far end with a
+reset. Data still passing the NAT box while its ACKs already take the lane stays inside the
+window the box last saw (milliseconds of it), so that order is harmless.
 """
 
 from __future__ import annotations
@@ -123,3 +130,25 @@ def compile_takeover(lane: LaneSpec, topo: Topology, hard: int) -> dict[int, lis
         restore = [PackedSetField(ipv4_dst=host_ip), PackedSetField(**{f"{proto}_dst": sport})]
         out[hop.dpid].append(flow(back, restore + deliver_to_host(topo, host, hops, i)))
     return out
+
+
+def split_diversion(
+    lane: LaneSpec, topo: Topology, per_dpid: dict[int, list[Any]]
+) -> tuple[dict[int, list[Any]], dict[int, list[Any]]]:
+    """A new takeover's messages in two steps: first every flow that carries the replies or waits,
+    inert, for packets already on the lane; then the first switch's forward diversion, the one
+    flow that moves the data. ``Changes`` sends the second only after the switches confirmed the
+    first and their cached datapath flows had time to follow (module docstring: why)."""
+    first = lane_hops(lane, topo)[0]
+    before: dict[int, list[Any]] = {}
+    after: dict[int, list[Any]] = {}
+    for dpid, msgs in per_dpid.items():
+        for msg in msgs:
+            diverts = (
+                dpid == first.dpid
+                and isinstance(msg, parser.OFPFlowMod)
+                and msg.command == ofp.OFPFC_ADD
+                and msg.match.get("in_port") == first.in_port
+            )
+            (after if diverts else before).setdefault(dpid, []).append(msg)
+    return before, after

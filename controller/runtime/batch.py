@@ -24,11 +24,19 @@ from typing import Any
 
 from os_ken.ofproto import ofproto_v1_3 as ofp
 
-from viplanes.controller.compile import groups, hold, lanediff
+from viplanes.controller.compile import groups, hold, lanediff, takeover
 from viplanes.controller.compile import lane as compiler
 from viplanes.controller.compile import shared as sharedflows
 from viplanes.controller.compile.removal import group_holders
-from viplanes.controller.runtime.outcome import CONFIRMED, NO_ERRORS, Outcome, SwitchAnswer, lane_failures, merge
+from viplanes.controller.runtime.outcome import (
+    CONFIRMED,
+    NO_ERRORS,
+    Outcome,
+    SwitchAnswer,
+    both,
+    lane_failures,
+    merge,
+)
 from viplanes.controller.runtime.pending import Batch
 from viplanes.controller.runtime.switches import SwitchState
 from viplanes.controller.runtime.switchfacts import table_full_dpids
@@ -36,6 +44,11 @@ from viplanes.controller.runtime.wire import Staged, Wire, error_reason, meter_e
 from viplanes.domain.values import ActivationResult, LaneSpec
 
 LOG = logging.getLogger("viplanes.controller.runtime.lane_runtime")
+# From a takeover's first step confirmed to its diversion (docs/dataplane.md): Open vSwitch answers
+# a barrier once its flow table changed and moves cached datapath flows at its revalidators' next
+# sweep (1 ms in the lab); a hardware switch may commit its table after the barrier too. 100x that,
+# on a takeover whose goal is 3 s.
+DIVERT_GRACE_S = 0.1
 
 
 def _lenient_error(err_type: int, code: int) -> bool:
@@ -58,6 +71,7 @@ class InFlight:
     deadline: float  # time.monotonic()
     lenient: frozenset[int] = frozenset()  # xids whose meter errors are no failure (``merge``)
     held: dict[int, str] = field(default_factory=dict)  # lane id -> why it is held (no usable path)
+    diversions: dict[int, dict[int, list[Any]]] = field(default_factory=dict)  # lane id -> its last step
 
 
 def _none(dpids: list[int]) -> None:
@@ -163,6 +177,7 @@ class Changes:
         per_lane = self._removal_messages([i for i in removals if i not in wanted], lanes)
         removing = set(per_lane)
         held: dict[int, str] = {}
+        diversions: dict[int, dict[int, list[Any]]] = {}  # new takeovers: sent last (``_divert``)
         for lane in lanes:
             if state.topology is None:  # removals still go out: by cookie, to every switch
                 results[lane.lane_id] = ActivationResult(False, "controller has no topology", 0.0)
@@ -186,12 +201,23 @@ class Changes:
                 results[lane.lane_id] = ActivationResult(
                     False, f"{state.switch_name(missing[0])} not connected", time.perf_counter() - t0
                 )
+            elif lane.takeover is not None and why_held is None and lane.lane_id not in state.lanes:
+                per_lane[lane.lane_id], diversions[lane.lane_id] = takeover.split_diversion(
+                    lane, state.topology, compiled
+                )
             else:
                 per_lane[lane.lane_id] = compiled
         lenient: set[int] = set()
         per_dpid, owner = merge(per_lane, state.xid, lenient)
         deadline = time.monotonic() + timeout_s
         answers: dict[int, SwitchAnswer] = {}
+        sent = self._write(per_dpid, answers)
+        return InFlight(
+            per_lane, removing, owner, sent, answers, results, deadline, frozenset(lenient), held, diversions
+        )
+
+    def _write(self, per_dpid: dict[int, list[Any]], answers: dict[int, SwitchAnswer]) -> list[Batch]:
+        """Each switch its messages and one barrier; a switch they could not go to is answered."""
         staged: list[Staged] = []
         for dpid, msgs in per_dpid.items():
             ready = self.wire.stage(dpid, msgs)
@@ -205,51 +231,22 @@ class Changes:
                 answers[dpid] = SwitchAnswer(not_sent=batch)
             else:
                 sent.append(batch)
-        return InFlight(per_lane, removing, owner, sent, answers, results, deadline, frozenset(lenient), held)
+        return sent
 
     def _finish(self, lanes: list[LaneSpec], timeout_s: float, t0: float, flight: InFlight) -> Outcome:
         """Under the change lock: wait for the barriers, judge each lane, carry the installed
         ones and remove what a failed new lane left behind (fail closed)."""
         state = self.state
-        per_lane, removing, owner, answers, results = (
-            flight.per_lane,
-            flight.removing,
-            flight.owner,
-            flight.answers,
-            flight.results,
-        )
-        removal_failure = None
-        for batch in flight.sent:
-            confirmed = batch.wait(flight.deadline) and batch.lost is None
-            if not confirmed:  # no reply in time, or the switch went away
-                state.tracker.forget(batch)
-                removal_failure = removal_failure or f"{state.switch_name(batch.dpid)} did not confirm"
-            # a removal's meter already gone is no failure
-            refused = (
-                {
-                    xid: error_reason(t, c, state.short_name(batch.dpid))
-                    for xid, t, c in batch.errors
-                    if not ((owner.get(xid) in removing or xid in flight.lenient) and _lenient_error(t, c))
-                }
-                if batch.errors
-                else NO_ERRORS
-            )
-            if batch.lost is not None:
-                answers[batch.dpid] = SwitchAnswer(not_sent=batch.lost)
-            else:
-                answers[batch.dpid] = (
-                    CONFIRMED if confirmed and not refused else SwitchAnswer(confirmed=confirmed, refused=refused)
-                )
-            if not confirmed or refused:
-                state.mark_suspect([batch.dpid])
-            if refused and any(owner.get(xid) in removing for xid in refused):
-                removal_failure = removal_failure or f"{state.switch_name(batch.dpid)} refused a removal"
+        per_lane, owner, answers, results = flight.per_lane, flight.owner, flight.answers, flight.results
+        removal_failure = self._collect(flight.sent, flight)
+        if flight.diversions:
+            self._divert(flight)
         if full := table_full_dpids(flight.sent):  # counted before the rollback below
             self.on_table_full(full)
         if not lanes:
             return results, removal_failure
         failures = lane_failures(
-            {lid: d.keys() for lid, d in per_lane.items() if lid not in removing},
+            {lid: d.keys() for lid, d in per_lane.items() if lid not in flight.removing},
             answers,
             owner,
             state.switch_name,
@@ -277,6 +274,62 @@ class Changes:
                 )
             results[lane_id] = ActivationResult(False, failure, time.perf_counter() - t0)
         return results, removal_failure
+
+    def _collect(self, batches: list[Batch], flight: InFlight) -> str | None:
+        """Wait for ``batches``' barriers and record each switch's answer in ``flight.answers``
+        (combined with an earlier answer of the same switch); why a removal failed, or None."""
+        state, owner, answers = self.state, flight.owner, flight.answers
+        removal_failure = None
+        for batch in batches:
+            confirmed = batch.wait(flight.deadline) and batch.lost is None
+            if not confirmed:  # no reply in time, or the switch went away
+                state.tracker.forget(batch)
+                removal_failure = removal_failure or f"{state.switch_name(batch.dpid)} did not confirm"
+            # a removal's meter already gone is no failure
+            refused = (
+                {
+                    xid: error_reason(t, c, state.short_name(batch.dpid))
+                    for xid, t, c in batch.errors
+                    if not ((owner.get(xid) in flight.removing or xid in flight.lenient) and _lenient_error(t, c))
+                }
+                if batch.errors
+                else NO_ERRORS
+            )
+            if batch.lost is not None:
+                answer = SwitchAnswer(not_sent=batch.lost)
+            else:
+                answer = CONFIRMED if confirmed and not refused else SwitchAnswer(confirmed=confirmed, refused=refused)
+            earlier = answers.get(batch.dpid)
+            answers[batch.dpid] = answer if earlier is None else both(earlier, answer)
+            if not confirmed or refused:
+                state.mark_suspect([batch.dpid])
+            if refused and any(owner.get(xid) in flight.removing for xid in refused):
+                removal_failure = removal_failure or f"{state.switch_name(batch.dpid)} refused a removal"
+        return removal_failure
+
+    def _divert(self, flight: InFlight) -> None:
+        """The second step of new takeover lanes (``takeover.split_diversion``): for each whose
+        first step every switch confirmed, after ``DIVERT_GRACE_S`` for the switches' cached
+        datapath flows to follow, its forward diversion, with one more barrier per switch."""
+        ready = lane_failures(
+            {lid: flight.per_lane[lid].keys() for lid in flight.diversions},
+            flight.answers,
+            flight.owner,
+            self.state.switch_name,
+            0.0,
+        )
+        moving = {lid: flight.diversions[lid] for lid, failure in ready.items() if failure is None}
+        if not moving:
+            return
+        time.sleep(DIVERT_GRACE_S)
+        per_dpid, owner = merge(moving, self.state.xid)
+        flight.owner.update(owner)
+        for lane_id, by_dpid in moving.items():
+            for dpid, msgs in by_dpid.items():
+                flight.per_lane[lane_id].setdefault(dpid, []).extend(msgs)
+        sent = self._write(per_dpid, flight.answers)
+        self._collect(sent, flight)
+        flight.sent.extend(sent)
 
     # ---- what is sent -------------------------------------------------------------------------
     def _compile_to_send(self, lane: LaneSpec) -> tuple[dict[int, list[Any]], str | None]:

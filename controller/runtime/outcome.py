@@ -35,6 +35,20 @@ class SwitchAnswer:
 CONFIRMED = SwitchAnswer(confirmed=True, refused=NO_ERRORS)  # the usual answer, shared
 
 
+def both(first: SwitchAnswer, then: SwitchAnswer) -> SwitchAnswer:
+    """One switch's answer to two batches of the same change: the worse of the two, every
+    refusal kept (each names its lane by xid)."""
+    if first == CONFIRMED:
+        return then
+    if then == CONFIRMED:
+        return first
+    return SwitchAnswer(
+        not_sent=first.not_sent or then.not_sent,
+        confirmed=first.confirmed and then.confirmed,
+        refused={**first.refused, **then.refused},
+    )
+
+
 def is_group_add(msg: Any) -> bool:
     """A lane's fast-failover group ADD: one that finds the group there (a re-sent lane) is no
     failure; the next reconcile compares its buckets."""

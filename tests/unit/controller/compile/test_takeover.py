@@ -14,6 +14,7 @@ from tests.support.flowsim import ip_packet, make_packet
 from tests.support.netsim import Network
 from viplanes.controller.compile import shared
 from viplanes.controller.compile.lane import LaneCompileError, compile_base, compile_desired, compile_lane
+from viplanes.controller.compile.takeover import split_diversion
 from viplanes.domain.values import LaneSpec, NatMapping
 from viplanes.topologies.model import Topology
 
@@ -113,3 +114,22 @@ def test_refused_takeovers(topo: Topology, lane: LaneSpec, change: dict[str, obj
     """A takeover may only ever translate to a NAT box's own address, for one exact connection."""
     with pytest.raises(LaneCompileError, match=why):
         compile_lane(dataclasses.replace(lane, **change), topo, NOW)  # type: ignore[arg-type]
+
+
+def test_the_replies_move_first_and_the_data_last(topo: Topology, lane: LaneSpec) -> None:
+    """``split_diversion``'s first step alone: the far end's ACKs already reach the desktop by the
+    lane while its data still goes through the firewall and the NAT box (whose conntrack would
+    reset the far end for an ACK of data it never saw); the second step is the one flow that
+    moves the data."""
+    before, after = split_diversion(lane, topo, compile_lane(lane, topo, NOW))
+    net = Network(topo)
+    net.install(compile_base(topo))
+    net.install(before)
+    (data,) = net.send_from_host("desktop", upload(topo))
+    assert data.kind == "NORMAL"
+    (ack,) = net.send_from_edge(reply(topo))
+    assert (ack.kind, ack.node) == ("host", "desktop")
+    assert [(dpid, len(msgs)) for dpid, msgs in after.items()] == [(topo.switch("s1").dpid, 1)]
+    net.install(after)
+    (data,) = net.send_from_host("desktop", upload(topo))
+    assert (data.kind, data.leg) == ("edge", "inside")
