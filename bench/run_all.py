@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.run_all                 # everything (about 10 minutes)
     .venv/bin/python -m bench.run_all --quick         # smoke run: short and small
     .venv/bin/python -m bench.run_all --only activation --only policy
+    .venv/bin/python -m bench.run_all --only nat_takeover --busy 4   # at load 4 above the machine's
 
 Needs root and Open vSwitch (started here via scripts/ovs-up). Each benchmark creates and deletes
 its own bridges (prefix ``vb<pid>``) and its own ``viplanes serve`` processes.
@@ -16,7 +17,10 @@ import sys
 import time
 import traceback
 
+from bench.harness.busy import busy
 from bench.harness.report import Result, print_table, write_json
+
+BUSY_WARM_S = 60.0
 
 BENCHMARKS = {  # name -> module with run(**options) -> Result
     "activation": "bench.suite.activation",
@@ -89,6 +93,13 @@ def main(argv: list[str] | None = None) -> int:
         help="failover: then both controllers up this long, counting false takeovers and lanes lost",
     )
     ap.add_argument(
+        "--busy",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N processes spinning on the CPU beside every benchmark: load N above the machine's own",
+    )
+    ap.add_argument(
         "--profile", action="store_true", help="sample the serve process with py-spy during churn (pip install py-spy)"
     )
     args = ap.parse_args(argv)
@@ -105,20 +116,29 @@ def main(argv: list[str] | None = None) -> int:
         "soak_minutes": args.soak_minutes,
     }
     results: list[Result] = []
-    for name in args.only or list(BENCHMARKS):
-        print(f"== {name} ...", file=sys.stderr, flush=True)
-        t0 = time.perf_counter()
-        try:
-            result = importlib.import_module(BENCHMARKS[name]).run(**options)
-        except Exception as exc:  # one broken benchmark must not hide the others' numbers
-            traceback.print_exc()
-            result = Result(name, error=f"{exc.__class__.__name__}: {exc}")
-        result.details["wall_s"] = round(time.perf_counter() - t0, 1)
-        path = write_json(result, ["python", "-m", "bench.run_all", *argv])
-        print(f"== {name}: {result.details['wall_s']} s -> {path}", file=sys.stderr, flush=True)
-        results.append(result)
+    with busy(args.busy):
+        if args.busy:  # the 1-min load average climbs to the workers' count in about a minute
+            print(f"== {args.busy} busy workers, {BUSY_WARM_S:.0f} s before the first benchmark", file=sys.stderr)
+            time.sleep(BUSY_WARM_S)
+        for name in args.only or list(BENCHMARKS):
+            results.append(_run_one(name, options, argv, args.busy))
     print_table(results)
     return 1 if any(r.error for r in results) else 0
+
+
+def _run_one(name: str, options: dict[str, object], argv: list[str], busy_workers: int) -> Result:
+    print(f"== {name} ...", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    try:
+        result: Result = importlib.import_module(BENCHMARKS[name]).run(**options)
+    except Exception as exc:  # one broken benchmark must not hide the others' numbers
+        traceback.print_exc()
+        result = Result(name, error=f"{exc.__class__.__name__}: {exc}")
+    result.details["wall_s"] = round(time.perf_counter() - t0, 1)
+    result.details["busy_workers"] = busy_workers
+    path = write_json(result, ["python", "-m", "bench.run_all", *argv])
+    print(f"== {name}: {result.details['wall_s']} s -> {path}", file=sys.stderr, flush=True)
+    return result
 
 
 if __name__ == "__main__":
