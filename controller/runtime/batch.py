@@ -8,7 +8,9 @@ named one of its own messages; a switch that refuses one lane's flow-mod fails t
 and a switch that does not confirm leaves the lanes crossing it with a transient reason (the lane
 manager keeps them ``installing`` for the next round). Lanes that ended meanwhile are removed in
 the same messages (``queue_removals``): their deletes come first in each switch's list, so one
-round costs one barrier per switch whatever it adds and removes. Deciding the outcome is pure
+round costs one barrier per switch whatever it adds and removes; a new NAT takeover adds one
+more round, its forward diversion sent after the rest of it was confirmed (``_divert``,
+``takeover.split_diversion``). Deciding the outcome is pure
 (``outcome.lane_failures``); ``Changes`` compiles, sends and waits, holding ``state.change`` from the
 first compile to the last barrier (``SwitchState``).
 """

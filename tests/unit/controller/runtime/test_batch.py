@@ -13,7 +13,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as parser
 from tests.support.fake_switches import FakeSwitches, inline_runtime, lane_flows, spec
 from tests.support.world import make_world
 from viplanes.controller.compile.cookies import lane_cookie
-from viplanes.controller.runtime.outcome import SwitchAnswer, lane_failures, merge
+from viplanes.controller.runtime.outcome import CONFIRMED, SwitchAnswer, both, lane_failures, merge
 from viplanes.dataplane.base import PlaneCapabilities
 from viplanes.dataplane.memory import MemoryDataplane
 from viplanes.domain.values import ActivationResult, LaneSpec
@@ -43,6 +43,19 @@ def test_each_lane_is_judged_on_its_own_switches_and_its_own_messages() -> None:
 
 def test_a_switch_missing_from_the_answers_never_counts_as_confirmed() -> None:
     assert lane_failures({7: [9]}, {}, {}, name, 1.0) == {7: "s9 not connected"}
+
+
+def test_one_switchs_two_batches_answer_as_the_worse_keeping_every_refusal() -> None:
+    """A takeover's second batch to the same switch (``Changes._divert``): a refusal or a silence
+    in either batch stays the switch's answer, and each refusal still names its own lane."""
+    first = SwitchAnswer(confirmed=True, refused={101: "refused a"})
+    assert both(CONFIRMED, first) == first and both(first, CONFIRMED) == first
+    then = SwitchAnswer(confirmed=False, refused={202: "refused b"})
+    combined = both(first, then)
+    assert not combined.confirmed and dict(combined.refused) == {101: "refused a", 202: "refused b"}
+    assert both(CONFIRMED, SwitchAnswer(not_sent="s1 went away")).not_sent == "s1 went away"
+    out = lane_failures({1: [1], 2: [1]}, {1: combined}, {101: 1, 202: 2}, name, 5.0)
+    assert out == {1: "s1 did not confirm within 5 s", 2: "s1 did not confirm within 5 s"}
 
 
 def test_merge_gives_fresh_xids_and_remembers_whose_message_it_is() -> None:
