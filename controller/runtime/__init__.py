@@ -5,6 +5,7 @@ One ``SwitchState`` (``switches.py``) per runtime, shared by plain parts that ea
     switches.py      SwitchState: switches, carried lanes, I/O functions, the change/compile locks
     wire.py          Wire: stage, write and wait for barriers; flow and aggregate stats requests
     batch.py         Changes: the one path that activates and removes lanes (one lane = a batch of one)
+    inflight.py      InFlight and collect: a change on its way, each switch's answer to it
     resync.py        Resync: reconcile a switch (or all) against the desired lanes; warm-up
     drift.py         DriftWatch: the periodic flow count that reconciles a switch whose count is off
     readiness.py     SwitchReadiness: connected and reconciled, for /readyz and the 503 gate
@@ -19,7 +20,7 @@ One ``SwitchState`` (``switches.py``) per runtime, shared by plain parts that ea
 I/O (send, barriers) is passed in. May import ``compile``, ``openflow.handshakes``, domain,
 dataplane.base, topologies.
 
-Modules: ``batch``, ``carried``, ``ctlimits``, ``drift``, ``heap``, ``inspect``, ``lane_runtime``,
+Modules: ``batch``, ``carried``, ``ctlimits``, ``drift``, ``heap``, ``inflight``, ``inspect``, ``lane_runtime``,
 ``lanestats``, ``links``, ``linkwatch``, ``moving``, ``outcome``, ``pending``, ``probeframe``, ``prober``,
 ``readiness``, ``refusals``, ``replies``, ``reroute``, ``resync``, ``switches``, ``switchfacts``, ``verify``,
 ``watching``, ``wire``.

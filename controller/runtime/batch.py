@@ -21,7 +21,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from os_ken.ofproto import ofproto_v1_3 as ofp
@@ -30,19 +29,12 @@ from viplanes.controller.compile import groups, hold, lanediff, takeover
 from viplanes.controller.compile import lane as compiler
 from viplanes.controller.compile import shared as sharedflows
 from viplanes.controller.compile.removal import group_holders
-from viplanes.controller.runtime.outcome import (
-    CONFIRMED,
-    NO_ERRORS,
-    Outcome,
-    SwitchAnswer,
-    both,
-    lane_failures,
-    merge,
-)
+from viplanes.controller.runtime.inflight import InFlight, collect
+from viplanes.controller.runtime.outcome import Outcome, SwitchAnswer, lane_failures, merge
 from viplanes.controller.runtime.pending import Batch
 from viplanes.controller.runtime.switches import SwitchState
 from viplanes.controller.runtime.switchfacts import table_full_dpids
-from viplanes.controller.runtime.wire import Staged, Wire, error_reason, meter_errors_only
+from viplanes.controller.runtime.wire import Staged, Wire, meter_errors_only
 from viplanes.domain.values import ActivationResult, LaneSpec
 
 LOG = logging.getLogger("viplanes.controller.runtime.lane_runtime")
@@ -51,29 +43,6 @@ LOG = logging.getLogger("viplanes.controller.runtime.lane_runtime")
 # sweep (1 ms in the lab); a hardware switch may commit its table after the barrier too. 100x that,
 # on a takeover whose goal is 3 s.
 DIVERT_GRACE_S = 0.1
-
-
-def _lenient_error(err_type: int, code: int) -> bool:
-    """A meter already there (or gone), a group already there: no failure for a re-sent lane."""
-    return err_type == ofp.OFPET_METER_MOD_FAILED or (
-        err_type == ofp.OFPET_GROUP_MOD_FAILED and code == ofp.OFPGMFC_GROUP_EXISTS
-    )
-
-
-@dataclass
-class InFlight:
-    """A change sent and not yet judged (``Changes._send`` -> ``Changes._finish``)."""
-
-    per_lane: dict[int, dict[int, list[Any]]]  # lane id -> dpid -> its messages
-    removing: set[int]  # lane ids of the removals among them
-    owner: dict[int, int]  # xid -> lane id
-    sent: list[Batch]  # the barriers to wait for
-    answers: dict[int, SwitchAnswer]  # dpid -> why it was not sent, so far
-    results: dict[int, ActivationResult]  # lanes already judged (not compiled, switch away)
-    deadline: float  # time.monotonic()
-    lenient: frozenset[int] = frozenset()  # xids whose meter errors are no failure (``merge``)
-    held: dict[int, str] = field(default_factory=dict)  # lane id -> why it is held (no usable path)
-    diversions: dict[int, dict[int, list[Any]]] = field(default_factory=dict)  # lane id -> its last step
 
 
 def _none(dpids: list[int]) -> None:
@@ -240,7 +209,7 @@ class Changes:
         ones and remove what a failed new lane left behind (fail closed)."""
         state = self.state
         per_lane, owner, answers, results = flight.per_lane, flight.owner, flight.answers, flight.results
-        removal_failure = self._collect(flight.sent, flight)
+        removal_failure = collect(self.state, flight.sent, flight)
         if flight.diversions:
             self._divert(flight)
         if full := table_full_dpids(flight.sent):  # counted before the rollback below
@@ -277,38 +246,6 @@ class Changes:
             results[lane_id] = ActivationResult(False, failure, time.perf_counter() - t0)
         return results, removal_failure
 
-    def _collect(self, batches: list[Batch], flight: InFlight) -> str | None:
-        """Wait for ``batches``' barriers and record each switch's answer in ``flight.answers``
-        (combined with an earlier answer of the same switch); why a removal failed, or None."""
-        state, owner, answers = self.state, flight.owner, flight.answers
-        removal_failure = None
-        for batch in batches:
-            confirmed = batch.wait(flight.deadline) and batch.lost is None
-            if not confirmed:  # no reply in time, or the switch went away
-                state.tracker.forget(batch)
-                removal_failure = removal_failure or f"{state.switch_name(batch.dpid)} did not confirm"
-            # a removal's meter already gone is no failure
-            refused = (
-                {
-                    xid: error_reason(t, c, state.short_name(batch.dpid))
-                    for xid, t, c in batch.errors
-                    if not ((owner.get(xid) in flight.removing or xid in flight.lenient) and _lenient_error(t, c))
-                }
-                if batch.errors
-                else NO_ERRORS
-            )
-            if batch.lost is not None:
-                answer = SwitchAnswer(not_sent=batch.lost)
-            else:
-                answer = CONFIRMED if confirmed and not refused else SwitchAnswer(confirmed=confirmed, refused=refused)
-            earlier = answers.get(batch.dpid)
-            answers[batch.dpid] = answer if earlier is None else both(earlier, answer)
-            if not confirmed or refused:
-                state.mark_suspect([batch.dpid])
-            if refused and any(owner.get(xid) in flight.removing for xid in refused):
-                removal_failure = removal_failure or f"{state.switch_name(batch.dpid)} refused a removal"
-        return removal_failure
-
     def _divert(self, flight: InFlight) -> None:
         """The second step of new takeover lanes (``takeover.split_diversion``): for each whose
         first step every switch confirmed, after ``DIVERT_GRACE_S`` for the switches' cached
@@ -330,7 +267,7 @@ class Changes:
             for dpid, msgs in by_dpid.items():
                 flight.per_lane[lane_id].setdefault(dpid, []).extend(msgs)
         sent = self._write(per_dpid, flight.answers)
-        self._collect(sent, flight)
+        collect(self.state, sent, flight)
         flight.sent.extend(sent)
 
     # ---- what is sent -------------------------------------------------------------------------
