@@ -8,7 +8,8 @@ so a deposed master that still thinks it leads (a paused process, a partition) c
 switch, whatever it believes. Either error makes this controller step down at once.
 
 Only the master sends flow-mods, reconciles and probes drift. A new master reconciles every switch
-by cookie without wiping (``reconcile_switch``), so a failover deletes or re-adds no lane flow.
+by cookie without wiping (``reconcile_switch``), against the lanes the database holds when it takes
+over (never a read from before: the old master's lanes), so a failover deletes or re-adds no lane flow.
 The lease is the entry point's; this class only hears ``set_role(master, epoch)``.
 
 ``RoleController`` holds the node's ``LaneRuntime`` and is the ``SwitchEvents`` the os-ken glue
@@ -107,6 +108,9 @@ class RoleController:
             (time.perf_counter() - t0) * 1000,
         )
         if master:
+            # the old master changed lanes in another process, which never moved this runtime's
+            # generation: a read from before the takeover (the standby's start) would delete them
+            self.runtime.forget_lane_read()
             for dpid in sorted(self.runtime.connected):
                 self.runtime.spawn(functools.partial(self.runtime.reconcile_switch, dpid))
 
